@@ -1,0 +1,26 @@
+# The two README commands: `make demo` (set-up + the main job) and `make test` (set-up + all tests).
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: setup demo test unit integration shell clean
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@$(PY) -m dr.cli demo --out out/demo
+
+test: setup
+	@$(PY) -m pytest -q -p no:cacheprovider tests
+
+unit: setup
+	@$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+integration: setup
+	@$(PY) -m pytest -q -p no:cacheprovider tests/integration
+
+# A shell with pulumi, drctl and the Pulumi environment (local backend, passphrase file) ready.
+shell: setup
+	@bash --rcfile <(cat ~/.bashrc 2>/dev/null; echo 'source .env; PS1="(kafka-dr) $$PS1"') -i
+
+clean:
+	@rm -rf .venv .env

@@ -1,0 +1,128 @@
+"""confluent-kafka client configuration and admin helpers shared by every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from dr.errors import AuthError, ClusterError
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach one cluster as one principal. ``repr`` hides the password."""
+
+    bootstrap: str
+    username: str
+    password: str = field(repr=False)
+    security_protocol: str = "SASL_PLAINTEXT"
+    sasl_mechanism: str = "SCRAM-SHA-512"
+
+    def config(self, **extra: object) -> dict[str, object]:
+        """librdkafka configuration for this endpoint, plus ``extra``."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.security_protocol,
+            "sasl.mechanisms": self.sasl_mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            **extra,
+        }
+
+    def java_config(self) -> dict[str, str]:
+        """The same settings for a JVM client (MirrorMaker 2, kafka-tools, Spark)."""
+        module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
+                  if self.sasl_mechanism.startswith("SCRAM")
+                  else "org.apache.kafka.common.security.plain.PlainLoginModule")
+        user = self.username.replace('"', '\\"')
+        pw = self.password.replace('"', '\\"')
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.security_protocol,
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.jaas.config": f'{module} required username="{user}" password="{pw}";',
+        }
+
+    def with_user(self, username: str, password: str) -> Endpoint:
+        """The same cluster as another principal."""
+        return Endpoint(self.bootstrap, username, password, self.security_protocol, self.sasl_mechanism)
+
+
+def admin_client(endpoint: Endpoint) -> AdminClient:
+    """An AdminClient that fails fast instead of retrying forever."""
+    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
+
+
+def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) -> Exception:
+    """Map a librdkafka error to our family, naming the cluster (never the password)."""
+    err = exc.args[0] if exc.args else None
+    text = str(err) if err is not None else str(exc)
+    if "Authentication" in text or "SASL" in text or "authentication" in text:
+        return AuthError(f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
+                         "check the username/password (local estate: .state/.../credentials.json)")
+    return ClusterError(f"{what}: {endpoint.bootstrap}: {text}",
+                        "check the cluster is running (`drctl status`) and reachable")
+
+
+def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: int = 4096) -> None:
+    """Create or update SCRAM-SHA-512 credentials for ``users`` (name → password)."""
+    if not users:
+        return
+    admin = admin_client(endpoint)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()])
+    for user, fut in futures.items():
+        try:
+            fut.result(timeout=30)
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, f"creating SCRAM user {user!r}", endpoint) from exc
+
+
+def acl(principal: str, resource: ResourceType, name: str, operation: AclOperation,
+        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+        permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    """One ALLOW (by default) ACL binding for ``User:principal`` from any host."""
+    return AclBinding(resource, name, pattern, f"User:{principal}", "*", operation, permission)
+
+
+def create_acls(endpoint: Endpoint, bindings: Iterable[AclBinding]) -> None:
+    """Create ACL bindings (idempotent on the broker side)."""
+    bindings = list(bindings)
+    if not bindings:
+        return
+    admin = admin_client(endpoint)
+    for binding, fut in admin.create_acls(bindings).items():
+        try:
+            fut.result(timeout=30)
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, f"creating ACL {binding}", endpoint) from exc
+
+
+def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
+    """Delete ACLs matching ``filters``; return how many were removed."""
+    filters = list(filters)
+    if not filters:
+        return 0
+    admin = admin_client(endpoint)
+    removed = 0
+    for _f, fut in admin.delete_acls(filters).items():
+        try:
+            removed += len(fut.result(timeout=30))
+        except KafkaException as exc:
+            raise translate_kafka_error(exc, "deleting ACLs", endpoint) from exc
+    return removed

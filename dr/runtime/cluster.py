@@ -1,0 +1,390 @@
+"""A named local KRaft cluster of 1 or 3 brokers on 127.0.0.1 with SASL/SCRAM and ACLs.
+
+Port layout from ``base_port`` (P), broker ids 1..N:
+
+* client listener (SASL_PLAINTEXT, SCRAM-SHA-512): ``P + id - 1``
+* inter-broker listener (SASL_PLAINTEXT, PLAIN as ``broker``): ``P + 20 + id - 1``
+* controller listener (SASL_PLAINTEXT, PLAIN): ``P + 40`` (+ node index)
+
+A 1-broker cluster runs one combined broker+controller node. A 3-broker cluster runs a dedicated
+controller (node 0) and three brokers, so killing brokers never loses the metadata quorum — the
+behaviour of a production cluster whose controllers live apart from its brokers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+
+from dr.errors import ClusterError, ConfigError
+from dr.kafka_client import Endpoint, admin_client
+from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
+from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, port_open, wait_until
+from dr.toolchain import toolchain
+
+CONTROLLER_OFFSET = 40
+INTERNAL_OFFSET = 20
+PORT_WINDOW = 100
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What a local cluster looks like. ``racks`` defaults to ``rack-1..rack-N``."""
+
+    name: str
+    brokers: int = 1
+    base_port: int = 19100
+    racks: tuple[str, ...] = ()
+    heap_mb: int = 384
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.brokers not in (1, 3):
+            raise ConfigError(f"cluster {self.name!r}: brokers={self.brokers}; local clusters have 1 or 3 brokers.",
+                              "set brokers to 1 or 3")
+        if self.racks and len(self.racks) != self.brokers:
+            raise ConfigError(f"cluster {self.name!r}: {len(self.racks)} racks for {self.brokers} brokers.",
+                              "give exactly one rack per broker")
+        if not 1024 <= self.base_port <= 65535 - PORT_WINDOW:
+            raise ConfigError(f"cluster {self.name!r}: base_port {self.base_port} out of range.",
+                              f"choose a base_port between 1024 and {65535 - PORT_WINDOW}")
+
+    @property
+    def rack_names(self) -> tuple[str, ...]:
+        """One rack name per broker."""
+        return self.racks or tuple(f"rack-{i}" for i in range(1, self.brokers + 1))
+
+    @property
+    def dedicated_controller(self) -> bool:
+        """True when the controller runs apart from the brokers."""
+        return self.brokers > 1
+
+    def broker_ids(self) -> list[int]:
+        """Broker node ids (1..N)."""
+        return list(range(1, self.brokers + 1))
+
+    def node_ids(self) -> list[int]:
+        """Every node id: 0 is the dedicated controller when there is one."""
+        return ([0] if self.dedicated_controller else []) + self.broker_ids()
+
+    def client_port(self, broker_id: int) -> int:
+        """The SCRAM client listener of a broker."""
+        return self.base_port + broker_id - 1
+
+    def internal_port(self, broker_id: int) -> int:
+        """The inter-broker listener of a broker."""
+        return self.base_port + INTERNAL_OFFSET + broker_id - 1
+
+    def controller_port(self) -> int:
+        """The (single) controller listener."""
+        return self.base_port + CONTROLLER_OFFSET
+
+    def controller_id(self) -> int:
+        """Node id of the controller voter."""
+        return 0 if self.dedicated_controller else 1
+
+    def ports(self) -> list[int]:
+        """Every port the cluster binds."""
+        ports = [self.controller_port()]
+        for b in self.broker_ids():
+            ports += [self.client_port(b), self.internal_port(b)]
+        return ports
+
+    @property
+    def bootstrap(self) -> str:
+        """Bootstrap servers for clients."""
+        return ",".join(f"127.0.0.1:{self.client_port(b)}" for b in self.broker_ids())
+
+
+def kafka_uuid() -> str:
+    """A Kafka cluster id (url-safe base64 of 16 random bytes, never starting with '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _plain_jaas(password: str) -> str:
+    return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{BROKER_USER}" password="{password}" user_{BROKER_USER}="{password}";')
+
+
+def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_password: str) -> dict[str, str]:
+    """The broker/controller configuration of one node (pure; tested without a JVM)."""
+    is_broker = node_id in spec.broker_ids()
+    is_controller = node_id == spec.controller_id()
+    roles = [r for r, yes in (("broker", is_broker), ("controller", is_controller)) if yes]
+    n = spec.brokers
+    listeners, advertised = [], []
+    if is_broker:
+        listeners += [f"CLIENT://127.0.0.1:{spec.client_port(node_id)}",
+                      f"INTERNAL://127.0.0.1:{spec.internal_port(node_id)}"]
+        advertised = list(listeners)
+    if is_controller:
+        listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port()}")
+    jaas = _plain_jaas(broker_password)
+    props = {
+        "process.roles": ",".join(roles),
+        "node.id": str(node_id),
+        "controller.quorum.voters": f"{spec.controller_id()}@127.0.0.1:{spec.controller_port()}",
+        "controller.listener.names": "CONTROLLER",
+        "listeners": ",".join(listeners),
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
+        "allow.everyone.if.no.acl.found": "false",
+        "log.dirs": str(data_dir),
+        "auto.create.topics.enable": "false",
+        "unclean.leader.election.enable": "false",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "num.replica.fetchers": "1",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        "replica.lag.time.max.ms": "5000",
+        "offsets.topic.replication.factor": str(min(3, n)),
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": str(min(3, n)),
+        "transaction.state.log.min.isr": str(min(2, n)),
+        "transaction.state.log.num.partitions": "5",
+        "default.replication.factor": str(min(3, n)),
+        "min.insync.replicas": "1",
+        "share.coordinator.state.topic.replication.factor": str(min(3, n)),
+        "share.coordinator.state.topic.min.isr": str(min(2, n)),
+    }
+    if is_broker:
+        props.update({
+            "advertised.listeners": ",".join(advertised),
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.client.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": jaas,
+            "broker.rack": spec.rack_names[node_id - 1],
+        })
+    props.update(spec.extra_config)
+    return props
+
+
+def write_properties(path: Path, props: dict[str, str]) -> None:
+    """Write a Java properties file readable only by its owner (it holds the broker password)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        for key, value in props.items():
+            f.write(f"{key}={value}\n")
+
+
+class LocalCluster:
+    """Start, stop, restart, inspect one local cluster; its data lives under ``state_dir``.
+
+    ``state_dir`` is the estate's directory; this cluster keeps ``<state_dir>/clusters/<name>``.
+    """
+
+    def __init__(self, spec: ClusterSpec, state_dir: Path, credentials: Credentials | None = None) -> None:
+        self.spec = spec
+        self.state_dir = Path(state_dir)
+        self.dir = self.state_dir / "clusters" / spec.name
+        self.credentials = credentials or Credentials(self.state_dir)
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self.spec.name!r}, brokers={self.spec.brokers}, bootstrap={self.bootstrap!r})"
+
+    # ----------------------------------------------------------------- addressing
+    @property
+    def name(self) -> str:
+        """The cluster's name."""
+        return self.spec.name
+
+    @property
+    def bootstrap(self) -> str:
+        """Bootstrap servers (client listeners)."""
+        return self.spec.bootstrap
+
+    def endpoint(self, user: str = ADMIN_USER) -> Endpoint:
+        """How to reach this cluster as ``user`` (its password from the estate credentials)."""
+        return Endpoint(self.bootstrap, user, self.credentials.password(user))
+
+    def node_dir(self, node_id: int) -> Path:
+        """Directory of one node: config, data, pid and log."""
+        return self.dir / f"node-{node_id}"
+
+    def process(self, node_id: int) -> JvmProcess:
+        """The JVM of one node."""
+        d = self.node_dir(node_id)
+        return JvmProcess(f"kafka-{self.name}-{node_id}", d / "pid", d / "server.log")
+
+    # ----------------------------------------------------------------- lifecycle
+    def _cluster_id(self) -> str:
+        meta = self.dir / "cluster.json"
+        if meta.exists():
+            return json.loads(meta.read_text())["cluster_id"]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cid = kafka_uuid()
+        meta.write_text(json.dumps({"cluster_id": cid, "brokers": self.spec.brokers,
+                                    "base_port": self.spec.base_port}, indent=2))
+        return cid
+
+    def _check_shape(self) -> None:
+        meta = self.dir / "cluster.json"
+        if meta.exists():
+            stored = json.loads(meta.read_text())
+            if stored.get("brokers") != self.spec.brokers:
+                raise ClusterError(
+                    f"cluster {self.name!r} was created with {stored.get('brokers')} brokers; "
+                    f"{self.spec.brokers} requested.",
+                    "destroy it first (`drctl estate destroy`) or keep its broker count")
+
+    def _format(self, node_id: int, cluster_id: str, config: Path) -> None:
+        data = self.node_dir(node_id) / "data"
+        if (data / "meta.properties").exists():
+            return
+        tc = toolchain()
+        admin_pw = self.credentials.password(ADMIN_USER)
+        cmd = java_command(tc.java, [tc.kafka_lib], "kafka.tools.StorageTool",
+                           ["format", "-t", cluster_id, "-c", str(config), "--ignore-formatted",
+                            "--add-scram", f"SCRAM-SHA-512=[name={ADMIN_USER},password={admin_pw}]"],
+                           heap_mb=256)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            out = (res.stdout + res.stderr).replace(admin_pw, "***")
+            raise ClusterError(f"formatting storage of {self.name} node {node_id} failed:\n{out[-2000:]}",
+                               f"delete {data} if it is a half-written directory, then start again")
+
+    def _prepare_node(self, node_id: int, cluster_id: str) -> Path:
+        d = self.node_dir(node_id)
+        config = d / "server.properties"
+        props = server_properties(self.spec, node_id, d / "data", self.credentials.password(BROKER_USER))
+        write_properties(config, props)
+        self._format(node_id, cluster_id, config)
+        return config
+
+    def start_node(self, node_id: int) -> None:
+        """Start one node (format its storage on first start)."""
+        proc = self.process(node_id)
+        if proc.alive():
+            return
+        ports = ([self.spec.client_port(node_id), self.spec.internal_port(node_id)]
+                 if node_id in self.spec.broker_ids() else [])
+        if node_id == self.spec.controller_id():
+            ports.append(self.spec.controller_port())
+        ensure_ports_free(ports, f"cluster {self.name} node {node_id}")
+        config = self._prepare_node(node_id, self._cluster_id())
+        tc = toolchain()
+        cmd = java_command(tc.java, [tc.kafka_lib], "kafka.Kafka", [str(config)],
+                           heap_mb=self.spec.heap_mb if node_id else 256,
+                           extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                                      "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                                      "-Dlog4j2.level=warn"])
+        proc.start(cmd)
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start every node that is not running and wait until all brokers serve; return seconds."""
+        t0 = time.monotonic()
+        self._check_shape()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.credentials.password(ADMIN_USER)
+        self.credentials.password(BROKER_USER)
+        for node in self.spec.node_ids():
+            self.start_node(node)
+        self.wait_ready(timeout)
+        return time.monotonic() - t0
+
+    def wait_ready(self, timeout: float = 120.0, brokers: list[int] | None = None) -> None:
+        """Wait until ``brokers`` (default all) listen and the cluster reports them; never sleeps blindly."""
+        brokers = brokers or self.spec.broker_ids()
+        deadline = time.monotonic() + timeout
+
+        def all_listening() -> bool:
+            for b in brokers:
+                if not self.process(b).alive():
+                    raise ClusterError(f"{self.name} broker {b} exited during start-up:\n"
+                                       f"{self.process(b).log_tail()}",
+                                       f"read {self.process(b).log_file} and fix the cause, then start again")
+                if not port_open(self.spec.client_port(b)):
+                    return False
+            return True
+
+        if not wait_until(all_listening, timeout):
+            raise ClusterError(f"{self.name}: brokers {brokers} did not open their ports in {timeout:.0f}s.",
+                               f"see the logs under {self.dir}")
+        admin = admin_client(self.endpoint())
+
+        def registered() -> bool:
+            try:
+                md = admin.list_topics(timeout=5)
+            except KafkaException:
+                return False
+            return set(brokers) <= set(md.brokers)
+
+        if not wait_until(registered, max(1.0, deadline - time.monotonic()), interval=0.2):
+            raise ClusterError(f"{self.name}: brokers {brokers} did not register with the controller "
+                               f"in {timeout:.0f}s.", f"see the logs under {self.dir}")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Controlled shutdown of brokers first, then the controller; no JVM stays behind."""
+        for node in sorted(self.spec.node_ids(), key=lambda n: (n == self.spec.controller_id(), -n)):
+            self.process(node).stop(timeout)
+
+    def restart(self, timeout: float = 120.0) -> float:
+        """Stop then start, keeping every message; return the start time in seconds."""
+        self.stop()
+        return self.start(timeout)
+
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL one broker (a crash)."""
+        self.process(broker_id).kill()
+
+    def start_broker(self, broker_id: int, timeout: float = 120.0) -> None:
+        """Bring one broker back and wait until it is registered."""
+        self.start_node(broker_id)
+        self.wait_ready(timeout, brokers=[broker_id])
+
+    def kill(self) -> None:
+        """SIGKILL every node (an unplanned loss of the whole cluster)."""
+        for node in self.spec.node_ids():
+            self.process(node).kill()
+
+    def destroy(self) -> None:
+        """Stop and delete all data of this cluster."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ----------------------------------------------------------------- inspection
+    def running_nodes(self) -> list[int]:
+        """Node ids whose JVM is alive."""
+        return [n for n in self.spec.node_ids() if self.process(n).alive()]
+
+    def is_running(self) -> bool:
+        """True when every node is alive."""
+        return len(self.running_nodes()) == len(self.spec.node_ids())
+
+    def state(self) -> str:
+        """``running``, ``degraded`` (some nodes down), ``stopped`` or ``absent`` (never created)."""
+        if not self.dir.exists():
+            return "absent"
+        alive = self.running_nodes()
+        if not alive:
+            return "stopped"
+        return "running" if len(alive) == len(self.spec.node_ids()) else "degraded"
+
+    def pids(self) -> dict[int, int]:
+        """node id → pid of every live node."""
+        return {n: p for n in self.spec.node_ids() if (p := self.process(n).pid) is not None}

@@ -1,0 +1,160 @@
+"""JVM processes with pid files: start detached, check, stop cleanly (no orphan JVM)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dr.errors import ClusterError, PortInUse
+
+
+def java_command(java: str, lib_dirs: Sequence[Path], main: str, args: Sequence[str],
+                 heap_mb: int = 384, extra_jvm: Sequence[str] = ()) -> list[str]:
+    """The command line for ``main`` with every jar of ``lib_dirs`` on the classpath."""
+    classpath = os.pathsep.join(str(d / "*") for d in lib_dirs)
+    return [
+        java, f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true", "-Dslf4j.internal.verbosity=WARN",
+        *extra_jvm, "-cp", classpath, main, *args,
+    ]
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``host:port`` and we could bind it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def ensure_ports_free(ports: Sequence[int], owner: str) -> None:
+    """Raise :class:`PortInUse` naming the first taken port."""
+    for port in ports:
+        if not port_free(port):
+            raise PortInUse(
+                f"port 127.0.0.1:{port} needed by {owner} is already in use by another process.",
+                f"stop that process (`ss -ltnp 'sport = :{port}'` shows it) or choose another base_port",
+            )
+
+
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` is a live (non-zombie) process."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1].split(" ", 1)[0] != "Z"
+    except OSError:
+        return False
+
+
+class JvmProcess:
+    """One detached JVM whose pid lives in ``pid_file`` so any later process can stop it."""
+
+    def __init__(self, name: str, pid_file: Path, log_file: Path) -> None:
+        self.name = name
+        self.pid_file = pid_file
+        self.log_file = log_file
+
+    @property
+    def pid(self) -> int | None:
+        """The recorded pid if that process is still alive, else None."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) and self._is_ours(pid) else None
+
+    def _is_ours(self, pid: int) -> bool:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return f"-Dkdr.process={self.name}".encode() in cmdline
+
+    def alive(self) -> bool:
+        """True when the process is running."""
+        return self.pid is not None
+
+    def start(self, command: list[str], env: dict[str, str] | None = None) -> int:
+        """Start detached (own session) unless already running; return the pid."""
+        existing = self.pid
+        if existing:
+            return existing
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        # The marker lets stop()/pid() recognise our JVM even after pid reuse.
+        idx = command.index("-cp")
+        command = [*command[:idx], f"-Dkdr.process={self.name}", *command[idx:]]
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, **(env or {})})
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_file.write_text(str(proc.pid))
+        self._popen = proc  # keep a handle so the child is reaped if we are its parent
+        return proc.pid
+
+    def _reap(self) -> None:
+        popen = getattr(self, "_popen", None)
+        if popen is not None:
+            popen.poll()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (controlled shutdown), then SIGKILL after ``timeout``; wait until gone."""
+        pid = self.pid
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return
+        os.kill(pid, signal.SIGTERM)
+        if not wait_until(lambda: (self._reap(), not pid_alive(pid))[1], timeout):
+            self.kill()
+            return
+        self.pid_file.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a failure test wants. Waits until the process is gone."""
+        pid = self.pid
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        if not wait_until(lambda: (self._reap(), not pid_alive(pid))[1], 30):
+            raise ClusterError(f"{self.name} (pid {pid}) survived SIGKILL.", "check the machine's process table")
+        self.pid_file.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the process log (for error messages)."""
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)

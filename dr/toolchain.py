@@ -1,0 +1,74 @@
+"""Where the cached toolchain lives: jars, the Pulumi CLI, versions (from toolchain/versions.env)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dr.errors import ToolchainError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    """The pinned toolchain versions (``KAFKA_VERSION``, ``SPARK_VERSION``, ``PULUMI_VERSION`` ...)."""
+    out: dict[str, str] = {}
+    for line in (REPO_ROOT / "toolchain" / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def kdr_home() -> Path:
+    """The cache root outside the clone (``$KDR_HOME``, default ``~/.cache/kafka-dr``)."""
+    return Path(os.environ.get("KDR_HOME", Path.home() / ".cache" / "kafka-dr"))
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Resolved, verified paths of the cached components."""
+
+    kafka_lib: Path
+    mm2_lib: Path
+    spark_kafka_lib: Path
+    pulumi_bin: Path
+    java: str
+
+    @property
+    def spark_kafka_jars(self) -> list[Path]:
+        """The jars to pass to Spark as ``spark.jars``."""
+        return sorted(self.spark_kafka_lib.glob("*.jar"))
+
+
+def _complete(path: Path, what: str) -> Path:
+    if not (path / ".complete").is_file():
+        raise ToolchainError(
+            f"{what} is not installed (no complete cache at {path}).",
+            "run `make setup` (it resumes a half-finished setup)",
+        )
+    return path
+
+
+@functools.cache
+def toolchain() -> Toolchain:
+    """Locate every cached component, raising :class:`ToolchainError` naming the missing one."""
+    v = versions()
+    home = kdr_home()
+    java = shutil.which("java")
+    if java is None:
+        raise ToolchainError("`java` is not on PATH; Kafka, MirrorMaker 2 and Spark need Java 17+.",
+                             "install a JDK 17 (apt-get install openjdk-17-jdk-headless)")
+    return Toolchain(
+        kafka_lib=_complete(home / "kafka" / v["KAFKA_VERSION"], f"Kafka {v['KAFKA_VERSION']}"),
+        mm2_lib=_complete(home / "mm2" / v["KAFKA_VERSION"], f"MirrorMaker 2 {v['KAFKA_VERSION']}"),
+        spark_kafka_lib=_complete(home / "spark-kafka" / v["SPARK_VERSION"],
+                                  f"spark-sql-kafka {v['SPARK_VERSION']}"),
+        pulumi_bin=home / "pulumi" / v["PULUMI_VERSION"] / "bin",
+        java=java,
+    )
