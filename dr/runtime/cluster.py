@@ -203,6 +203,7 @@ class LocalCluster:
         self.state_dir = Path(state_dir)
         self.dir = self.state_dir / "clusters" / spec.name
         self.credentials = credentials or Credentials(self.state_dir)
+        self._procs: dict[int, JvmProcess] = {}
 
     def __repr__(self) -> str:
         return f"LocalCluster({self.spec.name!r}, brokers={self.spec.brokers}, bootstrap={self.bootstrap!r})"
@@ -228,8 +229,10 @@ class LocalCluster:
 
     def process(self, node_id: int) -> JvmProcess:
         """The JVM of one node."""
-        d = self.node_dir(node_id)
-        return JvmProcess(f"kafka-{self.name}-{node_id}", d / "pid", d / "server.log")
+        if node_id not in self._procs:
+            d = self.node_dir(node_id)
+            self._procs[node_id] = JvmProcess(f"kafka-{self.name}-{node_id}", d / "pid", d / "server.log")
+        return self._procs[node_id]
 
     # ----------------------------------------------------------------- lifecycle
     def _cluster_id(self) -> str:

@@ -79,6 +79,10 @@ class JvmProcess:
     @property
     def pid(self) -> int | None:
         """The recorded pid if that process is still alive, else None."""
+        popen = getattr(self, "_popen", None)
+        if popen is not None:
+            # Our own child: reliable even before exec() has replaced its command line.
+            return popen.pid if popen.poll() is None else None
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
@@ -130,6 +134,7 @@ class JvmProcess:
             self.kill()
             return
         self.pid_file.unlink(missing_ok=True)
+        self._popen = None
 
     def kill(self) -> None:
         """SIGKILL: the crash a failure test wants. Waits until the process is gone."""
@@ -140,6 +145,7 @@ class JvmProcess:
         if not wait_until(lambda: (self._reap(), not pid_alive(pid))[1], 30):
             raise ClusterError(f"{self.name} (pid {pid}) survived SIGKILL.", "check the machine's process table")
         self.pid_file.unlink(missing_ok=True)
+        self._popen = None
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the process log (for error messages)."""

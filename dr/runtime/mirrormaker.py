@@ -1,0 +1,229 @@
+"""A dedicated MirrorMaker 2 process replicating one local cluster to another (active → passive).
+
+Identity topic naming (same names on the target), checkpoints and consumer-group offset sync on,
+intervals of about a second so tests and drills see convergence quickly.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+
+from dr.errors import ClusterError
+from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
+from dr.runtime.cluster import LocalCluster, write_properties
+from dr.runtime.credentials import REPLICATOR_USER
+from dr.runtime.process import JvmProcess, java_command, wait_until
+from dr.toolchain import toolchain
+
+#: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
+SOURCE_TASK_READY = re.compile(r"WorkerSourceTask\{id=MirrorSourceConnector-\d+\} Source task finished initialization")
+HEARTBEAT_READY = re.compile(r"WorkerSourceTask\{id=MirrorHeartbeatConnector-\d+\} Source task finished initialization")
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def replicator_acls(source: bool) -> list:
+    """ACLs the replicator needs on the source (read everything, own the offset-syncs topic) or
+    on the target (write and create topics, sync groups, store Connect's internal topics)."""
+    u = REPLICATOR_USER
+    if source:
+        return [
+            acl(u, ResourceType.TOPIC, "*", AclOperation.READ),
+            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE),
+            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE_CONFIGS),
+            acl(u, ResourceType.TOPIC, "mm2-", AclOperation.ALL, ResourcePatternType.PREFIXED),
+            acl(u, ResourceType.GROUP, "*", AclOperation.DESCRIBE),
+            acl(u, ResourceType.GROUP, "*", AclOperation.READ),
+            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
+        ]
+    return [
+        acl(u, ResourceType.TOPIC, "*", AclOperation.ALL),
+        acl(u, ResourceType.GROUP, "*", AclOperation.ALL),
+        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
+        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE),
+        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
+        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
+    ]
+
+
+def grant_replicator(source: LocalCluster, target: LocalCluster) -> None:
+    """Create the replicator's SCRAM user and ACLs on both clusters (idempotent)."""
+    password = source.credentials.password(REPLICATOR_USER)
+    for cluster, is_source in ((source, True), (target, False)):
+        admin = cluster.endpoint()
+        upsert_scram_users(admin, {REPLICATOR_USER: password})
+        create_acls(admin, replicator_acls(is_source))
+
+
+def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, target: Endpoint,
+                   topics: str = ".*", groups: str = ".*", target_brokers: int = 1,
+                   intervals: dict[str, int] | None = None) -> dict[str, str]:
+    """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure)."""
+    iv = {"emit_checkpoints_s": 1, "sync_group_offsets_s": 1, "refresh_topics_s": 5,
+          "refresh_groups_s": 5, "emit_heartbeats_s": 1, **(intervals or {})}
+    rf = str(min(3, target_brokers))
+    props = {
+        "clusters": f"{source_alias},{target_alias}",
+        f"{source_alias}->{target_alias}.enabled": "true",
+        f"{source_alias}->{target_alias}.topics": topics,
+        f"{source_alias}->{target_alias}.groups": groups,
+        f"{target_alias}->{source_alias}.enabled": "false",
+        "replication.policy.class": IDENTITY_POLICY,
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": str(iv["sync_group_offsets_s"]),
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": str(iv["emit_checkpoints_s"]),
+        "emit.heartbeats.interval.seconds": str(iv["emit_heartbeats_s"]),
+        "refresh.topics.interval.seconds": str(iv["refresh_topics_s"]),
+        "refresh.groups.interval.seconds": str(iv["refresh_groups_s"]),
+        # an offset sync for every record: exact translation of committed group offsets
+        "offset.lag.max": "0",
+        "sync.topic.acls.enabled": "false",
+        "sync.topic.configs.enabled": "true",
+        "tasks.max": "2",
+        "replication.factor": rf,
+        "checkpoints.topic.replication.factor": rf,
+        "heartbeats.topic.replication.factor": rf,
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": rf,
+        "config.storage.replication.factor": rf,
+        "status.storage.replication.factor": rf,
+    }
+    for alias, ep in ((source_alias, source), (target_alias, target)):
+        for key, value in ep.java_config().items():
+            props[f"{alias}.{key}"] = value
+    return props
+
+
+class MirrorMaker:
+    """A dedicated MirrorMaker 2 process from ``source`` to ``target`` (both local clusters)."""
+
+    def __init__(self, source: LocalCluster, target: LocalCluster, state_dir: Path | None = None,
+                 topics: str = ".*", groups: str = ".*", intervals: dict[str, int] | None = None,
+                 heap_mb: int = 384) -> None:
+        self.source = source
+        self.target = target
+        self.topics = topics
+        self.groups = groups
+        self.intervals = intervals
+        self.heap_mb = heap_mb
+        self.dir = Path(state_dir or source.state_dir) / "links" / f"{source.name}-to-{target.name}"
+        self.process = JvmProcess(f"mm2-{source.name}-{target.name}", self.dir / "pid", self.dir / "mm2.log")
+
+    @property
+    def name(self) -> str:
+        """``<source>-to-<target>``."""
+        return f"{self.source.name}-to-{self.target.name}"
+
+    def properties(self) -> dict[str, str]:
+        """The MM2 configuration this process runs with (holds the replicator password)."""
+        pw = self.source.credentials.password(REPLICATOR_USER)
+        return mm2_properties(self.source.name, Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
+                              self.target.name, Endpoint(self.target.bootstrap, REPLICATOR_USER, pw),
+                              self.topics, self.groups, self.target.spec.brokers, self.intervals)
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Grant the replicator, start MM2, wait until its herder runs tasks; return seconds."""
+        t0 = time.monotonic()
+        if self.process.alive():
+            return 0.0
+        grant_replicator(self.source, self.target)
+        config = self.dir / "mm2.properties"
+        write_properties(config, self.properties())
+        tc = toolchain()
+        cmd = java_command(tc.java, [tc.mm2_lib], "org.apache.kafka.connect.mirror.MirrorMaker",
+                           [str(config), "--clusters", self.target.name], heap_mb=self.heap_mb,
+                           extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                                      "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                                      "-Dlog4j2.level=warn"])
+        log_start = self.process.log_file.stat().st_size if self.process.log_file.exists() else 0
+        self.process.start(cmd)
+
+        def running() -> bool:
+            if not self.process.alive():
+                raise ClusterError(f"MirrorMaker 2 {self.name} exited during start-up:\n{self.process.log_tail()}",
+                                   f"read {self.process.log_file}")
+            with open(self.process.log_file, "rb") as f:
+                f.seek(log_start)
+                text = f.read().decode(errors="replace")
+            if SOURCE_TASK_READY.search(text):
+                return True
+            return HEARTBEAT_READY.search(text) is not None and not self._source_has_topics()
+        if not wait_until(running, timeout, interval=0.25):
+            raise ClusterError(f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.",
+                               f"read {self.process.log_file}")
+        return time.monotonic() - t0
+
+    def _source_has_topics(self) -> bool:
+        pattern = re.compile(self.topics)
+        md = admin_client(self.source.endpoint()).list_topics(timeout=10)
+        return any(pattern.fullmatch(t) and not t.startswith(("__", "mm2-")) for t in md.topics)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the MM2 process cleanly (no JVM left)."""
+        self.process.stop(timeout)
+
+    def alive(self) -> bool:
+        """True while the MM2 process runs."""
+        return self.process.alive()
+
+    # ------------------------------------------------------------------ lag & offsets
+    def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
+        """Per (topic, partition): source end offset − target end offset (exact under identity
+        naming for non-transactional, non-compacted topics)."""
+        return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
+
+    def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
+        """Wait until every partition's lag is 0; return seconds waited."""
+        t0 = time.monotonic()
+        if not wait_until(lambda: all(v == 0 for v in self.lag(topics).values()), timeout, interval=0.2):
+            raise ClusterError(f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s "
+                               f"(lag {self.lag(topics)}).", f"read {self.process.log_file}")
+        return time.monotonic() - t0
+
+
+def end_offsets(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
+    """High watermark of every partition of ``topics``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(endpoint.config(**{"group.id": "kdr-offsets-probe", "enable.auto.commit": False}))
+    try:
+        md = consumer.list_topics(timeout=10)
+        out: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            if topic not in md.topics or md.topics[topic].error is not None:
+                continue
+            for p in md.topics[topic].partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                out[(topic, p)] = high
+        return out
+    except KafkaException as exc:
+        raise ClusterError(f"reading end offsets from {endpoint.bootstrap}: {exc}",
+                           "check the cluster is running and reachable") from exc
+    finally:
+        consumer.close()
+
+
+def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
+    """Per partition: how many records the source holds beyond the target."""
+    src = end_offsets(source, topics)
+    dst = end_offsets(target, topics)
+    return {tp: src[tp] - dst.get(tp, 0) for tp in src}
+
+
+def committed_offsets(endpoint: Endpoint, group: str) -> dict[tuple[str, int], int]:
+    """A consumer group's committed offsets on one cluster."""
+    admin = admin_client(endpoint)
+    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    try:
+        result = fut.result(timeout=15)
+    except KafkaException as exc:
+        raise ClusterError(f"reading offsets of group {group!r} on {endpoint.bootstrap}: {exc}",
+                           "check the cluster is running") from exc
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}

@@ -1,0 +1,47 @@
+"""The topology of a Kafka disaster-recovery estate: typed model, validation, stack config I/O.
+
+One :class:`Topology` flows through the product: the Pulumi program provisions it, the failover
+pipeline changes it (:meth:`Topology.after_failover`, then :func:`dump_stack_config`), and the
+verifier reads it.
+"""
+
+from dr.topology.model import (
+    PORT_WINDOW,
+    Application,
+    Cluster,
+    Engine,
+    Kind,
+    Link,
+    LinkIntervals,
+    Principals,
+    Profile,
+    Role,
+    Topic,
+    Topology,
+)
+from dr.topology.secret import Secret, StackSecret
+from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
+from dr.topology.validation import Violation, find_violations
+
+__all__ = [
+    "NAMESPACE",
+    "PORT_WINDOW",
+    "Application",
+    "Cluster",
+    "Engine",
+    "Kind",
+    "Link",
+    "LinkIntervals",
+    "Principals",
+    "Profile",
+    "Role",
+    "Secret",
+    "StackSecret",
+    "Topic",
+    "Topology",
+    "Violation",
+    "dump_stack_config",
+    "find_violations",
+    "load_stack_file",
+    "load_topology",
+]

@@ -1,0 +1,411 @@
+"""The typed topology model: clusters, topics, principals and links of one stack.
+
+Every model is frozen and rejects unknown keys. Keys may be written in snake_case or camelCase
+(``base_port`` or ``basePort``). Building a :class:`Topology` runs every rule of
+:mod:`dr.topology.validation`; a broken rule raises :class:`~dr.errors.TopologyError`, a malformed
+value (wrong type, missing key, unknown key) raises :class:`~dr.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from dr.errors import ConfigError, TopologyError
+from dr.topology.secret import Secret
+
+__all__ = [
+    "PORT_WINDOW",
+    "Application",
+    "Cluster",
+    "Engine",
+    "Kind",
+    "Link",
+    "LinkIntervals",
+    "Principals",
+    "Profile",
+    "Role",
+    "Topic",
+    "Topology",
+]
+
+PORT_WINDOW = 100
+"""Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""
+
+
+class Role(StrEnum):
+    """What a cluster does in the disaster-recovery topology."""
+
+    ACTIVE = "active"
+    PASSIVE = "passive"
+    STANDBY = "standby"
+    DECOMMISSIONED = "decommissioned"
+
+
+class Kind(StrEnum):
+    """Where a cluster runs: on this machine, or elsewhere reached by bootstrap servers."""
+
+    LOCAL = "local"
+    EXTERNAL = "external"
+    CONFLUENT_CLOUD = "confluent-cloud"
+
+
+class Engine(StrEnum):
+    """The replication technology behind a link."""
+
+    MIRRORMAKER2 = "mirrormaker2"
+    CLUSTER_LINK = "cluster-link"
+
+
+class Profile(StrEnum):
+    """How strict the durability rules are: ``production`` adds rules ``dev`` does not apply."""
+
+    DEV = "dev"
+    PRODUCTION = "production"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        loc_by_alias=False,
+    )
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(exc, type(self).__name__, data) from None
+
+    # Tell pydantic this __init__ only wraps its own: nested models are then validated in one pass
+    # (all errors collected) and only the outermost call converts ValidationError to ConfigError.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        """Pydantic's ``model_validate``, raising ConfigError instead of ValidationError."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise _config_error(exc, cls.__name__, obj) from None
+
+
+class Cluster(_Model):
+    """One Kafka cluster and its role. Local clusters are run by the project on 127.0.0.1."""
+
+    name: str = Field(min_length=1)
+    role: Role
+    kind: Kind = Kind.LOCAL
+    brokers: Literal[1, 3] = 1
+    """Local only: number of brokers."""
+    racks: list[str] = Field(default_factory=list)
+    """Local only: one rack name per broker (default ``rack-1`` .. ``rack-N``)."""
+    base_port: int | None = None
+    """Local only: first port of the cluster's 100-port window."""
+    bootstrap_servers: str | None = None
+    """External/Confluent Cloud only: ``host:port[,host:port...]``."""
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    security_protocol: Literal["SASL_SSL", "SASL_PLAINTEXT"] = "SASL_SSL"
+    admin_username: str | None = None
+    admin_password: Secret | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_racks(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "racks" not in data and data.get("kind", Kind.LOCAL) == Kind.LOCAL:
+            brokers = data.get("brokers", 1)
+            if brokers in (1, 3):
+                data = {**data, "racks": [f"rack-{i}" for i in range(1, brokers + 1)]}
+        return data
+
+    @property
+    def is_local(self) -> bool:
+        """True when this project runs the cluster's brokers on this machine."""
+        return self.kind == Kind.LOCAL
+
+    @property
+    def port_window(self) -> range | None:
+        """The ports a local cluster may use, or None for external clusters / no base_port."""
+        if not self.is_local or self.base_port is None:
+            return None
+        return range(self.base_port, self.base_port + PORT_WINDOW)
+
+    @property
+    def holds_topics(self) -> bool:
+        """True for the active and passive clusters, which hold every declared topic."""
+        return self.role in (Role.ACTIVE, Role.PASSIVE)
+
+
+def _config_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+class Topic(_Model):
+    """A topic declared on every cluster that holds topics."""
+
+    name: str
+    partitions: int = Field(ge=1)
+    replication_factor: int = Field(ge=1)
+    min_insync_replicas: int = Field(default=1, ge=1)
+    configs: dict[str, str] = Field(default_factory=dict)
+    """Other topic configs (``retention.ms``...); YAML numbers and booleans become strings."""
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: _config_value(item) for key, item in value.items()}
+        return value
+
+
+class Application(_Model):
+    """An application principal and the topics it may produce to and consume from."""
+
+    name: str = Field(min_length=1)
+    produces: list[str] = Field(default_factory=list)
+    consumes: list[str] = Field(default_factory=list)
+    consumer_group: str | None = None
+    password: Secret | None = None
+
+
+class Principals(_Model):
+    """The users of every cluster: an admin super-user, the replicator, and applications."""
+
+    admin: str = Field(default="admin", min_length=1)
+    replicator: str = Field(default="replicator", min_length=1)
+    applications: list[Application] = Field(default_factory=list)
+
+    def application(self, name: str) -> Application:
+        """The application principal called ``name``; ConfigError when there is none."""
+        for app in self.applications:
+            if app.name == name:
+                return app
+        known = ", ".join(a.name for a in self.applications) or "none declared"
+        raise ConfigError(f"no application principal named {name!r}", f"use one of: {known}")
+
+
+class LinkIntervals(_Model):
+    """How often (seconds) a link emits checkpoints, syncs offsets and refreshes topics/groups."""
+
+    emit_checkpoints_s: int = Field(default=1, ge=1)
+    sync_group_offsets_s: int = Field(default=1, ge=1)
+    refresh_topics_s: int = Field(default=5, ge=1)
+    refresh_groups_s: int = Field(default=5, ge=1)
+
+
+def _selects(patterns: list[str], name: str) -> bool:
+    for pattern in patterns:
+        try:
+            if re.fullmatch(pattern, name):
+                return True
+        except re.error:
+            if pattern == name:
+                return True
+    return False
+
+
+class Link(_Model):
+    """Replication from ``source`` to ``target`` of the topics and consumer groups it selects."""
+
+    name: str = Field(min_length=1)
+    source: str
+    target: str
+    engine: Engine = Engine.MIRRORMAKER2
+    topics: list[str] = Field(default_factory=lambda: [".*"])
+    """Topic names or regular expressions (full match); ``.*`` means every declared topic."""
+    consumer_groups: list[str] = Field(default_factory=lambda: [".*"])
+    """Consumer group names or regular expressions (full match) whose offsets are synced."""
+    intervals: LinkIntervals = Field(default_factory=LinkIntervals)
+
+    def selects_topic(self, topic: str) -> bool:
+        """True when ``topic`` matches one of the link's topic names/patterns."""
+        return _selects(self.topics, topic)
+
+    def selects_group(self, group: str) -> bool:
+        """True when ``group`` matches one of the link's consumer-group names/patterns."""
+        return _selects(self.consumer_groups, group)
+
+
+class Topology(_Model):
+    """The whole estate of one stack; constructing it validates every rule at once."""
+
+    name: str = Field(min_length=1)
+    """The stack name."""
+    profile: Profile = Profile.DEV
+    clusters: list[Cluster] = Field(default_factory=list)
+    topics: list[Topic] = Field(default_factory=list)
+    principals: Principals = Field(default_factory=Principals)
+    links: list[Link] = Field(default_factory=list)
+    failover_done: bool = False
+    """True once a failover has happened (a standby may then carry a link)."""
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> Topology:
+        from dr.topology.validation import raise_for_violations  # validation imports this module
+
+        raise_for_violations(self)
+        return self
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def cluster(self, name: str) -> Cluster:
+        """The cluster called ``name``; ConfigError naming the declared clusters when unknown."""
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        known = ", ".join(c.name for c in self.clusters)
+        raise ConfigError(f"stack '{self.name}' has no cluster named {name!r}", f"use one of: {known}")
+
+    def clusters_with(self, role: Role) -> list[Cluster]:
+        """Every cluster with ``role``, in declaration order."""
+        return [c for c in self.clusters if c.role == role]
+
+    def _only(self, role: Role) -> Cluster | None:
+        found = self.clusters_with(role)
+        if len(found) > 1:
+            names = ", ".join(c.name for c in found)
+            raise TopologyError(
+                f"stack '{self.name}' has {len(found)} {role} clusters ({names}) where one was expected",
+                f"keep a single {role} cluster in kafka-dr:clusters",
+            )
+        return found[0] if found else None
+
+    def active(self) -> Cluster:
+        """The active cluster (validation guarantees exactly one)."""
+        found = self._only(Role.ACTIVE)
+        assert found is not None  # enforced by validation
+        return found
+
+    def passive(self) -> Cluster | None:
+        """The passive cluster, or None; TopologyError if several are declared."""
+        return self._only(Role.PASSIVE)
+
+    def standby(self) -> Cluster | None:
+        """The standby cluster, or None; TopologyError if several are declared."""
+        return self._only(Role.STANDBY)
+
+    def links_into(self, name: str) -> list[Link]:
+        """Links whose target is cluster ``name``."""
+        return [link for link in self.links if link.target == name]
+
+    def links_from(self, name: str) -> list[Link]:
+        """Links whose source is cluster ``name``."""
+        return [link for link in self.links if link.source == name]
+
+    def topics_for(self, link: Link) -> list[Topic]:
+        """The declared topics a link replicates."""
+        return [topic for topic in self.topics if link.selects_topic(topic.name)]
+
+    # -- desired-state change ------------------------------------------------------------------
+
+    def after_failover(self) -> Topology:
+        """The desired topology once the passive cluster is promoted (pure; ``self`` is unchanged).
+
+        The active cluster becomes decommissioned, the passive becomes active and the standby (if
+        any) becomes passive. All links are replaced by one link ``<passive>-to-<standby>`` with the
+        engine, topics, consumer groups and intervals of the link that fed the old passive cluster.
+        """
+        old_active = self.active()
+        new_active = self.passive()
+        if new_active is None:
+            raise TopologyError(
+                f"stack '{self.name}' has no passive cluster to promote",
+                "declare a passive cluster with a link from the active cluster before failing over",
+            )
+        new_passive = self.standby()
+        feeding = self.links_into(new_active.name)
+        template = next((link for link in feeding if link.source == old_active.name), feeding[0])
+
+        roles = {old_active.name: Role.DECOMMISSIONED, new_active.name: Role.ACTIVE}
+        links: list[Link] = []
+        if new_passive is not None:
+            roles[new_passive.name] = Role.PASSIVE
+            links.append(
+                template.model_copy(
+                    update={
+                        "name": f"{new_active.name}-to-{new_passive.name}",
+                        "source": new_active.name,
+                        "target": new_passive.name,
+                    }
+                )
+            )
+        clusters = [
+            c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in self.clusters
+        ]
+        return Topology(
+            name=self.name,
+            profile=self.profile,
+            clusters=clusters,
+            topics=self.topics,
+            principals=self.principals,
+            links=links,
+            failover_done=True,
+        )
+
+
+# -- pydantic errors → ConfigError ---------------------------------------------------------------
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_FIXES = {
+    "missing": "add it",
+    "extra_forbidden": "remove it or correct its spelling",
+    "literal_error": "use one of the values named",
+    "enum": "use one of the values named",
+    "int_type": "use a whole number",
+    "int_parsing": "use a whole number",
+    "int_from_float": "use a whole number",
+    "bool_type": "use true or false",
+    "bool_parsing": "use true or false",
+    "string_type": "use a string",
+    "list_type": "use a list",
+    "dict_type": "use a mapping",
+    "model_type": "use a mapping",
+    "model_attributes_type": "use a mapping",
+    "string_too_short": "use a non-empty string",
+}
+
+
+def format_location(loc: tuple[Any, ...]) -> str:
+    """Render a pydantic error location as a field path: ``clusters[0].base_port``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _IDENTIFIER.fullmatch(str(part)):
+            path += f".{part}" if path else str(part)
+        else:
+            path += f'["{part}"]'
+    return path or "(top level)"
+
+
+def _fix_for(error: Any) -> str:
+    ctx = error.get("ctx") or {}
+    if error["type"] == "greater_than_equal":
+        return f"use a value of at least {ctx.get('ge')}"
+    return _FIXES.get(error["type"], "correct the value")
+
+
+def _config_error(exc: ValidationError, what: str, data: Any) -> ConfigError:
+    if isinstance(data, dict) and isinstance(data.get("name"), str):
+        what = f"{what} '{data['name']}'"
+    # Never include the rejected input in the message: it may be a secret.
+    lines = [
+        f"  - {format_location(e['loc'])}: {e['msg']} — {_fix_for(e)}" for e in exc.errors(include_url=False)
+    ]
+    count = len(lines)
+    return ConfigError(
+        f"invalid {what} ({count} problem{'s' if count != 1 else ''}):\n" + "\n".join(lines),
+        "correct the fields listed above (in the stack file under `kafka-dr:`) and run again",
+    )
