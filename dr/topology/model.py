@@ -340,9 +340,7 @@ class Topology(_Model):
                     }
                 )
             )
-        clusters = [
-            c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in self.clusters
-        ]
+        clusters = [c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in self.clusters]
         return Topology(
             name=self.name,
             profile=self.profile,
@@ -401,9 +399,7 @@ def _config_error(exc: ValidationError, what: str, data: Any) -> ConfigError:
     if isinstance(data, dict) and isinstance(data.get("name"), str):
         what = f"{what} '{data['name']}'"
     # Never include the rejected input in the message: it may be a secret.
-    lines = [
-        f"  - {format_location(e['loc'])}: {e['msg']} — {_fix_for(e)}" for e in exc.errors(include_url=False)
-    ]
+    lines = [f"  - {format_location(e['loc'])}: {e['msg']} — {_fix_for(e)}" for e in exc.errors(include_url=False)]
     count = len(lines)
     return ConfigError(
         f"invalid {what} ({count} problem{'s' if count != 1 else ''}):\n" + "\n".join(lines),

@@ -112,7 +112,9 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
             "create it (Pulumi.local.yaml is a complete example) or check the --stack name",
         ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read stack file {path}: {exc.strerror}", "check the path and its permissions") from None
+        raise ConfigError(
+            f"cannot read stack file {path}: {exc.strerror}", "check the path and its permissions"
+        ) from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -107,7 +107,9 @@ def _topic_names(t: Topology) -> Iterator[Violation]:
 
 def _one_active(t: Topology) -> Iterator[Violation]:
     if not t.clusters:
-        yield Violation("clusters", "no cluster is declared", "declare at least the active cluster under kafka-dr:clusters")
+        yield Violation(
+            "clusters", "no cluster is declared", "declare at least the active cluster under kafka-dr:clusters"
+        )
         return
     actives = [(i, c) for i, c in enumerate(t.clusters) if c.role == Role.ACTIVE]
     if not actives:
@@ -282,7 +284,8 @@ def _topic_durability(t: Topology) -> Iterator[Violation]:
         if production and unclean.strip().lower() == "true":
             yield Violation(
                 f'topics[{i}].configs["unclean.leader.election.enable"]',
-                "is true in the production profile: an out-of-sync replica may become leader and drop acknowledged messages",
+                "is true in the production profile: "
+                "an out-of-sync replica may become leader and drop acknowledged messages",
                 'remove it or set it to "false"',
             )
         for key, field in _RULE_OWNED_CONFIGS.items():
@@ -351,7 +354,8 @@ def _local_clusters(t: Topology) -> Iterator[Violation]:
         if c.admin_password is not None:
             yield Violation(
                 f"clusters[{i}].admin_password",
-                f"is set on local cluster {c.name!r}; local passwords are generated at runtime into the state directory",
+                f"is set on local cluster {c.name!r}; "
+                "local passwords are generated at runtime into the state directory",
                 "remove it",
             )
 

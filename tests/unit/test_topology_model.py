@@ -57,15 +57,26 @@ def test_local_stack_file_is_the_embedded_default(local: Topology) -> None:
     assert local.failover_done is False
     a, b, c = local.clusters
     assert (a.name, a.role, a.kind, a.brokers, a.racks, a.base_port) == (
-        "A", Role.ACTIVE, Kind.LOCAL, 3, ["r1", "r2", "r3"], 19100)
+        "A",
+        Role.ACTIVE,
+        Kind.LOCAL,
+        3,
+        ["r1", "r2", "r3"],
+        19100,
+    )
     assert (b.name, b.role, b.brokers, b.racks, b.base_port) == ("B", Role.PASSIVE, 1, ["rack-1"], 19200)
     assert (c.name, c.role, c.brokers, c.base_port) == ("C", Role.STANDBY, 1, 19300)
     assert [(t.name, t.partitions, t.replication_factor, t.min_insync_replicas) for t in local.topics] == [
-        ("orders", 6, 1, 1), ("payments", 3, 1, 1)]
+        ("orders", 6, 1, 1),
+        ("payments", 3, 1, 1),
+    ]
     assert (local.principals.admin, local.principals.replicator) == ("admin", "replicator")
     orders_app, billing = local.principals.applications
     assert (orders_app.produces, orders_app.consumes, orders_app.consumer_group) == (
-        ["orders"], ["payments"], "orders-app")
+        ["orders"],
+        ["payments"],
+        "orders-app",
+    )
     assert (billing.produces, billing.consumes, billing.consumer_group) == ([], ["orders"], "billing")
     (link,) = local.links
     assert (link.name, link.source, link.target, link.engine) == ("A-to-B", "A", "B", Engine.MIRRORMAKER2)
@@ -86,7 +97,8 @@ def test_production_example_loads_and_validates(production: Topology) -> None:
     for cluster in production.clusters:
         assert cluster.kind is Kind.EXTERNAL
         assert cluster.bootstrap_servers and cluster.bootstrap_servers.startswith(
-            f"broker-1.{cluster.name}.example.com:9093")
+            f"broker-1.{cluster.name}.example.com:9093"
+        )
         assert cluster.sasl_mechanism == "SCRAM-SHA-512" and cluster.security_protocol == "SASL_SSL"
         assert cluster.admin_password is not None and cluster.admin_password.is_encrypted
         assert cluster.port_window is None
@@ -105,7 +117,11 @@ def test_defaults() -> None:
     assert Cluster(name="X", role="active", kind="external").racks == []
     assert (cluster.sasl_mechanism, cluster.security_protocol) == ("SCRAM-SHA-512", "SASL_SSL")
     assert LinkIntervals().model_dump() == {
-        "emit_checkpoints_s": 1, "sync_group_offsets_s": 1, "refresh_topics_s": 5, "refresh_groups_s": 5}
+        "emit_checkpoints_s": 1,
+        "sync_group_offsets_s": 1,
+        "refresh_topics_s": 5,
+        "refresh_groups_s": 5,
+    }
 
 
 def test_lookups(local: Topology) -> None:
@@ -128,11 +144,15 @@ def test_unknown_cluster_lookup_names_the_known_ones(local: Topology) -> None:
 
 
 def test_link_selection_is_a_full_regex_match() -> None:
-    topology = load_topology("t", {
-        **_raw_config(LOCAL_FILE),
-        "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B", "topics": ["ord.*"],
-                            "consumer_groups": ["billing"]}],
-    })
+    topology = load_topology(
+        "t",
+        {
+            **_raw_config(LOCAL_FILE),
+            "kafka-dr:links": [
+                {"name": "A-to-B", "source": "A", "target": "B", "topics": ["ord.*"], "consumer_groups": ["billing"]}
+            ],
+        },
+    )
     link = topology.links[0]
     assert [t.name for t in topology.topics_for(link)] == ["orders"]
     assert link.selects_group("billing") and not link.selects_group("billing-2")
@@ -160,20 +180,30 @@ def test_camel_case_keys_are_accepted(local: Topology) -> None:
             {"name": "orders", "partitions": 6, "replicationFactor": 1, "minInsyncReplicas": 1},
             {"name": "payments", "partitions": 3, "replicationFactor": 1},
         ],
-        "kafka-dr:principals": {"applications": [
-            {"name": "orders-app", "produces": ["orders"], "consumes": ["payments"], "consumerGroup": "orders-app"},
-            {"name": "billing", "consumes": ["orders"], "consumerGroup": "billing"},
-        ]},
-        "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B", "consumerGroups": [".*"],
-                            "intervals": {"emitCheckpointsS": 1}}],
+        "kafka-dr:principals": {
+            "applications": [
+                {"name": "orders-app", "produces": ["orders"], "consumes": ["payments"], "consumerGroup": "orders-app"},
+                {"name": "billing", "consumes": ["orders"], "consumerGroup": "billing"},
+            ]
+        },
+        "kafka-dr:links": [
+            {
+                "name": "A-to-B",
+                "source": "A",
+                "target": "B",
+                "consumerGroups": [".*"],
+                "intervals": {"emitCheckpointsS": 1},
+            }
+        ],
     }
     assert load_topology("local", camel) == local
 
 
 def test_engine_style_config_with_json_text_values(local: Topology) -> None:
     """The Pulumi engine hands structured config to the program as JSON text."""
-    engine = {key: value if isinstance(value, str) else json.dumps(value)
-              for key, value in _raw_config(LOCAL_FILE).items()}
+    engine = {
+        key: value if isinstance(value, str) else json.dumps(value) for key, value in _raw_config(LOCAL_FILE).items()
+    }
     engine["kafka-dr:failoverDone"] = "false"
     assert load_topology("local", engine) == local
 
@@ -256,15 +286,26 @@ def test_secret_equality_tells_ciphertext_from_plaintext() -> None:
 def test_after_failover_promotes_b_and_links_b_to_c(local: Topology) -> None:
     after = local.after_failover()
     assert [(c.name, c.role) for c in after.clusters] == [
-        ("A", Role.DECOMMISSIONED), ("B", Role.ACTIVE), ("C", Role.PASSIVE)]
+        ("A", Role.DECOMMISSIONED),
+        ("B", Role.ACTIVE),
+        ("C", Role.PASSIVE),
+    ]
     (link,) = after.links
     old = local.links[0]
     assert (link.name, link.source, link.target) == ("B-to-C", "B", "C")
     assert (link.engine, link.topics, link.consumer_groups, link.intervals) == (
-        old.engine, old.topics, old.consumer_groups, old.intervals)
+        old.engine,
+        old.topics,
+        old.consumer_groups,
+        old.intervals,
+    )
     assert after.failover_done is True
     assert (after.name, after.profile, after.topics, after.principals) == (
-        local.name, local.profile, local.topics, local.principals)
+        local.name,
+        local.profile,
+        local.topics,
+        local.principals,
+    )
     assert find_violations(after) == []
     # pure: the original is untouched
     assert local.active().name == "A" and local.failover_done is False and local.links == [old]
@@ -281,7 +322,10 @@ def test_after_failover_keeps_link_settings(production: Topology) -> None:
 def test_second_failover_without_standby(local: Topology) -> None:
     twice = local.after_failover().after_failover()
     assert [(c.name, c.role) for c in twice.clusters] == [
-        ("A", Role.DECOMMISSIONED), ("B", Role.DECOMMISSIONED), ("C", Role.ACTIVE)]
+        ("A", Role.DECOMMISSIONED),
+        ("B", Role.DECOMMISSIONED),
+        ("C", Role.ACTIVE),
+    ]
     assert twice.links == []
     with pytest.raises(TopologyError, match="no passive cluster"):
         twice.after_failover()
@@ -305,7 +349,10 @@ def test_dump_writes_the_desired_state_after_failover(local: Topology) -> None:
     assert dumped["kafka-dr:failoverDone"] is True
     assert dumped["kafka-dr:profile"] == "dev"
     assert [(c["name"], c["role"]) for c in dumped["kafka-dr:clusters"]] == [
-        ("A", "decommissioned"), ("B", "active"), ("C", "passive")]
+        ("A", "decommissioned"),
+        ("B", "active"),
+        ("C", "passive"),
+    ]
     assert [(link["source"], link["target"]) for link in dumped["kafka-dr:links"]] == [("B", "C")]
 
 
@@ -313,8 +360,10 @@ def test_dump_keeps_encrypted_secrets_as_they_were(production: Topology) -> None
     raw = _raw_config(PRODUCTION_FILE)
     dumped = dump_stack_config(production)
     assert dumped["kafka-dr:clusters"][0]["admin_password"] == raw["kafka-dr:clusters"][0]["admin_password"]
-    assert dumped["kafka-dr:principals"]["applications"][1]["password"] == (
-        raw["kafka-dr:principals"]["applications"][1]["password"])
+    assert (
+        dumped["kafka-dr:principals"]["applications"][1]["password"]
+        == (raw["kafka-dr:principals"]["applications"][1]["password"])
+    )
 
 
 def test_dump_refuses_plaintext_secrets() -> None:

@@ -31,8 +31,14 @@ LOCAL: dict[str, Any] = {
         ],
     },
     "kafka-dr:links": [
-        {"name": "A-to-B", "source": "A", "target": "B", "engine": "mirrormaker2", "topics": [".*"],
-         "consumer_groups": [".*"]},
+        {
+            "name": "A-to-B",
+            "source": "A",
+            "target": "B",
+            "engine": "mirrormaker2",
+            "topics": [".*"],
+            "consumer_groups": [".*"],
+        },
     ],
 }
 
@@ -130,9 +136,7 @@ def test_rf_fits_when_every_holding_cluster_has_enough_brokers() -> None:
 
 def test_decommissioned_clusters_do_not_hold_topics() -> None:
     def mutate(config: dict[str, Any]) -> None:
-        config["kafka-dr:clusters"].append(
-            {"name": "old", "role": "decommissioned", "brokers": 1, "base_port": 19400}
-        )
+        config["kafka-dr:clusters"].append({"name": "old", "role": "decommissioned", "brokers": 1, "base_port": 19400})
         for cluster in config["kafka-dr:clusters"][1:3]:
             cluster["brokers"] = 3
         config["kafka-dr:topics"][0]["replication_factor"] = 3
@@ -145,8 +149,12 @@ def test_decommissioned_clusters_do_not_hold_topics() -> None:
 
 def test_min_insync_greater_than_rf() -> None:
     message = _error(LOCAL, _set("topics", 1, min_insync_replicas=2))
-    _line(message, "topics[1].min_insync_replicas", "more than replication_factor 1",
-          "set min_insync_replicas to at most 1")
+    _line(
+        message,
+        "topics[1].min_insync_replicas",
+        "more than replication_factor 1",
+        "set min_insync_replicas to at most 1",
+    )
 
 
 # -- rule 3: production durability ------------------------------------------------------------
@@ -171,8 +179,7 @@ def test_dev_profile_allows_min_insync_one_with_rf_three() -> None:
 @pytest.mark.parametrize("value", ["true", True, "TRUE"])
 def test_production_unclean_leader_election(value: Any) -> None:
     message = _error(PRODUCTION, _set("topics", 1, configs={"unclean.leader.election.enable": value}))
-    _line(message, 'topics[1].configs["unclean.leader.election.enable"]', "production profile",
-          'set it to "false"')
+    _line(message, 'topics[1].configs["unclean.leader.election.enable"]', "production profile", 'set it to "false"')
 
 
 def test_dev_profile_allows_unclean_leader_election() -> None:
@@ -197,8 +204,9 @@ def test_no_active_cluster() -> None:
 
 def test_passive_without_incoming_link() -> None:
     message = _error(LOCAL, lambda config: config["kafka-dr:links"].clear())
-    _line(message, "clusters[1].role", "passive cluster 'B' has no incoming link",
-          "add a link with target 'B' from 'A'")
+    _line(
+        message, "clusters[1].role", "passive cluster 'B' has no incoming link", "add a link with target 'B' from 'A'"
+    )
 
 
 # -- rule 7: standby with a link before a failover --------------------------------------------
@@ -271,8 +279,12 @@ def test_link_to_unknown_cluster() -> None:
 
 
 def test_link_from_unknown_cluster() -> None:
-    _line(_error(LOCAL, _set("links", 0, source="Q")), "links[0].source", "unknown cluster 'Q'",
-          "use one of the declared clusters")
+    _line(
+        _error(LOCAL, _set("links", 0, source="Q")),
+        "links[0].source",
+        "unknown cluster 'Q'",
+        "use one of the declared clusters",
+    )
 
 
 # -- rule 10: topic names ---------------------------------------------------------------------
@@ -307,12 +319,13 @@ def _append(section: str, item: dict[str, Any]) -> Mutation:
 @pytest.mark.parametrize(
     ("mutate", "path", "first"),
     [
-        (_append("clusters", {"name": "C", "role": "standby", "base_port": 19400}), "clusters[3].name",
-         "clusters[2]"),
-        (_append("topics", {"name": "orders", "partitions": 1, "replication_factor": 1}), "topics[2].name",
-         "topics[0]"),
-        (_append("applications", {"name": "billing"}), "principals.applications[2].name",
-         "principals.applications[1]"),
+        (_append("clusters", {"name": "C", "role": "standby", "base_port": 19400}), "clusters[3].name", "clusters[2]"),
+        (
+            _append("topics", {"name": "orders", "partitions": 1, "replication_factor": 1}),
+            "topics[2].name",
+            "topics[0]",
+        ),
+        (_append("applications", {"name": "billing"}), "principals.applications[2].name", "principals.applications[1]"),
         (_append("links", {"name": "A-to-B", "source": "A", "target": "B"}), "links[1].name", "links[0]"),
     ],
     ids=["clusters", "topics", "applications", "links"],
@@ -341,16 +354,24 @@ def test_application_produces_unknown_topic() -> None:
         config["kafka-dr:principals"]["applications"][0]["produces"] = ["orders", "orderz"]
 
     message = _error(LOCAL, mutate)
-    _line(message, "principals.applications[0].produces[1]", "undeclared topic 'orderz'",
-          "declare 'orderz' under kafka-dr:topics")
+    _line(
+        message,
+        "principals.applications[0].produces[1]",
+        "undeclared topic 'orderz'",
+        "declare 'orderz' under kafka-dr:topics",
+    )
 
 
 def test_application_consumes_unknown_topic() -> None:
     def mutate(config: dict[str, Any]) -> None:
         config["kafka-dr:principals"]["applications"][1]["consumes"] = ["refunds"]
 
-    _line(_error(LOCAL, mutate), "principals.applications[1].consumes[0]", "undeclared topic 'refunds'",
-          "or use one of: 'orders', 'payments'")
+    _line(
+        _error(LOCAL, mutate),
+        "principals.applications[1].consumes[0]",
+        "undeclared topic 'refunds'",
+        "or use one of: 'orders', 'payments'",
+    )
 
 
 # -- rule 13: local port windows --------------------------------------------------------------
@@ -358,8 +379,13 @@ def test_application_consumes_unknown_topic() -> None:
 
 def test_overlapping_port_windows() -> None:
     message = _error(LOCAL, _set("clusters", 1, base_port=19150))
-    _line(message, "clusters[1].base_port", "19150..19249", "overlaps 19100..19199 of 'A'",
-          "its own 100-port window, e.g. base_port 19400")
+    _line(
+        message,
+        "clusters[1].base_port",
+        "19150..19249",
+        "overlaps 19100..19199 of 'A'",
+        "its own 100-port window, e.g. base_port 19400",
+    )
 
 
 def test_port_windows_overlapping_by_one_port() -> None:
@@ -380,8 +406,12 @@ def test_local_cluster_without_base_port() -> None:
 
 
 def test_port_window_outside_the_port_range() -> None:
-    _line(_error(LOCAL, _set("clusters", 2, base_port=65500)), "clusters[2].base_port", "65500..65599",
-          "choose a base_port between 1024 and 65436")
+    _line(
+        _error(LOCAL, _set("clusters", 2, base_port=65500)),
+        "clusters[2].base_port",
+        "65500..65599",
+        "choose a base_port between 1024 and 65436",
+    )
 
 
 # -- rule 14: racks per broker ----------------------------------------------------------------
@@ -406,8 +436,12 @@ def test_link_from_decommissioned_cluster() -> None:
 
 
 def test_link_into_decommissioned_cluster() -> None:
-    _line(_error(LOCAL, _set("clusters", 1, role="decommissioned")), "links[0].target",
-          "into decommissioned cluster 'B'", "remove the link")
+    _line(
+        _error(LOCAL, _set("clusters", 1, role="decommissioned")),
+        "links[0].target",
+        "into decommissioned cluster 'B'",
+        "remove the link",
+    )
 
 
 # -- rule 16: external clusters ---------------------------------------------------------------
@@ -418,8 +452,7 @@ def test_external_cluster_without_bootstrap_servers() -> None:
         del config["kafka-dr:clusters"][1]["bootstrap_servers"]
 
     message = _error(PRODUCTION, mutate)
-    _line(message, "clusters[1].bootstrap_servers", "external cluster 'dc2' has no bootstrap_servers",
-          "host:port")
+    _line(message, "clusters[1].bootstrap_servers", "external cluster 'dc2' has no bootstrap_servers", "host:port")
 
 
 def test_confluent_cloud_cluster_without_bootstrap_servers() -> None:
@@ -439,18 +472,29 @@ def test_bootstrap_servers_must_be_host_port() -> None:
 
 
 def test_cluster_link_needs_a_confluent_target() -> None:
-    _line(_error(PRODUCTION, _set("links", 0, engine="cluster-link")), "links[0].engine",
-          "target 'dc2' is external", "use engine: mirrormaker2")
+    _line(
+        _error(PRODUCTION, _set("links", 0, engine="cluster-link")),
+        "links[0].engine",
+        "target 'dc2' is external",
+        "use engine: mirrormaker2",
+    )
 
 
 def test_invalid_link_pattern() -> None:
-    _line(_error(LOCAL, _set("links", 0, topics=["orders("])), "links[0].topics[0]",
-          "not a valid regular expression", "fix the pattern")
+    _line(
+        _error(LOCAL, _set("links", 0, topics=["orders("])),
+        "links[0].topics[0]",
+        "not a valid regular expression",
+        "fix the pattern",
+    )
 
 
 def test_min_insync_in_configs_duplicates_the_field() -> None:
-    _line(_error(LOCAL, _set("topics", 0, configs={"min.insync.replicas": 1})),
-          'topics[0].configs["min.insync.replicas"]', "set min_insync_replicas instead")
+    _line(
+        _error(LOCAL, _set("topics", 0, configs={"min.insync.replicas": 1})),
+        'topics[0].configs["min.insync.replicas"]',
+        "set min_insync_replicas instead",
+    )
 
 
 def test_local_cluster_with_external_settings() -> None:

@@ -1,0 +1,64 @@
+"""Session-scoped real clusters: started once, stopped (and their data removed) at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.mirrormaker import MirrorMaker
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    """Create a topic as the admin super-user and wait for it."""
+    admin = AdminClient(cluster.endpoint().config())
+    futures = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
+    futures[name].result(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def estate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The state directory shared by the session's clusters."""
+    return tmp_path_factory.mktemp("estate")
+
+
+def _cluster(estate_dir: Path, name: str, brokers: int, base_port: int) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(ClusterSpec(name, brokers=brokers, base_port=base_port), estate_dir)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def cluster3(estate_dir: Path) -> Iterator[LocalCluster]:
+    """A 3-broker cluster (dedicated controller) on 3 racks."""
+    yield from _cluster(estate_dir, "T3", 3, 21000)
+
+
+@pytest.fixture(scope="session")
+def cluster_a(estate_dir: Path) -> Iterator[LocalCluster]:
+    """Active cluster A, 1 broker."""
+    yield from _cluster(estate_dir, "A", 1, 21100)
+
+
+@pytest.fixture(scope="session")
+def cluster_b(estate_dir: Path) -> Iterator[LocalCluster]:
+    """Passive cluster B, 1 broker."""
+    yield from _cluster(estate_dir, "B", 1, 21200)
+
+
+@pytest.fixture(scope="session")
+def mm2_ab(cluster_a: LocalCluster, cluster_b: LocalCluster, estate_dir: Path) -> Iterator[MirrorMaker]:
+    """MirrorMaker 2 replicating A → B."""
+    mm = MirrorMaker(cluster_a, cluster_b, estate_dir)
+    mm.start()
+    try:
+        yield mm
+    finally:
+        mm.stop()

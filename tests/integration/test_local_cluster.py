@@ -1,0 +1,179 @@
+"""Real KRaft clusters: durability under broker loss, restart, authentication and ACLs."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from dr.kafka_client import Endpoint
+from dr.runtime.cluster import LocalCluster
+from dr.runtime.process import wait_until
+
+from .conftest import create_topic
+
+
+def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) -> tuple[list[str], list[KafkaError]]:
+    """Produce one record per key with acks=all; return (acknowledged keys, errors)."""
+    acked: list[str] = []
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg) -> None:  # noqa: ANN001
+        if err is None:
+            acked.append(msg.key().decode())
+        else:
+            errors.append(err)
+
+    producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False,
+                                           "linger.ms": 5, **extra}))
+    for key in keys:
+        producer.produce(topic, key=key, value=f"value-{key}", on_delivery=on_delivery)
+        producer.poll(0)
+    producer.flush(60)
+    return acked, errors
+
+
+def consume_all(endpoint: Endpoint, topic: str, expected: int, timeout: float = 60) -> list[str]:
+    """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys."""
+    consumer = Consumer(endpoint.config(**{"group.id": f"reader-{uuid.uuid4()}", "auto.offset.reset": "earliest",
+                                           "enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    keys: list[str] = []
+    try:
+        wait_until(lambda: _poll_into(consumer, keys) >= expected, timeout, interval=0)
+    finally:
+        consumer.close()
+    return keys
+
+
+def _poll_into(consumer: Consumer, keys: list[str]) -> int:
+    for msg in consumer.consume(1000, timeout=0.5):
+        if msg.error() is None:
+            keys.append(msg.key().decode())
+    return len(keys)
+
+
+def isr_sizes(cluster: LocalCluster, topic: str) -> list[int]:
+    """ISR size of every partition of ``topic``."""
+    md = AdminClient(cluster.endpoint().config()).list_topics(topic, timeout=10)
+    return [len(p.isrs) for p in md.topics[topic].partitions.values()]
+
+
+def test_three_brokers_min_insync_two_survive_one_loss_refuse_after_two(cluster3: LocalCluster) -> None:
+    topic = "durable"
+    create_topic(cluster3, topic, partitions=3, rf=3, config={"min.insync.replicas": "2"})
+    admin = cluster3.endpoint()
+    acked_all: list[str] = []
+
+    acked, errors = produce(admin, topic, [f"a{i}" for i in range(2000)])
+    assert errors == [] and len(acked) == 2000
+    acked_all += acked
+
+    cluster3.kill_broker(3)
+    assert wait_until(lambda: max(isr_sizes(cluster3, topic)) == 2, 60), "ISR never shrank to 2 after one kill"
+    acked, errors = produce(admin, topic, [f"b{i}" for i in range(2000)])
+    assert errors == [], f"writes must continue with one broker down: {errors[:3]}"
+    acked_all += acked
+
+    cluster3.kill_broker(2)
+    assert wait_until(lambda: max(isr_sizes(cluster3, topic)) == 1, 60), "ISR never shrank to 1 after two kills"
+    acked, errors = produce(admin, topic, [f"c{i}" for i in range(50)], retries=0, **{"message.timeout.ms": 20000})
+    assert acked == [], "acks=all must be refused below min.insync.replicas"
+    codes = {e.code() for e in errors}
+    assert codes <= {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}, errors[:3]
+    assert "NOT_ENOUGH_REPLICAS" in errors[0].name()
+
+    cluster3.start_broker(2)
+    cluster3.start_broker(3)
+    keys = consume_all(admin, topic, len(acked_all))
+    assert set(acked_all) <= set(keys), f"lost acknowledged records: {sorted(set(acked_all) - set(keys))[:5]}"
+
+
+def test_restart_keeps_every_message(cluster_a: LocalCluster) -> None:
+    topic = "restart-check"
+    create_topic(cluster_a, topic, partitions=2)
+    acked, errors = produce(cluster_a.endpoint(), topic, [f"k{i}" for i in range(5000)])
+    assert not errors and len(acked) == 5000
+    seconds = cluster_a.restart()
+    assert cluster_a.state() == "running" and seconds > 0
+    keys = consume_all(cluster_a.endpoint(), topic, 5000)
+    assert sorted(keys) == sorted(acked)
+
+
+def test_unauthenticated_and_wrong_password_are_refused(cluster_a: LocalCluster) -> None:
+    no_auth = AdminClient({"bootstrap.servers": cluster_a.bootstrap, "socket.timeout.ms": 5000})
+    with pytest.raises(KafkaException):
+        no_auth.list_topics(timeout=5)
+
+    wrong = cluster_a.endpoint().with_user("admin", "not-the-password")
+    with pytest.raises(KafkaException) as info:
+        AdminClient(wrong.config()).list_topics(timeout=10)
+    assert "Authentication failed" in str(info.value) or "SASL" in str(info.value)
+
+    unknown_user = cluster_a.endpoint().with_user("mallory", "whatever")
+    with pytest.raises(KafkaException):
+        AdminClient(unknown_user.config()).list_topics(timeout=10)
+
+
+def test_authenticated_user_without_acl_cannot_write(cluster_a: LocalCluster) -> None:
+    from dr.kafka_client import upsert_scram_users
+
+    create_topic(cluster_a, "acl-check", partitions=1)
+    upsert_scram_users(cluster_a.endpoint(), {"no-acl-app": "pw-no-acl-app-123"})
+    app = cluster_a.endpoint().with_user("no-acl-app", "pw-no-acl-app-123")
+    assert wait_until(lambda: _can_connect(app), 30), "SCRAM user never became usable"
+    acked, errors = produce(app, "acl-check", ["x"], retries=0, **{"message.timeout.ms": 10000})
+    assert acked == [] and errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def _can_connect(endpoint: Endpoint) -> bool:
+    try:
+        AdminClient(endpoint.config()).list_topics(timeout=5)
+        return True
+    except KafkaException:
+        return False
+
+
+def test_no_jvm_left_after_stop(estate_dir) -> None:  # noqa: ANN001
+    from dr.runtime.cluster import ClusterSpec
+    from dr.runtime.process import pid_alive
+
+    cluster = LocalCluster(ClusterSpec("STOPME", brokers=1, base_port=21400), estate_dir)
+    cluster.start()
+    pids = list(cluster.pids().values())
+    assert pids and all(pid_alive(p) for p in pids)
+    cluster.destroy()
+    assert not any(pid_alive(p) for p in pids)
+    assert cluster.state() == "absent"
+
+
+def test_port_in_use_is_named(estate_dir) -> None:  # noqa: ANN001
+    import socket
+
+    from dr.errors import PortInUse
+    from dr.runtime.cluster import ClusterSpec
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 21500))
+        s.listen()
+        cluster = LocalCluster(ClusterSpec("BUSY", brokers=1, base_port=21500), estate_dir)
+        with pytest.raises(PortInUse, match="21500"):
+            cluster.start()
+    cluster.destroy()
+
+
+def test_consumer_offsets_survive_in_partition(cluster_a: LocalCluster) -> None:
+    """A committed group offset is readable back (the basis of MM2's offset sync)."""
+    create_topic(cluster_a, "commit-check", partitions=1)
+    produce(cluster_a.endpoint(), "commit-check", [f"k{i}" for i in range(10)])
+    consumer = Consumer(cluster_a.endpoint().config(**{"group.id": "committer", "auto.offset.reset": "earliest",
+                                                        "enable.auto.commit": False}))
+    consumer.subscribe(["commit-check"])
+    got = []
+    wait_until(lambda: _poll_into(consumer, got) >= 10, 30, interval=0)
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([TopicPartition("commit-check", 0)], timeout=10)
+    consumer.close()
+    assert committed[0].offset == 10
