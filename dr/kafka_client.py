@@ -126,3 +126,27 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
         except KafkaException as exc:
             raise translate_kafka_error(exc, "deleting ACLs", endpoint) from exc
     return removed
+
+
+def probe(endpoint: Endpoint, timeout: float = 10.0) -> int:
+    """Connect and fetch metadata; return the broker count.
+
+    Raises :class:`AuthError` when the cluster refuses the credentials and :class:`ClusterError`
+    when it cannot be reached — librdkafka reports the former only through its error callback.
+    """
+    from confluent_kafka import KafkaError
+
+    seen: list[KafkaError] = []
+    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": int(timeout * 1000),
+                                           "error_cb": seen.append}))
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException as exc:
+        admin.poll(1.0)  # error callbacks are served by poll()
+        if any(e.code() == KafkaError._AUTHENTICATION for e in seen):
+            raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
+                            "check the username and password (local estate: .state/estate/credentials.json)") \
+                from exc
+        raise ClusterError(f"cannot reach {endpoint.bootstrap}: {exc.args[0].str() if exc.args else exc}.",
+                           "check the cluster is running (`drctl estate status`) and the bootstrap address") \
+            from exc

@@ -6,18 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
-
-
-def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 1,
-                 config: dict[str, str] | None = None) -> None:
-    """Create a topic as the admin super-user and wait for it."""
-    admin = AdminClient(cluster.endpoint().config())
-    futures = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
-    futures[name].result(timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,60 @@
+"""Helpers for integration tests: topics, producing and consuming against real clusters."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from dr.kafka_client import Endpoint
+from dr.runtime.cluster import LocalCluster
+from dr.runtime.process import wait_until
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    """Create a topic as the admin super-user and wait for it."""
+    admin = AdminClient(cluster.endpoint().config())
+    futures = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
+    futures[name].result(timeout=30)
+
+
+def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) -> tuple[list[str], list[KafkaError]]:
+    """Produce one record per key with acks=all; return (acknowledged keys, errors)."""
+    acked: list[str] = []
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg) -> None:  # noqa: ANN001
+        if err is None:
+            acked.append(msg.key().decode())
+        else:
+            errors.append(err)
+
+    producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False,
+                                           "linger.ms": 5, **extra}))
+    for key in keys:
+        producer.produce(topic, key=key, value=f"value-{key}", on_delivery=on_delivery)
+        producer.poll(0)
+    producer.flush(60)
+    return acked, errors
+
+
+def consume_all(endpoint: Endpoint, topic: str, expected: int, timeout: float = 60) -> list[str]:
+    """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys."""
+    consumer = Consumer(endpoint.config(**{"group.id": f"reader-{uuid.uuid4()}", "auto.offset.reset": "earliest",
+                                           "enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    keys: list[str] = []
+    try:
+        wait_until(lambda: _poll_into(consumer, keys) >= expected, timeout, interval=0)
+    finally:
+        consumer.close()
+    return keys
+
+
+def _poll_into(consumer: Consumer, keys: list[str]) -> int:
+    for msg in consumer.consume(1000, timeout=0.5):
+        if msg.error() is None:
+            keys.append(msg.key().decode())
+    return len(keys)
