@@ -84,6 +84,8 @@ def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, targe
         "refresh.groups.interval.seconds": str(iv["refresh_groups_s"]),
         # an offset sync for every record: exact translation of committed group offsets
         "offset.lag.max": "0",
+        # delayed offset syncs are promoted at each task commit: commit every second
+        "offset.flush.interval.ms": "1000",
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "true",
         "tasks.max": "2",
@@ -189,25 +191,22 @@ class MirrorMaker:
 
 
 def end_offsets(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
-    """High watermark of every partition of ``topics``."""
-    from confluent_kafka import Consumer
+    """High watermark of every partition of ``topics`` (missing topics are left out)."""
+    from confluent_kafka.admin import OffsetSpec
 
-    consumer = Consumer(endpoint.config(**{"group.id": "kdr-offsets-probe", "enable.auto.commit": False}))
+    admin = admin_client(endpoint)
     try:
-        md = consumer.list_topics(timeout=10)
-        out: dict[tuple[str, int], int] = {}
-        for topic in topics:
-            if topic not in md.topics or md.topics[topic].error is not None:
-                continue
-            for p in md.topics[topic].partitions:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                out[(topic, p)] = high
-        return out
+        md = admin.list_topics(timeout=10)
+        request = {TopicPartition(t, p): OffsetSpec.latest()
+                   for t in topics if t in md.topics and md.topics[t].error is None
+                   for p in md.topics[t].partitions}
+        if not request:
+            return {}
+        return {(tp.topic, tp.partition): fut.result(timeout=15).offset
+                for tp, fut in admin.list_offsets(request).items()}
     except KafkaException as exc:
         raise ClusterError(f"reading end offsets from {endpoint.bootstrap}: {exc}",
                            "check the cluster is running and reachable") from exc
-    finally:
-        consumer.close()
 
 
 def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
