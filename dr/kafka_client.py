@@ -64,7 +64,7 @@ class Endpoint:
 
 def admin_client(endpoint: Endpoint) -> AdminClient:
     """An AdminClient that fails fast instead of retrying forever."""
-    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
+    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, "log_level": 4}))
 
 
 def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) -> Exception:

@@ -88,6 +88,8 @@ setup_python() {
     "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/kdr-deps.pth"
     "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation --prefix "$ROOT/.venv" -e . \
       || die "the editable install of this clone failed." "run 'make clean' and re-run make setup"
+    # pip wrote the cached interpreter into the script; it must run this clone's .venv
+    sed -i "1s|.*|#!$ROOT/.venv/bin/python|" .venv/bin/drctl
     echo "$venv" > .venv/.kdr-base
   fi
   .venv/bin/python -c 'import pyspark, pulumi, pulumi_kafka, confluent_kafka, pydantic, dr' \

@@ -1,0 +1,113 @@
+"""``drctl``: the command line. Every command exits with the codes documented in :mod:`dr.errors`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from dr.errors import DRError
+
+
+def progress(message: str) -> None:
+    """Progress lines go to stderr so ``--json`` output stays clean."""
+    click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kafka-dr", prog_name="drctl")
+def cli() -> None:
+    """Declarative disaster recovery for Apache Kafka.
+
+    Exit codes: 0 ok (verify: clean), 1 verification found differences, 2 bad input,
+    3 toolchain missing, 4 cluster/process error, 5 credentials refused, 6 failover refused,
+    7 lock held by another run.
+    """
+
+
+# --------------------------------------------------------------------------------------- estate
+@cli.group()
+def estate() -> None:
+    """Run a stack's local clusters and MirrorMaker 2 links on this machine."""
+
+
+@estate.command("up")
+@click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to run.")
+@click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
+def estate_up(stack: str, as_json: bool) -> None:
+    """Start the active and passive clusters, their users, topics, ACLs and links (idempotent)."""
+    from dr.estate import Estate
+
+    e = Estate.for_stack(stack)
+    timings = e.up(progress)
+    if as_json:
+        click.echo(json.dumps({"stack": stack, "timings_s": timings}, indent=2))
+    else:
+        for step, secs in timings.items():
+            click.echo(f"{step:<24} {secs:6.1f}s")
+
+
+@estate.command("down")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--destroy", is_flag=True, help="Also delete the clusters' data.")
+def estate_down(stack: str, destroy: bool) -> None:
+    """Stop links and clusters cleanly (no JVM left behind)."""
+    from dr.estate import Estate
+
+    Estate.for_stack(stack).down(destroy=destroy, progress=progress)
+
+
+@estate.command("status")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def estate_status(stack: str, as_json: bool) -> None:
+    """Roles, process state, bootstrap servers and link lag per partition."""
+    from dr.estate import Estate
+
+    status = Estate.for_stack(stack).status()
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+        return
+    click.echo(f"stack {status['stack']}")
+    for c in status["clusters"]:
+        click.echo(f"  cluster {c['name']:<4} {c['role']:<14} {c.get('state', c['kind']):<9} {c.get('bootstrap') or ''}")
+    for link in status["links"]:
+        detail = link.get("error") or f"lag {link.get('total_lag')} records"
+        click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
+
+
+# ------------------------------------------------------------------------------------ toolchain
+@cli.command("toolchain")
+@click.option("--json", "as_json", is_flag=True)
+def toolchain_cmd(as_json: bool) -> None:
+    """Show the pinned versions and where the cached builds are."""
+    from dr.toolchain import kdr_home, toolchain, versions
+
+    tc = toolchain()
+    info = {"versions": versions(), "cache": str(kdr_home()), "kafka_lib": str(tc.kafka_lib),
+            "mm2_lib": str(tc.mm2_lib), "spark_kafka_jars": [str(p) for p in tc.spark_kafka_jars],
+            "pulumi": str(tc.pulumi_bin / "pulumi")}
+    click.echo(json.dumps(info, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``drctl`` console script."""
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except DRError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

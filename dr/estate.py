@@ -1,0 +1,245 @@
+"""The local estate of a stack: its topology's local clusters and links, run on this machine.
+
+This is the foundation runtime driven by the topology (start/stop clusters, SCRAM users, ACLs,
+topics, MirrorMaker 2 links). Stack files live at the repository root (``Pulumi.<stack>.yaml``);
+each stack keeps its state — data, logs, generated credentials — under ``.state/<stack>/``
+(override with ``$KDR_STATE_DIR``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AclOperation, NewTopic, ResourceType
+
+from dr.errors import ClusterError, ConfigError
+from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
+from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.credentials import ADMIN_USER, Credentials
+from dr.runtime.mirrormaker import MirrorMaker, partition_lag
+from dr.toolchain import REPO_ROOT
+from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
+
+Progress = Callable[[str], None]
+
+
+def stack_file(stack: str, root: Path = REPO_ROOT) -> Path:
+    """``Pulumi.<stack>.yaml`` at the repository root, or a clear error naming the stacks that exist."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+        raise ConfigError(f"unknown stack {stack!r}: {path.name} does not exist.",
+                          f"use one of: {', '.join(known) or '(none)'}")
+    return path
+
+
+def state_dir(stack: str) -> Path:
+    """Where a stack keeps its local state (0700)."""
+    base = Path(os.environ.get("KDR_STATE_DIR", REPO_ROOT / ".state"))
+    path = base / stack
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def load_stack(stack: str) -> Topology:
+    """The validated topology of a stack."""
+    return load_stack_file(stack_file(stack))
+
+
+@dataclass
+class Estate:
+    """The clusters and links of one stack that run on this machine."""
+
+    topology: Topology
+    state: Path
+    credentials: Credentials = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.credentials = Credentials(self.state)
+
+    @classmethod
+    def for_stack(cls, stack: str) -> Estate:
+        """The estate of ``Pulumi.<stack>.yaml``."""
+        return cls(load_stack(stack), state_dir(stack))
+
+    # ---------------------------------------------------------------- lookups
+    def local_cluster(self, name: str) -> LocalCluster:
+        """The runtime handle of a local cluster of the topology."""
+        c = self.topology.cluster(name)
+        if c.kind is not Kind.LOCAL:
+            raise ConfigError(f"cluster {name!r} is {c.kind.value}, not local.",
+                              "manage external clusters with their own tooling; only local ones run here")
+        return LocalCluster(ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0,
+                                        racks=tuple(c.racks)), self.state, self.credentials)
+
+    def endpoint(self, name: str, user: str = ADMIN_USER) -> Endpoint:
+        """How to reach cluster ``name`` as ``user`` (local: generated password; external: stack secret)."""
+        c = self.topology.cluster(name)
+        if c.kind is Kind.LOCAL:
+            return self.local_cluster(name).endpoint(user)
+        return external_endpoint(c)
+
+    def mirror(self, link_name: str) -> MirrorMaker:
+        """The MirrorMaker 2 process of a link between two local clusters."""
+        link = next((l for l in self.topology.links if l.name == link_name), None)
+        if link is None:
+            raise ConfigError(f"unknown link {link_name!r}.",
+                              f"use one of: {', '.join(l.name for l in self.topology.links) or '(none)'}")
+        topics = "|".join(f"(?:{p})" for p in link.topics)
+        groups = "|".join(f"(?:{p})" for p in link.consumer_groups)
+        iv = link.intervals
+        return MirrorMaker(self.local_cluster(link.source), self.local_cluster(link.target), self.state,
+                           topics=topics, groups=groups,
+                           intervals={"emit_checkpoints_s": iv.emit_checkpoints_s,
+                                      "sync_group_offsets_s": iv.sync_group_offsets_s,
+                                      "refresh_topics_s": iv.refresh_topics_s,
+                                      "refresh_groups_s": iv.refresh_groups_s})
+
+    def provisioned(self) -> list[Cluster]:
+        """Clusters that should run now: active and passive (a standby waits for a failover)."""
+        return [c for c in self.topology.clusters if c.role in (Role.ACTIVE, Role.PASSIVE)]
+
+    # ---------------------------------------------------------------- convergence
+    def up(self, progress: Progress = lambda _m: None) -> dict[str, float]:
+        """Start and configure every provisioned local cluster and link; idempotent.
+
+        Returns timings (seconds) per step.
+        """
+        timings: dict[str, float] = {}
+        for c in self.provisioned():
+            if c.kind is not Kind.LOCAL:
+                continue
+            t0 = time.monotonic()
+            progress(f"cluster {c.name} ({c.role.value}, {c.brokers} broker(s)) starting")
+            lc = self.local_cluster(c.name)
+            lc.start()
+            self.configure_cluster(c)
+            timings[f"cluster {c.name}"] = time.monotonic() - t0
+            progress(f"cluster {c.name} ready at {lc.bootstrap} ({timings[f'cluster {c.name}']:.1f}s)")
+        for link in self.topology.links:
+            src, dst = self.topology.cluster(link.source), self.topology.cluster(link.target)
+            if src.kind is Kind.LOCAL and dst.kind is Kind.LOCAL:
+                t0 = time.monotonic()
+                progress(f"link {link.name}: MirrorMaker 2 {link.source} -> {link.target} starting")
+                self.mirror(link.name).start()
+                timings[f"link {link.name}"] = time.monotonic() - t0
+        return timings
+
+    def configure_cluster(self, cluster: Cluster) -> None:
+        """Users, topics and ACLs of one cluster according to its role (idempotent)."""
+        ep = self.endpoint(cluster.name)
+        principals = self.topology.principals
+        users = {app.name: self.app_password(app.name) for app in principals.applications}
+        upsert_scram_users(ep, users)
+        ensure_topics(ep, self.topology)
+        create_acls(ep, application_acls(self.topology, cluster.role))
+
+    def app_password(self, app: str) -> str:
+        """An application's password: the stack's secret if set, else a generated local one."""
+        declared = self.topology.principals.application(app).password
+        if declared is not None and not getattr(declared, "is_encrypted", False):
+            return declared.get_secret_value()
+        return self.credentials.password(app)
+
+    def down(self, destroy: bool = False, progress: Progress = lambda _m: None) -> None:
+        """Stop links then clusters (``destroy`` also deletes their data)."""
+        for link in self.topology.links:
+            try:
+                self.mirror(link.name).stop()
+            except ConfigError:
+                pass
+        for c in self.topology.clusters:
+            if c.kind is Kind.LOCAL:
+                lc = self.local_cluster(c.name)
+                progress(f"cluster {c.name} {'destroying' if destroy else 'stopping'}")
+                lc.destroy() if destroy else lc.stop()
+
+    def status(self) -> dict[str, object]:
+        """Roles, process state and link lag — what ``drctl estate status`` prints."""
+        clusters = []
+        for c in self.topology.clusters:
+            entry: dict[str, object] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
+            if c.kind is Kind.LOCAL:
+                lc = self.local_cluster(c.name)
+                entry.update(state=lc.state(), bootstrap=lc.bootstrap, brokers=c.brokers,
+                             running_nodes=lc.running_nodes())
+            else:
+                entry.update(bootstrap=c.bootstrap_servers)
+            clusters.append(entry)
+        links = []
+        topics = [t.name for t in self.topology.topics]
+        for link in self.topology.links:
+            entry = {"name": link.name, "source": link.source, "target": link.target}
+            try:
+                mm = self.mirror(link.name)
+                entry["process"] = "running" if mm.alive() else "stopped"
+                lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
+                entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
+                entry["total_lag"] = sum(lag.values())
+            except (ClusterError, ConfigError, KafkaException) as exc:
+                entry["error"] = str(exc).splitlines()[0]
+            links.append(entry)
+        return {"stack": self.topology.name, "clusters": clusters, "links": links}
+
+
+def external_endpoint(cluster: Cluster) -> Endpoint:
+    """The admin endpoint of an external cluster from its (decrypted) stack settings."""
+    pw = cluster.admin_password
+    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None \
+            or getattr(pw, "is_encrypted", False):
+        raise ConfigError(
+            f"cluster {cluster.name!r}: no usable admin credentials (password missing or still encrypted).",
+            "pass --source-bootstrap/--target-bootstrap and --credentials FILE, or run inside `pulumi` "
+            "where secrets are decrypted")
+    return Endpoint(cluster.bootstrap_servers, cluster.admin_username, pw.get_secret_value(),
+                    cluster.security_protocol, cluster.sasl_mechanism)
+
+
+def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
+    """Bootstrap and credentials of ``cluster_name`` in ``stack`` (used by ``drctl verify``)."""
+    return Estate.for_stack(stack).endpoint(cluster_name, user)
+
+
+def ensure_topics(endpoint: Endpoint, topology: Topology) -> list[str]:
+    """Create the topology's topics that are missing on a cluster; return the created names."""
+    admin = admin_client(endpoint)
+    existing = set(admin.list_topics(timeout=15).topics)
+    new = [NewTopic(t.name, t.partitions, t.replication_factor,
+                    config={"min.insync.replicas": str(t.min_insync_replicas), **t.configs})
+           for t in topology.topics if t.name not in existing]
+    if not new:
+        return []
+    for name, fut in admin.create_topics(new).items():
+        try:
+            fut.result(timeout=30)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise ClusterError(f"creating topic {name!r} on {endpoint.bootstrap}: {exc}",
+                                   "check the topic settings against the cluster's broker count") from exc
+    return [t.topic for t in new]
+
+
+def application_acls(topology: Topology, role: Role) -> list:
+    """ACLs of every application on a cluster of ``role``.
+
+    Active: write to what it produces, read what it consumes. Passive (and any non-active role):
+    read only — only the replicator writes, as with read-only mirror topics in Cluster Linking.
+    """
+    out = []
+    for app in topology.principals.applications:
+        if role is Role.ACTIVE:
+            for t in app.produces:
+                out += [acl(app.name, ResourceType.TOPIC, t, AclOperation.WRITE),
+                        acl(app.name, ResourceType.TOPIC, t, AclOperation.DESCRIBE)]
+        for t in app.consumes:
+            out += [acl(app.name, ResourceType.TOPIC, t, AclOperation.READ),
+                    acl(app.name, ResourceType.TOPIC, t, AclOperation.DESCRIBE)]
+        if app.consumer_group:
+            out.append(acl(app.name, ResourceType.GROUP, app.consumer_group, AclOperation.READ))
+    return out
