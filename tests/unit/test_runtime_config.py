@@ -1,0 +1,100 @@
+"""Pure configuration of brokers, MirrorMaker 2, ACLs and credentials (no JVM)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AclOperation
+
+from dr.errors import ConfigError
+from dr.estate import application_acls, stack_file
+from dr.kafka_client import Endpoint
+from dr.runtime.cluster import ClusterSpec, server_properties
+from dr.runtime.credentials import Credentials
+from dr.runtime.mirrormaker import IDENTITY_POLICY, mm2_properties
+from dr.topology import Role, load_stack_file
+from dr.toolchain import REPO_ROOT
+
+
+def test_three_broker_cluster_has_a_dedicated_controller_and_loopback_listeners() -> None:
+    spec = ClusterSpec("A", brokers=3, base_port=19100, racks=("r1", "r2", "r3"))
+    assert spec.node_ids() == [0, 1, 2, 3]
+    controller = server_properties(spec, 0, Path("/d"), "pw")
+    broker2 = server_properties(spec, 2, Path("/d"), "pw")
+    assert controller["process.roles"] == "controller"
+    assert broker2["process.roles"] == "broker"
+    assert broker2["broker.rack"] == "r2"
+    assert broker2["listeners"] == "CLIENT://127.0.0.1:19101,INTERNAL://127.0.0.1:19121"
+    assert controller["listeners"] == "CONTROLLER://127.0.0.1:19140"
+    for props in (controller, broker2):
+        assert all("127.0.0.1" in l for l in props["listeners"].split(","))
+        assert props["allow.everyone.if.no.acl.found"] == "false"
+        assert "SASL_PLAINTEXT" in props["listener.security.protocol.map"]
+        assert "PLAINTEXT," not in props["listener.security.protocol.map"]
+    assert broker2["listener.name.client.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert broker2["offsets.topic.replication.factor"] == "3"
+
+
+def test_single_broker_cluster_is_combined_and_sizes_internal_topics_to_one() -> None:
+    spec = ClusterSpec("B", brokers=1, base_port=19200)
+    props = server_properties(spec, 1, Path("/d"), "pw")
+    assert spec.node_ids() == [1]
+    assert props["process.roles"] == "broker,controller"
+    assert props["offsets.topic.replication.factor"] == "1"
+    assert spec.bootstrap == "127.0.0.1:19200"
+
+
+@pytest.mark.parametrize("kwargs", [{"brokers": 2}, {"brokers": 3, "racks": ("a",)}, {"base_port": 80}])
+def test_bad_cluster_specs_are_refused_with_a_fix(kwargs: dict) -> None:
+    with pytest.raises(ConfigError) as info:
+        ClusterSpec("X", **{"base_port": 20000, **kwargs})
+    assert "next step" in str(info.value)
+
+
+def test_mm2_properties_identity_naming_offset_sync_and_no_reverse_flow() -> None:
+    a = Endpoint("127.0.0.1:1", "replicator", "s3cret")
+    props = mm2_properties("A", a, "B", a.with_user("replicator", "s3cret"), topics="orders|payments")
+    assert props["replication.policy.class"] == IDENTITY_POLICY
+    assert props["A->B.enabled"] == "true" and props["B->A.enabled"] == "false"
+    assert props["A->B.topics"] == "orders|payments"
+    assert props["sync.group.offsets.enabled"] == "true"
+    assert int(props["emit.checkpoints.interval.seconds"]) <= 5
+    assert props["A.security.protocol"] == "SASL_PLAINTEXT"
+    assert props["checkpoints.topic.replication.factor"] == "1"
+
+
+def test_endpoint_repr_never_shows_the_password() -> None:
+    ep = Endpoint("127.0.0.1:1", "admin", "hunter2-very-secret")
+    assert "hunter2" not in repr(ep)
+    assert ep.config()["sasl.password"] == "hunter2-very-secret"
+
+
+def test_credentials_file_is_private_and_refused_when_readable_by_others(tmp_path: Path) -> None:
+    creds = Credentials(tmp_path / "estate")
+    pw = creds.password("admin")
+    assert creds.password("admin") == pw and len(pw) >= 24
+    mode = stat.S_IMODE(os.stat(creds.path).st_mode)
+    assert mode == 0o600
+    assert pw not in repr(creds)
+    os.chmod(creds.path, 0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        creds.password("admin")
+
+
+def test_applications_write_only_on_the_active_cluster() -> None:
+    topo = load_stack_file(REPO_ROOT / "Pulumi.local.yaml")
+    active = application_acls(topo, Role.ACTIVE)
+    passive = application_acls(topo, Role.PASSIVE)
+    assert any(b.operation == AclOperation.WRITE for b in active)
+    assert not any(b.operation == AclOperation.WRITE for b in passive)
+    assert {(b.principal, b.name) for b in passive if b.operation == AclOperation.READ} >= {
+        ("User:billing", "orders"), ("User:orders-app", "payments")}
+
+
+def test_unknown_stack_names_the_stacks_that_exist() -> None:
+    with pytest.raises(ConfigError) as info:
+        stack_file("nope")
+    assert "local" in str(info.value) and "Pulumi.nope.yaml" in str(info.value)

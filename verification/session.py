@@ -1,0 +1,73 @@
+"""The Spark session the verifier runs in: ``local[2]`` by default, any master when submitted."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+from dr.toolchain import toolchain
+
+__all__ = ["DEFAULT_MASTER", "kafka_jars", "spark_session", "under_spark_submit"]
+
+#: Two cores and a small shuffle: the size of the machines this project targets by default.
+DEFAULT_MASTER = "local[2]"
+
+# Options whose values may hold credentials are redacted from plans, logs and the UI.
+_REDACT = "(?i)secret|password|token|jaas|credential|url"
+
+
+def kafka_jars() -> list[str]:
+    """The spark-sql-kafka connector jars of the cached toolchain (for ``spark.jars`` / ``--jars``)."""
+    return [str(p) for p in toolchain().spark_kafka_jars]
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process is a driver launched by ``spark-submit`` (the JVM exists)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
+                  shuffle_partitions: int | None = None, driver_memory: str = "2g",
+                  extra: dict[str, str] | None = None) -> SparkSession:
+    """Return the active session or build one with the Kafka connector on the classpath.
+
+    Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
+    connector with ``--jars``); ``master`` is then ignored. Otherwise a local session is built with
+    ``master`` (default ``local[2]``) and few shuffle partitions.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if not under_spark_submit():
+        cores = _cores(master or DEFAULT_MASTER)
+        builder = (builder.master(master or DEFAULT_MASTER)
+                   .config("spark.jars", ",".join(kafka_jars()))
+                   .config("spark.driver.memory", driver_memory)
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores))))
+    elif shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    builder = (builder.config("spark.redaction.regex", _REDACT)
+               .config("spark.sql.redaction.options.regex", _REDACT)
+               .config("spark.sql.adaptive.enabled", "true")
+               .config("spark.sql.session.timeZone", "UTC"))
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def _cores(master: str) -> int:
+    if master.startswith("local[") and master.endswith("]"):
+        inner = master[6:-1].split(",")[0]
+        if inner == "*":
+            return os.cpu_count() or 2
+        try:
+            return int(inner)
+        except ValueError:
+            return 2
+    return 2
