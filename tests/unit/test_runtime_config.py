@@ -32,8 +32,8 @@ def test_three_broker_cluster_has_a_dedicated_controller_and_loopback_listeners(
     for props in (controller, broker2):
         assert all("127.0.0.1" in l for l in props["listeners"].split(","))
         assert props["allow.everyone.if.no.acl.found"] == "false"
-        assert "SASL_PLAINTEXT" in props["listener.security.protocol.map"]
-        assert "PLAINTEXT," not in props["listener.security.protocol.map"]
+        protocols = {m.split(":")[1] for m in props["listener.security.protocol.map"].split(",")}
+        assert protocols == {"SASL_PLAINTEXT"}, "every listener authenticates"
     assert broker2["listener.name.client.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert broker2["offsets.topic.replication.factor"] == "3"
 
