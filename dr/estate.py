@@ -3,7 +3,7 @@
 This is the foundation runtime driven by the topology (start/stop clusters, SCRAM users, ACLs,
 topics, MirrorMaker 2 links). Stack files live at the repository root (``Pulumi.<stack>.yaml``);
 each stack keeps its state — data, logs, generated credentials — under ``.state/<stack>/``
-(override with ``$KDR_STATE_DIR``).
+(override with ``$KDR_STATE_DIR``; stack files can be read from ``$KDR_STACK_DIR``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,14 @@ from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
 Progress = Callable[[str], None]
 
 
-def stack_file(stack: str, root: Path = REPO_ROOT) -> Path:
-    """``Pulumi.<stack>.yaml`` at the repository root, or a clear error naming the stacks that exist."""
+def stack_dir() -> Path:
+    """Where stack files live: ``$KDR_STACK_DIR`` or the repository root (the Pulumi project)."""
+    return Path(os.environ.get("KDR_STACK_DIR", REPO_ROOT))
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    """``Pulumi.<stack>.yaml`` in the stack directory, or a clear error naming the stacks that exist."""
+    root = root or stack_dir()
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
