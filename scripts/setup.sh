@@ -135,7 +135,7 @@ setup_pulumi() {
   t0=$(date +%s)
   out="$KDR_HOME/pulumi/$PULUMI_VERSION"
   if [ ! -f "$out/.complete" ]; then
-    say "building the Pulumi CLI v$PULUMI_VERSION from the Go module proxy (first run: ~10 min on 2 cores)"
+    say "building the Pulumi CLI v$PULUMI_VERSION from the Go module proxy (first run: ~4 min on 2 cores)"
     rm -rf "$out.partial"; mkdir -p "$out.partial/src" "$out.partial/bin"
     sed "s/@PULUMI_VERSION@/v$PULUMI_VERSION/g" toolchain/pulumi-cli/go.mod.in > "$out.partial/src/go.mod"
     cp toolchain/pulumi-cli/tools.go "$out.partial/src/tools.go"

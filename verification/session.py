@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -15,6 +16,7 @@ DEFAULT_MASTER = "local[2]"
 
 # Options whose values may hold credentials are redacted from plans, logs and the UI.
 _REDACT = "(?i)secret|password|token|jaas|credential|url"
+_LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
 def kafka_jars() -> list[str]:
@@ -42,8 +44,12 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
         cores = _cores(master or DEFAULT_MASTER)
-        builder = (builder.master(master or DEFAULT_MASTER)
-                   .config("spark.jars", ",".join(kafka_jars()))
+        if (master or DEFAULT_MASTER).startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master or DEFAULT_MASTER)
+        if _LOG4J.exists():
+            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{_LOG4J}")
+        builder = (builder.config("spark.jars", ",".join(kafka_jars()))
                    .config("spark.driver.memory", driver_memory)
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
@@ -53,7 +59,8 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     builder = (builder.config("spark.redaction.regex", _REDACT)
                .config("spark.sql.redaction.options.regex", _REDACT)
                .config("spark.sql.adaptive.enabled", "true")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,206 @@
+"""Click commands ``verify`` and ``recover`` (attached to ``drctl``; also ``python -m verification.cli``).
+
+Exit codes (from :mod:`dr.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
+2 bad input (``ConfigError``) · 3 toolchain missing · 4 cluster unreachable or a read/write failed
+(``ClusterError``) · 5 credentials refused (``AuthError``). Progress goes to stderr, the result to
+stdout (``--json`` for machines). Passwords are never printed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dr.errors import ConfigError, DRError
+from verification.compare import CLASSES
+from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_side, stack_endpoint
+from verification.progress import Progress
+from verification.session import DEFAULT_MASTER
+
+__all__ = ["main", "recover", "verify", "verification_commands"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _exit_codes(fn: F) -> F:
+    """Turn a :class:`DRError` into its message on stderr and its documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DRError as exc:
+            click.echo(f"{click.get_current_context().info_name}: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _topics(values: tuple[str, ...]) -> list[str] | None:
+    out = [t.strip() for v in values for t in v.split(",") if t.strip()]
+    return out or None
+
+
+def _table(summary: dict[str, Any]) -> str:
+    head = ["topic", "source", "target", "after cut-off", *CLASSES]
+    rows = [[t, f"{v['source_read']:,}", f"{v['target_read']:,}",
+             f"{v['source_after_cutoff']:,}/{v['target_after_cutoff']:,}", *(f"{v[c]:,}" for c in CLASSES)]
+            for t, v in sorted(summary["topics"].items())]
+    tot = summary["totals"]
+    rows.append(["TOTAL", f"{tot['source_read']:,}", f"{tot['target_read']:,}",
+                 f"{tot['source_after_cutoff']:,}/{tot['target_after_cutoff']:,}", *(f"{tot[c]:,}" for c in CLASSES)])
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [head, *rows]]
+    return "\n".join(lines)
+
+
+_side_opts = [
+    click.option("--stack", help="Stack whose clusters --source/--target name."),
+    click.option("--source", "source_name", metavar="NAME", help="Source cluster name in the stack (e.g. A)."),
+    click.option("--target", "target_name", metavar="NAME", help="Target cluster name in the stack (e.g. B)."),
+    click.option("--source-bootstrap", metavar="HOST:PORT", help="Source bootstrap servers (instead of --stack)."),
+    click.option("--target-bootstrap", metavar="HOST:PORT", help="Target bootstrap servers (instead of --stack)."),
+    click.option("--credentials", type=click.Path(path_type=Path, dir_okay=False),
+                 help='0600 JSON file {"username", "password"} for both sides.'),
+    click.option("--source-credentials", type=click.Path(path_type=Path, dir_okay=False),
+                 help="Credentials file for the source only."),
+    click.option("--target-credentials", type=click.Path(path_type=Path, dir_okay=False),
+                 help="Credentials file for the target only."),
+]
+
+
+def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def deco(fn: F) -> F:
+        for opt in reversed(options):
+            fn = opt(fn)
+        return fn
+    return deco
+
+
+@click.command("verify")
+@_with(_side_opts)
+@click.option("--source-archive", type=click.Path(path_type=Path), help="Read the source from a Parquet archive.")
+@click.option("--target-archive", type=click.Path(path_type=Path), help="Read the target from a Parquet archive.")
+@click.option("--topics", multiple=True, help="Topics to compare (comma-separated or repeated); default: all.")
+@click.option("--cutoff", metavar="TS", help="Ignore records after this time (epoch ms or ISO-8601).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Report directory (default out/verify-<UTC time>).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
+@click.option("--master", default=DEFAULT_MASTER, show_default=True,
+              help="Spark master (ignored under spark-submit).")
+@click.option("--windows", default=512, show_default=True, help="Time windows per topic in pass 1.")
+@click.option("--key-buckets", default=1 << 16, show_default=True, help="Key buckets per topic in pass 1.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@_exit_codes
+def verify(stack: str | None, source_name: str | None, target_name: str | None, source_bootstrap: str | None,
+           target_bootstrap: str | None, credentials: Path | None, source_credentials: Path | None,
+           target_credentials: Path | None, source_archive: Path | None, target_archive: Path | None,
+           topics: tuple[str, ...], cutoff: str | None, out: Path | None, as_json: bool, master: str,
+           windows: int, key_buckets: int, quiet: bool) -> None:
+    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
+    from verification.job import run_verification
+
+    source = resolve_side("source", stack=stack, name=source_name, bootstrap=source_bootstrap,
+                          credentials=source_credentials or credentials, archive=source_archive)
+    target = resolve_side("target", stack=stack, name=target_name, bootstrap=target_bootstrap,
+                          credentials=target_credentials or credentials, archive=target_archive)
+    if windows < 1 or key_buckets < 1:
+        raise ConfigError("--windows and --key-buckets must be positive.", "use the defaults (512 and 65536)")
+    out = out or Path("out") / f"verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
+                              cutoff_ms=parse_cutoff(cutoff), master=master, windows=windows,
+                              key_buckets=key_buckets, progress=Progress("verify", enabled=not quiet))
+    if as_json:
+        click.echo(json.dumps(result.summary, indent=2))
+    else:
+        verdict = "CLEAN" if result.clean else "DIFFERENCES FOUND"
+        click.echo(f"verdict: {verdict} (exit code {result.exit_code})")
+        click.echo(_table(result.summary))
+        click.echo(f"report: {result.out_dir / 'report.html'}")
+        if result.summary["totals"]["missing"]:
+            click.echo(f"next: drctl recover --report {result.out_dir} --dry-run")
+    result.raise_for_verdict()
+
+
+def _recovery_endpoint(role: str, recorded: dict[str, Any], *, stack: str | None, bootstrap: str | None,
+                       credentials: Path | None) -> Any:
+    if credentials is not None:
+        return endpoint_from_file(bootstrap or recorded["bootstrap"], credentials,
+                                  security_protocol=recorded.get("security_protocol") or "SASL_PLAINTEXT",
+                                  sasl_mechanism=recorded.get("sasl_mechanism") or "SCRAM-SHA-512")
+    stack = stack or recorded.get("stack")
+    if stack and recorded.get("cluster"):
+        return stack_endpoint(stack, recorded["cluster"])
+    raise ConfigError(f"no credentials for the {role} {recorded.get('bootstrap')}.",
+                      f"pass --credentials FILE (or --{role}-credentials FILE), or --stack STACK")
+
+
+@click.command("recover")
+@click.option("--report", "report_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="The --out directory of a drctl verify run.")
+@click.option("--dry-run", is_flag=True, help="Plan only: count what would be written.")
+@click.option("--stack", help="Stack to resolve the clusters recorded in the report (default: the report's).")
+@click.option("--source-bootstrap", metavar="HOST:PORT", help="Override the source bootstrap in the report.")
+@click.option("--target-bootstrap", metavar="HOST:PORT", help="Override the target bootstrap in the report.")
+@click.option("--credentials", type=click.Path(path_type=Path, dir_okay=False),
+              help='0600 JSON file {"username", "password"} for both sides.')
+@click.option("--source-credentials", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--target-credentials", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--source-archive", type=click.Path(path_type=Path), help="Replay from this Parquet archive.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@_exit_codes
+def recover(report_dir: Path, dry_run: bool, stack: str | None, source_bootstrap: str | None,
+            target_bootstrap: str | None, credentials: Path | None, source_credentials: Path | None,
+            target_credentials: Path | None, source_archive: Path | None, as_json: bool, quiet: bool) -> None:
+    """Replay the records a verification found missing into the target; a second run writes nothing."""
+    from verification.recover import recover as run_recovery
+    from verification.report import load_summary
+
+    summary = load_summary(report_dir)
+    if summary["target"].get("kind") != "kafka":
+        raise ConfigError("the report's target is an archive; recovery writes to a Kafka cluster.",
+                          "verify against the target cluster, then recover from that report")
+    target = _recovery_endpoint("target", summary["target"], stack=stack, bootstrap=target_bootstrap,
+                                credentials=target_credentials or credentials)
+    src = summary["source"]
+    archive = source_archive or (Path(src["path"]) if src.get("kind") == "archive" else None)
+    source = None if archive else _recovery_endpoint("source", src, stack=stack, bootstrap=source_bootstrap,
+                                                     credentials=source_credentials or credentials)
+    result = run_recovery(report_dir, target=target, source=source, source_archive=archive, dry_run=dry_run,
+                          progress=Progress("recover", enabled=not quiet))
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        mode = "dry run — " if dry_run else ""
+        click.echo(f"{mode}missing in report: {result.missing:,}; already in target: {result.already_present:,}; "
+                   f"to write: {result.to_write:,}; written: {result.written:,}")
+        for topic, c in sorted(result.per_topic.items()):
+            click.echo(f"  {topic}: missing {c['missing']:,}, to write {c['to_write']:,}, written {c['written']:,}")
+        if not dry_run and result.written:
+            click.echo("next: run the same drctl verify again; it should report 0 missing")
+
+
+def verification_commands() -> list[click.Command]:
+    """The commands to attach to the ``drctl`` group."""
+    return [verify, recover]
+
+
+@click.group(name="verification")
+def main() -> None:
+    """Integrity verification and recovery (the same commands as ``drctl verify`` / ``drctl recover``)."""
+
+
+main.add_command(verify)
+main.add_command(recover)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,416 @@
+"""Replay the records a verification found missing from the source into the target, idempotently.
+
+``recover(report_dir, source=..., target=...)``:
+
+1. reads the ``missing`` rows of ``offending.parquet`` (source coordinates, key, checksum);
+2. scans what the target received *after* the offsets the verification read (the report's target
+   end offsets) — copies that MirrorMaker 2 delivered late or that an earlier recovery wrote — and
+   counts, per (topic, key, checksum), the copies already there (checksums computed with the
+   Python reference of the Spark checksum; only records with a wanted key are hashed);
+3. fetches the still-missing records from the source by their coordinates (Kafka or Parquet
+   archive) and checks each against the report's key and checksum;
+4. produces them to the target with an idempotent producer, keeping key, value, headers (in order),
+   timestamp and partition number, and appends every delivery to ``recovery-ledger.jsonl``.
+
+Because step 2 sees everything written since the report, a second run writes nothing, and a run
+that crashed half-way resumes where it stopped. Stop the replication link (or make sure it is not
+replaying the same range) while recovering, so both do not deliver the same record at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+
+from dr.errors import ClusterError, ConfigError
+from dr.kafka_client import Endpoint, admin_client, translate_kafka_error
+from verification.fingerprint import checksum
+from verification.progress import Reporter, quiet
+from verification.report import load_summary, read_offending
+
+__all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
+
+LEDGER_FILE = "recovery-ledger.jsonl"
+RUNS_FILE = "recovery-runs.json"
+
+Identity = tuple[str, bytes | None, int]  # (topic, key, checksum)
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One record to replay, as read back from the source."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] | None
+
+
+@dataclass
+class RecoveryResult:
+    """What one recovery run found and did."""
+
+    report_dir: Path
+    dry_run: bool
+    missing: int = 0
+    already_present: int = 0
+    to_write: int = 0
+    written: int = 0
+    per_topic: dict[str, dict[str, int]] = field(default_factory=dict)
+    ledger: Path | None = None
+    run_id: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (for ``--json``)."""
+        d = asdict(self)
+        d["report_dir"] = str(self.report_dir)
+        d["ledger"] = str(self.ledger) if self.ledger else None
+        return d
+
+
+# ----------------------------------------------------------------------------- Kafka helpers
+def _consumer(endpoint: Endpoint) -> Consumer:
+    return Consumer(endpoint.config(**{
+        "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        "socket.timeout.ms": 15000}))
+
+
+def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[tuple[str, int], int]:
+    if not tps:
+        return {}
+    admin = admin_client(endpoint)
+    try:
+        futs = admin.list_offsets({tp: spec for tp in tps}, request_timeout=30)
+        return {(tp.topic, tp.partition): f.result(timeout=30).offset for tp, f in futs.items()}
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, "listing offsets", endpoint) from exc
+
+
+def _partitions(endpoint: Endpoint, topics: Iterable[str]) -> dict[str, int]:
+    try:
+        md = admin_client(endpoint).list_topics(timeout=30)
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+    return {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
+
+
+def _scan(endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *, idle_timeout: float = 30.0
+          ) -> Iterable[Any]:
+    """Yield every message of ``ranges[(topic, partition)] = (start, end)``."""
+    todo = {k: r for k, r in ranges.items() if r[1] > r[0]}
+    if not todo:
+        return
+    consumer = _consumer(endpoint)
+    try:
+        consumer.assign([TopicPartition(t, p, r[0]) for (t, p), r in todo.items()])
+        last = time.monotonic()
+        while todo:
+            msgs = consumer.consume(num_messages=5000, timeout=1.0)
+            if not msgs and time.monotonic() - last > idle_timeout:
+                raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(todo)} partitions unfinished "
+                                   f"({sorted(todo)[:5]}...).", "check the cluster is healthy and re-run")
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
+                last = time.monotonic()
+                k = (m.topic(), m.partition())
+                r = todo.get(k)
+                if r is None or m.offset() >= r[1]:
+                    continue
+                yield m
+                if m.offset() >= r[1] - 1:
+                    del todo[k]
+                    consumer.incremental_unassign([TopicPartition(k[0], k[1])])
+    finally:
+        consumer.close()
+
+
+def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int, int], SourceRecord]:
+    """Read the records at ``wanted[(topic, partition)] = [offsets]`` (sorted) from a cluster."""
+    out: dict[tuple[str, int, int], SourceRecord] = {}
+    # contiguous runs of wanted offsets (gaps under 1000 are read through) -> few seeks
+    runs: list[tuple[tuple[str, int], int, int]] = []
+    for k, offs in wanted.items():
+        start = prev = offs[0]
+        for o in offs[1:]:
+            if o - prev > 1000:
+                runs.append((k, start, prev + 1))
+                start = o
+            prev = o
+        runs.append((k, start, prev + 1))
+    # one scan per "round" of runs: the i-th run of every partition at once
+    by_round: dict[int, dict[tuple[str, int], tuple[int, int]]] = defaultdict(dict)
+    seen: Counter[tuple[str, int]] = Counter()
+    for k, s, e in runs:
+        by_round[seen[k]][k] = (s, e)
+        seen[k] += 1
+    want_sets = {k: set(v) for k, v in wanted.items()}
+    for rnd in sorted(by_round):
+        ranges = by_round[rnd]
+        for m in _scan(endpoint, ranges):
+            k = (m.topic(), m.partition())
+            if m.offset() in want_sets[k]:
+                out[(k[0], k[1], m.offset())] = SourceRecord(
+                    m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(),
+                    list(m.headers()) if m.headers() else None)
+    return out
+
+
+def _fetch_archive(path: Path, wanted: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int, int], SourceRecord]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(str(path), format="parquet")
+    out: dict[tuple[str, int, int], SourceRecord] = {}
+    for (topic, part), offs in wanted.items():
+        flt = (ds.field("topic") == topic) & (ds.field("partition") == part) & ds.field("offset").isin(offs)
+        table = dataset.to_table(filter=flt)
+        if pa.types.is_timestamp(table.schema.field("timestamp").type):
+            ts = pc.cast(pc.cast(table["timestamp"], pa.timestamp("ms")), pa.int64()).to_pylist()
+        else:
+            ts = table["timestamp"].to_pylist()
+        has_headers = "headers" in table.column_names
+        for i, row in enumerate(table.select([c for c in ("offset", "key", "value", "headers")
+                                              if c in table.column_names]).to_pylist()):
+            hdrs = row.get("headers") if has_headers else None
+            hdrs = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
+            key = row["key"].encode() if isinstance(row["key"], str) else row["key"]
+            value = row["value"].encode() if isinstance(row["value"], str) else row["value"]
+            out[(topic, part, int(row["offset"]))] = SourceRecord(topic, part, int(row["offset"]), int(ts[i]),
+                                                                  key, value, hdrs)
+    return out
+
+
+def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[str, int]) -> None:
+    present = _partitions(endpoint, topics)
+    absent = sorted(set(topics) - set(present))
+    if absent:
+        raise ConfigError(f"topics {absent} do not exist on the target {endpoint.bootstrap}.",
+                          "create them with the source's partition count (`pulumi up`), then re-run recover")
+    admin = admin_client(endpoint)
+    try:
+        futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
+        configs = {res.name: fut.result(timeout=30) for res, fut in futs.items()}
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, "reading topic configs", endpoint) from exc
+    now = int(time.time() * 1000)
+    for topic, cfg in configs.items():
+        ts_type = cfg.get("message.timestamp.type")
+        if ts_type is not None and ts_type.value == "LogAppendTime":
+            raise ConfigError(f"target topic {topic!r} uses message.timestamp.type=LogAppendTime, so replayed "
+                              "records would not keep their timestamps.",
+                              f"set message.timestamp.type=CreateTime on {topic!r}, then re-run recover")
+        for name in ("retention.ms", "message.timestamp.before.max.ms"):
+            entry = cfg.get(name)
+            if entry is None or entry.value is None:
+                continue
+            limit = int(entry.value)
+            if limit >= 0 and oldest_ts.get(topic, now) < now - limit:
+                raise ConfigError(
+                    f"target topic {topic!r}: the oldest record to replay is older than {name}={limit} ms; "
+                    "the broker would reject it or delete it right after recovery.",
+                    f"raise {name} on {topic!r} for the duration of the recovery, then re-run recover")
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    with os.fdopen(fd, "a") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# ----------------------------------------------------------------------------- recover
+def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None = None,
+            source_archive: Path | None = None, dry_run: bool = False,
+            progress: Reporter | None = None) -> RecoveryResult:
+    """Replay the report's missing records from ``source`` (a cluster) or ``source_archive``.
+
+    Idempotent: records whose copies the target already received after the verification (late
+    replication, an earlier recovery) are not written again. ``dry_run`` plans without writing.
+    """
+    say = progress or quiet
+    t0 = time.monotonic()
+    report_dir = Path(report_dir).resolve()
+    summary = load_summary(report_dir)
+    result = RecoveryResult(report_dir=report_dir, dry_run=dry_run, run_id=uuid.uuid4().hex[:12])
+    if (source is None) == (source_archive is None):
+        raise ConfigError("recover needs exactly one source: a cluster endpoint or an archive path.",
+                          "pass the source credentials, or --source-archive")
+    table = read_offending(report_dir, ["missing"])
+    rows = table.select(["topic", "partition", "offset", "timestamp", "key", "checksum"]).to_pylist()
+    result.missing = len(rows)
+    if not rows:
+        say("the report lists no missing records: nothing to do")
+        result.seconds = round(time.monotonic() - t0, 3)
+        return result
+    topics = sorted({r["topic"] for r in rows})
+    cutoff = (summary.get("cutoff") or {}).get("ms")
+    say(f"{len(rows):,} missing records in {len(topics)} topics: {', '.join(topics)}")
+
+    # 2. what the target already holds since the verification read it
+    wanted_keys: dict[str, set[bytes | None]] = defaultdict(set)
+    for r in rows:
+        wanted_keys[r["topic"]].add(r["key"])
+    parts = _partitions(target, topics)
+    tps = [TopicPartition(t, p) for t, n in parts.items() for p in range(n)]
+    ends = _offsets(target, tps, OffsetSpec.latest())
+    earliest = _offsets(target, tps, OffsetSpec.earliest())
+    read_to = summary["offsets"]["target"]
+    ranges = {}
+    for (t, p), end in ends.items():
+        start = read_to.get(t, {}).get(str(p), {}).get("end", earliest[(t, p)])
+        ranges[(t, p)] = (max(start, earliest[(t, p)]), end)
+    scanned = sum(e - s for s, e in ranges.values())
+    say(f"scanning {scanned:,} target records written since the verification for copies already there")
+    present: Counter[Identity] = Counter()
+    for m in _scan(target, ranges):
+        key = m.key()
+        if key not in wanted_keys.get(m.topic(), ()):
+            continue
+        if cutoff is not None and m.timestamp()[1] > cutoff:
+            continue
+        present[(m.topic(), key, checksum(m.value(), m.headers()))] += 1
+
+    # 3. plan: per identity, the copies still missing (oldest first)
+    groups: dict[Identity, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["topic"], r["key"], int(r["checksum"]))].append(r)
+    plan: list[dict[str, Any]] = []
+    for ident, grp in groups.items():
+        grp.sort(key=lambda r: (r["partition"], r["offset"]))
+        have = present.get(ident, 0)
+        result.already_present += min(have, len(grp))
+        plan.extend(grp[min(have, len(grp)):])
+    plan.sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    result.to_write = len(plan)
+    for t in topics:
+        result.per_topic[t] = {"missing": sum(1 for r in rows if r["topic"] == t),
+                               "to_write": sum(1 for r in plan if r["topic"] == t), "written": 0}
+    say(f"{result.already_present:,} already present in the target; {result.to_write:,} to write")
+    if not plan:
+        result.seconds = round(time.monotonic() - t0, 3)
+        return result
+
+    oldest = {t: min(r["timestamp"] for r in plan if r["topic"] == t) for t in {r["topic"] for r in plan}}
+    _check_target_topics(target, sorted(oldest), oldest)
+
+    # 4. read them back from the source and check them against the report
+    wanted: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in plan:
+        wanted[(r["topic"], r["partition"])].append(int(r["offset"]))
+    for offs in wanted.values():
+        offs.sort()
+    if source is not None:
+        low = _offsets(source, [TopicPartition(t, p) for t, p in wanted], OffsetSpec.earliest())
+        gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)])
+        if gone:
+            raise ClusterError(f"{gone:,} missing records are no longer in the source {source.bootstrap} "
+                               "(deleted by retention since the verification).",
+                               "recover them from a Parquet archive with --source-archive, "
+                               "or accept the loss (the report lists them)")
+    if dry_run:
+        say(f"dry run: would write {len(plan):,} records; nothing written")
+        result.seconds = round(time.monotonic() - t0, 3)
+        return result
+    say(f"reading {len(plan):,} records back from the "
+        + (f"source {source.bootstrap}" if source is not None else f"archive {source_archive}"))
+    fetched = _fetch_kafka(source, wanted) if source is not None else _fetch_archive(Path(source_archive), wanted)
+    bad = []
+    for r in plan:
+        rec = fetched.get((r["topic"], r["partition"], int(r["offset"])))
+        if rec is None or rec.key != r["key"] or checksum(rec.value, rec.headers) != int(r["checksum"]):
+            bad.append(r)
+    if bad:
+        b = bad[0]
+        raise ClusterError(f"{len(bad):,} source records no longer match the report (first: {b['topic']} "
+                           f"partition {b['partition']} offset {b['offset']}); the source changed since the "
+                           "verification.", "run `drctl verify` again and recover from the new report")
+
+    # 5. produce, keeping key, value, headers, timestamp and partition
+    producer = Producer(target.config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 20,
+                                         "compression.type": "lz4", "message.timeout.ms": 120000}))
+    ledger = report_dir / LEDGER_FILE
+    delivered: list[dict[str, Any]] = []
+    written_by_topic: Counter[str] = Counter()
+    errors: list[str] = []
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    def on_delivery(err: Any, msg: Any, r: dict[str, Any]) -> None:
+        if err is not None:
+            errors.append(f"{r['topic']}/{r['partition']}@{r['offset']}: {err}")
+            return
+        written_by_topic[r["topic"]] += 1
+        delivered.append({"run": result.run_id, "at": at, "topic": r["topic"],
+                          "source_partition": r["partition"], "source_offset": int(r["offset"]),
+                          "target_partition": msg.partition(), "target_offset": msg.offset(),
+                          "timestamp": int(r["timestamp"]), "checksum": int(r["checksum"])})
+
+    say(f"writing {len(plan):,} records to {target.bootstrap}")
+    for i, r in enumerate(plan):
+        rec = fetched[(r["topic"], r["partition"], int(r["offset"]))]
+        partition = rec.partition if rec.partition < parts[rec.topic] else -1
+        kwargs: dict[str, Any] = {"key": rec.key, "value": rec.value, "timestamp": rec.timestamp,
+                                  "on_delivery": lambda err, msg, r=r: on_delivery(err, msg, r)}
+        if partition >= 0:
+            kwargs["partition"] = partition
+        if rec.headers:
+            kwargs["headers"] = rec.headers
+        while True:
+            try:
+                producer.produce(rec.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if i % 1000 == 0:
+            producer.poll(0)
+            if delivered:
+                _write_jsonl(ledger, delivered)
+                delivered.clear()
+    remaining = producer.flush(120)
+    if delivered:
+        _write_jsonl(ledger, delivered)
+    ledger_lines = 0
+    if ledger.exists():
+        with open(ledger) as f:
+            ledger_lines = sum(1 for _ in f)
+    result.ledger = ledger
+    run_written = sum(written_by_topic.values())
+    result.written = run_written
+    for t in result.per_topic:
+        result.per_topic[t]["written"] = written_by_topic.get(t, 0)
+    runs_path = report_dir / RUNS_FILE
+    runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
+    runs.append({"run": result.run_id, "at": at, "to_write": result.to_write, "written": run_written,
+                 "already_present": result.already_present, "errors": len(errors) + remaining,
+                 "ledger_lines_total": ledger_lines})
+    runs_path.write_text(json.dumps(runs, indent=2) + "\n")
+    result.seconds = round(time.monotonic() - t0, 3)
+    if errors or remaining or run_written != len(plan):
+        raise ClusterError(f"{len(plan) - run_written:,} of {len(plan):,} records were not written "
+                           f"(first: {errors[0] if errors else 'delivery timed out'}).",
+                           "fix the cause and re-run recover: it writes only what is still missing")
+    say(f"done: wrote {run_written:,} records in {result.seconds:.1f}s (ledger {ledger.name})")
+    return result
