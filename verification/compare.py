@@ -143,16 +143,15 @@ class Differences:
 
 
 def _differing(pdf: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Rows of ``keys`` whose (n, lo, hi) sums differ between the two sides."""
     if pdf.empty:
         return pd.DataFrame(columns=keys)
-    g = pdf.groupby([*keys, "side"], sort=False)[["n", "lo", "hi"]].sum().unstack("side", fill_value=0)
-    for col in ("n", "lo", "hi"):
-        for side in (SOURCE, TARGET):
-            if (col, side) not in g.columns:
-                g[(col, side)] = 0
-    mask = ((g[("n", SOURCE)] != g[("n", TARGET)]) | (g[("lo", SOURCE)] != g[("lo", TARGET)])
-            | (g[("hi", SOURCE)] != g[("hi", TARGET)]))
-    return g[mask].reset_index()[keys]
+    sums = pdf.groupby([*keys, "side"], sort=False)[["n", "lo", "hi"]].sum().reset_index()
+    src = sums[sums["side"] == SOURCE].drop(columns="side")
+    tgt = sums[sums["side"] == TARGET].drop(columns="side")
+    both = src.merge(tgt, on=keys, how="outer", suffixes=("_s", "_t")).fillna(0)
+    mask = ((both["n_s"] != both["n_t"]) | (both["lo_s"] != both["lo_t"]) | (both["hi_s"] != both["hi_t"]))
+    return both.loc[mask, keys].reset_index(drop=True)
 
 
 def find_differences(summary: pd.DataFrame) -> Differences:
@@ -225,8 +224,9 @@ def classify(rows: DataFrame, *, source_keys: DataFrame | None = None) -> DataFr
                       F.col("checksum").alias("c_checksum"), "n_s", "n_t", "key_in_source")
     joined = rows.join(c, (rows["topic"] == c["c_topic"]) & rows["key"].eqNullSafe(c["c_key"])
                        & (rows["checksum"] == c["c_checksum"]), "inner")
+    # which copies are the surplus ones: the latest (timestamp, then offset within a partition)
     order = Window.partitionBy("topic", "key", "checksum", "side").orderBy(
-        F.col("ts").desc(), F.col("partition").asc(), F.col("offset").desc())
+        F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc())
     joined = joined.withColumn("rn", F.row_number().over(order))
     n_s, n_t, rn = F.col("n_s"), F.col("n_t"), F.col("rn")
     src, tgt = F.col("side") == SOURCE, F.col("side") == TARGET

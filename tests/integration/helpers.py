@@ -40,9 +40,10 @@ def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) ->
     return acked, errors
 
 
-def consume_all(endpoint: Endpoint, topic: str, expected: int, timeout: float = 60) -> list[str]:
+def consume_all(endpoint: Endpoint, topic: str, expected: int, timeout: float = 60,
+                group: str | None = None) -> list[str]:
     """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys."""
-    consumer = Consumer(endpoint.config(**{"group.id": f"reader-{uuid.uuid4()}", "auto.offset.reset": "earliest",
+    consumer = Consumer(endpoint.config(**{"group.id": group or f"reader-{uuid.uuid4()}", "auto.offset.reset": "earliest",
                                            "enable.auto.commit": False}))
     consumer.subscribe([topic])
     keys: list[str] = []

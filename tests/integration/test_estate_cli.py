@@ -1,0 +1,84 @@
+"""`drctl estate up/status/down` on a real stack: roles become processes, ACLs follow roles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import KafkaError
+
+from dr.estate import Estate
+from dr.runtime.process import pid_alive
+from dr.toolchain import REPO_ROOT
+from tests.integration.helpers import consume_all, produce
+
+
+@pytest.fixture(scope="module")
+def stack_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A copy of the local stack on its own ports (A with 1 broker to save time)."""
+    d = tmp_path_factory.mktemp("estate-cli")
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], (45100, 45200, 45300), strict=True):
+        c["base_port"] = port
+        if c["name"] == "A":
+            c["brokers"], c["racks"] = 1, ["r1"]
+    (d / "Pulumi.clitest.yaml").write_text(yaml.safe_dump(doc))
+    env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
+    yield env
+    with pytest.MonkeyPatch.context() as mp:  # whatever a test left running is stopped and removed
+        for k, v in env.items():
+            mp.setenv(k, v)
+        Estate.for_stack("clitest").down(destroy=True)
+
+
+def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300, cwd=REPO_ROOT)
+
+
+def test_estate_up_status_and_down_leave_nothing_running(stack_env: dict[str, str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in stack_env.items():
+        monkeypatch.setenv(k, v)
+    up = drctl(stack_env, "estate", "up", "--stack", "clitest", "--json")
+    assert up.returncode == 0, up.stderr[-2000:]
+    assert set(json.loads(up.stdout)["timings_s"]) == {"cluster A", "cluster B", "link A-to-B"}
+
+    status = json.loads(drctl(stack_env, "estate", "status", "--stack", "clitest", "--json").stdout)
+    states = {c["name"]: c.get("state") for c in status["clusters"]}
+    assert states == {"A": "running", "B": "running", "C": "absent"}, "a standby is not provisioned"
+    assert status["links"][0]["process"] == "running"
+
+    estate = Estate.for_stack("clitest")
+    app_a = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+    app_b = estate.endpoint("B").with_user("orders-app", estate.app_password("orders-app"))
+    acked, errors = produce(app_a, "orders", [f"o{i}" for i in range(200)])
+    assert not errors and len(acked) == 200, errors[:3]
+    estate.mirror("A-to-B").wait_caught_up(["orders"], timeout=90)
+    billing_b = estate.endpoint("B").with_user("billing", estate.app_password("billing"))
+    assert sorted(consume_all(billing_b, "orders", 200, group="billing")) == sorted(acked)
+    refused, errors = produce(app_b, "orders", ["nope"], retries=0, **{"message.timeout.ms": 10000})
+    assert refused == [] and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    again = drctl(stack_env, "estate", "up", "--stack", "clitest")
+    assert again.returncode == 0, "estate up is idempotent"
+
+    pids = [p for name in ("A", "B") for p in estate.local_cluster(name).pids().values()]
+    mm_pid = estate.mirror("A-to-B").process.pid
+    down = drctl(stack_env, "estate", "down", "--stack", "clitest", "--destroy")
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert pids and not any(pid_alive(p) for p in [*pids, mm_pid or 0] if p)
+    assert not (Path(stack_env["KDR_STATE_DIR"]) / "clitest" / "clusters" / "A").exists()
+
+
+def test_unknown_stack_exits_2_naming_known_stacks(stack_env: dict[str, str]) -> None:
+    res = drctl(stack_env, "estate", "status", "--stack", "nosuch")
+    assert res.returncode == 2
+    assert "unknown stack 'nosuch'" in res.stderr and "clitest" in res.stderr
