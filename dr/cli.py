@@ -78,6 +78,24 @@ def estate_status(stack: str, as_json: bool) -> None:
         click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
 
 
+@cli.command("connect-config")
+@click.option("--stack", required=True, help="Stack whose links join external clusters.")
+@click.option("--link", "link_name", help="Only this link (default: every external link).")
+def connect_config(stack: str, link_name: str | None) -> None:
+    """Print the MirrorMaker 2 connector configs (JSON) to PUT on a Kafka Connect cluster."""
+    from dr.connect_config import connector_configs
+    from dr.estate import load_stack
+
+    topo = load_stack(stack)
+    links = [l for l in topo.links if link_name in (None, l.name)]
+    if not links:
+        raise click.BadParameter(f"no link {link_name!r} in stack {stack!r}", param_hint="--link")
+    out = {}
+    for link in links:
+        out.update(connector_configs(topo, link))
+    click.echo(json.dumps(out, indent=2, sort_keys=True))
+
+
 # ------------------------------------------------------------------------------------ toolchain
 @cli.command("toolchain")
 @click.option("--json", "as_json", is_flag=True)
