@@ -7,7 +7,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	@$(PY) -m dr.cli demo --out out/demo
+	@$(PY) -m dr.cli drill --stack local --out out/demo
 
 test: setup
 	@$(PY) -m pytest -q -p no:cacheprovider tests

@@ -110,6 +110,18 @@ def toolchain_cmd(as_json: bool) -> None:
     click.echo(json.dumps(info, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
+def _attach_commands() -> None:
+    """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
+    from dr.failover.cli import failover_commands
+    from verification.cli import verification_commands
+
+    for command in [*failover_commands(), *verification_commands()]:
+        cli.add_command(command)
+
+
+_attach_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``drctl`` console script."""
     try:

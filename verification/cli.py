@@ -37,7 +37,7 @@ def _exit_codes(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DRError as exc:
-            click.echo(f"{click.get_current_context().info_name}: {exc}", err=True)
+            click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
@@ -97,7 +97,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 @click.option("--master", default=DEFAULT_MASTER, show_default=True,
               help="Spark master (ignored under spark-submit).")
 @click.option("--windows", default=512, show_default=True, help="Time windows per topic in pass 1.")
-@click.option("--key-buckets", default=1 << 16, show_default=True, help="Key buckets per topic in pass 1.")
+@click.option("--key-buckets", default=1 << 14, show_default=True, help="Key buckets per topic in pass 1.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @_exit_codes
 def verify(stack: str | None, source_name: str | None, target_name: str | None, source_bootstrap: str | None,
@@ -113,7 +113,7 @@ def verify(stack: str | None, source_name: str | None, target_name: str | None, 
     target = resolve_side("target", stack=stack, name=target_name, bootstrap=target_bootstrap,
                           credentials=target_credentials or credentials, archive=target_archive)
     if windows < 1 or key_buckets < 1:
-        raise ConfigError("--windows and --key-buckets must be positive.", "use the defaults (512 and 65536)")
+        raise ConfigError("--windows and --key-buckets must be positive.", "use the defaults (512 and 16384)")
     out = out or Path("out") / f"verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
                               cutoff_ms=parse_cutoff(cutoff), master=master, windows=windows,

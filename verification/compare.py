@@ -13,10 +13,12 @@ sum of ``record_hash`` — two grouping sets in one scan:
 
 :func:`find_differences` compares the buckets of the two sides. Only differing windows are read
 again (pass 2, exact offset spans per partition) and only rows in differing windows *and* key
-buckets enter :func:`classify`, the full multiset comparison:
+buckets enter :func:`classify`, the full multiset comparison (non-differing buckets hold equal
+multisets, so count *differences* per identity are exact from those rows alone; whether the source
+has an identity or key elsewhere is settled by :func:`resolve_target_only`):
 
 * ``missing``     — source copies without a target copy (count in source minus count in target);
-* ``duplicated``  — extra target copies of a record the source has;
+* ``duplicated``  — extra target copies of a record the source has (wherever in time the original is);
 * ``corrupted``   — target records whose key exists in the source but whose checksum does not;
 * ``unexpected``  — target records whose key the source does not have at all.
 
@@ -43,7 +45,9 @@ __all__ = [
     "bucket_summary",
     "classify",
     "find_differences",
-    "reclassify_found_keys",
+    "resolve_target_only",
+    "select_differing",
+    "with_buckets",
 ]
 
 #: Side markers in the ``side`` column.
@@ -81,6 +85,11 @@ class TimeGrid:
 def _window_col(grid: TimeGrid) -> Column:
     if not grid.origin:
         return F.lit(0).cast("long")
+    if len(grid.origin) == 1:  # one topic: constants, no per-row map lookup
+        ((topic, origin),) = grid.origin.items()
+        diff = F.col("ts") - F.lit(origin).cast("long")
+        width = F.lit(grid.width[topic]).cast("long")
+        return ((diff - F.pmod(diff, width)) / width).cast("long")
     origins = F.create_map(*[x for t, o in grid.origin.items() for x in (F.lit(t), F.lit(o).cast("long"))])
     widths = F.create_map(*[x for t, w in grid.width.items() for x in (F.lit(t), F.lit(w).cast("long"))])
     o_col = F.coalesce(origins[F.col("topic")], F.lit(0).cast("long"))
@@ -104,17 +113,33 @@ def with_buckets(fp: DataFrame, grid: TimeGrid, key_buckets: int, cutoff_ms: int
 
 
 def bucket_summary(fp: DataFrame, *, grid: TimeGrid, key_buckets: int, cutoff_ms: int | None) -> DataFrame:
-    """Pass 1: both grouping sets over fingerprinted rows of both sides (``side`` column)."""
+    """Pass 1: both grouping sets over fingerprinted rows of both sides (``side`` column).
+
+    Topics are grouped by their index in the grid (integer keys keep the hash aggregation fast)
+    and named again on the few aggregated rows.
+    """
     rows = with_buckets(fp, grid, key_buckets, cutoff_ms)
+    names = sorted(grid.origin)
+    if len(names) == 1:
+        rows = rows.withColumn("topic_id", F.when(F.col("topic") == names[0], F.lit(0)).otherwise(F.lit(-1)))
+    elif names:
+        index = F.create_map(*[x for i, t in enumerate(names) for x in (F.lit(t), F.lit(i))])
+        rows = rows.withColumn("topic_id", F.coalesce(index[F.col("topic")], F.lit(-1)))
+    else:
+        rows = rows.withColumn("topic_id", F.lit(-1))
     rh = F.col("record_hash")
-    return (rows.groupingSets([["side", "topic", "partition", "window"], ["side", "topic", "key_bucket"]],
-                              "side", "topic", "partition", "window", "key_bucket")
-            .agg(F.count(F.lit(1)).alias("n"),
-                 F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
-                 F.sum(F.shiftright(rh, 32)).alias("hi"),
-                 F.min("offset").alias("omin"),
-                 F.max("offset").alias("omax"),
-                 F.grouping_id().alias("gid")))
+    agg = (rows.groupingSets([["side", "topic_id", "partition", "window"], ["side", "topic_id", "key_bucket"]],
+                             "side", "topic_id", "partition", "window", "key_bucket")
+           .agg(F.count(F.lit(1)).alias("n"),
+                F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
+                F.sum(F.shiftright(rh, 32)).alias("hi"),
+                F.min("offset").alias("omin"),
+                F.max("offset").alias("omax"),
+                F.grouping_id().alias("gid")))
+    topic = (F.element_at(F.array(*[F.lit(t) for t in names]), F.col("topic_id") + 1) if names
+             else F.lit(None).cast("string"))
+    return agg.select("side", F.when(F.col("topic_id") >= 0, topic).alias("topic"), "partition", "window",
+                      "key_bucket", "n", "lo", "hi", "omin", "omax", "gid")
 
 
 @dataclass
@@ -131,6 +156,12 @@ class Differences:
     after_cutoff: dict[int, dict[str, int]] = field(default_factory=dict)
     total_windows: dict[str, int] = field(default_factory=dict)
     total_key_buckets: dict[str, int] = field(default_factory=dict)
+    #: topic → windows holding source records (before the cut-off)
+    source_windows: dict[str, set[int]] = field(default_factory=dict)
+
+    def complete(self, topic: str) -> bool:
+        """True when pass 2 re-reads every source window of ``topic`` (no whole-source lookup needed)."""
+        return self.source_windows.get(topic, set()) <= set(self.windows.get(topic, ()))
 
     @property
     def any(self) -> bool:
@@ -169,6 +200,8 @@ def find_differences(summary: pd.DataFrame) -> Differences:
     inkey = krows[krows["key_bucket"] != -1]
     for t, n in inwin.groupby("topic")["window"].nunique().items():
         d.total_windows[t] = int(n)
+    for t, grp in inwin[inwin["side"] == SOURCE].groupby("topic"):
+        d.source_windows[t] = {int(w) for w in grp["window"]}
     for t, n in inkey.groupby("topic")["key_bucket"].nunique().items():
         d.total_key_buckets[t] = int(n)
     dw = _differing(inwin, ["topic", "window"])
@@ -195,46 +228,43 @@ def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) ->
             .join(F.broadcast(kdf), ["topic", "key_bucket"], "left_semi"))
 
 
-def _key_match(left: DataFrame, right: DataFrame) -> Column:
-    return (left["topic"] == right["topic"]) & left["key"].eqNullSafe(right["key"])
-
-
-def classify(rows: DataFrame, *, source_keys: DataFrame | None = None) -> DataFrame:
+def classify(rows: DataFrame, *, complete: bool = True) -> DataFrame:
     """Full multiset comparison of fingerprinted rows of both sides.
 
-    ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. ``source_keys``
-    (topic, key) overrides the set of keys the source is known to have (defaults to the source rows
-    given). Returns one row per offending record: class, side ('source'/'target'), topic,
-    partition, offset, timestamp, key, key_hash, checksum.
+    ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. Returns one row per
+    offending record: class, side ('source'/'target'), topic, partition, offset, timestamp, key,
+    key_hash, checksum.
+
+    Count *differences* per (topic, key, checksum) are exact even when ``rows`` hold only the
+    differing buckets (the other buckets hold equal multisets). Whether the source has an identity
+    or a key *at all* is not: with ``complete=False`` target records whose identity has no source
+    copy in ``rows`` get the class ``target_only``, for :func:`resolve_target_only` to settle
+    against the whole source. With ``complete=True`` (``rows`` hold every record) they are settled
+    here: ``corrupted`` when the source has the key, else ``unexpected``.
     """
     is_s = F.when(F.col("side") == SOURCE, 1).otherwise(0)
     is_t = F.when(F.col("side") == TARGET, 1).otherwise(0)
-    counts = (rows.groupBy("topic", "key", "checksum")
-              .agg(F.sum(is_s).alias("n_s"), F.sum(is_t).alias("n_t"))
-              .where(F.col("n_s") != F.col("n_t")))
-    known = (source_keys if source_keys is not None
-             else rows.where(F.col("side") == SOURCE).select("topic", "key")).distinct()
-    known = known.select(F.col("topic").alias("k_topic"), F.col("key").alias("k_key"),
-                         F.lit(True).alias("key_in_source"))
-    counts = (counts.join(known, (counts["topic"] == known["k_topic"]) & counts["key"].eqNullSafe(known["k_key"]),
-                          "left")
-              .drop("k_topic", "k_key")
-              .withColumn("key_in_source", F.coalesce(F.col("key_in_source"), F.lit(False))))
-    c = counts.select(F.col("topic").alias("c_topic"), F.col("key").alias("c_key"),
-                      F.col("checksum").alias("c_checksum"), "n_s", "n_t", "key_in_source")
-    joined = rows.join(c, (rows["topic"] == c["c_topic"]) & rows["key"].eqNullSafe(c["c_key"])
-                       & (rows["checksum"] == c["c_checksum"]), "inner")
+    # One shuffle: every window below is clustered by (topic, key) or finer.
+    by_key = Window.partitionBy("topic", "key")
+    by_identity = Window.partitionBy("topic", "key", "checksum")
     # which copies are the surplus ones: the latest (timestamp, then offset within a partition)
-    order = Window.partitionBy("topic", "key", "checksum", "side").orderBy(
+    by_copy = Window.partitionBy("topic", "key", "checksum", "side").orderBy(
         F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc())
-    joined = joined.withColumn("rn", F.row_number().over(order))
+    r = rows
+    if complete:
+        r = r.withColumn("key_in_source", F.max(is_s).over(by_key) > 0)
+    r = (r.withColumn("n_s", F.sum(is_s).over(by_identity))
+         .withColumn("n_t", F.sum(is_t).over(by_identity))
+         .where(F.col("n_s") != F.col("n_t"))
+         .withColumn("rn", F.row_number().over(by_copy)))
     n_s, n_t, rn = F.col("n_s"), F.col("n_t"), F.col("rn")
     src, tgt = F.col("side") == SOURCE, F.col("side") == TARGET
+    target_only = (F.lit("target_only") if not complete
+                   else F.when(F.col("key_in_source"), F.lit("corrupted")).otherwise(F.lit("unexpected")))
     cls = (F.when(src & (n_s > n_t) & (rn <= n_s - n_t), F.lit("missing"))
            .when(tgt & (n_s > 0) & (n_t > n_s) & (rn <= n_t - n_s), F.lit("duplicated"))
-           .when(tgt & (n_s == 0) & F.col("key_in_source"), F.lit("corrupted"))
-           .when(tgt & (n_s == 0), F.lit("unexpected")))
-    return (joined.withColumn("class", cls)
+           .when(tgt & (n_s == 0), target_only))
+    return (r.withColumn("class", cls)
             .where(F.col("class").isNotNull())
             .select("class",
                     F.when(src, F.lit("source")).otherwise(F.lit("target")).alias("side"),
@@ -242,11 +272,29 @@ def classify(rows: DataFrame, *, source_keys: DataFrame | None = None) -> DataFr
                     "key", "key_hash", "checksum"))
 
 
-def reclassify_found_keys(offending: DataFrame, found: DataFrame) -> DataFrame:
-    """Turn ``unexpected`` rows whose (topic, key) is in ``found`` into ``corrupted``."""
-    f = found.select(F.col("topic").alias("f_topic"), F.col("key").alias("f_key"),
-                     F.lit(True).alias("found")).distinct()
-    j = offending.join(f, (offending["topic"] == f["f_topic"]) & offending["key"].eqNullSafe(f["f_key"]), "left")
-    return (j.withColumn("class", F.when((F.col("class") == "unexpected") & F.col("found").isNotNull(),
-                                         F.lit("corrupted")).otherwise(F.col("class")))
-            .drop("f_topic", "f_key", "found"))
+def resolve_target_only(offending: DataFrame, source_rows: DataFrame) -> DataFrame:
+    """Settle ``target_only`` rows against fingerprinted ``source_rows`` (topic, key, checksum).
+
+    The identity exists in the source → ``duplicated`` (an extra copy written at another time);
+    only the key exists → ``corrupted``; neither → ``unexpected``.
+    """
+    cand = offending.where(F.col("class") == "target_only")
+    ident = (source_rows.select(F.col("topic").alias("i_topic"), F.col("key").alias("i_key"),
+                                F.col("checksum").alias("i_checksum"))
+             .join(cand.select("topic", "key", "checksum").distinct(),
+                   (F.col("i_topic") == F.col("topic")) & F.col("i_key").eqNullSafe(F.col("key"))
+                   & (F.col("i_checksum") == F.col("checksum")), "left_semi")
+             .distinct().withColumn("has_identity", F.lit(True)))
+    keys = (source_rows.select(F.col("topic").alias("k_topic"), F.col("key").alias("k_key"))
+            .join(cand.select("topic", "key").distinct(),
+                  (F.col("k_topic") == F.col("topic")) & F.col("k_key").eqNullSafe(F.col("key")), "left_semi")
+            .distinct().withColumn("has_key", F.lit(True)))
+    j = (offending
+         .join(ident, (offending["topic"] == ident["i_topic"]) & offending["key"].eqNullSafe(ident["i_key"])
+               & (offending["checksum"] == ident["i_checksum"]), "left")
+         .join(keys, (offending["topic"] == keys["k_topic"]) & offending["key"].eqNullSafe(keys["k_key"]), "left"))
+    resolved = (F.when(F.col("class") != "target_only", F.col("class"))
+                .when(F.col("has_identity").isNotNull(), F.lit("duplicated"))
+                .when(F.col("has_key").isNotNull(), F.lit("corrupted"))
+                .otherwise(F.lit("unexpected")))
+    return j.withColumn("class", resolved).select(*offending.columns)

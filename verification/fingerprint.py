@@ -156,12 +156,11 @@ def key_hash_col(topic: str = "topic", key: str = "key") -> Column:
 def checksum_col(value: str = "value", headers: str = "headers") -> Column:
     """Content checksum of value + headers (order kept), JVM built-ins only."""
     hdrs = F.col(headers)
-    return F.xxhash64(
-        F.col(value).isNull(),
-        F.col(value),
-        F.coalesce(F.size(hdrs), F.lit(0)),
-        F.transform(hdrs, lambda h: F.struct(h["key"], h["value"].isNull(), h["value"])),
-    )
+    n = F.coalesce(F.size(hdrs), F.lit(0))
+    # ``transform`` is interpreted (no codegen): evaluate it only for records that have headers.
+    # A null array and an empty one hash alike, so the guard does not change any checksum.
+    per_header = F.when(n > 0, F.transform(hdrs, lambda h: F.struct(h["key"], h["value"].isNull(), h["value"])))
+    return F.xxhash64(F.col(value).isNull(), F.col(value), n, per_header)
 
 
 def record_hash_col(key_hash_name: str = "key_hash", checksum_name: str = "checksum") -> Column:

@@ -40,14 +40,14 @@ from verification.compare import (
     bucket_summary,
     classify,
     find_differences,
-    reclassify_found_keys,
+    resolve_target_only,
     select_differing,
     with_buckets,
 )
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
-from verification.report import OFFENDING_DIR, iso, write_empty_offending, write_report
-from verification.session import DEFAULT_MASTER, spark_session
+from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, iso, write_empty_offending, write_report
+from verification.session import DEFAULT_MASTER, prefer_kafka_v2, spark_session
 from verification.sources import (
     ArchiveSide,
     KafkaSide,
@@ -176,16 +176,17 @@ def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, 
 
 def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics: list[str] | None = None,
                      cutoff_ms: int | None = None, spark: SparkSession | None = None,
-                     master: str | None = DEFAULT_MASTER, windows: int = 512, key_buckets: int = 1 << 16,
+                     master: str | None = DEFAULT_MASTER, windows: int = 512, key_buckets: int = 1 << 14,
                      kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
-                     sample_size: int = 20) -> VerificationResult:
+                     sample_size: int = 20, collect_limit: int = 500_000) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
     ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``. ``spark``
     reuses a session; otherwise one is built for ``master`` (ignored under ``spark-submit``).
     Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
-    (the CLI does) to turn differences into exit code 1.
+    (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
+    are written from the driver in one step; more are written by Spark.
     """
     say = progress or quiet
     out = Path(out_dir).resolve()
@@ -213,6 +214,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     t = clock.lap("bounds_s", t)
     grid = _grid(topics, bounds_s, bounds_t, windows=windows)
     spark = get_spark()
+    prefer_kafka_v2(spark)
     t = time.monotonic()
 
     # 2. pass 1: one read of everything, per-bucket (count, sum)
@@ -232,9 +234,9 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
 
     # 3. pass 2: exact comparison of the differing buckets only
     offending: DataFrame | None = None
-    pass2_rows = 0
     did_pass2b = False
     persisted: list[DataFrame] = []
+    counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
     if diff.any:
         say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source and {diff.span_records(TARGET):,} "
             "target offsets of the differing windows")
@@ -243,70 +245,58 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         rows = with_buckets(rows, grid, key_buckets, cutoff_ms).where(~F.col("late"))
         rows = select_differing(spark, rows, diff).persist()
         persisted.append(rows)
-        offending = classify(rows).persist()
+        offending = classify(rows, complete=False).persist()
         persisted.append(offending)
-        pass2_rows = _spark_action(rows.count, source, target)
-        n_unexpected = _spark_action(lambda: offending.where(F.col("class") == "unexpected").count(),
-                                     source, target)
+        found = _class_counts(offending, source, target)
         t = clock.lap("pass2_s", t)
-        # 4. keys the target has but pass 2 saw no source copy of: look them up in the whole source
-        if n_unexpected:
-            did_pass2b = True
-            say(f"pass 2b: looking up {n_unexpected:,} target-only keys in the whole source")
-            cand = offending.where(F.col("class") == "unexpected").select("topic", "key", "key_hash").distinct()
-            cand_kb = cand.select("topic", "key_hash").distinct()
-            src_all = with_buckets(_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, kafka_options),
-                                   grid, key_buckets, cutoff_ms).where(~F.col("late"))
-            src_all = src_all.join(F.broadcast(cand_kb), ["topic", "key_hash"], "left_semi")
-            found = src_all.join(cand.withColumnRenamed("topic", "c_topic").withColumnRenamed("key", "c_key")
-                                 .drop("key_hash"),
-                                 (src_all["topic"] == F.col("c_topic")) & src_all["key"].eqNullSafe(F.col("c_key")),
-                                 "left_semi").select("topic", "key")
-            found = _spark_action(lambda: spark.createDataFrame(found.distinct().collect(), "topic string, key binary"),
-                                  source, target)
-            offending = reclassify_found_keys(offending, found).persist()
+        # 4. target records whose identity has no source copy in the re-read rows: is it (or its key)
+        #    anywhere in the source? Pass-2 rows settle topics whose every source window was re-read.
+        only_topics = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
+        if only_topics:
+            lookup = rows.where(F.col("side") == SOURCE).select("topic", "key", "checksum")
+            incomplete = [tp for tp in only_topics if not diff.complete(tp)]
+            if incomplete:
+                did_pass2b = True
+                n_only = sum(n for (tp, c), n in found.items() if c == "target_only" and tp in incomplete)
+                say(f"pass 2b: looking up {n_only:,} target-only records in the whole source of {incomplete}")
+                cand = (offending.where((F.col("class") == "target_only") & F.col("topic").isin(incomplete))
+                        .select("topic", "key_hash").distinct())
+                full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
+                src_all = with_buckets(_fingerprinted(spark, source, full, SOURCE, kafka_options),
+                                       grid, key_buckets, cutoff_ms).where(~F.col("late"))
+                src_all = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
+                lookup = lookup.unionByName(src_all.select("topic", "key", "checksum"))
+            offending = resolve_target_only(offending, lookup).persist()
             persisted.append(offending)
+            found = _class_counts(offending, source, target)
             t = clock.lap("pass2b_s", t)
+        for (tp, c), n in found.items():
+            counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
 
     # 5. outputs
     say("writing the report")
-    counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
-    samples: dict[str, list[dict[str, Any]]] = {}
-    timeline: list[tuple[str, int, int]] = []
-    starts = [o for o in grid.origin.values()]
+    starts = list(grid.origin.values())
     t_lo = min(starts) if starts else 0
     t_hi = max((grid.origin[tp] + grid.width[tp] * windows for tp in grid.origin), default=t_lo + 1)
     bin_ms = max(1, -(-(t_hi - t_lo) // 120))
+    n_offending = sum(sum(v.values()) for v in counts.values())
     off_dir = out / OFFENDING_DIR
     shutil.rmtree(off_dir, ignore_errors=True)
-    if offending is not None:
-        final = offending
-        for r in _spark_action(lambda: final.groupBy("topic", "class").count().collect(), source, target):
-            counts.setdefault(r["topic"], {c: 0 for c in CLASSES})[r["class"]] = int(r["count"])
-    if offending is not None and any(any(v.values()) for v in counts.values()):
-        final = offending
-        _spark_action(lambda: final.coalesce(1).write.mode("overwrite").parquet(str(off_dir)), source, target)
-        ranked = final.withColumn("rn", F.row_number().over(
-            Window.partitionBy("class").orderBy("topic", "timestamp", "partition", "offset")))
-        for r in _spark_action(lambda: ranked.where(F.col("rn") <= sample_size).drop("rn").collect(),
-                               source, target):
-            samples.setdefault(r["class"], []).append(r.asDict())
-        for rows_ in samples.values():
-            rows_.sort(key=lambda r: (r["topic"], r["timestamp"], r["partition"], r["offset"]))
-        binned = (final.where(F.col("class") == "missing")
-                  .groupBy("topic", F.floor((F.col("timestamp") - F.lit(t_lo)) / F.lit(bin_ms)).alias("b"))
-                  .count())
-        timeline = [(r["topic"], t_lo + int(r["b"]) * bin_ms, int(r["count"]))
-                    for r in _spark_action(binned.collect, source, target)]
-    else:
+    if offending is None or n_offending == 0:
         write_empty_offending(out)
+        samples, timeline = {}, []
+    elif n_offending <= collect_limit:
+        pdf = _spark_action(offending.toPandas, source, target)
+        samples, timeline = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
+    else:
+        samples, timeline = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms, source, target)
     for df in persisted:
         df.unpersist()
 
     summary = _summary(source=source, target=target, topics=topics, bounds_s=bounds_s, bounds_t=bounds_t,
                        diff=diff, counts=counts, cutoff_ms=cutoff_ms, grid=grid, windows=windows,
-                       key_buckets=key_buckets, pass1_records=pass1_records, pass2_rows=pass2_rows,
-                       did_pass2b=did_pass2b, spark=spark, out=out, started_at=started_at)
+                       key_buckets=key_buckets, pass1_records=pass1_records, did_pass2b=did_pass2b,
+                       spark=spark, out=out, started_at=started_at)
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
     summary["timings"] = dict(clock.marks)
@@ -318,9 +308,53 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     return VerificationResult(summary, out)
 
 
+def _class_counts(offending: DataFrame, source: Side, target: Side) -> dict[tuple[str, str], int]:
+    rows = _spark_action(lambda: offending.groupBy("topic", "class").count().collect(), source, target)
+    return {(r["topic"], r["class"]): int(r["count"]) for r in rows}
+
+
+def _outputs_from_pandas(pdf: Any, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int
+                         ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, int, int]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    off_dir.mkdir(parents=True, exist_ok=True)
+    pdf = pdf.sort_values(["class", "topic", "timestamp", "partition", "offset"], kind="stable")
+    pq.write_table(pa.Table.from_pandas(pdf, schema=OFFENDING_SCHEMA, preserve_index=False),
+                   off_dir / "part-00000.parquet")
+    samples = {str(c): grp.head(sample_size).to_dict("records") for c, grp in pdf.groupby("class", sort=False)}
+    for rows in samples.values():
+        for r in rows:
+            r["partition"], r["offset"], r["timestamp"] = int(r["partition"]), int(r["offset"]), int(r["timestamp"])
+            r["checksum"] = int(r["checksum"])
+    missing = pdf[pdf["class"] == "missing"]
+    bins = ((missing["timestamp"] - t_lo) // bin_ms).astype("int64")
+    timeline = [(str(tp), t_lo + int(b) * bin_ms, int(n))
+                for (tp, b), n in missing.groupby([missing["topic"], bins]).size().items()]
+    return samples, timeline
+
+
+def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int,
+                        source: Side, target: Side
+                        ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, int, int]]]:
+    _spark_action(lambda: offending.write.mode("overwrite").parquet(str(off_dir)), source, target)
+    ranked = offending.withColumn("rn", F.row_number().over(
+        Window.partitionBy("class").orderBy("topic", "timestamp", "partition", "offset")))
+    samples: dict[str, list[dict[str, Any]]] = {}
+    for r in _spark_action(lambda: ranked.where(F.col("rn") <= sample_size).drop("rn").collect(), source, target):
+        samples.setdefault(r["class"], []).append(r.asDict())
+    for rows in samples.values():
+        rows.sort(key=lambda r: (r["topic"], r["timestamp"], r["partition"], r["offset"]))
+    binned = (offending.where(F.col("class") == "missing")
+              .groupBy("topic", F.floor((F.col("timestamp") - F.lit(t_lo)) / F.lit(bin_ms)).alias("b")).count())
+    timeline = [(r["topic"], t_lo + int(r["b"]) * bin_ms, int(r["count"]))
+                for r in _spark_action(binned.collect, source, target)]
+    return samples, timeline
+
+
 def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
              diff: Differences, counts: dict[str, dict[str, int]], cutoff_ms: int | None, grid: TimeGrid,
-             windows: int, key_buckets: int, pass1_records: int, pass2_rows: int, did_pass2b: bool,
+             windows: int, key_buckets: int, pass1_records: int, did_pass2b: bool,
              spark: SparkSession, out: Path, started_at: datetime) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
@@ -369,7 +403,7 @@ def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBou
             "differing_windows": sum(len(v) for v in diff.windows.values()),
             "differing_key_buckets": sum(len(v) for v in diff.key_buckets.values()),
             "pass2_offsets": diff.span_records(SOURCE) + diff.span_records(TARGET),
-            "pass2_rows": pass2_rows, "pass2b": did_pass2b,
+            "pass2b": did_pass2b,
         },
         "spark": {"master": spark.sparkContext.master, "version": spark.version},
         "files": {"summary": "summary.json", "html": "report.html", "chart": "missing_over_time.png",

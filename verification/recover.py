@@ -23,7 +23,7 @@ import json
 import os
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -34,10 +34,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, admin_client, translate_kafka_error
+from dr.kafka_client import Endpoint, translate_kafka_error
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
+from verification.sources import cluster_metadata, quiet_admin, quiet_config
 
 __all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
 
@@ -85,7 +86,7 @@ class RecoveryResult:
 
 # ----------------------------------------------------------------------------- Kafka helpers
 def _consumer(endpoint: Endpoint) -> Consumer:
-    return Consumer(endpoint.config(**{
+    return Consumer(quiet_config(endpoint, **{
         "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
@@ -95,7 +96,7 @@ def _consumer(endpoint: Endpoint) -> Consumer:
 def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[tuple[str, int], int]:
     if not tps:
         return {}
-    admin = admin_client(endpoint)
+    admin = quiet_admin(endpoint)
     try:
         futs = admin.list_offsets({tp: spec for tp in tps}, request_timeout=30)
         return {(tp.topic, tp.partition): f.result(timeout=30).offset for tp, f in futs.items()}
@@ -104,10 +105,7 @@ def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[t
 
 
 def _partitions(endpoint: Endpoint, topics: Iterable[str]) -> dict[str, int]:
-    try:
-        md = admin_client(endpoint).list_topics(timeout=30)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+    md = cluster_metadata(endpoint)
     return {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
 
 
@@ -145,34 +143,62 @@ def _scan(endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *,
         consumer.close()
 
 
-def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int, int], SourceRecord]:
-    """Read the records at ``wanted[(topic, partition)] = [offsets]`` (sorted) from a cluster."""
+def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *, idle_timeout: float = 30.0
+                 ) -> dict[tuple[str, int, int], SourceRecord]:
+    """Read the records at ``wanted[(topic, partition)] = [sorted offsets]`` with one consumer.
+
+    Gaps of more than 1000 offsets are skipped by re-assigning the partition at the next wanted
+    offset; an offset that no longer exists (compaction, retention) is simply not returned.
+    """
     out: dict[tuple[str, int, int], SourceRecord] = {}
-    # contiguous runs of wanted offsets (gaps under 1000 are read through) -> few seeks
-    runs: list[tuple[tuple[str, int], int, int]] = []
-    for k, offs in wanted.items():
-        start = prev = offs[0]
-        for o in offs[1:]:
-            if o - prev > 1000:
-                runs.append((k, start, prev + 1))
-                start = o
-            prev = o
-        runs.append((k, start, prev + 1))
-    # one scan per "round" of runs: the i-th run of every partition at once
-    by_round: dict[int, dict[tuple[str, int], tuple[int, int]]] = defaultdict(dict)
-    seen: Counter[tuple[str, int]] = Counter()
-    for k, s, e in runs:
-        by_round[seen[k]][k] = (s, e)
-        seen[k] += 1
-    want_sets = {k: set(v) for k, v in wanted.items()}
-    for rnd in sorted(by_round):
-        ranges = by_round[rnd]
-        for m in _scan(endpoint, ranges):
-            k = (m.topic(), m.partition())
-            if m.offset() in want_sets[k]:
-                out[(k[0], k[1], m.offset())] = SourceRecord(
-                    m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(),
-                    list(m.headers()) if m.headers() else None)
+    consumer = _consumer(endpoint)
+    try:
+        pending: dict[tuple[str, int], deque[int]] = {}
+        for (t, p), offs in wanted.items():
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=15)
+            except KafkaException as exc:
+                raise translate_kafka_error(exc, f"reading offsets of {t}/{p}", endpoint) from exc
+            keep = deque(o for o in offs if low <= o < high)
+            if keep:
+                pending[(t, p)] = keep
+        if not pending:
+            return out
+        consumer.assign([TopicPartition(t, p, q[0]) for (t, p), q in pending.items()])
+        skip_below: dict[tuple[str, int], int] = {}
+        last = time.monotonic()
+        while pending:
+            msgs = consumer.consume(num_messages=5000, timeout=1.0)
+            if not msgs and time.monotonic() - last > idle_timeout:
+                raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(pending)} partitions unfinished.",
+                                   "check the cluster is healthy and re-run")
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
+                last = time.monotonic()
+                k = (m.topic(), m.partition())
+                q = pending.get(k)
+                off = m.offset()
+                if q is None or off < skip_below.get(k, -1):  # done, or fetched before a re-assign
+                    continue
+                while q and q[0] < off:  # gone from the log
+                    q.popleft()
+                if q and q[0] == off:
+                    q.popleft()
+                    out[(k[0], k[1], off)] = SourceRecord(k[0], k[1], off, m.timestamp()[1], m.key(), m.value(),
+                                                          list(m.headers()) if m.headers() else None)
+                if not q:
+                    del pending[k]
+                    consumer.incremental_unassign([TopicPartition(*k)])
+                elif q[0] - off > 1000:
+                    skip_below[k] = q[0]
+                    consumer.incremental_unassign([TopicPartition(*k)])
+                    consumer.incremental_assign([TopicPartition(k[0], k[1], q[0])])
+    finally:
+        consumer.close()
     return out
 
 
@@ -208,7 +234,7 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
     if absent:
         raise ConfigError(f"topics {absent} do not exist on the target {endpoint.bootstrap}.",
                           "create them with the source's partition count (`pulumi up`), then re-run recover")
-    admin = admin_client(endpoint)
+    admin = quiet_admin(endpoint)
     try:
         futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
         configs = {res.name: fut.result(timeout=30) for res, fut in futs.items()}
@@ -259,6 +285,8 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
     if (source is None) == (source_archive is None):
         raise ConfigError("recover needs exactly one source: a cluster endpoint or an archive path.",
                           "pass the source credentials, or --source-archive")
+    if source_archive is not None and not Path(source_archive).exists():
+        raise ConfigError(f"archive {source_archive} does not exist.", "pass the archive the report was made from")
     table = read_offending(report_dir, ["missing"])
     rows = table.select(["topic", "partition", "offset", "timestamp", "key", "checksum"]).to_pylist()
     result.missing = len(rows)
@@ -268,6 +296,9 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
         return result
     topics = sorted({r["topic"] for r in rows})
     cutoff = (summary.get("cutoff") or {}).get("ms")
+    cluster_metadata(target)  # refused credentials fail here, before any work
+    if source is not None:
+        cluster_metadata(source)
     say(f"{len(rows):,} missing records in {len(topics)} topics: {', '.join(topics)}")
 
     # 2. what the target already holds since the verification read it
@@ -350,7 +381,7 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
                            "verification.", "run `drctl verify` again and recover from the new report")
 
     # 5. produce, keeping key, value, headers, timestamp and partition
-    producer = Producer(target.config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 20,
+    producer = Producer(quiet_config(target, **{"enable.idempotence": True, "acks": "all", "linger.ms": 20,
                                          "compression.type": "lz4", "message.timeout.ms": 120000}))
     ledger = report_dir / LEDGER_FILE
     delivered: list[dict[str, Any]] = []

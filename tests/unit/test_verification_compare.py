@@ -14,7 +14,7 @@ from verification.compare import (
     bucket_summary,
     classify,
     find_differences,
-    reclassify_found_keys,
+    resolve_target_only,
 )
 from verification.fingerprint import checksum, fingerprint
 from verification.session import spark_session
@@ -81,12 +81,15 @@ def test_unexpected_is_a_key_the_source_never_had(spark):
     assert offending(spark, src, tgt) == [("unexpected", "target", 0, 1), ("unexpected", "target", 0, 2)]
 
 
-def test_known_source_keys_turn_unexpected_into_corrupted(spark):
-    rows = rows_of(spark, [(0, 0, 10, b"a", b"1")], [(0, 0, 10, b"a", b"1"), (0, 1, 11, b"b", b"2")])
-    off = classify(rows)
-    found = spark.createDataFrame([("t", b"b")], "topic string, key binary")
-    classes = [r["class"] for r in reclassify_found_keys(off, found).collect()]
-    assert classes == ["corrupted"]
+def test_target_only_records_are_settled_against_the_whole_source(spark):
+    # pass-2 rows hold only the differing buckets: the source copies of b and a live elsewhere
+    rows = rows_of(spark, [(0, 0, 10, b"a", b"1")],
+                   [(0, 0, 10, b"a", b"1"), (0, 1, 11, b"b", b"2"), (0, 2, 12, b"a", b"9"), (0, 3, 13, b"c", b"3")])
+    off = classify(rows, complete=False)
+    assert sorted(r["class"] for r in off.collect()) == ["target_only"] * 3
+    whole = rows_of(spark, [(0, 0, 10, b"a", b"1"), (1, 5, 1, b"b", b"2")], []).where(F.col("side") == SOURCE)
+    got = sorted((r["key"], r["class"]) for r in resolve_target_only(off, whole).collect())
+    assert got == [(b"a", "corrupted"), (b"b", "duplicated"), (b"c", "unexpected")]
 
 
 def test_time_grid_windows_cover_the_range_and_floor_negatives():

@@ -1,0 +1,340 @@
+"""Benchmark of the integrity verification (not a test).
+
+On two local clusters A and B, N records (default 5,000,000; 200-byte values; 12 partitions) are
+written to A; B receives what MirrorMaker 2 would have delivered — the same records with the same
+partition, timestamp, key, value and headers — minus a loss profile:
+
+* ``tail``      — every record in the last 0.5 % of the time range never reached B;
+* ``scattered`` — 0.1 % of the records, chosen at random, never reached B.
+
+For each profile three contenders read the same data, each in its own process (peak memory is
+the peak summed RSS of that process tree, sampled every 0.1 s):
+
+(a) ``kafka-tools`` ConsumerPerformance: a raw read of the topic on A, then on B (no comparison);
+(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source);
+(c) a naive single-process reconciler with confluent-kafka: (key, sha256(value+headers)) → count.
+
+Printed: records/s of each, the ratios b/a and b/c, peak memory; ``--json FILE`` keeps them.
+Usage::
+
+    .venv/bin/python benchmarks/verify_bench.py --records 5000000
+    .venv/bin/python benchmarks/verify_bench.py --records 200000 --profiles tail   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TOPIC = "bench"
+SPAN_MS = 3_600_000  # the records' timestamps cover one hour
+
+
+# ----------------------------------------------------------------------------- measuring
+def _tree_rss_kb(root: int) -> int:
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/status") as f:
+                m = re.search(r"VmRSS:\s+(\d+)", f.read())
+        except (OSError, ValueError, IndexError):
+            continue
+        pid = int(entry)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = int(m.group(1)) if m else 0
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 7200) -> dict:
+    """Run ``cmd``; return wall seconds, peak tree RSS (MB), exit code, stdout, stderr."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, cwd=REPO)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            done.wait(0.1)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate(timeout=timeout)
+    done.set()
+    th.join()
+    return {"seconds": time.monotonic() - t0, "peak_mb": peak[0] / 1024, "rc": proc.returncode,
+            "stdout": out, "stderr": err}
+
+
+# ----------------------------------------------------------------------------- data
+def record(i: int, n: int, t0: int, pool: bytes, value_bytes: int) -> tuple[bytes, bytes, int, list | None]:
+    """The i-th record: key (4 versions per key), value, timestamp, headers (1 record in 10)."""
+    key = b"key-%09d" % (i % max(1, n // 4))
+    off = (i * 7919) % (len(pool) - value_bytes)
+    value = b"%012d" % i + pool[off:off + value_bytes - 12]
+    headers = [("trace-id", b"%016x" % i)] if i % 10 == 0 else None
+    return key, value, t0 + (i * SPAN_MS) // n, headers
+
+
+def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0: int,
+            keep=lambda i: True) -> int:
+    from confluent_kafka import Producer
+
+    pool = random.Random(7).randbytes(1 << 16)
+    producer = Producer(endpoint.config(**{"linger.ms": 50, "batch.size": 1_000_000, "acks": "1",
+                                           "queue.buffering.max.messages": 2_000_000,
+                                           "queue.buffering.max.kbytes": 2_000_000}))
+    written = 0
+    for i in range(n):
+        if not keep(i):
+            continue
+        key, value, ts, headers = record(i, n, t0, pool, value_bytes)
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=i % partitions, timestamp=ts, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        written += 1
+        if written % 50_000 == 0:
+            producer.poll(0)
+    if producer.flush(300):
+        raise RuntimeError("records were not delivered")
+    return written
+
+
+def recreate_topic(endpoint, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(endpoint.config())
+    if topic in admin.list_topics(timeout=15).topics:
+        admin.delete_topics([topic])[topic].result(timeout=60)
+        deadline = time.monotonic() + 60
+        while topic in admin.list_topics(timeout=15).topics and time.monotonic() < deadline:
+            time.sleep(0.2)
+    for _ in range(50):
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})])[topic].result(30)
+            return
+        except Exception as exc:  # topic deletion still in progress
+            if "already exists" not in str(exc).lower() and "marked for deletion" not in str(exc).lower():
+                raise
+            time.sleep(0.5)
+
+
+# ----------------------------------------------------------------------------- contenders
+def consumer_perf(kafka_lib: Path, java: str, endpoint, topic: str, n: int, workdir: Path) -> dict:
+    props = workdir / f"cp-{abs(hash(endpoint.bootstrap))}.properties"
+    fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        for k, v in endpoint.java_config().items():
+            if k != "bootstrap.servers":
+                f.write(f"{k}={v}\n")
+    cmd = [java, "-Xmx1g", "-cp", f"{kafka_lib}/*", "org.apache.kafka.tools.ConsumerPerformance",
+           "--bootstrap-server", endpoint.bootstrap, "--topic", topic, "--num-records", str(n),
+           "--command-config", str(props), "--timeout", "60000", "--hide-header"]
+    res = run_measured(cmd)
+    line = [ln for ln in res["stdout"].splitlines() if ln.count(",") >= 9][-1].split(",")
+    res["consumed"] = int(line[4])
+    res["tool_rec_per_s"] = float(line[5])
+    res["fetch_rec_per_s"] = float(line[9])
+    if res["consumed"] != n:
+        raise RuntimeError(f"ConsumerPerformance read {res['consumed']} of {n} records")
+    return res
+
+
+def naive_main(argv: list[str]) -> None:
+    """(c): one process, confluent-kafka, a dict (key, sha256) → count; prints a JSON result."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from verification.endpoints import endpoint_from_file
+    from verification.sources import kafka_bounds
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--source"), p.add_argument("--target"), p.add_argument("--credentials")
+    p.add_argument("--topic")
+    a = p.parse_args(argv)
+    counts: dict[tuple[bytes | None, bytes], int] = {}
+    read = 0
+    for bootstrap, sign in ((a.source, 1), (a.target, -1)):
+        ep = endpoint_from_file(bootstrap, a.credentials)
+        bounds = kafka_bounds(ep, [a.topic])[a.topic]
+        consumer = Consumer(ep.config(**{"group.id": "naive-reconciler", "enable.auto.commit": False,
+                                         "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20}))
+        consumer.assign([TopicPartition(a.topic, q, b.start) for q, b in bounds.items() if b.size])
+        left = {q: b.end for q, b in bounds.items() if b.size}
+        while left:
+            for m in consumer.consume(10_000, timeout=1.0):
+                if m.error():
+                    continue
+                h = hashlib.sha256(m.value() or b"")
+                for hk, hv in m.headers() or ():
+                    h.update(hk.encode())
+                    h.update(hv or b"")
+                ident = (m.key(), h.digest())
+                counts[ident] = counts.get(ident, 0) + sign
+                read += 1
+                if m.offset() >= left.get(m.partition(), 0) - 1:
+                    left.pop(m.partition(), None)
+        consumer.close()
+    missing = sum(v for v in counts.values() if v > 0)
+    extra = sum(-v for v in counts.values() if v < 0)
+    print(json.dumps({"read": read, "missing": missing, "extra": extra}))
+
+
+# ----------------------------------------------------------------------------- main
+def main() -> int:
+    if sys.argv[1:2] == ["naive"]:
+        naive_main(sys.argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--partitions", type=int, default=12)
+    ap.add_argument("--value-bytes", type=int, default=200)
+    ap.add_argument("--profiles", default="tail,scattered")
+    ap.add_argument("--base-port", type=int, default=39500)
+    ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--json", type=Path, help="write the figures to this file")
+    ap.add_argument("--keep", action="store_true", help="leave the clusters and data in place")
+    ap.add_argument("--reports", type=Path, help="copy each profile's verification report here")
+    args = ap.parse_args()
+
+    from dr.runtime.cluster import ClusterSpec, LocalCluster
+    from dr.toolchain import toolchain
+
+    tc = toolchain()
+    work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))
+    a = LocalCluster(ClusterSpec("A", brokers=1, base_port=args.base_port, heap_mb=768), work)
+    b = LocalCluster(ClusterSpec("B", brokers=1, base_port=args.base_port + 100, heap_mb=768), work)
+    n = args.records
+    results: dict = {"records": n, "partitions": args.partitions, "value_bytes": args.value_bytes,
+                     "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "profiles": {}}
+    try:
+        a.start()
+        b.start()
+        creds = work / "admin.json"
+        fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"username": "admin", "password": a.endpoint().password}, f)
+        t0 = int(time.time() * 1000) - SPAN_MS - 60_000
+        recreate_topic(a.endpoint(), TOPIC, args.partitions)
+        t = time.monotonic()
+        produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0)
+        print(f"produced {n:,} records to A in {time.monotonic() - t:.1f}s", flush=True)
+
+        rng = random.Random(42)
+        for profile in args.profiles.split(","):
+            if profile == "tail":
+                lost = set(range(int(n * 0.995), n))
+            elif profile == "scattered":
+                lost = set(rng.sample(range(n), max(1, n // 1000)))
+            else:
+                raise SystemExit(f"unknown profile {profile}")
+            recreate_topic(b.endpoint(), TOPIC, args.partitions)
+            t = time.monotonic()
+            kept = produce(b.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0,
+                           keep=lambda i: i not in lost)
+            print(f"[{profile}] B holds {kept:,} records ({len(lost):,} lost), written in "
+                  f"{time.monotonic() - t:.1f}s", flush=True)
+            total = n + kept
+            row: dict = {"lost": len(lost), "records_read": total}
+
+            ra = consumer_perf(tc.kafka_lib, tc.java, a.endpoint(), TOPIC, n, work)
+            rb_ = consumer_perf(tc.kafka_lib, tc.java, b.endpoint(), TOPIC, kept, work)
+            row["a"] = {"seconds": ra["seconds"] + rb_["seconds"],
+                        "peak_mb": max(ra["peak_mb"], rb_["peak_mb"]),
+                        "tool_rec_per_s": [ra["tool_rec_per_s"], rb_["tool_rec_per_s"]],
+                        "fetch_rec_per_s": [ra["fetch_rec_per_s"], rb_["fetch_rec_per_s"]]}
+            print(f"[{profile}] (a) ConsumerPerformance: {row['a']['seconds']:.1f}s", flush=True)
+
+            out = work / f"report-{profile}"
+            rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap", a.bootstrap,
+                               "--target-bootstrap", b.bootstrap, "--credentials", str(creds), "--topics", TOPIC,
+                               "--out", str(out), "--json", "--quiet"])
+            if rv["rc"] not in (0, 1):
+                raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
+            summary = json.loads((out / "summary.json").read_text())
+            if args.reports:
+                shutil.copytree(out, args.reports / profile, dirs_exist_ok=True)
+            found = summary["totals"]["missing"]
+            if found != len(lost) or sum(summary["totals"][c] for c in ("unexpected", "duplicated", "corrupted")):
+                raise RuntimeError(f"verification found {summary['totals']}, expected {len(lost)} missing")
+            row["b"] = {"seconds": rv["seconds"], "peak_mb": rv["peak_mb"], "missing_found": found,
+                        "timings": summary["timings"], "method": {k: summary["method"][k] for k in (
+                            "differing_windows", "differing_key_buckets", "pass2_offsets", "pass2b")}}
+            print(f"[{profile}] (b) verification: {rv['seconds']:.1f}s, found {found:,} missing", flush=True)
+
+            if not args.skip_naive:
+                rc = run_measured([sys.executable, str(Path(__file__).resolve()), "naive", "--source", a.bootstrap,
+                                   "--target", b.bootstrap, "--credentials", str(creds), "--topic", TOPIC])
+                if rc["rc"] != 0:
+                    raise RuntimeError(f"naive reconciler failed: {rc['stderr'][-2000:]}")
+                naive = json.loads(rc["stdout"].strip().splitlines()[-1])
+                if naive["missing"] != len(lost):
+                    raise RuntimeError(f"naive reconciler found {naive}, expected {len(lost)} missing")
+                row["c"] = {"seconds": rc["seconds"], "peak_mb": rc["peak_mb"], "missing_found": naive["missing"]}
+                print(f"[{profile}] (c) naive reconciler: {rc['seconds']:.1f}s", flush=True)
+            for k in ("a", "b", "c"):
+                if k in row:
+                    row[k]["rec_per_s"] = total / row[k]["seconds"]
+            row["b_over_a"] = row["b"]["rec_per_s"] / row["a"]["rec_per_s"]
+            spark_free = row["b"]["seconds"] - summary["timings"].get("spark_start_s", 0)
+            row["b_over_a_without_spark_start"] = (total / spark_free) / row["a"]["rec_per_s"]
+            if "c" in row:
+                row["b_over_c"] = row["b"]["rec_per_s"] / row["c"]["rec_per_s"]
+            row["load_avg_after"] = os.getloadavg()
+            results["profiles"][profile] = row
+    finally:
+        if not args.keep:
+            a.destroy()
+            b.destroy()
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept: clusters {a.bootstrap} and {b.bootstrap}, state and credentials in {work}")
+
+    print()
+    print(f"N = {n:,} records on A (value {args.value_bytes} B, {args.partitions} partitions), "
+          f"{os.cpu_count()} CPUs, load average at start {results['load_avg_at_start'][0]:.1f}")
+    print(f"{'profile':<10} {'contender':<28} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
+    names = {"a": "(a) ConsumerPerformance", "b": "(b) verification (Spark)", "c": "(c) naive reconciler"}
+    for profile, row in results["profiles"].items():
+        for k in ("a", "b", "c"):
+            if k in row:
+                r = row[k]
+                print(f"{profile:<10} {names[k]:<28} {r['seconds']:8.1f} {r['rec_per_s']:11,.0f} {r['peak_mb']:8.0f}")
+        ratio = f"b/a = {row['b_over_a']:.2f} (without Spark start-up {row['b_over_a_without_spark_start']:.2f})"
+        if "b_over_c" in row:
+            ratio += f", b/c = {row['b_over_c']:.2f}"
+        print(f"{'':<10} {ratio}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The failover pipeline: A→B→C as a change of desired state, then convergence (issue 5).
+
+Public API::
+
+    from dr.failover import FailoverOptions, run_failover, plan_failover, status_report, run_drill
+
+    summary = run_failover(stack="local", stack_path=path, state=state_dir,
+                           options=FailoverOptions(mode="planned"), progress=print)
+    summary["rto_s"], summary["a_b_c_s"], summary["steps"], summary["verdict"]
+
+Modules: :mod:`~dr.failover.steps` (the eight steps), :mod:`~dr.failover.pipeline` (lock,
+journal, resume, RTO probe, summary), :mod:`~dr.failover.journal`, :mod:`~dr.failover.converge`
+(stack-file write-back and the :class:`Converger` protocol — the local estate runtime converges;
+the Pulumi Automation API converger is blocked on the Kafka provider), :mod:`~dr.failover.fencing`,
+:mod:`~dr.failover.groups`, :mod:`~dr.failover.clients`, :mod:`~dr.failover.integrity` (the
+verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computations),
+:mod:`~dr.failover.plan` (``--dry-run``), :mod:`~dr.failover.status`, :mod:`~dr.failover.drill`,
+:mod:`~dr.failover.cli` (``drctl failover|status|drill``).
+"""
+
+from dr.failover.converge import Converger, EstateConverger, write_stack_config
+from dr.failover.journal import Journal, StackLock
+from dr.failover.pipeline import run_failover, summarize
+from dr.failover.plan import plan_failover
+from dr.failover.status import status_report
+from dr.failover.steps import STEPS, FailoverOptions
+
+__all__ = [
+    "STEPS",
+    "Converger",
+    "EstateConverger",
+    "FailoverOptions",
+    "Journal",
+    "StackLock",
+    "plan_failover",
+    "run_drill",
+    "run_failover",
+    "status_report",
+    "summarize",
+    "write_stack_config",
+]
+
+
+def run_drill(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """:func:`dr.failover.drill.run_drill` (imported on first use)."""
+    from dr.failover.drill import run_drill as _run
+
+    return _run(*args, **kwargs)

@@ -1,0 +1,153 @@
+"""Click commands ``failover``, ``status`` and ``drill`` (attached to ``drctl``; also ``python -m dr.failover.cli``).
+
+Exit codes (:mod:`dr.errors`): 0 done — also when a failover is already finished, or finished
+with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluster could not be
+reached · 5 credentials refused · 6 a failover step refused (the journal is kept: rerun to
+resume) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
+(``--json`` for machines). Passwords are never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from dr.errors import DRError, FailoverError
+
+__all__ = ["drill", "failover", "failover_commands", "main", "status"]
+
+
+def progress(message: str) -> None:
+    """Progress lines go to stderr so ``--json`` output stays clean."""
+    click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
+
+
+def _paths(stack: str) -> tuple[Path, Path]:
+    from dr.estate import stack_file, state_dir
+
+    return stack_file(stack), state_dir(stack)
+
+
+@click.command("failover")
+@click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to fail over.")
+@click.option("--mode", type=click.Choice(["planned", "unplanned"]), default=None,
+              help="planned: fence and drain A first (zero loss); unplanned: A is gone. "
+                   "[default: planned; a resumed failover keeps its mode]")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the desired-state diff; change nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Go on past the drain deadline (the lag is lost) or with B degraded.")
+@click.option("--force-decommission", is_flag=True, help="Decommission A without a clean verification verdict.")
+@click.option("--skip-verify", is_flag=True,
+              help="Do not run the verification (then A is only decommissioned with --force-decommission).")
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds to wait for the link lag to reach 0 (planned).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def failover(stack: str, mode: str | None, dry_run: bool, yes: bool, force: bool, force_decommission: bool,
+             skip_verify: bool, drain_timeout: float, as_json: bool) -> None:
+    """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
+
+    Every step is journaled; rerunning resumes where a refused or crashed run stopped, and a
+    finished failover run again changes nothing.
+    """
+    from dr.failover.converge import read_stack_config
+    from dr.failover.journal import Journal
+    from dr.failover.pipeline import run_failover
+    from dr.failover.plan import plan_failover
+    from dr.failover.render import render_plan, render_summary
+    from dr.failover.steps import FailoverOptions
+
+    stack_path, state = _paths(stack)
+    options = FailoverOptions(mode=mode, force=force, force_decommission=force_decommission,
+                              skip_verify=skip_verify, drain_timeout=drain_timeout)
+    if dry_run:
+        plan = plan_failover(stack=stack, stack_path=stack_path, state=state, options=options)
+        click.echo(json.dumps(plan, indent=2) if as_json else render_plan(plan))
+        return
+    journal = Journal.load(state)
+    finished = journal is not None and journal.finished and \
+        read_stack_config(stack_path) == journal.data["desired_config"]
+    if not yes and not finished:
+        if not sys.stdin.isatty():
+            raise FailoverError(f"refusing to fail over stack '{stack}' without confirmation.",
+                                "pass --yes (look at `drctl failover --dry-run` first)")
+        click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
+    summary = run_failover(stack=stack, stack_path=stack_path, state=state, options=options, progress=progress)
+    click.echo(json.dumps(summary, indent=2) if as_json else render_summary(summary))
+
+
+@click.command("status")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON on stdout.")
+@click.option("--isr", is_flag=True, help="Show leader, replicas and in-sync replicas of every partition.")
+def status(stack: str, as_json: bool, isr: bool) -> None:
+    """Roles, broker health, link lag per partition, consumer-group positions, the last failover."""
+    from dr.failover.render import render_status
+    from dr.failover.status import status_report
+
+    stack_path, state = _paths(stack)
+    report = status_report(stack=stack, stack_path=stack_path, state=state, isr=isr)
+    click.echo(json.dumps(report, indent=2) if as_json else render_status(report))
+
+
+@click.command("drill")
+@click.option("--stack", default="local", show_default=True, help="Stack file to copy for the drill.")
+@click.option("--unplanned", is_flag=True, help="SIGKILL A mid-traffic instead of a planned failover.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].")
+@click.option("--rate", type=click.IntRange(min=1), default=500, show_default=True, help="Records per second.")
+@click.option("--warmup", type=click.FloatRange(min=1), default=6.0, show_default=True,
+              help="Seconds of traffic before A fails.")
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=None,
+              help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.")
+@click.option("--keep", is_flag=True, help="Leave the drill's clusters running at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
+def drill(stack: str, unplanned: bool, out: Path | None, rate: int, warmup: float, base_port: int | None,
+          keep: bool, as_json: bool) -> None:
+    """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade."""
+    from dr.failover.drill import DrillOptions, dump, render_drill, run_drill
+
+    out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
+    result = run_drill(DrillOptions(stack=stack, out=out, unplanned=unplanned, rate=rate, warmup_s=warmup,
+                                    base_port=base_port, keep=keep), progress)
+    click.echo(dump(result) if as_json else render_drill(result))
+    if not str(result.get("grade", "")).startswith("PASS"):
+        raise FailoverError(f"the drill failed: {result.get('grade')}.", f"read {Path(result['out']) / 'drill.json'}")
+
+
+def failover_commands() -> list[click.Command]:
+    """The commands to attach to the ``drctl`` group."""
+    return [failover, status, drill]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _group() -> None:
+    """Failover, status and drill (the same commands as ``drctl failover|status|drill``)."""
+
+
+for _cmd in failover_commands():
+    _group.add_command(_cmd)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m dr.failover.cli``: the commands with the documented exit codes."""
+    try:
+        _group.main(args=argv, prog_name="drctl", standalone_mode=False)
+    except DRError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

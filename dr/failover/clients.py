@@ -1,0 +1,82 @@
+"""Client configuration of every application for the new active cluster.
+
+For each application principal two files are written under ``<state>/clients/`` (directory 0700,
+files 0600, written atomically):
+
+* ``<app>.properties`` — Java clients (``sasl.jaas.config`` carries the credentials);
+* ``<app>.json`` — librdkafka / confluent-kafka settings.
+
+Both hold the password, so they are never printed; the failover summary names only the paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dr.estate import Estate
+from dr.kafka_client import Endpoint
+from dr.topology import Application, Kind
+
+__all__ = ["client_files", "publish_clients", "read_client_config"]
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def client_files(state: Path, app: str) -> tuple[Path, Path]:
+    """Paths of an application's ``.properties`` and ``.json`` client configuration."""
+    d = Path(state) / "clients"
+    return d / f"{app}.properties", d / f"{app}.json"
+
+
+def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, dict[str, Any]]:
+    java = dict(endpoint.java_config())
+    librdkafka: dict[str, Any] = dict(endpoint.config())
+    if app.consumer_group:
+        java["group.id"] = librdkafka["group.id"] = app.consumer_group
+    java["client.id"] = librdkafka["client.id"] = app.name
+    lines = [f"# {app.name} on cluster {cluster} (written by drctl failover; contains a password)"]
+    lines += [f"{k}={v}" for k, v in java.items()]
+    return "\n".join(lines) + "\n", librdkafka
+
+
+def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
+    """Write every application's client configuration for ``cluster``; return what was written (no secrets)."""
+    out_dir = Path(estate.state) / "clients"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o700)
+    written = []
+    c = estate.topology.cluster(cluster)
+    local = c.kind is Kind.LOCAL
+    for app in estate.topology.principals.applications:
+        declared = app.password
+        usable = local or (declared is not None and not getattr(declared, "is_encrypted", False))
+        password = estate.app_password(app.name) if usable else ""
+        if local:
+            endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
+        else:
+            endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
+        props, conf = _configs(endpoint, app, cluster)
+        if not usable:  # an external cluster whose secret only the Pulumi engine can decrypt
+            conf.pop("sasl.password")
+            props = props.replace('password=""', 'password="${' + app.name.upper().replace("-", "_") + '_PASSWORD}"')
+        props_path, json_path = client_files(estate.state, app.name)
+        _write_private(props_path, props)
+        _write_private(json_path, json.dumps(conf, indent=2) + "\n")
+        written.append({"application": app.name, "cluster": cluster, "bootstrap": endpoint.bootstrap,
+                        "properties": str(props_path), "json": str(json_path),
+                        "password": "included" if usable else "not included: take it from your secret store"})
+    return written
+
+
+def read_client_config(state: Path, app: str) -> dict[str, Any]:
+    """The librdkafka settings published for ``app`` (what a moved application loads)."""
+    return json.loads(client_files(state, app)[1].read_text())

@@ -1,0 +1,505 @@
+"""``drctl drill``: a game day on the local estate — traffic, a failover A→B→C, proof, a grade.
+
+1. Copy the stack file into ``<out>/stack/`` (the stack's own file is never touched) and provision
+   A and B with their link (:meth:`Estate.up`), state under ``<out>/state/``.
+2. Traffic: ``orders-app`` (the first producing application) writes keyed records with
+   ``acks=all`` and keeps a delivery ledger; the ``billing`` group (the first consuming group)
+   consumes and commits; A's end offsets are snapshotted five times a second (the RPO estimate's input).
+3. Fail A: planned (the pipeline fences and drains it) or ``--unplanned`` (SIGKILL mid-traffic).
+4. Run the failover A→B→C. When the client configurations are published, the producer and the
+   consumer move to B with them — as applications would.
+5. Unplanned: bring A back (restart its brokers); the resumed failover fences it and verifies
+   A vs B, which lists the records that never reached B; recover them; verify again; decommission.
+6. Grade: RTO, A→B→C, RPO (estimate and actual), acknowledged records lost before and after
+   recovery, records the consumer read twice, records it skipped (must be 0), time per step,
+   the HTML report. Everything is torn down at the end unless ``keep``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from dr.errors import ClusterError, ConfigError, FailoverError
+from dr.estate import Estate, Progress, stack_file
+from dr.failover import integrity
+from dr.failover.clients import read_client_config
+from dr.failover.health import listening
+from dr.failover.journal import Journal, atomic_write_json
+from dr.failover.pipeline import run_failover
+from dr.failover.probe import PROBE_KEY
+from dr.failover.snapshots import record_offsets
+from dr.failover.steps import FailoverOptions, StepResult
+from dr.kafka_client import Endpoint
+from dr.failover.groups import committed
+from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.process import wait_until
+from dr.topology import Application, load_stack_file
+
+__all__ = ["DrillOptions", "read_keys", "run_drill"]
+
+MARKER = ".kdr-drill"
+QUIET = {"log_level": 0}
+
+
+@dataclass(kw_only=True)
+class DrillOptions:
+    """How the drill runs (the ``drctl drill`` flags)."""
+
+    stack: str = "local"
+    out: Path
+    unplanned: bool = False
+    rate: int = 500
+    """Records per second the producer writes."""
+    warmup_s: float = 6.0
+    """Seconds of traffic before A fails."""
+    base_port: int | None = None
+    """Move the clusters to ``base_port``, ``+100``, ``+200``... (default: the stack's ports)."""
+    keep: bool = False
+    """Leave the drill's clusters running at the end."""
+    aims: dict[str, float] = field(default_factory=lambda: {"rto_s": 10.0, "a_b_c_s": 120.0})
+
+
+# ------------------------------------------------------------------------------------------ traffic
+class ProducerLoop(threading.Thread):
+    """An application producer with an ``acks=all`` delivery ledger; :meth:`switch` moves it to another cluster."""
+
+    def __init__(self, endpoint: Endpoint, cluster: str, topic: str, rate: int) -> None:
+        super().__init__(name="drill-producer", daemon=True)
+        self.topic, self.rate = topic, rate
+        self.acked: dict[str, tuple[str, int, int]] = {}
+        self.failed: dict[str, str] = {}
+        self._target: tuple[Endpoint, str] = (endpoint, cluster)
+        self._switch = threading.Event()
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._ledger = threading.Lock()
+        self.seq = 0
+
+    def acked_on(self, cluster: str) -> set[str]:
+        """Keys acknowledged by ``cluster`` (a copy: the ledger keeps growing while traffic runs)."""
+        with self._ledger:
+            return {k for k, v in self.acked.items() if v[0] == cluster}
+
+    def switch(self, endpoint: Endpoint, cluster: str) -> None:
+        """Write to ``cluster`` from now on (the old producer is flushed briefly; its failures are ledgered)."""
+        with self._lock:
+            self._target = (endpoint, cluster)
+        self._switch.set()
+
+    def stop(self) -> None:
+        """Stop producing and flush."""
+        self._stop_event.set()
+        self.join(60)
+
+    def _producer(self) -> tuple[Producer, str]:
+        with self._lock:
+            endpoint, cluster = self._target
+        return Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False, "linger.ms": 5,
+                                           "message.timeout.ms": 5000, **QUIET})), cluster
+
+    def run(self) -> None:
+        producer, cluster = self._producer()
+        interval = 1.0 / max(1, self.rate)
+        next_at = time.monotonic()
+        while not self._stop_event.is_set():
+            if self._switch.is_set():
+                self._switch.clear()
+                producer.flush(6)
+                producer, cluster = self._producer()
+            key = f"drill-{self.seq:08d}"
+            self.seq += 1
+
+            def report(err: KafkaError | None, msg: Any, key: str = key, cluster: str = cluster) -> None:
+                with self._ledger:
+                    if err is None:
+                        self.acked[key] = (cluster, msg.partition(), msg.offset())
+                    else:
+                        self.failed[key] = err.name()
+
+            try:
+                producer.produce(self.topic, key=key, value=f"{key}@{time.time():.3f}", on_delivery=report)
+            except BufferError:
+                self.failed[key] = "local queue full"
+            except KafkaException as exc:  # refused at once, e.g. TOPIC_AUTHORIZATION_FAILED once fenced
+                self.failed[key] = exc.args[0].name() if exc.args else str(exc)
+            producer.poll(0)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_at = time.monotonic()
+        producer.flush(10)
+
+
+class ConsumerLoop(threading.Thread):
+    """A consumer group member committing every 0.5 s; :meth:`switch` closes it and rejoins on another cluster."""
+
+    def __init__(self, config: dict[str, Any], cluster: str, topic: str) -> None:
+        super().__init__(name="drill-consumer", daemon=True)
+        self.topic = topic
+        self.reads: list[tuple[str, str]] = []  # (cluster, key), in order
+        self._target = (config, cluster)
+        self._switch = threading.Event()
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+
+    def switch(self, config: dict[str, Any], cluster: str) -> None:
+        """Close (committing) and resume on ``cluster`` from the group's committed offsets there."""
+        with self._lock:
+            self._target = (config, cluster)
+        self._switch.set()
+
+    def _consumer(self) -> tuple[Consumer, str]:
+        with self._lock:
+            config, cluster = self._target
+        consumer = Consumer({**config, "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                             "auto.commit.interval.ms": 500, "session.timeout.ms": 6000,
+                             "socket.timeout.ms": 5000, **QUIET})
+        consumer.subscribe([self.topic])
+        return consumer, cluster
+
+    def read_on(self, cluster: str) -> list[str]:
+        """Keys read while attached to ``cluster``."""
+        return [k for c, k in self.reads if c == cluster]
+
+    def stop(self) -> None:
+        """Stop consuming and leave the group."""
+        self._stop_event.set()
+        self.join(60)
+
+    def run(self) -> None:
+        consumer, cluster = self._consumer()
+        while not self._stop_event.is_set():
+            if self._switch.is_set():
+                self._switch.clear()
+                closer = threading.Thread(target=consumer.close, daemon=True)
+                closer.start()
+                closer.join(15)  # a dead coordinator must not stall the move
+                consumer, cluster = self._consumer()
+            for msg in consumer.consume(500, timeout=0.3):
+                if msg.error() is None and msg.key() != PROBE_KEY:
+                    self.reads.append((cluster, msg.key().decode()))
+        consumer.close()
+
+
+class SnapshotLoop(threading.Thread):
+    """Records the active cluster's end offsets five times a second (what ``drctl status`` does when run periodically)."""
+
+    def __init__(self, endpoint: Endpoint, state: Path, cluster: str, topics: list[str]) -> None:
+        super().__init__(name="drill-snapshots", daemon=True)
+        self.endpoint, self.state, self.cluster, self.topics = endpoint, state, cluster, topics
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        """Stop taking snapshots (without waiting for a call stuck on a dead cluster)."""
+        self._stop_event.set()
+
+    def _end_offsets(self) -> dict[tuple[str, int], int]:
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        admin = AdminClient(self.endpoint.config(**{"socket.timeout.ms": 2000, **QUIET}))
+        md = admin.list_topics(timeout=2)
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t in self.topics if t in md.topics
+                   for p in md.topics[t].partitions}
+        return {(tp.topic, tp.partition): f.result(timeout=2).offset
+                for tp, f in admin.list_offsets(request, request_timeout=2).items()}
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.2):
+            if not listening(self.endpoint.bootstrap):
+                continue  # the cluster is gone: the last snapshot stands
+            try:
+                offsets = self._end_offsets()
+            except KafkaException:
+                continue
+            if not self._stop_event.is_set():
+                record_offsets(self.state, self.cluster, offsets)
+
+
+def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter[str]:
+    """Every record key of ``topic`` (counted), read from the beginning up to the current end offsets."""
+    ends = end_offsets(endpoint, [topic])
+    todo = {tp: n for tp, n in ends.items() if n > 0}
+    keys: Counter[str] = Counter()
+    if not todo:
+        return keys
+    consumer = Consumer(endpoint.config(**{"group.id": f"kdr-drill-read-{uuid.uuid4().hex[:8]}",
+                                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **QUIET}))
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
+    deadline = time.monotonic() + timeout
+    try:
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                tp = (msg.topic(), msg.partition())
+                if tp in todo and msg.offset() < todo[tp]:
+                    keys[msg.key().decode() if msg.key() is not None else ""] += 1
+                    if msg.offset() + 1 >= todo[tp]:
+                        del todo[tp]
+    finally:
+        consumer.close()
+    if todo:
+        raise ClusterError(f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).",
+                           "check the cluster answers")
+    return keys
+
+
+# ------------------------------------------------------------------------------------------ the drill
+def _prepare(options: DrillOptions) -> tuple[Path, Path]:
+    out = options.out.resolve()
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ConfigError(f"{out} is not empty and was not written by a drill.",
+                          "pass --out with a new or empty directory")
+    for sub in ("stack", "state"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    (out / "stack").mkdir(parents=True)
+    (out / MARKER).write_text("written by drctl drill\n")
+    doc = yaml.safe_load(stack_file(options.stack).read_text())
+    if options.base_port is not None:
+        for i, c in enumerate(doc["config"]["kafka-dr:clusters"]):
+            c["base_port"] = options.base_port + 100 * i
+    stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
+    stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return stack_path, out / "state"
+
+
+def _grade(checks: list[tuple[str, bool | None]]) -> tuple[str, list[dict[str, Any]]]:
+    rows = [{"check": name, "result": "n/a" if ok is None else ("PASS" if ok else "FAIL")} for name, ok in checks]
+    failed = [r for r in rows if r["result"] == "FAIL"]
+    return ("PASS" if not failed else f"FAIL ({len(failed)} of {len(rows)} checks)"), rows
+
+
+@dataclass
+class _Traffic:
+    """The drill's applications: a producer, a consumer group member, and the offsets snapshotter."""
+
+    producer: ProducerLoop
+    consumer: ConsumerLoop | None
+    snapshots: SnapshotLoop
+
+    def threads(self) -> list[Any]:
+        return [t for t in (self.producer, self.consumer, self.snapshots) if t is not None]
+
+
+def _start_traffic(estate: Estate, state: Path, rate: int) -> tuple[_Traffic, Application, Application | None]:
+    topology = estate.topology
+    A = topology.active().name
+    producer_app = next(a for a in topology.principals.applications if a.produces)
+    topic = producer_app.produces[0]
+    consumer_app = next((a for a in topology.principals.applications
+                         if a.consumer_group and topic in a.consumes), None)
+    producer = ProducerLoop(estate.endpoint(A).with_user(producer_app.name, estate.app_password(producer_app.name)),
+                            A, topic, rate)
+    consumer = None
+    if consumer_app is not None:
+        ep = estate.endpoint(A).with_user(consumer_app.name, estate.app_password(consumer_app.name))
+        consumer = ConsumerLoop(ep.config(**{"group.id": consumer_app.consumer_group}), A, topic)
+    traffic = _Traffic(producer, consumer, SnapshotLoop(estate.endpoint(A), state, A,
+                                                         [t.name for t in topology.topics]))
+    for t in traffic.threads():
+        t.start()
+    return traffic, producer_app, consumer_app
+
+
+def _mover(traffic: _Traffic, state: Path, target: str, producer_app: Application,
+           consumer_app: Application | None, progress: Progress) -> Any:
+    """The pipeline callback that moves the applications once B's client configurations are published."""
+    def on_step(name: str, _result: StepResult) -> None:
+        if name != "clients":
+            return
+        conf = read_client_config(state, producer_app.name)
+        traffic.producer.switch(Endpoint(conf["bootstrap.servers"], conf["sasl.username"], conf["sasl.password"],
+                                         conf["security.protocol"], conf["sasl.mechanisms"]), target)
+        if traffic.consumer is not None and consumer_app is not None:
+            traffic.consumer.switch(read_client_config(state, consumer_app.name), target)
+        progress(f"drill: applications moved to {target} with the published client configurations")
+    return on_step
+
+
+def _consumer_report(consumer: ConsumerLoop, group: str, source: str, target: str,
+                     on_target: Counter[str]) -> dict[str, Any]:
+    """Wait until the group has seen every record on the target; count re-reads and skips."""
+    everything = {k for k in on_target if k != PROBE_KEY.decode()}
+    wait_until(lambda: everything <= set(consumer.read_on(source)) | set(consumer.read_on(target)), 60, interval=0.5)
+    consumer.stop()
+    on_a, on_b = consumer.read_on(source), consumer.read_on(target)
+    seen_on_a = set(on_a)
+    return {"group": group, "read_on_source": len(on_a), "read_on_target": len(on_b),
+            "read_twice": sum(1 for k in on_b if k in seen_on_a),
+            "skipped": len(everything - seen_on_a - set(on_b)), "records_on_target": len(everything)}
+
+
+def _checks(options: DrillOptions, result: dict[str, Any], target: str) -> list[tuple[str, bool | None]]:
+    s, aims, consumer = result["failover"], options.aims, result.get("consumer")
+    checks: list[tuple[str, bool | None]] = [
+        (f"RTO ≤ {aims['rto_s']:.0f}s", s["rto_s"] is not None and s["rto_s"] <= aims["rto_s"]),
+        (f"A→B→C ≤ {aims['a_b_c_s']:.0f}s", s["a_b_c_s"] is not None and s["a_b_c_s"] <= aims["a_b_c_s"]),
+        ("failover completed (A decommissioned)", s["status"] == "completed"),
+        ("verification listed exactly the records that never reached B", result["verification_exact"]),
+        ("no acknowledged record lost after recovery", result["lost_after_recovery"] == 0),
+        (f"the application writes on {target} after the move", result["producer"]["acked_on_target"] > 0),
+        (f"the consumer group resumed on {target}", None if consumer is None else consumer["read_on_target"] > 0),
+        ("consumers skipped no record", None if consumer is None else consumer["skipped"] == 0),
+    ]
+    if not options.unplanned:
+        checks.append(("planned: no acknowledged record lost", result["lost_before_recovery"] == 0))
+    return checks
+
+
+def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> dict[str, Any]:
+    """Run the game day (see the module doc); return the graded result (also in ``<out>/drill.json``)."""
+    stack_path, state = _prepare(options)
+    stack = options.stack
+    original = load_stack_file(stack_path)
+    desired = original.after_failover()
+    A, B = original.active().name, original.passive().name  # type: ignore[union-attr]
+    estate = Estate(original, state)
+    result: dict[str, Any] = {"stack": stack, "mode": "unplanned" if options.unplanned else "planned",
+                              "out": str(options.out.resolve())}
+    traffic: _Traffic | None = None
+    t_start = time.monotonic()
+    try:
+        progress(f"drill: provisioning {A} and {B} from {stack_path}")
+        result["provision_s"] = estate.up(progress)
+        traffic, producer_app, consumer_app = _start_traffic(estate, state, options.rate)
+        topic = result["topic"] = producer_app.produces[0]
+        progress(f"drill: traffic on {A}: {producer_app.name} → {topic} at {options.rate}/s"
+                 + (f", group {consumer_app.consumer_group} consuming" if consumer_app else ""))
+        time.sleep(options.warmup_s)
+        if consumer_app is not None and consumer_app.consumer_group:
+            group = consumer_app.consumer_group
+            progress(f"drill: waiting until link {A}→{B} has synced group {group}'s offsets at least once")
+            if not wait_until(lambda: bool(committed(estate.endpoint(B), group)), 60, interval=0.5):
+                raise ClusterError(f"the link never synced group {group} to {B} within 60s.",
+                                   "read the MirrorMaker 2 log under <out>/state/links/")
+        if options.unplanned:
+            progress(f"drill: SIGKILL every node of {A} mid-traffic "
+                     f"({len(traffic.producer.acked)} records acknowledged so far)")
+            estate.local_cluster(A).kill()
+            wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
+        traffic.snapshots.stop()
+
+        # 1. the failover; unplanned: it completes without A, then A comes back and is verified
+        on_step = _mover(traffic, state, B, producer_app, consumer_app, progress)
+        summary = _failover(stack, stack_path, state, FailoverOptions(mode=result["mode"]), progress, on_step)
+        result["failover_first_run"] = {k: summary[k] for k in ("status", "rto_s", "a_b_c_s", "rpo_estimate")}
+        if options.unplanned:
+            progress(f"drill: bringing {A} back (restarting its brokers)")
+            estate.local_cluster(A).start()
+            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, None)
+
+        # 2. proof: what the verification lists against what really never reached B
+        b_admin = estate.endpoint(B)
+        verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
+        verdicts = [verdict] if verdict else []
+        a_keys, b_keys = read_keys(estate.endpoint(A), topic), read_keys(b_admin, topic)
+        never = set(a_keys) - set(b_keys)
+        listed = ({r["key"].decode() for r in integrity.missing_records(verdict["report_dir"]) if r["topic"] == topic}
+                  if verdict and not verdict["clean"] else set())
+        result.update(verification_exact=bool(verdict) and listed == never, never_reached_target=len(never),
+                      lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)))
+
+        # 3. recovery of what is missing, then the resumed failover verifies again and decommissions A
+        if verdict and not verdict["clean"]:
+            progress(f"drill: the verification lists {verdict['counts']['missing']} missing records; recovering them")
+            result["recovery"] = integrity.recover(verdict["report_dir"], source=estate.endpoint(A), target=b_admin,
+                                                   progress=progress)
+            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, None)
+            verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
+            if verdict:
+                verdicts.append(verdict)
+
+        # 4. traffic on B for a moment, then the ledger and the consumer against what B holds
+        time.sleep(2)
+        traffic.producer.stop()
+        final_b = read_keys(b_admin, topic)
+        if traffic.consumer is not None and consumer_app is not None:
+            result["consumer"] = _consumer_report(traffic.consumer, str(consumer_app.consumer_group), A, B, final_b)
+        acked_a = traffic.producer.acked_on(A)
+        result["producer"] = {"acked_on_source": len(acked_a), "acked_on_target": len(traffic.producer.acked_on(B)),
+                              "not_acknowledged": len(traffic.producer.failed)}
+        result["lost_after_recovery"] = len(acked_a - set(final_b))
+        rpo = summary.get("rpo_estimate") or {}
+        result.update(failover=summary, verdicts=verdicts, report_html=verdicts[-1]["html"] if verdicts else None,
+                      rpo={"estimate": rpo.get("records"), "estimate_basis": rpo.get("basis"),
+                           "actual_never_replicated": result["never_reached_target"],
+                           "acknowledged_lost_before_recovery": result["lost_before_recovery"]})
+        result["grade"], result["checks"] = _grade(_checks(options, result, B))
+    finally:
+        for t in traffic.threads() if traffic else []:
+            if t.is_alive():
+                t.stop()
+        result["seconds"] = round(time.monotonic() - t_start, 3)
+        if not options.keep:
+            progress("drill: tearing the drill's estate down (processes stopped, data removed)")
+            for topology in (desired, original):
+                Estate(topology, state).down(destroy=True)
+        atomic_write_json(options.out.resolve() / "drill.json", result)
+    return result
+
+
+def _failover(stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress,
+              on_step: Any) -> dict[str, Any]:
+    """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
+    from dr.failover.pipeline import summarize
+
+    try:
+        return run_failover(stack=stack, stack_path=stack_path, state=state, options=options,
+                            progress=progress, on_step=on_step)
+    except FailoverError as exc:
+        journal = Journal.load(state)
+        if journal is None or journal.step("integrity")["status"] != "differences":
+            raise
+        progress(f"drill: failover stopped as designed: {exc.problem}")
+        return summarize(journal)
+
+
+def render_drill(r: dict[str, Any]) -> str:
+    """The graded drill summary as text."""
+    from dr.failover.render import render_summary
+
+    lines = [f"DRILL ({r['mode']}) on stack {r['stack']}: {r.get('grade', 'INCOMPLETE')}"]
+    for c in r.get("checks", []):
+        lines.append(f"  [{c['result']:>4}] {c['check']}")
+    s = r.get("failover")
+    if s:
+        lines.append(f"RTO {s['rto_s']}s · A→B→C {s['a_b_c_s']}s · failover total {s['total_s']}s")
+    rpo = r.get("rpo") or {}
+    lines.append(f"RPO: estimate {rpo.get('estimate')} records (a lower bound); never reached B "
+                 f"{rpo.get('actual_never_replicated')}; acknowledged and lost before recovery "
+                 f"{rpo.get('acknowledged_lost_before_recovery')}; after recovery {r.get('lost_after_recovery')}")
+    p = r.get("producer") or {}
+    lines.append(f"producer: {p.get('acked_on_source')} acknowledged on A, {p.get('acked_on_target')} on B, "
+                 f"{p.get('not_acknowledged')} not acknowledged (refused/timed out: the application retries those)")
+    c = r.get("consumer")
+    if c:
+        lines.append(f"consumer group {c['group']}: {c['read_on_source']} read on A, {c['read_on_target']} on B, "
+                     f"{c['read_twice']} read twice, {c['skipped']} skipped")
+    if r.get("recovery"):
+        rec = r["recovery"]
+        lines.append(f"recovery: {rec['missing']} missing, {rec['written']} written, "
+                     f"{rec['already_present']} already present")
+    if s:
+        lines.append("")
+        lines.append(render_summary(s))
+    lines.append(f"HTML report: {r.get('report_html')}")
+    lines.append(f"drill result: {Path(r['out']) / 'drill.json'} ({r['seconds']:.0f}s)")
+    return "\n".join(lines)
+
+
+def dump(result: dict[str, Any]) -> str:
+    """JSON text of a drill result."""
+    return json.dumps(result, indent=2, default=str)

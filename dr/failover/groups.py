@@ -1,0 +1,89 @@
+"""Consumer groups at failover: does every synced group have a translated committed offset on B?
+
+MirrorMaker 2 translates a group's committed offsets from the source into the target's offsets
+(checkpoints, then offset sync). At promotion a group is in one of four states:
+
+* ``translated`` — every partition the group committed on the source has an offset on the target;
+* ``partial`` — some have none: on those partitions its consumers fall back to ``auto.offset.reset``;
+* ``none`` — no offset at all on the target: every partition falls back to ``auto.offset.reset``;
+* ``not-synced`` — the link's ``consumer_groups`` patterns do not select the group;
+* ``no-commits`` — the group never committed on the source either: nothing to translate, its
+  consumers start on the target exactly as they would have on the source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from dr.errors import ClusterError
+from dr.failover.metrics import Offsets, group_positions
+from dr.kafka_client import Endpoint, admin_client
+from dr.runtime.mirrormaker import committed_offsets
+
+__all__ = ["committed", "describe_group", "fallback_text"]
+
+
+def committed(endpoint: Endpoint, group: str) -> dict[tuple[str, int], int]:
+    """A group's committed offsets on a cluster; ``{}`` on a cluster where no group ever committed.
+
+    Asking for group offsets on a cluster without ``__consumer_offsets`` makes librdkafka 2.x
+    crash the whole process (a segfault in ``rdk:main`` while the coordinator lookup creates
+    that topic): such a cluster holds no committed offset, so it is not asked.
+    """
+    try:
+        topics = admin_client(endpoint).list_topics(timeout=10).topics
+    except KafkaException as exc:
+        raise ClusterError(f"reading the topics of {endpoint.bootstrap}: {exc}", "check the cluster is running") \
+            from exc
+    if "__consumer_offsets" not in topics:
+        return {}
+    return committed_offsets(endpoint, group)
+
+
+def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str]) -> str:
+    """What consumers do on ``partitions`` (``"topic:p"``, empty = all of ``topics``) without an offset."""
+    if partitions:
+        keys = [(p.rpartition(":")[0], int(p.rpartition(":")[2])) for p in partitions]
+    else:
+        keys = [tp for tp in target_end if tp[0] in topics]
+    records = sum(target_end.get(tp, 0) for tp in keys)
+    where = ", ".join(partitions) if partitions else "every partition of " + ", ".join(topics)
+    return (f"on {where} its consumers follow auto.offset.reset: 'earliest' re-reads all {records} records "
+            "held there now; 'latest' (the client default) starts at the end and skips every record they had "
+            "not yet read")
+
+
+def describe_group(*, group: str, application: str, topics: list[str], synced_by_link: bool,
+                   source_committed: Offsets | None, target_committed: Offsets,
+                   source_end: Offsets | None, target_end: Offsets) -> dict[str, Any]:
+    """The state of one consumer group at promotion (pure; see the module doc for the states)."""
+    target_committed = {tp: n for tp, n in target_committed.items() if tp[0] in topics}
+    if source_committed is not None:
+        source_committed = {tp: n for tp, n in source_committed.items() if tp[0] in topics}
+    positions = group_positions(source_committed, target_committed, source_end, target_end)
+    entry: dict[str, Any] = {
+        "group": group, "application": application, "topics": topics, "synced_by_link": synced_by_link,
+        "translated_partitions": len(target_committed),
+        "source_partitions": None if source_committed is None else len(source_committed),
+        "target_committed_total": sum(target_committed.values()),
+        **positions,
+    }
+    if not synced_by_link:
+        entry["status"] = "not-synced"
+        entry["consumers_will"] = fallback_text([], target_end, topics)
+    elif source_committed is not None and not source_committed and not target_committed:
+        entry["status"] = "no-commits"
+        entry["consumers_will"] = "start by auto.offset.reset, as they would have on the source (no offset to carry)"
+    elif not target_committed:
+        entry["status"] = "none"
+        entry["consumers_will"] = fallback_text([], target_end, topics)
+    elif positions["missing_on_target"]:
+        entry["status"] = "partial"
+        entry["consumers_will"] = fallback_text(positions["missing_on_target"], target_end, topics)
+    else:
+        entry["status"] = "translated"
+        entry["consumers_will"] = "resume from the translated offsets" + (
+            f", reading {positions['rereads']} records a second time" if positions["rereads"] else "")
+    return entry

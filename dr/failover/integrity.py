@@ -1,0 +1,94 @@
+"""The failover's gate: the verification job (``verification/``, issue 4) behind a small adapter.
+
+The pipeline only calls :func:`verify`, :func:`recover` and :func:`missing_records`. The
+``verification`` package (PySpark) is imported lazily, on the first call: when it cannot be
+imported, the integrity step fails loudly with :class:`~dr.errors.FailoverError` — it never
+passes silently.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dr.errors import FailoverError
+from dr.estate import Progress
+from dr.kafka_client import Endpoint
+
+__all__ = ["Verdict", "missing_records", "recover", "verify"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the verification of source vs target found."""
+
+    clean: bool
+    counts: dict[str, int]
+    """Records per class: ``missing``, ``unexpected``, ``duplicated``, ``corrupted``."""
+    per_topic: dict[str, dict[str, int]] = field(default_factory=dict)
+    report_dir: str = ""
+    html: str = ""
+    cutoff_ms: int | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (for the journal and ``--json``)."""
+        return asdict(self)
+
+
+def _import_verification() -> Any:
+    try:
+        import verification
+    except ImportError as exc:
+        raise FailoverError(
+            f"the verification job is not available: importing `verification` failed ({exc}).",
+            "install the project with its verification package (make setup); until then the integrity "
+            "step cannot pass — rerun with --skip-verify only if you verify by other means, and "
+            "decommission with --force-decommission") from exc
+    return verification
+
+
+def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[str], cutoff_ms: int | None,
+           stack: str | None = None, source_name: str | None = None, target_name: str | None = None,
+           progress: Progress = lambda _m: None) -> Verdict:
+    """Run the verification ``source`` vs ``target`` over ``topics`` (records after ``cutoff_ms`` left out).
+
+    Topics that hold no record on either side are left out: there is nothing to compare in them
+    (and the job's report cannot chart an empty topic's time range).
+    """
+    v = _import_verification()
+    t0 = time.monotonic()
+    from dr.runtime.mirrormaker import end_offsets
+
+    ends = [end_offsets(source, topics), end_offsets(target, topics)]
+    topics = [t for t in topics if any(n for side in ends for (topic, _p), n in side.items() if topic == t)]
+    if not topics:
+        return Verdict(clean=True, counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
+                       cutoff_ms=cutoff_ms, report_dir="", html="(no records on either side: nothing to verify)")
+    result = v.run_verification(
+        source=v.KafkaSide(endpoint=source, name=source_name, stack=stack),
+        target=v.KafkaSide(endpoint=target, name=target_name, stack=stack),
+        out_dir=out_dir, topics=topics, cutoff_ms=cutoff_ms, progress=progress)
+    classes = ("missing", "unexpected", "duplicated", "corrupted")
+    per_topic = {t: {c: int(row[c]) for c in classes} for t, row in result.summary["topics"].items()}
+    return Verdict(clean=result.clean, counts=result.counts(), per_topic=per_topic,
+                   report_dir=str(result.out_dir), html=str(Path(result.out_dir) / "report.html"),
+                   cutoff_ms=cutoff_ms, seconds=round(time.monotonic() - t0, 3))
+
+
+def recover(report_dir: Path | str, *, source: Endpoint, target: Endpoint,
+            progress: Progress = lambda _m: None) -> dict[str, Any]:
+    """Replay the records a verification found missing (idempotent: a second run writes nothing)."""
+    v = _import_verification()
+    return v.recover(report_dir, source=source, target=target, progress=progress).to_dict()
+
+
+def missing_records(report_dir: Path | str) -> list[dict[str, Any]]:
+    """The ``missing`` rows of a report: topic, partition, offset (source coordinates), key."""
+    _import_verification()
+    from verification.report import read_offending
+
+    table = read_offending(Path(report_dir), ["missing"])
+    return table.select(["topic", "partition", "offset", "key"]).to_pylist()

@@ -1,0 +1,135 @@
+"""``drctl failover --dry-run``: the plan for this topology and the desired-state diff; changes nothing.
+
+The plan names, for each step, what it would do with this stack's clusters, principals and link,
+and whether the journal already has it done. Read-only observations (reachability, B's health,
+link lag) are added when the clusters answer; nothing is written — not even the journal — and
+the lock is not taken.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dr.failover.converge import read_stack_config
+from dr.failover.health import cluster_health, reachability
+from dr.failover.journal import Journal
+from dr.failover.metrics import encode_offsets, lag
+from dr.failover.steps import MODES, STEPS, FailoverOptions
+from dr.estate import Estate
+from dr.errors import ClusterError, ConfigError, FailoverError
+from dr.runtime.mirrormaker import end_offsets
+from dr.topology import Kind, Topology, dump_stack_config
+
+__all__ = ["desired_state_diff", "plan_failover"]
+
+
+def desired_state_diff(stack_path: Path, original: Topology, desired: Topology) -> str:
+    """A unified diff of the stack file's ``kafka-dr:`` settings, now vs after the failover."""
+    def text(t: Topology) -> list[str]:
+        return yaml.safe_dump({"config": dump_stack_config(t)}, sort_keys=False).splitlines(keepends=True)
+
+    return "".join(difflib.unified_diff(text(original), text(desired), fromfile=f"{stack_path.name} (now)",
+                                        tofile=f"{stack_path.name} (after failover)"))
+
+
+def _actions(original: Topology, desired: Topology, mode: str, options: FailoverOptions, state: Path,
+             stack_path: Path) -> dict[str, str]:
+    A = original.active()
+    B = original.passive()
+    assert B is not None
+    C = original.standby()
+    link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
+    link_name = link.name if link else f"{A.name}-to-{B.name} (MISSING)"
+    apps = [a.name for a in original.principals.applications]
+    producers = [a.name for a in original.principals.applications if a.produces]
+    groups = [a.consumer_group for a in original.principals.applications if a.consumer_group]
+    topics = [t.name for t in (original.topics_for(link) if link else original.topics)]
+    new_links = ", ".join(f"{lk.source}→{lk.target}" for lk in desired.links) or "none"
+    if mode == "planned":
+        fence = (f"delete the ALLOW WRITE topic ACLs of {', '.join(apps)} on {A.name}; wait up to "
+                 f"{options.drain_timeout:.0f}s until link {link_name} lags 0 on every partition of "
+                 f"{', '.join(topics)}; past it refuse and restore the ACLs" +
+                 (" (--force: go on and accept the lag as loss)" if options.force else " (unless --force)"))
+    else:
+        fence = f"fence {A.name} only if it answers; no drain (unplanned)"
+    standby = (f"start {C.name} ({C.brokers} broker(s)) with its users, topics and ACLs, then MirrorMaker 2 "
+               f"{B.name}-to-{C.name}" if C else "no standby declared: no new passive cluster")
+    verify = ("skipped (--skip-verify)" if options.skip_verify else
+              f"verify {A.name} vs {B.name} over {', '.join(topics)} with the PySpark job when {A.name} is "
+              "readable; deferred otherwise")
+    decom = (f"stop {A.name} (data kept)" + (" even without a clean verdict (--force-decommission)"
+                                            if options.force_decommission else " only on a clean verdict"))
+    return {
+        "preflight": f"check {B.name} (brokers, offline partitions, topics), link {link_name} lag per partition, "
+                     f"{A.name} reachability",
+        "fence-drain": fence,
+        "promote": f"stop link {link_name}; grant write ACLs on {B.name} to {', '.join(producers) or 'nobody'}",
+        "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
+        "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
+                         f"; links: {new_links}) and converge with the local estate runtime: {standby}",
+        "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for {', '.join(apps)}",
+        "integrity": verify,
+        "decommission": decom,
+    }
+
+
+def _observe(original: Topology, state: Path) -> dict[str, Any]:
+    A, B = original.active(), original.passive()
+    assert B is not None
+    obs: dict[str, Any] = {}
+    local = [c.name for c in (A, B) if c.kind is Kind.LOCAL]
+    if local and not (state / "credentials.json").exists():
+        return {"error": f"the local estate of {', '.join(local)} was never started here ({state})"}
+    estate = Estate(original, state)
+    try:
+        a_ep, b_ep = estate.endpoint(A.name), estate.endpoint(B.name)
+    except ConfigError as exc:
+        return {"error": exc.problem}
+    obs["source"] = {"name": A.name, **reachability(a_ep, timeout=3.0)}
+    health = cluster_health(b_ep, expected_brokers=B.brokers if B.kind is Kind.LOCAL else None,
+                            topics=[t.name for t in original.topics])
+    obs["target"] = {"name": B.name, "healthy": health.healthy, "reachable": health.reachable,
+                     "brokers": health.brokers, "offline": health.offline, "missing_topics": health.missing_topics,
+                     "error": health.error}
+    if obs["source"]["reachable"] and health.reachable:
+        topics = [t.name for t in original.topics]
+        try:
+            per = lag(end_offsets(a_ep, topics), end_offsets(b_ep, topics))
+            obs["lag_total"] = sum(per.values())
+            obs["lag"] = encode_offsets(per)
+        except ClusterError as exc:
+            obs["lag_error"] = exc.problem
+    return obs
+
+
+def plan_failover(*, stack: str, stack_path: Path, state: Path, options: FailoverOptions,
+                  observe: bool = True) -> dict[str, Any]:
+    """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
+    from dr.failover.pipeline import summarize, topologies
+
+    stack_path, state = Path(stack_path), Path(state)
+    journal = Journal.load(state)
+    if journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]:
+        return {"stack": stack, "dry_run": True, "already_finished": True, "summary": summarize(journal)}
+    original, desired, resuming = topologies(stack, stack_path, journal)
+    mode = options.mode or (journal.data["mode"] if resuming and journal else "planned")
+    if mode not in MODES:
+        raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
+    actions = _actions(original, desired, mode, options, state, stack_path)
+    steps = [{"name": s.name, "status": journal.step(s.name)["status"] if resuming and journal else "pending",
+              "action": actions[s.name]} for s in STEPS]
+    plan: dict[str, Any] = {
+        "stack": stack, "dry_run": True, "already_finished": False, "mode": mode, "resuming": resuming,
+        "failover_id": journal.data["failover_id"] if resuming and journal else None,
+        "source": original.active().name, "target": original.passive().name,  # type: ignore[union-attr]
+        "standby": original.standby().name if original.standby() else None,  # type: ignore[union-attr]
+        "steps": steps, "desired_state_diff": desired_state_diff(stack_path, original, desired),
+        "converger": "local-estate-runtime (the Pulumi Automation API converger is blocked on the Kafka provider)",
+    }
+    if observe:
+        plan["observations"] = _observe(original, state)
+    return plan

@@ -1,0 +1,117 @@
+"""Human-readable text for the failover summary, the dry-run plan and ``drctl status``.
+
+Only names, numbers and paths are printed: client configurations and credentials never are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_plan", "render_status", "render_summary"]
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}s"
+
+
+def render_summary(s: dict[str, Any]) -> str:
+    """The failover result: steps with times, RTO, A→B→C, RPO, groups, clients, verdict, next steps."""
+    chain = f"{s['source']} → {s['target']}" + (f" → {s['standby']}" if s.get("standby") else "")
+    lines = []
+    if s.get("already_finished"):
+        lines.append(f"failover {s['failover_id']} of stack {s['stack']} ({chain}) already finished; "
+                     "nothing changed.")
+    lines.append(f"{s['mode']} failover {s['failover_id']} of stack {s['stack']}: {chain} — {s['status'].upper()}"
+                 + (f" ({s['runs']} runs)" if s["runs"] > 1 else ""))
+    width = max(len(st["name"]) for st in s["steps"])
+    for i, st in enumerate(s["steps"], 1):
+        secs = "" if st["seconds"] is None else f"{st['seconds']:6.1f}s"
+        lines.append(f"  {i}. {st['name']:<{width}}  {st['status']:<11} {secs:>7}  {st['summary']}")
+    lines.append(f"RTO (start → first application write acknowledged by {s['target']}): {_s(s['rto_s'])}"
+                 + (f"  [since the first run: {_s(s['rto_since_first_run_s'])}]" if s["runs"] > 1 else ""))
+    if s.get("write_outage_s") is not None:
+        lines.append(f"writes refused everywhere (fence → first ack): {_s(s['write_outage_s'])}")
+    lines.append(f"A→B→C ({chain}, start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
+                 f"   total: {_s(s['total_s'])}")
+    rpo = s.get("rpo_estimate")
+    if rpo:
+        n = rpo.get("records")
+        lines.append(f"RPO estimate: {'unknown' if n is None else f'{n} records'} ({rpo.get('basis')})"
+                     + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else ""))
+    for g in s["consumer_groups"]:
+        lines.append(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
+    for c in s["clients"]:
+        lines.append(f"client config {c['application']}: {c['properties']} / {c['json']}")
+    v = s.get("verdict")
+    if v:
+        counts = ", ".join(f"{n} {k}" for k, n in v["counts"].items())
+        lines.append(f"verification: {'CLEAN' if v['clean'] else 'DIFFERENCES'} ({counts}); report {v['html']}")
+    if s["pending"]:
+        lines.append(f"pending: {', '.join(s['pending'])}")
+    for n in s["next"]:
+        lines.append(f"next: {n}")
+    lines.append(f"journal: {s['journal']}")
+    return "\n".join(lines)
+
+
+def render_plan(p: dict[str, Any]) -> str:
+    """The dry-run plan: steps, the desired-state diff, observations."""
+    if p.get("already_finished"):
+        return render_summary(p["summary"]) + "\n(dry run: nothing would change)"
+    chain = f"{p['source']} → {p['target']}" + (f" → {p['standby']}" if p.get("standby") else "")
+    head = "resume" if p["resuming"] else "plan"
+    lines = [f"DRY RUN — {head} of a {p['mode']} failover of stack {p['stack']}: {chain}; nothing is changed"]
+    for i, st in enumerate(p["steps"], 1):
+        lines.append(f"  {i}. {st['name']:<15} [{st['status']}] {st['action']}")
+    lines.append(f"converger: {p['converger']}")
+    lines.append("desired state (stack file) diff:")
+    lines.append(p["desired_state_diff"].rstrip() or "  (no change)")
+    obs = p.get("observations")
+    if obs:
+        if obs.get("error"):
+            lines.append(f"observed: {obs['error']}")
+        else:
+            src, tgt = obs["source"], obs["target"]
+            lines.append(f"observed: {src['name']} {'reachable' if src['reachable'] else 'UNREACHABLE'}; "
+                         f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
+                         + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else ""))
+    return "\n".join(lines)
+
+
+def render_status(st: dict[str, Any]) -> str:
+    """``drctl status`` as text."""
+    lines = [f"stack {st['stack']}" + (" (after a failover)" if st["failover_done"] else "")]
+    for c in st["clusters"]:
+        h = c.get("health") or {}
+        if c.get("process") in ("absent", "stopped"):
+            detail = c["process"]
+        elif h:
+            detail = (f"{len(h['brokers'])}/{h['expected_brokers'] or '?'} brokers, {len(h['offline'])} offline, "
+                      f"{len(h['under_replicated'])} under-replicated" if h["reachable"] else f"UNREACHABLE ({h['error']})")
+        else:
+            detail = c.get("error", "")
+        lines.append(f"  cluster {c['name']:<6} {c['role']:<14} {c.get('process', c['kind']):<9} "
+                     f"{c.get('bootstrap') or '':<40} {detail}")
+        for key, part in sorted((h.get("partitions") or {}).items()):
+            lines.append(f"      {key:<24} leader {part['leader']} replicas {part['replicas']} isr {part['isr']}")
+    for link in st["links"]:
+        detail = f"lag {link['total_lag']} records" if "total_lag" in link else link.get("error", "")
+        lines.append(f"  link    {link['name']:<12} {link.get('process', '?'):<8} {detail}")
+        for key, n in (link.get("lag") or {}).items():
+            if n:
+                lines.append(f"      {key:<24} lag {n}")
+    for g in st["consumer_groups"]:
+        pos = ", ".join(f"{name}: committed {p.get('committed_total')} lag {p.get('lag_total')}"
+                        if "error" not in p else f"{name}: {p['error']}" for name, p in g["positions"].items())
+        lines.append(f"  group   {g['group']:<12} {pos or 'no reachable cluster'}")
+    last = st.get("last_failover")
+    if last:
+        steps = " ".join(f"{s['name']}={s['status']}" for s in last["steps"])
+        lines.append(f"  last failover {last['failover_id']} ({last['mode']}): {last['status']}; RTO {_s(last['rto_s'])}; "
+                     f"A→B→C {_s(last['a_b_c_s'])}")
+        lines.append(f"      {steps}")
+        for n in last["next"]:
+            lines.append(f"      next: {n}")
+    else:
+        lines.append("  no failover recorded")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Last known end offsets of each cluster, kept so an unplanned failover can estimate its RPO.
+
+When the active cluster dies, its end offsets can no longer be read. Every ``drctl status``, every
+failover preflight and the drill's traffic loop record the end offsets they see in
+``<state>/snapshots/<cluster>.json``; the unplanned failover compares the latest one with the
+new active cluster's end offsets. Run ``drctl status`` periodically (cron, a monitoring job) to
+keep the estimate tight.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from dr.failover.journal import atomic_write_json
+from dr.failover.metrics import Offsets, decode_offsets, encode_offsets
+
+__all__ = ["last_offsets", "record_offsets"]
+
+
+def _path(state: Path, cluster: str) -> Path:
+    return Path(state) / "snapshots" / f"{cluster}.json"
+
+
+def record_offsets(state: Path, cluster: str, offsets: Offsets, *, at: float | None = None) -> None:
+    """Save ``offsets`` as the latest known end offsets of ``cluster``."""
+    if not offsets:
+        return
+    atomic_write_json(_path(state, cluster), {"cluster": cluster, "at": round(at or time.time(), 3),
+                                              "offsets": encode_offsets(offsets)})
+
+
+def last_offsets(state: Path, cluster: str) -> tuple[float | None, dict[tuple[str, int], int] | None]:
+    """``(taken_at, offsets)`` of the latest snapshot of ``cluster``, or ``(None, None)``."""
+    try:
+        data: dict[str, Any] = json.loads(_path(state, cluster).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None, None
+    return data.get("at"), decode_offsets(data.get("offsets") or {})

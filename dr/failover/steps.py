@@ -1,0 +1,546 @@
+"""The eight steps of a failover from the active cluster A to the passive B, with C as the new passive.
+
+Each step is a function of a :class:`Context` returning a :class:`StepResult`; each is idempotent
+(running it again after a crash converges to the same state) and refuses with
+:class:`~dr.errors.FailoverError` — message and next step — when it must not go on.
+
+1. ``preflight`` — topology valid; B healthy (brokers up, no offline partition, topics present);
+   link lag per partition; whether A is reachable. Read-only.
+2. ``fence-drain`` — planned: delete the application principals' write ACLs on A, then wait until
+   the link lag is 0 (refusing past ``--drain-timeout`` without ``--force``, after giving A its
+   write ACLs back). Unplanned: fence A only if it answers.
+3. ``promote`` — stop the link A→B, grant application principals write access on B.
+4. ``consumer-groups`` — every synced group's translated committed offsets on B; groups without
+   any, and what their consumers will do.
+5. ``desired-state`` — write the new topology (A decommissioned, B active, C passive, link B→C)
+   to the stack file and converge it (:mod:`dr.failover.converge`).
+6. ``clients`` — publish B's client configuration for every application.
+7. ``integrity`` — verification A vs B when A is readable (fencing A first if it came back);
+   deferred while A is unreadable.
+8. ``decommission`` — stop A, only with a clean verdict or ``--force-decommission``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from dr.errors import ClusterError, FailoverError
+from dr.estate import Estate, Progress, application_acls
+from dr.failover import integrity
+from dr.failover.clients import publish_clients
+from dr.failover.converge import Converger, write_stack_config
+from dr.failover.fencing import fence, unfence, write_bindings
+from dr.failover.groups import committed, describe_group
+from dr.failover.health import cluster_health, listening, reachability
+from dr.failover.journal import Journal, failover_dir
+from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate
+from dr.failover.snapshots import last_offsets, record_offsets
+from dr.kafka_client import Endpoint, create_acls
+from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.process import wait_until
+from dr.topology import Kind, Link, Role, Topology
+
+__all__ = ["STEPS", "Context", "FailoverOptions", "Step", "StepResult"]
+
+MODES = ("planned", "unplanned")
+
+
+@dataclass(kw_only=True)
+class FailoverOptions:
+    """How a failover runs (the ``drctl failover`` flags)."""
+
+    mode: str | None = None
+    """``planned`` or ``unplanned``; None resumes in the journal's mode (a new failover: planned)."""
+    force: bool = False
+    """Go on past the drain deadline, or with B degraded (brokers down but partitions online)."""
+    force_decommission: bool = False
+    """Decommission A without a clean verdict."""
+    skip_verify: bool = False
+    """Do not run the verification (decommissioning then needs ``force_decommission``)."""
+    drain_timeout: float = 60.0
+    group_sync_timeout: float = 10.0
+    catch_up_timeout: float = 120.0
+    link_stop_timeout: float = 20.0
+    probe: bool = True
+    """Measure RTO with a probe producer writing to B as an application principal."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (recorded in the journal for every run)."""
+        return asdict(self)
+
+
+@dataclass
+class StepResult:
+    """A step's result: ``done``, ``skipped``, ``deferred`` (retried by the next run) or ``differences``."""
+
+    status: str
+    outcome: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+@dataclass
+class Context:
+    """Everything a step needs. ``original`` is the topology before the failover (from the journal)."""
+
+    stack: str
+    stack_path: Path
+    state: Path
+    original: Topology
+    desired: Topology
+    mode: str
+    options: FailoverOptions
+    journal: Journal
+    converger: Converger
+    progress: Progress
+
+    @property
+    def source(self) -> str:
+        """A: the active cluster being replaced."""
+        return self.original.active().name
+
+    @property
+    def target(self) -> str:
+        """B: the passive cluster being promoted."""
+        passive = self.original.passive()
+        assert passive is not None  # after_failover() refused otherwise
+        return passive.name
+
+    @property
+    def standby(self) -> str | None:
+        """C: the standby that becomes the new passive (None when the topology declares none)."""
+        standby = self.original.standby()
+        return standby.name if standby else None
+
+    @cached_property
+    def link(self) -> Link:
+        """The link A→B."""
+        links = [lk for lk in self.original.links_into(self.target) if lk.source == self.source]
+        if not links:
+            raise FailoverError(f"stack '{self.stack}' has no link {self.source} → {self.target}.",
+                                "declare it in kafka-dr:links; a passive cluster is fed by the active one")
+        return links[0]
+
+    @cached_property
+    def topics(self) -> list[str]:
+        """The declared topics the link replicates (what is drained and verified)."""
+        return [t.name for t in self.original.topics_for(self.link)]
+
+    @cached_property
+    def before(self) -> Estate:
+        """The estate as it was declared before the failover."""
+        return Estate(self.original, self.state)
+
+    @cached_property
+    def after(self) -> Estate:
+        """The estate as declared after the failover."""
+        return Estate(self.desired, self.state)
+
+    @cached_property
+    def a_ep(self) -> Endpoint:
+        """Admin endpoint of A."""
+        return self.before.endpoint(self.source)
+
+    @cached_property
+    def b_ep(self) -> Endpoint:
+        """Admin endpoint of B."""
+        return self.before.endpoint(self.target)
+
+    @property
+    def applications(self) -> list[str]:
+        """Every application principal."""
+        return [app.name for app in self.original.principals.applications]
+
+    def say(self, message: str) -> None:
+        """One progress line."""
+        self.progress(message)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named step of the pipeline."""
+
+    name: str
+    run: Callable[[Context], StepResult]
+    description: str
+    inputs: Callable[[Context], dict[str, Any]] = lambda ctx: {}
+
+
+def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int], int]:
+    try:
+        return end_offsets(ep, topics)
+    except (ClusterError, KafkaException) as exc:
+        raise FailoverError(f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
+                            "check the cluster answers (`drctl status`), then rerun the failover (it resumes)") from exc
+
+
+def _common_inputs(ctx: Context) -> dict[str, Any]:
+    return {"mode": ctx.mode, "source": ctx.source, "target": ctx.target, "standby": ctx.standby,
+            "topics": ctx.topics}
+
+
+# ---------------------------------------------------------------------------------- 1 preflight
+def preflight(ctx: Context) -> StepResult:
+    """Check the topology, B's health, the link's lag and A's reachability; change nothing."""
+    A, B = ctx.source, ctx.target
+    b_decl = ctx.original.cluster(B)
+    expected = b_decl.brokers if b_decl.kind is Kind.LOCAL else None
+    b = cluster_health(ctx.b_ep, expected_brokers=expected, topics=ctx.topics)
+    a = reachability(ctx.a_ep)
+    nothing = "nothing was changed"
+    if not b.reachable:
+        raise FailoverError(f"cluster {B} (the passive cluster to promote) is unreachable: {b.error}.",
+                            f"start it (local estate: `drctl estate up --stack {ctx.stack}`) or fix its network, "
+                            f"then rerun; {nothing}")
+    if b.offline:
+        raise FailoverError(f"cluster {B} has {len(b.offline)} offline partitions: {', '.join(b.offline[:10])}.",
+                            f"bring the brokers that lead them back (`drctl status --stack {ctx.stack} --isr`), "
+                            f"then rerun; {nothing}")
+    if b.brokers_down and not ctx.options.force:
+        raise FailoverError(f"cluster {B} has {b.brokers_down} of {expected} brokers down "
+                            f"(registered: {b.brokers}).",
+                            f"start them and rerun, or pass --force to promote a degraded cluster; {nothing}")
+    if b.missing_topics:
+        raise FailoverError(f"cluster {B} lacks topics {', '.join(b.missing_topics)} that the link replicates.",
+                            f"check the link {ctx.link.name} runs and has created them, then rerun; {nothing}")
+    if ctx.mode == "planned" and not a["reachable"]:
+        raise FailoverError(f"cluster {A} is unreachable ({a['error']}); a planned failover fences and drains it "
+                            "first.",
+                            f"if {A} is lost, run an unplanned failover: `drctl failover --stack {ctx.stack} "
+                            f"--mode unplanned`; {nothing}")
+    b_end = _offsets(ctx.b_ep, ctx.topics, B)
+    outcome: dict[str, Any] = {
+        "source": {"name": A, **a}, "target": {"name": B, **b.to_dict()},
+        "link": {"name": ctx.link.name}, "target_end_offsets": encode_offsets(b_end),
+    }
+    link_local = all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (ctx.link.source, ctx.link.target))
+    if link_local:
+        outcome["link"]["process"] = "running" if ctx.before.mirror(ctx.link.name).alive() else "stopped"
+    if a["reachable"]:
+        a_end = _offsets(ctx.a_ep, ctx.topics, A)
+        record_offsets(ctx.state, A, a_end)
+        per_partition = lag(a_end, b_end)
+        outcome.update(source_end_offsets=encode_offsets(a_end), lag=encode_offsets(per_partition),
+                       lag_total=sum(per_partition.values()))
+        rpo = {"records": sum(per_partition.values()), "basis": "live link lag at preflight",
+               "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v})}
+        lag_text = f"link lag {outcome['lag_total']} records"
+    else:
+        at, last = last_offsets(ctx.state, A)
+        rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time())
+        lag_text = (f"RPO estimate {rpo['records']} records (snapshot {rpo['snapshot_age_s']}s old)"
+                    if rpo["records"] is not None else "RPO unknown (no snapshot of A's offsets)")
+    outcome["rpo_estimate"] = rpo
+    if ctx.mode == "unplanned":
+        ctx.journal.measure(rpo_estimate=rpo)
+    state_a = "reachable" if a["reachable"] else "UNREACHABLE"
+    return StepResult("done", outcome, f"{B} healthy ({len(b.brokers)} broker(s), 0 offline partitions, "
+                                       f"{len(b.under_replicated)} under-replicated); {A} {state_a}; {lag_text}")
+
+
+# ---------------------------------------------------------------------------------- 2 fence + drain
+def _fence_a(ctx: Context) -> list[dict[str, str]]:
+    removed = fence(ctx.a_ep, ctx.applications)
+    m = ctx.journal.data["measurements"]
+    known = m.get("fenced_bindings") or []
+    merged = known + [b for b in removed if b not in known]
+    ctx.journal.measure(fenced_bindings=merged, fenced_at=m.get("fenced_at") or round(time.time(), 3))
+    return removed
+
+
+def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: float = 2.0) -> dict[str, Any]:
+    """Give the link a moment to copy the last committed offsets of every synced group.
+
+    A group is settled when its translated offsets equal its offsets on A, or when they have not
+    moved for ``stable_s`` seconds (MirrorMaker 2 translates conservatively: positions between its
+    sparse offset syncs stay behind, so consumers re-read a little — never skip). A group with no
+    offset at all on B yet may simply not be discovered by the link: it is given one group-refresh
+    interval of the link (plus two syncs) before it counts as settled. ``group_sync_timeout`` caps it all.
+    """
+    groups = [app.consumer_group for app in ctx.original.principals.applications
+              if app.consumer_group and ctx.link.selects_group(app.consumer_group)]
+    iv = ctx.link.intervals
+    discover_s = iv.refresh_groups_s + 2 * iv.sync_group_offsets_s + 1
+    pending: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
+    t0 = time.monotonic()
+    changed_at = [t0]
+
+    def settled() -> bool:
+        pending.clear()
+        now: dict[str, Any] = {}
+        for group in groups:
+            src = {tp: n for tp, n in committed(ctx.a_ep, group).items() if tp[0] in ctx.topics}
+            dst = committed(ctx.b_ep, group)
+            now[group] = (src, dst)
+            pos = group_positions(src, dst, a_end, b_end)
+            if pos["rereads"] or pos["missing_on_target"]:
+                pending[group] = {"rereads": pos["rereads"], "missing_on_target": pos["missing_on_target"],
+                                  "undiscovered": bool(src) and not dst}
+        if now != seen:
+            seen.clear()
+            seen.update(now)
+            changed_at[0] = time.monotonic()
+        elapsed, still = time.monotonic() - t0, time.monotonic() - changed_at[0]
+        return all(still >= stable_s and (not p["undiscovered"] or elapsed >= discover_s) for p in pending.values())
+
+    if groups:
+        wait_until(settled, ctx.options.group_sync_timeout, interval=0.5)
+    return {"groups_synced": not pending, "group_wait_s": round(time.monotonic() - t0, 3),
+            "groups_pending": dict(pending)}
+
+
+def fence_drain(ctx: Context) -> StepResult:
+    """Planned: fence A, drain the link; unplanned: fence A only if it answers."""
+    A, B = ctx.source, ctx.target
+    if ctx.mode == "unplanned":
+        if reachability(ctx.a_ep, timeout=3.0)["reachable"]:
+            removed = _fence_a(ctx)
+            return StepResult("done", {"fenced": True, "removed_acls": len(removed), "drained": False},
+                              f"{A} answers: fenced ({len(removed)} write ACLs removed); no drain (unplanned)")
+        return StepResult("skipped", {"fenced": False, "drained": False, "reason": f"{A} unreachable"},
+                          f"{A} unreachable: not fenced now (fenced when it returns, before verification)")
+    removed = _fence_a(ctx)
+    ctx.say(f"{A} fenced: {len(removed)} application write ACLs removed; draining link {ctx.link.name}")
+    t0 = time.monotonic()
+    deadline = t0 + ctx.options.drain_timeout
+    last_report = 0.0
+    while True:
+        a_end = _offsets(ctx.a_ep, ctx.topics, A)
+        b_end = _offsets(ctx.b_ep, ctx.topics, B)
+        behind = {tp: n for tp, n in lag(a_end, b_end).items() if n}
+        if not behind or time.monotonic() >= deadline:
+            break
+        if time.monotonic() - last_report >= 2:
+            ctx.say(f"drain: {sum(behind.values())} records still to copy on {len(behind)} partitions")
+            last_report = time.monotonic()
+        time.sleep(0.2)
+    drain_s = round(time.monotonic() - t0, 3)
+    record_offsets(ctx.state, A, a_end)
+    if behind and not ctx.options.force:
+        bindings = ctx.journal.data["measurements"].get("fenced_bindings") or []
+        restored = unfence(ctx.a_ep, bindings)
+        ctx.journal.measure(fenced_bindings=[], fenced_at=None)
+        process = ""
+        if all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (ctx.link.source, ctx.link.target)):
+            process = " (its process is running)" if ctx.before.mirror(ctx.link.name).alive() else \
+                " (its process is NOT running)"
+        raise FailoverError(
+            f"link {ctx.link.name}{process} still lags by {sum(behind.values())} records after the "
+            f"{ctx.options.drain_timeout:.0f}s drain deadline: {encode_offsets(behind)}. {A} was unfenced "
+            f"({restored} write ACLs restored): applications write to {A} again.",
+            f"fix the link (its log is under <state>/links/{ctx.link.source}-to-{ctx.link.target}/) and rerun, "
+            "give it longer with --drain-timeout, or rerun with --force to fail over and lose those records")
+    groups = _wait_groups_synced(ctx, a_end, b_end)
+    residual = sum(behind.values())
+    ctx.journal.measure(rpo_estimate={"records": residual, "basis": "link lag left after the drain",
+                                      "per_partition": encode_offsets(behind)})
+    outcome = {"fenced": True, "removed_acls": len(removed), "drained": not behind, "drain_s": drain_s,
+               "residual_lag": encode_offsets(behind), "source_end_offsets": encode_offsets(a_end), **groups}
+    text = (f"{A} fenced; drained in {drain_s:.1f}s" if not behind
+            else f"{A} fenced; --force: {residual} records NOT drained")
+    if not groups["groups_synced"]:
+        text += f"; group offsets not fully synced: {', '.join(groups['groups_pending'])}"
+    return StepResult("done", outcome, text)
+
+
+# ---------------------------------------------------------------------------------- 3 promote
+def promote(ctx: Context) -> StepResult:
+    """Stop the link A→B; grant the application principals write access on B."""
+    link = ctx.link
+    if not all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (link.source, link.target)):
+        raise FailoverError(f"link {link.name} runs outside this machine; this drctl stops local MirrorMaker 2 "
+                            "links only.", f"stop {link.name} with its own tooling, then rerun the failover")
+    t0 = time.monotonic()
+    mirror = ctx.before.mirror(link.name)
+    was_running = mirror.alive()
+    if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
+        # Nothing is left to copy, and a graceful stop waits ~15 s on the dead source: kill it.
+        mirror.process.kill()
+        how = "killed"
+    else:
+        mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed
+        how = "stopped"
+    stop_s = round(time.monotonic() - t0, 3)
+    m = ctx.journal.data["measurements"]
+    writable_from_ms = m.get("writable_from_ms") or int(time.time() * 1000)
+    ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
+    grants = application_acls(ctx.desired, Role.ACTIVE)
+    create_acls(ctx.b_ep, grants)
+    producers = [app.name for app in ctx.original.principals.applications if app.produces]
+    have = {b.principal.removeprefix("User:") for b in write_bindings(ctx.b_ep, producers)}
+    lacking = sorted(set(producers) - have)
+    if lacking:
+        raise FailoverError(f"after granting, {', '.join(lacking)} still cannot write on {ctx.target}.",
+                            "check the cluster's authorizer and rerun the failover (it resumes here)")
+    return StepResult("done", {"link_stopped": link.name, "link_was_running": was_running, "link_stop_s": stop_s,
+                               "link_stop": how,
+                               "acls_granted": len(grants), "writable_from_ms": writable_from_ms},
+                      f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
+                      f"{', '.join(producers) or 'no producing application'}")
+
+
+# ---------------------------------------------------------------------------------- 4 consumer groups
+def consumer_groups(ctx: Context) -> StepResult:
+    """Report each application group's translated offsets on B, and what groups without any will do."""
+    a_ok = reachability(ctx.a_ep, timeout=3.0)["reachable"]
+    b_end = _offsets(ctx.b_ep, ctx.topics, ctx.target)
+    a_end = _offsets(ctx.a_ep, ctx.topics, ctx.source) if a_ok else None
+    groups = []
+    declared = {t.name for t in ctx.original.topics}
+    for app in ctx.original.principals.applications:
+        if not app.consumer_group:
+            continue
+        topics = [t for t in app.consumes if t in declared]
+        try:
+            target_committed = committed(ctx.b_ep, app.consumer_group)
+            source_committed = committed(ctx.a_ep, app.consumer_group) if a_ok else None
+        except ClusterError as exc:
+            raise FailoverError(f"cannot read the offsets of group {app.consumer_group!r}: {exc.problem}",
+                                "check the clusters answer, then rerun the failover (it resumes here)") from exc
+        groups.append(describe_group(group=app.consumer_group, application=app.name, topics=topics,
+                                     synced_by_link=ctx.link.selects_group(app.consumer_group),
+                                     source_committed=source_committed, target_committed=target_committed,
+                                     source_end=a_end, target_end=b_end))
+    gaps = [g["group"] for g in groups if g["status"] not in ("translated", "no-commits")]
+    skips = [g["group"] for g in groups if g["would_skip"]]
+    for g in groups:
+        if g["group"] in gaps:
+            ctx.say(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
+    rereads = [g["rereads"] for g in groups if g["rereads"] is not None]
+    text = ", ".join(f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "")
+                     for g in groups) or "no consumer groups declared"
+    if skips:
+        text += f"; WOULD SKIP records: {', '.join(skips)}"
+    return StepResult("done", {"groups": groups, "without_offsets": gaps, "would_skip": skips,
+                               "rereads_total": sum(rereads) if rereads else None, "source_readable": a_ok},
+                      text)
+
+
+# ---------------------------------------------------------------------------------- 5 desired state
+def desired_state(ctx: Context) -> StepResult:
+    """Write the new topology to the stack file and converge it (C with users, ACLs, topics, link B→C)."""
+    backup = failover_dir(ctx.state) / f"{ctx.stack_path.name}.before-{ctx.journal.data['failover_id']}"
+    if not backup.exists():
+        backup.write_text(ctx.stack_path.read_text())
+    written = write_stack_config(ctx.stack_path, ctx.desired)
+    ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); "
+            f"converging with {ctx.converger.name}")
+    timings = ctx.converger.converge(ctx.desired, ctx.progress)
+    roles = {c.name: c.role.value for c in ctx.desired.clusters}
+    links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
+    return StepResult("done", {"stack_file": str(ctx.stack_path), "written": written, "backup": str(backup),
+                               "converger": ctx.converger.name, "timings": timings, "roles": roles,
+                               "links": links},
+                      f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
+                      f"converged by {ctx.converger.name}")
+
+
+# ---------------------------------------------------------------------------------- 6 clients
+def clients(ctx: Context) -> StepResult:
+    """Publish B's client configuration for every application (files 0600; passwords never printed)."""
+    written = publish_clients(ctx.after, ctx.target)
+    return StepResult("done", {"files": written},
+                      f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}")
+
+
+# ---------------------------------------------------------------------------------- 7 integrity
+def verification_cutoff(journal: Journal) -> int | None:
+    """The verification cut-off of this failover (see :func:`dr.failover.metrics.cutoff_ms`)."""
+    from dr.failover.metrics import cutoff_ms
+
+    m = journal.data["measurements"]
+    return cutoff_ms(m.get("writable_from_ms"), (m.get("probe") or {}).get("timestamp_ms"))
+
+
+def integrity_check(ctx: Context) -> StepResult:
+    """Verify A vs B when A is readable (fencing A first if it came back); defer otherwise."""
+    A, B = ctx.source, ctx.target
+    a = reachability(ctx.a_ep)
+    removed = _fence_a(ctx) if a["reachable"] else []
+    if removed:
+        ctx.say(f"{A} is back: fenced ({len(removed)} application write ACLs removed)")
+    if ctx.options.skip_verify:
+        return StepResult("skipped", {"verdict": None, "reason": "--skip-verify", "fenced_on_return": len(removed)},
+                          "verification skipped (--skip-verify): no verdict")
+    if not a["reachable"]:
+        return StepResult("deferred", {"verdict": None, "reason": f"{A} unreadable: {a['error']}"},
+                          f"{A} unreadable: verification deferred until it is back")
+    cutoff = verification_cutoff(ctx.journal)
+    attempt = ctx.journal.step("integrity")["attempts"]
+    out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.data['failover_id']}-{attempt}"
+    ctx.say(f"verifying {A} vs {B} (records up to cut-off {cutoff} ms) into {out_dir}")
+    verdict = integrity.verify(source=ctx.a_ep, target=ctx.b_ep, out_dir=out_dir, topics=ctx.topics,
+                               cutoff_ms=cutoff, stack=ctx.stack, source_name=A, target_name=B,
+                               progress=ctx.progress)
+    counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
+    outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed)}
+    if verdict.clean:
+        return StepResult("done", outcome, f"verdict CLEAN ({counts}); report {verdict.html}")
+    return StepResult("differences", outcome, f"verdict: DIFFERENCES ({counts}); report {verdict.html}")
+
+
+# ---------------------------------------------------------------------------------- 8 decommission
+def decommission(ctx: Context) -> StepResult:
+    """Stop A — only with a clean verdict or ``--force-decommission``; otherwise defer or refuse."""
+    A = ctx.source
+    integ = ctx.journal.step("integrity")
+    verdict = (integ.get("outcome") or {}).get("verdict")
+    clean = integ["status"] == "done" and bool(verdict and verdict["clean"])
+    if not clean and not ctx.options.force_decommission:
+        if integ["status"] == "differences" and verdict:
+            c = verdict["counts"]
+            raise FailoverError(
+                f"the verification of {A} vs {ctx.target} found {c['missing']} missing, {c['unexpected']} "
+                f"unexpected, {c['duplicated']} duplicated and {c['corrupted']} corrupted records "
+                f"(report {verdict['html']}); {A} is NOT decommissioned.",
+                f"replay the missing records: `drctl recover --report {verdict['report_dir']}`; then rerun "
+                f"`drctl failover --stack {ctx.stack}` (it verifies again and decommissions {A} when clean), or "
+                "pass --force-decommission to accept the differences")
+        reason = (integ.get("outcome") or {}).get("reason") or "no verdict"
+        return StepResult("deferred", {"reason": reason, "stopped": False},
+                          f"{A} kept ({reason}); when it is readable rerun `drctl failover --stack {ctx.stack}` "
+                          f"to verify and decommission it, or pass --force-decommission")
+    outcome: dict[str, Any] = {"forced": not clean}
+    if ctx.original.cluster(A).kind is Kind.LOCAL:
+        cluster = ctx.before.local_cluster(A)
+        cluster.stop()
+        outcome.update(stopped=True, data_kept=str(cluster.dir))
+        text = f"{A} stopped (data kept in {cluster.dir})"
+    else:
+        outcome.update(stopped=False, note=f"{A} is external: stop it with its own tooling")
+        text = f"{A} is external and fenced: stop it with its own tooling"
+    write_stack_config(ctx.stack_path, ctx.desired)  # A stays declared, decommissioned, without links
+    outcome["role"] = Role.DECOMMISSIONED.value
+    if not clean and integ["status"] not in ("done", "skipped"):
+        # The operator waived the verdict: the failover is complete, the step keeps what it found.
+        before = integ.get("outcome") or {}
+        ctx.journal.finish_step("integrity", "skipped", {
+            **before, "waived_by": "--force-decommission", "status_before": integ["status"],
+            "summary": f"{before.get('summary') or integ['status']} — waived by --force-decommission"},
+            integ.get("seconds") or 0.0)
+    return StepResult("done", outcome, text + (" — FORCED without a clean verdict" if not clean else ""))
+
+
+STEPS: list[Step] = [
+    Step("preflight", preflight, "check the topology, B's health, link lag per partition and A's reachability",
+         _common_inputs),
+    Step("fence-drain", fence_drain, "fence A (remove application write ACLs); planned: drain the link to lag 0",
+         lambda ctx: {**_common_inputs(ctx), "drain_timeout": ctx.options.drain_timeout, "force": ctx.options.force}),
+    Step("promote", promote, "stop the link A→B; grant application write ACLs on B", _common_inputs),
+    Step("consumer-groups", consumer_groups, "check translated committed offsets of every group on B",
+         _common_inputs),
+    Step("desired-state", desired_state, "write A decommissioned, B active, C passive + link B→C; converge",
+         lambda ctx: {**_common_inputs(ctx), "converger": ctx.converger.name}),
+    Step("clients", clients, "publish B's client configuration for every application", _common_inputs),
+    Step("integrity", integrity_check, "verify A vs B (when A is readable)",
+         lambda ctx: {**_common_inputs(ctx), "skip_verify": ctx.options.skip_verify}),
+    Step("decommission", decommission, "stop A (clean verdict or --force-decommission)",
+         lambda ctx: {**_common_inputs(ctx), "force_decommission": ctx.options.force_decommission}),
+]

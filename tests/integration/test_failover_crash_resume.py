@@ -1,0 +1,161 @@
+"""A failover killed right after step k (``KDR_FAILOVER_CRASH_AFTER``) resumes to the same end state;
+and an unplanned failover through the command line with A SIGKILLed.
+
+Each case gets a fresh, cheap estate (A, B and C with one broker each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dr.estate import Estate
+from dr.failover.drill import read_keys
+from dr.failover.journal import Journal
+from dr.failover.pipeline import CRASH_ENV, CRASH_EXIT
+from dr.failover.steps import STEPS
+from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.process import wait_until
+from dr.topology import load_stack_file
+from dr.toolchain import REPO_ROOT
+from tests.integration.helpers import produce
+
+STACK = "crash"
+PORTS = (24100, 24200, 24300)  # below the ephemeral range (32768+): no clash with client sockets
+NAMES = [s.name for s in STEPS]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A fresh 1-broker estate (A, B, link A→B) with 500 acknowledged records on A; destroyed afterwards."""
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+        if c["name"] == "A":
+            c["brokers"], c["racks"] = 1, ["r1"]
+    stack_path = tmp_path / f"Pulumi.{STACK}.yaml"
+    stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {"KDR_STACK_DIR": str(tmp_path), "KDR_STATE_DIR": str(tmp_path / "state")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    original = load_stack_file(stack_path)
+    try:
+        estate = Estate.for_stack(STACK)
+        estate.up()
+        app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+        acked, _ = produce(app, "orders", [f"c-{i}" for i in range(500)])
+        assert len(acked) == 500
+        yield env
+    finally:
+        for topology in (original.after_failover(), original):
+            Estate(topology, tmp_path / "state" / STACK).down(destroy=True)
+
+
+def drctl(env: dict[str, str], *args: str, crash_after: str | None = None) -> subprocess.CompletedProcess[str]:
+    extra = {CRASH_ENV: crash_after} if crash_after else {}
+    full = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    return subprocess.run([sys.executable, "-m", "dr.failover.cli", *args], capture_output=True, text=True,
+                          env={**full, **env, **extra}, timeout=600, cwd=REPO_ROOT)
+
+
+def _cluster_id(state: Path, name: str) -> str | None:
+    meta = state / "clusters" / name / "cluster.json"
+    return json.loads(meta.read_text())["cluster_id"] if meta.exists() else None
+
+
+# Every step but the last is a crash point; each estate takes two or three crashes in a row (a
+# resumed run that crashes again), which covers all seven while paying for three estates only.
+CRASH_SEQUENCES = [("preflight", "promote", "clients"), ("fence-drain", "desired-state"),
+                   ("consumer-groups", "integrity")]
+
+
+def test_the_crash_sequences_cover_every_step_but_the_last() -> None:
+    assert sorted(n for seq in CRASH_SEQUENCES for n in seq) == sorted(NAMES[:-1])
+
+
+@pytest.mark.parametrize("crashes", CRASH_SEQUENCES, ids=lambda seq: "+".join(seq))
+def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(env: dict[str, str],
+                                                                      crashes: tuple[str, ...]) -> None:
+    state = Path(env["KDR_STATE_DIR"]) / STACK
+    stack_path = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
+    # Only the sequence that crashes after the verification pays for a Spark run.
+    flags = ["--yes", "--json"] + ([] if "integrity" in crashes else ["--skip-verify", "--force-decommission"])
+
+    c_created = None
+    for run, crash_after in enumerate(crashes, 1):
+        res = drctl(env, "failover", "--stack", STACK, *flags, crash_after=crash_after)
+        assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
+        journal = Journal.load(state)
+        assert journal is not None and journal.data["status"] == "running" and len(journal.data["runs"]) == run
+        k = NAMES.index(crash_after)
+        assert all(journal.is_done(n) for n in NAMES[:k + 1])
+        assert all(journal.step(n)["status"] == "pending" for n in NAMES[k + 1:])
+        c_now = _cluster_id(state, "C")
+        assert (c_now is not None) == (k >= NAMES.index("desired-state"))
+        assert c_created is None or c_now == c_created, "C was created again"
+        c_created = c_created or c_now
+
+    final = drctl(env, "failover", "--stack", STACK, *flags)
+    assert final.returncode == 0, final.stderr[-3000:]
+    s = json.loads(final.stdout)
+    assert s["status"] == "completed" and s["runs"] == len(crashes) + 1
+    assert f"{crashes[-1]}: done earlier — skipped" in final.stderr
+
+    journal = Journal.load(state)
+    assert journal is not None
+    for name in NAMES:
+        assert journal.step(name)["attempts"] == 1, f"{name} ran twice"  # no double promotion, C created once
+    if c_created:
+        assert _cluster_id(state, "C") == c_created
+    topology = load_stack_file(stack_path)
+    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active",
+                                                                 "C": "passive"}
+    assert [(lk.source, lk.target) for lk in topology.links] == [("B", "C")]
+    after = Estate(topology, state)
+    assert after.local_cluster("A").state() == "stopped"
+    assert after.mirror("B-to-C").alive()
+    on_b = read_keys(after.endpoint("B"), "orders")
+    assert {f"c-{i}" for i in range(500)} <= set(on_b)
+    assert wait_until(lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(after.endpoint("B"),
+                                                                                        ["orders"]), 60, interval=0.5)
+
+
+def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(
+        env: dict[str, str]) -> None:
+    state = Path(env["KDR_STATE_DIR"]) / STACK
+    status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
+    assert status.returncode == 0, status.stderr[-2000:]
+    estate = Estate.for_stack(STACK)
+    app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+    estate.mirror("A-to-B").stop()  # these 50 never reach B
+    acked, _ = produce(app, "orders", [f"late-{i}" for i in range(50)])
+    assert len(acked) == 50
+    drctl(env, "status", "--stack", STACK)
+    estate.local_cluster("A").kill()
+
+    res = drctl(env, "failover", "--stack", STACK, "--mode", "unplanned", "--yes")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "RPO estimate: 50 records" in res.stdout
+    assert "A UNREACHABLE" in res.stdout and "PENDING" in res.stdout
+    assert "verification deferred" in res.stdout
+    again = drctl(env, "failover", "--stack", STACK, "--json", "--yes")
+    assert again.returncode == 0, again.stderr[-3000:]
+    s = json.loads(again.stdout)
+    assert (s["mode"], s["status"], s["pending"]) == ("unplanned", "pending", ["integrity", "decommission"])
+    assert s["rpo_estimate"]["records"] == 50 and s["rto_s"] is not None
+    assert [st["status"] for st in s["steps"][:6]] == ["done", "skipped", "done", "done", "done", "done"]
+
+    estate.local_cluster("A").start()  # A comes back: the resumed failover fences it before anything else
+    done = drctl(env, "failover", "--stack", STACK, "--json", "--yes", "--skip-verify", "--force-decommission")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["status"] == "completed"
+    journal = Journal.load(state)
+    assert journal is not None and journal.outcome("integrity")["fenced_on_return"] >= 1
+    assert estate.local_cluster("A").state() == "stopped"

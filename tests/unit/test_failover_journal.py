@@ -1,0 +1,119 @@
+"""The failover journal (atomic JSON, resume bookkeeping) and the per-stack lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dr.errors import ConfigError, LockHeld
+from dr.failover.journal import Journal, StackLock
+from dr.failover.pipeline import summarize
+from dr.failover.steps import STEPS
+from dr.toolchain import REPO_ROOT
+
+NAMES = [s.name for s in STEPS]
+
+
+def _journal(state: Path) -> Journal:
+    return Journal.create(state, stack="unit", mode="planned", source="A", target="B", standby="C",
+                          original_config={"kafka-dr:failoverDone": False},
+                          desired_config={"kafka-dr:failoverDone": True}, steps=NAMES)
+
+
+def test_steps_are_the_eight_of_the_issue_in_order() -> None:
+    assert NAMES == ["preflight", "fence-drain", "promote", "consumer-groups", "desired-state", "clients",
+                     "integrity", "decommission"]
+
+
+def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    j.begin_run(mode="planned", options={"force": False})
+    j.start_step("preflight", {"mode": "planned"})
+    j.finish_step("preflight", "done", {"lag_total": 0}, 0.25)
+    j.start_step("fence-drain", {"drain_timeout": 5})
+    j.finish_step("fence-drain", "failed", {}, 5.0, error="lag not drained")
+    again = Journal.load(tmp_path)
+    assert again is not None and again.data == j.data
+    assert again.is_done("preflight") and not again.is_done("fence-drain")
+    assert again.step("preflight")["inputs"] == {"mode": "planned"}
+    assert again.step("fence-drain")["error"] == "lag not drained"
+    assert again.step("fence-drain")["attempts"] == 1
+    assert not [p for p in (tmp_path / "failover").iterdir() if p.name.endswith(".tmp")], "no temporary file left"
+    assert oct(j.path.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize(("status", "done"), [("done", True), ("skipped", True), ("deferred", False),
+                                              ("differences", False), ("failed", False), ("running", False)])
+def test_only_done_and_skipped_steps_are_skipped_on_resume(tmp_path: Path, status: str, done: bool) -> None:
+    j = _journal(tmp_path)
+    j.start_step("integrity", {})
+    j.finish_step("integrity", status, {}, 1.0)
+    assert j.is_done("integrity") is done
+
+
+def test_a_new_failover_archives_the_finished_one(tmp_path: Path) -> None:
+    first = _journal(tmp_path)
+    first.set_status("completed")
+    second = _journal(tmp_path)
+    archived = tmp_path / "failover" / f"journal-{first.data['failover_id']}.json"
+    assert archived.exists() and json.loads(archived.read_text())["status"] == "completed"
+    assert second.data["failover_id"] != first.data["failover_id"]
+    assert Journal.load(tmp_path).data["status"] == "running"  # type: ignore[union-attr]
+
+
+def test_a_corrupt_journal_is_refused_with_a_next_step(tmp_path: Path) -> None:
+    (tmp_path / "failover").mkdir()
+    (tmp_path / "failover" / "journal.json").write_text("{not json")
+    with pytest.raises(ConfigError) as err:
+        Journal.load(tmp_path)
+    assert "not valid JSON" in err.value.problem and err.value.fix
+
+
+def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    run = j.begin_run(mode="planned", options={})
+    start = run["started_at"]
+    j.measure(probe={"acked_at": start + 4.5, "timestamp_ms": int((start + 4.4) * 1000), "topic": "orders",
+                     "partition": 0, "offset": 7, "attempts": 12, "application": "orders-app"},
+              rto_s=4.5, abc_done_at=start + 21.25, abc_run=1)
+    s = summarize(j)
+    assert s["rto_s"] == 4.5
+    assert s["a_b_c_s"] == pytest.approx(21.25, abs=0.01)
+    assert s["rto_probe"]["application"] == "orders-app"
+    assert [st["name"] for st in s["steps"]] == NAMES
+    assert s["pending"] == NAMES
+
+
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from dr.failover.journal import StackLock
+    StackLock(Path(sys.argv[1]), "unit").acquire()
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_second_holder_is_refused_naming_the_pid_and_a_killed_holder_frees_the_lock(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LockHeld) as err:
+            StackLock(tmp_path, "unit").acquire()
+        assert f"pid {holder.pid}" in str(err.value)
+        assert err.value.exit_code == 7
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    lock = StackLock(tmp_path, "unit")
+    lock.acquire()  # the kernel released the dead holder's lock: no stale lock after a crash
+    assert lock.holder() == os.getpid()
+    lock.release()

@@ -1,0 +1,225 @@
+"""``drctl failover``/``status`` without clusters: dry-run plan, refusals, exit codes, finished runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dr.failover.cli import main
+from dr.failover.converge import read_stack_config, write_stack_config
+from dr.failover.journal import Journal
+from dr.failover.steps import STEPS
+from dr.topology import load_stack_file
+from dr.toolchain import REPO_ROOT
+
+# Ports nothing listens on during the unit tests: every cluster is "down".
+PORTS = (49100, 49200, 49300)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the local stack on idle ports, with its own stack and state directories."""
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+    path = tmp_path / "stacks" / "Pulumi.unit.yaml"
+    path.parent.mkdir()
+    path.write_text("# header comment kept\n" + yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.setenv("KDR_STACK_DIR", str(path.parent))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    yield path
+
+
+def run(*args: str) -> int:
+    """Run the CLI in-process; return its exit code."""
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_dry_run_prints_the_plan_and_the_desired_state_diff_and_changes_nothing(
+        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = stack.read_bytes()
+    assert run("failover", "--stack", "unit", "--dry-run") == 0
+    out = capsys.readouterr().out
+    for i, step in enumerate(STEPS, 1):
+        assert f"{i}. {step.name}" in out
+    assert "-    role: active" in out and "+    role: decommissioned" in out
+    assert "+  - name: B-to-C" in out and "-  - name: A-to-B" in out
+    assert "+  kafka-dr:failoverDone: true" in out
+    assert "blocked on the Kafka provider" in out
+    assert stack.read_bytes() == before
+    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
+    assert not (state / "failover" / "journal.json").exists()
+    assert not (state / "credentials.json").exists(), "a dry run creates no credentials either"
+
+
+def test_dry_run_json_names_every_step_and_the_mode(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert run("failover", "--stack", "unit", "--dry-run", "--mode", "unplanned", "--json") == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in plan["steps"]] == [s.name for s in STEPS]
+    assert plan["mode"] == "unplanned" and plan["resuming"] is False
+    assert "no drain" in plan["steps"][1]["action"]
+    assert (plan["source"], plan["target"], plan["standby"]) == ("A", "B", "C")
+
+
+def test_an_unknown_stack_exits_2_naming_the_stacks_that_exist(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("failover", "--stack", "nope", "--yes") == 2
+    err = capsys.readouterr().err
+    assert "unknown stack 'nope'" in err and "unit" in err
+
+
+def test_without_yes_and_without_a_terminal_the_failover_is_refused(stack: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("failover", "--stack", "unit") == 6
+    assert "--yes" in capsys.readouterr().err
+    assert not (Path(os.environ["KDR_STATE_DIR"]) / "unit" / "failover" / "journal.json").exists()
+
+
+def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(stack: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    before = stack.read_bytes()
+    assert run("failover", "--stack", "unit", "--yes") == 6
+    err = capsys.readouterr().err
+    assert "cluster B (the passive cluster to promote) is unreachable" in err
+    assert "nothing was changed" in err and "next step:" in err
+    assert stack.read_bytes() == before
+    journal = Journal.load(Path(os.environ["KDR_STATE_DIR"]) / "unit")
+    assert journal is not None and journal.data["status"] == "failed"
+    assert journal.step("preflight")["status"] == "failed"
+    assert all(journal.step(s.name)["status"] == "pending" for s in STEPS[1:])
+
+
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from dr.failover.journal import StackLock
+    StackLock(Path(sys.argv[1]), "unit").acquire()
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_concurrent_failover_of_the_same_stack_exits_7_naming_the_holder(
+        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
+    state.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(state)], stdout=subprocess.PIPE, text=True,
+                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert run("failover", "--stack", "unit", "--yes") == 7
+        err = capsys.readouterr().err
+        assert f"pid {holder.pid}" in err and "already running" in err
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    assert Journal.load(state) is None, "the refused run wrote no journal"
+
+
+def _finished(stack: Path) -> Journal:
+    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
+    original = load_stack_file(stack)
+    desired = original.after_failover()
+    from dr.topology import dump_stack_config
+
+    j = Journal.create(state, stack="unit", mode="planned", source="A", target="B", standby="C",
+                       original_config=dump_stack_config(original), desired_config=dump_stack_config(desired),
+                       steps=[s.name for s in STEPS])
+    j.begin_run(mode="planned", options={})
+    for s in STEPS:
+        j.start_step(s.name, {})
+        j.finish_step(s.name, "done", {"summary": f"{s.name} ok"}, 0.1)
+    j.end_run("completed")
+    j.set_status("completed")
+    write_stack_config(stack, desired)
+    return j
+
+
+def test_a_finished_failover_run_again_says_so_exits_0_and_changes_nothing(
+        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    j = _finished(stack)
+    stack_before, journal_before = stack.read_bytes(), j.path.read_bytes()
+    assert run("failover", "--stack", "unit") == 0  # no --yes needed: nothing will change
+    out = capsys.readouterr().out
+    assert "already finished; nothing changed" in out
+    assert stack.read_bytes() == stack_before
+    assert j.path.read_bytes() == journal_before
+    assert run("failover", "--stack", "unit", "--dry-run") == 0
+    assert "nothing would change" in capsys.readouterr().out
+
+
+def test_a_stack_file_changed_during_a_failover_is_refused(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    j = _finished(stack)
+    j.set_status("running")
+    j.step("decommission")["status"] = "pending"
+    j.save()
+    doc = yaml.safe_load(stack.read_text())
+    doc["config"]["kafka-dr:topics"][0]["partitions"] = 12
+    stack.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert run("failover", "--stack", "unit", "--yes") == 6
+    assert "changed while failover" in capsys.readouterr().err
+
+
+def test_write_stack_config_keeps_other_keys_and_the_header_and_is_idempotent(stack: Path) -> None:
+    doc = yaml.safe_load(stack.read_text())
+    doc["config"]["aws:region"] = "eu-west-1"
+    doc["encryptionsalt"] = "v1:abc"
+    stack.write_text("# header comment kept\n" + yaml.safe_dump(doc, sort_keys=False))
+    os.chmod(stack, 0o640)
+    desired = load_stack_file(stack).after_failover()
+    assert write_stack_config(stack, desired) is True
+    assert write_stack_config(stack, desired) is False
+    text = stack.read_text()
+    assert text.startswith("# header comment kept\n")
+    after = yaml.safe_load(text)
+    assert after["config"]["aws:region"] == "eu-west-1" and after["encryptionsalt"] == "v1:abc"
+    roles = {c.name: c.role.value for c in load_stack_file(stack).clusters}
+    assert roles == {"A": "decommissioned", "B": "active", "C": "passive"}
+    assert read_stack_config(stack)["kafka-dr:links"][0]["name"] == "B-to-C"
+    assert oct(stack.stat().st_mode & 0o777) == "0o640"
+
+
+def test_client_configurations_are_private_and_never_returned_with_the_password(stack: Path) -> None:
+    import json
+
+    from dr.estate import Estate
+    from dr.failover.clients import publish_clients
+
+    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
+    estate = Estate(load_stack_file(stack).after_failover(), state)
+    written = publish_clients(estate, "B")
+    assert [w["application"] for w in written] == ["orders-app", "billing"]
+    password = estate.app_password("billing")
+    assert password not in json.dumps(written)
+    conf = json.loads((state / "clients" / "billing.json").read_text())
+    assert conf["bootstrap.servers"] == "127.0.0.1:49200" and conf["sasl.username"] == "billing"
+    assert conf["sasl.password"] == password and conf["group.id"] == "billing"
+    props = (state / "clients" / "billing.properties").read_text()
+    assert "sasl.jaas.config=" in props and "bootstrap.servers=127.0.0.1:49200" in props
+    for f in (state / "clients").iterdir():
+        assert oct(f.stat().st_mode & 0o777) == "0o600", f
+    assert oct((state / "clients").stat().st_mode & 0o777) == "0o700"
+
+
+def test_status_of_a_stack_whose_clusters_are_down(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert run("status", "--stack", "unit", "--json") == 0
+    st = json.loads(capsys.readouterr().out)
+    assert {c["name"]: (c["role"], c.get("process")) for c in st["clusters"]} == {
+        "A": ("active", "absent"), "B": ("passive", "absent"), "C": ("standby", "absent")}
+    assert st["links"][0]["error"].startswith("lag unknown")
+    assert st["last_failover"] is None

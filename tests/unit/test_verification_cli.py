@@ -1,0 +1,145 @@
+"""drctl verify / recover as commands: flags, credentials files, cut-off parsing, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dr.errors import ConfigError
+from verification.archive import write_records
+from verification.cli import recover, verify
+from verification.endpoints import load_credentials, parse_cutoff, resolve_side
+from verification.session import spark_session
+
+T0 = 1_760_000_000_000
+
+
+def private_file(path: Path, data: dict, mode: int = 0o600) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.chmod(path, mode)
+    return path
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1760000000123", 1760000000123),
+    ("1760000000", 1760000000000),            # seconds are recognised, never read as 1970 ms
+    ("2025-10-09T08:53:20Z", 1760000000000),
+    ("2025-10-09T10:53:20+02:00", 1760000000000),
+    ("2025-10-09T08:53:20", 1760000000000),   # no zone: UTC
+    (None, None),
+])
+def test_parse_cutoff(text, expected):
+    assert parse_cutoff(text) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2025-13-40T00:00:00Z"])
+def test_parse_cutoff_rejects_garbage(text):
+    with pytest.raises(ConfigError):
+        parse_cutoff(text)
+
+
+def test_credentials_file_must_be_private(tmp_path):
+    path = private_file(tmp_path / "c.json", {"username": "u", "password": "p"}, mode=0o644)
+    with pytest.raises(ConfigError) as info:
+        load_credentials(path)
+    assert "chmod 600" in str(info.value) and "p" != str(info.value)
+
+
+@pytest.mark.parametrize("data", [{"username": "u"}, ["u", "p"], {"username": 1, "password": "p"}])
+def test_credentials_file_needs_username_and_password(tmp_path, data):
+    with pytest.raises(ConfigError):
+        load_credentials(private_file(tmp_path / "c.json", data))
+
+
+def test_credentials_file_may_set_protocol(tmp_path):
+    path = private_file(tmp_path / "c.json", {"username": "u", "password": "s3cret", "security_protocol": "SASL_SSL"})
+    side = resolve_side("source", stack=None, name="A", bootstrap="h:1", credentials=path, archive=None)
+    assert side.endpoint.security_protocol == "SASL_SSL" and side.endpoint.username == "u"
+    assert "s3cret" not in repr(side) and "s3cret" not in json.dumps(side.describe())
+
+
+def test_a_side_needs_a_way_to_reach_it():
+    with pytest.raises(ConfigError) as info:
+        resolve_side("target", stack=None, name=None, bootstrap=None, credentials=None, archive=None)
+    assert "--target-bootstrap" in str(info.value)
+    with pytest.raises(ConfigError):
+        resolve_side("source", stack=None, name=None, bootstrap="h:1", credentials=None, archive=None)
+
+
+def test_verify_exits_2_on_a_readable_credentials_file(tmp_path):
+    creds = private_file(tmp_path / "c.json", {"username": "u", "password": "p"}, mode=0o640)
+    result = CliRunner().invoke(verify, ["--source-bootstrap", "127.0.0.1:1", "--target-bootstrap", "127.0.0.1:2",
+                                         "--credentials", str(creds), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "chmod 600" in result.output
+
+
+def test_verify_exits_2_for_an_unknown_stack(tmp_path, monkeypatch):
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    result = CliRunner().invoke(verify, ["--stack", "nope", "--source", "A", "--target", "B",
+                                         "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "nope" in result.output
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    spark_session()
+    d = tmp_path_factory.mktemp("cli")
+    src = [{"topic": "orders", "partition": i % 2, "offset": i // 2, "timestamp": T0 + i, "key": b"k%d" % i,
+            "value": b"v%d" % i, "headers": None} for i in range(50)]
+    write_records(src, d / "src.parquet")
+    write_records([{**r, "offset": r["offset"] + 9} for r in src], d / "same.parquet")
+    write_records([{**r, "offset": r["offset"] + 9} for r in src[:-3]], d / "lossy.parquet")
+    return d
+
+
+def test_verify_clean_exits_0_and_prints_the_table(archives, tmp_path):
+    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
+                                         str(archives / "same.parquet"), "--out", str(tmp_path / "o"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "verdict: CLEAN" in result.output and "orders" in result.output
+
+
+def test_verify_differences_exit_1_with_json_summary(archives, tmp_path):
+    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
+                                         str(archives / "lossy.parquet"), "--out", str(tmp_path / "o"), "--json",
+                                         "--quiet", "--topics", "orders"])
+    assert result.exit_code == 1
+    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    assert summary["totals"]["missing"] == 3 and summary["exit_code"] == 1
+    assert "recover --report" in result.output  # the error line names the next step
+
+
+def test_unknown_topic_is_a_config_error(archives, tmp_path):
+    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
+                                         str(archives / "same.parquet"), "--topics", "nope", "--out",
+                                         str(tmp_path / "o"), "--quiet"])
+    assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_recover_refuses_an_archive_target(archives, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "o"
+    runner.invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
+                           str(archives / "lossy.parquet"), "--out", str(out), "--quiet"])
+    result = runner.invoke(recover, ["--report", str(out), "--dry-run"])
+    assert result.exit_code == 2 and "archive" in result.output
+
+
+def test_recover_without_a_report_is_a_config_error(tmp_path):
+    result = CliRunner().invoke(recover, ["--report", str(tmp_path)])
+    assert result.exit_code == 2 and "summary.json" in result.output
+
+
+def test_job_prints_the_connector_jars_for_spark_submit():
+    out = subprocess.run([sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True,
+                         check=True).stdout.strip().split(",")
+    assert any("spark-sql-kafka" in j for j in out) and all(Path(j).is_file() for j in out)
