@@ -16,10 +16,23 @@ comparison), :mod:`~verification.report` (JSON, HTML, Parquet), :mod:`~verificat
 (``drctl verify`` / ``drctl recover``).
 """
 
-from verification.fingerprint import checksum, key_hash, record_hash
-from verification.job import VerificationResult, run_verification
-from verification.recover import RecoveryResult, recover
-from verification.sources import ArchiveSide, KafkaSide
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Attributes load on first use, so importing the command line does not start pulling in Spark.
+_EXPORTS = {
+    "ArchiveSide": "verification.sides",
+    "KafkaSide": "verification.sides",
+    "RecoveryResult": "verification.recover",
+    "VerificationResult": "verification.job",
+    "checksum": "verification.fingerprint",
+    "key_hash": "verification.fingerprint",
+    "recover": "verification.recover",
+    "record_hash": "verification.fingerprint",
+    "run_verification": "verification.job",
+}
 
 __all__ = [
     "ArchiveSide",
@@ -32,3 +45,13 @@ __all__ = [
     "record_hash",
     "run_verification",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'verification' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from dr.errors import ConfigError, DRError
-from verification.compare import CLASSES
+from verification.classes import CLASSES
 from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_side, stack_endpoint
 from verification.progress import Progress
 from verification.session import DEFAULT_MASTER

@@ -35,6 +35,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from verification.classes import CLASSES
+
 __all__ = [
     "CLASSES",
     "Differences",
@@ -52,8 +54,6 @@ __all__ = [
 
 #: Side markers in the ``side`` column.
 SOURCE, TARGET = 0, 1
-#: Difference classes, in report order.
-CLASSES = ("missing", "unexpected", "duplicated", "corrupted")
 #: Window number given to records after the cut-off (never compared).
 LATE_WINDOW = -(1 << 62)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dr.errors import ConfigError
 from dr.kafka_client import Endpoint
-from verification.sources import ArchiveSide, KafkaSide, Side
+from verification.sides import ArchiveSide, KafkaSide, Side
 
 __all__ = ["endpoint_from_file", "load_credentials", "parse_cutoff", "resolve_side", "stack_endpoint"]
 

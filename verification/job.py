@@ -19,6 +19,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -169,8 +170,8 @@ def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
 
 
 def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, tuple[int, int]]],
-                   marker: int, kafka_options: dict[str, str] | None) -> DataFrame:
-    return fingerprint(read_side(spark, side, ranges, kafka_options=kafka_options)).withColumn(
+                   marker: int, side_options: dict[int, dict[str, str]]) -> DataFrame:
+    return fingerprint(read_side(spark, side, ranges, kafka_options=side_options[marker])).withColumn(
         "side", F.lit(marker))
 
 
@@ -192,6 +193,12 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
+    # One consumer group per side for the whole run: Spark pools its consumers by (group, partition),
+    # so pass 2 reuses the connections of pass 1 instead of logging in again for every partition.
+    # Groups must differ per side: both clusters have the same topic-partitions. Nothing is committed.
+    run_id = uuid.uuid4().hex[:12]
+    side_options = {marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
+                    for marker in (SOURCE, TARGET)}
     started_at = datetime.now(timezone.utc)
     session: list[SparkSession] = [spark] if spark is not None else []
 
@@ -220,8 +227,8 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     # 2. pass 1: one read of everything, per-bucket (count, sum)
     total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
     say(f"pass 1: reading and fingerprinting {total:,} records on both sides")
-    fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, kafka_options)
-          .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, kafka_options)))
+    fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
+          .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
     summary_pdf = _spark_action(
         lambda: bucket_summary(fp, grid=grid, key_buckets=key_buckets, cutoff_ms=cutoff_ms).toPandas(),
         source, target)
@@ -240,8 +247,8 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     if diff.any:
         say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source and {diff.span_records(TARGET):,} "
             "target offsets of the differing windows")
-        rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, kafka_options)
-                .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, kafka_options)))
+        rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
+                .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
         rows = with_buckets(rows, grid, key_buckets, cutoff_ms).where(~F.col("late"))
         rows = select_differing(spark, rows, diff).persist()
         persisted.append(rows)
@@ -262,7 +269,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
                 cand = (offending.where((F.col("class") == "target_only") & F.col("topic").isin(incomplete))
                         .select("topic", "key_hash").distinct())
                 full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
-                src_all = with_buckets(_fingerprinted(spark, source, full, SOURCE, kafka_options),
+                src_all = with_buckets(_fingerprinted(spark, source, full, SOURCE, side_options),
                                        grid, key_buckets, cutoff_ms).where(~F.col("late"))
                 src_all = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
                 lookup = lookup.unionByName(src_all.select("topic", "key", "checksum"))

@@ -38,7 +38,7 @@ from dr.kafka_client import Endpoint, translate_kafka_error
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
-from verification.sources import cluster_metadata, quiet_admin, quiet_config
+from verification.cluster import cluster_metadata, quiet_admin, quiet_config
 
 __all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
 

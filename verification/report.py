@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dr.errors import ConfigError
+from verification.classes import CLASSES
 
 __all__ = [
     "CHART_FILE",
@@ -57,7 +58,7 @@ OFFENDING_SCHEMA = pa.schema([
 #: (topic, bin start in epoch ms, count) — one bar segment of the timeline chart.
 TimelineBin = tuple[str, int, int]
 
-_CLASSES = ("missing", "unexpected", "duplicated", "corrupted")
+_CLASSES = CLASSES
 
 
 # ----------------------------------------------------------------------------- helpers

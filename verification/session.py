@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from dr.toolchain import toolchain
+
+if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
+    from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_MASTER", "kafka_jars", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
 
@@ -19,7 +21,7 @@ _REDACT = "(?i)secret|password|token|jaas|credential|url"
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
-def prefer_kafka_v2(spark: SparkSession) -> None:
+def prefer_kafka_v2(spark: "SparkSession") -> None:
     """Read Kafka through Spark's DataSource V2 batch reader.
 
     Spark 4 still routes batch Kafka reads through the V1 relation by default, which turns every
@@ -44,13 +46,15 @@ def under_spark_submit() -> bool:
 
 def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
                   shuffle_partitions: int | None = None, driver_memory: str = "2g",
-                  extra: dict[str, str] | None = None) -> SparkSession:
+                  extra: dict[str, str] | None = None) -> "SparkSession":
     """Return the active session or build one with the Kafka connector on the classpath.
 
     Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
     connector with ``--jars``); ``master`` is then ignored. Otherwise a local session is built with
     ``master`` (default ``local[2]``) and few shuffle partitions.
     """
+    from pyspark.sql import SparkSession
+
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

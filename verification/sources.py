@@ -12,20 +12,24 @@ range even while producers and MirrorMaker 2 keep writing.
 from __future__ import annotations
 
 import json
-import logging
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dr.errors import AuthError, ClusterError, ConfigError
-from dr.kafka_client import Endpoint, translate_kafka_error
+from dr.kafka_client import Endpoint
+from verification.cluster import (
+    cluster_metadata,
+    is_internal_topic,
+    kafka_bounds,
+    kafka_topics,
+    quiet_admin,
+    quiet_config,
+)
+from verification.sides import ArchiveSide, KafkaSide, PartitionBounds, Side, SideBounds
 
 __all__ = [
     "ArchiveSide",
@@ -68,156 +72,16 @@ CANONICAL_SCHEMA = T.StructType([
 ])
 
 #: Consumer settings for Spark's Kafka source (overridable): batches of a few MB per fetch, small
-#: enough that the consumers Spark keeps pooled between queries hold little memory.
+#: enough that the consumers Spark keeps pooled between queries hold little memory; and no 500 ms
+#: broker-side wait when a task's range ends at the end of the log (every task would pay it once).
 DEFAULT_KAFKA_OPTIONS: dict[str, str] = {
+    "kafka.fetch.max.wait.ms": "10",
     "kafka.max.partition.fetch.bytes": str(4 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(8 * 1024 * 1024),
     "kafka.max.poll.records": "20000",
     "kafka.receive.buffer.bytes": str(2 * 1024 * 1024),
 }
 
-_ADMIN_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class KafkaSide:
-    """A Kafka cluster reached through ``endpoint`` (``name``/``stack`` only label the report)."""
-
-    endpoint: Endpoint
-    name: str | None = None
-    stack: str | None = None
-    kind: str = field(default="kafka", init=False)
-
-    def describe(self) -> dict[str, Any]:
-        """What the report records about this side: never the password."""
-        return {"kind": "kafka", "cluster": self.name, "stack": self.stack,
-                "bootstrap": self.endpoint.bootstrap, "username": self.endpoint.username,
-                "security_protocol": self.endpoint.security_protocol,
-                "sasl_mechanism": self.endpoint.sasl_mechanism}
-
-
-@dataclass(frozen=True, kw_only=True)
-class ArchiveSide:
-    """A Parquet archive of records (columns topic, partition, offset, timestamp, key, value, headers)."""
-
-    path: Path
-    name: str | None = None
-    kind: str = field(default="archive", init=False)
-
-    def describe(self) -> dict[str, Any]:
-        """What the report records about this side."""
-        return {"kind": "archive", "path": str(Path(self.path).resolve()), "name": self.name}
-
-
-Side = Union[KafkaSide, ArchiveSide]
-
-
-@dataclass(frozen=True)
-class PartitionBounds:
-    """The offsets ``[start, end)`` of one partition, plus timestamp hints (-1 when unknown)."""
-
-    start: int
-    end: int
-    first_ts: int = -1
-    max_ts: int = -1
-
-    @property
-    def size(self) -> int:
-        """How many offsets the range spans."""
-        return max(0, self.end - self.start)
-
-
-#: topic → partition → bounds. A topic absent from the mapping does not exist on that side.
-SideBounds = dict[str, dict[int, PartitionBounds]]
-
-
-def is_internal_topic(name: str) -> bool:
-    """Kafka, Connect and MirrorMaker 2 bookkeeping topics, never compared by default."""
-    return (name.startswith("_") or name.endswith(".internal") or name.startswith("mm2-")
-            or name in ("heartbeats",) or name.endswith(".heartbeats")
-            or name.startswith("connect-"))
-
-
-_QUIET = logging.getLogger("kdr.librdkafka")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
-
-
-def quiet_config(endpoint: Endpoint, **extra: object) -> dict[str, object]:
-    """librdkafka settings for ``endpoint`` whose client logs go to a silent logger.
-
-    A client that outlives its cluster (a test tearing the cluster down, a dead source) would
-    otherwise keep printing reconnect failures on stderr; errors still surface as exceptions.
-    """
-    return endpoint.config(**{"logger": _QUIET, **extra})
-
-
-def quiet_admin(endpoint: Endpoint) -> AdminClient:
-    """An AdminClient that fails fast and does not log to stderr."""
-    return AdminClient(quiet_config(endpoint, **{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
-
-
-def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:
-    """Topic metadata of a cluster; refused credentials fail at once as :class:`AuthError`.
-
-    librdkafka only reports a refused SASL login through its error callback (the metadata call
-    itself times out as a transport failure), so the callback is watched between short attempts.
-    """
-    errors: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000,
-                                           "error_cb": errors.append, "logger": _QUIET}))
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return admin.list_topics(timeout=max(0.5, min(2.0, deadline - time.monotonic())))
-        except KafkaException as exc:
-            admin.poll(0)
-            refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-            if refused:
-                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: {refused[0].str()}",
-                                "check the username/password in the credentials file (or the stack's)") from None
-            if time.monotonic() >= deadline:
-                raise translate_kafka_error(exc, "listing topics", endpoint) from exc
-
-
-def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
-    """Every non-internal topic of a cluster with its partition count."""
-    md = cluster_metadata(endpoint)
-    return {name: len(t.partitions) for name, t in md.topics.items()
-            if t.error is None and not is_internal_topic(name)}
-
-
-def _list_offsets(admin: Any, endpoint: Endpoint, specs: dict[TopicPartition, Any]) -> dict[tuple[str, int], Any]:
-    if not specs:
-        return {}
-    try:
-        futures = admin.list_offsets(specs, request_timeout=_ADMIN_TIMEOUT)
-        return {(tp.topic, tp.partition): fut.result(timeout=_ADMIN_TIMEOUT) for tp, fut in futures.items()}
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing partition offsets", endpoint) from exc
-
-
-def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
-    """Fix the offset range of every partition of ``topics`` now: ``[earliest, latest)``.
-
-    Topics that do not exist on this cluster are left out of the result.
-    """
-    md = cluster_metadata(endpoint)
-    admin = quiet_admin(endpoint)
-    tps = [TopicPartition(t, p) for t in topics if t in md.topics and md.topics[t].error is None
-           for p in sorted(md.topics[t].partitions)]
-    earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})
-    latest = _list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps})
-    first = _list_offsets(admin, endpoint, {tp: OffsetSpec.for_timestamp(0) for tp in tps})
-    newest = _list_offsets(admin, endpoint, {tp: OffsetSpec.max_timestamp() for tp in tps})
-    out: SideBounds = {t: {} for t in topics if t in md.topics and md.topics[t].error is None}
-    for tp in tps:
-        k = (tp.topic, tp.partition)
-        out[tp.topic][tp.partition] = PartitionBounds(
-            earliest[k].offset, latest[k].offset,
-            first[k].timestamp if first[k].offset >= 0 else -1,
-            newest[k].timestamp if newest[k].offset >= 0 else -1)
-    return out
 
 
 def _kafka_options(endpoint: Endpoint, extra: dict[str, str] | None) -> dict[str, str]:

@@ -1,0 +1,107 @@
+"""Talking to a cluster with confluent-kafka: metadata, topics, offset bounds — fast failures, quiet logs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from dr.errors import AuthError
+from dr.kafka_client import Endpoint, translate_kafka_error
+from verification.sides import PartitionBounds, SideBounds
+
+__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics", "quiet_admin", "quiet_config"]
+
+_ADMIN_TIMEOUT = 30.0
+
+
+def is_internal_topic(name: str) -> bool:
+    """Kafka, Connect and MirrorMaker 2 bookkeeping topics, never compared by default."""
+    return (name.startswith("_") or name.endswith(".internal") or name.startswith("mm2-")
+            or name in ("heartbeats",) or name.endswith(".heartbeats")
+            or name.startswith("connect-"))
+
+
+_QUIET = logging.getLogger("kdr.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def quiet_config(endpoint: Endpoint, **extra: object) -> dict[str, object]:
+    """librdkafka settings for ``endpoint`` whose client logs go to a silent logger.
+
+    A client that outlives its cluster (a test tearing the cluster down, a dead source) would
+    otherwise keep printing reconnect failures on stderr; errors still surface as exceptions.
+    """
+    return endpoint.config(**{"logger": _QUIET, **extra})
+
+
+def quiet_admin(endpoint: Endpoint) -> AdminClient:
+    """An AdminClient that fails fast and does not log to stderr."""
+    return AdminClient(quiet_config(endpoint, **{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
+
+
+def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:
+    """Topic metadata of a cluster; refused credentials fail at once as :class:`AuthError`.
+
+    librdkafka only reports a refused SASL login through its error callback (the metadata call
+    itself times out as a transport failure), so the callback is watched between short attempts.
+    """
+    errors: list[KafkaError] = []
+    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000,
+                                           "error_cb": errors.append, "logger": _QUIET}))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.list_topics(timeout=max(0.5, min(2.0, deadline - time.monotonic())))
+        except KafkaException as exc:
+            admin.poll(0)
+            refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+            if refused:
+                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: {refused[0].str()}",
+                                "check the username/password in the credentials file (or the stack's)") from None
+            if time.monotonic() >= deadline:
+                raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+
+
+def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
+    """Every non-internal topic of a cluster with its partition count."""
+    md = cluster_metadata(endpoint)
+    return {name: len(t.partitions) for name, t in md.topics.items()
+            if t.error is None and not is_internal_topic(name)}
+
+
+def _list_offsets(admin: Any, endpoint: Endpoint, specs: dict[TopicPartition, Any]) -> dict[tuple[str, int], Any]:
+    if not specs:
+        return {}
+    try:
+        futures = admin.list_offsets(specs, request_timeout=_ADMIN_TIMEOUT)
+        return {(tp.topic, tp.partition): fut.result(timeout=_ADMIN_TIMEOUT) for tp, fut in futures.items()}
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, "listing partition offsets", endpoint) from exc
+
+
+def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
+    """Fix the offset range of every partition of ``topics`` now: ``[earliest, latest)``.
+
+    Topics that do not exist on this cluster are left out of the result.
+    """
+    md = cluster_metadata(endpoint)
+    admin = quiet_admin(endpoint)
+    tps = [TopicPartition(t, p) for t in topics if t in md.topics and md.topics[t].error is None
+           for p in sorted(md.topics[t].partitions)]
+    earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})
+    latest = _list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps})
+    first = _list_offsets(admin, endpoint, {tp: OffsetSpec.for_timestamp(0) for tp in tps})
+    newest = _list_offsets(admin, endpoint, {tp: OffsetSpec.max_timestamp() for tp in tps})
+    out: SideBounds = {t: {} for t in topics if t in md.topics and md.topics[t].error is None}
+    for tp in tps:
+        k = (tp.topic, tp.partition)
+        out[tp.topic][tp.partition] = PartitionBounds(
+            earliest[k].offset, latest[k].offset,
+            first[k].timestamp if first[k].offset >= 0 else -1,
+            newest[k].timestamp if newest[k].offset >= 0 else -1)
+    return out
