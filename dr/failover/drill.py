@@ -43,10 +43,11 @@ from dr.failover.steps import FailoverOptions, StepResult
 from dr.kafka_client import Endpoint
 from dr.failover.groups import committed
 from dr.runtime.mirrormaker import end_offsets
-from dr.runtime.process import wait_until
+from dr.runtime.cluster import LocalCluster
+from dr.runtime.process import port_free, wait_until
 from dr.topology import Application, load_stack_file
 
-__all__ = ["DrillOptions", "read_keys", "run_drill"]
+__all__ = ["DrillOptions", "read_keys", "restart", "run_drill"]
 
 MARKER = ".kdr-drill"
 QUIET = {"log_level": 0}
@@ -109,6 +110,7 @@ class ProducerLoop(threading.Thread):
                                            "message.timeout.ms": 5000, **QUIET})), cluster
 
     def run(self) -> None:
+        """Produce at ``rate`` records per second until stopped, switching clusters when asked."""
         producer, cluster = self._producer()
         interval = 1.0 / max(1, self.rate)
         next_at = time.monotonic()
@@ -180,6 +182,7 @@ class ConsumerLoop(threading.Thread):
         self.join(60)
 
     def run(self) -> None:
+        """Consume until stopped, rejoining on another cluster when asked."""
         consumer, cluster = self._consumer()
         while not self._stop_event.is_set():
             if self._switch.is_set():
@@ -217,6 +220,7 @@ class SnapshotLoop(threading.Thread):
                 for tp, f in admin.list_offsets(request, request_timeout=2).items()}
 
     def run(self) -> None:
+        """Snapshot the end offsets until stopped; a dead cluster leaves the last snapshot in place."""
         while not self._stop_event.wait(0.2):
             if not listening(self.endpoint.bootstrap):
                 continue  # the cluster is gone: the last snapshot stands
@@ -226,6 +230,16 @@ class SnapshotLoop(threading.Thread):
                 continue
             if not self._stop_event.is_set():
                 record_offsets(self.state, self.cluster, offsets)
+
+
+def restart(cluster: LocalCluster, timeout: float = 90.0) -> None:
+    """Start a killed cluster again once its ports are free.
+
+    Right after a SIGKILL the kernel may still hold one of its ports for a while (seen on the
+    controller port), and ``LocalCluster.start`` refuses a taken port.
+    """
+    wait_until(lambda: all(port_free(p) for p in cluster.spec.ports()), timeout, interval=0.5)
+    cluster.start()
 
 
 def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter[str]:
@@ -291,6 +305,7 @@ class _Traffic:
     snapshots: SnapshotLoop
 
     def threads(self) -> list[Any]:
+        """The running parts."""
         return [t for t in (self.producer, self.consumer, self.snapshots) if t is not None]
 
 
@@ -392,24 +407,33 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
             wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
         traffic.snapshots.stop()
 
-        # 1. the failover; unplanned: it completes without A, then A comes back and is verified
-        on_step = _mover(traffic, state, B, producer_app, consumer_app, progress)
+        # 1. the failover; unplanned: it completes without A, then A comes back and is verified.
+        # What A and B hold is read right after the verification, before A may be decommissioned.
+        holdings: dict[str, Counter[str]] = {}
+        mover = _mover(traffic, state, B, producer_app, consumer_app, progress)
+
+        def on_step(name: str, step_result: StepResult) -> None:
+            mover(name, step_result)
+            if name == "integrity" and step_result.status in ("done", "differences"):
+                holdings.update(a=read_keys(estate.endpoint(A), topic), b=read_keys(estate.endpoint(B), topic))
+
         summary = _failover(stack, stack_path, state, FailoverOptions(mode=result["mode"]), progress, on_step)
         result["failover_first_run"] = {k: summary[k] for k in ("status", "rto_s", "a_b_c_s", "rpo_estimate")}
         if options.unplanned:
             progress(f"drill: bringing {A} back (restarting its brokers)")
-            estate.local_cluster(A).start()
-            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, None)
+            restart(estate.local_cluster(A))
+            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, on_step)
 
         # 2. proof: what the verification lists against what really never reached B
         b_admin = estate.endpoint(B)
         verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
         verdicts = [verdict] if verdict else []
-        a_keys, b_keys = read_keys(estate.endpoint(A), topic), read_keys(b_admin, topic)
+        a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
         never = set(a_keys) - set(b_keys)
         listed = ({r["key"].decode() for r in integrity.missing_records(verdict["report_dir"]) if r["topic"] == topic}
                   if verdict and not verdict["clean"] else set())
-        result.update(verification_exact=bool(verdict) and listed == never, never_reached_target=len(never),
+        result.update(verification_exact=bool(verdict) and bool(holdings) and listed == never,
+                      never_reached_target=len(never),
                       lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)))
 
         # 3. recovery of what is missing, then the resumed failover verifies again and decommissions A
@@ -417,7 +441,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
             progress(f"drill: the verification lists {verdict['counts']['missing']} missing records; recovering them")
             result["recovery"] = integrity.recover(verdict["report_dir"], source=estate.endpoint(A), target=b_admin,
                                                    progress=progress)
-            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, None)
+            summary = _failover(stack, stack_path, state, FailoverOptions(), progress, mover)
             verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
             if verdict:
                 verdicts.append(verdict)
@@ -434,7 +458,8 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
         result["lost_after_recovery"] = len(acked_a - set(final_b))
         rpo = summary.get("rpo_estimate") or {}
         result.update(failover=summary, verdicts=verdicts, report_html=verdicts[-1]["html"] if verdicts else None,
-                      rpo={"estimate": rpo.get("records"), "estimate_basis": rpo.get("basis"),
+                      rpo={"estimate": rpo.get("records"), "estimate_upper_bound": rpo.get("upper_bound"),
+                           "estimate_basis": rpo.get("basis"),
                            "actual_never_replicated": result["never_reached_target"],
                            "acknowledged_lost_before_recovery": result["lost_before_recovery"]})
         result["grade"], result["checks"] = _grade(_checks(options, result, B))
@@ -478,7 +503,8 @@ def render_drill(r: dict[str, Any]) -> str:
     if s:
         lines.append(f"RTO {s['rto_s']}s · A→B→C {s['a_b_c_s']}s · failover total {s['total_s']}s")
     rpo = r.get("rpo") or {}
-    lines.append(f"RPO: estimate {rpo.get('estimate')} records (a lower bound); never reached B "
+    hi = rpo.get("estimate_upper_bound")
+    lines.append(f"RPO: estimate {rpo.get('estimate')}{'' if hi is None else f'–{hi}'} records; never reached B "
                  f"{rpo.get('actual_never_replicated')}; acknowledged and lost before recovery "
                  f"{rpo.get('acknowledged_lost_before_recovery')}; after recovery {r.get('lost_after_recovery')}")
     p = r.get("producer") or {}

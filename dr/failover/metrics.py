@@ -7,6 +7,7 @@ Kafka topic name, so the key is unambiguous).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,21 +45,29 @@ def lag(source_end: Offsets, target_end: Offsets) -> dict[tuple[str, int], int]:
 
 
 def rpo_estimate(last_known_source: Offsets | None, target_end: Offsets, *,
-                 snapshot_at: float | None = None, failed_at: float | None = None) -> dict[str, Any]:
+                 snapshot_at: float | None = None, failed_at: float | None = None,
+                 write_rate: float | None = None) -> dict[str, Any]:
     """The records the target lacks, estimated from the source's last known end offsets.
 
-    This is a lower bound: records the source accepted after the snapshot was taken are not
-    counted (``snapshot_age_s`` says how old the snapshot was when the failover started). The
+    ``records`` is a lower bound: records the source accepted after the snapshot are not counted.
+    ``upper_bound`` adds what the source could have accepted since, at its last measured write
+    rate, until ``failed_at`` (the failover's start: the source died somewhere in between). The
     verification, once the source is readable again, gives the exact list.
     """
     if not last_known_source:
-        return {"records": None, "basis": "no snapshot of the source's end offsets was ever taken",
-                "per_partition": {}, "snapshot_at": None, "snapshot_age_s": None}
+        return {"records": None, "upper_bound": None, "basis": "no snapshot of the source's end offsets was "
+                                                               "ever taken", "per_partition": {},
+                "snapshot_at": None, "snapshot_age_s": None}
     gaps = {tp: n for tp, n in lag(last_known_source, target_end).items() if n}
-    age = None if snapshot_at is None or failed_at is None else round(failed_at - snapshot_at, 3)
-    return {"records": sum(gaps.values()), "basis": "source end offsets last seen minus target end offsets "
-                                                    "(a lower bound)",
-            "per_partition": encode_offsets(gaps), "snapshot_at": snapshot_at, "snapshot_age_s": age}
+    age = None if snapshot_at is None or failed_at is None else round(max(0.0, failed_at - snapshot_at), 3)
+    lower = sum(gaps.values())
+    upper = None if age is None or write_rate is None else lower + math.ceil(write_rate * age)
+    return {"records": lower, "upper_bound": upper,
+            "basis": "source end offsets last seen minus target end offsets (a lower bound)"
+                     + ("; upper bound adds the source's last write rate over the snapshot's age"
+                        if upper is not None else ""),
+            "per_partition": encode_offsets(gaps), "snapshot_at": snapshot_at, "snapshot_age_s": age,
+            "write_rate_per_s": None if write_rate is None else round(write_rate, 1)}
 
 
 def group_positions(source_committed: Offsets | None, target_committed: Offsets,

@@ -35,8 +35,9 @@ def render_summary(s: dict[str, Any]) -> str:
                  f"   total: {_s(s['total_s'])}")
     rpo = s.get("rpo_estimate")
     if rpo:
-        n = rpo.get("records")
-        lines.append(f"RPO estimate: {'unknown' if n is None else f'{n} records'} ({rpo.get('basis')})"
+        n, hi = rpo.get("records"), rpo.get("upper_bound")
+        span = "unknown" if n is None else (f"{n} records" if hi is None or hi == n else f"{n}–{hi} records")
+        lines.append(f"RPO estimate: {span} ({rpo.get('basis')})"
                      + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else ""))
     for g in s["consumer_groups"]:
         lines.append(f"group {g['group']}: {g['status']} — {g['consumers_will']}")

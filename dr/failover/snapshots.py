@@ -17,25 +17,44 @@ from typing import Any
 from dr.failover.journal import atomic_write_json
 from dr.failover.metrics import Offsets, decode_offsets, encode_offsets
 
-__all__ = ["last_offsets", "record_offsets"]
+__all__ = ["last_offsets", "record_offsets", "write_rate"]
 
 
 def _path(state: Path, cluster: str) -> Path:
     return Path(state) / "snapshots" / f"{cluster}.json"
 
 
+def _read(state: Path, cluster: str) -> dict[str, Any]:
+    try:
+        return json.loads(_path(state, cluster).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
 def record_offsets(state: Path, cluster: str, offsets: Offsets, *, at: float | None = None) -> None:
-    """Save ``offsets`` as the latest known end offsets of ``cluster``."""
+    """Save ``offsets`` as the latest known end offsets of ``cluster`` (the one before is kept too)."""
     if not offsets:
         return
+    before = _read(state, cluster)
+    previous = {"at": before["at"], "offsets": before["offsets"]} if before.get("offsets") else None
     atomic_write_json(_path(state, cluster), {"cluster": cluster, "at": round(at or time.time(), 3),
-                                              "offsets": encode_offsets(offsets)})
+                                              "offsets": encode_offsets(offsets), "previous": previous})
 
 
 def last_offsets(state: Path, cluster: str) -> tuple[float | None, dict[tuple[str, int], int] | None]:
     """``(taken_at, offsets)`` of the latest snapshot of ``cluster``, or ``(None, None)``."""
-    try:
-        data: dict[str, Any] = json.loads(_path(state, cluster).read_text())
-    except (OSError, json.JSONDecodeError):
+    data = _read(state, cluster)
+    if not data.get("offsets"):
         return None, None
-    return data.get("at"), decode_offsets(data.get("offsets") or {})
+    return data.get("at"), decode_offsets(data["offsets"])
+
+
+def write_rate(state: Path, cluster: str) -> float | None:
+    """Records per second the cluster accepted between its last two snapshots (None if unknown)."""
+    data = _read(state, cluster)
+    prev = data.get("previous")
+    if not prev or not data.get("offsets") or data["at"] <= prev["at"]:
+        return None
+    now, then = decode_offsets(data["offsets"]), decode_offsets(prev["offsets"])
+    grown = sum(max(0, n - then.get(tp, 0)) for tp, n in now.items())
+    return grown / (data["at"] - prev["at"])

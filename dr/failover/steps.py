@@ -41,7 +41,7 @@ from dr.failover.groups import committed, describe_group
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate
-from dr.failover.snapshots import last_offsets, record_offsets
+from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka_client import Endpoint, create_acls
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import wait_until
@@ -233,8 +233,9 @@ def preflight(ctx: Context) -> StepResult:
         lag_text = f"link lag {outcome['lag_total']} records"
     else:
         at, last = last_offsets(ctx.state, A)
-        rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time())
-        lag_text = (f"RPO estimate {rpo['records']} records (snapshot {rpo['snapshot_age_s']}s old)"
+        rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time(), write_rate=write_rate(ctx.state, A))
+        span = f"{rpo['records']}" + (f"–{rpo['upper_bound']}" if rpo.get("upper_bound") is not None else "")
+        lag_text = (f"RPO estimate {span} records (snapshot {rpo['snapshot_age_s']}s old)"
                     if rpo["records"] is not None else "RPO unknown (no snapshot of A's offsets)")
     outcome["rpo_estimate"] = rpo
     if ctx.mode == "unplanned":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dr.failover.groups import describe_group
+from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.metrics import (
     cutoff_ms,
     decode_offsets,
@@ -38,6 +41,22 @@ def test_rpo_estimate_is_last_known_source_minus_target() -> None:
     assert est["per_partition"] == {"orders:0": 10}
     assert est["snapshot_age_s"] == 2.5
     assert "lower bound" in est["basis"]
+    assert est["upper_bound"] is None, "no write rate known: no upper bound"
+
+
+def test_rpo_upper_bound_adds_the_last_write_rate_over_the_snapshot_age() -> None:
+    est = rpo_estimate({("orders", 0): 100}, {("orders", 0): 100}, snapshot_at=1000.0, failed_at=1000.3,
+                       write_rate=500.0)
+    assert (est["records"], est["upper_bound"]) == (0, 150)
+
+
+def test_snapshots_keep_the_previous_one_to_measure_the_write_rate(tmp_path: Path) -> None:
+    assert last_offsets(tmp_path, "A") == (None, None) and write_rate(tmp_path, "A") is None
+    record_offsets(tmp_path, "A", {("orders", 0): 100, ("orders", 1): 40}, at=1000.0)
+    assert write_rate(tmp_path, "A") is None
+    record_offsets(tmp_path, "A", {("orders", 0): 160, ("orders", 1): 60}, at=1000.5)
+    assert write_rate(tmp_path, "A") == 160.0
+    assert last_offsets(tmp_path, "A") == (1000.5, {("orders", 0): 160, ("orders", 1): 60})
 
 
 def test_rpo_estimate_without_any_snapshot_is_unknown_not_zero() -> None:
