@@ -231,8 +231,8 @@ def main() -> int:
 
     tc = toolchain()
     work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))
-    a = LocalCluster(ClusterSpec("A", brokers=1, base_port=args.base_port, heap_mb=768), work)
-    b = LocalCluster(ClusterSpec("B", brokers=1, base_port=args.base_port + 100, heap_mb=768), work)
+    a = LocalCluster(ClusterSpec("benchA", brokers=1, base_port=args.base_port, heap_mb=768), work)
+    b = LocalCluster(ClusterSpec("benchB", brokers=1, base_port=args.base_port + 100, heap_mb=768), work)
     n = args.records
     results: dict = {"records": n, "partitions": args.partitions, "value_bytes": args.value_bytes,
                      "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "profiles": {}}

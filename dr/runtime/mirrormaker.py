@@ -219,6 +219,9 @@ def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> dict
 def committed_offsets(endpoint: Endpoint, group: str) -> dict[tuple[str, int], int]:
     """A consumer group's committed offsets on one cluster."""
     admin = admin_client(endpoint)
+    # librdkafka crashes the process when asked before __consumer_offsets exists (fresh cluster)
+    if "__consumer_offsets" not in admin.list_topics(timeout=10).topics:
+        return {}
     fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     try:
         result = fut.result(timeout=15)

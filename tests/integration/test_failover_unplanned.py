@@ -40,7 +40,8 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(tm
         r = json.loads(res.stdout)
         f = r["failover"]
         print(f"\nunplanned drill: RTO {f['rto_s']}s, A→B→C {f['a_b_c_s']}s, total {f['total_s']}s; "
-              f"RPO estimate {r['rpo']['estimate']}, never replicated {r['rpo']['actual_never_replicated']}, "
+              f"RPO estimate {r['rpo']['estimate']}–{r['rpo']['estimate_upper_bound']}, "
+              f"never replicated {r['rpo']['actual_never_replicated']}, "
               f"acknowledged lost before recovery {r['lost_before_recovery']}; consumer {r['consumer']}; "
               + ", ".join(f"{st['name']} {st['seconds']}s" for st in f["steps"]))
         assert r["grade"] == "PASS", r["checks"]
