@@ -3,19 +3,17 @@
 Records are matched by content, never by offset (MirrorMaker 2 does not keep offsets): the
 identity of a record is (topic, key, checksum) and each side is a multiset of identities.
 
-Pass 1 (:func:`bucket_summary`) reads every record once and keeps, per bucket, the count and the
-sum of ``record_hash`` — two grouping sets in one scan:
+Pass 1 (:func:`bucket_summary`) reads every record once and keeps, per time window
+``(side, topic, partition, window)``, the count, the sum of ``record_hash`` and the offset span —
+one hash aggregation with few groups, at nearly the speed of the read. MM2 keeps record
+timestamps, so windows line up across clusters.
 
-* time windows ``(side, topic, partition, window)``, with min/max offset: where in each partition
-  the differences lie (MM2 keeps record timestamps, so windows line up across clusters);
-* key buckets ``(side, topic, key_bucket)`` with ``key_bucket = pmod(key_hash, B)``: which keys
-  differ (all records of one key share a bucket).
-
-:func:`find_differences` compares the buckets of the two sides. Only differing windows are read
-again (pass 2, exact offset spans per partition) and only rows in differing windows *and* key
-buckets enter :func:`classify`, the full multiset comparison (non-differing buckets hold equal
-multisets, so count *differences* per identity are exact from those rows alone; whether the source
-has an identity or key elsewhere is settled by :func:`resolve_target_only`):
+:func:`find_differences` compares the windows of the two sides (per topic). Only differing
+windows are read again (pass 2, exact offset spans per partition) and only their rows enter
+:func:`classify`, the full multiset comparison: one shuffle by (topic, key), an aggregation per
+identity, and the surplus copies of each differing identity. Non-differing windows hold equal
+multisets, so count *differences* per identity are exact from the differing windows alone;
+whether the source has an identity or key elsewhere is settled by :func:`resolve_target_only`:
 
 * ``missing``     — source copies without a target copy (count in source minus count in target);
 * ``duplicated``  — extra target copies of a record the source has (wherever in time the original is);
@@ -29,6 +27,7 @@ it missing and recovery would duplicate it). They are counted apart as ``after_c
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -47,9 +46,12 @@ __all__ = [
     "bucket_summary",
     "classify",
     "find_differences",
+    "identity_differences",
+    "ranked_copies",
+    "surplus_copies",
     "resolve_target_only",
     "select_differing",
-    "with_buckets",
+    "with_window",
 ]
 
 #: Side markers in the ``side`` column.
@@ -103,22 +105,21 @@ def _late(cutoff_ms: int | None) -> Column:
     return F.lit(False) if cutoff_ms is None else F.col("ts") > F.lit(int(cutoff_ms))
 
 
-def with_buckets(fp: DataFrame, grid: TimeGrid, key_buckets: int, cutoff_ms: int | None) -> DataFrame:
-    """Add ``late``, ``window`` (``LATE_WINDOW`` when late) and ``key_bucket`` (-1 when late)."""
+def with_window(fp: DataFrame, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
+    """Add ``late`` and ``window`` (``LATE_WINDOW`` for records after the cut-off)."""
     late = _late(cutoff_ms)
     return (fp.withColumn("late", late)
-            .withColumn("window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid)))
-            .withColumn("key_bucket", F.when(F.col("late"), F.lit(-1))
-                        .otherwise(F.pmod(F.col("key_hash"), F.lit(key_buckets)).cast("int"))))
+            .withColumn("window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid))))
 
 
-def bucket_summary(fp: DataFrame, *, grid: TimeGrid, key_buckets: int, cutoff_ms: int | None) -> DataFrame:
-    """Pass 1: both grouping sets over fingerprinted rows of both sides (``side`` column).
+def bucket_summary(fp: DataFrame, *, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
+    """Pass 1: per ``(side, topic, partition, window)`` the count, the sum of hashes and the offset span.
 
-    Topics are grouped by their index in the grid (integer keys keep the hash aggregation fast)
-    and named again on the few aggregated rows.
+    One hash aggregation with few groups per task, so it runs at nearly the speed of the read.
+    Topics are grouped by their index in the grid (integer keys keep the aggregation fast) and
+    named again on the few aggregated rows.
     """
-    rows = with_buckets(fp, grid, key_buckets, cutoff_ms)
+    rows = with_window(fp, grid, cutoff_ms)
     names = sorted(grid.origin)
     if len(names) == 1:
         rows = rows.withColumn("topic_id", F.when(F.col("topic") == names[0], F.lit(0)).otherwise(F.lit(-1)))
@@ -128,26 +129,23 @@ def bucket_summary(fp: DataFrame, *, grid: TimeGrid, key_buckets: int, cutoff_ms
     else:
         rows = rows.withColumn("topic_id", F.lit(-1))
     rh = F.col("record_hash")
-    agg = (rows.groupingSets([["side", "topic_id", "partition", "window"], ["side", "topic_id", "key_bucket"]],
-                             "side", "topic_id", "partition", "window", "key_bucket")
+    agg = (rows.groupBy("side", "topic_id", "partition", "window")
            .agg(F.count(F.lit(1)).alias("n"),
                 F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
                 F.sum(F.shiftright(rh, 32)).alias("hi"),
                 F.min("offset").alias("omin"),
-                F.max("offset").alias("omax"),
-                F.grouping_id().alias("gid")))
+                F.max("offset").alias("omax")))
     topic = (F.element_at(F.array(*[F.lit(t) for t in names]), F.col("topic_id") + 1) if names
              else F.lit(None).cast("string"))
     return agg.select("side", F.when(F.col("topic_id") >= 0, topic).alias("topic"), "partition", "window",
-                      "key_bucket", "n", "lo", "hi", "omin", "omax", "gid")
+                      "n", "lo", "hi", "omin", "omax")
 
 
 @dataclass
 class Differences:
-    """What pass 1 found: differing buckets, spans to read again, and the per-partition counts."""
+    """What pass 1 found: differing windows, spans to read again, and the per-partition counts."""
 
     windows: dict[str, list[int]] = field(default_factory=dict)
-    key_buckets: dict[str, list[int]] = field(default_factory=dict)
     #: side → topic → partition → (start, end) offsets to read in pass 2
     spans: dict[int, dict[str, dict[int, tuple[int, int]]]] = field(default_factory=dict)
     #: side → topic → partition → records read in pass 1
@@ -155,7 +153,6 @@ class Differences:
     #: side → topic → records after the cut-off
     after_cutoff: dict[int, dict[str, int]] = field(default_factory=dict)
     total_windows: dict[str, int] = field(default_factory=dict)
-    total_key_buckets: dict[str, int] = field(default_factory=dict)
     #: topic → windows holding source records (before the cut-off)
     source_windows: dict[str, set[int]] = field(default_factory=dict)
 
@@ -165,8 +162,8 @@ class Differences:
 
     @property
     def any(self) -> bool:
-        """True when at least one bucket differs."""
-        return any(self.windows.values()) or any(self.key_buckets.values())
+        """True when at least one window differs."""
+        return any(self.windows.values())
 
     def span_records(self, side: int) -> int:
         """How many offsets pass 2 reads on ``side``."""
@@ -186,30 +183,25 @@ def _differing(pdf: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def find_differences(summary: pd.DataFrame) -> Differences:
-    """Compare the pass-1 buckets of the two sides (``summary`` = collected :func:`bucket_summary`)."""
+    """Compare the pass-1 windows of the two sides (``summary`` = collected :func:`bucket_summary`).
+
+    Windows are compared per topic, summed over partitions, so a record replicated into another
+    partition still matches; the spans to re-read are then taken per partition.
+    """
     d = Differences()
-    # grouping_id bit order follows the grouping columns: side, topic, partition, window, key_bucket
-    wrows = summary[summary["gid"] == 0b00001]
-    krows = summary[summary["gid"] == 0b00110]
-    for r in wrows.groupby(["side", "topic", "partition"])["n"].sum().reset_index().itertuples():
+    for r in summary.groupby(["side", "topic", "partition"])["n"].sum().reset_index().itertuples():
         d.read.setdefault(int(r.side), {}).setdefault(r.topic, {})[int(r.partition)] = int(r.n)
-    late = wrows[wrows["window"] == LATE_WINDOW]
+    late = summary[summary["window"] == LATE_WINDOW]
     for r in late.groupby(["side", "topic"])["n"].sum().reset_index().itertuples():
         d.after_cutoff.setdefault(int(r.side), {})[r.topic] = int(r.n)
-    inwin = wrows[wrows["window"] != LATE_WINDOW]
-    inkey = krows[krows["key_bucket"] != -1]
+    inwin = summary[summary["window"] != LATE_WINDOW]
     for t, n in inwin.groupby("topic")["window"].nunique().items():
         d.total_windows[t] = int(n)
     for t, grp in inwin[inwin["side"] == SOURCE].groupby("topic"):
         d.source_windows[t] = {int(w) for w in grp["window"]}
-    for t, n in inkey.groupby("topic")["key_bucket"].nunique().items():
-        d.total_key_buckets[t] = int(n)
     dw = _differing(inwin, ["topic", "window"])
-    dk = _differing(inkey, ["topic", "key_bucket"])
     for t, grp in dw.groupby("topic"):
         d.windows[t] = sorted(int(w) for w in grp["window"])
-    for t, grp in dk.groupby("topic"):
-        d.key_buckets[t] = sorted(int(k) for k in grp["key_bucket"])
     if not dw.empty:
         sel = inwin.merge(dw, on=["topic", "window"])
         spans = sel.groupby(["side", "topic", "partition"]).agg(lo=("omin", "min"), hi=("omax", "max")).reset_index()
@@ -219,57 +211,128 @@ def find_differences(summary: pd.DataFrame) -> Differences:
 
 
 def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) -> DataFrame:
-    """Keep the pass-2 rows that lie in a differing window *and* a differing key bucket."""
+    """Keep the pass-2 rows that lie in a differing window (``rows`` carry a ``window`` column)."""
     wins = [(t, w) for t, ws in diff.windows.items() for w in ws]
-    kbs = [(t, k) for t, ks in diff.key_buckets.items() for k in ks]
     wdf = spark.createDataFrame(wins or [("", 0)], "topic string, window long")
-    kdf = spark.createDataFrame(kbs or [("", 0)], "topic string, key_bucket int")
-    return (rows.join(F.broadcast(wdf), ["topic", "window"], "left_semi")
-            .join(F.broadcast(kdf), ["topic", "key_bucket"], "left_semi"))
+    return rows.join(F.broadcast(wdf), ["topic", "window"], "left_semi")
 
 
-def classify(rows: DataFrame, *, complete: bool = True) -> DataFrame:
-    """Full multiset comparison of fingerprinted rows of both sides.
+# A record's coordinates packed in one long: partition in the high 16 bits, offset in the low 48.
+_OFFSET_BITS = 48
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 
-    ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. Returns one row per
-    offending record: class, side ('source'/'target'), topic, partition, offset, timestamp, key,
-    key_hash, checksum.
 
-    Count *differences* per (topic, key, checksum) are exact even when ``rows`` hold only the
-    differing buckets (the other buckets hold equal multisets). Whether the source has an identity
-    or a key *at all* is not: with ``complete=False`` target records whose identity has no source
-    copy in ``rows`` get the class ``target_only``, for :func:`resolve_target_only` to settle
-    against the whole source. With ``complete=True`` (``rows`` hold every record) they are settled
-    here: ``corrupted`` when the source has the key, else ``unexpected``.
+def _per_side(marker: int, suffix: str) -> list[Column]:
+    """Count of one side's copies of an identity, and the first and last copy (by coordinates).
+
+    Coordinates are unique within a side, so with at most two copies the min and the max are
+    both copies exactly, each with its own timestamp (``min_by``/``max_by``); all fixed-width
+    buffers, so the aggregation stays a hash aggregation.
     """
-    is_s = F.when(F.col("side") == SOURCE, 1).otherwise(0)
-    is_t = F.when(F.col("side") == TARGET, 1).otherwise(0)
-    # One shuffle: every window below is clustered by (topic, key) or finer.
-    by_key = Window.partitionBy("topic", "key")
-    by_identity = Window.partitionBy("topic", "key", "checksum")
-    # which copies are the surplus ones: the latest (timestamp, then offset within a partition)
-    by_copy = Window.partitionBy("topic", "key", "checksum", "side").orderBy(
-        F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc())
-    r = rows
-    if complete:
-        r = r.withColumn("key_in_source", F.max(is_s).over(by_key) > 0)
-    r = (r.withColumn("n_s", F.sum(is_s).over(by_identity))
-         .withColumn("n_t", F.sum(is_t).over(by_identity))
-         .where(F.col("n_s") != F.col("n_t"))
-         .withColumn("rn", F.row_number().over(by_copy)))
-    n_s, n_t, rn = F.col("n_s"), F.col("n_t"), F.col("rn")
-    src, tgt = F.col("side") == SOURCE, F.col("side") == TARGET
-    target_only = (F.lit("target_only") if not complete
-                   else F.when(F.col("key_in_source"), F.lit("corrupted")).otherwise(F.lit("unexpected")))
-    cls = (F.when(src & (n_s > n_t) & (rn <= n_s - n_t), F.lit("missing"))
-           .when(tgt & (n_s > 0) & (n_t > n_s) & (rn <= n_t - n_s), F.lit("duplicated"))
-           .when(tgt & (n_s == 0), target_only))
-    return (r.withColumn("class", cls)
-            .where(F.col("class").isNotNull())
-            .select("class",
-                    F.when(src, F.lit("source")).otherwise(F.lit("target")).alias("side"),
-                    "topic", "partition", "offset", F.col("ts").alias("timestamp"),
+    on = F.col("side") == marker
+    coord = F.when(on, F.col("partition").cast("long") * F.lit(1 << _OFFSET_BITS) + F.col("offset"))
+    ts = F.when(on, F.col("ts"))
+    return [F.sum(F.when(on, 1).otherwise(0)).alias(f"n_{suffix}"),
+            F.min(coord).alias(f"c0_{suffix}"), F.max(coord).alias(f"c1_{suffix}"),
+            F.min_by(ts, coord).alias(f"t0_{suffix}"), F.max_by(ts, coord).alias(f"t1_{suffix}")]
+
+
+def identity_differences(rows: DataFrame, *, complete: bool | Collection[str] = True,
+                         partitions: int | None = None) -> DataFrame:
+    """Every identity (topic, key, checksum) whose copy counts differ between the sides, classified.
+
+    ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. One shuffle by
+    (topic, key) serves both the identity aggregation and the per-key question "does the source
+    have this key at all" (a window over the aggregated rows). Returns topic, key, key_hash,
+    checksum, class, side, d (how many copies are surplus), n (copies on that side) and the first
+    and last copy's coordinates (c0, t0, c1, t1) on that side.
+
+    ``complete`` says for which topics ``rows`` hold every record (True: all, False: none).
+    Target records whose identity has no source copy in ``rows`` are ``corrupted`` (the source has
+    the key) or ``unexpected`` (it does not) in complete topics, ``target_only`` elsewhere, for
+    :func:`resolve_target_only` to settle against the whole source.
+    """
+    parted = rows.repartition(partitions, "topic", "key") if partitions else rows.repartition("topic", "key")
+    agg = (parted.groupBy("topic", "key", "key_hash", "checksum")
+           .agg(*_per_side(SOURCE, "s"), *_per_side(TARGET, "t"))
+           .withColumn("key_in_source", F.max(F.col("n_s") > 0).over(Window.partitionBy("topic", "key")))
+           .where(F.col("n_s") != F.col("n_t")))
+    if complete is True:
+        settled = F.lit(True)
+    elif complete is False or not complete:
+        settled = F.lit(False)
+    else:
+        settled = F.col("topic").isin(sorted(complete))
+    n_s, n_t = F.col("n_s"), F.col("n_t")
+    src = n_s > n_t
+    cls = (F.when(src, F.lit("missing"))
+           .when(n_s > 0, F.lit("duplicated"))
+           .when(~settled, F.lit("target_only"))
+           .when(F.col("key_in_source"), F.lit("corrupted"))
+           .otherwise(F.lit("unexpected")))
+
+    def pick(name: str) -> Column:
+        return F.when(src, F.col(f"{name}_s")).otherwise(F.col(f"{name}_t")).alias(name)
+
+    return agg.select("topic", "key", "key_hash", "checksum", cls.alias("class"),
+                      F.when(src, F.lit("source")).otherwise(F.lit("target")).alias("side"),
+                      F.abs(n_s - n_t).alias("d"), pick("n"), pick("c0"), pick("t0"), pick("c1"), pick("t1"))
+
+
+def _copy(c: str, t: str) -> Column:
+    return F.struct(F.col(t).alias("ts"), F.col(c).bitwiseAND(F.lit(_OFFSET_MASK)).alias("offset"),
+                    F.shiftright(F.col(c), _OFFSET_BITS).cast("int").alias("partition"))
+
+
+def surplus_copies(ident: DataFrame) -> DataFrame:
+    """Offending records of the identities with at most two copies on the surplus side.
+
+    Their coordinates come straight from :func:`identity_differences`: the surplus copies are the
+    latest ones (timestamp, then offset, then partition). Output columns: class, side, topic,
+    partition, offset, timestamp, key, key_hash, checksum.
+    """
+    copies = F.when(F.col("n") == 1, F.array(_copy("c0", "t0"))).otherwise(
+        F.array(_copy("c0", "t0"), _copy("c1", "t1")))
+    latest = F.slice(F.sort_array(copies, asc=False), 1, F.col("d").cast("int"))
+    return (ident.where(F.col("n") <= 2)
+            .select("class", "side", "topic", "key", "key_hash", "checksum", F.explode(latest).alias("c"))
+            .select("class", "side", "topic", F.col("c.partition").alias("partition"),
+                    F.col("c.offset").alias("offset"), F.col("c.ts").alias("timestamp"),
                     "key", "key_hash", "checksum"))
+
+
+def ranked_copies(rows: DataFrame, ident: DataFrame) -> DataFrame:
+    """Offending records of the identities with more than two copies on the surplus side.
+
+    Rare (the same content written three times or more, with a differing count): their copies
+    are found again in ``rows`` and ranked, latest first; same output columns as
+    :func:`surplus_copies`.
+    """
+    many = ident.where(F.col("n") > 2).select(
+        "topic", "key_hash", "checksum", "class", F.col("side").alias("copy_side"), "d",
+        F.when(F.col("side") == "source", F.lit(SOURCE)).otherwise(F.lit(TARGET)).alias("want"))
+    by_copy = Window.partitionBy("topic", "key_hash", "checksum").orderBy(
+        F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc())
+    return (rows.join(F.broadcast(many), ["topic", "key_hash", "checksum"])
+            .where(F.col("side") == F.col("want"))
+            .withColumn("rn", F.row_number().over(by_copy))
+            .where(F.col("rn") <= F.col("d"))
+            .select("class", F.col("copy_side").alias("side"), "topic", "partition", "offset",
+                    F.col("ts").alias("timestamp"), "key", "key_hash", "checksum"))
+
+
+def classify(rows: DataFrame, *, complete: bool | Collection[str] = True, partitions: int | None = None) -> DataFrame:
+    """Full multiset comparison of fingerprinted rows of both sides: one row per offending record.
+
+    ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. Output columns: class,
+    side ('source'/'target'), topic, partition, offset, timestamp, key, key_hash, checksum.
+    :func:`identity_differences` + :func:`surplus_copies` + :func:`ranked_copies` in one plan
+    (which reads ``rows`` twice); the job runs the steps apart and skips the last when no
+    identity needs it. Count differences per identity are exact even when ``rows`` hold only the
+    differing windows (the others hold equal multisets); see ``complete`` there.
+    """
+    ident = identity_differences(rows, complete=complete, partitions=partitions)
+    return surplus_copies(ident).unionByName(ranked_copies(rows, ident))
 
 
 def resolve_target_only(offending: DataFrame, source_rows: DataFrame) -> DataFrame:

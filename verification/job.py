@@ -4,9 +4,9 @@ Steps (progress on stderr):
 
 1. fix the offset bounds of every partition on both sides (confluent-kafka, before any read);
 2. pass 1 — read both sides once with Spark's Kafka source (or the archive), fingerprint every
-   record with JVM built-ins and keep per-bucket (count, sum of hashes);
-3. pass 2 — re-read only the offset spans of differing time windows, keep rows of differing key
-   buckets, and compare them as multisets of (topic, key, checksum);
+   record with JVM built-ins and keep per time window (count, sum of hashes, offset span);
+3. pass 2 — re-read only the offset spans of differing time windows and compare their records
+   as multisets of (topic, key, checksum): one shuffle, an aggregation per identity;
 4. (only when the target holds keys the pass-2 rows cannot place) look those keys up in the source;
 5. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory.
 
@@ -39,11 +39,13 @@ from verification.compare import (
     Differences,
     TimeGrid,
     bucket_summary,
-    classify,
     find_differences,
+    identity_differences,
+    ranked_copies,
     resolve_target_only,
     select_differing,
-    with_buckets,
+    surplus_copies,
+    with_window,
 )
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
@@ -169,6 +171,21 @@ def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
     return TimeGrid.spanning(ranges, windows)
 
 
+def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
+    """Earliest and latest record timestamp (ms) of ``topics`` on either side, for the chart's axis.
+
+    Topics without records do not count; when no topic has any, the last hour before now.
+    """
+    firsts = [b.first_ts for side in bounds for t in topics for b in side.get(t, {}).values()
+              if b.size and b.first_ts >= 0]
+    lasts = [b.max_ts for side in bounds for t in topics for b in side.get(t, {}).values()
+             if b.size and b.max_ts >= 0]
+    if not firsts or not lasts:
+        now = int(time.time() * 1000)
+        return now - 3_600_000, now
+    return min(firsts), max(max(lasts), min(firsts) + 1)
+
+
 def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, tuple[int, int]]],
                    marker: int, side_options: dict[int, dict[str, str]]) -> DataFrame:
     return fingerprint(read_side(spark, side, ranges, kafka_options=side_options[marker])).withColumn(
@@ -177,7 +194,7 @@ def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, 
 
 def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics: list[str] | None = None,
                      cutoff_ms: int | None = None, spark: SparkSession | None = None,
-                     master: str | None = DEFAULT_MASTER, windows: int = 512, key_buckets: int = 1 << 14,
+                     master: str | None = DEFAULT_MASTER, windows: int | None = None,
                      kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
                      sample_size: int = 20, collect_limit: int = 500_000) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
@@ -219,29 +236,29 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     _print_bounds(say, "source", bounds_s, topics)
     _print_bounds(say, "target", bounds_t, topics)
     t = clock.lap("bounds_s", t)
+    total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
+    windows = windows or auto_windows(total)
     grid = _grid(topics, bounds_s, bounds_t, windows=windows)
     spark = get_spark()
     prefer_kafka_v2(spark)
     t = time.monotonic()
 
-    # 2. pass 1: one read of everything, per-bucket (count, sum)
-    total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
-    say(f"pass 1: reading and fingerprinting {total:,} records on both sides")
+    # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span)
+    say(f"pass 1: reading and fingerprinting {total:,} records on both sides ({windows:,} windows per topic)")
     fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
           .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
-    summary_pdf = _spark_action(
-        lambda: bucket_summary(fp, grid=grid, key_buckets=key_buckets, cutoff_ms=cutoff_ms).toPandas(),
-        source, target)
+    summary_pdf = _spark_action(lambda: bucket_summary(fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(),
+                                source, target)
     diff = find_differences(summary_pdf)
     pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
     n_dw = sum(len(v) for v in diff.windows.values())
-    n_dk = sum(len(v) for v in diff.key_buckets.values())
-    say(f"pass 1 done: {pass1_records:,} records; differing buckets: {n_dw:,} windows, {n_dk:,} key buckets")
+    say(f"pass 1 done: {pass1_records:,} records; {n_dw:,} of {sum(diff.total_windows.values()):,} windows differ")
     t = clock.lap("pass1_s", t)
 
-    # 3. pass 2: exact comparison of the differing buckets only
+    # 3. pass 2: exact comparison of the differing windows only
     offending: DataFrame | None = None
     did_pass2b = False
+    pass2_rows = 0
     persisted: list[DataFrame] = []
     counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
     if diff.any:
@@ -249,31 +266,34 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
             "target offsets of the differing windows")
         rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
                 .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
-        rows = with_buckets(rows, grid, key_buckets, cutoff_ms).where(~F.col("late"))
-        rows = select_differing(spark, rows, diff).persist()
-        persisted.append(rows)
-        offending = classify(rows, complete=False).persist()
+        rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
+        complete = {tp for tp in topics if diff.complete(tp)}
+        ident = identity_differences(rows, complete=complete,
+                                     partitions=_shuffle_partitions(spark, total)).persist()
+        persisted.append(ident)
+        n_many = _spark_action(lambda: ident.where(F.col("n") > 2).count(), source, target)
+        offending = surplus_copies(ident)
+        if n_many:  # identities written three times or more: rank their copies over a re-read
+            say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
+            offending = offending.unionByName(ranked_copies(rows, ident))
+        offending = offending.persist()
         persisted.append(offending)
         found = _class_counts(offending, source, target)
+        pass2_rows = sum(n for (tp, w), n in _window_rows(summary_pdf, diff).items())
         t = clock.lap("pass2_s", t)
-        # 4. target records whose identity has no source copy in the re-read rows: is it (or its key)
-        #    anywhere in the source? Pass-2 rows settle topics whose every source window was re-read.
-        only_topics = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
-        if only_topics:
-            lookup = rows.where(F.col("side") == SOURCE).select("topic", "key", "checksum")
-            incomplete = [tp for tp in only_topics if not diff.complete(tp)]
-            if incomplete:
-                did_pass2b = True
-                n_only = sum(n for (tp, c), n in found.items() if c == "target_only" and tp in incomplete)
-                say(f"pass 2b: looking up {n_only:,} target-only records in the whole source of {incomplete}")
-                cand = (offending.where((F.col("class") == "target_only") & F.col("topic").isin(incomplete))
-                        .select("topic", "key_hash").distinct())
-                full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
-                src_all = with_buckets(_fingerprinted(spark, source, full, SOURCE, side_options),
-                                       grid, key_buckets, cutoff_ms).where(~F.col("late"))
-                src_all = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
-                lookup = lookup.unionByName(src_all.select("topic", "key", "checksum"))
-            offending = resolve_target_only(offending, lookup).persist()
+        # 4. target records whose identity has no source copy in the re-read windows of a topic
+        #    whose source was not wholly re-read: is the identity, or its key, anywhere in the source?
+        incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
+        if incomplete:
+            did_pass2b = True
+            n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
+            say(f"pass 2b: looking up {n_only:,} target-only records in the whole source of {incomplete}")
+            cand = (offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct())
+            full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
+            src_all = with_window(_fingerprinted(spark, source, full, SOURCE, side_options),
+                                  grid, cutoff_ms).where(~F.col("late"))
+            lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
+            offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
             persisted.append(offending)
             found = _class_counts(offending, source, target)
             t = clock.lap("pass2b_s", t)
@@ -282,9 +302,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
 
     # 5. outputs
     say("writing the report")
-    starts = list(grid.origin.values())
-    t_lo = min(starts) if starts else 0
-    t_hi = max((grid.origin[tp] + grid.width[tp] * windows for tp in grid.origin), default=t_lo + 1)
+    t_lo, t_hi = _time_range(topics, bounds_s, bounds_t)
     bin_ms = max(1, -(-(t_hi - t_lo) // 120))
     n_offending = sum(sum(v.values()) for v in counts.values())
     off_dir = out / OFFENDING_DIR
@@ -302,7 +320,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
 
     summary = _summary(source=source, target=target, topics=topics, bounds_s=bounds_s, bounds_t=bounds_t,
                        diff=diff, counts=counts, cutoff_ms=cutoff_ms, grid=grid, windows=windows,
-                       key_buckets=key_buckets, pass1_records=pass1_records, did_pass2b=did_pass2b,
+                       pass1_records=pass1_records, pass2_rows=pass2_rows, did_pass2b=did_pass2b,
                        spark=spark, out=out, started_at=started_at)
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
@@ -313,6 +331,31 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES)
         + f"; report in {out}")
     return VerificationResult(summary, out)
+
+
+def auto_windows(records: int) -> int:
+    """Time windows per topic for ``records`` records: about 500 records per window, 512 to 16,384.
+
+    Finer windows send fewer records to the exact comparison when losses are scattered; the
+    pass-1 result (sides × partitions × windows rows) stays small enough for the driver.
+    """
+    return int(min(16_384, max(512, records // 500)))
+
+
+def _shuffle_partitions(spark: SparkSession, records: int) -> int:
+    """At least the session's setting, and about 2M records per shuffle partition."""
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions", "4") or 4)
+    return max(configured, -(-records // 2_000_000))
+
+
+def _window_rows(summary: Any, diff: Differences) -> dict[tuple[str, int], int]:
+    """Records (both sides, before the cut-off) in each differing window: what pass 2 compares."""
+    wins = {(t, w) for t, ws in diff.windows.items() for w in ws}
+    out: dict[tuple[str, int], int] = {}
+    for r in summary[["topic", "window", "n"]].itertuples(index=False):
+        if (r.topic, int(r.window)) in wins:
+            out[(r.topic, int(r.window))] = out.get((r.topic, int(r.window)), 0) + int(r.n)
+    return out
 
 
 def _class_counts(offending: DataFrame, source: Side, target: Side) -> dict[tuple[str, str], int]:
@@ -361,7 +404,7 @@ def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t
 
 def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
              diff: Differences, counts: dict[str, dict[str, int]], cutoff_ms: int | None, grid: TimeGrid,
-             windows: int, key_buckets: int, pass1_records: int, did_pass2b: bool,
+             windows: int, pass1_records: int, pass2_rows: int, did_pass2b: bool,
              spark: SparkSession, out: Path, started_at: datetime) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
@@ -405,11 +448,11 @@ def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBou
             "checksum": CHECKSUM_DESCRIPTION,
             "key_hash": "xxhash64(topic, key IS NULL, key)",
             "identity": "(topic, key, checksum), compared as multisets",
-            "windows": windows, "key_buckets": key_buckets, "grid": grid.to_dict(),
+            "windows": windows, "grid": grid.to_dict(),
             "pass1_records": pass1_records,
             "differing_windows": sum(len(v) for v in diff.windows.values()),
-            "differing_key_buckets": sum(len(v) for v in diff.key_buckets.values()),
             "pass2_offsets": diff.span_records(SOURCE) + diff.span_records(TARGET),
+            "pass2_compared_records": pass2_rows,
             "pass2b": did_pass2b,
         },
         "spark": {"master": spark.sparkContext.master, "version": spark.version},

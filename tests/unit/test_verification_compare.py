@@ -81,6 +81,42 @@ def test_unexpected_is_a_key_the_source_never_had(spark):
     assert offending(spark, src, tgt) == [("unexpected", "target", 0, 1), ("unexpected", "target", 0, 2)]
 
 
+def test_more_than_two_surplus_copies_are_ranked_over_their_rows(spark):
+    # five source copies, one on the target: the four latest source copies are missing
+    src = [(p, o, 10 * (o + 1) + p, b"a", b"1") for p, o in ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2))]
+    tgt = [(3, 7, 11, b"a", b"1")]
+    out = offending(spark, src, tgt)
+    assert out == [("missing", "source", 0, 1), ("missing", "source", 0, 2), ("missing", "source", 1, 0),
+                   ("missing", "source", 1, 1)]
+    # three target copies of a record the source holds once: the two latest are duplicates
+    tgt3 = [(0, 0, 10, b"b", b"2"), (1, 0, 30, b"b", b"2"), (2, 0, 20, b"b", b"2")]
+    assert offending(spark, [(0, 0, 10, b"b", b"2")], tgt3) == [
+        ("duplicated", "target", 1, 0), ("duplicated", "target", 2, 0)]
+
+
+def test_offending_rows_carry_timestamp_key_and_checksum(spark):
+    out = classify(rows_of(spark, [(4, 9, 1234, b"k", b"v")], [])).collect()
+    assert [(r["timestamp"], r["key"], r["checksum"], r["partition"], r["offset"]) for r in out] == [
+        (1234, b"k", checksum(b"v"), 4, 9)]
+
+
+def test_two_copies_with_equal_timestamps_are_told_apart_by_offset(spark):
+    src = [(0, 5, 10, b"a", b"1"), (0, 6, 10, b"a", b"1")]
+    assert offending(spark, src, [(0, 0, 10, b"a", b"1")]) == [("missing", "source", 0, 6)]
+    assert offending(spark, src, []) == [("missing", "source", 0, 5), ("missing", "source", 0, 6)]
+
+
+def test_complete_topics_are_settled_and_the_others_left_for_lookup(spark):
+    def side(records, marker, topic):
+        data = [(topic, p, o, ts, k, v, None) for p, o, ts, k, v in records]
+        return fingerprint(spark.createDataFrame(data, CANONICAL_SCHEMA)).withColumn("side", F.lit(marker))
+    rows = (side([(0, 0, 10, b"a", b"1")], SOURCE, "x").unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "x"))
+            .unionByName(side([(0, 0, 10, b"a", b"1")], SOURCE, "y"))
+            .unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "y")))
+    got = sorted((r["topic"], r["class"]) for r in classify(rows, complete={"x"}).collect())
+    assert got == [("x", "corrupted"), ("x", "missing"), ("y", "missing"), ("y", "target_only")]
+
+
 def test_target_only_records_are_settled_against_the_whole_source(spark):
     # pass-2 rows hold only the differing buckets: the source copies of b and a live elsewhere
     rows = rows_of(spark, [(0, 0, 10, b"a", b"1")],
@@ -103,10 +139,9 @@ def test_bucket_summary_finds_exactly_the_differing_window_and_spans(spark):
     tgt = [(p, o + 7, ts, k, v) for p, o, ts, k, v in src if not (p == 1 and o == 95)]
     rows = rows_of(spark, src, tgt)
     grid = TimeGrid.spanning({"t": (1000, 1999)}, windows=10)
-    pdf = bucket_summary(rows, grid=grid, key_buckets=64, cutoff_ms=None).toPandas()
+    pdf = bucket_summary(rows, grid=grid, cutoff_ms=None).toPandas()
     diff = find_differences(pdf)
     assert diff.windows == {"t": [9]}
-    assert len(diff.key_buckets["t"]) == 1
     assert diff.read == {SOURCE: {"t": {0: 100, 1: 100}}, TARGET: {"t": {0: 100, 1: 99}}}
     # only the tail window of each partition is read again (target offsets shifted by 7)
     assert diff.spans[SOURCE]["t"] == {0: (90, 100), 1: (90, 100)}
@@ -118,18 +153,15 @@ def test_records_after_the_cutoff_are_counted_apart_and_not_compared(spark):
     tgt = [(0, 0, 100, b"a", b"1"), (0, 1, 500, b"late", b"x"), (0, 2, 501, b"a", b"1")]
     rows = rows_of(spark, src, tgt)
     grid = TimeGrid.spanning({"t": (100, 501)}, windows=4)
-    diff = find_differences(bucket_summary(rows, grid=grid, key_buckets=16, cutoff_ms=200).toPandas())
+    diff = find_differences(bucket_summary(rows, grid=grid, cutoff_ms=200).toPandas())
     assert not diff.any
     assert diff.after_cutoff == {TARGET: {"t": 2}}
 
 
 def test_find_differences_on_identical_sides_is_empty():
     pdf = pd.DataFrame([
-        {"side": s, "topic": "t", "partition": 0, "window": 0, "key_bucket": None, "n": 3, "lo": 5, "hi": 7,
-         "omin": 0, "omax": 2, "gid": 1} for s in (SOURCE, TARGET)
-    ] + [
-        {"side": s, "topic": "t", "partition": None, "window": None, "key_bucket": 4, "n": 3, "lo": 5, "hi": 7,
-         "omin": 0, "omax": 2, "gid": 6} for s in (SOURCE, TARGET)
+        {"side": s, "topic": "t", "partition": 0, "window": 0, "n": 3, "lo": 5, "hi": 7, "omin": 0, "omax": 2}
+        for s in (SOURCE, TARGET)
     ])
     diff = find_differences(pdf)
     assert not diff.any and diff.windows == {} and diff.spans == {}
@@ -140,5 +172,5 @@ def test_a_sum_collision_needs_equal_counts_and_both_halves(spark):
     # same count, different content: the (lo, hi) sums must differ
     assert checksum(b"x", None) != checksum(b"y", None)
     rows = rows_of(spark, [(0, 0, 1, b"a", b"x")], [(0, 0, 1, b"a", b"y")])
-    pdf = bucket_summary(rows, grid=TimeGrid.spanning({"t": (1, 1)}, 1), key_buckets=1, cutoff_ms=None).toPandas()
+    pdf = bucket_summary(rows, grid=TimeGrid.spanning({"t": (1, 1)}, 1), cutoff_ms=None).toPandas()
     assert find_differences(pdf).any
