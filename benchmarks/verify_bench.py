@@ -292,7 +292,7 @@ def main() -> int:
                 runs["b"].append({"seconds": rv["seconds"], "peak_mb": rv["peak_mb"], "missing_found": found,
                                   "timings": summary["timings"], "load_avg": os.getloadavg()[0],
                                   "method": {k: summary["method"][k] for k in (
-                                      "records_read", "identities_ranked_over_a_second_read")}})
+                                      "windows", "differing_windows", "pass2_offsets", "pass2_compared_records", "pass2b")}})
                 print(f"[{profile} #{rep + 1}] (b) verification: {rv['seconds']:.1f}s, found {found:,} missing",
                       flush=True)
 

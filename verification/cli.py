@@ -96,13 +96,15 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
 @click.option("--master", default=DEFAULT_MASTER, show_default=True,
               help="Spark master (ignored under spark-submit).")
+@click.option("--windows", type=int, default=None,
+              help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 16384).")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @_exit_codes
 def verify(stack: str | None, source_name: str | None, target_name: str | None, source_bootstrap: str | None,
            target_bootstrap: str | None, credentials: Path | None, source_credentials: Path | None,
            target_credentials: Path | None, source_archive: Path | None, target_archive: Path | None,
            topics: tuple[str, ...], cutoff: str | None, out: Path | None, as_json: bool, master: str,
-           quiet: bool) -> None:
+           windows: int | None, quiet: bool) -> None:
     """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
     from verification.job import run_verification
 
@@ -110,9 +112,11 @@ def verify(stack: str | None, source_name: str | None, target_name: str | None, 
                           credentials=source_credentials or credentials, archive=source_archive)
     target = resolve_side("target", stack=stack, name=target_name, bootstrap=target_bootstrap,
                           credentials=target_credentials or credentials, archive=target_archive)
+    if windows is not None and windows < 1:
+        raise ConfigError(f"--windows must be positive, not {windows}.", "leave it out to use the default")
     out = out or Path("out") / f"verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
-                              cutoff_ms=parse_cutoff(cutoff), master=master,
+                              cutoff_ms=parse_cutoff(cutoff), master=master, windows=windows,
                               progress=Progress("verify", enabled=not quiet))
     if as_json:
         click.echo(json.dumps(result.summary, indent=2))

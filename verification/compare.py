@@ -1,14 +1,19 @@
-"""Multiset comparison of two sides in one read and one shuffle.
+"""Multiset comparison of two sides, in two passes so that the cost stays near one read.
 
 Records are matched by content, never by offset (MirrorMaker 2 does not keep offsets): the
 identity of a record is (topic, key, checksum) and each side is a multiset of identities.
 
-:func:`identity_differences` shuffles the fingerprinted rows of both sides once by (topic, key),
-counts the copies of every identity on each side and keeps, with their classes, only identities
-whose counts differ — together with the coordinates of up to two copies on the surplus side, so
-the offending records come out of the same aggregation (:func:`surplus_copies`). Identities held
-three times or more with a differing count are rare; :func:`ranked_copies` ranks their copies
-over a second read. The classes, per identity:
+Pass 1 (:func:`bucket_summary`) reads every record once and keeps, per time window
+``(side, topic, partition, window)``, the count, the sum of ``record_hash`` and the offset span —
+one hash aggregation with few groups, at nearly the speed of the read. MM2 keeps record
+timestamps, so windows line up across clusters.
+
+:func:`find_differences` compares the windows of the two sides (per topic). Only differing
+windows are read again (pass 2, exact offset spans per partition) and only their rows enter
+:func:`classify`, the full multiset comparison: one shuffle by (topic, key), an aggregation per
+identity, and the surplus copies of each differing identity. Non-differing windows hold equal
+multisets, so count *differences* per identity are exact from the differing windows alone;
+whether the source has an identity or key elsewhere is settled by :func:`resolve_target_only`:
 
 * ``missing``     — source copies without a target copy (count in source minus count in target);
 * ``duplicated``  — extra target copies of a record the source has (wherever in time the original is);
@@ -22,29 +27,194 @@ it missing and recovery would duplicate it). They are counted apart as ``after_c
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from verification.classes import CLASSES
 
 __all__ = [
     "CLASSES",
+    "Differences",
+    "LATE_WINDOW",
     "SOURCE",
     "TARGET",
-    "after_cutoff",
+    "TimeGrid",
+    "bucket_summary",
     "classify",
+    "find_differences",
     "identity_differences",
     "ranked_copies",
     "surplus_copies",
+    "resolve_target_only",
+    "select_differing",
+    "with_window",
 ]
 
 #: Side markers in the ``side`` column.
 SOURCE, TARGET = 0, 1
+#: Window number given to records after the cut-off (never compared).
+LATE_WINDOW = -(1 << 62)
 
 
-def after_cutoff(cutoff_ms: int | None) -> Column:
-    """True for records with a timestamp after ``cutoff_ms`` (never, without a cut-off)."""
+@dataclass(frozen=True)
+class TimeGrid:
+    """Per-topic time windows: ``window = (ts - origin) div width`` (ms)."""
+
+    origin: dict[str, int]
+    width: dict[str, int]
+
+    @classmethod
+    def spanning(cls, ranges: dict[str, tuple[int, int]], windows: int) -> TimeGrid:
+        """About ``windows`` equal windows over each topic's ``(min_ts, max_ts)``."""
+        origin, width = {}, {}
+        for topic, (t0, t1) in ranges.items():
+            if t0 < 0 or t1 < t0:
+                origin[topic], width[topic] = 0, 1 << 40
+                continue
+            origin[topic] = t0
+            width[topic] = max(1, -(-(t1 - t0 + 1) // max(1, windows)))
+        return cls(origin, width)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """JSON form for the summary."""
+        return {t: {"origin_ms": self.origin[t], "width_ms": self.width[t]} for t in self.origin}
+
+
+def _window_col(grid: TimeGrid) -> Column:
+    if not grid.origin:
+        return F.lit(0).cast("long")
+    if len(grid.origin) == 1:  # one topic: constants, no per-row map lookup
+        ((topic, origin),) = grid.origin.items()
+        diff = F.col("ts") - F.lit(origin).cast("long")
+        width = F.lit(grid.width[topic]).cast("long")
+        return ((diff - F.pmod(diff, width)) / width).cast("long")
+    origins = F.create_map(*[x for t, o in grid.origin.items() for x in (F.lit(t), F.lit(o).cast("long"))])
+    widths = F.create_map(*[x for t, w in grid.width.items() for x in (F.lit(t), F.lit(w).cast("long"))])
+    o_col = F.coalesce(origins[F.col("topic")], F.lit(0).cast("long"))
+    w_col = F.coalesce(widths[F.col("topic")], F.lit(1 << 40).cast("long"))
+    diff = F.col("ts") - o_col
+    # floor division, exact (the numerator is a multiple of the width) and right for negatives
+    return ((diff - F.pmod(diff, w_col)) / w_col).cast("long")
+
+
+def _late(cutoff_ms: int | None) -> Column:
     return F.lit(False) if cutoff_ms is None else F.col("ts") > F.lit(int(cutoff_ms))
+
+
+def with_window(fp: DataFrame, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
+    """Add ``late`` and ``window`` (``LATE_WINDOW`` for records after the cut-off)."""
+    late = _late(cutoff_ms)
+    return (fp.withColumn("late", late)
+            .withColumn("window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid))))
+
+
+def bucket_summary(fp: DataFrame, *, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
+    """Pass 1: per ``(side, topic, partition, window)`` the count, the sum of hashes and the offset span.
+
+    One hash aggregation with few groups per task, so it runs at nearly the speed of the read.
+    Topics are grouped by their index in the grid (integer keys keep the aggregation fast) and
+    named again on the few aggregated rows.
+    """
+    rows = with_window(fp, grid, cutoff_ms)
+    names = sorted(grid.origin)
+    if len(names) == 1:
+        rows = rows.withColumn("topic_id", F.when(F.col("topic") == names[0], F.lit(0)).otherwise(F.lit(-1)))
+    elif names:
+        index = F.create_map(*[x for i, t in enumerate(names) for x in (F.lit(t), F.lit(i))])
+        rows = rows.withColumn("topic_id", F.coalesce(index[F.col("topic")], F.lit(-1)))
+    else:
+        rows = rows.withColumn("topic_id", F.lit(-1))
+    rh = F.col("record_hash")
+    agg = (rows.groupBy("side", "topic_id", "partition", "window")
+           .agg(F.count(F.lit(1)).alias("n"),
+                F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
+                F.sum(F.shiftright(rh, 32)).alias("hi"),
+                F.min("offset").alias("omin"),
+                F.max("offset").alias("omax")))
+    topic = (F.element_at(F.array(*[F.lit(t) for t in names]), F.col("topic_id") + 1) if names
+             else F.lit(None).cast("string"))
+    return agg.select("side", F.when(F.col("topic_id") >= 0, topic).alias("topic"), "partition", "window",
+                      "n", "lo", "hi", "omin", "omax")
+
+
+@dataclass
+class Differences:
+    """What pass 1 found: differing windows, spans to read again, and the per-partition counts."""
+
+    windows: dict[str, list[int]] = field(default_factory=dict)
+    #: side → topic → partition → (start, end) offsets to read in pass 2
+    spans: dict[int, dict[str, dict[int, tuple[int, int]]]] = field(default_factory=dict)
+    #: side → topic → partition → records read in pass 1
+    read: dict[int, dict[str, dict[int, int]]] = field(default_factory=dict)
+    #: side → topic → records after the cut-off
+    after_cutoff: dict[int, dict[str, int]] = field(default_factory=dict)
+    total_windows: dict[str, int] = field(default_factory=dict)
+    #: topic → windows holding source records (before the cut-off)
+    source_windows: dict[str, set[int]] = field(default_factory=dict)
+
+    def complete(self, topic: str) -> bool:
+        """True when pass 2 re-reads every source window of ``topic`` (no whole-source lookup needed)."""
+        return self.source_windows.get(topic, set()) <= set(self.windows.get(topic, ()))
+
+    @property
+    def any(self) -> bool:
+        """True when at least one window differs."""
+        return any(self.windows.values())
+
+    def span_records(self, side: int) -> int:
+        """How many offsets pass 2 reads on ``side``."""
+        return sum(e - s for parts in self.spans.get(side, {}).values() for s, e in parts.values())
+
+
+def _differing(pdf: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Rows of ``keys`` whose (n, lo, hi) sums differ between the two sides."""
+    if pdf.empty:
+        return pd.DataFrame(columns=keys)
+    sums = pdf.groupby([*keys, "side"], sort=False)[["n", "lo", "hi"]].sum().reset_index()
+    src = sums[sums["side"] == SOURCE].drop(columns="side")
+    tgt = sums[sums["side"] == TARGET].drop(columns="side")
+    both = src.merge(tgt, on=keys, how="outer", suffixes=("_s", "_t")).fillna(0)
+    mask = ((both["n_s"] != both["n_t"]) | (both["lo_s"] != both["lo_t"]) | (both["hi_s"] != both["hi_t"]))
+    return both.loc[mask, keys].reset_index(drop=True)
+
+
+def find_differences(summary: pd.DataFrame) -> Differences:
+    """Compare the pass-1 windows of the two sides (``summary`` = collected :func:`bucket_summary`).
+
+    Windows are compared per topic, summed over partitions, so a record replicated into another
+    partition still matches; the spans to re-read are then taken per partition.
+    """
+    d = Differences()
+    for r in summary.groupby(["side", "topic", "partition"])["n"].sum().reset_index().itertuples():
+        d.read.setdefault(int(r.side), {}).setdefault(r.topic, {})[int(r.partition)] = int(r.n)
+    late = summary[summary["window"] == LATE_WINDOW]
+    for r in late.groupby(["side", "topic"])["n"].sum().reset_index().itertuples():
+        d.after_cutoff.setdefault(int(r.side), {})[r.topic] = int(r.n)
+    inwin = summary[summary["window"] != LATE_WINDOW]
+    for t, n in inwin.groupby("topic")["window"].nunique().items():
+        d.total_windows[t] = int(n)
+    for t, grp in inwin[inwin["side"] == SOURCE].groupby("topic"):
+        d.source_windows[t] = {int(w) for w in grp["window"]}
+    dw = _differing(inwin, ["topic", "window"])
+    for t, grp in dw.groupby("topic"):
+        d.windows[t] = sorted(int(w) for w in grp["window"])
+    if not dw.empty:
+        sel = inwin.merge(dw, on=["topic", "window"])
+        spans = sel.groupby(["side", "topic", "partition"]).agg(lo=("omin", "min"), hi=("omax", "max")).reset_index()
+        for r in spans.itertuples():
+            d.spans.setdefault(int(r.side), {}).setdefault(r.topic, {})[int(r.partition)] = (int(r.lo), int(r.hi) + 1)
+    return d
+
+
+def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) -> DataFrame:
+    """Keep the pass-2 rows that lie in a differing window (``rows`` carry a ``window`` column)."""
+    wins = [(t, w) for t, ws in diff.windows.items() for w in ws]
+    wdf = spark.createDataFrame(wins or [("", 0)], "topic string, window long")
+    return rows.join(F.broadcast(wdf), ["topic", "window"], "left_semi")
 
 
 # A record's coordinates packed in one long: partition in the high 16 bits, offset in the low 48.
@@ -67,25 +237,37 @@ def _per_side(marker: int, suffix: str) -> list[Column]:
             F.min_by(ts, coord).alias(f"t0_{suffix}"), F.max_by(ts, coord).alias(f"t1_{suffix}")]
 
 
-def identity_differences(rows: DataFrame, *, partitions: int | None = None) -> DataFrame:
+def identity_differences(rows: DataFrame, *, complete: bool | Collection[str] = True,
+                         partitions: int | None = None) -> DataFrame:
     """Every identity (topic, key, checksum) whose copy counts differ between the sides, classified.
 
     ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. One shuffle by
     (topic, key) serves both the identity aggregation and the per-key question "does the source
     have this key at all" (a window over the aggregated rows). Returns topic, key, key_hash,
     checksum, class, side, d (how many copies are surplus), n (copies on that side) and the first
-    and last copy's coordinates (c0, t0, c1, t1) on that side. ``rows`` must hold every record
-    of the compared range of both sides: whether the source has a key is decided from them.
+    and last copy's coordinates (c0, t0, c1, t1) on that side.
+
+    ``complete`` says for which topics ``rows`` hold every record (True: all, False: none).
+    Target records whose identity has no source copy in ``rows`` are ``corrupted`` (the source has
+    the key) or ``unexpected`` (it does not) in complete topics, ``target_only`` elsewhere, for
+    :func:`resolve_target_only` to settle against the whole source.
     """
     parted = rows.repartition(partitions, "topic", "key") if partitions else rows.repartition("topic", "key")
     agg = (parted.groupBy("topic", "key", "key_hash", "checksum")
            .agg(*_per_side(SOURCE, "s"), *_per_side(TARGET, "t"))
            .withColumn("key_in_source", F.max(F.col("n_s") > 0).over(Window.partitionBy("topic", "key")))
            .where(F.col("n_s") != F.col("n_t")))
+    if complete is True:
+        settled = F.lit(True)
+    elif complete is False or not complete:
+        settled = F.lit(False)
+    else:
+        settled = F.col("topic").isin(sorted(complete))
     n_s, n_t = F.col("n_s"), F.col("n_t")
     src = n_s > n_t
     cls = (F.when(src, F.lit("missing"))
            .when(n_s > 0, F.lit("duplicated"))
+           .when(~settled, F.lit("target_only"))
            .when(F.col("key_in_source"), F.lit("corrupted"))
            .otherwise(F.lit("unexpected")))
 
@@ -139,14 +321,43 @@ def ranked_copies(rows: DataFrame, ident: DataFrame) -> DataFrame:
                     F.col("ts").alias("timestamp"), "key", "key_hash", "checksum"))
 
 
-def classify(rows: DataFrame, *, partitions: int | None = None) -> DataFrame:
+def classify(rows: DataFrame, *, complete: bool | Collection[str] = True, partitions: int | None = None) -> DataFrame:
     """Full multiset comparison of fingerprinted rows of both sides: one row per offending record.
 
     ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. Output columns: class,
     side ('source'/'target'), topic, partition, offset, timestamp, key, key_hash, checksum.
     :func:`identity_differences` + :func:`surplus_copies` + :func:`ranked_copies` in one plan
     (which reads ``rows`` twice); the job runs the steps apart and skips the last when no
-    identity needs it.
+    identity needs it. Count differences per identity are exact even when ``rows`` hold only the
+    differing windows (the others hold equal multisets); see ``complete`` there.
     """
-    ident = identity_differences(rows, partitions=partitions)
+    ident = identity_differences(rows, complete=complete, partitions=partitions)
     return surplus_copies(ident).unionByName(ranked_copies(rows, ident))
+
+
+def resolve_target_only(offending: DataFrame, source_rows: DataFrame) -> DataFrame:
+    """Settle ``target_only`` rows against fingerprinted ``source_rows`` (topic, key, checksum).
+
+    The identity exists in the source → ``duplicated`` (an extra copy written at another time);
+    only the key exists → ``corrupted``; neither → ``unexpected``.
+    """
+    cand = offending.where(F.col("class") == "target_only")
+    ident = (source_rows.select(F.col("topic").alias("i_topic"), F.col("key").alias("i_key"),
+                                F.col("checksum").alias("i_checksum"))
+             .join(cand.select("topic", "key", "checksum").distinct(),
+                   (F.col("i_topic") == F.col("topic")) & F.col("i_key").eqNullSafe(F.col("key"))
+                   & (F.col("i_checksum") == F.col("checksum")), "left_semi")
+             .distinct().withColumn("has_identity", F.lit(True)))
+    keys = (source_rows.select(F.col("topic").alias("k_topic"), F.col("key").alias("k_key"))
+            .join(cand.select("topic", "key").distinct(),
+                  (F.col("k_topic") == F.col("topic")) & F.col("k_key").eqNullSafe(F.col("key")), "left_semi")
+            .distinct().withColumn("has_key", F.lit(True)))
+    j = (offending
+         .join(ident, (offending["topic"] == ident["i_topic"]) & offending["key"].eqNullSafe(ident["i_key"])
+               & (offending["checksum"] == ident["i_checksum"]), "left")
+         .join(keys, (offending["topic"] == keys["k_topic"]) & offending["key"].eqNullSafe(keys["k_key"]), "left"))
+    resolved = (F.when(F.col("class") != "target_only", F.col("class"))
+                .when(F.col("has_identity").isNotNull(), F.lit("duplicated"))
+                .when(F.col("has_key").isNotNull(), F.lit("corrupted"))
+                .otherwise(F.lit("unexpected")))
+    return j.withColumn("class", resolved).select(*offending.columns)

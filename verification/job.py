@@ -3,13 +3,12 @@
 Steps (progress on stderr):
 
 1. fix the offset bounds of every partition on both sides (confluent-kafka, before any read);
-2. read both sides once with Spark's Kafka source (or the archive), fingerprint every record with
-   JVM built-ins, shuffle once by (topic, key) and aggregate per identity (topic, key, checksum):
-   only identities whose copy counts differ leave the aggregation, with the coordinates of their
-   copies (read counts are observed on the same scan);
-3. (only for identities held three times or more with a differing count) rank their copies over
-   a second read;
-4. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory.
+2. pass 1 — read both sides once with Spark's Kafka source (or the archive), fingerprint every
+   record with JVM built-ins and keep per time window (count, sum of hashes, offset span);
+3. pass 2 — re-read only the offset spans of differing time windows and compare their records
+   as multisets of (topic, key, checksum): one shuffle, an aggregation per identity;
+4. (only when the target holds keys the pass-2 rows cannot place) look those keys up in the source;
+5. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory.
 
 Under ``spark-submit`` the executors need no Python code (no UDF): only the spark-sql-kafka jars
 (``--jars $(python -m verification.job --print-jars)``). The driver needs this repository.
@@ -29,7 +28,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # pragma: no cover - spark-submit runs this file as a script
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dr.errors import ConfigError, DRError, VerificationFailed
@@ -37,10 +36,16 @@ from verification.compare import (
     CLASSES,
     SOURCE,
     TARGET,
-    after_cutoff,
+    Differences,
+    TimeGrid,
+    bucket_summary,
+    find_differences,
     identity_differences,
     ranked_copies,
+    resolve_target_only,
+    select_differing,
     surplus_copies,
+    with_window,
 )
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
@@ -157,6 +162,15 @@ def _print_bounds(say: Reporter, label: str, bounds: SideBounds, topics: list[st
         say(f"  {label} {t}: {total:,} records in {len(parts)} partitions {ranges}{more}")
 
 
+def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
+    ranges: dict[str, tuple[int, int]] = {}
+    for t in topics:
+        firsts = [b.first_ts for side in bounds for b in side.get(t, {}).values() if b.size and b.first_ts >= 0]
+        lasts = [b.max_ts for side in bounds for b in side.get(t, {}).values() if b.size and b.max_ts >= 0]
+        ranges[t] = (min(firsts), max(lasts)) if firsts and lasts else (-1, -1)
+    return TimeGrid.spanning(ranges, windows)
+
+
 def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
     """Earliest and latest record timestamp (ms) of ``topics`` on either side, for the chart's axis.
 
@@ -180,7 +194,7 @@ def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, 
 
 def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics: list[str] | None = None,
                      cutoff_ms: int | None = None, spark: SparkSession | None = None,
-                     master: str | None = DEFAULT_MASTER,
+                     master: str | None = DEFAULT_MASTER, windows: int | None = None,
                      kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
                      sample_size: int = 20, collect_limit: int = 500_000) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
@@ -197,7 +211,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
     # One consumer group per side for the whole run: Spark pools its consumers by (group, partition),
-    # so a second read reuses the connections of the first instead of logging in again.
+    # so pass 2 reuses the connections of pass 1 instead of logging in again for every partition.
     # Groups must differ per side: both clusters have the same topic-partitions. Nothing is committed.
     run_id = uuid.uuid4().hex[:12]
     side_options = {marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
@@ -223,45 +237,77 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     _print_bounds(say, "target", bounds_t, topics)
     t = clock.lap("bounds_s", t)
     total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
+    windows = windows or auto_windows(total)
+    grid = _grid(topics, bounds_s, bounds_t, windows=windows)
     spark = get_spark()
     prefer_kafka_v2(spark)
     t = time.monotonic()
 
-    # 2. one read of both sides, one shuffle by (topic, key), one aggregation per identity; the
-    #    read counts ride along as an observation of the same scan
-    say(f"reading, fingerprinting and comparing {total:,} records on both sides")
-    rows = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
-            .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options))
-            .withColumn("late", after_cutoff(cutoff_ms)))
-    observation = Observation("kdr_verify_counts")
-    rows = rows.observe(observation, *_count_exprs(topics))
-    compared = rows.where(~F.col("late"))
-    ident = identity_differences(compared, partitions=_shuffle_partitions(spark, total)).persist()
-    persisted: list[DataFrame] = [ident]
-    n_many = _spark_action(lambda: ident.where(F.col("n") > 2).count(), source, target)
-    read = _read_counts(observation.get, topics)
-    offending = surplus_copies(ident)
-    if n_many:  # identities written three times or more: rank their copies over a second read
-        say(f"ranking the copies of {n_many:,} identities held more than twice")
-        offending = offending.unionByName(ranked_copies(compared, ident))
-    offending = offending.persist()
-    persisted.append(offending)
-    found = _class_counts(offending, source, target)
-    counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
-    for (tp, c), n in found.items():
-        counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
-    n_read = sum(v for k, v in read.items() if k[0] == "read")
-    say(f"compared {n_read:,} records: {sum(found.values()):,} offending")
-    t = clock.lap("compare_s", t)
+    # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span)
+    say(f"pass 1: reading and fingerprinting {total:,} records on both sides ({windows:,} windows per topic)")
+    fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
+          .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
+    summary_pdf = _spark_action(lambda: bucket_summary(fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(),
+                                source, target)
+    diff = find_differences(summary_pdf)
+    pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
+    n_dw = sum(len(v) for v in diff.windows.values())
+    say(f"pass 1 done: {pass1_records:,} records; {n_dw:,} of {sum(diff.total_windows.values()):,} windows differ")
+    t = clock.lap("pass1_s", t)
 
-    # 4. outputs
+    # 3. pass 2: exact comparison of the differing windows only
+    offending: DataFrame | None = None
+    did_pass2b = False
+    pass2_rows = 0
+    persisted: list[DataFrame] = []
+    counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
+    if diff.any:
+        say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source and {diff.span_records(TARGET):,} "
+            "target offsets of the differing windows")
+        rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
+                .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
+        rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
+        complete = {tp for tp in topics if diff.complete(tp)}
+        ident = identity_differences(rows, complete=complete,
+                                     partitions=_shuffle_partitions(spark, total)).persist()
+        persisted.append(ident)
+        n_many = _spark_action(lambda: ident.where(F.col("n") > 2).count(), source, target)
+        offending = surplus_copies(ident)
+        if n_many:  # identities written three times or more: rank their copies over a re-read
+            say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
+            offending = offending.unionByName(ranked_copies(rows, ident))
+        offending = offending.persist()
+        persisted.append(offending)
+        found = _class_counts(offending, source, target)
+        pass2_rows = sum(n for (tp, w), n in _window_rows(summary_pdf, diff).items())
+        t = clock.lap("pass2_s", t)
+        # 4. target records whose identity has no source copy in the re-read windows of a topic
+        #    whose source was not wholly re-read: is the identity, or its key, anywhere in the source?
+        incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
+        if incomplete:
+            did_pass2b = True
+            n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
+            say(f"pass 2b: looking up {n_only:,} target-only records in the whole source of {incomplete}")
+            cand = (offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct())
+            full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
+            src_all = with_window(_fingerprinted(spark, source, full, SOURCE, side_options),
+                                  grid, cutoff_ms).where(~F.col("late"))
+            lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
+            offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
+            persisted.append(offending)
+            found = _class_counts(offending, source, target)
+            t = clock.lap("pass2b_s", t)
+        for (tp, c), n in found.items():
+            counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
+
+    # 5. outputs
     say("writing the report")
     t_lo, t_hi = _time_range(topics, bounds_s, bounds_t)
     bin_ms = max(1, -(-(t_hi - t_lo) // 120))
     n_offending = sum(sum(v.values()) for v in counts.values())
     off_dir = out / OFFENDING_DIR
     shutil.rmtree(off_dir, ignore_errors=True)
-    if n_offending == 0:
+    if offending is None or n_offending == 0:
         write_empty_offending(out)
         samples, timeline = {}, []
     elif n_offending <= collect_limit:
@@ -273,17 +319,27 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         df.unpersist()
 
     summary = _summary(source=source, target=target, topics=topics, bounds_s=bounds_s, bounds_t=bounds_t,
-                       read=read, counts=counts, cutoff_ms=cutoff_ms, ranked=n_many,
+                       diff=diff, counts=counts, cutoff_ms=cutoff_ms, grid=grid, windows=windows,
+                       pass1_records=pass1_records, pass2_rows=pass2_rows, did_pass2b=did_pass2b,
                        spark=spark, out=out, started_at=started_at)
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
     summary["timings"] = dict(clock.marks)
-    summary["timings"]["records_per_s"] = round(n_read / max(clock.marks["total_s"], 1e-9))
+    summary["timings"]["records_per_s"] = round(pass1_records / max(clock.marks["total_s"], 1e-9))
     write_report(out, summary, timeline=timeline, bin_ms=bin_ms, samples=samples, range_ms=(t_lo, t_hi))
     tot = summary["totals"]
     say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES)
         + f"; report in {out}")
     return VerificationResult(summary, out)
+
+
+def auto_windows(records: int) -> int:
+    """Time windows per topic for ``records`` records: about 500 records per window, 512 to 16,384.
+
+    Finer windows send fewer records to the exact comparison when losses are scattered; the
+    pass-1 result (sides × partitions × windows rows) stays small enough for the driver.
+    """
+    return int(min(16_384, max(512, records // 500)))
 
 
 def _shuffle_partitions(spark: SparkSession, records: int) -> int:
@@ -292,32 +348,13 @@ def _shuffle_partitions(spark: SparkSession, records: int) -> int:
     return max(configured, -(-records // 2_000_000))
 
 
-def _count_exprs(topics: list[str]) -> list[Column]:
-    """Records read and records after the cut-off, per side and topic, observed during the one scan."""
-    index = {t: i for i, t in enumerate(topics)}
-    if len(topics) == 1:
-        topic_id = F.when(F.col("topic") == topics[0], F.lit(0)).otherwise(F.lit(-1))
-    elif topics:
-        topic_id = F.coalesce(F.create_map(*[x for t, i in index.items() for x in (F.lit(t), F.lit(i))])
-                              [F.col("topic")], F.lit(-1))
-    else:
-        topic_id = F.lit(-1)
-    exprs = []
-    for marker in (SOURCE, TARGET):
-        for t, i in index.items():
-            on = (F.col("side") == marker) & (topic_id == i)
-            exprs.append(F.sum(F.when(on, 1).otherwise(0)).alias(f"read|{marker}|{i}"))
-            exprs.append(F.sum(F.when(on & F.col("late"), 1).otherwise(0)).alias(f"late|{marker}|{i}"))
-    return exprs or [F.count(F.lit(1)).alias("rows")]
-
-
-def _read_counts(observed: dict[str, Any], topics: list[str]) -> dict[tuple[str, int, str], int]:
-    """``(kind, side, topic) → count`` from the observation (kind: ``read`` or ``late``)."""
-    out: dict[tuple[str, int, str], int] = {}
-    for name, value in observed.items():
-        parts = name.split("|")
-        if len(parts) == 3:
-            out[(parts[0], int(parts[1]), topics[int(parts[2])])] = int(value or 0)
+def _window_rows(summary: Any, diff: Differences) -> dict[tuple[str, int], int]:
+    """Records (both sides, before the cut-off) in each differing window: what pass 2 compares."""
+    wins = {(t, w) for t, ws in diff.windows.items() for w in ws}
+    out: dict[tuple[str, int], int] = {}
+    for r in summary[["topic", "window", "n"]].itertuples(index=False):
+        if (r.topic, int(r.window)) in wins:
+            out[(r.topic, int(r.window))] = out.get((r.topic, int(r.window)), 0) + int(r.n)
     return out
 
 
@@ -366,12 +403,15 @@ def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t
 
 
 def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
-             read: dict[tuple[str, int, str], int], counts: dict[str, dict[str, int]], cutoff_ms: int | None,
-             ranked: int, spark: SparkSession, out: Path, started_at: datetime) -> dict[str, Any]:
+             diff: Differences, counts: dict[str, dict[str, int]], cutoff_ms: int | None, grid: TimeGrid,
+             windows: int, pass1_records: int, pass2_rows: int, did_pass2b: bool,
+             spark: SparkSession, out: Path, started_at: datetime) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
-        s_read, t_read = read.get(("read", SOURCE, tp), 0), read.get(("read", TARGET, tp), 0)
-        s_late, t_late = read.get(("late", SOURCE, tp), 0), read.get(("late", TARGET, tp), 0)
+        s_read = sum(diff.read.get(SOURCE, {}).get(tp, {}).values())
+        t_read = sum(diff.read.get(TARGET, {}).get(tp, {}).values())
+        s_late = diff.after_cutoff.get(SOURCE, {}).get(tp, 0)
+        t_late = diff.after_cutoff.get(TARGET, {}).get(tp, 0)
         per_topic[tp] = {
             "source_read": s_read, "target_read": t_read,
             "source_after_cutoff": s_late, "target_after_cutoff": t_late,
@@ -385,15 +425,11 @@ def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBou
                         "source_compared", "target_compared", *CLASSES)}
     clean = not any(totals[c] for c in CLASSES)
 
-    def offsets(bounds: SideBounds, marker: int) -> dict[str, dict[str, dict[str, int | None]]]:
-        # Records per partition are the offset-range sizes when the topic's observed count equals
-        # their sum (no gaps: no compaction, no transaction markers); otherwise unknown per partition.
-        out_: dict[str, dict[str, dict[str, int | None]]] = {}
-        for tp, parts in sorted(bounds.items()):
-            exact = sum(b.size for b in parts.values()) == read.get(("read", marker, tp), -1)
-            out_[tp] = {str(p): {"start": b.start, "end": b.end, "read": b.size if exact else None}
-                        for p, b in sorted(parts.items())}
-        return out_
+    def offsets(bounds: SideBounds, marker: int) -> dict[str, dict[str, dict[str, int]]]:
+        return {tp: {str(p): {"start": b.start, "end": b.end,
+                              "read": diff.read.get(marker, {}).get(tp, {}).get(p, 0)}
+                     for p, b in sorted(parts.items())}
+                for tp, parts in sorted(bounds.items())}
 
     return {
         "verdict": "clean" if clean else "differences",
@@ -412,9 +448,12 @@ def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBou
             "checksum": CHECKSUM_DESCRIPTION,
             "key_hash": "xxhash64(topic, key IS NULL, key)",
             "identity": "(topic, key, checksum), compared as multisets",
-            "comparison": "one read of each side; one shuffle by (topic, key); one aggregation per identity",
-            "records_read": totals["source_read"] + totals["target_read"],
-            "identities_ranked_over_a_second_read": ranked,
+            "windows": windows, "grid": grid.to_dict(),
+            "pass1_records": pass1_records,
+            "differing_windows": sum(len(v) for v in diff.windows.values()),
+            "pass2_offsets": diff.span_records(SOURCE) + diff.span_records(TARGET),
+            "pass2_compared_records": pass2_rows,
+            "pass2b": did_pass2b,
         },
         "spark": {"master": spark.sparkContext.master, "version": spark.version},
         "files": {"summary": "summary.json", "html": "report.html", "chart": "missing_over_time.png",

@@ -288,9 +288,11 @@ def render_html(summary: Mapping[str, Any], *, chart_png: bytes,
     rows_kv = [
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),
-        ("comparison", m.get("comparison", "")),
-        ("records read", _fmt(m.get("records_read"))),
-        ("identities ranked over a second read", _fmt(m.get("identities_ranked_over_a_second_read"))),
+        ("pass 1", f"{_fmt(m['pass1_records'])} records in {_fmt(m['windows'])} time windows per topic"),
+        ("differing windows", _fmt(m["differing_windows"])),
+        ("pass 2", f"{_fmt(m['pass2_offsets'])} offsets re-read, "
+                   f"{_fmt(m.get('pass2_compared_records'))} records compared by identity"),
+        ("key lookup on source", "yes" if m.get("pass2b") else "not needed"),
         ("spark", f"{summary['spark'].get('master')} (Spark {summary['spark'].get('version')})"),
     ] + [(k.replace("_s", " (s)"), _fmt(v)) for k, v in summary["timings"].items()]
     for k, v in rows_kv:

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from verification.compare import SOURCE, TARGET, after_cutoff, classify, identity_differences
+from verification.compare import (
+    LATE_WINDOW,
+    SOURCE,
+    TARGET,
+    TimeGrid,
+    bucket_summary,
+    classify,
+    find_differences,
+    resolve_target_only,
+)
 from verification.fingerprint import checksum, fingerprint
 from verification.session import spark_session
 from verification.sources import CANONICAL_SCHEMA
@@ -96,15 +106,71 @@ def test_two_copies_with_equal_timestamps_are_told_apart_by_offset(spark):
     assert offending(spark, src, []) == [("missing", "source", 0, 5), ("missing", "source", 0, 6)]
 
 
-def test_records_after_the_cutoff_are_left_out_by_the_filter(spark):
-    rows = rows_of(spark, [(0, 0, 100, b"a", b"1")], [(0, 0, 100, b"a", b"1"), (0, 1, 500, b"late", b"x")])
-    kept = rows.where(~after_cutoff(200))
-    assert kept.count() == 2 and classify(kept).count() == 0
-    assert classify(rows).count() == 1  # without the cut-off the late record is unexpected
+def test_complete_topics_are_settled_and_the_others_left_for_lookup(spark):
+    def side(records, marker, topic):
+        data = [(topic, p, o, ts, k, v, None) for p, o, ts, k, v in records]
+        return fingerprint(spark.createDataFrame(data, CANONICAL_SCHEMA)).withColumn("side", F.lit(marker))
+    rows = (side([(0, 0, 10, b"a", b"1")], SOURCE, "x").unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "x"))
+            .unionByName(side([(0, 0, 10, b"a", b"1")], SOURCE, "y"))
+            .unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "y")))
+    got = sorted((r["topic"], r["class"]) for r in classify(rows, complete={"x"}).collect())
+    assert got == [("x", "corrupted"), ("x", "missing"), ("y", "missing"), ("y", "target_only")]
 
 
-def test_only_differing_identities_leave_the_aggregation(spark):
-    src = [(0, i, i, b"k%d" % i, b"v") for i in range(50)]
-    tgt = [(1, i + 3, i, b"k%d" % i, b"v") for i in range(50) if i != 17]
-    ident = identity_differences(rows_of(spark, src, tgt)).collect()
-    assert [(r["key"], r["class"], r["n"], r["d"], r["c0"]) for r in ident] == [(b"k17", "missing", 1, 1, 17)]
+def test_target_only_records_are_settled_against_the_whole_source(spark):
+    # pass-2 rows hold only the differing buckets: the source copies of b and a live elsewhere
+    rows = rows_of(spark, [(0, 0, 10, b"a", b"1")],
+                   [(0, 0, 10, b"a", b"1"), (0, 1, 11, b"b", b"2"), (0, 2, 12, b"a", b"9"), (0, 3, 13, b"c", b"3")])
+    off = classify(rows, complete=False)
+    assert sorted(r["class"] for r in off.collect()) == ["target_only"] * 3
+    whole = rows_of(spark, [(0, 0, 10, b"a", b"1"), (1, 5, 1, b"b", b"2")], []).where(F.col("side") == SOURCE)
+    got = sorted((r["key"], r["class"]) for r in resolve_target_only(off, whole).collect())
+    assert got == [(b"a", "corrupted"), (b"b", "duplicated"), (b"c", "unexpected")]
+
+
+def test_time_grid_windows_cover_the_range_and_floor_negatives():
+    grid = TimeGrid.spanning({"t": (1000, 1999), "empty": (-1, -1)}, windows=10)
+    assert grid.origin["t"] == 1000 and grid.width["t"] == 100
+    assert grid.width["empty"] > 0
+
+
+def test_bucket_summary_finds_exactly_the_differing_window_and_spans(spark):
+    src = [(p, o, 1000 + 10 * o + p, f"k{p}-{o}".encode(), b"v") for p in (0, 1) for o in range(100)]
+    tgt = [(p, o + 7, ts, k, v) for p, o, ts, k, v in src if not (p == 1 and o == 95)]
+    rows = rows_of(spark, src, tgt)
+    grid = TimeGrid.spanning({"t": (1000, 1999)}, windows=10)
+    pdf = bucket_summary(rows, grid=grid, cutoff_ms=None).toPandas()
+    diff = find_differences(pdf)
+    assert diff.windows == {"t": [9]}
+    assert diff.read == {SOURCE: {"t": {0: 100, 1: 100}}, TARGET: {"t": {0: 100, 1: 99}}}
+    # only the tail window of each partition is read again (target offsets shifted by 7)
+    assert diff.spans[SOURCE]["t"] == {0: (90, 100), 1: (90, 100)}
+    assert diff.spans[TARGET]["t"] == {0: (97, 107), 1: (97, 107)}
+
+
+def test_records_after_the_cutoff_are_counted_apart_and_not_compared(spark):
+    src = [(0, 0, 100, b"a", b"1")]
+    tgt = [(0, 0, 100, b"a", b"1"), (0, 1, 500, b"late", b"x"), (0, 2, 501, b"a", b"1")]
+    rows = rows_of(spark, src, tgt)
+    grid = TimeGrid.spanning({"t": (100, 501)}, windows=4)
+    diff = find_differences(bucket_summary(rows, grid=grid, cutoff_ms=200).toPandas())
+    assert not diff.any
+    assert diff.after_cutoff == {TARGET: {"t": 2}}
+
+
+def test_find_differences_on_identical_sides_is_empty():
+    pdf = pd.DataFrame([
+        {"side": s, "topic": "t", "partition": 0, "window": 0, "n": 3, "lo": 5, "hi": 7, "omin": 0, "omax": 2}
+        for s in (SOURCE, TARGET)
+    ])
+    diff = find_differences(pdf)
+    assert not diff.any and diff.windows == {} and diff.spans == {}
+    assert LATE_WINDOW < 0
+
+
+def test_a_sum_collision_needs_equal_counts_and_both_halves(spark):
+    # same count, different content: the (lo, hi) sums must differ
+    assert checksum(b"x", None) != checksum(b"y", None)
+    rows = rows_of(spark, [(0, 0, 1, b"a", b"x")], [(0, 0, 1, b"a", b"y")])
+    pdf = bucket_summary(rows, grid=TimeGrid.spanning({"t": (1, 1)}, 1), cutoff_ms=None).toPandas()
+    assert find_differences(pdf).any

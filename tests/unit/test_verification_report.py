@@ -69,7 +69,7 @@ def test_report_writes_summary_html_chart_and_parquet(report):
     out = report.out_dir
     summary = load_summary(out)
     assert summary["totals"]["missing"] == 18 and summary["totals"]["duplicated"] == 1
-    assert set(summary["timings"]) >= {"bounds_s", "compare_s", "write_s", "total_s"}
+    assert set(summary["timings"]) >= {"bounds_s", "pass1_s", "pass2_s", "write_s", "total_s"}
     assert summary["offsets"]["source"]["<b>orders</b>"]["0"] == {"start": 0, "end": 100, "read": 100}
     html = (out / "report.html").read_text()
     assert "&lt;b&gt;orders&lt;/b&gt;" in html and "<b>orders</b>" not in html  # escaped
