@@ -94,6 +94,9 @@ def seeded(estate, tmp_path_factory):
     for fut in admin.create_topics([NewTopic("orders", 3, 1), NewTopic("payments", 2, 1),
                                     NewTopic("events", 2, 1)]).values():
         fut.result(timeout=30)
+    for cluster in (a, b):  # a topic with no record on either side must not upset the report
+        cluster_admin = AdminClient(cluster.endpoint().config())
+        cluster_admin.create_topics([NewTopic("quiet", 1, 1)])["quiet"].result(timeout=30)
     on_a = {t: produce(a.endpoint(), t, records(t, n)) for t, n in (("orders", 300), ("payments", 120),
                                                                    ("events", 90))}
     mm2.start()
@@ -223,10 +226,13 @@ def test_recovered_records_keep_key_value_headers_timestamp_and_partition(first_
 
 def test_verify_after_recovery(seeded, first_report):
     runner = CliRunner()
-    clean = runner.invoke(verify, cli_args(seeded, seeded["out"] / "after-clean", "--topics", "orders,events",
-                                           "--quiet"))
+    clean = runner.invoke(verify, cli_args(seeded, seeded["out"] / "after-clean", "--topics",
+                                           "orders,events,quiet", "--quiet"))
     assert clean.exit_code == 0, clean.output
     assert "verdict: CLEAN" in clean.output
+    quiet = json.loads((seeded["out"] / "after-clean" / "summary.json").read_text())["topics"]["quiet"]
+    assert (quiet["source_read"], quiet["target_read"]) == (0, 0)
+    assert (seeded["out"] / "after-clean" / "missing_over_time.png").stat().st_size > 1000
     full = runner.invoke(verify, cli_args(seeded, seeded["out"] / "after-all", "--json", "--quiet"))
     assert full.exit_code == 1
     totals = json.loads((seeded["out"] / "after-all" / "summary.json").read_text())["totals"]
