@@ -45,7 +45,10 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(tm
               f"acknowledged lost before recovery {r['lost_before_recovery']}; consumer {r['consumer']}; "
               + ", ".join(f"{st['name']} {st['seconds']}s" for st in f["steps"]))
         assert r["grade"] == "PASS", r["checks"]
-        assert f["mode"] == "unplanned" and f["status"] == "completed" and f["runs"] == 3
+        # run 1 completes without A; run 2 (A back) verifies; a run 3 follows the recovery only when
+        # some records never reached B (MM2 may have copied everything before the kill)
+        assert f["mode"] == "unplanned" and f["status"] == "completed"
+        assert f["runs"] == (3 if r["never_reached_target"] else 2)
         assert f["steps"][0]["summary"].count("A UNREACHABLE") == 1
         assert r["rpo"]["estimate"] is not None, "the RPO estimate was printed from A's last snapshot"
         assert r["verification_exact"] is True
