@@ -21,6 +21,11 @@ from confluent_kafka.admin import (
 
 from dr.errors import AuthError, ClusterError
 
+#: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
+#: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
+#: errors that matter still arrive as exceptions and through ``error_cb``.
+SILENT: dict[str, object] = {"log_level": 0}
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -64,7 +69,7 @@ class Endpoint:
 
 def admin_client(endpoint: Endpoint) -> AdminClient:
     """An AdminClient that fails fast instead of retrying forever."""
-    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, "log_level": 4}))
+    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, **SILENT}))
 
 
 def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) -> Exception:
@@ -138,7 +143,7 @@ def probe(endpoint: Endpoint, timeout: float = 10.0) -> int:
 
     seen: list[KafkaError] = []
     admin = AdminClient(endpoint.config(**{"socket.timeout.ms": int(timeout * 1000),
-                                           "error_cb": seen.append}))
+                                           "error_cb": seen.append, **SILENT}))
     try:
         return len(admin.list_topics(timeout=timeout).brokers)
     except KafkaException as exc:

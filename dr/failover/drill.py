@@ -40,7 +40,7 @@ from dr.failover.pipeline import run_failover
 from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
-from dr.kafka_client import Endpoint
+from dr.kafka_client import SILENT, Endpoint
 from dr.failover.groups import committed
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.cluster import LocalCluster
@@ -50,7 +50,6 @@ from dr.topology import Application, load_stack_file
 __all__ = ["DrillOptions", "read_keys", "restart", "run_drill"]
 
 MARKER = ".kdr-drill"
-QUIET = {"log_level": 0}
 
 
 @dataclass(kw_only=True)
@@ -107,7 +106,7 @@ class ProducerLoop(threading.Thread):
         with self._lock:
             endpoint, cluster = self._target
         return Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False, "linger.ms": 5,
-                                           "message.timeout.ms": 5000, **QUIET})), cluster
+                                           "message.timeout.ms": 5000, **SILENT})), cluster
 
     def run(self) -> None:
         """Produce at ``rate`` records per second until stopped, switching clusters when asked."""
@@ -168,7 +167,7 @@ class ConsumerLoop(threading.Thread):
             config, cluster = self._target
         consumer = Consumer({**config, "auto.offset.reset": "earliest", "enable.auto.commit": True,
                              "auto.commit.interval.ms": 500, "session.timeout.ms": 6000,
-                             "socket.timeout.ms": 5000, **QUIET})
+                             "socket.timeout.ms": 5000, **SILENT})
         consumer.subscribe([self.topic])
         return consumer, cluster
 
@@ -212,7 +211,7 @@ class SnapshotLoop(threading.Thread):
     def _end_offsets(self) -> dict[tuple[str, int], int]:
         from confluent_kafka.admin import AdminClient, OffsetSpec
 
-        admin = AdminClient(self.endpoint.config(**{"socket.timeout.ms": 2000, **QUIET}))
+        admin = AdminClient(self.endpoint.config(**{"socket.timeout.ms": 2000, **SILENT}))
         md = admin.list_topics(timeout=2)
         request = {TopicPartition(t, p): OffsetSpec.latest() for t in self.topics if t in md.topics
                    for p in md.topics[t].partitions}
@@ -250,7 +249,7 @@ def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter
     if not todo:
         return keys
     consumer = Consumer(endpoint.config(**{"group.id": f"kdr-drill-read-{uuid.uuid4().hex[:8]}",
-                                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **QUIET}))
+                                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **SILENT}))
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
     deadline = time.monotonic() + timeout
     try:
