@@ -97,7 +97,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 @click.option("--master", default=DEFAULT_MASTER, show_default=True,
               help="Spark master (ignored under spark-submit).")
 @click.option("--windows", type=int, default=None,
-              help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 16384).")
+              help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 65536).")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @_exit_codes
 def verify(stack: str | None, source_name: str | None, target_name: str | None, source_bootstrap: str | None,

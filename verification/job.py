@@ -334,12 +334,12 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
 
 
 def auto_windows(records: int) -> int:
-    """Time windows per topic for ``records`` records: about 500 records per window, 512 to 16,384.
+    """Time windows per topic for ``records`` records: about 500 records per window, 512 to 65,536.
 
     Finer windows send fewer records to the exact comparison when losses are scattered; the
     pass-1 result (sides × partitions × windows rows) stays small enough for the driver.
     """
-    return int(min(16_384, max(512, records // 500)))
+    return int(min(65_536, max(512, records // 500)))
 
 
 def _shuffle_partitions(spark: SparkSession, records: int) -> int:
