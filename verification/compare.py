@@ -48,6 +48,7 @@ __all__ = [
     "find_differences",
     "identity_differences",
     "ranked_copies",
+    "records_in_differing_windows",
     "surplus_copies",
     "resolve_target_only",
     "select_differing",
@@ -208,6 +209,14 @@ def find_differences(summary: pd.DataFrame) -> Differences:
         for r in spans.itertuples():
             d.spans.setdefault(int(r.side), {}).setdefault(r.topic, {})[int(r.partition)] = (int(r.lo), int(r.hi) + 1)
     return d
+
+
+def records_in_differing_windows(summary: pd.DataFrame, diff: Differences) -> int:
+    """Records of both sides (before the cut-off) in the differing windows: what pass 2 compares."""
+    wins = pd.DataFrame([(t, w) for t, ws in diff.windows.items() for w in ws], columns=["topic", "window"])
+    if wins.empty or summary.empty:
+        return 0
+    return int(summary.merge(wins.astype({"window": summary["window"].dtype}), on=["topic", "window"])["n"].sum())
 
 
 def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) -> DataFrame:

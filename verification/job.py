@@ -42,6 +42,7 @@ from verification.compare import (
     find_differences,
     identity_differences,
     ranked_copies,
+    records_in_differing_windows,
     resolve_target_only,
     select_differing,
     surplus_copies,
@@ -279,7 +280,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         offending = offending.persist()
         persisted.append(offending)
         found = _class_counts(offending, source, target)
-        pass2_rows = sum(n for (tp, w), n in _window_rows(summary_pdf, diff).items())
+        pass2_rows = records_in_differing_windows(summary_pdf, diff)
         t = clock.lap("pass2_s", t)
         # 4. target records whose identity has no source copy in the re-read windows of a topic
         #    whose source was not wholly re-read: is the identity, or its key, anywhere in the source?
@@ -346,16 +347,6 @@ def _shuffle_partitions(spark: SparkSession, records: int) -> int:
     """At least the session's setting, and about 2M records per shuffle partition."""
     configured = int(spark.conf.get("spark.sql.shuffle.partitions", "4") or 4)
     return max(configured, -(-records // 2_000_000))
-
-
-def _window_rows(summary: Any, diff: Differences) -> dict[tuple[str, int], int]:
-    """Records (both sides, before the cut-off) in each differing window: what pass 2 compares."""
-    wins = {(t, w) for t, ws in diff.windows.items() for w in ws}
-    out: dict[tuple[str, int], int] = {}
-    for r in summary[["topic", "window", "n"]].itertuples(index=False):
-        if (r.topic, int(r.window)) in wins:
-            out[(r.topic, int(r.window))] = out.get((r.topic, int(r.window)), 0) + int(r.n)
-    return out
 
 
 def _class_counts(offending: DataFrame, source: Side, target: Side) -> dict[tuple[str, str], int]:

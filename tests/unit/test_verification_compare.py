@@ -14,6 +14,7 @@ from verification.compare import (
     bucket_summary,
     classify,
     find_differences,
+    records_in_differing_windows,
     resolve_target_only,
 )
 from verification.fingerprint import checksum, fingerprint
@@ -143,6 +144,7 @@ def test_bucket_summary_finds_exactly_the_differing_window_and_spans(spark):
     diff = find_differences(pdf)
     assert diff.windows == {"t": [9]}
     assert diff.read == {SOURCE: {"t": {0: 100, 1: 100}}, TARGET: {"t": {0: 100, 1: 99}}}
+    assert records_in_differing_windows(pdf, diff) == 10 + 10 + 10 + 9  # window 9 of both partitions, both sides
     # only the tail window of each partition is read again (target offsets shifted by 7)
     assert diff.spans[SOURCE]["t"] == {0: (90, 100), 1: (90, 100)}
     assert diff.spans[TARGET]["t"] == {0: (97, 107), 1: (97, 107)}
