@@ -272,14 +272,19 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         ident = identity_differences(rows, complete=complete,
                                      partitions=_shuffle_partitions(spark, total)).persist()
         persisted.append(ident)
-        n_many = _spark_action(lambda: ident.where(F.col("n") > 2).count(), source, target)
+        # one action: offending records per (topic, class) — d surplus copies per identity — and how
+        # many identities have more than two copies to rank
+        per_class = _spark_action(lambda: ident.groupBy("topic", "class").agg(
+            F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many")).collect(),
+            source, target)
+        found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
+        n_many = sum(int(r["many"]) for r in per_class)
         offending = surplus_copies(ident)
         if n_many:  # identities written three times or more: rank their copies over a re-read
             say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
             offending = offending.unionByName(ranked_copies(rows, ident))
         offending = offending.persist()
         persisted.append(offending)
-        found = _class_counts(offending, source, target)
         pass2_rows = records_in_differing_windows(summary_pdf, diff)
         t = clock.lap("pass2_s", t)
         # 4. target records whose identity has no source copy in the re-read windows of a topic

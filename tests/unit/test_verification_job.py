@@ -169,3 +169,15 @@ def test_large_reports_are_written_by_spark_with_the_same_content(spark, seeded,
     assert rows(big.out_dir) == rows(small.out_dir)
     html = (big.out_dir / "report.html").read_text()
     assert "Sample of missing records" in html
+
+
+def test_a_record_held_three_times_reports_its_latest_missing_copies(spark, tmp_path):
+    same = [rec("t", 0, o, T0 + 1000 * o, b"k", b"same value") for o in range(3)]
+    other = [rec("t", 1, o, T0 + 500 + 1000 * o, b"k%d" % o, b"v") for o in range(3)]
+    write_records(same + other, tmp_path / "s.parquet")
+    write_records([{**same[0], "offset": 40}, *other], tmp_path / "t.parquet")
+    result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
+                              target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
+    assert result.counts() == {"missing": 2, "unexpected": 0, "duplicated": 0, "corrupted": 0}
+    table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
+    assert sorted((r["partition"], r["offset"]) for r in table) == [(0, 1), (0, 2)]
