@@ -41,8 +41,7 @@ from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.kafka_client import SILENT, Endpoint
-from dr.failover.groups import committed
-from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import port_free, wait_until
 from dr.topology import Application, load_stack_file
@@ -396,7 +395,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
         if consumer_app is not None and consumer_app.consumer_group:
             group = consumer_app.consumer_group
             progress(f"drill: waiting until link {A}→{B} has synced group {group}'s offsets at least once")
-            if not wait_until(lambda: bool(committed(estate.endpoint(B), group)), 60, interval=0.5):
+            if not wait_until(lambda: bool(committed_offsets(estate.endpoint(B), group)), 60, interval=0.5):
                 raise ClusterError(f"the link never synced group {group} to {B} within 60s.",
                                    "read the MirrorMaker 2 log under <out>/state/links/")
         if options.unplanned:

@@ -15,31 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaException
-
-from dr.errors import ClusterError
 from dr.failover.metrics import Offsets, group_positions
-from dr.kafka_client import Endpoint, admin_client
-from dr.runtime.mirrormaker import committed_offsets
 
-__all__ = ["committed", "describe_group", "fallback_text"]
-
-
-def committed(endpoint: Endpoint, group: str) -> dict[tuple[str, int], int]:
-    """A group's committed offsets on a cluster; ``{}`` on a cluster where no group ever committed.
-
-    Asking for group offsets on a cluster without ``__consumer_offsets`` makes librdkafka 2.x
-    crash the whole process (a segfault in ``rdk:main`` while the coordinator lookup creates
-    that topic): such a cluster holds no committed offset, so it is not asked.
-    """
-    try:
-        topics = admin_client(endpoint).list_topics(timeout=10).topics
-    except KafkaException as exc:
-        raise ClusterError(f"reading the topics of {endpoint.bootstrap}: {exc}", "check the cluster is running") \
-            from exc
-    if "__consumer_offsets" not in topics:
-        return {}
-    return committed_offsets(endpoint, group)
+__all__ = ["describe_group", "fallback_text"]
 
 
 def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str]) -> str:

@@ -16,8 +16,7 @@ from dr.failover.health import cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.snapshots import record_offsets
-from dr.failover.groups import committed
-from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.topology import Kind, Role, load_stack_file
 
 __all__ = ["status_report"]
@@ -88,7 +87,7 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
             if not topology.cluster(name).holds_topics:
                 continue
             try:
-                done = {tp: n for tp, n in committed(ep, app.consumer_group).items() if tp[0] in app.consumes}
+                done = {tp: n for tp, n in committed_offsets(ep, app.consumer_group).items() if tp[0] in app.consumes}
             except ClusterError as exc:
                 entry["positions"][name] = {"error": exc.problem}
                 continue

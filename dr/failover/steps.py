@@ -37,13 +37,13 @@ from dr.failover import integrity
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, write_stack_config
 from dr.failover.fencing import fence, unfence, write_bindings
-from dr.failover.groups import committed, describe_group
+from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka_client import Endpoint, create_acls
-from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 
@@ -277,8 +277,8 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
         pending.clear()
         now: dict[str, Any] = {}
         for group in groups:
-            src = {tp: n for tp, n in committed(ctx.a_ep, group).items() if tp[0] in ctx.topics}
-            dst = committed(ctx.b_ep, group)
+            src = {tp: n for tp, n in committed_offsets(ctx.a_ep, group).items() if tp[0] in ctx.topics}
+            dst = committed_offsets(ctx.b_ep, group)
             now[group] = (src, dst)
             pos = group_positions(src, dst, a_end, b_end)
             if pos["rereads"] or pos["missing_on_target"]:
@@ -400,8 +400,8 @@ def consumer_groups(ctx: Context) -> StepResult:
             continue
         topics = [t for t in app.consumes if t in declared]
         try:
-            target_committed = committed(ctx.b_ep, app.consumer_group)
-            source_committed = committed(ctx.a_ep, app.consumer_group) if a_ok else None
+            target_committed = committed_offsets(ctx.b_ep, app.consumer_group)
+            source_committed = committed_offsets(ctx.a_ep, app.consumer_group) if a_ok else None
         except ClusterError as exc:
             raise FailoverError(f"cannot read the offsets of group {app.consumer_group!r}: {exc.problem}",
                                 "check the clusters answer, then rerun the failover (it resumes here)") from exc

@@ -22,11 +22,10 @@ from confluent_kafka import Consumer
 from dr.estate import Estate
 from dr.failover.clients import read_client_config
 from dr.failover.drill import read_keys
-from dr.failover.groups import committed
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
 from dr.kafka_client import Endpoint
-from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from dr.toolchain import REPO_ROOT
@@ -150,7 +149,7 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     read_on_a = _read_group(billing_a, "orders", until=1700)  # the group is half-way when A is failed over
     assert len(read_on_a) >= 1700
     # as the runbook says: start once the link shows the group's position on B
-    assert wait_until(lambda: bool(committed(estate.endpoint("B"), "billing")), 60, interval=0.5)
+    assert wait_until(lambda: bool(committed_offsets(estate.endpoint("B"), "billing")), 60, interval=0.5)
 
     res = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
     assert res.returncode == 0, res.stderr[-4000:]
@@ -175,7 +174,7 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     # the group resumes on B from its translated offsets: it re-reads some records, skips none
     groups = {g["group"]: g for g in s["consumer_groups"]}
     assert groups["billing"]["status"] in ("translated", "partial") and not groups["billing"]["would_skip"]
-    translated = committed(b_admin, "billing")
+    translated = committed_offsets(b_admin, "billing")
     assert translated, "MirrorMaker 2 translated the group's offsets"
     conf = read_client_config(state, "billing")
     assert conf["bootstrap.servers"] == estate.local_cluster("B").bootstrap
