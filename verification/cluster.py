@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -10,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr.errors import AuthError
-from dr.kafka_client import Endpoint, translate_kafka_error
+from dr.kafka_client import SILENT, Endpoint, translate_kafka_error
 from verification.sides import PartitionBounds, SideBounds
 
 __all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics", "quiet_admin", "quiet_config"]
@@ -25,18 +24,9 @@ def is_internal_topic(name: str) -> bool:
             or name.startswith("connect-"))
 
 
-_QUIET = logging.getLogger("kdr.librdkafka")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
-
-
 def quiet_config(endpoint: Endpoint, **extra: object) -> dict[str, object]:
-    """librdkafka settings for ``endpoint`` whose client logs go to a silent logger.
-
-    A client that outlives its cluster (a test tearing the cluster down, a dead source) would
-    otherwise keep printing reconnect failures on stderr; errors still surface as exceptions.
-    """
-    return endpoint.config(**{"logger": _QUIET, **extra})
+    """librdkafka settings for ``endpoint`` that keep the client's own log lines off stderr (``SILENT``)."""
+    return endpoint.config(**{**SILENT, **extra})
 
 
 def quiet_admin(endpoint: Endpoint) -> AdminClient:
@@ -52,7 +42,7 @@ def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any
     """
     errors: list[KafkaError] = []
     admin = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000,
-                                           "error_cb": errors.append, "logger": _QUIET}))
+                                           "error_cb": errors.append, **SILENT}))
     deadline = time.monotonic() + timeout
     while True:
         try:

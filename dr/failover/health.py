@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from dr.kafka_client import Endpoint
+from dr.kafka_client import SILENT, Endpoint
 
 __all__ = ["ClusterHealth", "cluster_health", "listening", "metadata", "reachability"]
 
@@ -37,7 +37,7 @@ def metadata(endpoint: Endpoint, timeout: float) -> tuple[ClusterMetadata | None
     refused login is told apart from an unreachable cluster.
     """
     errors: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": max(1000, int(timeout * 1000)), "log_level": 0,
+    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": max(1000, int(timeout * 1000)), **SILENT,
                                            "error_cb": errors.append}))
     try:
         return admin.list_topics(timeout=timeout), None

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dr.kafka_client import Endpoint
+from dr.kafka_client import SILENT, Endpoint
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
 
@@ -57,7 +57,7 @@ def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult 
 
     outcome: list[tuple[Any, Any]] = []
     producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False, "message.timeout.ms": 3000,
-                                           "socket.timeout.ms": 3000, "retries": 0, "log_level": 0}))
+                                           "socket.timeout.ms": 3000, "retries": 0, **SILENT}))
     try:
         producer.produce(topic, key=PROBE_KEY, value=value, headers=[PROBE_HEADER],
                          on_delivery=lambda err, msg: outcome.append((err, msg)))
