@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from dr.errors import DRError, FailoverError
+from dr.errors import FailoverError
 
 __all__ = ["drill", "failover", "failover_commands", "main", "status"]
 
@@ -123,30 +123,11 @@ def failover_commands() -> list[click.Command]:
     return [failover, status, drill]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def _group() -> None:
-    """Failover, status and drill (the same commands as ``drctl failover|status|drill``)."""
-
-
-for _cmd in failover_commands():
-    _group.add_command(_cmd)
-
-
 def main(argv: list[str] | None = None) -> None:
-    """``python -m dr.failover.cli``: the commands with the documented exit codes."""
-    try:
-        _group.main(args=argv, prog_name="drctl", standalone_mode=False)
-    except DRError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+    """``python -m dr.failover.cli``: the same as ``drctl`` (these commands, the documented exit codes)."""
+    from dr.cli import main as drctl_main  # dr.cli attaches this module's commands: import it late
+
+    drctl_main(argv)
 
 
 if __name__ == "__main__":
