@@ -24,7 +24,7 @@ import os
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -118,29 +118,40 @@ def _scan(endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *,
     consumer = _consumer(endpoint)
     try:
         consumer.assign([TopicPartition(t, p, r[0]) for (t, p), r in todo.items()])
-        last = time.monotonic()
-        while todo:
-            msgs = consumer.consume(num_messages=5000, timeout=1.0)
-            if not msgs and time.monotonic() - last > idle_timeout:
-                raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(todo)} partitions unfinished "
-                                   f"({sorted(todo)[:5]}...).", "check the cluster is healthy and re-run")
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
-                last = time.monotonic()
-                k = (m.topic(), m.partition())
-                r = todo.get(k)
-                if r is None or m.offset() >= r[1]:
-                    continue
-                yield m
-                if m.offset() >= r[1] - 1:
-                    del todo[k]
-                    consumer.incremental_unassign([TopicPartition(k[0], k[1])])
+        for m in _messages(consumer, endpoint, todo, idle_timeout):
+            k = (m.topic(), m.partition())
+            r = todo.get(k)
+            if r is None or m.offset() >= r[1]:
+                continue
+            yield m
+            if m.offset() >= r[1] - 1:
+                del todo[k]
+                consumer.incremental_unassign([TopicPartition(k[0], k[1])])
     finally:
         consumer.close()
+
+
+def _messages(consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str, int], Any],
+              idle_timeout: float) -> Iterator[Any]:
+    """Messages from ``consumer`` while ``unfinished`` (partitions the caller still waits for) is not empty.
+
+    End-of-partition events are skipped, other errors raised; no message for ``idle_timeout``
+    seconds while partitions are unfinished is a stall (:class:`ClusterError`).
+    """
+    last = time.monotonic()
+    while unfinished:
+        msgs = consumer.consume(num_messages=5000, timeout=1.0)
+        if not msgs and time.monotonic() - last > idle_timeout:
+            raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished "
+                               f"({sorted(unfinished)[:5]}...).", "check the cluster is healthy and re-run")
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
+            last = time.monotonic()
+            yield m
 
 
 def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *, idle_timeout: float = 30.0
@@ -166,37 +177,25 @@ def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *
             return out
         consumer.assign([TopicPartition(t, p, q[0]) for (t, p), q in pending.items()])
         skip_below: dict[tuple[str, int], int] = {}
-        last = time.monotonic()
-        while pending:
-            msgs = consumer.consume(num_messages=5000, timeout=1.0)
-            if not msgs and time.monotonic() - last > idle_timeout:
-                raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(pending)} partitions unfinished.",
-                                   "check the cluster is healthy and re-run")
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
-                last = time.monotonic()
-                k = (m.topic(), m.partition())
-                q = pending.get(k)
-                off = m.offset()
-                if q is None or off < skip_below.get(k, -1):  # done, or fetched before a re-assign
-                    continue
-                while q and q[0] < off:  # gone from the log
-                    q.popleft()
-                if q and q[0] == off:
-                    q.popleft()
-                    out[(k[0], k[1], off)] = SourceRecord(k[0], k[1], off, m.timestamp()[1], m.key(), m.value(),
-                                                          list(m.headers()) if m.headers() else None)
-                if not q:
-                    del pending[k]
-                    consumer.incremental_unassign([TopicPartition(*k)])
-                elif q[0] - off > 1000:
-                    skip_below[k] = q[0]
-                    consumer.incremental_unassign([TopicPartition(*k)])
-                    consumer.incremental_assign([TopicPartition(k[0], k[1], q[0])])
+        for m in _messages(consumer, endpoint, pending, idle_timeout):
+            k = (m.topic(), m.partition())
+            q = pending.get(k)
+            off = m.offset()
+            if q is None or off < skip_below.get(k, -1):  # done, or fetched before a re-assign
+                continue
+            while q and q[0] < off:  # gone from the log
+                q.popleft()
+            if q and q[0] == off:
+                q.popleft()
+                out[(k[0], k[1], off)] = SourceRecord(k[0], k[1], off, m.timestamp()[1], m.key(), m.value(),
+                                                      list(m.headers()) if m.headers() else None)
+            if not q:
+                del pending[k]
+                consumer.incremental_unassign([TopicPartition(*k)])
+            elif q[0] - off > 1000:
+                skip_below[k] = q[0]
+                consumer.incremental_unassign([TopicPartition(*k)])
+                consumer.incremental_assign([TopicPartition(k[0], k[1], q[0])])
     finally:
         consumer.close()
     return out
