@@ -163,13 +163,20 @@ def _print_bounds(say: Reporter, label: str, bounds: SideBounds, topics: list[st
         say(f"  {label} {t}: {total:,} records in {len(parts)} partitions {ranges}{more}")
 
 
-def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
+def _ts_ranges(topics: list[str], *bounds: SideBounds) -> dict[str, tuple[int, int]]:
+    """Per topic with records on either side: (earliest first timestamp, latest max timestamp) in ms."""
     ranges: dict[str, tuple[int, int]] = {}
     for t in topics:
         firsts = [b.first_ts for side in bounds for b in side.get(t, {}).values() if b.size and b.first_ts >= 0]
         lasts = [b.max_ts for side in bounds for b in side.get(t, {}).values() if b.size and b.max_ts >= 0]
-        ranges[t] = (min(firsts), max(lasts)) if firsts and lasts else (-1, -1)
-    return TimeGrid.spanning(ranges, windows)
+        if firsts and lasts:
+            ranges[t] = (min(firsts), max(lasts))
+    return ranges
+
+
+def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
+    ranges = _ts_ranges(topics, *bounds)
+    return TimeGrid.spanning({t: ranges.get(t, (-1, -1)) for t in topics}, windows)
 
 
 def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
@@ -177,14 +184,12 @@ def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
 
     Topics without records do not count; when no topic has any, the last hour before now.
     """
-    firsts = [b.first_ts for side in bounds for t in topics for b in side.get(t, {}).values()
-              if b.size and b.first_ts >= 0]
-    lasts = [b.max_ts for side in bounds for t in topics for b in side.get(t, {}).values()
-             if b.size and b.max_ts >= 0]
-    if not firsts or not lasts:
+    ranges = _ts_ranges(topics, *bounds).values()
+    if not ranges:
         now = int(time.time() * 1000)
         return now - 3_600_000, now
-    return min(firsts), max(max(lasts), min(firsts) + 1)
+    lo = min(r[0] for r in ranges)
+    return lo, max(max(r[1] for r in ranges), lo + 1)
 
 
 def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, tuple[int, int]]],
