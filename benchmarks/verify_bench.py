@@ -1,11 +1,13 @@
 """Benchmark of the integrity verification (not a test).
 
-On two local clusters A and B, N records (default 5,000,000; 200-byte values; 12 partitions) are
-written to A; B receives what MirrorMaker 2 would have delivered — the same records with the same
-partition, timestamp, key, value and headers — minus a loss profile:
+On local clusters, N records (default 5,000,000; 200-byte values; 12 partitions) are written to
+A and replicated by a real MirrorMaker 2 process (identity topic names, the product's settings), with
+one of two loss profiles:
 
-* ``tail``      — every record in the last 0.5 % of the time range never reached B;
-* ``scattered`` — 0.1 % of the records, chosen at random, never reached B.
+* ``tail``      — MM2 copies A to B, then stops (the failover); the last 0.5 % of the time range is
+  written to A afterwards and never reaches B;
+* ``scattered`` — MM2 copies A to a third cluster C through Connect's ``Filter`` transform, dropping
+  the 0.1 % of records (chosen at random) that carry the header ``bench-lost``.
 
 For each profile three contenders read the same data, each in its own process (peak memory is
 the peak summed RSS of that process tree, sampled every 0.1 s); with ``--repeat K`` each runs K
@@ -42,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TOPIC = "bench"
+LOST_HEADER = "bench-lost"
 SPAN_MS = 3_600_000  # the records' timestamps cover one hour
 
 
@@ -93,17 +96,22 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: flo
 
 
 # ----------------------------------------------------------------------------- data
-def record(i: int, n: int, t0: int, pool: bytes, value_bytes: int) -> tuple[bytes, bytes, int, list | None]:
-    """The i-th record: key (4 versions per key), value, timestamp, headers (1 record in 10)."""
+def record(i: int, n: int, t0: int, pool: bytes, value_bytes: int,
+           lost: bool = False) -> tuple[bytes, bytes, int, list | None]:
+    """The i-th record: key (4 versions per key), value, timestamp, headers (1 record in 10, and
+    ``bench-lost`` on the records the scattered profile's filter drops)."""
     key = b"key-%09d" % (i % max(1, n // 4))
     off = (i * 7919) % (len(pool) - value_bytes)
     value = b"%012d" % i + pool[off:off + value_bytes - 12]
     headers = [("trace-id", b"%016x" % i)] if i % 10 == 0 else None
+    if lost:
+        headers = (headers or []) + [(LOST_HEADER, b"1")]
     return key, value, t0 + (i * SPAN_MS) // n, headers
 
 
 def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0: int,
-            keep=lambda i: True) -> int:
+            start: int = 0, stop: int | None = None, marked: frozenset[int] = frozenset()) -> int:
+    """Write records ``start .. stop - 1`` of ``n`` to ``topic``; return how many."""
     from confluent_kafka import Producer
 
     pool = random.Random(7).randbytes(1 << 16)
@@ -111,10 +119,8 @@ def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0:
                                            "queue.buffering.max.messages": 2_000_000,
                                            "queue.buffering.max.kbytes": 2_000_000}))
     written = 0
-    for i in range(n):
-        if not keep(i):
-            continue
-        key, value, ts, headers = record(i, n, t0, pool, value_bytes)
+    for i in range(start, n if stop is None else stop):
+        key, value, ts, headers = record(i, n, t0, pool, value_bytes, i in marked)
         while True:
             try:
                 producer.produce(topic, value, key, partition=i % partitions, timestamp=ts, headers=headers)
@@ -127,6 +133,32 @@ def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0:
     if producer.flush(300):
         raise RuntimeError("records were not delivered")
     return written
+
+
+def replicate(source, target, expected: int, work: Path, extra: dict[str, str] | None = None) -> float:
+    """Run MirrorMaker 2 from ``source`` to ``target`` until the target topic holds ``expected``
+    records, then stop it; return the records/s it replicated at."""
+    from dr.runtime.mirrormaker import MirrorMaker, end_offsets
+
+    mm = MirrorMaker(source, target, state_dir=work, topics=TOPIC, heap_mb=1024, extra=extra)
+    t = time.monotonic()
+    mm.start(timeout=180)
+    try:
+        deadline = time.monotonic() + 1800
+        held = 0
+        while time.monotonic() < deadline:
+            try:
+                held = sum(end_offsets(target.endpoint(), [TOPIC]).values())
+            except Exception:  # the topic is not created on the target yet
+                held = 0
+            if held >= expected:
+                break
+            time.sleep(0.5)
+        if held != expected:
+            raise RuntimeError(f"MirrorMaker 2 delivered {held} of {expected} records to {target.name}")
+    finally:
+        mm.stop()
+    return expected / (time.monotonic() - t)
 
 
 def recreate_topic(endpoint, topic: str, partitions: int) -> None:
@@ -231,38 +263,61 @@ def main() -> int:
 
     tc = toolchain()
     work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))
-    a = LocalCluster(ClusterSpec("benchA", brokers=1, base_port=args.base_port, heap_mb=768), work)
-    b = LocalCluster(ClusterSpec("benchB", brokers=1, base_port=args.base_port + 100, heap_mb=768), work)
+    spec = lambda name, k: ClusterSpec(name, brokers=1, base_port=args.base_port + 100 * k, heap_mb=768)  # noqa: E731
+    a = LocalCluster(spec("benchA", 0), work)
+    # one target per profile, sharing A's credentials (the replicator logs in to both with one password)
+    targets = {"tail": LocalCluster(spec("benchB", 1), work, a.credentials),
+               "scattered": LocalCluster(spec("benchC", 2), work, a.credentials)}
+    profiles = args.profiles.split(",")
+    if set(profiles) - set(targets):
+        raise SystemExit(f"unknown profile in {args.profiles!r}: choose from {sorted(targets)}")
+    profiles = sorted(set(profiles), key=list(targets).index)  # the tail profile must see A unfinished
     n = args.records
     results: dict = {"records": n, "partitions": args.partitions, "value_bytes": args.value_bytes,
                      "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "profiles": {}}
+    lost_by_profile = {"tail": frozenset(range(int(n * 0.995), n)),
+                       "scattered": frozenset(random.Random(42).sample(range(n), max(1, n // 1000)))}
+    started: list = [a]
     try:
         a.start()
-        b.start()
         creds = work / "admin.json"
         fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({"username": "admin", "password": a.endpoint().password}, f)
         t0 = int(time.time() * 1000) - SPAN_MS - 60_000
         recreate_topic(a.endpoint(), TOPIC, args.partitions)
+        marked = lost_by_profile["scattered"] if "scattered" in profiles else frozenset()
+        # with the tail profile, the tail is written only after MM2 stopped
+        first = int(n * 0.995) if "tail" in profiles else n
         t = time.monotonic()
-        produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0)
-        print(f"produced {n:,} records to A in {time.monotonic() - t:.1f}s", flush=True)
+        produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, stop=first, marked=marked)
+        print(f"produced {first:,} records to A in {time.monotonic() - t:.1f}s", flush=True)
 
-        rng = random.Random(42)
-        for profile in args.profiles.split(","):
+        for profile in profiles:
+            lost = lost_by_profile[profile]
+            target = targets[profile]
+            target.start()
+            started.append(target)
+            kept = n - len(lost)
             if profile == "tail":
-                lost = set(range(int(n * 0.995), n))
-            elif profile == "scattered":
-                lost = set(rng.sample(range(n), max(1, n // 1000)))
+                rate = replicate(a, target, kept, work)
+                produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, start=first, marked=marked)
             else:
-                raise SystemExit(f"unknown profile {profile}")
-            recreate_topic(b.endpoint(), TOPIC, args.partitions)
-            t = time.monotonic()
-            kept = produce(b.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0,
-                           keep=lambda i: i not in lost)
-            print(f"[{profile}] B holds {kept:,} records ({len(lost):,} lost), written in "
-                  f"{time.monotonic() - t:.1f}s", flush=True)
+                if first < n:
+                    produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, start=first,
+                            marked=marked)
+                    first = n
+                flow = f"{a.name}->{target.name}."  # dedicated MM2 takes connector settings per flow
+                rate = replicate(a, target, kept, work, extra={flow + k: v for k, v in {
+                    "transforms": "dropLost",
+                    "transforms.dropLost.type": "org.apache.kafka.connect.transforms.Filter",
+                    "transforms.dropLost.predicate": "isLost",
+                    "predicates": "isLost",
+                    "predicates.isLost.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                    "predicates.isLost.name": LOST_HEADER}.items()})
+            print(f"[{profile}] MirrorMaker 2 replicated {kept:,} records to {target.name} at {rate:,.0f} rec/s; "
+                  f"{len(lost):,} never reached it", flush=True)
+            b = target
             total = n + kept
             row: dict = {"lost": len(lost), "records_read": total}
 
@@ -326,11 +381,11 @@ def main() -> int:
             results["profiles"][profile] = row
     finally:
         if not args.keep:
-            a.destroy()
-            b.destroy()
+            for cluster in started:
+                cluster.destroy()
             shutil.rmtree(work, ignore_errors=True)
         else:
-            print(f"kept: clusters {a.bootstrap} and {b.bootstrap}, state and credentials in {work}")
+            print(f"kept: clusters {', '.join(c.bootstrap for c in started)}, state and credentials in {work}")
 
     print()
     print(f"N = {n:,} records on A (value {args.value_bytes} B, {args.partitions} partitions), "

@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from dr.errors import ClusterError
+from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
@@ -63,8 +63,13 @@ def grant_replicator(source: LocalCluster, target: LocalCluster) -> None:
 
 def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, target: Endpoint,
                    topics: str = ".*", groups: str = ".*", target_brokers: int = 1,
-                   intervals: dict[str, int] | None = None) -> dict[str, str]:
-    """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure)."""
+                   intervals: dict[str, int] | None = None,
+                   extra: dict[str, str] | None = None) -> dict[str, str]:
+    """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure).
+
+    ``extra`` is laid over the result (e.g. producer tuning or a Connect transform); keys that
+    would change the flow itself (``clusters`` or the replication policy) are refused.
+    """
     iv = {"emit_checkpoints_s": 1, "sync_group_offsets_s": 1, "refresh_topics_s": 5,
           "refresh_groups_s": 5, "emit_heartbeats_s": 1, **(intervals or {})}
     rf = str(min(3, target_brokers))
@@ -100,6 +105,11 @@ def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, targe
     for alias, ep in ((source_alias, source), (target_alias, target)):
         for key, value in ep.java_config().items():
             props[f"{alias}.{key}"] = value
+    fixed = {"clusters", "replication.policy.class"} & set(extra or {})
+    if fixed:
+        raise ConfigError(f"MirrorMaker 2 extra properties may not set {sorted(fixed)}.",
+                          "the flow and its topic naming come from the topology")
+    props.update(extra or {})
     return props
 
 
@@ -108,13 +118,14 @@ class MirrorMaker:
 
     def __init__(self, source: LocalCluster, target: LocalCluster, state_dir: Path | None = None,
                  topics: str = ".*", groups: str = ".*", intervals: dict[str, int] | None = None,
-                 heap_mb: int = 384) -> None:
+                 heap_mb: int = 384, extra: dict[str, str] | None = None) -> None:
         self.source = source
         self.target = target
         self.topics = topics
         self.groups = groups
         self.intervals = intervals
         self.heap_mb = heap_mb
+        self.extra = dict(extra or {})
         self.dir = Path(state_dir or source.state_dir) / "links" / f"{source.name}-to-{target.name}"
         self.process = JvmProcess(f"mm2-{source.name}-{target.name}", self.dir / "pid", self.dir / "mm2.log")
 
@@ -128,7 +139,7 @@ class MirrorMaker:
         pw = self.source.credentials.password(REPLICATOR_USER)
         return mm2_properties(self.source.name, Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
                               self.target.name, Endpoint(self.target.bootstrap, REPLICATOR_USER, pw),
-                              self.topics, self.groups, self.target.spec.brokers, self.intervals)
+                              self.topics, self.groups, self.target.spec.brokers, self.intervals, self.extra)
 
     def start(self, timeout: float = 120.0) -> float:
         """Grant the replicator, start MM2, wait until its herder runs tasks; return seconds."""

@@ -66,6 +66,15 @@ def test_mm2_properties_identity_naming_offset_sync_and_no_reverse_flow() -> Non
     assert props["checkpoints.topic.replication.factor"] == "1"
 
 
+def test_mm2_extra_properties_are_laid_over_but_cannot_change_the_flow() -> None:
+    a = Endpoint("127.0.0.1:1", "replicator", "s3cret")
+    props = mm2_properties("A", a, "B", a, extra={"transforms": "drop", "tasks.max": "4"})
+    assert props["transforms"] == "drop" and props["tasks.max"] == "4"
+    with pytest.raises(ConfigError) as info:
+        mm2_properties("A", a, "B", a, extra={"replication.policy.class": "x.Default"})
+    assert "replication.policy.class" in str(info.value)
+
+
 def test_endpoint_repr_never_shows_the_password() -> None:
     ep = Endpoint("127.0.0.1:1", "admin", "hunter2-very-secret")
     assert "hunter2" not in repr(ep)
