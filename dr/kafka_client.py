@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ClusterMetadata,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -133,25 +135,43 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
     return removed
 
 
-def probe(endpoint: Endpoint, timeout: float = 10.0) -> int:
-    """Connect and fetch metadata; return the broker count.
+def connected_admin(endpoint: Endpoint, timeout: float = 10.0,
+                    attempt: float | None = None) -> tuple[AdminClient, ClusterMetadata]:
+    """An AdminClient that has just fetched the cluster's metadata, with that metadata.
 
-    Raises :class:`AuthError` when the cluster refuses the credentials and :class:`ClusterError`
-    when it cannot be reached — librdkafka reports the former only through its error callback.
+    Raises :class:`AuthError` at once when the cluster refuses the credentials and
+    :class:`ClusterError` when it cannot be reached within ``timeout``. librdkafka reports a refused
+    SASL login only through its error callback (the metadata call itself fails as a transport
+    error or times out), so the callback is read after every failed attempt; ``attempt`` (default:
+    all of ``timeout``) is how long each try may take before the callback is checked again.
     """
-    from confluent_kafka import KafkaError
+    errors: list[KafkaError] = []
+    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": max(1000, min(10000, int(timeout * 1000))),
+                                           "request.timeout.ms": 15000, "error_cb": errors.append, **SILENT}))
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return admin, admin.list_topics(timeout=max(0.5, min(attempt or left, left)))
+        except KafkaException as exc:
+            admin.poll(0.2)  # error callbacks are served by poll()
+            if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
+                                "check the username and password (local estate: .state/estate/credentials.json; "
+                                "a stack: its credentials file)") from None
+            if time.monotonic() >= deadline:
+                err = exc.args[0] if exc.args else exc
+                raise ClusterError(f"cannot reach {endpoint.bootstrap}: "
+                                   f"{err.str() if isinstance(err, KafkaError) else err}.",
+                                   "check the cluster is running (`drctl estate status`) and the bootstrap "
+                                   "address") from None
 
-    seen: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": int(timeout * 1000),
-                                           "error_cb": seen.append, **SILENT}))
-    try:
-        return len(admin.list_topics(timeout=timeout).brokers)
-    except KafkaException as exc:
-        admin.poll(1.0)  # error callbacks are served by poll()
-        if any(e.code() == KafkaError._AUTHENTICATION for e in seen):
-            raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
-                            "check the username and password (local estate: .state/estate/credentials.json)") \
-                from exc
-        raise ClusterError(f"cannot reach {endpoint.bootstrap}: {exc.args[0].str() if exc.args else exc}.",
-                           "check the cluster is running (`drctl estate status`) and the bootstrap address") \
-            from exc
+
+def cluster_metadata(endpoint: Endpoint, timeout: float = 10.0, attempt: float | None = None) -> ClusterMetadata:
+    """The cluster's metadata (brokers, topics); errors as :func:`connected_admin`."""
+    return connected_admin(endpoint, timeout, attempt)[1]
+
+
+def probe(endpoint: Endpoint, timeout: float = 10.0) -> int:
+    """Connect and fetch metadata; return the broker count (errors as :func:`connected_admin`)."""
+    return len(cluster_metadata(endpoint, timeout).brokers)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from dr.errors import AuthError
+from dr import kafka_client
 from dr.kafka_client import SILENT, Endpoint, translate_kafka_error
 from verification.sides import PartitionBounds, SideBounds
 
@@ -35,26 +34,9 @@ def quiet_admin(endpoint: Endpoint) -> AdminClient:
 
 
 def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:
-    """Topic metadata of a cluster; refused credentials fail at once as :class:`AuthError`.
-
-    librdkafka only reports a refused SASL login through its error callback (the metadata call
-    itself times out as a transport failure), so the callback is watched between short attempts.
-    """
-    errors: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000,
-                                           "error_cb": errors.append, **SILENT}))
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return admin.list_topics(timeout=max(0.5, min(2.0, deadline - time.monotonic())))
-        except KafkaException as exc:
-            admin.poll(0)
-            refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-            if refused:
-                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: {refused[0].str()}",
-                                "check the username/password in the credentials file (or the stack's)") from None
-            if time.monotonic() >= deadline:
-                raise translate_kafka_error(exc, "listing topics", endpoint) from exc
+    """Topic metadata of a cluster, patiently (short attempts up to ``timeout``); a refused login
+    fails at once as :class:`AuthError`."""
+    return kafka_client.cluster_metadata(endpoint, timeout, attempt=2.0)
 
 
 def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
@@ -79,8 +61,7 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
 
     Topics that do not exist on this cluster are left out of the result.
     """
-    md = cluster_metadata(endpoint)
-    admin = quiet_admin(endpoint)
+    admin, md = kafka_client.connected_admin(endpoint, _ADMIN_TIMEOUT, attempt=2.0)
     tps = [TopicPartition(t, p) for t in topics if t in md.topics and md.topics[t].error is None
            for p in sorted(md.topics[t].partitions)]
     earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})

@@ -10,10 +10,10 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import ClusterMetadata
 
-from dr.kafka_client import SILENT, Endpoint
+from dr.errors import AuthError, ClusterError
+from dr.kafka_client import Endpoint, cluster_metadata
 
 __all__ = ["ClusterHealth", "cluster_health", "listening", "metadata", "reachability"]
 
@@ -31,22 +31,12 @@ def listening(bootstrap: str, timeout: float = 0.5) -> bool:
 
 
 def metadata(endpoint: Endpoint, timeout: float) -> tuple[ClusterMetadata | None, str | None]:
-    """``(metadata, None)`` or ``(None, why)``, from a client that logs nothing.
-
-    A failed client is not left behind to log connection errors to stderr for seconds, and a
-    refused login is told apart from an unreachable cluster.
-    """
-    errors: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": max(1000, int(timeout * 1000)), **SILENT,
-                                           "error_cb": errors.append}))
+    """``(metadata, None)`` or ``(None, why)``: a refused login told apart from an unreachable
+    cluster, from a client that logs nothing (:func:`dr.kafka_client.cluster_metadata`)."""
     try:
-        return admin.list_topics(timeout=timeout), None
-    except KafkaException as exc:
-        admin.poll(0.2)  # error callbacks are served by poll()
-        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-            return None, f"{endpoint.bootstrap} refused user {endpoint.username!r} (authentication failed)"
-        err = exc.args[0] if exc.args else exc
-        return None, f"{endpoint.bootstrap}: {err.str() if isinstance(err, KafkaError) else err}"
+        return cluster_metadata(endpoint, timeout), None
+    except (AuthError, ClusterError) as exc:
+        return None, exc.problem
 
 
 def reachability(endpoint: Endpoint, timeout: float = 3.0) -> dict[str, Any]:

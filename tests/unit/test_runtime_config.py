@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AclOperation
 
-from dr.errors import ConfigError
+from dr.errors import ClusterError, ConfigError
 from dr.estate import application_acls, stack_file
-from dr.kafka_client import Endpoint
+from dr.kafka_client import Endpoint, cluster_metadata
 from dr.runtime.cluster import ClusterSpec, server_properties
 from dr.runtime.credentials import Credentials
 from dr.runtime.mirrormaker import IDENTITY_POLICY, mm2_properties
@@ -73,6 +73,13 @@ def test_mm2_extra_properties_are_laid_over_but_cannot_change_the_flow() -> None
     with pytest.raises(ConfigError) as info:
         mm2_properties("A", a, "B", a, extra={"replication.policy.class": "x.Default"})
     assert "replication.policy.class" in str(info.value)
+
+
+def test_metadata_of_a_closed_port_fails_within_its_timeout_naming_the_address() -> None:
+    with pytest.raises(ClusterError) as info:
+        cluster_metadata(Endpoint("127.0.0.1:1", "admin", "hunter2-very-secret"), timeout=1.5, attempt=0.5)
+    assert "cannot reach 127.0.0.1:1" in str(info.value) and "next step" in str(info.value)
+    assert "hunter2" not in str(info.value)
 
 
 def test_endpoint_repr_never_shows_the_password() -> None:
