@@ -11,7 +11,7 @@ from dr.toolchain import toolchain
 if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "kafka_jars", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
+__all__ = ["DEFAULT_MASTER", "kafka_jars", "log4j_option", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
 
 #: Two cores and a small shuffle: the size of the machines this project targets by default.
 DEFAULT_MASTER = "local[2]"
@@ -39,6 +39,11 @@ def kafka_jars() -> list[str]:
     return [str(p) for p in toolchain().spark_kafka_jars]
 
 
+def log4j_option() -> str | None:
+    """The driver option that points log4j at this package's quiet configuration."""
+    return f"-Dlog4j.configurationFile=file:{_LOG4J}" if _LOG4J.exists() else None
+
+
 def under_spark_submit() -> bool:
     """True when this Python process is a driver launched by ``spark-submit`` (the JVM exists)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -46,12 +51,13 @@ def under_spark_submit() -> bool:
 
 def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
                   shuffle_partitions: int | None = None, driver_memory: str = "2g",
-                  extra: dict[str, str] | None = None) -> "SparkSession":
+                  extra: dict[str, str] | None = None, use_archive: bool = True) -> "SparkSession":
     """Return the active session or build one with the Kafka connector on the classpath.
 
     Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
     connector with ``--jars``); ``master`` is then ignored. Otherwise a local session is built with
-    ``master`` (default ``local[2]``) and few shuffle partitions.
+    ``master`` (default ``local[2]``) and few shuffle partitions; its driver maps the class-data
+    archive of :mod:`verification.class_archive` when ``make setup`` built one (``use_archive``).
     """
     from pyspark.sql import SparkSession
 
@@ -64,9 +70,15 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
         if (master or DEFAULT_MASTER).startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(master or DEFAULT_MASTER)
-        if _LOG4J.exists():
-            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{_LOG4J}")
-        builder = (builder.config("spark.jars", ",".join(kafka_jars()))
+        jars = kafka_jars()
+        java_opts = [o for o in [log4j_option()] if o]
+        if use_archive:
+            from verification.class_archive import java_options
+
+            java_opts += java_options(jars)
+        if java_opts:
+            builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_opts))
+        builder = (builder.config("spark.jars", ",".join(jars))
                    .config("spark.driver.memory", driver_memory)
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")

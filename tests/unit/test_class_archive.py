@@ -1,0 +1,31 @@
+"""The Spark driver's class-data archive: keyed by the toolchain, used only when it exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verification import class_archive
+
+
+def test_archive_is_keyed_by_the_connector_jars_and_lives_in_the_cache(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KDR_HOME", str(tmp_path))
+    one = class_archive.archive_path(["/cache/spark-kafka/a.jar"])
+    other = class_archive.archive_path(["/cache/spark-kafka/b.jar"])
+    assert one != other
+    assert one.parent == tmp_path / "spark-cds" and one.suffix == ".jsa"
+    assert class_archive.archive_path(["/cache/spark-kafka/a.jar"]) == one
+
+
+def test_driver_options_map_the_archive_only_when_it_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KDR_HOME", str(tmp_path))
+    jars = ["/cache/spark-kafka/a.jar"]
+    assert class_archive.java_options(jars) == []
+    path = class_archive.archive_path(jars)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\0")
+    opts = class_archive.java_options(jars)
+    assert f"-XX:SharedArchiveFile={path}" in opts
+    assert not any(o.startswith("-Xlog") and ":stdout" in o for o in opts), "stdout may carry --json output"
