@@ -102,13 +102,13 @@ def connect_config(stack: str, link_name: str | None) -> None:
 def toolchain_cmd(as_json: bool) -> None:
     """Show the pinned versions and where the cached builds are."""
     from dr.toolchain import kdr_home, toolchain, versions
-    from verification.class_archive import archive_path
+    from verification.class_archive import archive_path, usable
 
     tc = toolchain()
     archive = archive_path([str(p) for p in tc.spark_kafka_jars])
     info = {"versions": versions(), "cache": str(kdr_home()), "kafka_lib": str(tc.kafka_lib),
             "mm2_lib": str(tc.mm2_lib), "spark_kafka_jars": [str(p) for p in tc.spark_kafka_jars],
-            "spark_class_archive": str(archive) if archive.is_file() else "not built (make setup builds it)",
+            "spark_class_archive": str(archive) if usable(archive) else "not built (make setup builds it)",
             "pulumi": str(tc.pulumi_bin / "pulumi")}
     click.echo(json.dumps(info, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
 

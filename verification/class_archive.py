@@ -9,8 +9,11 @@ session start 4.5 → 2.9 s, first query answered 6.7 → 4.2 s.
 small verification of two Parquet archives runs in a driver started with
 ``-XX:ArchiveClassesAtExit``; the JVM writes the archive as it exits. The archive is keyed by the
 Java binary, pyspark's version and the Kafka connector jars, and lives in the cache
-(``$KDR_HOME/spark-cds``), never in the clone. Without it — or when the JVM finds it does not match
-— the driver simply starts the ordinary way (the JVM checks the archive; nothing is printed).
+(``$KDR_HOME/spark-cds``), never in the clone, next to a stamp holding its exact size (written last).
+Without a complete archive — or when the JVM finds it does not match — the driver starts the
+ordinary way, silently. Should a damaged archive still stop the JVM (a cut-short file is not
+refused, mapping it kills the JVM), :func:`verification.session.spark_session` discards the archive,
+says so with the next step, and starts Spark without it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from dr.toolchain import kdr_home
 
-__all__ = ["archive_path", "build", "java_options"]
+__all__ = ["archive_path", "build", "discard", "java_options", "usable"]
 
 # Class-loading warnings go to stderr (stdout may carry JSON), CDS's own notes nowhere.
 _QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
@@ -43,10 +46,36 @@ def archive_path(jars: list[str]) -> Path:
     return kdr_home() / "spark-cds" / f"driver-{pyspark.__version__}-{digest}.jsa"
 
 
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".complete")
+
+
+def usable(path: Path) -> bool:
+    """True when ``path`` is an archive :func:`build` finished: its stamp records its exact size.
+
+    A truncated archive would not be refused by the JVM: mapping it kills the driver (SIGBUS).
+    """
+    try:
+        return int(_stamp(path).read_text().strip()) == path.stat().st_size
+    except (OSError, ValueError):
+        return False
+
+
 def java_options(jars: list[str]) -> list[str]:
-    """Driver JVM options that use the archive when it exists (none otherwise)."""
+    """Driver JVM options that use the archive when a complete one exists (none otherwise)."""
     path = archive_path(jars)
-    return [f"-XX:SharedArchiveFile={path}", *_QUIET] if path.is_file() else []
+    if not usable(path):
+        return []
+    # if the archive is damaged after all, the JVM's crash log goes to the temp directory, not the cwd
+    crash_log = Path(tempfile.gettempdir()) / "kdr-spark-driver-hs_err_pid%p.log"
+    return [f"-XX:SharedArchiveFile={path}", *_QUIET, f"-XX:ErrorFile={crash_log}"]
+
+
+def discard(jars: list[str]) -> None:
+    """Forget the archive for ``jars`` (the driver could not start with it); setup builds it again."""
+    path = archive_path(jars)
+    _stamp(path).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
 
 
 def _workload(work: Path) -> None:
@@ -101,8 +130,9 @@ def build(force: bool = False) -> Path | None:
     from verification.session import kafka_jars
 
     path = archive_path(kafka_jars())
-    if path.is_file() and not force:
+    if usable(path) and not force:
         return path
+    _stamp(path).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".partial-{os.getpid()}")
     res = subprocess.run([sys.executable, "-m", "verification.class_archive", "--dump", str(partial)],
@@ -114,6 +144,7 @@ def build(force: bool = False) -> Path | None:
               file=sys.stderr)
         return None
     os.replace(partial, path)
+    _stamp(path).write_text(f"{path.stat().st_size}\n")
     return path
 
 

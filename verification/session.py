@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,35 +65,49 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name)
-    if not under_spark_submit():
-        cores = _cores(master or DEFAULT_MASTER)
-        if (master or DEFAULT_MASTER).startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.master(master or DEFAULT_MASTER)
-        jars = kafka_jars()
-        java_opts = [o for o in [log4j_option()] if o]
-        if use_archive:
-            from verification.class_archive import java_options
+    jars = kafka_jars() if not under_spark_submit() else []
+    java_opts = [o for o in [log4j_option()] if o]
+    archive_opts: list[str] = []
+    if use_archive and not under_spark_submit():
+        from verification.class_archive import java_options
 
-            java_opts += java_options(jars)
-        if java_opts:
-            builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_opts))
-        builder = (builder.config("spark.jars", ",".join(jars))
-                   .config("spark.driver.memory", driver_memory)
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores))))
-    elif shuffle_partitions:
-        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    builder = (builder.config("spark.redaction.regex", _REDACT)
-               .config("spark.sql.redaction.options.regex", _REDACT)
-               .config("spark.sql.adaptive.enabled", "true")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
-    for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        archive_opts = java_options(jars)
+
+    def build(driver_opts: list[str]) -> "SparkSession":
+        builder = SparkSession.builder.appName(app_name)
+        if not under_spark_submit():
+            cores = _cores(master or DEFAULT_MASTER)
+            if (master or DEFAULT_MASTER).startswith("local"):
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = (builder.master(master or DEFAULT_MASTER)
+                       .config("spark.driver.extraJavaOptions", " ".join(driver_opts))
+                       .config("spark.jars", ",".join(jars))
+                       .config("spark.driver.memory", driver_memory)
+                       .config("spark.ui.enabled", "false")
+                       .config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores))))
+        elif shuffle_partitions:
+            builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        builder = (builder.config("spark.redaction.regex", _REDACT)
+                   .config("spark.sql.redaction.options.regex", _REDACT)
+                   .config("spark.sql.adaptive.enabled", "true")
+                   .config("spark.sql.session.timeZone", "UTC")
+                   .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+        for key, value in (extra or {}).items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+    try:
+        spark = build(java_opts + archive_opts)
+    except Exception as exc:  # a damaged archive can stop the JVM before it says hello
+        if not archive_opts or "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        print(f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
+              "starting without it. Next step: re-run `make setup`, which rebuilds the archive.", file=sys.stderr)
+        from verification.class_archive import discard
+
+        discard(jars)
+        spark = build(java_opts)
     spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
     prefer_kafka_v2(spark)
     return spark

@@ -25,7 +25,13 @@ def test_driver_options_map_the_archive_only_when_it_exists(tmp_path: Path, monk
     assert class_archive.java_options(jars) == []
     path = class_archive.archive_path(jars)
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"\0")
+    path.write_bytes(b"\0" * 100)
+    assert class_archive.java_options(jars) == [], "an archive without its completion stamp is not used"
+    path.with_name(path.name + ".complete").write_text("100\n")
     opts = class_archive.java_options(jars)
     assert f"-XX:SharedArchiveFile={path}" in opts
     assert not any(o.startswith("-Xlog") and ":stdout" in o for o in opts), "stdout may carry --json output"
+    path.write_bytes(b"\0" * 60)  # truncated after it was stamped: mapping it would kill the JVM
+    assert class_archive.java_options(jars) == []
+    class_archive.discard(jars)
+    assert not path.exists() and not path.with_name(path.name + ".complete").exists()
