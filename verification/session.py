@@ -66,7 +66,9 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     if active is not None:
         return active
     jars = kafka_jars() if not under_spark_submit() else []
-    java_opts = [o for o in [log4j_option()] if o]
+    # The parallel collector: the driver is a batch job on few cores, and G1's concurrent work
+    # competes with the tasks (a fresh 5M + 5M-record verification ran about 9 % faster).
+    java_opts = [o for o in [log4j_option(), "-XX:+UseParallelGC"] if o]
     archive_opts: list[str] = []
     if use_archive and not under_spark_submit():
         from verification.class_archive import java_options
