@@ -74,8 +74,9 @@ def records(prefix, n, start=0):
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory):
     state = tmp_path_factory.mktemp("verify-estate")
-    a = LocalCluster(ClusterSpec("verifyA", brokers=1, base_port=39100), state)
-    b = LocalCluster(ClusterSpec("verifyB", brokers=1, base_port=39200), state)
+    # below Linux's ephemeral range (32768-60999): a client socket cannot be holding these ports
+    a = LocalCluster(ClusterSpec("verifyA", brokers=1, base_port=22100), state)
+    b = LocalCluster(ClusterSpec("verifyB", brokers=1, base_port=22200), state)
     mm2 = MirrorMaker(a, b, state, topics="|".join(TOPICS))
     try:
         a.start()
