@@ -105,9 +105,10 @@ def toolchain_cmd(as_json: bool) -> None:
     from verification.class_archive import archive_path, usable
 
     tc = toolchain()
-    archive = archive_path([str(p) for p in tc.spark_kafka_jars])
+    jars = [str(p) for p in tc.spark_kafka_jars]
+    archive = archive_path(jars)
     info = {"versions": versions(), "cache": str(kdr_home()), "kafka_lib": str(tc.kafka_lib),
-            "mm2_lib": str(tc.mm2_lib), "spark_kafka_jars": [str(p) for p in tc.spark_kafka_jars],
+            "mm2_lib": str(tc.mm2_lib), "spark_kafka_jars": jars,
             "spark_class_archive": str(archive) if usable(archive) else "not built (make setup builds it)",
             "pulumi": str(tc.pulumi_bin / "pulumi")}
     click.echo(json.dumps(info, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))

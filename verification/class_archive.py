@@ -105,9 +105,8 @@ def _dump(dest: Path) -> None:
     from verification.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="kdr-cds-") as tmp:
-        spark = spark_session(extra={"spark.driver.extraJavaOptions": " ".join(
-            [f"-XX:ArchiveClassesAtExit={dest}", "-Xlog:all=error:stderr", *_driver_log_options()])},
-            use_archive=False)
+        spark = spark_session(use_archive=False,
+                              driver_options=(f"-XX:ArchiveClassesAtExit={dest}", "-Xlog:all=error:stderr"))
         _workload(Path(tmp))
         gateway = spark.sparkContext._gateway
         spark.stop()
@@ -115,12 +114,6 @@ def _dump(dest: Path) -> None:
         if proc is not None:  # the JVM exits (and dumps) when its stdin closes
             proc.stdin.close()
             proc.wait(timeout=300)
-
-
-def _driver_log_options() -> list[str]:
-    from verification.session import log4j_option
-
-    return [log4j_option()] if log4j_option() else []
 
 
 def build(force: bool = False) -> Path | None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from dr import kafka_client
-from dr.kafka_client import SILENT, Endpoint, translate_kafka_error
+from dr.kafka_client import Endpoint, translate_kafka_error
 from verification.sides import PartitionBounds, SideBounds
 
-__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics", "quiet_admin", "quiet_config"]
+__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics"]
 
 _ADMIN_TIMEOUT = 30.0
 
@@ -21,16 +21,6 @@ def is_internal_topic(name: str) -> bool:
     return (name.startswith("_") or name.endswith(".internal") or name.startswith("mm2-")
             or name in ("heartbeats",) or name.endswith(".heartbeats")
             or name.startswith("connect-"))
-
-
-def quiet_config(endpoint: Endpoint, **extra: object) -> dict[str, object]:
-    """librdkafka settings for ``endpoint`` that keep the client's own log lines off stderr (``SILENT``)."""
-    return endpoint.config(**{**SILENT, **extra})
-
-
-def quiet_admin(endpoint: Endpoint) -> AdminClient:
-    """An AdminClient that fails fast and does not log to stderr."""
-    return AdminClient(quiet_config(endpoint, **{"socket.timeout.ms": 10000, "request.timeout.ms": 15000}))
 
 
 def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:

@@ -34,11 +34,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, translate_kafka_error
+from dr.kafka_client import SILENT, Endpoint, admin_client, translate_kafka_error
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
-from verification.cluster import cluster_metadata, quiet_admin, quiet_config
+from verification.cluster import cluster_metadata
 
 __all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
 
@@ -86,8 +86,8 @@ class RecoveryResult:
 
 # ----------------------------------------------------------------------------- Kafka helpers
 def _consumer(endpoint: Endpoint) -> Consumer:
-    return Consumer(quiet_config(endpoint, **{
-        "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+    return Consumer(endpoint.config(**{
+        **SILENT, "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "socket.timeout.ms": 15000}))
@@ -96,7 +96,7 @@ def _consumer(endpoint: Endpoint) -> Consumer:
 def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[tuple[str, int], int]:
     if not tps:
         return {}
-    admin = quiet_admin(endpoint)
+    admin = admin_client(endpoint)
     try:
         futs = admin.list_offsets({tp: spec for tp in tps}, request_timeout=30)
         return {(tp.topic, tp.partition): f.result(timeout=30).offset for tp, f in futs.items()}
@@ -233,7 +233,7 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
     if absent:
         raise ConfigError(f"topics {absent} do not exist on the target {endpoint.bootstrap}.",
                           "create them with the source's partition count (`pulumi up`), then re-run recover")
-    admin = quiet_admin(endpoint)
+    admin = admin_client(endpoint)
     try:
         futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
         configs = {res.name: fut.result(timeout=30) for res, fut in futs.items()}
@@ -380,7 +380,7 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
                            "verification.", "run `drctl verify` again and recover from the new report")
 
     # 5. produce, keeping key, value, headers, timestamp and partition
-    producer = Producer(quiet_config(target, **{"enable.idempotence": True, "acks": "all", "linger.ms": 20,
+    producer = Producer(target.config(**{**SILENT, "enable.idempotence": True, "acks": "all", "linger.ms": 20,
                                          "compression.type": "lz4", "message.timeout.ms": 120000}))
     ledger = report_dir / LEDGER_FILE
     delivered: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from dr.toolchain import toolchain
 if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "kafka_jars", "log4j_option", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
+__all__ = ["DEFAULT_MASTER", "kafka_jars", "prefer_kafka_v2", "spark_session", "under_spark_submit"]
 
 #: Two cores and a small shuffle: the size of the machines this project targets by default.
 DEFAULT_MASTER = "local[2]"
@@ -40,7 +40,7 @@ def kafka_jars() -> list[str]:
     return [str(p) for p in toolchain().spark_kafka_jars]
 
 
-def log4j_option() -> str | None:
+def _log4j_option() -> str | None:
     """The driver option that points log4j at this package's quiet configuration."""
     return f"-Dlog4j.configurationFile=file:{_LOG4J}" if _LOG4J.exists() else None
 
@@ -52,32 +52,35 @@ def under_spark_submit() -> bool:
 
 def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
                   shuffle_partitions: int | None = None, driver_memory: str = "2g",
-                  extra: dict[str, str] | None = None, use_archive: bool = True) -> "SparkSession":
+                  extra: dict[str, str] | None = None, use_archive: bool = True,
+                  driver_options: tuple[str, ...] = ()) -> "SparkSession":
     """Return the active session or build one with the Kafka connector on the classpath.
 
     Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
     connector with ``--jars``); ``master`` is then ignored. Otherwise a local session is built with
     ``master`` (default ``local[2]``) and few shuffle partitions; its driver maps the class-data
-    archive of :mod:`verification.class_archive` when ``make setup`` built one (``use_archive``).
+    archive of :mod:`verification.class_archive` when ``make setup`` built one (``use_archive``);
+    ``driver_options`` are added to its JVM options.
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    jars = kafka_jars() if not under_spark_submit() else []
+    submitted = under_spark_submit()
+    jars = [] if submitted else kafka_jars()
     # The parallel collector: the driver is a batch job on few cores, and G1's concurrent work
     # competes with the tasks (a fresh 5M + 5M-record verification ran about 9 % faster).
-    java_opts = [o for o in [log4j_option(), "-XX:+UseParallelGC"] if o]
+    java_opts = [o for o in [_log4j_option(), "-XX:+UseParallelGC", *driver_options] if o]
     archive_opts: list[str] = []
-    if use_archive and not under_spark_submit():
+    if use_archive and not submitted:
         from verification.class_archive import java_options
 
         archive_opts = java_options(jars)
 
     def build(driver_opts: list[str]) -> "SparkSession":
         builder = SparkSession.builder.appName(app_name)
-        if not under_spark_submit():
+        if not submitted:
             cores = _cores(master or DEFAULT_MASTER)
             if (master or DEFAULT_MASTER).startswith("local"):
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

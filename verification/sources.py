@@ -26,8 +26,6 @@ from verification.cluster import (
     is_internal_topic,
     kafka_bounds,
     kafka_topics,
-    quiet_admin,
-    quiet_config,
 )
 from verification.sides import ArchiveSide, KafkaSide, PartitionBounds, Side, SideBounds
 
@@ -50,8 +48,6 @@ __all__ = [
     "bounds_to_ranges",
     "check_reachable",
     "cluster_metadata",
-    "quiet_admin",
-    "quiet_config",
     "translate_spark_error",
 ]
 
