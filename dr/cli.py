@@ -30,18 +30,20 @@ def cli() -> None:
 # --------------------------------------------------------------------------------------- estate
 @cli.group()
 def estate() -> None:
-    """Run a stack's local clusters and MirrorMaker 2 links on this machine."""
+    """The stack's estate through Pulumi (up, preview, down) and its live status."""
 
 
 @estate.command("up")
 @click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to run.")
+@click.option("--refresh", is_flag=True, help="Read the real estate first (after a restart: start what stopped).")
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
-def estate_up(stack: str, as_json: bool) -> None:
-    """Start the active and passive clusters, their users, topics, ACLs and links (idempotent)."""
-    from dr.estate import Estate
+def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
+    """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares."""
+    from dr.estate import load_stack
+    from dr.stack import EstateStack
 
-    e = Estate.for_stack(stack)
-    timings = e.up(progress)
+    topology = load_stack(stack)  # a broken rule stops here, before the engine starts
+    timings = EstateStack(stack).up(topology, refresh=refresh, progress=progress)
     if as_json:
         click.echo(json.dumps({"stack": stack, "timings_s": timings}, indent=2))
     else:
@@ -49,14 +51,35 @@ def estate_up(stack: str, as_json: bool) -> None:
             click.echo(f"{step:<24} {secs:6.1f}s")
 
 
+@estate.command("preview")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--refresh", is_flag=True, help="Read the real estate first.")
+@click.option("--expect-no-changes", is_flag=True, help="Exit 4 when the preview proposes any change.")
+def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
+    """`pulumi preview` of the stack: what an `up` would change now."""
+    from dr.errors import ClusterError
+    from dr.stack import EstateStack
+
+    summary = EstateStack(stack).preview(refresh=refresh)
+    click.echo(summary.text)
+    if expect_no_changes and not summary.clean:
+        raise ClusterError(f"stack {stack!r} differs from its stack file: {summary.changes}.",
+                           f"run `drctl estate up --stack {stack}` (or `pulumi up`) to converge it")
+
+
 @estate.command("down")
 @click.option("--stack", default="local", show_default=True)
-@click.option("--destroy", is_flag=True, help="Also delete the clusters' data.")
+@click.option("--destroy", is_flag=True, help="`pulumi destroy`: stop everything and delete the clusters' data.")
 def estate_down(stack: str, destroy: bool) -> None:
-    """Stop links and clusters cleanly (no JVM left behind)."""
+    """Stop links and clusters cleanly, data kept (`drctl estate up --refresh` brings them back);
+    with --destroy, `pulumi destroy` the stack."""
     from dr.estate import Estate
+    from dr.stack import EstateStack
 
-    Estate.for_stack(stack).down(destroy=destroy, progress=progress)
+    if destroy:
+        EstateStack(stack).destroy(progress)
+    else:
+        Estate.for_stack(stack).stop(progress=progress)
 
 
 @estate.command("status")

@@ -9,16 +9,15 @@ each stack keeps its state — data, logs, generated credentials — under ``.st
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AclOperation, NewTopic, ResourceType
+from confluent_kafka.admin import AclOperation, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
+from dr.kafka_client import Endpoint, acl
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker, partition_lag
@@ -111,41 +110,6 @@ class Estate:
         """Clusters that should run now: active and passive (a standby waits for a failover)."""
         return [c for c in self.topology.clusters if c.role in (Role.ACTIVE, Role.PASSIVE)]
 
-    # ---------------------------------------------------------------- convergence
-    def up(self, progress: Progress = lambda _m: None) -> dict[str, float]:
-        """Start and configure every provisioned local cluster and link; idempotent.
-
-        Returns timings (seconds) per step.
-        """
-        timings: dict[str, float] = {}
-        for c in self.provisioned():
-            if c.kind is not Kind.LOCAL:
-                continue
-            t0 = time.monotonic()
-            progress(f"cluster {c.name} ({c.role.value}, {c.brokers} broker(s)) starting")
-            lc = self.local_cluster(c.name)
-            lc.start()
-            self.configure_cluster(c)
-            timings[f"cluster {c.name}"] = time.monotonic() - t0
-            progress(f"cluster {c.name} ready at {lc.bootstrap} ({timings[f'cluster {c.name}']:.1f}s)")
-        for link in self.topology.links:
-            src, dst = self.topology.cluster(link.source), self.topology.cluster(link.target)
-            if src.kind is Kind.LOCAL and dst.kind is Kind.LOCAL:
-                t0 = time.monotonic()
-                progress(f"link {link.name}: MirrorMaker 2 {link.source} -> {link.target} starting")
-                self.mirror(link.name).start()
-                timings[f"link {link.name}"] = time.monotonic() - t0
-        return timings
-
-    def configure_cluster(self, cluster: Cluster) -> None:
-        """Users, topics and ACLs of one cluster according to its role (idempotent)."""
-        ep = self.endpoint(cluster.name)
-        principals = self.topology.principals
-        users = {app.name: self.app_password(app.name) for app in principals.applications}
-        upsert_scram_users(ep, users)
-        ensure_topics(ep, self.topology)
-        create_acls(ep, application_acls(self.topology, cluster.role))
-
     def app_password(self, app: str) -> str:
         """An application's password: the stack's secret if set, else a generated local one."""
         declared = self.topology.principals.application(app).password
@@ -153,18 +117,24 @@ class Estate:
             return declared.get_secret_value()
         return self.credentials.password(app)
 
-    def down(self, destroy: bool = False, progress: Progress = lambda _m: None) -> None:
-        """Stop links then clusters (``destroy`` also deletes their data)."""
+    def stop(self, progress: Progress = lambda _m: None) -> None:
+        """Stop every local link and cluster of the topology, data kept (no JVM left behind).
+
+        Provisioning and deleting are the stack's (:class:`dr.stack.EstateStack`); this only stops
+        processes, as a machine shutdown would: ``up --refresh`` starts them again.
+        """
         for link in self.topology.links:
-            try:
+            if self.both_local(link.name):
                 self.mirror(link.name).stop()
-            except ConfigError:
-                pass
         for c in self.topology.clusters:
             if c.kind is Kind.LOCAL:
-                lc = self.local_cluster(c.name)
-                progress(f"cluster {c.name} {'destroying' if destroy else 'stopping'}")
-                lc.destroy() if destroy else lc.stop()
+                progress(f"cluster {c.name} stopping")
+                self.local_cluster(c.name).stop()
+
+    def both_local(self, link_name: str) -> bool:
+        """True when both ends of the link run on this machine."""
+        link = next(l for l in self.topology.links if l.name == link_name)
+        return all(self.topology.cluster(n).kind is Kind.LOCAL for n in (link.source, link.target))
 
     def status(self) -> dict[str, object]:
         """Roles, process state and link lag — what ``drctl estate status`` prints."""
@@ -212,40 +182,18 @@ def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> E
     return Estate.for_stack(stack).endpoint(cluster_name, user)
 
 
-def ensure_topics(endpoint: Endpoint, topology: Topology) -> list[str]:
-    """Create the topology's topics that are missing on a cluster; return the created names."""
-    admin = admin_client(endpoint)
-    existing = set(admin.list_topics(timeout=15).topics)
-    new = [NewTopic(t.name, t.partitions, t.replication_factor,
-                    config={"min.insync.replicas": str(t.min_insync_replicas), **t.configs})
-           for t in topology.topics if t.name not in existing]
-    if not new:
-        return []
-    for name, fut in admin.create_topics(new).items():
-        try:
-            fut.result(timeout=30)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise ClusterError(f"creating topic {name!r} on {endpoint.bootstrap}: {exc}",
-                                   "check the topic settings against the cluster's broker count") from exc
-    return [t.topic for t in new]
-
-
 def application_acls(topology: Topology, role: Role) -> list:
-    """ACLs of every application on a cluster of ``role``.
+    """The application principals' ACL bindings on a cluster of ``role`` (the rules of
+    :func:`dr.topology.access.application_rules`, as admin-API bindings)."""
+    from confluent_kafka.admin import ResourcePatternType
 
-    Active: write to what it produces, read what it consumes. Passive (and any non-active role):
-    read only — only the replicator writes, as with read-only mirror topics in Cluster Linking.
-    """
-    out = []
-    for app in topology.principals.applications:
-        if role is Role.ACTIVE:
-            for t in app.produces:
-                out += [acl(app.name, ResourceType.TOPIC, t, AclOperation.WRITE),
-                        acl(app.name, ResourceType.TOPIC, t, AclOperation.DESCRIBE)]
-        for t in app.consumes:
-            out += [acl(app.name, ResourceType.TOPIC, t, AclOperation.READ),
-                    acl(app.name, ResourceType.TOPIC, t, AclOperation.DESCRIBE)]
-        if app.consumer_group:
-            out.append(acl(app.name, ResourceType.GROUP, app.consumer_group, AclOperation.READ))
-    return out
+    from dr.topology.access import application_rules
+
+    kinds = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
+    return [acl(r.principal, kinds[r.resource_type], r.resource_name, AclOperation[_snake(r.operation)],
+                ResourcePatternType[r.pattern.upper()])
+            for r in sorted(application_rules(topology, role))]
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{ch}" if ch.isupper() and i else ch for i, ch in enumerate(name)).upper()

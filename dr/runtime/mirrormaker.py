@@ -118,8 +118,9 @@ class MirrorMaker:
 
     def __init__(self, source: LocalCluster, target: LocalCluster, state_dir: Path | None = None,
                  topics: str = ".*", groups: str = ".*", intervals: dict[str, int] | None = None,
-                 heap_mb: int = 384, extra: dict[str, str] | None = None) -> None:
+                 heap_mb: int = 384, extra: dict[str, str] | None = None, grant: bool = True) -> None:
         self.source = source
+        self.grant = grant
         self.target = target
         self.topics = topics
         self.groups = groups
@@ -142,11 +143,16 @@ class MirrorMaker:
                               self.topics, self.groups, self.target.spec.brokers, self.intervals, self.extra)
 
     def start(self, timeout: float = 120.0) -> float:
-        """Grant the replicator, start MM2, wait until its herder runs tasks; return seconds."""
+        """Start MM2 and wait until its herder runs tasks; return seconds.
+
+        With ``grant`` (the default) the replicator's user and ACLs are created first; the Pulumi
+        program passes ``grant=False`` because it declares them as resources of each cluster.
+        """
         t0 = time.monotonic()
         if self.process.alive():
             return 0.0
-        grant_replicator(self.source, self.target)
+        if self.grant:
+            grant_replicator(self.source, self.target)
         config = self.dir / "mm2.properties"
         write_properties(config, self.properties())
         tc = toolchain()

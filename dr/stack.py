@@ -1,0 +1,224 @@
+"""The estate's Pulumi stack, driven through the Automation API: the one way the estate changes.
+
+``drctl`` runs the program of ``stacks/`` (:func:`stacks.program.run`) inline, on the stack file
+``Pulumi.<stack>.yaml`` of the stack directory, with the locally built CLI, the local ``file://``
+backend and passphrase secrets (:mod:`dr.pulumi_env`). ``pulumi up`` from the repository root runs
+the very same function through the Python language host.
+
+:meth:`EstateStack.up` first *forgets* (removes from the stack's state, without touching the
+cluster) the users, topics and ACLs of clusters the topology now declares decommissioned: such a
+cluster may be unreachable (an unplanned failover), and its topics hold what recovery may still
+need. Its fenced ACLs stay as the failover left them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.topology import NAMESPACE, Topology
+
+__all__ = ["EstateStack", "PreviewSummary", "forget"]
+
+Progress = Callable[[str], None]
+
+_ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
+_SHOWN = re.compile(r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S|^\s*(error|warning):", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PreviewSummary:
+    """What ``pulumi preview`` would do: operation → count (``same`` excluded), and the text."""
+
+    changes: dict[str, int]
+    text: str
+
+    @property
+    def clean(self) -> bool:
+        """True when the preview proposes no change at all."""
+        return not self.changes
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+class EstateStack:
+    """One stack of the ``kafka-dr`` project on the local backend."""
+
+    def __init__(self, stack: str, *, stack_dir: Path | None = None, state_dir: Path | None = None) -> None:
+        """``stack_dir`` holds ``Pulumi.<stack>.yaml`` (default: the Pulumi project); ``state_dir`` is the
+        stack's local state (default ``<state base>/<stack>``). The backend and the passphrase file
+        live beside it: ``<state_dir>/../pulumi`` and ``<state_dir>/../passphrase``."""
+        from dr.estate import stack_dir as default_stack_dir
+        from dr.estate import stack_file
+        from dr.estate import state_dir as default_state_dir
+
+        self.name = stack
+        self.stack_dir = Path(stack_dir or default_stack_dir())
+        self.stack_file = stack_file(stack, self.stack_dir)
+        self.state_dir = Path(state_dir or default_state_dir(stack))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.backend = self.state_dir.parent / "pulumi"
+
+    # -------------------------------------------------------------------------------- workspace
+    def _stack(self):  # noqa: ANN202 - pulumi.automation.Stack
+        from pulumi import automation as auto
+
+        from dr.pulumi_env import pulumi_command, pulumi_env
+        from stacks.program import run
+
+        state_dir = self.state_dir
+        env = pulumi_env(self.backend)
+        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(_passphrase(self.state_dir.parent))
+        opts = auto.LocalWorkspaceOptions(work_dir=str(self.stack_dir), pulumi_home=env["PULUMI_HOME"],
+                                          env_vars=env, secrets_provider="passphrase",
+                                          pulumi_command=pulumi_command())
+        if not (self.stack_dir / "Pulumi.yaml").exists():
+            opts.project_settings = auto.ProjectSettings(name=NAMESPACE, runtime="python")
+        try:
+            return auto.create_or_select_stack(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
+        except auto.CommandError as exc:
+            raise _translate(exc, f"opening stack {self.name!r}") from None
+
+    # -------------------------------------------------------------------------------- operations
+    def up(self, topology: Topology | None = None, *, refresh: bool = False,
+           progress: Progress = _quiet) -> dict[str, float]:
+        """Converge the estate to the stack file (``pulumi up``); return timings in seconds."""
+        stack = self._stack()
+        t0 = time.monotonic()
+        forgotten = self.forget_decommissioned(stack, topology)
+        if forgotten:
+            progress(f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters "
+                     "(left on the clusters as they are)")
+        try:
+            result = stack.up(on_output=_forward(progress), refresh=refresh, color="never")
+        except Exception as exc:  # noqa: BLE001 - CommandError and friends
+            raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
+        changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
+        progress(f"stack {self.name}: up done ({_describe(changes)})")
+        return {"pulumi up": round(time.monotonic() - t0, 3)}
+
+    def preview(self, *, refresh: bool = False, progress: Progress = _quiet) -> PreviewSummary:
+        """``pulumi preview``: the changes an ``up`` would make now."""
+        stack = self._stack()
+        lines: list[str] = []
+        try:
+            result = stack.preview(on_output=lambda l: (lines.append(l), progress(l.rstrip())) and None,
+                                   refresh=refresh, color="never", diff=True)
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
+        changes = {k: v for k, v in (result.change_summary or {}).items() if k != "same" and v}
+        return PreviewSummary(changes, "".join(lines))
+
+    def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
+        """``pulumi refresh``: read the real estate into the state; return the changes seen."""
+        try:
+            result = self._stack().refresh(on_output=_forward(progress), color="never")
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, f"`pulumi refresh` of stack {self.name!r}") from None
+        return {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
+
+    def destroy(self, progress: Progress = _quiet) -> None:
+        """``pulumi destroy``: stop every process and remove the local clusters' data."""
+        try:
+            self._stack().destroy(on_output=_forward(progress), color="never")
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
+
+    def outputs(self) -> dict[str, Any]:
+        """The stack outputs (secrets stay masked unless asked for by the caller's own means)."""
+        return {k: v.value for k, v in self._stack().outputs().items()}
+
+    # -------------------------------------------------------------------------------- state
+    def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
+        """Drop from the state the ``ClusterAccess`` subtree of every cluster ``topology`` declares
+        decommissioned; return how many resources were dropped. Nothing on the clusters changes."""
+        if topology is None:
+            return 0
+        names = {f"{c.name}-access" for c in topology.clusters if c.role.value == "decommissioned"}
+        if not names:
+            return 0
+        deployment = stack.export_stack()
+        kept, dropped = forget(deployment.deployment, names)
+        if not dropped:
+            return 0
+        deployment.deployment = kept
+        stack.import_stack(deployment)
+        return dropped
+
+
+def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str, Any], int]:
+    """The deployment without the ``ClusterAccess`` components named ``access_names`` and their
+    descendants, with every reference to them removed (pure)."""
+    resources = deployment.get("resources") or []
+    gone: set[str] = {r["urn"] for r in resources
+                      if r.get("type") == _ACCESS_TYPE and r["urn"].rsplit("::", 1)[-1] in access_names}
+    grew = True
+    while grew:
+        before = len(gone)
+        gone |= {r["urn"] for r in resources if r.get("parent") in gone}
+        grew = len(gone) > before
+    if not gone:
+        return deployment, 0
+    kept = []
+    for r in resources:
+        if r["urn"] in gone:
+            continue
+        r = dict(r)
+        if r.get("dependencies"):
+            r["dependencies"] = [d for d in r["dependencies"] if d not in gone]
+        if r.get("propertyDependencies"):
+            r["propertyDependencies"] = {k: [d for d in v if d not in gone]
+                                         for k, v in r["propertyDependencies"].items()}
+        kept.append(r)
+    return {**deployment, "resources": kept}, len(gone)
+
+
+def _passphrase(base: Path) -> Path:
+    """The stacks' passphrase file (0600) beside their state, created on first use."""
+    import secrets
+
+    path = base / "passphrase"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    return path
+
+
+def _forward(progress: Progress) -> Callable[[str], None]:
+    def out(line: str) -> None:
+        if _SHOWN.search(line):
+            progress(line.rstrip())
+    return out
+
+
+def _describe(changes: dict[str, int]) -> str:
+    return ", ".join(f"{n} {op}" for op, n in sorted(changes.items())) or "no changes"
+
+
+def _translate(exc: Exception, what: str) -> DRError:
+    if isinstance(exc, DRError):
+        return exc
+    text = str(exc)
+    if "no Pulumi.yaml" in text or "passphrase" in text.lower() and "incorrect" in text.lower():
+        return ConfigError(f"{what} failed: {_tail(text)}", "check the stack file and .state/passphrase")
+    if "no resource plugin" in text or "no language plugin" in text or "plugin" in text and "not found" in text:
+        return ToolchainError(f"{what} failed: {_tail(text)}", "run `make setup`")
+    if "error: error:" in text or "invalid" in text and "next step" in text:
+        return ConfigError(f"{what} refused the topology: {_tail(text)}",
+                           "correct the stack file as the message says; nothing was created")
+    return ClusterError(f"{what} failed: {_tail(text)}",
+                        "read the resource error above, fix its cause and run it again (it converges)")
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    keep = [l for l in text.splitlines() if l.strip() and not l.startswith(("code:", " stdout:", "stdout:"))]
+    return "\n".join(keep[-lines:])

@@ -1,0 +1,73 @@
+"""Who may do what on a cluster, as pure data: the ACL rules of each role (no engine, no client).
+
+Application principals write only on the active cluster (and read what they consume everywhere);
+on a passive cluster only the replicator writes, as with read-only mirror topics in Cluster
+Linking. The replicator reads on a link's source and writes on its target. The Pulumi program
+(:mod:`stacks.access`) declares these rules as ``pulumi_kafka.Acl`` resources; the failover's
+promote step grants the same rules at once through the admin API (:func:`dr.estate.application_acls`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dr.topology.model import Cluster, Role, Topology
+
+__all__ = ["AclRule", "acl_rules", "application_rules"]
+
+
+@dataclass(frozen=True, order=True)
+class AclRule:
+    """One ALLOW binding for ``User:<principal>`` from any host, in ``pulumi_kafka`` terms."""
+
+    principal: str
+    resource_type: str  # Topic | Group | Cluster
+    resource_name: str
+    operation: str  # Read | Write | Describe | DescribeConfigs | All | Create | AlterConfigs | IdempotentWrite
+    pattern: str = "Literal"  # Literal | Prefixed
+
+    @property
+    def logical_name(self) -> str:
+        """A stable, URN-safe resource name (the rule itself, readable)."""
+        raw = f"{self.principal}-{self.resource_type}-{self.pattern}-{self.resource_name}-{self.operation}"
+        return re.sub(r"[^A-Za-z0-9._-]", lambda m: f"~{ord(m.group()):x}", raw).lower()
+
+
+def _replicator_source(user: str) -> list[AclRule]:
+    return [AclRule(user, "Topic", "*", "Read"), AclRule(user, "Topic", "*", "Describe"),
+            AclRule(user, "Topic", "*", "DescribeConfigs"), AclRule(user, "Topic", "mm2-", "All", "Prefixed"),
+            AclRule(user, "Group", "*", "Describe"), AclRule(user, "Group", "*", "Read"),
+            AclRule(user, "Cluster", "kafka-cluster", "Describe"),
+            AclRule(user, "Cluster", "kafka-cluster", "DescribeConfigs")]
+
+
+def _replicator_target(user: str) -> list[AclRule]:
+    return [AclRule(user, "Topic", "*", "All"), AclRule(user, "Group", "*", "All"),
+            *(AclRule(user, "Cluster", "kafka-cluster", op)
+              for op in ("Describe", "DescribeConfigs", "Create", "AlterConfigs", "IdempotentWrite"))]
+
+
+def application_rules(topology: Topology, role: Role) -> set[AclRule]:
+    """The application principals' ACLs on a cluster of ``role``."""
+    rules: set[AclRule] = set()
+    for app in topology.principals.applications:
+        if role is Role.ACTIVE:
+            for topic in app.produces:
+                rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
+        for topic in app.consumes:
+            rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
+        if app.consumer_group:
+            rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
+    return rules
+
+
+def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
+    """Every ACL the cluster needs for its role and its links (pure; sorted, no duplicates)."""
+    rules = application_rules(topology, cluster.role)
+    replicator = topology.principals.replicator
+    if topology.links_from(cluster.name):
+        rules |= set(_replicator_source(replicator))
+    if topology.links_into(cluster.name):
+        rules |= set(_replicator_target(replicator))
+    return sorted(rules)

@@ -1,0 +1,5 @@
+"""``pulumi up`` entry point: only wires (see :mod:`stacks.program`)."""
+
+from stacks.program import run
+
+run()

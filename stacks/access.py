@@ -1,0 +1,74 @@
+"""SCRAM users, topics and ACLs of one cluster as ``pulumi_kafka`` resources.
+
+The rules themselves are pure data (:func:`dr.topology.access.acl_rules`, unit-tested without an
+engine); :class:`ClusterAccess` declares them through the cluster's own explicit provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kafka as kafka
+
+from dr.topology import Cluster, Topology
+from dr.topology.access import AclRule, acl_rules
+
+__all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]
+
+
+def password_version(cluster: str, user: str, password: str) -> str:
+    """A short fingerprint that changes when a password changes (``password_wo_version``).
+
+    32 bits of a salted SHA-256: enough to notice a rotation, far too little to confirm a guess.
+    """
+    return hashlib.sha256(f"{cluster}\0{user}\0{password}".encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterAccessArgs:
+    """What :class:`ClusterAccess` provisions on one cluster."""
+
+    topology: Topology
+    cluster: Cluster
+    provider: kafka.Provider
+    passwords: dict[str, pulumi.Output[str]]
+    """Principal → password (secret Outputs) for the replicator and every application."""
+
+
+class ClusterAccess(pulumi.ComponentResource):
+    """SCRAM users, topics and ACLs of one cluster, through that cluster's explicit provider.
+
+    Topics are created with ``retain_on_delete``: removing a topic from the topology, or destroying
+    the stack of an external cluster, never deletes its records (delete a topic on purpose with
+    Kafka's own tools). Passwords reach the cluster through ``password_wo`` and are never stored.
+    """
+
+    def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("kafka-dr:index:ClusterAccess", name, None, opts)
+        c = args.cluster
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.users: dict[str, kafka.UserScramCredential] = {}
+        for user, password in sorted(args.passwords.items()):
+            self.users[user] = kafka.UserScramCredential(
+                f"{c.name}-user-{user}", username=user, scram_mechanism="SCRAM-SHA-512",
+                password_wo=pulumi.Output.secret(password),
+                password_wo_version=pulumi.Output.secret(password).apply(
+                    lambda pw, u=user: password_version(c.name, u, pw)),
+                opts=child)
+        self.topics: dict[str, kafka.Topic] = {}
+        for topic in args.topology.topics:
+            self.topics[topic.name] = kafka.Topic(
+                f"{c.name}-topic-{topic.name}", name=topic.name, partitions=topic.partitions,
+                replication_factor=topic.replication_factor,
+                config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
+        self.acls: list[kafka.Acl] = [
+            kafka.Acl(f"{c.name}-acl-{rule.logical_name}", acl_principal=f"User:{rule.principal}", acl_host="*",
+                      acl_operation=rule.operation, acl_permission_type="Allow",
+                      acl_resource_type=rule.resource_type, acl_resource_name=rule.resource_name,
+                      resource_pattern_type_filter=rule.pattern, opts=child)
+            for rule in acl_rules(args.topology, c)]
+        self.register_outputs({"users": sorted(self.users), "topics": sorted(self.topics),
+                               "acls": len(self.acls)})

@@ -1,0 +1,76 @@
+"""``KafkaCluster``: one cluster of the topology and the explicit ``pulumi_kafka`` provider that reaches it.
+
+* ``kind: local`` — the cluster itself is a resource (:class:`stacks.local_cluster.LocalKafkaCluster`);
+  its admin password is generated into the stack's state directory (0600) and enters the program
+  only as a secret.
+* ``kind: external`` — bootstrap servers and admin credentials from the stack config (secrets).
+* ``kind: confluent-cloud`` — see :mod:`stacks.confluent` (the cluster is a ``pulumi_confluentcloud``
+  resource; topics and ACLs go through the same Kafka provider with the cluster's API key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kafka as kafka
+
+from dr.errors import ConfigError
+from dr.topology import Cluster, Kind
+from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
+
+__all__ = ["KafkaCluster", "KafkaClusterArgs"]
+
+_MECHANISMS = {"PLAIN": "plain", "SCRAM-SHA-256": "scram-sha256", "SCRAM-SHA-512": "scram-sha512"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaClusterArgs:
+    """What :class:`KafkaCluster` needs: the cluster, where local state lives, the admin login."""
+
+    cluster: Cluster
+    state_dir: Path
+    admin_username: str
+    admin_password: pulumi.Output[str]
+
+
+class KafkaCluster(pulumi.ComponentResource):
+    """One Kafka cluster of the estate, with ``bootstrap_servers`` and a ``provider`` for its resources."""
+
+    bootstrap_servers: pulumi.Output[str]
+    provider: kafka.Provider
+
+    def __init__(self, name: str, args: KafkaClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("kafka-dr:index:KafkaCluster", name, None, opts)
+        c = args.cluster
+        self.role = c.role.value
+        if c.kind is Kind.LOCAL:
+            self.local: LocalKafkaCluster | None = LocalKafkaCluster(
+                f"{c.name}-brokers",
+                LocalKafkaClusterArgs(name=c.name, role=c.role.value, brokers=c.brokers,
+                                      base_port=c.base_port or 0, racks=list(c.racks),
+                                      state_dir=str(args.state_dir)),
+                pulumi.ResourceOptions(parent=self))
+            self.bootstrap_servers = self.local.bootstrap_servers
+            tls = False
+        elif c.kind is Kind.EXTERNAL:
+            self.local = None
+            if not c.bootstrap_servers:
+                raise ConfigError(f"cluster {c.name!r} is external but has no bootstrap_servers.",
+                                  f"set kafka-dr:clusters[{c.name}].bootstrapServers in the stack file")
+            self.bootstrap_servers = pulumi.Output.from_input(c.bootstrap_servers)
+            tls = c.security_protocol == "SASL_SSL"
+        else:
+            raise ConfigError(f"cluster {c.name!r}: kind {c.kind.value} is built by stacks.confluent.",
+                              "report this as a bug: the program should not route it here")
+        self.provider = kafka.Provider(
+            f"{c.name}-kafka",
+            bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
+            sasl_username=args.admin_username,
+            sasl_password=pulumi.Output.secret(args.admin_password),
+            sasl_mechanism=_MECHANISMS[c.sasl_mechanism if c.kind is not Kind.LOCAL else "SCRAM-SHA-512"],
+            tls_enabled=tls,
+            kafka_version="2.7.0",
+            opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"role": self.role, "bootstrap_servers": self.bootstrap_servers})

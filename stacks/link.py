@@ -1,0 +1,58 @@
+"""``ReplicationLink``: one link of the topology — MirrorMaker 2 between local clusters.
+
+``engine: mirrormaker2`` between two local clusters is a dedicated MirrorMaker 2 process (a
+resource, :mod:`stacks.mirror_link`) started after the replicator's users and ACLs exist on both
+sides. ``engine: cluster-link`` is built by :mod:`stacks.confluent`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+
+from dr.topology import Cluster, Link, Topology
+from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
+
+__all__ = ["ReplicationLink", "ReplicationLinkArgs", "topic_pattern"]
+
+
+def topic_pattern(patterns: list[str]) -> str:
+    """The link's names/patterns as one Java regex alternation (what MirrorMaker 2 matches)."""
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicationLinkArgs:
+    """A link, its two clusters, and what must exist before it starts."""
+
+    topology: Topology
+    link: Link
+    state_dir: Path
+    depends_on: list[pulumi.Resource]
+
+
+class ReplicationLink(pulumi.ComponentResource):
+    """A running replication flow from ``link.source`` to ``link.target``."""
+
+    def __init__(self, name: str, args: ReplicationLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("kafka-dr:index:ReplicationLink", name, None, opts)
+        link = args.link
+        source: Cluster = args.topology.cluster(link.source)
+        target: Cluster = args.topology.cluster(link.target)
+        iv = link.intervals
+        self.process = MirrorMakerProcess(
+            f"{link.name}-mirrormaker2",
+            MirrorMakerProcessArgs(
+                source=source.name, target=target.name, source_brokers=source.brokers,
+                target_brokers=target.brokers, source_port=source.base_port or 0,
+                target_port=target.base_port or 0, topics=topic_pattern(link.topics),
+                groups=topic_pattern(link.consumer_groups),
+                intervals={"emit_checkpoints_s": iv.emit_checkpoints_s,
+                           "sync_group_offsets_s": iv.sync_group_offsets_s,
+                           "refresh_topics_s": iv.refresh_topics_s, "refresh_groups_s": iv.refresh_groups_s},
+                state_dir=str(args.state_dir)),
+            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        self.register_outputs({"source": link.source, "target": link.target, "engine": link.engine.value,
+                               "running": self.process.running})

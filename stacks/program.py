@@ -1,0 +1,136 @@
+"""The estate as one Pulumi program: read and validate the topology, build the components, export.
+
+:func:`run` is both the body of ``stacks/__main__.py`` (``pulumi up`` from the repository root) and
+the inline program ``drctl`` runs through the Automation API (:mod:`dr.stack`), so there is one
+way the estate is provisioned and changed.
+
+What each role gets:
+
+* active, passive — the cluster, its users/topics/ACLs (:class:`~stacks.access.ClusterAccess`);
+* decommissioned  — only the cluster (its data is kept for recovery; not started again);
+* standby         — nothing yet: it is declared, and provisioned when a failover makes it passive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from dr.errors import DRError
+from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
+from stacks.access import ClusterAccess, ClusterAccessArgs
+from stacks.cluster import KafkaCluster, KafkaClusterArgs
+from stacks.link import ReplicationLink, ReplicationLinkArgs
+
+__all__ = ["load", "run", "build"]
+
+_KEYS = ("profile", "failoverDone", "clusters", "topics", "principals", "links")
+
+
+def load() -> Topology:
+    """The validated topology of the running stack, from the engine's (decrypted) config.
+
+    A broken rule stops the program before any resource is registered, with the message ``drctl``
+    prints for the same stack file.
+    """
+    config: dict[str, Any] = {}
+    for key in _KEYS:
+        value = pulumi.runtime.get_config(f"{NAMESPACE}:{key}")
+        if value is not None:
+            config[f"{NAMESPACE}:{key}"] = value
+    try:
+        return load_topology(pulumi.get_stack(), config)
+    except DRError as exc:
+        raise pulumi.RunError(f"error: {exc}") from None
+
+
+def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:
+    out: dict[str, pulumi.Output[str]] = {
+        topology.principals.replicator: pulumi.Output.secret(credentials.password(topology.principals.replicator))}
+    for app in topology.principals.applications:
+        declared = app.password
+        value = declared.get_secret_value() if declared is not None and not declared.is_encrypted \
+            else credentials.password(app.name)
+        out[app.name] = pulumi.Output.secret(value)
+    return out
+
+
+def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
+    if cluster.kind is Kind.LOCAL:
+        from dr.runtime.credentials import ADMIN_USER
+
+        return ADMIN_USER, credentials.password(ADMIN_USER)
+    from dr.estate import external_endpoint
+
+    ep = external_endpoint(cluster)
+    return ep.username, ep.password
+
+
+def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
+    """Register every resource of ``topology``; return what the stack exports."""
+    from dr.runtime.credentials import Credentials
+
+    credentials = Credentials(state_dir)
+    passwords = _passwords(topology, credentials)
+    clusters: dict[str, KafkaCluster] = {}
+    access: dict[str, ClusterAccess] = {}
+    for c in topology.clusters:
+        if c.role is Role.STANDBY or (c.role is Role.DECOMMISSIONED and c.kind is not Kind.LOCAL):
+            continue
+        if c.kind is Kind.CONFLUENT_CLOUD:
+            from stacks.confluent import confluent_cluster
+
+            clusters[c.name] = confluent_cluster(c)
+        else:
+            user, password = _admin(c, credentials)
+            clusters[c.name] = KafkaCluster(c.name, KafkaClusterArgs(
+                cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)))
+        if c.role is not Role.DECOMMISSIONED:
+            access[c.name] = ClusterAccess(f"{c.name}-access", ClusterAccessArgs(
+                topology=topology, cluster=c, provider=clusters[c.name].provider, passwords=passwords))
+    links = {}
+    for link in topology.links:
+        if link.engine is Engine.CLUSTER_LINK:
+            from stacks.confluent import cluster_link
+
+            links[link.name] = cluster_link(topology, link, clusters)
+            continue
+        links[link.name] = ReplicationLink(link.name, ReplicationLinkArgs(
+            topology=topology, link=link, state_dir=state_dir,
+            depends_on=[access[link.source], access[link.target]]))
+    return _outputs(topology, clusters, passwords)
+
+
+def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "clusters": {name: {"role": topology.cluster(name).role.value, "bootstrapServers": k.bootstrap_servers}
+                     for name, k in clusters.items()},
+        "links": [{"name": lk.name, "source": lk.source, "target": lk.target, "engine": lk.engine.value}
+                  for lk in topology.links],
+    }
+    active = topology.active()
+    if active.name in clusters:
+        bootstrap = clusters[active.name].bootstrap_servers
+        protocol = "SASL_PLAINTEXT" if active.kind is Kind.LOCAL else active.security_protocol
+        mechanism = "SCRAM-SHA-512"
+        out["clientConfigs"] = pulumi.Output.secret({
+            app.name: {"bootstrap.servers": bootstrap, "security.protocol": protocol,
+                       "sasl.mechanism": mechanism, "sasl.username": app.name,
+                       "sasl.password": passwords[app.name]}
+            for app in topology.principals.applications})
+    return out
+
+
+def run(state_dir: Path | None = None) -> None:
+    """The program: load the topology, build the estate, export outputs.
+
+    ``state_dir`` is where local clusters keep their data and generated credentials (default:
+    ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project).
+    """
+    from dr.estate import state_dir as default_state_dir
+
+    topology = load()
+    for key, value in build(topology, state_dir or default_state_dir(topology.name)).items():
+        pulumi.export(key, value)
