@@ -40,8 +40,9 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-        # Python dynamic providers run in this clone's virtualenv.
+        # Python dynamic providers and the language host run this clone's virtualenv.
         "PULUMI_RUNTIME_VIRTUALENV": str(root / ".venv"),
+        "PULUMI_PYTHON_CMD": str(root / ".venv" / "bin" / "python"),
     }
 
 

@@ -152,29 +152,16 @@ setup_pulumi() {
     install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$out.partial/bin/"
     publish "$out"
   fi
-  probe_unavailable_plugins "$out"
   "$out/bin/pulumi" version | grep -q "v$PULUMI_VERSION" || die "the cached Pulumi CLI does not report v$PULUMI_VERSION." "delete $out and re-run make setup"
   step_time "Pulumi CLI v$PULUMI_VERSION" "$t0"
 }
 
-# The Python language host and the Kafka resource provider must come from the Go module proxy too.
-# At the pinned versions the proxy refuses both (403 "This module version is not available."), so
-# they are reported, never replaced by something else under their name. Re-checked on every run.
-probe_unavailable_plugins() {
-  local out="$1" report="$1/plugins-status.txt" mod err
-  : > "$report"
-  for mod in "github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3@v$PULUMI_VERSION" \
-             "github.com/pulumi/pulumi-kafka/provider/v3@v$PULUMI_KAFKA_VERSION"; do
-    err=$(cd "$out/src" && go mod download -json "$mod" 2>/dev/null | sed -n 's/.*"Error": "\(.*\)".*/\1/p' | head -1 || true)
-    if [ -n "$err" ]; then
-      echo "UNAVAILABLE $mod: $err" >> "$report"
-      say "BLOCKED: $mod cannot be had from the Go module proxy: ${err%%\\n*}"
-    else
-      echo "AVAILABLE $mod (not built by this setup yet)" >> "$report"
-      say "NOTE: $mod is now on the Go module proxy; building it is the next step (see README, Status)."
-    fi
-  done
-}
+# The Python language host and the Kafka resource provider are built from the Go module proxy too,
+# each by its own file (sourced): scripts/setup_language_host.sh, scripts/setup_kafka_provider.sh.
+# shellcheck source=scripts/setup_language_host.sh
+source "$ROOT/scripts/setup_language_host.sh"
+# shellcheck source=scripts/setup_kafka_provider.sh
+source "$ROOT/scripts/setup_kafka_provider.sh"
 
 # ---------------------------------------------------------------------------------------------
 # 4. The environment file: `source .env` puts pulumi and drctl on PATH with safe Pulumi defaults.
@@ -196,6 +183,8 @@ export PULUMI_CONFIG_PASSPHRASE_FILE="$ROOT/.state/passphrase"
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DIY_BACKEND_NO_LEGACY_WARNING=true
+# The language host runs the program with this clone's virtualenv (see toolchain/pulumi-language-python).
+export PULUMI_PYTHON_CMD="$ROOT/.venv/bin/python"
 EOF
 }
 
@@ -213,17 +202,20 @@ setup_spark_cds() {
 }
 
 main() {
-  # `scripts/setup.sh [python] [jars] [pulumi] [spark-cds]` runs only the named steps (default: all).
+  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [spark-cds]` runs only
+  # the named steps (default: all, in that order).
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi spark-cds)
+  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider spark-cds)
   check_prereqs
   for s in "${steps[@]}"; do
     case "$s" in
       python) setup_python ;;
       jars) setup_jars ;;
       pulumi) setup_pulumi ;;
+      language-host) setup_language_host ;;
+      kafka-provider) setup_kafka_provider ;;
       spark-cds) setup_spark_cds ;;
-      *) die "unknown setup step '$s'." "use python, jars, pulumi or spark-cds (or nothing for all)" ;;
+      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider or spark-cds (or nothing for all)" ;;
     esac
   done
   write_env

@@ -18,7 +18,7 @@ verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computa
 :mod:`~dr.failover.cli` (``drctl failover|status|drill``).
 """
 
-from dr.failover.converge import Converger, EstateConverger, write_stack_config
+from dr.failover.converge import Converger, PulumiConverger, write_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.pipeline import run_failover, summarize
 from dr.failover.plan import plan_failover
@@ -28,7 +28,7 @@ from dr.failover.steps import STEPS, FailoverOptions
 __all__ = [
     "STEPS",
     "Converger",
-    "EstateConverger",
+    "PulumiConverger",
     "FailoverOptions",
     "Journal",
     "StackLock",

@@ -28,9 +28,9 @@ from dr.failover.metrics import encode_offsets, lag
 from dr.kafka_client import Endpoint
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import NAMESPACE, Kind, Topology, dump_stack_config
+from dr.topology import NAMESPACE, Topology, dump_stack_config
 
-__all__ = ["Converger", "EstateConverger", "read_stack_config", "wait_copied", "write_stack_config"]
+__all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
 
 
 class Converger(Protocol):
@@ -43,26 +43,29 @@ class Converger(Protocol):
         ...
 
 
-class EstateConverger:
-    """Converges with the local estate runtime (:meth:`Estate.up`), then waits for each link to catch up.
+class PulumiConverger:
+    """Converges with ``pulumi up`` of the stack (:class:`dr.stack.EstateStack`, the program of
+    ``stacks/`` through the Automation API), then waits until each local link has copied what its
+    source held when the ``up`` ended."""
 
-    Stands in for ``pulumi up`` until the Pulumi Kafka provider can be installed (see module doc).
-    """
+    name = "pulumi"
 
-    name = "local-estate-runtime"
-
-    def __init__(self, state: Path, *, catch_up_timeout: float = 120.0) -> None:
+    def __init__(self, stack: str, stack_path: Path, state: Path, *, catch_up_timeout: float = 120.0) -> None:
+        self.stack = stack
+        self.stack_path = Path(stack_path)
         self.state = Path(state)
         self.catch_up_timeout = catch_up_timeout
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
-        """Start/configure the active and passive clusters and every local link; wait until links catch up."""
+        """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
+        from dr.stack import EstateStack
+
+        timings = dict(EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state)
+                       .up(topology, progress=progress))
         estate = Estate(topology, self.state)
-        timings = dict(estate.up(progress))
         topics = [t.name for t in topology.topics]
         for link in topology.links:
-            if not (topology.cluster(link.source).kind is Kind.LOCAL
-                    and topology.cluster(link.target).kind is Kind.LOCAL):
+            if not estate.both_local(link.name):
                 continue
             t0 = time.monotonic()
             wanted = [t.name for t in topology.topics_for(link)] or topics

@@ -1,7 +1,7 @@
 """``drctl drill``: a game day on the local estate — traffic, a failover A→B→C, proof, a grade.
 
 1. Copy the stack file into ``<out>/stack/`` (the stack's own file is never touched) and provision
-   A and B with their link (:meth:`Estate.up`), state under ``<out>/state/``.
+   A and B with their link (``pulumi up`` of the stack, :class:`dr.stack.EstateStack`), state under ``<out>/state/``.
 2. Traffic: ``orders-app`` (the first producing application) writes keyed records with
    ``acks=all`` and keeps a delivery ledger; the ``billing`` group (the first consuming group)
    consumes and commits; A's end offsets are snapshotted five times a second (the RPO estimate's input).
@@ -44,6 +44,7 @@ from dr.kafka_client import SILENT, Endpoint
 from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import port_free, wait_until
+from dr.stack import EstateStack
 from dr.topology import Application, load_stack_file
 
 __all__ = ["DrillOptions", "read_keys", "restart", "run_drill"]
@@ -275,7 +276,7 @@ def _prepare(options: DrillOptions) -> tuple[Path, Path]:
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ConfigError(f"{out} is not empty and was not written by a drill.",
                           "pass --out with a new or empty directory")
-    for sub in ("stack", "state"):
+    for sub in ("stack", "state", "pulumi"):
         shutil.rmtree(out / sub, ignore_errors=True)
     (out / "stack").mkdir(parents=True)
     (out / MARKER).write_text("written by drctl drill\n")
@@ -366,6 +367,7 @@ def _checks(options: DrillOptions, result: dict[str, Any], target: str) -> list[
         (f"the application writes on {target} after the move", result["producer"]["acked_on_target"] > 0),
         (f"the consumer group resumed on {target}", None if consumer is None else consumer["read_on_target"] > 0),
         ("consumers skipped no record", None if consumer is None else consumer["skipped"] == 0),
+        ("`pulumi preview` proposes no change after the failover", not result.get("preview_after_failover")),
     ]
     if not options.unplanned:
         checks.append(("planned: no acknowledged record lost", result["lost_before_recovery"] == 0))
@@ -386,7 +388,8 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
     t_start = time.monotonic()
     try:
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
-        result["provision_s"] = estate.up(progress)
+        result["provision_s"] = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
+            original, progress=progress)
         traffic, producer_app, consumer_app = _start_traffic(estate, state, options.rate)
         topic = result["topic"] = producer_app.produces[0]
         progress(f"drill: traffic on {A}: {producer_app.name} → {topic} at {options.rate}/s"
@@ -444,7 +447,11 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
             if verdict:
                 verdicts.append(verdict)
 
-        # 4. traffic on B for a moment, then the ledger and the consumer against what B holds
+        # 4. the stack matches its file: the failover's changes are all desired state
+        preview = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview()
+        result["preview_after_failover"] = preview.changes
+
+        # 5. traffic on B for a moment, then the ledger and the consumer against what B holds
         time.sleep(2)
         traffic.producer.stop()
         final_b = read_keys(b_admin, topic)
@@ -467,11 +474,22 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
                 t.stop()
         result["seconds"] = round(time.monotonic() - t_start, 3)
         if not options.keep:
-            progress("drill: tearing the drill's estate down (processes stopped, data removed)")
-            for topology in (desired, original):
-                Estate(topology, state).down(destroy=True)
+            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
+            _teardown(stack, stack_path, state, (desired, original), progress)
         atomic_write_json(options.out.resolve() / "drill.json", result)
     return result
+
+
+def _teardown(stack: str, stack_path: Path, state: Path, topologies: tuple[Any, ...], progress: Progress) -> None:
+    """``pulumi destroy`` of the drill's stack; should it fail, stop every process the drill's
+    topologies name anyway, so that no JVM outlives the drill."""
+    try:
+        EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).destroy(progress)
+        return
+    except Exception as exc:  # noqa: BLE001 - teardown must go on
+        progress(f"drill: `pulumi destroy` failed ({str(exc).splitlines()[0]}); stopping the processes directly")
+    for topology in topologies:
+        Estate(topology, state).stop()
 
 
 def _failover(stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress,

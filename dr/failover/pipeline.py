@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from dr.errors import DRError, FailoverError
 from dr.estate import Progress
-from dr.failover.converge import Converger, EstateConverger, read_stack_config
+from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
 from dr.failover.probe import WriteProbe
@@ -117,7 +117,8 @@ def run_failover(*, stack: str, stack_path: Path, state: Path, options: Failover
         assert journal is not None
         ctx = Context(stack=stack, stack_path=stack_path, state=state, original=original, desired=desired,
                       mode=mode, options=options, journal=journal,
-                      converger=converger or EstateConverger(state, catch_up_timeout=options.catch_up_timeout),
+                      converger=converger or PulumiConverger(stack, stack_path, state,
+                                                                catch_up_timeout=options.catch_up_timeout),
                       progress=progress)
         journal.begin_run(mode=mode, options=options.to_dict())
         verb = "resuming" if resuming else "starting"

@@ -59,3 +59,19 @@ def _poll_into(consumer: Consumer, keys: list[str]) -> int:
         if msg.error() is None:
             keys.append(msg.key().decode())
     return len(keys)
+
+
+def teardown_stack(stack: str, original, state) -> None:  # noqa: ANN001 - Topology, Path
+    """`pulumi destroy` of a test stack; then stop whatever either side of a failover left running."""
+    from dr.estate import Estate
+    from dr.stack import EstateStack
+
+    try:
+        EstateStack(stack, state_dir=state).destroy()
+    finally:
+        for topology in (original.after_failover(), original):
+            estate = Estate(topology, state)
+            estate.stop()
+            for c in topology.clusters:
+                if c.kind.value == "local":
+                    estate.local_cluster(c.name).destroy()

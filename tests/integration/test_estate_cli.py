@@ -1,4 +1,5 @@
-"""`drctl estate up/status/down` on a real stack: roles become processes, ACLs follow roles."""
+"""`drctl estate up/preview/status/down` on a real stack: `pulumi up` through the Automation API; roles
+become processes, ACLs follow roles."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from confluent_kafka import KafkaError
 
 from dr.estate import Estate
+from dr.stack import EstateStack
 from dr.runtime.process import pid_alive
 from dr.toolchain import REPO_ROOT
 from tests.integration.helpers import consume_all, produce
@@ -23,7 +25,7 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     """A copy of the local stack on its own ports (A with 1 broker to save time)."""
     d = tmp_path_factory.mktemp("estate-cli")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], (45100, 45200, 45300), strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], (26100, 26200, 26300), strict=True):
         c["base_port"] = port
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]
@@ -33,7 +35,10 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     with pytest.MonkeyPatch.context() as mp:  # whatever a test left running is stopped and removed
         for k, v in env.items():
             mp.setenv(k, v)
-        Estate.for_stack("clitest").down(destroy=True)
+        try:
+            EstateStack("clitest").destroy()
+        finally:
+            Estate.for_stack("clitest").stop()
 
 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +54,9 @@ def test_estate_up_status_and_down_leave_nothing_running(stack_env: dict[str, st
         monkeypatch.setenv(k, v)
     up = drctl(stack_env, "estate", "up", "--stack", "clitest", "--json")
     assert up.returncode == 0, up.stderr[-2000:]
-    assert set(json.loads(up.stdout)["timings_s"]) == {"cluster A", "cluster B", "link A-to-B"}
+    assert set(json.loads(up.stdout)["timings_s"]) == {"pulumi up"}
+    preview = drctl(stack_env, "estate", "preview", "--stack", "clitest", "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-2000:] + preview.stderr[-2000:]
 
     status = json.loads(drctl(stack_env, "estate", "status", "--stack", "clitest", "--json").stdout)
     states = {c["name"]: c.get("state") for c in status["clusters"]}
@@ -69,6 +76,16 @@ def test_estate_up_status_and_down_leave_nothing_running(stack_env: dict[str, st
 
     again = drctl(stack_env, "estate", "up", "--stack", "clitest")
     assert again.returncode == 0, "estate up is idempotent"
+
+    pids = [p for name in ("A", "B") for p in estate.local_cluster(name).pids().values()]
+    stop = drctl(stack_env, "estate", "down", "--stack", "clitest")
+    assert stop.returncode == 0, stop.stderr[-2000:]
+    assert not any(pid_alive(p) for p in pids), "down stops every process"
+    assert (Path(stack_env["KDR_STATE_DIR"]) / "clitest" / "clusters" / "A").exists(), "down keeps the data"
+    back = drctl(stack_env, "estate", "up", "--stack", "clitest", "--refresh")
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert estate.local_cluster("A").state() == "running" and estate.mirror("A-to-B").alive()
+    assert len(consume_all(billing_b, "orders", 200)) >= 200, "records kept across the stop"
 
     pids = [p for name in ("A", "B") for p in estate.local_cluster(name).pids().values()]
     mm_pid = estate.mirror("A-to-B").process.pid

@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from dr.estate import Estate
+from dr.stack import EstateStack
+from tests.integration.helpers import teardown_stack as _teardown
 from dr.failover.drill import read_keys, restart
 from dr.failover.journal import Journal
 from dr.failover.pipeline import CRASH_ENV, CRASH_EXIT
@@ -48,15 +50,14 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
         monkeypatch.setenv(k, v)
     original = load_stack_file(stack_path)
     try:
+        EstateStack(STACK).up(original)
         estate = Estate.for_stack(STACK)
-        estate.up()
         app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
         acked, _ = produce(app, "orders", [f"c-{i}" for i in range(500)])
         assert len(acked) == 500
         yield env
     finally:
-        for topology in (original.after_failover(), original):
-            Estate(topology, tmp_path / "state" / STACK).down(destroy=True)
+        _teardown(STACK, original, tmp_path / "state" / STACK)
 
 
 def drctl(env: dict[str, str], *args: str, crash_after: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,8 @@ import yaml
 from confluent_kafka import Consumer
 
 from dr.estate import Estate
+from dr.stack import EstateStack
+from tests.integration.helpers import teardown_stack as _teardown
 from dr.failover.clients import read_client_config
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
@@ -50,11 +52,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            Estate.for_stack(STACK).up()
+            EstateStack(STACK).up(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"))
             yield env
         finally:  # A, B and C, whatever the tests left running
-            for topology in (original.after_failover(), original):
-                Estate(topology, state).down(destroy=True)
+            _teardown(STACK, original, state)
 
 
 @pytest.fixture

@@ -1,0 +1,180 @@
+"""`pulumi up` of the repository's program, as a Pulumi user runs it: real engine, real Kafka provider,
+real brokers and MirrorMaker 2.
+
+One project directory for the module (``Pulumi.yaml`` of the repository, ``stacks/`` linked in,
+a stack file ``Pulumi.pt.yaml`` on its own ports), the local ``file://`` backend and passphrase
+secrets. The tests run in order; each leaves the estate as the next expects.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient
+
+from dr.estate import Estate
+from dr.pulumi_env import pulumi_env
+from dr.runtime.process import wait_until
+from dr.toolchain import REPO_ROOT, toolchain
+from dr.topology import load_stack_file
+from tests.integration.helpers import consume_all, produce
+
+STACK = "pt"
+PORTS = (27100, 27200, 27300)  # below the ephemeral range
+
+
+class Project:
+    """A Pulumi project directory and the environment `pulumi` runs with there."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state = root / "state"
+        self.env = {**os.environ, **pulumi_env(root / "backend")}
+        self.env.update(KDR_STATE_DIR=str(self.state), KDR_STACK_DIR=str(root),
+                        PULUMI_CONFIG_PASSPHRASE_FILE=str(_passphrase(root)),
+                        PULUMI_PYTHON_CMD=str(REPO_ROOT / ".venv" / "bin" / "python"))
+
+    def pulumi(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """Run the locally built `pulumi` in the project directory."""
+        out = subprocess.run([str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"], cwd=self.root,
+                             env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert out.returncode == 0, f"pulumi {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+        return out
+
+    @property
+    def estate(self) -> Estate:
+        """The runtime view of the stack (endpoints, processes)."""
+        return Estate(load_stack_file(self.root / f"Pulumi.{STACK}.yaml"), self.state / STACK)
+
+
+def _passphrase(root: Path) -> Path:
+    path = root / "passphrase"
+    path.write_text(uuid.uuid4().hex)
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    root = tmp_path_factory.mktemp("pulumi-project")
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    (root / "stacks").symlink_to(REPO_ROOT / "stacks")
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+    (root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = Project(root)
+    p.pulumi("stack", "select", "--create", STACK)
+    try:
+        yield p
+    finally:
+        p.pulumi("destroy", "--yes", "--skip-preview", check=False)
+        for c in ("A", "B", "C"):  # whatever a failed test left running
+            try:
+                p.estate.local_cluster(c).destroy()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def test_up_provisions_the_estate(project: Project) -> None:
+    out = project.pulumi("up", "--yes", "--skip-preview")
+    assert "warning" not in out.stderr.lower() or "plugin" not in out.stderr.lower(), out.stderr
+    estate = project.estate
+    assert estate.local_cluster("A").state() == "running" and len(estate.local_cluster("A").running_nodes()) == 4
+    assert estate.local_cluster("B").state() == "running"
+    assert estate.local_cluster("C").state() == "absent", "the standby is declared, not provisioned"
+    assert estate.mirror("A-to-B").alive()
+    topics = AdminClient(estate.endpoint("B").config()).list_topics(timeout=10).topics
+    assert {"orders", "payments"} <= set(topics)
+    outputs = project.pulumi("stack", "output", "--json").stdout
+    assert '"role": "active"' in outputs and "[secret]" in outputs
+    assert estate.app_password("orders-app") not in outputs
+
+
+def test_writes_only_on_the_active_cluster_and_copied(project: Project) -> None:
+    estate = project.estate
+    app_a = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+    app_b = estate.endpoint("B").with_user("orders-app", estate.app_password("orders-app"))
+    keys = [f"k{i}" for i in range(50)]
+    acked, errors = produce(app_a, "orders", keys)
+    assert sorted(acked) == sorted(keys) and not errors
+    refused, errors_b = produce(app_b, "orders", ["on-b"], **{"message.timeout.ms": 5000})
+    assert refused == [] and errors_b, "an application wrote to the passive cluster"
+    copied = consume_all(estate.endpoint("B"), "orders", expected=50, timeout=60)
+    assert set(keys) <= set(copied)
+
+
+def test_preview_is_clean_right_after_up(project: Project) -> None:
+    out = project.pulumi("preview", "--expect-no-changes", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_topic_deleted_behind_pulumis_back_is_seen_and_restored(project: Project) -> None:
+    admin = AdminClient(project.estate.endpoint("A").config())
+    admin.delete_topics(["payments"])["payments"].result(timeout=30)
+    assert wait_until(lambda: "payments" not in admin.list_topics(timeout=10).topics, 30)
+    refreshed = project.pulumi("refresh", "--yes", "--skip-preview")
+    assert "A-topic-payments" in refreshed.stdout, refreshed.stdout
+    project.pulumi("up", "--yes", "--skip-preview")
+    assert "payments" in admin.list_topics(timeout=10).topics
+
+
+def test_killed_estate_comes_back_with_every_message(project: Project) -> None:
+    estate = project.estate
+    before = consume_all(estate.endpoint("A"), "orders", expected=50, timeout=60)
+    for name in ("A", "B"):
+        for pid in estate.local_cluster(name).pids().values():
+            os.kill(pid, signal.SIGKILL)
+    mm = estate.mirror("A-to-B")
+    if mm.process.pid:
+        os.kill(mm.process.pid, signal.SIGKILL)
+    assert wait_until(lambda: not estate.local_cluster("A").running_nodes(), 10)
+    project.pulumi("up", "--refresh", "--yes", "--skip-preview")
+    estate = project.estate
+    assert estate.local_cluster("A").state() == "running" and estate.local_cluster("B").state() == "running"
+    assert estate.mirror("A-to-B").alive()
+    after = consume_all(estate.endpoint("A"), "orders", expected=len(before), timeout=60)
+    assert sorted(after) == sorted(before)
+    assert project.pulumi("preview", "--expect-no-changes", check=False).returncode == 0
+
+
+def test_invalid_topology_stops_before_any_resource(project: Project, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shutil.copy(project.root / "Pulumi.yaml", bad / "Pulumi.yaml")
+    (bad / "stacks").symlink_to(REPO_ROOT / "stacks")
+    doc = yaml.safe_load((project.root / f"Pulumi.{STACK}.yaml").read_text())
+    doc["config"]["kafka-dr:clusters"][1]["role"] = "active"  # two active clusters
+    (bad / "Pulumi.bad.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = Project(bad)
+    p.pulumi("stack", "select", "--create", "bad")
+    out = p.pulumi("up", "--yes", "--skip-preview", check=False)
+    assert out.returncode != 0
+    from dr.errors import DRError
+    from dr.topology import load_stack_file as load
+
+    with pytest.raises(DRError) as expected:
+        load(bad / "Pulumi.bad.yaml")
+    assert str(expected.value).splitlines()[0] in out.stdout + out.stderr
+    state = p.pulumi("stack", "export").stdout
+    assert "kafka-dr:index:KafkaCluster" not in state
+    assert not (bad / "state" / "bad" / "clusters").exists()
+
+
+def test_destroy_leaves_no_process_and_no_data(project: Project) -> None:
+    estate = project.estate
+    pids = [*estate.local_cluster("A").pids().values(), *estate.local_cluster("B").pids().values()]
+    project.pulumi("destroy", "--yes", "--skip-preview")
+    assert all(not Path(f"/proc/{pid}").exists() for pid in pids)
+    assert not (project.state / STACK / "clusters" / "A").exists()
+    assert not (project.state / STACK / "clusters" / "B").exists()
+    assert not estate.mirror("A-to-B").alive()
