@@ -22,10 +22,12 @@ __all__ = [
     "PORT_WINDOW",
     "Application",
     "Cluster",
+    "Confluent",
     "Engine",
     "Kind",
     "Link",
     "LinkIntervals",
+    "LinkState",
     "Principals",
     "Profile",
     "Role",
@@ -59,6 +61,22 @@ class Engine(StrEnum):
 
     MIRRORMAKER2 = "mirrormaker2"
     CLUSTER_LINK = "cluster-link"
+
+
+class LinkState(StrEnum):
+    """Whether a link still replicates, or what became of its mirror topics after a failover.
+
+    Only ``cluster-link`` links outlive a failover: their mirror topics on the promoted cluster are
+    Pulumi resources whose status is the failover itself (``PROMOTED`` after a planned failover,
+    ``FAILED_OVER`` after an unplanned one), so the link stays declared, no longer replicating.
+    """
+
+    RUNNING = "running"
+    PROMOTED = "promoted"
+    FAILED_OVER = "failed-over"
+
+
+_FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
 
 class Profile(StrEnum):
@@ -97,6 +115,27 @@ class _Model(BaseModel):
             raise _config_error(exc, cls.__name__, obj) from None
 
 
+class Confluent(_Model):
+    """Confluent Cloud settings of a ``kind: confluent-cloud`` cluster (the program creates the cluster).
+
+    ``api_key``/``api_secret`` are the cluster's Kafka API key, used for its topics, ACLs and cluster
+    links. They are optional here (a stack file can be checked before the key exists) but the
+    Pulumi program refuses to run without them; set the secret with
+    ``pulumi config set --path --secret 'kafka-dr:clusters[i].confluent.apiSecret' ...``.
+    """
+
+    environment_id: str = Field(min_length=1)
+    """The Confluent Cloud environment (``env-...``) the cluster is created in."""
+    cloud: Literal["AWS", "GCP", "AZURE"]
+    region: str = Field(min_length=1)
+    """The cloud provider's region, e.g. ``us-east-1``."""
+    availability: Literal["SINGLE_ZONE", "MULTI_ZONE"] = "SINGLE_ZONE"
+    cluster_type: Literal["basic", "standard", "dedicated"] = "standard"
+    """``dedicated`` is required for a cluster that is the destination of a cluster link."""
+    api_key: str | None = None
+    api_secret: Secret | None = None
+
+
 class Cluster(_Model):
     """One Kafka cluster and its role. Local clusters are run by the project on 127.0.0.1."""
 
@@ -110,11 +149,13 @@ class Cluster(_Model):
     base_port: int | None = None
     """Local only: first port of the cluster's 100-port window."""
     bootstrap_servers: str | None = None
-    """External/Confluent Cloud only: ``host:port[,host:port...]``."""
+    """External only (optional for Confluent Cloud, whose endpoint the program exports): ``host:port,...``."""
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
     security_protocol: Literal["SASL_SSL", "SASL_PLAINTEXT"] = "SASL_SSL"
     admin_username: str | None = None
     admin_password: Secret | None = None
+    confluent: Confluent | None = None
+    """Confluent Cloud only (required there): environment, cloud, region, type and API key."""
 
     @model_validator(mode="before")
     @classmethod
@@ -227,6 +268,14 @@ class Link(_Model):
     consumer_groups: list[str] = Field(default_factory=lambda: [".*"])
     """Consumer group names or regular expressions (full match) whose offsets are synced."""
     intervals: LinkIntervals = Field(default_factory=LinkIntervals)
+    state: LinkState = LinkState.RUNNING
+    """``running`` replicates; ``promoted``/``failed-over`` (cluster-link only) is a link kept after a
+    failover so that its mirror topics stay, promoted, on the cluster that took over."""
+
+    @property
+    def is_running(self) -> bool:
+        """True when the link replicates (every rule about roles and cycles looks only at these)."""
+        return self.state == LinkState.RUNNING
 
     def selects_topic(self, topic: str) -> bool:
         """True when ``topic`` matches one of the link's topic names/patterns."""
@@ -309,13 +358,18 @@ class Topology(_Model):
 
     # -- desired-state change ------------------------------------------------------------------
 
-    def after_failover(self) -> Topology:
+    def after_failover(self, mode: str = "planned") -> Topology:
         """The desired topology once the passive cluster is promoted (pure; ``self`` is unchanged).
 
         The active cluster becomes decommissioned, the passive becomes active and the standby (if
-        any) becomes passive. All links are replaced by one link ``<passive>-to-<standby>`` with the
-        engine, topics, consumer groups and intervals of the link that fed the old passive cluster.
+        any) becomes passive. A ``cluster-link`` link into the promoted cluster is kept, no longer
+        running: its state becomes ``promoted`` (``mode="planned"``) or ``failed-over``
+        (``mode="unplanned"``), which is how its mirror topics are promoted. Every other link is
+        dropped, and one link ``<passive>-to-<standby>`` is added with the engine, topics, consumer
+        groups and intervals of the link that fed the old passive cluster.
         """
+        if mode not in _FAILOVER_STATES:
+            raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
         old_active = self.active()
         new_active = self.passive()
         if new_active is None:
@@ -324,11 +378,16 @@ class Topology(_Model):
                 "declare a passive cluster with a link from the active cluster before failing over",
             )
         new_passive = self.standby()
-        feeding = self.links_into(new_active.name)
+        into = self.links_into(new_active.name)
+        feeding = [link for link in into if link.is_running] or into
         template = next((link for link in feeding if link.source == old_active.name), feeding[0])
 
         roles = {old_active.name: Role.DECOMMISSIONED, new_active.name: Role.ACTIVE}
-        links: list[Link] = []
+        links: list[Link] = [
+            link.model_copy(update={"state": _FAILOVER_STATES[mode]}) if link.is_running else link
+            for link in into
+            if link.engine == Engine.CLUSTER_LINK
+        ]
         if new_passive is not None:
             roles[new_passive.name] = Role.PASSIVE
             links.append(
@@ -337,6 +396,7 @@ class Topology(_Model):
                         "name": f"{new_active.name}-to-{new_passive.name}",
                         "source": new_active.name,
                         "target": new_passive.name,
+                        "state": LinkState.RUNNING,
                     }
                 )
             )

@@ -3,6 +3,10 @@
 Each rule is a small function yielding :class:`Violation` s; :func:`find_violations` runs them all
 and :func:`raise_for_violations` turns any into one :class:`~dr.errors.TopologyError` whose message
 lists every violation as ``field path: problem — fix``.
+
+A link that no longer runs (a ``cluster-link`` kept ``promoted``/``failed-over`` after a failover,
+see :class:`~dr.topology.model.LinkState`) replicates nothing: the rules about which roles a link
+may join, what feeds a passive cluster, and cycles look only at running links.
 """
 
 from __future__ import annotations
@@ -131,7 +135,7 @@ def _passive_fed(t: Topology) -> Iterator[Violation]:
     actives = [c.name for c in t.clusters if c.role == Role.ACTIVE]
     source = repr(actives[0]) if actives else "the active cluster"
     for i, c in enumerate(t.clusters):
-        if c.role == Role.PASSIVE and not any(link.target == c.name for link in t.links):
+        if c.role == Role.PASSIVE and not any(link.target == c.name and link.is_running for link in t.links):
             yield Violation(
                 f"clusters[{i}].role",
                 f"passive cluster {c.name!r} has no incoming link, so nothing replicates into it",
@@ -144,6 +148,8 @@ def _standby_unlinked(t: Topology) -> Iterator[Violation]:
         return
     standbys = {c.name for c in t.clusters if c.role == Role.STANDBY}
     for j, link in enumerate(t.links):
+        if not link.is_running:
+            continue
         for end, direction in (("source", "out of"), ("target", "into")):
             name = getattr(link, end)
             if name in standbys:
@@ -170,7 +176,7 @@ def _link_ends(t: Topology) -> Iterator[Violation]:
                     f"link {link.name!r} names unknown cluster {name!r}",
                     f"use one of the declared clusters: {_names(t.clusters)}",
                 )
-            elif cluster.role == Role.DECOMMISSIONED:
+            elif cluster.role == Role.DECOMMISSIONED and link.is_running:
                 yield Violation(
                     f"links[{j}].{end}",
                     f"link {link.name!r} replicates {direction} decommissioned cluster {name!r}",
@@ -183,6 +189,27 @@ def _link_ends(t: Topology) -> Iterator[Violation]:
                 f"cluster-link needs a Confluent destination, but target {target.name!r} is {target.kind}",
                 "use engine: mirrormaker2",
             )
+        source = by_name.get(link.source)
+        if link.engine == Engine.CLUSTER_LINK and source is not None and source.kind != Kind.CONFLUENT_CLOUD:
+            yield Violation(
+                f"links[{j}].source",
+                f"cluster-link is built between Confluent Cloud clusters, but source {source.name!r} is {source.kind}",
+                "use engine: mirrormaker2",
+            )
+        if not link.is_running:
+            if link.engine != Engine.CLUSTER_LINK:
+                yield Violation(
+                    f"links[{j}].state",
+                    f"is {link.state} on {link.engine} link {link.name!r}; only a cluster-link is kept after a failover",
+                    "remove the link, or set state: running",
+                )
+            elif target is not None and target.role != Role.ACTIVE:
+                yield Violation(
+                    f"links[{j}].state",
+                    f"is {link.state} but target {target.name!r} of link {link.name!r} is {target.role}: "
+                    "promoted mirror topics belong on the active cluster",
+                    "set state: running if the link should replicate, or remove the link",
+                )
 
 
 def _link_patterns(t: Topology) -> Iterator[Violation]:
@@ -231,7 +258,7 @@ def _link_cycles(t: Topology) -> Iterator[Violation]:
     known = [c.name for c in t.clusters]
     edges: dict[str, list[tuple[str, int]]] = {}
     for j, link in enumerate(t.links):
-        if link.source in known and link.target in known:
+        if link.is_running and link.source in known and link.target in known:
             edges.setdefault(link.source, []).append((link.target, j))
     reach = {name: _reachable(name, edges) for name in known}
     reported: set[str] = set()
@@ -379,7 +406,9 @@ def _remote_clusters(t: Topology) -> Iterator[Violation]:
         if c.is_local:
             continue
         servers = (c.bootstrap_servers or "").strip()
-        if not servers:
+        if not servers and c.kind == Kind.CONFLUENT_CLOUD and c.bootstrap_servers is None:
+            pass  # the program creates the cluster and exports its bootstrap endpoint
+        elif not servers:
             yield Violation(
                 f"clusters[{i}].bootstrap_servers",
                 f"{c.kind} cluster {c.name!r} has no bootstrap_servers",
@@ -401,6 +430,52 @@ def _remote_clusters(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _confluent_clusters(t: Topology) -> Iterator[Violation]:
+    for i, c in enumerate(t.clusters):
+        if c.kind == Kind.CONFLUENT_CLOUD and c.confluent is None:
+            yield Violation(
+                f"clusters[{i}].confluent",
+                f"confluent-cloud cluster {c.name!r} has no confluent settings, so it cannot be created",
+                "add confluent: {environment_id, cloud, region, cluster_type, api_key} "
+                "(and the api_secret with `pulumi config set --path --secret`)",
+            )
+        elif c.kind != Kind.CONFLUENT_CLOUD and c.confluent is not None:
+            yield Violation(
+                f"clusters[{i}].confluent",
+                f"is set on {c.kind} cluster {c.name!r}; only confluent-cloud clusters use it",
+                "remove it, or set kind: confluent-cloud",
+            )
+
+
+def _cluster_link_destinations(t: Topology) -> Iterator[Violation]:
+    index = {c.name: i for i, c in enumerate(t.clusters)}
+    # name -> why it must be dedicated; a standby becomes a destination when the passive is promoted
+    destinations: dict[str, str] = {}
+    for link in t.links:
+        if link.engine == Engine.CLUSTER_LINK:
+            destinations.setdefault(link.target, f"is the destination of cluster link {link.name!r}")
+    passives = [c.name for c in t.clusters if c.role == Role.PASSIVE]
+    fed_by_cluster_link = any(
+        link.engine == Engine.CLUSTER_LINK and link.is_running and link.target in passives for link in t.links
+    )
+    if fed_by_cluster_link:
+        for c in t.clusters:
+            if c.role == Role.STANDBY:
+                destinations.setdefault(c.name, "will be the destination of a cluster link after a failover")
+    for name, why in destinations.items():
+        if name not in index:
+            continue  # _link_ends reports unknown clusters
+        i = index[name]
+        settings = t.clusters[i].confluent
+        if settings is not None and settings.cluster_type != "dedicated":
+            yield Violation(
+                f"clusters[{i}].confluent.cluster_type",
+                f"is {settings.cluster_type} but cluster {name!r} {why}; "
+                "Confluent Cloud accepts cluster links only into dedicated clusters",
+                "set confluent.cluster_type: dedicated",
+            )
+
+
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
     _cluster_names,
@@ -416,6 +491,8 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _local_clusters,
     _port_overlaps,
     _remote_clusters,
+    _confluent_clusters,
+    _cluster_link_destinations,
 )
 
 
