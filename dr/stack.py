@@ -29,7 +29,8 @@ __all__ = ["EstateStack", "PreviewSummary", "forget"]
 Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
-_SHOWN = re.compile(r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S|^\s*(error|warning):", re.IGNORECASE)
+_SHOWN = re.compile(r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
+                    r"|\*\*failed\*\*|^\s*(error|warning):", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -220,5 +221,9 @@ def _translate(exc: Exception, what: str) -> DRError:
 
 
 def _tail(text: str, lines: int = 25) -> str:
-    keep = [l for l in text.splitlines() if l.strip() and not l.startswith(("code:", " stdout:", "stdout:"))]
+    """The engine's diagnostics (what failed and why) when present, else the output's last lines."""
+    if "Diagnostics:" in text:
+        text = text.split("Diagnostics:", 1)[1].split("Resources:", 1)[0]
+    keep = [l.rstrip() for l in text.splitlines()
+            if l.strip() and not l.lstrip().startswith(("code:", "stdout:", "stderr:"))]
     return "\n".join(keep[-lines:])
