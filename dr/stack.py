@@ -116,7 +116,7 @@ class EstateStack:
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
         changes = {k: v for k, v in (result.change_summary or {}).items() if k != "same" and v}
-        return PreviewSummary(changes, "".join(lines))
+        return PreviewSummary(changes, "\n".join(l.rstrip("\n") for l in lines))
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
@@ -209,14 +209,18 @@ def _translate(exc: Exception, what: str) -> DRError:
     if isinstance(exc, DRError):
         return exc
     text = str(exc)
-    if "no Pulumi.yaml" in text or "passphrase" in text.lower() and "incorrect" in text.lower():
-        return ConfigError(f"{what} failed: {_tail(text)}", "check the stack file and .state/passphrase")
-    if "no resource plugin" in text or "no language plugin" in text or "plugin" in text and "not found" in text:
-        return ToolchainError(f"{what} failed: {_tail(text)}", "run `make setup`")
-    if "error: error:" in text or "invalid" in text and "next step" in text:
-        return ConfigError(f"{what} refused the topology: {_tail(text)}",
+    detail = _tail(text)
+    if "incorrect passphrase" in text:
+        return ConfigError(f"{what} failed: the passphrase does not open this stack's secrets "
+                           "(its encryptionsalt was made with another passphrase).",
+                           "restore the passphrase file the stack was created with, or — for a stack with no "
+                           "state yet — delete `encryptionsalt:` from its stack file and run again")
+    if "no resource plugin" in text or "no language plugin" in text:
+        return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")
+    if "error: error:" in text:
+        return ConfigError(f"{what} refused the topology: {detail}",
                            "correct the stack file as the message says; nothing was created")
-    return ClusterError(f"{what} failed: {_tail(text)}",
+    return ClusterError(f"{what} failed: {detail}",
                         "read the resource error above, fix its cause and run it again (it converges)")
 
 
@@ -224,6 +228,6 @@ def _tail(text: str, lines: int = 25) -> str:
     """The engine's diagnostics (what failed and why) when present, else the output's last lines."""
     if "Diagnostics:" in text:
         text = text.split("Diagnostics:", 1)[1].split("Resources:", 1)[0]
-    keep = [l.rstrip() for l in text.splitlines()
-            if l.strip() and not l.lstrip().startswith(("code:", "stdout:", "stderr:"))]
+    keep = [l.rstrip().removeprefix(" stderr: ") for l in text.splitlines()
+            if l.strip() and not l.lstrip().startswith(("code:", "stdout:")) and l.strip() != "stderr:"]
     return "\n".join(keep[-lines:])
