@@ -200,7 +200,8 @@ def _link_ends(t: Topology) -> Iterator[Violation]:
             if link.engine != Engine.CLUSTER_LINK:
                 yield Violation(
                     f"links[{j}].state",
-                    f"is {link.state} on {link.engine} link {link.name!r}; only a cluster-link is kept after a failover",
+                    f"is {link.state} on {link.engine} link {link.name!r}; "
+                    "only a cluster-link is kept after a failover",
                     "remove the link, or set state: running",
                 )
             elif target is not None and target.role != Role.ACTIVE:
