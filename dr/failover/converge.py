@@ -1,7 +1,8 @@
 """Writing the desired state back to the stack file, and converging reality to it.
 
-The failover changes *desired state* only: :func:`write_stack_config` replaces the ``kafka-dr:``
-keys of ``Pulumi.<stack>.yaml`` with the new topology and leaves every other key alone. A
+The failover changes *desired state* only: :func:`write_stack_config` (from
+:mod:`dr.topology.stackfile`) edits the ``kafka-dr:`` values of ``Pulumi.<stack>.yaml`` that differ
+from the new topology in place, keeping the user's comments, key order and formatting. A
 :class:`Converger` then makes the estate match it.
 
 Today the one converger is :class:`EstateConverger`: **the local estate runtime converges**
@@ -15,20 +16,18 @@ replace it without touching the pipeline.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
-from dr.errors import ClusterError, ConfigError
+from dr.errors import ClusterError
 from dr.estate import Estate, Progress
 from dr.failover.metrics import encode_offsets, lag
 from dr.kafka_client import Endpoint
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import NAMESPACE, Topology, dump_stack_config
+from dr.topology import Topology, dump_stack_config
+from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
 
@@ -91,43 +90,8 @@ def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeou
                            "check the MirrorMaker 2 log under <state>/links/, then rerun the failover (it resumes)")
 
 
-def _document(path: Path) -> tuple[dict[str, Any], str]:
-    text = path.read_text(encoding="utf-8")
-    doc = yaml.safe_load(text) or {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"stack file {path} is not a YAML mapping", "start it with a `config:` mapping")
-    return doc, text
-
-
 def read_stack_config(path: Path) -> dict[str, Any]:
     """The ``kafka-dr:`` entries of a stack file, normalised through the topology model."""
     from dr.topology import load_stack_file
 
     return dump_stack_config(load_stack_file(path))
-
-
-def write_stack_config(path: Path, topology: Topology) -> bool:
-    """Replace the ``kafka-dr:`` keys of the stack file with ``topology``; return True when it changed.
-
-    Other keys (other namespaces, ``encryptionsalt``, ...) are kept, and so is the comment block at
-    the top of the file; comments inside the ``kafka-dr:`` section are not (PyYAML drops them).
-    The file is written atomically with its previous mode.
-    """
-    path = Path(path)
-    if read_stack_config(path) == dump_stack_config(topology):
-        return False
-    doc, text = _document(path)
-    config = {k: v for k, v in (doc.get("config") or {}).items() if not str(k).startswith(f"{NAMESPACE}:")}
-    config.update(dump_stack_config(topology))
-    doc["config"] = config
-    header = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        header.append(line)
-    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(header) + ("\n" if header else "") + body, encoding="utf-8")
-    os.chmod(tmp, path.stat().st_mode & 0o777)
-    os.replace(tmp, path)
-    return True

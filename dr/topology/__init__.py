@@ -1,8 +1,8 @@
 """The topology of a Kafka disaster-recovery estate: typed model, validation, stack config I/O.
 
 One :class:`Topology` flows through the product: the Pulumi program provisions it, the failover
-pipeline changes it (:meth:`Topology.after_failover`, then :func:`dump_stack_config`), and the
-verifier reads it.
+pipeline changes it (:meth:`Topology.after_failover`, then :func:`write_stack_config` edits the
+stack file in place), and the verifier reads it.
 """
 
 from dr.topology.model import (
@@ -21,6 +21,7 @@ from dr.topology.model import (
 )
 from dr.topology.secret import Secret, StackSecret
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
+from dr.topology.stackfile import stack_file_diff, write_stack_config
 from dr.topology.validation import Violation, find_violations
 
 __all__ = [
@@ -44,4 +45,6 @@ __all__ = [
     "find_violations",
     "load_stack_file",
     "load_topology",
+    "stack_file_diff",
+    "write_stack_config",
 ]
