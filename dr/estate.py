@@ -133,8 +133,7 @@ class Estate:
 
     def both_local(self, link_name: str) -> bool:
         """True when both ends of the link run on this machine."""
-        link = next(l for l in self.topology.links if l.name == link_name)
-        return all(self.topology.cluster(n).kind is Kind.LOCAL for n in (link.source, link.target))
+        return self.topology.both_local(next(l for l in self.topology.links if l.name == link_name))
 
     def status(self) -> dict[str, object]:
         """Roles, process state and link lag — what ``drctl estate status`` prints."""

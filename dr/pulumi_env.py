@@ -43,6 +43,9 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
         # Python dynamic providers and the language host run this clone's virtualenv.
         "PULUMI_RUNTIME_VIRTUALENV": str(root / ".venv"),
         "PULUMI_PYTHON_CMD": str(root / ".venv" / "bin" / "python"),
+        # Refresh runs the program, so each resource is read with its provider's current settings and
+        # after the resources it depends on: a stopped cluster is started before its topics are read.
+        "PULUMI_RUN_PROGRAM": "true",
     }
 
 

@@ -185,6 +185,9 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DIY_BACKEND_NO_LEGACY_WARNING=true
 # The language host runs the program with this clone's virtualenv (see toolchain/pulumi-language-python).
 export PULUMI_PYTHON_CMD="$ROOT/.venv/bin/python"
+# Refresh runs the program (pulumi up --refresh / refresh / destroy): resources are read in dependency
+# order with current provider settings, so after a restart a stopped cluster comes back before its topics are read.
+export PULUMI_RUN_PROGRAM=true
 EOF
 }
 

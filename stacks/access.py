@@ -35,6 +35,10 @@ class ClusterAccessArgs:
     provider: kafka.Provider
     passwords: dict[str, pulumi.Output[str]]
     """Principal → password (secret Outputs) for the replicator and every application."""
+    scram_users: bool = True
+    """False where the cluster has no SCRAM users of its own (Confluent Cloud: API keys)."""
+    skip_topics: frozenset[str] = frozenset()
+    """Topics owned by something else on this cluster (mirror topics of a cluster link)."""
 
 
 class ClusterAccess(pulumi.ComponentResource):
@@ -50,7 +54,7 @@ class ClusterAccess(pulumi.ComponentResource):
         c = args.cluster
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.users: dict[str, kafka.UserScramCredential] = {}
-        for user, password in sorted(args.passwords.items()):
+        for user, password in sorted(args.passwords.items() if args.scram_users else ()):
             self.users[user] = kafka.UserScramCredential(
                 f"{c.name}-user-{user}", username=user, scram_mechanism="SCRAM-SHA-512",
                 password_wo=pulumi.Output.secret(password),
@@ -59,6 +63,8 @@ class ClusterAccess(pulumi.ComponentResource):
                 opts=child)
         self.topics: dict[str, kafka.Topic] = {}
         for topic in args.topology.topics:
+            if topic.name in args.skip_topics:
+                continue
             self.topics[topic.name] = kafka.Topic(
                 f"{c.name}-topic-{topic.name}", name=topic.name, partitions=topic.partitions,
                 replication_factor=topic.replication_factor,

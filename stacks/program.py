@@ -77,7 +77,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     clusters: dict[str, KafkaCluster] = {}
     access: dict[str, ClusterAccess] = {}
     for c in topology.clusters:
-        if c.role is Role.STANDBY or (c.role is Role.DECOMMISSIONED and c.kind is not Kind.LOCAL):
+        if c.role is Role.STANDBY or (c.role is Role.DECOMMISSIONED and c.kind is Kind.EXTERNAL):
             continue
         if c.kind is Kind.CONFLUENT_CLOUD:
             from stacks.confluent import confluent_cluster
@@ -89,18 +89,34 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)))
         if c.role is not Role.DECOMMISSIONED:
             access[c.name] = ClusterAccess(f"{c.name}-access", ClusterAccessArgs(
-                topology=topology, cluster=c, provider=clusters[c.name].provider, passwords=passwords))
+                topology=topology, cluster=c, provider=clusters[c.name].provider, passwords=passwords,
+                **_confluent_access(topology, c)))
     links = {}
     for link in topology.links:
         if link.engine is Engine.CLUSTER_LINK:
             from stacks.confluent import cluster_link
 
-            links[link.name] = cluster_link(topology, link, clusters)
+            links[link.name] = cluster_link(topology, link, clusters,
+                                            depends_on=[access[link.source]] if link.source in access else [])
+            continue
+        if not topology.both_local(link):
+            pulumi.log.warn(f"link {link.name}: MirrorMaker 2 between clusters that do not run on this machine "
+                            "runs on Kafka Connect; this program does not start it (`drctl connect-config "
+                            f"--stack {topology.name} --link {link.name}` prints its connector configs)")
             continue
         links[link.name] = ReplicationLink(link.name, ReplicationLinkArgs(
             topology=topology, link=link, state_dir=state_dir,
             depends_on=[access[link.source], access[link.target]]))
     return _outputs(topology, clusters, passwords)
+
+
+def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
+    """Confluent Cloud clusters have no SCRAM users, and their mirror topics belong to the link."""
+    if cluster.kind is not Kind.CONFLUENT_CLOUD:
+        return {}
+    from stacks.confluent import mirrored_topics
+
+    return {"scram_users": False, "skip_topics": frozenset(mirrored_topics(topology, cluster.name))}
 
 
 def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
@@ -111,7 +127,7 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
                   for lk in topology.links],
     }
     active = topology.active()
-    if active.name in clusters:
+    if active.name in clusters and active.kind is not Kind.CONFLUENT_CLOUD:
         bootstrap = clusters[active.name].bootstrap_servers
         protocol = "SASL_PLAINTEXT" if active.kind is Kind.LOCAL else active.security_protocol
         mechanism = "SCRAM-SHA-512"

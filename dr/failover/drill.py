@@ -379,7 +379,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
     stack_path, state = _prepare(options)
     stack = options.stack
     original = load_stack_file(stack_path)
-    desired = original.after_failover()
+    desired = original.after_failover(mode="unplanned" if options.unplanned else "planned")
     A, B = original.active().name, original.passive().name  # type: ignore[union-attr]
     estate = Estate(original, state)
     result: dict[str, Any] = {"stack": stack, "mode": "unplanned" if options.unplanned else "planned",

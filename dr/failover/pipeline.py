@@ -37,7 +37,8 @@ CRASH_EXIT = 70
 OnStep = Callable[[str, StepResult], None]
 
 
-def topologies(stack: str, stack_path: Path, journal: Journal | None) -> tuple[Topology, Topology, bool]:
+def topologies(stack: str, stack_path: Path, journal: Journal | None,
+               mode: str | None = None) -> tuple[Topology, Topology, bool]:
     """``(original, desired, resuming)`` for a failover of ``stack``.
 
     A journal of an unfinished failover fixes both topologies; otherwise the stack file is the
@@ -47,7 +48,7 @@ def topologies(stack: str, stack_path: Path, journal: Journal | None) -> tuple[T
     """
     current = load_stack_file(stack_path)
     if journal is None or journal.finished:
-        return current, current.after_failover(), False
+        return current, current.after_failover(mode=mode or "planned"), False
     original = load_topology(stack, journal.data["original_config"])
     desired = load_topology(stack, journal.data["desired_config"])
     now = dump_stack_config(current)
@@ -105,8 +106,9 @@ def run_failover(*, stack: str, stack_path: Path, state: Path, options: Failover
         if journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]:
             progress(f"failover {journal.data['failover_id']} of stack {stack} already finished; nothing to do")
             return summarize(journal, already_finished=True)
-        original, desired, resuming = topologies(stack, stack_path, journal)
+        resuming = journal is not None and not journal.finished
         mode = _mode(options, journal, resuming)
+        original, desired, resuming = topologies(stack, stack_path, journal, mode)
         if not resuming:
             active, passive, standby = original.active(), original.passive(), original.standby()
             assert passive is not None  # after_failover() raised otherwise

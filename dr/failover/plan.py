@@ -115,7 +115,7 @@ def plan_failover(*, stack: str, stack_path: Path, state: Path, options: Failove
     journal = Journal.load(state)
     if journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]:
         return {"stack": stack, "dry_run": True, "already_finished": True, "summary": summarize(journal)}
-    original, desired, resuming = topologies(stack, stack_path, journal)
+    original, desired, resuming = topologies(stack, stack_path, journal, options.mode)
     mode = options.mode or (journal.data["mode"] if resuming and journal else "planned")
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")

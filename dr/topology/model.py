@@ -352,6 +352,10 @@ class Topology(_Model):
         """Links whose source is cluster ``name``."""
         return [link for link in self.links if link.source == name]
 
+    def both_local(self, link: Link) -> bool:
+        """True when both ends of ``link`` are clusters this project runs on this machine."""
+        return self.cluster(link.source).is_local and self.cluster(link.target).is_local
+
     def topics_for(self, link: Link) -> list[Topic]:
         """The declared topics a link replicates."""
         return [topic for topic in self.topics if link.selects_topic(topic.name)]
