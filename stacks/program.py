@@ -73,6 +73,11 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     from dr.runtime.credentials import Credentials
 
     credentials = Credentials(state_dir)
+    if any(c.kind is Kind.LOCAL for c in topology.clusters):
+        from dr.runtime.credentials import ADMIN_USER, BROKER_USER
+
+        for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers
+            credentials.password(user)
     passwords = _passwords(topology, credentials)
     clusters: dict[str, KafkaCluster] = {}
     access: dict[str, ClusterAccess] = {}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dr.errors import ConfigError
@@ -44,10 +48,22 @@ class Credentials:
             raise ConfigError(f"{self.path} is not valid JSON ({exc.msg}).",
                               "restore it from backup, or delete the local estate's state directory") from exc
 
-    def _save(self, data: dict[str, str]) -> None:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise read-modify-write across threads and processes (the program and the
+        provider processes of a Pulumi run generate passwords at the same time)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path.parent, 0o700)
-        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(self.path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _save(self, data: dict[str, str]) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
@@ -56,16 +72,21 @@ class Credentials:
     def password(self, user: str) -> str:
         """The password of ``user``, generated and stored on first use."""
         data = self._load()
-        if user not in data:
-            data[user] = secrets.token_urlsafe(24)
-            self._save(data)
-        return data[user]
+        if user in data:
+            return data[user]
+        with self._locked():
+            data = self._load()
+            if user not in data:
+                data[user] = secrets.token_urlsafe(24)
+                self._save(data)
+            return data[user]
 
     def set_password(self, user: str, password: str) -> None:
         """Record a password (e.g. an external one) for ``user``."""
-        data = self._load()
-        data[user] = password
-        self._save(data)
+        with self._locked():
+            data = self._load()
+            data[user] = password
+            self._save(data)
 
     def users(self) -> list[str]:
         """Every principal with a stored password."""

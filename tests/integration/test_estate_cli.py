@@ -85,7 +85,7 @@ def test_estate_up_status_and_down_leave_nothing_running(stack_env: dict[str, st
     back = drctl(stack_env, "estate", "up", "--stack", "clitest", "--refresh")
     assert back.returncode == 0, back.stderr[-2000:]
     assert estate.local_cluster("A").state() == "running" and estate.mirror("A-to-B").alive()
-    assert len(consume_all(billing_b, "orders", 200)) >= 200, "records kept across the stop"
+    assert len(consume_all(billing_b, "orders", 200, group="billing")) >= 200, "records kept across the stop"
 
     pids = [p for name in ("A", "B") for p in estate.local_cluster(name).pids().values()]
     mm_pid = estate.mirror("A-to-B").process.pid

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from dr.estate import Estate
 from dr.pulumi_env import pulumi_env
-from dr.runtime.process import wait_until
+from dr.runtime.process import pid_alive, wait_until
 from dr.toolchain import REPO_ROOT, toolchain
 from dr.topology import load_stack_file
 from tests.integration.helpers import consume_all, produce
@@ -153,6 +153,7 @@ def test_invalid_topology_stops_before_any_resource(project: Project, tmp_path: 
     shutil.copy(project.root / "Pulumi.yaml", bad / "Pulumi.yaml")
     (bad / "stacks").symlink_to(REPO_ROOT / "stacks")
     doc = yaml.safe_load((project.root / f"Pulumi.{STACK}.yaml").read_text())
+    doc.pop("encryptionsalt", None)  # a new stack with its own passphrase
     doc["config"]["kafka-dr:clusters"][1]["role"] = "active"  # two active clusters
     (bad / "Pulumi.bad.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     p = Project(bad)
@@ -174,7 +175,7 @@ def test_destroy_leaves_no_process_and_no_data(project: Project) -> None:
     estate = project.estate
     pids = [*estate.local_cluster("A").pids().values(), *estate.local_cluster("B").pids().values()]
     project.pulumi("destroy", "--yes", "--skip-preview")
-    assert all(not Path(f"/proc/{pid}").exists() for pid in pids)
+    assert pids and not any(pid_alive(pid) for pid in pids)
     assert not (project.state / STACK / "clusters" / "A").exists()
     assert not (project.state / STACK / "clusters" / "B").exists()
     assert not estate.mirror("A-to-B").alive()

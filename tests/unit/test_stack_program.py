@@ -557,7 +557,9 @@ def test_credentials_file_is_private_and_no_cluster_was_started(local: Run) -> N
     assert mode == 0o600, f"{path} has mode {oct(mode)}"
     assert not (local.state_dir / "clusters").exists(), "a dynamic provider ran: clusters/ was created"
     assert not (local.state_dir / "links").exists(), "a dynamic provider ran: links/ was created"
-    assert sorted(p.name for p in local.state_dir.iterdir()) == ["credentials.json"]
+    assert sorted(p.name for p in local.state_dir.iterdir()) == ["credentials.json", "credentials.lock"]
+    lock = local.state_dir / "credentials.lock"
+    assert lock.stat().st_size == 0 and stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
 def test_passwords_reach_resources_only_as_secrets(local: Run) -> None:
