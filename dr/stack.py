@@ -118,6 +118,27 @@ class EstateStack:
         changes = {k: v for k, v in (result.change_summary or {}).items() if k != "same" and v}
         return PreviewSummary(changes, "\n".join(l.rstrip("\n") for l in lines))
 
+    def exists(self) -> bool:
+        """True when the backend holds this stack (it was provisioned, or at least selected, here)."""
+        stacks = self.backend / ".pulumi" / "stacks" / NAMESPACE
+        return any((stacks / f"{self.name}{ext}").exists() for ext in (".json", ".json.gz"))
+
+    def preview_of(self, topology: Topology) -> PreviewSummary:
+        """``pulumi preview`` of ``topology`` written as the stack file would be — in a scratch copy
+        of the stack directory, so neither the stack file nor the state changes."""
+        import shutil
+        import tempfile
+
+        from dr.topology.stackfile import render_stack_config
+
+        with tempfile.TemporaryDirectory(prefix="kdr-preview-") as tmp:
+            scratch = Path(tmp)
+            (scratch / self.stack_file.name).write_text(render_stack_config(self.stack_file, topology),
+                                                        encoding="utf-8")
+            if (self.stack_dir / "Pulumi.yaml").exists():
+                shutil.copy(self.stack_dir / "Pulumi.yaml", scratch / "Pulumi.yaml")
+            return EstateStack(self.name, stack_dir=scratch, state_dir=self.state_dir).preview()
+
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
         try:

@@ -1,4 +1,4 @@
-"""``drctl failover --dry-run``: the plan for this topology and the desired-state diff; changes nothing.
+"""``drctl failover --dry-run``: the plan, the stack file diff and Pulumi's preview; changes nothing.
 
 The plan names, for each step, what it would do with this stack's clusters, principals and link,
 and whether the journal already has it done. Read-only observations (reachability, B's health,
@@ -8,11 +8,8 @@ the lock is not taken.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from dr.failover.converge import read_stack_config
 from dr.failover.health import cluster_health, reachability
@@ -22,18 +19,33 @@ from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.estate import Estate
 from dr.errors import ClusterError, ConfigError, FailoverError
 from dr.runtime.mirrormaker import end_offsets
-from dr.topology import Kind, Topology, dump_stack_config
+from dr.topology import Kind, Topology
+from dr.topology.stackfile import stack_file_diff
 
-__all__ = ["desired_state_diff", "plan_failover"]
+__all__ = ["desired_state_diff", "plan_failover", "pulumi_preview"]
 
 
-def desired_state_diff(stack_path: Path, original: Topology, desired: Topology) -> str:
-    """A unified diff of the stack file's ``kafka-dr:`` settings, now vs after the failover."""
-    def text(t: Topology) -> list[str]:
-        return yaml.safe_dump({"config": dump_stack_config(t)}, sort_keys=False).splitlines(keepends=True)
+def desired_state_diff(stack_path: Path, desired: Topology) -> str:
+    """The unified diff the failover will make to the stack file (only the values that change)."""
+    return stack_file_diff(stack_path, desired)
 
-    return "".join(difflib.unified_diff(text(original), text(desired), fromfile=f"{stack_path.name} (now)",
-                                        tofile=f"{stack_path.name} (after failover)"))
+
+def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology) -> dict[str, Any]:
+    """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
+    from dr.errors import DRError
+    from dr.stack import EstateStack
+
+    es = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state)
+    if not es.exists():
+        return {"error": f"stack {stack!r} was never provisioned here: run `drctl estate up --stack {stack}` first"}
+    try:
+        preview = es.preview_of(desired)
+    except DRError as exc:
+        return {"error": exc.problem}
+    gone = [c.name for c in desired.clusters if c.role.value == "decommissioned"]
+    note = (f"users, topics and ACLs of {', '.join(gone)} show as deletes here; the failover forgets them from "
+            "the state instead (they stay on the cluster as the fence left them)") if gone else ""
+    return {"changes": preview.changes, "text": preview.text, "note": note}
 
 
 def _actions(original: Topology, desired: Topology, mode: str, options: FailoverOptions, state: Path,
@@ -70,7 +82,7 @@ def _actions(original: Topology, desired: Topology, mode: str, options: Failover
         "promote": f"stop link {link_name}; grant write ACLs on {B.name} to {', '.join(producers) or 'nobody'}",
         "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
         "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
-                         f"; links: {new_links}) and converge with the local estate runtime: {standby}",
+                         f"; links: {new_links}) and `pulumi up` the stack: {standby}",
         "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for {', '.join(apps)}",
         "integrity": verify,
         "decommission": decom,
@@ -127,9 +139,10 @@ def plan_failover(*, stack: str, stack_path: Path, state: Path, options: Failove
         "failover_id": journal.data["failover_id"] if resuming and journal else None,
         "source": original.active().name, "target": original.passive().name,  # type: ignore[union-attr]
         "standby": original.standby().name if original.standby() else None,  # type: ignore[union-attr]
-        "steps": steps, "desired_state_diff": desired_state_diff(stack_path, original, desired),
-        "converger": "local-estate-runtime (the Pulumi Automation API converger is blocked on the Kafka provider)",
+        "steps": steps, "desired_state_diff": desired_state_diff(stack_path, desired),
+        "converger": "pulumi (`pulumi up` of the stack through the Automation API)",
     }
     if observe:
         plan["observations"] = _observe(original, state)
+        plan["pulumi_preview"] = pulumi_preview(stack, stack_path, state, desired)
     return plan

@@ -67,6 +67,14 @@ def render_plan(p: dict[str, Any]) -> str:
     lines.append(f"converger: {p['converger']}")
     lines.append("desired state (stack file) diff:")
     lines.append(p["desired_state_diff"].rstrip() or "  (no change)")
+    preview = p.get("pulumi_preview") or {}
+    if preview.get("error"):
+        lines.append(f"pulumi preview: not available — {preview['error']}")
+    elif preview:
+        lines.append("pulumi preview of the desired state:")
+        lines.append(preview["text"].rstrip())
+        if preview.get("note"):
+            lines.append(f"note: {preview['note']}")
     obs = p.get("observations")
     if obs:
         if obs.get("error"):
