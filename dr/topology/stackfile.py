@@ -34,7 +34,7 @@ import difflib
 import io
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from inspect import isclass
 from os import PathLike
@@ -123,9 +123,11 @@ def _render(path: Path, topology: Topology) -> tuple[str, str]:
 
 def _edited(path: Path, text: str, desired: dict[str, Any], current: dict[str, Any]) -> str | None:
     """The edited text, or None when the edit changes nothing in the text."""
-    yaml_rt = _round_trip_yaml(text)
-    baseline = _emit(yaml_rt, _load(yaml_rt, text, path))
+    yaml_rt = _round_trip_yaml()
     document = _load(yaml_rt, text, path)
+    mapping, sequence, offset = _indentation(document)
+    yaml_rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+    baseline = _emit(yaml_rt, _load(yaml_rt, text, path))
     config = _config_section(document, path)
     _Merge.for_section(config).section(config, desired, current)
     new = _emit(yaml_rt, document)
@@ -137,37 +139,51 @@ def _edited(path: Path, text: str, desired: dict[str, Any], current: dict[str, A
     return transplanted if _loads_as(transplanted, new) else new
 
 
-def _round_trip_yaml(text: str) -> YAML:
-    mapping, sequence, offset = _indentation(text)
+def _round_trip_yaml() -> YAML:
     yaml_rt = YAML(typ="rt")
     yaml_rt.preserve_quotes = True
     yaml_rt.width = 4096  # never fold a long value onto a second line
-    yaml_rt.indent(mapping=mapping, sequence=sequence, offset=offset)
     return yaml_rt
 
 
-def _indentation(text: str) -> tuple[int, int, int]:
-    """(mapping indent, sequence indent, dash offset) as the file uses them; ``2, 4, 2`` if it has none."""
+def _indentation(document: Any) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) as the file uses them, for ``YAML.indent``.
+
+    Measured on the loaded tree (ruamel records where each node starts), relative to the column of
+    the key: the mapping indent from the first block mapping that is the value of a key, the
+    sequence indent (to the item's content) and the dash offset from the first block sequence that
+    is. ``key:`` / ``    - name: A`` (Pulumi.local.yaml) is sequence 4, offset 2; ``key:`` /
+    ``- name: A``, the dash at the key's column (PyYAML's default style), is sequence 2, offset 0.
+    A file without one of them gets ``mapping 2`` and a sequence style of ``mapping + 2, mapping``.
+    """
     mapping = sequence = offset = None
-    parent: int | None = None  # column of the key of the previous key-only line
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        column = len(line) - len(line.lstrip(" "))
-        if parent is not None and column > parent:
-            if stripped.startswith("- ") and offset is None:
-                offset = column - parent
-                sequence = offset + len(stripped) - len(stripped[1:].lstrip(" "))
-            elif not stripped.startswith("-") and mapping is None:
-                mapping = column - parent
-        parent = None
-        if stripped.endswith(":") and not stripped.startswith(("'", '"')):
-            parent = column + len(stripped) - len(stripped.lstrip("- "))
-    mapping = mapping or 2
-    if offset is None or sequence is None:
+    for key_column, value in _block_values(document):
+        if isinstance(value, CommentedMap) and mapping is None:
+            mapping = value.lc.col - key_column
+        elif isinstance(value, CommentedSeq) and offset is None:
+            item = value.lc.data.get(0) if isinstance(value.lc.data, dict) else None
+            if item is not None and item[0] == value.lc.line:  # the first item starts on its dash's line
+                offset, sequence = value.lc.col - key_column, item[1] - key_column
+        if mapping is not None and offset is not None:
+            break
+    mapping = mapping if mapping and mapping > 0 else 2
+    if offset is None or sequence is None or offset < 0 or sequence < offset + 2:
         offset, sequence = mapping, mapping + 2
-    return mapping, max(sequence, offset + 2), offset
+    return mapping, sequence, offset
+
+
+def _block_values(node: Any) -> Iterator[tuple[int, CommentedMap | CommentedSeq]]:
+    """(column of the key, value) for the non-empty block collections that are values of mapping keys, in text order."""
+    if isinstance(node, CommentedMap):
+        for key, value in node.items():
+            if _is_block(value):
+                position = node.lc.data.get(key) if isinstance(node.lc.data, dict) else None
+                if position is not None:
+                    yield position[1], value
+            yield from _block_values(value)
+    elif isinstance(node, CommentedSeq):
+        for value in node:
+            yield from _block_values(value)
 
 
 def _load(yaml_rt: YAML, text: str, path: Path) -> Any:

@@ -271,3 +271,90 @@ def test_a_list_emptied_by_the_failover_is_removed_and_the_comment_after_it_stay
                                             [new for _, new in FAILOVER_CHANGES[:3]])
     assert comment_lines(after) == comment_lines(before)
     assert load_stack_file(stack) == desired
+
+
+# -- a stack file in PyYAML's default block style: sequence dashes at their parent key's column ----
+
+# What a failover of that file changes, line by line (old, new), in file order.
+PYYAML_FAILOVER_CHANGES = [
+    ("  kafka-dr:failoverDone: false", "  kafka-dr:failoverDone: true"),
+    ("    role: active", "    role: decommissioned"),
+    ("    role: passive", "    role: active"),
+    ("    role: standby", "    role: passive"),
+    ("  - name: A-to-B", "  - name: B-to-C"),
+    ("    source: A", "    source: B"),
+    ("    target: B", "    target: C"),
+]
+
+
+@pytest.fixture
+def pyyaml_stack(tmp_path: Path) -> Path:
+    """Pulumi.local.yaml as ``yaml.safe_dump`` writes it (``key:`` then ``- item`` at the key's column)."""
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    path = tmp_path / "Pulumi.unit.yaml"
+    path.write_text("# header comment kept\n" + yaml.safe_dump(doc, sort_keys=False))
+    assert "  kafka-dr:clusters:\n  - name: A\n    role: active\n" in path.read_text()
+    assert "    racks:\n    - r1\n" in path.read_text()
+    return path
+
+
+def test_a_failover_keeps_sequence_dashes_at_their_key_column(pyyaml_stack: Path) -> None:
+    before = pyyaml_stack.read_text()
+    desired = load_stack_file(pyyaml_stack).after_failover()
+    assert write_stack_config(pyyaml_stack, desired) is True
+    after = pyyaml_stack.read_text()
+    assert changed_lines(before, after) == ([old for old, _ in PYYAML_FAILOVER_CHANGES],
+                                            [new for _, new in PYYAML_FAILOVER_CHANGES])
+    pairs = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert pairs == PYYAML_FAILOVER_CHANGES
+    assert load_stack_file(pyyaml_stack) == desired
+
+
+def test_the_diff_of_a_pyyaml_style_file_shows_only_the_changed_lines(pyyaml_stack: Path) -> None:
+    before = pyyaml_stack.read_bytes()
+    diff = stack_file_diff(pyyaml_stack, load_stack_file(pyyaml_stack).after_failover())
+    assert pyyaml_stack.read_bytes() == before
+    removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert removed == [f"-{old}" for old, _ in PYYAML_FAILOVER_CHANGES]
+    assert added == [f"+{new}" for _, new in PYYAML_FAILOVER_CHANGES]
+
+
+def test_a_pyyaml_style_file_is_not_rewritten_when_nothing_differs(pyyaml_stack: Path) -> None:
+    before = pyyaml_stack.read_bytes()
+    mtime = make_old(pyyaml_stack)
+    assert write_stack_config(pyyaml_stack, load_stack_file(pyyaml_stack)) is False
+    assert pyyaml_stack.read_bytes() == before and pyyaml_stack.stat().st_mtime_ns == mtime
+    assert stack_file_diff(pyyaml_stack, load_stack_file(pyyaml_stack)) == ""
+
+
+def test_a_new_item_and_a_longer_block_list_follow_the_pyyaml_style(pyyaml_stack: Path) -> None:
+    before = pyyaml_stack.read_text()
+    loaded = load_stack_file(pyyaml_stack)
+    link = loaded.links[0].model_copy(update={"topics": [".*", "orders"]})
+    topic = loaded.topics[1].model_copy(update={"name": "refunds"})
+    desired = Topology.model_validate({**dict(loaded), "links": [link], "topics": [*loaded.topics, topic]})
+    write_stack_config(pyyaml_stack, desired)
+    assert changed_lines(before, pyyaml_stack.read_text()) == (
+        [],
+        ["  - name: refunds", "    partitions: 3", "    replication_factor: 1", "    min_insync_replicas: 1",
+         "    - orders"],
+    )
+    assert load_stack_file(pyyaml_stack) == desired
+
+
+def test_the_sequence_style_is_measured_from_the_first_block_sequence_under_a_key(stack: Path) -> None:
+    # mapping indent 4, dashes at the key's column: nothing here is at ruamel's defaults
+    doc = yaml.safe_load(stack.read_text())
+    stack.write_text(yaml.safe_dump(doc, sort_keys=False, indent=4))
+    before = stack.read_text()
+    assert "    kafka-dr:clusters:\n    -   name: A\n        role: active\n" in before
+    desired = load_stack_file(stack).after_failover()
+    write_stack_config(stack, desired)
+    assert changed_lines(before, stack.read_text()) == (
+        ["    kafka-dr:failoverDone: false", "        role: active", "        role: passive",
+         "        role: standby", "    -   name: A-to-B", "        source: A", "        target: B"],
+        ["    kafka-dr:failoverDone: true", "        role: decommissioned", "        role: active",
+         "        role: passive", "    -   name: B-to-C", "        source: B", "        target: C"],
+    )
+    assert load_stack_file(stack) == desired
