@@ -57,7 +57,8 @@ def test_dry_run_prints_the_plan_and_the_desired_state_diff_and_changes_nothing(
     assert "-    role: active" in out and "+    role: decommissioned" in out
     assert "+  - name: B-to-C" in out and "-  - name: A-to-B" in out
     assert "+  kafka-dr:failoverDone: true" in out
-    assert "blocked on the Kafka provider" in out
+    assert "converger: pulumi" in out
+    assert "pulumi preview: not available — stack 'unit' was never provisioned here" in out
     assert stack.read_bytes() == before
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
     assert not (state / "failover" / "journal.json").exists()
