@@ -1,4 +1,4 @@
-"""Kafka disaster-recovery orchestrator: topology, local estate runtime, failover pipeline.
+"""Kafka disaster-recovery orchestrator: topology, local runtime, the Pulumi stack, failover pipeline.
 
 Public API is curated here; submodules prefixed with ``_`` are private.
 """

@@ -10,8 +10,8 @@ Public API::
 
 Modules: :mod:`~dr.failover.steps` (the eight steps), :mod:`~dr.failover.pipeline` (lock,
 journal, resume, RTO probe, summary), :mod:`~dr.failover.journal`, :mod:`~dr.failover.converge`
-(stack-file write-back and the :class:`Converger` protocol — the local estate runtime converges;
-the Pulumi Automation API converger is blocked on the Kafka provider), :mod:`~dr.failover.fencing`,
+(stack-file write-back and the :class:`Converger` protocol; ``pulumi up`` of the stack converges),
+:mod:`~dr.failover.fencing`,
 :mod:`~dr.failover.groups`, :mod:`~dr.failover.clients`, :mod:`~dr.failover.integrity` (the
 verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computations),
 :mod:`~dr.failover.plan` (``--dry-run``), :mod:`~dr.failover.status`, :mod:`~dr.failover.drill`,

@@ -5,13 +5,10 @@ The failover changes *desired state* only: :func:`write_stack_config` (from
 from the new topology in place, keeping the user's comments, key order and formatting. A
 :class:`Converger` then makes the estate match it.
 
-Today the one converger is :class:`EstateConverger`: **the local estate runtime converges**
-(:meth:`dr.estate.Estate.up` starts the new passive cluster with its users, topics and ACLs and
-the MirrorMaker 2 link from the new active). **The Pulumi Automation API converger is blocked on
-the provider**: the Kafka provider plugin and the Python language host cannot be fetched on this
-machine (the Go module proxy answers 403), so ``pulumi up`` of the stack program cannot run here.
-A ``PulumiConverger`` implementing the same protocol (``auto.select_stack(...).up()``) will
-replace it without touching the pipeline.
+The converger is :class:`PulumiConverger`: ``pulumi up`` of the stack through the Automation API
+(:class:`dr.stack.EstateStack`, the same program ``pulumi up`` runs from the repository root), then
+a wait until every local link has copied what its source held. The :class:`Converger` protocol lets
+a test or another backend stand in without touching the pipeline.
 """
 
 from __future__ import annotations
