@@ -40,8 +40,10 @@ def archive_path(jars: list[str]) -> Path:
 
     java = Path(os.path.realpath(shutil.which("java") or "java"))
     stat = java.stat() if java.exists() else None
+    # pyspark's own location too: the archive records its jars' paths, and a dependency change that
+    # builds a new virtualenv moves them (the JVM then refuses the archive with a warning on stdout).
     ident = "\n".join([str(java), str(stat.st_size if stat else 0), str(int(stat.st_mtime) if stat else 0),
-                       pyspark.__version__, *sorted(jars)])
+                       pyspark.__version__, os.path.realpath(os.path.dirname(pyspark.__file__)), *sorted(jars)])
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return kdr_home() / "spark-cds" / f"driver-{pyspark.__version__}-{digest}.jsa"
 

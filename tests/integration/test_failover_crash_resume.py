@@ -127,6 +127,8 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(env: dict[
     assert {f"c-{i}" for i in range(500)} <= set(on_b)
     assert wait_until(lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(after.endpoint("B"),
                                                                                         ["orders"]), 60, interval=0.5)
+    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
 def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(
@@ -160,4 +162,6 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
     assert json.loads(done.stdout)["status"] == "completed"
     journal = Journal.load(state)
     assert journal is not None and journal.outcome("integrity")["fenced_on_return"] >= 1
+    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
     assert estate.local_cluster("A").state() == "stopped"

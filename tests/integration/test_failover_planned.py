@@ -203,6 +203,10 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     for path in (state / "clients").iterdir():
         assert oct(path.stat().st_mode & 0o777) == "0o600"
 
+    # the fence and the promotion are desired state: Pulumi proposes no change after the failover
+    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
+
 
 def test_the_finished_failover_run_again_changes_nothing(env: dict[str, str]) -> None:
     stack_file = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"

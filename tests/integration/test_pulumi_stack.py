@@ -179,3 +179,36 @@ def test_destroy_leaves_no_process_and_no_data(project: Project) -> None:
     assert not (project.state / STACK / "clusters" / "A").exists()
     assert not (project.state / STACK / "clusters" / "B").exists()
     assert not estate.mirror("A-to-B").alive()
+
+
+def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_started(tmp_path: Path) -> None:
+    import socket
+
+    root = tmp_path / "clash"
+    root.mkdir()
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    (root / "stacks").symlink_to(REPO_ROOT / "stacks")
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], (27400, 27500, 27600), strict=True):
+        c["base_port"] = port
+        if c["name"] == "A":
+            c["brokers"], c["racks"] = 1, ["r1"]
+    (root / "Pulumi.clash.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    p = Project(root)
+    p.pulumi("stack", "select", "--create", "clash")
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", 27500))  # B's client port
+    holder.listen()
+    try:
+        out = p.pulumi("up", "--yes", "--skip-preview", check=False)
+        text = out.stdout + out.stderr
+        assert out.returncode != 0
+        assert "B-brokers" in text and "127.0.0.1:27500" in text and "already in use" in text, text[-3000:]
+        estate = Estate(load_stack_file(root / "Pulumi.clash.yaml"), root / "state" / "clash")
+        assert estate.local_cluster("B").state() == "absent", "B was left half-started"
+        assert not estate.mirror("A-to-B").alive()
+    finally:
+        holder.close()
+        p.pulumi("destroy", "--yes", "--skip-preview", check=False)
+        Estate(load_stack_file(root / "Pulumi.clash.yaml"), root / "state" / "clash").stop()
