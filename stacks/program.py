@@ -135,7 +135,7 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
     if active.name in clusters and active.kind is not Kind.CONFLUENT_CLOUD:
         bootstrap = clusters[active.name].bootstrap_servers
         protocol = "SASL_PLAINTEXT" if active.kind is Kind.LOCAL else active.security_protocol
-        mechanism = "SCRAM-SHA-512"
+        mechanism = "SCRAM-SHA-512" if active.kind is Kind.LOCAL else active.sasl_mechanism
         out["clientConfigs"] = pulumi.Output.secret({
             app.name: {"bootstrap.servers": bootstrap, "security.protocol": protocol,
                        "sasl.mechanism": mechanism, "sasl.username": app.name,
