@@ -50,7 +50,10 @@ class Project:
 
     def __init__(self, root: Path, stack: str, doc: dict | None) -> None:
         self.root, self.stack = root, stack
-        shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+        if doc is None:  # the empty program: same runtime, no main directory
+            (root / "Pulumi.yaml").write_text("name: kdr-empty\nruntime:\n  name: python\n")
+        else:
+            shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
         if doc is not None:
             (root / "stacks").symlink_to(REPO_ROOT / "stacks")
             (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
