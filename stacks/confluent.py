@@ -2,16 +2,35 @@
 
 * :class:`ConfluentKafkaCluster` — a ``pulumi_confluentcloud.KafkaCluster`` created from the
   cluster's ``confluent:`` settings, and an explicit ``pulumi_kafka`` provider that reaches it with
-  the cluster's API key (SASL/PLAIN over TLS) for topics and ACLs. Confluent Cloud has no SCRAM
-  users: the key *is* the login.
+  a Kafka API key of the cluster (SASL/PLAIN over TLS) for topics and ACLs. Confluent Cloud has no
+  SCRAM users: the key *is* the login.
 * :class:`ConfluentClusterLink` — a destination-initiated ``ClusterLink`` and one
   ``KafkaMirrorTopic`` per topic the link selects. Failover is declarative: the link's ``state``
   (``running`` / ``promoted`` / ``failed-over``, set by :meth:`Topology.after_failover`) is the
   mirror topics' ``status`` (``ACTIVE`` / ``PROMOTED`` / ``FAILED_OVER``), applied by ``pulumi up``.
   Mirror topics are ``retain_on_delete``: Pulumi never deletes one (nor its records).
 
-API secrets enter the program only as secret Outputs. The cloud API key that creates clusters is
-the ``confluentcloud`` provider's own config (``confluentcloud:cloudApiKey``/``cloudApiSecret``).
+Credentials, two kinds:
+
+* The **Cloud API key** (organisation-level) is the ``confluentcloud`` provider's own: it creates
+  the clusters, service accounts, role bindings and API keys. The program never reads it; the
+  provider takes it from ``CONFLUENT_CLOUD_API_KEY`` / ``CONFLUENT_CLOUD_API_SECRET`` in the
+  environment, or from the stack config ``confluentcloud:cloudApiKey`` and (secret)
+  ``confluentcloud:cloudApiSecret`` (``pulumi config set --secret confluentcloud:cloudApiSecret ...``).
+* The cluster's **Kafka API key** (topics, ACLs, cluster links). When ``confluent.api_key`` /
+  ``confluent.api_secret`` are not declared — a cluster the program brings up itself, whose key
+  cannot exist beforehand — the component creates it, as Confluent's own Pulumi/Terraform examples
+  do: a ``ServiceAccount`` ``kafka-dr-<cluster>-admin``, a ``RoleBinding`` giving it
+  ``CloudClusterAdmin`` on the cluster's ``rbac_crn``, and an ``ApiKey`` it owns for the cluster
+  (created after the role binding). Declared keys win (an existing cluster imported by the user);
+  declaring only one of the two is a ConfigError.
+
+API secrets enter the program only as secret Outputs.
+
+Limitation (not implemented): ACLs on Confluent Cloud name principals by service-account id
+(``User:sa-abc123``), not by name. The application principals' ACLs that :mod:`stacks.access` builds
+use the topology's principal names, which Confluent Cloud does not resolve; applications need service
+accounts of their own, and ACLs written with those ids.
 """
 
 from __future__ import annotations
@@ -60,22 +79,26 @@ def _settings(c: Cluster) -> Confluent:
     return c.confluent
 
 
-def _credentials(c: Cluster) -> tuple[str, pulumi.Output[str]]:
-    """The cluster's API key and its secret (as a secret Output); ConfigError naming the missing field."""
+def _credentials(c: Cluster) -> tuple[str, pulumi.Output[str]] | None:
+    """The declared API key of the cluster and its secret (as a secret Output); None when neither is
+    declared (the component creates one); ConfigError naming the field when only one is, or the
+    secret is still encrypted."""
     settings = _settings(c)
+    secret = settings.api_secret
+    if not settings.api_key and secret is None:
+        return None
     if not settings.api_key:
         raise ConfigError(
-            f"confluent-cloud cluster {c.name!r} has no confluent.api_key; its topics, ACLs and cluster "
-            "links need the cluster's Kafka API key",
-            f"create one (`confluent api-key create --resource <cluster id>`) and set "
-            f"kafka-dr:clusters[{c.name}].confluent.apiKey in the stack file")
-    secret = settings.api_secret
+            f"confluent-cloud cluster {c.name!r} has confluent.api_secret but no confluent.api_key",
+            f"set kafka-dr:clusters[{c.name}].confluent.apiKey to the key of that secret, or remove "
+            "apiSecret too and let the program create a service account and API key for the cluster")
     if secret is None or secret.is_encrypted:
         state = "is still encrypted (run inside `pulumi`, which decrypts it)" if secret is not None else "is missing"
         raise ConfigError(
             f"confluent-cloud cluster {c.name!r}: confluent.api_secret {state}",
             f"set it with `pulumi config set --path --secret 'kafka-dr:clusters[<index of {c.name}>]"
-            ".confluent.apiSecret' <secret>`")
+            ".confluent.apiSecret' <secret>` (or remove apiKey too and let the program create a "
+            "service account and API key for the cluster)")
     return settings.api_key, pulumi.Output.secret(secret.get_secret_value())
 
 
@@ -94,11 +117,12 @@ def _cluster_type(settings: Confluent) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class ConfluentKafkaClusterArgs:
-    """What :class:`ConfluentKafkaCluster` needs: the cluster and its Kafka API key."""
+    """What :class:`ConfluentKafkaCluster` needs: the cluster and, for a cluster whose key the user
+    declared, its Kafka API key (both None: the component creates a service account and key)."""
 
     cluster: Cluster
-    api_key: str
-    api_secret: pulumi.Output[str]
+    api_key: pulumi.Input[str] | None = None
+    api_secret: pulumi.Input[str] | None = None
 
 
 class ConfluentKafkaCluster(pulumi.ComponentResource):
@@ -111,17 +135,23 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
     bootstrap_servers: pulumi.Output[str]
     rest_endpoint: pulumi.Output[str]
     provider: kafka.Provider
-    api_key: str
+    api_key: pulumi.Input[str]
+    """The Kafka API key the provider and cluster links use: declared, or the created ``ApiKey``'s id."""
     api_secret: pulumi.Output[str]
+    service_account: confluentcloud.ServiceAccount | None
+    """The created admin service account, role binding and API key; None when the key was declared."""
+    role_binding: confluentcloud.RoleBinding | None
+    admin_api_key: confluentcloud.ApiKey | None
 
     def __init__(self, name: str, args: ConfluentKafkaClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("kafka-dr:index:ConfluentKafkaCluster", name, None, opts)
         c = args.cluster
+        if (args.api_key is None) != (args.api_secret is None):
+            raise ConfigError(f"cluster {c.name!r}: ConfluentKafkaClusterArgs has only one of api_key, api_secret",
+                              "pass both (a declared key) or neither (the component creates one)")
+        super().__init__("kafka-dr:index:ConfluentKafkaCluster", name, None, opts)
         settings = _settings(c)
         self.role = c.role.value
-        self.api_key = args.api_key
-        self.api_secret = pulumi.Output.secret(args.api_secret)
         self.kafka_cluster = confluentcloud.KafkaCluster(
             f"{c.name}-kafka-cluster",
             display_name=c.name,
@@ -135,10 +165,16 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
         self.bootstrap_endpoint = self.kafka_cluster.bootstrap_endpoint
         self.bootstrap_servers = self.kafka_cluster.bootstrap_endpoint.apply(strip_protocol)
         self.rest_endpoint = self.kafka_cluster.rest_endpoint
+        self.service_account = self.role_binding = self.admin_api_key = None
+        if args.api_key is not None and args.api_secret is not None:
+            self.api_key = args.api_key
+            self.api_secret = pulumi.Output.secret(args.api_secret)
+        else:
+            self._create_api_key(c.name, settings)
         self.provider = kafka.Provider(
             f"{c.name}-kafka",
             bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
-            sasl_username=args.api_key,
+            sasl_username=self.api_key,
             sasl_password=self.api_secret,
             sasl_mechanism="plain",
             tls_enabled=True,
@@ -147,10 +183,44 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
         self.register_outputs({"role": self.role, "cluster_id": self.cluster_id,
                                "bootstrap_servers": self.bootstrap_servers, "rest_endpoint": self.rest_endpoint})
 
+    def _create_api_key(self, name: str, settings: Confluent) -> None:
+        """A service account with ``CloudClusterAdmin`` on the cluster and a Kafka API key it owns."""
+        child = pulumi.ResourceOptions(parent=self)
+        display = f"kafka-dr-{name}-admin"
+        self.service_account = confluentcloud.ServiceAccount(
+            f"{name}-admin-service-account",
+            display_name=display,
+            description=f"kafka-dr: manages topics, ACLs and cluster links of Kafka cluster {name}",
+            opts=child)
+        self.role_binding = confluentcloud.RoleBinding(
+            f"{name}-admin-cluster-admin",
+            principal=self.service_account.id.apply(lambda sa: f"User:{sa}"),
+            role_name="CloudClusterAdmin",
+            crn_pattern=self.kafka_cluster.rbac_crn,
+            opts=child)
+        self.admin_api_key = confluentcloud.ApiKey(
+            f"{name}-admin-api-key",
+            display_name=display,
+            description=f"kafka-dr: Kafka API key of {display} for cluster {name}",
+            owner=confluentcloud.ApiKeyOwnerArgs(
+                id=self.service_account.id, api_version=self.service_account.api_version,
+                kind=self.service_account.kind),
+            managed_resource=confluentcloud.ApiKeyManagedResourceArgs(
+                id=self.kafka_cluster.id, api_version=self.kafka_cluster.api_version, kind=self.kafka_cluster.kind,
+                environment=confluentcloud.ApiKeyManagedResourceEnvironmentArgs(id=settings.environment_id)),
+            # the key is of no use before the role binding grants its owner the cluster
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_binding]))
+        self.api_key = self.admin_api_key.id
+        self.api_secret = pulumi.Output.secret(self.admin_api_key.secret)
+
 
 def confluent_cluster(c: Cluster, opts: pulumi.ResourceOptions | None = None) -> ConfluentKafkaCluster:
-    """The :class:`ConfluentKafkaCluster` of ``c``; ConfigError naming the field when its API key is missing."""
-    api_key, api_secret = _credentials(c)
+    """The :class:`ConfluentKafkaCluster` of ``c``: with its declared API key, or (none declared) one
+    the component creates; ConfigError naming the field when only half a key is declared."""
+    declared = _credentials(c)
+    if declared is None:
+        return ConfluentKafkaCluster(c.name, ConfluentKafkaClusterArgs(cluster=c), opts)
+    api_key, api_secret = declared
     return ConfluentKafkaCluster(c.name, ConfluentKafkaClusterArgs(cluster=c, api_key=api_key,
                                                                    api_secret=api_secret), opts)
 

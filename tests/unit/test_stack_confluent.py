@@ -24,10 +24,15 @@ _KAFKA_CLUSTER = "confluentcloud:index/kafkaCluster:KafkaCluster"
 _CLUSTER_LINK = "confluentcloud:index/clusterLink:ClusterLink"
 _MIRROR_TOPIC = "confluentcloud:index/kafkaMirrorTopic:KafkaMirrorTopic"
 _KAFKA_PROVIDER = "pulumi:providers:kafka"
+_SERVICE_ACCOUNT = "confluentcloud:index/serviceAccount:ServiceAccount"
+_ROLE_BINDING = "confluentcloud:index/roleBinding:RoleBinding"
+_API_KEY = "confluentcloud:index/apiKey:ApiKey"
+_ADMIN_TYPES = (_SERVICE_ACCOUNT, _ROLE_BINDING, _API_KEY)
 
 
 class Mocks(pulumi.runtime.Mocks):
-    """Records every registration; a KafkaCluster gets an id and Confluent-shaped endpoints."""
+    """Records every registration; a KafkaCluster gets an id, Confluent-shaped endpoints and RBAC CRN, a
+    ServiceAccount an ``sa-`` id, an ApiKey an id and a secret (``generated-secret-<name>``)."""
 
     def __init__(self) -> None:
         self.created: list[pulumi.runtime.MockResourceArgs] = []
@@ -37,8 +42,17 @@ class Mocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         if args.typ == _KAFKA_CLUSTER:
             host = f"pkc-{args.name.lower()}.us-east-1.aws.confluent.cloud"
-            state.update(bootstrapEndpoint=f"SASL_SSL://{host}:9092", restEndpoint=f"https://{host}:443")
-            return f"lkc-{args.name.split('-')[0].lower()}", state
+            lkc = f"lkc-{args.name.split('-')[0].lower()}"
+            state.update(bootstrapEndpoint=f"SASL_SSL://{host}:9092", restEndpoint=f"https://{host}:443",
+                         rbacCrn=f"crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster={lkc}",
+                         apiVersion="cmk/v2", kind="Cluster")
+            return lkc, state
+        if args.typ == _SERVICE_ACCOUNT:
+            state.update(apiVersion="iam/v2", kind="ServiceAccount")
+            return f"sa-{args.name.split('-')[0].lower()}", state
+        if args.typ == _API_KEY:
+            state["secret"] = f"generated-secret-{args.name.split('-')[0]}"
+            return f"GENKEY{args.name.split('-')[0].upper()}", state
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -315,7 +329,7 @@ def test_mirrored_topics_are_the_topics_cluster_links_bring_in() -> None:
     assert mirrored_topics(t.after_failover(), "C") == {"orders", "payments"}
 
 
-def test_program_refuses_a_cluster_without_its_api_key_or_secret() -> None:
+def test_program_refuses_half_a_declared_api_key() -> None:
     def no_secret(config: dict[str, Any]) -> None:
         del config["kafka-dr:clusters"][0]["confluent"]["api_secret"]
 
@@ -333,8 +347,10 @@ def test_program_refuses_a_cluster_without_its_api_key_or_secret() -> None:
     def no_key(config: dict[str, Any]) -> None:
         del config["kafka-dr:clusters"][0]["confluent"]["api_key"]
 
-    with pytest.raises(ConfigError, match="confluent.api_key"):
+    with pytest.raises(ConfigError, match="has confluent.api_secret but no confluent.api_key") as info:
         confluent_cluster(_load(no_key).cluster("A"))
+    assert "plain-secret" not in str(info.value)
+    # neither declared is not an error: the component creates the key (test_created_admin_api_key)
 
 
 def _secret(value: Any) -> Any:
@@ -356,6 +372,11 @@ def _plain_strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for item in value for s in _plain_strings(item)]
     return [value] if isinstance(value, str) else []
+
+
+def _without_keys(config: dict[str, Any]) -> None:
+    config["kafka-dr:clusters"] = [_cc(c["name"], c["role"], c["confluent"]["cluster_type"], secrets=False)
+                                   for c in config["kafka-dr:clusters"]]
 
 
 def _registered(typ: str, name: str) -> pulumi.runtime.MockResourceArgs:
@@ -416,10 +437,92 @@ def test_confluent_cluster_resources() -> Any:
         assert "pkc-b-kafka-cluster.us-east-1.aws.confluent.cloud:9092" in str(pb["bootstrapServers"])
         assert _secret(pb["saslPassword"]) == "plain-secret-B"
         assert not any("plain-secret" in text for text in _plain_strings(pb))
+        # a declared key wins: no service account, role binding or API key is created
+        assert not [r for r in MOCKS.created if r.typ in _ADMIN_TYPES]
+        assert a.service_account is None and a.role_binding is None and a.admin_api_key is None
 
     return pulumi.Output.all(_urn_type(a), _urn_type(a.kafka_cluster), _urn_type(a.provider),
                              b.bootstrap_servers, b.cluster_id, b.rest_endpoint,
                              b.provider.urn).apply(lambda v: check(v[:6]))
+
+
+def test_created_admin_api_key() -> None:
+    """Without a declared key: a service account, its CloudClusterAdmin role binding on the cluster,
+    and an API key it owns for the cluster (after the role binding) — all children of the component —
+    and the Kafka provider logs in with that key."""
+    captured: dict[str, pulumi.ResourceOptions] = {}
+    real = pulumi.CustomResource.__init__
+
+    def spy(self: Any, t: str, name: str, props: Any = None, opts: pulumi.ResourceOptions | None = None,
+            *args: Any, **kwargs: Any) -> None:
+        if t in _ADMIN_TYPES:
+            captured[t] = opts or pulumi.ResourceOptions()
+        real(self, t, name, props, opts, *args, **kwargs)
+
+    built: list[ConfluentKafkaCluster] = []
+
+    @pulumi.runtime.test
+    def run() -> Any:
+        MOCKS.created.clear()
+        a = confluent_cluster(_load(_without_keys).cluster("A"))
+        built.append(a)
+        assert a.service_account is not None and a.role_binding is not None and a.admin_api_key is not None
+
+        def check(values: list[Any]) -> None:
+            sa_type, rb_type, key_type, key_id = values[:4]
+            for typ, urn_type in ((_SERVICE_ACCOUNT, sa_type), (_ROLE_BINDING, rb_type), (_API_KEY, key_type)):
+                assert urn_type == f"kafka-dr:index:ConfluentKafkaCluster${typ}"  # parent = component
+            assert key_id == "GENKEYA"
+
+            sa = _registered(_SERVICE_ACCOUNT, "A-admin-service-account").inputs
+            assert sa["displayName"] == "kafka-dr-A-admin"
+            rb = _registered(_ROLE_BINDING, "A-admin-cluster-admin").inputs
+            assert (rb["principal"], rb["roleName"]) == ("User:sa-a", "CloudClusterAdmin")
+            assert rb["crnPattern"] == (
+                "crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster=lkc-a")
+            key = _registered(_API_KEY, "A-admin-api-key").inputs
+            assert key["owner"] == {"id": "sa-a", "apiVersion": "iam/v2", "kind": "ServiceAccount"}
+            assert key["managedResource"] == {"id": "lkc-a", "apiVersion": "cmk/v2", "kind": "Cluster",
+                                              "environment": {"id": "env-abc123"}}
+            order = [r.typ for r in MOCKS.created if r.typ in _ADMIN_TYPES]
+            assert order == [_SERVICE_ACCOUNT, _ROLE_BINDING, _API_KEY]
+
+            pa = _registered(_KAFKA_PROVIDER, "A-kafka").inputs
+            assert pa["saslUsername"] == "GENKEYA" and pa["saslMechanism"] == "plain"
+            assert _secret(pa["saslPassword"]) == "generated-secret-A"
+            assert not any("generated-secret" in text for text in _plain_strings(pa))
+
+        return pulumi.Output.all(_urn_type(a.service_account), _urn_type(a.role_binding),
+                                 _urn_type(a.admin_api_key), a.api_key, a.provider.urn).apply(check)
+
+    pulumi.CustomResource.__init__ = spy  # type: ignore[method-assign]
+    try:
+        run()
+    finally:
+        pulumi.CustomResource.__init__ = real  # type: ignore[method-assign]
+    a = built[0]
+    assert captured[_API_KEY].depends_on == [a.role_binding]  # the role binding precedes the key
+    assert all(captured[t].parent is a for t in _ADMIN_TYPES)
+
+
+@pulumi.runtime.test
+def test_cluster_link_uses_the_created_api_keys() -> Any:
+    MOCKS.created.clear()
+    clusters, link = _build(_load(_without_keys), "g")
+    assert len([r for r in clusters.values() if r.admin_api_key is not None]) == 2
+
+    def check(_: Any) -> None:
+        cl = _registered(_CLUSTER_LINK, "gA-to-B-cluster-link").inputs
+        src, dst = _secret(cl["sourceKafkaCluster"]), _secret(cl["destinationKafkaCluster"])
+        assert src["credentials"] == {"key": "GENKEYGA", "secret": "generated-secret-gA"}
+        assert dst["credentials"] == {"key": "GENKEYGB", "secret": "generated-secret-gB"}
+        for inputs in [cl, *(a.inputs for a in MOCKS.created if a.typ == _MIRROR_TOPIC)]:
+            assert not any("generated-secret" in text for text in _plain_strings(inputs))
+        mirror = _registered(_MIRROR_TOPIC, "gA-to-B-mirror-orders").inputs
+        assert _secret(mirror["kafkaCluster"])["credentials"] == {"key": "GENKEYGB",
+                                                                 "secret": "generated-secret-gB"}
+
+    return pulumi.Output.all(*_urns(link)).apply(check)
 
 
 @pulumi.runtime.test
