@@ -11,6 +11,8 @@ may join, what feeds a passive cluster, and cycles look only at running links.
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +32,95 @@ _HOST_PORT = re.compile(r"[^\s:,]+:\d{1,5}|\[[0-9a-fA-F:.]+\]:\d{1,5}")
 _FIRST_PORT, _LAST_PORT = 1024, 65535
 _DEFAULT_BASE_PORT = 19100
 _RULE_OWNED_CONFIGS = {"min.insync.replicas": "min_insync_replicas", "replication.factor": "replication_factor"}
+
+# Principal names become SCRAM user names, ``User:<name>`` ACL principals, quoted JAAS values and
+# client file names: a conservative alphabet keeps every one of those safe without escaping.
+_PRINCIPAL = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_PRINCIPAL_RULE = "use 1-64 characters from [A-Za-z0-9._-] (and not '.' or '..')"
+# The names of dr.runtime.credentials (not imported: the topology stays free of the runtime).
+_BROKER_USER, _ADMIN_USER, _REPLICATOR_USER = "broker", "admin", "replicator"
+_BUILT_IN_PRINCIPALS = {
+    _BROKER_USER: "the inter-broker super user of local clusters (super.users)",
+    _ADMIN_USER: "the admin super user of local clusters (super.users), whatever principals.admin says",
+    _REPLICATOR_USER: "the user MirrorMaker 2 runs as on local links, whatever principals.replicator says",
+}
+_RACK = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_LINK_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+_MAX_PARTITIONS = 100_000
+"""Kafka accepts up to 2^31-1 partitions per topic, but KRaft clusters are sized for a few hundred
+thousand partitions in all: more than 100 000 in one topic is a typo, not a design."""
+_MAX_LOCAL_REPLICAS_PER_BROKER = 10_000
+"""A local broker keeps two memory-mapped index files and open segment files per partition replica;
+beyond 10 000 replicas per broker one machine runs out of maps (vm.max_map_count defaults to 65530)."""
+_MAX_REPLICATION_FACTOR = 32_767  # CreateTopics carries the replication factor as an INT16
+_MAX_GROUP_NAME = 255
+
+_INTERNAL_TOPICS = {
+    "__consumer_offsets": "Kafka's consumer offsets topic",
+    "__transaction_state": "Kafka's transaction state topic",
+    "__share_group_state": "Kafka's share group state topic",
+    "__cluster_metadata": "the KRaft metadata log",
+}
+_GROUP_FILTER_PREFIXES = ("console-consumer-", "connect-", "__")
+"""MirrorMaker 2's default ``groups.exclude``: offsets of these groups are never synced."""
+
+# Topic-level configs of Kafka 4.x (LogConfig.configNames() of the pinned Kafka 4.3.1, less the
+# internal internal.segment.bytes): name -> (type, minimum, maximum). INT is 32-bit, LONG 64-bit.
+_INT, _LONG, _DOUBLE, _BOOLEAN, _CHOICE, _REPLICAS = "int", "long", "double", "boolean", "choice", "replicas"
+_INT_RANGE, _LONG_RANGE = (-(2**31), 2**31 - 1), (-(2**63), 2**63 - 1)
+_TOPIC_CONFIGS: dict[str, tuple[str, float | None, float | None]] = {
+    "cleanup.policy": (_CHOICE, None, None),
+    "compression.type": (_CHOICE, None, None),
+    "compression.gzip.level": (_INT, 1, 9),  # or -1 (the codec's default)
+    "compression.lz4.level": (_INT, 1, 17),
+    "compression.zstd.level": (_INT, -131072, 22),
+    "delete.retention.ms": (_LONG, 0, None),
+    "file.delete.delay.ms": (_LONG, 0, None),
+    "flush.messages": (_LONG, 1, None),
+    "flush.ms": (_LONG, 0, None),
+    "follower.replication.throttled.replicas": (_REPLICAS, None, None),
+    "index.interval.bytes": (_INT, 0, None),
+    "leader.replication.throttled.replicas": (_REPLICAS, None, None),
+    "local.retention.bytes": (_LONG, -2, None),
+    "local.retention.ms": (_LONG, -2, None),
+    "max.compaction.lag.ms": (_LONG, 1, None),
+    "max.message.bytes": (_INT, 0, None),
+    "message.timestamp.after.max.ms": (_LONG, 0, None),
+    "message.timestamp.before.max.ms": (_LONG, 0, None),
+    "message.timestamp.type": (_CHOICE, None, None),
+    "min.cleanable.dirty.ratio": (_DOUBLE, 0, 1),
+    "min.compaction.lag.ms": (_LONG, 0, None),
+    "min.insync.replicas": (_INT, 1, None),  # refused in configs: the topic has its own field
+    "preallocate": (_BOOLEAN, None, None),
+    "remote.log.copy.disable": (_BOOLEAN, None, None),
+    "remote.log.delete.on.disable": (_BOOLEAN, None, None),
+    "remote.storage.enable": (_BOOLEAN, None, None),
+    "retention.bytes": (_LONG, None, None),  # Kafka sets no minimum: any negative value means unlimited
+    "retention.ms": (_LONG, -1, None),
+    "segment.bytes": (_INT, 1048576, None),
+    "segment.index.bytes": (_INT, 4, None),
+    "segment.jitter.ms": (_LONG, 0, None),
+    "segment.ms": (_LONG, 1, None),
+    "unclean.leader.election.enable": (_BOOLEAN, None, None),
+}
+_CHOICES = {
+    "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
+_REMOVED_CONFIGS = {
+    "message.downconversion.enable": ("was removed in Kafka 4.0 (brokers no longer down-convert records)", "remove it"),
+    "message.format.version": ("was removed in Kafka 4.0 (only the v2 record format remains)", "remove it"),
+    "message.timestamp.difference.max.ms": (
+        "was removed in Kafka 4.0",
+        "use message.timestamp.before.max.ms and message.timestamp.after.max.ms instead",
+    ),
+    "internal.segment.bytes": ("is internal to Kafka (its own tests use it)", "use segment.bytes (at least 1048576)"),
+}
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -69,20 +160,108 @@ def _duplicate_names(t: Topology) -> Iterator[Violation]:
                 )
             else:
                 first[item.name] = i
+
+
+def _valid_principal(name: str) -> bool:
+    return bool(_PRINCIPAL.fullmatch(name)) and name not in (".", "..")
+
+
+def _principals(t: Topology) -> Iterator[Violation]:
+    """Principal names: a safe alphabet, and no application taking a user the product runs as."""
     p = t.principals
+    declared = [("principals.admin", p.admin), ("principals.replicator", p.replicator)]
+    declared += [(f"principals.applications[{i}].name", app.name) for i, app in enumerate(p.applications)]
+    declared += [(f"clusters[{i}].admin_username", c.admin_username)
+                 for i, c in enumerate(t.clusters) if c.admin_username is not None]
+    for path, name in declared:
+        if not _valid_principal(name):
+            yield Violation(
+                path,
+                f"{name!r} is not a valid principal name (it becomes a SCRAM user, a User: ACL principal "
+                "and a quoted value in JAAS configs)",
+                _PRINCIPAL_RULE,
+            )
     if p.admin == p.replicator:
         yield Violation(
             "principals.replicator",
             f"{p.replicator!r} is also the admin principal",
             "use a separate replicator user so that its ACLs stay minimal",
         )
-    reserved = {p.admin: "principals.admin", p.replicator: "principals.replicator"}
+    for path, name, own in (("principals.admin", p.admin, _ADMIN_USER),
+                            ("principals.replicator", p.replicator, _REPLICATOR_USER)):
+        if name in _BUILT_IN_PRINCIPALS and name != own:
+            yield Violation(
+                path,
+                f"{name!r} is {_BUILT_IN_PRINCIPALS[name]}",
+                f"use another name (the default is {own!r})",
+            )
+    reserved = dict(_BUILT_IN_PRINCIPALS)
+    reserved[p.admin] = "the principals.admin principal"
+    reserved[p.replicator] = "the principals.replicator principal"
+    for i, c in enumerate(t.clusters):
+        if c.admin_username is not None:
+            reserved.setdefault(c.admin_username,
+                                f"the admin user of cluster {c.name!r} (clusters[{i}].admin_username)")
     for i, app in enumerate(p.applications):
         if app.name in reserved:
             yield Violation(
                 f"principals.applications[{i}].name",
-                f"{app.name!r} is already the {reserved[app.name]} principal",
+                f"{app.name!r} is already {reserved[app.name]}; an application with that name would share "
+                "(and reset) its credentials",
                 "give the application a principal name of its own",
+            )
+    for i, c in enumerate(t.clusters):
+        if c.admin_username is not None and c.admin_username == p.replicator:
+            yield Violation(
+                f"clusters[{i}].admin_username",
+                f"{c.admin_username!r} is also principals.replicator, whose password the program sets "
+                f"on cluster {c.name!r}",
+                "use a separate replicator user (principals.replicator)",
+            )
+
+
+def _consumer_groups(t: Topology) -> Iterator[Violation]:
+    for i, app in enumerate(t.principals.applications):
+        group = app.consumer_group
+        if group is None:
+            continue
+        path = f"principals.applications[{i}].consumer_group"
+        if not group or len(group) > _MAX_GROUP_NAME:
+            yield Violation(
+                path,
+                f"is {len(group)} characters long; a consumer group name has 1-{_MAX_GROUP_NAME}",
+                f"use a name of 1-{_MAX_GROUP_NAME} characters, or remove consumer_group",
+            )
+        elif not group.isprintable():
+            yield Violation(
+                path,
+                "holds a control, non-printable or unpaired surrogate character "
+                "(it is written into client .properties files)",
+                "use printable characters only",
+            )
+        elif group == "*":
+            yield Violation(
+                path,
+                "is '*', which an ACL reads as every consumer group",
+                "name the application's own group",
+            )
+        elif group.startswith(_GROUP_FILTER_PREFIXES):
+            prefix = next(x for x in _GROUP_FILTER_PREFIXES if group.startswith(x))
+            yield Violation(
+                path,
+                f"{group!r} starts with {prefix!r}, which MirrorMaker 2's default groups.exclude skips: "
+                "its offsets would never reach the passive cluster",
+                f"use a group name that does not start with {', '.join(repr(x) for x in _GROUP_FILTER_PREFIXES)}",
+            )
+
+
+def _link_names(t: Topology) -> Iterator[Violation]:
+    for j, link in enumerate(t.links):
+        if not _LINK_NAME.fullmatch(link.name):
+            yield Violation(
+                f"links[{j}].name",
+                f"{link.name!r} is not a valid link name (it names Pulumi resources and Kafka Connect connectors)",
+                "use 1-128 characters from [A-Za-z0-9._-]",
             )
 
 
@@ -96,13 +275,170 @@ def _cluster_names(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _reserved_topic(name: str) -> str | None:
+    """Why Kafka or MirrorMaker 2 keeps ``name`` for itself, or None."""
+    if name in _INTERNAL_TOPICS:
+        return f"is {_INTERNAL_TOPICS[name]}"
+    if name.startswith("__"):
+        return "starts with '__', which Kafka reserves for its internal topics"
+    if name.startswith("mm2-"):
+        return "starts with 'mm2-', which MirrorMaker 2 uses for its internal topics (and the replicator may write)"
+    if name == "heartbeats" or name.endswith(".heartbeats"):
+        return "is a MirrorMaker 2 heartbeats topic name"
+    if name.endswith((".internal", "-internal")):
+        return ("ends with '.internal'/'-internal': MirrorMaker 2 names its internal topics so "
+                "(<alias>.checkpoints.internal, mm2-*.internal) and skips such topics")
+    if name.endswith(".replica"):
+        return "ends with '.replica', which MirrorMaker 2's default topics.exclude skips: it would never be replicated"
+    if name.startswith("."):
+        return "starts with '.', which MirrorMaker 2 treats as an internal topic: it would never be replicated"
+    return None
+
+
 def _topic_names(t: Topology) -> Iterator[Violation]:
+    normalised: dict[str, int] = {}
     for i, topic in enumerate(t.topics):
         if not _TOPIC_NAME.fullmatch(topic.name) or topic.name in (".", ".."):
             yield Violation(
                 f"topics[{i}].name",
                 f"{topic.name!r} is not a valid Kafka topic name",
                 "use 1-249 characters from [a-zA-Z0-9._-], and not '.' or '..'",
+            )
+            continue
+        why = _reserved_topic(topic.name)
+        if why is not None:
+            yield Violation(f"topics[{i}].name", f"{topic.name!r} {why}", "choose another topic name")
+        key = topic.name.replace(".", "_")
+        first = normalised.setdefault(key, i)
+        if first != i and t.topics[first].name != topic.name:  # exact duplicates: _duplicate_names
+            yield Violation(
+                f"topics[{i}].name",
+                f"{topic.name!r} collides with {t.topics[first].name!r} (topics[{first}]): Kafka refuses topics "
+                "whose names differ only in '.' versus '_' (both map to the same metric names)",
+                "rename one of them",
+            )
+
+
+def _topic_sizes(t: Topology) -> Iterator[Violation]:
+    for i, topic in enumerate(t.topics):
+        if topic.partitions > _MAX_PARTITIONS:
+            yield Violation(
+                f"topics[{i}].partitions",
+                f"{topic.partitions} is more than {_MAX_PARTITIONS} (Kafka allows 2^31-1 per topic, but a KRaft "
+                "cluster is sized for a few hundred thousand partitions in all)",
+                f"use 1-{_MAX_PARTITIONS} partitions",
+            )
+        if topic.replication_factor > _MAX_REPLICATION_FACTOR:
+            yield Violation(
+                f"topics[{i}].replication_factor",
+                f"{topic.replication_factor} does not fit Kafka's 16-bit replication factor",
+                f"use at most {_MAX_REPLICATION_FACTOR} (and no more than the brokers of each cluster)",
+            )
+    holders = [c for c in t.clusters if c.is_local and c.role in (Role.ACTIVE, Role.PASSIVE, Role.STANDBY)]
+    for c in holders:
+        total = sum(min(topic.partitions, _MAX_PARTITIONS) * min(topic.replication_factor, c.brokers)
+                    for topic in t.topics)
+        per_broker = math.ceil(total / c.brokers)
+        if per_broker > _MAX_LOCAL_REPLICAS_PER_BROKER:
+            index = t.clusters.index(c)
+            yield Violation(
+                f"clusters[{index}]",
+                f"local cluster {c.name!r} would hold {per_broker} partition replicas per broker; one machine "
+                f"runs at most {_MAX_LOCAL_REPLICAS_PER_BROKER} per broker (each keeps memory-mapped index files; "
+                "vm.max_map_count defaults to 65530)",
+                "declare fewer partitions under kafka-dr:topics, or run the cluster elsewhere (kind: external)",
+            )
+
+
+def _short(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:37] + "...")
+
+
+def _num(bound: float | None) -> str:
+    return str(int(bound)) if bound is not None and float(bound).is_integer() else str(bound)
+
+
+def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
+    """(problem, fix) when Kafka would refuse ``value`` for topic config ``key``, else None."""
+    kind, low, high = _TOPIC_CONFIGS[key]
+    text = value.strip()  # Kafka trims every value before parsing it
+    if kind in (_INT, _LONG):
+        lowest, highest = _INT_RANGE if kind == _INT else _LONG_RANGE
+        if not _WHOLE.fullmatch(text) or not lowest <= int(text) <= highest:
+            return f"{_short(value)} is not a {'32' if kind == _INT else '64'}-bit whole number", \
+                "use a whole number (no unit, no decimal point)"
+        number = int(text)
+        if key == "compression.gzip.level" and number == -1:
+            return None
+        if (low is not None and number < low) or (high is not None and number > high):
+            span = f"between {_num(low)} and {_num(high)}" if high is not None else f"at least {_num(low)}"
+            extra = " (or -1)" if key == "compression.gzip.level" else ""
+            return f"{number} is out of range: Kafka requires {span}{extra}", f"use a value {span}{extra}"
+        return None
+    if kind == _DOUBLE:
+        if not _DECIMAL.fullmatch(text) or not math.isfinite(float(text)) or not low <= float(text) <= high:
+            return f"{_short(value)} is not a number between {_num(low)} and {_num(high)}", \
+                f"use a decimal number between {_num(low)} and {_num(high)}, e.g. 0.5"
+        return None
+    if kind == _BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            return f"{_short(value)} is not a boolean", "use true or false"
+        return None
+    if kind == _REPLICAS:
+        entries = [part.strip() for part in text.split(",")] if text else []
+        if text == "*" or all(_REPLICA.fullmatch(entry) for entry in entries):
+            return None
+        return f"{_short(value)} is not a list of replicas", \
+            "use '*' or partitionId:brokerId pairs, comma-separated (e.g. 0:1,1:2)"
+    choices = _CHOICES[key]
+    if key == "cleanup.policy":
+        parts = [part.strip() for part in text.split(",")]
+        if ",".join(parts) in choices:
+            return None
+    elif value in choices:
+        return None
+    return f"{_short(value)} is not one of {', '.join(repr(c) for c in choices)}", \
+        "use one of the values named (case matters)"
+
+
+def _topic_configs(t: Topology) -> Iterator[Violation]:
+    local_holders = [c.name for c in t.clusters if c.is_local and c.role in (Role.ACTIVE, Role.PASSIVE, Role.STANDBY)]
+    for i, topic in enumerate(t.topics):
+        for key, value in topic.configs.items():
+            path = f'topics[{i}].configs["{key}"]'
+            if key in _RULE_OWNED_CONFIGS:
+                continue  # _topic_durability: the topic has a field for it
+            if key in _REMOVED_CONFIGS:
+                problem, fix = _REMOVED_CONFIGS[key]
+                yield Violation(path, problem, fix)
+            elif key not in _TOPIC_CONFIGS:
+                close = difflib.get_close_matches(key, list(_TOPIC_CONFIGS), n=1, cutoff=0.6)
+                fix = (f"did you mean {close[0]!r}?" if close
+                       else "use a Kafka 4 topic config: " + ", ".join(sorted(_TOPIC_CONFIGS)))
+                yield Violation(path, f"{_short(key)} is not a Kafka topic config", fix)
+            else:
+                found = _config_value_problem(key, value)
+                if found is not None:
+                    yield Violation(path, *found)
+        configs = topic.configs
+        try:
+            lag_min = int(configs.get("min.compaction.lag.ms", "0").strip())
+            lag_max = int(configs.get("max.compaction.lag.ms", str(2**63 - 1)).strip())
+        except ValueError:
+            pass  # reported above
+        else:
+            if lag_min > lag_max:
+                yield Violation(
+                    f'topics[{i}].configs["min.compaction.lag.ms"]',
+                    f"{lag_min} is more than max.compaction.lag.ms {lag_max}; Kafka refuses the pair",
+                    "make min.compaction.lag.ms at most max.compaction.lag.ms",
+                )
+        if configs.get("remote.storage.enable", "").strip().lower() == "true" and local_holders:
+            yield Violation(
+                f'topics[{i}].configs["remote.storage.enable"]',
+                f"is true but local cluster(s) {', '.join(repr(n) for n in local_holders)} hold the topic "
+                "and run without tiered storage (remote.log.storage.system.enable), so Kafka refuses it",
+                "remove it, or hold the topic only on external clusters with tiered storage",
             )
 
 
@@ -129,6 +465,23 @@ def _one_active(t: Topology) -> Iterator[Violation]:
             f"cluster {c.name!r} is active but so is {first!r}; an active-passive topology has exactly one",
             f"make {c.name!r} passive (fed by a link from {first!r}) or standby",
         )
+
+
+def _one_passive_one_standby(t: Topology) -> Iterator[Violation]:
+    """Active-passive: one passive cluster per active, and one standby that the failover promotes next."""
+    for role, fix in (
+        (Role.PASSIVE, "make {name!r} standby (the failover links it when it promotes {first!r}) or decommissioned"),
+        (Role.STANDBY, "make {name!r} decommissioned, or keep it in another stack"),
+    ):
+        found = [(i, c) for i, c in enumerate(t.clusters) if c.role == role]
+        for i, c in found[1:]:
+            first = found[0][1].name
+            yield Violation(
+                f"clusters[{i}].role",
+                f"cluster {c.name!r} is {role} but so is {first!r}; "
+                f"an active-passive topology has one {role} cluster per active cluster",
+                fix.format(name=c.name, first=first),
+            )
 
 
 def _passive_fed(t: Topology) -> Iterator[Violation]:
@@ -213,18 +566,39 @@ def _link_ends(t: Topology) -> Iterator[Violation]:
                 )
 
 
+def _pattern_problem(pattern: str) -> tuple[str, str] | None:
+    """(problem, fix) when MirrorMaker 2 could not use ``pattern`` as a Java regular expression."""
+    if not pattern:
+        return "is empty, so it selects nothing", "remove it, or write a name or a regular expression"
+    if not pattern.isprintable():
+        return ("holds a control, non-printable or unpaired surrogate character "
+                "(the pattern is written into MirrorMaker 2 properties files)"), "use printable characters only"
+    if "," in pattern:
+        return (
+            "holds ',', which MirrorMaker 2 reads as a separator between patterns "
+            "(its topics/groups settings are comma-separated lists)",
+            "use one list entry per pattern instead of a comma (a repetition {m,n} cannot be written here)",
+        )
+    if "(?P" in pattern:
+        return ("uses Python-only named-group syntax (?P...), which Java's regular expressions "
+                "(MirrorMaker 2) refuse"), "use (?<name>...) or a plain group (...)"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"{_short(pattern)} is not a valid regular expression ({exc})", \
+            "fix the pattern; names are matched as full regular expressions"
+    except RecursionError:
+        return "is nested too deeply to compile", "simplify the pattern"
+    return None
+
+
 def _link_patterns(t: Topology) -> Iterator[Violation]:
     for j, link in enumerate(t.links):
         for field in ("topics", "consumer_groups"):
             for k, pattern in enumerate(getattr(link, field)):
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    yield Violation(
-                        f"links[{j}].{field}[{k}]",
-                        f"{pattern!r} is not a valid regular expression ({exc})",
-                        "fix the pattern; names are matched as full regular expressions",
-                    )
+                found = _pattern_problem(pattern)
+                if found is not None:
+                    yield Violation(f"links[{j}].{field}[{k}]", *found)
 
 
 def _find_cycle(start: str, edges: dict[str, list[tuple[str, int]]], members: set[str]) -> list[int]:
@@ -366,6 +740,13 @@ def _local_clusters(t: Topology) -> Iterator[Violation]:
                 f"leaves the range {_FIRST_PORT}..{_LAST_PORT}",
                 f"choose a base_port between {_FIRST_PORT} and {_LAST_PORT - PORT_WINDOW + 1}",
             )
+        for r, rack in enumerate(c.racks):
+            if not _RACK.fullmatch(rack):
+                yield Violation(
+                    f"clusters[{i}].racks[{r}]",
+                    f"{_short(rack)} is not a valid rack name (it is written into the broker's server.properties)",
+                    "use 1-64 characters from [A-Za-z0-9._-]",
+                )
         if len(c.racks) != c.brokers:
             default = ", ".join(f"rack-{n}" for n in range(1, c.brokers + 1))
             yield Violation(
@@ -479,9 +860,15 @@ def _cluster_link_destinations(t: Topology) -> Iterator[Violation]:
 
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
+    _principals,
     _cluster_names,
+    _link_names,
     _topic_names,
+    _topic_sizes,
+    _topic_configs,
+    _consumer_groups,
     _one_active,
+    _one_passive_one_standby,
     _passive_fed,
     _standby_unlinked,
     _link_ends,
