@@ -13,6 +13,12 @@ A stack file ``Pulumi.<stack>.yaml`` carries the topology under namespaced keys:
 Secrets in the raw file are ``{secure: v1:...}`` ciphertext; they load as encrypted
 :class:`~dr.topology.secret.StackSecret` values and are written back unchanged. Plaintext secrets
 (as the Pulumi engine hands them to the program) are never written.
+
+:func:`load_stack_file` reads the raw file and is stricter than YAML itself: the file must be UTF-8
+(a BOM is fine), a mapping key given twice is refused (PyYAML would silently keep the last one, the
+Pulumi CLI refuses it), and a password written in plain text is refused (it belongs in the file only
+as ``{secure: ...}``). :func:`load_topology` does not refuse plaintext passwords: the Pulumi program
+calls it with the config the engine has already decrypted.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ __all__ = ["NAMESPACE", "dump_stack_config", "load_stack_file", "load_topology"]
 
 NAMESPACE = "kafka-dr"
 """The Pulumi config namespace (project name) holding the topology."""
+
+_MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
+"""Stack files are a few kilobytes; anything this large is not one."""
 
 _STRUCTURED = ("clusters", "topics", "principals", "links")
 _FIELDS = ("profile", "failover_done", *_STRUCTURED)
@@ -95,8 +104,152 @@ def load_topology(stack_name: str, config: Mapping[str, Any]) -> Topology:
     return Topology.model_validate({"name": stack_name, **data})
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, first: yaml.Node, again: yaml.Node) -> None:
+        super().__init__(f"duplicate key {_key_text(key)}")
+        self.key, self.first_line, self.again_line = key, first.start_mark.line + 1, again.start_mark.line + 1
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives the same key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` — explicit keys may override merged ones
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    earlier = seen.get(key)
+                except TypeError:
+                    continue  # unhashable: construct_mapping below reports it
+                if earlier is not None:
+                    raise _DuplicateKey(key, earlier, key_node)
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
+
+
+def _key_text(key: Any) -> str:
+    text = repr(key)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _decode_text(path: Path, data: bytes) -> str:
+    """The text of a stack file: UTF-8 with or without a BOM, else ConfigError naming the first bad byte."""
+    for bom, encoding in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                          (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if data.startswith(bom):
+            raise ConfigError(
+                f"stack file {path} is {encoding} text (byte order mark at byte offset 0), not UTF-8",
+                "save it as UTF-8 (a UTF-8 byte order mark is fine)",
+            )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"stack file {path} is not UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start} "
+            f"(line {line}) {exc.reason}",
+            "save the file as UTF-8 (a UTF-8 byte order mark is fine)",
+        ) from None
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 — a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"stack file {path} gives the key {_key_text(exc.key)} twice (lines {exc.first_line} and "
+            f"{exc.again_line}); YAML readers disagree on which one counts (PyYAML keeps the last, Pulumi refuses)",
+            f"keep one entry for {_key_text(exc.key)}: merge the two and delete the other",
+        ) from None
+    except yaml.reader.ReaderError as exc:
+        raise ConfigError(
+            f"stack file {path} is not valid YAML (character #x{exc.character:04x} at position {exc.position} "
+            "is not allowed in YAML)",
+            "remove the control character there",
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(f"stack file {path} is not valid YAML ({problem}{where})", "fix the YAML there") from None
+    except RecursionError:
+        raise ConfigError(f"stack file {path} is nested too deeply to read", "flatten the YAML") from None
+
+
+def _is_plaintext(value: Any) -> bool:
+    """True for a secret written as a scalar (not ``{secure: ...}``; other shapes fail validation)."""
+    return value is not None and not isinstance(value, Mapping | list)
+
+
+def _items(value: Any) -> list[tuple[int, Any]]:
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def _fields(item: Any, field: str) -> list[tuple[str, Any]]:
+    """The (key as written, value) pairs of ``item`` whose key is ``field`` in snake or camel case."""
+    if not isinstance(item, Mapping):
+        return []
+    return [(str(key), value) for key, value in item.items() if to_snake(str(key)) == field]
+
+
+def _plaintext_passwords(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(Pulumi config path, what to do) of every secret written in plain text in a raw stack file."""
+    found: list[tuple[str, str]] = []
+    for key, value in config.items():
+        namespace, sep, short = str(key).partition(":")
+        if namespace != NAMESPACE or not sep or to_snake(short) not in ("clusters", "principals"):
+            continue
+        value = _decode(str(key), to_snake(short), value)
+        if to_snake(short) == "clusters":
+            for i, cluster in _items(value):
+                local = not isinstance(cluster, Mapping) or cluster.get("kind", "local") == "local"
+                for name, secret in _fields(cluster, "admin_password"):
+                    if _is_plaintext(secret):
+                        found.append((f"{key}[{i}].{name}", "remove it (local clusters generate their passwords)"
+                                      if local else "encrypt"))
+                for cname, settings in _fields(cluster, "confluent"):
+                    for name, secret in _fields(settings, "api_secret"):
+                        if _is_plaintext(secret):
+                            found.append((f"{key}[{i}].{cname}.{name}", "encrypt"))
+        else:
+            for apps_key, apps in _fields(value, "applications"):
+                for i, app in _items(apps):
+                    for name, secret in _fields(app, "password"):
+                        if _is_plaintext(secret):
+                            found.append((f"{key}.{apps_key}[{i}].{name}", "encrypt"))
+    return found
+
+
+def _refuse_plaintext(path: Path, stack: str, config: Mapping[str, Any]) -> None:
+    found = _plaintext_passwords(config)
+    if not found:
+        return
+    fixes = [
+        f"`pulumi config set --stack {stack} --path --secret '{field}' <password>`" if todo == "encrypt"
+        else f"{field}: {todo}"
+        for field, todo in found
+    ]
+    count = len(found)
+    raise ConfigError(
+        f"stack file {path} holds {count} password{'s' if count != 1 else ''} in plain text: "
+        + ", ".join(field for field, _ in found),
+        "; ".join(fixes) + " (in the project directory; Pulumi replaces the plain text with {secure: ...}). "
+        "Treat a password that was in the file as exposed and change it.",
+    )
+
+
 def load_stack_file(path: str | PathLike[str]) -> Topology:
-    """Load and validate the topology in a ``Pulumi.<stack>.yaml`` file (stack name from the file name)."""
+    """Load and validate the topology in a ``Pulumi.<stack>.yaml`` file (stack name from the file name).
+
+    Besides every rule of the topology, the raw file must be UTF-8, give no mapping key twice and
+    hold every password encrypted (``{secure: ...}``); each refusal is a ConfigError naming the place.
+    """
     path = Path(path)
     match = _STACK_FILE.fullmatch(path.name)
     if match is None:
@@ -105,7 +258,13 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
             "pass a stack file such as Pulumi.local.yaml",
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.is_file() and path.stat().st_size > _MAX_STACK_FILE_BYTES:
+            raise ConfigError(
+                f"stack file {path} is {path.stat().st_size} bytes, more than a stack file can be "
+                f"({_MAX_STACK_FILE_BYTES} bytes)",
+                "check that --stack names the right file",
+            )
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(
             f"stack file {path} does not exist",
@@ -115,18 +274,15 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
         raise ConfigError(
             f"cannot read stack file {path}: {exc.strerror}", "check the path and its permissions"
         ) from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ConfigError(f"stack file {path} is not valid YAML ({problem}{where})", "fix the YAML there") from None
+    document = _parse_yaml(path, _decode_text(path, data))
     if document is None:
         document = {}
     if not isinstance(document, Mapping):
         raise ConfigError(f"stack file {path} is not a YAML mapping", "start it with a `config:` mapping")
-    return load_topology(match["stack"], document.get("config") or {})
+    config = document.get("config") or {}
+    if isinstance(config, Mapping):
+        _refuse_plaintext(path, match["stack"], config)
+    return load_topology(match["stack"], config)
 
 
 def _plaintext_secrets(topology: Topology) -> list[str]:
