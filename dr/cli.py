@@ -150,7 +150,16 @@ _attach_commands()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``drctl`` console script."""
+    """Entry point of the ``drctl`` console script.
+
+    A :class:`DRError` exits with its documented code; any other exception is a bug: it exits 10
+    with one paragraph naming the exception and the 0600 file holding its traceback (printed as
+    well with ``KDR_DEBUG=1``), never the traceback itself or a secret.
+    """
+    import os
+
+    from dr.errors import InternalError
+
     try:
         cli.main(args=argv, standalone_mode=False)
     except DRError as exc:
@@ -164,6 +173,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 — the last resort: every other failure is reported, not dumped
+        error = InternalError.from_exception(exc)
+        if os.environ.get("KDR_DEBUG") == "1":
+            click.echo(error.traceback_text, err=True, nl=False)
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
 
 
 if __name__ == "__main__":

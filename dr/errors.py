@@ -13,9 +13,23 @@ Every message says what went wrong *and* the next step. ``drctl`` maps an uncaug
 | 5 | :class:`AuthError` – credentials refused or missing |
 | 6 | :class:`FailoverError` – a failover step refused or failed (journal kept; re-run resumes) |
 | 7 | :class:`LockHeld` – another run holds the stack's lock |
+| 10 | :class:`InternalError` – an unexpected failure (a bug): the traceback is in the file named |
+| 130 | interrupted (Ctrl-C) |
+
+Only ``drctl``'s entry point raises :class:`InternalError`: it wraps any exception that is not a
+:class:`DRError` (see :meth:`InternalError.from_exception`), writes the traceback to a 0600 file
+and prints one paragraph naming the exception, that file and the next step. The traceback is
+printed too when ``KDR_DEBUG=1``. Values that look like secrets are masked in both.
 """
 
 from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 
 class DRError(Exception):
@@ -77,3 +91,95 @@ class LockHeld(DRError):
     """Another run already holds this stack's lock."""
 
     exit_code = 7
+
+
+class InternalError(DRError):
+    """An unexpected exception (a bug, not bad input): reported with a traceback file."""
+
+    exit_code = 10
+
+    def __init__(self, problem: str, fix: str | None = None, *, traceback_file: Path | None = None,
+                 traceback_text: str = "") -> None:
+        super().__init__(problem, fix)
+        self.traceback_file = traceback_file
+        self.traceback_text = traceback_text
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> InternalError:
+        """Wrap ``exc``: write its (masked) traceback to a 0600 file and say what failed and what next."""
+        secrets = _known_secrets()
+        kind = type(exc).__qualname__
+        if type(exc).__module__ not in ("builtins", "__main__"):
+            kind = f"{type(exc).__module__}.{kind}"
+        try:
+            message = _scrub(str(exc), secrets).strip() or "(no message)"
+        except Exception:  # noqa: BLE001 — an exception whose str() fails still gets reported
+            message = "(its message could not be read)"
+        message = " ".join(message.split())
+        if len(message) > 300:
+            message = message[:297] + "..."
+        try:
+            text = _scrub("".join(traceback.format_exception(exc)), secrets)
+        except Exception:  # noqa: BLE001
+            text = _scrub("".join(traceback.format_tb(exc.__traceback__)), secrets) + f"{kind}: {message}\n"
+        path, why_not = _write_traceback(text)
+        if path is not None:
+            where = f"The traceback was written to {path} (readable only by you)."
+            fix = (f"report this as a bug and attach {path} (values that look like secrets are masked, but "
+                   "read it before sharing); KDR_DEBUG=1 also prints the traceback here")
+        else:
+            where = f"The traceback could not be written to a file ({why_not})."
+            fix = "run the command again with KDR_DEBUG=1 to print the traceback, and report it as a bug"
+        return cls(f"internal error: drctl failed unexpectedly with {kind}: {message}. {where}", fix,
+                   traceback_file=path, traceback_text=text)
+
+
+_SECRET_ENV = re.compile(r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?i)\b((?:sasl[._])?(?:password|passwd|passphrase|secret|token|api[_-]?key)[\w.-]*)"
+    r"(\s*[=:]\s*|\s*\"\s*:\s*|'\s*:\s*)"
+    r"(\"[^\"]*\"|'[^']*'|[^\s,;\]\)}]+)"
+)
+_MASK = "**********"
+
+
+def _state_base() -> Path:
+    return Path(os.environ.get("KDR_STATE_DIR") or Path(__file__).resolve().parent.parent / ".state")
+
+
+def _known_secrets() -> set[str]:
+    """Secret values this process could leak: secret-named environment variables and local passwords."""
+    found = {value for name, value in os.environ.items() if _SECRET_ENV.search(name) and len(value) >= 4}
+    try:
+        import json
+
+        for path in list(_state_base().glob("*/credentials.json"))[:50]:
+            data = json.loads(path.read_text())
+            if isinstance(data, dict):
+                found |= {v for v in data.values() if isinstance(v, str) and len(v) >= 4}
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def _scrub(text: str, secrets: set[str]) -> str:
+    """``text`` with every known secret and every ``password=...``-like value masked."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, _MASK)
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{_MASK}", text)
+
+
+def _write_traceback(text: str) -> tuple[Path | None, str]:
+    """Write ``text`` to a new 0600 file under the state directory (or the temp directory)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    reasons = []
+    for directory in (_state_base() / "internal-errors", Path(tempfile.gettempdir())):
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"drctl-{stamp}-", suffix=".traceback.txt", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp creates the file 0600
+                f.write(text)
+            return Path(name), ""
+        except OSError as exc:
+            reasons.append(f"{directory}: {exc.strerror or exc}")
+    return None, "; ".join(reasons)
