@@ -23,7 +23,8 @@ def cli() -> None:
 
     Exit codes: 0 ok (verify: clean), 1 verification found differences, 2 bad input,
     3 toolchain missing, 4 cluster/process error, 5 credentials refused, 6 failover refused,
-    7 lock held by another run.
+    7 lock held by another run, 10 internal error (a bug: the message names the traceback file),
+    130 interrupted.
     """
 
 

@@ -41,9 +41,29 @@ def load() -> Topology:
         if value is not None:
             config[f"{NAMESPACE}:{key}"] = value
     try:
-        return load_topology(pulumi.get_stack(), config)
+        topology = load_topology(pulumi.get_stack(), config)
+        _refuse_plaintext_secrets(topology)
     except DRError as exc:
         raise pulumi.RunError(f"error: {exc}") from None
+    return topology
+
+
+def _refuse_plaintext_secrets(topology: Topology) -> None:
+    """A password written in plain text in the stack file is refused here as by every ``drctl``
+    command: the engine marks a config key secret when any value inside it is ``secure:``."""
+    from dr.errors import ConfigError
+
+    found = [f"clusters[{i}].admin_password" for i, c in enumerate(topology.clusters) if c.admin_password]
+    found += [f"clusters[{i}].confluent.api_secret" for i, c in enumerate(topology.clusters)
+              if c.confluent is not None and c.confluent.api_secret is not None]
+    plain = [f for f in found if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:clusters")]
+    plain += [f"principals.applications[{i}].password" for i, a in enumerate(topology.principals.applications)
+              if a.password is not None and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:principals")]
+    if plain:
+        raise ConfigError(
+            f"stack '{topology.name}' holds passwords in plain text: {', '.join(plain)}",
+            f"store each as a secret: `pulumi config set --stack {topology.name} --path --secret "
+            f"'{NAMESPACE}:{plain[0].replace('_password', 'Password').replace('api_secret', 'apiSecret')}' <value>`")
 
 
 def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:

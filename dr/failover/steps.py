@@ -10,11 +10,12 @@ Each step is a function of a :class:`Context` returning a :class:`StepResult`; e
    the link lag is 0 (refusing past ``--drain-timeout`` without ``--force``, after giving A its
    write ACLs back). Unplanned: fence A only if it answers.
 3. ``promote`` — stop the link A→B, grant application principals write access on B.
-4. ``consumer-groups`` — every synced group's translated committed offsets on B; groups without
+4. ``clients`` — publish B's client configuration for every application at once, so applications
+   move before anything slower happens.
+5. ``consumer-groups`` — every synced group's translated committed offsets on B; groups without
    any, and what their consumers will do.
-5. ``desired-state`` — write the new topology (A decommissioned, B active, C passive, link B→C)
-   to the stack file and converge it (:mod:`dr.failover.converge`).
-6. ``clients`` — publish B's client configuration for every application.
+6. ``desired-state`` — write the new topology (A decommissioned, B active, C passive, link B→C)
+   to the stack file and converge it with ``pulumi up`` (:mod:`dr.failover.converge`).
 7. ``integrity`` — verification A vs B when A is readable (fencing A first if it came back);
    deferred while A is unreadable.
 8. ``decommission`` — stop A, only with a clean verdict or ``--force-decommission``.
@@ -387,7 +388,7 @@ def promote(ctx: Context) -> StepResult:
                       f"{', '.join(producers) or 'no producing application'}")
 
 
-# ---------------------------------------------------------------------------------- 4 consumer groups
+# ---------------------------------------------------------------------------------- 5 consumer groups
 def consumer_groups(ctx: Context) -> StepResult:
     """Report each application group's translated offsets on B, and what groups without any will do."""
     a_ok = reachability(ctx.a_ep, timeout=3.0)["reachable"]
@@ -424,7 +425,7 @@ def consumer_groups(ctx: Context) -> StepResult:
                       text)
 
 
-# ---------------------------------------------------------------------------------- 5 desired state
+# ---------------------------------------------------------------------------------- 6 desired state
 def desired_state(ctx: Context) -> StepResult:
     """Write the new topology to the stack file and converge it (C with users, ACLs, topics, link B→C)."""
     backup = failover_dir(ctx.state) / f"{ctx.stack_path.name}.before-{ctx.journal.data['failover_id']}"
@@ -443,7 +444,7 @@ def desired_state(ctx: Context) -> StepResult:
                       f"converged by {ctx.converger.name}")
 
 
-# ---------------------------------------------------------------------------------- 6 clients
+# ---------------------------------------------------------------------------------- 4 clients
 def clients(ctx: Context) -> StepResult:
     """Publish B's client configuration for every application (files 0600; passwords never printed)."""
     written = publish_clients(ctx.after, ctx.target)
@@ -535,11 +536,11 @@ STEPS: list[Step] = [
     Step("fence-drain", fence_drain, "fence A (remove application write ACLs); planned: drain the link to lag 0",
          lambda ctx: {**_common_inputs(ctx), "drain_timeout": ctx.options.drain_timeout, "force": ctx.options.force}),
     Step("promote", promote, "stop the link A→B; grant application write ACLs on B", _common_inputs),
+    Step("clients", clients, "publish B's client configuration for every application", _common_inputs),
     Step("consumer-groups", consumer_groups, "check translated committed offsets of every group on B",
          _common_inputs),
     Step("desired-state", desired_state, "write A decommissioned, B active, C passive + link B→C; converge",
          lambda ctx: {**_common_inputs(ctx), "converger": ctx.converger.name}),
-    Step("clients", clients, "publish B's client configuration for every application", _common_inputs),
     Step("integrity", integrity_check, "verify A vs B (when A is readable)",
          lambda ctx: {**_common_inputs(ctx), "skip_verify": ctx.options.skip_verify}),
     Step("decommission", decommission, "stop A (clean verdict or --force-decommission)",

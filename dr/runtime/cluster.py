@@ -186,13 +186,19 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
     return props
 
 
+def properties_escape(text: str) -> str:
+    """``text`` as Java's ``Properties.load`` reads it back unchanged (backslashes and line breaks
+    escaped): a topic pattern ``orders\\.v1`` or a JAAS ``\\"`` must reach the JVM as written."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 def write_properties(path: Path, props: dict[str, str]) -> None:
     """Write a Java properties file readable only by its owner (it holds the broker password)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         for key, value in props.items():
-            f.write(f"{key}={value}\n")
+            f.write(f"{key}={properties_escape(str(value))}\n")
 
 
 class LocalCluster:

@@ -27,8 +27,9 @@ def _journal(state: Path) -> Journal:
                           desired_config={"kafka-dr:failoverDone": True}, steps=NAMES)
 
 
-def test_steps_are_the_eight_of_the_issue_in_order() -> None:
-    assert NAMES == ["preflight", "fence-drain", "promote", "consumer-groups", "desired-state", "clients",
+def test_steps_are_the_eight_of_the_design_in_order() -> None:
+    """Clients are published right after the promotion, before C is built (DESIGN.md steps 3-6)."""
+    assert NAMES == ["preflight", "fence-drain", "promote", "clients", "consumer-groups", "desired-state",
                      "integrity", "decommission"]
 
 

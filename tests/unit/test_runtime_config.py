@@ -114,3 +114,15 @@ def test_unknown_stack_names_the_stacks_that_exist() -> None:
     with pytest.raises(ConfigError) as info:
         stack_file("nope")
     assert "local" in str(info.value) and "Pulumi.nope.yaml" in str(info.value)
+
+
+def test_properties_escape_reads_back_as_written_by_java_rules(tmp_path: Path) -> None:
+    """Java's Properties.load drops a lone backslash: a pattern `orders\\.v1` must be written doubled."""
+    from dr.runtime.cluster import properties_escape, write_properties
+
+    assert properties_escape(r"orders\.v1|pay\d+") == r"orders\\.v1|pay\\d+"
+    assert properties_escape('user="a\\"b"') == 'user="a\\\\"b"'
+    assert properties_escape("a\nb") == "a\\nb"
+    path = tmp_path / "x.properties"
+    write_properties(path, {"A->B.topics": r"(?:orders\.v1)"})
+    assert path.read_text() == "A->B.topics=(?:orders\\\\.v1)\n"

@@ -711,3 +711,24 @@ def test_run_reads_the_engine_config_and_builds_the_same_estate(tmp_path: Path, 
     registered = sorted((c.typ, c.name) for c in mocks.calls)
     assert registered == sorted((r.typ, r.name) for r in local.resources)
     assert not (tmp_path / "clusters").exists()
+
+
+@pytest.mark.parametrize("secret", [False, True], ids=["plaintext-in-file", "secure-in-file"])
+def test_a_password_written_in_plain_text_stops_the_program(secret: bool) -> None:
+    """The engine marks a key secret when a value inside it is `secure:`; a plain one is refused."""
+    raw = yaml.safe_load((ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))["config"]
+    raw = copy.deepcopy(raw)
+    raw["kafka-dr:principals"]["applications"][0]["password"] = "hunter2-plain"
+    mocks, monitor, program = _fresh_mocks("local")
+    pulumi.runtime.set_all_config(_engine_config(raw), ["kafka-dr:principals"] if secret else [])
+    try:
+        if secret:
+            assert program.load().principals.applications[0].password is not None
+        else:
+            with pytest.raises(pulumi.RunError) as raised:
+                program.load()
+            message = str(raised.value)
+            assert "principals.applications[0].password" in message and "--secret" in message
+            assert "hunter2-plain" not in message
+    finally:
+        pulumi.runtime.set_all_config({}, [])
