@@ -119,8 +119,8 @@ class Confluent(_Model):
     """Confluent Cloud settings of a ``kind: confluent-cloud`` cluster (the program creates the cluster).
 
     ``api_key``/``api_secret`` are the cluster's Kafka API key, used for its topics, ACLs and cluster
-    links. They are optional here (a stack file can be checked before the key exists) but the
-    Pulumi program refuses to run without them; set the secret with
+    links. Leave both out and the program creates one (a service account with CloudClusterAdmin on
+    the cluster, and its key); declare both to use your own (an imported cluster), the secret with
     ``pulumi config set --path --secret 'kafka-dr:clusters[i].confluent.apiSecret' ...``.
     """
 

@@ -818,8 +818,8 @@ def _confluent_clusters(t: Topology) -> Iterator[Violation]:
             yield Violation(
                 f"clusters[{i}].confluent",
                 f"confluent-cloud cluster {c.name!r} has no confluent settings, so it cannot be created",
-                "add confluent: {environment_id, cloud, region, cluster_type, api_key} "
-                "(and the api_secret with `pulumi config set --path --secret`)",
+                "add confluent: {environment_id, cloud, region, cluster_type} (an API key is created by the "
+                "program; to use your own add api_key, and api_secret with `pulumi config set --path --secret`)",
             )
         elif c.kind != Kind.CONFLUENT_CLOUD and c.confluent is not None:
             yield Violation(
