@@ -73,6 +73,19 @@ def java_options(jars: list[str]) -> list[str]:
     return [f"-XX:SharedArchiveFile={path}", *_QUIET, f"-XX:ErrorFile={crash_log}"]
 
 
+def crashed_on_archive(jars: list[str], since: float) -> bool:
+    """True when a driver JVM started after ``since`` left a crash log naming this archive (a
+    damaged archive kills the JVM with SIGBUS while it maps it)."""
+    path = str(archive_path(jars))
+    for log in Path(tempfile.gettempdir()).glob("kdr-spark-driver-hs_err_pid*.log"):
+        try:
+            if log.stat().st_mtime >= since - 1 and path in log.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def discard(jars: list[str]) -> None:
     """Forget the archive for ``jars`` (the driver could not start with it); setup builds it again."""
     path = archive_path(jars)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,16 +103,22 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
             builder = builder.config(key, value)
         return builder.getOrCreate()
 
+    started = time.time()
     try:
         spark = build(java_opts + archive_opts)
     except Exception as exc:  # a damaged archive can stop the JVM before it says hello
         if not archive_opts or "JAVA_GATEWAY_EXITED" not in str(exc):
             raise
-        print(f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
-              "starting without it. Next step: re-run `make setup`, which rebuilds the archive.", file=sys.stderr)
-        from verification.class_archive import discard
+        from verification.class_archive import crashed_on_archive, discard
 
-        discard(jars)
+        # Only a JVM that crashed mapping the archive condemns it; one that exited for another
+        # reason (a machine under load, a killed parent) leaves it for the next start.
+        condemned = crashed_on_archive(jars, since=started)
+        print(f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
+              "starting without it." + (" Next step: re-run `make setup`, which rebuilds the archive."
+                                        if condemned else ""), file=sys.stderr)
+        if condemned:
+            discard(jars)
         spark = build(java_opts)
     spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
     prefer_kafka_v2(spark)
