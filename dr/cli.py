@@ -68,6 +68,24 @@ def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
                            f"run `drctl estate up --stack {stack}` (or `pulumi up`) to converge it")
 
 
+@estate.command("start")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--cluster", "cluster_name", required=True, help="The local cluster to start, e.g. the lost A.")
+def estate_start(stack: str, cluster_name: str) -> None:
+    """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
+    so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
+    from dr.errors import ClusterError
+    from dr.estate import Estate
+    from dr.failover.drill import restart
+
+    cluster = Estate.for_stack(stack).local_cluster(cluster_name)
+    if cluster.state() == "absent":
+        raise ClusterError(f"cluster {cluster_name!r} of stack {stack!r} has no data on this machine.",
+                           "nothing to start: provision it with `pulumi up` (roles active/passive) instead")
+    restart(cluster)
+    progress(f"cluster {cluster_name} running at {cluster.bootstrap} ({cluster.state()})")
+
+
 @estate.command("down")
 @click.option("--stack", default="local", show_default=True)
 @click.option("--destroy", is_flag=True, help="`pulumi destroy`: stop everything and delete the clusters' data.")
