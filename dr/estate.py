@@ -96,19 +96,9 @@ class Estate:
         if link is None:
             raise ConfigError(f"unknown link {link_name!r}.",
                               f"use one of: {', '.join(l.name for l in self.topology.links) or '(none)'}")
-        topics = "|".join(f"(?:{p})" for p in link.topics)
-        groups = "|".join(f"(?:{p})" for p in link.consumer_groups)
-        iv = link.intervals
         return MirrorMaker(self.local_cluster(link.source), self.local_cluster(link.target), self.state,
-                           topics=topics, groups=groups,
-                           intervals={"emit_checkpoints_s": iv.emit_checkpoints_s,
-                                      "sync_group_offsets_s": iv.sync_group_offsets_s,
-                                      "refresh_topics_s": iv.refresh_topics_s,
-                                      "refresh_groups_s": iv.refresh_groups_s})
-
-    def provisioned(self) -> list[Cluster]:
-        """Clusters that should run now: active and passive (a standby waits for a failover)."""
-        return [c for c in self.topology.clusters if c.role in (Role.ACTIVE, Role.PASSIVE)]
+                           topics=link.topics_regex, groups=link.groups_regex,
+                           intervals=link.intervals.model_dump())
 
     def app_password(self, app: str) -> str:
         """An application's password: the stack's secret if set, else a generated local one."""
@@ -124,16 +114,12 @@ class Estate:
         processes, as a machine shutdown would: ``up --refresh`` starts them again.
         """
         for link in self.topology.links:
-            if self.both_local(link.name):
+            if self.topology.both_local(link):
                 self.mirror(link.name).stop()
         for c in self.topology.clusters:
             if c.kind is Kind.LOCAL:
                 progress(f"cluster {c.name} stopping")
                 self.local_cluster(c.name).stop()
-
-    def both_local(self, link_name: str) -> bool:
-        """True when both ends of the link run on this machine."""
-        return self.topology.both_local(next(l for l in self.topology.links if l.name == link_name))
 
     def status(self) -> dict[str, object]:
         """Roles, process state and link lag — what ``drctl estate status`` prints."""

@@ -11,9 +11,9 @@ from dr.errors import ToolchainError
 from dr.toolchain import REPO_ROOT, kdr_home, toolchain, versions
 
 
-def passphrase_file(root: Path = REPO_ROOT) -> Path:
-    """The stack passphrase file (0600), created on first use."""
-    path = root / ".state" / "passphrase"
+def passphrase_file(directory: Path) -> Path:
+    """The stacks' passphrase file ``<directory>/passphrase`` (0600), created on first use."""
+    path = directory / "passphrase"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
@@ -36,7 +36,8 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
         "PATH": f"{tc.pulumi_bin}{os.pathsep}{root / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_HOME": str(kdr_home() / "pulumi-home"),
         "PULUMI_BACKEND_URL": f"file://{backend}",
-        "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file(root)),
+        # beside the backend, as `.env` has it: <state>/pulumi and <state>/passphrase
+        "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file(backend.parent)),
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",

@@ -13,7 +13,6 @@ need. Its fenced ACLs stay as the failover left them.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable
@@ -77,7 +76,6 @@ class EstateStack:
 
         state_dir = self.state_dir
         env = pulumi_env(self.backend)
-        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(_passphrase(self.state_dir.parent))
         opts = auto.LocalWorkspaceOptions(work_dir=str(self.stack_dir), pulumi_home=env["PULUMI_HOME"],
                                           env_vars=env, secrets_provider="passphrase",
                                           pulumi_command=pulumi_command())
@@ -201,18 +199,6 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
                                          for k, v in r["propertyDependencies"].items()}
         kept.append(r)
     return {**deployment, "resources": kept}, len(gone)
-
-
-def _passphrase(base: Path) -> Path:
-    """The stacks' passphrase file (0600) beside their state, created on first use."""
-    import secrets
-
-    path = base / "passphrase"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-    return path
 
 
 def _forward(progress: Progress) -> Callable[[str], None]:

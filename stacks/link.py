@@ -15,12 +15,7 @@ import pulumi
 from dr.topology import Cluster, Link, Topology
 from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
 
-__all__ = ["ReplicationLink", "ReplicationLinkArgs", "topic_pattern"]
-
-
-def topic_pattern(patterns: list[str]) -> str:
-    """The link's names/patterns as one Java regex alternation (what MirrorMaker 2 matches)."""
-    return "|".join(f"(?:{p})" for p in patterns)
+__all__ = ["ReplicationLink", "ReplicationLinkArgs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,17 +36,13 @@ class ReplicationLink(pulumi.ComponentResource):
         link = args.link
         source: Cluster = args.topology.cluster(link.source)
         target: Cluster = args.topology.cluster(link.target)
-        iv = link.intervals
         self.process = MirrorMakerProcess(
             f"{link.name}-mirrormaker2",
             MirrorMakerProcessArgs(
                 source=source.name, target=target.name, source_brokers=source.brokers,
                 target_brokers=target.brokers, source_port=source.base_port or 0,
-                target_port=target.base_port or 0, topics=topic_pattern(link.topics),
-                groups=topic_pattern(link.consumer_groups),
-                intervals={"emit_checkpoints_s": iv.emit_checkpoints_s,
-                           "sync_group_offsets_s": iv.sync_group_offsets_s,
-                           "refresh_topics_s": iv.refresh_topics_s, "refresh_groups_s": iv.refresh_groups_s},
+                target_port=target.base_port or 0, topics=link.topics_regex,
+                groups=link.groups_regex, intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir)),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({"source": link.source, "target": link.target, "engine": link.engine.value,

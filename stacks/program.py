@@ -53,12 +53,8 @@ def _refuse_plaintext_secrets(topology: Topology) -> None:
     command: the engine marks a config key secret when any value inside it is ``secure:``."""
     from dr.errors import ConfigError
 
-    found = [f"clusters[{i}].admin_password" for i, c in enumerate(topology.clusters) if c.admin_password]
-    found += [f"clusters[{i}].confluent.api_secret" for i, c in enumerate(topology.clusters)
-              if c.confluent is not None and c.confluent.api_secret is not None]
-    plain = [f for f in found if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:clusters")]
-    plain += [f"principals.applications[{i}].password" for i, a in enumerate(topology.principals.applications)
-              if a.password is not None and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:principals")]
+    plain = [path for path, key, _secret in topology.secret_fields()
+             if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
     if plain:
         raise ConfigError(
             f"stack '{topology.name}' holds passwords in plain text: {', '.join(plain)}",

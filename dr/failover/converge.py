@@ -61,7 +61,7 @@ class PulumiConverger:
         estate = Estate(topology, self.state)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
-            if not estate.both_local(link.name):
+            if not topology.both_local(link):
                 continue
             t0 = time.monotonic()
             wanted = [t.name for t in topology.topics_for(link)] or topics

@@ -69,7 +69,7 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
     links = []
     for link in topology.links:
         entry = {"name": link.name, "source": link.source, "target": link.target}
-        if all(topology.cluster(n).kind is Kind.LOCAL for n in (link.source, link.target)):
+        if topology.both_local(link):
             entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
         if link.source in ends and link.target in ends:
             wanted = {t.name for t in topology.topics_for(link)}

@@ -220,7 +220,7 @@ def preflight(ctx: Context) -> StepResult:
         "source": {"name": A, **a}, "target": {"name": B, **b.to_dict()},
         "link": {"name": ctx.link.name}, "target_end_offsets": encode_offsets(b_end),
     }
-    link_local = all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (ctx.link.source, ctx.link.target))
+    link_local = ctx.original.both_local(ctx.link)
     if link_local:
         outcome["link"]["process"] = "running" if ctx.before.mirror(ctx.link.name).alive() else "stopped"
     if a["reachable"]:
@@ -330,7 +330,7 @@ def fence_drain(ctx: Context) -> StepResult:
         restored = unfence(ctx.a_ep, bindings)
         ctx.journal.measure(fenced_bindings=[], fenced_at=None)
         process = ""
-        if all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (ctx.link.source, ctx.link.target)):
+        if ctx.original.both_local(ctx.link):
             process = " (its process is running)" if ctx.before.mirror(ctx.link.name).alive() else \
                 " (its process is NOT running)"
         raise FailoverError(
@@ -356,7 +356,7 @@ def fence_drain(ctx: Context) -> StepResult:
 def promote(ctx: Context) -> StepResult:
     """Stop the link A→B; grant the application principals write access on B."""
     link = ctx.link
-    if not all(ctx.original.cluster(n).kind is Kind.LOCAL for n in (link.source, link.target)):
+    if not ctx.original.both_local(link):
         raise FailoverError(f"link {link.name} runs outside this machine; this drctl stops local MirrorMaker 2 "
                             "links only.", f"stop {link.name} with its own tooling, then rerun the failover")
     t0 = time.monotonic()

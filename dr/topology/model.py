@@ -277,6 +277,16 @@ class Link(_Model):
         """True when the link replicates (every rule about roles and cycles looks only at these)."""
         return self.state == LinkState.RUNNING
 
+    @property
+    def topics_regex(self) -> str:
+        """The topic names/patterns as one regex alternation (what MirrorMaker 2 matches)."""
+        return "|".join(f"(?:{p})" for p in self.topics)
+
+    @property
+    def groups_regex(self) -> str:
+        """The consumer-group names/patterns as one regex alternation."""
+        return "|".join(f"(?:{p})" for p in self.consumer_groups)
+
     def selects_topic(self, topic: str) -> bool:
         """True when ``topic`` matches one of the link's topic names/patterns."""
         return _selects(self.topics, topic)
@@ -351,6 +361,19 @@ class Topology(_Model):
     def links_from(self, name: str) -> list[Link]:
         """Links whose source is cluster ``name``."""
         return [link for link in self.links if link.source == name]
+
+    def secret_fields(self) -> list[tuple[str, str, Any]]:
+        """Every secret set in the topology: (field path, top-level config key, value)."""
+        found: list[tuple[str, str, Any]] = []
+        for i, c in enumerate(self.clusters):
+            if c.admin_password is not None:
+                found.append((f"clusters[{i}].admin_password", "clusters", c.admin_password))
+            if c.confluent is not None and c.confluent.api_secret is not None:
+                found.append((f"clusters[{i}].confluent.api_secret", "clusters", c.confluent.api_secret))
+        for i, app in enumerate(self.principals.applications):
+            if app.password is not None:
+                found.append((f"principals.applications[{i}].password", "principals", app.password))
+        return found
 
     def both_local(self, link: Link) -> bool:
         """True when both ends of ``link`` are clusters this project runs on this machine."""

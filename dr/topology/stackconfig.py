@@ -286,22 +286,7 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
 
 
 def _plaintext_secrets(topology: Topology) -> list[str]:
-    found = [
-        f"clusters[{i}].admin_password"
-        for i, c in enumerate(topology.clusters)
-        if c.admin_password is not None and not c.admin_password.is_encrypted
-    ]
-    found += [
-        f"clusters[{i}].confluent.api_secret"
-        for i, c in enumerate(topology.clusters)
-        if c.confluent is not None and c.confluent.api_secret is not None and not c.confluent.api_secret.is_encrypted
-    ]
-    found += [
-        f"principals.applications[{i}].password"
-        for i, app in enumerate(topology.principals.applications)
-        if app.password is not None and not app.password.is_encrypted
-    ]
-    return found
+    return [path for path, _key, secret in topology.secret_fields() if not secret.is_encrypted]
 
 
 def dump_stack_config(topology: Topology) -> dict[str, Any]:
