@@ -26,6 +26,11 @@ from dr.errors import AuthError, ClusterError
 #: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
 #: errors that matter still arrive as exceptions and through ``error_cb``.
+
+#: Key of the failover's RTO probe record (:mod:`dr.failover.probe`). The verification never
+#: compares records with this key: the probe writes one to the new active cluster per failover.
+PROBE_KEY = b"__kdr_rto_probe__"
+
 SILENT: dict[str, object] = {"log_level": 0}
 
 

@@ -90,7 +90,8 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 @click.option("--source-archive", type=click.Path(path_type=Path), help="Read the source from a Parquet archive.")
 @click.option("--target-archive", type=click.Path(path_type=Path), help="Read the target from a Parquet archive.")
 @click.option("--topics", multiple=True, help="Topics to compare (comma-separated or repeated); default: all.")
-@click.option("--cutoff", metavar="TS", help="Ignore records after this time (epoch ms or ISO-8601).")
+@click.option("--cutoff", metavar="TS", help="Ignore records after this time (epoch ms or ISO-8601; 'none': compare "
+              "all). Default with --stack: the last failover's cut-off when SOURCE/TARGET are its clusters.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False),
               help="Report directory (default out/verify-<UTC time>).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
@@ -112,11 +113,12 @@ def verify(stack: str | None, source_name: str | None, target_name: str | None, 
                           credentials=source_credentials or credentials, archive=source_archive)
     target = resolve_side("target", stack=stack, name=target_name, bootstrap=target_bootstrap,
                           credentials=target_credentials or credentials, archive=target_archive)
+    cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
     if windows is not None and windows < 1:
         raise ConfigError(f"--windows must be positive, not {windows}.", "leave it out to use the default")
     out = out or Path("out") / f"verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
-                              cutoff_ms=parse_cutoff(cutoff), master=master, windows=windows,
+                              cutoff_ms=cutoff_ms, master=master, windows=windows,
                               progress=Progress("verify", enabled=not quiet))
     if as_json:
         click.echo(json.dumps(result.summary, indent=2))
@@ -128,6 +130,32 @@ def verify(stack: str | None, source_name: str | None, target_name: str | None, 
         if result.summary["totals"]["missing"]:
             click.echo(f"next: drctl recover --report {result.out_dir} --dry-run")
     result.raise_for_verdict()
+
+
+def _cutoff(text: str | None, stack: str | None, source: str | None, target: str | None, quiet: bool) -> int | None:
+    """``--cutoff``; by default, after a failover of ``stack`` between these two clusters, its cut-off.
+
+    Records written on the new active cluster after its promotion (applications that moved, the
+    RTO probe) are not something the link should have copied; without the failover's cut-off a
+    later verification of the same pair would list them as unexpected. ``--cutoff none`` compares
+    everything.
+    """
+    if text is not None:
+        return None if text.strip().lower() == "none" else parse_cutoff(text)
+    if not (stack and source and target):
+        return None
+    from dr.estate import state_dir
+    from dr.failover.journal import Journal
+    from dr.failover.metrics import utc_text
+
+    journal = Journal.load(state_dir(stack))
+    if journal is None or (journal.data["source"], journal.data["target"]) != (source, target):
+        return None
+    ms = journal.cutoff_ms()
+    if ms is not None and not quiet:
+        click.echo(f"cut-off from failover {journal.data['failover_id']}: {utc_text(ms)} ({ms} ms) — records after "
+                   f"it on {target} were written after the promotion; --cutoff none compares everything", err=True)
+    return ms
 
 
 def _recovery_endpoint(role: str, recorded: dict[str, Any], *, stack: str | None, bootstrap: str | None,

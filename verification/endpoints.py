@@ -10,7 +10,6 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from dr.errors import ConfigError
 from dr.kafka_client import Endpoint

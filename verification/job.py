@@ -53,7 +53,6 @@ from verification.progress import Reporter, quiet
 from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, iso, write_empty_offending, write_report
 from verification.session import DEFAULT_MASTER, prefer_kafka_v2, spark_session
 from verification.sources import (
-    ArchiveSide,
     KafkaSide,
     Side,
     SideBounds,

@@ -204,13 +204,26 @@ class Journal:
         """True when ``name`` completed in an earlier run (a resumed run skips it)."""
         return self.step(name)["status"] in DONE_STATES
 
+    def cutoff_ms(self) -> int | None:
+        """The verification cut-off of this failover: the last millisecond before anything could be
+        written on the target (:func:`dr.failover.metrics.cutoff_ms`)."""
+        from dr.failover.metrics import cutoff_ms
+
+        m = self.data["measurements"]
+        return cutoff_ms(m.get("writable_from_ms"), (m.get("probe") or {}).get("timestamp_ms"))
+
     def outcome(self, name: str) -> dict[str, Any]:
         """What a step recorded (empty when it has not run)."""
         return self.step(name).get("outcome") or {}
 
     # ------------------------------------------------------------------------------ updates
     def begin_run(self, *, mode: str, options: dict[str, Any]) -> dict[str, Any]:
-        """Record the start of one invocation (resumed runs append another entry)."""
+        """Record the start of one invocation (resumed runs append another entry).
+
+        A previous run still marked ``running`` ended without recording it (``kill -9``, a power
+        cut): the caller holds the stack's lock, so that run is dead and is marked ``interrupted``.
+        """
+        self._mark_interrupted()
         run = {"pid": os.getpid(), "started_at": _now(), "finished_at": None, "mode": mode,
                "options": options, "outcome": "running", "resumed": bool(self.data["runs"])}
         self.data["runs"].append(run)
@@ -218,6 +231,20 @@ class Journal:
         self.data["status"] = "running"
         self.save()
         return run
+
+    def _mark_interrupted(self) -> None:
+        for run in self.data["runs"]:
+            if run.get("outcome") == "running":
+                run.update(outcome="interrupted", interrupted_noticed_at=_now())
+        for entry in self.data["steps"].values():
+            if entry.get("status") == "running":
+                entry.update(status="interrupted", error="the run ended while this step ran (process killed)")
+
+    def interrupted(self) -> bool:
+        """True when the last run ended without recording its end (only meaningful while nobody holds the lock)."""
+        runs = self.data["runs"]
+        return self.data["status"] in ("running", "interrupted") and bool(runs) and \
+            runs[-1].get("outcome") in ("running", "interrupted")
 
     def end_run(self, outcome: str, **extra: Any) -> None:
         """Record how the current invocation ended."""
@@ -245,7 +272,7 @@ class Journal:
         self.save()
 
     def set_status(self, status: str) -> None:
-        """``running``, ``completed``, ``pending`` (decommission waits) or ``failed``."""
+        """``running``, ``completed``, ``pending`` (decommission waits), ``failed`` or ``interrupted``."""
         self.data["status"] = status
         if status == "completed":
             self.data["finished_at"] = _now()

@@ -20,6 +20,7 @@ __all__ = [
     "lag",
     "rpo_estimate",
     "seconds_between",
+    "utc_text",
 ]
 
 Offsets = Mapping[tuple[str, int], int]
@@ -120,3 +121,12 @@ def seconds_between(start: float | None, end: float | None) -> float | None:
     if start is None or end is None:
         return None
     return round(end - start, 3)
+
+
+def utc_text(epoch_ms: int | None) -> str | None:
+    """Epoch milliseconds as readable UTC (``2026-11-22 10:04:05.123 UTC``), or None."""
+    if epoch_ms is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"

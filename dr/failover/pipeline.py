@@ -24,9 +24,9 @@ from dr.errors import DRError, FailoverError
 from dr.estate import Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
-from dr.failover.metrics import seconds_between
+from dr.failover.metrics import seconds_between, utc_text
 from dr.failover.probe import WriteProbe
-from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult
+from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult, verification_cutoff
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
 __all__ = ["CRASH_ENV", "CRASH_EXIT", "run_failover", "summarize", "topologies"]
@@ -85,9 +85,10 @@ def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
         return
     run = journal.data["runs"][-1]
     first = journal.data["runs"][0]
+    # RTO counts from the failover's first start: a crash and a resume are part of the outage.
     journal.measure(probe={**probe.result.to_dict(), "application": probe.endpoint.username},
-                    rto_s=seconds_between(run["started_at"], probe.result.acked_at),
-                    rto_since_first_run_s=seconds_between(first["started_at"], probe.result.acked_at),
+                    rto_s=seconds_between(first["started_at"], probe.result.acked_at),
+                    rto_this_run_s=seconds_between(run["started_at"], probe.result.acked_at),
                     write_outage_s=seconds_between(journal.data["measurements"].get("fenced_at"),
                                                    probe.result.acked_at))
 
@@ -167,6 +168,10 @@ def run_failover(*, stack: str, stack_path: Path, state: Path, options: Failover
         except DRError:
             journal.set_status("failed")
             raise
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt)
+            outcome = "interrupted"
+            journal.set_status("interrupted")
+            raise
         finally:
             if probe is not None:
                 probe.stop()
@@ -186,6 +191,7 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
                       "attempts": entry.get("attempts", 0),
                       "summary": (entry.get("outcome") or {}).get("summary") or entry.get("error") or ""})
     abc_run = runs[m["abc_run"] - 1] if m.get("abc_run") else None
+    cutoff = verification_cutoff(journal)
     groups = (d["steps"]["consumer-groups"].get("outcome") or {}).get("groups") or []
     integ = d["steps"]["integrity"].get("outcome") or {}
     verdict = integ.get("verdict")
@@ -196,12 +202,14 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
         "already_finished": already_finished,
         "source": d["source"], "target": d["target"], "standby": d["standby"],
         "runs": len(runs), "steps": steps,
-        "rto_s": m.get("rto_s"), "rto_since_first_run_s": m.get("rto_since_first_run_s"),
+        "rto_s": m.get("rto_s"), "rto_this_run_s": m.get("rto_this_run_s"),
         "write_outage_s": m.get("write_outage_s"),
         "rto_probe": {k: probe.get(k) for k in ("application", "topic", "partition", "offset", "attempts")}
         if probe else None,
-        "a_b_c_s": seconds_between(abc_run["started_at"], m.get("abc_done_at")) if abc_run else None,
-        "a_b_c_since_first_run_s": seconds_between(runs[0]["started_at"], m.get("abc_done_at")) if runs else None,
+        "a_b_c_s": seconds_between(runs[0]["started_at"], m.get("abc_done_at")) if runs else None,
+        "a_b_c_this_run_s": seconds_between(abc_run["started_at"], m.get("abc_done_at")) if abc_run else None,
+        "cutoff_ms": cutoff, "cutoff_utc": utc_text(cutoff),
+        "interrupted_runs": sum(1 for r in runs if r.get("outcome") == "interrupted"),
         "total_s": seconds_between(runs[0]["started_at"], runs[-1].get("finished_at")) if runs else None,
         "rpo_estimate": m.get("rpo_estimate"),
         "consumer_groups": [{k: g.get(k) for k in ("group", "status", "rereads", "would_skip", "consumers_will")}

@@ -26,11 +26,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dr.kafka_client import SILENT, Endpoint
+from dr.kafka_client import PROBE_KEY, SILENT, Endpoint
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
 
-PROBE_KEY = b"__kdr_rto_probe__"
 PROBE_HEADER = ("kdr-probe", b"rto")
 
 

@@ -27,12 +27,16 @@ def render_summary(s: dict[str, Any]) -> str:
     for i, st in enumerate(s["steps"], 1):
         secs = "" if st["seconds"] is None else f"{st['seconds']:6.1f}s"
         lines.append(f"  {i}. {st['name']:<{width}}  {st['status']:<11} {secs:>7}  {st['summary']}")
-    lines.append(f"RTO (start → first application write acknowledged by {s['target']}): {_s(s['rto_s'])}"
-                 + (f"  [since the first run: {_s(s['rto_since_first_run_s'])}]" if s["runs"] > 1 else ""))
+    runs = f"{s['runs']} runs" + (f", {s['interrupted_runs']} interrupted" if s.get("interrupted_runs") else "")
+    lines.append(f"RTO probe (first start → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
+                 + (f"  [{runs}; this run: {_s(s.get('rto_this_run_s'))}]" if s["runs"] > 1 else ""))
     if s.get("write_outage_s") is not None:
         lines.append(f"writes refused everywhere (fence → first ack): {_s(s['write_outage_s'])}")
-    lines.append(f"A→B→C ({chain}, start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
+    lines.append(f"A→B→C ({chain}, first start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
                  f"   total: {_s(s['total_s'])}")
+    if s.get("cutoff_ms") is not None:
+        lines.append(f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms) — records on {s['target']} "
+                     "after it were written there after the promotion and are not compared")
     rpo = s.get("rpo_estimate")
     if rpo:
         n, hi = rpo.get("records"), rpo.get("upper_bound")

@@ -41,7 +41,7 @@ from dr.failover.fencing import fence, unfence, write_bindings
 from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
-from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate
+from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka_client import Endpoint, create_acls
 from dr.runtime.mirrormaker import committed_offsets, end_offsets
@@ -455,10 +455,7 @@ def clients(ctx: Context) -> StepResult:
 # ---------------------------------------------------------------------------------- 7 integrity
 def verification_cutoff(journal: Journal) -> int | None:
     """The verification cut-off of this failover (see :func:`dr.failover.metrics.cutoff_ms`)."""
-    from dr.failover.metrics import cutoff_ms
-
-    m = journal.data["measurements"]
-    return cutoff_ms(m.get("writable_from_ms"), (m.get("probe") or {}).get("timestamp_ms"))
+    return journal.cutoff_ms()
 
 
 def integrity_check(ctx: Context) -> StepResult:
@@ -477,12 +474,14 @@ def integrity_check(ctx: Context) -> StepResult:
     cutoff = verification_cutoff(ctx.journal)
     attempt = ctx.journal.step("integrity")["attempts"]
     out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.data['failover_id']}-{attempt}"
-    ctx.say(f"verifying {A} vs {B} (records up to cut-off {cutoff} ms) into {out_dir}")
+    ctx.say(f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
+            + (f" = {cutoff} ms" if cutoff is not None else "") + f") into {out_dir}")
     verdict = integrity.verify(source=ctx.a_ep, target=ctx.b_ep, out_dir=out_dir, topics=ctx.topics,
                                cutoff_ms=cutoff, stack=ctx.stack, source_name=A, target_name=B,
                                progress=ctx.progress)
     counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
-    outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed)}
+    outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed), "cutoff_ms": cutoff,
+               "cutoff_utc": utc_text(cutoff)}
     if verdict.clean:
         return StepResult("done", outcome, f"verdict CLEAN ({counts}); report {verdict.html}")
     return StepResult("differences", outcome, f"verdict: DIFFERENCES ({counts}); report {verdict.html}")
@@ -502,9 +501,7 @@ def decommission(ctx: Context) -> StepResult:
                 f"the verification of {A} vs {ctx.target} found {c['missing']} missing, {c['unexpected']} "
                 f"unexpected, {c['duplicated']} duplicated and {c['corrupted']} corrupted records "
                 f"(report {verdict['html']}); {A} is NOT decommissioned.",
-                f"replay the missing records: `drctl recover --report {verdict['report_dir']}`; then rerun "
-                f"`drctl failover --stack {ctx.stack}` (it verifies again and decommissions {A} when clean), or "
-                "pass --force-decommission to accept the differences")
+                refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict["report_dir"]))
         reason = (integ.get("outcome") or {}).get("reason") or "no verdict"
         return StepResult("deferred", {"reason": reason, "stopped": False},
                           f"{A} kept ({reason}); when it is readable rerun `drctl failover --stack {ctx.stack}` "
@@ -528,6 +525,37 @@ def decommission(ctx: Context) -> StepResult:
             "summary": f"{before.get('summary') or integ['status']} — waived by --force-decommission"},
             integ.get("seconds") or 0.0)
     return StepResult("done", outcome, text + (" — FORCED without a clean verdict" if not clean else ""))
+
+
+def refusal_advice(counts: dict[str, int], *, stack: str, source: str, target: str, report_dir: str) -> str:
+    """What to do when differences stop the decommissioning — fitted to the classes found.
+
+    ``drctl recover`` replays *missing* records only; duplicates, unexpected and corrupted records
+    are not fixed by it, and saying otherwise sends the operator round in a loop.
+    """
+    advice = []
+    rerun = f"then rerun `drctl failover --stack {stack}` (it verifies again and decommissions {source} when clean)"
+    if counts.get("missing"):
+        advice.append(f"replay the {counts['missing']} missing records: `drctl recover --report {report_dir}`; "
+                      + rerun)
+    if counts.get("duplicated"):
+        advice.append(f"the {counts['duplicated']} duplicated records are extra copies on {target} (the link "
+                      "delivers at least once): nothing is lost and `drctl recover` does not remove them — "
+                      "consumers must tolerate them (idempotent processing)")
+    if counts.get("corrupted"):
+        advice.append(f"the {counts['corrupted']} corrupted records have the same key and a different value on "
+                      f"{target}: compare them in the report's samples ({report_dir}) and rewrite them with the "
+                      f"application; `drctl recover` does not overwrite them")
+    if counts.get("unexpected"):
+        advice.append(f"the {counts['unexpected']} unexpected records exist only on {target} before the cut-off: "
+                      f"something besides the link wrote there (samples in {report_dir}); `drctl recover` does "
+                      "not remove them")
+    if not counts.get("missing"):
+        advice.append(f"once you accept what the report lists, `drctl failover --stack {stack} "
+                      f"--force-decommission` decommissions {source} (no record is missing)")
+    else:
+        advice.append("or pass --force-decommission to accept the differences as they are")
+    return "; ".join(advice)
 
 
 STEPS: list[Step] = [
