@@ -84,13 +84,21 @@ def failover(stack: str, mode: str | None, dry_run: bool, yes: bool, force: bool
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON on stdout.")
 @click.option("--isr", is_flag=True, help="Show leader, replicas and in-sync replicas of every partition.")
 def status(stack: str, as_json: bool, isr: bool) -> None:
-    """Roles, broker health, link lag per partition, consumer-group positions, the last failover."""
+    """Roles, broker health, link lag per partition, consumer-group positions, the last failover.
+
+    The full status is printed first (with --json: plus a `problems` list); then the exit code says
+    whether anything needs a person, so monitoring can run it: 0 no problem · 4 a link the topology
+    says runs is stopped or a side of it is unreachable, or an active/passive cluster is down ·
+    6 the last failover failed or was interrupted (its journal says running, but no process holds
+    the stack's lock) — 6 wins when both apply. The message lists every problem.
+    """
     from dr.failover.render import render_status
-    from dr.failover.status import status_report
+    from dr.failover.status import raise_for_problems, status_report
 
     stack_path, state = _paths(stack)
     report = status_report(stack=stack, stack_path=stack_path, state=state, isr=isr)
     click.echo(json.dumps(report, indent=2) if as_json else render_status(report))
+    raise_for_problems(report)
 
 
 @click.command("drill")

@@ -109,7 +109,10 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"      {key:<24} leader {part['leader']} replicas {part['replicas']} isr {part['isr']}")
     for link in st["links"]:
         detail = f"lag {link['total_lag']} records" if "total_lag" in link else link.get("error", "")
-        lines.append(f"  link    {link['name']:<12} {link.get('process', '?'):<8} {detail}")
+        process = link.get("process") or link.get("engine") or "?"
+        if link.get("state", "running") != "running":
+            process, detail = link["state"], f"no longer replicates ({detail})" if detail else "no longer replicates"
+        lines.append(f"  link    {link['name']:<12} {process:<8} {detail}")
         for key, n in (link.get("lag") or {}).items():
             if n:
                 lines.append(f"      {key:<24} lag {n}")
@@ -127,4 +130,10 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"      next: {n}")
     else:
         lines.append("  no failover recorded")
+    problems = st.get("problems")
+    if problems:
+        lines.append(f"problems ({len(problems)}):")
+        lines.extend(f"  - {p}" for p in problems)
+    elif problems is not None:
+        lines.append("problems: none")
     return "\n".join(lines)

@@ -3,14 +3,22 @@
 Read-only towards the clusters. As a side effect it records the end offsets it sees of every
 cluster that holds topics (:mod:`dr.failover.snapshots`), which is what an unplanned failover
 later uses to estimate its RPO — so running it periodically is useful.
+
+The report's ``problems`` (:func:`status_problems`) are what monitoring acts on: a link the
+topology says runs that is stopped or cannot be measured, an active or passive cluster that is
+down or unreachable, a last failover that failed or was interrupted. :func:`raise_for_problems`
+turns them into the command's exit code (4, or 6 when the failover is among them).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 from pathlib import Path
 from typing import Any
 
-from dr.errors import ClusterError, ConfigError
+from dr.errors import ClusterError, ConfigError, DRError, FailoverError
 from dr.estate import Estate
 from dr.failover.health import cluster_health
 from dr.failover.journal import Journal
@@ -19,7 +27,7 @@ from dr.failover.snapshots import record_offsets
 from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.topology import Kind, Role, load_stack_file
 
-__all__ = ["status_report"]
+__all__ = ["lock_held", "raise_for_problems", "status_problems", "status_report"]
 
 
 def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = False,
@@ -68,7 +76,8 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
         clusters.append(entry)
     links = []
     for link in topology.links:
-        entry = {"name": link.name, "source": link.source, "target": link.target}
+        entry = {"name": link.name, "source": link.source, "target": link.target, "state": link.state.value,
+                 "engine": link.engine.value}
         if topology.both_local(link):
             entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
         if link.source in ends and link.target in ends:
@@ -103,5 +112,114 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
         last = {k: s[k] for k in ("failover_id", "mode", "status", "source", "target", "standby", "rto_s",
                                   "a_b_c_s", "pending", "next", "journal")}
         last["steps"] = [{"name": st["name"], "status": st["status"]} for st in s["steps"]]
-    return {"stack": stack, "failover_done": topology.failover_done, "clusters": clusters, "links": links,
-            "consumer_groups": groups, "last_failover": last}
+        last["lock_held"] = lock_held(Path(state))
+    report = {"stack": stack, "failover_done": topology.failover_done, "clusters": clusters, "links": links,
+              "consumer_groups": groups, "last_failover": last}
+    report["problems"] = status_problems(report)
+    return report
+
+
+def lock_held(state: Path) -> bool:
+    """True while a process holds the stack's failover lock (``<state>/failover.lock``, see
+    :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once."""
+    path = Path(state) / "failover.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _cluster_problem(c: dict[str, Any]) -> str | None:
+    if c.get("role") not in ("active", "passive"):
+        return None  # a standby is not provisioned yet; a decommissioned cluster is stopped on purpose
+    what = f"cluster {c['name']} ({c['role']})"
+    if c.get("process") in ("absent", "stopped"):
+        return f"{what} is {c['process']}"
+    h = c.get("health") or {}
+    if h and not h.get("reachable"):
+        return f"{what} is unreachable: {h.get('error') or 'no answer'}"
+    if c.get("process") == "degraded":
+        return f"{what} is degraded: nodes {c.get('running_nodes')} of {c.get('brokers_declared')} brokers run"
+    if h and h.get("brokers_down"):
+        return f"{what} has {h['brokers_down']} of {h.get('expected_brokers')} brokers down"
+    if h and h.get("offline"):
+        return f"{what} has {len(h['offline'])} offline partitions"
+    if not h and c.get("error"):
+        return f"{what}: {c['error']}"
+    return None
+
+
+def _link_problem(link: dict[str, Any]) -> str | None:
+    if link.get("state", "running") != "running":
+        return None  # a cluster link kept, promoted, after a failover: it no longer replicates
+    what = f"link {link['name']} ({link['source']} → {link['target']})"
+    if link.get("process") not in (None, "running"):
+        return f"{what} is {link['process']}; the topology says it runs"
+    if "error" in link:
+        return f"{what}: {link['error']}"
+    return None
+
+
+def _failover_problem(last: dict[str, Any] | None) -> str | None:
+    if not last:
+        return None
+    what = f"last failover {last.get('failover_id')} ({last.get('source')} → {last.get('target')})"
+    status = last.get("status")
+    failed = next((s["name"] for s in last.get("steps") or [] if s.get("status") == "failed"), None)
+    if status == "failed":
+        return f"{what} failed" + (f" at step {failed}" if failed else "")
+    if status == "interrupted" or (status == "running" and last.get("lock_held") is False):
+        return f"{what} was interrupted: its journal says running, but no process holds the stack's lock"
+    return None
+
+
+def status_problems(report: dict[str, Any]) -> list[str]:
+    """What is wrong in a :func:`status_report` (pure): one line per stopped or unmeasurable running link,
+    down or unreachable active/passive cluster, and a failed or interrupted last failover.
+
+    A standby that does not exist yet, a decommissioned cluster that is stopped, and a failover whose
+    decommissioning waits (``pending``) are not problems.
+    """
+    found = [p for c in report.get("clusters") or [] if (p := _cluster_problem(c))]
+    found += [p for link in report.get("links") or [] if (p := _link_problem(link))]
+    if (p := _failover_problem(report.get("last_failover"))) is not None:
+        found.append(p)
+    return found
+
+
+def raise_for_problems(report: dict[str, Any]) -> None:
+    """Raise when the report lists problems: FailoverError (exit 6) when the last failover failed or was
+    interrupted, else ClusterError (exit 4). The message lists every problem; None when there is none."""
+    problems = report.get("problems")
+    if problems is None:
+        problems = status_problems(report)
+    if not problems:
+        return
+    stack = report.get("stack")
+    last = report.get("last_failover") or {}
+    failover = _failover_problem(report.get("last_failover")) in problems
+    fixes = []
+    if any(p.startswith("link ") and "the topology says it runs" in p for p in problems):
+        fixes.append(f"start a stopped link with `drctl link start --stack {stack} --link NAME`")
+    if any(p.startswith("cluster ") for p in problems) or any("unreachable" in p for p in problems):
+        fixes.append(f"start the local clusters and links that stopped, with their data: "
+                     f"`drctl estate up --stack {stack} --refresh`")
+    if failover and last.get("status") == "failed":
+        fixes.extend(last.get("next") or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])
+    elif failover:
+        fixes.append(f"rerun `drctl failover --stack {stack} --yes`: it resumes where the interrupted run stopped")
+    cls: type[DRError] = FailoverError if failover else ClusterError
+    count = len(problems)
+    raise cls(f"stack {stack} has {count} problem{'s' if count != 1 else ''}:\n"
+              + "\n".join(f"  - {p}" for p in problems), "; ".join(fixes) or f"look at `drctl status --stack {stack}`")

@@ -218,9 +218,10 @@ def test_client_configurations_are_private_and_never_returned_with_the_password(
 def test_status_of_a_stack_whose_clusters_are_down(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    assert run("status", "--stack", "unit", "--json") == 0
-    st = json.loads(capsys.readouterr().out)
+    assert run("status", "--stack", "unit", "--json") == 4, "clusters down: monitoring sees a non-zero exit"
+    st = json.loads(capsys.readouterr().out)  # the full status is printed first
     assert {c["name"]: (c["role"], c.get("process")) for c in st["clusters"]} == {
         "A": ("active", "absent"), "B": ("passive", "absent"), "C": ("standby", "absent")}
     assert st["links"][0]["error"].startswith("lag unknown")
     assert st["last_failover"] is None
+    assert "link A-to-B (A → B) is stopped; the topology says it runs" in st["problems"]
