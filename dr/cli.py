@@ -31,7 +31,7 @@ def cli() -> None:
 # --------------------------------------------------------------------------------------- estate
 @cli.group()
 def estate() -> None:
-    """The stack's estate through Pulumi (up, preview, down) and its live status."""
+    """The stack's estate through Pulumi (up, preview, down, standby), one cluster started, its live status."""
 
 
 @estate.command("up")
@@ -118,6 +118,106 @@ def estate_status(stack: str, as_json: bool) -> None:
     for link in status["links"]:
         detail = link.get("error") or f"lag {link.get('total_lag')} records"
         click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
+
+
+@estate.command("standby")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--cluster", "cluster_name", required=True,
+              help="The decommissioned local cluster to wipe and declare standby, e.g. A after A→B→C.")
+@click.option("--dry-run", is_flag=True, help="Print the checks, the stack file diff and Pulumi's preview; change nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (its data is deleted).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Wipe a cluster a completed failover decommissioned and declare it the next standby.
+
+    Its role becomes `standby` in Pulumi.<stack>.yaml (only that value changes) and `pulumi up`
+    deletes its cluster: processes stopped, data removed. The next `drctl failover` makes it the
+    passive cluster: A→B→C, then B→C→A. Refused (exit 6) while the last failover is not
+    completed — its data may hold records recovery still needs — or when the cluster is not
+    decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
+    """
+    from dr.estate import stack_file, state_dir
+    from dr.errors import FailoverError
+    from dr.lifecycle import make_standby, standby_plan
+
+    path, state = stack_file(stack), state_dir(stack)
+    if dry_run:
+        plan = standby_plan(stack, path, state, cluster_name)
+        if as_json:
+            click.echo(json.dumps(plan, indent=2))
+            return
+        click.echo(f"DRY RUN — cluster {cluster_name} of stack {stack}: {plan['old_role']} → standby; "
+                   f"now {plan['process']}; nothing is changed")
+        click.echo(f"data that would be removed: {plan['data_to_remove'] or '(none)'}")
+        click.echo("stack file diff:")
+        click.echo(plan["stack_file_diff"].rstrip() or "  (no change)")
+        preview = plan.get("pulumi_preview") or {}
+        click.echo(f"pulumi preview: not available — {preview['error']}" if preview.get("error")
+                   else "pulumi preview:\n" + preview.get("text", "").rstrip())
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise FailoverError(f"refusing to delete cluster {cluster_name}'s data without confirmation.",
+                                f"pass --yes (look at `drctl estate standby --stack {stack} --cluster "
+                                f"{cluster_name} --dry-run` first)")
+        click.confirm(f"Delete every record of cluster {cluster_name} (stack {stack}) and declare it standby?",
+                      abort=True)
+    result = make_standby(stack, path, state, cluster_name, progress)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"cluster {result['cluster']} of stack {stack}: {result['old_role']} → {result['new_role']} "
+               f"in {result['seconds']:.1f}s; data removed ({result['data_removed']}) by {result['removed_by']}")
+    for line in result["next"]:
+        click.echo(f"next: {line}")
+
+
+# ----------------------------------------------------------------------------------------- link
+@cli.group()
+def link() -> None:
+    """Stop or start one link's MirrorMaker 2 between two local clusters.
+
+    Exit codes: 0 done (also when it already was so) · 2 unknown link (the known ones are named) or
+    a link not run on this machine · 4 its source or target cluster is not running · 6 start
+    refused: the link's source was failed over · 7 a failover of the stack is running.
+    """
+
+
+def _link_result(result: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"link {result['link']} ({result['source']} → {result['target']}): {result['was']} → "
+                   f"{result['now']} in {result['seconds']:.1f}s")
+
+
+@link.command("stop")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--link", "link_name", required=True, help="The link's name, e.g. A-to-B.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def link_stop_cmd(stack: str, link_name: str, as_json: bool) -> None:
+    """Stop the link's MirrorMaker 2; it keeps its positions. `drctl status` exits 4 until it runs again."""
+    from dr.estate import stack_file, state_dir
+    from dr.lifecycle import link_stop
+
+    _link_result(link_stop(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
+
+
+@link.command("start")
+@click.option("--stack", default="local", show_default=True)
+@click.option("--link", "link_name", required=True, help="The link's name, e.g. A-to-B.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def link_start_cmd(stack: str, link_name: str, as_json: bool) -> None:
+    """Start the link's MirrorMaker 2 again from the positions it had reached.
+
+    Refused (exit 6) for a link whose source was failed over: the records `drctl recover` wrote
+    to the target would be copied a second time. Declare that cluster the next standby instead
+    (`drctl estate standby`).
+    """
+    from dr.estate import stack_file, state_dir
+    from dr.lifecycle import link_start
+
+    _link_result(link_start(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
 
 
 @cli.command("connect-config")
