@@ -118,3 +118,50 @@ def test_a_second_holder_is_refused_naming_the_pid_and_a_killed_holder_frees_the
     lock.acquire()  # the kernel released the dead holder's lock: no stale lock after a crash
     assert lock.holder() == os.getpid()
     lock.release()
+
+
+def test_a_run_that_ended_without_recording_it_is_marked_interrupted(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    j.begin_run(mode="planned", options={})
+    j.start_step("preflight", {})
+    j.finish_step("preflight", "done", {}, 0.5)
+    j.start_step("fence-drain", {})  # kill -9 here: the run never records its end
+    again = Journal.load(tmp_path)
+    assert again is not None and again.interrupted()
+    again.begin_run(mode="planned", options={})
+    assert [r["outcome"] for r in again.data["runs"]] == ["interrupted", "running"]
+    assert again.step("fence-drain")["status"] == "interrupted" and not again.is_done("fence-drain")
+    assert again.is_done("preflight")
+    assert summarize(again)["interrupted_runs"] == 1
+
+
+def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    first = j.begin_run(mode="planned", options={})
+    j.end_run("failed")
+    second = j.begin_run(mode="planned", options={})
+    second["started_at"] = first["started_at"] + 30.0
+    j.measure(rto_s=34.0, rto_this_run_s=4.0, abc_done_at=first["started_at"] + 50.0, abc_run=2,
+              writable_from_ms=int((first["started_at"] + 33.0) * 1000))
+    s = summarize(j)
+    assert s["rto_s"] == 34.0 and s["rto_this_run_s"] == 4.0
+    assert s["a_b_c_s"] == pytest.approx(50.0, abs=0.01)
+    assert s["a_b_c_this_run_s"] == pytest.approx(20.0, abs=0.01)
+    assert s["cutoff_ms"] == int((first["started_at"] + 33.0) * 1000) - 1
+    assert s["cutoff_utc"].endswith(" UTC")
+
+
+def test_decommission_refusal_advice_fits_the_classes_found() -> None:
+    from dr.failover.steps import refusal_advice
+
+    only_dupes = refusal_advice({"missing": 0, "unexpected": 0, "duplicated": 3, "corrupted": 0},
+                                stack="s", source="A", target="B", report_dir="/r")
+    assert "drctl recover" in only_dupes and "does not remove them" in only_dupes
+    assert "recover --report" not in only_dupes, "duplicates are not fixed by recover"
+    assert "--force-decommission" in only_dupes
+    missing = refusal_advice({"missing": 5, "unexpected": 0, "duplicated": 0, "corrupted": 0},
+                             stack="s", source="A", target="B", report_dir="/r")
+    assert "drctl recover --report /r" in missing and "5 missing" in missing
+    corrupted = refusal_advice({"missing": 0, "unexpected": 1, "duplicated": 0, "corrupted": 2},
+                               stack="s", source="A", target="B", report_dir="/r")
+    assert "2 corrupted" in corrupted and "1 unexpected" in corrupted and "recover --report" not in corrupted

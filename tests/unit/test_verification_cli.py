@@ -143,3 +143,17 @@ def test_job_prints_the_connector_jars_for_spark_submit():
     out = subprocess.run([sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True,
                          check=True).stdout.strip().split(",")
     assert any("spark-sql-kafka" in j for j in out) and all(Path(j).is_file() for j in out)
+
+
+def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_clusters(tmp_path, monkeypatch):
+    from dr.failover.journal import Journal
+    from verification.cli import _cutoff
+
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
+    j = Journal.create(tmp_path / "s", stack="s", mode="planned", source="A", target="B", standby=None,
+                       original_config={}, desired_config={}, steps=["promote"])
+    j.measure(writable_from_ms=1_700_000_000_500)
+    assert _cutoff(None, "s", "A", "B", quiet=True) == 1_700_000_000_499
+    assert _cutoff(None, "s", "B", "C", quiet=True) is None, "another pair: no cut-off"
+    assert _cutoff("none", "s", "A", "B", quiet=True) is None, "--cutoff none compares everything"
+    assert _cutoff("1700000000000", "s", "A", "B", quiet=True) == 1_700_000_000_000, "an explicit one wins"

@@ -176,3 +176,16 @@ def test_a_sum_collision_needs_equal_counts_and_both_halves(spark):
     rows = rows_of(spark, [(0, 0, 1, b"a", b"x")], [(0, 0, 1, b"a", b"y")])
     pdf = bucket_summary(rows, grid=TimeGrid.spanning({"t": (1, 1)}, 1), cutoff_ms=None).toPandas()
     assert find_differences(pdf).any
+
+
+@pytest.mark.parametrize("cutoff", [None, 10_000])
+def test_rto_probe_records_are_never_compared(spark, cutoff):
+    from dr.kafka_client import PROBE_KEY
+
+    src = [(0, 0, 100, b"a", b"1")]
+    tgt = [(0, 0, 100, b"a", b"1"), (0, 1, 150, PROBE_KEY, b"probe"), (0, 2, 160, b"b", b"2")]
+    rows = rows_of(spark, src, tgt)
+    grid = TimeGrid.spanning({"t": (100, 160)}, windows=4)
+    diff = find_differences(bucket_summary(rows, grid=grid, cutoff_ms=cutoff).toPandas())
+    assert diff.any, "the record without a source copy is still found"
+    assert diff.after_cutoff == {TARGET: {"t": 1}}, "the probe record is set apart, not compared"

@@ -1,0 +1,48 @@
+"""The drill's applications follow their published configuration; their RTO is their own traffic's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dr.failover.drill import ConfigSource, _gap
+from dr.failover.metrics import utc_text
+
+
+def _publish(state: Path, app: str, bootstrap: str) -> None:
+    d = state / "clients"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{app}.json"
+    path.write_text(json.dumps({"bootstrap.servers": bootstrap, "sasl.username": app}))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a distinct mtime for each write
+
+
+def test_config_source_reports_a_move_only_to_another_known_cluster(tmp_path: Path) -> None:
+    source = ConfigSource(tmp_path, "orders-app", {"127.0.0.1:1": "A", "127.0.0.1:2": "B"})
+    assert source.changed("127.0.0.1:1") is None, "nothing published yet"
+    _publish(tmp_path, "orders-app", "127.0.0.1:1")
+    assert source.changed("127.0.0.1:1") is None, "the same cluster is no move"
+    _publish(tmp_path, "orders-app", "127.0.0.1:9")
+    assert source.changed("127.0.0.1:1") is None, "an unknown cluster is ignored"
+    _publish(tmp_path, "orders-app", "127.0.0.1:2")
+    moved = source.changed("127.0.0.1:1")
+    assert moved is not None and moved[1] == "B" and moved[0]["bootstrap.servers"] == "127.0.0.1:2"
+    assert source.changed("127.0.0.1:2") is None, "read once"
+
+
+def test_application_rto_is_last_on_source_to_first_on_target() -> None:
+    gap = _gap("orders-app", "writes", "last write acknowledged", [10.0, 12.5, 11.0], "first write acknowledged",
+               [19.0, 18.25], "A", "B")
+    assert gap["rto_s"] == pytest.approx(5.75)
+    assert gap["measured"] == "last write acknowledged on A → first write acknowledged on B"
+    assert _gap("g", "reads", "x", [1.0], "y", [], "A", "B")["rto_s"] is None, "never resumed: no RTO"
+
+
+def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
+    assert utc_text(0) == "1970-01-01 00:00:00.000 UTC"
+    assert utc_text(1795357202970) == "2026-11-22 14:20:02.970 UTC"
+    assert utc_text(None) is None
