@@ -1,0 +1,71 @@
+"""The whole DR lifecycle three times: ``drctl drill --cycles 3`` fails A→B→C, rebuilds A (wiped)
+as the standby, fails B→C→A, rebuilds B, fails C→A→B — each failover graded and each ending clean.
+
+Each cycle's applications follow the client configuration the failover publishes; their RTO is
+measured on their own traffic (the figures are printed; the ≤ 10 s aim is the drill's grade and
+the benchmarks', not this test's: it asserts that they are measured and ordered right).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from dr.toolchain import REPO_ROOT
+
+STACK = "cycles"
+PORTS = (20100, 20200, 20300)  # below the ephemeral range (32768+)
+RTO_AIM = "application RTO"
+
+
+def _jvms_under(path: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]
+
+
+def test_three_cycles_each_graded_and_clean(tmp_path: Path) -> None:
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+        c["brokers"], c["racks"] = 1, ["r1"]
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "drill"
+    res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--cycles", "3",
+                          "--out", str(out), "--warmup", "4", "--rate", "300", "--json"],
+                         capture_output=True, text=True, env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
+                         timeout=1800, cwd=REPO_ROOT)
+    try:
+        r = json.loads(res.stdout) if res.stdout.strip() else {}
+        cycles = r.get("cycles", [])
+        for c in cycles:
+            f = c.get("failover") or {}
+            print(f"\ncycle {c['number']} {c['chain']}: {c.get('grade')}; "
+                  + "; ".join(f"{a['application']} {a['kind']} RTO {a['rto_s']}s" for a in c.get("application_rto", []))
+                  + f"; probe {f.get('rto_s')}s; {c['chain']} {f.get('a_b_c_s')}s; "
+                  f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s")
+        assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A", "C→A→B"], res.stderr[-5000:]
+        for c in cycles:
+            failed = [k["check"] for k in c["checks"] if k["result"] == "FAIL" and not k["check"].startswith(RTO_AIM)]
+            assert not failed, (c["chain"], failed)
+            assert c["failover"]["status"] == "completed"
+            assert [v["clean"] for v in c["verdicts"]] == [True], "planned: the verification is clean at once"
+            assert c["lost_before_recovery"] == 0 and c["lost_after_recovery"] == 0
+            assert c["preview_after_failover"] in ({}, None) or not c["preview_after_failover"]
+            assert c["consumer"]["skipped"] == 0 and c["consumer"]["read_on_target"] > 0
+            rto = {a["kind"]: a for a in c["application_rto"]}
+            assert set(rto) == {"writes", "reads"}
+            for a in rto.values():
+                assert a["rto_s"] is not None and a["rto_s"] > 0, a
+                assert a["last_on_source"] < a["first_on_target"]
+            assert c["producer"]["moved_at"], "the producer moved by itself when the configuration was published"
+        # the old active was rebuilt, wiped, as the next standby after cycles 1 and 2
+        assert [c.get("standby_rebuild", {}).get("cluster") for c in cycles] == ["A", "B", None]
+        assert res.returncode == 0 or any(not k["result"] == "PASS" for c in cycles for k in c["checks"]
+                                          if k["check"].startswith(RTO_AIM)), res.stderr[-3000:]
+    finally:
+        assert not _jvms_under(out), "the drill left JVMs running"
