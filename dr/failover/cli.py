@@ -10,6 +10,7 @@ resume) · 7 another failover of the stack is running. Progress goes to stderr, 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -75,8 +76,23 @@ def failover(stack: str, mode: str | None, dry_run: bool, yes: bool, force: bool
             raise FailoverError(f"refusing to fail over stack '{stack}' without confirmation.",
                                 "pass --yes (look at `drctl failover --dry-run` first)")
         click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
-    summary = run_failover(stack=stack, stack_path=stack_path, state=state, options=options, progress=progress)
+    signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
+    try:
+        summary = run_failover(stack=stack, stack_path=stack_path, state=state, options=options, progress=progress)
+    except FailoverError:
+        # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
+        from dr.failover.pipeline import summarize
+
+        journal = Journal.load(state)
+        if journal is not None:
+            summary = summarize(journal)
+            click.echo(json.dumps(summary, indent=2) if as_json else render_summary(summary))
+        raise
     click.echo(json.dumps(summary, indent=2) if as_json else render_summary(summary))
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @click.command("status")
@@ -112,15 +128,22 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
 @click.option("--base-port", type=click.IntRange(1024, 65000), default=None,
               help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.")
 @click.option("--keep", is_flag=True, help="Leave the drill's clusters running at the end.")
+@click.option("--cycles", type=click.IntRange(1, 12), default=1, show_default=True,
+              help="Failovers in a row: A→B→C, then B→C→A (the old active rebuilt as standby), then C→A→B...")
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
 def drill(stack: str, unplanned: bool, out: Path | None, rate: int, warmup: float, base_port: int | None,
-          keep: bool, as_json: bool) -> None:
-    """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade."""
+          keep: bool, cycles: int, as_json: bool) -> None:
+    """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade.
+
+    The applications (a producer and a consumer group member) follow the client configuration the
+    failover publishes, as applications watching a config source would; each one's RTO is measured
+    on its own traffic. With --cycles N the lifecycle repeats: the lost site is rebuilt as the next
+    standby and the next failover runs."""
     from dr.failover.drill import DrillOptions, dump, render_drill, run_drill
 
     out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
     result = run_drill(DrillOptions(stack=stack, out=out, unplanned=unplanned, rate=rate, warmup_s=warmup,
-                                    base_port=base_port, keep=keep), progress)
+                                    base_port=base_port, keep=keep, cycles=cycles), progress)
     click.echo(dump(result) if as_json else render_drill(result))
     if not str(result.get("grade", "")).startswith("PASS"):
         raise FailoverError(f"the drill failed: {result.get('grade')}.", f"read {Path(result['out']) / 'drill.json'}")
