@@ -244,8 +244,14 @@ def application_rto(producer: ProducerLoop, consumer: ConsumerLoop | None, sourc
     out = [_gap(producer_app, "writes", "last write acknowledged", producer.ack_times(source),
                 "first write acknowledged", producer.ack_times(target), source, target)]
     if consumer is not None and group:
-        out.append(_gap(group, "reads", "last offset commit", [t for c, t in consumer.commits if c == source],
-                        "first record read", [t for c, _k, t in consumer.reads if c == target], source, target))
+        first_reads = [t for c, _k, t in consumer.reads if c == target]
+        reads = _gap(group, "reads", "last offset commit", [t for c, t in consumer.commits if c == source],
+                     "first record read", first_reads, source, target)
+        # The group keeps committing on a fenced source while nothing new arrives there; the gap in
+        # the data it sees is the other half of its outage.
+        reads["data_gap_s"] = seconds_between(max((t for c, _k, t in consumer.reads if c == source), default=None),
+                                              min(first_reads, default=None))
+        out.append(reads)
     return out
 
 
@@ -672,7 +678,9 @@ def _render_cycle(r: dict[str, Any]) -> list[str]:
     lines = [f"  [{c['result']:>4}] {c['check']}" for c in r.get("checks", [])]
     for app in r.get("application_rto") or []:
         lines.append(f"application RTO {app['application']} ({app['kind']}): {app['rto_s']}s "
-                     f"— {app['measured']}")
+                     f"— {app['measured']}"
+                     + (f"; last record read on {A} → first on {B}: {app['data_gap_s']}s"
+                        if app.get("data_gap_s") is not None else ""))
     s = r.get("failover")
     if s:
         lines.append(f"RTO probe {s['rto_s']}s (supplement) · {r['chain']} {s['a_b_c_s']}s · failover total "
