@@ -1,0 +1,196 @@
+"""Clients that are not ours: Kafka's own Java console producer and consumer, configured only by the
+``.properties`` files the product publishes, against a real estate and a real planned failover.
+
+Before the failover the producing application is refused on the passive cluster B and accepted on the
+active cluster A; after ``drctl failover`` the files the failover published for B let the consuming
+application (its principal and group) read every record acknowledged on A, and the producer write on B.
+
+`drctl estate up` publishes no client files (only the secret ``clientConfigs`` stack output), so the
+pre-failover files are written by :func:`dr.failover.clients.publish_clients` — the function the
+failover's ``clients`` step runs — and checked against the stack's published bootstrap servers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dr.estate import Estate
+from dr.failover.clients import client_files, publish_clients
+from dr.failover.drill import read_keys
+from dr.failover.probe import PROBE_KEY
+from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.process import java_command, pid_alive
+from dr.stack import EstateStack
+from dr.topology import load_stack_file
+from dr.toolchain import REPO_ROOT, toolchain
+from tests.integration.helpers import teardown_stack
+
+pytestmark = pytest.mark.integration
+
+STACK = "outside"
+PORTS = (28600, 28700, 28800)  # A, B, C: this suite's range (28600-28999)
+PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # Kafka 4.x: kafka-tools, no longer kafka.tools (Scala)
+CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+REFUSED = "TopicAuthorizationException: Not authorized to access topics: [orders]"
+PROBE = PROBE_KEY.decode()
+
+
+def drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``drctl <args>`` in a subprocess, as an operator runs it."""
+    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+
+
+def _jvms_under(path: Path) -> list[int]:
+    """Live processes whose command line names ``path`` (brokers, MirrorMaker 2, console clients)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(path).encode() in cmdline and pid_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The local stack on this suite's ports (A with 1 broker), provisioned by `drctl estate up`;
+    `drctl estate down --destroy` afterwards, then whatever either side of the failover left running."""
+    d = tmp_path_factory.mktemp("outside-clients")
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+        if c["name"] == "A":
+            c["brokers"], c["racks"] = 1, ["r1"]
+    stack_file = d / f"Pulumi.{STACK}.yaml"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
+    original = load_stack_file(stack_file)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        try:
+            up = drctl(env, "estate", "up", "--stack", STACK)
+            assert up.returncode == 0, up.stderr[-3000:]
+            yield env
+        finally:
+            try:
+                drctl(env, "estate", "down", "--stack", STACK, "--destroy")
+            finally:
+                teardown_stack(STACK, original, d / "state" / STACK)
+    left = _jvms_under(d)
+    assert not left, f"processes left running: {left}"
+
+
+@pytest.fixture
+def estate(env: dict[str, str]) -> Estate:
+    """The estate as the stack file declares it now."""
+    return Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"),
+                  Path(env["KDR_STATE_DIR"]) / STACK)
+
+
+def _props(path: Path) -> dict[str, str]:
+    """A Java ``.properties`` file as written by the clients step (``key=value``, ``#`` comments)."""
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {k: v for k, v in pairs}
+
+
+def _java(main: str, *args: str, stdin: str = "", timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    tc = toolchain()
+    cmd = java_command(tc.java, [tc.kafka_lib], main, args, heap_mb=256,
+                       extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"])
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def console_produce(config: Path, bootstrap: str, keys: list[str]) -> subprocess.CompletedProcess[str]:
+    """``kafka-console-producer`` of one ``key<TAB>value`` line per key; ``--sync``: exit 0 means every
+    record was acknowledged (acks=all is the tool's default), the first refusal exits 1. The tool's
+    ``--timeout`` (linger.ms) defaults to 1 s, which ``--sync`` would pay per record: linger.ms=0."""
+    lines = "".join(f"{k}\tvalue-{k}\n" for k in keys)
+    return _java(PRODUCER, "--bootstrap-server", bootstrap, "--topic", "orders", "--command-config", str(config),
+                 "--reader-property", "parse.key=true", "--sync", "--command-property", "linger.ms=0",
+                 stdin=lines)
+
+
+def console_consume(config: Path, bootstrap: str, group: str, count: int, *extra: str) -> list[str]:
+    """``kafka-console-consumer`` of ``orders`` as the file's principal in ``group``; the keys it printed."""
+    res = _java(CONSUMER, "--bootstrap-server", bootstrap, "--topic", "orders", "--command-config", str(config),
+                "--group", group, "--from-beginning", "--max-messages", str(count), "--timeout-ms", "30000",
+                "--formatter-property", "print.key=true", *extra)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"Processed a total of {count} messages" in res.stderr, res.stderr[-3000:]
+    return [line.split("\t", 1)[0] for line in res.stdout.splitlines() if line]
+
+
+ACKED: list[str] = []  # what the console producer had acknowledged on A
+REFUSED_KEYS = [f"refused-on-b-{i}" for i in range(5)]
+
+
+def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(env: dict[str, str],
+                                                                          estate: Estate, tmp_path: Path) -> None:
+    state = Path(env["KDR_STATE_DIR"]) / STACK
+    assert not (state / "clients").exists(), "estate up publishes no client files"
+    publish_clients(estate, "A")
+    before = tmp_path / "clients-A"
+    shutil.move(state / "clients", before)  # what the failover writes later is then its own
+    outputs = EstateStack(STACK).outputs()
+    producer, consumer = (before / client_files(state, app)[0].name for app in ("orders-app", "billing"))
+    assert _props(producer)["bootstrap.servers"] == outputs["clusters"]["A"]["bootstrapServers"]
+    b_bootstrap = outputs["clusters"]["B"]["bootstrapServers"]
+
+    refused = console_produce(producer, b_bootstrap, REFUSED_KEYS)
+    assert refused.returncode == 1 and REFUSED in refused.stderr, refused.stderr[-3000:]
+
+    keys = [f"outside-{i}" for i in range(400)]
+    accepted = console_produce(producer, _props(producer)["bootstrap.servers"], keys)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]  # --sync: every line acknowledged
+    ACKED.extend(keys)
+    # read back as billing in its own group, committing nothing: after the failover the same group
+    # must still find every record on B (no offset of it to translate)
+    read = console_consume(consumer, _props(consumer)["bootstrap.servers"], "billing", len(keys),
+                           "--command-property", "enable.auto.commit=false")
+    assert Counter(read) == Counter(keys)
+
+    estate.mirror("A-to-B").wait_caught_up(["orders"], timeout=120)
+    assert read_keys(estate.endpoint("B"), "orders") == Counter(keys), "B holds only what the link copied"
+
+
+def test_after_a_planned_failover_the_console_clients_use_what_it_published_for_b(env: dict[str, str]) -> None:
+    assert ACKED, "runs after the test above"
+    state = Path(env["KDR_STATE_DIR"]) / STACK
+    t0 = time.monotonic()
+    res = drctl(env, "failover", "--stack", STACK, "--yes")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    print(f"\nplanned failover: {time.monotonic() - t0:.1f}s")
+
+    after = Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), state)
+    b_bootstrap = EstateStack(STACK).outputs()["clusters"]["B"]["bootstrapServers"]
+    producer, consumer = (client_files(state, app)[0] for app in ("orders-app", "billing"))
+    for path in (producer, consumer):
+        assert path.read_text().startswith(f"# {path.stem} on cluster B ")
+        assert _props(path)["bootstrap.servers"] == b_bootstrap
+    assert _props(consumer)["group.id"] == "billing"
+
+    total = sum(end_offsets(after.endpoint("B"), ["orders"]).values())
+    read = console_consume(consumer, b_bootstrap, "billing", total)
+    assert Counter(k for k in read if k != PROBE) == Counter(ACKED), "every acknowledged record, once"
+    assert not set(REFUSED_KEYS) & set(read)
+
+    late = [f"on-b-{i}" for i in range(100)]
+    written = console_produce(producer, b_bootstrap, late)
+    assert written.returncode == 0, written.stderr[-3000:]
+    assert Counter(console_consume(consumer, b_bootstrap, "billing", len(late))) == Counter(late), \
+        "the group resumes after what it read and finds exactly the new records"
