@@ -40,11 +40,15 @@ def estate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
 def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
     """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares."""
-    from dr.estate import load_stack
+    from dr.estate import Estate, load_stack, state_dir
+    from dr.failover.clients import publish_clients
     from dr.stack import EstateStack
 
     topology = load_stack(stack)  # a broken rule stops here, before the engine starts
     timings = EstateStack(stack).up(topology, refresh=refresh, progress=progress)
+    written = publish_clients(Estate(topology, state_dir(stack)), topology.active().name)
+    progress(f"client configurations for {topology.active().name}: "
+             + ", ".join(w["properties"] for w in written))
     if as_json:
         click.echo(json.dumps({"stack": stack, "timings_s": timings}, indent=2))
     else:
@@ -156,12 +160,14 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
                    else "pulumi preview:\n" + preview.get("text", "").rstrip())
         return
     if not yes:
+        checked = standby_plan(stack, path, state, cluster_name, preview=False)  # refusals come first
         if not sys.stdin.isatty():
             raise FailoverError(f"refusing to delete cluster {cluster_name}'s data without confirmation.",
                                 f"pass --yes (look at `drctl estate standby --stack {stack} --cluster "
                                 f"{cluster_name} --dry-run` first)")
-        click.confirm(f"Delete every record of cluster {cluster_name} (stack {stack}) and declare it standby?",
-                      abort=True)
+        where = checked["data_to_remove"] or "no data on this machine"
+        click.confirm(f"Delete every record of cluster {cluster_name} ({where}) and declare it the standby of "
+                      f"stack {stack}?", abort=True)
     result = make_standby(stack, path, state, cluster_name, progress)
     if as_json:
         click.echo(json.dumps(result, indent=2))

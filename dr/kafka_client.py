@@ -60,8 +60,9 @@ class Endpoint:
         module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
                   if self.sasl_mechanism.startswith("SCRAM")
                   else "org.apache.kafka.common.security.plain.PlainLoginModule")
-        user = self.username.replace('"', '\\"')
-        pw = self.password.replace('"', '\\"')
+        # JAAS reads quoted strings with Java's StreamTokenizer: backslash and quote are escapes.
+        user = self.username.replace("\\", "\\\\").replace('"', '\\"')
+        pw = self.password.replace("\\", "\\\\").replace('"', '\\"')
         return {
             "bootstrap.servers": self.bootstrap,
             "security.protocol": self.security_protocol,

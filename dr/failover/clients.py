@@ -1,4 +1,8 @@
-"""Client configuration of every application for the new active cluster.
+"""Client configuration of every application for the active cluster.
+
+Written by ``drctl estate up`` (and ``pulumi up`` through it) for the active cluster, and by the
+failover's ``clients`` step for the new active one right after its promotion — applications that
+reload their settings from these files follow the failover by themselves.
 
 For each application principal two files are written under ``<state>/clients/`` (directory 0700,
 files 0600, written atomically):
@@ -18,6 +22,7 @@ from typing import Any
 
 from dr.estate import Estate
 from dr.kafka_client import Endpoint
+from dr.runtime.cluster import properties_escape
 from dr.topology import Application, Kind
 
 __all__ = ["client_files", "publish_clients", "read_client_config"]
@@ -43,8 +48,8 @@ def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, d
     if app.consumer_group:
         java["group.id"] = librdkafka["group.id"] = app.consumer_group
     java["client.id"] = librdkafka["client.id"] = app.name
-    lines = [f"# {app.name} on cluster {cluster} (written by drctl failover; contains a password)"]
-    lines += [f"{k}={v}" for k, v in java.items()]
+    lines = [f"# {app.name} on cluster {cluster} (written by drctl; contains a password)"]
+    lines += [f"{k}={properties_escape(str(v))}" for k, v in java.items()]
     return "\n".join(lines) + "\n", librdkafka
 
 

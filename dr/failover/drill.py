@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from dr.errors import ClusterError, ConfigError, FailoverError
 from dr.estate import Estate, Progress, stack_file
 from dr.failover import integrity
-from dr.failover.clients import client_files
+from dr.failover.clients import client_files, publish_clients
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
 from dr.failover.metrics import seconds_between
@@ -471,6 +471,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
         result["provision_s"] = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
             seen[0], progress=progress)
+        publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
         for number in range(1, options.cycles + 1):
             if number > 1:
                 from dr.lifecycle import make_standby

@@ -5,9 +5,8 @@ Before the failover the producing application is refused on the passive cluster 
 active cluster A; after ``drctl failover`` the files the failover published for B let the consuming
 application (its principal and group) read every record acknowledged on A, and the producer write on B.
 
-`drctl estate up` publishes no client files (only the secret ``clientConfigs`` stack output), so the
-pre-failover files are written by :func:`dr.failover.clients.publish_clients` — the function the
-failover's ``clients`` step runs — and checked against the stack's published bootstrap servers.
+`drctl estate up` publishes the active cluster's client files (the same function the failover's
+``clients`` step runs); they are checked against the stack's published bootstrap servers.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import pytest
 import yaml
 
 from dr.estate import Estate
-from dr.failover.clients import client_files, publish_clients
+from dr.failover.clients import client_files
 from dr.failover.drill import read_keys
 from dr.failover.probe import PROBE_KEY
 from dr.runtime.mirrormaker import end_offsets
@@ -142,8 +141,10 @@ REFUSED_KEYS = [f"refused-on-b-{i}" for i in range(5)]
 def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(env: dict[str, str],
                                                                           estate: Estate, tmp_path: Path) -> None:
     state = Path(env["KDR_STATE_DIR"]) / STACK
-    assert not (state / "clients").exists(), "estate up publishes no client files"
-    publish_clients(estate, "A")
+    published = client_files(state, "orders-app")[0]
+    assert published.is_file() and published.read_text().startswith("# orders-app on cluster A"), \
+        "estate up publishes the active cluster's client files"
+    assert published.stat().st_mode & 0o777 == 0o600
     before = tmp_path / "clients-A"
     shutil.move(state / "clients", before)  # what the failover writes later is then its own
     outputs = EstateStack(STACK).outputs()

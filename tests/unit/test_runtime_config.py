@@ -126,3 +126,20 @@ def test_properties_escape_reads_back_as_written_by_java_rules(tmp_path: Path) -
     path = tmp_path / "x.properties"
     write_properties(path, {"A->B.topics": r"(?:orders\.v1)"})
     assert path.read_text() == "A->B.topics=(?:orders\\\\.v1)\n"
+
+
+def test_published_client_properties_carry_any_password_exactly(tmp_path) -> None:
+    """A password with a backslash and a quote reaches a Java client unchanged: escaped once for
+    JAAS (StreamTokenizer) and once for the properties format."""
+    import re
+
+    from dr.kafka_client import Endpoint
+    from dr.runtime.cluster import properties_escape
+
+    password = 'p\\a"b\\\\c'
+    jaas = Endpoint("127.0.0.1:1", "app", password).java_config()["sasl.jaas.config"]
+    line = properties_escape(jaas)
+    value = re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)  # Properties.load
+    assert value == jaas
+    quoted = re.search(r'password="((?:[^"\\]|\\.)*)"', value).group(1)
+    assert re.sub(r"\\(.)", r"\1", quoted) == password  # StreamTokenizer's reading of the quoted string
