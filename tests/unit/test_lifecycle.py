@@ -351,10 +351,15 @@ def test_drctl_estate_standby_refuses_before_touching_anything(env: Path, tmp_pa
 
 def test_drctl_estate_standby_asks_before_deleting_data(env: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    _write(env, "life", LOCAL_DOC)
+    path = _write(env, "life", LOCAL_DOC)
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # not a terminal
     code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
+    assert code == 6 and "cluster A is active" in err, "a refusal comes before the question"
+    write_stack_config(path, load_stack_file(path).after_failover("planned"))
+    before = path.read_bytes()
+    code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
     assert code == 6 and "without confirmation" in err and "--dry-run" in err
+    assert path.read_bytes() == before
 
 
 def test_status_of_a_stack_not_provisioned_lists_its_problems(env: Path, tmp_path: Path,
