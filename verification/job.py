@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,25 +51,46 @@ from verification.compare import (
 )
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
-from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, iso, write_empty_offending, write_report
+from verification.report import (
+    OFFENDING_DIR,
+    OFFENDING_SCHEMA,
+    iso,
+    utc_text,
+    window_lines,
+    windows_per_topic,
+    write_empty_offending,
+    write_report,
+)
 from verification.session import DEFAULT_MASTER, prefer_kafka_v2, spark_session
 from verification.sources import (
     KafkaSide,
     Side,
     SideBounds,
     archive_bounds,
-    archive_topics,
     bounds_to_ranges,
+    cluster_metadata,
+    is_internal_topic,
     kafka_bounds,
-    kafka_topics,
+    read_archive,
     read_side,
     translate_spark_error,
 )
 
-__all__ = ["CHECKSUM_DESCRIPTION", "VerificationResult", "main", "run_verification"]
+__all__ = ["CHECKSUM_DESCRIPTION", "LEFT_OUT", "VerificationResult", "main", "run_verification"]
 
 CHECKSUM_DESCRIPTION = ("xxhash64(value IS NULL, value, size(headers), "
                         "transform(headers, h -> struct(h.key, h.value IS NULL, h.value))) — Spark built-in, seed 42")
+
+#: Why a topic was not compared: ``summary["topics_left_out"][topic]["reason"]`` → the words the report shows.
+LEFT_OUT = {
+    "internal": "internal topic (Kafka, Connect or MirrorMaker 2 bookkeeping)",
+    "only_on_target": "only on the target: the source has no such topic",
+    "not_requested": "not in the topics requested (--topics)",
+    "empty": "no records on either side: nothing to compare",
+}
+
+#: Context keys never written to the summary (a caller's mistake must not leak a credential).
+_SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
 
 
 @dataclass(frozen=True)
@@ -126,22 +148,77 @@ def _spark_action(fn: Any, source: Side, target: Side) -> Any:
         raise
 
 
-def _choose_topics(spark_fn: Any, source: Side, target: Side, topics: list[str] | None) -> list[str]:
-    if isinstance(source, KafkaSide):
-        available = set(kafka_topics(source.endpoint))
-    else:
-        available = set(archive_topics(spark_fn(), source.path))
-    if isinstance(target, KafkaSide):
-        kafka_topics(target.endpoint)  # reachable and credentials accepted, before any long step
+def _side_topics(spark_fn: Any, side: Side) -> set[str]:
+    """Every topic of a side, internal ones included (a Kafka side: reachable and credentials accepted)."""
+    if isinstance(side, KafkaSide):
+        return {name for name, t in cluster_metadata(side.endpoint).topics.items() if t.error is None}
+    df = read_archive(spark_fn(), side.path).select("topic").distinct()
+    return {r.topic for r in df.collect() if r.topic is not None}
+
+
+def _left_out(reason: str, topic: str, on_source: set[str], on_target: set[str]) -> dict[str, str]:
+    on = "source and target" if topic in on_source and topic in on_target else (
+        "source" if topic in on_source else "target")
+    return {"reason": reason, "why": LEFT_OUT[reason], "on": on}
+
+
+def _choose_topics(spark_fn: Any, source: Side, target: Side, topics: list[str] | None
+                   ) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The topics to compare (``topics``, else every non-internal topic of the source) and, for every
+    other topic of either side, why it is left out."""
+    on_source, on_target = _side_topics(spark_fn, source), _side_topics(spark_fn, target)
+    available = {t for t in on_source if not is_internal_topic(t)}
     if topics:
         unknown = sorted(set(topics) - available)
         if unknown:
             raise ConfigError(f"topics {unknown} do not exist on the source.",
                               f"choose among: {', '.join(sorted(available)) or '(none)'}")
-        return sorted(set(topics))
-    if not available:
+        chosen = sorted(set(topics))
+    elif not available:
         raise ConfigError("the source has no topics to verify.", "check --source, or pass --topics")
-    return sorted(available)
+    else:
+        chosen = sorted(available)
+    left_out = {}
+    for t in sorted((on_source | on_target) - set(chosen)):
+        reason = "internal" if is_internal_topic(t) else "only_on_target" if t not in on_source else "not_requested"
+        left_out[t] = _left_out(reason, t, on_source, on_target)
+    return chosen, left_out
+
+
+def _drop_empty(topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
+                left_out: dict[str, dict[str, str]]) -> list[str]:
+    """``topics`` without those holding no record on either side (recorded in ``left_out``)."""
+    keep = []
+    for t in topics:
+        if any(b.size for bounds in (bounds_s, bounds_t) for b in bounds.get(t, {}).values()):
+            keep.append(t)
+        else:
+            left_out[t] = _left_out("empty", t, set(bounds_s), set(bounds_t))
+    for bounds in (bounds_s, bounds_t):
+        for t in set(bounds) - set(keep):
+            del bounds[t]
+    return keep
+
+
+def _safe_context(context: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The caller's context (a failover's id, mode, RTO, RPO, journal) as JSON, without secret-looking keys."""
+    if context is None:
+        return None
+
+    def clean(value: Any, where: str) -> Any:
+        if isinstance(value, dict):
+            return {str(k): clean(v, f"{where}.{k}") for k, v in value.items()
+                    if not any(w in str(k).lower() for w in _SECRET_WORDS)}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, where) for v in value]
+        if isinstance(value, Path):
+            return str(value)
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        raise ConfigError(f"the verification's {where} is of type {type(value).__name__}, not JSON.",
+                          "pass strings, numbers, lists and dicts (never an endpoint or its credentials)")
+
+    return clean(dict(context), "context")
 
 
 def _bounds(spark_fn: Any, side: Side, topics: list[str]) -> SideBounds:
@@ -178,6 +255,26 @@ def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
     return TimeGrid.spanning({t: ranges.get(t, (-1, -1)) for t in topics}, windows)
 
 
+def _window_counts(topics: list[str], grid: TimeGrid, ranges: dict[str, tuple[int, int]],
+                   diff: Differences | None = None) -> dict[str, Any]:
+    """Windows per topic (the grid over the topic's time range), windows holding records, windows
+    that differ and records re-read — the one source of the numbers in the progress lines and the report."""
+    per_topic = {}
+    for t in topics:
+        lo, hi = ranges.get(t, (-1, -1))
+        width = grid.width.get(t, 1)
+        row = {"windows": (hi - lo) // width + 1 if 0 <= lo <= hi else 0, "width_ms": width,
+               "with_records": 0, "differing": 0, "reread_source": 0, "reread_target": 0}
+        if diff is not None:
+            row.update(with_records=diff.total_windows.get(t, 0), differing=len(diff.windows.get(t, ())),
+                       reread_source=sum(e - s for s, e in diff.spans.get(SOURCE, {}).get(t, {}).values()),
+                       reread_target=sum(e - s for s, e in diff.spans.get(TARGET, {}).get(t, {}).values()))
+        per_topic[t] = row
+    totals = {k: sum(r[k] for r in per_topic.values())
+              for k in ("windows", "with_records", "differing", "reread_source", "reread_target")}
+    return {"per_topic": per_topic, **totals}
+
+
 def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
     """Earliest and latest record timestamp (ms) of ``topics`` on either side, for the chart's axis.
 
@@ -201,7 +298,8 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
                      cutoff_ms: int | None = None, spark: SparkSession | None = None,
                      master: str | None = DEFAULT_MASTER, windows: int | None = None,
                      kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
-                     sample_size: int = 20, collect_limit: int = 500_000) -> VerificationResult:
+                     sample_size: int = 20, collect_limit: int = 500_000,
+                     context: dict[str, Any] | None = None) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
@@ -210,8 +308,13 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
     (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
     are written from the driver in one step; more are written by Spark.
+
+    ``context`` (JSON values) says what the run belongs to — a failover's ``failover_id``, ``mode``,
+    ``source``, ``target``, ``rto_s``, ``rpo_estimate``, ``journal`` — and is written to the summary
+    as ``failover`` (keys that look like secrets are dropped) and shown at the top of the report.
     """
     say = progress or quiet
+    failover = _safe_context(context)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
@@ -235,29 +338,38 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     # 1. topics and offset bounds, fixed before reading anything
     t = time.monotonic()
     say("fixing offset bounds on both sides")
-    topics = _choose_topics(get_spark, source, target, topics)
+    topics, left_out = _choose_topics(get_spark, source, target, topics)
+    requested = list(topics)
     bounds_s = _bounds(get_spark, source, topics)
     bounds_t = _bounds(get_spark, target, topics)
     _print_bounds(say, "source", bounds_s, topics)
     _print_bounds(say, "target", bounds_t, topics)
+    topics = _drop_empty(topics, bounds_s, bounds_t, left_out)
+    if left_out:
+        say(f"left out: {len(left_out):,} topics (" + ", ".join(
+            f"{n} {r.replace('_', ' ')}" for r, n in sorted(Counter(v['reason'] for v in left_out.values()).items()))
+            + "; the report lists them)")
     t = clock.lap("bounds_s", t)
     total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
     windows = windows or auto_windows(total)
+    ranges = _ts_ranges(topics, bounds_s, bounds_t)
     grid = _grid(topics, bounds_s, bounds_t, windows=windows)
     spark = get_spark()
     prefer_kafka_v2(spark)
     t = time.monotonic()
 
     # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span)
-    say(f"pass 1: reading and fingerprinting {total:,} records on both sides ({windows:,} windows per topic)")
+    say(f"pass 1: reading and fingerprinting {total:,} records on both sides "
+        f"({windows_per_topic(_window_counts(topics, grid, ranges))} windows per topic)")
     fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
           .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
     summary_pdf = _spark_action(lambda: bucket_summary(fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(),
                                 source, target)
     diff = find_differences(summary_pdf)
     pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
-    n_dw = sum(len(v) for v in diff.windows.values())
-    say(f"pass 1 done: {pass1_records:,} records; {n_dw:,} of {sum(diff.total_windows.values()):,} windows differ")
+    window_counts = _window_counts(topics, grid, ranges, diff)
+    say(f"pass 1 done: {pass1_records:,} records; "
+        + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts)))
     t = clock.lap("pass1_s", t)
 
     # 3. pass 2: exact comparison of the differing windows only
@@ -267,8 +379,8 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     persisted: list[DataFrame] = []
     counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
     if diff.any:
-        say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source and {diff.span_records(TARGET):,} "
-            "target offsets of the differing windows")
+        say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
+            f"target records (the offset spans of the {window_counts['differing']:,} differing windows)")
         rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
                 .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
         rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
@@ -319,19 +431,21 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     shutil.rmtree(off_dir, ignore_errors=True)
     if offending is None or n_offending == 0:
         write_empty_offending(out)
-        samples, timeline = {}, []
+        samples, timeline, partitions = {}, [], {}
     elif n_offending <= collect_limit:
         pdf = _spark_action(offending.toPandas, source, target)
-        samples, timeline = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
+        samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
     else:
-        samples, timeline = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms, source, target)
+        samples, timeline, partitions = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms,
+                                                            source, target)
     for df in persisted:
         df.unpersist()
 
-    summary = _summary(source=source, target=target, topics=topics, bounds_s=bounds_s, bounds_t=bounds_t,
-                       diff=diff, counts=counts, cutoff_ms=cutoff_ms, grid=grid, windows=windows,
+    summary = _summary(source=source, target=target, topics=topics, requested=requested, left_out=left_out,
+                       bounds_s=bounds_s, bounds_t=bounds_t, diff=diff, counts=counts, partitions=partitions,
+                       cutoff_ms=cutoff_ms, grid=grid, windows=windows, window_counts=window_counts,
                        pass1_records=pass1_records, pass2_rows=pass2_rows, did_pass2b=did_pass2b,
-                       spark=spark, out=out, started_at=started_at)
+                       spark=spark, out=out, started_at=started_at, failover=failover)
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
     summary["timings"] = dict(clock.marks)
@@ -363,8 +477,38 @@ def _class_counts(offending: DataFrame, source: Side, target: Side) -> dict[tupl
     return {(r["topic"], r["class"]): int(r["count"]) for r in rows}
 
 
+Samples = dict[str, list[dict[str, Any]]]
+Timeline = list[tuple[str, int, int]]
+#: topic → partition (as text) → class → offending records in that partition
+PartitionCounts = dict[str, dict[str, dict[str, int]]]
+
+
+def _partition_counts(rows: Any) -> PartitionCounts:
+    """Per topic-partition counts per class from ``(topic, partition, class, count)`` rows."""
+    out: PartitionCounts = {}
+    for topic, partition, cls, n in rows:
+        per = out.setdefault(str(topic), {}).setdefault(str(int(partition)), {c: 0 for c in CLASSES})
+        per[str(cls)] = per.get(str(cls), 0) + int(n)
+    return out
+
+
+def _pair_corrupted(samples: Samples, missing: list[dict[str, Any]]) -> None:
+    """Give each sampled corrupted record the unreplicated source record of the same key, when there is one.
+
+    A record changed in transit shows up twice: its source version *missing*, the changed copy
+    *corrupted*. ``missing`` holds the missing rows with the keys of the sampled corrupted ones;
+    the nearest in time is taken as the source version (partition, offset, checksum, timestamp).
+    """
+    for r in samples.get("corrupted", []):
+        same = [m for m in missing if m["topic"] == r["topic"] and m["key_hash"] == r["key_hash"]
+                and (None if m["key"] is None else bytes(m["key"])) == (None if r["key"] is None else bytes(r["key"]))]
+        if same:
+            m = min(same, key=lambda m: (abs(int(m["timestamp"]) - int(r["timestamp"])), m["partition"], m["offset"]))
+            r["source"] = {k: int(m[k]) for k in ("partition", "offset", "checksum", "timestamp")}
+
+
 def _outputs_from_pandas(pdf: Any, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int
-                         ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, int, int]]]:
+                         ) -> tuple[Samples, Timeline, PartitionCounts]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -375,37 +519,48 @@ def _outputs_from_pandas(pdf: Any, off_dir: Path, sample_size: int, t_lo: int, b
     samples = {str(c): grp.head(sample_size).to_dict("records") for c, grp in pdf.groupby("class", sort=False)}
     for rows in samples.values():
         for r in rows:
-            r["partition"], r["offset"], r["timestamp"] = int(r["partition"]), int(r["offset"]), int(r["timestamp"])
-            r["checksum"] = int(r["checksum"])
+            for k in ("partition", "offset", "timestamp", "checksum", "key_hash"):
+                r[k] = int(r[k])
     missing = pdf[pdf["class"] == "missing"]
+    hashes = {r["key_hash"] for r in samples.get("corrupted", [])}
+    _pair_corrupted(samples, missing[missing["key_hash"].isin(hashes)].to_dict("records") if hashes else [])
     bins = ((missing["timestamp"] - t_lo) // bin_ms).astype("int64")
     timeline = [(str(tp), t_lo + int(b) * bin_ms, int(n))
                 for (tp, b), n in missing.groupby([missing["topic"], bins]).size().items()]
-    return samples, timeline
+    partitions = _partition_counts((tp, p, c, n) for (tp, p, c), n
+                                   in pdf.groupby(["topic", "partition", "class"]).size().items())
+    return samples, timeline, partitions
 
 
 def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int,
-                        source: Side, target: Side
-                        ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, int, int]]]:
+                        source: Side, target: Side) -> tuple[Samples, Timeline, PartitionCounts]:
     _spark_action(lambda: offending.write.mode("overwrite").parquet(str(off_dir)), source, target)
     ranked = offending.withColumn("rn", F.row_number().over(
         Window.partitionBy("class").orderBy("topic", "timestamp", "partition", "offset")))
-    samples: dict[str, list[dict[str, Any]]] = {}
+    samples: Samples = {}
     for r in _spark_action(lambda: ranked.where(F.col("rn") <= sample_size).drop("rn").collect(), source, target):
         samples.setdefault(r["class"], []).append(r.asDict())
     for rows in samples.values():
         rows.sort(key=lambda r: (r["topic"], r["timestamp"], r["partition"], r["offset"]))
+    hashes = sorted({r["key_hash"] for r in samples.get("corrupted", [])})
+    if hashes:
+        cand = offending.where((F.col("class") == "missing") & F.col("key_hash").isin(hashes))
+        _pair_corrupted(samples, [r.asDict() for r in _spark_action(cand.collect, source, target)])
     binned = (offending.where(F.col("class") == "missing")
               .groupBy("topic", F.floor((F.col("timestamp") - F.lit(t_lo)) / F.lit(bin_ms)).alias("b")).count())
     timeline = [(r["topic"], t_lo + int(r["b"]) * bin_ms, int(r["count"]))
                 for r in _spark_action(binned.collect, source, target)]
-    return samples, timeline
+    per_partition = offending.groupBy("topic", "partition", "class").count()
+    partitions = _partition_counts((r["topic"], r["partition"], r["class"], r["count"])
+                                   for r in _spark_action(per_partition.collect, source, target))
+    return samples, timeline, partitions
 
 
-def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
-             diff: Differences, counts: dict[str, dict[str, int]], cutoff_ms: int | None, grid: TimeGrid,
-             windows: int, pass1_records: int, pass2_rows: int, did_pass2b: bool,
-             spark: SparkSession, out: Path, started_at: datetime) -> dict[str, Any]:
+def _summary(*, source: Side, target: Side, topics: list[str], requested: list[str],
+             left_out: dict[str, dict[str, str]], bounds_s: SideBounds, bounds_t: SideBounds, diff: Differences,
+             counts: dict[str, dict[str, int]], partitions: PartitionCounts, cutoff_ms: int | None, grid: TimeGrid,
+             windows: int, window_counts: dict[str, Any], pass1_records: int, pass2_rows: int, did_pass2b: bool,
+             spark: SparkSession, out: Path, started_at: datetime, failover: dict[str, Any] | None) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
         s_read = sum(diff.read.get(SOURCE, {}).get(tp, {}).values())
@@ -438,19 +593,24 @@ def _summary(*, source: Side, target: Side, topics: list[str], bounds_s: SideBou
         "out_dir": str(out),
         "source": source.describe(),
         "target": target.describe(),
-        "topics_requested": topics,
+        "failover": failover,
+        "topics_requested": requested,
+        "topics_compared": topics,
+        "topics_left_out": left_out,
         "cutoff": None if cutoff_ms is None else {"ms": int(cutoff_ms), "iso": iso(int(cutoff_ms)),
-                                                  "applies_to": "both sides"},
+                                                  "utc": utc_text(int(cutoff_ms)), "applies_to": "both sides"},
         "totals": totals,
         "topics": per_topic,
+        "partitions": {tp: partitions[tp] for tp in sorted(partitions)},
         "offsets": {"source": offsets(bounds_s, SOURCE), "target": offsets(bounds_t, TARGET)},
         "method": {
             "checksum": CHECKSUM_DESCRIPTION,
             "key_hash": "xxhash64(topic, key IS NULL, key)",
             "identity": "(topic, key, checksum), compared as multisets",
             "windows": windows, "grid": grid.to_dict(),
+            "window_counts": window_counts,
             "pass1_records": pass1_records,
-            "differing_windows": sum(len(v) for v in diff.windows.values()),
+            "differing_windows": window_counts["differing"],
             "pass2_offsets": diff.span_records(SOURCE) + diff.span_records(TARGET),
             "pass2_compared_records": pass2_rows,
             "pass2b": did_pass2b,

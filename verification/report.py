@@ -1,11 +1,15 @@
 """The verification report in ``--out``: ``summary.json``, ``report.html``, ``offending.parquet``.
 
-* ``summary.json`` — the verdict, counts per class per topic, the exact offset bounds read on both
-  sides, the cut-off, timings and how the comparison ran. Machine-readable; ``drctl recover``
-  starts from it. It never holds a password (sides are described by bootstrap and user name only).
-* ``report.html`` — one self-contained page for a person: verdict, per-topic table, a chart of the
-  missing messages over time (PNG embedded in base64, also written as ``missing_over_time.png``),
-  samples of each class, offset bounds and timings.
+* ``summary.json`` — the verdict, counts per class per topic and per topic-partition, the topics
+  compared and why the others were left out, the exact offset bounds read on both sides, the
+  cut-off, the failover it belongs to (when the run was given a context), window counts, timings
+  and how the comparison ran. Machine-readable; ``drctl recover`` starts from it. It never holds a
+  password (sides are described by bootstrap and user name only; secret-looking context keys are
+  dropped).
+* ``report.html`` — one self-contained page for a person, every value HTML-escaped: the failover
+  box, verdict, topics compared and left out, per-partition counts, a chart of the missing
+  messages over time with the cut-off marked (PNG embedded in base64, also written as
+  ``missing_over_time.png``), a sample table per class, offset bounds, method and timings.
 * ``offending.parquet`` — every offending record with its coordinates (written by the job with
   Spark; columns class, side, topic, partition, offset, timestamp, key, key_hash, checksum).
 """
@@ -30,15 +34,21 @@ from verification.classes import CLASSES
 
 __all__ = [
     "CHART_FILE",
+    "CUTOFF_COLOUR",
     "HTML_FILE",
     "OFFENDING_DIR",
     "OFFENDING_SCHEMA",
     "SUMMARY_FILE",
+    "TIMING_LABELS",
     "TimelineBin",
     "load_summary",
     "read_offending",
     "render_html",
     "render_missing_chart",
+    "timing_label",
+    "utc_text",
+    "window_lines",
+    "windows_per_topic",
     "write_empty_offending",
     "write_report",
 ]
@@ -55,11 +65,11 @@ OFFENDING_SCHEMA = pa.schema([
     ("key", pa.binary()), ("key_hash", pa.int64()), ("checksum", pa.int64()),
 ])
 
+#: Colour of the cut-off line on the chart.
+CUTOFF_COLOUR = "#c62828"
+
 #: (topic, bin start in epoch ms, count) — one bar segment of the timeline chart.
 TimelineBin = tuple[str, int, int]
-
-_CLASSES = CLASSES
-
 
 # ----------------------------------------------------------------------------- helpers
 def iso(ms: int | None) -> str:
@@ -68,6 +78,13 @@ def iso(ms: int | None) -> str:
         return ""
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
+
+
+def utc_text(ms: int | None) -> str:
+    """Epoch milliseconds as readable UTC (``2025-10-09 08:53:20.000 UTC``; '' for None/negative)."""
+    if ms is None or ms < 0:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def show_key(key: bytes | None, limit: int = 48) -> str:
@@ -99,8 +116,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 # ----------------------------------------------------------------------------- chart
 def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: int | None = None,
-                         end_ms: int | None = None, title: str = "Missing messages over time") -> bytes:
-    """A PNG bar chart of missing records per time bin, stacked by topic."""
+                         end_ms: int | None = None, title: str = "Missing messages over time",
+                         cutoff_ms: int | None = None) -> bytes:
+    """A PNG bar chart of missing records per time bin, stacked by topic; the cut-off as a dashed
+    vertical line marked "cut-off" (the time axis is widened to show it)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -131,8 +150,19 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
                     fontsize=14, color="#2e7d32")
             ax.set_yticks([])
         if start_ms is not None and end_ms is not None and end_ms > start_ms:
-            ax.set_xlim(datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc),
-                        datetime.fromtimestamp((end_ms + bin_ms) / 1000, tz=timezone.utc))
+            lo, hi = start_ms, end_ms + bin_ms
+            if cutoff_ms is not None:
+                lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
+            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=timezone.utc),
+                        datetime.fromtimestamp(hi / 1000, tz=timezone.utc))
+        if cutoff_ms is not None:
+            at = datetime.fromtimestamp(cutoff_ms / 1000, tz=timezone.utc)
+            ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)
+            x0, x1 = ax.get_xlim()
+            right_half = mdates.date2num(at) > (x0 + x1) / 2
+            ax.text(at, 0.97, "cut-off " if right_half else " cut-off", transform=ax.get_xaxis_transform(),
+                    ha="right" if right_half else "left", va="top", fontsize=9, color=CUTOFF_COLOUR,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=timezone.utc))
         ax.set_title(title, fontsize=11, loc="left")
         ax.set_xlabel("record timestamp (UTC)", fontsize=9)
@@ -148,6 +178,9 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
 
 
 # ----------------------------------------------------------------------------- HTML
+# Every value reaches the page through _e (html.escape, quotes included) or _fmt (numbers); the
+# only markup not built here is the chart, a base64 data URI. Sections are small functions, each
+# returning a string; render_html joins them.
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
  color:#1d2430;padding:0 1rem}
@@ -157,6 +190,8 @@ h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #e3e6ea;padding-bot
 .verdict{padding:1rem 1.2rem;border-radius:8px;margin:1rem 0;font-size:1.1rem;font-weight:600}
 .clean{background:#e8f5e9;color:#1b5e20;border:1px solid #a5d6a7}
 .dirty{background:#ffebee;color:#b71c1c;border:1px solid #ef9a9a}
+.box{border:1px solid #90caf9;background:#f3f8fe;border-radius:8px;padding:.6rem 1.2rem;margin:1rem 0}
+.box h2{margin-top:.3rem;border:none} .box table{width:auto} .box td{border:none;padding:.15rem .8rem .15rem 0}
 .cards{display:flex;gap:.8rem;flex-wrap:wrap}
 .card{border:1px solid #e3e6ea;border-radius:8px;padding:.6rem 1rem;min-width:120px}
 .card .n{font-size:1.5rem;font-weight:700} .card .l{color:#5f6b7a;font-size:.85rem}
@@ -170,15 +205,63 @@ img{max-width:100%;border:1px solid #eceff3;border-radius:6px}
 details{margin:.5rem 0} summary{cursor:pointer;color:#1f5fbf}
 """
 
+#: Readable names of the job's timings (``summary["timings"]``); others get :func:`timing_label`'s fallback.
+TIMING_LABELS = {
+    "spark_start_s": "Spark start (s)",
+    "bounds_s": "topics and offset bounds (s)",
+    "pass1_s": "pass 1: read and fingerprint both sides (s)",
+    "pass2_s": "pass 2: re-read and compare the differing windows (s)",
+    "pass2b_s": "pass 2b: look target-only keys up in the whole source (s)",
+    "write_s": "offending records and samples (s)",
+    "total_s": "total (s)",
+    "records_per_s": "records per second (pass 1 records / total)",
+}
+
+_NOTES = {  # what a sample row of each class means
+    "missing": "no copy in the target",
+    "unexpected": "the source never had this key",
+    "duplicated": "extra copy of a source record (same content)",
+    "corrupted": "the source has this key with other content",
+}
+
+
+class _Html(str):
+    """Markup built in this module from escaped parts: :func:`_e` leaves it as is."""
+
 
 def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
+    return x if isinstance(x, _Html) else html.escape(str(x), quote=True)
 
 
 def _fmt(n: int | float | None) -> str:
     if n is None:
         return ""
     return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
+
+
+def _code(x: object) -> _Html:
+    return _Html(f"<code>{_e(x)}</code>")
+
+
+def _td(value: object, *, left: bool = False, cls: str = "") -> _Html:
+    text = _fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    classes = " ".join(c for c in ("l" if left else "", cls) if c)
+    return _Html(f"<td class='{classes}'>{_e(text)}</td>" if classes else f"<td>{_e(text)}</td>")
+
+
+def _count(n: int) -> _Html:
+    return _td(n, cls="bad" if n else "ok")
+
+
+def _table(head: list[str], rows: Iterable[Iterable[_Html]], *, left: int = 1) -> str:
+    """A table; the first ``left`` header cells are left-aligned; cells come from :func:`_td`."""
+    ths = "".join(f"<th class='l'>{_e(h)}</th>" if i < left else f"<th>{_e(h)}</th>" for i, h in enumerate(head))
+    trs = "".join("<tr>" + "".join(_e(c) for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{ths}</tr>{trs}</table>"
+
+
+def _kv_table(rows: Iterable[tuple[str, object]]) -> str:
+    return "<table>" + "".join(f"<tr>{_td(k, left=True)}{_td(v, left=True)}</tr>" for k, v in rows) + "</table>"
 
 
 def _side_text(side: Mapping[str, Any]) -> str:
@@ -189,116 +272,276 @@ def _side_text(side: Mapping[str, Any]) -> str:
     return f"{name + ' — ' if name else ''}{side.get('bootstrap')}{who}"
 
 
-def render_html(summary: Mapping[str, Any], *, chart_png: bytes,
-                samples: Mapping[str, list[Mapping[str, Any]]] | None = None) -> str:
-    """The report page (self-contained: CSS inline, chart embedded)."""
-    totals = summary["totals"]
-    clean = summary["verdict"] == "clean"
-    parts: list[str] = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>Integrity report — {_e(summary['verdict'])}</title><style>{_CSS}</style></head><body>",
-        "<h1>Kafka replication integrity report</h1>",
-        f"<div class='muted'>source <b>{_e(_side_text(summary['source']))}</b> → target "
-        f"<b>{_e(_side_text(summary['target']))}</b><br>generated {_e(summary['generated_at'])}"
-        f" · cut-off {_e(summary['cutoff']['iso'] if summary.get('cutoff') else 'none')}"
-        f" · {_e(_fmt(summary['timings'].get('total_s')))} s</div>",
+def timing_label(name: str) -> str:
+    """A timing's readable label: ``pass1_s`` → ``pass 1: read and fingerprint both sides (s)``."""
+    if name in TIMING_LABELS:
+        return TIMING_LABELS[name]
+    if name.endswith("_per_s"):
+        return name.removesuffix("_per_s").replace("_", " ") + " per second"
+    if name.endswith("_s"):
+        return name.removesuffix("_s").replace("_", " ") + " (s)"
+    return name.replace("_", " ")
+
+
+def windows_per_topic(counts: Mapping[str, Any]) -> str:
+    """How many time windows each topic was cut into (``512``, or ``500–512`` when topics differ)."""
+    ns = sorted({int(v["windows"]) for v in counts.get("per_topic", {}).values() if v.get("windows")})
+    if not ns:
+        return "0"
+    return f"{ns[0]:,}" if len(ns) == 1 else f"{ns[0]:,}–{ns[-1]:,}"
+
+
+def window_lines(counts: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The window counts in words, the same in the progress lines and in the report.
+
+    ``counts`` is ``summary["method"]["window_counts"]``: per topic ``windows`` (the time grid),
+    ``with_records``, ``differing``, ``reread_source``/``reread_target``, and their totals.
+    """
+    topics = len(counts.get("per_topic", {}))
+    total = int(counts.get("windows", 0))
+    return [
+        ("windows per topic", f"{windows_per_topic(counts)} ({total:,} in all over {topics:,} "
+                              f"topic{'s' if topics != 1 else ''}, {int(counts.get('with_records', 0)):,} "
+                              "holding records)"),
+        ("windows that differ", f"{int(counts.get('differing', 0)):,} of {total:,}"),
+        ("records re-read", f"{int(counts.get('reread_source', 0)):,} source + "
+                            f"{int(counts.get('reread_target', 0)):,} target (the offset spans of the "
+                            "differing windows)"),
     ]
-    if clean:
-        parts.append(f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the "
-                     f"target ({_fmt(totals['source_compared'])} records compared). Exit code 0.</div>")
-    else:
-        found = ", ".join(f"{_fmt(totals[c])} {c}" for c in _CLASSES if totals[c])
-        parts.append(f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>")
-    parts.append("<div class='cards'>")
-    for label, key in (("source records compared", "source_compared"), ("target records compared", "target_compared")):
-        parts.append(f"<div class='card'><div class='n'>{_fmt(totals[key])}</div><div class='l'>{label}</div></div>")
-    for c in _CLASSES:
-        bad = " bad" if totals[c] else ""
-        parts.append(f"<div class='card{bad}'><div class='n'>{_fmt(totals[c])}</div><div class='l'>{c}</div></div>")
-    parts.append(f"<div class='card'><div class='n'>{_fmt(totals['target_after_cutoff'])}</div>"
-                 f"<div class='l'>target after cut-off (ignored)</div></div></div>")
 
-    parts.append("<h2>Per topic</h2><table><tr><th class='l'>topic</th><th>source read</th><th>target read</th>"
-                 "<th>after cut-off (src / tgt)</th>" + "".join(f"<th>{c}</th>" for c in _CLASSES)
-                 + "<th class='l'>status</th></tr>")
+
+def _cutoff_text(summary: Mapping[str, Any]) -> str:
+    cutoff = summary.get("cutoff")
+    if not cutoff:
+        return "none — every record read was compared"
+    return (f"{utc_text(cutoff['ms'])} ({cutoff['ms']} ms) — records after it are not compared, "
+            f"on {cutoff.get('applies_to', 'both sides')}")
+
+
+def _page_head(summary: Mapping[str, Any]) -> str:
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>Integrity report — {_e(summary['verdict'])}</title><style>{_CSS}</style></head><body>")
+
+
+def _header(summary: Mapping[str, Any]) -> str:
+    took = summary.get("timings", {}).get("total_s")
+    took_text = f" · took {_e(_fmt(took))} s" if took is not None else ""
+    return ("<h1>Kafka replication integrity report</h1><div class='muted'>"
+            f"source <b>{_e(_side_text(summary['source']))}</b> → target <b>{_e(_side_text(summary['target']))}</b>"
+            f"<br>generated {_e(summary['generated_at'])}{took_text}"
+            f"<br>cut-off: <b>{_e(_cutoff_text(summary))}</b></div>")
+
+
+def _rpo_text(rpo: Mapping[str, Any] | None) -> str:
+    if not rpo:
+        return "not estimated"
+    n, hi = rpo.get("records"), rpo.get("upper_bound")
+    span = "unknown" if n is None else (f"{n:,} records" if hi is None or hi == n else f"{n:,}–{hi:,} records")
+    age = f"; snapshot {rpo['snapshot_age_s']} s old" if rpo.get("snapshot_age_s") is not None else ""
+    return f"{span} ({rpo.get('basis') or 'no basis recorded'}{age})"
+
+
+def _failover_box(summary: Mapping[str, Any]) -> str:
+    """The failover this verification belongs to (only when the run was given a context)."""
+    f = summary.get("failover")
+    if not f:
+        return ""
+    rto = f.get("rto_s")
+    missing = summary["totals"]["missing"]
+    never = f.get("never_replicated")
+    rows: list[tuple[str, object]] = [
+        ("mode", f"{f.get('mode') or 'unknown'}" + (f" (stack {f['stack']})" if f.get("stack") else "")),
+        ("clusters", f"{f.get('source', '?')} → {f.get('target', '?')}"),
+        ("RTO", "not measured yet" if rto is None else
+         f"{rto} s (first start → first write acknowledged by {f.get('target', 'the target')})"),
+        *((("writes refused everywhere", f"{f['write_outage_s']} s (fence → first acknowledged write)"),)
+          if f.get("write_outage_s") is not None else ()),
+        ("RPO estimate", _rpo_text(f.get("rpo_estimate"))),
+        ("records never replicated", f"{never:,} (measured by the caller)" if isinstance(never, int) else
+         f"{missing:,} — this verification's missing records: source records before the cut-off that "
+         "have no copy on the target"),
+        ("cut-off", _cutoff_text(summary)),
+        ("journal", _code(f.get("journal") or "unknown")),
+    ]
+    return f"<div class='box'><h2>Failover {_e(f.get('failover_id', ''))}</h2>{_kv_table(rows)}</div>"
+
+
+def _verdict(summary: Mapping[str, Any]) -> str:
+    totals = summary["totals"]
+    if summary["verdict"] == "clean":
+        return (f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the target "
+                f"({_fmt(totals['source_compared'])} records compared). Exit code 0.</div>")
+    found = ", ".join(f"{_fmt(totals[c])} {c}" for c in CLASSES if totals[c])
+    return f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>"
+
+
+def _cards(summary: Mapping[str, Any]) -> str:
+    totals = summary["totals"]
+
+    def card(n: int, label: str, bad: bool = False) -> str:
+        return (f"<div class='card{' bad' if bad else ''}'><div class='n'>{_fmt(n)}</div>"
+                f"<div class='l'>{_e(label)}</div></div>")
+
+    return ("<div class='cards'>" + card(totals["source_compared"], "source records compared")
+            + card(totals["target_compared"], "target records compared")
+            + "".join(card(totals[c], c, bool(totals[c])) for c in CLASSES)
+            + card(totals["target_after_cutoff"], "target after cut-off (ignored)") + "</div>")
+
+
+def _topics(summary: Mapping[str, Any]) -> str:
+    rows = []
     for topic, t in sorted(summary["topics"].items()):
-        cells = "".join(f"<td class='{'bad' if t[c] else 'ok'}'>{_fmt(t[c])}</td>" for c in _CLASSES)
-        status = "clean" if not any(t[c] for c in _CLASSES) else "differences"
+        status = "clean" if not any(t[c] for c in CLASSES) else "differences"
         if t.get("target_absent"):
-            status += " (topic absent on target)"
-        parts.append(f"<tr><td class='l'><code>{_e(topic)}</code></td><td>{_fmt(t['source_read'])}</td>"
-                     f"<td>{_fmt(t['target_read'])}</td><td>{_fmt(t['source_after_cutoff'])} / "
-                     f"{_fmt(t['target_after_cutoff'])}</td>{cells}<td class='l'>{_e(status)}</td></tr>")
-    parts.append("</table>")
+            status += " (topic absent on the target)"
+        rows.append([_td(_code(topic), left=True),
+                     _td(f"{t.get('source_partitions', '')} / {t.get('target_partitions', '')}"),
+                     _td(t["source_read"]), _td(t["target_read"]),
+                     _td(f"{_fmt(t['source_after_cutoff'])} / {_fmt(t['target_after_cutoff'])}"),
+                     *(_count(t[c]) for c in CLASSES), _td(status, left=True)])
+    out = ("<h2>Topics compared</h2>"
+           + _table(["topic", "partitions (src / tgt)", "source read", "target read", "after cut-off (src / tgt)",
+                     *CLASSES, "status"], rows)
+           + "<h2>Topics left out</h2>")
+    left_out = summary.get("topics_left_out") or {}
+    if not left_out:
+        return out + "<div class='muted'>None: every topic on either side was compared.</div>"
+    return out + _table(["topic", "on", "why"], (
+        [_td(_code(t), left=True), _td(v.get("on", ""), left=True), _td(v.get("why", v.get("reason", "")), left=True)]
+        for t, v in sorted(left_out.items())), left=3)
 
+
+def _partitions(summary: Mapping[str, Any]) -> str:
+    out = ("<h2>Per partition</h2><div class='muted'>Offending records per topic-partition: <i>missing</i> in "
+           "the source partition, the other classes in the target partition (where the offending copy is). "
+           "Partitions without differences are not listed.</div>")
+    parts = summary.get("partitions") or {}
+    if not any(parts.values()):
+        return out + "<div class='muted'>No partition has differences.</div>"
+    read = summary.get("offsets", {})
+
+    def n_read(side: str, topic: str, p: str) -> int | str:
+        return read.get(side, {}).get(topic, {}).get(p, {}).get("read", "")
+
+    rows = [[_td(_code(topic), left=True), _td(p), _td(n_read("source", topic, p)), _td(n_read("target", topic, p)),
+             *(_count(int(c.get(k, 0))) for k in CLASSES)]
+            for topic, per in sorted(parts.items()) for p, c in sorted(per.items(), key=lambda kv: int(kv[0]))]
+    return out + _table(["topic", "partition", "source read", "target read", *CLASSES], rows)
+
+
+def _chart(summary: Mapping[str, Any], chart_png: bytes) -> str:
     b64 = base64.b64encode(chart_png).decode()
-    parts.append("<h2>Missing messages over time</h2>"
-                 f"<img alt='missing messages over time' src='data:image/png;base64,{b64}'>"
-                 "<div class='muted'>Record timestamps of the source copies that never reached the target, "
-                 "stacked by topic.</div>")
+    cut = (" The dashed line marks the cut-off: records after it are not compared."
+           if summary.get("cutoff") else "")
+    return ("<h2>Missing messages over time</h2>"
+            f"<img alt='missing messages over time' src='data:image/png;base64,{b64}'>"
+            "<div class='muted'>Record timestamps (UTC) of the source records that never reached the target, "
+            f"stacked by topic.{_e(cut)}</div>")
 
-    if not clean:
-        parts.append("<h2>What to do next</h2><ul>")
-        if totals["missing"]:
-            parts.append(f"<li><b>{_fmt(totals['missing'])} missing</b>: replay them with "
-                         f"<code>drctl recover --report {_e(summary.get('out_dir', '&lt;this directory&gt;'))}"
-                         "</code> (try <code>--dry-run</code> first), then run the same "
-                         "<code>drctl verify</code> again.</li>")
-        if totals["duplicated"]:
-            parts.append("<li><b>duplicated</b>: extra copies in the target (at-least-once replication). "
-                         "Consumers must be idempotent for these keys; Kafka cannot delete single records.</li>")
-        if totals["corrupted"]:
-            parts.append("<li><b>corrupted</b>: target records whose key exists in the source but whose content "
-                         "matches no source record. Inspect them in <code>offending.parquet</code> "
-                         "(target coordinates) before clients read them.</li>")
-        if totals["unexpected"]:
-            parts.append("<li><b>unexpected</b>: target records the source never had, written before the "
-                         "cut-off. Find the writer (ACLs should make passive topics read-only).</li>")
-        parts.append("</ul>")
 
-    for c in _CLASSES:
-        rows = (samples or {}).get(c) or []
-        if not rows:
+def _next_steps(summary: Mapping[str, Any]) -> str:
+    totals = summary["totals"]
+    if summary["verdict"] == "clean":
+        return ""
+    items = []
+    if totals["missing"]:
+        items.append(f"<li><b>{_fmt(totals['missing'])} missing</b>: replay them with "
+                     f"{_code('drctl recover --report ' + str(summary.get('out_dir') or '<this directory>'))} "
+                     f"(try {_code('--dry-run')} first), then run the same {_code('drctl verify')} again.</li>")
+    if totals["duplicated"]:
+        items.append("<li><b>duplicated</b>: extra copies in the target (at-least-once replication). "
+                     "Consumers must be idempotent for these keys; Kafka cannot delete single records.</li>")
+    if totals["corrupted"]:
+        items.append("<li><b>corrupted</b>: target records whose key exists in the source but whose content "
+                     f"matches no source record. Inspect them in {_code(OFFENDING_DIR)} "
+                     "(target coordinates) before clients read them.</li>")
+    if totals["unexpected"]:
+        items.append("<li><b>unexpected</b>: target records the source never had, written before the "
+                     "cut-off. Find the writer (ACLs should make passive topics read-only).</li>")
+    return "<h2>What to do next</h2><ul>" + "".join(items) + "</ul>"
+
+
+def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
+    """One offending record: coordinates on each side, readable time, key, checksums."""
+    cls, p = r["class"], r["partition"]
+    here, ck = str(r["offset"]), show_checksum(r["checksum"])
+    src = r.get("source") or {}  # a corrupted record's unmatched source version of the same key, if any
+    if r["side"] == "source":
+        src_off, tgt_off, src_ck, tgt_ck = here, "—", ck, "—"
+    else:
+        src_off = "matched" if cls == "duplicated" else "—"
+        if src:
+            src_off = (str(src["offset"]) if src["partition"] == p
+                       else f"{src['partition']}:{src['offset']} (partition:offset)")
+        src_ck = ck if cls == "duplicated" else (show_checksum(src["checksum"]) if src else "—")
+        tgt_off, tgt_ck = here, ck
+    note = _NOTES.get(cls, "")
+    if src and cls == "corrupted":
+        note = "changed in transit: the source record with this key (source offset) has no copy"
+
+    def checksum(text: str) -> _Html:
+        return _td(_code(text) if text != "—" else text, left=True)
+
+    return [_td(_code(r["topic"]), left=True), _td(p), _td(src_off), _td(tgt_off),
+            _td(utc_text(r["timestamp"]) or "", left=True), _td(_code(show_key(r["key"])), left=True),
+            checksum(src_ck), checksum(tgt_ck), _td(note, left=True)]
+
+
+def _samples(summary: Mapping[str, Any], samples: Mapping[str, list[Mapping[str, Any]]] | None) -> str:
+    totals = summary["totals"]
+    out = []
+    for c in CLASSES:
+        if not totals[c]:
             continue
-        parts.append(f"<h2>Sample of {_e(c)} records</h2><div class='muted'>first {len(rows)} of "
-                     f"{_fmt(totals[c])}; the full list with coordinates is in <code>offending.parquet</code>.</div>"
-                     "<table><tr><th class='l'>side</th><th class='l'>topic</th><th>partition</th><th>offset</th>"
-                     "<th class='l'>timestamp</th><th class='l'>key</th><th class='l'>checksum</th></tr>")
-        for r in rows:
-            parts.append(f"<tr><td class='l'>{_e(r['side'])}</td><td class='l'>{_e(r['topic'])}</td>"
-                         f"<td>{r['partition']}</td><td>{r['offset']}</td><td class='l'>{_e(iso(r['timestamp']))}</td>"
-                         f"<td class='l'><code>{_e(show_key(r['key']))}</code></td>"
-                         f"<td class='l'><code>{show_checksum(r['checksum'])}</code></td></tr>")
-        parts.append("</table>")
+        rows = (samples or {}).get(c) or []
+        out.append(f"<h2>Sample of {_e(c)} records</h2><div class='muted'>"
+                   + (f"first {len(rows):,} of {_fmt(totals[c])} (by topic, then time)" if rows else
+                      f"{_fmt(totals[c])} records; no sample with this page")
+                   + f"; the full list with coordinates is in {_code(OFFENDING_DIR)}.</div>")
+        if rows:
+            out.append(_table(["topic", "partition", "source offset", "target offset", "timestamp (UTC)", "key",
+                               "source checksum", "target checksum", "note"],
+                              (_sample_row(r) for r in rows)))
+    return "".join(out)
 
-    parts.append("<h2>Offset bounds read</h2><div class='muted'>Fixed before reading; each side was read "
-                 "exactly in <code>[start, end)</code>.</div>")
+
+def _offsets(summary: Mapping[str, Any]) -> str:
+    out = ["<h2>Offset bounds read</h2><div class='muted'>Fixed before reading; each side was read exactly in "
+           f"{_code('[start, end)')}.</div>"]
     for side in ("source", "target"):
-        parts.append(f"<details><summary>{side}</summary><table><tr><th class='l'>topic</th><th>partition</th>"
-                     "<th>start</th><th>end</th><th>records read</th></tr>")
-        for topic, partsd in sorted(summary["offsets"][side].items()):
-            for p, b in sorted(partsd.items(), key=lambda kv: int(kv[0])):
-                parts.append(f"<tr><td class='l'>{_e(topic)}</td><td>{_e(p)}</td><td>{_fmt(b['start'])}</td>"
-                             f"<td>{_fmt(b['end'])}</td><td>{_fmt(b.get('read'))}</td></tr>")
-        parts.append("</table></details>")
+        rows = [[_td(_code(topic), left=True), _td(p), _td(b["start"]), _td(b["end"]), _td(b.get("read"))]
+                for topic, per in sorted(summary["offsets"][side].items())
+                for p, b in sorted(per.items(), key=lambda kv: int(kv[0]))]
+        out.append(f"<details><summary>{side}</summary>"
+                   + _table(["topic", "partition", "start", "end", "records read"], rows) + "</details>")
+    return "".join(out)
 
+
+def _method(summary: Mapping[str, Any]) -> str:
     m = summary["method"]
-    parts.append("<h2>Method and timings</h2><table>")
-    rows_kv = [
+    spark = summary.get("spark", {})
+    rows: list[tuple[str, object]] = [
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),
-        ("pass 1", f"{_fmt(m['pass1_records'])} records in {_fmt(m['windows'])} time windows per topic"),
-        ("differing windows", _fmt(m["differing_windows"])),
-        ("pass 2", f"{_fmt(m['pass2_offsets'])} offsets re-read, "
-                   f"{_fmt(m.get('pass2_compared_records'))} records compared by identity"),
+        ("pass 1", f"{_fmt(m['pass1_records'])} records read once, summed per time window"),
+        *window_lines(m.get("window_counts") or {}),
+        ("pass 2", f"{_fmt(m.get('pass2_compared_records'))} records of the differing windows compared by identity"),
         ("key lookup on source", "yes" if m.get("pass2b") else "not needed"),
-        ("spark", f"{summary['spark'].get('master')} (Spark {summary['spark'].get('version')})"),
-    ] + [(k.replace("_s", " (s)"), _fmt(v)) for k, v in summary["timings"].items()]
-    for k, v in rows_kv:
-        parts.append(f"<tr><td class='l'>{_e(k)}</td><td class='l'>{_e(v)}</td></tr>")
-    parts.append("</table></body></html>")
-    return "".join(parts)
+        ("spark", f"{spark.get('master')} (Spark {spark.get('version')})"),
+        *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items()),
+    ]
+    return "<h2>Method and timings</h2>" + _kv_table(rows)
+
+
+def render_html(summary: Mapping[str, Any], *, chart_png: bytes,
+                samples: Mapping[str, list[Mapping[str, Any]]] | None = None) -> str:
+    """The report page (self-contained: CSS inline, chart embedded); every value HTML-escaped."""
+    return "".join([
+        _page_head(summary), _header(summary), _failover_box(summary), _verdict(summary), _cards(summary),
+        _topics(summary), _partitions(summary), _chart(summary, chart_png), _next_steps(summary),
+        _samples(summary, samples), _offsets(summary), _method(summary), "</body></html>",
+    ])
 
 
 # ----------------------------------------------------------------------------- files
@@ -316,8 +559,9 @@ def write_report(out_dir: Path, summary: dict[str, Any], *, timeline: list[Timel
     """Write ``summary.json``, the chart PNG and ``report.html``; return their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    cutoff = (summary.get("cutoff") or {}).get("ms")
     png = render_missing_chart(timeline, bin_ms=bin_ms, start_ms=range_ms[0] if range_ms else None,
-                               end_ms=range_ms[1] if range_ms else None)
+                               end_ms=range_ms[1] if range_ms else None, cutoff_ms=cutoff)
     paths = {"summary": out_dir / SUMMARY_FILE, "html": out_dir / HTML_FILE, "chart": out_dir / CHART_FILE,
              "offending": out_dir / OFFENDING_DIR}
     _write_atomic(paths["chart"], png)

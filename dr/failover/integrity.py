@@ -52,25 +52,30 @@ def _import_verification() -> Any:
 
 def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[str], cutoff_ms: int | None,
            stack: str | None = None, source_name: str | None = None, target_name: str | None = None,
-           progress: Progress = lambda _m: None) -> Verdict:
+           progress: Progress = lambda _m: None, context: dict[str, Any] | None = None) -> Verdict:
     """Run the verification ``source`` vs ``target`` over ``topics`` (records after ``cutoff_ms`` left out).
 
-    Topics that hold no record on either side are left out: there is nothing to compare in them
-    (and the job's report cannot chart an empty topic's time range).
+    When no topic holds a record on either side there is nothing to compare: no job runs. Otherwise
+    the job gets every topic that exists on the source (it leaves the empty ones out and says so in
+    the report) and those with records on the target only (the job refuses them: a topic the
+    source lacks cannot be verified). ``context`` — the failover's id, mode, source, target,
+    ``rto_s``, ``rpo_estimate`` and journal path — is shown at the top of the report.
     """
     v = _import_verification()
     t0 = time.monotonic()
     from dr.runtime.mirrormaker import end_offsets
 
     ends = [end_offsets(source, topics), end_offsets(target, topics)]
-    topics = [t for t in topics if any(n for side in ends for (topic, _p), n in side.items() if topic == t)]
-    if not topics:
+    with_records = {t for side in ends for (t, _p), n in side.items() if n}
+    on_source = {t for (t, _p) in ends[0]}
+    topics = [t for t in topics if t in on_source or t in with_records]
+    if not with_records:
         return Verdict(clean=True, counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
                        cutoff_ms=cutoff_ms, report_dir="", html="(no records on either side: nothing to verify)")
     result = v.run_verification(
         source=v.KafkaSide(endpoint=source, name=source_name, stack=stack),
         target=v.KafkaSide(endpoint=target, name=target_name, stack=stack),
-        out_dir=out_dir, topics=topics, cutoff_ms=cutoff_ms, progress=progress)
+        out_dir=out_dir, topics=topics, cutoff_ms=cutoff_ms, progress=progress, context=context)
     classes = ("missing", "unexpected", "duplicated", "corrupted")
     per_topic = {t: {c: int(row[c]) for c in classes} for t, row in result.summary["topics"].items()}
     return Verdict(clean=result.clean, counts=result.counts(), per_topic=per_topic,

@@ -476,9 +476,14 @@ def integrity_check(ctx: Context) -> StepResult:
     out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.data['failover_id']}-{attempt}"
     ctx.say(f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
             + (f" = {cutoff} ms" if cutoff is not None else "") + f") into {out_dir}")
+    m = ctx.journal.data["measurements"]
     verdict = integrity.verify(source=ctx.a_ep, target=ctx.b_ep, out_dir=out_dir, topics=ctx.topics,
                                cutoff_ms=cutoff, stack=ctx.stack, source_name=A, target_name=B,
-                               progress=ctx.progress)
+                               progress=ctx.progress, context={
+                                   "failover_id": ctx.journal.data["failover_id"], "mode": ctx.mode,
+                                   "stack": ctx.stack, "source": A, "target": B, "rto_s": m.get("rto_s"),
+                                   "write_outage_s": m.get("write_outage_s"),
+                                   "rpo_estimate": m.get("rpo_estimate"), "journal": str(ctx.journal.path)})
     counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
     outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed), "cutoff_ms": cutoff,
                "cutoff_utc": utc_text(cutoff)}
