@@ -96,7 +96,8 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
               help="Report directory (default out/verify-<UTC time>).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
 @click.option("--master", default=DEFAULT_MASTER, show_default=True,
-              help="Spark master (ignored under spark-submit).")
+              help="Spark master: local[N], or spark://HOST:PORT of a standalone cluster (the Kafka connector "
+              "jars are shipped to its executors; exit 4 if it cannot be reached). Ignored under spark-submit.")
 @click.option("--windows", type=int, default=None,
               help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 65536).")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
