@@ -1,0 +1,354 @@
+"""``drctl verify --master spark://HOST:PORT`` on a real standalone Spark cluster.
+
+A master and two workers (1 core, 1 GB each) are started from pyspark's own jars with ``spark-class``
+on 127.0.0.1. Two 1-broker Kafka clusters hold the same records (B written as MirrorMaker 2 would:
+same partition, same timestamp), except records dropped from B (scattered and at the tail), a
+duplicate, a corruption and a record A never had. The verification runs with ``--master local[2]``
+and on the cluster: the same verdict and the same offending records, and the application really ran
+there (the master lists it finished with both workers' cores; the executors fetched the Kafka
+connector jars from the driver and ran tasks). A master that cannot be reached, a port that is not
+a master, and a cluster without room for an executor are exit 4 within a bounded time, naming the
+master and the next step.
+
+Ports (all below the ephemeral range): Kafka 29500-29599 and 29600-29699; Spark master 29700/29701
+(web UI), workers 29702-29705, driver 29710-29711, executors' block managers from 29720; the
+unreachable masters 29898/29899.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.process import ensure_ports_free, pid_alive, wait_until
+from dr.errors import ClusterError, ConfigError
+from verification.session import check_master, kafka_jars, standalone_masters
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+MASTER_PORT, MASTER_UI = 29700, 29701
+WORKERS = [(29702, 29703), (29704, 29705)]  # (RPC port, web UI port)
+MASTER = f"spark://127.0.0.1:{MASTER_PORT}"
+DRIVER_PORTS = ("--conf spark.driver.port=29710 --conf spark.driver.blockManager.port=29711 "
+                "--conf spark.blockManager.port=29720")
+TOPICS = {"orders": 3, "payments": 2}
+
+
+# ---------------------------------------------------------------- the standalone cluster
+
+class SparkDaemon:
+    """A master or worker started with pyspark's ``bin/spark-class`` in its own process group."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        import pyspark
+
+        spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+        self.name, self.log = name, log
+        self.command = [str(spark_class), *args]
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def group(self) -> list[int]:
+        """Live processes of its group: the JVM and the executors (and their Python) it started."""
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == self.proc.pid and fields[0] != "Z":
+                pids.append(int(stat.parent.name))
+        return pids
+
+    def stop(self) -> None:
+        """SIGTERM to the group (the worker stops its executors), SIGKILL what is left after 60 s."""
+        for sig, timeout in ((signal.SIGTERM, 60), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            if wait_until(lambda: (self.proc.poll(), not self.group())[1], timeout, interval=0.5):
+                break
+        self.proc.wait(timeout=10)
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def master_state() -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{MASTER_UI}/json/", timeout=10) as resp:
+        return json.load(resp)
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    import pyspark
+
+    root = tmp_path_factory.mktemp("spark-standalone")
+    ensure_ports_free([MASTER_PORT, MASTER_UI, *(p for w in WORKERS for p in w), 29710, 29711, 29720, 29721],
+                      "the standalone Spark test cluster")
+    (root / "conf").mkdir()
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_CONF_DIR": str(root / "conf"), "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_LOCAL_DIRS": str(root / "scratch")}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    daemons: list[SparkDaemon] = []
+    try:
+        daemons.append(SparkDaemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                              "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)],
+                                   env, root / "master.log"))
+        work_dirs = []
+        for i, (port, ui) in enumerate(WORKERS, 1):
+            work = root / f"worker{i}"
+            work.mkdir()
+            work_dirs.append(work)
+            daemons.append(SparkDaemon(f"worker{i}", [
+                "org.apache.spark.deploy.worker.Worker", MASTER, "--host", "127.0.0.1", "--port", str(port),
+                "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir", str(work)],
+                env, root / f"worker{i}.log"))
+
+        def registered() -> bool:
+            for d in daemons:
+                assert d.alive(), f"{d.name} exited:\n{d.tail()}"
+            try:
+                return master_state()["aliveworkers"] == len(WORKERS)
+            except OSError:
+                return False
+
+        started = time.monotonic()
+        assert wait_until(registered, 300, interval=1), "workers not registered:\n" + "\n".join(
+            d.tail(10) for d in daemons)
+        print(f"\nstandalone cluster ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        yield {"work_dirs": work_dirs, "daemons": daemons, "root": root}
+    finally:
+        for d in reversed(daemons):  # workers (and their executors) first, the master last
+            d.stop()
+        left = [(d.name, pid) for d in daemons for pid in d.group() if pid_alive(pid)]
+        assert not left, f"processes left after stopping the Spark cluster: {left}"
+
+
+# ---------------------------------------------------------------- two Kafka clusters
+
+def _produce(endpoint, topic: str, records: list[tuple]) -> list[tuple]:
+    """Produce (key, value, headers, partition, timestamp) records; return (partition, offset, ts, key)."""
+    out, errors = [], []
+    producer = Producer(endpoint.config(**{"acks": "all", "linger.ms": 5}))
+    for key, value, headers, partition, ts in records:
+        kwargs = {k: v for k, v in (("partition", partition), ("timestamp", ts)) if v is not None}
+        producer.produce(topic, key=key, value=value, headers=headers, **kwargs,
+                         on_delivery=lambda err, msg: (errors if err else out).append(err or msg))
+        producer.poll(0)
+    producer.flush(60)
+    assert not errors, errors
+    return [(m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers()) for m in out]
+
+
+def _records(prefix: str, n: int) -> list[tuple]:
+    out = []
+    for i in range(n):
+        headers = [("trace-id", f"{prefix}-{i}".encode())] if i % 3 == 0 else None
+        value = None if i % 50 == 49 else f'{{"{prefix}": {i}, "pad": "{"x" * (i % 40)}"}}'.encode()
+        out.append((f"{prefix}-{i}".encode(), value, headers, None, None))
+    return out
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    state = tmp_path_factory.mktemp("standalone-estate")
+    a = LocalCluster(ClusterSpec("sparkA", brokers=1, base_port=29500), state)
+    b = LocalCluster(ClusterSpec("sparkB", brokers=1, base_port=29600), state)
+    try:
+        a.start()
+        b.start()
+        for cluster in (a, b):
+            admin = AdminClient(cluster.endpoint().config())
+            for fut in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
+                fut.result(timeout=60)
+        written = {"orders": _records("orders", 3000), "payments": _records("payments", 600)}
+        on_a = {topic: _produce(a.endpoint(), topic, recs) for topic, recs in written.items()}
+        headers_of = {r[0]: r[2] for recs in written.values() for r in recs}  # delivery reports carry none
+        missing = set()
+        for topic, delivered in on_a.items():
+            copy = []
+            for i, (p, o, ts, key, value, _) in enumerate(delivered):  # in the order produced
+                scattered = topic == "orders" and i % 97 == 13
+                tail = topic == "payments" and i >= len(delivered) - 10
+                if scattered or tail:
+                    missing.add((topic, p, o))
+                else:
+                    copy.append((key, value, headers_of[key], p, ts))
+            _produce(b.endpoint(), topic, copy)  # what MirrorMaker 2 copies: same partition and timestamp
+        pay = {r[3]: r for r in on_a["payments"]}
+        p7, p11 = pay[b"payments-7"], pay[b"payments-11"]
+        _produce(b.endpoint(), "payments", [(p7[3], p7[4], headers_of[p7[3]], p7[0], p7[2]),  # a second copy
+                                            (b"payments-11", b"tampered on B", None, p11[0], p11[2]),
+                                            (b"ghost", b"A never had this key", None, None, None)])
+        creds = state / "admin.json"
+        fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"username": "admin", "password": a.endpoint().password}, f)
+        yield {"a": a, "b": b, "creds": creds, "missing": missing, "out": tmp_path_factory.mktemp("reports")}
+    finally:
+        a.destroy()
+        b.destroy()
+
+
+def drctl_verify(s: dict, out: Path, master: str, env: dict[str, str] | None = None,
+                 timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
+    """``drctl verify`` in its own process (one Spark driver per process), timed."""
+    args = ["verify", "--source-bootstrap", s["a"].bootstrap, "--target-bootstrap", s["b"].bootstrap,
+            "--credentials", str(s["creds"]), "--cutoff", "none", "--out", str(out), "--json", "--quiet",
+            "--master", master]
+    run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{DRIVER_PORTS} pyspark-shell", **(env or {})}
+    # the session chooses the driver's address and the executors' Python for a master on this machine
+    for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
+        run_env.pop(name, None)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", "from dr.cli import main; main()", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=run_env)
+    return proc, time.monotonic() - started
+
+
+def offending(out: Path) -> set[tuple]:
+    rows = pq.read_table(out / "offending.parquet").to_pylist()
+    return {(r["class"], r["side"], r["topic"], r["partition"], r["offset"], r["key"], r["checksum"]) for r in rows}
+
+
+# ---------------------------------------------------------------- tests
+
+def test_standalone_master_urls() -> None:
+    assert standalone_masters("spark://10.0.0.5:7077") == [("10.0.0.5", 7077)]
+    assert standalone_masters("spark://m1:7077,m2:7078") == [("m1", 7077), ("m2", 7078)]  # high availability
+    assert standalone_masters("spark://spark-master") == [("spark-master", 7077)]
+    assert standalone_masters("spark://[::1]:7077") == [("::1", 7077)]
+    for other in ("local[2]", "yarn", "k8s://https://k:443"):
+        assert standalone_masters(other) == []
+    with pytest.raises(ConfigError, match="spark://HOST:PORT"):
+        standalone_masters("spark://host:port")
+    check_master("local[2]")  # nothing to check
+    with pytest.raises(ClusterError, match=r"spark://nowhere\.invalid:7077 cannot be reached \(nowhere\.invalid: host"):
+        check_master("spark://nowhere.invalid:7077", timeout=2)
+
+
+@pytest.fixture(scope="module")
+def both_runs(spark_cluster: dict, seeded: dict) -> dict:
+    before = {app["id"] for app in master_state()["completedapps"]}
+    local, local_s = drctl_verify(seeded, seeded["out"] / "local", "local[2]")
+    cluster, cluster_s = drctl_verify(seeded, seeded["out"] / "cluster", MASTER)
+    print(f"\nverification wall time (process): local[2] {local_s:.1f} s, standalone 2 workers {cluster_s:.1f} s",
+          file=sys.stderr)
+    runs = {"local": local, "cluster": cluster, "before": before, "seconds": (local_s, cluster_s)}
+    for name in ("local", "cluster"):
+        proc = runs[name]
+        assert proc.returncode == 1, f"{name}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        runs[f"{name}_summary"] = json.loads((seeded["out"] / name / "summary.json").read_text())
+        print(f"  {name} timings: {runs[f'{name}_summary'].get('timings')}", file=sys.stderr)
+    return runs
+
+
+def test_the_cluster_finds_what_local_finds(both_runs: dict, seeded: dict) -> None:
+    local, cluster = both_runs["local_summary"], both_runs["cluster_summary"]
+    assert cluster["spark"]["master"] == MASTER and local["spark"]["master"] == "local[2]"
+    assert cluster["verdict"] == local["verdict"] == "differences"
+    classes = ("missing", "unexpected", "duplicated", "corrupted")
+    for topic in TOPICS:
+        assert {c: cluster["topics"][topic][c] for c in classes} == {c: local["topics"][topic][c] for c in classes}
+    assert {t: {c: local["topics"][t][c] for c in classes} for t in TOPICS} == {
+        "orders": {"missing": len([m for m in seeded["missing"] if m[0] == "orders"]), "unexpected": 0,
+                   "duplicated": 0, "corrupted": 0},
+        "payments": {"missing": 10, "unexpected": 1, "duplicated": 1, "corrupted": 1}}
+    rows_local, rows_cluster = offending(seeded["out"] / "local"), offending(seeded["out"] / "cluster")
+    assert rows_cluster == rows_local
+    assert {(t, p, o) for c, _, t, p, o, *_ in rows_cluster if c == "missing"} == seeded["missing"]
+
+
+def test_the_application_ran_on_both_workers_with_the_connector_jars(both_runs: dict, spark_cluster: dict) -> None:
+    apps = [a for a in master_state()["completedapps"] if a["id"] not in both_runs["before"]]
+    assert [(a["name"], a["state"], a["cores"], a["memoryperexecutor"]) for a in apps] == \
+           [("kdr-verify", "FINISHED", 2, 1024)], apps
+    app_id = apps[0]["id"]
+    connector = Path(next(j for j in kafka_jars() if "spark-sql-kafka" in j)).name
+    executors = [d for work in spark_cluster["work_dirs"] for d in (work / app_id).iterdir() if d.is_dir()]
+    assert {d.parents[1] for d in executors} == set(spark_cluster["work_dirs"]), "an executor on each worker"
+    ran_tasks = 0
+    for d in executors:
+        log = (d / "stderr").read_text(errors="replace")
+        assert "SharedArchiveFile" not in log.split("\n", 1)[0], "the driver's class-data archive is driver-only"
+        if "Finished task" in log:
+            ran_tasks += 1
+            assert (d / connector).is_file() and f"/jars/{connector}" in log, f"{d}: connector jar not fetched"
+    assert ran_tasks >= 1
+    print(f"\nexecutors that ran tasks: {ran_tasks} of {len(executors)}", file=sys.stderr)
+
+
+def test_an_unreachable_master_is_exit_4_within_seconds(seeded: dict) -> None:
+    url = "spark://127.0.0.1:29899"
+    ensure_ports_free([29899], "this test (nothing may listen there)")
+    proc, seconds = drctl_verify(seeded, seeded["out"] / "unreachable", url, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"the Spark master {url} cannot be reached" in proc.stderr and "Connection refused" in proc.stderr
+    assert "next step: start the master" in proc.stderr and "Traceback" not in proc.stderr
+    assert seconds < 120, f"{seconds:.0f} s"  # Kafka bounds, then a TCP check: no driver JVM was started
+
+
+def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict) -> None:
+    """Something listens (here: a socket that accepts and never answers): Spark's client gives up after
+    its three registration attempts (about a minute), and that is a ClusterError too, not a hang."""
+    server = socket.create_server(("127.0.0.1", 29898))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        url = "spark://127.0.0.1:29898"
+        proc, seconds = drctl_verify(seeded, seeded["out"] / "not-a-master", url, timeout=400)
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        server.close()
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"the Spark master {url} accepted the connection but did not register the application" in proc.stderr
+    assert "next step: check that HOST:PORT is the master's RPC address" in proc.stderr
+    assert accepted and seconds < 300, f"{seconds:.0f} s"
+
+
+def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(both_runs: dict, seeded: dict) -> None:
+    """Executors of 2 GB do not fit 1 GB workers: Spark would wait forever for resources."""
+    proc, seconds = drctl_verify(seeded, seeded["out"] / "no-room", MASTER, timeout=400, env={
+        "KDR_SPARK_EXECUTOR_WAIT_S": "20",
+        "PYSPARK_SUBMIT_ARGS": f"{DRIVER_PORTS} --conf spark.executor.memory=2g pyspark-shell"})
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert (f"the Spark master {MASTER} took the application" in proc.stderr
+            and "started no executor within 20 s" in proc.stderr and "2g of free memory" in proc.stderr)
+    assert wait_until(lambda: not master_state()["activeapps"], 60, interval=1), "the waiting application stopped"
