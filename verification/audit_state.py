@@ -1,0 +1,232 @@
+"""The incremental audit's memory: one state file per link, and the pure matching of one increment.
+
+A state file (``<state dir>/audit/<link>.json``, 0600, written atomically) holds
+
+* ``stack``, ``link`` and both clusters' names and cluster ids — a file copied from another
+  stack, or kept across a re-created cluster, is refused (:class:`ConfigError`, never a silent
+  full re-verify reported as incremental);
+* ``bounds``: per side, topic and partition, the end offset already read (the next audit reads
+  ``[bound, new end)``);
+* ``frontier``: per source partition, the highest source offset whose copy was seen on the
+  target. MirrorMaker 2 copies a partition in order, so an unmatched source record *below* the
+  frontier was skipped by the link (**missing**); one at or above it is **in flight**;
+* ``residue``: fingerprints ``[topic, partition, offset, ts, key_hash, checksum]`` of source
+  records not yet matched (in flight or missing) and of target records not yet matched (copies
+  that arrived before their source record was read, or records only on the target).
+
+Matching is a multiset match on ``(topic, key_hash, checksum)``; equal fingerprints are paired in
+offset order, so the earliest source record pairs with the earliest copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dr.errors import ConfigError
+
+__all__ = ["AuditState", "Fingerprint", "Increment", "STATE_VERSION", "load_state", "match_increment", "save_state"]
+
+STATE_VERSION = 1
+
+
+class Fingerprint(NamedTuple):
+    """One record, without its payload: where it is, when, which key and which content."""
+
+    topic: str
+    partition: int
+    offset: int
+    ts: int
+    key_hash: int
+    checksum: int
+
+
+#: topic → partition → offset
+Offsets = dict[str, dict[int, int]]
+
+
+@dataclass(kw_only=True)
+class AuditState:
+    """What one link's audits have established so far (see the module docstring)."""
+
+    stack: str
+    link: str
+    source_cluster: str
+    target_cluster: str
+    source_id: str
+    target_id: str
+    source_bounds: Offsets = field(default_factory=dict)
+    target_bounds: Offsets = field(default_factory=dict)
+    frontier: Offsets = field(default_factory=dict)
+    source_residue: list[Fingerprint] = field(default_factory=list)
+    target_residue: list[Fingerprint] = field(default_factory=list)
+    runs: int = 0
+    verified_total: int = 0
+    created_ms: int = 0
+    updated_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document written to the state file."""
+        def offsets(o: Offsets) -> dict[str, dict[str, int]]:
+            return {t: {str(p): v for p, v in sorted(ps.items())} for t, ps in sorted(o.items())}
+
+        return {"version": STATE_VERSION, "stack": self.stack, "link": self.link,
+                "source": {"cluster": self.source_cluster, "cluster_id": self.source_id},
+                "target": {"cluster": self.target_cluster, "cluster_id": self.target_id},
+                "runs": self.runs, "verified_total": self.verified_total,
+                "created_ms": self.created_ms, "updated_ms": self.updated_ms,
+                "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
+                "frontier": offsets(self.frontier),
+                "residue": {"source": [list(f) for f in sorted(self.source_residue)],
+                            "target": [list(f) for f in sorted(self.target_residue)]}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> AuditState:
+        """Parse a state document; ``ValueError``/``KeyError``/``TypeError`` when it is malformed."""
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"version {data.get('version')!r}, expected {STATE_VERSION}")
+
+        def offsets(o: Any) -> Offsets:
+            if not isinstance(o, dict):
+                raise TypeError("offsets are not an object")
+            out: Offsets = {}
+            for t, ps in o.items():
+                if not isinstance(ps, dict):
+                    raise TypeError(f"offsets of {t!r} are not an object")
+                out[str(t)] = {int(p): _nonneg(v) for p, v in ps.items()}
+            return out
+
+        def fps(rows: Any) -> list[Fingerprint]:
+            if not isinstance(rows, list):
+                raise TypeError("residue is not a list")
+            out = []
+            for r in rows:
+                if not isinstance(r, list) or len(r) != 6 or not isinstance(r[0], str) \
+                        or not all(isinstance(x, int) and not isinstance(x, bool) for x in r[1:]):
+                    raise ValueError(f"bad residue entry {r!r:.80}")
+                out.append(Fingerprint(*r))
+            return out
+
+        return cls(stack=_str(data["stack"]), link=_str(data["link"]),
+                   source_cluster=_str(data["source"]["cluster"]), source_id=_str(data["source"]["cluster_id"]),
+                   target_cluster=_str(data["target"]["cluster"]), target_id=_str(data["target"]["cluster_id"]),
+                   source_bounds=offsets(data["bounds"]["source"]), target_bounds=offsets(data["bounds"]["target"]),
+                   frontier=offsets(data["frontier"]),
+                   source_residue=fps(data["residue"]["source"]), target_residue=fps(data["residue"]["target"]),
+                   runs=_nonneg(data["runs"]), verified_total=_nonneg(data["verified_total"]),
+                   created_ms=_nonneg(data["created_ms"]), updated_ms=_nonneg(data["updated_ms"]))
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"{v!r:.40} is not a string")
+    return v
+
+
+def _nonneg(v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ValueError(f"{v!r:.40} is not a non-negative integer")
+    return v
+
+
+def _reset_hint(stack: str, link: str) -> str:
+    return (f"run `drctl audit --stack {stack} --link {link} --reset` to discard it and start a full audit "
+            "(the first run reads both sides from their earliest offsets)")
+
+
+def load_state(path: Path, *, stack: str, link: str, source_cluster: str, target_cluster: str,
+               source_id: str, target_id: str) -> AuditState | None:
+    """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"audit state file {path} cannot be read ({exc}).", _reset_hint(stack, link)) from exc
+    try:
+        state = AuditState.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"audit state file {path} is damaged ({type(exc).__name__}: {exc}); "
+                          "no audit was run.", _reset_hint(stack, link)) from exc
+    mine = (stack, link, source_cluster, target_cluster)
+    theirs = (state.stack, state.link, state.source_cluster, state.target_cluster)
+    if mine != theirs:
+        raise ConfigError(f"audit state file {path} belongs to stack {state.stack!r}, link {state.link!r} "
+                          f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",
+                          _reset_hint(stack, link))
+    for role, recorded, now in (("source", state.source_id, source_id), ("target", state.target_id, target_id)):
+        if recorded != now:
+            raise ConfigError(f"audit state file {path} was written for {role} cluster id {recorded!r}, but "
+                              f"the {role} cluster now has id {now!r} (re-created?); its offsets mean nothing there.",
+                              _reset_hint(stack, link))
+    return state
+
+
+def save_state(path: Path, state: AuditState) -> None:
+    """Write ``state`` atomically (temporary file in the same directory, fsync, rename), mode 0600."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(state.to_dict(), f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class Increment:
+    """The outcome of matching one increment."""
+
+    matched: int
+    in_flight: list[Fingerprint]
+    missing: list[Fingerprint]
+    target_unmatched: list[Fingerprint]
+    frontier: Offsets
+
+
+def match_increment(source: Iterable[Fingerprint], target: Iterable[Fingerprint], frontier: Offsets) -> Increment:
+    """Match source records (residue + new) against target records (residue + new).
+
+    Pairs equal ``(topic, key_hash, checksum)`` in ``(partition, offset)`` order; moves each source
+    partition's frontier to its highest matched offset; splits the unmatched source records into
+    missing (below their partition's frontier: the link copied a later record of that partition,
+    so it has passed them) and in flight (the rest). ``frontier`` is not modified.
+    """
+    by_id: dict[tuple[str, int, int], tuple[list[Fingerprint], list[Fingerprint]]] = defaultdict(lambda: ([], []))
+    for f in source:
+        by_id[(f.topic, f.key_hash, f.checksum)][0].append(f)
+    for f in target:
+        by_id[(f.topic, f.key_hash, f.checksum)][1].append(f)
+    new_frontier: Offsets = {t: dict(ps) for t, ps in frontier.items()}
+    matched = 0
+    unmatched_source: list[Fingerprint] = []
+    unmatched_target: list[Fingerprint] = []
+    for src, dst in by_id.values():
+        src.sort(key=lambda f: (f.partition, f.offset))
+        dst.sort(key=lambda f: (f.partition, f.offset))
+        n = min(len(src), len(dst))
+        matched += n
+        for f in src[:n]:
+            parts = new_frontier.setdefault(f.topic, {})
+            if f.offset > parts.get(f.partition, -1):
+                parts[f.partition] = f.offset
+        unmatched_source.extend(src[n:])
+        unmatched_target.extend(dst[n:])
+    missing, in_flight = [], []
+    for f in unmatched_source:
+        (missing if f.offset < new_frontier.get(f.topic, {}).get(f.partition, -1) else in_flight).append(f)
+    return Increment(matched=matched, in_flight=sorted(in_flight), missing=sorted(missing),
+                     target_unmatched=sorted(unmatched_target), frontier=new_frontier)
