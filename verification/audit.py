@@ -279,9 +279,9 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
 
 def audit_stack(stack: str, links: list[str] | None = None, **kwargs: Any) -> list[AuditResult]:
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
-    from dr.estate import load_stack
+    from dr.estate import Estate
 
-    names = links or [l.name for l in load_stack(stack).links]
+    names = links or [l.name for l in Estate.for_stack(stack).topology.links]
     if not names:
         raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
     return [audit_link(stack, name, **kwargs) for name in names]

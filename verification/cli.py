@@ -24,7 +24,7 @@ from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_sid
 from verification.progress import Progress
 from verification.session import DEFAULT_MASTER
 
-__all__ = ["main", "recover", "verify", "verification_commands"]
+__all__ = ["audit", "main", "recover", "verify", "verification_commands"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -216,6 +216,74 @@ def recover(report_dir: Path, dry_run: bool, stack: str | None, source_bootstrap
             click.echo(f"  {topic}: missing {c['missing']:,}, to write {c['to_write']:,}, written {c['written']:,}")
         if not dry_run and result.written:
             click.echo("next: run the same drctl verify again; it should report 0 missing")
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "none"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _audit_lines(r: Any) -> list[str]:
+    kind = "first (full) audit" if r.first_run else f"run {r.run}"
+    lines = [f"{r.link} ({r.source} → {r.target}), {kind} in {r.seconds:.2f} s: read {r.read_source:,} new on "
+             f"{r.source}, {r.read_target:,} on {r.target}",
+             f"  verified {r.verified:,} (total {r.verified_total:,}) · in flight {r.in_flight:,} · "
+             f"missing beyond the link's lag {r.missing:,} · only on {r.target} {r.target_unmatched:,} · "
+             f"link lag {r.link_lag:,} · oldest unreplicated {_age(r.oldest_unreplicated_age_s)}"]
+    if r.lost_to_retention:
+        lines.append(f"  warning: {r.lost_to_retention:,} source offsets were deleted by retention before this "
+                     "audit read them (audit more often than the retention)")
+    for m in r.missing_sample:
+        lines.append(f"  missing: {m['topic']}-{m['partition']}@{m['offset']} (ts {m['ts']})")
+    return lines
+
+
+@click.command("audit")
+@click.option("--stack", required=True, help="Stack whose links to audit.")
+@click.option("--link", "links", multiple=True, help="Link to audit (repeatable); default: every link of the stack.")
+@click.option("--every", type=float, default=None, metavar="N",
+              help="Repeat every N seconds until interrupted (Ctrl-C ends with the last run's exit code).")
+@click.option("--reset", is_flag=True, help="Discard the audit state first: the next run is a full audit.")
+@click.option("--json", "as_json", is_flag=True, help="Print each run's results as one JSON line on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@_exit_codes
+def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, as_json: bool, quiet: bool) -> None:
+    """Verify only what each link copied since the last audit; exit 1 when records are missing.
+
+    A record the target lacks is in flight while the link has not copied a later record of its
+    partition, and missing once it has.
+    """
+    import time as _time
+
+    from verification.audit import audit_stack
+
+    if every is not None and every <= 0:
+        raise ConfigError(f"--every must be positive, not {every}.", "leave it out for a single run")
+    progress = Progress("audit", enabled=not quiet)
+    missing = 0
+    try:
+        while True:
+            results = audit_stack(stack, list(links) or None, reset=reset, progress=progress)
+            reset = False
+            missing = sum(r.missing for r in results)
+            if as_json:
+                click.echo(json.dumps({"time_ms": int(_time.time() * 1000), "links": [r.to_dict() for r in results]}))
+            else:
+                for r in results:
+                    click.echo("\n".join(_audit_lines(r)))
+            if every is None:
+                break
+            _time.sleep(every)
+    except KeyboardInterrupt:
+        click.echo("audit stopped", err=True)
+    if missing:
+        from dr.errors import VerificationFailed
+
+        raise VerificationFailed(f"{missing:,} record(s) missing beyond the link's lag.",
+                                 "run `drctl verify` for the report of those records, then `drctl recover`")
 
 
 def verification_commands() -> list[click.Command]:
