@@ -74,6 +74,7 @@ class AuditResult:
     oldest_unreplicated_age_s: float | None
     link_lag: int
     lost_to_retention: int
+    target_lost_to_retention: int
     verified_total: int
     seconds: float
     state_file: str
@@ -175,10 +176,12 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
                 last_progress = time.monotonic()
                 if off >= end - 1:
                     del todo[k]
+                    consumer.pause([TopicPartition(*k)])  # records past the bound are next run's
             if check and todo:  # compaction gaps and transaction markers: ask where each partition stands
                 for tp in consumer.position([TopicPartition(t, p) for (t, p) in todo]):
                     if tp.offset >= todo[(tp.topic, tp.partition)][1]:
                         del todo[(tp.topic, tp.partition)]
+                        consumer.pause([TopicPartition(tp.topic, tp.partition)])
             if todo and time.monotonic() - last_progress > idle_timeout:
                 left = ", ".join(f"{t}-{p} [{s}, {e})" for (t, p), (s, e) in sorted(todo.items())[:5])
                 raise ClusterError(f"reading {endpoint.bootstrap} made no progress for {idle_timeout:.0f} s "
@@ -247,7 +250,7 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
         dst_now = _offsets(dst_admin, dst_ep, {t: n for t, n in _topics(dst_md).items() if t in topics})
         src_ranges, src_bounds, lost = plan_ranges(state.source_bounds, src_now, side="source", state_file=path,
                                                    stack=stack, link=link.name)
-        dst_ranges, dst_bounds, _ = plan_ranges(state.target_bounds, dst_now, side="target", state_file=path,
+        dst_ranges, dst_bounds, dst_lost = plan_ranges(state.target_bounds, dst_now, side="target", state_file=path,
                                                 stack=stack, link=link.name)
         n_src = sum(e - s for ps in src_ranges.values() for s, e in ps.values())
         n_dst = sum(e - s for ps in dst_ranges.values() for s, e in ps.values())
@@ -271,7 +274,7 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
         read_source=len(new_src), read_target=len(new_dst), verified=inc.matched, in_flight=len(inc.in_flight),
         missing=len(inc.missing), target_unmatched=len(inc.target_unmatched), oldest_unreplicated_ms=oldest,
         oldest_unreplicated_age_s=None if oldest is None else max(0.0, (now_ms - oldest) / 1000),
-        link_lag=lag, lost_to_retention=lost, verified_total=state.verified_total,
+        link_lag=lag, lost_to_retention=lost, target_lost_to_retention=dst_lost, verified_total=state.verified_total,
         seconds=round(time.monotonic() - started, 3), state_file=str(path),
         missing_sample=[{"topic": f.topic, "partition": f.partition, "offset": f.offset, "ts": f.ts}
                         for f in inc.missing[:sample]])

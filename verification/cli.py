@@ -236,6 +236,9 @@ def _audit_lines(r: Any) -> list[str]:
     if r.lost_to_retention:
         lines.append(f"  warning: {r.lost_to_retention:,} source offsets were deleted by retention before this "
                      "audit read them (audit more often than the retention)")
+    if r.target_lost_to_retention:
+        lines.append(f"  warning: {r.target_lost_to_retention:,} target offsets were deleted before this audit read "
+                     "them; the source records they copied will be reported missing")
     for m in r.missing_sample:
         lines.append(f"  missing: {m['topic']}-{m['partition']}@{m['offset']} (ts {m['ts']})")
     return lines
