@@ -9,16 +9,21 @@ one of two loss profiles:
 * ``scattered`` — MM2 copies A to a third cluster C through Connect's ``Filter`` transform, dropping
   the 0.1 % of records (chosen at random) that carry the header ``bench-lost``.
 
-For each profile three contenders read the same data, each in its own process (peak memory is
+For each profile the contenders read the same data, each in its own process (peak memory is
 the peak summed RSS of that process tree, sampled every 0.1 s); with ``--repeat K`` each runs K
 times, interleaved, and the fastest run counts (all are kept in the JSON):
 
 (a) ``kafka-tools`` ConsumerPerformance: a raw read of the topic on A, then on B (no comparison);
-(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source);
-(c) a naive single-process reconciler with confluent-kafka: (key, sha256(value+headers)) → count.
+(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source),
+    in its default design: Kafka read once per side, pass 2 on the persisted fingerprints;
+(b_old) the same with ``KDR_VERIFY_PASS2=kafka``: the former design, whose pass 2 (and lookup of
+    target-only keys) re-read Kafka — ``--designs fingerprints`` leaves it out;
+(c) a naive single-process reconciler with confluent-kafka: (key, sha256(value+headers)) → count;
+(d) Spark itself counting the same records in one session (same session settings, same Kafka
+    source and offset bounds, ``count()`` of both sides); ``--skip-spark-count`` leaves it out.
 
-Printed: records/s of each, the ratios b/a and b/c, peak memory; ``--json FILE`` keeps them.
-Usage::
+Printed: records/s of each, the ratios b/a, b/d, b/c and b/b_old, peak memory; ``--json FILE``
+keeps them. Usage::
 
     .venv/bin/python benchmarks/verify_bench.py --records 5000000
     .venv/bin/python benchmarks/verify_bench.py --records 200000 --profiles tail   # quick look
@@ -44,6 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TOPIC = "bench"
+CONTENDERS = {"a": "(a) ConsumerPerformance", "b": "(b) verification, one read",
+              "b_old": "(b_old) verification, re-read", "c": "(c) naive reconciler", "d": "(d) Spark count"}
 LOST_HEADER = "bench-lost"
 SPAN_MS = 3_600_000  # the records' timestamps cover one hour
 
@@ -243,10 +250,36 @@ def naive_main(argv: list[str]) -> None:
     print(json.dumps({"read": read, "missing": missing, "extra": extra}))
 
 
+def spark_count_main(argv: list[str]) -> None:
+    """(d): one Spark session (the verification's settings) counting both sides' records; prints JSON."""
+    from verification.endpoints import endpoint_from_file
+    from verification.session import prefer_kafka_v2, spark_session
+    from verification.sources import bounds_to_ranges, kafka_bounds, read_kafka
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--source"), p.add_argument("--target"), p.add_argument("--credentials")
+    p.add_argument("--topic")
+    a = p.parse_args(argv)
+    t = time.monotonic()
+    spark = spark_session()
+    prefer_kafka_v2(spark)
+    started = time.monotonic() - t
+    t = time.monotonic()
+    frames = []
+    for bootstrap in (a.source, a.target):
+        ep = endpoint_from_file(bootstrap, a.credentials)
+        frames.append(read_kafka(spark, ep, bounds_to_ranges(kafka_bounds(ep, [a.topic]))))
+    read = frames[0].unionByName(frames[1]).count()
+    print(json.dumps({"read": read, "spark_start_s": started, "count_s": time.monotonic() - t}))
+
+
 # ----------------------------------------------------------------------------- main
 def main() -> int:
     if sys.argv[1:2] == ["naive"]:
         naive_main(sys.argv[2:])
+        return 0
+    if sys.argv[1:2] == ["spark-count"]:
+        spark_count_main(sys.argv[2:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=5_000_000)
@@ -256,6 +289,9 @@ def main() -> int:
     # below Linux's ephemeral range (32768-60999), so no client socket holds a cluster's port
     ap.add_argument("--base-port", type=int, default=22500)
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--skip-spark-count", action="store_true", help="leave out (d), Spark counting the records")
+    ap.add_argument("--designs", default="fingerprints,kafka",
+                    help="verification designs to run: fingerprints (b, the default) and/or kafka (b_old, former)")
     ap.add_argument("--repeat", type=int, default=1, help="run each contender K times, keep the fastest")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="leave the clusters and data in place")
@@ -320,7 +356,9 @@ def main() -> int:
             total = n + kept
             row: dict = {"lost": len(lost), "records_read": total}
 
-            runs: dict[str, list[dict]] = {"a": [], "b": [], "c": []}
+            runs: dict[str, list[dict]] = {"a": [], "b": [], "b_old": [], "c": [], "d": []}
+            designs = [("b", "fingerprints"), ("b_old", "kafka")]
+            designs = [(k, d) for k, d in designs if d in args.designs.split(",")]
             for rep in range(args.repeat):
                 ra = consumer_perf(tc.kafka_lib, tc.java, a.endpoint(), TOPIC, n, work)
                 rb_ = consumer_perf(tc.kafka_lib, tc.java, target.endpoint(), TOPIC, kept, work)
@@ -331,24 +369,45 @@ def main() -> int:
                                   "load_avg": os.getloadavg()[0]})
                 print(f"[{profile} #{rep + 1}] (a) ConsumerPerformance: {runs['a'][-1]['seconds']:.1f}s", flush=True)
 
-                out = work / f"report-{profile}"
-                rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap",
-                                   a.bootstrap, "--target-bootstrap", target.bootstrap, "--credentials", str(creds),
-                                   "--topics", TOPIC, "--out", str(out), "--json", "--quiet"])
-                if rv["rc"] not in (0, 1):
-                    raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
-                summary = json.loads((out / "summary.json").read_text())
-                if args.reports:
-                    shutil.copytree(out, args.reports / profile, dirs_exist_ok=True)
-                found = summary["totals"]["missing"]
-                if found != len(lost) or sum(summary["totals"][c] for c in ("unexpected", "duplicated", "corrupted")):
-                    raise RuntimeError(f"verification found {summary['totals']}, expected {len(lost)} missing")
-                runs["b"].append({"seconds": rv["seconds"], "peak_mb": rv["peak_mb"], "missing_found": found,
-                                  "timings": summary["timings"], "load_avg": os.getloadavg()[0],
-                                  "method": {k: summary["method"][k] for k in (
-                                      "windows", "differing_windows", "pass2_offsets", "pass2_compared_records", "pass2b")}})
-                print(f"[{profile} #{rep + 1}] (b) verification: {rv['seconds']:.1f}s, found {found:,} missing",
-                      flush=True)
+                for key, design in designs:
+                    out = work / f"report-{profile}-{design}"
+                    rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap",
+                                       a.bootstrap, "--target-bootstrap", target.bootstrap, "--credentials",
+                                       str(creds), "--topics", TOPIC, "--out", str(out), "--json", "--quiet"],
+                                      env={"KDR_VERIFY_PASS2": design})
+                    if rv["rc"] not in (0, 1):
+                        raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
+                    summary = json.loads((out / "summary.json").read_text())
+                    if args.reports:
+                        shutil.copytree(out, args.reports / f"{profile}-{design}", dirs_exist_ok=True)
+                    found = summary["totals"]["missing"]
+                    if found != len(lost) or sum(summary["totals"][c]
+                                                 for c in ("unexpected", "duplicated", "corrupted")):
+                        raise RuntimeError(f"verification ({design}) found {summary['totals']}, "
+                                           f"expected {len(lost)} missing")
+                    runs[key].append({"seconds": rv["seconds"], "peak_mb": rv["peak_mb"], "missing_found": found,
+                                      "design": design, "timings": summary["timings"],
+                                      "load_avg": os.getloadavg()[0],
+                                      "method": {k: summary["method"].get(k) for k in (
+                                          "windows", "differing_windows", "pass2_offsets", "pass2_compared_records",
+                                          "pass2b", "kafka_reads_per_side", "fingerprints")}})
+                    print(f"[{profile} #{rep + 1}] ({key}) verification, {design}: {rv['seconds']:.1f}s, "
+                          f"found {found:,} missing", flush=True)
+
+                if not args.skip_spark_count:
+                    rd = run_measured([sys.executable, str(Path(__file__).resolve()), "spark-count", "--source",
+                                       a.bootstrap, "--target", target.bootstrap, "--credentials", str(creds),
+                                       "--topic", TOPIC])
+                    if rd["rc"] != 0:
+                        raise RuntimeError(f"Spark count failed: {rd['stderr'][-2000:]}")
+                    counted = json.loads(rd["stdout"].strip().splitlines()[-1])
+                    if counted["read"] != total:
+                        raise RuntimeError(f"Spark counted {counted['read']} of {total} records")
+                    runs["d"].append({"seconds": rd["seconds"], "peak_mb": rd["peak_mb"],
+                                      "timings": {"spark_start_s": counted["spark_start_s"],
+                                                  "count_s": counted["count_s"]},
+                                      "load_avg": os.getloadavg()[0]})
+                    print(f"[{profile} #{rep + 1}] (d) Spark count: {rd['seconds']:.1f}s", flush=True)
 
                 if not args.skip_naive:
                     rc = run_measured([sys.executable, str(Path(__file__).resolve()), "naive", "--source",
@@ -367,15 +426,20 @@ def main() -> int:
                 if rs:
                     row[k] = {**min(rs, key=lambda r: r["seconds"]), "all_seconds": [r["seconds"] for r in rs],
                               "peak_mb": max(r["peak_mb"] for r in rs), "runs": rs}
-            summary = {"timings": row["b"]["timings"]}
-            for k in ("a", "b", "c"):
+            for k in CONTENDERS:
                 if k in row:
                     row[k]["rec_per_s"] = total / row[k]["seconds"]
-            row["b_over_a"] = row["b"]["rec_per_s"] / row["a"]["rec_per_s"]
-            spark_free = row["b"]["seconds"] - summary["timings"].get("spark_start_s", 0)
-            row["b_over_a_without_spark_start"] = (total / spark_free) / row["a"]["rec_per_s"]
-            if "c" in row:
-                row["b_over_c"] = row["b"]["rec_per_s"] / row["c"]["rec_per_s"]
+            for b in ("b", "b_old"):
+                if b not in row:
+                    continue
+                spark_free = row[b]["seconds"] - row[b]["timings"].get("spark_start_s", 0)
+                row[f"{b}_over_a"] = row[b]["rec_per_s"] / row["a"]["rec_per_s"]
+                row[f"{b}_over_a_without_spark_start"] = (total / spark_free) / row["a"]["rec_per_s"]
+                for base in ("c", "d"):
+                    if base in row:
+                        row[f"{b}_over_{base}"] = row[b]["rec_per_s"] / row[base]["rec_per_s"]
+            if "b" in row and "b_old" in row:
+                row["b_over_b_old"] = row["b"]["rec_per_s"] / row["b_old"]["rec_per_s"]
             row["load_avg_after"] = os.getloadavg()
             results["profiles"][profile] = row
     finally:
@@ -389,17 +453,22 @@ def main() -> int:
     print()
     print(f"N = {n:,} records on A (value {args.value_bytes} B, {args.partitions} partitions), "
           f"{os.cpu_count()} CPUs, load average at start {results['load_avg_at_start'][0]:.1f}")
-    print(f"{'profile':<10} {'contender':<28} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
-    names = {"a": "(a) ConsumerPerformance", "b": "(b) verification (Spark)", "c": "(c) naive reconciler"}
+    print(f"{'profile':<10} {'contender':<32} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
     for profile, row in results["profiles"].items():
-        for k in ("a", "b", "c"):
+        for k, name in CONTENDERS.items():
             if k in row:
                 r = row[k]
-                print(f"{profile:<10} {names[k]:<28} {r['seconds']:8.1f} {r['rec_per_s']:11,.0f} {r['peak_mb']:8.0f}")
-        ratio = f"b/a = {row['b_over_a']:.2f} (without Spark start-up {row['b_over_a_without_spark_start']:.2f})"
-        if "b_over_c" in row:
-            ratio += f", b/c = {row['b_over_c']:.2f}"
-        print(f"{'':<10} {ratio}")
+                print(f"{profile:<10} {name:<32} {r['seconds']:8.1f} {r['rec_per_s']:11,.0f} {r['peak_mb']:8.0f}")
+        for b in ("b", "b_old"):
+            if f"{b}_over_a" in row:
+                ratio = (f"{b}/a = {row[f'{b}_over_a']:.2f} (without Spark start-up "
+                         f"{row[f'{b}_over_a_without_spark_start']:.2f})")
+                for base in ("d", "c"):
+                    if f"{b}_over_{base}" in row:
+                        ratio += f", {b}/{base} = {row[f'{b}_over_{base}']:.2f}"
+                print(f"{'':<10} {ratio}")
+        if "b_over_b_old" in row:
+            print(f"{'':<10} b/b_old = {row['b_over_b_old']:.2f} (the one-read design against the former one)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

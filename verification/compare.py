@@ -1,19 +1,23 @@
-"""Multiset comparison of two sides, in two passes so that the cost stays near one read.
+"""Multiset comparison of two sides, near the cost of one read of each side.
 
 Records are matched by content, never by offset (MirrorMaker 2 does not keep offsets): the
 identity of a record is (topic, key, checksum) and each side is a multiset of identities.
 
-Pass 1 (:func:`bucket_summary`) reads every record once and keeps, per time window
-``(side, topic, partition, window)``, the count, the sum of ``record_hash`` and the offset span —
-one hash aggregation with few groups, at nearly the speed of the read. MM2 keeps record
-timestamps, so windows line up across clusters.
+Kafka is read once per side. That read fingerprints every record and keeps only compact columns
+(:func:`compact_fingerprints`: side, topic, partition, offset, timestamp, key, key_hash, checksum
+and the time window), which the job persists on the executors' local disks while pass 1 runs.
 
-:func:`find_differences` compares the windows of the two sides (per topic). Only differing
-windows are read again (pass 2, exact offset spans per partition) and only their rows enter
-:func:`classify`, the full multiset comparison: one shuffle by (topic, key), an aggregation per
-identity, and the surplus copies of each differing identity. Non-differing windows hold equal
-multisets, so count *differences* per identity are exact from the differing windows alone;
-whether the source has an identity or key elsewhere is settled by :func:`resolve_target_only`:
+Pass 1 (:func:`bucket_summary`) keeps, per time window ``(side, topic, partition, window)``, the
+count, the sum of ``record_hash`` and the offset span — one hash aggregation with few groups, at
+nearly the speed of the read. MM2 keeps record timestamps, so windows line up across clusters.
+
+:func:`find_differences` compares the windows of the two sides (per topic). Only the persisted
+fingerprints of differing windows (:func:`select_differing`, never Kafka) enter :func:`classify`,
+the full multiset comparison: one shuffle by (topic, key), an aggregation per identity, and the
+surplus copies of each differing identity. Non-differing windows hold equal multisets, so count
+*differences* per identity are exact from the differing windows alone; whether the source has an
+identity or key elsewhere is settled by :func:`resolve_target_only` (on the persisted source
+fingerprints):
 
 * ``missing``     — source copies without a target copy (count in source minus count in target);
 * ``duplicated``  — extra target copies of a record the source has (wherever in time the original is);
@@ -36,9 +40,11 @@ from pyspark.sql import functions as F
 
 from dr.kafka_client import PROBE_KEY
 from verification.classes import CLASSES
+from verification.fingerprint import record_hash_col
 
 __all__ = [
     "CLASSES",
+    "COMPACT_COLUMNS",
     "Differences",
     "LATE_WINDOW",
     "SOURCE",
@@ -46,6 +52,7 @@ __all__ = [
     "TimeGrid",
     "bucket_summary",
     "classify",
+    "compact_fingerprints",
     "find_differences",
     "identity_differences",
     "ranked_copies",
@@ -53,6 +60,7 @@ __all__ = [
     "surplus_copies",
     "resolve_target_only",
     "select_differing",
+    "window_bounds",
     "with_window",
 ]
 
@@ -117,14 +125,32 @@ def with_window(fp: DataFrame, grid: TimeGrid, cutoff_ms: int | None) -> DataFra
             .withColumn("window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid))))
 
 
+#: The columns kept per record after the read (no value, no headers): what pass 1 and pass 2 use.
+COMPACT_COLUMNS = ("side", "topic", "partition", "offset", "ts", "key", "key_hash", "checksum", "window")
+
+
+def compact_fingerprints(fp: DataFrame, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
+    """Fingerprinted rows (with ``side``) → :data:`COMPACT_COLUMNS`, the window already computed.
+
+    Records after the cut-off (and RTO probes) keep their coordinates with ``window`` =
+    :data:`LATE_WINDOW`, so pass 1 still counts them and no differing window ever holds them.
+    The key bytes are kept: identities are (topic, key, checksum) exactly, not the 64-bit key hash,
+    and the offending records and their samples carry keys.
+    """
+    return with_window(fp, grid, cutoff_ms).select(*COMPACT_COLUMNS)
+
+
 def bucket_summary(fp: DataFrame, *, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
     """Pass 1: per ``(side, topic, partition, window)`` the count, the sum of hashes and the offset span.
 
     One hash aggregation with few groups per task, so it runs at nearly the speed of the read.
     Topics are grouped by their index in the grid (integer keys keep the aggregation fast) and
-    named again on the few aggregated rows.
+    named again on the few aggregated rows. ``fp`` may be :func:`compact_fingerprints` (its
+    ``window`` is used as is and ``record_hash`` computed here) or :func:`fingerprint` rows.
     """
-    rows = with_window(fp, grid, cutoff_ms)
+    rows = fp if "window" in fp.columns else with_window(fp, grid, cutoff_ms)
+    if "record_hash" not in rows.columns:
+        rows = rows.withColumn("record_hash", record_hash_col())
     names = sorted(grid.origin)
     if len(names) == 1:
         rows = rows.withColumn("topic_id", F.when(F.col("topic") == names[0], F.lit(0)).otherwise(F.lit(-1)))
@@ -223,10 +249,24 @@ def records_in_differing_windows(summary: pd.DataFrame, diff: Differences) -> in
     return int(summary.merge(wins.astype({"window": summary["window"].dtype}), on=["topic", "window"])["n"].sum())
 
 
+def window_bounds(diff: Differences) -> tuple[int, int] | None:
+    """The lowest and highest differing window over all topics (None when none differs)."""
+    every = [w for ws in diff.windows.values() for w in ws]
+    return (min(every), max(every)) if every else None
+
+
 def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) -> DataFrame:
-    """Keep the pass-2 rows that lie in a differing window (``rows`` carry a ``window`` column)."""
+    """Keep the pass-2 rows that lie in a differing window (``rows`` carry a ``window`` column).
+
+    A range filter on ``window`` comes first: on persisted fingerprints Spark skips the cached
+    batches whose window statistics lie outside it (a tail loss scans only the tail's batches);
+    the semi-join against the differing windows then keeps exactly theirs.
+    """
     wins = [(t, w) for t, ws in diff.windows.items() for w in ws]
     wdf = spark.createDataFrame(wins or [("", 0)], "topic string, window long")
+    span = window_bounds(diff)
+    if span is not None:
+        rows = rows.where(F.col("window").between(F.lit(span[0]).cast("long"), F.lit(span[1]).cast("long")))
     return rows.join(F.broadcast(wdf), ["topic", "window"], "left_semi")
 
 

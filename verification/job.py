@@ -4,11 +4,22 @@ Steps (progress on stderr):
 
 1. fix the offset bounds of every partition on both sides (confluent-kafka, before any read);
 2. pass 1 — read both sides once with Spark's Kafka source (or the archive), fingerprint every
-   record with JVM built-ins and keep per time window (count, sum of hashes, offset span);
-3. pass 2 — re-read only the offset spans of differing time windows and compare their records
-   as multisets of (topic, key, checksum): one shuffle, an aggregation per identity;
-4. (only when the target holds keys the pass-2 rows cannot place) look those keys up in the source;
-5. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory.
+   record with JVM built-ins, keep its compact fingerprint (side, topic, partition, offset,
+   timestamp, key, key_hash, checksum, window — no value, no headers) on the executors' local
+   disks (``StorageLevel.DISK_ONLY``, written while pass 1 runs) and sum per time window
+   (count, sum of hashes, offset span);
+3. pass 2 — take the persisted fingerprints of the differing windows and compare them as
+   multisets of (topic, key, checksum): one shuffle, an aggregation per identity;
+4. (only when the target holds keys the pass-2 rows cannot place) look those keys up in the
+   persisted source fingerprints;
+5. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory, and
+   drop the persisted fingerprints.
+
+Kafka is read once per side whatever the loss pattern. The key bytes are persisted with the
+fingerprints (identities are exact keys, not key hashes; offending records and samples carry
+them); ``summary["method"]["fingerprints"]`` gives the disk they took. The former design
+(pass 2 and the lookup re-read Kafka) stays available for the benchmark:
+``run_verification(pass2_from="kafka")`` or ``KDR_VERIFY_PASS2=kafka``.
 
 Under ``spark-submit`` the executors need no Python code (no UDF): only the spark-sql-kafka jars
 (``--jars $(python -m verification.job --print-jars)``). The driver needs this repository.
@@ -16,6 +27,7 @@ Under ``spark-submit`` the executors need no Python code (no UDF): only the spar
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -29,17 +41,20 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # pragma: no cover - spark-submit runs this file as a script
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dr.errors import ConfigError, DRError, VerificationFailed
 from verification.compare import (
     CLASSES,
+    LATE_WINDOW,
     SOURCE,
     TARGET,
     Differences,
     TimeGrid,
     bucket_summary,
+    compact_fingerprints,
     find_differences,
     identity_differences,
     ranked_copies,
@@ -88,6 +103,12 @@ LEFT_OUT = {
     "not_requested": "not in the topics requested (--topics)",
     "empty": "no records on either side: nothing to compare",
 }
+
+#: Where pass 2 takes its records: ``fingerprints`` (persisted in pass 1; the default) or ``kafka``
+#: (the former design: re-read the differing windows' offset spans). The environment variable sets
+#: the default, so ``drctl verify`` can run either (benchmarks/verify_bench.py compares them).
+PASS2_FROM = ("fingerprints", "kafka")
+PASS2_FROM_ENV = "KDR_VERIFY_PASS2"
 
 #: Context keys never written to the summary (a caller's mistake must not leak a credential).
 _SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
@@ -256,9 +277,10 @@ def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
 
 
 def _window_counts(topics: list[str], grid: TimeGrid, ranges: dict[str, tuple[int, int]],
-                   diff: Differences | None = None) -> dict[str, Any]:
+                   diff: Differences | None = None, *, reread: bool = True) -> dict[str, Any]:
     """Windows per topic (the grid over the topic's time range), windows holding records, windows
-    that differ and records re-read — the one source of the numbers in the progress lines and the report."""
+    that differ and records re-read from Kafka (none when ``reread`` is false: pass 2 works on the
+    persisted fingerprints) — the one source of the numbers in the progress lines and the report."""
     per_topic = {}
     for t in topics:
         lo, hi = ranges.get(t, (-1, -1))
@@ -266,8 +288,9 @@ def _window_counts(topics: list[str], grid: TimeGrid, ranges: dict[str, tuple[in
         row = {"windows": (hi - lo) // width + 1 if 0 <= lo <= hi else 0, "width_ms": width,
                "with_records": 0, "differing": 0, "reread_source": 0, "reread_target": 0}
         if diff is not None:
-            row.update(with_records=diff.total_windows.get(t, 0), differing=len(diff.windows.get(t, ())),
-                       reread_source=sum(e - s for s, e in diff.spans.get(SOURCE, {}).get(t, {}).values()),
+            row.update(with_records=diff.total_windows.get(t, 0), differing=len(diff.windows.get(t, ())))
+        if diff is not None and reread:
+            row.update(reread_source=sum(e - s for s, e in diff.spans.get(SOURCE, {}).get(t, {}).values()),
                        reread_target=sum(e - s for s, e in diff.spans.get(TARGET, {}).get(t, {}).values()))
         per_topic[t] = row
     totals = {k: sum(r[k] for r in per_topic.values())
@@ -294,12 +317,29 @@ def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, 
         "side", F.lit(marker))
 
 
+def _persisted_rdds(spark: SparkSession) -> dict[int, tuple[int, int]]:
+    """RDD id → (bytes on disk, bytes in memory) of every persisted RDD of the session."""
+    try:
+        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+        return {int(i.id()): (int(i.diskSize()), int(i.memSize())) for i in infos}
+    except Exception:  # pragma: no cover - storage figures are informative only
+        return {}
+
+
+def _pass2_from(pass2_from: str | None) -> str:
+    chosen = pass2_from or os.environ.get(PASS2_FROM_ENV) or PASS2_FROM[0]
+    if chosen not in PASS2_FROM:
+        raise ConfigError(f"pass 2 cannot read from {chosen!r}.",
+                          f"choose one of {', '.join(PASS2_FROM)} (argument pass2_from or {PASS2_FROM_ENV})")
+    return chosen
+
+
 def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics: list[str] | None = None,
                      cutoff_ms: int | None = None, spark: SparkSession | None = None,
                      master: str | None = DEFAULT_MASTER, windows: int | None = None,
                      kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
                      sample_size: int = 20, collect_limit: int = 500_000,
-                     context: dict[str, Any] | None = None) -> VerificationResult:
+                     context: dict[str, Any] | None = None, pass2_from: str | None = None) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
@@ -312,8 +352,13 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     ``context`` (JSON values) says what the run belongs to — a failover's ``failover_id``, ``mode``,
     ``source``, ``target``, ``rto_s``, ``rpo_estimate``, ``journal`` — and is written to the summary
     as ``failover`` (keys that look like secrets are dropped) and shown at the top of the report.
+
+    ``pass2_from``: ``"fingerprints"`` (default; Kafka is read once per side) or ``"kafka"`` (the
+    former design, kept for the benchmark: pass 2 and the source lookup re-read Kafka); None takes
+    ``$KDR_VERIFY_PASS2``, else the default.
     """
     say = progress or quiet
+    reuse = _pass2_from(pass2_from) == "fingerprints"
     failover = _safe_context(context)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -358,93 +403,121 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     prefer_kafka_v2(spark)
     t = time.monotonic()
 
-    # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span)
+    # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span); the
+    #    compact fingerprints are persisted by the same job, for pass 2 and the source lookup
     say(f"pass 1: reading and fingerprinting {total:,} records on both sides "
         f"({windows_per_topic(_window_counts(topics, grid, ranges))} windows per topic)")
     fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
           .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
-    summary_pdf = _spark_action(lambda: bucket_summary(fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(),
-                                source, target)
-    diff = find_differences(summary_pdf)
-    pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
-    window_counts = _window_counts(topics, grid, ranges, diff)
-    say(f"pass 1 done: {pass1_records:,} records; "
-        + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts)))
-    t = clock.lap("pass1_s", t)
-
-    # 3. pass 2: exact comparison of the differing windows only
-    offending: DataFrame | None = None
-    did_pass2b = False
-    pass2_rows = 0
     persisted: list[DataFrame] = []
-    counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
-    if diff.any:
-        say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
-            f"target records (the offset spans of the {window_counts['differing']:,} differing windows)")
-        rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
-                .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
-        rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
-        complete = {tp for tp in topics if diff.complete(tp)}
-        ident = identity_differences(rows, complete=complete,
-                                     partitions=_shuffle_partitions(spark, total)).persist()
-        persisted.append(ident)
-        # one action: offending records per (topic, class) — d surplus copies per identity — and how
-        # many identities have more than two copies to rank
-        per_class = _spark_action(lambda: ident.groupBy("topic", "class").agg(
-            F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many")).collect(),
-            source, target)
-        found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
-        n_many = sum(int(r["many"]) for r in per_class)
-        offending = surplus_copies(ident)
-        if n_many:  # identities written three times or more: rank their copies over a re-read
-            say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
-            offending = offending.unionByName(ranked_copies(rows, ident))
-        offending = offending.persist()
-        persisted.append(offending)
-        pass2_rows = records_in_differing_windows(summary_pdf, diff)
-        t = clock.lap("pass2_s", t)
-        # 4. target records whose identity has no source copy in the re-read windows of a topic
-        #    whose source was not wholly re-read: is the identity, or its key, anywhere in the source?
-        incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
-        if incomplete:
-            did_pass2b = True
-            n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
-            say(f"pass 2b: looking up {n_only:,} target-only records in the whole source of {incomplete}")
-            cand = (offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct())
-            full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
-            src_all = with_window(_fingerprinted(spark, source, full, SOURCE, side_options),
-                                  grid, cutoff_ms).where(~F.col("late"))
-            lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
-            offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
-            persisted.append(offending)
-            found = _class_counts(offending, source, target)
-            t = clock.lap("pass2b_s", t)
-        for (tp, c), n in found.items():
-            counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
+    try:
+        kept: DataFrame | None = None
+        stored: dict[str, Any] | None = None
+        if reuse:
+            before = set(_persisted_rdds(spark))
+            kept = compact_fingerprints(fp, grid, cutoff_ms).persist(StorageLevel.DISK_ONLY)
+            persisted.append(kept)
+        summary_pdf = _spark_action(lambda: bucket_summary(kept if reuse else fp, grid=grid,
+                                                           cutoff_ms=cutoff_ms).toPandas(), source, target)
+        diff = find_differences(summary_pdf)
+        pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
+        if reuse:
+            new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
+            disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
+            stored = {"storage": "DISK_ONLY (executors' local disks)", "columns": list(kept.columns),
+                      "disk_bytes": disk, "memory_bytes": mem,
+                      "bytes_per_record": round((disk + mem) / max(pass1_records, 1), 1)}
+        window_counts = _window_counts(topics, grid, ranges, diff, reread=not reuse)
+        say(f"pass 1 done: {pass1_records:,} records; "
+            + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts))
+            + (f"; fingerprints kept on disk: {stored['disk_bytes'] / 1e6:,.1f} MB "
+               f"({stored['bytes_per_record']:.0f} B per record)" if stored else ""))
+        t = clock.lap("pass1_s", t)
 
-    # 5. outputs
-    say("writing the report")
-    t_lo, t_hi = _time_range(topics, bounds_s, bounds_t)
-    bin_ms = max(1, -(-(t_hi - t_lo) // 120))
-    n_offending = sum(sum(v.values()) for v in counts.values())
-    off_dir = out / OFFENDING_DIR
-    shutil.rmtree(off_dir, ignore_errors=True)
-    if offending is None or n_offending == 0:
-        write_empty_offending(out)
-        samples, timeline, partitions = {}, [], {}
-    elif n_offending <= collect_limit:
-        pdf = _spark_action(offending.toPandas, source, target)
-        samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
-    else:
-        samples, timeline, partitions = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms,
-                                                            source, target)
-    for df in persisted:
-        df.unpersist()
+        # 3. pass 2: exact comparison of the differing windows only
+        offending: DataFrame | None = None
+        did_pass2b = False
+        pass2_rows = 0
+        counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
+        if diff.any:
+            if kept is not None:
+                say(f"pass 2: re-reading 0 source + 0 target records from Kafka: the "
+                    f"{window_counts['differing']:,} differing windows are compared on pass 1's fingerprints")
+                rows = select_differing(spark, kept, diff)
+            else:
+                say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
+                    f"target records (the offset spans of the {window_counts['differing']:,} differing windows)")
+                rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
+                        .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
+                rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
+            complete = {tp for tp in topics if diff.complete(tp)}
+            ident = identity_differences(rows, complete=complete,
+                                         partitions=_shuffle_partitions(spark, total)).persist()
+            persisted.append(ident)
+            # one action: offending records per (topic, class) — d surplus copies per identity — and how
+            # many identities have more than two copies to rank
+            per_class = _spark_action(lambda: ident.groupBy("topic", "class").agg(
+                F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many")).collect(),
+                source, target)
+            found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
+            n_many = sum(int(r["many"]) for r in per_class)
+            offending = surplus_copies(ident)
+            if n_many:  # identities written three times or more: rank their copies over the pass-2 rows
+                say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
+                offending = offending.unionByName(ranked_copies(rows, ident))
+            offending = offending.persist()
+            persisted.append(offending)
+            pass2_rows = records_in_differing_windows(summary_pdf, diff)
+            t = clock.lap("pass2_s", t)
+            # 4. target records whose identity has no source copy in the differing windows of a topic
+            #    whose source is not wholly in them: is the identity, or its key, anywhere in the source?
+            incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
+            if incomplete:
+                did_pass2b = True
+                n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
+                where = "the persisted fingerprints of the whole source" if kept is not None else "the whole source"
+                say(f"pass 2b: looking up {n_only:,} target-only records in {where} of {incomplete}")
+                cand = (offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct())
+                if kept is not None:
+                    src_all = kept.where((F.col("side") == SOURCE) & (F.col("window") != F.lit(LATE_WINDOW))
+                                         & F.col("topic").isin(incomplete))
+                else:
+                    full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
+                    src_all = with_window(_fingerprinted(spark, source, full, SOURCE, side_options),
+                                          grid, cutoff_ms).where(~F.col("late"))
+                lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
+                offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
+                persisted.append(offending)
+                found = _class_counts(offending, source, target)
+                t = clock.lap("pass2b_s", t)
+            for (tp, c), n in found.items():
+                counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
+
+        # 5. outputs
+        say("writing the report")
+        t_lo, t_hi = _time_range(topics, bounds_s, bounds_t)
+        bin_ms = max(1, -(-(t_hi - t_lo) // 120))
+        n_offending = sum(sum(v.values()) for v in counts.values())
+        off_dir = out / OFFENDING_DIR
+        shutil.rmtree(off_dir, ignore_errors=True)
+        if offending is None or n_offending == 0:
+            write_empty_offending(out)
+            samples, timeline, partitions = {}, [], {}
+        elif n_offending <= collect_limit:
+            pdf = _spark_action(offending.toPandas, source, target)
+            samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
+        else:
+            samples, timeline, partitions = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms,
+                                                                source, target)
+    finally:
+        for df in reversed(persisted):
+            df.unpersist()
 
     summary = _summary(source=source, target=target, topics=topics, requested=requested, left_out=left_out,
                        bounds_s=bounds_s, bounds_t=bounds_t, diff=diff, counts=counts, partitions=partitions,
                        cutoff_ms=cutoff_ms, grid=grid, windows=windows, window_counts=window_counts,
                        pass1_records=pass1_records, pass2_rows=pass2_rows, did_pass2b=did_pass2b,
+                       stored=stored,
                        spark=spark, out=out, started_at=started_at, failover=failover)
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
@@ -560,6 +633,7 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
              left_out: dict[str, dict[str, str]], bounds_s: SideBounds, bounds_t: SideBounds, diff: Differences,
              counts: dict[str, dict[str, int]], partitions: PartitionCounts, cutoff_ms: int | None, grid: TimeGrid,
              windows: int, window_counts: dict[str, Any], pass1_records: int, pass2_rows: int, did_pass2b: bool,
+             stored: dict[str, Any] | None,
              spark: SparkSession, out: Path, started_at: datetime, failover: dict[str, Any] | None) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
@@ -611,7 +685,9 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
             "window_counts": window_counts,
             "pass1_records": pass1_records,
             "differing_windows": window_counts["differing"],
-            "pass2_offsets": diff.span_records(SOURCE) + diff.span_records(TARGET),
+            "kafka_reads_per_side": 1 if stored is not None else 1 + bool(diff.any) + did_pass2b,
+            "fingerprints": stored,
+            "pass2_offsets": 0 if stored is not None else diff.span_records(SOURCE) + diff.span_records(TARGET),
             "pass2_compared_records": pass2_rows,
             "pass2b": did_pass2b,
         },

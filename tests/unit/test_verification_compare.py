@@ -13,9 +13,13 @@ from verification.compare import (
     TimeGrid,
     bucket_summary,
     classify,
+    compact_fingerprints,
     find_differences,
+    identity_differences,
     records_in_differing_windows,
     resolve_target_only,
+    select_differing,
+    window_bounds,
 )
 from verification.fingerprint import checksum, fingerprint
 from verification.session import spark_session
@@ -189,3 +193,35 @@ def test_rto_probe_records_are_never_compared(spark, cutoff):
     diff = find_differences(bucket_summary(rows, grid=grid, cutoff_ms=cutoff).toPandas())
     assert diff.any, "the record without a source copy is still found"
     assert diff.after_cutoff == {TARGET: {"t": 1}}, "the probe record is set apart, not compared"
+
+
+def test_compact_fingerprints_give_the_same_summary_and_pass2_rows(spark):
+    src = [(p, o, 1000 + 10 * o + p, f"k{p}-{o}".encode(), b"v") for p in (0, 1) for o in range(100)]
+    tgt = [(p, o + 7, ts, k, v) for p, o, ts, k, v in src if not (p == 1 and o in (3, 95))]
+    tgt.append((0, 500, 1999, b"late", b"after the cut-off"))
+    rows = rows_of(spark, src, tgt)
+    grid = TimeGrid.spanning({"t": (1000, 1999)}, windows=10)
+    compact = compact_fingerprints(rows, grid, 1995)
+    assert compact.columns == ["side", "topic", "partition", "offset", "ts", "key", "key_hash", "checksum", "window"]
+
+    def ordered(pdf):
+        return pdf.sort_values(["side", "partition", "window"]).reset_index(drop=True)
+
+    from_compact = ordered(bucket_summary(compact, grid=grid, cutoff_ms=1995).toPandas())
+    pd.testing.assert_frame_equal(from_compact, ordered(bucket_summary(rows, grid=grid, cutoff_ms=1995).toPandas()))
+    diff = find_differences(from_compact)
+    assert diff.windows == {"t": [0, 9]} and window_bounds(diff) == (0, 9)
+    assert diff.after_cutoff == {TARGET: {"t": 1}}
+    picked = select_differing(spark, compact, diff).collect()
+    # windows 0 and 9 of both partitions, both sides
+    assert len(picked) == records_in_differing_windows(from_compact, diff) == 20 + 19 + 20 + 19
+    assert all(r["window"] in (0, 9) for r in picked)
+    found = identity_differences(select_differing(spark, compact, diff)).collect()
+    assert sorted((r["class"], r["c0"] & 0xFFFF) for r in found) == [("missing", 3), ("missing", 95)]
+
+
+def test_window_bounds_span_every_topic():
+    from verification.compare import Differences
+
+    assert window_bounds(Differences()) is None
+    assert window_bounds(Differences(windows={"a": [4, 9], "b": [2]})) == (2, 9)

@@ -1,4 +1,5 @@
-"""The whole job on Parquet archives (real Spark, no Kafka): exact classes, cut-off, narrowing of pass 2."""
+"""The whole job on Parquet archives (real Spark, no Kafka): exact classes, cut-off, narrowing of pass 2,
+one read of each side (pass 2 and the source lookup work on the persisted fingerprints)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from dr.errors import VerificationFailed
+import verification.job as job
+from dr.errors import ConfigError, VerificationFailed
 from verification import ArchiveSide, run_verification
 from verification.archive import write_records
 from verification.session import spark_session
@@ -141,7 +143,14 @@ def test_tail_loss_rereads_only_the_tail(spark, tmp_path):
                               target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r",
                               spark=spark, windows=100)
     assert result.counts()["missing"] == 4 and sum(result.counts().values()) == 4
-    assert 0 < result.summary["method"]["pass2_offsets"] <= 2 * 4 * 5  # one window: ~4 records per partition
+    method = result.summary["method"]
+    assert method["pass2_offsets"] == 0 and method["kafka_reads_per_side"] == 1  # nothing read again
+    assert 0 < method["pass2_compared_records"] <= 2 * 4 * 5  # one window: ~4 records per partition per side
+    old = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
+                           target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "old",
+                           spark=spark, windows=100, pass2_from="kafka")
+    assert old.counts() == result.counts() and old.summary["method"]["kafka_reads_per_side"] == 2
+    assert 0 < old.summary["method"]["pass2_offsets"] <= 2 * 4 * 5  # the former design re-read only the tail
 
 
 def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
@@ -181,3 +190,47 @@ def test_a_record_held_three_times_reports_its_latest_missing_copies(spark, tmp_
     assert result.counts() == {"missing": 2, "unexpected": 0, "duplicated": 0, "corrupted": 0}
     table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
     assert sorted((r["partition"], r["offset"]) for r in table) == [(0, 1), (0, 2)]
+
+
+def test_each_side_is_read_once_whatever_pass_2_and_the_lookup_need(spark, seeded, tmp_path, monkeypatch):
+    _, fingerprints = seeded
+    d = fingerprints.out_dir.parent
+    reads = []
+    real = job.read_side
+
+    def counting(spark_, side, ranges, **kw):
+        reads.append((side.path.name, {t: dict(p) for t, p in ranges.items()}))
+        return real(spark_, side, ranges, **kw)
+
+    monkeypatch.setattr(job, "read_side", counting)
+    sides = {"source": ArchiveSide(path=d / "source.parquet"), "target": ArchiveSide(path=d / "target.parquet")}
+    kafka = run_verification(**sides, out_dir=tmp_path / "kafka", cutoff_ms=CUTOFF, spark=spark, pass2_from="kafka")
+    # the former design read the source three times (pass 1, pass 2, the lookup of target-only keys)
+    assert [name for name, _ in reads].count("source.parquet") == 3
+    reads.clear()
+    again = run_verification(**sides, out_dir=tmp_path / "fp", cutoff_ms=CUTOFF, spark=spark)
+    assert sorted(name for name, _ in reads) == ["source.parquet", "target.parquet"]
+    assert again.summary["method"]["pass2b"] is True and again.summary["method"]["kafka_reads_per_side"] == 1
+
+    def rows(out):
+        return sorted(tuple(r.values()) for r in pq.read_table(out / "offending.parquet").to_pylist())
+
+    for other in (kafka, again):  # same verdict, same offending records (coordinates, keys) either way
+        assert other.summary["totals"] == fingerprints.summary["totals"]
+        assert rows(other.out_dir) == rows(fingerprints.out_dir)
+
+
+def test_persisted_fingerprints_are_measured_and_dropped(spark, seeded):
+    _, result = seeded
+    stored = result.summary["method"]["fingerprints"]
+    assert stored["columns"] == ["side", "topic", "partition", "offset", "ts", "key", "key_hash", "checksum", "window"]
+    assert stored["disk_bytes"] > 0 and stored["memory_bytes"] == 0
+    assert 0 < stored["bytes_per_record"] < 200
+    assert spark.sparkContext._jsc.getPersistentRDDs().isEmpty(), "nothing left on the executors' disks"
+
+
+def test_an_unknown_pass_2_source_is_a_config_error(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv(job.PASS2_FROM_ENV, "tape")
+    with pytest.raises(ConfigError, match="tape"):
+        run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
+                         target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
