@@ -291,7 +291,7 @@ def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, 
 
 def verification_commands() -> list[click.Command]:
     """The commands to attach to the ``drctl`` group."""
-    return [verify, recover]
+    return [verify, recover, audit]
 
 
 @click.group(name="verification")
@@ -301,6 +301,7 @@ def main() -> None:
 
 main.add_command(verify)
 main.add_command(recover)
+main.add_command(audit)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,166 @@
+"""`drctl audit` on real clusters and a real MirrorMaker 2 link, across runs with records in flight.
+
+One estate (A and B with one broker each, C declared standby) on ports 29900-30399, provisioned
+with `drctl estate up` and destroyed at the end. The tests run in order:
+
+1. everything copied → the first (full) audit verifies it all, nothing in flight or missing;
+2. link stopped, records written to A → in flight (not missing), the oldest unreplicated age shown,
+   and the run reads only the new records;
+3. link started again, and the first copies of those records deleted on B (the link "dropped"
+   them) while later ones arrived → exactly those reported missing (exit 1), the rest verified;
+4. a damaged state file and one from another stack → exit 2 naming the file and ``--reset``;
+   ``--reset`` runs a full audit (both sides from their earliest offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer, TopicPartition
+
+from dr.estate import Estate
+from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.process import wait_until
+from dr.toolchain import REPO_ROOT
+from dr.topology import load_stack_file
+from tests.integration.helpers import teardown_stack
+
+pytestmark = pytest.mark.integration
+
+STACK = "audit"
+PORTS = (29900, 30000, 30100)  # this module's window: 29900-30399, below the ephemeral range
+TOPICS = ["orders", "payments"]
+
+
+class Env(dict):
+    @property
+    def stack_file(self) -> Path:
+        return Path(self["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
+
+    @property
+    def state(self) -> Path:
+        return Path(self["KDR_STATE_DIR"]) / STACK
+
+    def estate(self) -> Estate:
+        return Estate(load_stack_file(self.stack_file), self.state)
+
+
+def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+
+
+def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
+    res = drctl(env, "audit", "--stack", STACK, "--link", "A-to-B", "--json", *extra)
+    run = json.loads(res.stdout.splitlines()[-1])["links"][0] if res.stdout.strip() else {}
+    return res.returncode, run, res.stderr
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    root = tmp_path_factory.mktemp("audit")
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+        c["base_port"] = port
+        if c["name"] == "A":
+            c["brokers"], c["racks"] = 1, ["r1"]
+    stack_file = root / f"Pulumi.{STACK}.yaml"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
+    original = load_stack_file(stack_file)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in e.items():
+            mp.setenv(k, v)
+        try:
+            up = drctl(e, "estate", "up", "--stack", STACK)
+            assert up.returncode == 0, up.stderr[-3000:]
+            yield e
+        finally:
+            teardown_stack(STACK, original, e.state)
+
+
+def produce(env: Env, start: int, n: int, partition: int = 0) -> None:
+    producer = Producer(env.estate().endpoint("A").config(**{"acks": "all", "linger.ms": 5}))
+    errors: list = []
+    for i in range(start, start + n):
+        producer.produce("orders", key=f"k-{i}".encode(), value=f"v-{i}".encode(), partition=partition,
+                         headers=[("n", str(i).encode())] if i % 2 else None,
+                         on_delivery=lambda err, _m: errors.append(err) if err else None)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def synced(env: Env, timeout: float = 120) -> bool:
+    estate = env.estate()
+    return wait_until(lambda: end_offsets(estate.endpoint("A"), TOPICS) == end_offsets(estate.endpoint("B"), TOPICS),
+                      timeout, interval=0.5)
+
+
+def test_first_audit_verifies_everything_copied(env: Env) -> None:
+    produce(env, 0, 100)
+    assert synced(env)
+    code, run, err = audit(env)
+    assert code == 0, err[-2000:]
+    assert run["first_run"] and run["read_source"] == 100 and run["read_target"] == 100
+    assert (run["verified"], run["in_flight"], run["missing"], run["target_unmatched"]) == (100, 0, 0, 0)
+    path = env.state / "audit" / "A-to-B.json"
+    assert Path(run["state_file"]) == path and (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_records_behind_a_stopped_link_are_in_flight_not_missing(env: Env) -> None:
+    assert drctl(env, "link", "stop", "--stack", STACK, "--link", "A-to-B").returncode == 0
+    produce(env, 100, 30)
+    code, run, err = audit(env)
+    assert code == 0, err[-2000:]
+    assert not run["first_run"] and run["read_source"] == 30 and run["read_target"] == 0  # only the new data
+    assert (run["verified"], run["in_flight"], run["missing"]) == (0, 30, 0)
+    assert run["link_lag"] == 30 and run["oldest_unreplicated_age_s"] > 0
+    human = drctl(env, "audit", "--stack", STACK)
+    assert human.returncode == 0 and "in flight 30" in human.stdout and "missing beyond the link's lag 0" in human.stdout
+
+
+def test_records_the_link_dropped_are_missing_once_it_moved_past_them(env: Env) -> None:
+    start = drctl(env, "link", "start", "--stack", STACK, "--link", "A-to-B")
+    assert start.returncode == 0, start.stderr[-2000:]
+    produce(env, 130, 20)
+    assert synced(env)
+    # the link "drops" the copies of A's orders-0 offsets 100..104: they vanish from B before any audit read them
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(env.estate().endpoint("B").config())
+    for fut in admin.delete_records([TopicPartition("orders", 0, 105)]).values():
+        fut.result(timeout=30)
+    code, run, err = audit(env)
+    assert code == 1, err[-2000:]
+    assert run["read_source"] == 20 and run["read_target"] == 45 and run["target_lost_to_retention"] == 5
+    assert (run["verified"], run["in_flight"], run["missing"]) == (45, 0, 5)
+    assert [(m["topic"], m["partition"], m["offset"]) for m in run["missing_sample"]] == \
+        [("orders", 0, o) for o in range(100, 105)]
+    assert "5 record(s) missing" in err and "drctl verify" in err
+    # a further run with nothing new still reports them (they stay in the residue), reading nothing
+    code, run, _ = audit(env)
+    assert code == 1 and run["read_source"] == 0 and run["missing"] == 5 and run["verified"] == 0
+
+
+def test_damaged_or_foreign_state_refused_and_reset_runs_a_full_audit(env: Env) -> None:
+    path = env.state / "audit" / "A-to-B.json"
+    good = path.read_text()
+    path.write_text(good[: len(good) // 2])
+    res = drctl(env, "audit", "--stack", STACK)
+    assert res.returncode == 2 and str(path) in res.stderr and "--reset" in res.stderr, res.stderr
+    data = json.loads(good)
+    data["stack"] = "other"
+    path.write_text(json.dumps(data))
+    res = drctl(env, "audit", "--stack", STACK)
+    assert res.returncode == 2 and "belongs to stack 'other'" in res.stderr and "--reset" in res.stderr
+    code, run, err = audit(env, "--reset")
+    assert code == 1, err[-2000:]
+    # B's orders-0 now starts at 105: the full audit finds everything below it missing there
+    assert run["first_run"] and run["read_source"] == 150 and run["read_target"] == 45
+    assert (run["verified"], run["in_flight"], run["missing"]) == (45, 0, 105)
