@@ -19,6 +19,12 @@ Each run, per link of a stack:
    compacted), and it is exact: a late record is never called missing;
 4. saves the new bounds, frontier and residue atomically (:mod:`verification.audit_state`).
 
+Measured on one machine (local A → B, 1 broker each, 300,000 records of ~90 bytes in ``orders``):
+``drctl verify`` 48.8 s; ``drctl audit`` after 1% new data 3.1 s (6%, 1.8 s of it the audit itself);
+the first (full) audit 34.8 s, since fingerprints are computed in Python (~44,000 records/s). The
+state file of a caught-up link holds offsets per partition (620 bytes here); each residue record
+adds ~73 bytes (73 MB per million records in flight or missing).
+
 A state file that is damaged, from another stack or link, or from a re-created cluster is a
 :class:`ConfigError` naming the file and ``--reset``; nothing is re-verified silently.
 """
