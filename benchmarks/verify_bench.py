@@ -50,7 +50,13 @@ sys.path.insert(0, str(REPO))
 
 TOPIC = "bench"
 CONTENDERS = {"a": "(a) ConsumerPerformance", "b": "(b) verification, one read",
-              "b_old": "(b_old) verification, re-read", "c": "(c) naive reconciler", "d": "(d) Spark count"}
+              "b_mem": "(b_mem) one read, memory+disk", "b_old": "(b_old) verification, re-read",
+              "c": "(c) naive reconciler", "d": "(d) Spark count"}
+#: contender → design, and the environment that selects it in verification/job.py
+DESIGNS = {"b": "fingerprints", "b_mem": "fingerprints-memory", "b_old": "kafka"}
+DESIGN_ENV = {"fingerprints": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "DISK_ONLY"},
+              "fingerprints-memory": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "MEMORY_AND_DISK"},
+              "kafka": {"KDR_VERIFY_PASS2": "kafka"}}
 LOST_HEADER = "bench-lost"
 SPAN_MS = 3_600_000  # the records' timestamps cover one hour
 
@@ -291,7 +297,8 @@ def main() -> int:
     ap.add_argument("--skip-naive", action="store_true")
     ap.add_argument("--skip-spark-count", action="store_true", help="leave out (d), Spark counting the records")
     ap.add_argument("--designs", default="fingerprints,kafka",
-                    help="verification designs to run: fingerprints (b, the default) and/or kafka (b_old, former)")
+                    help="verification designs to run: fingerprints (b, the default), fingerprints-memory "
+                         "(b_mem, fingerprints kept in memory while they fit), kafka (b_old, the former design)")
     ap.add_argument("--repeat", type=int, default=1, help="run each contender K times, keep the fastest")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="leave the clusters and data in place")
@@ -356,9 +363,8 @@ def main() -> int:
             total = n + kept
             row: dict = {"lost": len(lost), "records_read": total}
 
-            runs: dict[str, list[dict]] = {"a": [], "b": [], "b_old": [], "c": [], "d": []}
-            designs = [("b", "fingerprints"), ("b_old", "kafka")]
-            designs = [(k, d) for k, d in designs if d in args.designs.split(",")]
+            runs: dict[str, list[dict]] = {k: [] for k in CONTENDERS}
+            designs = [(k, d) for k, d in DESIGNS.items() if d in args.designs.split(",")]
             for rep in range(args.repeat):
                 ra = consumer_perf(tc.kafka_lib, tc.java, a.endpoint(), TOPIC, n, work)
                 rb_ = consumer_perf(tc.kafka_lib, tc.java, target.endpoint(), TOPIC, kept, work)
@@ -369,12 +375,12 @@ def main() -> int:
                                   "load_avg": os.getloadavg()[0]})
                 print(f"[{profile} #{rep + 1}] (a) ConsumerPerformance: {runs['a'][-1]['seconds']:.1f}s", flush=True)
 
-                for key, design in designs:
+                for key, design in designs if rep % 2 == 0 else designs[::-1]:  # alternate which runs first
                     out = work / f"report-{profile}-{design}"
                     rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap",
                                        a.bootstrap, "--target-bootstrap", target.bootstrap, "--credentials",
                                        str(creds), "--topics", TOPIC, "--out", str(out), "--json", "--quiet"],
-                                      env={"KDR_VERIFY_PASS2": design})
+                                      env=DESIGN_ENV[design])
                     if rv["rc"] not in (0, 1):
                         raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
                     summary = json.loads((out / "summary.json").read_text())
@@ -429,7 +435,7 @@ def main() -> int:
             for k in CONTENDERS:
                 if k in row:
                     row[k]["rec_per_s"] = total / row[k]["seconds"]
-            for b in ("b", "b_old"):
+            for b in ("b", "b_mem", "b_old"):
                 if b not in row:
                     continue
                 spark_free = row[b]["seconds"] - row[b]["timings"].get("spark_start_s", 0)
@@ -438,8 +444,9 @@ def main() -> int:
                 for base in ("c", "d"):
                     if base in row:
                         row[f"{b}_over_{base}"] = row[b]["rec_per_s"] / row[base]["rec_per_s"]
-            if "b" in row and "b_old" in row:
-                row["b_over_b_old"] = row["b"]["rec_per_s"] / row["b_old"]["rec_per_s"]
+            for b in ("b", "b_mem"):
+                if b in row and "b_old" in row:
+                    row[f"{b}_over_b_old"] = row[b]["rec_per_s"] / row["b_old"]["rec_per_s"]
             row["load_avg_after"] = os.getloadavg()
             results["profiles"][profile] = row
     finally:
@@ -459,7 +466,7 @@ def main() -> int:
             if k in row:
                 r = row[k]
                 print(f"{profile:<10} {name:<32} {r['seconds']:8.1f} {r['rec_per_s']:11,.0f} {r['peak_mb']:8.0f}")
-        for b in ("b", "b_old"):
+        for b in ("b", "b_mem", "b_old"):
             if f"{b}_over_a" in row:
                 ratio = (f"{b}/a = {row[f'{b}_over_a']:.2f} (without Spark start-up "
                          f"{row[f'{b}_over_a_without_spark_start']:.2f})")
@@ -467,8 +474,9 @@ def main() -> int:
                     if f"{b}_over_{base}" in row:
                         ratio += f", {b}/{base} = {row[f'{b}_over_{base}']:.2f}"
                 print(f"{'':<10} {ratio}")
-        if "b_over_b_old" in row:
-            print(f"{'':<10} b/b_old = {row['b_over_b_old']:.2f} (the one-read design against the former one)")
+        for b in ("b", "b_mem"):
+            if f"{b}_over_b_old" in row:
+                print(f"{'':<10} {b}/b_old = {row[f'{b}_over_b_old']:.2f} (one read against the former design)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

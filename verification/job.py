@@ -109,6 +109,11 @@ LEFT_OUT = {
 #: the default, so ``drctl verify`` can run either (benchmarks/verify_bench.py compares them).
 PASS2_FROM = ("fingerprints", "kafka")
 PASS2_FROM_ENV = "KDR_VERIFY_PASS2"
+#: How the fingerprints are kept: ``DISK_ONLY`` (default: the JVM heap does not grow with the data)
+#: or ``MEMORY_AND_DISK`` (in the storage memory while it fits, the rest on disk); the environment
+#: variable chooses, for the benchmark.
+STORAGE_LEVELS = ("DISK_ONLY", "MEMORY_AND_DISK")
+STORAGE_ENV = "KDR_VERIFY_STORAGE"
 
 #: Context keys never written to the summary (a caller's mistake must not leak a credential).
 _SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
@@ -326,6 +331,14 @@ def _persisted_rdds(spark: SparkSession) -> dict[int, tuple[int, int]]:
         return {}
 
 
+def _storage_level() -> str:
+    chosen = os.environ.get(STORAGE_ENV) or STORAGE_LEVELS[0]
+    if chosen not in STORAGE_LEVELS:
+        raise ConfigError(f"{STORAGE_ENV}={chosen!r} is not a storage level for the fingerprints.",
+                          f"choose one of {', '.join(STORAGE_LEVELS)}")
+    return chosen
+
+
 def _pass2_from(pass2_from: str | None) -> str:
     chosen = pass2_from or os.environ.get(PASS2_FROM_ENV) or PASS2_FROM[0]
     if chosen not in PASS2_FROM:
@@ -359,6 +372,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     """
     say = progress or quiet
     reuse = _pass2_from(pass2_from) == "fingerprints"
+    storage = _storage_level()
     failover = _safe_context(context)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -415,7 +429,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         stored: dict[str, Any] | None = None
         if reuse:
             before = set(_persisted_rdds(spark))
-            kept = compact_fingerprints(fp, grid, cutoff_ms).persist(StorageLevel.DISK_ONLY)
+            kept = compact_fingerprints(fp, grid, cutoff_ms).persist(getattr(StorageLevel, storage))
             persisted.append(kept)
         summary_pdf = _spark_action(lambda: bucket_summary(kept if reuse else fp, grid=grid,
                                                            cutoff_ms=cutoff_ms).toPandas(), source, target)
@@ -424,14 +438,15 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         if reuse:
             new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
             disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
-            stored = {"storage": "DISK_ONLY (executors' local disks)", "columns": list(kept.columns),
+            stored = {"storage": storage, "columns": list(kept.columns),
                       "disk_bytes": disk, "memory_bytes": mem,
                       "bytes_per_record": round((disk + mem) / max(pass1_records, 1), 1)}
         window_counts = _window_counts(topics, grid, ranges, diff, reread=not reuse)
         say(f"pass 1 done: {pass1_records:,} records; "
             + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts))
-            + (f"; fingerprints kept on disk: {stored['disk_bytes'] / 1e6:,.1f} MB "
-               f"({stored['bytes_per_record']:.0f} B per record)" if stored else ""))
+            + (f"; fingerprints kept: {stored['disk_bytes'] / 1e6:,.1f} MB on disk, "
+               f"{stored['memory_bytes'] / 1e6:,.1f} MB in memory ({stored['bytes_per_record']:.0f} B per record)"
+               if stored else ""))
         t = clock.lap("pass1_s", t)
 
         # 3. pass 2: exact comparison of the differing windows only
