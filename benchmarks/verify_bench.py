@@ -14,10 +14,11 @@ the peak summed RSS of that process tree, sampled every 0.1 s); with ``--repeat 
 times, interleaved, and the fastest run counts (all are kept in the JSON):
 
 (a) ``kafka-tools`` ConsumerPerformance: a raw read of the topic on A, then on B (no comparison);
-(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source),
-    in its default design: Kafka read once per side, pass 2 on the persisted fingerprints;
-(b_old) the same with ``KDR_VERIFY_PASS2=kafka``: the former design, whose pass 2 (and lookup of
-    target-only keys) re-read Kafka — ``--designs fingerprints`` leaves it out;
+(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source)
+    with ``KDR_VERIFY_PASS2=fingerprints``: Kafka read once per side, pass 2 on the fingerprints
+    persisted on disk (``fingerprints-memory``, b_mem: kept in memory while they fit);
+(b_old) the same with ``KDR_VERIFY_PASS2=kafka`` (still the default): the former design, whose
+    pass 2 (and lookup of target-only keys) re-read Kafka — ``--designs`` chooses among them;
 (c) a naive single-process reconciler with confluent-kafka: (key, sha256(value+headers)) → count;
 (d) Spark itself counting the same records in one session (same session settings, same Kafka
     source and offset bounds, ``count()`` of both sides); ``--skip-spark-count`` leaves it out.

@@ -4,22 +4,24 @@ Steps (progress on stderr):
 
 1. fix the offset bounds of every partition on both sides (confluent-kafka, before any read);
 2. pass 1 — read both sides once with Spark's Kafka source (or the archive), fingerprint every
-   record with JVM built-ins, keep its compact fingerprint (side, topic, partition, offset,
+   record with JVM built-ins, (``fingerprints`` design) keep its compact fingerprint (side, topic, partition, offset,
    timestamp, key, key_hash, checksum, window — no value, no headers) on the executors' local
    disks (``StorageLevel.DISK_ONLY``, written while pass 1 runs) and sum per time window
    (count, sum of hashes, offset span);
-3. pass 2 — take the persisted fingerprints of the differing windows and compare them as
+3. pass 2 — take the persisted fingerprints (``kafka`` design: re-read the offset spans) of the
+   differing windows and compare them as
    multisets of (topic, key, checksum): one shuffle, an aggregation per identity;
 4. (only when the target holds keys the pass-2 rows cannot place) look those keys up in the
    persisted source fingerprints;
 5. write ``summary.json``, ``report.html`` and ``offending.parquet`` to the output directory, and
    drop the persisted fingerprints.
 
-Kafka is read once per side whatever the loss pattern. The key bytes are persisted with the
-fingerprints (identities are exact keys, not key hashes; offending records and samples carry
-them); ``summary["method"]["fingerprints"]`` gives the disk they took. The former design
-(pass 2 and the lookup re-read Kafka) stays available for the benchmark:
-``run_verification(pass2_from="kafka")`` or ``KDR_VERIFY_PASS2=kafka``.
+With ``pass2_from="fingerprints"`` (or ``KDR_VERIFY_PASS2=fingerprints``) Kafka is read once per
+side whatever the loss pattern. The key bytes are persisted with the fingerprints (identities are
+exact keys, not key hashes; offending records and samples carry them);
+``summary["method"]["fingerprints"]`` gives the disk they took (about 21 B per record). Until the
+benchmark shows it at least as fast as the former design on both loss profiles, the default is
+still the former one (``kafka``): pass 2 and the lookup re-read the differing spans from Kafka.
 
 Under ``spark-submit`` the executors need no Python code (no UDF): only the spark-sql-kafka jars
 (``--jars $(python -m verification.job --print-jars)``). The driver needs this repository.
@@ -104,10 +106,11 @@ LEFT_OUT = {
     "empty": "no records on either side: nothing to compare",
 }
 
-#: Where pass 2 takes its records: ``fingerprints`` (persisted in pass 1; the default) or ``kafka``
-#: (the former design: re-read the differing windows' offset spans). The environment variable sets
-#: the default, so ``drctl verify`` can run either (benchmarks/verify_bench.py compares them).
-PASS2_FROM = ("fingerprints", "kafka")
+#: Where pass 2 takes its records: ``kafka`` (re-read the differing windows' offset spans; still the
+#: default: at 1M + 1M records the one-read design measured 0.84x of it on tail loss, 1.01x on
+#: scattered loss — see benchmarks/verify_bench.py) or ``fingerprints`` (persisted in pass 1, Kafka
+#: read once per side). The environment variable sets the default, so ``drctl verify`` can run either.
+PASS2_FROM = ("kafka", "fingerprints")
 PASS2_FROM_ENV = "KDR_VERIFY_PASS2"
 #: How the fingerprints are kept: ``DISK_ONLY`` (default: the JVM heap does not grow with the data)
 #: or ``MEMORY_AND_DISK`` (in the storage memory while it fits, the rest on disk); the environment
@@ -366,9 +369,9 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     ``source``, ``target``, ``rto_s``, ``rpo_estimate``, ``journal`` — and is written to the summary
     as ``failover`` (keys that look like secrets are dropped) and shown at the top of the report.
 
-    ``pass2_from``: ``"fingerprints"`` (default; Kafka is read once per side) or ``"kafka"`` (the
-    former design, kept for the benchmark: pass 2 and the source lookup re-read Kafka); None takes
-    ``$KDR_VERIFY_PASS2``, else the default.
+    ``pass2_from``: ``"fingerprints"`` (Kafka is read once per side; pass 2 and the source lookup
+    work on pass 1's persisted fingerprints) or ``"kafka"`` (the default until the benchmark shows
+    the other at least as fast: they re-read Kafka); None takes ``$KDR_VERIFY_PASS2``, else ``kafka``.
     """
     say = progress or quiet
     reuse = _pass2_from(pass2_from) == "fingerprints"

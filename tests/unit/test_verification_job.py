@@ -75,7 +75,7 @@ def seeded(spark, tmp_path_factory):
     write_records(seeded_target(src), d / "target.parquet")
     result = run_verification(source=ArchiveSide(path=d / "source.parquet"),
                               target=ArchiveSide(path=d / "target.parquet"),
-                              out_dir=d / "report", cutoff_ms=CUTOFF, spark=spark)
+                              out_dir=d / "report", cutoff_ms=CUTOFF, spark=spark, pass2_from="fingerprints")
     return src, result
 
 
@@ -141,7 +141,7 @@ def test_tail_loss_rereads_only_the_tail(spark, tmp_path):
     write_records(replicate(src, drop=lambda r: index(r) >= 1596), tmp_path / "t.parquet")
     result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
                               target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r",
-                              spark=spark, windows=100)
+                              spark=spark, windows=100, pass2_from="fingerprints")
     assert result.counts()["missing"] == 4 and sum(result.counts().values()) == 4
     method = result.summary["method"]
     assert method["pass2_offsets"] == 0 and method["kafka_reads_per_side"] == 1  # nothing read again
@@ -204,11 +204,12 @@ def test_each_side_is_read_once_whatever_pass_2_and_the_lookup_need(spark, seede
 
     monkeypatch.setattr(job, "read_side", counting)
     sides = {"source": ArchiveSide(path=d / "source.parquet"), "target": ArchiveSide(path=d / "target.parquet")}
-    kafka = run_verification(**sides, out_dir=tmp_path / "kafka", cutoff_ms=CUTOFF, spark=spark, pass2_from="kafka")
+    kafka = run_verification(**sides, out_dir=tmp_path / "kafka", cutoff_ms=CUTOFF, spark=spark)  # the default
     # the former design read the source three times (pass 1, pass 2, the lookup of target-only keys)
     assert [name for name, _ in reads].count("source.parquet") == 3
     reads.clear()
-    again = run_verification(**sides, out_dir=tmp_path / "fp", cutoff_ms=CUTOFF, spark=spark)
+    again = run_verification(**sides, out_dir=tmp_path / "fp", cutoff_ms=CUTOFF, spark=spark,
+                             pass2_from="fingerprints")
     assert sorted(name for name, _ in reads) == ["source.parquet", "target.parquet"]
     assert again.summary["method"]["pass2b"] is True and again.summary["method"]["kafka_reads_per_side"] == 1
 
