@@ -204,6 +204,16 @@ class Journal:
         """True when ``name`` completed in an earlier run (a resumed run skips it)."""
         return self.step(name)["status"] in DONE_STATES
 
+    def outage_run(self) -> dict[str, Any] | None:
+        """The run the outage counts from: the one that fenced A (runs refused before it changed
+        nothing and are not part of the outage); the first run when A was never fenced."""
+        runs = self.data["runs"]
+        fence = self.data["steps"].get("fence-drain") or {}
+        index = fence.get("run") if fence.get("status") in DONE_STATES else None
+        if index and 1 <= index <= len(runs):
+            return runs[index - 1]
+        return runs[0] if runs else None
+
     def cutoff_ms(self) -> int | None:
         """The verification cut-off of this failover: the last millisecond before anything could be
         written on the target (:func:`dr.failover.metrics.cutoff_ms`)."""

@@ -84,8 +84,8 @@ def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
     if probe is None or probe.result is None or journal.data["measurements"].get("probe"):
         return
     run = journal.data["runs"][-1]
-    first = journal.data["runs"][0]
-    # RTO counts from the failover's first start: a crash and a resume are part of the outage.
+    first = journal.outage_run() or run
+    # RTO counts from the run that fenced A: a crash and a resume after it are part of the outage.
     journal.measure(probe={**probe.result.to_dict(), "application": probe.endpoint.username},
                     rto_s=seconds_between(first["started_at"], probe.result.acked_at),
                     rto_this_run_s=seconds_between(run["started_at"], probe.result.acked_at),
@@ -192,6 +192,7 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
                       "summary": (entry.get("outcome") or {}).get("summary") or entry.get("error") or ""})
     abc_run = runs[m["abc_run"] - 1] if m.get("abc_run") else None
     cutoff = verification_cutoff(journal)
+    outage = journal.outage_run()
     groups = (d["steps"]["consumer-groups"].get("outcome") or {}).get("groups") or []
     integ = d["steps"]["integrity"].get("outcome") or {}
     verdict = integ.get("verdict")
@@ -206,7 +207,7 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
         "write_outage_s": m.get("write_outage_s"),
         "rto_probe": {k: probe.get(k) for k in ("application", "topic", "partition", "offset", "attempts")}
         if probe else None,
-        "a_b_c_s": seconds_between(runs[0]["started_at"], m.get("abc_done_at")) if runs else None,
+        "a_b_c_s": seconds_between(outage["started_at"], m.get("abc_done_at")) if outage else None,
         "a_b_c_this_run_s": seconds_between(abc_run["started_at"], m.get("abc_done_at")) if abc_run else None,
         "cutoff_ms": cutoff, "cutoff_utc": utc_text(cutoff),
         "interrupted_runs": sum(1 for r in runs if r.get("outcome") == "interrupted"),

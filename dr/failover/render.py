@@ -28,11 +28,11 @@ def render_summary(s: dict[str, Any]) -> str:
         secs = "" if st["seconds"] is None else f"{st['seconds']:6.1f}s"
         lines.append(f"  {i}. {st['name']:<{width}}  {st['status']:<11} {secs:>7}  {st['summary']}")
     runs = f"{s['runs']} runs" + (f", {s['interrupted_runs']} interrupted" if s.get("interrupted_runs") else "")
-    lines.append(f"RTO probe (first start → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
+    lines.append(f"RTO probe (the run that fenced A → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
                  + (f"  [{runs}; this run: {_s(s.get('rto_this_run_s'))}]" if s["runs"] > 1 else ""))
     if s.get("write_outage_s") is not None:
         lines.append(f"writes refused everywhere (fence → first ack): {_s(s['write_outage_s'])}")
-    lines.append(f"A→B→C ({chain}, first start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
+    lines.append(f"A→B→C ({chain}, fencing run start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
                  f"   total: {_s(s['total_s'])}")
     if s.get("cutoff_ms") is not None:
         lines.append(f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms) — records on {s['target']} "

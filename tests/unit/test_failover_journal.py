@@ -165,3 +165,18 @@ def test_decommission_refusal_advice_fits_the_classes_found() -> None:
     corrupted = refusal_advice({"missing": 0, "unexpected": 1, "duplicated": 0, "corrupted": 2},
                                stack="s", source="A", target="B", report_dir="/r")
     assert "2 corrupted" in corrupted and "1 unexpected" in corrupted and "recover --report" not in corrupted
+
+
+def test_runs_refused_before_a_was_fenced_do_not_count_in_rto(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    first = j.begin_run(mode="planned", options={})
+    j.start_step("preflight", {})
+    j.finish_step("preflight", "failed", {}, 0.1)
+    j.end_run("failed")
+    second = j.begin_run(mode="planned", options={})
+    second["started_at"] = first["started_at"] + 600.0
+    j.start_step("fence-drain", {})
+    j.finish_step("fence-drain", "done", {}, 1.0)
+    j.measure(abc_done_at=second["started_at"] + 40.0, abc_run=2)
+    assert j.outage_run() is second
+    assert summarize(j)["a_b_c_s"] == pytest.approx(40.0, abs=0.01)
