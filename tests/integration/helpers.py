@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -75,3 +76,28 @@ def teardown_stack(stack: str, original, state) -> None:  # noqa: ANN001 - Topol
             for c in topology.clusters:
                 if c.kind.value == "local":
                     estate.local_cluster(c.name).destroy()
+
+
+def write_local_stack(root: Path, stack: str, ports: tuple[int, ...], *, one_broker: tuple[str, ...] = ("A",)) -> Path:
+    """``Pulumi.local.yaml`` copied as ``<root>/Pulumi.<stack>.yaml`` on ``ports`` (A, B, C), the
+    clusters named in ``one_broker`` cut to a single broker; returns the file."""
+    import yaml
+
+    from dr.toolchain import REPO_ROOT
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], ports, strict=True):
+        c["base_port"] = port
+        if c["name"] in one_broker:
+            c["brokers"], c["racks"] = 1, ["r1"]
+    path = Path(root) / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def jvms_under(path: Path) -> list[str]:
+    """The product's JVMs (brokers, MirrorMaker 2) whose command line names ``path``."""
+    import subprocess
+
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]

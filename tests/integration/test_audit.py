@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import Producer, TopicPartition
 
 from dr.estate import Estate
@@ -30,7 +29,7 @@ from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import wait_until
 from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
-from tests.integration.helpers import teardown_stack
+from tests.integration.helpers import teardown_stack, write_local_stack
 
 pytestmark = pytest.mark.integration
 
@@ -66,13 +65,7 @@ def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("audit")
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-        if c["name"] == "A":
-            c["brokers"], c["racks"] = 1, ["r1"]
-    stack_file = root / f"Pulumi.{STACK}.yaml"
-    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    stack_file = write_local_stack(root, STACK, PORTS)
     e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
     original = load_stack_file(stack_file)
     with pytest.MonkeyPatch.context() as mp:

@@ -14,26 +14,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
 
 from dr.toolchain import REPO_ROOT
+from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "cycles"
 PORTS = (20100, 20200, 20300)  # below the ephemeral range (32768+)
 RTO_AIM = "application RTO"
 
 
-def _jvms_under(path: Path) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]
-
-
 def test_three_cycles_each_graded_and_clean(tmp_path: Path) -> None:
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-        c["brokers"], c["racks"] = 1, ["r1"]
-    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    write_local_stack(tmp_path, STACK, PORTS, one_broker=("A", "B", "C"))
     out = tmp_path / "drill"
     res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--cycles", "3",
                           "--out", str(out), "--warmup", "4", "--rate", "300", "--json"],
@@ -68,4 +59,4 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path) -> None:
         assert res.returncode == 0 or any(not k["result"] == "PASS" for c in cycles for k in c["checks"]
                                           if k["check"].startswith(RTO_AIM)), res.stderr[-3000:]
     finally:
-        assert not _jvms_under(out), "the drill left JVMs running"
+        assert not jvms_under(out), "the drill left JVMs running"

@@ -11,26 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
 
 from dr.toolchain import REPO_ROOT
+from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "gameday"
 PORTS = (25100, 25200, 25300)  # below the ephemeral range (32768+): no clash with client sockets
 
 
-def _jvms_under(path: Path) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]
-
-
 def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(tmp_path: Path) -> None:
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-        if c["name"] == "A":
-            c["brokers"], c["racks"] = 1, ["r1"]
-    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    write_local_stack(tmp_path, STACK, PORTS)
     out = tmp_path / "drill"
     res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--unplanned",
                           "--out", str(out), "--warmup", "4", "--json"], capture_output=True, text=True,
@@ -70,4 +60,4 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(tm
         assert (out / "drill.json").is_file()
         assert "RPO estimate" in res.stderr or r["rpo"]["estimate"] is not None
     finally:
-        assert not _jvms_under(out), "the drill left JVMs running"
+        assert not jvms_under(out), "the drill left JVMs running"
