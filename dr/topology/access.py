@@ -14,7 +14,11 @@ from dataclasses import dataclass
 
 from dr.topology.model import Cluster, Role, Topology
 
-__all__ = ["AclRule", "acl_rules", "application_rules"]
+__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
+
+CONNECT_USER = "connect"
+"""The principal local Kafka Connect workers run as on their home cluster (their group and internal
+topics only: the connectors send records as the replicator, through ``producer.override.*``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -62,9 +66,22 @@ def application_rules(topology: Topology, role: Role) -> set[AclRule]:
     return rules
 
 
+def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
+    """The local Connect workers' ACLs on their home cluster: their group and internal topics."""
+    rules: set[AclRule] = set()
+    for cc in topology.connect_clusters:
+        if not cc.is_local or cc.cluster != cluster.name:
+            continue
+        rules |= {AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", "Read"),
+                  AclRule(CONNECT_USER, "Topic", f"connect-{cc.name}-", "All", "Prefixed"),
+                  AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "Describe"),
+                  AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "DescribeConfigs")}
+    return rules
+
+
 def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
     """Every ACL the cluster needs for its role and its links (pure; sorted, no duplicates)."""
-    rules = application_rules(topology, cluster.role)
+    rules = application_rules(topology, cluster.role) | connect_rules(topology, cluster)
     replicator = topology.principals.replicator
     if topology.links_from(cluster.name):
         rules |= set(_replicator_source(replicator))

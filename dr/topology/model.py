@@ -256,6 +256,41 @@ def _selects(patterns: list[str], name: str) -> bool:
     return False
 
 
+class ConnectCluster(_Model):
+    """A Kafka Connect distributed cluster that runs MirrorMaker 2 links as connectors.
+
+    Local (no ``url``): the stack runs ``workers`` Connect workers on 127.0.0.1, REST port of
+    worker ``i`` = ``base_port + i``, with their group and internal topics on the Kafka cluster
+    ``cluster``. External (``url``): an existing Connect cluster the product only talks to through
+    its REST API; its workers must reach both ends of every link it runs.
+    """
+
+    name: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    """The Kafka cluster holding the Connect cluster's group and internal topics (configs, offsets,
+    status). A link's records go to the link's own target, whatever this cluster is."""
+    workers: int = Field(default=2, ge=1, le=8)
+    base_port: int | None = None
+    url: str | None = None
+    username: str | None = None
+    """External only: the REST API's basic-auth user (with ``password``)."""
+    password: Secret | None = None
+    tasks_max: int = Field(default=4, ge=1, le=1000)
+    """``tasks.max`` of each link's MirrorSourceConnector (at least the partitions, to spread them)."""
+
+    @property
+    def is_local(self) -> bool:
+        """True when this project runs the workers on this machine."""
+        return self.url is None
+
+    @property
+    def rest_ports(self) -> range | None:
+        """The REST ports of a local Connect cluster's workers, or None."""
+        if not self.is_local or self.base_port is None:
+            return None
+        return range(self.base_port, self.base_port + self.workers)
+
+
 class Link(_Model):
     """Replication from ``source`` to ``target`` of the topics and consumer groups it selects."""
 
@@ -268,6 +303,9 @@ class Link(_Model):
     consumer_groups: list[str] = Field(default_factory=lambda: [".*"])
     """Consumer group names or regular expressions (full match) whose offsets are synced."""
     intervals: LinkIntervals = Field(default_factory=LinkIntervals)
+    connect: str | None = None
+    """``engine: mirrormaker2`` only: the name of a declared Connect cluster (``kafka-dr:connectClusters``)
+    that runs the link as three connectors; unset, local links run a dedicated MirrorMaker 2 process."""
     state: LinkState = LinkState.RUNNING
     """``running`` replicates; ``promoted``/``failed-over`` (cluster-link only) is a link kept after a
     failover so that its mirror topics stay, promoted, on the cluster that took over."""
@@ -306,6 +344,7 @@ class Topology(_Model):
     topics: list[Topic] = Field(default_factory=list)
     principals: Principals = Field(default_factory=Principals)
     links: list[Link] = Field(default_factory=list)
+    connect_clusters: list[ConnectCluster] = Field(default_factory=list)
     failover_done: bool = False
     """True once a failover has happened (a standby may then carry a link)."""
 
@@ -362,6 +401,18 @@ class Topology(_Model):
         """Links whose source is cluster ``name``."""
         return [link for link in self.links if link.source == name]
 
+    def connect_cluster(self, name: str) -> ConnectCluster:
+        """The Connect cluster called ``name``; ConfigError naming the declared ones when unknown."""
+        for connect in self.connect_clusters:
+            if connect.name == name:
+                return connect
+        known = ", ".join(c.name for c in self.connect_clusters) or "none declared"
+        raise ConfigError(f"stack '{self.name}' has no Connect cluster named {name!r}", f"use one of: {known}")
+
+    def link_connect(self, link: Link) -> ConnectCluster | None:
+        """The Connect cluster running ``link``, or None for a dedicated MirrorMaker 2 / cluster link."""
+        return self.connect_cluster(link.connect) if link.connect else None
+
     def secret_fields(self) -> list[tuple[str, str, Any]]:
         """Every secret set in the topology: (field path, top-level config key, value)."""
         found: list[tuple[str, str, Any]] = []
@@ -373,11 +424,23 @@ class Topology(_Model):
         for i, app in enumerate(self.principals.applications):
             if app.password is not None:
                 found.append((f"principals.applications[{i}].password", "principals", app.password))
+        for i, connect in enumerate(self.connect_clusters):
+            if connect.password is not None:
+                found.append((f"connect_clusters[{i}].password", "connect_clusters", connect.password))
         return found
 
     def both_local(self, link: Link) -> bool:
         """True when both ends of ``link`` are clusters this project runs on this machine."""
         return self.cluster(link.source).is_local and self.cluster(link.target).is_local
+
+    def runs_dedicated(self, link: Link) -> bool:
+        """True when ``link`` is a dedicated MirrorMaker 2 process this project runs (both ends local,
+        no Connect cluster)."""
+        return link.engine == Engine.MIRRORMAKER2 and link.connect is None and self.both_local(link)
+
+    def runs_on_connect(self, link: Link) -> bool:
+        """True when ``link`` runs as MirrorMaker 2 connectors on a declared Connect cluster."""
+        return link.engine == Engine.MIRRORMAKER2 and link.connect is not None
 
     def topics_for(self, link: Link) -> list[Topic]:
         """The declared topics a link replicates."""
@@ -428,6 +491,13 @@ class Topology(_Model):
                 )
             )
         clusters = [c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in self.clusters]
+        # A Connect cluster living on the decommissioned cluster would lose its internal topics: it
+        # moves (new group and internal topics) to the cluster that now receives the link.
+        home = new_passive.name if new_passive is not None else new_active.name
+        connect_clusters = [
+            cc.model_copy(update={"cluster": home}) if cc.is_local and cc.cluster == old_active.name else cc
+            for cc in self.connect_clusters
+        ]
         return Topology(
             name=self.name,
             profile=self.profile,
@@ -435,6 +505,7 @@ class Topology(_Model):
             topics=self.topics,
             principals=self.principals,
             links=links,
+            connect_clusters=connect_clusters,
             failover_done=True,
         )
 

@@ -44,7 +44,7 @@ NAMESPACE = "kafka-dr"
 _MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
 """Stack files are a few kilobytes; anything this large is not one."""
 
-_STRUCTURED = ("clusters", "topics", "principals", "links")
+_STRUCTURED = ("clusters", "topics", "principals", "links", "connect_clusters")
 _FIELDS = ("profile", "failover_done", *_STRUCTURED)
 _STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/\\]+)\.ya?ml")
 
@@ -203,10 +203,15 @@ def _plaintext_passwords(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for key, value in config.items():
         namespace, sep, short = str(key).partition(":")
-        if namespace != NAMESPACE or not sep or to_snake(short) not in ("clusters", "principals"):
+        if namespace != NAMESPACE or not sep or to_snake(short) not in ("clusters", "principals", "connect_clusters"):
             continue
         value = _decode(str(key), to_snake(short), value)
-        if to_snake(short) == "clusters":
+        if to_snake(short) == "connect_clusters":
+            for i, connect in _items(value):
+                for name, secret in _fields(connect, "password"):
+                    if _is_plaintext(secret):
+                        found.append((f"{key}[{i}].{name}", "encrypt"))
+        elif to_snake(short) == "clusters":
             for i, cluster in _items(value):
                 local = not isinstance(cluster, Mapping) or cluster.get("kind", "local") == "local"
                 for name, secret in _fields(cluster, "admin_password"):
@@ -308,5 +313,7 @@ def dump_stack_config(topology: Topology) -> dict[str, Any]:
         _key("failover_done"): topology.failover_done,
     }
     for field in _STRUCTURED:
+        if field == "connect_clusters" and not body.get(field):
+            continue  # optional: stacks without Connect clusters keep their files as they were
         config[_key(field)] = body.get(field, {} if field == "principals" else [])
     return config

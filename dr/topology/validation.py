@@ -858,6 +858,93 @@ def _cluster_link_destinations(t: Topology) -> Iterator[Violation]:
             )
 
 
+_CONNECT_URL = re.compile(r"https?://(?:[A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\])(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
+"""An http(s) URL without credentials, query or fragment: passwords go in ``password`` (a secret)."""
+
+
+def _connect_clusters(t: Topology) -> Iterator[Violation]:
+    seen: set[str] = set()
+    windows = [c.port_window for c in t.clusters if c.port_window is not None]
+    taken: list[tuple[str, range]] = []
+    for i, cc in enumerate(t.connect_clusters):
+        where = f"connect_clusters[{i}]"
+        if not _CLUSTER_NAME.fullmatch(cc.name):
+            yield Violation(f"{where}.name", f"{_short(cc.name)} is not a valid Connect cluster name "
+                            "(it names the Connect group, its internal topics and a directory)",
+                            "use 1-64 characters from [A-Za-z0-9_-]")
+        elif cc.name in seen:
+            yield Violation(f"{where}.name", f"Connect cluster {cc.name!r} is declared twice", "rename or remove one")
+        seen.add(cc.name)
+        home = next((c for c in t.clusters if c.name == cc.cluster), None)
+        if home is None:
+            yield Violation(f"{where}.cluster", f"names no declared cluster ({_short(cc.cluster)})",
+                            f"use one of: {_names(t.clusters)}")
+        if cc.is_local:
+            if home is not None and not home.is_local:
+                yield Violation(f"{where}.cluster", f"local Connect cluster {cc.name!r} keeps its internal topics "
+                                f"on {home.kind} cluster {home.name!r}",
+                                "home a local Connect cluster on a local cluster, or set url for an existing one")
+            elif home is not None and home.role not in (Role.ACTIVE, Role.PASSIVE):
+                yield Violation(f"{where}.cluster", f"Connect cluster {cc.name!r} lives on {home.role} cluster "
+                                f"{home.name!r}, which runs no brokers",
+                                "home it on the passive cluster (the target of its links)")
+            if cc.base_port is None:
+                yield Violation(f"{where}.base_port", f"local Connect cluster {cc.name!r} has no base_port",
+                                f"set base_port to the first of {cc.workers} free ports (its workers' REST ports)")
+            elif cc.base_port < _FIRST_PORT or cc.base_port + cc.workers - 1 > _LAST_PORT:
+                yield Violation(f"{where}.base_port", f"REST ports {cc.base_port}..{cc.base_port + cc.workers - 1} "
+                                f"leave the range {_FIRST_PORT}..{_LAST_PORT}", "choose another base_port")
+            else:
+                ports = cc.rest_ports or range(0)
+                clash = [w for w in windows if ports.start < w.stop and w.start < ports.stop] + \
+                    [r for _, r in taken if ports.start < r.stop and r.start < ports.stop]
+                if clash:
+                    yield Violation(f"{where}.base_port", f"REST ports {ports.start}..{ports.stop - 1} of Connect "
+                                    f"cluster {cc.name!r} overlap the ports of a local cluster or another Connect "
+                                    "cluster", "choose a base_port outside every local cluster's window")
+                taken.append((cc.name, ports))
+            for field in ("username", "password"):
+                if getattr(cc, field) is not None:
+                    yield Violation(f"{where}.{field}", f"is set on local Connect cluster {cc.name!r}, whose REST "
+                                    "credentials are generated into the state directory", "remove it")
+        elif "@" in (cc.url or ""):  # never echo it: the part before '@' is a password
+            yield Violation(f"{where}.url", "holds credentials (user:password@host)",
+                            "remove them from the url; set username and password (the password a secret)")
+        elif not _CONNECT_URL.fullmatch(cc.url or ""):
+            yield Violation(f"{where}.url", f"{_short(cc.url or '')} is not an http(s) URL of a Connect REST API",
+                            "use http(s)://host:port (credentials go in username/password, the password a secret)")
+        elif (cc.username is None) != (cc.password is None):
+            yield Violation(f"{where}.password", "username and password of a Connect REST API go together",
+                            "set both or neither")
+
+
+def _connect_links(t: Topology) -> Iterator[Violation]:
+    declared = {cc.name: cc for cc in t.connect_clusters}
+    clusters = {c.name: c for c in t.clusters}
+    for i, link in enumerate(t.links):
+        if link.connect is None:
+            continue
+        where = f"links[{i}].connect"
+        if link.engine != Engine.MIRRORMAKER2:
+            yield Violation(where, f"link {link.name!r} is a {link.engine}; only MirrorMaker 2 runs on Kafka Connect",
+                            "remove connect, or use engine: mirrormaker2")
+            continue
+        cc = declared.get(link.connect)
+        if cc is None:
+            known = ", ".join(declared) or "none declared"
+            yield Violation(where, f"names no declared Connect cluster ({_short(link.connect)})",
+                            f"declare it under kafka-dr:connectClusters, or use one of: {known}")
+            continue
+        ends = [clusters[n] for n in (link.source, link.target) if n in clusters]
+        if cc.is_local and any(not c.is_local for c in ends):
+            yield Violation(where, f"local Connect cluster {cc.name!r} runs links between local clusters only "
+                            f"(link {link.name!r} has an external end)", "use a Connect cluster with a url")
+        if not cc.is_local and any(c.is_local for c in ends):
+            yield Violation(where, f"external Connect cluster {cc.name!r} cannot reach local cluster(s) of link "
+                            f"{link.name!r} (they listen on 127.0.0.1 of this machine)",
+                            "use a local Connect cluster (no url) for links between local clusters")
+
+
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
     _principals,
@@ -881,6 +968,8 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _remote_clusters,
     _confluent_clusters,
     _cluster_link_destinations,
+    _connect_clusters,
+    _connect_links,
 )
 
 
