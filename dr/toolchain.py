@@ -37,8 +37,16 @@ class Toolchain:
     kafka_lib: Path
     mm2_lib: Path
     spark_kafka_lib: Path
+    connect_auth_lib: Path
+    """Kafka Connect's basic-auth REST extension (on the workers' classpath next to ``mm2_lib``);
+    checked only by what runs Connect workers (:meth:`require_connect_auth`), so an older cache
+    without it still runs brokers and MirrorMaker 2."""
     pulumi_bin: Path
     java: str
+
+    def require_connect_auth(self) -> Path:
+        """``connect_auth_lib``, raising :class:`ToolchainError` when it is not installed."""
+        return _complete(self.connect_auth_lib, "the Kafka Connect basic-auth extension")
 
     @property
     def spark_kafka_jars(self) -> list[Path]:
@@ -69,6 +77,7 @@ def toolchain() -> Toolchain:
         mm2_lib=_complete(home / "mm2" / v["KAFKA_VERSION"], f"MirrorMaker 2 {v['KAFKA_VERSION']}"),
         spark_kafka_lib=_complete(home / "spark-kafka" / v["SPARK_VERSION"],
                                   f"spark-sql-kafka {v['SPARK_VERSION']}"),
+        connect_auth_lib=home / "connect-auth" / v["KAFKA_VERSION"],
         pulumi_bin=home / "pulumi" / v["PULUMI_VERSION"] / "bin",
         java=java,
     )

@@ -120,11 +120,15 @@ setup_jars() {
     -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
   maven_copy "MirrorMaker 2 $KAFKA_VERSION" toolchain/mm2/pom.xml "$KDR_HOME/mm2/$KAFKA_VERSION" \
     -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
+  # Connect's basic-auth REST extension; the Connect runtime it needs is the MirrorMaker 2 directory.
+  maven_copy "Connect basic-auth extension $KAFKA_VERSION" toolchain/connect-auth/pom.xml \
+    "$KDR_HOME/connect-auth/$KAFKA_VERSION" -Dkafka.version="$KAFKA_VERSION" \
+    -DincludeArtifactIds=connect-basic-auth-extension
   # Only the connector and what pyspark does not already ship (Spark, Scala, Hadoop are "provided").
   maven_copy "spark-sql-kafka $SPARK_VERSION" toolchain/spark-kafka/pom.xml "$KDR_HOME/spark-kafka/$SPARK_VERSION" \
     -Dspark.version="$SPARK_VERSION" \
     -DincludeArtifactIds="spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
-  step_time "Kafka, MirrorMaker 2 and Spark jars" "$t0"
+  step_time "Kafka, MirrorMaker 2, Connect auth and Spark jars" "$t0"
 }
 
 # ---------------------------------------------------------------------------------------------
