@@ -1,9 +1,12 @@
-"""MirrorMaker 2 connector configurations for a Kafka Connect cluster (external estates).
+"""MirrorMaker 2 connector configurations for a Kafka Connect cluster.
 
-Locally a link is a dedicated MirrorMaker 2 process (:mod:`dr.runtime.mirrormaker`). Between
-external clusters it runs as three connectors on the target side's Kafka Connect cluster; this
-module renders their JSON (``PUT /connectors/<name>/config`` bodies) from the topology — pure,
-with secrets referenced through a Connect config provider instead of written inline.
+A link can run as three connectors on a Kafka Connect cluster (an external one, or a local
+:class:`dr.runtime.connect.LocalConnectCluster`); this module renders their JSON
+(``PUT /connectors/<name>/config`` bodies) from the topology — pure, with secrets referenced
+through the workers' ``FileConfigProvider`` instead of written inline. The clusters may be local
+(bootstrap from ``base_port``, SASL_PLAINTEXT with SCRAM-SHA-512) or external. The connectors'
+producers are pointed at the link's target (``producer.override.*``, as the replicator), so the
+records land there whichever cluster the Connect workers keep their own topics on.
 """
 
 from __future__ import annotations
@@ -19,16 +22,33 @@ CONNECTORS = {
 }
 
 
-def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
+#: How every local cluster's client listener authenticates (see :mod:`dr.runtime.cluster`).
+LOCAL_SECURITY_PROTOCOL = "SASL_PLAINTEXT"
+LOCAL_SASL_MECHANISM = "SCRAM-SHA-512"
+
+
+def client_settings(cluster: Cluster) -> tuple[str, str, str]:
+    """``(bootstrap servers, security protocol, SASL mechanism)`` of a local or external cluster."""
+    if cluster.kind is Kind.LOCAL:
+        if cluster.base_port is None:
+            raise ConfigError(f"local cluster {cluster.name!r} has no base_port.",
+                              "set base_port for the cluster in the stack config")
+        bootstrap = ",".join(f"127.0.0.1:{cluster.base_port + b - 1}" for b in range(1, cluster.brokers + 1))
+        return bootstrap, LOCAL_SECURITY_PROTOCOL, LOCAL_SASL_MECHANISM
     if not cluster.bootstrap_servers:
         raise ConfigError(f"cluster {cluster.name!r} has no bootstrap_servers.",
                           "set bootstrap_servers for external clusters in the stack config")
-    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if cluster.sasl_mechanism == "PLAIN"
+    return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
+
+
+def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
+    bootstrap, protocol, mechanism = client_settings(cluster)
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
               else "org.apache.kafka.common.security.scram.ScramLoginModule")
     return {
-        f"{prefix}.bootstrap.servers": cluster.bootstrap_servers,
-        f"{prefix}.security.protocol": cluster.security_protocol,
-        f"{prefix}.sasl.mechanism": cluster.sasl_mechanism,
+        f"{prefix}.bootstrap.servers": bootstrap,
+        f"{prefix}.security.protocol": protocol,
+        f"{prefix}.sasl.mechanism": mechanism,
         # Resolved by the worker's FileConfigProvider (config.providers=file): never inline.
         f"{prefix}.sasl.jaas.config": (f'{module} required username="${{file:{secret_ref}:username}}" '
                                         f'password="${{file:{secret_ref}:password}}";'),
@@ -38,12 +58,20 @@ def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
 def connector_configs(topology: Topology, link: Link,
                       secrets_file: str = "/etc/kafka-connect/secrets/replicator.properties",
                       tasks_max: int = 4) -> dict[str, dict[str, str]]:
-    """The three MM2 connectors (name → config) for ``link`` between two external clusters."""
+    """The three MM2 connectors (name → config) for ``link``, its clusters local or external.
+
+    ``secrets_file`` is the replicator's ``username=``/``password=`` file as the Connect workers
+    see it (:meth:`dr.runtime.connect.LocalConnectCluster.secrets_file` for a local Connect
+    cluster); the configs reference it and never hold a password.
+    """
+    if "}" in secrets_file or ":" in secrets_file or not secrets_file.strip():
+        raise ConfigError(f"secrets file path {secrets_file!r} cannot be referenced from a Connect config "
+                          "(a ':' or '}' ends the ${file:...} reference early).",
+                          "keep the secrets file at a path without ':' and '}'")
+    if not isinstance(tasks_max, int) or tasks_max < 1:
+        raise ConfigError(f"tasks_max={tasks_max!r}: the source connector needs at least one task.",
+                          "use a positive number of tasks")
     source, target = topology.cluster(link.source), topology.cluster(link.target)
-    for c in (source, target):
-        if c.kind is Kind.LOCAL:
-            raise ConfigError(f"link {link.name!r}: cluster {c.name!r} is local; local links run a dedicated "
-                              "MirrorMaker 2 process.", "use `drctl estate up` for local clusters")
     iv = link.intervals
     common = {
         "source.cluster.alias": source.name,
@@ -51,6 +79,9 @@ def connector_configs(topology: Topology, link: Link,
         "replication.policy.class": IDENTITY_POLICY,
         **_client("source.cluster", source, secrets_file),
         **_client("target.cluster", target, secrets_file),
+        # The records (and heartbeats, checkpoints) go to the link's target as the replicator,
+        # wherever the workers' own Kafka cluster is.
+        **_client("producer.override", target, secrets_file),
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from dr.cli import cli
 from dr.connect_config import CONNECTORS, connector_configs
 from dr.errors import ConfigError
 from dr.toolchain import REPO_ROOT
@@ -30,7 +32,55 @@ def test_three_connectors_for_the_production_link_with_no_inline_secret() -> Non
             assert c.admin_password.get_secret_value() not in text
 
 
-def test_local_clusters_are_refused_with_the_local_alternative() -> None:
+def test_producer_override_sends_records_to_the_external_target() -> None:
+    topo = load_stack_file(REPO_ROOT / "Pulumi.production-example.yaml")
+    link = topo.links[0]
+    target = topo.cluster(link.target)
+    for config in connector_configs(topo, link, secrets_file="/s/r.properties").values():
+        assert config["producer.override.bootstrap.servers"] == target.bootstrap_servers
+        assert config["producer.override.security.protocol"] == target.security_protocol
+        assert config["producer.override.sasl.mechanism"] == target.sasl_mechanism
+        assert "${file:/s/r.properties:password}" in config["producer.override.sasl.jaas.config"]
+
+
+def test_local_link_bootstraps_from_base_port_over_sasl_plaintext_scram() -> None:
     topo = load_stack_file(REPO_ROOT / "Pulumi.local.yaml")
-    with pytest.raises(ConfigError, match="drctl estate up"):
-        connector_configs(topo, topo.links[0])
+    link = topo.links[0]
+    secrets = "/state/connect/dr/secrets/replicator.properties"
+    configs = connector_configs(topo, link, secrets_file=secrets, tasks_max=2)
+    assert set(configs) == {f"{link.name}-source", f"{link.name}-checkpoint", f"{link.name}-heartbeat"}
+    # Pulumi.local.yaml: A has 3 brokers from 19100, B one broker at 19200.
+    a, b = "127.0.0.1:19100,127.0.0.1:19101,127.0.0.1:19102", "127.0.0.1:19200"
+    for config in configs.values():
+        assert config["source.cluster.bootstrap.servers"] == a
+        assert config["target.cluster.bootstrap.servers"] == b
+        assert config["producer.override.bootstrap.servers"] == b
+        for prefix in ("source.cluster", "target.cluster", "producer.override"):
+            assert config[f"{prefix}.security.protocol"] == "SASL_PLAINTEXT"
+            assert config[f"{prefix}.sasl.mechanism"] == "SCRAM-SHA-512"
+            jaas = config[f"{prefix}.sasl.jaas.config"]
+            assert jaas.startswith("org.apache.kafka.common.security.scram.ScramLoginModule required ")
+            assert f'username="${{file:{secrets}:username}}"' in jaas
+            assert f'password="${{file:{secrets}:password}}"' in jaas
+    source = configs[f"{link.name}-source"]
+    assert source["tasks.max"] == "2"
+    assert source["replication.factor"] == "1", "B has one broker"
+    assert source["offset-syncs.topic.location"] == "target"
+
+
+def test_secrets_path_that_would_break_the_file_reference_is_refused() -> None:
+    topo = load_stack_file(REPO_ROOT / "Pulumi.local.yaml")
+    for bad in ("/a:b/secrets.properties", "/a}b", " "):
+        with pytest.raises(ConfigError, match="secrets file"):
+            connector_configs(topo, topo.links[0], secrets_file=bad)
+    with pytest.raises(ConfigError, match="tasks_max"):
+        connector_configs(topo, topo.links[0], tasks_max=0)
+
+
+@pytest.mark.parametrize("stack", ["local", "production-example"])
+def test_cli_prints_the_connectors_of_every_link(stack: str) -> None:
+    res = CliRunner().invoke(cli, ["connect-config", "--stack", stack])
+    assert res.exit_code == 0, res.output
+    configs = json.loads(res.output)
+    topo = load_stack_file(REPO_ROOT / f"Pulumi.{stack}.yaml")
+    assert set(configs) == {f"{l.name}-{kind}" for l in topo.links for kind in ("source", "checkpoint", "heartbeat")}
