@@ -78,9 +78,23 @@ def test_secrets_path_that_would_break_the_file_reference_is_refused() -> None:
 
 
 @pytest.mark.parametrize("stack", ["local", "production-example"])
-def test_cli_prints_the_connectors_of_every_link(stack: str) -> None:
+def test_cli_prints_the_connectors_of_every_link(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KDR_STACK_DIR", str(REPO_ROOT))
     res = CliRunner().invoke(cli, ["connect-config", "--stack", stack])
     assert res.exit_code == 0, res.output
     configs = json.loads(res.output)
     topo = load_stack_file(REPO_ROOT / f"Pulumi.{stack}.yaml")
     assert set(configs) == {f"{l.name}-{kind}" for l in topo.links for kind in ("source", "checkpoint", "heartbeat")}
+
+
+def test_the_connect_workers_principal_is_not_an_application_name() -> None:
+    import yaml
+
+    from dr.runtime.connect import CONNECT_USER
+    from dr.errors import TopologyError
+    from dr.topology import load_topology
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())["config"]
+    doc["kafka-dr:principals"]["applications"][1]["name"] = CONNECT_USER
+    with pytest.raises(TopologyError, match="Kafka Connect workers"):
+        load_topology("local", doc)
