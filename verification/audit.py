@@ -50,7 +50,7 @@ from verification.audit_state import AuditState, Fingerprint, load_state, match_
 from verification.cluster import is_internal_topic
 from verification.fingerprint import checksum, key_hash
 
-__all__ = ["AuditResult", "audit_link", "audit_stack", "state_path"]
+__all__ = ["AuditResult", "audit_endpoints", "audit_link", "audit_stack", "state_file", "state_path"]
 
 Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
@@ -95,9 +95,14 @@ def state_path(stack: str, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
     from dr.estate import state_dir
 
+    return state_file(state_dir(stack), link)
+
+
+def state_file(stack_state_dir: Path, link: str) -> Path:
+    """``<stack_state_dir>/audit/<link>.json``: where the audits of ``link`` keep their state."""
     if not _SAFE.match(link):
         raise ConfigError(f"link name {link!r} cannot name a state file.", "use a link name of letters, digits, . _ -")
-    return state_dir(stack) / "audit" / f"{link}.json"
+    return Path(stack_state_dir) / "audit" / f"{link}.json"
 
 
 @contextmanager
@@ -233,39 +238,55 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
     if link is None:
         raise ConfigError(f"stack {stack!r} has no link {link_name!r}.",
                           f"use one of: {', '.join(l.name for l in estate.topology.links) or '(none)'}")
-    path = state_path(stack, link.name)
-    src_ep, dst_ep = estate.endpoint(link.source), estate.endpoint(link.target)
+    return audit_endpoints(estate.endpoint(link.source), estate.endpoint(link.target),
+                           path=state_path(stack, link.name), stack=stack, link=link.name,
+                           source_cluster=link.source, target_cluster=link.target, select=link.selects_topic,
+                           reset=reset, progress=progress, sample=sample, started=started)
+
+
+def audit_endpoints(src_ep: Endpoint, dst_ep: Endpoint, *, path: Path, stack: str, link: str,
+                    source_cluster: str, target_cluster: str, select: Callable[[str], bool] | None = None,
+                    reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10,
+                    started: float | None = None) -> AuditResult:
+    """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
+    its memory in ``path`` (:func:`audit_link` without a stack file: the benchmark uses it)."""
+    started = time.monotonic() if started is None else started
     with _locked(path):
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
         dst_admin, dst_md = kafka_client.connected_admin(dst_ep, _TIMEOUT, attempt=2.0)
         src_id, dst_id = cluster_id(src_admin, src_ep), cluster_id(dst_admin, dst_ep)
         if reset and path.exists():
             path.unlink()
-            progress(f"{link.name}: state file {path} removed; this run is a full audit")
-        state = load_state(path, stack=stack, link=link.name, source_cluster=link.source,
-                           target_cluster=link.target, source_id=src_id, target_id=dst_id)
+            progress(f"{link}: state file {path} removed; this run is a full audit")
+        state = load_state(path, stack=stack, link=link, source_cluster=source_cluster,
+                           target_cluster=target_cluster, source_id=src_id, target_id=dst_id)
         first = state is None
         now_ms = int(time.time() * 1000)
         if state is None:
-            state = AuditState(stack=stack, link=link.name, source_cluster=link.source, target_cluster=link.target,
+            state = AuditState(stack=stack, link=link, source_cluster=source_cluster, target_cluster=target_cluster,
                                source_id=src_id, target_id=dst_id, created_ms=now_ms)
-        topics = _topics(src_md, link.selects_topic)
+        topics = _topics(src_md, select)
         # Source first, then target: every copy of a source record up to the source bound can be on
         # the target by the time its bound is fixed; later copies wait in the target residue.
         src_now = _offsets(src_admin, src_ep, topics)
         dst_now = _offsets(dst_admin, dst_ep, {t: n for t, n in _topics(dst_md).items() if t in topics})
         src_ranges, src_bounds, lost = plan_ranges(state.source_bounds, src_now, side="source", state_file=path,
-                                                   stack=stack, link=link.name)
+                                                   stack=stack, link=link)
         dst_ranges, dst_bounds, dst_lost = plan_ranges(state.target_bounds, dst_now, side="target", state_file=path,
-                                                stack=stack, link=link.name)
+                                                stack=stack, link=link)
         n_src = sum(e - s for ps in src_ranges.values() for s, e in ps.values())
         n_dst = sum(e - s for ps in dst_ranges.values() for s, e in ps.values())
-        progress(f"{link.name}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
-                 f"{n_src:,} new offsets on {link.source}, {n_dst:,} on {link.target}; residue "
+        progress(f"{link}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
+                 f"{n_src:,} new offsets on {source_cluster}, {n_dst:,} on {target_cluster}; residue "
                  f"{len(state.source_residue):,} + {len(state.target_residue):,}")
         new_src = read_fingerprints(src_ep, src_ranges)
         new_dst = read_fingerprints(dst_ep, dst_ranges)
         inc = match_increment([*state.source_residue, *new_src], [*state.target_residue, *new_dst], state.frontier)
+        if first or state.max_ts is not None:  # a file from before max_ts existed stays unknown
+            prev = state.max_ts or {"source": -1, "target": -1}
+            state.max_ts = {"source": max((f.ts for f in new_src), default=prev["source"]),
+                            "target": max((f.ts for f in new_dst), default=prev["target"])}
+            state.max_ts = {k: max(v, prev[k]) for k, v in state.max_ts.items()}
         state.source_bounds, state.target_bounds, state.frontier = src_bounds, dst_bounds, inc.frontier
         state.source_residue = [*inc.in_flight, *inc.missing]
         state.target_residue = inc.target_unmatched
@@ -276,7 +297,7 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
     oldest = min((f.ts for f in state.source_residue), default=None)
     lag = sum(max(0, end - dst_now.get(tp, (0, 0))[1]) for tp, (_e, end) in src_now.items())
     return AuditResult(
-        stack=stack, link=link.name, source=link.source, target=link.target, first_run=first, run=state.runs,
+        stack=stack, link=link, source=source_cluster, target=target_cluster, first_run=first, run=state.runs,
         read_source=len(new_src), read_target=len(new_dst), verified=inc.matched, in_flight=len(inc.in_flight),
         missing=len(inc.missing), target_unmatched=len(inc.target_unmatched), oldest_unreplicated_ms=oldest,
         oldest_unreplicated_age_s=None if oldest is None else max(0.0, (now_ms - oldest) / 1000),

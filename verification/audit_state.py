@@ -10,6 +10,10 @@ A state file (``<state dir>/audit/<link>.json``, 0600, written atomically) holds
 * ``frontier``: per source partition, the highest source offset whose copy was seen on the
   target. MirrorMaker 2 copies a partition in order, so an unmatched source record *below* the
   frontier was skipped by the link (**missing**); one at or above it is **in flight**;
+* ``max_ts``: per side, the latest record timestamp read by the audits (absent in files written
+  before it existed: unknown). A failover's integrity check starts from the audit only when its
+  cut-off is at or after both — then every audited pair would also be compared by the full
+  verification (:mod:`verification.from_audit`);
 * ``residue``: fingerprints ``[topic, partition, offset, ts, key_hash, checksum]`` of source
   records not yet matched (in flight or missing) and of target records not yet matched (copies
   that arrived before their source record was read, or records only on the target).
@@ -66,6 +70,8 @@ class AuditState:
     frontier: Offsets = field(default_factory=dict)
     source_residue: list[Fingerprint] = field(default_factory=list)
     target_residue: list[Fingerprint] = field(default_factory=list)
+    max_ts: dict[str, int] | None = None
+    """``{"source": ms, "target": ms}``: the latest timestamp each side's audits read; None: unknown."""
     runs: int = 0
     verified_total: int = 0
     created_ms: int = 0
@@ -83,6 +89,7 @@ class AuditState:
                 "created_ms": self.created_ms, "updated_ms": self.updated_ms,
                 "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
                 "frontier": offsets(self.frontier),
+                **({"max_ts": dict(self.max_ts)} if self.max_ts is not None else {}),
                 "residue": {"source": [list(f) for f in sorted(self.source_residue)],
                             "target": [list(f) for f in sorted(self.target_residue)]}}
 
@@ -115,7 +122,13 @@ class AuditState:
                 out.append(Fingerprint(*r))
             return out
 
-        return cls(stack=_str(data["stack"]), link=_str(data["link"]),
+        max_ts = data.get("max_ts")
+        if max_ts is not None:
+            if not isinstance(max_ts, dict) or set(max_ts) != {"source", "target"} or not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in max_ts.values()):
+                raise ValueError(f"bad max_ts {max_ts!r:.80}")
+            max_ts = {"source": max_ts["source"], "target": max_ts["target"]}
+        return cls(stack=_str(data["stack"]), link=_str(data["link"]), max_ts=max_ts,
                    source_cluster=_str(data["source"]["cluster"]), source_id=_str(data["source"]["cluster_id"]),
                    target_cluster=_str(data["target"]["cluster"]), target_id=_str(data["target"]["cluster_id"]),
                    source_bounds=offsets(data["bounds"]["source"]), target_bounds=offsets(data["bounds"]["target"]),

@@ -370,8 +370,11 @@ def _failover_box(summary: Mapping[str, Any]) -> str:
 def _verdict(summary: Mapping[str, Any]) -> str:
     totals = summary["totals"]
     if summary["verdict"] == "clean":
+        audit = summary.get("method", {}).get("from_audit")
+        audited = (f" now, {_fmt(audit.get('skipped_source'))} verified by the audits of link {audit.get('link')}"
+                   if audit else "")
         return (f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the target "
-                f"({_fmt(totals['source_compared'])} records compared). Exit code 0.</div>")
+                f"({_fmt(totals['source_compared'])} records compared{_e(audited)}). Exit code 0.</div>")
     found = ", ".join(f"{_fmt(totals[c])} {c}" for c in CLASSES if totals[c])
     return f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>"
 
@@ -518,9 +521,32 @@ def _offsets(summary: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
+def _from_audit_rows(a: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """The method rows of a check started from the last audit of the link (``method.from_audit``)."""
+    return [
+        ("started from", f"audit run {a.get('audit_runs')} of link {a.get('link')} "
+                         f"({a.get('audited_at_utc') or 'time unknown'}), state file {a.get('state_file')}"),
+        ("not read again", f"{_fmt(a.get('skipped_source'))} source + {_fmt(a.get('skipped_target'))} target "
+                           "offsets below the audited bounds (matched by the audits, or in the residue)"),
+        ("read now", f"{_fmt(a.get('read_source'))} source + {_fmt(a.get('read_target'))} target offsets "
+                     "from the audited bounds to the ends fixed now"),
+        ("residue re-checked", f"{_fmt(a.get('residue_source'))} source + {_fmt(a.get('residue_target'))} target "
+                               "records unmatched at the audit (in flight, missing or early copies)"),
+        ("removed by retention", f"{_fmt(a.get('lost_source'))} source + {_fmt(a.get('lost_target'))} target offsets "
+                                 f"after the audit, before this check; {_fmt(a.get('missing_gone_from_source', 0))} "
+                                 "missing records gone from the source"),
+    ]
+
+
 def _method(summary: Mapping[str, Any]) -> str:
     m = summary["method"]
     spark = summary.get("spark", {})
+    if m.get("from_audit"):
+        rows = [("checksum", m["checksum"]),
+                ("records matched by", "(topic, key hash, checksum) as multisets — offsets differ under MirrorMaker 2"),
+                *_from_audit_rows(m["from_audit"]),
+                *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items())]
+        return "<h2>Method and timings</h2>" + _kv_table(rows)
     rows: list[tuple[str, object]] = [
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),

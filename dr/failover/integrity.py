@@ -32,6 +32,9 @@ class Verdict:
     html: str = ""
     cutoff_ms: int | None = None
     seconds: float = 0.0
+    started_from: dict[str, Any] | None = None
+    """``{"audit": True, ...}`` — the audit of the link it started from, its bounds and the records
+    not read again — or ``{"audit": False, "reason": ...}`` when the full verification ran."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for the journal and ``--json``)."""
@@ -52,8 +55,17 @@ def _import_verification() -> Any:
 
 def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[str], cutoff_ms: int | None,
            stack: str | None = None, source_name: str | None = None, target_name: str | None = None,
-           progress: Progress = lambda _m: None, context: dict[str, Any] | None = None) -> Verdict:
+           progress: Progress = lambda _m: None, context: dict[str, Any] | None = None,
+           audit_link: str | None = None, state_dir: Path | None = None) -> Verdict:
     """Run the verification ``source`` vs ``target`` over ``topics`` (records after ``cutoff_ms`` left out).
+
+    With ``audit_link`` (the link A→B) and ``state_dir`` (the stack's state directory), the check
+    starts from the last ``drctl audit`` of that link when its state file is valid for this stack,
+    link and clusters (:mod:`verification.from_audit`): only what lies past the audited bounds and
+    the audit's residue are read and compared; the report and its missing records are those
+    ``drctl recover`` replays. Otherwise — no audit, a damaged or foreign state file, a large
+    increment, target records that need the whole source to classify — the full job runs.
+    ``Verdict.started_from`` says which, and why.
 
     When no topic holds a record on either side there is nothing to compare: no job runs. Otherwise
     the job gets every topic that exists on the source (it leaves the empty ones out and says so in
@@ -72,15 +84,31 @@ def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[st
     if not with_records:
         return Verdict(clean=True, counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
                        cutoff_ms=cutoff_ms, report_dir="", html="(no records on either side: nothing to verify)")
-    result = v.run_verification(
-        source=v.KafkaSide(endpoint=source, name=source_name, stack=stack),
-        target=v.KafkaSide(endpoint=target, name=target_name, stack=stack),
-        out_dir=out_dir, topics=topics, cutoff_ms=cutoff_ms, progress=progress, context=context)
+    src_side = v.KafkaSide(endpoint=source, name=source_name, stack=stack)
+    dst_side = v.KafkaSide(endpoint=target, name=target_name, stack=stack)
+    result, started_from = None, None
+    if audit_link and stack and state_dir is not None and source_name and target_name:
+        from verification.audit import state_file
+        from verification.from_audit import verify_from_audit
+
+        try:
+            path = state_file(Path(state_dir), audit_link)
+        except Exception as exc:  # a link name that cannot name a file: no audit state to use
+            path, started_from = None, {"audit": False, "reason": str(exc)}
+        if path is not None:
+            started = verify_from_audit(source=src_side, target=dst_side, out_dir=out_dir, topics=topics,
+                                        cutoff_ms=cutoff_ms, state_file=path, stack=stack, link=audit_link,
+                                        source_cluster=source_name, target_cluster=target_name, progress=progress,
+                                        context=context)
+            result, started_from = started.result, started.started_from
+    if result is None:
+        result = v.run_verification(source=src_side, target=dst_side, out_dir=out_dir, topics=topics,
+                                    cutoff_ms=cutoff_ms, progress=progress, context=context)
     classes = ("missing", "unexpected", "duplicated", "corrupted")
     per_topic = {t: {c: int(row[c]) for c in classes} for t, row in result.summary["topics"].items()}
     return Verdict(clean=result.clean, counts=result.counts(), per_topic=per_topic,
                    report_dir=str(result.out_dir), html=str(Path(result.out_dir) / "report.html"),
-                   cutoff_ms=cutoff_ms, seconds=round(time.monotonic() - t0, 3))
+                   cutoff_ms=cutoff_ms, seconds=round(time.monotonic() - t0, 3), started_from=started_from)
 
 
 def recover(report_dir: Path | str, *, source: Endpoint, target: Endpoint,

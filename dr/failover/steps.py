@@ -459,7 +459,13 @@ def verification_cutoff(journal: Journal) -> int | None:
 
 
 def integrity_check(ctx: Context) -> StepResult:
-    """Verify A vs B when A is readable (fencing A first if it came back); defer otherwise."""
+    """Verify A vs B when A is readable (fencing A first if it came back); defer otherwise.
+
+    When ``drctl audit`` has audited the link A→B, the check starts from the last audit's bounds
+    (only newer records and the audit's residue are read; see :mod:`verification.from_audit`);
+    without a usable audit state — none, damaged, foreign — the full verification runs. The
+    outcome's ``started_from`` and the summary line say which.
+    """
     A, B = ctx.source, ctx.target
     a = reachability(ctx.a_ep)
     removed = _fence_a(ctx) if a["reachable"] else []
@@ -479,17 +485,25 @@ def integrity_check(ctx: Context) -> StepResult:
     m = ctx.journal.data["measurements"]
     verdict = integrity.verify(source=ctx.a_ep, target=ctx.b_ep, out_dir=out_dir, topics=ctx.topics,
                                cutoff_ms=cutoff, stack=ctx.stack, source_name=A, target_name=B,
-                               progress=ctx.progress, context={
+                               progress=ctx.progress, audit_link=ctx.link.name, state_dir=ctx.state, context={
                                    "failover_id": ctx.journal.data["failover_id"], "mode": ctx.mode,
                                    "stack": ctx.stack, "source": A, "target": B, "rto_s": m.get("rto_s"),
                                    "write_outage_s": m.get("write_outage_s"),
                                    "rpo_estimate": m.get("rpo_estimate"), "journal": str(ctx.journal.path)})
     counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
+    origin = verdict.started_from or {}
     outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed), "cutoff_ms": cutoff,
-               "cutoff_utc": utc_text(cutoff)}
+               "cutoff_utc": utc_text(cutoff), "started_from": origin or None}
+    if origin.get("audit"):
+        how = (f"started from audit run {origin['audit_runs']} of {ctx.link.name} ({origin['audited_at_utc']}): "
+               f"{origin['skipped_source']:,} source + {origin['skipped_target']:,} target records not read again")
+    elif origin:
+        how = f"full verification ({origin['reason']})"
+    else:
+        how = "full verification"
     if verdict.clean:
-        return StepResult("done", outcome, f"verdict CLEAN ({counts}); report {verdict.html}")
-    return StepResult("differences", outcome, f"verdict: DIFFERENCES ({counts}); report {verdict.html}")
+        return StepResult("done", outcome, f"verdict CLEAN ({counts}; {how}); report {verdict.html}")
+    return StepResult("differences", outcome, f"verdict: DIFFERENCES ({counts}; {how}); report {verdict.html}")
 
 
 # ---------------------------------------------------------------------------------- 8 decommission

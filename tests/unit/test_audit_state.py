@@ -168,3 +168,19 @@ def test_foreign_state_is_refused(tmp_path: Path, change: dict[str, str]) -> Non
     with pytest.raises(ConfigError) as err:
         load_state(path, **{**IDS, **change})
     assert str(path) in str(err.value) and "--reset" in str(err.value)
+
+
+def test_max_ts_round_trip_and_absent_in_older_files(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    state = _state()
+    state.max_ts = {"source": 1_700_000_000_000, "target": -1}
+    save_state(path, state)
+    assert load_state(path, **IDS).max_ts == state.max_ts
+    data = json.loads(path.read_text())
+    del data["max_ts"]
+    path.write_text(json.dumps(data))
+    assert load_state(path, **IDS).max_ts is None  # unknown, not an error
+    data["max_ts"] = {"source": "x", "target": 1}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="max_ts"):
+        load_state(path, **IDS)
