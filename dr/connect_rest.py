@@ -189,7 +189,9 @@ class ConnectRest:
         plugin = config.get("connector.class")
         if not plugin:
             raise ConfigError("the connector config has no connector.class.", "set connector.class")
-        result = self._call("PUT", f"/connector-plugins/{_seg(plugin)}/config/validate", config)
+        # Connect insists on a name; configs rendered for PUT /connectors/{name}/config have none.
+        body = {"name": "kdr-validate", **{k: str(v) for k, v in config.items()}}
+        result = self._call("PUT", f"/connector-plugins/{_seg(plugin)}/config/validate", body)
         errors = []
         for item in result.get("configs", []):
             value = item.get("value", {})

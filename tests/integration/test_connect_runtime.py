@@ -1,0 +1,214 @@
+"""A real Kafka Connect cluster (2 distributed workers, home B) running the MirrorMaker 2 connectors
+of an A → B link: a worker killed mid-traffic, its tasks move to the other one, and B holds every
+record of A. Ports 30500-30999 only (A 30500, B 30600, Connect 30700-30701, nothing on 30999)."""
+
+from __future__ import annotations
+
+import stat
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from dr.connect_config import connector_configs
+from dr.connect_rest import ConnectRest
+from dr.errors import AuthError, ClusterError
+from dr.kafka_client import Endpoint
+from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.connect import CONNECT_REST_USER, ConnectSpec, LocalConnectCluster
+from dr.runtime.credentials import REPLICATOR_USER
+from dr.runtime.mirrormaker import end_offsets, grant_replicator
+from dr.runtime.process import wait_until
+from dr.topology import Topology, load_stack_file
+from tests.integration.helpers import create_topic, jvms_under, write_local_stack
+
+A_PORT, B_PORT, C_PORT, CONNECT_PORT, NOTHING_PORT = 30500, 30600, 30800, 30700, 30999
+TOPIC = "orders"  # declared in Pulumi.local.yaml with 6 partitions
+RECORDS = 20_000
+
+
+@dataclass
+class Env:
+    """The clusters, the Connect cluster and the topology of this module."""
+
+    state: Path
+    a: LocalCluster
+    b: LocalCluster
+    connect: LocalConnectCluster
+    topology: Topology
+    start_s: float
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """A and B (1 broker each) and a 2-worker Connect cluster whose home is B; all gone afterwards."""
+    state = tmp_path_factory.mktemp("connect-runtime")
+    topology = load_stack_file(write_local_stack(state, "connect", (A_PORT, B_PORT, C_PORT), one_broker=("A",)))
+    a = LocalCluster(ClusterSpec("A", brokers=1, base_port=A_PORT), state)
+    b = LocalCluster(ClusterSpec("B", brokers=1, base_port=B_PORT), state)
+    connect = LocalConnectCluster(ConnectSpec("dr", workers=2, base_port=CONNECT_PORT), b, state)
+    try:
+        starts = [threading.Thread(target=c.start) for c in (a, b)]
+        for t in starts:
+            t.start()
+        for t in starts:
+            t.join()
+        a.wait_ready(60)
+        b.wait_ready(60)
+        grant_replicator(a, b)
+        connect.grant()
+        connect.write_secrets()
+        start_s = connect.start()
+        print(f"\nConnect cluster of 2 workers started in {start_s:.1f}s")
+        yield Env(state, a, b, connect, topology, start_s)
+    finally:
+        try:
+            connect.destroy()
+        finally:
+            a.destroy()
+            b.destroy()
+    assert jvms_under(state) == [], "a JVM of the suite is still running"
+
+
+def _produce_slowly(endpoint: Endpoint, keys: list[str], progress: list[int], batch: int = 1000,
+                    pause: float = 0.25) -> None:
+    producer = Producer(endpoint.config(**{"acks": "all", "linger.ms": 5}))
+    errors: list[object] = []
+    for start in range(0, len(keys), batch):
+        for key in keys[start:start + batch]:
+            producer.produce(TOPIC, key=key, value=f"value-{key}",
+                             on_delivery=lambda err, _msg: err and errors.append(err))
+            producer.poll(0)
+        producer.flush(60)
+        progress.append(start + batch)
+        time.sleep(pause)
+    assert not errors, errors[:3]
+
+
+def _keys_by_partition(endpoint: Endpoint, ends: dict[tuple[str, int], int]) -> dict[int, list[str]]:
+    """Every key of every partition up to its end offset, in offset order."""
+    consumer = Consumer(endpoint.config(**{"group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                                           "auto.offset.reset": "earliest", "log_level": 0}))
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    out: dict[int, list[str]] = {p: [] for (_, p) in ends}
+    todo = sum(ends.values())
+    deadline = time.monotonic() + 120
+    try:
+        while todo > 0 and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=1):
+                if msg.error() is None and msg.offset() < ends[(msg.topic(), msg.partition())]:
+                    out[msg.partition()].append(msg.key().decode())
+                    todo -= 1
+    finally:
+        consumer.close()
+    return out
+
+
+def _on(status: dict, worker: str) -> bool:
+    return (status["connector"]["state"] == "RUNNING" and status["connector"]["worker_id"] == worker
+            and bool(status["tasks"])
+            and all(t["state"] == "RUNNING" and t["worker_id"] == worker for t in status["tasks"]))
+
+
+def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) -> None:
+    connect, a, b = env.connect, env.a, env.b
+    secrets = connect.secrets_file()
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    assert stat.S_IMODE(secrets.parent.stat().st_mode) == 0o700
+    rest = connect.rest()
+    assert rest.info()["version"] == "4.3.1"
+
+    create_topic(a, TOPIC, partitions=6)
+    # The checkpoint connector has a task only while a consumer group exists on the source.
+    group = Consumer(a.endpoint().config(**{"group.id": "billing", "enable.auto.commit": False}))
+    group.commit(offsets=[TopicPartition(TOPIC, p, 0) for p in range(6)], asynchronous=False)
+    group.close()
+    link = env.topology.links[0]
+    configs = connector_configs(env.topology, link, secrets_file=str(secrets), tasks_max=2)
+    for name, config in configs.items():
+        assert rest.validate(config) == [], name
+        rest.put_config(name, config)
+    for name in configs:
+        rest.wait_running(name, timeout=90)
+    stored = rest.config(f"{link.name}-source")
+    password = connect.credentials.password(REPLICATOR_USER)
+    assert "${file:" in stored["source.cluster.sasl.jaas.config"] and password not in str(stored)
+
+    worker0, worker1 = connect.worker_id(0), connect.worker_id(1)
+    held = {name: [t["worker_id"] for t in rest.status(name)["tasks"]] for name in configs}
+    print(f"tasks before the kill: {held}")
+
+    keys = [f"k{i:05d}" for i in range(RECORDS)]
+    progress: list[int] = []
+    producer = threading.Thread(target=_produce_slowly, args=(a.endpoint(), keys, progress))
+    producer.start()
+    assert wait_until(lambda: bool(progress) and progress[-1] >= RECORDS // 3, 60)
+    killed_at = time.monotonic()
+    connect.kill_worker(0)
+    assert connect.alive_workers() == [1]
+
+    rest = connect.rest()
+    assert wait_until(lambda: all(_on(rest.status(n), worker1) for n in configs), 90, interval=0.2), (
+        f"tasks did not all move to worker 1: { {n: rest.status(n) for n in configs} }")
+    moved_s = time.monotonic() - killed_at
+    producer.join(120)
+    assert progress[-1] >= RECORDS
+    print(f"tasks moved to worker 1 {moved_s:.1f}s after worker 0 was killed")
+    assert worker0 not in str({n: rest.status(n) for n in configs})
+
+    a_ends = end_offsets(a.endpoint(), [TOPIC])
+    assert sum(a_ends.values()) == RECORDS
+    caught_up = wait_until(lambda: all(end_offsets(b.endpoint(), [TOPIC]).get(tp, 0) >= n
+                                       for tp, n in a_ends.items()), 120, interval=0.5)
+    b_ends = end_offsets(b.endpoint(), [TOPIC])
+    assert caught_up, f"B never caught up: A {a_ends}, B {b_ends}"
+    on_a = _keys_by_partition(a.endpoint(), a_ends)
+    on_b = _keys_by_partition(b.endpoint(), b_ends)
+    duplicates = 0
+    for p, keys_a in on_a.items():
+        keys_b = on_b[p]
+        assert len(keys_b) == b_ends[(TOPIC, p)]
+        # At-least-once: a crashed task replays from its last committed offset, so B may repeat a
+        # suffix, but in first-seen order it is exactly A's partition.
+        assert list(dict.fromkeys(keys_b)) == keys_a, f"partition {p} differs"
+        duplicates += len(keys_b) - len(keys_a)
+    print(f"B holds all {RECORDS} records of A ({duplicates} replayed after the crash)")
+
+    # The killed worker comes back and rejoins; the connectors keep running.
+    connect.start_worker(0)
+    assert connect.alive()
+    for name in configs:
+        connect.rest().wait_running(name, timeout=60)
+
+
+def test_rest_errors_name_the_problem(env: Env) -> None:
+    connect = env.connect
+    rest = connect.rest()
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{NOTHING_PORT} is unreachable") as info:
+        ConnectRest(f"http://127.0.0.1:{NOTHING_PORT}", timeout=2).info()
+    assert "start the Connect cluster" in str(info.value)
+
+    with pytest.raises(AuthError, match="HTTP 401"):
+        ConnectRest(connect.url).connectors()
+    wrong = ConnectRest(connect.url, username=CONNECT_REST_USER, password="not-the-password")
+    with pytest.raises(AuthError) as info:
+        wrong.connectors()
+    assert "not-the-password" not in str(info.value)
+
+    link = env.topology.links[0]
+    bogus = dict(connector_configs(env.topology, link, secrets_file=str(connect.secrets_file()))[f"{link.name}-heartbeat"])
+    bogus["tasks.max"] = "many"
+    problems = rest.validate(bogus)
+    assert problems and any(p.startswith("tasks.max: ") for p in problems), problems
+    with pytest.raises(ClusterError, match="HTTP 400"):
+        rest.put_config("bogus", bogus)
+    assert "bogus" not in rest.connectors()
+
+    rest.delete("never-created")
+    rest.delete("never created ä?#")
+    assert rest.status("never-created") is None and rest.config("never-created") is None
