@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AclOperation, ResourceType
@@ -23,6 +24,11 @@ from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker, partition_lag
 from dr.toolchain import REPO_ROOT
 from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
+
+if TYPE_CHECKING:
+    from dr.connect_rest import ConnectRest
+    from dr.runtime.connect import LocalConnectCluster
+    from dr.runtime.connect_link import ConnectLink
 
 Progress = Callable[[str], None]
 
@@ -100,6 +106,55 @@ class Estate:
                            topics=link.topics_regex, groups=link.groups_regex,
                            intervals=link.intervals.model_dump())
 
+    def connect(self, name: str) -> LocalConnectCluster:
+        """The runtime handle of a local Connect cluster of the topology."""
+        from dr.runtime.connect import ConnectSpec
+        from dr.runtime.connect import LocalConnectCluster as _Local
+
+        cc = self.topology.connect_cluster(name)
+        if not cc.is_local:
+            raise ConfigError(f"Connect cluster {name!r} is external ({cc.url}); it is not run on this machine.",
+                              "manage its workers with their own tooling")
+        return _Local(ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0),
+                      self.local_cluster(cc.cluster), self.state, self.credentials)
+
+    def connect_rest(self, name: str) -> ConnectRest:
+        """A REST client for a declared Connect cluster (local: generated credentials; external: the
+        stack's ``url`` and, when set, its decrypted basic-auth password)."""
+        from dr.connect_rest import ConnectRest as _Rest
+
+        cc = self.topology.connect_cluster(name)
+        if cc.is_local:
+            return self.connect(name).rest()
+        password = cc.password.get_secret_value() if cc.password is not None and \
+            not getattr(cc.password, "is_encrypted", False) else None
+        if cc.password is not None and password is None:
+            raise ConfigError(f"Connect cluster {name!r}: its REST password is still encrypted.",
+                              "run inside `pulumi` where secrets are decrypted")
+        return _Rest(cc.url or "", username=cc.username, password=password)
+
+    def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
+        """What runs a link here: its dedicated MirrorMaker 2 process, or its connectors on a Connect
+        cluster (both offer ``alive``, ``stop`` and ``kill``)."""
+        link = self._link(link_name)
+        if self.topology.runs_on_connect(link):
+            from dr.runtime.connect_link import ConnectLink as _Link
+
+            return _Link(self.connect_rest(link.connect or ""), link.name, link.connect or "")
+        return self.mirror(link_name)
+
+    def runs_here(self, link_name: str) -> bool:
+        """True when this drctl can stop and watch the link (dedicated local process or Connect connectors)."""
+        link = self._link(link_name)
+        return self.topology.runs_on_connect(link) or self.topology.runs_dedicated(link)
+
+    def _link(self, link_name: str):  # noqa: ANN202 - dr.topology.Link
+        link = next((l for l in self.topology.links if l.name == link_name), None)
+        if link is None:
+            raise ConfigError(f"unknown link {link_name!r}.",
+                              f"use one of: {', '.join(l.name for l in self.topology.links) or '(none)'}")
+        return link
+
     def app_password(self, app: str) -> str:
         """An application's password: the stack's secret if set, else a generated local one."""
         declared = self.topology.principals.application(app).password
@@ -114,8 +169,12 @@ class Estate:
         processes, as a machine shutdown would: ``up --refresh`` starts them again.
         """
         for link in self.topology.links:
-            if self.topology.both_local(link):
+            if self.topology.runs_dedicated(link):
                 self.mirror(link.name).stop()
+        for cc in self.topology.connect_clusters:
+            if cc.is_local:
+                progress(f"Connect cluster {cc.name} stopping")
+                self.connect(cc.name).stop()
         for c in self.topology.clusters:
             if c.kind is Kind.LOCAL:
                 progress(f"cluster {c.name} stopping")
@@ -138,8 +197,11 @@ class Estate:
         for link in self.topology.links:
             entry = {"name": link.name, "source": link.source, "target": link.target}
             try:
-                mm = self.mirror(link.name)
-                entry["process"] = "running" if mm.alive() else "stopped"
+                runner = self.link_runner(link.name)
+                entry["process"] = "running" if runner.alive() else "stopped"
+                if hasattr(runner, "states"):
+                    entry["connect"] = link.connect
+                    entry["connectors"] = runner.states()
                 lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())

@@ -145,7 +145,7 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
             "on this machine.",
             "it is managed by Confluent Cloud through the stack (`pulumi up`); pause or resume its mirror "
             "topics with the Confluent CLI (`confluent kafka mirror pause|resume`)")
-    if not topology.both_local(link):
+    if not topology.both_local(link) and not topology.runs_on_connect(link):
         outside = [n for n in (link.source, link.target) if not topology.cluster(n).is_local]
         raise ConfigError(
             f"link {name} ({link.source} → {link.target}) joins {' and '.join(outside)}, which "
@@ -205,13 +205,14 @@ def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Pr
     try:
         topology = _load(stack_path)
         link = find_link(topology, name, journals(state))
-        mirror = Estate(topology, state).mirror(link.name)
+        mirror = Estate(topology, state).link_runner(link.name)
         was = "running" if mirror.alive() else "stopped"
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
         mirror.stop()
         if mirror.alive():
-            raise ClusterError(f"MirrorMaker 2 of link {name} is still running after the stop.",
-                               f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}")
+            where = f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}" \
+                if hasattr(mirror, "process") else f"look at `drctl status --stack {stack}` (connector states)"
+            raise ClusterError(f"link {name} is still running after the stop.", where)
     finally:
         lock.release()
     return {"stack": stack, "link": name, "source": link.source, "target": link.target, "was": was,
@@ -250,8 +251,10 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
         refusal = restart_refusal(topology, link, history)
         if refusal is not None:
             raise refusal
+        from dr.runtime.mirrormaker import MirrorMaker
+
         estate = Estate(topology, state)
-        mirror = estate.mirror(link.name)
+        mirror = estate.link_runner(link.name)
         if mirror.alive():
             progress(f"link {name} ({link.source} → {link.target}) is already running")
             was = "running"
@@ -259,9 +262,14 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
             was = "stopped"
             _cluster_ready(stack, estate, link.source, "source", name)
             _cluster_ready(stack, estate, link.target, "target", name)
-            mirror.grant = False  # the stack declares the replicator's user and ACLs (stacks/access.py)
-            progress(f"link {name} ({link.source} → {link.target}): starting MirrorMaker 2")
-            mirror.start()
+            if isinstance(mirror, MirrorMaker):
+                mirror.grant = False  # the stack declares the replicator's user and ACLs (stacks/access.py)
+                progress(f"link {name} ({link.source} → {link.target}): starting MirrorMaker 2")
+                mirror.start()
+            else:
+                progress(f"link {name} ({link.source} → {link.target}): resuming its connectors on "
+                         f"Connect cluster {link.connect}")
+                mirror.resume()
     finally:
         lock.release()
     return {"stack": stack, "link": name, "source": link.source, "target": link.target, "was": was,

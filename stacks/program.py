@@ -20,6 +20,7 @@ import pulumi
 
 from dr.errors import DRError
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
+from dr.topology.access import CONNECT_USER
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.link import ReplicationLink, ReplicationLinkArgs
@@ -65,6 +66,8 @@ def _refuse_plaintext_secrets(topology: Topology) -> None:
 def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:
     out: dict[str, pulumi.Output[str]] = {
         topology.principals.replicator: pulumi.Output.secret(credentials.password(topology.principals.replicator))}
+    if any(cc.is_local for cc in topology.connect_clusters):
+        out[CONNECT_USER] = pulumi.Output.secret(credentials.password(CONNECT_USER))
     for app in topology.principals.applications:
         declared = app.password
         value = declared.get_secret_value() if declared is not None and not declared.is_encrypted \
@@ -112,8 +115,16 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             access[c.name] = ClusterAccess(f"{c.name}-access", ClusterAccessArgs(
                 topology=topology, cluster=c, provider=clusters[c.name].provider, passwords=passwords,
                 **_confluent_access(topology, c)))
-    links = {}
+    workers = _connect_workers(topology, state_dir, access)
+    links: dict[str, Any] = {}
     for link in topology.links:
+        if topology.runs_on_connect(link):
+            from stacks.connect import ConnectMirrorLink, ConnectMirrorLinkArgs
+
+            links[link.name] = ConnectMirrorLink(link.name, ConnectMirrorLinkArgs(
+                topology=topology, link=link, state_dir=state_dir, workers=workers.get(link.connect or ""),
+                depends_on=[access[n] for n in (link.source, link.target) if n in access]))
+            continue
         if link.engine is Engine.CLUSTER_LINK:
             from stacks.confluent import cluster_link
 
@@ -129,6 +140,16 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             topology=topology, link=link, state_dir=state_dir,
             depends_on=[access[link.source], access[link.target]]))
     return _outputs(topology, clusters, passwords)
+
+
+def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]) -> dict[str, Any]:
+    """The local Connect clusters' workers, started once their principal and ACLs exist on the home cluster."""
+    from stacks.connect import LocalConnectWorkers, LocalConnectWorkersArgs, workers_props
+
+    return {cc.name: LocalConnectWorkers(f"{cc.name}-connect", LocalConnectWorkersArgs(
+                **workers_props(topology, cc, state_dir)),
+                pulumi.ResourceOptions(depends_on=[access[cc.cluster]] if cc.cluster in access else []))
+            for cc in topology.connect_clusters if cc.is_local}
 
 
 def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:

@@ -113,6 +113,12 @@ def render_status(st: dict[str, Any]) -> str:
         if link.get("state", "running") != "running":
             process, detail = link["state"], f"no longer replicates ({detail})" if detail else "no longer replicates"
         lines.append(f"  link    {link['name']:<12} {process:<8} {detail}")
+        if link.get("connect"):
+            lines.append(f"      on Connect cluster {link['connect']}" + (
+                f": {link['connect_error']}" if link.get("connect_error") else ""))
+        for name, c in (link.get("connectors") or {}).items():
+            tasks = ", ".join(f"task {t['id']} {t['state']} on {t.get('worker') or '?'}" for t in c["tasks"])
+            lines.append(f"      connector {name:<22} {c['state']:<8} {tasks or 'no tasks'}")
         for key, n in (link.get("lag") or {}).items():
             if n:
                 lines.append(f"      {key:<24} lag {n}")

@@ -78,7 +78,9 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
     for link in topology.links:
         entry = {"name": link.name, "source": link.source, "target": link.target, "state": link.state.value,
                  "engine": link.engine.value}
-        if topology.both_local(link):
+        if link.is_running and topology.runs_on_connect(link):
+            entry.update(_connect_link(estate, link.name, link.connect or ""))
+        elif topology.both_local(link):
             entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
         if link.source in ends and link.target in ends:
             wanted = {t.name for t in topology.topics_for(link)}
@@ -158,6 +160,25 @@ def _cluster_problem(c: dict[str, Any]) -> str | None:
     if not h and c.get("error"):
         return f"{what}: {c['error']}"
     return None
+
+
+def _connect_link(estate: Estate, link_name: str, connect: str) -> dict[str, Any]:
+    """A link on a Connect cluster: each connector's and task's state (and worker), and ``process``
+    ``running`` only when all run."""
+    from dr.runtime.connect_link import ConnectLink
+
+    try:
+        runner = estate.link_runner(link_name)
+        states = runner.states() if isinstance(runner, ConnectLink) else {}
+    except (ClusterError, ConfigError) as exc:
+        return {"connect": connect, "process": "unreachable", "connect_error": exc.problem}
+    running = all(s["state"] == "RUNNING" and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])
+                  for s in states.values())
+    bad = sorted({s["state"] for s in states.values() if s["state"] != "RUNNING"} |
+                 {t["state"] for s in states.values() for t in s["tasks"] if t["state"] != "RUNNING"})
+    return {"connect": connect, "connectors": states,
+            "process": "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower()
+                                                  or "no tasks")}
 
 
 def _link_problem(link: dict[str, Any]) -> str | None:

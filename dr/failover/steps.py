@@ -220,9 +220,11 @@ def preflight(ctx: Context) -> StepResult:
         "source": {"name": A, **a}, "target": {"name": B, **b.to_dict()},
         "link": {"name": ctx.link.name}, "target_end_offsets": encode_offsets(b_end),
     }
-    link_local = ctx.original.both_local(ctx.link)
-    if link_local:
-        outcome["link"]["process"] = "running" if ctx.before.mirror(ctx.link.name).alive() else "stopped"
+    if ctx.before.runs_here(ctx.link.name):
+        runner = ctx.before.link_runner(ctx.link.name)
+        outcome["link"]["process"] = "running" if runner.alive() else "stopped"
+        if ctx.link.connect:
+            outcome["link"]["connect"] = ctx.link.connect
     if a["reachable"]:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
@@ -330,9 +332,10 @@ def fence_drain(ctx: Context) -> StepResult:
         restored = unfence(ctx.a_ep, bindings)
         ctx.journal.measure(fenced_bindings=[], fenced_at=None)
         process = ""
-        if ctx.original.both_local(ctx.link):
-            process = " (its process is running)" if ctx.before.mirror(ctx.link.name).alive() else \
-                " (its process is NOT running)"
+        if ctx.before.runs_here(ctx.link.name):
+            what = f"its connectors on Connect cluster {ctx.link.connect}" if ctx.link.connect else "its process"
+            process = f" ({what} running)" if ctx.before.link_runner(ctx.link.name).alive() else \
+                f" ({what} NOT running)"
         raise FailoverError(
             f"link {ctx.link.name}{process} still lags by {sum(behind.values())} records after the "
             f"{ctx.options.drain_timeout:.0f}s drain deadline: {encode_offsets(behind)}. {A} was unfenced "
@@ -356,15 +359,16 @@ def fence_drain(ctx: Context) -> StepResult:
 def promote(ctx: Context) -> StepResult:
     """Stop the link A→B; grant the application principals write access on B."""
     link = ctx.link
-    if not ctx.original.both_local(link):
+    if not ctx.before.runs_here(link.name):
         raise FailoverError(f"link {link.name} runs outside this machine; this drctl stops local MirrorMaker 2 "
-                            "links only.", f"stop {link.name} with its own tooling, then rerun the failover")
+                            "links and links on a declared Connect cluster only.",
+                            f"stop {link.name} with its own tooling, then rerun the failover")
     t0 = time.monotonic()
-    mirror = ctx.before.mirror(link.name)
+    mirror = ctx.before.link_runner(link.name)
     was_running = mirror.alive()
     if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
         # Nothing is left to copy, and a graceful stop waits ~15 s on the dead source: kill it.
-        mirror.process.kill()
+        mirror.kill()
         how = "killed"
     else:
         mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed

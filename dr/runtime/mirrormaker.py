@@ -188,6 +188,10 @@ class MirrorMaker:
         """Stop the MM2 process cleanly (no JVM left)."""
         self.process.stop(timeout)
 
+    def kill(self) -> None:
+        """Kill the MM2 process at once (its source is gone: nothing is left to copy or flush)."""
+        self.process.kill()
+
     def alive(self) -> bool:
         """True while the MM2 process runs."""
         return self.process.alive()

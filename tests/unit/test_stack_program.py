@@ -110,11 +110,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
         outputs = dict(args.inputs)
         if args.typ == DYNAMIC:
             props = {k: v for k, v in outputs.items() if k != "__provider"}
-            if "base_port" in props:  # a LocalKafkaCluster: the provider's create result, minus the start
+            if "base_port" in props and "role" in props:  # a LocalKafkaCluster: its create result, minus the start
                 from stacks.local_cluster import _outs
 
                 outputs = _outs(props, True)
-            else:  # a MirrorMakerProcess
+            elif "connector" in props:  # a MirrorConnector on Kafka Connect
+                outputs = {**props, "state": "RUNNING", "tasks": 1}
+            else:  # a MirrorMakerProcess or LocalConnectWorkers
                 outputs = {**props, "running": True}
         return f"{args.name}-id", outputs
 

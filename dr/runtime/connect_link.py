@@ -1,0 +1,91 @@
+"""A link that runs as MirrorMaker 2 connectors on a Kafka Connect cluster, seen from the failover.
+
+It offers what the failover and ``drctl status`` use of a dedicated MirrorMaker 2 process
+(:class:`dr.runtime.mirrormaker.MirrorMaker`): ``alive``, a graceful ``stop`` and an immediate
+``kill`` — here through the Connect REST API, on the link's three connectors
+(``<link>-source``, ``<link>-checkpoint``, ``<link>-heartbeat``, the names
+:func:`dr.connect_config.connector_configs` gives them). Stopping keeps the connectors' configs
+(``PUT /connectors/<name>/stop``); removing them is the stack's (``pulumi up`` of the topology
+without the link).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dr.connect_rest import ConnectRest
+from dr.errors import ClusterError
+
+__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names"]
+
+CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
+"""Stopped in this order: the source first, so the checkpoints still emitted cover its last records."""
+
+
+def connector_names(link_name: str) -> list[str]:
+    """The connectors of a link, in stop order."""
+    return [f"{link_name}-{kind}" for kind in CONNECTOR_KINDS]
+
+
+class ConnectLink:
+    """The connectors of one link on one Connect cluster (``rest``)."""
+
+    def __init__(self, rest: ConnectRest, link_name: str, connect_name: str) -> None:
+        self.rest = rest
+        self.name = link_name
+        self.connect_name = connect_name
+        self.connectors = connector_names(link_name)
+
+    def __repr__(self) -> str:
+        return f"ConnectLink({self.name!r} on Connect cluster {self.connect_name!r})"
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """Per connector: ``state`` (``ABSENT`` when not on the Connect cluster) and its tasks
+        (``id``, ``state``, ``worker``)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.connectors:
+            status = self.rest.status(name)
+            if status is None:
+                out[name] = {"state": "ABSENT", "tasks": []}
+                continue
+            out[name] = {"state": status["connector"]["state"],
+                         "worker": status["connector"].get("worker_id"),
+                         "tasks": [{"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id")}
+                                   for t in status.get("tasks", [])]}
+        return out
+
+    def alive(self) -> bool:
+        """True when the three connectors and all their tasks run (False when Connect is unreachable)."""
+        try:
+            states = self.states()
+        except ClusterError:
+            return False
+        return all(s["state"] == "RUNNING" and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])
+                   for s in states.values())
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the connectors (configs kept, tasks shut down, their source offsets committed) and wait
+        until Connect reports them ``STOPPED``; a connector already absent counts as stopped."""
+        deadline = time.monotonic() + timeout
+        for name in self.connectors:
+            if self.rest.status(name) is None:
+                continue
+            self.rest.stop(name)
+            self.rest.wait_state(name, "STOPPED", timeout=max(1.0, deadline - time.monotonic()))
+
+    def kill(self) -> None:
+        """Ask Connect to stop the connectors without waiting (the source is gone: nothing is left to copy)."""
+        for name in self.connectors:
+            try:
+                if self.rest.status(name) is not None:
+                    self.rest.stop(name)
+            except ClusterError:
+                continue
+
+    def resume(self, timeout: float = 60.0) -> None:
+        """Resume stopped connectors and wait until they run."""
+        for name in self.connectors:
+            self.rest.resume(name)
+        for name in self.connectors:
+            self.rest.wait_running(name, timeout=timeout)
