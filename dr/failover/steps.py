@@ -333,7 +333,8 @@ def fence_drain(ctx: Context) -> StepResult:
         ctx.journal.measure(fenced_bindings=[], fenced_at=None)
         process = ""
         if ctx.before.runs_here(ctx.link.name):
-            what = f"its connectors on Connect cluster {ctx.link.connect}" if ctx.link.connect else "its process"
+            what = f"its connectors on Connect cluster {ctx.link.connect} are" if ctx.link.connect \
+                else "its process is"
             process = f" ({what} running)" if ctx.before.link_runner(ctx.link.name).alive() else \
                 f" ({what} NOT running)"
         raise FailoverError(
