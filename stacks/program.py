@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pydantic.alias_generators import to_camel
 
 from dr.errors import DRError
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER
+from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.link import ReplicationLink, ReplicationLinkArgs
 
 __all__ = ["load", "run", "build"]
 
-_KEYS = ("profile", "failoverDone", "clusters", "topics", "principals", "links")
 
 
 def load() -> Topology:
@@ -37,10 +38,10 @@ def load() -> Topology:
     prints for the same stack file.
     """
     config: dict[str, Any] = {}
-    for key in _KEYS:
-        value = pulumi.runtime.get_config(f"{NAMESPACE}:{key}")
+    for key in CONFIG_KEYS:
+        value = pulumi.runtime.get_config(key)
         if value is not None:
-            config[f"{NAMESPACE}:{key}"] = value
+            config[key] = value
     try:
         topology = load_topology(pulumi.get_stack(), config)
         _refuse_plaintext_secrets(topology)
@@ -55,7 +56,7 @@ def _refuse_plaintext_secrets(topology: Topology) -> None:
     from dr.errors import ConfigError
 
     plain = [path for path, key, _secret in topology.secret_fields()
-             if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
+             if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{to_camel(key)}")]
     if plain:
         raise ConfigError(
             f"stack '{topology.name}' holds passwords in plain text: {', '.join(plain)}",

@@ -53,6 +53,10 @@ def _key(field: str) -> str:
     return f"{NAMESPACE}:{to_camel(field)}"
 
 
+CONFIG_KEYS = tuple(_key(field) for field in _FIELDS)
+"""Every ``kafka-dr:`` key a stack's config may hold (what the Pulumi program asks the engine for)."""
+
+
 def _decode(key: str, field: str, value: Any) -> Any:
     if field not in _STRUCTURED:
         return value
