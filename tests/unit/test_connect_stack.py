@@ -174,3 +174,24 @@ def test_connector_configs_carry_no_password_and_send_records_as_the_replicator(
 
 def test_the_connect_principal_is_a_user_on_the_home_cluster(run: Any) -> None:
     assert CONNECT_USER in run.credentials()
+
+
+def test_the_program_reads_the_connect_clusters_from_the_engine_config(tmp_path: Path, run: Any) -> None:
+    import pulumi
+    import yaml
+
+    from tests.unit.test_stack_program import _engine_config, _fresh_mocks
+
+    raw = yaml.safe_load((ROOT / "Pulumi.local-connect.yaml").read_text(encoding="utf-8"))["config"]
+    mocks, _monitor, program = _fresh_mocks("local-connect")
+    pulumi.runtime.set_all_config(_engine_config(raw))
+
+    @pulumi.runtime.test
+    def whole_program() -> None:
+        program.run(tmp_path)
+
+    try:
+        whole_program()
+    finally:
+        pulumi.runtime.set_all_config({})
+    assert sorted((c.typ, c.name) for c in mocks.calls) == sorted((r.typ, r.name) for r in run.resources)
