@@ -25,7 +25,7 @@ from dr.errors import AuthError, ClusterError, ConfigError
 _UNREACHABLE_FIX = "start the Connect cluster or fix the connect url in the stack config"
 #: How long a request answered 409 (a rebalance or a concurrent config change) is retried.
 _CONFLICT_RETRY_S = 15.0
-_UNADDRESSABLE = re.compile(r"[/\\%\x00-\x1f\x7f]")
+_UNADDRESSABLE = re.compile(r"[/\\%;\x00-\x1f\x7f]")
 
 
 def _clean_url(url: str) -> str:
@@ -55,10 +55,11 @@ def _seg(name: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"connector name {name!r} is empty or not text.", "give the connector a name")
     # Connect accepts such names in POST /connectors, but its web server (Jetty 12) answers 400 to
-    # any path holding them (even percent-encoded), so the connector could never be read or deleted.
+    # any path holding them (even percent-encoded), so the connector could never be read or deleted;
+    # a ';' starts a path parameter, which Jetty cuts off the name.
     if _UNADDRESSABLE.search(name) or name == "..":
         raise ConfigError(f"connector name {name!r} cannot be used through Kafka Connect's REST API "
-                          "(its web server refuses '/', '\\', '%', control characters and '..' in a path).",
+                          "(its web server refuses '/', '\\', '%', ';', control characters and '..' in a path).",
                           "use a name without those characters")
     return urllib.parse.quote(name, safe="")
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from dr.connect_config import connector_configs
 from dr.connect_rest import ConnectRest
-from dr.errors import AuthError, ClusterError
+from dr.errors import AuthError, ClusterError, ConfigError
 from dr.kafka_client import Endpoint
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import CONNECT_REST_USER, ConnectSpec, LocalConnectCluster
@@ -211,4 +211,27 @@ def test_rest_errors_name_the_problem(env: Env) -> None:
 
     rest.delete("never-created")
     rest.delete("never created ä?#")
+    with pytest.raises(ConfigError, match="cannot be used"):
+        rest.delete("a/b")
     assert rest.status("never-created") is None and rest.config("never-created") is None
+
+
+def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: Env) -> None:
+    rest = env.connect.rest()
+    link = env.topology.links[0]
+    config = connector_configs(env.topology, link, secrets_file=str(env.connect.secrets_file()))[f"{link.name}-heartbeat"]
+    name = "probe ä x?#"  # percent-encoded in every path
+    rest.put_config(name, config)
+    assert name in rest.connectors()
+    assert rest.config(name)["connector.class"] == config["connector.class"]
+    rest.wait_running(name, timeout=60)
+    rest.stop(name)
+    stopped = rest.wait_state(name, "STOPPED", timeout=60)
+    assert stopped["tasks"] == []
+    rest.resume(name)
+    rest.wait_running(name, timeout=60)
+    rest.restart(name, include_tasks=True, only_failed=False)
+    rest.wait_running(name, timeout=60)
+    rest.delete(name)
+    assert wait_until(lambda: rest.status(name) is None, 30)
+    rest.delete(name)
