@@ -165,15 +165,14 @@ def _cluster_problem(c: dict[str, Any]) -> str | None:
 def _connect_link(estate: Estate, link_name: str, connect: str) -> dict[str, Any]:
     """A link on a Connect cluster: each connector's and task's state (and worker), and ``process``
     ``running`` only when all run."""
-    from dr.runtime.connect_link import ConnectLink
+    from dr.runtime.connect_link import ConnectLink, runs
 
     try:
         runner = estate.link_runner(link_name)
         states = runner.states() if isinstance(runner, ConnectLink) else {}
     except (ClusterError, ConfigError) as exc:
         return {"connect": connect, "process": "unreachable", "connect_error": exc.problem}
-    running = all(s["state"] == "RUNNING" and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])
-                  for s in states.values())
+    running = all(runs(name, s) for name, s in states.items())
     bad = sorted({s["state"] for s in states.values() if s["state"] != "RUNNING"} |
                  {t["state"] for s in states.values() for t in s["tasks"] if t["state"] != "RUNNING"})
     return {"connect": connect, "connectors": states,

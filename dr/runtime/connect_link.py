@@ -17,7 +17,7 @@ from typing import Any
 from dr.connect_rest import ConnectRest
 from dr.errors import ClusterError
 
-__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names"]
+__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs"]
 
 CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
 """Stopped in this order: the source first, so the checkpoints still emitted cover its last records."""
@@ -26,6 +26,19 @@ CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
 def connector_names(link_name: str) -> list[str]:
     """The connectors of a link, in stop order."""
     return [f"{link_name}-{kind}" for kind in CONNECTOR_KINDS]
+
+
+def needs_tasks(connector: str) -> bool:
+    """False for a checkpoint connector, which has no task while the source has no consumer group to
+    checkpoint; the source (topics exist before it) and heartbeat connectors always have tasks."""
+    return not connector.endswith("-checkpoint")
+
+
+def runs(connector: str, state: dict[str, Any]) -> bool:
+    """True when a connector's state (as :meth:`ConnectLink.states` gives it) and all its tasks run."""
+    tasks = state.get("tasks") or []
+    return state.get("state") == "RUNNING" and all(t.get("state") == "RUNNING" for t in tasks) \
+        and (bool(tasks) or not needs_tasks(connector))
 
 
 class ConnectLink:
@@ -61,8 +74,7 @@ class ConnectLink:
             states = self.states()
         except ClusterError:
             return False
-        return all(s["state"] == "RUNNING" and s["tasks"] and all(t["state"] == "RUNNING" for t in s["tasks"])
-                   for s in states.values())
+        return all(runs(name, s) for name, s in states.items())
 
     def stop(self, timeout: float = 20.0) -> None:
         """Stop the connectors (configs kept, tasks shut down, their source offsets committed) and wait
@@ -88,4 +100,7 @@ class ConnectLink:
         for name in self.connectors:
             self.rest.resume(name)
         for name in self.connectors:
-            self.rest.wait_running(name, timeout=timeout)
+            if needs_tasks(name):
+                self.rest.wait_running(name, timeout=timeout)
+            else:
+                self.rest.wait_state(name, "RUNNING", timeout=timeout)
