@@ -114,8 +114,12 @@ def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[st
 def recover(report_dir: Path | str, *, source: Endpoint, target: Endpoint,
             progress: Progress = lambda _m: None) -> dict[str, Any]:
     """Replay the records a verification found missing (idempotent: a second run writes nothing)."""
-    v = _import_verification()
-    return v.recover(report_dir, source=source, target=target, progress=progress).to_dict()
+    _import_verification()
+    # by name from its module: once the submodule verification.recover is imported (the check
+    # started from an audit reads records back with it), the package attribute is that module
+    from verification.recover import recover as replay
+
+    return replay(report_dir, source=source, target=target, progress=progress).to_dict()
 
 
 def missing_records(report_dir: Path | str) -> list[dict[str, Any]]:

@@ -296,7 +296,7 @@ def test_starting_from_the_audit_finds_what_the_full_comparison_finds(logs: Logs
 def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(logs: Logs, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import dr.runtime.mirrormaker
-    import verification
+    import verification.job
 
     logs.write(10)
     logs.copy()
@@ -312,7 +312,7 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(logs: Logs
                                                                             "corrupted")},
                                summary={"topics": {}}, out_dir=kw["out_dir"])
 
-    monkeypatch.setattr(verification, "run_verification", full, raising=False)
+    monkeypatch.setattr(verification.job, "run_verification", full)
     v = integrity.verify(source=A, target=B, out_dir=tmp_path / "r", topics=["orders"], cutoff_ms=None, stack=STACK,
                          source_name="A", target_name="B", audit_link=LINK, state_dir=tmp_path / "state")
     assert ran == [["orders"]] and v.clean
