@@ -23,11 +23,20 @@ times, interleaved, and the fastest run counts (all are kept in the JSON):
 (d) Spark itself counting the same records in one session (same session settings, same Kafka
     source and offset bounds, ``count()`` of both sides); ``--skip-spark-count`` leaves it out.
 
+A third profile, ``audit`` (topic ``bench-audit``, its own target cluster), measures the incremental
+audit: N records copied by MirrorMaker 2, a first (full) ``drctl audit``, then 1 % new records on
+both sides (written by the benchmark on both, standing in for the link, so MM2 is not restarted);
+timed: the audit of that 1 %, the failover's integrity check started from that audit, and a full
+``drctl verify`` of the same topic. Printed: audit / full verification (the aim is ≤ 10 %), and the
+audit state on disk in MB per million records — audited and caught up (offsets only), and in
+flight (residue: measured after 1 % more written to A only).
+
 Printed: records/s of each, the ratios b/a, b/d, b/c and b/b_old, peak memory; ``--json FILE``
 keeps them. Usage::
 
     .venv/bin/python benchmarks/verify_bench.py --records 5000000
     .venv/bin/python benchmarks/verify_bench.py --records 200000 --profiles tail   # quick look
+    .venv/bin/python benchmarks/verify_bench.py --records 300000 --profiles audit --base-port 30400 --port-step 50
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TOPIC = "bench"
+AUDIT_TOPIC = "bench-audit"
+AUDIT_LINK = "A-to-D"
 CONTENDERS = {"a": "(a) ConsumerPerformance", "b": "(b) verification, one read",
               "b_mem": "(b_mem) one read, memory+disk", "b_old": "(b_old) verification, re-read",
               "c": "(c) naive reconciler", "d": "(d) Spark count"}
@@ -149,13 +160,14 @@ def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0:
     return written
 
 
-def replicate(source, target, expected: int, work: Path, extra: dict[str, str] | None = None) -> float:
+def replicate(source, target, expected: int, work: Path, extra: dict[str, str] | None = None,
+              topic: str = TOPIC) -> float:
     """Run MirrorMaker 2 from ``source`` to ``target`` until the target topic holds ``expected``
     records, then stop it; return the records/s it replicated at."""
     from dr.runtime.mirrormaker import MirrorMaker, end_offsets
 
     # the contenders' consumer groups are not the benchmark's business: leave them on A
-    mm = MirrorMaker(source, target, state_dir=work, topics=TOPIC, groups="kdr-bench-no-group",
+    mm = MirrorMaker(source, target, state_dir=work, topics=topic, groups="kdr-bench-no-group",
                      heap_mb=1024, extra=extra)
     t = time.monotonic()
     mm.start(timeout=180)
@@ -164,7 +176,7 @@ def replicate(source, target, expected: int, work: Path, extra: dict[str, str] |
         held = 0
         while time.monotonic() < deadline:
             try:
-                held = sum(end_offsets(target.endpoint(), [TOPIC]).values())
+                held = sum(end_offsets(target.endpoint(), [topic]).values())
             except Exception:  # the topic is not created on the target yet
                 held = 0
             if held >= expected:
@@ -280,10 +292,98 @@ def spark_count_main(argv: list[str]) -> None:
     print(json.dumps({"read": read, "spark_start_s": started, "count_s": time.monotonic() - t}))
 
 
+def audit_main(argv: list[str]) -> None:
+    """One ``drctl audit`` run of the link benchA → benchD (``audit``), or the failover's integrity
+    check started from it (``from-audit``); prints a JSON result."""
+    from dr.failover import integrity
+    from verification.audit import audit_endpoints, state_file
+    from verification.endpoints import endpoint_from_file
+
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["audit", "from-audit"])
+    p.add_argument("--source"), p.add_argument("--target"), p.add_argument("--credentials")
+    p.add_argument("--topic"), p.add_argument("--state-dir", type=Path), p.add_argument("--out", type=Path)
+    a = p.parse_args(argv)
+    src, dst = endpoint_from_file(a.source, a.credentials), endpoint_from_file(a.target, a.credentials)
+    if a.what == "audit":
+        r = audit_endpoints(src, dst, path=state_file(a.state_dir, AUDIT_LINK), stack="bench", link=AUDIT_LINK,
+                            source_cluster="benchA", target_cluster="benchD", select=lambda t: t == a.topic)
+        print(json.dumps(r.to_dict()))
+        return
+    v = integrity.verify(source=src, target=dst, out_dir=a.out, topics=[a.topic], cutoff_ms=None, stack="bench",
+                         source_name="benchA", target_name="benchD", audit_link=AUDIT_LINK, state_dir=a.state_dir)
+    print(json.dumps(v.to_dict()))
+
+
+def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dict:
+    """The ``audit`` profile (see the module docstring): returns its figures."""
+    from verification.audit import state_file
+
+    state_dir = work / "audit-state"
+    path = state_file(state_dir, AUDIT_LINK)
+    common = ["--source", a.bootstrap, "--target", target.bootstrap, "--credentials", str(creds),
+              "--topic", AUDIT_TOPIC, "--state-dir", str(state_dir)]
+    me = [sys.executable, str(Path(__file__).resolve())]
+
+    def audit_run(label: str) -> dict:
+        r = run_measured([*me, "audit", *common])
+        if r["rc"] not in (0, 1):
+            raise RuntimeError(f"audit failed: {r['stderr'][-3000:]}")
+        out = json.loads(r["stdout"].strip().splitlines()[-1])
+        row = {"seconds": r["seconds"], "peak_mb": r["peak_mb"], "state_bytes": path.stat().st_size,
+               **{k: out[k] for k in ("read_source", "read_target", "verified", "in_flight", "missing")}}
+        print(f"[audit] {label}: {r['seconds']:.1f}s, read {out['read_source']:,} + {out['read_target']:,}, "
+              f"verified {out['verified']:,}, in flight {out['in_flight']:,}, missing {out['missing']:,}; "
+              f"state {row['state_bytes']:,} bytes", flush=True)
+        return row
+
+    recreate_topic(a.endpoint(), AUDIT_TOPIC, args.partitions)
+    produce(a.endpoint(), AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0)
+    rate = replicate(a, target, n, work, topic=AUDIT_TOPIC)
+    print(f"[audit] MirrorMaker 2 replicated {n:,} records at {rate:,.0f} rec/s", flush=True)
+    row: dict = {"records": n, "first": audit_run("first (full) audit")}
+    inc = max(1, n // 100)
+    for ep in (a.endpoint(), target.endpoint()):  # the link's part, written by the benchmark on both sides
+        produce(ep, AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0, start=n, stop=n + inc)
+    row["incremental"] = audit_run(f"audit after {inc:,} new records (1%)")
+    if row["incremental"]["verified"] != inc or row["incremental"]["missing"] or row["incremental"]["in_flight"]:
+        raise RuntimeError(f"the audit found {row['incremental']}, expected {inc} verified")
+    out = work / "report-audit-from-audit"
+    r = run_measured([*me, "from-audit", *common, "--out", str(out)])
+    if r["rc"] != 0:
+        raise RuntimeError(f"integrity from the audit failed: {r['stderr'][-3000:]}")
+    v = json.loads(r["stdout"].strip().splitlines()[-1])
+    if not (v["clean"] and (v.get("started_from") or {}).get("audit")):
+        raise RuntimeError(f"integrity from the audit: {v}")
+    row["integrity_from_audit"] = {"seconds": r["seconds"], "peak_mb": r["peak_mb"]}
+    print(f"[audit] integrity check started from the audit: {r['seconds']:.1f}s, clean", flush=True)
+    out = work / "report-audit-full"
+    rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap", a.bootstrap,
+                       "--target-bootstrap", target.bootstrap, "--credentials", str(creds), "--topics", AUDIT_TOPIC,
+                       "--out", str(out), "--json", "--quiet"])
+    if rv["rc"] != 0:
+        raise RuntimeError(f"full verification: exit {rv['rc']}: {rv['stderr'][-3000:]}")
+    row["full_verify"] = {"seconds": rv["seconds"], "peak_mb": rv["peak_mb"],
+                          "timings": json.loads((out / "summary.json").read_text())["timings"]}
+    print(f"[audit] full verification of the same topic: {rv['seconds']:.1f}s, clean", flush=True)
+    produce(a.endpoint(), AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0, start=n + inc, stop=n + 2 * inc)
+    row["behind"] = audit_run(f"audit with {inc:,} records in flight (written to A only)")
+    total = n + inc
+    caught_up = row["incremental"]["state_bytes"]
+    row["audit_over_full"] = row["incremental"]["seconds"] / row["full_verify"]["seconds"]
+    row["from_audit_over_full"] = row["integrity_from_audit"]["seconds"] / row["full_verify"]["seconds"]
+    row["state_mb_per_million_audited"] = caught_up / 1e6 / (total / 1e6)
+    row["state_mb_per_million_in_flight"] = (row["behind"]["state_bytes"] - caught_up) / 1e6 / (inc / 1e6)
+    return row
+
+
 # ----------------------------------------------------------------------------- main
 def main() -> int:
     if sys.argv[1:2] == ["naive"]:
         naive_main(sys.argv[2:])
+        return 0
+    if sys.argv[1:2] in (["audit"], ["from-audit"]):
+        audit_main(sys.argv[1:])
         return 0
     if sys.argv[1:2] == ["spark-count"]:
         spark_count_main(sys.argv[2:])
@@ -295,6 +395,8 @@ def main() -> int:
     ap.add_argument("--profiles", default="tail,scattered")
     # below Linux's ephemeral range (32768-60999), so no client socket holds a cluster's port
     ap.add_argument("--base-port", type=int, default=22500)
+    ap.add_argument("--port-step", type=int, default=100,
+                    help="ports between clusters (A at --base-port, each profile's target one step further)")
     ap.add_argument("--skip-naive", action="store_true")
     ap.add_argument("--skip-spark-count", action="store_true", help="leave out (d), Spark counting the records")
     ap.add_argument("--designs", default="fingerprints,kafka",
@@ -311,15 +413,16 @@ def main() -> int:
 
     tc = toolchain()
     work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))
-    spec = lambda name, k: ClusterSpec(name, brokers=1, base_port=args.base_port + 100 * k, heap_mb=768)  # noqa: E731
+    spec = lambda name, k: ClusterSpec(name, brokers=1, base_port=args.base_port + args.port_step * k,  # noqa: E731
+                                       heap_mb=768)
     a = LocalCluster(spec("benchA", 0), work)
-    # one target per profile, sharing A's credentials (the replicator logs in to both with one password)
-    targets = {"tail": LocalCluster(spec("benchB", 1), work, a.credentials),
-               "scattered": LocalCluster(spec("benchC", 2), work, a.credentials)}
+    names = {"tail": "benchB", "scattered": "benchC", "audit": "benchD"}
     profiles = args.profiles.split(",")
-    if set(profiles) - set(targets):
-        raise SystemExit(f"unknown profile in {args.profiles!r}: choose from {sorted(targets)}")
-    profiles = sorted(set(profiles), key=list(targets).index)  # the tail profile must see A unfinished
+    if set(profiles) - set(names):
+        raise SystemExit(f"unknown profile in {args.profiles!r}: choose from {sorted(names)}")
+    profiles = sorted(set(profiles), key=list(names).index)  # the tail profile must see A unfinished
+    # one target per profile, sharing A's credentials (the replicator logs in to both with one password)
+    targets = {p: LocalCluster(spec(names[p], 1 + i), work, a.credentials) for i, p in enumerate(profiles)}
     n = args.records
     results: dict = {"records": n, "partitions": args.partitions, "value_bytes": args.value_bytes,
                      "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "profiles": {}}
@@ -337,11 +440,17 @@ def main() -> int:
         marked = lost_by_profile["scattered"] if "scattered" in profiles else frozenset()
         # with the tail profile, the tail is written only after MM2 stopped
         first = int(n * 0.995) if "tail" in profiles else n
-        t = time.monotonic()
-        produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, stop=first, marked=marked)
-        print(f"produced {first:,} records to A in {time.monotonic() - t:.1f}s", flush=True)
+        if set(profiles) - {"audit"}:
+            t = time.monotonic()
+            produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, stop=first, marked=marked)
+            print(f"produced {first:,} records to A in {time.monotonic() - t:.1f}s", flush=True)
 
         for profile in profiles:
+            if profile == "audit":
+                targets[profile].start()
+                started.append(targets[profile])
+                results["profiles"]["audit"] = audit_case(a, targets[profile], n, args, work, creds, t0)
+                continue
             lost = lost_by_profile[profile]
             target = targets[profile]
             target.start()
@@ -463,6 +572,18 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average at start {results['load_avg_at_start'][0]:.1f}")
     print(f"{'profile':<10} {'contender':<32} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
     for profile, row in results["profiles"].items():
+        if profile == "audit":
+            print(f"{'audit':<10} {'first (full) audit':<32} {row['first']['seconds']:8.1f} "
+                  f"{n / row['first']['seconds']:11,.0f} {row['first']['peak_mb']:8.0f}")
+            for k, name in (("incremental", "audit after 1% new data"),
+                            ("integrity_from_audit", "integrity from the audit"),
+                            ("full_verify", "full verification, same topic")):
+                print(f"{'':<10} {name:<32} {row[k]['seconds']:8.1f} {'':>11} {row[k]['peak_mb']:8.0f}")
+            print(f"{'':<10} audit after 1% / full verification = {row['audit_over_full']:.3f} (aim <= 0.10); "
+                  f"integrity from the audit / full = {row['from_audit_over_full']:.3f}")
+            print(f"{'':<10} audit state: {row['state_mb_per_million_audited']:.4f} MB per million records audited "
+                  f"(caught up), {row['state_mb_per_million_in_flight']:.1f} MB per million records in flight")
+            continue
         for k, name in CONTENDERS.items():
             if k in row:
                 r = row[k]

@@ -23,6 +23,10 @@ with one confluent-kafka consumer costs less than starting a Spark session; (3) 
 fingerprints are the Spark job's numbers (:func:`verification.fingerprint.key_hash` /
 :func:`~verification.fingerprint.checksum`), so nothing new decides what matches.
 
+Measured (``benchmarks/verify_bench.py --records 300000 --profiles audit``; 2 CPUs, load average 11):
+after 1% new data the check started from the audit took 2.2 s against 42.5 s for the full
+verification of the same topic (5.3%); the audit itself 2.1 s (5.0%).
+
 The report directory has the full job's files (``summary.json`` with ``method.from_audit``,
 ``report.html``, ``offending.parquet`` with the missing records' keys fetched back from the source
 by their coordinates), so ``drctl recover --report DIR`` replays it unchanged.
@@ -215,8 +219,9 @@ def started_from(state: AuditState, state_file: Path, p: Plan) -> dict[str, Any]
             "read_source": sum(e - s for ps in p.source_ranges.values() for s, e in ps.values()),
             "read_target": sum(e - s for ps in p.target_ranges.values() for s, e in ps.values()),
             "lost_source": p.lost_source, "lost_target": p.lost_target,
-            "bounds": {"source": {t: {str(q): r[0] for q, r in sorted(ps.items())} for t, ps in sorted(p.source_ranges.items())},
-                       "target": {t: {str(q): r[0] for q, r in sorted(ps.items())} for t, ps in sorted(p.target_ranges.items())}}}
+            "bounds": {side: {t: {str(q): b for q, b in sorted(ps.items())} for t, ps in sorted(bounds.items())
+                              if t in p.source_ranges or t in p.target_ranges}
+                       for side, bounds in (("source", state.source_bounds), ("target", state.target_bounds))}}
 
 
 def _fallback(reason: str, say: Reporter) -> FromAudit:
