@@ -20,7 +20,7 @@ from dr.connect_rest import ConnectRest
 from dr.errors import AuthError, ClusterError, ConfigError
 from dr.kafka_client import Endpoint
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.connect import CONNECT_REST_USER, ConnectSpec, LocalConnectCluster
+from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER, ConnectSpec, LocalConnectCluster
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import end_offsets, grant_replicator
 from dr.runtime.process import wait_until
@@ -184,6 +184,9 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
     assert connect.alive()
     for name in configs:
         connect.rest().wait_running(name, timeout=60)
+    logs = "".join(connect.process(i).log_file.read_text(errors="replace") for i in range(2))
+    for user in (REPLICATOR_USER, CONNECT_USER, CONNECT_REST_USER):
+        assert connect.credentials.password(user) not in logs, f"the {user} password is in a worker log"
 
 
 def test_rest_errors_name_the_problem(env: Env) -> None:
