@@ -264,7 +264,7 @@ def toolchain_cmd(as_json: bool) -> None:
 
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
-    from dr.failover.cli import failover_commands
+    from dr.failover.commands import failover_commands
     from verification.cli import verification_commands
 
     for command in [*failover_commands(), *verification_commands()]:

@@ -63,7 +63,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
 def drctl(env: dict[str, str], *args: str, crash_after: str | None = None) -> subprocess.CompletedProcess[str]:
     extra = {CRASH_ENV: crash_after} if crash_after else {}
     full = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    return subprocess.run([sys.executable, "-m", "dr.failover.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
                           env={**full, **env, **extra}, timeout=600, cwd=REPO_ROOT)
 
 

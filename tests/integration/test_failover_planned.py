@@ -70,7 +70,7 @@ OUTPUTS: list[str] = []
 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``drctl <args>`` (the failover commands) in a subprocess; keep its output for secret checks."""
-    res = subprocess.run([sys.executable, "-m", "dr.failover.cli", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
                          env={**os.environ, **env}, timeout=600, cwd=REPO_ROOT)
     OUTPUTS.append(res.stdout + res.stderr)
     return res

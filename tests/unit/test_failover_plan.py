@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dr.failover.cli import main
+from dr.cli import main
 from dr.failover.converge import read_stack_config, write_stack_config
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS

@@ -1,4 +1,6 @@
-"""Click commands ``failover``, ``status`` and ``drill`` (attached to ``drctl``; also ``python -m dr.failover.cli``).
+"""Click commands ``failover``, ``status`` and ``drill``, attached to ``drctl`` (:mod:`dr.cli`, the one CLI).
+
+This module never imports :mod:`dr.cli`: the group imports the commands, not the other way round.
 
 Exit codes (:mod:`dr.errors`): 0 done — also when a failover is already finished, or finished
 with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluster could not be
@@ -19,7 +21,7 @@ import click
 
 from dr.errors import FailoverError
 
-__all__ = ["drill", "failover", "failover_commands", "main", "status"]
+__all__ = ["drill", "failover", "failover_commands", "status"]
 
 
 def progress(message: str) -> None:
@@ -153,13 +155,3 @@ def failover_commands() -> list[click.Command]:
     """The commands to attach to the ``drctl`` group."""
     return [failover, status, drill]
 
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m dr.failover.cli``: the same as ``drctl`` (these commands, the documented exit codes)."""
-    from dr.cli import main as drctl_main  # dr.cli attaches this module's commands: import it late
-
-    drctl_main(argv)
-
-
-if __name__ == "__main__":
-    main()
