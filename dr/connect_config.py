@@ -11,6 +11,8 @@ records land there whichever cluster the Connect workers keep their own topics o
 
 from __future__ import annotations
 
+import re
+
 from dr.errors import ConfigError
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Kind, Link, Topology
@@ -55,6 +57,18 @@ def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
     }
 
 
+MM2_DEFAULT_EXCLUDES = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+"""MirrorMaker 2's own ``topics.exclude`` default (kept: setting the key replaces it)."""
+
+
+def topics_exclude(topology: Topology) -> str:
+    """MirrorMaker 2's default exclusions plus the internal topics of every declared Connect cluster,
+    which live on a cluster a link may read from (a Connect cluster homed on the source, or on B when
+    B→C runs after a failover) and must never be copied."""
+    connect = [re.escape(f"connect-{cc.name}-") + "(?:configs|offsets|status)" for cc in topology.connect_clusters]
+    return ",".join((*MM2_DEFAULT_EXCLUDES, *connect))
+
+
 def connector_configs(topology: Topology, link: Link,
                       secrets_file: str = "/etc/kafka-connect/secrets/replicator.properties",
                       tasks_max: int = 4) -> dict[str, dict[str, str]]:
@@ -92,7 +106,8 @@ def connector_configs(topology: Topology, link: Link,
     return {
         f"{link.name}-source": {
             **common, "connector.class": CONNECTORS["source"], "tasks.max": str(tasks_max),
-            "topics": topics, "refresh.topics.interval.seconds": str(iv.refresh_topics_s),
+            "topics": topics, "topics.exclude": topics_exclude(topology),
+            "refresh.topics.interval.seconds": str(iv.refresh_topics_s),
             "sync.topic.acls.enabled": "false", "sync.topic.configs.enabled": "true",
             "offset-syncs.topic.location": "target", "replication.factor": rf,
             "offset-syncs.topic.replication.factor": rf,

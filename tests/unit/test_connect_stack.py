@@ -195,3 +195,16 @@ def test_the_program_reads_the_connect_clusters_from_the_engine_config(tmp_path:
     finally:
         pulumi.runtime.set_all_config({})
     assert sorted((c.typ, c.name) for c in mocks.calls) == sorted((r.typ, r.name) for r in run.resources)
+
+
+def test_no_link_copies_a_connect_clusters_internal_topics() -> None:
+    import re
+
+    from dr.connect_config import connector_configs
+
+    t = connect_stack().after_failover()  # B→C reads B, where mm2 keeps its internal topics
+    config = connector_configs(t, t.links[0], secrets_file="/s/replicator.properties")["B-to-C-source"]
+    excluded = config["topics.exclude"].split(",")
+    for name in ("connect-mm2-configs", "connect-mm2-offsets", "connect-mm2-status", "mm2-offset-syncs.C.internal"):
+        assert any(re.fullmatch(p, name) for p in excluded), name
+    assert not any(re.fullmatch(p, name) for p in excluded for name in ("orders", "payments", "connect-mm2-x"))
