@@ -9,6 +9,7 @@ import pytest
 
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from tests.integration.ports import windows
 
 
 @pytest.fixture(scope="session")
@@ -17,31 +18,46 @@ def estate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("estate")
 
 
-def _cluster(estate_dir: Path, name: str, brokers: int, base_port: int) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(ClusterSpec(name, brokers=brokers, base_port=base_port), estate_dir)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.destroy()
+@pytest.fixture(scope="module")
+def stack_ports() -> Iterator[tuple[int, int, int]]:
+    """Three free port windows (A, B, C of a stack), reserved against other test runs until the module ends."""
+    with windows(3) as starts:
+        yield starts
+
+
+@pytest.fixture
+def port_window() -> Iterator[int]:
+    """One free port window (a local cluster's 100 ports) for one test."""
+    with windows(1) as (start,):
+        yield start
+
+
+def _cluster(estate_dir: Path, name: str, brokers: int) -> Iterator[LocalCluster]:
+    with windows(1) as (base_port,):
+        cluster = LocalCluster(ClusterSpec(name, brokers=brokers, base_port=base_port), estate_dir)
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.destroy()
 
 
 @pytest.fixture(scope="session")
 def cluster3(estate_dir: Path) -> Iterator[LocalCluster]:
     """A 3-broker cluster (dedicated controller) on 3 racks."""
-    yield from _cluster(estate_dir, "T3", 3, 21000)
+    yield from _cluster(estate_dir, "T3", 3)
 
 
 @pytest.fixture(scope="session")
 def cluster_a(estate_dir: Path) -> Iterator[LocalCluster]:
     """Active cluster A, 1 broker."""
-    yield from _cluster(estate_dir, "A", 1, 21100)
+    yield from _cluster(estate_dir, "A", 1)
 
 
 @pytest.fixture(scope="session")
 def cluster_b(estate_dir: Path) -> Iterator[LocalCluster]:
     """Passive cluster B, 1 broker."""
-    yield from _cluster(estate_dir, "B", 1, 21200)
+    yield from _cluster(estate_dir, "B", 1)
 
 
 @pytest.fixture(scope="session")

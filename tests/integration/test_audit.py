@@ -1,7 +1,7 @@
 """`drctl audit` on real clusters and a real MirrorMaker 2 link, across runs with records in flight.
 
-One estate (A and B with one broker each, C declared standby) on ports 29900-30399, provisioned
-with `drctl estate up` and destroyed at the end. The tests run in order:
+One estate (A and B with one broker each, C declared standby) on three free port windows
+(``stack_ports``), provisioned with `drctl estate up` and destroyed at the end. The tests run in order:
 
 1. everything copied → the first (full) audit verifies it all, nothing in flight or missing;
 2. link stopped, records written to A → in flight (not missing), the oldest unreplicated age shown,
@@ -34,7 +34,6 @@ from tests.integration.helpers import teardown_stack, write_local_stack
 pytestmark = pytest.mark.integration
 
 STACK = "audit"
-PORTS = (29900, 30000, 30100)  # this module's window: 29900-30399, below the ephemeral range
 TOPICS = ["orders", "payments"]
 
 
@@ -63,9 +62,9 @@ def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("audit")
-    stack_file = write_local_stack(root, STACK, PORTS)
+    stack_file = write_local_stack(root, STACK, stack_ports)
     e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
     original = load_stack_file(stack_file)
     with pytest.MonkeyPatch.context() as mp:

@@ -19,12 +19,11 @@ from dr.toolchain import REPO_ROOT
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "cycles"
-PORTS = (20100, 20200, 20300)  # below the ephemeral range (32768+)
 RTO_AIM = "application RTO"
 
 
-def test_three_cycles_each_graded_and_clean(tmp_path: Path) -> None:
-    write_local_stack(tmp_path, STACK, PORTS, one_broker=("A", "B", "C"))
+def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
+    write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"))
     out = tmp_path / "drill"
     res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--cycles", "3",
                           "--out", str(out), "--warmup", "4", "--rate", "300", "--json"],

@@ -21,11 +21,11 @@ from tests.integration.helpers import consume_all, produce
 
 
 @pytest.fixture(scope="module")
-def stack_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def stack_env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
     """A copy of the local stack on its own ports (A with 1 broker to save time)."""
     d = tmp_path_factory.mktemp("estate-cli")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], (26100, 26200, 26300), strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
         c["base_port"] = port
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]

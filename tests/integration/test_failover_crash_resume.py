@@ -31,15 +31,14 @@ from dr.toolchain import REPO_ROOT
 from tests.integration.helpers import produce
 
 STACK = "crash"
-PORTS = (24100, 24200, 24300)  # below the ephemeral range (32768+): no clash with client sockets
 NAMES = [s.name for s in STEPS]
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
     """A fresh 1-broker estate (A, B, link A→B) with 500 acknowledged records on A; destroyed afterwards."""
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
         c["base_port"] = port
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]

@@ -34,15 +34,14 @@ from dr.toolchain import REPO_ROOT
 from tests.integration.helpers import produce
 
 STACK = "planned"
-PORTS = (23100, 23200, 23300)  # below the ephemeral range (32768+): no clash with client sockets
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
     """The stack on its own ports and directories, provisioned (A, B, link A→B) once for the module."""
     d = tmp_path_factory.mktemp("failover-planned")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
         c["base_port"] = port
     (d / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}

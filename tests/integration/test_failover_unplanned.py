@@ -16,11 +16,11 @@ from dr.toolchain import REPO_ROOT
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "gameday"
-PORTS = (25100, 25200, 25300)  # below the ephemeral range (32768+): no clash with client sockets
 
 
-def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(tmp_path: Path) -> None:
-    write_local_stack(tmp_path, STACK, PORTS)
+def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
+        tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
+    write_local_stack(tmp_path, STACK, stack_ports)
     out = tmp_path / "drill"
     res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--unplanned",
                           "--out", str(out), "--warmup", "4", "--json"], capture_output=True, text=True,

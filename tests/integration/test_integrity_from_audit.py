@@ -1,6 +1,6 @@
 """The failover's integrity check started from the last audit, on real clusters, MirrorMaker 2 and Spark.
 
-A and B (one broker each) on ports 30400-30499 (A: 30400/30420/30440, B: 30450/30470/30490), a real
+A and B (one broker each) in one free port window P (A: P/P+20/P+40, B: P+50/P+70/P+90), a real
 MirrorMaker 2 A → B:
 
 1. ``orders-0`` holds 100 records, copied; 10 records written to ``orders-1`` while the link is
@@ -28,6 +28,7 @@ from dr.failover import integrity
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker, end_offsets
 from dr.runtime.process import wait_until
+from tests.integration.ports import windows
 from verification.audit import audit_endpoints, state_file
 
 pytestmark = pytest.mark.integration
@@ -48,19 +49,20 @@ def produce(cluster: LocalCluster, partition: int, start: int, n: int) -> None:
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, LocalCluster, MirrorMaker, Path]]:
     state = tmp_path_factory.mktemp("from-audit")
-    a = LocalCluster(ClusterSpec("A", brokers=1, base_port=30400), state)
-    b = LocalCluster(ClusterSpec("B", brokers=1, base_port=30450), state)
-    mm2 = MirrorMaker(a, b, state, topics="orders")
-    try:
-        a.start()
-        b.start()
-        admin = AdminClient(a.endpoint().config())  # kept: a collected client fails its futures
-        admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(timeout=30)
-        yield a, b, mm2, state
-    finally:
-        mm2.stop()
-        a.destroy()
-        b.destroy()
+    with windows(1) as (port,):
+        a = LocalCluster(ClusterSpec("A", brokers=1, base_port=port), state)
+        b = LocalCluster(ClusterSpec("B", brokers=1, base_port=port + 50), state)
+        mm2 = MirrorMaker(a, b, state, topics="orders")
+        try:
+            a.start()
+            b.start()
+            admin = AdminClient(a.endpoint().config())  # kept: a collected client fails its futures
+            admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(timeout=30)
+            yield a, b, mm2, state
+        finally:
+            mm2.stop()
+            a.destroy()
+            b.destroy()
 
 
 def synced(a: LocalCluster, b: LocalCluster) -> bool:

@@ -2,9 +2,9 @@
 monitoring check, a planned failover, the old link refused, and the old active cluster wiped and
 declared the next standby.
 
-One estate for the module (A and B with one broker each, C declared standby) on ports 28100-28599,
-provisioned with `drctl estate up` (Pulumi through the Automation API) and destroyed at the end —
-no JVM of it is left. The tests run in order; each leaves the estate as the next expects.
+One estate for the module (A and B with one broker each, C declared standby) on three free port
+windows (``stack_ports``), provisioned with `drctl estate up` (Pulumi through the Automation API) and
+destroyed at the end — no JVM of it is left. The tests run in order; each leaves the estate as the next expects.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from dr.topology import load_stack_file
 from tests.integration.helpers import produce, teardown_stack, write_local_stack
 
 STACK = "lifecycle"
-PORTS = (28100, 28200, 28300)  # this module's window: 28100-28599, below the ephemeral range
 TOPICS = ["orders", "payments"]
 OUTPUTS: list[str] = []
 
@@ -62,9 +61,9 @@ def _jvms(root: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("link-lifecycle")
-    stack_file = write_local_stack(root, STACK, PORTS)
+    stack_file = write_local_stack(root, STACK, stack_ports)
     e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
     original = load_stack_file(stack_file)
     with pytest.MonkeyPatch.context() as mp:

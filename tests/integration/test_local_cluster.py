@@ -96,11 +96,11 @@ def _can_connect(endpoint: Endpoint) -> bool:
         return False
 
 
-def test_no_jvm_left_after_stop(estate_dir) -> None:  # noqa: ANN001
+def test_no_jvm_left_after_stop(estate_dir, port_window: int) -> None:  # noqa: ANN001
     from dr.runtime.cluster import ClusterSpec
     from dr.runtime.process import pid_alive
 
-    cluster = LocalCluster(ClusterSpec("STOPME", brokers=1, base_port=21400), estate_dir)
+    cluster = LocalCluster(ClusterSpec("STOPME", brokers=1, base_port=port_window), estate_dir)
     cluster.start()
     pids = list(cluster.pids().values())
     assert pids and all(pid_alive(p) for p in pids)
@@ -109,17 +109,17 @@ def test_no_jvm_left_after_stop(estate_dir) -> None:  # noqa: ANN001
     assert cluster.state() == "absent"
 
 
-def test_port_in_use_is_named(estate_dir) -> None:  # noqa: ANN001
+def test_port_in_use_is_named(estate_dir, port_window: int) -> None:  # noqa: ANN001
     import socket
 
     from dr.errors import PortInUse
     from dr.runtime.cluster import ClusterSpec
 
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 21500))
+        s.bind(("127.0.0.1", port_window))
         s.listen()
-        cluster = LocalCluster(ClusterSpec("BUSY", brokers=1, base_port=21500), estate_dir)
-        with pytest.raises(PortInUse, match="21500"):
+        cluster = LocalCluster(ClusterSpec("BUSY", brokers=1, base_port=port_window), estate_dir)
+        with pytest.raises(PortInUse, match=str(port_window)):
             cluster.start()
     cluster.destroy()
 

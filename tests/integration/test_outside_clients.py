@@ -37,7 +37,6 @@ from tests.integration.helpers import teardown_stack
 pytestmark = pytest.mark.integration
 
 STACK = "outside"
-PORTS = (28600, 28700, 28800)  # A, B, C: this suite's range (28600-28999)
 PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # Kafka 4.x: kafka-tools, no longer kafka.tools (Scala)
 CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 REFUSED = "TopicAuthorizationException: Not authorized to access topics: [orders]"
@@ -65,12 +64,12 @@ def _jvms_under(path: Path) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
     """The local stack on this suite's ports (A with 1 broker), provisioned by `drctl estate up`;
     `drctl estate down --destroy` afterwards, then whatever either side of the failover left running."""
     d = tmp_path_factory.mktemp("outside-clients")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
         c["base_port"] = port
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]

@@ -26,9 +26,9 @@ from dr.runtime.process import pid_alive, wait_until
 from dr.toolchain import REPO_ROOT, toolchain
 from dr.topology import load_stack_file
 from tests.integration.helpers import consume_all, produce
+from tests.integration.ports import windows
 
 STACK = "pt"
-PORTS = (27100, 27200, 27300)  # below the ephemeral range
 
 
 class Project:
@@ -64,12 +64,12 @@ def _passphrase(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+def project(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Project]:
     root = tmp_path_factory.mktemp("pulumi-project")
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     (root / "stacks").symlink_to(REPO_ROOT / "stacks")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
         c["base_port"] = port
     (root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     p = Project(root)
@@ -181,7 +181,15 @@ def test_destroy_leaves_no_process_and_no_data(project: Project) -> None:
     assert not estate.mirror("A-to-B").alive()
 
 
-def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_started(tmp_path: Path) -> None:
+@pytest.fixture
+def clash_ports() -> Iterator[tuple[int, int, int]]:
+    """Three more windows, for a second stack beside the module's."""
+    with windows(3) as starts:
+        yield starts
+
+
+def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_started(
+        tmp_path: Path, clash_ports: tuple[int, int, int]) -> None:
     import socket
 
     root = tmp_path / "clash"
@@ -189,7 +197,7 @@ def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     (root / "stacks").symlink_to(REPO_ROOT / "stacks")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], (27400, 27500, 27600), strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], clash_ports, strict=True):
         c["base_port"] = port
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]
@@ -198,13 +206,13 @@ def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_
     p.pulumi("stack", "select", "--create", "clash")
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    holder.bind(("127.0.0.1", 27500))  # B's client port
+    holder.bind(("127.0.0.1", clash_ports[1]))  # B's client port
     holder.listen()
     try:
         out = p.pulumi("up", "--yes", "--skip-preview", check=False)
         text = out.stdout + out.stderr
         assert out.returncode != 0
-        assert "B-brokers" in text and "127.0.0.1:27500" in text and "already in use" in text, text[-3000:]
+        assert "B-brokers" in text and f"127.0.0.1:{clash_ports[1]}" in text and "already in use" in text, text[-3000:]
         estate = Estate(load_stack_file(root / "Pulumi.clash.yaml"), root / "state" / "clash")
         assert estate.local_cluster("B").state() == "absent", "B was left half-started"
         assert not estate.mirror("A-to-B").alive()

@@ -10,9 +10,9 @@ connector jars from the driver and ran tasks). A master that cannot be reached, 
 a master, and a cluster without room for an executor are exit 4 within a bounded time, naming the
 master and the next step.
 
-Ports (all below the ephemeral range): Kafka 29500-29599 and 29600-29699; Spark master 29700/29701
-(web UI), workers 29702-29705, driver 29710-29711, executors' block managers from 29720; the
-unreachable masters 29898/29899.
+Ports: free windows below the ephemeral range (tests/integration/ports.py) — one per Kafka cluster, and
+one (P) for Spark: master P/P+1 (web UI), workers P+2..P+5, driver P+10/P+11, executors' block managers
+from P+20; the unreachable masters P+98/P+99.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -37,17 +38,54 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.process import ensure_ports_free, pid_alive, wait_until
 from dr.errors import ClusterError, ConfigError
+from tests.integration.ports import windows
 from verification.session import check_master, kafka_jars, standalone_masters
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-MASTER_PORT, MASTER_UI = 29700, 29701
-WORKERS = [(29702, 29703), (29704, 29705)]  # (RPC port, web UI port)
-MASTER = f"spark://127.0.0.1:{MASTER_PORT}"
-DRIVER_PORTS = ("--conf spark.driver.port=29710 --conf spark.driver.blockManager.port=29711 "
-                "--conf spark.blockManager.port=29720")
 TOPICS = {"orders": 3, "payments": 2}
+
+
+@dataclass(frozen=True)
+class SparkPorts:
+    """The standalone cluster's and the drivers' ports in one window starting at ``base``."""
+
+    base: int
+
+    @property
+    def master_port(self) -> int:
+        return self.base
+
+    @property
+    def master_ui(self) -> int:
+        return self.base + 1
+
+    @property
+    def workers(self) -> list[tuple[int, int]]:
+        """(RPC port, web UI port) of each worker."""
+        return [(self.base + 2, self.base + 3), (self.base + 4, self.base + 5)]
+
+    @property
+    def master(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @property
+    def driver(self) -> str:
+        """The drivers' ``--conf`` options (executors' block managers from P+20, Spark retries upwards)."""
+        return (f"--conf spark.driver.port={self.base + 10} --conf spark.driver.blockManager.port={self.base + 11} "
+                f"--conf spark.blockManager.port={self.base + 20}")
+
+    @property
+    def unreachable(self) -> tuple[int, int]:
+        """Two ports nothing of this module listens on."""
+        return self.base + 98, self.base + 99
+
+
+@pytest.fixture(scope="module")
+def spark_ports() -> Iterator[SparkPorts]:
+    with windows(1) as (base,):
+        yield SparkPorts(base)
 
 
 # ---------------------------------------------------------------- the standalone cluster
@@ -95,18 +133,19 @@ class SparkDaemon:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def master_state() -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{MASTER_UI}/json/", timeout=10) as resp:
+def master_state(ports: SparkPorts) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports.master_ui}/json/", timeout=10) as resp:
         return json.load(resp)
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory, spark_ports: SparkPorts) -> Iterator[dict]:
     import pyspark
 
+    ports = spark_ports
     root = tmp_path_factory.mktemp("spark-standalone")
-    ensure_ports_free([MASTER_PORT, MASTER_UI, *(p for w in WORKERS for p in w), 29710, 29711, 29720, 29721],
-                      "the standalone Spark test cluster")
+    ensure_ports_free([ports.master_port, ports.master_ui, *(p for w in ports.workers for p in w),
+                       *(ports.base + i for i in (10, 11, 20, 21))], "the standalone Spark test cluster")
     (root / "conf").mkdir()
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_CONF_DIR": str(root / "conf"), "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
@@ -115,15 +154,15 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     daemons: list[SparkDaemon] = []
     try:
         daemons.append(SparkDaemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                              "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)],
+                                              "--port", str(ports.master_port), "--webui-port", str(ports.master_ui)],
                                    env, root / "master.log"))
         work_dirs = []
-        for i, (port, ui) in enumerate(WORKERS, 1):
+        for i, (port, ui) in enumerate(ports.workers, 1):
             work = root / f"worker{i}"
             work.mkdir()
             work_dirs.append(work)
             daemons.append(SparkDaemon(f"worker{i}", [
-                "org.apache.spark.deploy.worker.Worker", MASTER, "--host", "127.0.0.1", "--port", str(port),
+                "org.apache.spark.deploy.worker.Worker", ports.master, "--host", "127.0.0.1", "--port", str(port),
                 "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir", str(work)],
                 env, root / f"worker{i}.log"))
 
@@ -131,7 +170,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             for d in daemons:
                 assert d.alive(), f"{d.name} exited:\n{d.tail()}"
             try:
-                return master_state()["aliveworkers"] == len(WORKERS)
+                return master_state(ports)["aliveworkers"] == len(ports.workers)
             except OSError:
                 return False
 
@@ -175,8 +214,13 @@ def _records(prefix: str, n: int) -> list[tuple]:
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     state = tmp_path_factory.mktemp("standalone-estate")
-    a = LocalCluster(ClusterSpec("sparkA", brokers=1, base_port=29500), state)
-    b = LocalCluster(ClusterSpec("sparkB", brokers=1, base_port=29600), state)
+    with windows(2) as (port_a, port_b):
+        yield from _seeded(state, port_a, port_b, tmp_path_factory)
+
+
+def _seeded(state: Path, port_a: int, port_b: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    a = LocalCluster(ClusterSpec("sparkA", brokers=1, base_port=port_a), state)
+    b = LocalCluster(ClusterSpec("sparkB", brokers=1, base_port=port_b), state)
     try:
         a.start()
         b.start()
@@ -213,13 +257,13 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         b.destroy()
 
 
-def drctl_verify(s: dict, out: Path, master: str, env: dict[str, str] | None = None,
+def drctl_verify(s: dict, ports: SparkPorts, out: Path, master: str, env: dict[str, str] | None = None,
                  timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
     """``drctl verify`` in its own process (one Spark driver per process), timed."""
     args = ["verify", "--source-bootstrap", s["a"].bootstrap, "--target-bootstrap", s["b"].bootstrap,
             "--credentials", str(s["creds"]), "--cutoff", "none", "--out", str(out), "--json", "--quiet",
             "--master", master]
-    run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{DRIVER_PORTS} pyspark-shell", **(env or {})}
+    run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{ports.driver} pyspark-shell", **(env or {})}
     # the session chooses the driver's address and the executors' Python for a master on this machine
     for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
         run_env.pop(name, None)
@@ -251,10 +295,10 @@ def test_standalone_master_urls() -> None:
 
 
 @pytest.fixture(scope="module")
-def both_runs(spark_cluster: dict, seeded: dict) -> dict:
-    before = {app["id"] for app in master_state()["completedapps"]}
-    local, local_s = drctl_verify(seeded, seeded["out"] / "local", "local[2]")
-    cluster, cluster_s = drctl_verify(seeded, seeded["out"] / "cluster", MASTER)
+def both_runs(spark_cluster: dict, seeded: dict, spark_ports: SparkPorts) -> dict:
+    before = {app["id"] for app in master_state(spark_ports)["completedapps"]}
+    local, local_s = drctl_verify(seeded, spark_ports, seeded["out"] / "local", "local[2]")
+    cluster, cluster_s = drctl_verify(seeded, spark_ports, seeded["out"] / "cluster", spark_ports.master)
     print(f"\nverification wall time (process): local[2] {local_s:.1f} s, standalone 2 workers {cluster_s:.1f} s",
           file=sys.stderr)
     runs = {"local": local, "cluster": cluster, "before": before, "seconds": (local_s, cluster_s)}
@@ -266,9 +310,9 @@ def both_runs(spark_cluster: dict, seeded: dict) -> dict:
     return runs
 
 
-def test_the_cluster_finds_what_local_finds(both_runs: dict, seeded: dict) -> None:
+def test_the_cluster_finds_what_local_finds(both_runs: dict, seeded: dict, spark_ports: SparkPorts) -> None:
     local, cluster = both_runs["local_summary"], both_runs["cluster_summary"]
-    assert cluster["spark"]["master"] == MASTER and local["spark"]["master"] == "local[2]"
+    assert cluster["spark"]["master"] == spark_ports.master and local["spark"]["master"] == "local[2]"
     assert cluster["verdict"] == local["verdict"] == "differences"
     classes = ("missing", "unexpected", "duplicated", "corrupted")
     for topic in TOPICS:
@@ -282,8 +326,9 @@ def test_the_cluster_finds_what_local_finds(both_runs: dict, seeded: dict) -> No
     assert {(t, p, o) for c, _, t, p, o, *_ in rows_cluster if c == "missing"} == seeded["missing"]
 
 
-def test_the_application_ran_on_both_workers_with_the_connector_jars(both_runs: dict, spark_cluster: dict) -> None:
-    apps = [a for a in master_state()["completedapps"] if a["id"] not in both_runs["before"]]
+def test_the_application_ran_on_both_workers_with_the_connector_jars(both_runs: dict, spark_cluster: dict,
+                                                                     spark_ports: SparkPorts) -> None:
+    apps = [a for a in master_state(spark_ports)["completedapps"] if a["id"] not in both_runs["before"]]
     assert [(a["name"], a["state"], a["cores"], a["memoryperexecutor"]) for a in apps] == \
            [("kdr-verify", "FINISHED", 2, 1024)], apps
     app_id = apps[0]["id"]
@@ -301,20 +346,22 @@ def test_the_application_ran_on_both_workers_with_the_connector_jars(both_runs: 
     print(f"\nexecutors that ran tasks: {ran_tasks} of {len(executors)}", file=sys.stderr)
 
 
-def test_an_unreachable_master_is_exit_4_within_seconds(seeded: dict) -> None:
-    url = "spark://127.0.0.1:29899"
-    ensure_ports_free([29899], "this test (nothing may listen there)")
-    proc, seconds = drctl_verify(seeded, seeded["out"] / "unreachable", url, timeout=300)
+def test_an_unreachable_master_is_exit_4_within_seconds(seeded: dict, spark_ports: SparkPorts) -> None:
+    port = spark_ports.unreachable[1]
+    url = f"spark://127.0.0.1:{port}"
+    ensure_ports_free([port], "this test (nothing may listen there)")
+    proc, seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "unreachable", url, timeout=300)
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert f"the Spark master {url} cannot be reached" in proc.stderr and "Connection refused" in proc.stderr
     assert "next step: start the master" in proc.stderr and "Traceback" not in proc.stderr
     assert seconds < 120, f"{seconds:.0f} s"  # Kafka bounds, then a TCP check: no driver JVM was started
 
 
-def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict) -> None:
+def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict, spark_ports: SparkPorts) -> None:
     """Something listens (here: a socket that accepts and never answers): Spark's client gives up after
     its three registration attempts (about a minute), and that is a ClusterError too, not a hang."""
-    server = socket.create_server(("127.0.0.1", 29898))
+    port = spark_ports.unreachable[0]
+    server = socket.create_server(("127.0.0.1", port))
     accepted: list[socket.socket] = []
     stop = threading.Event()
 
@@ -329,8 +376,8 @@ def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        url = "spark://127.0.0.1:29898"
-        proc, seconds = drctl_verify(seeded, seeded["out"] / "not-a-master", url, timeout=400)
+        url = f"spark://127.0.0.1:{port}"
+        proc, seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "not-a-master", url, timeout=400)
     finally:
         stop.set()
         thread.join(5)
@@ -343,12 +390,13 @@ def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict
     assert accepted and seconds < 300, f"{seconds:.0f} s"
 
 
-def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(both_runs: dict, seeded: dict) -> None:
+def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(both_runs: dict, seeded: dict,
+                                                                    spark_ports: SparkPorts) -> None:
     """Executors of 2 GB do not fit 1 GB workers: Spark would wait forever for resources."""
-    proc, seconds = drctl_verify(seeded, seeded["out"] / "no-room", MASTER, timeout=400, env={
+    proc, seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "no-room", spark_ports.master, timeout=400, env={
         "KDR_SPARK_EXECUTOR_WAIT_S": "20",
-        "PYSPARK_SUBMIT_ARGS": f"{DRIVER_PORTS} --conf spark.executor.memory=2g pyspark-shell"})
+        "PYSPARK_SUBMIT_ARGS": f"{spark_ports.driver} --conf spark.executor.memory=2g pyspark-shell"})
     assert proc.returncode == 4, proc.stderr[-3000:]
-    assert (f"the Spark master {MASTER} took the application" in proc.stderr
+    assert (f"the Spark master {spark_ports.master} took the application" in proc.stderr
             and "started no executor within 20 s" in proc.stderr and "2g of free memory" in proc.stderr)
-    assert wait_until(lambda: not master_state()["activeapps"], 60, interval=1), "the waiting application stopped"
+    assert wait_until(lambda: not master_state(spark_ports)["activeapps"], 60, interval=1), "the waiting application stopped"

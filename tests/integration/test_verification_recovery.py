@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker, end_offsets
+from tests.integration.ports import windows
 from verification.cli import recover, verify
 
 pytestmark = pytest.mark.integration
@@ -74,18 +75,18 @@ def records(prefix, n, start=0):
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory):
     state = tmp_path_factory.mktemp("verify-estate")
-    # below Linux's ephemeral range (32768-60999): a client socket cannot be holding these ports
-    a = LocalCluster(ClusterSpec("verifyA", brokers=1, base_port=22100), state)
-    b = LocalCluster(ClusterSpec("verifyB", brokers=1, base_port=22200), state)
-    mm2 = MirrorMaker(a, b, state, topics="|".join(TOPICS))
-    try:
-        a.start()
-        b.start()
-        yield a, b, mm2, state
-    finally:
-        mm2.stop()
-        a.destroy()
-        b.destroy()
+    with windows(2) as (port_a, port_b):
+        a = LocalCluster(ClusterSpec("verifyA", brokers=1, base_port=port_a), state)
+        b = LocalCluster(ClusterSpec("verifyB", brokers=1, base_port=port_b), state)
+        mm2 = MirrorMaker(a, b, state, topics="|".join(TOPICS))
+        try:
+            a.start()
+            b.start()
+            yield a, b, mm2, state
+        finally:
+            mm2.stop()
+            a.destroy()
+            b.destroy()
 
 
 @pytest.fixture(scope="module")
