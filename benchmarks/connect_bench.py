@@ -1,0 +1,126 @@
+"""MirrorMaker 2 throughput: a dedicated process vs a Kafka Connect cluster of one and of two workers.
+
+    .venv/bin/python benchmarks/connect_bench.py [--records 1000000] [--partitions 6] [--json]
+
+The same data for every variant: ``--records`` records (100 bytes) are written once to topic
+``orders`` of a source cluster A, with no link running. Then, for each variant, a fresh target
+cluster receives them through the link started at that moment: the figure is the time from the
+start of the link (process or connectors created) until the target holds every record, and the
+largest lag seen while it catches up (sampled every 0.5 s). The dedicated process is the baseline;
+ratios are variant throughput / baseline throughput, measured in this one run. ``tasks.max`` is
+the partition count, so the source connector's tasks cover every partition.
+
+On 2 cores no speed-up is expected from the second worker (both share the cores with the brokers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from dr.connect_config import connector_configs
+from dr.perf import producer_perf
+from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.connect import ConnectSpec, LocalConnectCluster
+from dr.runtime.mirrormaker import MirrorMaker, end_offsets, grant_replicator
+from dr.topology import Cluster, Link, Role, Topic, Topology
+
+BASE = 24600  # below the ephemeral range; windows of 100 ports per cluster
+
+
+def _topology(source: LocalCluster, target: LocalCluster, partitions: int) -> Topology:
+    return Topology(name="bench", clusters=[
+        Cluster(name=source.name, role=Role.ACTIVE, base_port=source.spec.base_port, brokers=1),
+        Cluster(name=target.name, role=Role.PASSIVE, base_port=target.spec.base_port, brokers=1)],
+        topics=[Topic(name="orders", partitions=partitions, replication_factor=1)],
+        links=[Link(name=f"{source.name}-to-{target.name}", source=source.name, target=target.name)])
+
+
+def _copy_time(source: LocalCluster, target: LocalCluster, records: int, start: Any) -> dict[str, Any]:
+    """Start the link (``start()``), wait until ``target`` holds ``records`` records of ``orders``."""
+    t0 = time.monotonic()
+    start()
+    max_lag, done = records, 0
+    while time.monotonic() - t0 < 1800:
+        done = sum(end_offsets(target.endpoint(), ["orders"]).values()) if _has_topic(target) else 0
+        max_lag = max(max_lag, records - done) if done else max_lag
+        if done >= records:
+            break
+        time.sleep(0.5)
+    seconds = time.monotonic() - t0
+    return {"seconds": round(seconds, 2), "records": done, "records_per_s": round(done / seconds),
+            "max_lag": max_lag, "complete": done >= records}
+
+
+def _has_topic(cluster: LocalCluster) -> bool:
+    return "orders" in AdminClient(cluster.endpoint().config()).list_topics(timeout=10).topics
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kdr-connect-bench-") as tmp:
+        state = Path(tmp)
+        a = LocalCluster(ClusterSpec("SA", brokers=1, base_port=BASE), state)
+        running: list[Any] = [a]
+        try:
+            a.start()
+            AdminClient(a.endpoint().config()).create_topics(
+                [NewTopic("orders", args.partitions, 1)])["orders"].result(timeout=30)
+            producer_perf(a.endpoint(), "orders", args.records, record_size=100, acks="1")
+            variants = [("dedicated", None), ("connect-1-worker", 1), ("connect-2-workers", 2)]
+            for n, (label, workers) in enumerate(variants, start=1):
+                b = LocalCluster(ClusterSpec(f"T{n}", brokers=1, base_port=BASE + 100 * n), state)
+                b.start()
+                running.append(b)
+                grant_replicator(a, b)
+                if workers is None:
+                    mm = MirrorMaker(a, b, state, topics="orders", groups="none", grant=False)
+                    running.append(mm)
+                    results[label] = _copy_time(a, b, args.records, lambda mm=mm: mm.start())
+                    mm.stop()
+                    continue
+                connect = LocalConnectCluster(ConnectSpec(f"bench{n}", workers=workers,
+                                                          base_port=BASE + 100 * n + 50), b, state)
+                running.append(connect)
+                connect.grant()
+                connect.write_secrets()
+                connect.start()
+                configs = connector_configs(_topology(a, b, args.partitions), _topology(a, b, args.partitions).links[0],
+                                            secrets_file=str(connect.secrets_file()), tasks_max=args.partitions)
+                rest = connect.rest()
+
+                def create(rest: Any = rest, configs: dict[str, dict[str, str]] = configs) -> None:
+                    for name, config in configs.items():
+                        rest.put_config(name, config)
+
+                results[label] = _copy_time(a, b, args.records, create)
+                connect.stop()
+        finally:
+            for thing in reversed(running):
+                thing.stop()
+    base = results["dedicated"]["records_per_s"] or 1
+    for r in results.values():
+        r["ratio_vs_dedicated"] = round(r["records_per_s"] / base, 2)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"MirrorMaker 2, {args.records:,} records x 100 B, {args.partitions} partitions, tasks.max={args.partitions}")
+    print(f"{'variant':<20} {'seconds':>8} {'records/s':>10} {'max lag':>10} {'vs dedicated':>13}")
+    for label, r in results.items():
+        print(f"{label:<20} {r['seconds']:>8} {r['records_per_s']:>10,} {r['max_lag']:>10,} "
+              f"{r['ratio_vs_dedicated']:>12}x" + ("" if r["complete"] else "  INCOMPLETE"))
+
+
+if __name__ == "__main__":
+    main()
