@@ -33,9 +33,9 @@ from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, wait_until
 from dr.toolchain import toolchain
+from dr.topology.access import CONNECT_USER
 
 #: The workers' own Kafka principal on their home cluster.
-CONNECT_USER = "connect"
 #: The user of the workers' REST API (HTTP basic auth; not a Kafka principal).
 CONNECT_REST_USER = "connect-rest"
 BASIC_AUTH_EXTENSION = "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"

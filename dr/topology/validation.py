@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.errors import TopologyError
+from dr.topology.access import CONNECT_USER
 from dr.topology.model import PORT_WINDOW, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
@@ -39,12 +40,11 @@ _PRINCIPAL = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _PRINCIPAL_RULE = "use 1-64 characters from [A-Za-z0-9._-] (and not '.' or '..')"
 # The names of dr.runtime.credentials (not imported: the topology stays free of the runtime).
 _BROKER_USER, _ADMIN_USER, _REPLICATOR_USER = "broker", "admin", "replicator"
-_CONNECT_USER = "connect"  # dr.runtime.connect.CONNECT_USER
 _BUILT_IN_PRINCIPALS = {
     _BROKER_USER: "the inter-broker super user of local clusters (super.users)",
     _ADMIN_USER: "the admin super user of local clusters (super.users), whatever principals.admin says",
     _REPLICATOR_USER: "the user MirrorMaker 2 runs as on local links, whatever principals.replicator says",
-    _CONNECT_USER: "the user local Kafka Connect workers run as on their home cluster",
+    CONNECT_USER: "the user local Kafka Connect workers run as on their home cluster",
 }
 _RACK = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _LINK_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
