@@ -75,8 +75,8 @@ def main() -> None:
         running: list[Any] = [a]
         try:
             a.start()
-            AdminClient(a.endpoint().config()).create_topics(
-                [NewTopic("orders", args.partitions, 1)])["orders"].result(timeout=30)
+            admin = AdminClient(a.endpoint().config())  # kept referenced until the future resolves
+            admin.create_topics([NewTopic("orders", args.partitions, 1)])["orders"].result(timeout=30)
             producer_perf(a.endpoint(), "orders", args.records, record_size=100, acks="1")
             variants = [("dedicated", None), ("connect-1-worker", 1), ("connect-2-workers", 2)]
             for n, (label, workers) in enumerate(variants, start=1):

@@ -115,7 +115,7 @@ class Estate:
         if not cc.is_local:
             raise ConfigError(f"Connect cluster {name!r} is external ({cc.url}); it is not run on this machine.",
                               "manage its workers with their own tooling")
-        return _Local(ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0),
+        return _Local(ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
                       self.local_cluster(cc.cluster), self.state, self.credentials)
 
     def connect_rest(self, name: str) -> ConnectRest:

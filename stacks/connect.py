@@ -33,7 +33,7 @@ from dr.topology import ConnectCluster, Link, Topology
 __all__ = ["ConnectMirrorLink", "ConnectMirrorLinkArgs", "LocalConnectWorkers", "MirrorConnector",
            "connect_rest", "local_connect_runtime"]
 
-_WORKER_CONFIG = ("name", "workers", "base_port", "home", "home_brokers", "home_port", "state_dir")
+_WORKER_CONFIG = ("name", "workers", "base_port", "heap_mb", "home", "home_brokers", "home_port", "state_dir")
 
 
 def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.connect.LocalConnectCluster
@@ -45,7 +45,8 @@ def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.c
     home = LocalCluster(ClusterSpec(props["home"], brokers=int(props["home_brokers"]),
                                     base_port=int(props["home_port"])), state)
     return LocalConnectCluster(ConnectSpec(props["name"], workers=int(props["workers"]),
-                                           base_port=int(props["base_port"])), home, state)
+                                           base_port=int(props["base_port"]),
+                                           heap_mb=int(props.get("heap_mb") or 768)), home, state)
 
 
 def _start_workers(props: dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +91,10 @@ class _WorkersProvider(ResourceProvider):
 class LocalConnectWorkersArgs(dict):
     """Inputs of :class:`LocalConnectWorkers` (plain values: the dynamic provider serialises them)."""
 
-    def __init__(self, *, name: str, workers: int, base_port: int, home: str, home_brokers: int,
+    def __init__(self, *, name: str, workers: int, base_port: int, heap_mb: int, home: str, home_brokers: int,
                  home_port: int, state_dir: str) -> None:
-        super().__init__(name=name, workers=workers, base_port=base_port, home=home, home_brokers=home_brokers,
-                         home_port=home_port, state_dir=state_dir)
+        super().__init__(name=name, workers=workers, base_port=base_port, heap_mb=heap_mb, home=home,
+                         home_brokers=home_brokers, home_port=home_port, state_dir=state_dir)
 
 
 class LocalConnectWorkers(Resource):
@@ -210,7 +211,8 @@ def workers_props(topology: Topology, connect: ConnectCluster, state_dir: Path) 
     """The plain properties of a local Connect cluster (as :class:`LocalConnectWorkers` takes them)."""
     home = topology.cluster(connect.cluster)
     return dict(LocalConnectWorkersArgs(
-        name=connect.name, workers=connect.workers, base_port=connect.base_port or 0, home=home.name,
+        name=connect.name, workers=connect.workers, base_port=connect.base_port or 0, heap_mb=connect.heap_mb,
+        home=home.name,
         home_brokers=home.brokers, home_port=home.base_port or 0, state_dir=str(state_dir)))
 
 

@@ -52,6 +52,9 @@ class ConnectSpec:
     name: str
     workers: int = 2
     base_port: int = field(kw_only=True)
+    heap_mb: int = field(default=768, kw_only=True)
+    """JVM heap per worker. Each MirrorSourceConnector task holds a consumer's fetch buffers and a
+    producer's buffer: 384 MB ran out of heap with 6 tasks copying a 1M-record backlog."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -239,7 +242,7 @@ class LocalConnectCluster:
                                                    self.secrets_file().parent))
         tc = toolchain()
         cmd = java_command(tc.java, [tc.mm2_lib, tc.require_connect_auth()],
-                           "org.apache.kafka.connect.cli.ConnectDistributed", [str(config)], heap_mb=384,
+                           "org.apache.kafka.connect.cli.ConnectDistributed", [str(config)], heap_mb=self.spec.heap_mb,
                            extra_jvm=[f"-Djava.security.auth.login.config={jaas}",
                                       "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                                       "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",

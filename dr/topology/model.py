@@ -277,6 +277,9 @@ class ConnectCluster(_Model):
     password: Secret | None = None
     tasks_max: int = Field(default=4, ge=1, le=1000)
     """``tasks.max`` of each link's MirrorSourceConnector (at least the partitions, to spread them)."""
+    heap_mb: int = Field(default=768, ge=256, le=65536)
+    """Local only: JVM heap of each worker (every source task buffers a consumer's fetches and a
+    producer's batches; size it with ``tasks_max``)."""
 
     @property
     def is_local(self) -> bool:
