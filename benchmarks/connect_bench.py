@@ -46,12 +46,14 @@ def _copy_time(source: LocalCluster, target: LocalCluster, records: int, start: 
     """Start the link (``start()``), wait until ``target`` holds ``records`` records of ``orders``."""
     t0 = time.monotonic()
     start()
-    max_lag, done = records, 0
-    while time.monotonic() - t0 < 1800:
+    max_lag, done, last, moved_at = records, 0, -1, time.monotonic()
+    while time.monotonic() - moved_at < 120:  # a link that copies nothing for 2 minutes has stalled
         done = sum(end_offsets(target.endpoint(), ["orders"]).values()) if _has_topic(target) else 0
         max_lag = max(max_lag, records - done) if done else max_lag
         if done >= records:
             break
+        if done != last:
+            last, moved_at = done, time.monotonic()
         time.sleep(0.5)
     seconds = time.monotonic() - t0
     return {"seconds": round(seconds, 2), "records": done, "records_per_s": round(done / seconds),
