@@ -48,14 +48,15 @@ publish() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# 1. Python: a virtualenv of the pinned dependencies, cached by their hash; a thin per-clone .venv
-#    that sees it through a .pth file and holds only this clone's editable install.
+# 1. Python: a virtualenv of the pinned dependencies and the `dev` extra, cached by their hash; a thin
+#    per-clone .venv that sees it through a .pth file and holds only this clone's editable install.
 # ---------------------------------------------------------------------------------------------
-python_deps() {
+python_deps() {  # the runtime dependencies and the `dev` extra (ruff, mypy: `make lint`), all pinned
   "$PYTHON" - <<'PY'
 import tomllib
 with open("pyproject.toml", "rb") as f:
-    print("\n".join(sorted(tomllib.load(f)["project"]["dependencies"])))
+    project = tomllib.load(f)["project"]
+print("\n".join(sorted(project["dependencies"] + project.get("optional-dependencies", {}).get("dev", []))))
 PY
 }
 
