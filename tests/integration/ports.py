@@ -41,13 +41,11 @@ BLOCK = PORT_WINDOW
 RESERVED: tuple[range, ...] = (
     range(22500, 23000),  # benchmarks/verify_bench.py (--base-port 22500, A + 3 targets)
     range(23100, 23400),  # benchmarks/foundation_bench.py
-    range(24600, 25000),  # benchmarks/connect_bench.py (A + 3 targets, Connect at +50)
+    range(24500, 25000),  # benchmarks/connect_bench.py (A + 4 targets, Connect at +50)
     range(29100, 29400),  # benchmarks/pulumi_bench.py: the stack
     range(29600, 29800),  # benchmarks/pulumi_bench.py: the runtime baseline
     range(30100, 30400),  # benchmarks/pulumi_bench.py: the drill
-    # tests/integration/test_connect_link.py (31000-31399) and test_connect_runtime.py (30500-30999) still
-    # use fixed ports, benchmarks/verify_bench.py --base-port 30400 too: drop this range once they use windows()
-    range(30400, 31500),
+    range(30400, 30600),  # benchmarks/verify_bench.py --base-port 30400 --port-step 50 (A + 3 targets)
 )
 """Ranges used at fixed ports (benchmarks, tests not converted yet): never handed out."""
 
