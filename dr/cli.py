@@ -140,8 +140,8 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
     completed — its data may hold records recovery still needs — or when the cluster is not
     decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
     """
-    from dr.estate import stack_file, state_dir
     from dr.errors import FailoverError
+    from dr.estate import stack_file, state_dir
     from dr.lifecycle import make_standby, standby_plan
 
     path, state = stack_file(stack), state_dir(stack)
@@ -235,7 +235,7 @@ def connect_config(stack: str, link_name: str | None) -> None:
     from dr.estate import load_stack
 
     topo = load_stack(stack)
-    links = [l for l in topo.links if link_name in (None, l.name)]
+    links = [lk for lk in topo.links if link_name in (None, lk.name)]
     if not links:
         raise click.BadParameter(f"no link {link_name!r} in stack {stack!r}", param_hint="--link")
     out = {}

@@ -98,10 +98,10 @@ class Estate:
 
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
-        link = next((l for l in self.topology.links if l.name == link_name), None)
+        link = next((lk for lk in self.topology.links if lk.name == link_name), None)
         if link is None:
             raise ConfigError(f"unknown link {link_name!r}.",
-                              f"use one of: {', '.join(l.name for l in self.topology.links) or '(none)'}")
+                              f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}")
         return MirrorMaker(self.local_cluster(link.source), self.local_cluster(link.target), self.state,
                            topics=link.topics_regex, groups=link.groups_regex,
                            intervals=link.intervals.model_dump())
@@ -149,10 +149,10 @@ class Estate:
         return self.topology.runs_on_connect(link) or self.topology.runs_dedicated(link)
 
     def _link(self, link_name: str):  # noqa: ANN202 - dr.topology.Link
-        link = next((l for l in self.topology.links if l.name == link_name), None)
+        link = next((lk for lk in self.topology.links if lk.name == link_name), None)
         if link is None:
             raise ConfigError(f"unknown link {link_name!r}.",
-                              f"use one of: {', '.join(l.name for l in self.topology.links) or '(none)'}")
+                              f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}")
         return link
 
     def app_password(self, app: str) -> str:

@@ -108,13 +108,17 @@ class EstateStack:
         """``pulumi preview``: the changes an ``up`` would make now."""
         stack = self._stack()
         lines: list[str] = []
+
+        def on_output(line: str) -> None:
+            lines.append(line)
+            progress(line.rstrip())
+
         try:
-            result = stack.preview(on_output=lambda l: (lines.append(l), progress(l.rstrip())) and None,
-                                   refresh=refresh, color="never", diff=True)
+            result = stack.preview(on_output=on_output, refresh=refresh, color="never", diff=True)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
         changes = {k: v for k, v in (result.change_summary or {}).items() if k != "same" and v}
-        return PreviewSummary(changes, "\n".join(l.rstrip("\n") for l in lines))
+        return PreviewSummary(changes, "\n".join(line.rstrip("\n") for line in lines))
 
     def exists(self) -> bool:
         """True when the backend holds this stack (it was provisioned, or at least selected, here)."""
@@ -235,6 +239,6 @@ def _tail(text: str, lines: int = 25) -> str:
     """The engine's diagnostics (what failed and why) when present, else the output's last lines."""
     if "Diagnostics:" in text:
         text = text.split("Diagnostics:", 1)[1].split("Resources:", 1)[0]
-    keep = [l.rstrip().removeprefix(" stderr: ") for l in text.splitlines()
-            if l.strip() and not l.lstrip().startswith(("code:", "stdout:")) and l.strip() != "stderr:"]
+    keep = [line.rstrip().removeprefix(" stderr: ") for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith(("code:", "stdout:")) and line.strip() != "stderr:"]
     return "\n".join(keep[-lines:])

@@ -46,11 +46,11 @@ from dr.errors import ConfigError
 from dr.topology.model import Cluster, Confluent, Engine, Kind, Link, LinkState, Topology
 
 __all__ = [
+    "MIRROR_STATUS",
     "ConfluentClusterLink",
     "ConfluentClusterLinkArgs",
     "ConfluentKafkaCluster",
     "ConfluentKafkaClusterArgs",
-    "MIRROR_STATUS",
     "cluster_link",
     "confluent_cluster",
     "mirrored_topics",

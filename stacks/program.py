@@ -27,7 +27,7 @@ from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.link import ReplicationLink, ReplicationLinkArgs
 
-__all__ = ["load", "run", "build"]
+__all__ = ["build", "load", "run"]
 
 
 

@@ -41,8 +41,8 @@ __all__ = [
     "VerificationResult",
     "checksum",
     "key_hash",
-    "recover",
     "record_hash",
+    "recover",
     "run_verification",
 ]
 

@@ -234,10 +234,10 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
 
     started = time.monotonic()
     estate = Estate.for_stack(stack)
-    link = next((l for l in estate.topology.links if l.name == link_name), None)
+    link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
     if link is None:
         raise ConfigError(f"stack {stack!r} has no link {link_name!r}.",
-                          f"use one of: {', '.join(l.name for l in estate.topology.links) or '(none)'}")
+                          f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}")
     return audit_endpoints(estate.endpoint(link.source), estate.endpoint(link.target),
                            path=state_path(stack, link.name), stack=stack, link=link.name,
                            source_cluster=link.source, target_cluster=link.target, select=link.selects_topic,
@@ -311,7 +311,7 @@ def audit_stack(stack: str, links: list[str] | None = None, **kwargs: Any) -> li
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
     from dr.estate import Estate
 
-    names = links or [l.name for l in Estate.for_stack(stack).topology.links]
+    names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
     if not names:
         raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
     return [audit_link(stack, name, **kwargs) for name in names]

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 from dr.errors import ConfigError
 
-__all__ = ["AuditState", "Fingerprint", "Increment", "STATE_VERSION", "load_state", "match_increment", "save_state"]
+__all__ = ["STATE_VERSION", "AuditState", "Fingerprint", "Increment", "load_state", "match_increment", "save_state"]
 
 STATE_VERSION = 1
 

@@ -12,7 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_sid
 from verification.progress import Progress
 from verification.session import DEFAULT_MASTER
 
-__all__ = ["audit", "main", "recover", "verify", "verification_commands"]
+__all__ = ["audit", "main", "recover", "verification_commands", "verify"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,7 +57,7 @@ def _table(summary: dict[str, Any]) -> str:
     rows.append(["TOTAL", f"{tot['source_read']:,}", f"{tot['target_read']:,}",
                  f"{tot['source_after_cutoff']:,}/{tot['target_after_cutoff']:,}", *(f"{tot[c]:,}" for c in CLASSES)])
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in [head, *rows]]
     return "\n".join(lines)
 
@@ -117,7 +117,7 @@ def verify(stack: str | None, source_name: str | None, target_name: str | None, 
     cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
     if windows is not None and windows < 1:
         raise ConfigError(f"--windows must be positive, not {windows}.", "leave it out to use the default")
-    out = out or Path("out") / f"verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    out = out or Path("out") / f"verify-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
                               cutoff_ms=cutoff_ms, master=master, windows=windows,
                               progress=Progress("verify", enabled=not quiet))

@@ -45,10 +45,10 @@ from verification.fingerprint import record_hash_col
 __all__ = [
     "CLASSES",
     "COMPACT_COLUMNS",
-    "Differences",
     "LATE_WINDOW",
     "SOURCE",
     "TARGET",
+    "Differences",
     "TimeGrid",
     "bucket_summary",
     "classify",
@@ -57,9 +57,9 @@ __all__ = [
     "identity_differences",
     "ranked_copies",
     "records_in_differing_windows",
-    "surplus_copies",
     "resolve_target_only",
     "select_differing",
+    "surplus_copies",
     "window_bounds",
     "with_window",
 ]

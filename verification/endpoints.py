@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dr.errors import ConfigError
@@ -105,7 +105,7 @@ def parse_cutoff(text: str | None) -> int | None:
             raise ConfigError(f"--cutoff {text!r} is not a valid ISO-8601 time ({exc}).",
                               "write it like 2025-05-01T12:00:00Z or as epoch milliseconds") from exc
         if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
+            dt = dt.replace(tzinfo=UTC)
         return int(dt.timestamp() * 1000)
     raise ConfigError(f"--cutoff {text!r} is neither epoch milliseconds nor ISO-8601.",
                       "write it like 2025-05-01T12:00:00Z or as epoch milliseconds")

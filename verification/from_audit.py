@@ -45,7 +45,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +244,7 @@ def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | s
 
     say = progress or quiet
     t0 = time.monotonic()
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     if not Path(state_file).exists():
         return _fallback(f"no audit of link {link} ({state_file} does not exist)", say)
     src_admin, src_md = kafka_client.connected_admin(source.endpoint, 30.0, attempt=2.0)

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -386,7 +386,7 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     run_id = uuid.uuid4().hex[:12]
     side_options = {marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
                     for marker in (SOURCE, TARGET)}
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     session: list[SparkSession] = [spark] if spark is not None else []
 
     def get_spark() -> SparkSession:

@@ -26,7 +26,7 @@ import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,10 @@ from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import SILENT, Endpoint, admin_client, translate_kafka_error
+from verification.cluster import cluster_metadata
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
-from verification.cluster import cluster_metadata
 
 __all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
 
@@ -386,7 +386,7 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
     delivered: list[dict[str, Any]] = []
     written_by_topic: Counter[str] = Counter()
     errors: list[str] = []
-    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    at = datetime.now(UTC).isoformat(timespec="seconds")
 
     def on_delivery(err: Any, msg: Any, r: dict[str, Any]) -> None:
         if err is not None:

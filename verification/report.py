@@ -22,7 +22,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def iso(ms: int | None) -> str:
     """Epoch milliseconds as an ISO-8601 UTC string ('' for None/negative)."""
     if ms is None or ms < 0:
         return ""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
 
 
@@ -84,7 +84,7 @@ def utc_text(ms: int | None) -> str:
     """Epoch milliseconds as readable UTC (``2025-10-09 08:53:20.000 UTC``; '' for None/negative)."""
     if ms is None or ms < 0:
         return ""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def show_key(key: bytes | None, limit: int = 48) -> str:
@@ -138,10 +138,10 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
             for i, topic in enumerate(topics):
                 xs = [s for t, s, _ in bins if t == topic]
                 ys = [n for t, _, n in bins if t == topic]
-                dates = [datetime.fromtimestamp(s / 1000, tz=timezone.utc) for s in xs]
+                dates = [datetime.fromtimestamp(s / 1000, tz=UTC) for s in xs]
                 ax.bar(dates, ys, width=width_days, align="edge", bottom=[bottom[s] for s in xs],
                        color=colors(i % 10), label=topic, edgecolor="none")
-                for s, n in zip(xs, ys):
+                for s, n in zip(xs, ys, strict=True):
                     bottom[s] += n
             ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=min(4, len(topics)))
             ax.set_ylabel("missing records")
@@ -153,17 +153,17 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
             lo, hi = start_ms, end_ms + bin_ms
             if cutoff_ms is not None:
                 lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
-            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=timezone.utc),
-                        datetime.fromtimestamp(hi / 1000, tz=timezone.utc))
+            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=UTC),
+                        datetime.fromtimestamp(hi / 1000, tz=UTC))
         if cutoff_ms is not None:
-            at = datetime.fromtimestamp(cutoff_ms / 1000, tz=timezone.utc)
+            at = datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
             ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)
             x0, x1 = ax.get_xlim()
             right_half = mdates.date2num(at) > (x0 + x1) / 2
             ax.text(at, 0.97, "cut-off " if right_half else " cut-off", transform=ax.get_xaxis_transform(),
                     ha="right" if right_half else "left", va="top", fontsize=9, color=CUTOFF_COLOUR,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=timezone.utc))
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
         ax.set_title(title, fontsize=11, loc="left")
         ax.set_xlabel("record timestamp (UTC)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)

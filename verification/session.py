@@ -42,7 +42,7 @@ _REDACT = "(?i)secret|password|token|jaas|credential|url"
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
-def prefer_kafka_v2(spark: "SparkSession") -> None:
+def prefer_kafka_v2(spark: SparkSession) -> None:
     """Read Kafka through Spark's DataSource V2 batch reader.
 
     Spark 4 still routes batch Kafka reads through the V1 relation by default, which turns every
@@ -131,7 +131,7 @@ def _loopback(host: str) -> bool:
 def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
                   shuffle_partitions: int | None = None, driver_memory: str = "2g",
                   extra: dict[str, str] | None = None, use_archive: bool = True,
-                  driver_options: tuple[str, ...] = ()) -> "SparkSession":
+                  driver_options: tuple[str, ...] = ()) -> SparkSession:
     """Return the active session or build one with the Kafka connector on the classpath.
 
     Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
@@ -154,7 +154,7 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     if standalone:
         check_master(master)  # before a driver JVM starts: seconds, not Spark's minute of retries
     local_driver = not submitted and (master.startswith("local")
-                                      or bool(standalone) and all(_loopback(h) for h, _ in standalone))
+                                      or (bool(standalone) and all(_loopback(h) for h, _ in standalone)))
     jars = [] if submitted else kafka_jars()
     # The parallel collector: the driver is a batch job on few cores, and G1's concurrent work
     # competes with the tasks (a fresh 5M + 5M-record verification ran about 9 % faster).
@@ -165,7 +165,7 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
 
         archive_opts = java_options(jars)
 
-    def build(driver_opts: list[str]) -> "SparkSession":
+    def build(driver_opts: list[str]) -> SparkSession:
         builder = SparkSession.builder.appName(app_name)
         if not submitted:
             cores = _cores(master)
@@ -237,7 +237,7 @@ def _refused(master: str, exc: Exception) -> ClusterError:
         f"web UI's port) and that the cluster runs Spark {pyspark.__version__}, the version of this pyspark")
 
 
-def _await_executors(spark: "SparkSession", master: str) -> None:
+def _await_executors(spark: SparkSession, master: str) -> None:
     """Wait until a standalone cluster runs an executor of this application (bounded; see EXECUTOR_WAIT_S).
 
     Without one, Spark would keep the first job waiting forever ("Initial job has not accepted any

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from dr.kafka_client import Endpoint
 
@@ -44,7 +44,7 @@ class ArchiveSide:
         return {"kind": "archive", "path": str(Path(self.path).resolve()), "name": self.name}
 
 
-Side = Union[KafkaSide, ArchiveSide]
+Side = KafkaSide | ArchiveSide
 
 
 @dataclass(frozen=True)

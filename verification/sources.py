@@ -29,13 +29,17 @@ from verification.cluster import (
 from verification.sides import ArchiveSide, KafkaSide, PartitionBounds, Side, SideBounds
 
 __all__ = [
-    "ArchiveSide",
     "CANONICAL_SCHEMA",
+    "ArchiveSide",
     "KafkaSide",
     "PartitionBounds",
     "Side",
     "SideBounds",
     "archive_bounds",
+    "archive_topics",
+    "bounds_to_ranges",
+    "check_reachable",
+    "cluster_metadata",
     "empty_records",
     "is_internal_topic",
     "kafka_bounds",
@@ -43,10 +47,6 @@ __all__ = [
     "read_archive",
     "read_kafka",
     "read_side",
-    "archive_topics",
-    "bounds_to_ranges",
-    "check_reachable",
-    "cluster_metadata",
     "translate_spark_error",
 ]
 

@@ -28,9 +28,9 @@ from dr.failover.steps import STEPS, FailoverOptions
 __all__ = [
     "STEPS",
     "Converger",
-    "PulumiConverger",
     "FailoverOptions",
     "Journal",
+    "PulumiConverger",
     "StackLock",
     "plan_failover",
     "run_drill",

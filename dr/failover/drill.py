@@ -42,8 +42,8 @@ from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.kafka_client import SILENT, Endpoint
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import port_free, wait_until
 from dr.stack import EstateStack
 from dr.topology import Application, Kind, Topology, load_stack_file

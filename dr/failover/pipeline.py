@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dr.errors import DRError, FailoverError
 from dr.estate import Progress

@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dr.errors import ClusterError, ConfigError, FailoverError
+from dr.estate import Estate
 from dr.failover.converge import read_stack_config
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.steps import MODES, STEPS, FailoverOptions
-from dr.estate import Estate
-from dr.errors import ClusterError, ConfigError, FailoverError
 from dr.runtime.mirrormaker import end_offsets
 from dr.topology import Kind, Topology
 from dr.topology.stackfile import stack_file_diff

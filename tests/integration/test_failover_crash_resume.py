@@ -18,17 +18,17 @@ import pytest
 import yaml
 
 from dr.estate import Estate
-from dr.stack import EstateStack
-from tests.integration.helpers import teardown_stack as _teardown
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.pipeline import CRASH_ENV, CRASH_EXIT
 from dr.failover.steps import STEPS
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import load_stack_file
+from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT
+from dr.topology import load_stack_file
 from tests.integration.helpers import produce
+from tests.integration.helpers import teardown_stack as _teardown
 
 STACK = "crash"
 NAMES = [s.name for s in STEPS]

@@ -20,8 +20,6 @@ import yaml
 from confluent_kafka import Consumer
 
 from dr.estate import Estate
-from dr.stack import EstateStack
-from tests.integration.helpers import teardown_stack as _teardown
 from dr.failover.clients import read_client_config
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
@@ -29,9 +27,11 @@ from dr.failover.probe import PROBE_KEY
 from dr.kafka_client import Endpoint
 from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import load_stack_file
+from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT
+from dr.topology import load_stack_file
 from tests.integration.helpers import produce
+from tests.integration.helpers import teardown_stack as _teardown
 
 STACK = "planned"
 

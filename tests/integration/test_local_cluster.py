@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -11,7 +10,6 @@ from dr.errors import AuthError
 from dr.kafka_client import Endpoint, probe
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
-
 from tests.integration.helpers import _poll_into, consume_all, create_topic, produce
 
 

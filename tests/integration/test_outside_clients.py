@@ -30,8 +30,8 @@ from dr.failover.probe import PROBE_KEY
 from dr.runtime.mirrormaker import end_offsets
 from dr.runtime.process import java_command, pid_alive
 from dr.stack import EstateStack
-from dr.topology import load_stack_file
 from dr.toolchain import REPO_ROOT, toolchain
+from dr.topology import load_stack_file
 from tests.integration.helpers import teardown_stack
 
 pytestmark = pytest.mark.integration

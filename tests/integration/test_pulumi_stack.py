@@ -8,6 +8,7 @@ secrets. The tests run in order; each leaves the estate as the next expects.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -79,10 +80,8 @@ def project(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, in
     finally:
         p.pulumi("destroy", "--yes", "--skip-preview", check=False)
         for c in ("A", "B", "C"):  # whatever a failed test left running
-            try:
+            with contextlib.suppress(Exception):  # noqa: BLE001
                 p.estate.local_cluster(c).destroy()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def test_up_provisions_the_estate(project: Project) -> None:

@@ -17,6 +17,7 @@ from P+20; the unreachable masters P+98/P+99.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,9 +36,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dr.errors import ClusterError, ConfigError
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.process import ensure_ports_free, pid_alive, wait_until
-from dr.errors import ClusterError, ConfigError
 from tests.integration.ports import windows
 from verification.session import check_master, kafka_jars, standalone_masters
 
@@ -121,10 +122,8 @@ class SparkDaemon:
     def stop(self) -> None:
         """SIGTERM to the group (the worker stops its executors), SIGKILL what is left after 60 s."""
         for sig, timeout in ((signal.SIGTERM, 60), (signal.SIGKILL, 30)):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
             if wait_until(lambda: (self.proc.poll(), not self.group())[1], timeout, interval=0.5):
                 break
         self.proc.wait(timeout=10)
@@ -393,7 +392,7 @@ def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict
 def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(both_runs: dict, seeded: dict,
                                                                     spark_ports: SparkPorts) -> None:
     """Executors of 2 GB do not fit 1 GB workers: Spark would wait forever for resources."""
-    proc, seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "no-room", spark_ports.master, timeout=400, env={
+    proc, _seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "no-room", spark_ports.master, timeout=400, env={
         "KDR_SPARK_EXECUTOR_WAIT_S": "20",
         "PYSPARK_SUBMIT_ARGS": f"{spark_ports.driver} --conf spark.executor.memory=2g pyspark-shell"})
     assert proc.returncode == 4, proc.stderr[-3000:]

@@ -91,7 +91,7 @@ def estate(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def seeded(estate, tmp_path_factory):
-    a, b, mm2, state = estate
+    a, b, mm2, _state = estate
     admin = AdminClient(a.endpoint().config())
     for fut in admin.create_topics([NewTopic("orders", 3, 1), NewTopic("payments", 2, 1),
                                     NewTopic("events", 2, 1)]).values():
@@ -117,7 +117,7 @@ def seeded(estate, tmp_path_factory):
     time.sleep(0.05)
     produce(b.endpoint(), "orders", [(b"orders-1", b"after failover", None), (b"new-1", b"x", None),
                                      records("orders", 3)[2]])
-    produce(b.endpoint(), "events", records("events", 4) + [(b"fresh", b"y", None)])
+    produce(b.endpoint(), "events", [*records("events", 4), (b"fresh", b"y", None)])
     creds = tmp_path_factory.mktemp("creds") / "admin.json"
     fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

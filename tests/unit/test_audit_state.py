@@ -117,7 +117,7 @@ def test_plan_counts_offsets_lost_to_retention() -> None:
 
 
 def test_plan_refuses_offsets_going_backwards() -> None:
-    with pytest.raises(ConfigError, match="re-created.*\n.*--reset"):
+    with pytest.raises(ConfigError, match=r"re-created.*\n.*--reset"):
         plan_ranges({"t": {0: 10}}, {("t", 0): (0, 4)}, side="target", state_file=Path("/st/l.json"),
                     stack="s", link="l")
 

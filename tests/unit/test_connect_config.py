@@ -84,14 +84,14 @@ def test_cli_prints_the_connectors_of_every_link(stack: str, monkeypatch: pytest
     assert res.exit_code == 0, res.output
     configs = json.loads(res.output)
     topo = load_stack_file(REPO_ROOT / f"Pulumi.{stack}.yaml")
-    assert set(configs) == {f"{l.name}-{kind}" for l in topo.links for kind in ("source", "checkpoint", "heartbeat")}
+    assert set(configs) == {f"{lk.name}-{kind}" for lk in topo.links for kind in ("source", "checkpoint", "heartbeat")}
 
 
 def test_the_connect_workers_principal_is_not_an_application_name() -> None:
     import yaml
 
-    from dr.runtime.connect import CONNECT_USER
     from dr.errors import TopologyError
+    from dr.runtime.connect import CONNECT_USER
     from dr.topology import load_topology
 
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())["config"]

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -24,8 +25,8 @@ SECRET = "s3cr3t-Value"
 class _Connect(BaseHTTPRequestHandler):
     """Answers like Connect: JSON errors with ``message``; scripted answers per path."""
 
-    answers: dict[tuple[str, str], list[tuple[int, object]]] = {}
-    seen: list[tuple[str, str, str | None, object]] = []
+    answers: ClassVar[dict[tuple[str, str], list[tuple[int, object]]]] = {}
+    seen: ClassVar[list[tuple[str, str, str | None, object]]] = []
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -68,7 +69,7 @@ def test_basic_auth_travels_in_a_header_and_names_are_percent_encoded(server: st
     _Connect.answers[("GET", "/connectors/a%20b%3F%23%C3%A4/config")] = [(200, {"k": "v"})]
     rest = ConnectRest(server, username="connect-rest", password=SECRET)
     assert rest.config("a b?#ä") == {"k": "v"}
-    method, path, auth, _ = _Connect.seen[-1]
+    _method, _path, auth, _ = _Connect.seen[-1]
     assert auth == "Basic " + base64.b64encode(f"connect-rest:{SECRET}".encode()).decode()
     assert SECRET not in repr(rest) and SECRET not in rest.url
     assert rest.config("missing") is None and rest.status("missing") is None
@@ -127,7 +128,7 @@ def test_validate_lists_field_errors_and_restart_sends_its_flags(server: str) ->
     rest = ConnectRest(server)
     assert rest.validate({"connector.class": plugin, "tasks.max": "x"}) == ["tasks.max: Not a number of type INT"]
     assert _Connect.seen[-1][3]["name"], "Connect requires a name to validate"
-    with pytest.raises(ConfigError, match="connector.class"):
+    with pytest.raises(ConfigError, match=r"connector\.class"):
         rest.validate({})
     _Connect.answers[("POST", "/connectors/x/restart?includeTasks=true&onlyFailed=false")] = [(202, {})]
     rest.restart("x", only_failed=False)
@@ -138,7 +139,7 @@ def test_wait_running_raises_with_the_first_trace_line_of_a_failed_task(server: 
         "name": "x", "connector": {"state": "RUNNING", "worker_id": "w1"},
         "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w1",
                    "trace": "org.apache.kafka.common.errors.SaslAuthenticationException: bad\n\tat x.y"}]})]
-    with pytest.raises(ClusterError, match="task 0 of 'x' FAILED on w1: .*SaslAuthenticationException: bad\n"):
+    with pytest.raises(ClusterError, match=r"task 0 of 'x' FAILED on w1: .*SaslAuthenticationException: bad\n"):
         ConnectRest(server).wait_running("x", timeout=5)
     _Connect.answers[("GET", "/connectors/y/status")] = [(200, {
         "name": "y", "connector": {"state": "STOPPED", "worker_id": "w1"}, "tasks": []})]

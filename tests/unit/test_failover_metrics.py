@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dr.failover.groups import describe_group
-from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.metrics import (
     cutoff_ms,
     decode_offsets,
@@ -18,6 +17,7 @@ from dr.failover.metrics import (
     rpo_estimate,
     seconds_between,
 )
+from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 
 offsets = st.dictionaries(st.tuples(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True),
                                     st.integers(0, 50)), st.integers(0, 10**12), max_size=20)

@@ -8,7 +8,6 @@ Topologies come from stack files written into a temporary directory; journals ar
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
 import sys
@@ -191,7 +190,7 @@ def test_the_stack_file_changes_by_that_one_value(after_path: Path) -> None:
     text = after_path.read_text().replace("kafka-dr:clusters:", "# the estate\n  kafka-dr:clusters:", 1)
     after_path.write_text(text)
     diff = stack_file_diff(after_path, standby_topology(after, "A"))
-    changed = [l for l in diff.splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["-    role: decommissioned", "+    role: standby"], diff
     assert write_stack_config(after_path, standby_topology(after, "A"))
     assert "# the estate" in after_path.read_text()
@@ -352,14 +351,15 @@ def test_drctl_estate_standby_refuses_before_touching_anything(env: Path, tmp_pa
 def test_drctl_estate_standby_asks_before_deleting_data(env: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(env, "life", LOCAL_DOC)
-    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # not a terminal
-    code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
-    assert code == 6 and "cluster A is active" in err, "a refusal comes before the question"
-    write_stack_config(path, load_stack_file(path).after_failover("planned"))
-    before = path.read_bytes()
-    code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
-    assert code == 6 and "without confirmation" in err and "--dry-run" in err
-    assert path.read_bytes() == before
+    with open(os.devnull) as devnull:
+        monkeypatch.setattr(sys, "stdin", devnull)  # not a terminal
+        code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
+        assert code == 6 and "cluster A is active" in err, "a refusal comes before the question"
+        write_stack_config(path, load_stack_file(path).after_failover("planned"))
+        before = path.read_bytes()
+        code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A")
+        assert code == 6 and "without confirmation" in err and "--dry-run" in err
+        assert path.read_bytes() == before
 
 
 def test_status_of_a_stack_not_provisioned_lists_its_problems(env: Path, tmp_path: Path,

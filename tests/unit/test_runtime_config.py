@@ -15,8 +15,8 @@ from dr.kafka_client import Endpoint, cluster_metadata
 from dr.runtime.cluster import ClusterSpec, server_properties
 from dr.runtime.credentials import Credentials
 from dr.runtime.mirrormaker import IDENTITY_POLICY, mm2_properties
-from dr.topology import Role, load_stack_file
 from dr.toolchain import REPO_ROOT
+from dr.topology import Role, load_stack_file
 
 
 def test_three_broker_cluster_has_a_dedicated_controller_and_loopback_listeners() -> None:
@@ -30,7 +30,7 @@ def test_three_broker_cluster_has_a_dedicated_controller_and_loopback_listeners(
     assert broker2["listeners"] == "CLIENT://127.0.0.1:19101,INTERNAL://127.0.0.1:19121"
     assert controller["listeners"] == "CONTROLLER://127.0.0.1:19140"
     for props in (controller, broker2):
-        assert all("127.0.0.1" in l for l in props["listeners"].split(","))
+        assert all("127.0.0.1" in line for line in props["listeners"].split(","))
         assert props["allow.everyone.if.no.acl.found"] == "false"
         protocols = {m.split(":")[1] for m in props["listener.security.protocol.map"].split(",")}
         assert protocols == {"SASL_PLAINTEXT"}, "every listener authenticates"

@@ -347,7 +347,7 @@ def test_program_refuses_half_a_declared_api_key() -> None:
     def no_key(config: dict[str, Any]) -> None:
         del config["kafka-dr:clusters"][0]["confluent"]["api_key"]
 
-    with pytest.raises(ConfigError, match="has confluent.api_secret but no confluent.api_key") as info:
+    with pytest.raises(ConfigError, match=r"has confluent\.api_secret but no confluent\.api_key") as info:
         confluent_cluster(_load(no_key).cluster("A"))
     assert "plain-secret" not in str(info.value)
     # neither declared is not an error: the component creates the key (test_created_admin_api_key)
@@ -528,7 +528,7 @@ def test_cluster_link_uses_the_created_api_keys() -> Any:
 @pulumi.runtime.test
 def test_cluster_link_resources_while_running() -> Any:
     MOCKS.created.clear()
-    clusters, link = _build(_load(), "r")
+    _clusters, link = _build(_load(), "r")
 
     def check(values: list[Any]) -> None:
         link_type, cl_type, mt_type = values
@@ -595,7 +595,7 @@ def test_mirror_topics_are_retained_on_delete() -> None:
 
     @pulumi.runtime.test
     def run() -> Any:
-        clusters, link = _build(_load(), "k")
+        _clusters, link = _build(_load(), "k")
         return pulumi.Output.all(*_urns(link))
 
     pulumi.CustomResource.__init__ = spy  # type: ignore[method-assign]

@@ -702,7 +702,7 @@ def test_invalid_config_stops_before_any_resource(tmp_path: Path) -> None:
 
 def test_run_reads_the_engine_config_and_builds_the_same_estate(tmp_path: Path, local: Run) -> None:
     raw = yaml.safe_load((ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))["config"]
-    mocks, monitor, program = _fresh_mocks("local")
+    mocks, _monitor, program = _fresh_mocks("local")
     pulumi.runtime.set_all_config(_engine_config(raw))
 
     @pulumi.runtime.test
@@ -721,7 +721,7 @@ def test_a_password_written_in_plain_text_stops_the_program(secret: bool) -> Non
     raw = yaml.safe_load((ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))["config"]
     raw = copy.deepcopy(raw)
     raw["kafka-dr:principals"]["applications"][0]["password"] = "hunter2-plain"
-    mocks, monitor, program = _fresh_mocks("local")
+    _mocks, _monitor, program = _fresh_mocks("local")
     pulumi.runtime.set_all_config(_engine_config(raw), ["kafka-dr:principals"] if secret else [])
     try:
         if secret:

@@ -154,7 +154,7 @@ def test_the_other_deployment_fields_are_kept() -> None:
 def test_the_input_deployment_is_not_mutated() -> None:
     original = deployment()
     snapshot = copy.deepcopy(original)
-    kept, dropped = forget(original, {"A-access"})
+    _kept, dropped = forget(original, {"A-access"})
     assert dropped
     assert original == snapshot
     assert len(original["resources"]) == len(snapshot["resources"])

@@ -28,7 +28,7 @@ def test_two_allocations_in_one_process_never_overlap(tmp_path: Path) -> None:
     try:
         spans = [set(_span(first, BLOCK)), set(_span(second, 3 * BLOCK)), set(_span(third, BLOCK))]
         assert not spans[0] & spans[1] and not spans[0] & spans[2] and not spans[1] & spans[2]
-        assert all(ports.LOW <= s and s % BLOCK == 0 for s in (first, second, third))
+        assert all(s >= ports.LOW and s % BLOCK == 0 for s in (first, second, third))
         assert second + 250 <= ports.HIGH
     finally:
         for start in (first, second, third):
@@ -42,7 +42,7 @@ def test_windows_stay_below_the_ephemeral_range_and_outside_the_reserved_ranges(
     with windows(3) as starts:
         assert len(set(starts)) == 3
         for start in starts:
-            assert 20000 <= start and start + BLOCK <= 32000 < 32768
+            assert start >= 20000 and start + BLOCK <= 32000 < 32768
             assert not any(set(_span(start, BLOCK)) & set(r) for r in ports.reserved_ranges())
 
 

@@ -237,11 +237,11 @@ def test_stack_file_errors(tmp_path: Path) -> None:
         load_stack_file(tmp_path / "Pulumi.missing.yaml")
     other = tmp_path / "stack.yaml"
     other.write_text("config: {}\n")
-    with pytest.raises(ConfigError, match="Pulumi.<stack>.yaml"):
+    with pytest.raises(ConfigError, match=r"Pulumi\.<stack>\.yaml"):
         load_stack_file(other)
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text("config:\n  kafka-dr:profile: [dev\n")
-    with pytest.raises(ConfigError, match="not valid YAML.*line"):
+    with pytest.raises(ConfigError, match=r"not valid YAML.*line"):
         load_stack_file(broken)
     empty = tmp_path / "Pulumi.empty.yaml"
     empty.write_text("")

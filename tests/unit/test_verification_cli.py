@@ -50,7 +50,7 @@ def test_credentials_file_must_be_private(tmp_path):
     path = private_file(tmp_path / "c.json", {"username": "u", "password": "p"}, mode=0o644)
     with pytest.raises(ConfigError) as info:
         load_credentials(path)
-    assert "chmod 600" in str(info.value) and "p" != str(info.value)
+    assert "chmod 600" in str(info.value) and str(info.value) != "p"
 
 
 @pytest.mark.parametrize("data", [{"username": "u"}, ["u", "p"], {"username": 1, "password": "p"}])

@@ -43,7 +43,7 @@ def test_spark_and_reference_agree_on_edge_records(spark):
         ("\u00fc-topic", 1, 3, -5, b"\x00", b"y" * 31, [("a", b"b" * 33)]),
     ]
     df = fingerprint(spark.createDataFrame(rows, CANONICAL_SCHEMA)).collect()
-    for (topic, _p, _o, _ts, key, value, headers), got in zip(rows, df):
+    for (topic, _p, _o, _ts, key, value, headers), got in zip(rows, df, strict=True):
         assert got.key_hash == key_hash(topic, key)
         assert got.checksum == checksum(value, headers)
         assert got.record_hash == record_hash(got.key_hash, got.checksum)
@@ -62,7 +62,7 @@ def test_reference_checksum_equals_spark_on_generated_records(spark, records):
     got = (fingerprint(spark.createDataFrame(rows, CANONICAL_SCHEMA))
            .orderBy("offset").select("key_hash", "checksum", "record_hash").collect())
     assert len(got) == 200
-    for (t, k, v, h), g in zip(records, got):
+    for (t, k, v, h), g in zip(records, got, strict=True):
         assert g.key_hash == key_hash(t, k)
         assert g.checksum == checksum(v, h)
         assert g.record_hash == record_hash(g.key_hash, g.checksum)

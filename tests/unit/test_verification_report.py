@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any, ClassVar
 
 import pyarrow.parquet as pq
 import pytest
@@ -258,7 +259,7 @@ def test_context_never_carries_a_secret_and_must_be_json():
     ctx = _safe_context({**FAILOVER, "password": SECRET, "rpo_estimate": {"sasl_password": SECRET, "records": 1}})
     assert SECRET not in json.dumps(ctx) and ctx["rpo_estimate"] == {"records": 1}
     assert _safe_context(None) is None
-    with pytest.raises(ConfigError, match="context.source is of type Endpoint"):
+    with pytest.raises(ConfigError, match=r"context\.source is of type Endpoint"):
         _safe_context({"source": Endpoint("a:9092", "admin", SECRET)})
 
 
@@ -441,7 +442,7 @@ def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monke
 
     class Result:
         clean, out_dir = True, tmp_path
-        summary = {"topics": {"orders": {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}}}
+        summary: ClassVar[dict[str, Any]] = {"topics": {"orders": {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}}}
 
         def counts(self):
             return self.summary["topics"]["orders"]
