@@ -413,8 +413,10 @@ def main() -> int:
 
     tc = toolchain()
     work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))
-    spec = lambda name, k: ClusterSpec(name, brokers=1, base_port=args.base_port + args.port_step * k,  # noqa: E731
-                                       heap_mb=768)
+
+    def spec(name: str, k: int) -> ClusterSpec:
+        return ClusterSpec(name, brokers=1, base_port=args.base_port + args.port_step * k, heap_mb=768)
+
     a = LocalCluster(spec("benchA", 0), work)
     names = {"tail": "benchB", "scattered": "benchC", "audit": "benchD"}
     profiles = args.profiles.split(",")
