@@ -35,11 +35,15 @@ BASE = 24500  # below the ephemeral range; windows of 100 ports per cluster (245
 
 
 def _topology(source: LocalCluster, target: LocalCluster, partitions: int) -> Topology:
-    return Topology(name="bench", clusters=[
-        Cluster(name=source.name, role=Role.ACTIVE, base_port=source.spec.base_port, brokers=1),
-        Cluster(name=target.name, role=Role.PASSIVE, base_port=target.spec.base_port, brokers=1)],
+    return Topology(
+        name="bench",
+        clusters=[
+            Cluster(name=source.name, role=Role.ACTIVE, base_port=source.spec.base_port, brokers=1),
+            Cluster(name=target.name, role=Role.PASSIVE, base_port=target.spec.base_port, brokers=1),
+        ],
         topics=[Topic(name="orders", partitions=partitions, replication_factor=1)],
-        links=[Link(name=f"{source.name}-to-{target.name}", source=source.name, target=target.name)])
+        links=[Link(name=f"{source.name}-to-{target.name}", source=source.name, target=target.name)],
+    )
 
 
 def _copy_time(source: LocalCluster, target: LocalCluster, records: int, start: Any) -> dict[str, Any]:
@@ -56,8 +60,13 @@ def _copy_time(source: LocalCluster, target: LocalCluster, records: int, start: 
             last, moved_at = done, time.monotonic()
         time.sleep(0.5)
     seconds = time.monotonic() - t0
-    return {"seconds": round(seconds, 2), "records": done, "records_per_s": round(done / seconds),
-            "max_lag": max_lag, "complete": done >= records}
+    return {
+        "seconds": round(seconds, 2),
+        "records": done,
+        "records_per_s": round(done / seconds),
+        "max_lag": max_lag,
+        "complete": done >= records,
+    }
 
 
 def _has_topic(cluster: LocalCluster) -> bool:
@@ -82,8 +91,12 @@ def main() -> None:
             producer_perf(a.endpoint(), "orders", args.records, record_size=100, acks="1")
             # The product's dedicated process runs 2 source tasks (mm2_properties); the same process with
             # tasks.max = partitions separates the engine from the task count.
-            variants = [("dedicated", None), ("dedicated-tasks=partitions", 0), ("connect-1-worker", 1),
-                        ("connect-2-workers", 2)]
+            variants = [
+                ("dedicated", None),
+                ("dedicated-tasks=partitions", 0),
+                ("connect-1-worker", 1),
+                ("connect-2-workers", 2),
+            ]
             for n, (label, workers) in enumerate(variants, start=1):
                 b = LocalCluster(ClusterSpec(f"T{n}", brokers=1, base_port=BASE + 100 * n), state)
                 b.start()
@@ -96,14 +109,19 @@ def main() -> None:
                     results[label] = _copy_time(a, b, args.records, lambda mm=mm: mm.start())
                     mm.stop()
                     continue
-                connect = LocalConnectCluster(ConnectSpec(f"bench{n}", workers=workers,
-                                                          base_port=BASE + 100 * n + 50), b, state)
+                connect = LocalConnectCluster(
+                    ConnectSpec(f"bench{n}", workers=workers, base_port=BASE + 100 * n + 50), b, state
+                )
                 running.append(connect)
                 connect.grant()
                 connect.write_secrets()
                 connect.start()
-                configs = connector_configs(_topology(a, b, args.partitions), _topology(a, b, args.partitions).links[0],
-                                            secrets_file=str(connect.secrets_file()), tasks_max=args.partitions)
+                configs = connector_configs(
+                    _topology(a, b, args.partitions),
+                    _topology(a, b, args.partitions).links[0],
+                    secrets_file=str(connect.secrets_file()),
+                    tasks_max=args.partitions,
+                )
                 rest = connect.rest()
 
                 def create(rest: Any = rest, configs: dict[str, dict[str, str]] = configs) -> None:
@@ -126,8 +144,10 @@ def main() -> None:
     print("1M-record backlog (the largest lag seen is the whole backlog, at the start, for every variant)")
     print(f"{'variant':<28} {'seconds':>8} {'records/s':>10} {'vs dedicated':>13}")
     for label, r in results.items():
-        print(f"{label:<28} {r['seconds']:>8} {r['records_per_s']:>10,} "
-              f"{r['ratio_vs_dedicated']:>12}x" + ("" if r["complete"] else "  INCOMPLETE"))
+        print(
+            f"{label:<28} {r['seconds']:>8} {r['records_per_s']:>10,} "
+            f"{r['ratio_vs_dedicated']:>12}x" + ("" if r["complete"] else "  INCOMPLETE")
+        )
 
 
 if __name__ == "__main__":

@@ -82,8 +82,9 @@ def main() -> None:
                     producer.poll(0)
             producer.flush(120)
             t_acked = time.monotonic()
-            caught = wait_until(lambda: sum(partition_lag(one.endpoint(), b.endpoint(), ["mirrored"]).values()) == 0,
-                                300, interval=0.05)
+            caught = wait_until(
+                lambda: sum(partition_lag(one.endpoint(), b.endpoint(), ["mirrored"]).values()) == 0, 300, interval=0.05
+            )
             t_done = time.monotonic()
             figures["mm2_records"] = args.mm2_records
             figures["mm2_caught_up"] = caught

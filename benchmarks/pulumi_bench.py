@@ -58,14 +58,25 @@ class Project:
             (root / "stacks").symlink_to(REPO_ROOT / "stacks")
             (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         (root / "passphrase").write_text("bench\n")
-        self.env = {**os.environ, **pulumi_env(root / "backend"), "KDR_STATE_DIR": str(root / "state"),
-                    "KDR_STACK_DIR": str(root), "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase")}
+        self.env = {
+            **os.environ,
+            **pulumi_env(root / "backend"),
+            "KDR_STATE_DIR": str(root / "state"),
+            "KDR_STACK_DIR": str(root),
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
+        }
         self.run("stack", "select", "--create", stack)
 
     def run(self, *args: str) -> float:
         t0 = time.monotonic()
-        out = subprocess.run([str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"], cwd=self.root,
-                             env=self.env, capture_output=True, text=True, timeout=900)
+        out = subprocess.run(
+            [str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if out.returncode != 0:
             raise SystemExit(f"pulumi {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}")
         return time.monotonic() - t0
@@ -106,30 +117,48 @@ def pulumi_rounds(rounds: int) -> dict:
             empty = Project(root / "e", "empty", None)
             empty.run("up", "--yes", "--skip-preview")
             empty_previews.append(empty.run("preview", "--expect-no-changes"))
-        print(f"round {r + 1}: up {ups[-1]:.1f}s (runtime alone {baselines[-1]:.1f}s); "
-              f"no-op preview {previews[-1]:.1f}s (empty program {empty_previews[-1]:.1f}s)", flush=True)
+        print(
+            f"round {r + 1}: up {ups[-1]:.1f}s (runtime alone {baselines[-1]:.1f}s); "
+            f"no-op preview {previews[-1]:.1f}s (empty program {empty_previews[-1]:.1f}s)",
+            flush=True,
+        )
     med = statistics.median
-    return {"up_s": med(ups), "runtime_start_s": med(baselines), "up_over_runtime": med(ups) / med(baselines),
-            "preview_s": med(previews), "empty_preview_s": med(empty_previews),
-            "preview_over_empty": med(previews) / med(empty_previews),
-            "rounds": rounds, "all": {"up": ups, "runtime": baselines, "preview": previews,
-                                      "empty_preview": empty_previews}}
+    return {
+        "up_s": med(ups),
+        "runtime_start_s": med(baselines),
+        "up_over_runtime": med(ups) / med(baselines),
+        "preview_s": med(previews),
+        "empty_preview_s": med(empty_previews),
+        "preview_over_empty": med(previews) / med(empty_previews),
+        "rounds": rounds,
+        "all": {"up": ups, "runtime": baselines, "preview": previews, "empty_preview": empty_previews},
+    }
 
 
 def drill() -> dict:
     with tempfile.TemporaryDirectory(prefix="kdr-bench-drill-") as tmp:
         root = Path(tmp)
         (root / "Pulumi.benchdrill.yaml").write_text(yaml.safe_dump(_stack_doc(BASE + 1000), sort_keys=False))
-        out = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", "benchdrill", "--out",
-                              str(root / "out"), "--json"], env={**os.environ, "KDR_STACK_DIR": str(root)},
-                             capture_output=True, text=True, timeout=1200, cwd=REPO_ROOT)
+        out = subprocess.run(
+            [sys.executable, "-m", "dr.cli", "drill", "--stack", "benchdrill", "--out", str(root / "out"), "--json"],
+            env={**os.environ, "KDR_STACK_DIR": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            cwd=REPO_ROOT,
+        )
         if out.returncode != 0:
             raise SystemExit(f"drill failed:\n{out.stderr[-4000:]}")
         r = json.loads(out.stdout)
         f = r["failover"]
         steps = {s["name"]: s["seconds"] for s in f["steps"]}
-        return {"grade": r["grade"], "rto_s": f["rto_s"], "a_b_c_s": f["a_b_c_s"],
-                "desired_state_s": steps.get("desired-state"), "preview_after_failover": r["preview_after_failover"]}
+        return {
+            "grade": r["grade"],
+            "rto_s": f["rto_s"],
+            "a_b_c_s": f["a_b_c_s"],
+            "desired_state_s": steps.get("desired-state"),
+            "preview_after_failover": r["preview_after_failover"],
+        }
 
 
 def warm_setup() -> float:
@@ -148,14 +177,20 @@ def main() -> None:
         result["drill"] = drill()
     result["warm_setup_s"] = warm_setup()
     p, d = result["pulumi"], result.get("drill")
-    print(f"pulumi up from nothing: {p['up_s']:.1f}s = {p['up_over_runtime']:.2f}x the runtime starting the same "
-          f"clusters and MM2 ({p['runtime_start_s']:.1f}s) [aim <= 90 s]")
-    print(f"no-op preview: {p['preview_s']:.1f}s = {p['preview_over_empty']:.2f}x the preview of an empty program "
-          f"({p['empty_preview_s']:.1f}s) [aim <= 10 s]")
+    print(
+        f"pulumi up from nothing: {p['up_s']:.1f}s = {p['up_over_runtime']:.2f}x the runtime starting the same "
+        f"clusters and MM2 ({p['runtime_start_s']:.1f}s) [aim <= 90 s]"
+    )
+    print(
+        f"no-op preview: {p['preview_s']:.1f}s = {p['preview_over_empty']:.2f}x the preview of an empty program "
+        f"({p['empty_preview_s']:.1f}s) [aim <= 10 s]"
+    )
     if d:
-        print(f"planned drill through Pulumi: {d['grade']}; RTO {d['rto_s']}s [aim <= 10 s]; A->B->C {d['a_b_c_s']}s "
-              f"[aim <= 60 s] (desired-state step {d['desired_state_s']}s); preview after: "
-              f"{d['preview_after_failover'] or 'no changes'}")
+        print(
+            f"planned drill through Pulumi: {d['grade']}; RTO {d['rto_s']}s [aim <= 10 s]; A->B->C {d['a_b_c_s']}s "
+            f"[aim <= 60 s] (desired-state step {d['desired_state_s']}s); preview after: "
+            f"{d['preview_after_failover'] or 'no changes'}"
+        )
     print(f"warm setup: {result['warm_setup_s']:.1f}s [aim <= 5 s]")
     print(json.dumps(result, indent=2))
 

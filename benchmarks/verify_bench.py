@@ -61,14 +61,21 @@ sys.path.insert(0, str(REPO))
 TOPIC = "bench"
 AUDIT_TOPIC = "bench-audit"
 AUDIT_LINK = "A-to-D"
-CONTENDERS = {"a": "(a) ConsumerPerformance", "b": "(b) verification, one read",
-              "b_mem": "(b_mem) one read, memory+disk", "b_old": "(b_old) verification, re-read",
-              "c": "(c) naive reconciler", "d": "(d) Spark count"}
+CONTENDERS = {
+    "a": "(a) ConsumerPerformance",
+    "b": "(b) verification, one read",
+    "b_mem": "(b_mem) one read, memory+disk",
+    "b_old": "(b_old) verification, re-read",
+    "c": "(c) naive reconciler",
+    "d": "(d) Spark count",
+}
 #: contender → design, and the environment that selects it in verification/job.py
 DESIGNS = {"b": "fingerprints", "b_mem": "fingerprints-memory", "b_old": "kafka"}
-DESIGN_ENV = {"fingerprints": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "DISK_ONLY"},
-              "fingerprints-memory": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "MEMORY_AND_DISK"},
-              "kafka": {"KDR_VERIFY_PASS2": "kafka"}}
+DESIGN_ENV = {
+    "fingerprints": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "DISK_ONLY"},
+    "fingerprints-memory": {"KDR_VERIFY_PASS2": "fingerprints", "KDR_VERIFY_STORAGE": "MEMORY_AND_DISK"},
+    "kafka": {"KDR_VERIFY_PASS2": "kafka"},
+}
 LOST_HEADER = "bench-lost"
 SPAN_MS = 3_600_000  # the records' timestamps cover one hour
 
@@ -101,8 +108,9 @@ def _tree_rss_kb(root: int) -> int:
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 7200) -> dict:
     """Run ``cmd``; return wall seconds, peak tree RSS (MB), exit code, stdout, stderr."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})}, cwd=REPO)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, cwd=REPO
+    )
     peak = [0]
     done = threading.Event()
 
@@ -116,33 +124,56 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: flo
     out, err = proc.communicate(timeout=timeout)
     done.set()
     th.join()
-    return {"seconds": time.monotonic() - t0, "peak_mb": peak[0] / 1024, "rc": proc.returncode,
-            "stdout": out, "stderr": err}
+    return {
+        "seconds": time.monotonic() - t0,
+        "peak_mb": peak[0] / 1024,
+        "rc": proc.returncode,
+        "stdout": out,
+        "stderr": err,
+    }
 
 
 # ----------------------------------------------------------------------------- data
-def record(i: int, n: int, t0: int, pool: bytes, value_bytes: int,
-           lost: bool = False) -> tuple[bytes, bytes, int, list | None]:
+def record(
+    i: int, n: int, t0: int, pool: bytes, value_bytes: int, lost: bool = False
+) -> tuple[bytes, bytes, int, list | None]:
     """The i-th record: key (4 versions per key), value, timestamp, headers (1 record in 10, and
     ``bench-lost`` on the records the scattered profile's filter drops)."""
     key = b"key-%09d" % (i % max(1, n // 4))
     off = (i * 7919) % (len(pool) - value_bytes)
-    value = b"%012d" % i + pool[off:off + value_bytes - 12]
+    value = b"%012d" % i + pool[off : off + value_bytes - 12]
     headers = [("trace-id", b"%016x" % i)] if i % 10 == 0 else None
     if lost:
         headers = (headers or []) + [(LOST_HEADER, b"1")]
     return key, value, t0 + (i * SPAN_MS) // n, headers
 
 
-def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0: int,
-            start: int = 0, stop: int | None = None, marked: frozenset[int] = frozenset()) -> int:
+def produce(
+    endpoint,
+    topic: str,
+    n: int,
+    partitions: int,
+    value_bytes: int,
+    t0: int,
+    start: int = 0,
+    stop: int | None = None,
+    marked: frozenset[int] = frozenset(),
+) -> int:
     """Write records ``start .. stop - 1`` of ``n`` to ``topic``; return how many."""
     from confluent_kafka import Producer
 
     pool = random.Random(7).randbytes(1 << 16)
-    producer = Producer(endpoint.config(**{"linger.ms": 50, "batch.size": 1_000_000, "acks": "1",
-                                           "queue.buffering.max.messages": 2_000_000,
-                                           "queue.buffering.max.kbytes": 2_000_000}))
+    producer = Producer(
+        endpoint.config(
+            **{
+                "linger.ms": 50,
+                "batch.size": 1_000_000,
+                "acks": "1",
+                "queue.buffering.max.messages": 2_000_000,
+                "queue.buffering.max.kbytes": 2_000_000,
+            }
+        )
+    )
     written = 0
     for i in range(start, n if stop is None else stop):
         key, value, ts, headers = record(i, n, t0, pool, value_bytes, i in marked)
@@ -160,15 +191,17 @@ def produce(endpoint, topic: str, n: int, partitions: int, value_bytes: int, t0:
     return written
 
 
-def replicate(source, target, expected: int, work: Path, extra: dict[str, str] | None = None,
-              topic: str = TOPIC) -> float:
+def replicate(
+    source, target, expected: int, work: Path, extra: dict[str, str] | None = None, topic: str = TOPIC
+) -> float:
     """Run MirrorMaker 2 from ``source`` to ``target`` until the target topic holds ``expected``
     records, then stop it; return the records/s it replicated at."""
     from dr.runtime.mirrormaker import MirrorMaker, end_offsets
 
     # the contenders' consumer groups are not the benchmark's business: leave them on A
-    mm = MirrorMaker(source, target, state_dir=work, topics=topic, groups="kdr-bench-no-group",
-                     heap_mb=1024, extra=extra)
+    mm = MirrorMaker(
+        source, target, state_dir=work, topics=topic, groups="kdr-bench-no-group", heap_mb=1024, extra=extra
+    )
     t = time.monotonic()
     mm.start(timeout=180)
     try:
@@ -183,8 +216,10 @@ def replicate(source, target, expected: int, work: Path, extra: dict[str, str] |
                 break
             time.sleep(0.5)
         if held != expected:
-            raise RuntimeError(f"MirrorMaker 2 delivered {held} of {expected} records to {target.name}"
-                               + (" (duplicates: a task restarted)" if held > expected else ""))
+            raise RuntimeError(
+                f"MirrorMaker 2 delivered {held} of {expected} records to {target.name}"
+                + (" (duplicates: a task restarted)" if held > expected else "")
+            )
     finally:
         mm.stop()
     return expected / (time.monotonic() - t)
@@ -217,9 +252,24 @@ def consumer_perf(kafka_lib: Path, java: str, endpoint, topic: str, n: int, work
         for k, v in endpoint.java_config().items():
             if k != "bootstrap.servers":
                 f.write(f"{k}={v}\n")
-    cmd = [java, "-Xmx1g", "-cp", f"{kafka_lib}/*", "org.apache.kafka.tools.ConsumerPerformance",
-           "--bootstrap-server", endpoint.bootstrap, "--topic", topic, "--num-records", str(n),
-           "--command-config", str(props), "--timeout", "60000", "--hide-header"]
+    cmd = [
+        java,
+        "-Xmx1g",
+        "-cp",
+        f"{kafka_lib}/*",
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server",
+        endpoint.bootstrap,
+        "--topic",
+        topic,
+        "--num-records",
+        str(n),
+        "--command-config",
+        str(props),
+        "--timeout",
+        "60000",
+        "--hide-header",
+    ]
     res = run_measured(cmd)
     line = [ln for ln in res["stdout"].splitlines() if ln.count(",") >= 9][-1].split(",")
     res["consumed"] = int(line[4])
@@ -246,8 +296,16 @@ def naive_main(argv: list[str]) -> None:
     for bootstrap, sign in ((a.source, 1), (a.target, -1)):
         ep = endpoint_from_file(bootstrap, a.credentials)
         bounds = kafka_bounds(ep, [a.topic])[a.topic]
-        consumer = Consumer(ep.config(**{"group.id": "naive-reconciler", "enable.auto.commit": False,
-                                         "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20}))
+        consumer = Consumer(
+            ep.config(
+                **{
+                    "group.id": "naive-reconciler",
+                    "enable.auto.commit": False,
+                    "fetch.max.bytes": 64 << 20,
+                    "max.partition.fetch.bytes": 8 << 20,
+                }
+            )
+        )
         consumer.assign([TopicPartition(a.topic, q, b.start) for q, b in bounds.items() if b.size])
         left = {q: b.end for q, b in bounds.items() if b.size}
         while left:
@@ -306,12 +364,30 @@ def audit_main(argv: list[str]) -> None:
     a = p.parse_args(argv)
     src, dst = endpoint_from_file(a.source, a.credentials), endpoint_from_file(a.target, a.credentials)
     if a.what == "audit":
-        r = audit_endpoints(src, dst, path=state_file(a.state_dir, AUDIT_LINK), stack="bench", link=AUDIT_LINK,
-                            source_cluster="benchA", target_cluster="benchD", select=lambda t: t == a.topic)
+        r = audit_endpoints(
+            src,
+            dst,
+            path=state_file(a.state_dir, AUDIT_LINK),
+            stack="bench",
+            link=AUDIT_LINK,
+            source_cluster="benchA",
+            target_cluster="benchD",
+            select=lambda t: t == a.topic,
+        )
         print(json.dumps(r.to_dict()))
         return
-    v = integrity.verify(source=src, target=dst, out_dir=a.out, topics=[a.topic], cutoff_ms=None, stack="bench",
-                         source_name="benchA", target_name="benchD", audit_link=AUDIT_LINK, state_dir=a.state_dir)
+    v = integrity.verify(
+        source=src,
+        target=dst,
+        out_dir=a.out,
+        topics=[a.topic],
+        cutoff_ms=None,
+        stack="bench",
+        source_name="benchA",
+        target_name="benchD",
+        audit_link=AUDIT_LINK,
+        state_dir=a.state_dir,
+    )
     print(json.dumps(v.to_dict()))
 
 
@@ -321,8 +397,18 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
 
     state_dir = work / "audit-state"
     path = state_file(state_dir, AUDIT_LINK)
-    common = ["--source", a.bootstrap, "--target", target.bootstrap, "--credentials", str(creds),
-              "--topic", AUDIT_TOPIC, "--state-dir", str(state_dir)]
+    common = [
+        "--source",
+        a.bootstrap,
+        "--target",
+        target.bootstrap,
+        "--credentials",
+        str(creds),
+        "--topic",
+        AUDIT_TOPIC,
+        "--state-dir",
+        str(state_dir),
+    ]
     me = [sys.executable, str(Path(__file__).resolve())]
 
     def audit_run(label: str) -> dict:
@@ -330,11 +416,18 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
         if r["rc"] not in (0, 1):
             raise RuntimeError(f"audit failed: {r['stderr'][-3000:]}")
         out = json.loads(r["stdout"].strip().splitlines()[-1])
-        row = {"seconds": r["seconds"], "peak_mb": r["peak_mb"], "state_bytes": path.stat().st_size,
-               **{k: out[k] for k in ("read_source", "read_target", "verified", "in_flight", "missing")}}
-        print(f"[audit] {label}: {r['seconds']:.1f}s, read {out['read_source']:,} + {out['read_target']:,}, "
-              f"verified {out['verified']:,}, in flight {out['in_flight']:,}, missing {out['missing']:,}; "
-              f"state {row['state_bytes']:,} bytes", flush=True)
+        row = {
+            "seconds": r["seconds"],
+            "peak_mb": r["peak_mb"],
+            "state_bytes": path.stat().st_size,
+            **{k: out[k] for k in ("read_source", "read_target", "verified", "in_flight", "missing")},
+        }
+        print(
+            f"[audit] {label}: {r['seconds']:.1f}s, read {out['read_source']:,} + {out['read_target']:,}, "
+            f"verified {out['verified']:,}, in flight {out['in_flight']:,}, missing {out['missing']:,}; "
+            f"state {row['state_bytes']:,} bytes",
+            flush=True,
+        )
         return row
 
     recreate_topic(a.endpoint(), AUDIT_TOPIC, args.partitions)
@@ -358,13 +451,33 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
     row["integrity_from_audit"] = {"seconds": r["seconds"], "peak_mb": r["peak_mb"]}
     print(f"[audit] integrity check started from the audit: {r['seconds']:.1f}s, clean", flush=True)
     out = work / "report-audit-full"
-    rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap", a.bootstrap,
-                       "--target-bootstrap", target.bootstrap, "--credentials", str(creds), "--topics", AUDIT_TOPIC,
-                       "--out", str(out), "--json", "--quiet"])
+    rv = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "verification.cli",
+            "verify",
+            "--source-bootstrap",
+            a.bootstrap,
+            "--target-bootstrap",
+            target.bootstrap,
+            "--credentials",
+            str(creds),
+            "--topics",
+            AUDIT_TOPIC,
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+        ]
+    )
     if rv["rc"] != 0:
         raise RuntimeError(f"full verification: exit {rv['rc']}: {rv['stderr'][-3000:]}")
-    row["full_verify"] = {"seconds": rv["seconds"], "peak_mb": rv["peak_mb"],
-                          "timings": json.loads((out / "summary.json").read_text())["timings"]}
+    row["full_verify"] = {
+        "seconds": rv["seconds"],
+        "peak_mb": rv["peak_mb"],
+        "timings": json.loads((out / "summary.json").read_text())["timings"],
+    }
     print(f"[audit] full verification of the same topic: {rv['seconds']:.1f}s, clean", flush=True)
     produce(a.endpoint(), AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0, start=n + inc, stop=n + 2 * inc)
     row["behind"] = audit_run(f"audit with {inc:,} records in flight (written to A only)")
@@ -395,13 +508,20 @@ def main() -> int:
     ap.add_argument("--profiles", default="tail,scattered")
     # below Linux's ephemeral range (32768-60999), so no client socket holds a cluster's port
     ap.add_argument("--base-port", type=int, default=22500)
-    ap.add_argument("--port-step", type=int, default=100,
-                    help="ports between clusters (A at --base-port, each profile's target one step further)")
+    ap.add_argument(
+        "--port-step",
+        type=int,
+        default=100,
+        help="ports between clusters (A at --base-port, each profile's target one step further)",
+    )
     ap.add_argument("--skip-naive", action="store_true")
     ap.add_argument("--skip-spark-count", action="store_true", help="leave out (d), Spark counting the records")
-    ap.add_argument("--designs", default="fingerprints,kafka",
-                    help="verification designs to run: fingerprints (b, the default), fingerprints-memory "
-                         "(b_mem, fingerprints kept in memory while they fit), kafka (b_old, the former design)")
+    ap.add_argument(
+        "--designs",
+        default="fingerprints,kafka",
+        help="verification designs to run: fingerprints (b, the default), fingerprints-memory "
+        "(b_mem, fingerprints kept in memory while they fit), kafka (b_old, the former design)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run each contender K times, keep the fastest")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="leave the clusters and data in place")
@@ -426,10 +546,18 @@ def main() -> int:
     # one target per profile, sharing A's credentials (the replicator logs in to both with one password)
     targets = {p: LocalCluster(spec(names[p], 1 + i), work, a.credentials) for i, p in enumerate(profiles)}
     n = args.records
-    results: dict = {"records": n, "partitions": args.partitions, "value_bytes": args.value_bytes,
-                     "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "profiles": {}}
-    lost_by_profile = {"tail": frozenset(range(int(n * 0.995), n)),
-                       "scattered": frozenset(random.Random(42).sample(range(n), max(1, n // 1000)))}
+    results: dict = {
+        "records": n,
+        "partitions": args.partitions,
+        "value_bytes": args.value_bytes,
+        "cpus": os.cpu_count(),
+        "load_avg_at_start": os.getloadavg(),
+        "profiles": {},
+    }
+    lost_by_profile = {
+        "tail": frozenset(range(int(n * 0.995), n)),
+        "scattered": frozenset(random.Random(42).sample(range(n), max(1, n // 1000))),
+    }
     started: list = [a]
     try:
         a.start()
@@ -463,15 +591,28 @@ def main() -> int:
                 produce(a.endpoint(), TOPIC, n, args.partitions, args.value_bytes, t0, start=first, marked=marked)
             else:
                 flow = f"{a.name}->{target.name}."  # dedicated MM2 takes connector settings per flow
-                rate = replicate(a, target, kept, work, extra={flow + k: v for k, v in {
-                    "transforms": "dropLost",
-                    "transforms.dropLost.type": "org.apache.kafka.connect.transforms.Filter",
-                    "transforms.dropLost.predicate": "isLost",
-                    "predicates": "isLost",
-                    "predicates.isLost.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
-                    "predicates.isLost.name": LOST_HEADER}.items()})
-            print(f"[{profile}] MirrorMaker 2 replicated {kept:,} records to {target.name} at {rate:,.0f} rec/s; "
-                  f"{len(lost):,} never reached it", flush=True)
+                rate = replicate(
+                    a,
+                    target,
+                    kept,
+                    work,
+                    extra={
+                        flow + k: v
+                        for k, v in {
+                            "transforms": "dropLost",
+                            "transforms.dropLost.type": "org.apache.kafka.connect.transforms.Filter",
+                            "transforms.dropLost.predicate": "isLost",
+                            "predicates": "isLost",
+                            "predicates.isLost.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                            "predicates.isLost.name": LOST_HEADER,
+                        }.items()
+                    },
+                )
+            print(
+                f"[{profile}] MirrorMaker 2 replicated {kept:,} records to {target.name} at {rate:,.0f} rec/s; "
+                f"{len(lost):,} never reached it",
+                flush=True,
+            )
             total = n + kept
             row: dict = {"lost": len(lost), "records_read": total}
 
@@ -480,70 +621,150 @@ def main() -> int:
             for rep in range(args.repeat):
                 ra = consumer_perf(tc.kafka_lib, tc.java, a.endpoint(), TOPIC, n, work)
                 rb_ = consumer_perf(tc.kafka_lib, tc.java, target.endpoint(), TOPIC, kept, work)
-                runs["a"].append({"seconds": ra["seconds"] + rb_["seconds"],
-                                  "peak_mb": max(ra["peak_mb"], rb_["peak_mb"]),
-                                  "tool_rec_per_s": [ra["tool_rec_per_s"], rb_["tool_rec_per_s"]],
-                                  "fetch_rec_per_s": [ra["fetch_rec_per_s"], rb_["fetch_rec_per_s"]],
-                                  "load_avg": os.getloadavg()[0]})
+                runs["a"].append(
+                    {
+                        "seconds": ra["seconds"] + rb_["seconds"],
+                        "peak_mb": max(ra["peak_mb"], rb_["peak_mb"]),
+                        "tool_rec_per_s": [ra["tool_rec_per_s"], rb_["tool_rec_per_s"]],
+                        "fetch_rec_per_s": [ra["fetch_rec_per_s"], rb_["fetch_rec_per_s"]],
+                        "load_avg": os.getloadavg()[0],
+                    }
+                )
                 print(f"[{profile} #{rep + 1}] (a) ConsumerPerformance: {runs['a'][-1]['seconds']:.1f}s", flush=True)
 
                 for key, design in designs if rep % 2 == 0 else designs[::-1]:  # alternate which runs first
                     out = work / f"report-{profile}-{design}"
-                    rv = run_measured([sys.executable, "-m", "verification.cli", "verify", "--source-bootstrap",
-                                       a.bootstrap, "--target-bootstrap", target.bootstrap, "--credentials",
-                                       str(creds), "--topics", TOPIC, "--out", str(out), "--json", "--quiet"],
-                                      env=DESIGN_ENV[design])
+                    rv = run_measured(
+                        [
+                            sys.executable,
+                            "-m",
+                            "verification.cli",
+                            "verify",
+                            "--source-bootstrap",
+                            a.bootstrap,
+                            "--target-bootstrap",
+                            target.bootstrap,
+                            "--credentials",
+                            str(creds),
+                            "--topics",
+                            TOPIC,
+                            "--out",
+                            str(out),
+                            "--json",
+                            "--quiet",
+                        ],
+                        env=DESIGN_ENV[design],
+                    )
                     if rv["rc"] not in (0, 1):
                         raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
                     summary = json.loads((out / "summary.json").read_text())
                     if args.reports:
                         shutil.copytree(out, args.reports / f"{profile}-{design}", dirs_exist_ok=True)
                     found = summary["totals"]["missing"]
-                    if found != len(lost) or sum(summary["totals"][c]
-                                                 for c in ("unexpected", "duplicated", "corrupted")):
-                        raise RuntimeError(f"verification ({design}) found {summary['totals']}, "
-                                           f"expected {len(lost)} missing")
-                    runs[key].append({"seconds": rv["seconds"], "peak_mb": rv["peak_mb"], "missing_found": found,
-                                      "design": design, "timings": summary["timings"],
-                                      "load_avg": os.getloadavg()[0],
-                                      "method": {k: summary["method"].get(k) for k in (
-                                          "windows", "differing_windows", "pass2_offsets", "pass2_compared_records",
-                                          "pass2b", "kafka_reads_per_side", "fingerprints")}})
-                    print(f"[{profile} #{rep + 1}] ({key}) verification, {design}: {rv['seconds']:.1f}s, "
-                          f"found {found:,} missing", flush=True)
+                    if found != len(lost) or sum(
+                        summary["totals"][c] for c in ("unexpected", "duplicated", "corrupted")
+                    ):
+                        raise RuntimeError(
+                            f"verification ({design}) found {summary['totals']}, expected {len(lost)} missing"
+                        )
+                    runs[key].append(
+                        {
+                            "seconds": rv["seconds"],
+                            "peak_mb": rv["peak_mb"],
+                            "missing_found": found,
+                            "design": design,
+                            "timings": summary["timings"],
+                            "load_avg": os.getloadavg()[0],
+                            "method": {
+                                k: summary["method"].get(k)
+                                for k in (
+                                    "windows",
+                                    "differing_windows",
+                                    "pass2_offsets",
+                                    "pass2_compared_records",
+                                    "pass2b",
+                                    "kafka_reads_per_side",
+                                    "fingerprints",
+                                )
+                            },
+                        }
+                    )
+                    print(
+                        f"[{profile} #{rep + 1}] ({key}) verification, {design}: {rv['seconds']:.1f}s, "
+                        f"found {found:,} missing",
+                        flush=True,
+                    )
 
                 if not args.skip_spark_count:
-                    rd = run_measured([sys.executable, str(Path(__file__).resolve()), "spark-count", "--source",
-                                       a.bootstrap, "--target", target.bootstrap, "--credentials", str(creds),
-                                       "--topic", TOPIC])
+                    rd = run_measured(
+                        [
+                            sys.executable,
+                            str(Path(__file__).resolve()),
+                            "spark-count",
+                            "--source",
+                            a.bootstrap,
+                            "--target",
+                            target.bootstrap,
+                            "--credentials",
+                            str(creds),
+                            "--topic",
+                            TOPIC,
+                        ]
+                    )
                     if rd["rc"] != 0:
                         raise RuntimeError(f"Spark count failed: {rd['stderr'][-2000:]}")
                     counted = json.loads(rd["stdout"].strip().splitlines()[-1])
                     if counted["read"] != total:
                         raise RuntimeError(f"Spark counted {counted['read']} of {total} records")
-                    runs["d"].append({"seconds": rd["seconds"], "peak_mb": rd["peak_mb"],
-                                      "timings": {"spark_start_s": counted["spark_start_s"],
-                                                  "count_s": counted["count_s"]},
-                                      "load_avg": os.getloadavg()[0]})
+                    runs["d"].append(
+                        {
+                            "seconds": rd["seconds"],
+                            "peak_mb": rd["peak_mb"],
+                            "timings": {"spark_start_s": counted["spark_start_s"], "count_s": counted["count_s"]},
+                            "load_avg": os.getloadavg()[0],
+                        }
+                    )
                     print(f"[{profile} #{rep + 1}] (d) Spark count: {rd['seconds']:.1f}s", flush=True)
 
                 if not args.skip_naive:
-                    rc = run_measured([sys.executable, str(Path(__file__).resolve()), "naive", "--source",
-                                       a.bootstrap, "--target", target.bootstrap, "--credentials", str(creds),
-                                       "--topic", TOPIC])
+                    rc = run_measured(
+                        [
+                            sys.executable,
+                            str(Path(__file__).resolve()),
+                            "naive",
+                            "--source",
+                            a.bootstrap,
+                            "--target",
+                            target.bootstrap,
+                            "--credentials",
+                            str(creds),
+                            "--topic",
+                            TOPIC,
+                        ]
+                    )
                     if rc["rc"] != 0:
                         raise RuntimeError(f"naive reconciler failed: {rc['stderr'][-2000:]}")
                     naive = json.loads(rc["stdout"].strip().splitlines()[-1])
                     if naive["missing"] != len(lost):
                         raise RuntimeError(f"naive reconciler found {naive}, expected {len(lost)} missing")
-                    runs["c"].append({"seconds": rc["seconds"], "peak_mb": rc["peak_mb"],
-                                      "missing_found": naive["missing"], "load_avg": os.getloadavg()[0]})
+                    runs["c"].append(
+                        {
+                            "seconds": rc["seconds"],
+                            "peak_mb": rc["peak_mb"],
+                            "missing_found": naive["missing"],
+                            "load_avg": os.getloadavg()[0],
+                        }
+                    )
                     print(f"[{profile} #{rep + 1}] (c) naive reconciler: {rc['seconds']:.1f}s", flush=True)
             # the fastest of the repeats: the run least disturbed by whatever else shares the machine
             for k, rs in runs.items():
                 if rs:
-                    row[k] = {**min(rs, key=lambda r: r["seconds"]), "all_seconds": [r["seconds"] for r in rs],
-                              "peak_mb": max(r["peak_mb"] for r in rs), "runs": rs}
+                    row[k] = {
+                        **min(rs, key=lambda r: r["seconds"]),
+                        "all_seconds": [r["seconds"] for r in rs],
+                        "peak_mb": max(r["peak_mb"] for r in rs),
+                        "runs": rs,
+                    }
             for k in CONTENDERS:
                 if k in row:
                     row[k]["rec_per_s"] = total / row[k]["seconds"]
@@ -570,21 +791,31 @@ def main() -> int:
             print(f"kept: clusters {', '.join(c.bootstrap for c in started)}, state and credentials in {work}")
 
     print()
-    print(f"N = {n:,} records on A (value {args.value_bytes} B, {args.partitions} partitions), "
-          f"{os.cpu_count()} CPUs, load average at start {results['load_avg_at_start'][0]:.1f}")
+    print(
+        f"N = {n:,} records on A (value {args.value_bytes} B, {args.partitions} partitions), "
+        f"{os.cpu_count()} CPUs, load average at start {results['load_avg_at_start'][0]:.1f}"
+    )
     print(f"{'profile':<10} {'contender':<32} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
     for profile, row in results["profiles"].items():
         if profile == "audit":
-            print(f"{'audit':<10} {'first (full) audit':<32} {row['first']['seconds']:8.1f} "
-                  f"{n / row['first']['seconds']:11,.0f} {row['first']['peak_mb']:8.0f}")
-            for k, name in (("incremental", "audit after 1% new data"),
-                            ("integrity_from_audit", "integrity from the audit"),
-                            ("full_verify", "full verification, same topic")):
+            print(
+                f"{'audit':<10} {'first (full) audit':<32} {row['first']['seconds']:8.1f} "
+                f"{n / row['first']['seconds']:11,.0f} {row['first']['peak_mb']:8.0f}"
+            )
+            for k, name in (
+                ("incremental", "audit after 1% new data"),
+                ("integrity_from_audit", "integrity from the audit"),
+                ("full_verify", "full verification, same topic"),
+            ):
                 print(f"{'':<10} {name:<32} {row[k]['seconds']:8.1f} {'':>11} {row[k]['peak_mb']:8.0f}")
-            print(f"{'':<10} audit after 1% / full verification = {row['audit_over_full']:.3f} (aim <= 0.10); "
-                  f"integrity from the audit / full = {row['from_audit_over_full']:.3f}")
-            print(f"{'':<10} audit state: {row['state_mb_per_million_audited']:.4f} MB per million records audited "
-                  f"(caught up), {row['state_mb_per_million_in_flight']:.1f} MB per million records in flight")
+            print(
+                f"{'':<10} audit after 1% / full verification = {row['audit_over_full']:.3f} (aim <= 0.10); "
+                f"integrity from the audit / full = {row['from_audit_over_full']:.3f}"
+            )
+            print(
+                f"{'':<10} audit state: {row['state_mb_per_million_audited']:.4f} MB per million records audited "
+                f"(caught up), {row['state_mb_per_million_in_flight']:.1f} MB per million records in flight"
+            )
             continue
         for k, name in CONTENDERS.items():
             if k in row:
@@ -592,8 +823,10 @@ def main() -> int:
                 print(f"{profile:<10} {name:<32} {r['seconds']:8.1f} {r['rec_per_s']:11,.0f} {r['peak_mb']:8.0f}")
         for b in ("b", "b_mem", "b_old"):
             if f"{b}_over_a" in row:
-                ratio = (f"{b}/a = {row[f'{b}_over_a']:.2f} (without Spark start-up "
-                         f"{row[f'{b}_over_a_without_spark_start']:.2f})")
+                ratio = (
+                    f"{b}/a = {row[f'{b}_over_a']:.2f} (without Spark start-up "
+                    f"{row[f'{b}_over_a_without_spark_start']:.2f})"
+                )
                 for base in ("d", "c"):
                     if f"{b}_over_{base}" in row:
                         ratio += f", {b}/{base} = {row[f'{b}_over_{base}']:.2f}"

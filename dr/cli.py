@@ -47,8 +47,7 @@ def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
     topology = load_stack(stack)  # a broken rule stops here, before the engine starts
     timings = EstateStack(stack).up(topology, refresh=refresh, progress=progress)
     written = publish_clients(Estate(topology, state_dir(stack)), topology.active().name)
-    progress(f"client configurations for {topology.active().name}: "
-             + ", ".join(w["properties"] for w in written))
+    progress(f"client configurations for {topology.active().name}: " + ", ".join(w["properties"] for w in written))
     if as_json:
         click.echo(json.dumps({"stack": stack, "timings_s": timings}, indent=2))
     else:
@@ -68,8 +67,10 @@ def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
     summary = EstateStack(stack).preview(refresh=refresh)
     click.echo(summary.text)
     if expect_no_changes and not summary.clean:
-        raise ClusterError(f"stack {stack!r} differs from its stack file: {summary.changes}.",
-                           f"run `drctl estate up --stack {stack}` (or `pulumi up`) to converge it")
+        raise ClusterError(
+            f"stack {stack!r} differs from its stack file: {summary.changes}.",
+            f"run `drctl estate up --stack {stack}` (or `pulumi up`) to converge it",
+        )
 
 
 @estate.command("start")
@@ -84,8 +85,10 @@ def estate_start(stack: str, cluster_name: str) -> None:
 
     cluster = Estate.for_stack(stack).local_cluster(cluster_name)
     if cluster.state() == "absent":
-        raise ClusterError(f"cluster {cluster_name!r} of stack {stack!r} has no data on this machine.",
-                           "nothing to start: provision it with `pulumi up` (roles active/passive) instead")
+        raise ClusterError(
+            f"cluster {cluster_name!r} of stack {stack!r} has no data on this machine.",
+            "nothing to start: provision it with `pulumi up` (roles active/passive) instead",
+        )
     restart(cluster)
     progress(f"cluster {cluster_name} running at {cluster.bootstrap} ({cluster.state()})")
 
@@ -118,7 +121,9 @@ def estate_status(stack: str, as_json: bool) -> None:
         return
     click.echo(f"stack {status['stack']}")
     for c in status["clusters"]:
-        click.echo(f"  cluster {c['name']:<4} {c['role']:<14} {c.get('state', c['kind']):<9} {c.get('bootstrap') or ''}")
+        click.echo(
+            f"  cluster {c['name']:<4} {c['role']:<14} {c.get('state', c['kind']):<9} {c.get('bootstrap') or ''}"
+        )
     for link in status["links"]:
         detail = link.get("error") or f"lag {link.get('total_lag')} records"
         click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
@@ -126,9 +131,15 @@ def estate_status(stack: str, as_json: bool) -> None:
 
 @estate.command("standby")
 @click.option("--stack", default="local", show_default=True)
-@click.option("--cluster", "cluster_name", required=True,
-              help="The decommissioned local cluster to wipe and declare standby, e.g. A after A→B→C.")
-@click.option("--dry-run", is_flag=True, help="Print the checks, the stack file diff and Pulumi's preview; change nothing.")
+@click.option(
+    "--cluster",
+    "cluster_name",
+    required=True,
+    help="The decommissioned local cluster to wipe and declare standby, e.g. A after A→B→C.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the checks, the stack file diff and Pulumi's preview; change nothing."
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (its data is deleted).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_json: bool) -> None:
@@ -150,30 +161,40 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
         if as_json:
             click.echo(json.dumps(plan, indent=2))
             return
-        click.echo(f"DRY RUN — cluster {cluster_name} of stack {stack}: {plan['old_role']} → standby; "
-                   f"now {plan['process']}; nothing is changed")
+        click.echo(
+            f"DRY RUN — cluster {cluster_name} of stack {stack}: {plan['old_role']} → standby; "
+            f"now {plan['process']}; nothing is changed"
+        )
         click.echo(f"data that would be removed: {plan['data_to_remove'] or '(none)'}")
         click.echo("stack file diff:")
         click.echo(plan["stack_file_diff"].rstrip() or "  (no change)")
         preview = plan.get("pulumi_preview") or {}
-        click.echo(f"pulumi preview: not available — {preview['error']}" if preview.get("error")
-                   else "pulumi preview:\n" + preview.get("text", "").rstrip())
+        click.echo(
+            f"pulumi preview: not available — {preview['error']}"
+            if preview.get("error")
+            else "pulumi preview:\n" + preview.get("text", "").rstrip()
+        )
         return
     if not yes:
         checked = standby_plan(stack, path, state, cluster_name, preview=False)  # refusals come first
         if not sys.stdin.isatty():
-            raise FailoverError(f"refusing to delete cluster {cluster_name}'s data without confirmation.",
-                                f"pass --yes (look at `drctl estate standby --stack {stack} --cluster "
-                                f"{cluster_name} --dry-run` first)")
+            raise FailoverError(
+                f"refusing to delete cluster {cluster_name}'s data without confirmation.",
+                f"pass --yes (look at `drctl estate standby --stack {stack} --cluster {cluster_name} --dry-run` first)",
+            )
         where = checked["data_to_remove"] or "no data on this machine"
-        click.confirm(f"Delete every record of cluster {cluster_name} ({where}) and declare it the standby of "
-                      f"stack {stack}?", abort=True)
+        click.confirm(
+            f"Delete every record of cluster {cluster_name} ({where}) and declare it the standby of stack {stack}?",
+            abort=True,
+        )
     result = make_standby(stack, path, state, cluster_name, progress)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"cluster {result['cluster']} of stack {stack}: {result['old_role']} → {result['new_role']} "
-               f"in {result['seconds']:.1f}s; data removed ({result['data_removed']}) by {result['removed_by']}")
+    click.echo(
+        f"cluster {result['cluster']} of stack {stack}: {result['old_role']} → {result['new_role']} "
+        f"in {result['seconds']:.1f}s; data removed ({result['data_removed']}) by {result['removed_by']}"
+    )
     for line in result["next"]:
         click.echo(f"next: {line}")
 
@@ -193,8 +214,10 @@ def _link_result(result: dict[str, object], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(f"link {result['link']} ({result['source']} → {result['target']}): {result['was']} → "
-                   f"{result['now']} in {result['seconds']:.1f}s")
+        click.echo(
+            f"link {result['link']} ({result['source']} → {result['target']}): {result['was']} → "
+            f"{result['now']} in {result['seconds']:.1f}s"
+        )
 
 
 @link.command("stop")
@@ -255,10 +278,15 @@ def toolchain_cmd(as_json: bool) -> None:
     tc = toolchain()
     jars = [str(p) for p in tc.spark_kafka_jars]
     archive = archive_path(jars)
-    info = {"versions": versions(), "cache": str(kdr_home()), "kafka_lib": str(tc.kafka_lib),
-            "mm2_lib": str(tc.mm2_lib), "spark_kafka_jars": jars,
-            "spark_class_archive": str(archive) if usable(archive) else "not built (make setup builds it)",
-            "pulumi": str(tc.pulumi_bin / "pulumi")}
+    info = {
+        "versions": versions(),
+        "cache": str(kdr_home()),
+        "kafka_lib": str(tc.kafka_lib),
+        "mm2_lib": str(tc.mm2_lib),
+        "spark_kafka_jars": jars,
+        "spark_class_archive": str(archive) if usable(archive) else "not built (make setup builds it)",
+        "pulumi": str(tc.pulumi_bin / "pulumi"),
+    }
     click.echo(json.dumps(info, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
 
 

@@ -33,27 +33,34 @@ def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     """``(bootstrap servers, security protocol, SASL mechanism)`` of a local or external cluster."""
     if cluster.kind is Kind.LOCAL:
         if cluster.base_port is None:
-            raise ConfigError(f"local cluster {cluster.name!r} has no base_port.",
-                              "set base_port for the cluster in the stack config")
+            raise ConfigError(
+                f"local cluster {cluster.name!r} has no base_port.", "set base_port for the cluster in the stack config"
+            )
         bootstrap = ",".join(f"127.0.0.1:{cluster.base_port + b - 1}" for b in range(1, cluster.brokers + 1))
         return bootstrap, LOCAL_SECURITY_PROTOCOL, LOCAL_SASL_MECHANISM
     if not cluster.bootstrap_servers:
-        raise ConfigError(f"cluster {cluster.name!r} has no bootstrap_servers.",
-                          "set bootstrap_servers for external clusters in the stack config")
+        raise ConfigError(
+            f"cluster {cluster.name!r} has no bootstrap_servers.",
+            "set bootstrap_servers for external clusters in the stack config",
+        )
     return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
 
 
 def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
     bootstrap, protocol, mechanism = client_settings(cluster)
-    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
-              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    module = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+        if mechanism == "PLAIN"
+        else "org.apache.kafka.common.security.scram.ScramLoginModule"
+    )
     return {
         f"{prefix}.bootstrap.servers": bootstrap,
         f"{prefix}.security.protocol": protocol,
         f"{prefix}.sasl.mechanism": mechanism,
         # Resolved by the worker's FileConfigProvider (config.providers=file): never inline.
-        f"{prefix}.sasl.jaas.config": (f'{module} required username="${{file:{secret_ref}:username}}" '
-                                        f'password="${{file:{secret_ref}:password}}";'),
+        f"{prefix}.sasl.jaas.config": (
+            f'{module} required username="${{file:{secret_ref}:username}}" password="${{file:{secret_ref}:password}}";'
+        ),
     }
 
 
@@ -69,9 +76,12 @@ def topics_exclude(topology: Topology) -> str:
     return ",".join((*MM2_DEFAULT_EXCLUDES, *connect))
 
 
-def connector_configs(topology: Topology, link: Link,
-                      secrets_file: str = "/etc/kafka-connect/secrets/replicator.properties",
-                      tasks_max: int = 4) -> dict[str, dict[str, str]]:
+def connector_configs(
+    topology: Topology,
+    link: Link,
+    secrets_file: str = "/etc/kafka-connect/secrets/replicator.properties",
+    tasks_max: int = 4,
+) -> dict[str, dict[str, str]]:
     """The three MM2 connectors (name → config) for ``link``, its clusters local or external.
 
     ``secrets_file`` is the replicator's ``username=``/``password=`` file as the Connect workers
@@ -79,12 +89,15 @@ def connector_configs(topology: Topology, link: Link,
     cluster); the configs reference it and never hold a password.
     """
     if "}" in secrets_file or ":" in secrets_file or not secrets_file.strip():
-        raise ConfigError(f"secrets file path {secrets_file!r} cannot be referenced from a Connect config "
-                          "(a ':' or '}' ends the ${file:...} reference early).",
-                          "keep the secrets file at a path without ':' and '}'")
+        raise ConfigError(
+            f"secrets file path {secrets_file!r} cannot be referenced from a Connect config "
+            "(a ':' or '}' ends the ${file:...} reference early).",
+            "keep the secrets file at a path without ':' and '}'",
+        )
     if not isinstance(tasks_max, int) or tasks_max < 1:
-        raise ConfigError(f"tasks_max={tasks_max!r}: the source connector needs at least one task.",
-                          "use a positive number of tasks")
+        raise ConfigError(
+            f"tasks_max={tasks_max!r}: the source connector needs at least one task.", "use a positive number of tasks"
+        )
     source, target = topology.cluster(link.source), topology.cluster(link.target)
     iv = link.intervals
     common = {
@@ -105,23 +118,36 @@ def connector_configs(topology: Topology, link: Link,
     groups = ",".join(link.consumer_groups)
     return {
         f"{link.name}-source": {
-            **common, "connector.class": CONNECTORS["source"], "tasks.max": str(tasks_max),
-            "topics": topics, "topics.exclude": topics_exclude(topology),
+            **common,
+            "connector.class": CONNECTORS["source"],
+            "tasks.max": str(tasks_max),
+            "topics": topics,
+            "topics.exclude": topics_exclude(topology),
             "refresh.topics.interval.seconds": str(iv.refresh_topics_s),
-            "sync.topic.acls.enabled": "false", "sync.topic.configs.enabled": "true",
-            "offset-syncs.topic.location": "target", "replication.factor": rf,
+            "sync.topic.acls.enabled": "false",
+            "sync.topic.configs.enabled": "true",
+            "offset-syncs.topic.location": "target",
+            "replication.factor": rf,
             "offset-syncs.topic.replication.factor": rf,
         },
         f"{link.name}-checkpoint": {
-            **common, "connector.class": CONNECTORS["checkpoint"], "tasks.max": "1",
-            "groups": groups, "refresh.groups.interval.seconds": str(iv.refresh_groups_s),
-            "emit.checkpoints.enabled": "true", "emit.checkpoints.interval.seconds": str(iv.emit_checkpoints_s),
+            **common,
+            "connector.class": CONNECTORS["checkpoint"],
+            "tasks.max": "1",
+            "groups": groups,
+            "refresh.groups.interval.seconds": str(iv.refresh_groups_s),
+            "emit.checkpoints.enabled": "true",
+            "emit.checkpoints.interval.seconds": str(iv.emit_checkpoints_s),
             "sync.group.offsets.enabled": "true",
             "sync.group.offsets.interval.seconds": str(iv.sync_group_offsets_s),
-            "offset-syncs.topic.location": "target", "checkpoints.topic.replication.factor": rf,
+            "offset-syncs.topic.location": "target",
+            "checkpoints.topic.replication.factor": rf,
         },
         f"{link.name}-heartbeat": {
-            **common, "connector.class": CONNECTORS["heartbeat"], "tasks.max": "1",
-            "emit.heartbeats.interval.seconds": "5", "heartbeats.topic.replication.factor": rf,
+            **common,
+            "connector.class": CONNECTORS["heartbeat"],
+            "tasks.max": "1",
+            "emit.heartbeats.interval.seconds": "5",
+            "heartbeats.topic.replication.factor": rf,
         },
     }

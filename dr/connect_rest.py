@@ -31,12 +31,16 @@ _UNADDRESSABLE = re.compile(r"[/\\%;\x00-\x1f\x7f]")
 def _clean_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{parts.scheme or 'a scheme-less'} URL is not a Kafka Connect REST URL "
-                          f"(expected http(s)://host:port, got {_redacted(url)!r}).",
-                          "set the connect url to http://host:port or https://host:port")
+        raise ConfigError(
+            f"{parts.scheme or 'a scheme-less'} URL is not a Kafka Connect REST URL "
+            f"(expected http(s)://host:port, got {_redacted(url)!r}).",
+            "set the connect url to http://host:port or https://host:port",
+        )
     if parts.username is not None or parts.password is not None:
-        raise ConfigError(f"the Kafka Connect URL {_redacted(url)!r} carries credentials.",
-                          "remove them from the URL and pass the REST username/password separately")
+        raise ConfigError(
+            f"the Kafka Connect URL {_redacted(url)!r} carries credentials.",
+            "remove them from the URL and pass the REST username/password separately",
+        )
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
@@ -58,9 +62,11 @@ def _seg(name: str) -> str:
     # any path holding them (even percent-encoded), so the connector could never be read or deleted;
     # a ';' starts a path parameter, which Jetty cuts off the name.
     if _UNADDRESSABLE.search(name) or name == "..":
-        raise ConfigError(f"connector name {name!r} cannot be used through Kafka Connect's REST API "
-                          "(its web server refuses '/', '\\', '%', ';', control characters and '..' in a path).",
-                          "use a name without those characters")
+        raise ConfigError(
+            f"connector name {name!r} cannot be used through Kafka Connect's REST API "
+            "(its web server refuses '/', '\\', '%', ';', control characters and '..' in a path).",
+            "use a name without those characters",
+        )
     return urllib.parse.quote(name, safe="")
 
 
@@ -78,16 +84,25 @@ class ConnectRest:
     does not answer — what :meth:`dr.runtime.connect.LocalConnectCluster.rest` passes.
     """
 
-    def __init__(self, url: str, *, username: str | None = None, password: str | None = None,
-                 timeout: float = 10.0, fallback_urls: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        timeout: float = 10.0,
+        fallback_urls: Sequence[str] = (),
+    ) -> None:
         self.url = _clean_url(url)
         self.urls = [self.url, *(u for u in map(_clean_url, fallback_urls) if u != self.url)]
         self.username = username
         self._password = password
         self.timeout = timeout
         if (username is None) != (password is None):
-            raise ConfigError("Kafka Connect basic auth needs both a username and a password.",
-                              "give both, or neither for an unauthenticated REST API")
+            raise ConfigError(
+                "Kafka Connect basic auth needs both a username and a password.",
+                "give both, or neither for an unauthenticated REST API",
+            )
         self._auth = None
         if username is not None and password is not None:
             token = base64.b64encode(f"{username}:{password}".encode()).decode()
@@ -123,10 +138,15 @@ class ConnectRest:
             return exc.code, payload
         except urllib.error.URLError as exc:
             reason = exc.reason
-            text = ("connection refused" if isinstance(reason, ConnectionRefusedError)
-                    else f"name not resolved ({reason})" if isinstance(reason, socket.gaierror)
-                    else f"no answer within {self.timeout:g}s" if isinstance(reason, TimeoutError)
-                    else str(reason))
+            text = (
+                "connection refused"
+                if isinstance(reason, ConnectionRefusedError)
+                else f"name not resolved ({reason})"
+                if isinstance(reason, socket.gaierror)
+                else f"no answer within {self.timeout:g}s"
+                if isinstance(reason, TimeoutError)
+                else str(reason)
+            )
             raise _Unreachable(base, text) from exc
         except TimeoutError as exc:
             raise _Unreachable(base, f"no answer within {self.timeout:g}s") from exc
@@ -156,17 +176,22 @@ class ConnectRest:
                 return None
             if status in (401, 403):
                 who = f"user {self.username!r}" if self.username else "a request without credentials"
-                raise AuthError(f"{what}: HTTP {status}, Kafka Connect refused {who}: {message}",
-                                "check the Connect REST username and password (local: the estate's "
-                                "credentials.json, user connect-rest)")
+                raise AuthError(
+                    f"{what}: HTTP {status}, Kafka Connect refused {who}: {message}",
+                    "check the Connect REST username and password (local: the estate's "
+                    "credentials.json, user connect-rest)",
+                )
             if status == 409 and time.monotonic() < deadline:
                 time.sleep(0.5)  # a rebalance or a concurrent change: Connect asks to try again
                 continue
             if status == 404:
-                raise ClusterError(f"{what}: not found (HTTP 404): {message}",
-                                   "check the connector name (`GET /connectors` lists them)")
-            raise ClusterError(f"{what} failed with HTTP {status}: {message}",
-                               "fix the request or read the Connect workers' logs")
+                raise ClusterError(
+                    f"{what}: not found (HTTP 404): {message}",
+                    "check the connector name (`GET /connectors` lists them)",
+                )
+            raise ClusterError(
+                f"{what} failed with HTTP {status}: {message}", "fix the request or read the Connect workers' logs"
+            )
 
     # ------------------------------------------------------------------ reads
     def info(self) -> dict:
@@ -214,8 +239,9 @@ class ConnectRest:
 
     def restart(self, name: str, *, include_tasks: bool = True, only_failed: bool = True) -> None:
         """Restart the connector (and its tasks; by default only what failed)."""
-        query = urllib.parse.urlencode({"includeTasks": str(include_tasks).lower(),
-                                        "onlyFailed": str(only_failed).lower()})
+        query = urllib.parse.urlencode(
+            {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
+        )
         self._call("POST", f"/connectors/{_seg(name)}/restart?{query}")
 
     def delete(self, name: str) -> None:
@@ -250,15 +276,23 @@ class ConnectRest:
                             raise ClusterError(
                                 f"Kafka Connect {what} of {name!r} FAILED on {part.get('worker_id')}: {first}",
                                 f"fix the cause (GET {self.url}/connectors/{_seg(name)}/status has the "
-                                "whole trace), then restart it")
-                if (connector.get("state") == state and all(t.get("state") == state for t in tasks)
-                        and (tasks or not need_tasks)):
+                                "whole trace), then restart it",
+                            )
+                if (
+                    connector.get("state") == state
+                    and all(t.get("state") == state for t in tasks)
+                    and (tasks or not need_tasks)
+                ):
                     return status
             if time.monotonic() >= deadline:
-                now = ("absent" if status is None else
-                       f"connector {status.get('connector', {}).get('state')}, tasks "
-                       f"{[t.get('state') for t in status.get('tasks', [])]}")
-                raise ClusterError(f"Kafka Connect connector {name!r} at {self.url} is not {state} "
-                                   f"after {timeout:.0f}s ({now}).",
-                                   "read the Connect workers' logs, or wait longer")
+                now = (
+                    "absent"
+                    if status is None
+                    else f"connector {status.get('connector', {}).get('state')}, tasks "
+                    f"{[t.get('state') for t in status.get('tasks', [])]}"
+                )
+                raise ClusterError(
+                    f"Kafka Connect connector {name!r} at {self.url} is not {state} after {timeout:.0f}s ({now}).",
+                    "read the Connect workers' logs, or wait longer",
+                )
             time.sleep(0.25)

@@ -98,8 +98,9 @@ class InternalError(DRError):
 
     exit_code = 10
 
-    def __init__(self, problem: str, fix: str | None = None, *, traceback_file: Path | None = None,
-                 traceback_text: str = "") -> None:
+    def __init__(
+        self, problem: str, fix: str | None = None, *, traceback_file: Path | None = None, traceback_text: str = ""
+    ) -> None:
         super().__init__(problem, fix)
         self.traceback_file = traceback_file
         self.traceback_text = traceback_text
@@ -125,13 +126,19 @@ class InternalError(DRError):
         path, why_not = _write_traceback(text)
         if path is not None:
             where = f"The traceback was written to {path} (readable only by you)."
-            fix = (f"report this as a bug and attach {path} (values that look like secrets are masked, but "
-                   "read it before sharing); KDR_DEBUG=1 also prints the traceback here")
+            fix = (
+                f"report this as a bug and attach {path} (values that look like secrets are masked, but "
+                "read it before sharing); KDR_DEBUG=1 also prints the traceback here"
+            )
         else:
             where = f"The traceback could not be written to a file ({why_not})."
             fix = "run the command again with KDR_DEBUG=1 to print the traceback, and report it as a bug"
-        return cls(f"internal error: drctl failed unexpectedly with {kind}: {message}. {where}", fix,
-                   traceback_file=path, traceback_text=text)
+        return cls(
+            f"internal error: drctl failed unexpectedly with {kind}: {message}. {where}",
+            fix,
+            traceback_file=path,
+            traceback_text=text,
+        )
 
 
 _SECRET_ENV = re.compile(r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)

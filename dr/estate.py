@@ -43,9 +43,10 @@ def stack_file(stack: str, root: Path | None = None) -> Path:
     root = root or stack_dir()
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-        raise ConfigError(f"unknown stack {stack!r}: {path.name} does not exist.",
-                          f"use one of: {', '.join(known) or '(none)'}")
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+        raise ConfigError(
+            f"unknown stack {stack!r}: {path.name} does not exist.", f"use one of: {', '.join(known) or '(none)'}"
+        )
     return path
 
 
@@ -84,10 +85,15 @@ class Estate:
         """The runtime handle of a local cluster of the topology."""
         c = self.topology.cluster(name)
         if c.kind is not Kind.LOCAL:
-            raise ConfigError(f"cluster {name!r} is {c.kind.value}, not local.",
-                              "manage external clusters with their own tooling; only local ones run here")
-        return LocalCluster(ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0,
-                                        racks=tuple(c.racks)), self.state, self.credentials)
+            raise ConfigError(
+                f"cluster {name!r} is {c.kind.value}, not local.",
+                "manage external clusters with their own tooling; only local ones run here",
+            )
+        return LocalCluster(
+            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks)),
+            self.state,
+            self.credentials,
+        )
 
     def endpoint(self, name: str, user: str = ADMIN_USER) -> Endpoint:
         """How to reach cluster ``name`` as ``user`` (local: generated password; external: stack secret)."""
@@ -100,11 +106,18 @@ class Estate:
         """The MirrorMaker 2 process of a link between two local clusters."""
         link = next((lk for lk in self.topology.links if lk.name == link_name), None)
         if link is None:
-            raise ConfigError(f"unknown link {link_name!r}.",
-                              f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}")
-        return MirrorMaker(self.local_cluster(link.source), self.local_cluster(link.target), self.state,
-                           topics=link.topics_regex, groups=link.groups_regex,
-                           intervals=link.intervals.model_dump())
+            raise ConfigError(
+                f"unknown link {link_name!r}.",
+                f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}",
+            )
+        return MirrorMaker(
+            self.local_cluster(link.source),
+            self.local_cluster(link.target),
+            self.state,
+            topics=link.topics_regex,
+            groups=link.groups_regex,
+            intervals=link.intervals.model_dump(),
+        )
 
     def connect(self, name: str) -> LocalConnectCluster:
         """The runtime handle of a local Connect cluster of the topology."""
@@ -113,10 +126,16 @@ class Estate:
 
         cc = self.topology.connect_cluster(name)
         if not cc.is_local:
-            raise ConfigError(f"Connect cluster {name!r} is external ({cc.url}); it is not run on this machine.",
-                              "manage its workers with their own tooling")
-        return _Local(ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
-                      self.local_cluster(cc.cluster), self.state, self.credentials)
+            raise ConfigError(
+                f"Connect cluster {name!r} is external ({cc.url}); it is not run on this machine.",
+                "manage its workers with their own tooling",
+            )
+        return _Local(
+            ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
+            self.local_cluster(cc.cluster),
+            self.state,
+            self.credentials,
+        )
 
     def connect_rest(self, name: str) -> ConnectRest:
         """A REST client for a declared Connect cluster (local: generated credentials; external: the
@@ -126,11 +145,16 @@ class Estate:
         cc = self.topology.connect_cluster(name)
         if cc.is_local:
             return self.connect(name).rest()
-        password = cc.password.get_secret_value() if cc.password is not None and \
-            not getattr(cc.password, "is_encrypted", False) else None
+        password = (
+            cc.password.get_secret_value()
+            if cc.password is not None and not getattr(cc.password, "is_encrypted", False)
+            else None
+        )
         if cc.password is not None and password is None:
-            raise ConfigError(f"Connect cluster {name!r}: its REST password is still encrypted.",
-                              "run inside `pulumi` where secrets are decrypted")
+            raise ConfigError(
+                f"Connect cluster {name!r}: its REST password is still encrypted.",
+                "run inside `pulumi` where secrets are decrypted",
+            )
         return _Rest(cc.url or "", username=cc.username, password=password)
 
     def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
@@ -151,8 +175,10 @@ class Estate:
     def _link(self, link_name: str):  # noqa: ANN202 - dr.topology.Link
         link = next((lk for lk in self.topology.links if lk.name == link_name), None)
         if link is None:
-            raise ConfigError(f"unknown link {link_name!r}.",
-                              f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}")
+            raise ConfigError(
+                f"unknown link {link_name!r}.",
+                f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}",
+            )
         return link
 
     def app_password(self, app: str) -> str:
@@ -187,8 +213,9 @@ class Estate:
             entry: dict[str, object] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
             if c.kind is Kind.LOCAL:
                 lc = self.local_cluster(c.name)
-                entry.update(state=lc.state(), bootstrap=lc.bootstrap, brokers=c.brokers,
-                             running_nodes=lc.running_nodes())
+                entry.update(
+                    state=lc.state(), bootstrap=lc.bootstrap, brokers=c.brokers, running_nodes=lc.running_nodes()
+                )
             else:
                 entry.update(bootstrap=c.bootstrap_servers)
             clusters.append(entry)
@@ -214,14 +241,19 @@ class Estate:
 def external_endpoint(cluster: Cluster) -> Endpoint:
     """The admin endpoint of an external cluster from its (decrypted) stack settings."""
     pw = cluster.admin_password
-    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None \
-            or getattr(pw, "is_encrypted", False):
+    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None or getattr(pw, "is_encrypted", False):
         raise ConfigError(
             f"cluster {cluster.name!r}: no usable admin credentials (password missing or still encrypted).",
             "pass --source-bootstrap/--target-bootstrap and --credentials FILE, or run inside `pulumi` "
-            "where secrets are decrypted")
-    return Endpoint(cluster.bootstrap_servers, cluster.admin_username, pw.get_secret_value(),
-                    cluster.security_protocol, cluster.sasl_mechanism)
+            "where secrets are decrypted",
+        )
+    return Endpoint(
+        cluster.bootstrap_servers,
+        cluster.admin_username,
+        pw.get_secret_value(),
+        cluster.security_protocol,
+        cluster.sasl_mechanism,
+    )
 
 
 def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
@@ -237,9 +269,16 @@ def application_acls(topology: Topology, role: Role) -> list:
     from dr.topology.access import application_rules
 
     kinds = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
-    return [acl(r.principal, kinds[r.resource_type], r.resource_name, AclOperation[_snake(r.operation)],
-                ResourcePatternType[r.pattern.upper()])
-            for r in sorted(application_rules(topology, role))]
+    return [
+        acl(
+            r.principal,
+            kinds[r.resource_type],
+            r.resource_name,
+            AclOperation[_snake(r.operation)],
+            ResourcePatternType[r.pattern.upper()],
+        )
+        for r in sorted(application_rules(topology, role))
+    ]
 
 
 def _snake(name: str) -> str:

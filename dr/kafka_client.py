@@ -57,9 +57,11 @@ class Endpoint:
 
     def java_config(self) -> dict[str, str]:
         """The same settings for a JVM client (MirrorMaker 2, kafka-tools, Spark)."""
-        module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
-                  if self.sasl_mechanism.startswith("SCRAM")
-                  else "org.apache.kafka.common.security.plain.PlainLoginModule")
+        module = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule"
+            if self.sasl_mechanism.startswith("SCRAM")
+            else "org.apache.kafka.common.security.plain.PlainLoginModule"
+        )
         # JAAS reads quoted strings with Java's StreamTokenizer: backslash and quote are escapes.
         user = self.username.replace("\\", "\\\\").replace('"', '\\"')
         pw = self.password.replace("\\", "\\\\").replace('"', '\\"')
@@ -85,10 +87,13 @@ def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) ->
     err = exc.args[0] if exc.args else None
     text = str(err) if err is not None else str(exc)
     if "Authentication" in text or "SASL" in text or "authentication" in text:
-        return AuthError(f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
-                         "check the username/password (local estate: .state/.../credentials.json)")
-    return ClusterError(f"{what}: {endpoint.bootstrap}: {text}",
-                        "check the cluster is running (`drctl status`) and reachable")
+        return AuthError(
+            f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
+            "check the username/password (local estate: .state/.../credentials.json)",
+        )
+    return ClusterError(
+        f"{what}: {endpoint.bootstrap}: {text}", "check the cluster is running (`drctl status`) and reachable"
+    )
 
 
 def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: int = 4096) -> None:
@@ -98,7 +103,8 @@ def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: in
     admin = admin_client(endpoint)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations)
     futures = admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()])
+        [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()]
+    )
     for user, fut in futures.items():
         try:
             fut.result(timeout=30)
@@ -106,9 +112,14 @@ def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: in
             raise translate_kafka_error(exc, f"creating SCRAM user {user!r}", endpoint) from exc
 
 
-def acl(principal: str, resource: ResourceType, name: str, operation: AclOperation,
-        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
-        permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+def acl(
+    principal: str,
+    resource: ResourceType,
+    name: str,
+    operation: AclOperation,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+) -> AclBinding:
     """One ALLOW (by default) ACL binding for ``User:principal`` from any host."""
     return AclBinding(resource, name, pattern, f"User:{principal}", "*", operation, permission)
 
@@ -141,8 +152,9 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
     return removed
 
 
-def connected_admin(endpoint: Endpoint, timeout: float = 10.0,
-                    attempt: float | None = None) -> tuple[AdminClient, ClusterMetadata]:
+def connected_admin(
+    endpoint: Endpoint, timeout: float = 10.0, attempt: float | None = None
+) -> tuple[AdminClient, ClusterMetadata]:
     """An AdminClient that has just fetched the cluster's metadata, with that metadata.
 
     Raises :class:`AuthError` at once when the cluster refuses the credentials and
@@ -152,8 +164,16 @@ def connected_admin(endpoint: Endpoint, timeout: float = 10.0,
     all of ``timeout``) is how long each try may take before the callback is checked again.
     """
     errors: list[KafkaError] = []
-    admin = AdminClient(endpoint.config(**{"socket.timeout.ms": max(1000, min(10000, int(timeout * 1000))),
-                                           "request.timeout.ms": 15000, "error_cb": errors.append, **SILENT}))
+    admin = AdminClient(
+        endpoint.config(
+            **{
+                "socket.timeout.ms": max(1000, min(10000, int(timeout * 1000))),
+                "request.timeout.ms": 15000,
+                "error_cb": errors.append,
+                **SILENT,
+            }
+        )
+    )
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
@@ -162,15 +182,17 @@ def connected_admin(endpoint: Endpoint, timeout: float = 10.0,
         except KafkaException as exc:
             admin.poll(0.2)  # error callbacks are served by poll()
             if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
-                raise AuthError(f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
-                                "check the username and password (local estate: .state/estate/credentials.json; "
-                                "a stack: its credentials file)") from None
+                raise AuthError(
+                    f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
+                    "check the username and password (local estate: .state/estate/credentials.json; "
+                    "a stack: its credentials file)",
+                ) from None
             if time.monotonic() >= deadline:
                 err = exc.args[0] if exc.args else exc
-                raise ClusterError(f"cannot reach {endpoint.bootstrap}: "
-                                   f"{err.str() if isinstance(err, KafkaError) else err}.",
-                                   "check the cluster is running (`drctl estate status`) and the bootstrap "
-                                   "address") from None
+                raise ClusterError(
+                    f"cannot reach {endpoint.bootstrap}: {err.str() if isinstance(err, KafkaError) else err}.",
+                    "check the cluster is running (`drctl estate status`) and the bootstrap address",
+                ) from None
 
 
 def cluster_metadata(endpoint: Endpoint, timeout: float = 10.0, attempt: float | None = None) -> ClusterMetadata:

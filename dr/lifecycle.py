@@ -65,8 +65,11 @@ def journals(state: Path) -> list[dict[str, Any]]:
     if current is not None:
         found.append(current.data)
     archive = Path(state) / "failover"
-    older = sorted(archive.glob("journal-*.json"), key=lambda p: p.stat().st_mtime, reverse=True) \
-        if archive.is_dir() else []
+    older = (
+        sorted(archive.glob("journal-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        if archive.is_dir()
+        else []
+    )
     for path in older:
         try:
             data = json.loads(path.read_text())
@@ -104,19 +107,26 @@ def former_link(name: str, history: list[dict[str, Any]]) -> tuple[dict[str, Any
     return None
 
 
-def _restart_error(stack: str, name: str, source: str, target: str, journal: dict[str, Any] | None,
-                   why: str) -> FailoverError:
-    problem = (f"link {name} ({source} → {target}) is not started: {why}. After a failover the records "
-               f"`drctl recover` replayed were written to {target} directly, and a restarted link would copy "
-               f"them again from the positions it had reached on {source}: each would arrive twice.")
+def _restart_error(
+    stack: str, name: str, source: str, target: str, journal: dict[str, Any] | None, why: str
+) -> FailoverError:
+    problem = (
+        f"link {name} ({source} → {target}) is not started: {why}. After a failover the records "
+        f"`drctl recover` replayed were written to {target} directly, and a restarted link would copy "
+        f"them again from the positions it had reached on {source}: each would arrive twice."
+    )
     if journal is not None and journal.get("status") != _FINISHED:
-        fix = (f"do not restart it; finish the failover first (`drctl failover --stack {stack} --yes`, and "
-               f"`drctl recover --report <dir>` if its verification lists records missing), then wipe {source} "
-               f"and declare it the next standby: `drctl estate standby --stack {stack} --cluster {source} --yes`")
+        fix = (
+            f"do not restart it; finish the failover first (`drctl failover --stack {stack} --yes`, and "
+            f"`drctl recover --report <dir>` if its verification lists records missing), then wipe {source} "
+            f"and declare it the next standby: `drctl estate standby --stack {stack} --cluster {source} --yes`"
+        )
     else:
-        fix = (f"do not restart it; to use {source} again, wipe it and declare it the next standby: "
-               f"`drctl estate standby --stack {stack} --cluster {source} --yes` — the next "
-               "`drctl failover` links it afresh")
+        fix = (
+            f"do not restart it; to use {source} again, wipe it and declare it the next standby: "
+            f"`drctl estate standby --stack {stack} --cluster {source} --yes` — the next "
+            "`drctl failover` links it afresh"
+        )
     return FailoverError(problem, fix)
 
 
@@ -134,8 +144,10 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
         former = former_link(name, history)
         if former is not None:
             old, journal = former
-            why = (f"failover {journal.get('failover_id')} ({_chain(journal)}, {journal.get('status')}) replaced it; "
-                   f"the topology no longer declares it")
+            why = (
+                f"failover {journal.get('failover_id')} ({_chain(journal)}, {journal.get('status')}) replaced it; "
+                f"the topology no longer declares it"
+            )
             raise _restart_error(topology.name, name, str(old.get("source")), str(old.get("target")), journal, why)
         known = ", ".join(lk.name for lk in topology.links) or "(none)"
         raise ConfigError(f"stack '{topology.name}' declares no link {name!r}.", f"use one of: {known}")
@@ -144,7 +156,8 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
             f"link {name} is a Confluent Cloud cluster link ({link.source} → {link.target}); it does not run "
             "on this machine.",
             "it is managed by Confluent Cloud through the stack (`pulumi up`); pause or resume its mirror "
-            "topics with the Confluent CLI (`confluent kafka mirror pause|resume`)")
+            "topics with the Confluent CLI (`confluent kafka mirror pause|resume`)",
+        )
     if not topology.both_local(link) and not topology.runs_on_connect(link):
         outside = [n for n in (link.source, link.target) if not topology.cluster(n).is_local]
         raise ConfigError(
@@ -152,7 +165,8 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
             f"{'does' if len(outside) == 1 else 'do'} not run on this machine: its MirrorMaker 2 runs on "
             "Kafka Connect, not here.",
             f"pause or resume its connectors with your Kafka Connect cluster's REST API "
-            f"(`drctl connect-config --stack {topology.name} --link {name}` prints their configs)")
+            f"(`drctl connect-config --stack {topology.name} --link {name}` prints their configs)",
+        )
     return link
 
 
@@ -164,12 +178,24 @@ def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]
     source = topology.cluster(link.source)
     last = history[0] if history else None
     if source.role is Role.DECOMMISSIONED:
-        return _restart_error(topology.name, link.name, link.source, link.target, last,
-                              f"its source {link.source} is decommissioned in the stack")
+        return _restart_error(
+            topology.name,
+            link.name,
+            link.source,
+            link.target,
+            last,
+            f"its source {link.source} is decommissioned in the stack",
+        )
     if last is not None and last.get("source") == link.source and _link_past(last):
-        return _restart_error(topology.name, link.name, link.source, link.target, last,
-                              f"its source {link.source} was failed over by failover {last.get('failover_id')} "
-                              f"({_chain(last)}, {last.get('status')})")
+        return _restart_error(
+            topology.name,
+            link.name,
+            link.source,
+            link.target,
+            last,
+            f"its source {link.source} was failed over by failover {last.get('failover_id')} "
+            f"({_chain(last)}, {last.get('status')})",
+        )
     return None
 
 
@@ -210,13 +236,23 @@ def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Pr
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
         mirror.stop()
         if mirror.alive():
-            where = f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}" \
-                if hasattr(mirror, "process") else f"look at `drctl status --stack {stack}` (connector states)"
+            where = (
+                f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}"
+                if hasattr(mirror, "process")
+                else f"look at `drctl status --stack {stack}` (connector states)"
+            )
             raise ClusterError(f"link {name} is still running after the stop.", where)
     finally:
         lock.release()
-    return {"stack": stack, "link": name, "source": link.source, "target": link.target, "was": was,
-            "now": "stopped", "seconds": round(time.monotonic() - t0, 3)}
+    return {
+        "stack": stack,
+        "link": name,
+        "source": link.source,
+        "target": link.target,
+        "was": was,
+        "now": "stopped",
+        "seconds": round(time.monotonic() - t0, 3),
+    }
 
 
 def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) -> None:
@@ -225,11 +261,15 @@ def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) 
         return
     role = estate.topology.cluster(cluster).role.value
     if state == "absent":
-        raise ClusterError(f"cluster {cluster} ({side} of link {link}, {role}) does not exist on this machine.",
-                           f"provision it first: `drctl estate up --stack {stack}`")
-    raise ClusterError(f"cluster {cluster} ({side} of link {link}, {role}) is stopped.",
-                       f"start it with its data first: `drctl estate up --stack {stack} --refresh` (or "
-                       f"`drctl estate start --stack {stack} --cluster {cluster}`), then start the link again")
+        raise ClusterError(
+            f"cluster {cluster} ({side} of link {link}, {role}) does not exist on this machine.",
+            f"provision it first: `drctl estate up --stack {stack}`",
+        )
+    raise ClusterError(
+        f"cluster {cluster} ({side} of link {link}, {role}) is stopped.",
+        f"start it with its data first: `drctl estate up --stack {stack} --refresh` (or "
+        f"`drctl estate start --stack {stack} --cluster {cluster}`), then start the link again",
+    )
 
 
 def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: Progress = _quiet) -> dict[str, Any]:
@@ -267,13 +307,22 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
                 progress(f"link {name} ({link.source} → {link.target}): starting MirrorMaker 2")
                 mirror.start()
             else:
-                progress(f"link {name} ({link.source} → {link.target}): resuming its connectors on "
-                         f"Connect cluster {link.connect}")
+                progress(
+                    f"link {name} ({link.source} → {link.target}): resuming its connectors on "
+                    f"Connect cluster {link.connect}"
+                )
                 mirror.resume()
     finally:
         lock.release()
-    return {"stack": stack, "link": name, "source": link.source, "target": link.target, "was": was,
-            "now": "running", "seconds": round(time.monotonic() - t0, 3)}
+    return {
+        "stack": stack,
+        "link": name,
+        "source": link.source,
+        "target": link.target,
+        "was": was,
+        "now": "running",
+        "seconds": round(time.monotonic() - t0, 3),
+    }
 
 
 # ------------------------------------------------------------------------------------ standby (pure)
@@ -296,7 +345,8 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
         return ConfigError(
             f"cluster {cluster} is {c.kind.value}: drctl wipes only clusters it runs on this machine.",
             f"wipe it with its own tooling, then set `role: standby` for it under kafka-dr:clusters in "
-            f"Pulumi.{stack}.yaml and check with `drctl failover --stack {stack} --dry-run`")
+            f"Pulumi.{stack}.yaml and check with `drctl failover --stack {stack} --dry-run`",
+        )
     if c.role is Role.STANDBY:
         return None
     if c.role is not Role.DECOMMISSIONED:
@@ -304,18 +354,23 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
             f"cluster {cluster} is {c.role.value}: only a cluster a failover decommissioned can be wiped and "
             "declared the next standby.",
             f"fail {cluster} over first (`drctl failover --stack {stack} --dry-run` shows the plan)"
-            if c.role.value == "active" else
-            f"a {c.role.value} cluster is still in use; look at `drctl status --stack {stack}`")
+            if c.role.value == "active"
+            else f"a {c.role.value} cluster is still in use; look at `drctl status --stack {stack}`",
+        )
     if last is not None and last.get("status") != _FINISHED:
         status = last.get("status")
-        reason = {"pending": "is waiting to verify and decommission its source",
-                  "failed": "failed", "interrupted": "was interrupted",
-                  "running": "is running or was interrupted"}.get(str(status), f"has status {status!r}")
+        reason = {
+            "pending": "is waiting to verify and decommission its source",
+            "failed": "failed",
+            "interrupted": "was interrupted",
+            "running": "is running or was interrupted",
+        }.get(str(status), f"has status {status!r}")
         return FailoverError(
             f"cluster {cluster} is not wiped: the last failover of stack '{stack}', {last.get('failover_id')} "
             f"({_chain(last)}), {reason}; {cluster}'s data may hold records recovery still needs.",
             f"finish the failover first: `drctl failover --stack {stack} --yes` (and `drctl recover --report <dir>` "
-            f"when its verification lists records missing), then run this again")
+            f"when its verification lists records missing), then run this again",
+        )
     return None
 
 
@@ -324,8 +379,9 @@ def standby_topology(topology: Topology, cluster: str) -> Topology:
     from dr.topology import Role, Topology
 
     clusters = [c.model_copy(update={"role": Role.STANDBY}) if c.name == cluster else c for c in topology.clusters]
-    return Topology.model_validate({**{k: getattr(topology, k) for k in type(topology).model_fields},
-                                    "clusters": clusters})
+    return Topology.model_validate(
+        {**{k: getattr(topology, k) for k in type(topology).model_fields}, "clusters": clusters}
+    )
 
 
 # ------------------------------------------------------------------------------------ standby (commands)
@@ -338,8 +394,7 @@ def _standby_inputs(stack_path: Path, state: Path, cluster: str) -> tuple[Topolo
     return topology, standby_topology(topology, cluster), topology.cluster(cluster).role.value
 
 
-def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *,
-                 preview: bool = True) -> dict[str, Any]:
+def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, preview: bool = True) -> dict[str, Any]:
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
     from dr.estate import Estate
@@ -348,9 +403,15 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *,
     stack_path, state = Path(stack_path), Path(state)
     topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
     local = Estate(topology, state).local_cluster(cluster)
-    plan: dict[str, Any] = {"stack": stack, "cluster": cluster, "old_role": old_role, "new_role": "standby",
-                            "process": local.state(), "data_to_remove": str(local.dir) if local.dir.exists() else None,
-                            "stack_file_diff": stack_file_diff(stack_path, desired)}
+    plan: dict[str, Any] = {
+        "stack": stack,
+        "cluster": cluster,
+        "old_role": old_role,
+        "new_role": "standby",
+        "process": local.state(),
+        "data_to_remove": str(local.dir) if local.dir.exists() else None,
+        "stack_file_diff": stack_file_diff(stack_path, desired),
+    }
     if preview:
         from dr.stack import EstateStack
 
@@ -362,8 +423,9 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *,
     return plan
 
 
-def make_standby(stack: str, stack_path: Path, state: Path, cluster: str,
-                 progress: Progress = _quiet) -> dict[str, Any]:
+def make_standby(
+    stack: str, stack_path: Path, state: Path, cluster: str, progress: Progress = _quiet
+) -> dict[str, Any]:
     """Wipe the decommissioned local cluster ``cluster`` and declare it the stack's next standby.
 
     Checks :func:`standby_refusal`; rewrites the cluster's role to ``standby`` in the stack file
@@ -387,15 +449,19 @@ def make_standby(stack: str, stack_path: Path, state: Path, cluster: str,
         local = Estate(topology, state).local_cluster(cluster)
         pids = sorted(local.pids().values()) if local.dir.exists() else []
         changed = write_stack_config(stack_path, desired)
-        progress(f"cluster {cluster}: role {old_role} → standby in {stack_path.name}"
-                 + ("" if changed else " (already written)"))
+        progress(
+            f"cluster {cluster}: role {old_role} → standby in {stack_path.name}"
+            + ("" if changed else " (already written)")
+        )
         progress(f"cluster {cluster}: `pulumi up` deletes its cluster resource (processes stopped, data removed)")
         timings = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(desired, progress=progress)
         removed_by = "pulumi up"
         if local.dir.exists() or local.running_nodes():
             # The stack's state did not hold the cluster (e.g. started outside Pulumi): remove it here.
-            progress(f"cluster {cluster}: the stack did not delete it (not in its state); stopping it and "
-                     "removing its data directly")
+            progress(
+                f"cluster {cluster}: the stack did not delete it (not in its state); stopping it and "
+                "removing its data directly"
+            )
             local.destroy()
             removed_by = "drctl (the stack's state did not hold the cluster)"
         alive = [p for p in pids if pid_alive(p)]
@@ -404,14 +470,25 @@ def make_standby(stack: str, stack_path: Path, state: Path, cluster: str,
                 f"cluster {cluster} is declared standby but was not wiped: "
                 + (f"its data is still at {local.dir}" if local.dir.exists() else f"pids {alive} still run"),
                 f"stop those processes and remove {local.dir}, then run "
-                f"`drctl estate standby --stack {stack} --cluster {cluster} --yes` again")
+                f"`drctl estate standby --stack {stack} --cluster {cluster} --yes` again",
+            )
     finally:
         lock.release()
     progress(f"cluster {cluster}: absent (no process, no data); it is the standby of the next failover")
-    return {"stack": stack, "cluster": cluster, "old_role": old_role, "new_role": "standby",
-            "stack_file": str(stack_path), "stack_file_changed": changed, "data_removed": str(local.dir),
-            "removed_by": removed_by, "stopped_pids": pids, "pulumi_up_s": timings.get("pulumi up"),
-            "seconds": round(time.monotonic() - t0, 3),
-            "next": [f"`drctl failover --stack {stack} --dry-run` shows {cluster} as the standby of the next "
-                     "failover, which provisions it as the passive cluster"]}
-
+    return {
+        "stack": stack,
+        "cluster": cluster,
+        "old_role": old_role,
+        "new_role": "standby",
+        "stack_file": str(stack_path),
+        "stack_file_changed": changed,
+        "data_removed": str(local.dir),
+        "removed_by": removed_by,
+        "stopped_pids": pids,
+        "pulumi_up_s": timings.get("pulumi up"),
+        "seconds": round(time.monotonic() - t0, 3),
+        "next": [
+            f"`drctl failover --stack {stack} --dry-run` shows {cluster} as the standby of the next "
+            "failover, which provisions it as the passive cluster"
+        ],
+    }

@@ -44,14 +44,32 @@ def _run_tool(main: str, args: list[str], endpoint: Endpoint, timeout: float) ->
     return res.stdout
 
 
-def producer_perf(endpoint: Endpoint, topic: str, records: int, record_size: int = 200,
-                  acks: str = "all", timeout: float = 900) -> PerfResult:
+def producer_perf(
+    endpoint: Endpoint, topic: str, records: int, record_size: int = 200, acks: str = "all", timeout: float = 900
+) -> PerfResult:
     """Write ``records`` records of ``record_size`` bytes as fast as possible."""
-    out = _run_tool("org.apache.kafka.tools.ProducerPerformance",
-                    ["--topic", topic, "--num-records", str(records), "--record-size", str(record_size),
-                     "--throughput", "-1", "--bootstrap-server", endpoint.bootstrap,
-                     "--producer-props", f"acks={acks}", "linger.ms=10", "batch.size=262144",
-                     "compression.type=none"], endpoint, timeout)
+    out = _run_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(record_size),
+            "--throughput",
+            "-1",
+            "--bootstrap-server",
+            endpoint.bootstrap,
+            "--producer-props",
+            f"acks={acks}",
+            "linger.ms=10",
+            "batch.size=262144",
+            "compression.type=none",
+        ],
+        endpoint,
+        timeout,
+    )
     last = [line for line in out.splitlines() if "records sent" in line][-1]
     rps = float(re.search(r"([\d.]+) records/sec", last).group(1))
     mbs = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
@@ -61,10 +79,24 @@ def producer_perf(endpoint: Endpoint, topic: str, records: int, record_size: int
 def consumer_perf(endpoint: Endpoint, topic: str, records: int, timeout: float = 900) -> PerfResult:
     """Read ``records`` records of ``topic`` from the beginning with a fresh group."""
     t0 = time.monotonic()
-    out = _run_tool("org.apache.kafka.tools.ConsumerPerformance",
-                    ["--topic", topic, "--num-records", str(records), "--bootstrap-server", endpoint.bootstrap,
-                     "--group", f"kdr-perf-{int(time.time() * 1000)}", "--hide-header", "--timeout", "60000"],
-                    endpoint, timeout)
+    out = _run_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--bootstrap-server",
+            endpoint.bootstrap,
+            "--group",
+            f"kdr-perf-{int(time.time() * 1000)}",
+            "--hide-header",
+            "--timeout",
+            "60000",
+        ],
+        endpoint,
+        timeout,
+    )
     wall = time.monotonic() - t0
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
     # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec

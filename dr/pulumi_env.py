@@ -28,8 +28,9 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
     tc = toolchain()
     pulumi = tc.pulumi_bin / "pulumi"
     if not pulumi.is_file():
-        raise ToolchainError(f"the Pulumi CLI v{versions()['PULUMI_VERSION']} is not built ({pulumi} missing).",
-                             "run `make setup`")
+        raise ToolchainError(
+            f"the Pulumi CLI v{versions()['PULUMI_VERSION']} is not built ({pulumi} missing).", "run `make setup`"
+        )
     backend = backend_dir or root / ".state" / "pulumi"
     backend.mkdir(parents=True, exist_ok=True)
     return {

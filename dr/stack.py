@@ -28,8 +28,11 @@ __all__ = ["EstateStack", "PreviewSummary", "forget"]
 Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
-_SHOWN = re.compile(r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
-                    r"|\*\*failed\*\*|^\s*(error|warning):", re.IGNORECASE)
+_SHOWN = re.compile(
+    r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
+    r"|\*\*failed\*\*|^\s*(error|warning):",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -76,26 +79,35 @@ class EstateStack:
 
         state_dir = self.state_dir
         env = pulumi_env(self.backend)
-        opts = auto.LocalWorkspaceOptions(work_dir=str(self.stack_dir), pulumi_home=env["PULUMI_HOME"],
-                                          env_vars=env, secrets_provider="passphrase",
-                                          pulumi_command=pulumi_command())
+        opts = auto.LocalWorkspaceOptions(
+            work_dir=str(self.stack_dir),
+            pulumi_home=env["PULUMI_HOME"],
+            env_vars=env,
+            secrets_provider="passphrase",
+            pulumi_command=pulumi_command(),
+        )
         if not (self.stack_dir / "Pulumi.yaml").exists():
             opts.project_settings = auto.ProjectSettings(name=NAMESPACE, runtime="python")
         try:
-            return auto.create_or_select_stack(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
+            return auto.create_or_select_stack(
+                stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts
+            )
         except auto.CommandError as exc:
             raise _translate(exc, f"opening stack {self.name!r}") from None
 
     # -------------------------------------------------------------------------------- operations
-    def up(self, topology: Topology | None = None, *, refresh: bool = False,
-           progress: Progress = _quiet) -> dict[str, float]:
+    def up(
+        self, topology: Topology | None = None, *, refresh: bool = False, progress: Progress = _quiet
+    ) -> dict[str, float]:
         """Converge the estate to the stack file (``pulumi up``); return timings in seconds."""
         stack = self._stack()
         t0 = time.monotonic()
         forgotten = self.forget_decommissioned(stack, topology)
         if forgotten:
-            progress(f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters "
-                     "(left on the clusters as they are)")
+            progress(
+                f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters "
+                "(left on the clusters as they are)"
+            )
         try:
             result = stack.up(on_output=_forward(progress), refresh=refresh, color="never")
         except Exception as exc:  # noqa: BLE001 - CommandError and friends
@@ -135,8 +147,9 @@ class EstateStack:
 
         with tempfile.TemporaryDirectory(prefix="kdr-preview-") as tmp:
             scratch = Path(tmp)
-            (scratch / self.stack_file.name).write_text(render_stack_config(self.stack_file, topology),
-                                                        encoding="utf-8")
+            (scratch / self.stack_file.name).write_text(
+                render_stack_config(self.stack_file, topology), encoding="utf-8"
+            )
             if (self.stack_dir / "Pulumi.yaml").exists():
                 shutil.copy(self.stack_dir / "Pulumi.yaml", scratch / "Pulumi.yaml")
             return EstateStack(self.name, stack_dir=scratch, state_dir=self.state_dir).preview()
@@ -182,8 +195,9 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
     """The deployment without the ``ClusterAccess`` components named ``access_names`` and their
     descendants, with every reference to them removed (pure)."""
     resources = deployment.get("resources") or []
-    gone: set[str] = {r["urn"] for r in resources
-                      if r.get("type") == _ACCESS_TYPE and r["urn"].rsplit("::", 1)[-1] in access_names}
+    gone: set[str] = {
+        r["urn"] for r in resources if r.get("type") == _ACCESS_TYPE and r["urn"].rsplit("::", 1)[-1] in access_names
+    }
     grew = True
     while grew:
         before = len(gone)
@@ -199,8 +213,9 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
         if r.get("dependencies"):
             r["dependencies"] = [d for d in r["dependencies"] if d not in gone]
         if r.get("propertyDependencies"):
-            r["propertyDependencies"] = {k: [d for d in v if d not in gone]
-                                         for k, v in r["propertyDependencies"].items()}
+            r["propertyDependencies"] = {
+                k: [d for d in v if d not in gone] for k, v in r["propertyDependencies"].items()
+            }
         kept.append(r)
     return {**deployment, "resources": kept}, len(gone)
 
@@ -209,6 +224,7 @@ def _forward(progress: Progress) -> Callable[[str], None]:
     def out(line: str) -> None:
         if _SHOWN.search(line):
             progress(line.rstrip())
+
     return out
 
 
@@ -222,23 +238,30 @@ def _translate(exc: Exception, what: str) -> DRError:
     text = str(exc)
     detail = _tail(text)
     if "incorrect passphrase" in text:
-        return ConfigError(f"{what} failed: the passphrase does not open this stack's secrets "
-                           "(its encryptionsalt was made with another passphrase).",
-                           "restore the passphrase file the stack was created with, or — for a stack with no "
-                           "state yet — delete `encryptionsalt:` from its stack file and run again")
+        return ConfigError(
+            f"{what} failed: the passphrase does not open this stack's secrets "
+            "(its encryptionsalt was made with another passphrase).",
+            "restore the passphrase file the stack was created with, or — for a stack with no "
+            "state yet — delete `encryptionsalt:` from its stack file and run again",
+        )
     if "no resource plugin" in text or "no language plugin" in text:
         return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")
     if "error: error:" in text:
-        return ConfigError(f"{what} refused the topology: {detail}",
-                           "correct the stack file as the message says; nothing was created")
-    return ClusterError(f"{what} failed: {detail}",
-                        "read the resource error above, fix its cause and run it again (it converges)")
+        return ConfigError(
+            f"{what} refused the topology: {detail}", "correct the stack file as the message says; nothing was created"
+        )
+    return ClusterError(
+        f"{what} failed: {detail}", "read the resource error above, fix its cause and run it again (it converges)"
+    )
 
 
 def _tail(text: str, lines: int = 25) -> str:
     """The engine's diagnostics (what failed and why) when present, else the output's last lines."""
     if "Diagnostics:" in text:
         text = text.split("Diagnostics:", 1)[1].split("Resources:", 1)[0]
-    keep = [line.rstrip().removeprefix(" stderr: ") for line in text.splitlines()
-            if line.strip() and not line.lstrip().startswith(("code:", "stdout:")) and line.strip() != "stderr:"]
+    keep = [
+        line.rstrip().removeprefix(" stderr: ")
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith(("code:", "stdout:")) and line.strip() != "stderr:"
+    ]
     return "\n".join(keep[-lines:])

@@ -70,13 +70,14 @@ def toolchain() -> Toolchain:
     home = kdr_home()
     java = shutil.which("java")
     if java is None:
-        raise ToolchainError("`java` is not on PATH; Kafka, MirrorMaker 2 and Spark need Java 17+.",
-                             "install a JDK 17 (apt-get install openjdk-17-jdk-headless)")
+        raise ToolchainError(
+            "`java` is not on PATH; Kafka, MirrorMaker 2 and Spark need Java 17+.",
+            "install a JDK 17 (apt-get install openjdk-17-jdk-headless)",
+        )
     return Toolchain(
         kafka_lib=_complete(home / "kafka" / v["KAFKA_VERSION"], f"Kafka {v['KAFKA_VERSION']}"),
         mm2_lib=_complete(home / "mm2" / v["KAFKA_VERSION"], f"MirrorMaker 2 {v['KAFKA_VERSION']}"),
-        spark_kafka_lib=_complete(home / "spark-kafka" / v["SPARK_VERSION"],
-                                  f"spark-sql-kafka {v['SPARK_VERSION']}"),
+        spark_kafka_lib=_complete(home / "spark-kafka" / v["SPARK_VERSION"], f"spark-sql-kafka {v['SPARK_VERSION']}"),
         connect_auth_lib=home / "connect-auth" / v["KAFKA_VERSION"],
         pulumi_bin=home / "pulumi" / v["PULUMI_VERSION"] / "bin",
         java=java,

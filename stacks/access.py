@@ -56,25 +56,39 @@ class ClusterAccess(pulumi.ComponentResource):
         self.users: dict[str, kafka.UserScramCredential] = {}
         for user, password in sorted(args.passwords.items() if args.scram_users else ()):
             self.users[user] = kafka.UserScramCredential(
-                f"{c.name}-user-{user}", username=user, scram_mechanism="SCRAM-SHA-512",
+                f"{c.name}-user-{user}",
+                username=user,
+                scram_mechanism="SCRAM-SHA-512",
                 password_wo=pulumi.Output.secret(password),
                 password_wo_version=pulumi.Output.secret(password).apply(
-                    lambda pw, u=user: password_version(c.name, u, pw)),
-                opts=child)
+                    lambda pw, u=user: password_version(c.name, u, pw)
+                ),
+                opts=child,
+            )
         self.topics: dict[str, kafka.Topic] = {}
         for topic in args.topology.topics:
             if topic.name in args.skip_topics:
                 continue
             self.topics[topic.name] = kafka.Topic(
-                f"{c.name}-topic-{topic.name}", name=topic.name, partitions=topic.partitions,
+                f"{c.name}-topic-{topic.name}",
+                name=topic.name,
+                partitions=topic.partitions,
                 replication_factor=topic.replication_factor,
                 config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+            )
         self.acls: list[kafka.Acl] = [
-            kafka.Acl(f"{c.name}-acl-{rule.logical_name}", acl_principal=f"User:{rule.principal}", acl_host="*",
-                      acl_operation=rule.operation, acl_permission_type="Allow",
-                      acl_resource_type=rule.resource_type, acl_resource_name=rule.resource_name,
-                      resource_pattern_type_filter=rule.pattern, opts=child)
-            for rule in acl_rules(args.topology, c)]
-        self.register_outputs({"users": sorted(self.users), "topics": sorted(self.topics),
-                               "acls": len(self.acls)})
+            kafka.Acl(
+                f"{c.name}-acl-{rule.logical_name}",
+                acl_principal=f"User:{rule.principal}",
+                acl_host="*",
+                acl_operation=rule.operation,
+                acl_permission_type="Allow",
+                acl_resource_type=rule.resource_type,
+                acl_resource_name=rule.resource_name,
+                resource_pattern_type_filter=rule.pattern,
+                opts=child,
+            )
+            for rule in acl_rules(args.topology, c)
+        ]
+        self.register_outputs({"users": sorted(self.users), "topics": sorted(self.topics), "acls": len(self.acls)})

@@ -48,22 +48,32 @@ class KafkaCluster(pulumi.ComponentResource):
         if c.kind is Kind.LOCAL:
             self.local: LocalKafkaCluster | None = LocalKafkaCluster(
                 f"{c.name}-brokers",
-                LocalKafkaClusterArgs(name=c.name, role=c.role.value, brokers=c.brokers,
-                                      base_port=c.base_port or 0, racks=list(c.racks),
-                                      state_dir=str(args.state_dir)),
-                pulumi.ResourceOptions(parent=self))
+                LocalKafkaClusterArgs(
+                    name=c.name,
+                    role=c.role.value,
+                    brokers=c.brokers,
+                    base_port=c.base_port or 0,
+                    racks=list(c.racks),
+                    state_dir=str(args.state_dir),
+                ),
+                pulumi.ResourceOptions(parent=self),
+            )
             self.bootstrap_servers = self.local.bootstrap_servers
             tls = False
         elif c.kind is Kind.EXTERNAL:
             self.local = None
             if not c.bootstrap_servers:
-                raise ConfigError(f"cluster {c.name!r} is external but has no bootstrap_servers.",
-                                  f"set kafka-dr:clusters[{c.name}].bootstrapServers in the stack file")
+                raise ConfigError(
+                    f"cluster {c.name!r} is external but has no bootstrap_servers.",
+                    f"set kafka-dr:clusters[{c.name}].bootstrapServers in the stack file",
+                )
             self.bootstrap_servers = pulumi.Output.from_input(c.bootstrap_servers)
             tls = c.security_protocol == "SASL_SSL"
         else:
-            raise ConfigError(f"cluster {c.name!r}: kind {c.kind.value} is built by stacks.confluent.",
-                              "report this as a bug: the program should not route it here")
+            raise ConfigError(
+                f"cluster {c.name!r}: kind {c.kind.value} is built by stacks.confluent.",
+                "report this as a bug: the program should not route it here",
+            )
         self.provider = kafka.Provider(
             f"{c.name}-kafka",
             bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
@@ -72,5 +82,6 @@ class KafkaCluster(pulumi.ComponentResource):
             sasl_mechanism=_MECHANISMS[c.sasl_mechanism if c.kind is not Kind.LOCAL else "SCRAM-SHA-512"],
             tls_enabled=tls,
             kafka_version="2.7.0",
-            opts=pulumi.ResourceOptions(parent=self))
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.register_outputs({"role": self.role, "bootstrap_servers": self.bootstrap_servers})

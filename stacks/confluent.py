@@ -75,7 +75,8 @@ def _settings(c: Cluster) -> Confluent:
         raise ConfigError(
             f"cluster {c.name!r} is {c.kind.value} without confluent settings; stacks.confluent builds "
             "only confluent-cloud clusters",
-            f"set kind: confluent-cloud and a confluent: block on kafka-dr:clusters[{c.name}]")
+            f"set kind: confluent-cloud and a confluent: block on kafka-dr:clusters[{c.name}]",
+        )
     return c.confluent
 
 
@@ -91,22 +92,25 @@ def _credentials(c: Cluster) -> tuple[str, pulumi.Output[str]] | None:
         raise ConfigError(
             f"confluent-cloud cluster {c.name!r} has confluent.api_secret but no confluent.api_key",
             f"set kafka-dr:clusters[{c.name}].confluent.apiKey to the key of that secret, or remove "
-            "apiSecret too and let the program create a service account and API key for the cluster")
+            "apiSecret too and let the program create a service account and API key for the cluster",
+        )
     if secret is None or secret.is_encrypted:
         state = "is still encrypted (run inside `pulumi`, which decrypts it)" if secret is not None else "is missing"
         raise ConfigError(
             f"confluent-cloud cluster {c.name!r}: confluent.api_secret {state}",
             f"set it with `pulumi config set --path --secret 'kafka-dr:clusters[<index of {c.name}>]"
             ".confluent.apiSecret' <secret>` (or remove apiKey too and let the program create a "
-            "service account and API key for the cluster)")
+            "service account and API key for the cluster)",
+        )
     return settings.api_key, pulumi.Output.secret(secret.get_secret_value())
 
 
 def _cluster_type(settings: Confluent) -> dict[str, Any]:
     if settings.cluster_type == "dedicated":
         # Confluent's minimum: 1 CKU single-zone, 2 CKUs multi-zone.
-        return {"dedicated": confluentcloud.KafkaClusterDedicatedArgs(
-            cku=2 if settings.availability == "MULTI_ZONE" else 1)}
+        return {
+            "dedicated": confluentcloud.KafkaClusterDedicatedArgs(cku=2 if settings.availability == "MULTI_ZONE" else 1)
+        }
     if settings.cluster_type == "basic":
         return {"basic": confluentcloud.KafkaClusterBasicArgs()}
     return {"standard": confluentcloud.KafkaClusterStandardArgs()}
@@ -143,12 +147,13 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
     role_binding: confluentcloud.RoleBinding | None
     admin_api_key: confluentcloud.ApiKey | None
 
-    def __init__(self, name: str, args: ConfluentKafkaClusterArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: ConfluentKafkaClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.cluster
         if (args.api_key is None) != (args.api_secret is None):
-            raise ConfigError(f"cluster {c.name!r}: ConfluentKafkaClusterArgs has only one of api_key, api_secret",
-                              "pass both (a declared key) or neither (the component creates one)")
+            raise ConfigError(
+                f"cluster {c.name!r}: ConfluentKafkaClusterArgs has only one of api_key, api_secret",
+                "pass both (a declared key) or neither (the component creates one)",
+            )
         super().__init__("kafka-dr:index:ConfluentKafkaCluster", name, None, opts)
         settings = _settings(c)
         self.role = c.role.value
@@ -160,7 +165,8 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
             region=settings.region,
             environment=confluentcloud.KafkaClusterEnvironmentArgs(id=settings.environment_id),
             **_cluster_type(settings),
-            opts=pulumi.ResourceOptions(parent=self))
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.cluster_id = self.kafka_cluster.id
         self.bootstrap_endpoint = self.kafka_cluster.bootstrap_endpoint
         self.bootstrap_servers = self.kafka_cluster.bootstrap_endpoint.apply(strip_protocol)
@@ -179,9 +185,16 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
             sasl_mechanism="plain",
             tls_enabled=True,
             kafka_version="2.7.0",
-            opts=pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"role": self.role, "cluster_id": self.cluster_id,
-                               "bootstrap_servers": self.bootstrap_servers, "rest_endpoint": self.rest_endpoint})
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs(
+            {
+                "role": self.role,
+                "cluster_id": self.cluster_id,
+                "bootstrap_servers": self.bootstrap_servers,
+                "rest_endpoint": self.rest_endpoint,
+            }
+        )
 
     def _create_api_key(self, name: str, settings: Confluent) -> None:
         """A service account with ``CloudClusterAdmin`` on the cluster and a Kafka API key it owns."""
@@ -191,25 +204,31 @@ class ConfluentKafkaCluster(pulumi.ComponentResource):
             f"{name}-admin-service-account",
             display_name=display,
             description=f"kafka-dr: manages topics, ACLs and cluster links of Kafka cluster {name}",
-            opts=child)
+            opts=child,
+        )
         self.role_binding = confluentcloud.RoleBinding(
             f"{name}-admin-cluster-admin",
             principal=self.service_account.id.apply(lambda sa: f"User:{sa}"),
             role_name="CloudClusterAdmin",
             crn_pattern=self.kafka_cluster.rbac_crn,
-            opts=child)
+            opts=child,
+        )
         self.admin_api_key = confluentcloud.ApiKey(
             f"{name}-admin-api-key",
             display_name=display,
             description=f"kafka-dr: Kafka API key of {display} for cluster {name}",
             owner=confluentcloud.ApiKeyOwnerArgs(
-                id=self.service_account.id, api_version=self.service_account.api_version,
-                kind=self.service_account.kind),
+                id=self.service_account.id, api_version=self.service_account.api_version, kind=self.service_account.kind
+            ),
             managed_resource=confluentcloud.ApiKeyManagedResourceArgs(
-                id=self.kafka_cluster.id, api_version=self.kafka_cluster.api_version, kind=self.kafka_cluster.kind,
-                environment=confluentcloud.ApiKeyManagedResourceEnvironmentArgs(id=settings.environment_id)),
+                id=self.kafka_cluster.id,
+                api_version=self.kafka_cluster.api_version,
+                kind=self.kafka_cluster.kind,
+                environment=confluentcloud.ApiKeyManagedResourceEnvironmentArgs(id=settings.environment_id),
+            ),
             # the key is of no use before the role binding grants its owner the cluster
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_binding]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_binding]),
+        )
         self.api_key = self.admin_api_key.id
         self.api_secret = pulumi.Output.secret(self.admin_api_key.secret)
 
@@ -221,8 +240,9 @@ def confluent_cluster(c: Cluster, opts: pulumi.ResourceOptions | None = None) ->
     if declared is None:
         return ConfluentKafkaCluster(c.name, ConfluentKafkaClusterArgs(cluster=c), opts)
     api_key, api_secret = declared
-    return ConfluentKafkaCluster(c.name, ConfluentKafkaClusterArgs(cluster=c, api_key=api_key,
-                                                                   api_secret=api_secret), opts)
+    return ConfluentKafkaCluster(
+        c.name, ConfluentKafkaClusterArgs(cluster=c, api_key=api_key, api_secret=api_secret), opts
+    )
 
 
 # -- links ------------------------------------------------------------------------------------
@@ -231,8 +251,12 @@ def confluent_cluster(c: Cluster, opts: pulumi.ResourceOptions | None = None) ->
 def mirrored_topics(topology: Topology, cluster: str) -> set[str]:
     """Names of the topics that are mirror topics on ``cluster`` (owned by a cluster link, not by
     ClusterAccess): every topic selected by a ``cluster-link`` link into it, running or kept."""
-    return {topic.name for link in topology.links_into(cluster) if link.engine is Engine.CLUSTER_LINK
-            for topic in topology.topics_for(link)}
+    return {
+        topic.name
+        for link in topology.links_into(cluster)
+        if link.engine is Engine.CLUSTER_LINK
+        for topic in topology.topics_for(link)
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,8 +276,7 @@ class ConfluentClusterLink(pulumi.ComponentResource):
     cluster_link: confluentcloud.ClusterLink
     mirror_topics: dict[str, confluentcloud.KafkaMirrorTopic]
 
-    def __init__(self, name: str, args: ConfluentClusterLinkArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: ConfluentClusterLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:ConfluentClusterLink", name, None, opts)
         link, src, dst = args.link, args.source, args.destination
         self.status = MIRROR_STATUS[link.state]
@@ -263,14 +286,21 @@ class ConfluentClusterLink(pulumi.ComponentResource):
             link_mode="DESTINATION",
             connection_mode="OUTBOUND",
             source_kafka_cluster=confluentcloud.ClusterLinkSourceKafkaClusterArgs(
-                id=src.cluster_id, bootstrap_endpoint=src.bootstrap_endpoint,
+                id=src.cluster_id,
+                bootstrap_endpoint=src.bootstrap_endpoint,
                 credentials=confluentcloud.ClusterLinkSourceKafkaClusterCredentialsArgs(
-                    key=src.api_key, secret=pulumi.Output.secret(src.api_secret))),
+                    key=src.api_key, secret=pulumi.Output.secret(src.api_secret)
+                ),
+            ),
             destination_kafka_cluster=confluentcloud.ClusterLinkDestinationKafkaClusterArgs(
-                id=dst.cluster_id, rest_endpoint=dst.rest_endpoint,
+                id=dst.cluster_id,
+                rest_endpoint=dst.rest_endpoint,
                 credentials=confluentcloud.ClusterLinkDestinationKafkaClusterCredentialsArgs(
-                    key=dst.api_key, secret=pulumi.Output.secret(dst.api_secret))),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+                    key=dst.api_key, secret=pulumi.Output.secret(dst.api_secret)
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
         self.mirror_topics = {}
         for topic in args.topology.topics_for(link):
             self.mirror_topics[topic.name] = confluentcloud.KafkaMirrorTopic(
@@ -278,18 +308,30 @@ class ConfluentClusterLink(pulumi.ComponentResource):
                 source_kafka_topic=confluentcloud.KafkaMirrorTopicSourceKafkaTopicArgs(topic_name=topic.name),
                 cluster_link=confluentcloud.KafkaMirrorTopicClusterLinkArgs(link_name=self.cluster_link.link),
                 kafka_cluster=confluentcloud.KafkaMirrorTopicKafkaClusterArgs(
-                    id=dst.cluster_id, rest_endpoint=dst.rest_endpoint,
+                    id=dst.cluster_id,
+                    rest_endpoint=dst.rest_endpoint,
                     credentials=confluentcloud.KafkaMirrorTopicKafkaClusterCredentialsArgs(
-                        key=dst.api_key, secret=pulumi.Output.secret(dst.api_secret))),
+                        key=dst.api_key, secret=pulumi.Output.secret(dst.api_secret)
+                    ),
+                ),
                 status=self.status,
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=args.depends_on))
-        self.register_outputs({"source": link.source, "target": link.target, "engine": link.engine.value,
-                               "state": link.state.value, "status": self.status,
-                               "mirror_topics": sorted(self.mirror_topics)})
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=args.depends_on),
+            )
+        self.register_outputs(
+            {
+                "source": link.source,
+                "target": link.target,
+                "engine": link.engine.value,
+                "state": link.state.value,
+                "status": self.status,
+                "mirror_topics": sorted(self.mirror_topics),
+            }
+        )
 
 
-def cluster_link(topology: Topology, link: Link, clusters: dict[str, Any],
-                 depends_on: list[pulumi.Resource] | None = None) -> ConfluentClusterLink:
+def cluster_link(
+    topology: Topology, link: Link, clusters: dict[str, Any], depends_on: list[pulumi.Resource] | None = None
+) -> ConfluentClusterLink:
     """The :class:`ConfluentClusterLink` of ``link`` between two already built Confluent clusters.
 
     ``depends_on`` should hold what creates the source topics (the source's ClusterAccess): a
@@ -303,8 +345,13 @@ def cluster_link(topology: Topology, link: Link, clusters: dict[str, Any],
             raise ConfigError(
                 f"cluster link {link.name!r}: cluster {end!r} {why}; a cluster link needs both of its "
                 "Confluent Cloud clusters (a decommissioned source too, while its promoted link is kept)",
-                "build every confluent-cloud cluster a cluster-link names, including decommissioned ones")
+                "build every confluent-cloud cluster a cluster-link names, including decommissioned ones",
+            )
         ends.append(built)
     source, destination = ends
-    return ConfluentClusterLink(link.name, ConfluentClusterLinkArgs(
-        topology=topology, link=link, source=source, destination=destination, depends_on=list(depends_on or [])))
+    return ConfluentClusterLink(
+        link.name,
+        ConfluentClusterLinkArgs(
+            topology=topology, link=link, source=source, destination=destination, depends_on=list(depends_on or [])
+        ),
+    )

@@ -30,8 +30,14 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from dr.errors import TopologyError
 from dr.topology import ConnectCluster, Link, Topology
 
-__all__ = ["ConnectMirrorLink", "ConnectMirrorLinkArgs", "LocalConnectWorkers", "MirrorConnector",
-           "connect_rest", "local_connect_runtime"]
+__all__ = [
+    "ConnectMirrorLink",
+    "ConnectMirrorLinkArgs",
+    "LocalConnectWorkers",
+    "MirrorConnector",
+    "connect_rest",
+    "local_connect_runtime",
+]
 
 _WORKER_CONFIG = ("name", "workers", "base_port", "heap_mb", "home", "home_brokers", "home_port", "state_dir")
 
@@ -42,11 +48,19 @@ def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.c
     from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 
     state = Path(props["state_dir"])
-    home = LocalCluster(ClusterSpec(props["home"], brokers=int(props["home_brokers"]),
-                                    base_port=int(props["home_port"])), state)
-    return LocalConnectCluster(ConnectSpec(props["name"], workers=int(props["workers"]),
-                                           base_port=int(props["base_port"]),
-                                           heap_mb=int(props.get("heap_mb") or 768)), home, state)
+    home = LocalCluster(
+        ClusterSpec(props["home"], brokers=int(props["home_brokers"]), base_port=int(props["home_port"])), state
+    )
+    return LocalConnectCluster(
+        ConnectSpec(
+            props["name"],
+            workers=int(props["workers"]),
+            base_port=int(props["base_port"]),
+            heap_mb=int(props.get("heap_mb") or 768),
+        ),
+        home,
+        state,
+    )
 
 
 def _start_workers(props: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +73,9 @@ def _start_workers(props: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         connect.stop()
         reason = str(exc) if isinstance(exc, DRError) else f"{type(exc).__name__}: {exc}"
-        raise RuntimeError(f"Kafka Connect cluster {props['name']} could not start (workers stopped): "
-                           f"{reason}") from None
+        raise RuntimeError(
+            f"Kafka Connect cluster {props['name']} could not start (workers stopped): {reason}"
+        ) from None
     return {**props, "running": True, "url": connect.url}
 
 
@@ -91,10 +106,28 @@ class _WorkersProvider(ResourceProvider):
 class LocalConnectWorkersArgs(dict):
     """Inputs of :class:`LocalConnectWorkers` (plain values: the dynamic provider serialises them)."""
 
-    def __init__(self, *, name: str, workers: int, base_port: int, heap_mb: int, home: str, home_brokers: int,
-                 home_port: int, state_dir: str) -> None:
-        super().__init__(name=name, workers=workers, base_port=base_port, heap_mb=heap_mb, home=home,
-                         home_brokers=home_brokers, home_port=home_port, state_dir=state_dir)
+    def __init__(
+        self,
+        *,
+        name: str,
+        workers: int,
+        base_port: int,
+        heap_mb: int,
+        home: str,
+        home_brokers: int,
+        home_port: int,
+        state_dir: str,
+    ) -> None:
+        super().__init__(
+            name=name,
+            workers=workers,
+            base_port=base_port,
+            heap_mb=heap_mb,
+            home=home,
+            home_brokers=home_brokers,
+            home_port=home_port,
+            state_dir=state_dir,
+        )
 
 
 class LocalConnectWorkers(Resource):
@@ -109,6 +142,7 @@ class LocalConnectWorkers(Resource):
 
 # ---------------------------------------------------------------------------------------- connectors
 
+
 def connect_rest(props: dict[str, Any]):  # noqa: ANN201 - dr.connect_rest.ConnectRest
     """A REST client for the Connect cluster a connector resource names (local: generated credentials)."""
     from dr.connect_rest import ConnectRest
@@ -120,8 +154,10 @@ def connect_rest(props: dict[str, Any]):  # noqa: ANN201 - dr.connect_rest.Conne
 
 def _refuse(what: str, problems: list[str]) -> RuntimeError:
     listing = "\n".join(f"  - {p}" for p in problems)
-    return RuntimeError(f"{what} was rejected by Kafka Connect's validation (nothing was created):\n{listing}\n"
-                        "fix the link in the stack file, then run `pulumi up` again")
+    return RuntimeError(
+        f"{what} was rejected by Kafka Connect's validation (nothing was created):\n{listing}\n"
+        "fix the link in the stack file, then run `pulumi up` again"
+    )
 
 
 def _wait_running(rest: Any, name: str, timeout: float) -> dict[str, Any]:
@@ -170,8 +206,7 @@ class _ConnectorProvider(ResourceProvider):
         changed = [k for k in ("config", "connector", "url", "connect") if olds.get(k) != news.get(k)]
         if olds.get("state") not in (None, "RUNNING"):
             changed.append("state")
-        return DiffResult(changes=bool(changed), replaces=replaces, stables=["connector"],
-                          delete_before_replace=True)
+        return DiffResult(changes=bool(changed), replaces=replaces, stables=["connector"], delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         rest = connect_rest(news)
@@ -187,8 +222,7 @@ class _ConnectorProvider(ResourceProvider):
         elif status is not None:
             rest.restart(name, include_tasks=True, only_failed=True)
         status = _wait_running(rest, name, float(news.get("timeout_s") or 90))
-        return UpdateResult(outs={**news, "state": status["connector"]["state"],
-                                  "tasks": len(status.get("tasks", []))})
+        return UpdateResult(outs={**news, "state": status["connector"]["state"], "tasks": len(status.get("tasks", []))})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         connect_rest(props).delete(id_)
@@ -207,13 +241,22 @@ class MirrorConnector(Resource):
 
 # ---------------------------------------------------------------------------------------- component
 
+
 def workers_props(topology: Topology, connect: ConnectCluster, state_dir: Path) -> dict[str, Any]:
     """The plain properties of a local Connect cluster (as :class:`LocalConnectWorkers` takes them)."""
     home = topology.cluster(connect.cluster)
-    return dict(LocalConnectWorkersArgs(
-        name=connect.name, workers=connect.workers, base_port=connect.base_port or 0, heap_mb=connect.heap_mb,
-        home=home.name,
-        home_brokers=home.brokers, home_port=home.base_port or 0, state_dir=str(state_dir)))
+    return dict(
+        LocalConnectWorkersArgs(
+            name=connect.name,
+            workers=connect.workers,
+            base_port=connect.base_port or 0,
+            heap_mb=connect.heap_mb,
+            home=home.name,
+            home_brokers=home.brokers,
+            home_port=home.base_port or 0,
+            state_dir=str(state_dir),
+        )
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,23 +287,43 @@ class ConnectMirrorLink(pulumi.ComponentResource):
             target: dict[str, Any] = {"local": True, "workers_props": wp, "connect": connect.name}
         else:
             secrets = "/etc/kafka-connect/secrets/replicator.properties"
-            target = {"local": False, "url": connect.url, "username": connect.username or "",
-                      "password": pulumi.Output.secret(connect.password.get_secret_value())
-                      if connect.password is not None else "", "connect": connect.name}
+            target = {
+                "local": False,
+                "url": connect.url,
+                "username": connect.username or "",
+                "password": pulumi.Output.secret(connect.password.get_secret_value())
+                if connect.password is not None
+                else "",
+                "connect": connect.name,
+            }
         configs = connector_configs(args.topology, args.link, secrets_file=secrets, tasks_max=connect.tasks_max)
         source_name = next(n for n in configs if n.endswith("-source"))
         deps = [*args.depends_on, *([args.workers] if args.workers is not None else [])]
         self.connectors: dict[str, MirrorConnector] = {}
-        first = MirrorConnector(source_name, {
-            **target, "connector": source_name, "config": configs[source_name],
-            "validate_first": {n: c for n, c in configs.items() if n != source_name}},
-            pulumi.ResourceOptions(parent=self, depends_on=deps))
+        first = MirrorConnector(
+            source_name,
+            {
+                **target,
+                "connector": source_name,
+                "config": configs[source_name],
+                "validate_first": {n: c for n, c in configs.items() if n != source_name},
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=deps),
+        )
         self.connectors[source_name] = first
         for connector, config in configs.items():
             if connector == source_name:
                 continue
             self.connectors[connector] = MirrorConnector(
-                connector, {**target, "connector": connector, "config": config},
-                pulumi.ResourceOptions(parent=self, depends_on=[*deps, first]))
-        self.register_outputs({"source": args.link.source, "target": args.link.target, "connect": connect.name,
-                               "connectors": {n: c.state for n, c in self.connectors.items()}})
+                connector,
+                {**target, "connector": connector, "config": config},
+                pulumi.ResourceOptions(parent=self, depends_on=[*deps, first]),
+            )
+        self.register_outputs(
+            {
+                "source": args.link.source,
+                "target": args.link.target,
+                "connect": connect.name,
+                "connectors": {n: c.state for n, c in self.connectors.items()},
+            }
+        )

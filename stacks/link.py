@@ -39,11 +39,19 @@ class ReplicationLink(pulumi.ComponentResource):
         self.process = MirrorMakerProcess(
             f"{link.name}-mirrormaker2",
             MirrorMakerProcessArgs(
-                source=source.name, target=target.name, source_brokers=source.brokers,
-                target_brokers=target.brokers, source_port=source.base_port or 0,
-                target_port=target.base_port or 0, topics=link.topics_regex,
-                groups=link.groups_regex, intervals=link.intervals.model_dump(),
-                state_dir=str(args.state_dir)),
-            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
-        self.register_outputs({"source": link.source, "target": link.target, "engine": link.engine.value,
-                               "running": self.process.running})
+                source=source.name,
+                target=target.name,
+                source_brokers=source.brokers,
+                target_brokers=target.brokers,
+                source_port=source.base_port or 0,
+                target_port=target.base_port or 0,
+                topics=link.topics_regex,
+                groups=link.groups_regex,
+                intervals=link.intervals.model_dump(),
+                state_dir=str(args.state_dir),
+            ),
+            pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        self.register_outputs(
+            {"source": link.source, "target": link.target, "engine": link.engine.value, "running": self.process.running}
+        )

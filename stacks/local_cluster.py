@@ -29,8 +29,12 @@ _KEEP_RUNNING = ("active", "passive")
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalCluster
     from dr.runtime.cluster import ClusterSpec, LocalCluster
 
-    spec = ClusterSpec(str(props["name"]), brokers=int(props["brokers"]), base_port=int(props["base_port"]),
-                       racks=tuple(props.get("racks") or ()))
+    spec = ClusterSpec(
+        str(props["name"]),
+        brokers=int(props["brokers"]),
+        base_port=int(props["base_port"]),
+        racks=tuple(props.get("racks") or ()),
+    )
     return LocalCluster(spec, Path(props["state_dir"]))
 
 
@@ -72,8 +76,7 @@ class _LocalClusterProvider(ResourceProvider):
         changed = replaces + [k for k in ("role",) if olds.get(k) != news.get(k)]
         if news.get("role") in _KEEP_RUNNING and olds.get("running") is False:
             changed.append("running")
-        return DiffResult(changes=bool(changed), replaces=replaces, stables=["name"],
-                          delete_before_replace=True)
+        return DiffResult(changes=bool(changed), replaces=replaces, stables=["name"], delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         cluster = _runtime(news)
@@ -90,10 +93,8 @@ class _LocalClusterProvider(ResourceProvider):
 class LocalKafkaClusterArgs(dict):
     """Inputs of :class:`LocalKafkaCluster` (plain values: the dynamic provider serialises them)."""
 
-    def __init__(self, *, name: str, role: str, brokers: int, base_port: int, racks: list[str],
-                 state_dir: str) -> None:
-        super().__init__(name=name, role=role, brokers=brokers, base_port=base_port, racks=racks,
-                         state_dir=state_dir)
+    def __init__(self, *, name: str, role: str, brokers: int, base_port: int, racks: list[str], state_dir: str) -> None:
+        super().__init__(name=name, role=role, brokers=brokers, base_port=base_port, racks=racks, state_dir=state_dir)
 
 
 class LocalKafkaCluster(Resource):
@@ -103,5 +104,4 @@ class LocalKafkaCluster(Resource):
     running: pulumi.Output[bool]
 
     def __init__(self, name: str, args: LocalKafkaClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(_LocalClusterProvider(), name, {**args, "bootstrap_servers": None, "running": None},
-                         opts)
+        super().__init__(_LocalClusterProvider(), name, {**args, "bootstrap_servers": None, "running": None}, opts)

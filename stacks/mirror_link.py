@@ -19,8 +19,18 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 
 __all__ = ["MirrorMakerProcess", "MirrorMakerProcessArgs"]
 
-_CONFIG = ("source", "target", "source_brokers", "target_brokers", "source_port", "target_port",
-           "topics", "groups", "intervals", "state_dir")
+_CONFIG = (
+    "source",
+    "target",
+    "source_brokers",
+    "target_brokers",
+    "source_port",
+    "target_port",
+    "topics",
+    "groups",
+    "intervals",
+    "state_dir",
+)
 
 
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
@@ -28,12 +38,21 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
     from dr.runtime.mirrormaker import MirrorMaker
 
     state = Path(props["state_dir"])
-    source = LocalCluster(ClusterSpec(props["source"], brokers=int(props["source_brokers"]),
-                                      base_port=int(props["source_port"])), state)
-    target = LocalCluster(ClusterSpec(props["target"], brokers=int(props["target_brokers"]),
-                                      base_port=int(props["target_port"])), state)
-    return MirrorMaker(source, target, state, topics=props["topics"], groups=props["groups"],
-                       intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()}, grant=False)
+    source = LocalCluster(
+        ClusterSpec(props["source"], brokers=int(props["source_brokers"]), base_port=int(props["source_port"])), state
+    )
+    target = LocalCluster(
+        ClusterSpec(props["target"], brokers=int(props["target_brokers"]), base_port=int(props["target_port"])), state
+    )
+    return MirrorMaker(
+        source,
+        target,
+        state,
+        topics=props["topics"],
+        groups=props["groups"],
+        intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
+        grant=False,
+    )
 
 
 def _start(props: dict[str, Any]) -> dict[str, Any]:
@@ -62,8 +81,9 @@ class _MirrorMakerProvider(ResourceProvider):
         changed = [k for k in _CONFIG if olds.get(k) != news.get(k)]
         if olds.get("running") is False:
             changed.append("running")
-        return DiffResult(changes=bool(changed), replaces=replaces, stables=["source", "target"],
-                          delete_before_replace=True)
+        return DiffResult(
+            changes=bool(changed), replaces=replaces, stables=["source", "target"], delete_before_replace=True
+        )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         _runtime(olds).stop()
@@ -76,12 +96,32 @@ class _MirrorMakerProvider(ResourceProvider):
 class MirrorMakerProcessArgs(dict):
     """Inputs of :class:`MirrorMakerProcess` (plain values: the dynamic provider serialises them)."""
 
-    def __init__(self, *, source: str, target: str, source_brokers: int, target_brokers: int,
-                 source_port: int, target_port: int, topics: str, groups: str,
-                 intervals: dict[str, int], state_dir: str) -> None:
-        super().__init__(source=source, target=target, source_brokers=source_brokers,
-                         target_brokers=target_brokers, source_port=source_port, target_port=target_port,
-                         topics=topics, groups=groups, intervals=intervals, state_dir=state_dir)
+    def __init__(
+        self,
+        *,
+        source: str,
+        target: str,
+        source_brokers: int,
+        target_brokers: int,
+        source_port: int,
+        target_port: int,
+        topics: str,
+        groups: str,
+        intervals: dict[str, int],
+        state_dir: str,
+    ) -> None:
+        super().__init__(
+            source=source,
+            target=target,
+            source_brokers=source_brokers,
+            target_brokers=target_brokers,
+            source_port=source_port,
+            target_port=target_port,
+            topics=topics,
+            groups=groups,
+            intervals=intervals,
+            state_dir=state_dir,
+        )
 
 
 class MirrorMakerProcess(Resource):

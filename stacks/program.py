@@ -30,7 +30,6 @@ from stacks.link import ReplicationLink, ReplicationLinkArgs
 __all__ = ["build", "load", "run"]
 
 
-
 def load() -> Topology:
     """The validated topology of the running stack, from the engine's (decrypted) config.
 
@@ -55,24 +54,32 @@ def _refuse_plaintext_secrets(topology: Topology) -> None:
     command: the engine marks a config key secret when any value inside it is ``secure:``."""
     from dr.errors import ConfigError
 
-    plain = [path for path, key, _secret in topology.secret_fields()
-             if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{to_camel(key)}")]
+    plain = [
+        path
+        for path, key, _secret in topology.secret_fields()
+        if not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{to_camel(key)}")
+    ]
     if plain:
         raise ConfigError(
             f"stack '{topology.name}' holds passwords in plain text: {', '.join(plain)}",
             f"store each as a secret: `pulumi config set --stack {topology.name} --path --secret "
-            f"'{NAMESPACE}:{plain[0].replace('_password', 'Password').replace('api_secret', 'apiSecret')}' <value>`")
+            f"'{NAMESPACE}:{plain[0].replace('_password', 'Password').replace('api_secret', 'apiSecret')}' <value>`",
+        )
 
 
 def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:
     out: dict[str, pulumi.Output[str]] = {
-        topology.principals.replicator: pulumi.Output.secret(credentials.password(topology.principals.replicator))}
+        topology.principals.replicator: pulumi.Output.secret(credentials.password(topology.principals.replicator))
+    }
     if any(cc.is_local for cc in topology.connect_clusters):
         out[CONNECT_USER] = pulumi.Output.secret(credentials.password(CONNECT_USER))
     for app in topology.principals.applications:
         declared = app.password
-        value = declared.get_secret_value() if declared is not None and not declared.is_encrypted \
+        value = (
+            declared.get_secret_value()
+            if declared is not None and not declared.is_encrypted
             else credentials.password(app.name)
+        )
         out[app.name] = pulumi.Output.secret(value)
     return out
 
@@ -110,36 +117,60 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             clusters[c.name] = confluent_cluster(c)
         else:
             user, password = _admin(c, credentials)
-            clusters[c.name] = KafkaCluster(c.name, KafkaClusterArgs(
-                cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)))
+            clusters[c.name] = KafkaCluster(
+                c.name,
+                KafkaClusterArgs(
+                    cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)
+                ),
+            )
         if c.role is not Role.DECOMMISSIONED:
-            access[c.name] = ClusterAccess(f"{c.name}-access", ClusterAccessArgs(
-                topology=topology, cluster=c, provider=clusters[c.name].provider, passwords=passwords,
-                **_confluent_access(topology, c)))
+            access[c.name] = ClusterAccess(
+                f"{c.name}-access",
+                ClusterAccessArgs(
+                    topology=topology,
+                    cluster=c,
+                    provider=clusters[c.name].provider,
+                    passwords=passwords,
+                    **_confluent_access(topology, c),
+                ),
+            )
     workers = _connect_workers(topology, state_dir, access)
     links: dict[str, Any] = {}
     for link in topology.links:
         if topology.runs_on_connect(link):
             from stacks.connect import ConnectMirrorLink, ConnectMirrorLinkArgs
 
-            links[link.name] = ConnectMirrorLink(link.name, ConnectMirrorLinkArgs(
-                topology=topology, link=link, state_dir=state_dir, workers=workers.get(link.connect or ""),
-                depends_on=[access[n] for n in (link.source, link.target) if n in access]))
+            links[link.name] = ConnectMirrorLink(
+                link.name,
+                ConnectMirrorLinkArgs(
+                    topology=topology,
+                    link=link,
+                    state_dir=state_dir,
+                    workers=workers.get(link.connect or ""),
+                    depends_on=[access[n] for n in (link.source, link.target) if n in access],
+                ),
+            )
             continue
         if link.engine is Engine.CLUSTER_LINK:
             from stacks.confluent import cluster_link
 
-            links[link.name] = cluster_link(topology, link, clusters,
-                                            depends_on=[access[link.source]] if link.source in access else [])
+            links[link.name] = cluster_link(
+                topology, link, clusters, depends_on=[access[link.source]] if link.source in access else []
+            )
             continue
         if not topology.both_local(link):
-            pulumi.log.warn(f"link {link.name}: MirrorMaker 2 between clusters that do not run on this machine "
-                            "runs on Kafka Connect; this program does not start it (`drctl connect-config "
-                            f"--stack {topology.name} --link {link.name}` prints its connector configs)")
+            pulumi.log.warn(
+                f"link {link.name}: MirrorMaker 2 between clusters that do not run on this machine "
+                "runs on Kafka Connect; this program does not start it (`drctl connect-config "
+                f"--stack {topology.name} --link {link.name}` prints its connector configs)"
+            )
             continue
-        links[link.name] = ReplicationLink(link.name, ReplicationLinkArgs(
-            topology=topology, link=link, state_dir=state_dir,
-            depends_on=[access[link.source], access[link.target]]))
+        links[link.name] = ReplicationLink(
+            link.name,
+            ReplicationLinkArgs(
+                topology=topology, link=link, state_dir=state_dir, depends_on=[access[link.source], access[link.target]]
+            ),
+        )
     return _outputs(topology, clusters, passwords)
 
 
@@ -147,10 +178,15 @@ def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]
     """The local Connect clusters' workers, started once their principal and ACLs exist on the home cluster."""
     from stacks.connect import LocalConnectWorkers, LocalConnectWorkersArgs, workers_props
 
-    return {cc.name: LocalConnectWorkers(f"{cc.name}-connect", LocalConnectWorkersArgs(
-                **workers_props(topology, cc, state_dir)),
-                pulumi.ResourceOptions(depends_on=[access[cc.cluster]] if cc.cluster in access else []))
-            for cc in topology.connect_clusters if cc.is_local}
+    return {
+        cc.name: LocalConnectWorkers(
+            f"{cc.name}-connect",
+            LocalConnectWorkersArgs(**workers_props(topology, cc, state_dir)),
+            pulumi.ResourceOptions(depends_on=[access[cc.cluster]] if cc.cluster in access else []),
+        )
+        for cc in topology.connect_clusters
+        if cc.is_local
+    }
 
 
 def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
@@ -164,21 +200,32 @@ def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
 
 def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "clusters": {name: {"role": topology.cluster(name).role.value, "bootstrapServers": k.bootstrap_servers}
-                     for name, k in clusters.items()},
-        "links": [{"name": lk.name, "source": lk.source, "target": lk.target, "engine": lk.engine.value}
-                  for lk in topology.links],
+        "clusters": {
+            name: {"role": topology.cluster(name).role.value, "bootstrapServers": k.bootstrap_servers}
+            for name, k in clusters.items()
+        },
+        "links": [
+            {"name": lk.name, "source": lk.source, "target": lk.target, "engine": lk.engine.value}
+            for lk in topology.links
+        ],
     }
     active = topology.active()
     if active.name in clusters and active.kind is not Kind.CONFLUENT_CLOUD:
         bootstrap = clusters[active.name].bootstrap_servers
         protocol = "SASL_PLAINTEXT" if active.kind is Kind.LOCAL else active.security_protocol
         mechanism = "SCRAM-SHA-512" if active.kind is Kind.LOCAL else active.sasl_mechanism
-        out["clientConfigs"] = pulumi.Output.secret({
-            app.name: {"bootstrap.servers": bootstrap, "security.protocol": protocol,
-                       "sasl.mechanism": mechanism, "sasl.username": app.name,
-                       "sasl.password": passwords[app.name]}
-            for app in topology.principals.applications})
+        out["clientConfigs"] = pulumi.Output.secret(
+            {
+                app.name: {
+                    "bootstrap.servers": bootstrap,
+                    "security.protocol": protocol,
+                    "sasl.mechanism": mechanism,
+                    "sasl.username": app.name,
+                    "sasl.password": passwords[app.name],
+                }
+                for app in topology.principals.applications
+            }
+        )
     return out
 
 

@@ -21,11 +21,17 @@ from verification.sources import bounds_to_ranges, kafka_bounds, read_kafka
 __all__ = ["ARCHIVE_SCHEMA", "archive_kafka", "write_records"]
 
 #: Arrow schema of an archive.
-ARCHIVE_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("ms", tz="UTC")), ("key", pa.binary()), ("value", pa.binary()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-])
+ARCHIVE_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ]
+)
 
 
 def write_records(records: Iterable[Mapping[str, Any]], path: Path | str) -> Path:
@@ -36,8 +42,7 @@ def write_records(records: Iterable[Mapping[str, Any]], path: Path | str) -> Pat
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{**r, "headers": [{"key": k, "value": v} for k, v in (r.get("headers") or [])] or None}
-            for r in records]
+    rows = [{**r, "headers": [{"key": k, "value": v} for k, v in (r.get("headers") or [])] or None} for r in records]
     pq.write_table(pa.Table.from_pylist(rows, schema=ARCHIVE_SCHEMA), path)
     return path
 
@@ -49,7 +54,11 @@ def archive_kafka(spark: SparkSession, endpoint: Endpoint, topics: list[str], pa
     """
     bounds = kafka_bounds(endpoint, topics)
     df = read_kafka(spark, endpoint, bounds_to_ranges(bounds))
-    (df.select("topic", "partition", "offset", F.timestamp_millis("ts").alias("timestamp"), "key", "value",
-               "headers")
-     .write.mode("overwrite").parquet(str(path)))
+    (
+        df.select(
+            "topic", "partition", "offset", F.timestamp_millis("ts").alias("timestamp"), "key", "value", "headers"
+        )
+        .write.mode("overwrite")
+        .parquet(str(path))
+    )
     return {t: {str(p): {"start": b.start, "end": b.end} for p, b in parts.items()} for t, parts in bounds.items()}

@@ -113,8 +113,10 @@ def _locked(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LockHeld(f"another audit of this link holds {lock}.",
-                           "wait for it to finish (or stop its --every loop), then run again") from None
+            raise LockHeld(
+                f"another audit of this link holds {lock}.",
+                "wait for it to finish (or stop its --every loop), then run again",
+            ) from None
         try:
             yield
         finally:
@@ -142,15 +144,20 @@ def _offsets(admin: Any, endpoint: Endpoint, topics: dict[str, int]) -> dict[tup
         early = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=_TIMEOUT)
         late = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=_TIMEOUT)
         e = {(tp.topic, tp.partition): f.result(timeout=_TIMEOUT).offset for tp, f in early.items()}
-        return {(tp.topic, tp.partition): (e[(tp.topic, tp.partition)], f.result(timeout=_TIMEOUT).offset)
-                for tp, f in late.items()}
+        return {
+            (tp.topic, tp.partition): (e[(tp.topic, tp.partition)], f.result(timeout=_TIMEOUT).offset)
+            for tp, f in late.items()
+        }
     except KafkaException as exc:
         raise translate_kafka_error(exc, "listing partition offsets", endpoint) from exc
 
 
 def _topics(md: Any, select: Callable[[str], bool] | None = None) -> dict[str, int]:
-    return {name: len(t.partitions) for name, t in md.topics.items()
-            if t.error is None and not is_internal_topic(name) and (select is None or select(name))}
+    return {
+        name: len(t.partitions)
+        for name, t in md.topics.items()
+        if t.error is None and not is_internal_topic(name) and (select is None or select(name))
+    }
 
 
 def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 60.0) -> list[Fingerprint]:
@@ -158,9 +165,18 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
     todo = {(t, p): (s, e) for t, ps in ranges.items() for p, (s, e) in ps.items() if e > s}
     if not todo:
         return []
-    consumer = Consumer(endpoint.config(**{
-        "group.id": "kdr-audit", "enable.auto.commit": False, "enable.partition.eof": True,
-        "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10, **kafka_client.SILENT}))
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": "kdr-audit",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 10,
+                **kafka_client.SILENT,
+            }
+        )
+    )
     out: list[Fingerprint] = []
     try:
         consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _e) in todo.items()])
@@ -182,8 +198,16 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
                     continue
                 if m.key() != PROBE_KEY:
                     hdrs = m.headers() or []
-                    out.append(Fingerprint(k[0], k[1], off, m.timestamp()[1], key_hash(k[0], m.key()),
-                                           checksum(m.value(), [(hk, hv) for hk, hv in hdrs])))
+                    out.append(
+                        Fingerprint(
+                            k[0],
+                            k[1],
+                            off,
+                            m.timestamp()[1],
+                            key_hash(k[0], m.key()),
+                            checksum(m.value(), [(hk, hv) for hk, hv in hdrs]),
+                        )
+                    )
                 last_progress = time.monotonic()
                 if off >= end - 1:
                     del todo[k]
@@ -195,8 +219,10 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
                         consumer.pause([TopicPartition(tp.topic, tp.partition)])
             if todo and time.monotonic() - last_progress > idle_timeout:
                 left = ", ".join(f"{t}-{p} [{s}, {e})" for (t, p), (s, e) in sorted(todo.items())[:5])
-                raise ClusterError(f"reading {endpoint.bootstrap} made no progress for {idle_timeout:.0f} s "
-                                   f"(still to read: {left}).", "check the cluster is running (`drctl estate status`)")
+                raise ClusterError(
+                    f"reading {endpoint.bootstrap} made no progress for {idle_timeout:.0f} s (still to read: {left}).",
+                    "check the cluster is running (`drctl estate status`)",
+                )
     except KafkaException as exc:
         raise translate_kafka_error(exc, "reading records", endpoint) from exc
     finally:
@@ -205,8 +231,15 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
 
 
 # ------------------------------------------------------------------------------------ planning
-def plan_ranges(previous: dict[str, dict[int, int]], now: dict[tuple[str, int], tuple[int, int]],
-                *, side: str, state_file: Path, stack: str, link: str) -> tuple[Ranges, dict[str, dict[int, int]], int]:
+def plan_ranges(
+    previous: dict[str, dict[int, int]],
+    now: dict[tuple[str, int], tuple[int, int]],
+    *,
+    side: str,
+    state_file: Path,
+    stack: str,
+    link: str,
+) -> tuple[Ranges, dict[str, dict[int, int]], int]:
     """``[previous bound, end)`` per partition, the new bounds, and how many offsets retention removed
     before they were audited (the previous bound fell below the earliest offset)."""
     ranges: Ranges = {}
@@ -216,9 +249,11 @@ def plan_ranges(previous: dict[str, dict[int, int]], now: dict[tuple[str, int], 
         prev = previous.get(t, {}).get(p)
         start = early if prev is None else max(prev, early)
         if prev is not None and prev > end:
-            raise ConfigError(f"{side} partition {t}-{p} ends at offset {end}, below the {prev} the audit state file "
-                              f"{state_file} already verified (topic deleted and re-created?).",
-                              f"run `drctl audit --stack {stack} --link {link} --reset` to start a full audit")
+            raise ConfigError(
+                f"{side} partition {t}-{p} ends at offset {end}, below the {prev} the audit state file "
+                f"{state_file} already verified (topic deleted and re-created?).",
+                f"run `drctl audit --stack {stack} --link {link} --reset` to start a full audit",
+            )
         if prev is not None and early > prev:
             lost += early - prev
         ranges.setdefault(t, {})[p] = (start, end)
@@ -227,8 +262,9 @@ def plan_ranges(previous: dict[str, dict[int, int]], now: dict[tuple[str, int], 
 
 
 # ------------------------------------------------------------------------------------ one run
-def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Reporter = lambda _m: None,
-               sample: int = 10) -> AuditResult:
+def audit_link(
+    stack: str, link_name: str, *, reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10
+) -> AuditResult:
     """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all)."""
     from dr.estate import Estate
 
@@ -236,18 +272,41 @@ def audit_link(stack: str, link_name: str, *, reset: bool = False, progress: Rep
     estate = Estate.for_stack(stack)
     link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
     if link is None:
-        raise ConfigError(f"stack {stack!r} has no link {link_name!r}.",
-                          f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}")
-    return audit_endpoints(estate.endpoint(link.source), estate.endpoint(link.target),
-                           path=state_path(stack, link.name), stack=stack, link=link.name,
-                           source_cluster=link.source, target_cluster=link.target, select=link.selects_topic,
-                           reset=reset, progress=progress, sample=sample, started=started)
+        raise ConfigError(
+            f"stack {stack!r} has no link {link_name!r}.",
+            f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}",
+        )
+    return audit_endpoints(
+        estate.endpoint(link.source),
+        estate.endpoint(link.target),
+        path=state_path(stack, link.name),
+        stack=stack,
+        link=link.name,
+        source_cluster=link.source,
+        target_cluster=link.target,
+        select=link.selects_topic,
+        reset=reset,
+        progress=progress,
+        sample=sample,
+        started=started,
+    )
 
 
-def audit_endpoints(src_ep: Endpoint, dst_ep: Endpoint, *, path: Path, stack: str, link: str,
-                    source_cluster: str, target_cluster: str, select: Callable[[str], bool] | None = None,
-                    reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10,
-                    started: float | None = None) -> AuditResult:
+def audit_endpoints(
+    src_ep: Endpoint,
+    dst_ep: Endpoint,
+    *,
+    path: Path,
+    stack: str,
+    link: str,
+    source_cluster: str,
+    target_cluster: str,
+    select: Callable[[str], bool] | None = None,
+    reset: bool = False,
+    progress: Reporter = lambda _m: None,
+    sample: int = 10,
+    started: float | None = None,
+) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
     its memory in ``path`` (:func:`audit_link` without a stack file: the benchmark uses it)."""
     started = time.monotonic() if started is None else started
@@ -258,34 +317,54 @@ def audit_endpoints(src_ep: Endpoint, dst_ep: Endpoint, *, path: Path, stack: st
         if reset and path.exists():
             path.unlink()
             progress(f"{link}: state file {path} removed; this run is a full audit")
-        state = load_state(path, stack=stack, link=link, source_cluster=source_cluster,
-                           target_cluster=target_cluster, source_id=src_id, target_id=dst_id)
+        state = load_state(
+            path,
+            stack=stack,
+            link=link,
+            source_cluster=source_cluster,
+            target_cluster=target_cluster,
+            source_id=src_id,
+            target_id=dst_id,
+        )
         first = state is None
         now_ms = int(time.time() * 1000)
         if state is None:
-            state = AuditState(stack=stack, link=link, source_cluster=source_cluster, target_cluster=target_cluster,
-                               source_id=src_id, target_id=dst_id, created_ms=now_ms)
+            state = AuditState(
+                stack=stack,
+                link=link,
+                source_cluster=source_cluster,
+                target_cluster=target_cluster,
+                source_id=src_id,
+                target_id=dst_id,
+                created_ms=now_ms,
+            )
         topics = _topics(src_md, select)
         # Source first, then target: every copy of a source record up to the source bound can be on
         # the target by the time its bound is fixed; later copies wait in the target residue.
         src_now = _offsets(src_admin, src_ep, topics)
         dst_now = _offsets(dst_admin, dst_ep, {t: n for t, n in _topics(dst_md).items() if t in topics})
-        src_ranges, src_bounds, lost = plan_ranges(state.source_bounds, src_now, side="source", state_file=path,
-                                                   stack=stack, link=link)
-        dst_ranges, dst_bounds, dst_lost = plan_ranges(state.target_bounds, dst_now, side="target", state_file=path,
-                                                stack=stack, link=link)
+        src_ranges, src_bounds, lost = plan_ranges(
+            state.source_bounds, src_now, side="source", state_file=path, stack=stack, link=link
+        )
+        dst_ranges, dst_bounds, dst_lost = plan_ranges(
+            state.target_bounds, dst_now, side="target", state_file=path, stack=stack, link=link
+        )
         n_src = sum(e - s for ps in src_ranges.values() for s, e in ps.values())
         n_dst = sum(e - s for ps in dst_ranges.values() for s, e in ps.values())
-        progress(f"{link}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
-                 f"{n_src:,} new offsets on {source_cluster}, {n_dst:,} on {target_cluster}; residue "
-                 f"{len(state.source_residue):,} + {len(state.target_residue):,}")
+        progress(
+            f"{link}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
+            f"{n_src:,} new offsets on {source_cluster}, {n_dst:,} on {target_cluster}; residue "
+            f"{len(state.source_residue):,} + {len(state.target_residue):,}"
+        )
         new_src = read_fingerprints(src_ep, src_ranges)
         new_dst = read_fingerprints(dst_ep, dst_ranges)
         inc = match_increment([*state.source_residue, *new_src], [*state.target_residue, *new_dst], state.frontier)
         if first or state.max_ts is not None:  # a file from before max_ts existed stays unknown
             prev = state.max_ts or {"source": -1, "target": -1}
-            state.max_ts = {"source": max((f.ts for f in new_src), default=prev["source"]),
-                            "target": max((f.ts for f in new_dst), default=prev["target"])}
+            state.max_ts = {
+                "source": max((f.ts for f in new_src), default=prev["source"]),
+                "target": max((f.ts for f in new_dst), default=prev["target"]),
+            }
             state.max_ts = {k: max(v, prev[k]) for k, v in state.max_ts.items()}
         state.source_bounds, state.target_bounds, state.frontier = src_bounds, dst_bounds, inc.frontier
         state.source_residue = [*inc.in_flight, *inc.missing]
@@ -297,14 +376,30 @@ def audit_endpoints(src_ep: Endpoint, dst_ep: Endpoint, *, path: Path, stack: st
     oldest = min((f.ts for f in state.source_residue), default=None)
     lag = sum(max(0, end - dst_now.get(tp, (0, 0))[1]) for tp, (_e, end) in src_now.items())
     return AuditResult(
-        stack=stack, link=link, source=source_cluster, target=target_cluster, first_run=first, run=state.runs,
-        read_source=len(new_src), read_target=len(new_dst), verified=inc.matched, in_flight=len(inc.in_flight),
-        missing=len(inc.missing), target_unmatched=len(inc.target_unmatched), oldest_unreplicated_ms=oldest,
+        stack=stack,
+        link=link,
+        source=source_cluster,
+        target=target_cluster,
+        first_run=first,
+        run=state.runs,
+        read_source=len(new_src),
+        read_target=len(new_dst),
+        verified=inc.matched,
+        in_flight=len(inc.in_flight),
+        missing=len(inc.missing),
+        target_unmatched=len(inc.target_unmatched),
+        oldest_unreplicated_ms=oldest,
         oldest_unreplicated_age_s=None if oldest is None else max(0.0, (now_ms - oldest) / 1000),
-        link_lag=lag, lost_to_retention=lost, target_lost_to_retention=dst_lost, verified_total=state.verified_total,
-        seconds=round(time.monotonic() - started, 3), state_file=str(path),
-        missing_sample=[{"topic": f.topic, "partition": f.partition, "offset": f.offset, "ts": f.ts}
-                        for f in inc.missing[:sample]])
+        link_lag=lag,
+        lost_to_retention=lost,
+        target_lost_to_retention=dst_lost,
+        verified_total=state.verified_total,
+        seconds=round(time.monotonic() - started, 3),
+        state_file=str(path),
+        missing_sample=[
+            {"topic": f.topic, "partition": f.partition, "offset": f.offset, "ts": f.ts} for f in inc.missing[:sample]
+        ],
+    )
 
 
 def audit_stack(stack: str, links: list[str] | None = None, **kwargs: Any) -> list[AuditResult]:

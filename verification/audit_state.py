@@ -79,19 +79,28 @@ class AuditState:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written to the state file."""
+
         def offsets(o: Offsets) -> dict[str, dict[str, int]]:
             return {t: {str(p): v for p, v in sorted(ps.items())} for t, ps in sorted(o.items())}
 
-        return {"version": STATE_VERSION, "stack": self.stack, "link": self.link,
-                "source": {"cluster": self.source_cluster, "cluster_id": self.source_id},
-                "target": {"cluster": self.target_cluster, "cluster_id": self.target_id},
-                "runs": self.runs, "verified_total": self.verified_total,
-                "created_ms": self.created_ms, "updated_ms": self.updated_ms,
-                "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
-                "frontier": offsets(self.frontier),
-                **({"max_ts": dict(self.max_ts)} if self.max_ts is not None else {}),
-                "residue": {"source": [list(f) for f in sorted(self.source_residue)],
-                            "target": [list(f) for f in sorted(self.target_residue)]}}
+        return {
+            "version": STATE_VERSION,
+            "stack": self.stack,
+            "link": self.link,
+            "source": {"cluster": self.source_cluster, "cluster_id": self.source_id},
+            "target": {"cluster": self.target_cluster, "cluster_id": self.target_id},
+            "runs": self.runs,
+            "verified_total": self.verified_total,
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+            "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
+            "frontier": offsets(self.frontier),
+            **({"max_ts": dict(self.max_ts)} if self.max_ts is not None else {}),
+            "residue": {
+                "source": [list(f) for f in sorted(self.source_residue)],
+                "target": [list(f) for f in sorted(self.target_residue)],
+            },
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> AuditState:
@@ -116,26 +125,43 @@ class AuditState:
                 raise TypeError("residue is not a list")
             out = []
             for r in rows:
-                if not isinstance(r, list) or len(r) != 6 or not isinstance(r[0], str) \
-                        or not all(isinstance(x, int) and not isinstance(x, bool) for x in r[1:]):
+                if (
+                    not isinstance(r, list)
+                    or len(r) != 6
+                    or not isinstance(r[0], str)
+                    or not all(isinstance(x, int) and not isinstance(x, bool) for x in r[1:])
+                ):
                     raise ValueError(f"bad residue entry {r!r:.80}")
                 out.append(Fingerprint(*r))
             return out
 
         max_ts = data.get("max_ts")
         if max_ts is not None:
-            if not isinstance(max_ts, dict) or set(max_ts) != {"source", "target"} or not all(
-                    isinstance(v, int) and not isinstance(v, bool) for v in max_ts.values()):
+            if (
+                not isinstance(max_ts, dict)
+                or set(max_ts) != {"source", "target"}
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in max_ts.values())
+            ):
                 raise ValueError(f"bad max_ts {max_ts!r:.80}")
             max_ts = {"source": max_ts["source"], "target": max_ts["target"]}
-        return cls(stack=_str(data["stack"]), link=_str(data["link"]), max_ts=max_ts,
-                   source_cluster=_str(data["source"]["cluster"]), source_id=_str(data["source"]["cluster_id"]),
-                   target_cluster=_str(data["target"]["cluster"]), target_id=_str(data["target"]["cluster_id"]),
-                   source_bounds=offsets(data["bounds"]["source"]), target_bounds=offsets(data["bounds"]["target"]),
-                   frontier=offsets(data["frontier"]),
-                   source_residue=fps(data["residue"]["source"]), target_residue=fps(data["residue"]["target"]),
-                   runs=_nonneg(data["runs"]), verified_total=_nonneg(data["verified_total"]),
-                   created_ms=_nonneg(data["created_ms"]), updated_ms=_nonneg(data["updated_ms"]))
+        return cls(
+            stack=_str(data["stack"]),
+            link=_str(data["link"]),
+            max_ts=max_ts,
+            source_cluster=_str(data["source"]["cluster"]),
+            source_id=_str(data["source"]["cluster_id"]),
+            target_cluster=_str(data["target"]["cluster"]),
+            target_id=_str(data["target"]["cluster_id"]),
+            source_bounds=offsets(data["bounds"]["source"]),
+            target_bounds=offsets(data["bounds"]["target"]),
+            frontier=offsets(data["frontier"]),
+            source_residue=fps(data["residue"]["source"]),
+            target_residue=fps(data["residue"]["target"]),
+            runs=_nonneg(data["runs"]),
+            verified_total=_nonneg(data["verified_total"]),
+            created_ms=_nonneg(data["created_ms"]),
+            updated_ms=_nonneg(data["updated_ms"]),
+        )
 
 
 def _str(v: Any) -> str:
@@ -151,12 +177,15 @@ def _nonneg(v: Any) -> int:
 
 
 def _reset_hint(stack: str, link: str) -> str:
-    return (f"run `drctl audit --stack {stack} --link {link} --reset` to discard it and start a full audit "
-            "(the first run reads both sides from their earliest offsets)")
+    return (
+        f"run `drctl audit --stack {stack} --link {link} --reset` to discard it and start a full audit "
+        "(the first run reads both sides from their earliest offsets)"
+    )
 
 
-def load_state(path: Path, *, stack: str, link: str, source_cluster: str, target_cluster: str,
-               source_id: str, target_id: str) -> AuditState | None:
+def load_state(
+    path: Path, *, stack: str, link: str, source_cluster: str, target_cluster: str, source_id: str, target_id: str
+) -> AuditState | None:
     """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -167,19 +196,25 @@ def load_state(path: Path, *, stack: str, link: str, source_cluster: str, target
     try:
         state = AuditState.from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"audit state file {path} is damaged ({type(exc).__name__}: {exc}); "
-                          "no audit was run.", _reset_hint(stack, link)) from exc
+        raise ConfigError(
+            f"audit state file {path} is damaged ({type(exc).__name__}: {exc}); no audit was run.",
+            _reset_hint(stack, link),
+        ) from exc
     mine = (stack, link, source_cluster, target_cluster)
     theirs = (state.stack, state.link, state.source_cluster, state.target_cluster)
     if mine != theirs:
-        raise ConfigError(f"audit state file {path} belongs to stack {state.stack!r}, link {state.link!r} "
-                          f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",
-                          _reset_hint(stack, link))
+        raise ConfigError(
+            f"audit state file {path} belongs to stack {state.stack!r}, link {state.link!r} "
+            f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",
+            _reset_hint(stack, link),
+        )
     for role, recorded, now in (("source", state.source_id, source_id), ("target", state.target_id, target_id)):
         if recorded != now:
-            raise ConfigError(f"audit state file {path} was written for {role} cluster id {recorded!r}, but "
-                              f"the {role} cluster now has id {now!r} (re-created?); its offsets mean nothing there.",
-                              _reset_hint(stack, link))
+            raise ConfigError(
+                f"audit state file {path} was written for {role} cluster id {recorded!r}, but "
+                f"the {role} cluster now has id {now!r} (re-created?); its offsets mean nothing there.",
+                _reset_hint(stack, link),
+            )
     return state
 
 
@@ -241,5 +276,10 @@ def match_increment(source: Iterable[Fingerprint], target: Iterable[Fingerprint]
     missing, in_flight = [], []
     for f in unmatched_source:
         (missing if f.offset < new_frontier.get(f.topic, {}).get(f.partition, -1) else in_flight).append(f)
-    return Increment(matched=matched, in_flight=sorted(in_flight), missing=sorted(missing),
-                     target_unmatched=sorted(unmatched_target), frontier=new_frontier)
+    return Increment(
+        matched=matched,
+        in_flight=sorted(in_flight),
+        missing=sorted(missing),
+        target_unmatched=sorted(unmatched_target),
+        frontier=new_frontier,
+    )

@@ -42,8 +42,16 @@ def archive_path(jars: list[str]) -> Path:
     stat = java.stat() if java.exists() else None
     # pyspark's own location too: the archive records its jars' paths, and a dependency change that
     # builds a new virtualenv moves them (the JVM then refuses the archive with a warning on stdout).
-    ident = "\n".join([str(java), str(stat.st_size if stat else 0), str(int(stat.st_mtime) if stat else 0),
-                       pyspark.__version__, os.path.realpath(os.path.dirname(pyspark.__file__)), *sorted(jars)])
+    ident = "\n".join(
+        [
+            str(java),
+            str(stat.st_size if stat else 0),
+            str(int(stat.st_mtime) if stat else 0),
+            pyspark.__version__,
+            os.path.realpath(os.path.dirname(pyspark.__file__)),
+            *sorted(jars),
+        ]
+    )
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return kdr_home() / "spark-cds" / f"driver-{pyspark.__version__}-{digest}.jsa"
 
@@ -101,16 +109,26 @@ def _workload(work: Path) -> None:
     from verification.sides import ArchiveSide
 
     t0 = int(time.time() * 1000) - 60_000
-    records = [{"topic": "warm-up", "partition": i % 3, "offset": i // 3, "timestamp": t0 + i,
-                "key": b"k%d" % (i % 50), "value": b"v%d" % i,
-                "headers": [("h", b"x")] if i % 7 == 0 else None} for i in range(600)]
+    records = [
+        {
+            "topic": "warm-up",
+            "partition": i % 3,
+            "offset": i // 3,
+            "timestamp": t0 + i,
+            "key": b"k%d" % (i % 50),
+            "value": b"v%d" % i,
+            "headers": [("h", b"x")] if i % 7 == 0 else None,
+        }
+        for i in range(600)
+    ]
     target = [r for r in records if r["offset"] % 40 != 5]  # missing
     target += [dict(records[10], offset=1000)]  # duplicated
     target += [dict(records[20], value=b"changed", offset=1001)]  # corrupted
     src = write_records(records, work / "source.parquet")
     tgt = write_records(target, work / "target.parquet")
-    result = run_verification(source=ArchiveSide(path=src), target=ArchiveSide(path=tgt), out_dir=work / "report",
-                              windows=16)
+    result = run_verification(
+        source=ArchiveSide(path=src), target=ArchiveSide(path=tgt), out_dir=work / "report", windows=16
+    )
     if result.clean:
         raise RuntimeError("the warm-up verification found no differences")
 
@@ -120,8 +138,9 @@ def _dump(dest: Path) -> None:
     from verification.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="kdr-cds-") as tmp:
-        spark = spark_session(use_archive=False,
-                              driver_options=(f"-XX:ArchiveClassesAtExit={dest}", "-Xlog:all=error:stderr"))
+        spark = spark_session(
+            use_archive=False, driver_options=(f"-XX:ArchiveClassesAtExit={dest}", "-Xlog:all=error:stderr")
+        )
         _workload(Path(tmp))
         gateway = spark.sparkContext._gateway
         spark.stop()
@@ -143,13 +162,18 @@ def build(force: bool = False) -> Path | None:
     _stamp(path).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".partial-{os.getpid()}")
-    res = subprocess.run([sys.executable, "-m", "verification.class_archive", "--dump", str(partial)],
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [sys.executable, "-m", "verification.class_archive", "--dump", str(partial)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if res.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         tail = "\n".join(res.stderr.strip().splitlines()[-5:])
-        print(f"class-data archive not built (exit {res.returncode}); Spark starts without it:\n{tail}",
-              file=sys.stderr)
+        print(
+            f"class-data archive not built (exit {res.returncode}); Spark starts without it:\n{tail}", file=sys.stderr
+        )
         return None
     os.replace(partial, path)
     _stamp(path).write_text(f"{path.stat().st_size}\n")
@@ -164,8 +188,9 @@ def main(argv: list[str]) -> int:
     t = time.monotonic()
     path = build(force="--force" in argv)
     if path is not None:
-        print(f"Spark driver class-data archive: {path} ({path.stat().st_size // 2**20} MB, "
-              f"{time.monotonic() - t:.0f}s)")
+        print(
+            f"Spark driver class-data archive: {path} ({path.stat().st_size // 2**20} MB, {time.monotonic() - t:.0f}s)"
+        )
     return 0
 
 

@@ -50,15 +50,33 @@ def _topics(values: tuple[str, ...]) -> list[str] | None:
 
 def _table(summary: dict[str, Any]) -> str:
     head = ["topic", "source", "target", "after cut-off", *CLASSES]
-    rows = [[t, f"{v['source_read']:,}", f"{v['target_read']:,}",
-             f"{v['source_after_cutoff']:,}/{v['target_after_cutoff']:,}", *(f"{v[c]:,}" for c in CLASSES)]
-            for t, v in sorted(summary["topics"].items())]
+    rows = [
+        [
+            t,
+            f"{v['source_read']:,}",
+            f"{v['target_read']:,}",
+            f"{v['source_after_cutoff']:,}/{v['target_after_cutoff']:,}",
+            *(f"{v[c]:,}" for c in CLASSES),
+        ]
+        for t, v in sorted(summary["topics"].items())
+    ]
     tot = summary["totals"]
-    rows.append(["TOTAL", f"{tot['source_read']:,}", f"{tot['target_read']:,}",
-                 f"{tot['source_after_cutoff']:,}/{tot['target_after_cutoff']:,}", *(f"{tot[c]:,}" for c in CLASSES)])
+    rows.append(
+        [
+            "TOTAL",
+            f"{tot['source_read']:,}",
+            f"{tot['target_read']:,}",
+            f"{tot['source_after_cutoff']:,}/{tot['target_after_cutoff']:,}",
+            *(f"{tot[c]:,}" for c in CLASSES),
+        ]
+    )
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in [head, *rows]]
+    lines = [
+        "  ".join(
+            str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [head, *rows]
+    ]
     return "\n".join(lines)
 
 
@@ -68,12 +86,21 @@ _side_opts = [
     click.option("--target", "target_name", metavar="NAME", help="Target cluster name in the stack (e.g. B)."),
     click.option("--source-bootstrap", metavar="HOST:PORT", help="Source bootstrap servers (instead of --stack)."),
     click.option("--target-bootstrap", metavar="HOST:PORT", help="Target bootstrap servers (instead of --stack)."),
-    click.option("--credentials", type=click.Path(path_type=Path, dir_okay=False),
-                 help='0600 JSON file {"username", "password"} for both sides.'),
-    click.option("--source-credentials", type=click.Path(path_type=Path, dir_okay=False),
-                 help="Credentials file for the source only."),
-    click.option("--target-credentials", type=click.Path(path_type=Path, dir_okay=False),
-                 help="Credentials file for the target only."),
+    click.option(
+        "--credentials",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help='0600 JSON file {"username", "password"} for both sides.',
+    ),
+    click.option(
+        "--source-credentials",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Credentials file for the source only.",
+    ),
+    click.option(
+        "--target-credentials",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Credentials file for the target only.",
+    ),
 ]
 
 
@@ -82,6 +109,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
         for opt in reversed(options):
             fn = opt(fn)
         return fn
+
     return deco
 
 
@@ -90,37 +118,83 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 @click.option("--source-archive", type=click.Path(path_type=Path), help="Read the source from a Parquet archive.")
 @click.option("--target-archive", type=click.Path(path_type=Path), help="Read the target from a Parquet archive.")
 @click.option("--topics", multiple=True, help="Topics to compare (comma-separated or repeated); default: all.")
-@click.option("--cutoff", metavar="TS", help="Ignore records after this time (epoch ms or ISO-8601; 'none': compare "
-              "all). Default with --stack: the last failover's cut-off when SOURCE/TARGET are its clusters.")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
-              help="Report directory (default out/verify-<UTC time>).")
+@click.option(
+    "--cutoff",
+    metavar="TS",
+    help="Ignore records after this time (epoch ms or ISO-8601; 'none': compare "
+    "all). Default with --stack: the last failover's cut-off when SOURCE/TARGET are its clusters.",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path, file_okay=False), help="Report directory (default out/verify-<UTC time>)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
-@click.option("--master", default=DEFAULT_MASTER, show_default=True,
-              help="Spark master: local[N], or spark://HOST:PORT of a standalone cluster (the Kafka connector "
-              "jars are shipped to its executors; exit 4 if it cannot be reached). Ignored under spark-submit.")
-@click.option("--windows", type=int, default=None,
-              help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 65536).")
+@click.option(
+    "--master",
+    default=DEFAULT_MASTER,
+    show_default=True,
+    help="Spark master: local[N], or spark://HOST:PORT of a standalone cluster (the Kafka connector "
+    "jars are shipped to its executors; exit 4 if it cannot be reached). Ignored under spark-submit.",
+)
+@click.option(
+    "--windows",
+    type=int,
+    default=None,
+    help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 65536).",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @_exit_codes
-def verify(stack: str | None, source_name: str | None, target_name: str | None, source_bootstrap: str | None,
-           target_bootstrap: str | None, credentials: Path | None, source_credentials: Path | None,
-           target_credentials: Path | None, source_archive: Path | None, target_archive: Path | None,
-           topics: tuple[str, ...], cutoff: str | None, out: Path | None, as_json: bool, master: str,
-           windows: int | None, quiet: bool) -> None:
+def verify(
+    stack: str | None,
+    source_name: str | None,
+    target_name: str | None,
+    source_bootstrap: str | None,
+    target_bootstrap: str | None,
+    credentials: Path | None,
+    source_credentials: Path | None,
+    target_credentials: Path | None,
+    source_archive: Path | None,
+    target_archive: Path | None,
+    topics: tuple[str, ...],
+    cutoff: str | None,
+    out: Path | None,
+    as_json: bool,
+    master: str,
+    windows: int | None,
+    quiet: bool,
+) -> None:
     """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
     from verification.job import run_verification
 
-    source = resolve_side("source", stack=stack, name=source_name, bootstrap=source_bootstrap,
-                          credentials=source_credentials or credentials, archive=source_archive)
-    target = resolve_side("target", stack=stack, name=target_name, bootstrap=target_bootstrap,
-                          credentials=target_credentials or credentials, archive=target_archive)
+    source = resolve_side(
+        "source",
+        stack=stack,
+        name=source_name,
+        bootstrap=source_bootstrap,
+        credentials=source_credentials or credentials,
+        archive=source_archive,
+    )
+    target = resolve_side(
+        "target",
+        stack=stack,
+        name=target_name,
+        bootstrap=target_bootstrap,
+        credentials=target_credentials or credentials,
+        archive=target_archive,
+    )
     cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
     if windows is not None and windows < 1:
         raise ConfigError(f"--windows must be positive, not {windows}.", "leave it out to use the default")
     out = out or Path("out") / f"verify-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    result = run_verification(source=source, target=target, out_dir=out, topics=_topics(topics),
-                              cutoff_ms=cutoff_ms, master=master, windows=windows,
-                              progress=Progress("verify", enabled=not quiet))
+    result = run_verification(
+        source=source,
+        target=target,
+        out_dir=out,
+        topics=_topics(topics),
+        cutoff_ms=cutoff_ms,
+        master=master,
+        windows=windows,
+        progress=Progress("verify", enabled=not quiet),
+    )
     if as_json:
         click.echo(json.dumps(result.summary, indent=2))
     else:
@@ -154,64 +228,111 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None
     ms = journal.cutoff_ms()
     if ms is not None and not quiet:
-        click.echo(f"cut-off from failover {journal.data['failover_id']}: {utc_text(ms)} ({ms} ms) — records after "
-                   f"it on {target} were written after the promotion; --cutoff none compares everything", err=True)
+        click.echo(
+            f"cut-off from failover {journal.data['failover_id']}: {utc_text(ms)} ({ms} ms) — records after "
+            f"it on {target} were written after the promotion; --cutoff none compares everything",
+            err=True,
+        )
     return ms
 
 
-def _recovery_endpoint(role: str, recorded: dict[str, Any], *, stack: str | None, bootstrap: str | None,
-                       credentials: Path | None) -> Any:
+def _recovery_endpoint(
+    role: str, recorded: dict[str, Any], *, stack: str | None, bootstrap: str | None, credentials: Path | None
+) -> Any:
     if credentials is not None:
-        return endpoint_from_file(bootstrap or recorded["bootstrap"], credentials,
-                                  security_protocol=recorded.get("security_protocol") or "SASL_PLAINTEXT",
-                                  sasl_mechanism=recorded.get("sasl_mechanism") or "SCRAM-SHA-512")
+        return endpoint_from_file(
+            bootstrap or recorded["bootstrap"],
+            credentials,
+            security_protocol=recorded.get("security_protocol") or "SASL_PLAINTEXT",
+            sasl_mechanism=recorded.get("sasl_mechanism") or "SCRAM-SHA-512",
+        )
     stack = stack or recorded.get("stack")
     if stack and recorded.get("cluster"):
         return stack_endpoint(stack, recorded["cluster"])
-    raise ConfigError(f"no credentials for the {role} {recorded.get('bootstrap')}.",
-                      f"pass --credentials FILE (or --{role}-credentials FILE), or --stack STACK")
+    raise ConfigError(
+        f"no credentials for the {role} {recorded.get('bootstrap')}.",
+        f"pass --credentials FILE (or --{role}-credentials FILE), or --stack STACK",
+    )
 
 
 @click.command("recover")
-@click.option("--report", "report_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="The --out directory of a drctl verify run.")
+@click.option(
+    "--report",
+    "report_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The --out directory of a drctl verify run.",
+)
 @click.option("--dry-run", is_flag=True, help="Plan only: count what would be written.")
 @click.option("--stack", help="Stack to resolve the clusters recorded in the report (default: the report's).")
 @click.option("--source-bootstrap", metavar="HOST:PORT", help="Override the source bootstrap in the report.")
 @click.option("--target-bootstrap", metavar="HOST:PORT", help="Override the target bootstrap in the report.")
-@click.option("--credentials", type=click.Path(path_type=Path, dir_okay=False),
-              help='0600 JSON file {"username", "password"} for both sides.')
+@click.option(
+    "--credentials",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help='0600 JSON file {"username", "password"} for both sides.',
+)
 @click.option("--source-credentials", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--target-credentials", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--source-archive", type=click.Path(path_type=Path), help="Replay from this Parquet archive.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @_exit_codes
-def recover(report_dir: Path, dry_run: bool, stack: str | None, source_bootstrap: str | None,
-            target_bootstrap: str | None, credentials: Path | None, source_credentials: Path | None,
-            target_credentials: Path | None, source_archive: Path | None, as_json: bool, quiet: bool) -> None:
+def recover(
+    report_dir: Path,
+    dry_run: bool,
+    stack: str | None,
+    source_bootstrap: str | None,
+    target_bootstrap: str | None,
+    credentials: Path | None,
+    source_credentials: Path | None,
+    target_credentials: Path | None,
+    source_archive: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Replay the records a verification found missing into the target; a second run writes nothing."""
     from verification.recover import recover as run_recovery
     from verification.report import load_summary
 
     summary = load_summary(report_dir)
     if summary["target"].get("kind") != "kafka":
-        raise ConfigError("the report's target is an archive; recovery writes to a Kafka cluster.",
-                          "verify against the target cluster, then recover from that report")
-    target = _recovery_endpoint("target", summary["target"], stack=stack, bootstrap=target_bootstrap,
-                                credentials=target_credentials or credentials)
+        raise ConfigError(
+            "the report's target is an archive; recovery writes to a Kafka cluster.",
+            "verify against the target cluster, then recover from that report",
+        )
+    target = _recovery_endpoint(
+        "target",
+        summary["target"],
+        stack=stack,
+        bootstrap=target_bootstrap,
+        credentials=target_credentials or credentials,
+    )
     src = summary["source"]
     archive = source_archive or (Path(src["path"]) if src.get("kind") == "archive" else None)
-    source = None if archive else _recovery_endpoint("source", src, stack=stack, bootstrap=source_bootstrap,
-                                                     credentials=source_credentials or credentials)
-    result = run_recovery(report_dir, target=target, source=source, source_archive=archive, dry_run=dry_run,
-                          progress=Progress("recover", enabled=not quiet))
+    source = (
+        None
+        if archive
+        else _recovery_endpoint(
+            "source", src, stack=stack, bootstrap=source_bootstrap, credentials=source_credentials or credentials
+        )
+    )
+    result = run_recovery(
+        report_dir,
+        target=target,
+        source=source,
+        source_archive=archive,
+        dry_run=dry_run,
+        progress=Progress("recover", enabled=not quiet),
+    )
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         mode = "dry run — " if dry_run else ""
-        click.echo(f"{mode}missing in report: {result.missing:,}; already in target: {result.already_present:,}; "
-                   f"to write: {result.to_write:,}; written: {result.written:,}")
+        click.echo(
+            f"{mode}missing in report: {result.missing:,}; already in target: {result.already_present:,}; "
+            f"to write: {result.to_write:,}; written: {result.written:,}"
+        )
         for topic, c in sorted(result.per_topic.items()):
             click.echo(f"  {topic}: missing {c['missing']:,}, to write {c['to_write']:,}, written {c['written']:,}")
         if not dry_run and result.written:
@@ -228,17 +349,23 @@ def _age(seconds: float | None) -> str:
 
 def _audit_lines(r: Any) -> list[str]:
     kind = "first (full) audit" if r.first_run else f"run {r.run}"
-    lines = [f"{r.link} ({r.source} → {r.target}), {kind} in {r.seconds:.2f} s: read {r.read_source:,} new on "
-             f"{r.source}, {r.read_target:,} on {r.target}",
-             f"  verified {r.verified:,} (total {r.verified_total:,}) · in flight {r.in_flight:,} · "
-             f"missing beyond the link's lag {r.missing:,} · only on {r.target} {r.target_unmatched:,} · "
-             f"link lag {r.link_lag:,} · oldest unreplicated {_age(r.oldest_unreplicated_age_s)}"]
+    lines = [
+        f"{r.link} ({r.source} → {r.target}), {kind} in {r.seconds:.2f} s: read {r.read_source:,} new on "
+        f"{r.source}, {r.read_target:,} on {r.target}",
+        f"  verified {r.verified:,} (total {r.verified_total:,}) · in flight {r.in_flight:,} · "
+        f"missing beyond the link's lag {r.missing:,} · only on {r.target} {r.target_unmatched:,} · "
+        f"link lag {r.link_lag:,} · oldest unreplicated {_age(r.oldest_unreplicated_age_s)}",
+    ]
     if r.lost_to_retention:
-        lines.append(f"  warning: {r.lost_to_retention:,} source offsets were deleted by retention before this "
-                     "audit read them (audit more often than the retention)")
+        lines.append(
+            f"  warning: {r.lost_to_retention:,} source offsets were deleted by retention before this "
+            "audit read them (audit more often than the retention)"
+        )
     if r.target_lost_to_retention:
-        lines.append(f"  warning: {r.target_lost_to_retention:,} target offsets were deleted before this audit read "
-                     "them; the source records they copied will be reported missing")
+        lines.append(
+            f"  warning: {r.target_lost_to_retention:,} target offsets were deleted before this audit read "
+            "them; the source records they copied will be reported missing"
+        )
     for m in r.missing_sample:
         lines.append(f"  missing: {m['topic']}-{m['partition']}@{m['offset']} (ts {m['ts']})")
     return lines
@@ -247,8 +374,13 @@ def _audit_lines(r: Any) -> list[str]:
 @click.command("audit")
 @click.option("--stack", required=True, help="Stack whose links to audit.")
 @click.option("--link", "links", multiple=True, help="Link to audit (repeatable); default: every link of the stack.")
-@click.option("--every", type=float, default=None, metavar="N",
-              help="Repeat every N seconds until interrupted (Ctrl-C ends with the last run's exit code).")
+@click.option(
+    "--every",
+    type=float,
+    default=None,
+    metavar="N",
+    help="Repeat every N seconds until interrupted (Ctrl-C ends with the last run's exit code).",
+)
 @click.option("--reset", is_flag=True, help="Discard the audit state first: the next run is a full audit.")
 @click.option("--json", "as_json", is_flag=True, help="Print each run's results as one JSON line on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
@@ -285,8 +417,10 @@ def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, 
     if missing:
         from dr.errors import VerificationFailed
 
-        raise VerificationFailed(f"{missing:,} record(s) missing beyond the link's lag.",
-                                 "run `drctl verify` for the report of those records, then `drctl recover`")
+        raise VerificationFailed(
+            f"{missing:,} record(s) missing beyond the link's lag.",
+            "run `drctl verify` for the report of those records, then `drctl recover`",
+        )
 
 
 def verification_commands() -> list[click.Command]:

@@ -18,9 +18,14 @@ _ADMIN_TIMEOUT = 30.0
 
 def is_internal_topic(name: str) -> bool:
     """Kafka, Connect and MirrorMaker 2 bookkeeping topics, never compared by default."""
-    return (name.startswith("_") or name.endswith(".internal") or name.startswith("mm2-")
-            or name in ("heartbeats",) or name.endswith(".heartbeats")
-            or name.startswith("connect-"))
+    return (
+        name.startswith("_")
+        or name.endswith(".internal")
+        or name.startswith("mm2-")
+        or name in ("heartbeats",)
+        or name.endswith(".heartbeats")
+        or name.startswith("connect-")
+    )
 
 
 def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:
@@ -32,8 +37,7 @@ def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any
 def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
     """Every non-internal topic of a cluster with its partition count."""
     md = cluster_metadata(endpoint)
-    return {name: len(t.partitions) for name, t in md.topics.items()
-            if t.error is None and not is_internal_topic(name)}
+    return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None and not is_internal_topic(name)}
 
 
 def _list_offsets(admin: Any, endpoint: Endpoint, specs: dict[TopicPartition, Any]) -> dict[tuple[str, int], Any]:
@@ -52,8 +56,12 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
     Topics that do not exist on this cluster are left out of the result.
     """
     admin, md = kafka_client.connected_admin(endpoint, _ADMIN_TIMEOUT, attempt=2.0)
-    tps = [TopicPartition(t, p) for t in topics if t in md.topics and md.topics[t].error is None
-           for p in sorted(md.topics[t].partitions)]
+    tps = [
+        TopicPartition(t, p)
+        for t in topics
+        if t in md.topics and md.topics[t].error is None
+        for p in sorted(md.topics[t].partitions)
+    ]
     earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})
     latest = _list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps})
     first = _list_offsets(admin, endpoint, {tp: OffsetSpec.for_timestamp(0) for tp in tps})
@@ -62,7 +70,9 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
     for tp in tps:
         k = (tp.topic, tp.partition)
         out[tp.topic][tp.partition] = PartitionBounds(
-            earliest[k].offset, latest[k].offset,
+            earliest[k].offset,
+            latest[k].offset,
             first[k].timestamp if first[k].offset >= 0 else -1,
-            newest[k].timestamp if newest[k].offset >= 0 else -1)
+            newest[k].timestamp if newest[k].offset >= 0 else -1,
+        )
     return out

@@ -121,8 +121,9 @@ def _late(cutoff_ms: int | None) -> Column:
 def with_window(fp: DataFrame, grid: TimeGrid, cutoff_ms: int | None) -> DataFrame:
     """Add ``late`` and ``window`` (``LATE_WINDOW`` for records after the cut-off)."""
     late = _late(cutoff_ms)
-    return (fp.withColumn("late", late)
-            .withColumn("window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid))))
+    return fp.withColumn("late", late).withColumn(
+        "window", F.when(F.col("late"), F.lit(LATE_WINDOW)).otherwise(_window_col(grid))
+    )
 
 
 #: The columns kept per record after the read (no value, no headers): what pass 1 and pass 2 use.
@@ -160,16 +161,29 @@ def bucket_summary(fp: DataFrame, *, grid: TimeGrid, cutoff_ms: int | None) -> D
     else:
         rows = rows.withColumn("topic_id", F.lit(-1))
     rh = F.col("record_hash")
-    agg = (rows.groupBy("side", "topic_id", "partition", "window")
-           .agg(F.count(F.lit(1)).alias("n"),
-                F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
-                F.sum(F.shiftright(rh, 32)).alias("hi"),
-                F.min("offset").alias("omin"),
-                F.max("offset").alias("omax")))
-    topic = (F.element_at(F.array(*[F.lit(t) for t in names]), F.col("topic_id") + 1) if names
-             else F.lit(None).cast("string"))
-    return agg.select("side", F.when(F.col("topic_id") >= 0, topic).alias("topic"), "partition", "window",
-                      "n", "lo", "hi", "omin", "omax")
+    agg = rows.groupBy("side", "topic_id", "partition", "window").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(rh.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
+        F.sum(F.shiftright(rh, 32)).alias("hi"),
+        F.min("offset").alias("omin"),
+        F.max("offset").alias("omax"),
+    )
+    topic = (
+        F.element_at(F.array(*[F.lit(t) for t in names]), F.col("topic_id") + 1)
+        if names
+        else F.lit(None).cast("string")
+    )
+    return agg.select(
+        "side",
+        F.when(F.col("topic_id") >= 0, topic).alias("topic"),
+        "partition",
+        "window",
+        "n",
+        "lo",
+        "hi",
+        "omin",
+        "omax",
+    )
 
 
 @dataclass
@@ -209,7 +223,7 @@ def _differing(pdf: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     src = sums[sums["side"] == SOURCE].drop(columns="side")
     tgt = sums[sums["side"] == TARGET].drop(columns="side")
     both = src.merge(tgt, on=keys, how="outer", suffixes=("_s", "_t")).fillna(0)
-    mask = ((both["n_s"] != both["n_t"]) | (both["lo_s"] != both["lo_t"]) | (both["hi_s"] != both["hi_t"]))
+    mask = (both["n_s"] != both["n_t"]) | (both["lo_s"] != both["lo_t"]) | (both["hi_s"] != both["hi_t"])
     return both.loc[mask, keys].reset_index(drop=True)
 
 
@@ -285,13 +299,18 @@ def _per_side(marker: int, suffix: str) -> list[Column]:
     on = F.col("side") == marker
     coord = F.when(on, F.col("partition").cast("long") * F.lit(1 << _OFFSET_BITS) + F.col("offset"))
     ts = F.when(on, F.col("ts"))
-    return [F.sum(F.when(on, 1).otherwise(0)).alias(f"n_{suffix}"),
-            F.min(coord).alias(f"c0_{suffix}"), F.max(coord).alias(f"c1_{suffix}"),
-            F.min_by(ts, coord).alias(f"t0_{suffix}"), F.max_by(ts, coord).alias(f"t1_{suffix}")]
+    return [
+        F.sum(F.when(on, 1).otherwise(0)).alias(f"n_{suffix}"),
+        F.min(coord).alias(f"c0_{suffix}"),
+        F.max(coord).alias(f"c1_{suffix}"),
+        F.min_by(ts, coord).alias(f"t0_{suffix}"),
+        F.max_by(ts, coord).alias(f"t1_{suffix}"),
+    ]
 
 
-def identity_differences(rows: DataFrame, *, complete: bool | Collection[str] = True,
-                         partitions: int | None = None) -> DataFrame:
+def identity_differences(
+    rows: DataFrame, *, complete: bool | Collection[str] = True, partitions: int | None = None
+) -> DataFrame:
     """Every identity (topic, key, checksum) whose copy counts differ between the sides, classified.
 
     ``rows``: side, topic, partition, offset, ts, key, key_hash, checksum. One shuffle by
@@ -306,10 +325,12 @@ def identity_differences(rows: DataFrame, *, complete: bool | Collection[str] = 
     :func:`resolve_target_only` to settle against the whole source.
     """
     parted = rows.repartition(partitions, "topic", "key") if partitions else rows.repartition("topic", "key")
-    agg = (parted.groupBy("topic", "key", "key_hash", "checksum")
-           .agg(*_per_side(SOURCE, "s"), *_per_side(TARGET, "t"))
-           .withColumn("key_in_source", F.max(F.col("n_s") > 0).over(Window.partitionBy("topic", "key")))
-           .where(F.col("n_s") != F.col("n_t")))
+    agg = (
+        parted.groupBy("topic", "key", "key_hash", "checksum")
+        .agg(*_per_side(SOURCE, "s"), *_per_side(TARGET, "t"))
+        .withColumn("key_in_source", F.max(F.col("n_s") > 0).over(Window.partitionBy("topic", "key")))
+        .where(F.col("n_s") != F.col("n_t"))
+    )
     if complete is True:
         settled = F.lit(True)
     elif complete is False or not complete:
@@ -318,23 +339,39 @@ def identity_differences(rows: DataFrame, *, complete: bool | Collection[str] = 
         settled = F.col("topic").isin(sorted(complete))
     n_s, n_t = F.col("n_s"), F.col("n_t")
     src = n_s > n_t
-    cls = (F.when(src, F.lit("missing"))
-           .when(n_s > 0, F.lit("duplicated"))
-           .when(~settled, F.lit("target_only"))
-           .when(F.col("key_in_source"), F.lit("corrupted"))
-           .otherwise(F.lit("unexpected")))
+    cls = (
+        F.when(src, F.lit("missing"))
+        .when(n_s > 0, F.lit("duplicated"))
+        .when(~settled, F.lit("target_only"))
+        .when(F.col("key_in_source"), F.lit("corrupted"))
+        .otherwise(F.lit("unexpected"))
+    )
 
     def pick(name: str) -> Column:
         return F.when(src, F.col(f"{name}_s")).otherwise(F.col(f"{name}_t")).alias(name)
 
-    return agg.select("topic", "key", "key_hash", "checksum", cls.alias("class"),
-                      F.when(src, F.lit("source")).otherwise(F.lit("target")).alias("side"),
-                      F.abs(n_s - n_t).alias("d"), pick("n"), pick("c0"), pick("t0"), pick("c1"), pick("t1"))
+    return agg.select(
+        "topic",
+        "key",
+        "key_hash",
+        "checksum",
+        cls.alias("class"),
+        F.when(src, F.lit("source")).otherwise(F.lit("target")).alias("side"),
+        F.abs(n_s - n_t).alias("d"),
+        pick("n"),
+        pick("c0"),
+        pick("t0"),
+        pick("c1"),
+        pick("t1"),
+    )
 
 
 def _copy(c: str, t: str) -> Column:
-    return F.struct(F.col(t).alias("ts"), F.col(c).bitwiseAND(F.lit(_OFFSET_MASK)).alias("offset"),
-                    F.shiftright(F.col(c), _OFFSET_BITS).cast("int").alias("partition"))
+    return F.struct(
+        F.col(t).alias("ts"),
+        F.col(c).bitwiseAND(F.lit(_OFFSET_MASK)).alias("offset"),
+        F.shiftright(F.col(c), _OFFSET_BITS).cast("int").alias("partition"),
+    )
 
 
 def surplus_copies(ident: DataFrame) -> DataFrame:
@@ -345,13 +382,24 @@ def surplus_copies(ident: DataFrame) -> DataFrame:
     partition, offset, timestamp, key, key_hash, checksum.
     """
     copies = F.when(F.col("n") == 1, F.array(_copy("c0", "t0"))).otherwise(
-        F.array(_copy("c0", "t0"), _copy("c1", "t1")))
+        F.array(_copy("c0", "t0"), _copy("c1", "t1"))
+    )
     latest = F.slice(F.sort_array(copies, asc=False), 1, F.col("d").cast("int"))
-    return (ident.where(F.col("n") <= 2)
-            .select("class", "side", "topic", "key", "key_hash", "checksum", F.explode(latest).alias("c"))
-            .select("class", "side", "topic", F.col("c.partition").alias("partition"),
-                    F.col("c.offset").alias("offset"), F.col("c.ts").alias("timestamp"),
-                    "key", "key_hash", "checksum"))
+    return (
+        ident.where(F.col("n") <= 2)
+        .select("class", "side", "topic", "key", "key_hash", "checksum", F.explode(latest).alias("c"))
+        .select(
+            "class",
+            "side",
+            "topic",
+            F.col("c.partition").alias("partition"),
+            F.col("c.offset").alias("offset"),
+            F.col("c.ts").alias("timestamp"),
+            "key",
+            "key_hash",
+            "checksum",
+        )
+    )
 
 
 def ranked_copies(rows: DataFrame, ident: DataFrame) -> DataFrame:
@@ -362,16 +410,34 @@ def ranked_copies(rows: DataFrame, ident: DataFrame) -> DataFrame:
     :func:`surplus_copies`.
     """
     many = ident.where(F.col("n") > 2).select(
-        "topic", "key_hash", "checksum", "class", F.col("side").alias("copy_side"), "d",
-        F.when(F.col("side") == "source", F.lit(SOURCE)).otherwise(F.lit(TARGET)).alias("want"))
+        "topic",
+        "key_hash",
+        "checksum",
+        "class",
+        F.col("side").alias("copy_side"),
+        "d",
+        F.when(F.col("side") == "source", F.lit(SOURCE)).otherwise(F.lit(TARGET)).alias("want"),
+    )
     by_copy = Window.partitionBy("topic", "key_hash", "checksum").orderBy(
-        F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc())
-    return (rows.join(F.broadcast(many), ["topic", "key_hash", "checksum"])
-            .where(F.col("side") == F.col("want"))
-            .withColumn("rn", F.row_number().over(by_copy))
-            .where(F.col("rn") <= F.col("d"))
-            .select("class", F.col("copy_side").alias("side"), "topic", "partition", "offset",
-                    F.col("ts").alias("timestamp"), "key", "key_hash", "checksum"))
+        F.col("ts").desc(), F.col("offset").desc(), F.col("partition").desc()
+    )
+    return (
+        rows.join(F.broadcast(many), ["topic", "key_hash", "checksum"])
+        .where(F.col("side") == F.col("want"))
+        .withColumn("rn", F.row_number().over(by_copy))
+        .where(F.col("rn") <= F.col("d"))
+        .select(
+            "class",
+            F.col("copy_side").alias("side"),
+            "topic",
+            "partition",
+            "offset",
+            F.col("ts").alias("timestamp"),
+            "key",
+            "key_hash",
+            "checksum",
+        )
+    )
 
 
 def classify(rows: DataFrame, *, complete: bool | Collection[str] = True, partitions: int | None = None) -> DataFrame:
@@ -395,22 +461,41 @@ def resolve_target_only(offending: DataFrame, source_rows: DataFrame) -> DataFra
     only the key exists → ``corrupted``; neither → ``unexpected``.
     """
     cand = offending.where(F.col("class") == "target_only")
-    ident = (source_rows.select(F.col("topic").alias("i_topic"), F.col("key").alias("i_key"),
-                                F.col("checksum").alias("i_checksum"))
-             .join(cand.select("topic", "key", "checksum").distinct(),
-                   (F.col("i_topic") == F.col("topic")) & F.col("i_key").eqNullSafe(F.col("key"))
-                   & (F.col("i_checksum") == F.col("checksum")), "left_semi")
-             .distinct().withColumn("has_identity", F.lit(True)))
-    keys = (source_rows.select(F.col("topic").alias("k_topic"), F.col("key").alias("k_key"))
-            .join(cand.select("topic", "key").distinct(),
-                  (F.col("k_topic") == F.col("topic")) & F.col("k_key").eqNullSafe(F.col("key")), "left_semi")
-            .distinct().withColumn("has_key", F.lit(True)))
-    j = (offending
-         .join(ident, (offending["topic"] == ident["i_topic"]) & offending["key"].eqNullSafe(ident["i_key"])
-               & (offending["checksum"] == ident["i_checksum"]), "left")
-         .join(keys, (offending["topic"] == keys["k_topic"]) & offending["key"].eqNullSafe(keys["k_key"]), "left"))
-    resolved = (F.when(F.col("class") != "target_only", F.col("class"))
-                .when(F.col("has_identity").isNotNull(), F.lit("duplicated"))
-                .when(F.col("has_key").isNotNull(), F.lit("corrupted"))
-                .otherwise(F.lit("unexpected")))
+    ident = (
+        source_rows.select(
+            F.col("topic").alias("i_topic"), F.col("key").alias("i_key"), F.col("checksum").alias("i_checksum")
+        )
+        .join(
+            cand.select("topic", "key", "checksum").distinct(),
+            (F.col("i_topic") == F.col("topic"))
+            & F.col("i_key").eqNullSafe(F.col("key"))
+            & (F.col("i_checksum") == F.col("checksum")),
+            "left_semi",
+        )
+        .distinct()
+        .withColumn("has_identity", F.lit(True))
+    )
+    keys = (
+        source_rows.select(F.col("topic").alias("k_topic"), F.col("key").alias("k_key"))
+        .join(
+            cand.select("topic", "key").distinct(),
+            (F.col("k_topic") == F.col("topic")) & F.col("k_key").eqNullSafe(F.col("key")),
+            "left_semi",
+        )
+        .distinct()
+        .withColumn("has_key", F.lit(True))
+    )
+    j = offending.join(
+        ident,
+        (offending["topic"] == ident["i_topic"])
+        & offending["key"].eqNullSafe(ident["i_key"])
+        & (offending["checksum"] == ident["i_checksum"]),
+        "left",
+    ).join(keys, (offending["topic"] == keys["k_topic"]) & offending["key"].eqNullSafe(keys["k_key"]), "left")
+    resolved = (
+        F.when(F.col("class") != "target_only", F.col("class"))
+        .when(F.col("has_identity").isNotNull(), F.lit("duplicated"))
+        .when(F.col("has_key").isNotNull(), F.lit("corrupted"))
+        .otherwise(F.lit("unexpected"))
+    )
     return j.withColumn("class", resolved).select(*offending.columns)

@@ -24,32 +24,50 @@ def load_credentials(path: Path | str) -> dict[str, str]:
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError as exc:
-        raise ConfigError(f"credentials file {path} does not exist.",
-                          'write {"username": ..., "password": ...} to it with mode 0600') from exc
+        raise ConfigError(
+            f"credentials file {path} does not exist.", 'write {"username": ..., "password": ...} to it with mode 0600'
+        ) from exc
     if mode & 0o077:
-        raise ConfigError(f"credentials file {path} is readable by other users (mode {oct(mode)}).",
-                          f"run `chmod 600 {path}`")
+        raise ConfigError(
+            f"credentials file {path} is readable by other users (mode {oct(mode)}).", f"run `chmod 600 {path}`"
+        )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"credentials file {path} is not valid JSON ({exc.msg}).",
-                          'write {"username": ..., "password": ...}') from exc
-    if not isinstance(data, dict) or not isinstance(data.get("username"), str) \
-            or not isinstance(data.get("password"), str):
-        raise ConfigError(f"credentials file {path} needs string fields 'username' and 'password'.",
-                          'write {"username": ..., "password": ...}')
+        raise ConfigError(
+            f"credentials file {path} is not valid JSON ({exc.msg}).", 'write {"username": ..., "password": ...}'
+        ) from exc
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("username"), str)
+        or not isinstance(data.get("password"), str)
+    ):
+        raise ConfigError(
+            f"credentials file {path} needs string fields 'username' and 'password'.",
+            'write {"username": ..., "password": ...}',
+        )
     return {k: str(v) for k, v in data.items()}
 
 
-def endpoint_from_file(bootstrap: str, path: Path | str, *, security_protocol: str = "SASL_PLAINTEXT",
-                       sasl_mechanism: str = "SCRAM-SHA-512") -> Endpoint:
+def endpoint_from_file(
+    bootstrap: str,
+    path: Path | str,
+    *,
+    security_protocol: str = "SASL_PLAINTEXT",
+    sasl_mechanism: str = "SCRAM-SHA-512",
+) -> Endpoint:
     """An endpoint for ``bootstrap`` with the user and password of a credentials file.
 
     The file's ``security_protocol``/``sasl_mechanism`` win over the defaults given here.
     """
     creds = load_credentials(path)
-    return Endpoint(bootstrap, creds["username"], creds["password"],
-                    creds.get("security_protocol", security_protocol), creds.get("sasl_mechanism", sasl_mechanism))
+    return Endpoint(
+        bootstrap,
+        creds["username"],
+        creds["password"],
+        creds.get("security_protocol", security_protocol),
+        creds.get("sasl_mechanism", sasl_mechanism),
+    )
 
 
 def stack_endpoint(stack: str, cluster: str) -> Endpoint:
@@ -57,13 +75,22 @@ def stack_endpoint(stack: str, cluster: str) -> Endpoint:
     try:
         from dr.estate import resolve_endpoint  # provided by the estate layer
     except ImportError as exc:
-        raise ConfigError("resolving clusters by stack is not available in this build (no dr.estate).",
-                          "pass --source-bootstrap/--target-bootstrap and --credentials FILE instead") from exc
+        raise ConfigError(
+            "resolving clusters by stack is not available in this build (no dr.estate).",
+            "pass --source-bootstrap/--target-bootstrap and --credentials FILE instead",
+        ) from exc
     return resolve_endpoint(stack, cluster)
 
 
-def resolve_side(role: str, *, stack: str | None, name: str | None, bootstrap: str | None,
-                 credentials: Path | None, archive: Path | None) -> Side:
+def resolve_side(
+    role: str,
+    *,
+    stack: str | None,
+    name: str | None,
+    bootstrap: str | None,
+    credentials: Path | None,
+    archive: Path | None,
+) -> Side:
     """One side from the flags given for it (``role`` is 'source' or 'target', for messages)."""
     chosen = [x for x in (bootstrap, archive) if x]
     if len(chosen) > 1:
@@ -72,15 +99,19 @@ def resolve_side(role: str, *, stack: str | None, name: str | None, bootstrap: s
         return ArchiveSide(path=Path(archive), name=name)
     if bootstrap:
         if credentials is None:
-            raise ConfigError(f"--{role}-bootstrap needs credentials.",
-                              f"pass --credentials FILE (or --{role}-credentials FILE), a 0600 JSON file "
-                              '{"username": ..., "password": ...}')
+            raise ConfigError(
+                f"--{role}-bootstrap needs credentials.",
+                f"pass --credentials FILE (or --{role}-credentials FILE), a 0600 JSON file "
+                '{"username": ..., "password": ...}',
+            )
         return KafkaSide(endpoint=endpoint_from_file(bootstrap, credentials), name=name, stack=stack)
     if stack and name:
         return KafkaSide(endpoint=stack_endpoint(stack, name), name=name, stack=stack)
-    raise ConfigError(f"no {role} given.",
-                      f"pass --stack STACK --{role} NAME, or --{role}-bootstrap HOST:PORT with --credentials FILE, "
-                      f"or --{role}-archive PATH")
+    raise ConfigError(
+        f"no {role} given.",
+        f"pass --stack STACK --{role} NAME, or --{role}-bootstrap HOST:PORT with --credentials FILE, "
+        f"or --{role}-archive PATH",
+    )
 
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}")
@@ -102,10 +133,14 @@ def parse_cutoff(text: str | None) -> int | None:
         try:
             dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise ConfigError(f"--cutoff {text!r} is not a valid ISO-8601 time ({exc}).",
-                              "write it like 2025-05-01T12:00:00Z or as epoch milliseconds") from exc
+            raise ConfigError(
+                f"--cutoff {text!r} is not a valid ISO-8601 time ({exc}).",
+                "write it like 2025-05-01T12:00:00Z or as epoch milliseconds",
+            ) from exc
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         return int(dt.timestamp() * 1000)
-    raise ConfigError(f"--cutoff {text!r} is neither epoch milliseconds nor ISO-8601.",
-                      "write it like 2025-05-01T12:00:00Z or as epoch milliseconds")
+    raise ConfigError(
+        f"--cutoff {text!r} is neither epoch milliseconds nor ISO-8601.",
+        "write it like 2025-05-01T12:00:00Z or as epoch milliseconds",
+    )

@@ -174,7 +174,6 @@ def fingerprint(records: DataFrame) -> DataFrame:
     ``records`` has the canonical columns of :mod:`verification.sources` (value and headers are
     dropped here, so nothing downstream carries payloads).
     """
-    return (records
-            .select("topic", "partition", "offset", "ts", "key",
-                    key_hash_col().alias("key_hash"), checksum_col().alias("checksum"))
-            .withColumn("record_hash", record_hash_col()))
+    return records.select(
+        "topic", "partition", "offset", "ts", "key", key_hash_col().alias("key_hash"), checksum_col().alias("checksum")
+    ).withColumn("record_hash", record_hash_col())

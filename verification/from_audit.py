@@ -56,7 +56,16 @@ from verification.progress import Reporter, quiet
 from verification.report import OFFENDING_DIR, iso, utc_text
 from verification.sides import KafkaSide
 
-__all__ = ["Comparison", "FromAudit", "Plan", "audited_after_cutoff", "compare", "plan", "verify_from_audit", "worth_it"]
+__all__ = [
+    "Comparison",
+    "FromAudit",
+    "Plan",
+    "audited_after_cutoff",
+    "compare",
+    "plan",
+    "verify_from_audit",
+    "worth_it",
+]
 
 #: An increment up to this many offsets (both sides) is always read in one process (~25 s).
 SMALL_INCREMENT = 1_000_000
@@ -113,8 +122,14 @@ def _restrict(o: Offsets, topics: set[str]) -> Offsets:
     return {t: dict(ps) for t, ps in o.items() if t in topics}
 
 
-def plan(state: AuditState, source_now: dict[tuple[str, int], tuple[int, int]],
-         target_now: dict[tuple[str, int], tuple[int, int]], *, topics: Iterable[str], state_file: Path) -> Plan:
+def plan(
+    state: AuditState,
+    source_now: dict[tuple[str, int], tuple[int, int]],
+    target_now: dict[tuple[str, int], tuple[int, int]],
+    *,
+    topics: Iterable[str],
+    state_file: Path,
+) -> Plan:
     """The ranges ``[audited bound, end)`` of ``topics`` on each side and the residue to re-check.
 
     ``*_now`` map ``(topic, partition) → (earliest, end)`` as fixed now. A partition the audit never
@@ -134,11 +149,16 @@ def plan(state: AuditState, source_now: dict[tuple[str, int], tuple[int, int]],
     def skipped(ranges: Ranges, now: dict[tuple[str, int], tuple[int, int]]) -> int:
         return sum(max(0, ranges[t][p][0] - early) for (t, p), (early, _e) in now.items())
 
-    return Plan(source_ranges=src_ranges, target_ranges=dst_ranges,
-                source_residue=[f for f in state.source_residue if f.topic in chosen],
-                target_residue=[f for f in state.target_residue if f.topic in chosen],
-                skipped_source=skipped(src_ranges, src_now), skipped_target=skipped(dst_ranges, dst_now),
-                lost_source=lost_s, lost_target=lost_t)
+    return Plan(
+        source_ranges=src_ranges,
+        target_ranges=dst_ranges,
+        source_residue=[f for f in state.source_residue if f.topic in chosen],
+        target_residue=[f for f in state.target_residue if f.topic in chosen],
+        skipped_source=skipped(src_ranges, src_now),
+        skipped_target=skipped(dst_ranges, dst_now),
+        lost_source=lost_s,
+        lost_target=lost_t,
+    )
 
 
 def audited_after_cutoff(state: AuditState, cutoff_ms: int | None) -> str | None:
@@ -152,12 +172,16 @@ def audited_after_cutoff(state: AuditState, cutoff_ms: int | None) -> str | None
     if cutoff_ms is None:
         return None
     if state.max_ts is None:
-        return (f"the audit state of link {state.link} does not record the latest timestamp it read (written by an "
-                f"older drctl); `drctl audit --link {state.link} --reset` records it")
+        return (
+            f"the audit state of link {state.link} does not record the latest timestamp it read (written by an "
+            f"older drctl); `drctl audit --link {state.link} --reset` records it"
+        )
     latest = max(state.max_ts.values())
     if latest > cutoff_ms:
-        return (f"the audits of link {state.link} read records stamped {utc_text(latest)}, after the cut-off "
-                f"{utc_text(cutoff_ms)}")
+        return (
+            f"the audits of link {state.link} read records stamped {utc_text(latest)}, after the cut-off "
+            f"{utc_text(cutoff_ms)}"
+        )
     return None
 
 
@@ -183,12 +207,18 @@ def compare(source: Iterable[Fingerprint], target: Iterable[Fingerprint], cutoff
                 compared[f.topic][side] += 1
                 kept[side].append(f)
     inc = match_increment(kept["source"], kept["target"], {})
-    return Comparison(matched=inc.matched, missing=sorted([*inc.in_flight, *inc.missing]),
-                      target_unmatched=inc.target_unmatched, compared=dict(compared), after_cutoff=dict(late))
+    return Comparison(
+        matched=inc.matched,
+        missing=sorted([*inc.in_flight, *inc.missing]),
+        target_unmatched=inc.target_unmatched,
+        compared=dict(compared),
+        after_cutoff=dict(late),
+    )
 
 
-def offending_rows(missing: list[Fingerprint], fetched: dict[tuple[str, int, int], Any]
-                   ) -> tuple[list[dict[str, Any]], int, Fingerprint | None]:
+def offending_rows(
+    missing: list[Fingerprint], fetched: dict[tuple[str, int, int], Any]
+) -> tuple[list[dict[str, Any]], int, Fingerprint | None]:
     """``offending.parquet`` rows for the missing records, from the source records read back by
     coordinates; also how many are gone from the source (retention, compaction), and the first
     whose content no longer matches its fingerprint (the topic was re-created), if any."""
@@ -202,26 +232,50 @@ def offending_rows(missing: list[Fingerprint], fetched: dict[tuple[str, int, int
             continue
         if key_hash(f.topic, rec.key) != f.key_hash or checksum(rec.value, rec.headers or []) != f.checksum:
             return [], gone, f
-        rows.append({"class": "missing", "side": "source", "topic": f.topic, "partition": f.partition,
-                     "offset": f.offset, "timestamp": f.ts, "key": rec.key, "key_hash": f.key_hash,
-                     "checksum": f.checksum})
+        rows.append(
+            {
+                "class": "missing",
+                "side": "source",
+                "topic": f.topic,
+                "partition": f.partition,
+                "offset": f.offset,
+                "timestamp": f.ts,
+                "key": rec.key,
+                "key_hash": f.key_hash,
+                "checksum": f.checksum,
+            }
+        )
     rows.sort(key=lambda r: (r["topic"], r["timestamp"], r["partition"], r["offset"]))
     return rows, gone, None
 
 
 def started_from(state: AuditState, state_file: Path, p: Plan) -> dict[str, Any]:
     """What the journal and the report say about the audit the check started from."""
-    return {"audit": True, "state_file": str(state_file), "link": state.link, "audit_runs": state.runs,
-            "audited_at_ms": state.updated_ms, "audited_at_utc": utc_text(state.updated_ms),
-            "verified_by_audits": state.verified_total,
-            "skipped_source": p.skipped_source, "skipped_target": p.skipped_target,
-            "residue_source": len(p.source_residue), "residue_target": len(p.target_residue),
-            "read_source": sum(e - s for ps in p.source_ranges.values() for s, e in ps.values()),
-            "read_target": sum(e - s for ps in p.target_ranges.values() for s, e in ps.values()),
-            "lost_source": p.lost_source, "lost_target": p.lost_target,
-            "bounds": {side: {t: {str(q): b for q, b in sorted(ps.items())} for t, ps in sorted(bounds.items())
-                              if t in p.source_ranges or t in p.target_ranges}
-                       for side, bounds in (("source", state.source_bounds), ("target", state.target_bounds))}}
+    return {
+        "audit": True,
+        "state_file": str(state_file),
+        "link": state.link,
+        "audit_runs": state.runs,
+        "audited_at_ms": state.updated_ms,
+        "audited_at_utc": utc_text(state.updated_ms),
+        "verified_by_audits": state.verified_total,
+        "skipped_source": p.skipped_source,
+        "skipped_target": p.skipped_target,
+        "residue_source": len(p.source_residue),
+        "residue_target": len(p.target_residue),
+        "read_source": sum(e - s for ps in p.source_ranges.values() for s, e in ps.values()),
+        "read_target": sum(e - s for ps in p.target_ranges.values() for s, e in ps.values()),
+        "lost_source": p.lost_source,
+        "lost_target": p.lost_target,
+        "bounds": {
+            side: {
+                t: {str(q): b for q, b in sorted(ps.items())}
+                for t, ps in sorted(bounds.items())
+                if t in p.source_ranges or t in p.target_ranges
+            }
+            for side, bounds in (("source", state.source_bounds), ("target", state.target_bounds))
+        },
+    }
 
 
 def _fallback(reason: str, say: Reporter) -> FromAudit:
@@ -229,10 +283,22 @@ def _fallback(reason: str, say: Reporter) -> FromAudit:
     return FromAudit(None, {"audit": False, "reason": reason})
 
 
-def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | str, topics: list[str],
-                      cutoff_ms: int | None, state_file: Path, stack: str, link: str, source_cluster: str,
-                      target_cluster: str, progress: Reporter | None = None, context: dict[str, Any] | None = None,
-                      sample_size: int = 20) -> FromAudit:
+def verify_from_audit(
+    *,
+    source: KafkaSide,
+    target: KafkaSide,
+    out_dir: Path | str,
+    topics: list[str],
+    cutoff_ms: int | None,
+    state_file: Path,
+    stack: str,
+    link: str,
+    source_cluster: str,
+    target_cluster: str,
+    progress: Reporter | None = None,
+    context: dict[str, Any] | None = None,
+    sample_size: int = 20,
+) -> FromAudit:
     """Verify ``source`` vs ``target`` from the audit state in ``state_file`` (see the module docstring).
 
     Returns the result (report written to ``out_dir``), or no result and the reason the caller must
@@ -250,9 +316,15 @@ def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | s
     src_admin, src_md = kafka_client.connected_admin(source.endpoint, 30.0, attempt=2.0)
     dst_admin, dst_md = kafka_client.connected_admin(target.endpoint, 30.0, attempt=2.0)
     try:
-        state = load_state(Path(state_file), stack=stack, link=link, source_cluster=source_cluster,
-                           target_cluster=target_cluster, source_id=cluster_id(src_admin, source.endpoint),
-                           target_id=cluster_id(dst_admin, target.endpoint))
+        state = load_state(
+            Path(state_file),
+            stack=stack,
+            link=link,
+            source_cluster=source_cluster,
+            target_cluster=target_cluster,
+            source_id=cluster_id(src_admin, source.endpoint),
+            target_id=cluster_id(dst_admin, target.endpoint),
+        )
     except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return _fallback(f"the audit state cannot be used: {exc}", say)
     if state is None:
@@ -270,13 +342,18 @@ def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | s
         return _fallback(f"the audit state cannot be used: {exc}", say)
     full_read = sum(e - s for side in (src_now, dst_now) for s, e in side.values())
     if not worth_it(p.to_read, full_read):
-        return _fallback(f"{p.to_read:,} offsets arrived since the last audit of {link} (of {full_read:,}): "
-                         "the Spark job reads them faster", say)
+        return _fallback(
+            f"{p.to_read:,} offsets arrived since the last audit of {link} (of {full_read:,}): "
+            "the Spark job reads them faster",
+            say,
+        )
     origin = started_from(state, Path(state_file), p)
-    say(f"starting from audit run {state.runs} of {link} ({origin['audited_at_utc']}): "
+    say(
+        f"starting from audit run {state.runs} of {link} ({origin['audited_at_utc']}): "
         f"{p.skipped_source:,} source + {p.skipped_target:,} target records already verified are not read; "
         f"reading {origin['read_source']:,} + {origin['read_target']:,} new, re-checking a residue of "
-        f"{len(p.source_residue):,} + {len(p.target_residue):,}")
+        f"{len(p.source_residue):,} + {len(p.target_residue):,}"
+    )
     t = time.monotonic()
     new_src = read_fingerprints(source.endpoint, p.source_ranges)
     new_dst = read_fingerprints(target.endpoint, p.target_ranges)
@@ -285,8 +362,11 @@ def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | s
     cmp = compare([*p.source_residue, *new_src], [*p.target_residue, *new_dst], cutoff_ms)
     match_s = time.monotonic() - t
     if cmp.target_unmatched:
-        return _fallback(f"{len(cmp.target_unmatched):,} target records past the audit match no source record read "
-                         "now; telling duplicated from corrupted or unexpected needs the whole source", say)
+        return _fallback(
+            f"{len(cmp.target_unmatched):,} target records past the audit match no source record read "
+            "now; telling duplicated from corrupted or unexpected needs the whole source",
+            say,
+        )
     t = time.monotonic()
     wanted_offsets: dict[tuple[str, int], list[int]] = defaultdict(list)
     for f in cmp.missing:
@@ -294,31 +374,70 @@ def verify_from_audit(*, source: KafkaSide, target: KafkaSide, out_dir: Path | s
     fetched = _fetch_kafka(source.endpoint, {k: sorted(v) for k, v in wanted_offsets.items()}) if cmp.missing else {}
     rows, gone, changed = offending_rows(cmp.missing, fetched)
     if changed is not None:
-        return _fallback(f"source record {changed.topic}-{changed.partition}@{changed.offset} no longer matches the "
-                         "audit's fingerprint (topic re-created?)", say)
+        return _fallback(
+            f"source record {changed.topic}-{changed.partition}@{changed.offset} no longer matches the "
+            "audit's fingerprint (topic re-created?)",
+            say,
+        )
     fetch_s = time.monotonic() - t
     origin["missing_gone_from_source"] = gone
-    read_counts = {"source": Counter((f.topic, f.partition) for f in new_src),
-                   "target": Counter((f.topic, f.partition) for f in new_dst)}
+    read_counts = {
+        "source": Counter((f.topic, f.partition) for f in new_src),
+        "target": Counter((f.topic, f.partition) for f in new_dst),
+    }
     stamps = [f.ts for fps in (new_src, new_dst, p.source_residue, p.target_residue) for f in fps if f.ts >= 0]
-    result = _write(out=Path(out_dir).resolve(), source=source, target=target, topics=sorted(src_topics),
-                    requested=list(topics), p=p, cmp=cmp, rows=rows, origin=origin, read_counts=read_counts,
-                    src_now=src_now, dst_now=dst_now, cutoff_ms=cutoff_ms, context=context,
-                    ts_range=(min(stamps), max(stamps)) if stamps else None,
-                    started_at=started_at, sample_size=sample_size,
-                    timings={"read_s": round(read_s, 3), "match_s": round(match_s, 3),
-                             "fetch_missing_s": round(fetch_s, 3)}, t0=t0)
+    result = _write(
+        out=Path(out_dir).resolve(),
+        source=source,
+        target=target,
+        topics=sorted(src_topics),
+        requested=list(topics),
+        p=p,
+        cmp=cmp,
+        rows=rows,
+        origin=origin,
+        read_counts=read_counts,
+        src_now=src_now,
+        dst_now=dst_now,
+        cutoff_ms=cutoff_ms,
+        context=context,
+        ts_range=(min(stamps), max(stamps)) if stamps else None,
+        started_at=started_at,
+        sample_size=sample_size,
+        timings={"read_s": round(read_s, 3), "match_s": round(match_s, 3), "fetch_missing_s": round(fetch_s, 3)},
+        t0=t0,
+    )
     tot = result.summary["totals"]
-    say(f"verdict: {result.summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES)
-        + f"; report in {result.out_dir}")
+    say(
+        f"verdict: {result.summary['verdict']} — "
+        + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES)
+        + f"; report in {result.out_dir}"
+    )
     return FromAudit(result, origin)
 
 
-def _write(*, out: Path, source: KafkaSide, target: KafkaSide, topics: list[str], requested: list[str], p: Plan,
-           cmp: Comparison, rows: list[dict[str, Any]], origin: dict[str, Any],
-           read_counts: dict[str, Counter[tuple[str, int]]], src_now: dict[tuple[str, int], tuple[int, int]],
-           dst_now: dict[tuple[str, int], tuple[int, int]], cutoff_ms: int | None, context: dict[str, Any] | None,
-           ts_range: tuple[int, int] | None, started_at: datetime, sample_size: int, timings: dict[str, float], t0: float) -> Any:
+def _write(
+    *,
+    out: Path,
+    source: KafkaSide,
+    target: KafkaSide,
+    topics: list[str],
+    requested: list[str],
+    p: Plan,
+    cmp: Comparison,
+    rows: list[dict[str, Any]],
+    origin: dict[str, Any],
+    read_counts: dict[str, Counter[tuple[str, int]]],
+    src_now: dict[tuple[str, int], tuple[int, int]],
+    dst_now: dict[tuple[str, int], tuple[int, int]],
+    cutoff_ms: int | None,
+    context: dict[str, Any] | None,
+    ts_range: tuple[int, int] | None,
+    started_at: datetime,
+    sample_size: int,
+    timings: dict[str, float],
+    t0: float,
+) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -333,16 +452,30 @@ def _write(*, out: Path, source: KafkaSide, target: KafkaSide, topics: list[str]
     for tp in topics:
         c, late = cmp.compared.get(tp, {"source": 0, "target": 0}), cmp.after_cutoff.get(tp, {"source": 0, "target": 0})
         per_topic[tp] = {
-            "source_read": c["source"] + late["source"], "target_read": c["target"] + late["target"],
-            "source_after_cutoff": late["source"], "target_after_cutoff": late["target"],
-            "source_compared": c["source"], "target_compared": c["target"],
-            **{k: 0 for k in CLASSES}, "missing": missing_by_topic.get(tp, 0),
+            "source_read": c["source"] + late["source"],
+            "target_read": c["target"] + late["target"],
+            "source_after_cutoff": late["source"],
+            "target_after_cutoff": late["target"],
+            "source_compared": c["source"],
+            "target_compared": c["target"],
+            **{k: 0 for k in CLASSES},
+            "missing": missing_by_topic.get(tp, 0),
             "target_absent": not any(k[0] == tp for k in dst_now),
             "source_partitions": sum(1 for k in src_now if k[0] == tp),
-            "target_partitions": sum(1 for k in dst_now if k[0] == tp)}
-    totals = {k: sum(v[k] for v in per_topic.values())
-              for k in ("source_read", "target_read", "source_after_cutoff", "target_after_cutoff",
-                        "source_compared", "target_compared", *CLASSES)}
+            "target_partitions": sum(1 for k in dst_now if k[0] == tp),
+        }
+    totals = {
+        k: sum(v[k] for v in per_topic.values())
+        for k in (
+            "source_read",
+            "target_read",
+            "source_after_cutoff",
+            "target_after_cutoff",
+            "source_compared",
+            "target_compared",
+            *CLASSES,
+        )
+    }
     clean = not any(totals[c] for c in CLASSES)
     partitions: dict[str, dict[str, dict[str, int]]] = {}
     for r in rows:
@@ -350,8 +483,13 @@ def _write(*, out: Path, source: KafkaSide, target: KafkaSide, topics: list[str]
         per["missing"] += 1
 
     def offsets(ranges: Ranges, side: str) -> dict[str, dict[str, dict[str, int]]]:
-        return {tp: {str(q): {"start": s, "end": e, "read": read_counts[side].get((tp, q), 0)}
-                     for q, (s, e) in sorted(ps.items())} for tp, ps in sorted(ranges.items())}
+        return {
+            tp: {
+                str(q): {"start": s, "end": e, "read": read_counts[side].get((tp, q), 0)}
+                for q, (s, e) in sorted(ps.items())
+            }
+            for tp, ps in sorted(ranges.items())
+        }
 
     now = int(time.time() * 1000)
     t_lo, t_hi = ts_range or (now - 3_600_000, now)
@@ -372,29 +510,64 @@ def _write(*, out: Path, source: KafkaSide, target: KafkaSide, topics: list[str]
         "verdict": "clean" if clean else "differences",
         "exit_code": 0 if clean else VerificationFailed.exit_code,
         "generated_at": started_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "out_dir": str(out), "source": source.describe(), "target": target.describe(),
-        "failover": _safe_context(context), "topics_requested": requested, "topics_compared": topics,
+        "out_dir": str(out),
+        "source": source.describe(),
+        "target": target.describe(),
+        "failover": _safe_context(context),
+        "topics_requested": requested,
+        "topics_compared": topics,
         "topics_left_out": {},
-        "cutoff": None if cutoff_ms is None else {"ms": int(cutoff_ms), "iso": iso(int(cutoff_ms)),
-                                                  "utc": utc_text(int(cutoff_ms)), "applies_to": "both sides"},
-        "totals": totals, "topics": per_topic, "partitions": partitions,
+        "cutoff": None
+        if cutoff_ms is None
+        else {
+            "ms": int(cutoff_ms),
+            "iso": iso(int(cutoff_ms)),
+            "utc": utc_text(int(cutoff_ms)),
+            "applies_to": "both sides",
+        },
+        "totals": totals,
+        "topics": per_topic,
+        "partitions": partitions,
         "offsets": {"source": offsets(p.source_ranges, "source"), "target": offsets(p.target_ranges, "target")},
         "method": {
-            "checksum": CHECKSUM_DESCRIPTION, "key_hash": "xxhash64(topic, key IS NULL, key)",
+            "checksum": CHECKSUM_DESCRIPTION,
+            "key_hash": "xxhash64(topic, key IS NULL, key)",
             "identity": "(topic, key_hash, checksum), compared as multisets",
-            "windows": 0, "window_counts": {"per_topic": {}, "windows": 0, "with_records": 0, "differing": 0,
-                                            "reread_source": 0, "reread_target": 0},
+            "windows": 0,
+            "window_counts": {
+                "per_topic": {},
+                "windows": 0,
+                "with_records": 0,
+                "differing": 0,
+                "reread_source": 0,
+                "reread_target": 0,
+            },
             "pass1_records": sum(sum(c.values()) for c in read_counts.values()),
-            "differing_windows": 0, "kafka_reads_per_side": 1, "fingerprints": None, "pass2_offsets": 0,
-            "pass2_compared_records": len(p.source_residue) + len(p.target_residue), "pass2b": False,
-            "from_audit": origin},
+            "differing_windows": 0,
+            "kafka_reads_per_side": 1,
+            "fingerprints": None,
+            "pass2_offsets": 0,
+            "pass2_compared_records": len(p.source_residue) + len(p.target_residue),
+            "pass2b": False,
+            "from_audit": origin,
+        },
         "spark": {"master": "none: the increment since the audit was read with confluent-kafka", "version": "-"},
-        "files": {"summary": "summary.json", "html": "report.html", "chart": "missing_over_time.png",
-                  "offending": OFFENDING_DIR},
+        "files": {
+            "summary": "summary.json",
+            "html": "report.html",
+            "chart": "missing_over_time.png",
+            "offending": OFFENDING_DIR,
+        },
     }
     timings["write_s"] = round(time.monotonic() - t, 3)
     timings["total_s"] = round(time.monotonic() - t0, 3)
     summary["timings"] = timings
-    write_report(out, summary, timeline=[(tp, b, n) for (tp, b), n in timeline], bin_ms=bin_ms, samples=samples,
-                 range_ms=(t_lo, t_hi))
+    write_report(
+        out,
+        summary,
+        timeline=[(tp, b, n) for (tp, b), n in timeline],
+        bin_ms=bin_ms,
+        samples=samples,
+        range_ms=(t_lo, t_hi),
+    )
     return VerificationResult(summary, out)

@@ -95,8 +95,10 @@ from verification.sources import (
 
 __all__ = ["CHECKSUM_DESCRIPTION", "LEFT_OUT", "VerificationResult", "main", "run_verification"]
 
-CHECKSUM_DESCRIPTION = ("xxhash64(value IS NULL, value, size(headers), "
-                        "transform(headers, h -> struct(h.key, h.value IS NULL, h.value))) — Spark built-in, seed 42")
+CHECKSUM_DESCRIPTION = (
+    "xxhash64(value IS NULL, value, size(headers), "
+    "transform(headers, h -> struct(h.key, h.value IS NULL, h.value))) — Spark built-in, seed 42"
+)
 
 #: Why a topic was not compared: ``summary["topics_left_out"][topic]["reason"]`` → the words the report shows.
 LEFT_OUT = {
@@ -149,9 +151,11 @@ class VerificationResult:
         if not self.clean:
             t = self.summary["totals"]
             found = ", ".join(f"{t[c]} {c}" for c in CLASSES if t[c])
-            raise VerificationFailed(f"verification found differences: {found} (report in {self.out_dir}).",
-                                     f"open {self.out_dir / 'report.html'}; replay missing records with "
-                                     f"`drctl recover --report {self.out_dir}`")
+            raise VerificationFailed(
+                f"verification found differences: {found} (report in {self.out_dir}).",
+                f"open {self.out_dir / 'report.html'}; replay missing records with "
+                f"`drctl recover --report {self.out_dir}`",
+            )
 
 
 class _Clock:
@@ -186,13 +190,17 @@ def _side_topics(spark_fn: Any, side: Side) -> set[str]:
 
 
 def _left_out(reason: str, topic: str, on_source: set[str], on_target: set[str]) -> dict[str, str]:
-    on = "source and target" if topic in on_source and topic in on_target else (
-        "source" if topic in on_source else "target")
+    on = (
+        "source and target"
+        if topic in on_source and topic in on_target
+        else ("source" if topic in on_source else "target")
+    )
     return {"reason": reason, "why": LEFT_OUT[reason], "on": on}
 
 
-def _choose_topics(spark_fn: Any, source: Side, target: Side, topics: list[str] | None
-                   ) -> tuple[list[str], dict[str, dict[str, str]]]:
+def _choose_topics(
+    spark_fn: Any, source: Side, target: Side, topics: list[str] | None
+) -> tuple[list[str], dict[str, dict[str, str]]]:
     """The topics to compare (``topics``, else every non-internal topic of the source) and, for every
     other topic of either side, why it is left out."""
     on_source, on_target = _side_topics(spark_fn, source), _side_topics(spark_fn, target)
@@ -200,8 +208,10 @@ def _choose_topics(spark_fn: Any, source: Side, target: Side, topics: list[str] 
     if topics:
         unknown = sorted(set(topics) - available)
         if unknown:
-            raise ConfigError(f"topics {unknown} do not exist on the source.",
-                              f"choose among: {', '.join(sorted(available)) or '(none)'}")
+            raise ConfigError(
+                f"topics {unknown} do not exist on the source.",
+                f"choose among: {', '.join(sorted(available)) or '(none)'}",
+            )
         chosen = sorted(set(topics))
     elif not available:
         raise ConfigError("the source has no topics to verify.", "check --source, or pass --topics")
@@ -214,8 +224,9 @@ def _choose_topics(spark_fn: Any, source: Side, target: Side, topics: list[str] 
     return chosen, left_out
 
 
-def _drop_empty(topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds,
-                left_out: dict[str, dict[str, str]]) -> list[str]:
+def _drop_empty(
+    topics: list[str], bounds_s: SideBounds, bounds_t: SideBounds, left_out: dict[str, dict[str, str]]
+) -> list[str]:
     """``topics`` without those holding no record on either side (recorded in ``left_out``)."""
     keep = []
     for t in topics:
@@ -236,16 +247,21 @@ def _safe_context(context: dict[str, Any] | None) -> dict[str, Any] | None:
 
     def clean(value: Any, where: str) -> Any:
         if isinstance(value, dict):
-            return {str(k): clean(v, f"{where}.{k}") for k, v in value.items()
-                    if not any(w in str(k).lower() for w in _SECRET_WORDS)}
+            return {
+                str(k): clean(v, f"{where}.{k}")
+                for k, v in value.items()
+                if not any(w in str(k).lower() for w in _SECRET_WORDS)
+            }
         if isinstance(value, (list, tuple)):
             return [clean(v, where) for v in value]
         if isinstance(value, Path):
             return str(value)
         if value is None or isinstance(value, (str, int, float, bool)):
             return value
-        raise ConfigError(f"the verification's {where} is of type {type(value).__name__}, not JSON.",
-                          "pass strings, numbers, lists and dicts (never an endpoint or its credentials)")
+        raise ConfigError(
+            f"the verification's {where} is of type {type(value).__name__}, not JSON.",
+            "pass strings, numbers, lists and dicts (never an endpoint or its credentials)",
+        )
 
     return clean(dict(context), "context")
 
@@ -284,8 +300,14 @@ def _grid(topics: list[str], *bounds: SideBounds, windows: int) -> TimeGrid:
     return TimeGrid.spanning({t: ranges.get(t, (-1, -1)) for t in topics}, windows)
 
 
-def _window_counts(topics: list[str], grid: TimeGrid, ranges: dict[str, tuple[int, int]],
-                   diff: Differences | None = None, *, reread: bool = True) -> dict[str, Any]:
+def _window_counts(
+    topics: list[str],
+    grid: TimeGrid,
+    ranges: dict[str, tuple[int, int]],
+    diff: Differences | None = None,
+    *,
+    reread: bool = True,
+) -> dict[str, Any]:
     """Windows per topic (the grid over the topic's time range), windows holding records, windows
     that differ and records re-read from Kafka (none when ``reread`` is false: pass 2 works on the
     persisted fingerprints) — the one source of the numbers in the progress lines and the report."""
@@ -293,16 +315,26 @@ def _window_counts(topics: list[str], grid: TimeGrid, ranges: dict[str, tuple[in
     for t in topics:
         lo, hi = ranges.get(t, (-1, -1))
         width = grid.width.get(t, 1)
-        row = {"windows": (hi - lo) // width + 1 if 0 <= lo <= hi else 0, "width_ms": width,
-               "with_records": 0, "differing": 0, "reread_source": 0, "reread_target": 0}
+        row = {
+            "windows": (hi - lo) // width + 1 if 0 <= lo <= hi else 0,
+            "width_ms": width,
+            "with_records": 0,
+            "differing": 0,
+            "reread_source": 0,
+            "reread_target": 0,
+        }
         if diff is not None:
             row.update(with_records=diff.total_windows.get(t, 0), differing=len(diff.windows.get(t, ())))
         if diff is not None and reread:
-            row.update(reread_source=sum(e - s for s, e in diff.spans.get(SOURCE, {}).get(t, {}).values()),
-                       reread_target=sum(e - s for s, e in diff.spans.get(TARGET, {}).get(t, {}).values()))
+            row.update(
+                reread_source=sum(e - s for s, e in diff.spans.get(SOURCE, {}).get(t, {}).values()),
+                reread_target=sum(e - s for s, e in diff.spans.get(TARGET, {}).get(t, {}).values()),
+            )
         per_topic[t] = row
-    totals = {k: sum(r[k] for r in per_topic.values())
-              for k in ("windows", "with_records", "differing", "reread_source", "reread_target")}
+    totals = {
+        k: sum(r[k] for r in per_topic.values())
+        for k in ("windows", "with_records", "differing", "reread_source", "reread_target")
+    }
     return {"per_topic": per_topic, **totals}
 
 
@@ -319,10 +351,16 @@ def _time_range(topics: list[str], *bounds: SideBounds) -> tuple[int, int]:
     return lo, max(max(r[1] for r in ranges), lo + 1)
 
 
-def _fingerprinted(spark: SparkSession, side: Side, ranges: dict[str, dict[int, tuple[int, int]]],
-                   marker: int, side_options: dict[int, dict[str, str]]) -> DataFrame:
+def _fingerprinted(
+    spark: SparkSession,
+    side: Side,
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    marker: int,
+    side_options: dict[int, dict[str, str]],
+) -> DataFrame:
     return fingerprint(read_side(spark, side, ranges, kafka_options=side_options[marker])).withColumn(
-        "side", F.lit(marker))
+        "side", F.lit(marker)
+    )
 
 
 def _persisted_rdds(spark: SparkSession) -> dict[int, tuple[int, int]]:
@@ -337,25 +375,40 @@ def _persisted_rdds(spark: SparkSession) -> dict[int, tuple[int, int]]:
 def _storage_level() -> str:
     chosen = os.environ.get(STORAGE_ENV) or STORAGE_LEVELS[0]
     if chosen not in STORAGE_LEVELS:
-        raise ConfigError(f"{STORAGE_ENV}={chosen!r} is not a storage level for the fingerprints.",
-                          f"choose one of {', '.join(STORAGE_LEVELS)}")
+        raise ConfigError(
+            f"{STORAGE_ENV}={chosen!r} is not a storage level for the fingerprints.",
+            f"choose one of {', '.join(STORAGE_LEVELS)}",
+        )
     return chosen
 
 
 def _pass2_from(pass2_from: str | None) -> str:
     chosen = pass2_from or os.environ.get(PASS2_FROM_ENV) or PASS2_FROM[0]
     if chosen not in PASS2_FROM:
-        raise ConfigError(f"pass 2 cannot read from {chosen!r}.",
-                          f"choose one of {', '.join(PASS2_FROM)} (argument pass2_from or {PASS2_FROM_ENV})")
+        raise ConfigError(
+            f"pass 2 cannot read from {chosen!r}.",
+            f"choose one of {', '.join(PASS2_FROM)} (argument pass2_from or {PASS2_FROM_ENV})",
+        )
     return chosen
 
 
-def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics: list[str] | None = None,
-                     cutoff_ms: int | None = None, spark: SparkSession | None = None,
-                     master: str | None = DEFAULT_MASTER, windows: int | None = None,
-                     kafka_options: dict[str, str] | None = None, progress: Reporter | None = None,
-                     sample_size: int = 20, collect_limit: int = 500_000,
-                     context: dict[str, Any] | None = None, pass2_from: str | None = None) -> VerificationResult:
+def run_verification(
+    *,
+    source: Side,
+    target: Side,
+    out_dir: Path | str,
+    topics: list[str] | None = None,
+    cutoff_ms: int | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = DEFAULT_MASTER,
+    windows: int | None = None,
+    kafka_options: dict[str, str] | None = None,
+    progress: Reporter | None = None,
+    sample_size: int = 20,
+    collect_limit: int = 500_000,
+    context: dict[str, Any] | None = None,
+    pass2_from: str | None = None,
+) -> VerificationResult:
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
@@ -384,8 +437,10 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     # so pass 2 reuses the connections of pass 1 instead of logging in again for every partition.
     # Groups must differ per side: both clusters have the same topic-partitions. Nothing is committed.
     run_id = uuid.uuid4().hex[:12]
-    side_options = {marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
-                    for marker in (SOURCE, TARGET)}
+    side_options = {
+        marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
+        for marker in (SOURCE, TARGET)
+    }
     started_at = datetime.now(UTC)
     session: list[SparkSession] = [spark] if spark is not None else []
 
@@ -408,9 +463,13 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
     _print_bounds(say, "target", bounds_t, topics)
     topics = _drop_empty(topics, bounds_s, bounds_t, left_out)
     if left_out:
-        say(f"left out: {len(left_out):,} topics (" + ", ".join(
-            f"{n} {r.replace('_', ' ')}" for r, n in sorted(Counter(v['reason'] for v in left_out.values()).items()))
-            + "; the report lists them)")
+        say(
+            f"left out: {len(left_out):,} topics ("
+            + ", ".join(
+                f"{n} {r.replace('_', ' ')}" for r, n in sorted(Counter(v["reason"] for v in left_out.values()).items())
+            )
+            + "; the report lists them)"
+        )
     t = clock.lap("bounds_s", t)
     total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
     windows = windows or auto_windows(total)
@@ -422,10 +481,13 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
 
     # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span); the
     #    compact fingerprints are persisted by the same job, for pass 2 and the source lookup
-    say(f"pass 1: reading and fingerprinting {total:,} records on both sides "
-        f"({windows_per_topic(_window_counts(topics, grid, ranges))} windows per topic)")
-    fp = (_fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options)
-          .unionByName(_fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)))
+    say(
+        f"pass 1: reading and fingerprinting {total:,} records on both sides "
+        f"({windows_per_topic(_window_counts(topics, grid, ranges))} windows per topic)"
+    )
+    fp = _fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options).unionByName(
+        _fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)
+    )
     persisted: list[DataFrame] = []
     try:
         kept: DataFrame | None = None
@@ -434,22 +496,32 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
             before = set(_persisted_rdds(spark))
             kept = compact_fingerprints(fp, grid, cutoff_ms).persist(getattr(StorageLevel, storage))
             persisted.append(kept)
-        summary_pdf = _spark_action(lambda: bucket_summary(kept if reuse else fp, grid=grid,
-                                                           cutoff_ms=cutoff_ms).toPandas(), source, target)
+        summary_pdf = _spark_action(
+            lambda: bucket_summary(kept if reuse else fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(), source, target
+        )
         diff = find_differences(summary_pdf)
         pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
         if reuse:
             new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
             disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
-            stored = {"storage": storage, "columns": list(kept.columns),
-                      "disk_bytes": disk, "memory_bytes": mem,
-                      "bytes_per_record": round((disk + mem) / max(pass1_records, 1), 1)}
+            stored = {
+                "storage": storage,
+                "columns": list(kept.columns),
+                "disk_bytes": disk,
+                "memory_bytes": mem,
+                "bytes_per_record": round((disk + mem) / max(pass1_records, 1), 1),
+            }
         window_counts = _window_counts(topics, grid, ranges, diff, reread=not reuse)
-        say(f"pass 1 done: {pass1_records:,} records; "
+        say(
+            f"pass 1 done: {pass1_records:,} records; "
             + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts))
-            + (f"; fingerprints kept: {stored['disk_bytes'] / 1e6:,.1f} MB on disk, "
-               f"{stored['memory_bytes'] / 1e6:,.1f} MB in memory ({stored['bytes_per_record']:.0f} B per record)"
-               if stored else ""))
+            + (
+                f"; fingerprints kept: {stored['disk_bytes'] / 1e6:,.1f} MB on disk, "
+                f"{stored['memory_bytes'] / 1e6:,.1f} MB in memory ({stored['bytes_per_record']:.0f} B per record)"
+                if stored
+                else ""
+            )
+        )
         t = clock.lap("pass1_s", t)
 
         # 3. pass 2: exact comparison of the differing windows only
@@ -459,24 +531,36 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
         counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
         if diff.any:
             if kept is not None:
-                say(f"pass 2: re-reading 0 source + 0 target records from Kafka: the "
-                    f"{window_counts['differing']:,} differing windows are compared on pass 1's fingerprints")
+                say(
+                    f"pass 2: re-reading 0 source + 0 target records from Kafka: the "
+                    f"{window_counts['differing']:,} differing windows are compared on pass 1's fingerprints"
+                )
                 rows = select_differing(spark, kept, diff)
             else:
-                say(f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
-                    f"target records (the offset spans of the {window_counts['differing']:,} differing windows)")
-                rows = (_fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options)
-                        .unionByName(_fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)))
+                say(
+                    f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
+                    f"target records (the offset spans of the {window_counts['differing']:,} differing windows)"
+                )
+                rows = _fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options).unionByName(
+                    _fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)
+                )
                 rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
             complete = {tp for tp in topics if diff.complete(tp)}
-            ident = identity_differences(rows, complete=complete,
-                                         partitions=_shuffle_partitions(spark, total)).persist()
+            ident = identity_differences(
+                rows, complete=complete, partitions=_shuffle_partitions(spark, total)
+            ).persist()
             persisted.append(ident)
             # one action: offending records per (topic, class) — d surplus copies per identity — and how
             # many identities have more than two copies to rank
-            per_class = _spark_action(lambda: ident.groupBy("topic", "class").agg(
-                F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many")).collect(),
-                source, target)
+            per_class = _spark_action(
+                lambda: (
+                    ident.groupBy("topic", "class")
+                    .agg(F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many"))
+                    .collect()
+                ),
+                source,
+                target,
+            )
             found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
             n_many = sum(int(r["many"]) for r in per_class)
             offending = surplus_copies(ident)
@@ -495,14 +579,18 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
                 n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
                 where = "the persisted fingerprints of the whole source" if kept is not None else "the whole source"
                 say(f"pass 2b: looking up {n_only:,} target-only records in {where} of {incomplete}")
-                cand = (offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct())
+                cand = offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct()
                 if kept is not None:
-                    src_all = kept.where((F.col("side") == SOURCE) & (F.col("window") != F.lit(LATE_WINDOW))
-                                         & F.col("topic").isin(incomplete))
+                    src_all = kept.where(
+                        (F.col("side") == SOURCE)
+                        & (F.col("window") != F.lit(LATE_WINDOW))
+                        & F.col("topic").isin(incomplete)
+                    )
                 else:
                     full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
-                    src_all = with_window(_fingerprinted(spark, source, full, SOURCE, side_options),
-                                          grid, cutoff_ms).where(~F.col("late"))
+                    src_all = with_window(
+                        _fingerprinted(spark, source, full, SOURCE, side_options), grid, cutoff_ms
+                    ).where(~F.col("late"))
                 lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
                 offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
                 persisted.append(offending)
@@ -525,26 +613,44 @@ def run_verification(*, source: Side, target: Side, out_dir: Path | str, topics:
             pdf = _spark_action(offending.toPandas, source, target)
             samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
         else:
-            samples, timeline, partitions = _outputs_with_spark(offending, off_dir, sample_size, t_lo, bin_ms,
-                                                                source, target)
+            samples, timeline, partitions = _outputs_with_spark(
+                offending, off_dir, sample_size, t_lo, bin_ms, source, target
+            )
     finally:
         for df in reversed(persisted):
             df.unpersist()
 
-    summary = _summary(source=source, target=target, topics=topics, requested=requested, left_out=left_out,
-                       bounds_s=bounds_s, bounds_t=bounds_t, diff=diff, counts=counts, partitions=partitions,
-                       cutoff_ms=cutoff_ms, grid=grid, windows=windows, window_counts=window_counts,
-                       pass1_records=pass1_records, pass2_rows=pass2_rows, did_pass2b=did_pass2b,
-                       stored=stored,
-                       spark=spark, out=out, started_at=started_at, failover=failover)
+    summary = _summary(
+        source=source,
+        target=target,
+        topics=topics,
+        requested=requested,
+        left_out=left_out,
+        bounds_s=bounds_s,
+        bounds_t=bounds_t,
+        diff=diff,
+        counts=counts,
+        partitions=partitions,
+        cutoff_ms=cutoff_ms,
+        grid=grid,
+        windows=windows,
+        window_counts=window_counts,
+        pass1_records=pass1_records,
+        pass2_rows=pass2_rows,
+        did_pass2b=did_pass2b,
+        stored=stored,
+        spark=spark,
+        out=out,
+        started_at=started_at,
+        failover=failover,
+    )
     t = clock.lap("write_s", t)
     clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
     summary["timings"] = dict(clock.marks)
     summary["timings"]["records_per_s"] = round(pass1_records / max(clock.marks["total_s"], 1e-9))
     write_report(out, summary, timeline=timeline, bin_ms=bin_ms, samples=samples, range_ms=(t_lo, t_hi))
     tot = summary["totals"]
-    say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES)
-        + f"; report in {out}")
+    say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES) + f"; report in {out}")
     return VerificationResult(summary, out)
 
 
@@ -591,22 +697,29 @@ def _pair_corrupted(samples: Samples, missing: list[dict[str, Any]]) -> None:
     the nearest in time is taken as the source version (partition, offset, checksum, timestamp).
     """
     for r in samples.get("corrupted", []):
-        same = [m for m in missing if m["topic"] == r["topic"] and m["key_hash"] == r["key_hash"]
-                and (None if m["key"] is None else bytes(m["key"])) == (None if r["key"] is None else bytes(r["key"]))]
+        same = [
+            m
+            for m in missing
+            if m["topic"] == r["topic"]
+            and m["key_hash"] == r["key_hash"]
+            and (None if m["key"] is None else bytes(m["key"])) == (None if r["key"] is None else bytes(r["key"]))
+        ]
         if same:
             m = min(same, key=lambda m: (abs(int(m["timestamp"]) - int(r["timestamp"])), m["partition"], m["offset"]))
             r["source"] = {k: int(m[k]) for k in ("partition", "offset", "checksum", "timestamp")}
 
 
-def _outputs_from_pandas(pdf: Any, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int
-                         ) -> tuple[Samples, Timeline, PartitionCounts]:
+def _outputs_from_pandas(
+    pdf: Any, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int
+) -> tuple[Samples, Timeline, PartitionCounts]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     off_dir.mkdir(parents=True, exist_ok=True)
     pdf = pdf.sort_values(["class", "topic", "timestamp", "partition", "offset"], kind="stable")
-    pq.write_table(pa.Table.from_pandas(pdf, schema=OFFENDING_SCHEMA, preserve_index=False),
-                   off_dir / "part-00000.parquet")
+    pq.write_table(
+        pa.Table.from_pandas(pdf, schema=OFFENDING_SCHEMA, preserve_index=False), off_dir / "part-00000.parquet"
+    )
     samples = {str(c): grp.head(sample_size).to_dict("records") for c, grp in pdf.groupby("class", sort=False)}
     for rows in samples.values():
         for r in rows:
@@ -616,18 +729,23 @@ def _outputs_from_pandas(pdf: Any, off_dir: Path, sample_size: int, t_lo: int, b
     hashes = {r["key_hash"] for r in samples.get("corrupted", [])}
     _pair_corrupted(samples, missing[missing["key_hash"].isin(hashes)].to_dict("records") if hashes else [])
     bins = ((missing["timestamp"] - t_lo) // bin_ms).astype("int64")
-    timeline = [(str(tp), t_lo + int(b) * bin_ms, int(n))
-                for (tp, b), n in missing.groupby([missing["topic"], bins]).size().items()]
-    partitions = _partition_counts((tp, p, c, n) for (tp, p, c), n
-                                   in pdf.groupby(["topic", "partition", "class"]).size().items())
+    timeline = [
+        (str(tp), t_lo + int(b) * bin_ms, int(n))
+        for (tp, b), n in missing.groupby([missing["topic"], bins]).size().items()
+    ]
+    partitions = _partition_counts(
+        (tp, p, c, n) for (tp, p, c), n in pdf.groupby(["topic", "partition", "class"]).size().items()
+    )
     return samples, timeline, partitions
 
 
-def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int,
-                        source: Side, target: Side) -> tuple[Samples, Timeline, PartitionCounts]:
+def _outputs_with_spark(
+    offending: DataFrame, off_dir: Path, sample_size: int, t_lo: int, bin_ms: int, source: Side, target: Side
+) -> tuple[Samples, Timeline, PartitionCounts]:
     _spark_action(lambda: offending.write.mode("overwrite").parquet(str(off_dir)), source, target)
-    ranked = offending.withColumn("rn", F.row_number().over(
-        Window.partitionBy("class").orderBy("topic", "timestamp", "partition", "offset")))
+    ranked = offending.withColumn(
+        "rn", F.row_number().over(Window.partitionBy("class").orderBy("topic", "timestamp", "partition", "offset"))
+    )
     samples: Samples = {}
     for r in _spark_action(lambda: ranked.where(F.col("rn") <= sample_size).drop("rn").collect(), source, target):
         samples.setdefault(r["class"], []).append(r.asDict())
@@ -637,22 +755,48 @@ def _outputs_with_spark(offending: DataFrame, off_dir: Path, sample_size: int, t
     if hashes:
         cand = offending.where((F.col("class") == "missing") & F.col("key_hash").isin(hashes))
         _pair_corrupted(samples, [r.asDict() for r in _spark_action(cand.collect, source, target)])
-    binned = (offending.where(F.col("class") == "missing")
-              .groupBy("topic", F.floor((F.col("timestamp") - F.lit(t_lo)) / F.lit(bin_ms)).alias("b")).count())
-    timeline = [(r["topic"], t_lo + int(r["b"]) * bin_ms, int(r["count"]))
-                for r in _spark_action(binned.collect, source, target)]
+    binned = (
+        offending.where(F.col("class") == "missing")
+        .groupBy("topic", F.floor((F.col("timestamp") - F.lit(t_lo)) / F.lit(bin_ms)).alias("b"))
+        .count()
+    )
+    timeline = [
+        (r["topic"], t_lo + int(r["b"]) * bin_ms, int(r["count"]))
+        for r in _spark_action(binned.collect, source, target)
+    ]
     per_partition = offending.groupBy("topic", "partition", "class").count()
-    partitions = _partition_counts((r["topic"], r["partition"], r["class"], r["count"])
-                                   for r in _spark_action(per_partition.collect, source, target))
+    partitions = _partition_counts(
+        (r["topic"], r["partition"], r["class"], r["count"])
+        for r in _spark_action(per_partition.collect, source, target)
+    )
     return samples, timeline, partitions
 
 
-def _summary(*, source: Side, target: Side, topics: list[str], requested: list[str],
-             left_out: dict[str, dict[str, str]], bounds_s: SideBounds, bounds_t: SideBounds, diff: Differences,
-             counts: dict[str, dict[str, int]], partitions: PartitionCounts, cutoff_ms: int | None, grid: TimeGrid,
-             windows: int, window_counts: dict[str, Any], pass1_records: int, pass2_rows: int, did_pass2b: bool,
-             stored: dict[str, Any] | None,
-             spark: SparkSession, out: Path, started_at: datetime, failover: dict[str, Any] | None) -> dict[str, Any]:
+def _summary(
+    *,
+    source: Side,
+    target: Side,
+    topics: list[str],
+    requested: list[str],
+    left_out: dict[str, dict[str, str]],
+    bounds_s: SideBounds,
+    bounds_t: SideBounds,
+    diff: Differences,
+    counts: dict[str, dict[str, int]],
+    partitions: PartitionCounts,
+    cutoff_ms: int | None,
+    grid: TimeGrid,
+    windows: int,
+    window_counts: dict[str, Any],
+    pass1_records: int,
+    pass2_rows: int,
+    did_pass2b: bool,
+    stored: dict[str, Any] | None,
+    spark: SparkSession,
+    out: Path,
+    started_at: datetime,
+    failover: dict[str, Any] | None,
+) -> dict[str, Any]:
     per_topic: dict[str, dict[str, Any]] = {}
     for tp in topics:
         s_read = sum(diff.read.get(SOURCE, {}).get(tp, {}).values())
@@ -660,23 +804,39 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
         s_late = diff.after_cutoff.get(SOURCE, {}).get(tp, 0)
         t_late = diff.after_cutoff.get(TARGET, {}).get(tp, 0)
         per_topic[tp] = {
-            "source_read": s_read, "target_read": t_read,
-            "source_after_cutoff": s_late, "target_after_cutoff": t_late,
-            "source_compared": s_read - s_late, "target_compared": t_read - t_late,
+            "source_read": s_read,
+            "target_read": t_read,
+            "source_after_cutoff": s_late,
+            "target_after_cutoff": t_late,
+            "source_compared": s_read - s_late,
+            "target_compared": t_read - t_late,
             **{c: counts.get(tp, {}).get(c, 0) for c in CLASSES},
             "target_absent": tp not in bounds_t,
-            "source_partitions": len(bounds_s.get(tp, {})), "target_partitions": len(bounds_t.get(tp, {})),
+            "source_partitions": len(bounds_s.get(tp, {})),
+            "target_partitions": len(bounds_t.get(tp, {})),
         }
-    totals = {k: sum(v[k] for v in per_topic.values())
-              for k in ("source_read", "target_read", "source_after_cutoff", "target_after_cutoff",
-                        "source_compared", "target_compared", *CLASSES)}
+    totals = {
+        k: sum(v[k] for v in per_topic.values())
+        for k in (
+            "source_read",
+            "target_read",
+            "source_after_cutoff",
+            "target_after_cutoff",
+            "source_compared",
+            "target_compared",
+            *CLASSES,
+        )
+    }
     clean = not any(totals[c] for c in CLASSES)
 
     def offsets(bounds: SideBounds, marker: int) -> dict[str, dict[str, dict[str, int]]]:
-        return {tp: {str(p): {"start": b.start, "end": b.end,
-                              "read": diff.read.get(marker, {}).get(tp, {}).get(p, 0)}
-                     for p, b in sorted(parts.items())}
-                for tp, parts in sorted(bounds.items())}
+        return {
+            tp: {
+                str(p): {"start": b.start, "end": b.end, "read": diff.read.get(marker, {}).get(tp, {}).get(p, 0)}
+                for p, b in sorted(parts.items())
+            }
+            for tp, parts in sorted(bounds.items())
+        }
 
     return {
         "verdict": "clean" if clean else "differences",
@@ -689,8 +849,14 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
         "topics_requested": requested,
         "topics_compared": topics,
         "topics_left_out": left_out,
-        "cutoff": None if cutoff_ms is None else {"ms": int(cutoff_ms), "iso": iso(int(cutoff_ms)),
-                                                  "utc": utc_text(int(cutoff_ms)), "applies_to": "both sides"},
+        "cutoff": None
+        if cutoff_ms is None
+        else {
+            "ms": int(cutoff_ms),
+            "iso": iso(int(cutoff_ms)),
+            "utc": utc_text(int(cutoff_ms)),
+            "applies_to": "both sides",
+        },
         "totals": totals,
         "topics": per_topic,
         "partitions": {tp: partitions[tp] for tp in sorted(partitions)},
@@ -699,7 +865,8 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
             "checksum": CHECKSUM_DESCRIPTION,
             "key_hash": "xxhash64(topic, key IS NULL, key)",
             "identity": "(topic, key, checksum), compared as multisets",
-            "windows": windows, "grid": grid.to_dict(),
+            "windows": windows,
+            "grid": grid.to_dict(),
             "window_counts": window_counts,
             "pass1_records": pass1_records,
             "differing_windows": window_counts["differing"],
@@ -710,11 +877,20 @@ def _summary(*, source: Side, target: Side, topics: list[str], requested: list[s
             "pass2b": did_pass2b,
         },
         "spark": {"master": spark.sparkContext.master, "version": spark.version},
-        "files": {"summary": "summary.json", "html": "report.html", "chart": "missing_over_time.png",
-                  "offending": OFFENDING_DIR},
-        "exit_codes": {"0": "clean", "1": "differences found (VerificationFailed)", "2": "bad input (ConfigError)",
-                       "3": "toolchain missing", "4": "cluster unreachable or read failed (ClusterError)",
-                       "5": "credentials refused (AuthError)"},
+        "files": {
+            "summary": "summary.json",
+            "html": "report.html",
+            "chart": "missing_over_time.png",
+            "offending": OFFENDING_DIR,
+        },
+        "exit_codes": {
+            "0": "clean",
+            "1": "differences found (VerificationFailed)",
+            "2": "bad input (ConfigError)",
+            "3": "toolchain missing",
+            "4": "cluster unreachable or read failed (ClusterError)",
+            "5": "credentials refused (AuthError)",
+        },
     }
 
 

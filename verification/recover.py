@@ -86,11 +86,20 @@ class RecoveryResult:
 
 # ----------------------------------------------------------------------------- Kafka helpers
 def _consumer(endpoint: Endpoint) -> Consumer:
-    return Consumer(endpoint.config(**{
-        **SILENT, "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-        "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-        "socket.timeout.ms": 15000}))
+    return Consumer(
+        endpoint.config(
+            **{
+                **SILENT,
+                "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "socket.timeout.ms": 15000,
+            }
+        )
+    )
 
 
 def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[tuple[str, int], int]:
@@ -109,8 +118,9 @@ def _partitions(endpoint: Endpoint, topics: Iterable[str]) -> dict[str, int]:
     return {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
 
 
-def _scan(endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *, idle_timeout: float = 30.0
-          ) -> Iterable[Any]:
+def _scan(
+    endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *, idle_timeout: float = 30.0
+) -> Iterable[Any]:
     """Yield every message of ``ranges[(topic, partition)] = (start, end)``."""
     todo = {k: r for k, r in ranges.items() if r[1] > r[0]}
     if not todo:
@@ -131,8 +141,9 @@ def _scan(endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *,
         consumer.close()
 
 
-def _messages(consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str, int], Any],
-              idle_timeout: float) -> Iterator[Any]:
+def _messages(
+    consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str, int], Any], idle_timeout: float
+) -> Iterator[Any]:
     """Messages from ``consumer`` while ``unfinished`` (partitions the caller still waits for) is not empty.
 
     End-of-partition events are skipped, other errors raised; no message for ``idle_timeout``
@@ -142,8 +153,11 @@ def _messages(consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str
     while unfinished:
         msgs = consumer.consume(num_messages=5000, timeout=1.0)
         if not msgs and time.monotonic() - last > idle_timeout:
-            raise ClusterError(f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished "
-                               f"({sorted(unfinished)[:5]}...).", "check the cluster is healthy and re-run")
+            raise ClusterError(
+                f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished "
+                f"({sorted(unfinished)[:5]}...).",
+                "check the cluster is healthy and re-run",
+            )
         for m in msgs:
             err = m.error()
             if err is not None:
@@ -154,8 +168,9 @@ def _messages(consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str
             yield m
 
 
-def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *, idle_timeout: float = 30.0
-                 ) -> dict[tuple[str, int, int], SourceRecord]:
+def _fetch_kafka(
+    endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *, idle_timeout: float = 30.0
+) -> dict[tuple[str, int, int], SourceRecord]:
     """Read the records at ``wanted[(topic, partition)] = [sorted offsets]`` with one consumer.
 
     Gaps of more than 1000 offsets are skipped by re-assigning the partition at the next wanted
@@ -187,8 +202,9 @@ def _fetch_kafka(endpoint: Endpoint, wanted: dict[tuple[str, int], list[int]], *
                 q.popleft()
             if q and q[0] == off:
                 q.popleft()
-                out[(k[0], k[1], off)] = SourceRecord(k[0], k[1], off, m.timestamp()[1], m.key(), m.value(),
-                                                      list(m.headers()) if m.headers() else None)
+                out[(k[0], k[1], off)] = SourceRecord(
+                    k[0], k[1], off, m.timestamp()[1], m.key(), m.value(), list(m.headers()) if m.headers() else None
+                )
             if not q:
                 del pending[k]
                 consumer.incremental_unassign([TopicPartition(*k)])
@@ -216,14 +232,16 @@ def _fetch_archive(path: Path, wanted: dict[tuple[str, int], list[int]]) -> dict
         else:
             ts = table["timestamp"].to_pylist()
         has_headers = "headers" in table.column_names
-        for i, row in enumerate(table.select([c for c in ("offset", "key", "value", "headers")
-                                              if c in table.column_names]).to_pylist()):
+        for i, row in enumerate(
+            table.select([c for c in ("offset", "key", "value", "headers") if c in table.column_names]).to_pylist()
+        ):
             hdrs = row.get("headers") if has_headers else None
             hdrs = [(h["key"], h["value"]) for h in hdrs] if hdrs else None
             key = row["key"].encode() if isinstance(row["key"], str) else row["key"]
             value = row["value"].encode() if isinstance(row["value"], str) else row["value"]
-            out[(topic, part, int(row["offset"]))] = SourceRecord(topic, part, int(row["offset"]), int(ts[i]),
-                                                                  key, value, hdrs)
+            out[(topic, part, int(row["offset"]))] = SourceRecord(
+                topic, part, int(row["offset"]), int(ts[i]), key, value, hdrs
+            )
     return out
 
 
@@ -231,8 +249,10 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
     present = _partitions(endpoint, topics)
     absent = sorted(set(topics) - set(present))
     if absent:
-        raise ConfigError(f"topics {absent} do not exist on the target {endpoint.bootstrap}.",
-                          "create them with the source's partition count (`pulumi up`), then re-run recover")
+        raise ConfigError(
+            f"topics {absent} do not exist on the target {endpoint.bootstrap}.",
+            "create them with the source's partition count (`pulumi up`), then re-run recover",
+        )
     admin = admin_client(endpoint)
     try:
         futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
@@ -243,9 +263,11 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
     for topic, cfg in configs.items():
         ts_type = cfg.get("message.timestamp.type")
         if ts_type is not None and ts_type.value == "LogAppendTime":
-            raise ConfigError(f"target topic {topic!r} uses message.timestamp.type=LogAppendTime, so replayed "
-                              "records would not keep their timestamps.",
-                              f"set message.timestamp.type=CreateTime on {topic!r}, then re-run recover")
+            raise ConfigError(
+                f"target topic {topic!r} uses message.timestamp.type=LogAppendTime, so replayed "
+                "records would not keep their timestamps.",
+                f"set message.timestamp.type=CreateTime on {topic!r}, then re-run recover",
+            )
         for name in ("retention.ms", "message.timestamp.before.max.ms"):
             entry = cfg.get(name)
             if entry is None or entry.value is None:
@@ -255,7 +277,8 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
                 raise ConfigError(
                     f"target topic {topic!r}: the oldest record to replay is older than {name}={limit} ms; "
                     "the broker would reject it or delete it right after recovery.",
-                    f"raise {name} on {topic!r} for the duration of the recovery, then re-run recover")
+                    f"raise {name} on {topic!r} for the duration of the recovery, then re-run recover",
+                )
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -268,9 +291,15 @@ def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 # ----------------------------------------------------------------------------- recover
-def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None = None,
-            source_archive: Path | None = None, dry_run: bool = False,
-            progress: Reporter | None = None) -> RecoveryResult:
+def recover(
+    report_dir: Path | str,
+    *,
+    target: Endpoint,
+    source: Endpoint | None = None,
+    source_archive: Path | None = None,
+    dry_run: bool = False,
+    progress: Reporter | None = None,
+) -> RecoveryResult:
     """Replay the report's missing records from ``source`` (a cluster) or ``source_archive``.
 
     Idempotent: records whose copies the target already received after the verification (late
@@ -282,8 +311,10 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
     summary = load_summary(report_dir)
     result = RecoveryResult(report_dir=report_dir, dry_run=dry_run, run_id=uuid.uuid4().hex[:12])
     if (source is None) == (source_archive is None):
-        raise ConfigError("recover needs exactly one source: a cluster endpoint or an archive path.",
-                          "pass the source credentials, or --source-archive")
+        raise ConfigError(
+            "recover needs exactly one source: a cluster endpoint or an archive path.",
+            "pass the source credentials, or --source-archive",
+        )
     if source_archive is not None and not Path(source_archive).exists():
         raise ConfigError(f"archive {source_archive} does not exist.", "pass the archive the report was made from")
     table = read_offending(report_dir, ["missing"])
@@ -333,12 +364,15 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
         grp.sort(key=lambda r: (r["partition"], r["offset"]))
         have = present.get(ident, 0)
         result.already_present += min(have, len(grp))
-        plan.extend(grp[min(have, len(grp)):])
+        plan.extend(grp[min(have, len(grp)) :])
     plan.sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
     result.to_write = len(plan)
     for t in topics:
-        result.per_topic[t] = {"missing": sum(1 for r in rows if r["topic"] == t),
-                               "to_write": sum(1 for r in plan if r["topic"] == t), "written": 0}
+        result.per_topic[t] = {
+            "missing": sum(1 for r in rows if r["topic"] == t),
+            "to_write": sum(1 for r in plan if r["topic"] == t),
+            "written": 0,
+        }
     say(f"{result.already_present:,} already present in the target; {result.to_write:,} to write")
     if not plan:
         result.seconds = round(time.monotonic() - t0, 3)
@@ -357,16 +391,19 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
         low = _offsets(source, [TopicPartition(t, p) for t, p in wanted], OffsetSpec.earliest())
         gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)])
         if gone:
-            raise ClusterError(f"{gone:,} missing records are no longer in the source {source.bootstrap} "
-                               "(deleted by retention since the verification).",
-                               "recover them from a Parquet archive with --source-archive, "
-                               "or accept the loss (the report lists them)")
+            raise ClusterError(
+                f"{gone:,} missing records are no longer in the source {source.bootstrap} "
+                "(deleted by retention since the verification).",
+                "recover them from a Parquet archive with --source-archive, or accept the loss (the report lists them)",
+            )
     if dry_run:
         say(f"dry run: would write {len(plan):,} records; nothing written")
         result.seconds = round(time.monotonic() - t0, 3)
         return result
-    say(f"reading {len(plan):,} records back from the "
-        + (f"source {source.bootstrap}" if source is not None else f"archive {source_archive}"))
+    say(
+        f"reading {len(plan):,} records back from the "
+        + (f"source {source.bootstrap}" if source is not None else f"archive {source_archive}")
+    )
     fetched = _fetch_kafka(source, wanted) if source is not None else _fetch_archive(Path(source_archive), wanted)
     bad = []
     for r in plan:
@@ -375,13 +412,26 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
             bad.append(r)
     if bad:
         b = bad[0]
-        raise ClusterError(f"{len(bad):,} source records no longer match the report (first: {b['topic']} "
-                           f"partition {b['partition']} offset {b['offset']}); the source changed since the "
-                           "verification.", "run `drctl verify` again and recover from the new report")
+        raise ClusterError(
+            f"{len(bad):,} source records no longer match the report (first: {b['topic']} "
+            f"partition {b['partition']} offset {b['offset']}); the source changed since the "
+            "verification.",
+            "run `drctl verify` again and recover from the new report",
+        )
 
     # 5. produce, keeping key, value, headers, timestamp and partition
-    producer = Producer(target.config(**{**SILENT, "enable.idempotence": True, "acks": "all", "linger.ms": 20,
-                                         "compression.type": "lz4", "message.timeout.ms": 120000}))
+    producer = Producer(
+        target.config(
+            **{
+                **SILENT,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 20,
+                "compression.type": "lz4",
+                "message.timeout.ms": 120000,
+            }
+        )
+    )
     ledger = report_dir / LEDGER_FILE
     delivered: list[dict[str, Any]] = []
     written_by_topic: Counter[str] = Counter()
@@ -393,17 +443,30 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
             errors.append(f"{r['topic']}/{r['partition']}@{r['offset']}: {err}")
             return
         written_by_topic[r["topic"]] += 1
-        delivered.append({"run": result.run_id, "at": at, "topic": r["topic"],
-                          "source_partition": r["partition"], "source_offset": int(r["offset"]),
-                          "target_partition": msg.partition(), "target_offset": msg.offset(),
-                          "timestamp": int(r["timestamp"]), "checksum": int(r["checksum"])})
+        delivered.append(
+            {
+                "run": result.run_id,
+                "at": at,
+                "topic": r["topic"],
+                "source_partition": r["partition"],
+                "source_offset": int(r["offset"]),
+                "target_partition": msg.partition(),
+                "target_offset": msg.offset(),
+                "timestamp": int(r["timestamp"]),
+                "checksum": int(r["checksum"]),
+            }
+        )
 
     say(f"writing {len(plan):,} records to {target.bootstrap}")
     for i, r in enumerate(plan):
         rec = fetched[(r["topic"], r["partition"], int(r["offset"]))]
         partition = rec.partition if rec.partition < parts[rec.topic] else -1
-        kwargs: dict[str, Any] = {"key": rec.key, "value": rec.value, "timestamp": rec.timestamp,
-                                  "on_delivery": lambda err, msg, r=r: on_delivery(err, msg, r)}
+        kwargs: dict[str, Any] = {
+            "key": rec.key,
+            "value": rec.value,
+            "timestamp": rec.timestamp,
+            "on_delivery": lambda err, msg, r=r: on_delivery(err, msg, r),
+        }
         if partition >= 0:
             kwargs["partition"] = partition
         if rec.headers:
@@ -433,14 +496,24 @@ def recover(report_dir: Path | str, *, target: Endpoint, source: Endpoint | None
         result.per_topic[t]["written"] = written_by_topic.get(t, 0)
     runs_path = report_dir / RUNS_FILE
     runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
-    runs.append({"run": result.run_id, "at": at, "to_write": result.to_write, "written": run_written,
-                 "already_present": result.already_present, "errors": len(errors) + remaining,
-                 "ledger_lines_total": ledger_lines})
+    runs.append(
+        {
+            "run": result.run_id,
+            "at": at,
+            "to_write": result.to_write,
+            "written": run_written,
+            "already_present": result.already_present,
+            "errors": len(errors) + remaining,
+            "ledger_lines_total": ledger_lines,
+        }
+    )
     runs_path.write_text(json.dumps(runs, indent=2) + "\n")
     result.seconds = round(time.monotonic() - t0, 3)
     if errors or remaining or run_written != len(plan):
-        raise ClusterError(f"{len(plan) - run_written:,} of {len(plan):,} records were not written "
-                           f"(first: {errors[0] if errors else 'delivery timed out'}).",
-                           "fix the cause and re-run recover: it writes only what is still missing")
+        raise ClusterError(
+            f"{len(plan) - run_written:,} of {len(plan):,} records were not written "
+            f"(first: {errors[0] if errors else 'delivery timed out'}).",
+            "fix the cause and re-run recover: it writes only what is still missing",
+        )
     say(f"done: wrote {run_written:,} records in {result.seconds:.1f}s (ledger {ledger.name})")
     return result

@@ -59,11 +59,19 @@ CHART_FILE = "missing_over_time.png"
 OFFENDING_DIR = "offending.parquet"
 
 #: Schema of the offending-records Parquet.
-OFFENDING_SCHEMA = pa.schema([
-    ("class", pa.string()), ("side", pa.string()), ("topic", pa.string()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
-    ("key", pa.binary()), ("key_hash", pa.int64()), ("checksum", pa.int64()),
-])
+OFFENDING_SCHEMA = pa.schema(
+    [
+        ("class", pa.string()),
+        ("side", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("key", pa.binary()),
+        ("key_hash", pa.int64()),
+        ("checksum", pa.int64()),
+    ]
+)
 
 #: Colour of the cut-off line on the chart.
 CUTOFF_COLOUR = "#c62828"
@@ -71,13 +79,13 @@ CUTOFF_COLOUR = "#c62828"
 #: (topic, bin start in epoch ms, count) — one bar segment of the timeline chart.
 TimelineBin = tuple[str, int, int]
 
+
 # ----------------------------------------------------------------------------- helpers
 def iso(ms: int | None) -> str:
     """Epoch milliseconds as an ISO-8601 UTC string ('' for None/negative)."""
     if ms is None or ms < 0:
         return ""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def utc_text(ms: int | None) -> str:
@@ -115,9 +123,15 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 # ----------------------------------------------------------------------------- chart
-def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: int | None = None,
-                         end_ms: int | None = None, title: str = "Missing messages over time",
-                         cutoff_ms: int | None = None) -> bytes:
+def render_missing_chart(
+    bins: Iterable[TimelineBin],
+    *,
+    bin_ms: int,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+    title: str = "Missing messages over time",
+    cutoff_ms: int | None = None,
+) -> bytes:
     """A PNG bar chart of missing records per time bin, stacked by topic; the cut-off as a dashed
     vertical line marked "cut-off" (the time axis is widened to show it)."""
     import matplotlib
@@ -139,30 +153,53 @@ def render_missing_chart(bins: Iterable[TimelineBin], *, bin_ms: int, start_ms: 
                 xs = [s for t, s, _ in bins if t == topic]
                 ys = [n for t, _, n in bins if t == topic]
                 dates = [datetime.fromtimestamp(s / 1000, tz=UTC) for s in xs]
-                ax.bar(dates, ys, width=width_days, align="edge", bottom=[bottom[s] for s in xs],
-                       color=colors(i % 10), label=topic, edgecolor="none")
+                ax.bar(
+                    dates,
+                    ys,
+                    width=width_days,
+                    align="edge",
+                    bottom=[bottom[s] for s in xs],
+                    color=colors(i % 10),
+                    label=topic,
+                    edgecolor="none",
+                )
                 for s, n in zip(xs, ys, strict=True):
                     bottom[s] += n
             ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=min(4, len(topics)))
             ax.set_ylabel("missing records")
         else:
-            ax.text(0.5, 0.5, "No missing messages", ha="center", va="center", transform=ax.transAxes,
-                    fontsize=14, color="#2e7d32")
+            ax.text(
+                0.5,
+                0.5,
+                "No missing messages",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=14,
+                color="#2e7d32",
+            )
             ax.set_yticks([])
         if start_ms is not None and end_ms is not None and end_ms > start_ms:
             lo, hi = start_ms, end_ms + bin_ms
             if cutoff_ms is not None:
                 lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
-            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=UTC),
-                        datetime.fromtimestamp(hi / 1000, tz=UTC))
+            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=UTC), datetime.fromtimestamp(hi / 1000, tz=UTC))
         if cutoff_ms is not None:
             at = datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
             ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)
             x0, x1 = ax.get_xlim()
             right_half = mdates.date2num(at) > (x0 + x1) / 2
-            ax.text(at, 0.97, "cut-off " if right_half else " cut-off", transform=ax.get_xaxis_transform(),
-                    ha="right" if right_half else "left", va="top", fontsize=9, color=CUTOFF_COLOUR,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+            ax.text(
+                at,
+                0.97,
+                "cut-off " if right_half else " cut-off",
+                transform=ax.get_xaxis_transform(),
+                ha="right" if right_half else "left",
+                va="top",
+                fontsize=9,
+                color=CUTOFF_COLOUR,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+            )
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
         ax.set_title(title, fontsize=11, loc="left")
         ax.set_xlabel("record timestamp (UTC)", fontsize=9)
@@ -300,13 +337,19 @@ def window_lines(counts: Mapping[str, Any]) -> list[tuple[str, str]]:
     topics = len(counts.get("per_topic", {}))
     total = int(counts.get("windows", 0))
     return [
-        ("windows per topic", f"{windows_per_topic(counts)} ({total:,} in all over {topics:,} "
-                              f"topic{'s' if topics != 1 else ''}, {int(counts.get('with_records', 0)):,} "
-                              "holding records)"),
+        (
+            "windows per topic",
+            f"{windows_per_topic(counts)} ({total:,} in all over {topics:,} "
+            f"topic{'s' if topics != 1 else ''}, {int(counts.get('with_records', 0)):,} "
+            "holding records)",
+        ),
         ("windows that differ", f"{int(counts.get('differing', 0)):,} of {total:,}"),
-        ("records re-read", f"{int(counts.get('reread_source', 0)):,} source + "
-                            f"{int(counts.get('reread_target', 0)):,} target (the offset spans of the "
-                            "differing windows)"),
+        (
+            "records re-read",
+            f"{int(counts.get('reread_source', 0)):,} source + "
+            f"{int(counts.get('reread_target', 0)):,} target (the offset spans of the "
+            "differing windows)",
+        ),
     ]
 
 
@@ -314,23 +357,29 @@ def _cutoff_text(summary: Mapping[str, Any]) -> str:
     cutoff = summary.get("cutoff")
     if not cutoff:
         return "none — every record read was compared"
-    return (f"{utc_text(cutoff['ms'])} ({cutoff['ms']} ms) — records after it are not compared, "
-            f"on {cutoff.get('applies_to', 'both sides')}")
+    return (
+        f"{utc_text(cutoff['ms'])} ({cutoff['ms']} ms) — records after it are not compared, "
+        f"on {cutoff.get('applies_to', 'both sides')}"
+    )
 
 
 def _page_head(summary: Mapping[str, Any]) -> str:
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>Integrity report — {_e(summary['verdict'])}</title><style>{_CSS}</style></head><body>")
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>Integrity report — {_e(summary['verdict'])}</title><style>{_CSS}</style></head><body>"
+    )
 
 
 def _header(summary: Mapping[str, Any]) -> str:
     took = summary.get("timings", {}).get("total_s")
     took_text = f" · took {_e(_fmt(took))} s" if took is not None else ""
-    return ("<h1>Kafka replication integrity report</h1><div class='muted'>"
-            f"source <b>{_e(_side_text(summary['source']))}</b> → target <b>{_e(_side_text(summary['target']))}</b>"
-            f"<br>generated {_e(summary['generated_at'])}{took_text}"
-            f"<br>cut-off: <b>{_e(_cutoff_text(summary))}</b></div>")
+    return (
+        "<h1>Kafka replication integrity report</h1><div class='muted'>"
+        f"source <b>{_e(_side_text(summary['source']))}</b> → target <b>{_e(_side_text(summary['target']))}</b>"
+        f"<br>generated {_e(summary['generated_at'])}{took_text}"
+        f"<br>cut-off: <b>{_e(_cutoff_text(summary))}</b></div>"
+    )
 
 
 def _rpo_text(rpo: Mapping[str, Any] | None) -> str:
@@ -353,14 +402,25 @@ def _failover_box(summary: Mapping[str, Any]) -> str:
     rows: list[tuple[str, object]] = [
         ("mode", f"{f.get('mode') or 'unknown'}" + (f" (stack {f['stack']})" if f.get("stack") else "")),
         ("clusters", f"{f.get('source', '?')} → {f.get('target', '?')}"),
-        ("RTO", "not measured yet" if rto is None else
-         f"{rto} s (first start → first write acknowledged by {f.get('target', 'the target')})"),
-        *((("writes refused everywhere", f"{f['write_outage_s']} s (fence → first acknowledged write)"),)
-          if f.get("write_outage_s") is not None else ()),
+        (
+            "RTO",
+            "not measured yet"
+            if rto is None
+            else f"{rto} s (first start → first write acknowledged by {f.get('target', 'the target')})",
+        ),
+        *(
+            (("writes refused everywhere", f"{f['write_outage_s']} s (fence → first acknowledged write)"),)
+            if f.get("write_outage_s") is not None
+            else ()
+        ),
         ("RPO estimate", _rpo_text(f.get("rpo_estimate"))),
-        ("records never replicated", f"{never:,} (measured by the caller)" if isinstance(never, int) else
-         f"{missing:,} — this verification's missing records: source records before the cut-off that "
-         "have no copy on the target"),
+        (
+            "records never replicated",
+            f"{never:,} (measured by the caller)"
+            if isinstance(never, int)
+            else f"{missing:,} — this verification's missing records: source records before the cut-off that "
+            "have no copy on the target",
+        ),
         ("cut-off", _cutoff_text(summary)),
         ("journal", _code(f.get("journal") or "unknown")),
     ]
@@ -371,10 +431,15 @@ def _verdict(summary: Mapping[str, Any]) -> str:
     totals = summary["totals"]
     if summary["verdict"] == "clean":
         audit = summary.get("method", {}).get("from_audit")
-        audited = (f" now, {_fmt(audit.get('skipped_source'))} verified by the audits of link {audit.get('link')}"
-                   if audit else "")
-        return (f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the target "
-                f"({_fmt(totals['source_compared'])} records compared{_e(audited)}). Exit code 0.</div>")
+        audited = (
+            f" now, {_fmt(audit.get('skipped_source'))} verified by the audits of link {audit.get('link')}"
+            if audit
+            else ""
+        )
+        return (
+            f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the target "
+            f"({_fmt(totals['source_compared'])} records compared{_e(audited)}). Exit code 0.</div>"
+        )
     found = ", ".join(f"{_fmt(totals[c])} {c}" for c in CLASSES if totals[c])
     return f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>"
 
@@ -383,13 +448,19 @@ def _cards(summary: Mapping[str, Any]) -> str:
     totals = summary["totals"]
 
     def card(n: int, label: str, bad: bool = False) -> str:
-        return (f"<div class='card{' bad' if bad else ''}'><div class='n'>{_fmt(n)}</div>"
-                f"<div class='l'>{_e(label)}</div></div>")
+        return (
+            f"<div class='card{' bad' if bad else ''}'><div class='n'>{_fmt(n)}</div>"
+            f"<div class='l'>{_e(label)}</div></div>"
+        )
 
-    return ("<div class='cards'>" + card(totals["source_compared"], "source records compared")
-            + card(totals["target_compared"], "target records compared")
-            + "".join(card(totals[c], c, bool(totals[c])) for c in CLASSES)
-            + card(totals["target_after_cutoff"], "target after cut-off (ignored)") + "</div>")
+    return (
+        "<div class='cards'>"
+        + card(totals["source_compared"], "source records compared")
+        + card(totals["target_compared"], "target records compared")
+        + "".join(card(totals[c], c, bool(totals[c])) for c in CLASSES)
+        + card(totals["target_after_cutoff"], "target after cut-off (ignored)")
+        + "</div>"
+    )
 
 
 def _topics(summary: Mapping[str, Any]) -> str:
@@ -398,27 +469,56 @@ def _topics(summary: Mapping[str, Any]) -> str:
         status = "clean" if not any(t[c] for c in CLASSES) else "differences"
         if t.get("target_absent"):
             status += " (topic absent on the target)"
-        rows.append([_td(_code(topic), left=True),
-                     _td(f"{t.get('source_partitions', '')} / {t.get('target_partitions', '')}"),
-                     _td(t["source_read"]), _td(t["target_read"]),
-                     _td(f"{_fmt(t['source_after_cutoff'])} / {_fmt(t['target_after_cutoff'])}"),
-                     *(_count(t[c]) for c in CLASSES), _td(status, left=True)])
-    out = ("<h2>Topics compared</h2>"
-           + _table(["topic", "partitions (src / tgt)", "source read", "target read", "after cut-off (src / tgt)",
-                     *CLASSES, "status"], rows)
-           + "<h2>Topics left out</h2>")
+        rows.append(
+            [
+                _td(_code(topic), left=True),
+                _td(f"{t.get('source_partitions', '')} / {t.get('target_partitions', '')}"),
+                _td(t["source_read"]),
+                _td(t["target_read"]),
+                _td(f"{_fmt(t['source_after_cutoff'])} / {_fmt(t['target_after_cutoff'])}"),
+                *(_count(t[c]) for c in CLASSES),
+                _td(status, left=True),
+            ]
+        )
+    out = (
+        "<h2>Topics compared</h2>"
+        + _table(
+            [
+                "topic",
+                "partitions (src / tgt)",
+                "source read",
+                "target read",
+                "after cut-off (src / tgt)",
+                *CLASSES,
+                "status",
+            ],
+            rows,
+        )
+        + "<h2>Topics left out</h2>"
+    )
     left_out = summary.get("topics_left_out") or {}
     if not left_out:
         return out + "<div class='muted'>None: every topic on either side was compared.</div>"
-    return out + _table(["topic", "on", "why"], (
-        [_td(_code(t), left=True), _td(v.get("on", ""), left=True), _td(v.get("why", v.get("reason", "")), left=True)]
-        for t, v in sorted(left_out.items())), left=3)
+    return out + _table(
+        ["topic", "on", "why"],
+        (
+            [
+                _td(_code(t), left=True),
+                _td(v.get("on", ""), left=True),
+                _td(v.get("why", v.get("reason", "")), left=True),
+            ]
+            for t, v in sorted(left_out.items())
+        ),
+        left=3,
+    )
 
 
 def _partitions(summary: Mapping[str, Any]) -> str:
-    out = ("<h2>Per partition</h2><div class='muted'>Offending records per topic-partition: <i>missing</i> in "
-           "the source partition, the other classes in the target partition (where the offending copy is). "
-           "Partitions without differences are not listed.</div>")
+    out = (
+        "<h2>Per partition</h2><div class='muted'>Offending records per topic-partition: <i>missing</i> in "
+        "the source partition, the other classes in the target partition (where the offending copy is). "
+        "Partitions without differences are not listed.</div>"
+    )
     parts = summary.get("partitions") or {}
     if not any(parts.values()):
         return out + "<div class='muted'>No partition has differences.</div>"
@@ -427,20 +527,29 @@ def _partitions(summary: Mapping[str, Any]) -> str:
     def n_read(side: str, topic: str, p: str) -> int | str:
         return read.get(side, {}).get(topic, {}).get(p, {}).get("read", "")
 
-    rows = [[_td(_code(topic), left=True), _td(p), _td(n_read("source", topic, p)), _td(n_read("target", topic, p)),
-             *(_count(int(c.get(k, 0))) for k in CLASSES)]
-            for topic, per in sorted(parts.items()) for p, c in sorted(per.items(), key=lambda kv: int(kv[0]))]
+    rows = [
+        [
+            _td(_code(topic), left=True),
+            _td(p),
+            _td(n_read("source", topic, p)),
+            _td(n_read("target", topic, p)),
+            *(_count(int(c.get(k, 0))) for k in CLASSES),
+        ]
+        for topic, per in sorted(parts.items())
+        for p, c in sorted(per.items(), key=lambda kv: int(kv[0]))
+    ]
     return out + _table(["topic", "partition", "source read", "target read", *CLASSES], rows)
 
 
 def _chart(summary: Mapping[str, Any], chart_png: bytes) -> str:
     b64 = base64.b64encode(chart_png).decode()
-    cut = (" The dashed line marks the cut-off: records after it are not compared."
-           if summary.get("cutoff") else "")
-    return ("<h2>Missing messages over time</h2>"
-            f"<img alt='missing messages over time' src='data:image/png;base64,{b64}'>"
-            "<div class='muted'>Record timestamps (UTC) of the source records that never reached the target, "
-            f"stacked by topic.{_e(cut)}</div>")
+    cut = " The dashed line marks the cut-off: records after it are not compared." if summary.get("cutoff") else ""
+    return (
+        "<h2>Missing messages over time</h2>"
+        f"<img alt='missing messages over time' src='data:image/png;base64,{b64}'>"
+        "<div class='muted'>Record timestamps (UTC) of the source records that never reached the target, "
+        f"stacked by topic.{_e(cut)}</div>"
+    )
 
 
 def _next_steps(summary: Mapping[str, Any]) -> str:
@@ -449,19 +558,27 @@ def _next_steps(summary: Mapping[str, Any]) -> str:
         return ""
     items = []
     if totals["missing"]:
-        items.append(f"<li><b>{_fmt(totals['missing'])} missing</b>: replay them with "
-                     f"{_code('drctl recover --report ' + str(summary.get('out_dir') or '<this directory>'))} "
-                     f"(try {_code('--dry-run')} first), then run the same {_code('drctl verify')} again.</li>")
+        items.append(
+            f"<li><b>{_fmt(totals['missing'])} missing</b>: replay them with "
+            f"{_code('drctl recover --report ' + str(summary.get('out_dir') or '<this directory>'))} "
+            f"(try {_code('--dry-run')} first), then run the same {_code('drctl verify')} again.</li>"
+        )
     if totals["duplicated"]:
-        items.append("<li><b>duplicated</b>: extra copies in the target (at-least-once replication). "
-                     "Consumers must be idempotent for these keys; Kafka cannot delete single records.</li>")
+        items.append(
+            "<li><b>duplicated</b>: extra copies in the target (at-least-once replication). "
+            "Consumers must be idempotent for these keys; Kafka cannot delete single records.</li>"
+        )
     if totals["corrupted"]:
-        items.append("<li><b>corrupted</b>: target records whose key exists in the source but whose content "
-                     f"matches no source record. Inspect them in {_code(OFFENDING_DIR)} "
-                     "(target coordinates) before clients read them.</li>")
+        items.append(
+            "<li><b>corrupted</b>: target records whose key exists in the source but whose content "
+            f"matches no source record. Inspect them in {_code(OFFENDING_DIR)} "
+            "(target coordinates) before clients read them.</li>"
+        )
     if totals["unexpected"]:
-        items.append("<li><b>unexpected</b>: target records the source never had, written before the "
-                     "cut-off. Find the writer (ACLs should make passive topics read-only).</li>")
+        items.append(
+            "<li><b>unexpected</b>: target records the source never had, written before the "
+            "cut-off. Find the writer (ACLs should make passive topics read-only).</li>"
+        )
     return "<h2>What to do next</h2><ul>" + "".join(items) + "</ul>"
 
 
@@ -475,8 +592,11 @@ def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
     else:
         src_off = "matched" if cls == "duplicated" else "—"
         if src:
-            src_off = (str(src["offset"]) if src["partition"] == p
-                       else f"{src['partition']}:{src['offset']} (partition:offset)")
+            src_off = (
+                str(src["offset"])
+                if src["partition"] == p
+                else f"{src['partition']}:{src['offset']} (partition:offset)"
+            )
         src_ck = ck if cls == "duplicated" else (show_checksum(src["checksum"]) if src else "—")
         tgt_off, tgt_ck = here, ck
     note = _NOTES.get(cls, "")
@@ -486,9 +606,17 @@ def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
     def checksum(text: str) -> _Html:
         return _td(_code(text) if text != "—" else text, left=True)
 
-    return [_td(_code(r["topic"]), left=True), _td(p), _td(src_off), _td(tgt_off),
-            _td(utc_text(r["timestamp"]) or "", left=True), _td(_code(show_key(r["key"])), left=True),
-            checksum(src_ck), checksum(tgt_ck), _td(note, left=True)]
+    return [
+        _td(_code(r["topic"]), left=True),
+        _td(p),
+        _td(src_off),
+        _td(tgt_off),
+        _td(utc_text(r["timestamp"]) or "", left=True),
+        _td(_code(show_key(r["key"])), left=True),
+        checksum(src_ck),
+        checksum(tgt_ck),
+        _td(note, left=True),
+    ]
 
 
 def _samples(summary: Mapping[str, Any], samples: Mapping[str, list[Mapping[str, Any]]] | None) -> str:
@@ -498,43 +626,83 @@ def _samples(summary: Mapping[str, Any], samples: Mapping[str, list[Mapping[str,
         if not totals[c]:
             continue
         rows = (samples or {}).get(c) or []
-        out.append(f"<h2>Sample of {_e(c)} records</h2><div class='muted'>"
-                   + (f"first {len(rows):,} of {_fmt(totals[c])} (by topic, then time)" if rows else
-                      f"{_fmt(totals[c])} records; no sample with this page")
-                   + f"; the full list with coordinates is in {_code(OFFENDING_DIR)}.</div>")
+        out.append(
+            f"<h2>Sample of {_e(c)} records</h2><div class='muted'>"
+            + (
+                f"first {len(rows):,} of {_fmt(totals[c])} (by topic, then time)"
+                if rows
+                else f"{_fmt(totals[c])} records; no sample with this page"
+            )
+            + f"; the full list with coordinates is in {_code(OFFENDING_DIR)}.</div>"
+        )
         if rows:
-            out.append(_table(["topic", "partition", "source offset", "target offset", "timestamp (UTC)", "key",
-                               "source checksum", "target checksum", "note"],
-                              (_sample_row(r) for r in rows)))
+            out.append(
+                _table(
+                    [
+                        "topic",
+                        "partition",
+                        "source offset",
+                        "target offset",
+                        "timestamp (UTC)",
+                        "key",
+                        "source checksum",
+                        "target checksum",
+                        "note",
+                    ],
+                    (_sample_row(r) for r in rows),
+                )
+            )
     return "".join(out)
 
 
 def _offsets(summary: Mapping[str, Any]) -> str:
-    out = ["<h2>Offset bounds read</h2><div class='muted'>Fixed before reading; each side was read exactly in "
-           f"{_code('[start, end)')}.</div>"]
+    out = [
+        "<h2>Offset bounds read</h2><div class='muted'>Fixed before reading; each side was read exactly in "
+        f"{_code('[start, end)')}.</div>"
+    ]
     for side in ("source", "target"):
-        rows = [[_td(_code(topic), left=True), _td(p), _td(b["start"]), _td(b["end"]), _td(b.get("read"))]
-                for topic, per in sorted(summary["offsets"][side].items())
-                for p, b in sorted(per.items(), key=lambda kv: int(kv[0]))]
-        out.append(f"<details><summary>{side}</summary>"
-                   + _table(["topic", "partition", "start", "end", "records read"], rows) + "</details>")
+        rows = [
+            [_td(_code(topic), left=True), _td(p), _td(b["start"]), _td(b["end"]), _td(b.get("read"))]
+            for topic, per in sorted(summary["offsets"][side].items())
+            for p, b in sorted(per.items(), key=lambda kv: int(kv[0]))
+        ]
+        out.append(
+            f"<details><summary>{side}</summary>"
+            + _table(["topic", "partition", "start", "end", "records read"], rows)
+            + "</details>"
+        )
     return "".join(out)
 
 
 def _from_audit_rows(a: Mapping[str, Any]) -> list[tuple[str, object]]:
     """The method rows of a check started from the last audit of the link (``method.from_audit``)."""
     return [
-        ("started from", f"audit run {a.get('audit_runs')} of link {a.get('link')} "
-                         f"({a.get('audited_at_utc') or 'time unknown'}), state file {a.get('state_file')}"),
-        ("not read again", f"{_fmt(a.get('skipped_source'))} source + {_fmt(a.get('skipped_target'))} target "
-                           "offsets below the audited bounds (matched by the audits, or in the residue)"),
-        ("read now", f"{_fmt(a.get('read_source'))} source + {_fmt(a.get('read_target'))} target offsets "
-                     "from the audited bounds to the ends fixed now"),
-        ("residue re-checked", f"{_fmt(a.get('residue_source'))} source + {_fmt(a.get('residue_target'))} target "
-                               "records unmatched at the audit (in flight, missing or early copies)"),
-        ("removed by retention", f"{_fmt(a.get('lost_source'))} source + {_fmt(a.get('lost_target'))} target offsets "
-                                 f"after the audit, before this check; {_fmt(a.get('missing_gone_from_source', 0))} "
-                                 "missing records gone from the source"),
+        (
+            "started from",
+            f"audit run {a.get('audit_runs')} of link {a.get('link')} "
+            f"({a.get('audited_at_utc') or 'time unknown'}), state file {a.get('state_file')}",
+        ),
+        (
+            "not read again",
+            f"{_fmt(a.get('skipped_source'))} source + {_fmt(a.get('skipped_target'))} target "
+            "offsets below the audited bounds (matched by the audits, or in the residue)",
+        ),
+        (
+            "read now",
+            f"{_fmt(a.get('read_source'))} source + {_fmt(a.get('read_target'))} target offsets "
+            "from the audited bounds to the ends fixed now",
+        ),
+        (
+            "residue re-checked",
+            f"{_fmt(a.get('residue_source'))} source + {_fmt(a.get('residue_target'))} target "
+            "records unmatched at the audit (in flight, missing or early copies)",
+        ),
+        (
+            "removed by retention",
+            f"{_fmt(a.get('lost_source'))} source + {_fmt(a.get('lost_target'))} target offsets "
+            f"after the audit, before this check; {_fmt(a.get('missing_gone_from_source', 0))} "
+            "missing records gone from the source",
+        ),
     ]
 
 
@@ -542,10 +710,12 @@ def _method(summary: Mapping[str, Any]) -> str:
     m = summary["method"]
     spark = summary.get("spark", {})
     if m.get("from_audit"):
-        rows = [("checksum", m["checksum"]),
-                ("records matched by", "(topic, key hash, checksum) as multisets — offsets differ under MirrorMaker 2"),
-                *_from_audit_rows(m["from_audit"]),
-                *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items())]
+        rows = [
+            ("checksum", m["checksum"]),
+            ("records matched by", "(topic, key hash, checksum) as multisets — offsets differ under MirrorMaker 2"),
+            *_from_audit_rows(m["from_audit"]),
+            *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items()),
+        ]
         return "<h2>Method and timings</h2>" + _kv_table(rows)
     rows: list[tuple[str, object]] = [
         ("checksum", m["checksum"]),
@@ -560,14 +730,27 @@ def _method(summary: Mapping[str, Any]) -> str:
     return "<h2>Method and timings</h2>" + _kv_table(rows)
 
 
-def render_html(summary: Mapping[str, Any], *, chart_png: bytes,
-                samples: Mapping[str, list[Mapping[str, Any]]] | None = None) -> str:
+def render_html(
+    summary: Mapping[str, Any], *, chart_png: bytes, samples: Mapping[str, list[Mapping[str, Any]]] | None = None
+) -> str:
     """The report page (self-contained: CSS inline, chart embedded); every value HTML-escaped."""
-    return "".join([
-        _page_head(summary), _header(summary), _failover_box(summary), _verdict(summary), _cards(summary),
-        _topics(summary), _partitions(summary), _chart(summary, chart_png), _next_steps(summary),
-        _samples(summary, samples), _offsets(summary), _method(summary), "</body></html>",
-    ])
+    return "".join(
+        [
+            _page_head(summary),
+            _header(summary),
+            _failover_box(summary),
+            _verdict(summary),
+            _cards(summary),
+            _topics(summary),
+            _partitions(summary),
+            _chart(summary, chart_png),
+            _next_steps(summary),
+            _samples(summary, samples),
+            _offsets(summary),
+            _method(summary),
+            "</body></html>",
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- files
@@ -579,17 +762,32 @@ def write_empty_offending(out_dir: Path) -> Path:
     return d
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], *, timeline: list[TimelineBin], bin_ms: int,
-                 samples: Mapping[str, list[Mapping[str, Any]]] | None = None,
-                 range_ms: tuple[int, int] | None = None) -> dict[str, Path]:
+def write_report(
+    out_dir: Path,
+    summary: dict[str, Any],
+    *,
+    timeline: list[TimelineBin],
+    bin_ms: int,
+    samples: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    range_ms: tuple[int, int] | None = None,
+) -> dict[str, Path]:
     """Write ``summary.json``, the chart PNG and ``report.html``; return their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cutoff = (summary.get("cutoff") or {}).get("ms")
-    png = render_missing_chart(timeline, bin_ms=bin_ms, start_ms=range_ms[0] if range_ms else None,
-                               end_ms=range_ms[1] if range_ms else None, cutoff_ms=cutoff)
-    paths = {"summary": out_dir / SUMMARY_FILE, "html": out_dir / HTML_FILE, "chart": out_dir / CHART_FILE,
-             "offending": out_dir / OFFENDING_DIR}
+    png = render_missing_chart(
+        timeline,
+        bin_ms=bin_ms,
+        start_ms=range_ms[0] if range_ms else None,
+        end_ms=range_ms[1] if range_ms else None,
+        cutoff_ms=cutoff,
+    )
+    paths = {
+        "summary": out_dir / SUMMARY_FILE,
+        "html": out_dir / HTML_FILE,
+        "chart": out_dir / CHART_FILE,
+        "offending": out_dir / OFFENDING_DIR,
+    }
     _write_atomic(paths["chart"], png)
     _write_atomic(paths["summary"], (json.dumps(summary, indent=2, sort_keys=False) + "\n").encode())
     _write_atomic(paths["html"], render_html(summary, chart_png=png, samples=samples).encode())

@@ -26,8 +26,15 @@ from dr.toolchain import toolchain
 if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "check_master", "kafka_jars", "prefer_kafka_v2", "spark_session",
-           "standalone_masters", "under_spark_submit"]
+__all__ = [
+    "DEFAULT_MASTER",
+    "check_master",
+    "kafka_jars",
+    "prefer_kafka_v2",
+    "spark_session",
+    "standalone_masters",
+    "under_spark_submit",
+]
 
 #: Two cores and a small shuffle: the size of the machines this project targets by default.
 DEFAULT_MASTER = "local[2]"
@@ -78,18 +85,20 @@ def standalone_masters(master: str) -> list[tuple[str, int]]:
     if not master.startswith("spark://"):
         return []
     out = []
-    for part in master[len("spark://"):].split(","):
+    for part in master[len("spark://") :].split(","):
         host, port = part.strip().rstrip("/"), _STANDALONE_PORT
         if host.startswith("["):  # [::1]:7077
             end = host.find("]")
-            host, rest = host[1:end], host[end + 1:]
+            host, rest = host[1:end], host[end + 1 :]
             port = int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else port
         elif host.count(":") == 1:
             host, _, text = host.partition(":")
             port = int(text) if text.isdigit() else -1
         if not host or not 0 < port < 65536:
-            raise ConfigError(f"--master {master!r} is not a standalone master URL.",
-                              "write it as spark://HOST:PORT (the URL at the top of the master's web UI)")
+            raise ConfigError(
+                f"--master {master!r} is not a standalone master URL.",
+                "write it as spark://HOST:PORT (the URL at the top of the master's web UI)",
+            )
         out.append((host, port))
     return out
 
@@ -116,7 +125,8 @@ def check_master(master: str, *, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> N
             f"the Spark master {master} cannot be reached ({'; '.join(failures)}).",
             "start the master and its workers (`sbin/start-master.sh`, then `sbin/start-worker.sh "
             f"{master}`) or correct --master to the spark://HOST:PORT shown at the top of the master's "
-            "web UI; leave --master out to verify on this machine (local[2])")
+            "web UI; leave --master out to verify on this machine (local[2])",
+        )
 
 
 def _loopback(host: str) -> bool:
@@ -128,10 +138,16 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-verify",
-                  shuffle_partitions: int | None = None, driver_memory: str = "2g",
-                  extra: dict[str, str] | None = None, use_archive: bool = True,
-                  driver_options: tuple[str, ...] = ()) -> SparkSession:
+def spark_session(
+    *,
+    master: str | None = DEFAULT_MASTER,
+    app_name: str = "kdr-verify",
+    shuffle_partitions: int | None = None,
+    driver_memory: str = "2g",
+    extra: dict[str, str] | None = None,
+    use_archive: bool = True,
+    driver_options: tuple[str, ...] = (),
+) -> SparkSession:
     """Return the active session or build one with the Kafka connector on the classpath.
 
     Under ``spark-submit`` the master, jars and memory come from the submit command (pass the
@@ -153,8 +169,9 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
     standalone = [] if submitted else standalone_masters(master)
     if standalone:
         check_master(master)  # before a driver JVM starts: seconds, not Spark's minute of retries
-    local_driver = not submitted and (master.startswith("local")
-                                      or (bool(standalone) and all(_loopback(h) for h, _ in standalone)))
+    local_driver = not submitted and (
+        master.startswith("local") or (bool(standalone) and all(_loopback(h) for h, _ in standalone))
+    )
     jars = [] if submitted else kafka_jars()
     # The parallel collector: the driver is a batch job on few cores, and G1's concurrent work
     # competes with the tasks (a fresh 5M + 5M-record verification ran about 9 % faster).
@@ -173,22 +190,27 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
                 if standalone:  # and can run this interpreter for the little Python they run
                     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                    builder = (builder.config("spark.driver.host", "127.0.0.1")
-                               .config("spark.driver.bindAddress", "127.0.0.1"))
-            builder = (builder.master(master)
-                       .config("spark.driver.extraJavaOptions", " ".join(driver_opts))
-                       .config("spark.jars", ",".join(jars))
-                       .config("spark.driver.memory", driver_memory)
-                       .config("spark.ui.enabled", "false")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores))))
+                    builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                        "spark.driver.bindAddress", "127.0.0.1"
+                    )
+            builder = (
+                builder.master(master)
+                .config("spark.driver.extraJavaOptions", " ".join(driver_opts))
+                .config("spark.jars", ",".join(jars))
+                .config("spark.driver.memory", driver_memory)
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
+            )
         elif shuffle_partitions:
             builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        builder = (builder.config("spark.redaction.regex", _REDACT)
-                   .config("spark.sql.redaction.options.regex", _REDACT)
-                   .config("spark.sql.adaptive.enabled", "true")
-                   .config("spark.sql.session.timeZone", "UTC")
-                   .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+        builder = (
+            builder.config("spark.redaction.regex", _REDACT)
+            .config("spark.sql.redaction.options.regex", _REDACT)
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        )
         for key, value in (extra or {}).items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
@@ -205,9 +227,12 @@ def spark_session(*, master: str | None = DEFAULT_MASTER, app_name: str = "kdr-v
             # Only a JVM that crashed mapping the archive condemns it; one that exited for another
             # reason (a machine under load, a killed parent) leaves it for the next start.
             condemned = crashed_on_archive(jars, since=started)
-            print(f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
-                  "starting without it." + (" Next step: re-run `make setup`, which rebuilds the archive."
-                                            if condemned else ""), file=sys.stderr)
+            print(
+                f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
+                "starting without it."
+                + (" Next step: re-run `make setup`, which rebuilds the archive." if condemned else ""),
+                file=sys.stderr,
+            )
             if condemned:
                 discard(jars)
             spark = build(java_opts)
@@ -229,12 +254,16 @@ def _refused(master: str, exc: Exception) -> ClusterError:
     import pyspark
 
     text = str(exc)
-    reason = ("no master answered the registration" if "unresponsive" in text or "stopped SparkContext" in text
-              else text.strip().splitlines()[0][:300])
+    reason = (
+        "no master answered the registration"
+        if "unresponsive" in text or "stopped SparkContext" in text
+        else text.strip().splitlines()[0][:300]
+    )
     return ClusterError(
         f"the Spark master {master} accepted the connection but did not register the application ({reason}).",
         "check that HOST:PORT is the master's RPC address (the spark:// URL at the top of its web UI, not the "
-        f"web UI's port) and that the cluster runs Spark {pyspark.__version__}, the version of this pyspark")
+        f"web UI's port) and that the cluster runs Spark {pyspark.__version__}, the version of this pyspark",
+    )
 
 
 def _await_executors(spark: SparkSession, master: str) -> None:
@@ -258,7 +287,8 @@ def _await_executors(spark: SparkSession, master: str) -> None:
                 f"the Spark master {master} removed the application {app} before any executor ran "
                 "(its workers could not start one).",
                 "read the workers' logs and the executor logs in their work directory "
-                f"(work/{app}/*/stderr), fix the cause, and run again")
+                f"(work/{app}/*/stderr), fix the cause, and run again",
+            )
         if jsc.getExecutorMemoryStatus().size() > 1:  # the driver's own block manager counts as one
             return
         if time.monotonic() >= deadline:
@@ -271,7 +301,8 @@ def _await_executors(spark: SparkSession, master: str) -> None:
                 "look at the master's web UI (port 8080 by default) for alive workers and their free cores and "
                 "memory; start workers, let other applications finish, or lower spark.executor.memory "
                 "(spark-defaults.conf, or PYSPARK_SUBMIT_ARGS='--conf spark.executor.memory=... pyspark-shell'); "
-                "KDR_SPARK_EXECUTOR_WAIT_S waits longer")
+                "KDR_SPARK_EXECUTOR_WAIT_S waits longer",
+            )
         time.sleep(0.5)
 
 

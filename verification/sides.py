@@ -25,10 +25,15 @@ class KafkaSide:
 
     def describe(self) -> dict[str, Any]:
         """What the report records about this side: never the password."""
-        return {"kind": "kafka", "cluster": self.name, "stack": self.stack,
-                "bootstrap": self.endpoint.bootstrap, "username": self.endpoint.username,
-                "security_protocol": self.endpoint.security_protocol,
-                "sasl_mechanism": self.endpoint.sasl_mechanism}
+        return {
+            "kind": "kafka",
+            "cluster": self.name,
+            "stack": self.stack,
+            "bootstrap": self.endpoint.bootstrap,
+            "username": self.endpoint.username,
+            "security_protocol": self.endpoint.security_protocol,
+            "sasl_mechanism": self.endpoint.sasl_mechanism,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,21 +50,27 @@ __all__ = [
     "translate_spark_error",
 ]
 
-HEADER_TYPE = T.ArrayType(T.StructType([
-    T.StructField("key", T.StringType()),
-    T.StructField("value", T.BinaryType()),
-]))
+HEADER_TYPE = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("key", T.StringType()),
+            T.StructField("value", T.BinaryType()),
+        ]
+    )
+)
 
 #: Columns and types every reader returns.
-CANONICAL_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()),
-    T.StructField("ts", T.LongType()),
-    T.StructField("key", T.BinaryType()),
-    T.StructField("value", T.BinaryType()),
-    T.StructField("headers", HEADER_TYPE),
-])
+CANONICAL_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("ts", T.LongType()),
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("headers", HEADER_TYPE),
+    ]
+)
 
 #: Consumer settings for Spark's Kafka source (overridable): batches of a few MB per fetch, small
 #: enough that the consumers Spark keeps pooled between queries hold little memory; and no 500 ms
@@ -76,7 +82,6 @@ DEFAULT_KAFKA_OPTIONS: dict[str, str] = {
     "kafka.max.poll.records": "20000",
     "kafka.receive.buffer.bytes": str(2 * 1024 * 1024),
 }
-
 
 
 def _kafka_options(endpoint: Endpoint, extra: dict[str, str] | None) -> dict[str, str]:
@@ -92,8 +97,13 @@ def empty_records(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], CANONICAL_SCHEMA)
 
 
-def read_kafka(spark: SparkSession, endpoint: Endpoint, ranges: dict[str, dict[int, tuple[int, int]]],
-               *, options: dict[str, str] | None = None) -> DataFrame:
+def read_kafka(
+    spark: SparkSession,
+    endpoint: Endpoint,
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    *,
+    options: dict[str, str] | None = None,
+) -> DataFrame:
     """Read exactly the offsets ``ranges[topic][partition] = (start, end)`` with Spark's Kafka source."""
     ranges = {t: {p: r for p, r in parts.items() if r[1] > r[0]} for t, parts in ranges.items()}
     ranges = {t: parts for t, parts in ranges.items() if parts}
@@ -102,16 +112,21 @@ def read_kafka(spark: SparkSession, endpoint: Endpoint, ranges: dict[str, dict[i
     assign = {t: sorted(parts) for t, parts in ranges.items()}
     starting = {t: {str(p): r[0] for p, r in parts.items()} for t, parts in ranges.items()}
     ending = {t: {str(p): r[1] for p, r in parts.items()} for t, parts in ranges.items()}
-    df = (spark.read.format("kafka")
-          .options(**_kafka_options(endpoint, options))
-          .option("assign", json.dumps(assign))
-          .option("startingOffsets", json.dumps(starting))
-          .option("endingOffsets", json.dumps(ending))
-          .load())
+    df = (
+        spark.read.format("kafka")
+        .options(**_kafka_options(endpoint, options))
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .load()
+    )
     return df.select(
-        "topic", "partition", "offset",
+        "topic",
+        "partition",
+        "offset",
         F.unix_millis("timestamp").alias("ts"),
-        "key", "value",
+        "key",
+        "value",
         F.col("headers").cast(HEADER_TYPE).alias("headers"),
     )
 
@@ -120,11 +135,16 @@ def _normalise_archive(df: DataFrame, path: Path) -> DataFrame:
     cols = {f.name: f.dataType for f in df.schema.fields}
     required = {"topic", "partition", "offset", "timestamp", "key", "value"}
     if not required <= set(cols):
-        raise ConfigError(f"archive {path} lacks columns {sorted(required - set(cols))}.",
-                          "an archive needs topic, partition, offset, timestamp, key, value (and headers)")
+        raise ConfigError(
+            f"archive {path} lacks columns {sorted(required - set(cols))}.",
+            "an archive needs topic, partition, offset, timestamp, key, value (and headers)",
+        )
     ts_type = cols["timestamp"]
-    ts = (F.unix_millis(F.col("timestamp")) if isinstance(ts_type, (T.TimestampType, T.TimestampNTZType))
-          else F.col("timestamp").cast("long"))
+    ts = (
+        F.unix_millis(F.col("timestamp"))
+        if isinstance(ts_type, (T.TimestampType, T.TimestampNTZType))
+        else F.col("timestamp").cast("long")
+    )
     headers = F.col("headers").cast(HEADER_TYPE) if "headers" in cols else F.lit(None).cast(HEADER_TYPE)
     return df.select(
         F.col("topic").cast("string").alias("topic"),
@@ -137,16 +157,25 @@ def _normalise_archive(df: DataFrame, path: Path) -> DataFrame:
     )
 
 
-def read_archive(spark: SparkSession, path: Path, *, topics: list[str] | None = None,
-                 ranges: dict[str, dict[int, tuple[int, int]]] | None = None) -> DataFrame:
+def read_archive(
+    spark: SparkSession,
+    path: Path,
+    *,
+    topics: list[str] | None = None,
+    ranges: dict[str, dict[int, tuple[int, int]]] | None = None,
+) -> DataFrame:
     """Read a Parquet archive as canonical records, optionally only ``topics`` or offset ``ranges``."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"archive {path} does not exist.", "pass the directory or file written by the archiver")
     df = _normalise_archive(spark.read.parquet(str(path)), path)
     if ranges is not None:
-        conds = [(F.col("topic") == t) & (F.col("partition") == p) & F.col("offset").between(s, e - 1)
-                 for t, parts in ranges.items() for p, (s, e) in parts.items() if e > s]
+        conds = [
+            (F.col("topic") == t) & (F.col("partition") == p) & F.col("offset").between(s, e - 1)
+            for t, parts in ranges.items()
+            for p, (s, e) in parts.items()
+            if e > s
+        ]
         if not conds:
             return empty_records(spark)
         cond = conds[0]
@@ -167,18 +196,24 @@ def archive_topics(spark: SparkSession, path: Path) -> list[str]:
 def archive_bounds(spark: SparkSession, path: Path, topics: list[str]) -> SideBounds:
     """The offsets an archive holds per partition (``[min, max + 1)``) with its timestamp range."""
     df = read_archive(spark, path, topics=topics)
-    rows = (df.groupBy("topic", "partition")
-            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                 F.min("ts").alias("t0"), F.max("ts").alias("t1"))
-            .collect())
+    rows = (
+        df.groupBy("topic", "partition")
+        .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.min("ts").alias("t0"), F.max("ts").alias("t1"))
+        .collect()
+    )
     out: SideBounds = {}
     for r in rows:
         out.setdefault(r.topic, {})[r.partition] = PartitionBounds(r.lo, r.hi + 1, r.t0, r.t1)
     return out
 
 
-def read_side(spark: SparkSession, side: Side, ranges: dict[str, dict[int, tuple[int, int]]],
-              *, kafka_options: dict[str, str] | None = None) -> DataFrame:
+def read_side(
+    spark: SparkSession,
+    side: Side,
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    *,
+    kafka_options: dict[str, str] | None = None,
+) -> DataFrame:
     """Canonical records of ``ranges`` from either kind of side."""
     if isinstance(side, KafkaSide):
         return read_kafka(spark, side.endpoint, ranges, options=kafka_options)
@@ -213,12 +248,14 @@ def translate_spark_error(exc: Exception, side: Side) -> Exception:
     text = describe_error(exc)
     where = side.endpoint.bootstrap if isinstance(side, KafkaSide) else str(side.path)
     if "SaslAuthenticationException" in str(exc) or "Authentication failed" in str(exc):
-        return AuthError(f"Spark could not authenticate to {where}: {text}",
-                         "check the credentials of this side")
+        return AuthError(f"Spark could not authenticate to {where}: {text}", "check the credentials of this side")
     if "OffsetOutOfRange" in str(exc) or "data loss" in str(exc).lower() or "Cannot fetch offset" in str(exc):
-        return ClusterError(f"records in the fixed offset range of {where} vanished while reading "
-                            f"(retention or compaction ran): {text}",
-                            "re-run the verification; if it repeats, raise retention during the check")
-    return ClusterError(f"reading {where} with Spark failed: {text}",
-                        "check the cluster is reachable from the Spark executors and the Kafka jars are on "
-                        "the classpath")
+        return ClusterError(
+            f"records in the fixed offset range of {where} vanished while reading "
+            f"(retention or compaction ran): {text}",
+            "re-run the verification; if it repeats, raise retention during the check",
+        )
+    return ClusterError(
+        f"reading {where} with Spark failed: {text}",
+        "check the cluster is reachable from the Spark executors and the Kafka jars are on the classpath",
+    )

@@ -76,9 +76,16 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
         props_path, json_path = client_files(estate.state, app.name)
         _write_private(props_path, props)
         _write_private(json_path, json.dumps(conf, indent=2) + "\n")
-        written.append({"application": app.name, "cluster": cluster, "bootstrap": endpoint.bootstrap,
-                        "properties": str(props_path), "json": str(json_path),
-                        "password": "included" if usable else "not included: take it from your secret store"})
+        written.append(
+            {
+                "application": app.name,
+                "cluster": cluster,
+                "bootstrap": endpoint.bootstrap,
+                "properties": str(props_path),
+                "json": str(json_path),
+                "password": "included" if usable else "not included: take it from your secret store",
+            }
+        )
     return written
 
 

@@ -37,20 +37,41 @@ def _paths(stack: str) -> tuple[Path, Path]:
 
 @click.command("failover")
 @click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to fail over.")
-@click.option("--mode", type=click.Choice(["planned", "unplanned"]), default=None,
-              help="planned: fence and drain A first (zero loss); unplanned: A is gone. "
-                   "[default: planned; a resumed failover keeps its mode]")
+@click.option(
+    "--mode",
+    type=click.Choice(["planned", "unplanned"]),
+    default=None,
+    help="planned: fence and drain A first (zero loss); unplanned: A is gone. "
+    "[default: planned; a resumed failover keeps its mode]",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and the desired-state diff; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Go on past the drain deadline (the lag is lost) or with B degraded.")
 @click.option("--force-decommission", is_flag=True, help="Decommission A without a clean verification verdict.")
-@click.option("--skip-verify", is_flag=True,
-              help="Do not run the verification (then A is only decommissioned with --force-decommission).")
-@click.option("--drain-timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              help="Seconds to wait for the link lag to reach 0 (planned).")
+@click.option(
+    "--skip-verify",
+    is_flag=True,
+    help="Do not run the verification (then A is only decommissioned with --force-decommission).",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the link lag to reach 0 (planned).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def failover(stack: str, mode: str | None, dry_run: bool, yes: bool, force: bool, force_decommission: bool,
-             skip_verify: bool, drain_timeout: float, as_json: bool) -> None:
+def failover(
+    stack: str,
+    mode: str | None,
+    dry_run: bool,
+    yes: bool,
+    force: bool,
+    force_decommission: bool,
+    skip_verify: bool,
+    drain_timeout: float,
+    as_json: bool,
+) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
 
     Every step is journaled; rerunning resumes where a refused or crashed run stopped, and a
@@ -64,19 +85,27 @@ def failover(stack: str, mode: str | None, dry_run: bool, yes: bool, force: bool
     from dr.failover.steps import FailoverOptions
 
     stack_path, state = _paths(stack)
-    options = FailoverOptions(mode=mode, force=force, force_decommission=force_decommission,
-                              skip_verify=skip_verify, drain_timeout=drain_timeout)
+    options = FailoverOptions(
+        mode=mode,
+        force=force,
+        force_decommission=force_decommission,
+        skip_verify=skip_verify,
+        drain_timeout=drain_timeout,
+    )
     if dry_run:
         plan = plan_failover(stack=stack, stack_path=stack_path, state=state, options=options)
         click.echo(json.dumps(plan, indent=2) if as_json else render_plan(plan))
         return
     journal = Journal.load(state)
-    finished = journal is not None and journal.finished and \
-        read_stack_config(stack_path) == journal.data["desired_config"]
+    finished = (
+        journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]
+    )
     if not yes and not finished:
         if not sys.stdin.isatty():
-            raise FailoverError(f"refusing to fail over stack '{stack}' without confirmation.",
-                                "pass --yes (look at `drctl failover --dry-run` first)")
+            raise FailoverError(
+                f"refusing to fail over stack '{stack}' without confirmation.",
+                "pass --yes (look at `drctl failover --dry-run` first)",
+            )
         click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
@@ -122,19 +151,42 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
 @click.command("drill")
 @click.option("--stack", default="local", show_default=True, help="Stack file to copy for the drill.")
 @click.option("--unplanned", is_flag=True, help="SIGKILL A mid-traffic instead of a planned failover.")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].",
+)
 @click.option("--rate", type=click.IntRange(min=1), default=500, show_default=True, help="Records per second.")
-@click.option("--warmup", type=click.FloatRange(min=1), default=6.0, show_default=True,
-              help="Seconds of traffic before A fails.")
-@click.option("--base-port", type=click.IntRange(1024, 65000), default=None,
-              help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.")
+@click.option(
+    "--warmup", type=click.FloatRange(min=1), default=6.0, show_default=True, help="Seconds of traffic before A fails."
+)
+@click.option(
+    "--base-port",
+    type=click.IntRange(1024, 65000),
+    default=None,
+    help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.",
+)
 @click.option("--keep", is_flag=True, help="Leave the drill's clusters running at the end.")
-@click.option("--cycles", type=click.IntRange(1, 12), default=1, show_default=True,
-              help="Failovers in a row: A→B→C, then B→C→A (the old active rebuilt as standby), then C→A→B...")
+@click.option(
+    "--cycles",
+    type=click.IntRange(1, 12),
+    default=1,
+    show_default=True,
+    help="Failovers in a row: A→B→C, then B→C→A (the old active rebuilt as standby), then C→A→B...",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
-def drill(stack: str, unplanned: bool, out: Path | None, rate: int, warmup: float, base_port: int | None,
-          keep: bool, cycles: int, as_json: bool) -> None:
+def drill(
+    stack: str,
+    unplanned: bool,
+    out: Path | None,
+    rate: int,
+    warmup: float,
+    base_port: int | None,
+    keep: bool,
+    cycles: int,
+    as_json: bool,
+) -> None:
     """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade.
 
     The applications (a producer and a consumer group member) follow the client configuration the
@@ -144,8 +196,19 @@ def drill(stack: str, unplanned: bool, out: Path | None, rate: int, warmup: floa
     from dr.failover.drill import DrillOptions, dump, render_drill, run_drill
 
     out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
-    result = run_drill(DrillOptions(stack=stack, out=out, unplanned=unplanned, rate=rate, warmup_s=warmup,
-                                    base_port=base_port, keep=keep, cycles=cycles), progress)
+    result = run_drill(
+        DrillOptions(
+            stack=stack,
+            out=out,
+            unplanned=unplanned,
+            rate=rate,
+            warmup_s=warmup,
+            base_port=base_port,
+            keep=keep,
+            cycles=cycles,
+        ),
+        progress,
+    )
     click.echo(dump(result) if as_json else render_drill(result))
     if not str(result.get("grade", "")).startswith("PASS"):
         raise FailoverError(f"the drill failed: {result.get('grade')}.", f"read {Path(result['out']) / 'drill.json'}")
@@ -154,4 +217,3 @@ def drill(stack: str, unplanned: bool, out: Path | None, rate: int, warmup: floa
 def failover_commands() -> list[click.Command]:
     """The commands to attach to the ``drctl`` group."""
     return [failover, status, drill]
-

@@ -56,8 +56,11 @@ class PulumiConverger:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
         from dr.stack import EstateStack
 
-        timings = dict(EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state)
-                       .up(topology, progress=progress))
+        timings = dict(
+            EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(
+                topology, progress=progress
+            )
+        )
         estate = Estate(topology, self.state)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
@@ -66,8 +69,13 @@ class PulumiConverger:
             t0 = time.monotonic()
             wanted = [t.name for t in topology.topics_for(link)] or topics
             progress(f"link {link.name}: waiting until {link.target} holds what {link.source} holds now")
-            wait_copied(estate.endpoint(link.source), estate.endpoint(link.target), wanted,
-                        timeout=self.catch_up_timeout, what=f"link {link.name}")
+            wait_copied(
+                estate.endpoint(link.source),
+                estate.endpoint(link.target),
+                wanted,
+                timeout=self.catch_up_timeout,
+                what=f"link {link.name}",
+            )
             timings[f"link {link.name} caught up"] = round(time.monotonic() - t0, 3)
         return timings
 
@@ -79,12 +87,15 @@ def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeou
     to the source.
     """
     watermark = end_offsets(source, topics)
-    if not wait_until(lambda: all(end_offsets(target, topics).get(tp, 0) >= n for tp, n in watermark.items()),
-                      timeout, interval=0.25):
+    if not wait_until(
+        lambda: all(end_offsets(target, topics).get(tp, 0) >= n for tp, n in watermark.items()), timeout, interval=0.25
+    ):
         behind = lag(watermark, end_offsets(target, topics))
-        raise ClusterError(f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "
-                           f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})}).",
-                           "check the MirrorMaker 2 log under <state>/links/, then rerun the failover (it resumes)")
+        raise ClusterError(
+            f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "
+            f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})}).",
+            "check the MirrorMaker 2 log under <state>/links/, then rerun the failover (it resumes)",
+        )
 
 
 def read_stack_config(path: Path) -> dict[str, Any]:

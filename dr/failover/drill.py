@@ -115,8 +115,15 @@ def _close_later(client: Any, method: str, *args: Any) -> None:
 class ProducerLoop(threading.Thread):
     """An application producer with an ``acks=all`` delivery ledger that follows its published configuration."""
 
-    def __init__(self, config: dict[str, Any], cluster: str, topic: str, rate: int, source: ConfigSource,
-                 key_prefix: str = "drill") -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        cluster: str,
+        topic: str,
+        rate: int,
+        source: ConfigSource,
+        key_prefix: str = "drill",
+    ) -> None:
         super().__init__(name="drill-producer", daemon=True)
         self.topic, self.rate, self.source, self.key_prefix = topic, rate, source, key_prefix
         self.acked: dict[str, tuple[str, int, int, float]] = {}
@@ -144,8 +151,16 @@ class ProducerLoop(threading.Thread):
         self.join(60)
 
     def _producer(self) -> Producer:
-        return Producer({**self._config, "acks": "all", "enable.idempotence": False, "linger.ms": 5,
-                         "message.timeout.ms": 5000, **SILENT})
+        return Producer(
+            {
+                **self._config,
+                "acks": "all",
+                "enable.idempotence": False,
+                "linger.ms": 5,
+                "message.timeout.ms": 5000,
+                **SILENT,
+            }
+        )
 
     def run(self) -> None:
         """Produce at ``rate`` records per second until stopped; move when the configuration changes."""
@@ -203,9 +218,18 @@ class ConsumerLoop(threading.Thread):
             if err is None and any(tp.error is None and tp.offset >= 0 for tp in partitions):
                 self.commits.append((cluster, time.time()))
 
-        consumer = Consumer({**self._config, "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                             "auto.commit.interval.ms": 500, "session.timeout.ms": 6000,
-                             "socket.timeout.ms": 5000, "on_commit": committed, **SILENT})
+        consumer = Consumer(
+            {
+                **self._config,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 500,
+                "session.timeout.ms": 6000,
+                "socket.timeout.ms": 5000,
+                "on_commit": committed,
+                **SILENT,
+            }
+        )
         consumer.subscribe([self.topic])
         return consumer
 
@@ -233,36 +257,75 @@ class ConsumerLoop(threading.Thread):
         consumer.close()
 
 
-def application_rto(producer: ProducerLoop, consumer: ConsumerLoop | None, source: str, target: str,
-                    producer_app: str, group: str | None) -> list[dict[str, Any]]:
+def application_rto(
+    producer: ProducerLoop,
+    consumer: ConsumerLoop | None,
+    source: str,
+    target: str,
+    producer_app: str,
+    group: str | None,
+) -> list[dict[str, Any]]:
     """RTO as each application lived it.
 
     Producer: its last write acknowledged by ``source`` → its first write acknowledged by
     ``target``. Consumer group: its last offset commit on ``source`` → its first record read on
     ``target``. None where a side never happened.
     """
-    out = [_gap(producer_app, "writes", "last write acknowledged", producer.ack_times(source),
-                "first write acknowledged", producer.ack_times(target), source, target)]
+    out = [
+        _gap(
+            producer_app,
+            "writes",
+            "last write acknowledged",
+            producer.ack_times(source),
+            "first write acknowledged",
+            producer.ack_times(target),
+            source,
+            target,
+        )
+    ]
     if consumer is not None and group:
         first_reads = [t for c, _k, t in consumer.reads if c == target]
-        reads = _gap(group, "reads", "last offset commit", [t for c, t in consumer.commits if c == source],
-                     "first record read", first_reads, source, target)
+        reads = _gap(
+            group,
+            "reads",
+            "last offset commit",
+            [t for c, t in consumer.commits if c == source],
+            "first record read",
+            first_reads,
+            source,
+            target,
+        )
         # The group keeps committing on a fenced source while nothing new arrives there; the gap in
         # the data it sees is the other half of its outage.
-        reads["data_gap_s"] = seconds_between(max((t for c, _k, t in consumer.reads if c == source), default=None),
-                                              min(first_reads, default=None))
+        reads["data_gap_s"] = seconds_between(
+            max((t for c, _k, t in consumer.reads if c == source), default=None), min(first_reads, default=None)
+        )
         out.append(reads)
     return out
 
 
-def _gap(who: str, kind: str, last_what: str, on_source: list[float], first_what: str, on_target: list[float],
-         source: str, target: str) -> dict[str, Any]:
+def _gap(
+    who: str,
+    kind: str,
+    last_what: str,
+    on_source: list[float],
+    first_what: str,
+    on_target: list[float],
+    source: str,
+    target: str,
+) -> dict[str, Any]:
     last = max(on_source, default=None)
     first = min(on_target, default=None)
-    return {"application": who, "kind": kind, "source": source, "target": target,
-            "last_on_source": last, "first_on_target": first,
-            "measured": f"{last_what} on {source} → {first_what} on {target}",
-            "rto_s": seconds_between(last, first)}
+    return {
+        "application": who,
+        "kind": kind,
+        "source": source,
+        "target": target,
+        "last_on_source": last,
+        "first_on_target": first,
+        "measured": f"{last_what} on {source} → {first_what} on {target}",
+        "rto_s": seconds_between(last, first),
+    }
 
 
 class SnapshotLoop(threading.Thread):
@@ -282,10 +345,16 @@ class SnapshotLoop(threading.Thread):
 
         admin = AdminClient(self.endpoint.config(**{"socket.timeout.ms": 2000, **SILENT}))
         md = admin.list_topics(timeout=2)
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t in self.topics if t in md.topics
-                   for p in md.topics[t].partitions}
-        return {(tp.topic, tp.partition): f.result(timeout=2).offset
-                for tp, f in admin.list_offsets(request, request_timeout=2).items()}
+        request = {
+            TopicPartition(t, p): OffsetSpec.latest()
+            for t in self.topics
+            if t in md.topics
+            for p in md.topics[t].partitions
+        }
+        return {
+            (tp.topic, tp.partition): f.result(timeout=2).offset
+            for tp, f in admin.list_offsets(request, request_timeout=2).items()
+        }
 
     def run(self) -> None:
         """Snapshot the end offsets until stopped; a dead cluster leaves the last snapshot in place."""
@@ -317,8 +386,16 @@ def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter
     keys: Counter[str] = Counter()
     if not todo:
         return keys
-    consumer = Consumer(endpoint.config(**{"group.id": f"kdr-drill-read-{uuid.uuid4().hex[:8]}",
-                                           "enable.auto.commit": False, "auto.offset.reset": "earliest", **SILENT}))
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"kdr-drill-read-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                **SILENT,
+            }
+        )
+    )
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
     deadline = time.monotonic() + timeout
     try:
@@ -334,8 +411,9 @@ def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter
     finally:
         consumer.close()
     if todo:
-        raise ClusterError(f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).",
-                           "check the cluster answers")
+        raise ClusterError(
+            f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
+        )
     return keys
 
 
@@ -343,8 +421,9 @@ def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter
 def _prepare(options: DrillOptions) -> tuple[Path, Path]:
     out = options.out.resolve()
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise ConfigError(f"{out} is not empty and was not written by a drill.",
-                          "pass --out with a new or empty directory")
+        raise ConfigError(
+            f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
+        )
     for sub in ("stack", "state", "pulumi"):
         shutil.rmtree(out / sub, ignore_errors=True)
     (out / "stack").mkdir(parents=True)
@@ -400,46 +479,67 @@ def _start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> _
     A = topology.active().name
     producer_app = next(a for a in topology.principals.applications if a.produces)
     topic = producer_app.produces[0]
-    consumer_app = next((a for a in topology.principals.applications
-                         if a.consumer_group and topic in a.consumes), None)
+    consumer_app = next((a for a in topology.principals.applications if a.consumer_group and topic in a.consumes), None)
     clusters = {estate.local_cluster(c.name).bootstrap: c.name for c in topology.clusters if c.kind is Kind.LOCAL}
     producer_ep = estate.endpoint(A).with_user(producer_app.name, estate.app_password(producer_app.name))
-    producer = ProducerLoop(producer_ep.config(), A, topic, rate, ConfigSource(state, producer_app.name, clusters),
-                            key_prefix)
+    producer = ProducerLoop(
+        producer_ep.config(), A, topic, rate, ConfigSource(state, producer_app.name, clusters), key_prefix
+    )
     consumer = None
     if consumer_app is not None:
         ep = estate.endpoint(A).with_user(consumer_app.name, estate.app_password(consumer_app.name))
-        consumer = ConsumerLoop(ep.config(**{"group.id": consumer_app.consumer_group}), A, topic,
-                                ConfigSource(state, consumer_app.name, clusters))
-    traffic = _Traffic(producer, consumer, SnapshotLoop(estate.endpoint(A), state, A, [t.name for t in topology.topics]),
-                       producer_app, consumer_app)
+        consumer = ConsumerLoop(
+            ep.config(**{"group.id": consumer_app.consumer_group}),
+            A,
+            topic,
+            ConfigSource(state, consumer_app.name, clusters),
+        )
+    traffic = _Traffic(
+        producer,
+        consumer,
+        SnapshotLoop(estate.endpoint(A), state, A, [t.name for t in topology.topics]),
+        producer_app,
+        consumer_app,
+    )
     for t in traffic.threads():
         t.start()
     return traffic
 
 
-def _consumer_report(consumer: ConsumerLoop, group: str, source: str, target: str, on_target: Counter[str],
-                     key_prefix: str) -> dict[str, Any]:
+def _consumer_report(
+    consumer: ConsumerLoop, group: str, source: str, target: str, on_target: Counter[str], key_prefix: str
+) -> dict[str, Any]:
     """Wait until the group has seen every record of this cycle on the target; count re-reads and skips."""
     everything = {k for k in on_target if k.startswith(key_prefix)}
     wait_until(lambda: everything <= set(consumer.read_on(source)) | set(consumer.read_on(target)), 60, interval=0.5)
     consumer.stop()
     on_a, on_b = consumer.read_on(source), consumer.read_on(target)
     seen_on_a = set(on_a)
-    return {"group": group, "read_on_source": len(on_a), "read_on_target": len(on_b),
-            "read_twice": sum(1 for k in on_b if k in seen_on_a),
-            "skipped": len(everything - seen_on_a - set(on_b)), "records_on_target": len(everything)}
+    return {
+        "group": group,
+        "read_on_source": len(on_a),
+        "read_on_target": len(on_b),
+        "read_twice": sum(1 for k in on_b if k in seen_on_a),
+        "skipped": len(everything - seen_on_a - set(on_b)),
+        "records_on_target": len(everything),
+    }
 
 
 def _checks(options: DrillOptions, result: dict[str, Any]) -> list[tuple[str, bool | None]]:
     s, aims, consumer = result["failover"], options.aims, result.get("consumer")
     A, B = result["source"], result["target"]
     checks: list[tuple[str, bool | None]] = [
-        (f"application RTO ≤ {aims['rto_s']:.0f}s ({r['application']} {r['kind']}: {r['rto_s']}s)",
-         r["rto_s"] is not None and r["rto_s"] <= aims["rto_s"]) for r in result["application_rto"]]
+        (
+            f"application RTO ≤ {aims['rto_s']:.0f}s ({r['application']} {r['kind']}: {r['rto_s']}s)",
+            r["rto_s"] is not None and r["rto_s"] <= aims["rto_s"],
+        )
+        for r in result["application_rto"]
+    ]
     checks += [
-        (f"{A}→{B}→{s['standby'] or '—'} ≤ {aims['a_b_c_s']:.0f}s",
-         s["a_b_c_s"] is not None and s["a_b_c_s"] <= aims["a_b_c_s"]),
+        (
+            f"{A}→{B}→{s['standby'] or '—'} ≤ {aims['a_b_c_s']:.0f}s",
+            s["a_b_c_s"] is not None and s["a_b_c_s"] <= aims["a_b_c_s"],
+        ),
         (f"failover completed ({A} decommissioned)", s["status"] == "completed"),
         (f"verification listed exactly the records that never reached {B}", result["verification_exact"]),
         ("no acknowledged record lost after recovery", result["lost_after_recovery"] == 0),
@@ -463,14 +563,19 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
     stack_path, state = _prepare(options)
     stack = options.stack
     seen = [load_stack_file(stack_path)]
-    result: dict[str, Any] = {"stack": stack, "mode": "unplanned" if options.unplanned else "planned",
-                              "out": str(options.out.resolve()), "cycles": []}
+    result: dict[str, Any] = {
+        "stack": stack,
+        "mode": "unplanned" if options.unplanned else "planned",
+        "out": str(options.out.resolve()),
+        "cycles": [],
+    }
     t_start = time.monotonic()
     try:
         A, B = seen[0].active().name, seen[0].passive().name  # type: ignore[union-attr]
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
         result["provision_s"] = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
-            seen[0], progress=progress)
+            seen[0], progress=progress
+        )
         publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
         for number in range(1, options.cycles + 1):
             if number > 1:
@@ -513,15 +618,22 @@ def _conclude(result: dict[str, Any], cycles: int) -> None:
     if not done:
         result["grade"] = "INCOMPLETE"
     elif failed or len(done) < cycles:
-        result["grade"] = (f"FAIL (cycle {', '.join(map(str, failed))} of {cycles})" if failed
-                           else f"INCOMPLETE ({len(done)} of {cycles} cycles)") \
-            if cycles > 1 else done[0].get("grade", "INCOMPLETE")
+        result["grade"] = (
+            (
+                f"FAIL (cycle {', '.join(map(str, failed))} of {cycles})"
+                if failed
+                else f"INCOMPLETE ({len(done)} of {cycles} cycles)"
+            )
+            if cycles > 1
+            else done[0].get("grade", "INCOMPLETE")
+        )
     else:
         result["grade"] = "PASS" if cycles == 1 else f"PASS ({cycles} cycles)"
 
 
-def _cycle(options: DrillOptions, stack_path: Path, state: Path, original: Topology, number: int,
-           progress: Progress) -> dict[str, Any]:
+def _cycle(
+    options: DrillOptions, stack_path: Path, state: Path, original: Topology, number: int, progress: Progress
+) -> dict[str, Any]:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
     stack = options.stack
     A, B = original.active().name, original.passive().name  # type: ignore[union-attr]
@@ -533,25 +645,31 @@ def _cycle(options: DrillOptions, stack_path: Path, state: Path, original: Topol
     traffic = _start_traffic(estate, state, options.rate, prefix)
     topic = result["topic"] = traffic.topic
     try:
-        progress(f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {topic} at "
-                 f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else ""))
+        progress(
+            f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {topic} at "
+            f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
+        )
         time.sleep(options.warmup_s)
         if traffic.group:
             progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
-            if not wait_until(lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), 60,
-                              interval=0.5):
-                raise ClusterError(f"the link never synced group {traffic.group} to {B} within 60s.",
-                                   "read the MirrorMaker 2 log under <out>/state/links/")
+            if not wait_until(
+                lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), 60, interval=0.5
+            ):
+                raise ClusterError(
+                    f"the link never synced group {traffic.group} to {B} within 60s.",
+                    "read the MirrorMaker 2 log under <out>/state/links/",
+                )
         if options.unplanned:
-            progress(f"drill: SIGKILL every node of {A} mid-traffic "
-                     f"({len(traffic.producer.acked)} records acknowledged so far)")
+            progress(
+                f"drill: SIGKILL every node of {A} mid-traffic "
+                f"({len(traffic.producer.acked)} records acknowledged so far)"
+            )
             estate.local_cluster(A).kill()
             wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
         traffic.snapshots.stop()
         holdings, summary = _fail_over(options, stack_path, state, estate, traffic, progress)
         result["failover_first_run"] = {k: summary[k] for k in ("status", "rto_s", "a_b_c_s", "rpo_estimate")}
-        summary = _prove_and_recover(options, stack_path, state, estate, traffic, holdings, summary, result,
-                                     progress)
+        summary = _prove_and_recover(options, stack_path, state, estate, traffic, holdings, summary, result, progress)
         preview = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview()
         result["preview_after_failover"] = preview.changes
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
@@ -560,27 +678,38 @@ def _cycle(options: DrillOptions, stack_path: Path, state: Path, original: Topol
         if traffic.consumer is not None and traffic.group:
             result["consumer"] = _consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
         acked_a = traffic.producer.acked_on(A)
-        result["producer"] = {"acked_on_source": len(acked_a), "acked_on_target": len(traffic.producer.acked_on(B)),
-                              "not_acknowledged": len(traffic.producer.failed),
-                              "moved_at": [t for t, _c in traffic.producer.moves]}
-        result["application_rto"] = application_rto(traffic.producer, traffic.consumer, A, B,
-                                                    traffic.producer_app.name, traffic.group)
+        result["producer"] = {
+            "acked_on_source": len(acked_a),
+            "acked_on_target": len(traffic.producer.acked_on(B)),
+            "not_acknowledged": len(traffic.producer.failed),
+            "moved_at": [t for t, _c in traffic.producer.moves],
+        }
+        result["application_rto"] = application_rto(
+            traffic.producer, traffic.consumer, A, B, traffic.producer_app.name, traffic.group
+        )
         result["lost_after_recovery"] = len(acked_a - set(final_b))
         rpo = summary.get("rpo_estimate") or {}
         verdicts = result["verdicts"]
-        result.update(failover=summary, report_html=verdicts[-1]["html"] if verdicts else None,
-                      rpo={"estimate": rpo.get("records"), "estimate_upper_bound": rpo.get("upper_bound"),
-                           "estimate_basis": rpo.get("basis"),
-                           "actual_never_replicated": result["never_reached_target"],
-                           "acknowledged_lost_before_recovery": result["lost_before_recovery"]})
+        result.update(
+            failover=summary,
+            report_html=verdicts[-1]["html"] if verdicts else None,
+            rpo={
+                "estimate": rpo.get("records"),
+                "estimate_upper_bound": rpo.get("upper_bound"),
+                "estimate_basis": rpo.get("basis"),
+                "actual_never_replicated": result["never_reached_target"],
+                "acknowledged_lost_before_recovery": result["lost_before_recovery"],
+            },
+        )
         result["grade"], result["checks"] = _grade(_checks(options, result))
     finally:
         traffic.stop()
     return result
 
 
-def _fail_over(options: DrillOptions, stack_path: Path, state: Path, estate: Estate, traffic: _Traffic,
-               progress: Progress) -> tuple[dict[str, Counter[str]], dict[str, Any]]:
+def _fail_over(
+    options: DrillOptions, stack_path: Path, state: Path, estate: Estate, traffic: _Traffic, progress: Progress
+) -> tuple[dict[str, Counter[str]], dict[str, Any]]:
     """Run the failover; unplanned: it completes without A, then A comes back and is verified.
 
     What A and B hold is read right after the verification, before A may be decommissioned.
@@ -590,8 +719,9 @@ def _fail_over(options: DrillOptions, stack_path: Path, state: Path, estate: Est
 
     def on_step(name: str, step_result: StepResult) -> None:
         if name == "integrity" and step_result.status in ("done", "differences"):
-            holdings.update(a=read_keys(estate.endpoint(A), traffic.topic), b=read_keys(estate.endpoint(B),
-                                                                                      traffic.topic))
+            holdings.update(
+                a=read_keys(estate.endpoint(A), traffic.topic), b=read_keys(estate.endpoint(B), traffic.topic)
+            )
 
     mode = "unplanned" if options.unplanned else "planned"
     summary = _failover(options.stack, stack_path, state, FailoverOptions(mode=mode), progress, on_step)
@@ -602,24 +732,39 @@ def _fail_over(options: DrillOptions, stack_path: Path, state: Path, estate: Est
     return holdings, summary
 
 
-def _prove_and_recover(options: DrillOptions, stack_path: Path, state: Path, estate: Estate, traffic: _Traffic,
-                       holdings: dict[str, Counter[str]], summary: dict[str, Any], result: dict[str, Any],
-                       progress: Progress) -> dict[str, Any]:
+def _prove_and_recover(
+    options: DrillOptions,
+    stack_path: Path,
+    state: Path,
+    estate: Estate,
+    traffic: _Traffic,
+    holdings: dict[str, Counter[str]],
+    summary: dict[str, Any],
+    result: dict[str, Any],
+    progress: Progress,
+) -> dict[str, Any]:
     """What the verification lists against what really never reached B; recover it; verify again."""
     A, B = result["source"], result["target"]
     verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
     verdicts = [verdict] if verdict else []
     a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
     never = set(a_keys) - set(b_keys)
-    listed = ({r["key"].decode() for r in integrity.missing_records(verdict["report_dir"])
-               if r["topic"] == traffic.topic} if verdict and not verdict["clean"] else set())
-    result.update(verification_exact=bool(verdict) and bool(holdings) and listed == never,
-                  never_reached_target=len(never),
-                  lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)), verdicts=verdicts)
+    listed = (
+        {r["key"].decode() for r in integrity.missing_records(verdict["report_dir"]) if r["topic"] == traffic.topic}
+        if verdict and not verdict["clean"]
+        else set()
+    )
+    result.update(
+        verification_exact=bool(verdict) and bool(holdings) and listed == never,
+        never_reached_target=len(never),
+        lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)),
+        verdicts=verdicts,
+    )
     if verdict and not verdict["clean"]:
         progress(f"drill: the verification lists {verdict['counts']['missing']} missing records; recovering them")
-        result["recovery"] = integrity.recover(verdict["report_dir"], source=estate.endpoint(A),
-                                               target=estate.endpoint(B), progress=progress)
+        result["recovery"] = integrity.recover(
+            verdict["report_dir"], source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
+        )
         summary = _failover(options.stack, stack_path, state, FailoverOptions(), progress, None)
         verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
         if verdict:
@@ -639,14 +784,16 @@ def _teardown(stack: str, stack_path: Path, state: Path, topologies: tuple[Any, 
         Estate(topology, state).stop()
 
 
-def _failover(stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress,
-              on_step: Any) -> dict[str, Any]:
+def _failover(
+    stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress, on_step: Any
+) -> dict[str, Any]:
     """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
     from dr.failover.pipeline import summarize
 
     try:
-        return run_failover(stack=stack, stack_path=stack_path, state=state, options=options,
-                            progress=progress, on_step=on_step)
+        return run_failover(
+            stack=stack, stack_path=stack_path, state=state, options=options, progress=progress, on_step=on_step
+        )
     except FailoverError as exc:
         journal = Journal.load(state)
         if journal is None or journal.step("integrity")["status"] != "differences":
@@ -658,16 +805,19 @@ def _failover(stack: str, stack_path: Path, state: Path, options: FailoverOption
 def render_drill(r: dict[str, Any]) -> str:
     """The graded drill summary as text (every cycle, then the overall grade)."""
     cycles = r.get("cycles") or []
-    lines = [f"DRILL ({r['mode']}) on stack {r['stack']}: {r.get('grade', 'INCOMPLETE')}"
-             + (f" — {' then '.join(c['chain'] for c in cycles)}" if len(cycles) > 1 else "")]
+    lines = [
+        f"DRILL ({r['mode']}) on stack {r['stack']}: {r.get('grade', 'INCOMPLETE')}"
+        + (f" — {' then '.join(c['chain'] for c in cycles)}" if len(cycles) > 1 else "")
+    ]
     for c in cycles:
         if len(cycles) > 1:
             lines += ["", f"cycle {c['number']}: {c['chain']} — {c.get('grade', 'INCOMPLETE')}"]
         lines += _render_cycle(c)
         rebuild = c.get("standby_rebuild")
         if rebuild:
-            lines.append(f"then {rebuild.get('cluster')} declared, wiped, as the next standby "
-                         f"({rebuild.get('seconds', '?')}s)")
+            lines.append(
+                f"then {rebuild.get('cluster')} declared, wiped, as the next standby ({rebuild.get('seconds', '?')}s)"
+            )
     lines.append(f"drill result: {Path(r['out']) / 'drill.json'} ({r['seconds']:.0f}s)")
     return "\n".join(lines)
 
@@ -678,30 +828,43 @@ def _render_cycle(r: dict[str, Any]) -> list[str]:
     A, B = r["source"], r["target"]
     lines = [f"  [{c['result']:>4}] {c['check']}" for c in r.get("checks", [])]
     for app in r.get("application_rto") or []:
-        lines.append(f"application RTO {app['application']} ({app['kind']}): {app['rto_s']}s "
-                     f"— {app['measured']}"
-                     + (f"; last record read on {A} → first on {B}: {app['data_gap_s']}s"
-                        if app.get("data_gap_s") is not None else ""))
+        lines.append(
+            f"application RTO {app['application']} ({app['kind']}): {app['rto_s']}s "
+            f"— {app['measured']}"
+            + (
+                f"; last record read on {A} → first on {B}: {app['data_gap_s']}s"
+                if app.get("data_gap_s") is not None
+                else ""
+            )
+        )
     s = r.get("failover")
     if s:
-        lines.append(f"RTO probe {s['rto_s']}s (supplement) · {r['chain']} {s['a_b_c_s']}s · failover total "
-                     f"{s['total_s']}s")
+        lines.append(
+            f"RTO probe {s['rto_s']}s (supplement) · {r['chain']} {s['a_b_c_s']}s · failover total {s['total_s']}s"
+        )
     rpo = r.get("rpo") or {}
     hi = rpo.get("estimate_upper_bound")
-    lines.append(f"RPO: estimate {rpo.get('estimate')}{'' if hi is None else f'–{hi}'} records; never reached {B} "
-                 f"{rpo.get('actual_never_replicated')}; acknowledged and lost before recovery "
-                 f"{rpo.get('acknowledged_lost_before_recovery')}; after recovery {r.get('lost_after_recovery')}")
+    lines.append(
+        f"RPO: estimate {rpo.get('estimate')}{'' if hi is None else f'–{hi}'} records; never reached {B} "
+        f"{rpo.get('actual_never_replicated')}; acknowledged and lost before recovery "
+        f"{rpo.get('acknowledged_lost_before_recovery')}; after recovery {r.get('lost_after_recovery')}"
+    )
     p = r.get("producer") or {}
-    lines.append(f"producer: {p.get('acked_on_source')} acknowledged on {A}, {p.get('acked_on_target')} on {B}, "
-                 f"{p.get('not_acknowledged')} not acknowledged (refused/timed out: the application retries those)")
+    lines.append(
+        f"producer: {p.get('acked_on_source')} acknowledged on {A}, {p.get('acked_on_target')} on {B}, "
+        f"{p.get('not_acknowledged')} not acknowledged (refused/timed out: the application retries those)"
+    )
     c = r.get("consumer")
     if c:
-        lines.append(f"consumer group {c['group']}: {c['read_on_source']} read on {A}, {c['read_on_target']} on {B}, "
-                     f"{c['read_twice']} read twice, {c['skipped']} skipped")
+        lines.append(
+            f"consumer group {c['group']}: {c['read_on_source']} read on {A}, {c['read_on_target']} on {B}, "
+            f"{c['read_twice']} read twice, {c['skipped']} skipped"
+        )
     if r.get("recovery"):
         rec = r["recovery"]
-        lines.append(f"recovery: {rec['missing']} missing, {rec['written']} written, "
-                     f"{rec['already_present']} already present")
+        lines.append(
+            f"recovery: {rec['missing']} missing, {rec['written']} written, {rec['already_present']} already present"
+        )
     if s:
         lines += ["", render_summary(s)]
     lines.append(f"HTML report: {r.get('report_html')}")

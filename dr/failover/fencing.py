@@ -25,21 +25,41 @@ __all__ = ["binding_from_dict", "binding_to_dict", "fence", "unfence", "write_bi
 
 
 def _write_filter(principal: str) -> AclBindingFilter:
-    return AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, f"User:{principal}", None,
-                            AclOperation.WRITE, AclPermissionType.ALLOW)
+    return AclBindingFilter(
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType.ANY,
+        f"User:{principal}",
+        None,
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
 
 
 def binding_to_dict(binding: AclBinding) -> dict[str, str]:
     """An ACL binding as JSON-able names (for the journal)."""
-    return {"resource_type": binding.restype.name, "name": binding.name,
-            "pattern": binding.resource_pattern_type.name, "principal": binding.principal,
-            "host": binding.host, "operation": binding.operation.name, "permission": binding.permission_type.name}
+    return {
+        "resource_type": binding.restype.name,
+        "name": binding.name,
+        "pattern": binding.resource_pattern_type.name,
+        "principal": binding.principal,
+        "host": binding.host,
+        "operation": binding.operation.name,
+        "permission": binding.permission_type.name,
+    }
 
 
 def binding_from_dict(d: dict[str, str]) -> AclBinding:
     """The inverse of :func:`binding_to_dict`."""
-    return AclBinding(ResourceType[d["resource_type"]], d["name"], ResourcePatternType[d["pattern"]],
-                      d["principal"], d["host"], AclOperation[d["operation"]], AclPermissionType[d["permission"]])
+    return AclBinding(
+        ResourceType[d["resource_type"]],
+        d["name"],
+        ResourcePatternType[d["pattern"]],
+        d["principal"],
+        d["host"],
+        AclOperation[d["operation"]],
+        AclPermissionType[d["permission"]],
+    )
 
 
 def write_bindings(endpoint: Endpoint, principals: list[str]) -> list[AclBinding]:
@@ -66,9 +86,10 @@ def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
     if left:
         from dr.errors import FailoverError
 
-        raise FailoverError(f"{len(left)} application write ACLs are still present on {endpoint.bootstrap} "
-                            "after deleting them.", "check who re-creates them (a running `drctl estate up`?) "
-                            "and rerun the failover")
+        raise FailoverError(
+            f"{len(left)} application write ACLs are still present on {endpoint.bootstrap} after deleting them.",
+            "check who re-creates them (a running `drctl estate up`?) and rerun the failover",
+        )
     return [binding_to_dict(b) for b in present]
 
 

@@ -28,21 +28,34 @@ def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str])
         keys = [tp for tp in target_end if tp[0] in topics]
     records = sum(target_end.get(tp, 0) for tp in keys)
     where = ", ".join(partitions) if partitions else "every partition of " + ", ".join(topics)
-    return (f"on {where} its consumers follow auto.offset.reset: 'earliest' re-reads all {records} records "
-            "held there now; 'latest' (the client default) starts at the end and skips every record they had "
-            "not yet read")
+    return (
+        f"on {where} its consumers follow auto.offset.reset: 'earliest' re-reads all {records} records "
+        "held there now; 'latest' (the client default) starts at the end and skips every record they had "
+        "not yet read"
+    )
 
 
-def describe_group(*, group: str, application: str, topics: list[str], synced_by_link: bool,
-                   source_committed: Offsets | None, target_committed: Offsets,
-                   source_end: Offsets | None, target_end: Offsets) -> dict[str, Any]:
+def describe_group(
+    *,
+    group: str,
+    application: str,
+    topics: list[str],
+    synced_by_link: bool,
+    source_committed: Offsets | None,
+    target_committed: Offsets,
+    source_end: Offsets | None,
+    target_end: Offsets,
+) -> dict[str, Any]:
     """The state of one consumer group at promotion (pure; see the module doc for the states)."""
     target_committed = {tp: n for tp, n in target_committed.items() if tp[0] in topics}
     if source_committed is not None:
         source_committed = {tp: n for tp, n in source_committed.items() if tp[0] in topics}
     positions = group_positions(source_committed, target_committed, source_end, target_end)
     entry: dict[str, Any] = {
-        "group": group, "application": application, "topics": topics, "synced_by_link": synced_by_link,
+        "group": group,
+        "application": application,
+        "topics": topics,
+        "synced_by_link": synced_by_link,
         "translated_partitions": len(target_committed),
         "source_partitions": None if source_committed is None else len(source_committed),
         "target_committed_total": sum(target_committed.values()),
@@ -63,5 +76,6 @@ def describe_group(*, group: str, application: str, topics: list[str], synced_by
     else:
         entry["status"] = "translated"
         entry["consumers_will"] = "resume from the translated offsets" + (
-            f", reading {positions['rereads']} records a second time" if positions["rereads"] else "")
+            f", reading {positions['rereads']} records a second time" if positions["rereads"] else ""
+        )
     return entry

@@ -79,15 +79,20 @@ class ClusterHealth:
         return d
 
 
-def cluster_health(endpoint: Endpoint, *, expected_brokers: int | None = None, topics: list[str] | None = None,
-                   isr: bool = False, timeout: float = 10.0) -> ClusterHealth:
+def cluster_health(
+    endpoint: Endpoint,
+    *,
+    expected_brokers: int | None = None,
+    topics: list[str] | None = None,
+    isr: bool = False,
+    timeout: float = 10.0,
+) -> ClusterHealth:
     """Brokers, offline and under-replicated partitions (all topics), and which of ``topics`` are missing.
 
     ``isr`` adds leader, replicas and in-sync replicas of every partition of ``topics``.
     """
     if not listening(endpoint.bootstrap):
-        return ClusterHealth(False, expected_brokers=expected_brokers,
-                             error=f"nothing listens on {endpoint.bootstrap}")
+        return ClusterHealth(False, expected_brokers=expected_brokers, error=f"nothing listens on {endpoint.bootstrap}")
     md, error = metadata(endpoint, timeout)
     if md is None:
         return ClusterHealth(False, expected_brokers=expected_brokers, error=error)
@@ -100,7 +105,10 @@ def cluster_health(endpoint: Endpoint, *, expected_brokers: int | None = None, t
             elif len(part.isrs) < len(part.replicas):
                 health.under_replicated.append(key)
             if isr and (topics is None or name in topics):
-                health.partitions[key] = {"leader": part.leader, "replicas": list(part.replicas),
-                                          "isr": list(part.isrs)}
+                health.partitions[key] = {
+                    "leader": part.leader,
+                    "replicas": list(part.replicas),
+                    "isr": list(part.isrs),
+                }
     health.missing_topics = sorted(set(topics or []) - set(md.topics))
     return health

@@ -49,14 +49,26 @@ def _import_verification() -> Any:
             f"the verification job is not available: importing `verification` failed ({exc}).",
             "install the project with its verification package (make setup); until then the integrity "
             "step cannot pass — rerun with --skip-verify only if you verify by other means, and "
-            "decommission with --force-decommission") from exc
+            "decommission with --force-decommission",
+        ) from exc
     return verification
 
 
-def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[str], cutoff_ms: int | None,
-           stack: str | None = None, source_name: str | None = None, target_name: str | None = None,
-           progress: Progress = lambda _m: None, context: dict[str, Any] | None = None,
-           audit_link: str | None = None, state_dir: Path | None = None) -> Verdict:
+def verify(
+    *,
+    source: Endpoint,
+    target: Endpoint,
+    out_dir: Path,
+    topics: list[str],
+    cutoff_ms: int | None,
+    stack: str | None = None,
+    source_name: str | None = None,
+    target_name: str | None = None,
+    progress: Progress = lambda _m: None,
+    context: dict[str, Any] | None = None,
+    audit_link: str | None = None,
+    state_dir: Path | None = None,
+) -> Verdict:
     """Run the verification ``source`` vs ``target`` over ``topics`` (records after ``cutoff_ms`` left out).
 
     With ``audit_link`` (the link A→B) and ``state_dir`` (the stack's state directory), the check
@@ -82,8 +94,13 @@ def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[st
     on_source = {t for (t, _p) in ends[0]}
     topics = [t for t in topics if t in on_source or t in with_records]
     if not with_records:
-        return Verdict(clean=True, counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
-                       cutoff_ms=cutoff_ms, report_dir="", html="(no records on either side: nothing to verify)")
+        return Verdict(
+            clean=True,
+            counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
+            cutoff_ms=cutoff_ms,
+            report_dir="",
+            html="(no records on either side: nothing to verify)",
+        )
     src_side = v.KafkaSide(endpoint=source, name=source_name, stack=stack)
     dst_side = v.KafkaSide(endpoint=target, name=target_name, stack=stack)
     result, started_from = None, None
@@ -96,23 +113,48 @@ def verify(*, source: Endpoint, target: Endpoint, out_dir: Path, topics: list[st
         except Exception as exc:  # a link name that cannot name a file: no audit state to use
             path, started_from = None, {"audit": False, "reason": str(exc)}
         if path is not None:
-            started = verify_from_audit(source=src_side, target=dst_side, out_dir=out_dir, topics=topics,
-                                        cutoff_ms=cutoff_ms, state_file=path, stack=stack, link=audit_link,
-                                        source_cluster=source_name, target_cluster=target_name, progress=progress,
-                                        context=context)
+            started = verify_from_audit(
+                source=src_side,
+                target=dst_side,
+                out_dir=out_dir,
+                topics=topics,
+                cutoff_ms=cutoff_ms,
+                state_file=path,
+                stack=stack,
+                link=audit_link,
+                source_cluster=source_name,
+                target_cluster=target_name,
+                progress=progress,
+                context=context,
+            )
             result, started_from = started.result, started.started_from
     if result is None:
-        result = v.run_verification(source=src_side, target=dst_side, out_dir=out_dir, topics=topics,
-                                    cutoff_ms=cutoff_ms, progress=progress, context=context)
+        result = v.run_verification(
+            source=src_side,
+            target=dst_side,
+            out_dir=out_dir,
+            topics=topics,
+            cutoff_ms=cutoff_ms,
+            progress=progress,
+            context=context,
+        )
     classes = ("missing", "unexpected", "duplicated", "corrupted")
     per_topic = {t: {c: int(row[c]) for c in classes} for t, row in result.summary["topics"].items()}
-    return Verdict(clean=result.clean, counts=result.counts(), per_topic=per_topic,
-                   report_dir=str(result.out_dir), html=str(Path(result.out_dir) / "report.html"),
-                   cutoff_ms=cutoff_ms, seconds=round(time.monotonic() - t0, 3), started_from=started_from)
+    return Verdict(
+        clean=result.clean,
+        counts=result.counts(),
+        per_topic=per_topic,
+        report_dir=str(result.out_dir),
+        html=str(Path(result.out_dir) / "report.html"),
+        cutoff_ms=cutoff_ms,
+        seconds=round(time.monotonic() - t0, 3),
+        started_from=started_from,
+    )
 
 
-def recover(report_dir: Path | str, *, source: Endpoint, target: Endpoint,
-            progress: Progress = lambda _m: None) -> dict[str, Any]:
+def recover(
+    report_dir: Path | str, *, source: Endpoint, target: Endpoint, progress: Progress = lambda _m: None
+) -> dict[str, Any]:
     """Replay the records a verification found missing (idempotent: a second run writes nothing)."""
     _import_verification()
     # by name from its module: once the submodule verification.recover is imported (the check

@@ -148,17 +148,32 @@ class Journal:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"failover journal {path} is not valid JSON ({exc.msg}).",
-                              "restore it from a backup; never edit it by hand while a failover runs") from None
+            raise ConfigError(
+                f"failover journal {path} is not valid JSON ({exc.msg}).",
+                "restore it from a backup; never edit it by hand while a failover runs",
+            ) from None
         if data.get("version") != JOURNAL_VERSION:
-            raise ConfigError(f"failover journal {path} has version {data.get('version')!r}, "
-                              f"this drctl reads version {JOURNAL_VERSION}.",
-                              "finish the failover with the drctl that started it")
+            raise ConfigError(
+                f"failover journal {path} has version {data.get('version')!r}, "
+                f"this drctl reads version {JOURNAL_VERSION}.",
+                "finish the failover with the drctl that started it",
+            )
         return cls(path, data)
 
     @classmethod
-    def create(cls, state: Path, *, stack: str, mode: str, source: str, target: str, standby: str | None,
-               original_config: dict[str, Any], desired_config: dict[str, Any], steps: list[str]) -> Journal:
+    def create(
+        cls,
+        state: Path,
+        *,
+        stack: str,
+        mode: str,
+        source: str,
+        target: str,
+        standby: str | None,
+        original_config: dict[str, Any],
+        desired_config: dict[str, Any],
+        steps: list[str],
+    ) -> Journal:
         """Start the journal of a new failover (an earlier, finished one is archived first)."""
         failover_dir(state)
         path = cls.path_for(state)
@@ -234,8 +249,15 @@ class Journal:
         cut): the caller holds the stack's lock, so that run is dead and is marked ``interrupted``.
         """
         self._mark_interrupted()
-        run = {"pid": os.getpid(), "started_at": _now(), "finished_at": None, "mode": mode,
-               "options": options, "outcome": "running", "resumed": bool(self.data["runs"])}
+        run = {
+            "pid": os.getpid(),
+            "started_at": _now(),
+            "finished_at": None,
+            "mode": mode,
+            "options": options,
+            "outcome": "running",
+            "resumed": bool(self.data["runs"]),
+        }
         self.data["runs"].append(run)
         self.data["mode"] = mode
         self.data["status"] = "running"
@@ -253,8 +275,11 @@ class Journal:
     def interrupted(self) -> bool:
         """True when the last run ended without recording its end (only meaningful while nobody holds the lock)."""
         runs = self.data["runs"]
-        return self.data["status"] in ("running", "interrupted") and bool(runs) and \
-            runs[-1].get("outcome") in ("running", "interrupted")
+        return (
+            self.data["status"] in ("running", "interrupted")
+            and bool(runs)
+            and runs[-1].get("outcome") in ("running", "interrupted")
+        )
 
     def end_run(self, outcome: str, **extra: Any) -> None:
         """Record how the current invocation ended."""
@@ -265,12 +290,19 @@ class Journal:
     def start_step(self, name: str, inputs: dict[str, Any]) -> None:
         """Mark a step as running with its inputs."""
         entry = self.step(name)
-        entry.update(status="running", inputs=inputs, started_at=_now(), error=None,
-                     attempts=entry.get("attempts", 0) + 1, run=len(self.data["runs"]))
+        entry.update(
+            status="running",
+            inputs=inputs,
+            started_at=_now(),
+            error=None,
+            attempts=entry.get("attempts", 0) + 1,
+            run=len(self.data["runs"]),
+        )
         self.save()
 
-    def finish_step(self, name: str, status: str, outcome: dict[str, Any], seconds: float,
-                    error: str | None = None) -> None:
+    def finish_step(
+        self, name: str, status: str, outcome: dict[str, Any], seconds: float, error: str | None = None
+    ) -> None:
         """Record a step's result: ``done``, ``skipped``, ``deferred`` or ``failed``."""
         entry = self.step(name)
         entry.update(status=status, outcome=outcome, seconds=round(seconds, 3), finished_at=_now(), error=error)

@@ -46,9 +46,14 @@ def lag(source_end: Offsets, target_end: Offsets) -> dict[tuple[str, int], int]:
     return {tp: max(0, n - target_end.get(tp, 0)) for tp, n in source_end.items()}
 
 
-def rpo_estimate(last_known_source: Offsets | None, target_end: Offsets, *,
-                 snapshot_at: float | None = None, failed_at: float | None = None,
-                 write_rate: float | None = None) -> dict[str, Any]:
+def rpo_estimate(
+    last_known_source: Offsets | None,
+    target_end: Offsets,
+    *,
+    snapshot_at: float | None = None,
+    failed_at: float | None = None,
+    write_rate: float | None = None,
+) -> dict[str, Any]:
     """The records the target lacks, estimated from the source's last known end offsets.
 
     ``records`` is a lower bound: records the source accepted after the snapshot are not counted.
@@ -57,23 +62,33 @@ def rpo_estimate(last_known_source: Offsets | None, target_end: Offsets, *,
     verification, once the source is readable again, gives the exact list.
     """
     if not last_known_source:
-        return {"records": None, "upper_bound": None, "basis": "no snapshot of the source's end offsets was "
-                                                               "ever taken", "per_partition": {},
-                "snapshot_at": None, "snapshot_age_s": None}
+        return {
+            "records": None,
+            "upper_bound": None,
+            "basis": "no snapshot of the source's end offsets was ever taken",
+            "per_partition": {},
+            "snapshot_at": None,
+            "snapshot_age_s": None,
+        }
     gaps = {tp: n for tp, n in lag(last_known_source, target_end).items() if n}
     age = None if snapshot_at is None or failed_at is None else round(max(0.0, failed_at - snapshot_at), 3)
     lower = sum(gaps.values())
     upper = None if age is None or write_rate is None else lower + math.ceil(write_rate * age)
-    return {"records": lower, "upper_bound": upper,
-            "basis": "source end offsets last seen minus target end offsets (a lower bound)"
-                     + ("; upper bound adds the source's last write rate over the snapshot's age"
-                        if upper is not None else ""),
-            "per_partition": encode_offsets(gaps), "snapshot_at": snapshot_at, "snapshot_age_s": age,
-            "write_rate_per_s": None if write_rate is None else round(write_rate, 1)}
+    return {
+        "records": lower,
+        "upper_bound": upper,
+        "basis": "source end offsets last seen minus target end offsets (a lower bound)"
+        + ("; upper bound adds the source's last write rate over the snapshot's age" if upper is not None else ""),
+        "per_partition": encode_offsets(gaps),
+        "snapshot_at": snapshot_at,
+        "snapshot_age_s": age,
+        "write_rate_per_s": None if write_rate is None else round(write_rate, 1),
+    }
 
 
-def group_positions(source_committed: Offsets | None, target_committed: Offsets,
-                    source_end: Offsets | None, target_end: Offsets) -> dict[str, Any]:
+def group_positions(
+    source_committed: Offsets | None, target_committed: Offsets, source_end: Offsets | None, target_end: Offsets
+) -> dict[str, Any]:
     """Compare one consumer group's committed offsets on the source and (translated) on the target.
 
     Offsets of the two clusters are only comparable on partitions whose end offsets match (the

@@ -38,8 +38,9 @@ CRASH_EXIT = 70
 OnStep = Callable[[str, StepResult], None]
 
 
-def topologies(stack: str, stack_path: Path, journal: Journal | None,
-               mode: str | None = None) -> tuple[Topology, Topology, bool]:
+def topologies(
+    stack: str, stack_path: Path, journal: Journal | None, mode: str | None = None
+) -> tuple[Topology, Topology, bool]:
     """``(original, desired, resuming)`` for a failover of ``stack``.
 
     A journal of an unfinished failover fixes both topologies; otherwise the stack file is the
@@ -58,7 +59,8 @@ def topologies(stack: str, stack_path: Path, journal: Journal | None,
             f"{stack_path} changed while failover {journal.data['failover_id']} was under way (it is neither "
             "the topology before nor the one after the failover).",
             f"restore it from {journal.path.parent} (the step desired-state keeps a copy) and rerun, so the "
-            "failover can finish")
+            "failover can finish",
+        )
     return original, desired, True
 
 
@@ -87,16 +89,24 @@ def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
     run = journal.data["runs"][-1]
     first = journal.outage_run() or run
     # RTO counts from the run that fenced A: a crash and a resume after it are part of the outage.
-    journal.measure(probe={**probe.result.to_dict(), "application": probe.endpoint.username},
-                    rto_s=seconds_between(first["started_at"], probe.result.acked_at),
-                    rto_this_run_s=seconds_between(run["started_at"], probe.result.acked_at),
-                    write_outage_s=seconds_between(journal.data["measurements"].get("fenced_at"),
-                                                   probe.result.acked_at))
+    journal.measure(
+        probe={**probe.result.to_dict(), "application": probe.endpoint.username},
+        rto_s=seconds_between(first["started_at"], probe.result.acked_at),
+        rto_this_run_s=seconds_between(run["started_at"], probe.result.acked_at),
+        write_outage_s=seconds_between(journal.data["measurements"].get("fenced_at"), probe.result.acked_at),
+    )
 
 
-def run_failover(*, stack: str, stack_path: Path, state: Path, options: FailoverOptions,
-                 converger: Converger | None = None, progress: Progress = lambda _m: None,
-                 on_step: OnStep | None = None) -> dict[str, Any]:
+def run_failover(
+    *,
+    stack: str,
+    stack_path: Path,
+    state: Path,
+    options: FailoverOptions,
+    converger: Converger | None = None,
+    progress: Progress = lambda _m: None,
+    on_step: OnStep | None = None,
+) -> dict[str, Any]:
     """Fail ``stack`` over (or resume its failover); return the summary (see :func:`summarize`).
 
     Raises :class:`~dr.errors.FailoverError` when a step refuses (the journal keeps what was done;
@@ -114,20 +124,36 @@ def run_failover(*, stack: str, stack_path: Path, state: Path, options: Failover
         if not resuming:
             active, passive, standby = original.active(), original.passive(), original.standby()
             assert passive is not None  # after_failover() raised otherwise
-            journal = Journal.create(state, stack=stack, mode=mode, source=active.name, target=passive.name,
-                                     standby=standby.name if standby else None,
-                                     original_config=dump_stack_config(original),
-                                     desired_config=dump_stack_config(desired), steps=[s.name for s in STEPS])
+            journal = Journal.create(
+                state,
+                stack=stack,
+                mode=mode,
+                source=active.name,
+                target=passive.name,
+                standby=standby.name if standby else None,
+                original_config=dump_stack_config(original),
+                desired_config=dump_stack_config(desired),
+                steps=[s.name for s in STEPS],
+            )
         assert journal is not None
-        ctx = Context(stack=stack, stack_path=stack_path, state=state, original=original, desired=desired,
-                      mode=mode, options=options, journal=journal,
-                      converger=converger or PulumiConverger(stack, stack_path, state,
-                                                                catch_up_timeout=options.catch_up_timeout),
-                      progress=progress)
+        ctx = Context(
+            stack=stack,
+            stack_path=stack_path,
+            state=state,
+            original=original,
+            desired=desired,
+            mode=mode,
+            options=options,
+            journal=journal,
+            converger=converger or PulumiConverger(stack, stack_path, state, catch_up_timeout=options.catch_up_timeout),
+            progress=progress,
+        )
         journal.begin_run(mode=mode, options=options.to_dict())
         verb = "resuming" if resuming else "starting"
-        progress(f"{verb} {mode} failover {journal.data['failover_id']} of stack {stack}: "
-                 f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else ""))
+        progress(
+            f"{verb} {mode} failover {journal.data['failover_id']} of stack {stack}: "
+            f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
+        )
         probe = _start_probe(ctx)
         outcome = "failed"
         try:
@@ -145,11 +171,13 @@ def run_failover(*, stack: str, stack_path: Path, state: Path, options: Failover
                     journal.finish_step(step.name, "failed", {}, time.monotonic() - t0, error=str(exc))
                     raise
                 except Exception as exc:
-                    journal.finish_step(step.name, "failed", {}, time.monotonic() - t0,
-                                        error=f"{type(exc).__name__}: {exc}")
-                    raise FailoverError(f"step {step.name} failed unexpectedly: {type(exc).__name__}: {exc}",
-                                        "read the journal and the cluster logs; rerun to resume from this step") \
-                        from exc
+                    journal.finish_step(
+                        step.name, "failed", {}, time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}"
+                    )
+                    raise FailoverError(
+                        f"step {step.name} failed unexpectedly: {type(exc).__name__}: {exc}",
+                        "read the journal and the cluster logs; rerun to resume from this step",
+                    ) from exc
                 result.outcome["summary"] = result.summary
                 journal.finish_step(step.name, result.status, result.outcome, time.monotonic() - t0)
                 if step.name == "desired-state":
@@ -188,9 +216,15 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
     runs = d["runs"]
     steps = []
     for name, entry in d["steps"].items():
-        steps.append({"name": name, "status": entry["status"], "seconds": entry.get("seconds"),
-                      "attempts": entry.get("attempts", 0),
-                      "summary": (entry.get("outcome") or {}).get("summary") or entry.get("error") or ""})
+        steps.append(
+            {
+                "name": name,
+                "status": entry["status"],
+                "seconds": entry.get("seconds"),
+                "attempts": entry.get("attempts", 0),
+                "summary": (entry.get("outcome") or {}).get("summary") or entry.get("error") or "",
+            }
+        )
     abc_run = runs[m["abc_run"] - 1] if m.get("abc_run") else None
     cutoff = verification_cutoff(journal)
     outage = journal.outage_run()
@@ -200,22 +234,32 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
     pending = [s["name"] for s in steps if s["status"] not in ("done", "skipped")]
     probe = m.get("probe") or {}
     summary: dict[str, Any] = {
-        "stack": d["stack"], "failover_id": d["failover_id"], "mode": d["mode"], "status": d["status"],
+        "stack": d["stack"],
+        "failover_id": d["failover_id"],
+        "mode": d["mode"],
+        "status": d["status"],
         "already_finished": already_finished,
-        "source": d["source"], "target": d["target"], "standby": d["standby"],
-        "runs": len(runs), "steps": steps,
-        "rto_s": m.get("rto_s"), "rto_this_run_s": m.get("rto_this_run_s"),
+        "source": d["source"],
+        "target": d["target"],
+        "standby": d["standby"],
+        "runs": len(runs),
+        "steps": steps,
+        "rto_s": m.get("rto_s"),
+        "rto_this_run_s": m.get("rto_this_run_s"),
         "write_outage_s": m.get("write_outage_s"),
         "rto_probe": {k: probe.get(k) for k in ("application", "topic", "partition", "offset", "attempts")}
-        if probe else None,
+        if probe
+        else None,
         "a_b_c_s": seconds_between(outage["started_at"], m.get("abc_done_at")) if outage else None,
         "a_b_c_this_run_s": seconds_between(abc_run["started_at"], m.get("abc_done_at")) if abc_run else None,
-        "cutoff_ms": cutoff, "cutoff_utc": utc_text(cutoff),
+        "cutoff_ms": cutoff,
+        "cutoff_utc": utc_text(cutoff),
         "interrupted_runs": sum(1 for r in runs if r.get("outcome") == "interrupted"),
         "total_s": seconds_between(runs[0]["started_at"], runs[-1].get("finished_at")) if runs else None,
         "rpo_estimate": m.get("rpo_estimate"),
-        "consumer_groups": [{k: g.get(k) for k in ("group", "status", "rereads", "would_skip", "consumers_will")}
-                            for g in groups],
+        "consumer_groups": [
+            {k: g.get(k) for k in ("group", "status", "rereads", "would_skip", "consumers_will")} for g in groups
+        ],
         "clients": (d["steps"]["clients"].get("outcome") or {}).get("files") or [],
         "verdict": verdict,
         "pending": pending,
@@ -228,12 +272,16 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, 
 def _next_steps(d: dict[str, Any], pending: list[str], verdict: dict[str, Any] | None) -> list[str]:
     stack, source = d["stack"], d["source"]
     if not pending:
-        return [f"point applications at {d['target']}: configurations in the clients/ directory of the stack's "
-                "state", f"watch `drctl status --stack {stack}`"]
+        return [
+            f"point applications at {d['target']}: configurations in the clients/ directory of the stack's state",
+            f"watch `drctl status --stack {stack}`",
+        ]
     if d["status"] == "failed":
         failed = next((n for n, e in d["steps"].items() if e["status"] == "failed"), pending[0])
         return [f"fix what step {failed} reported, then rerun `drctl failover --stack {stack}`: it resumes there"]
     if verdict and not verdict.get("clean"):
         return [f"drctl recover --report {verdict['report_dir']}", f"drctl failover --stack {stack}"]
-    return [f"when {source} is readable again: `drctl failover --stack {stack}` verifies {source} vs "
-            f"{d['target']} and decommissions {source} on a clean verdict"]
+    return [
+        f"when {source} is readable again: `drctl failover --stack {stack}` verifies {source} vs "
+        f"{d['target']} and decommissions {source} on a clean verdict"
+    ]

@@ -43,13 +43,20 @@ def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology)
     except DRError as exc:
         return {"error": exc.problem}
     gone = [c.name for c in desired.clusters if c.role.value == "decommissioned"]
-    note = (f"users, topics and ACLs of {', '.join(gone)} show as deletes here; the failover forgets them from "
-            "the state instead (they stay on the cluster as the fence left them)") if gone else ""
+    note = (
+        (
+            f"users, topics and ACLs of {', '.join(gone)} show as deletes here; the failover forgets them from "
+            "the state instead (they stay on the cluster as the fence left them)"
+        )
+        if gone
+        else ""
+    )
     return {"changes": preview.changes, "text": preview.text, "note": note}
 
 
-def _actions(original: Topology, desired: Topology, mode: str, options: FailoverOptions, state: Path,
-             stack_path: Path) -> dict[str, str]:
+def _actions(
+    original: Topology, desired: Topology, mode: str, options: FailoverOptions, state: Path, stack_path: Path
+) -> dict[str, str]:
     A = original.active()
     B = original.passive()
     assert B is not None
@@ -62,27 +69,39 @@ def _actions(original: Topology, desired: Topology, mode: str, options: Failover
     topics = [t.name for t in (original.topics_for(link) if link else original.topics)]
     new_links = ", ".join(f"{lk.source}→{lk.target}" for lk in desired.links) or "none"
     if mode == "planned":
-        fence = (f"delete the ALLOW WRITE topic ACLs of {', '.join(apps)} on {A.name}; wait up to "
-                 f"{options.drain_timeout:.0f}s until link {link_name} lags 0 on every partition of "
-                 f"{', '.join(topics)}; past it refuse and restore the ACLs" +
-                 (" (--force: go on and accept the lag as loss)" if options.force else " (unless --force)"))
+        fence = (
+            f"delete the ALLOW WRITE topic ACLs of {', '.join(apps)} on {A.name}; wait up to "
+            f"{options.drain_timeout:.0f}s until link {link_name} lags 0 on every partition of "
+            f"{', '.join(topics)}; past it refuse and restore the ACLs"
+            + (" (--force: go on and accept the lag as loss)" if options.force else " (unless --force)")
+        )
     else:
         fence = f"fence {A.name} only if it answers; no drain (unplanned)"
-    standby = (f"start {C.name} ({C.brokers} broker(s)) with its users, topics and ACLs, then MirrorMaker 2 "
-               f"{B.name}-to-{C.name}" if C else "no standby declared: no new passive cluster")
-    verify = ("skipped (--skip-verify)" if options.skip_verify else
-              f"verify {A.name} vs {B.name} over {', '.join(topics)} with the PySpark job when {A.name} is "
-              "readable; deferred otherwise")
-    decom = (f"stop {A.name} (data kept)" + (" even without a clean verdict (--force-decommission)"
-                                            if options.force_decommission else " only on a clean verdict"))
+    standby = (
+        f"start {C.name} ({C.brokers} broker(s)) with its users, topics and ACLs, then MirrorMaker 2 "
+        f"{B.name}-to-{C.name}"
+        if C
+        else "no standby declared: no new passive cluster"
+    )
+    verify = (
+        "skipped (--skip-verify)"
+        if options.skip_verify
+        else f"verify {A.name} vs {B.name} over {', '.join(topics)} with the PySpark job when {A.name} is "
+        "readable; deferred otherwise"
+    )
+    decom = f"stop {A.name} (data kept)" + (
+        " even without a clean verdict (--force-decommission)"
+        if options.force_decommission
+        else " only on a clean verdict"
+    )
     return {
         "preflight": f"check {B.name} (brokers, offline partitions, topics), link {link_name} lag per partition, "
-                     f"{A.name} reachability",
+        f"{A.name} reachability",
         "fence-drain": fence,
         "promote": f"stop link {link_name}; grant write ACLs on {B.name} to {', '.join(producers) or 'nobody'}",
         "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
         "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
-                         f"; links: {new_links}) and `pulumi up` the stack: {standby}",
+        f"; links: {new_links}) and `pulumi up` the stack: {standby}",
         "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for {', '.join(apps)}",
         "integrity": verify,
         "decommission": decom,
@@ -102,11 +121,18 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     except ConfigError as exc:
         return {"error": exc.problem}
     obs["source"] = {"name": A.name, **reachability(a_ep, timeout=3.0)}
-    health = cluster_health(b_ep, expected_brokers=B.brokers if B.kind is Kind.LOCAL else None,
-                            topics=[t.name for t in original.topics])
-    obs["target"] = {"name": B.name, "healthy": health.healthy, "reachable": health.reachable,
-                     "brokers": health.brokers, "offline": health.offline, "missing_topics": health.missing_topics,
-                     "error": health.error}
+    health = cluster_health(
+        b_ep, expected_brokers=B.brokers if B.kind is Kind.LOCAL else None, topics=[t.name for t in original.topics]
+    )
+    obs["target"] = {
+        "name": B.name,
+        "healthy": health.healthy,
+        "reachable": health.reachable,
+        "brokers": health.brokers,
+        "offline": health.offline,
+        "missing_topics": health.missing_topics,
+        "error": health.error,
+    }
     if obs["source"]["reachable"] and health.reachable:
         topics = [t.name for t in original.topics]
         try:
@@ -118,8 +144,9 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     return obs
 
 
-def plan_failover(*, stack: str, stack_path: Path, state: Path, options: FailoverOptions,
-                  observe: bool = True) -> dict[str, Any]:
+def plan_failover(
+    *, stack: str, stack_path: Path, state: Path, options: FailoverOptions, observe: bool = True
+) -> dict[str, Any]:
     """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
     from dr.failover.pipeline import summarize, topologies
 
@@ -132,14 +159,26 @@ def plan_failover(*, stack: str, stack_path: Path, state: Path, options: Failove
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     actions = _actions(original, desired, mode, options, state, stack_path)
-    steps = [{"name": s.name, "status": journal.step(s.name)["status"] if resuming and journal else "pending",
-              "action": actions[s.name]} for s in STEPS]
+    steps = [
+        {
+            "name": s.name,
+            "status": journal.step(s.name)["status"] if resuming and journal else "pending",
+            "action": actions[s.name],
+        }
+        for s in STEPS
+    ]
     plan: dict[str, Any] = {
-        "stack": stack, "dry_run": True, "already_finished": False, "mode": mode, "resuming": resuming,
+        "stack": stack,
+        "dry_run": True,
+        "already_finished": False,
+        "mode": mode,
+        "resuming": resuming,
         "failover_id": journal.data["failover_id"] if resuming and journal else None,
-        "source": original.active().name, "target": original.passive().name,  # type: ignore[union-attr]
+        "source": original.active().name,
+        "target": original.passive().name,  # type: ignore[union-attr]
         "standby": original.standby().name if original.standby() else None,  # type: ignore[union-attr]
-        "steps": steps, "desired_state_diff": desired_state_diff(stack_path, desired),
+        "steps": steps,
+        "desired_state_diff": desired_state_diff(stack_path, desired),
         "converger": "pulumi (`pulumi up` of the stack through the Automation API)",
     }
     if observe:

@@ -55,11 +55,26 @@ def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult 
     from confluent_kafka import Producer
 
     outcome: list[tuple[Any, Any]] = []
-    producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False, "message.timeout.ms": 3000,
-                                           "socket.timeout.ms": 3000, "retries": 0, **SILENT}))
+    producer = Producer(
+        endpoint.config(
+            **{
+                "acks": "all",
+                "enable.idempotence": False,
+                "message.timeout.ms": 3000,
+                "socket.timeout.ms": 3000,
+                "retries": 0,
+                **SILENT,
+            }
+        )
+    )
     try:
-        producer.produce(topic, key=PROBE_KEY, value=value, headers=[PROBE_HEADER],
-                         on_delivery=lambda err, msg: outcome.append((err, msg)))
+        producer.produce(
+            topic,
+            key=PROBE_KEY,
+            value=value,
+            headers=[PROBE_HEADER],
+            on_delivery=lambda err, msg: outcome.append((err, msg)),
+        )
     except Exception as exc:  # noqa: BLE001 - refused at once (cached authorization failure, full queue)
         return None, str(exc)
     producer.flush(4)
@@ -68,12 +83,24 @@ def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult 
     err, msg = outcome[0]
     if err is not None:
         return None, err.str()
-    return ProbeResult(acked_at=round(time.time(), 3), timestamp_ms=msg.timestamp()[1], topic=msg.topic(),
-                       partition=msg.partition(), offset=msg.offset(), attempts=0), None
+    return ProbeResult(
+        acked_at=round(time.time(), 3),
+        timestamp_ms=msg.timestamp()[1],
+        topic=msg.topic(),
+        partition=msg.partition(),
+        offset=msg.offset(),
+        attempts=0,
+    ), None
 
 
-def attempt_until_acked(endpoint: Endpoint, topic: str, failover_id: str, interval: float = 0.2,
-                        report: Any = None, parent: int | None = None) -> ProbeResult | None:
+def attempt_until_acked(
+    endpoint: Endpoint,
+    topic: str,
+    failover_id: str,
+    interval: float = 0.2,
+    report: Any = None,
+    parent: int | None = None,
+) -> ProbeResult | None:
     """Try to write one probe record every ``interval`` seconds until it is acknowledged.
 
     Returns None as soon as the process ``parent`` is gone (a crashed pipeline leaves no probe behind).
@@ -108,16 +135,32 @@ class WriteProbe:
 
     def start(self) -> None:
         """Start the child process and the thread reading its reports."""
-        self._proc = subprocess.Popen([sys.executable, "-m", "dr.failover.probe"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "dr.failover.probe"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         assert self._proc.stdin is not None
         ep = self.endpoint
-        self._proc.stdin.write(json.dumps({
-            "bootstrap": ep.bootstrap, "username": ep.username, "password": ep.password,
-            "security_protocol": ep.security_protocol, "sasl_mechanism": ep.sasl_mechanism,
-            "topic": self.topic, "failover_id": self.failover_id, "interval": self.interval,
-            "parent": os.getpid()}) + "\n")
+        self._proc.stdin.write(
+            json.dumps(
+                {
+                    "bootstrap": ep.bootstrap,
+                    "username": ep.username,
+                    "password": ep.password,
+                    "security_protocol": ep.security_protocol,
+                    "sasl_mechanism": ep.sasl_mechanism,
+                    "topic": self.topic,
+                    "failover_id": self.failover_id,
+                    "interval": self.interval,
+                    "parent": os.getpid(),
+                }
+            )
+            + "\n"
+        )
         self._proc.stdin.close()
         self._reader = threading.Thread(target=self._read, name="kdr-rto-probe", daemon=True)
         self._reader.start()
@@ -153,14 +196,16 @@ class WriteProbe:
 
 def _main() -> None:
     conf = json.loads(sys.stdin.readline())
-    endpoint = Endpoint(conf["bootstrap"], conf["username"], conf["password"], conf["security_protocol"],
-                        conf["sasl_mechanism"])
+    endpoint = Endpoint(
+        conf["bootstrap"], conf["username"], conf["password"], conf["security_protocol"], conf["sasl_mechanism"]
+    )
 
     def report(attempts: int, error: str | None) -> None:
         print(json.dumps({"attempts": attempts, "error": error}), flush=True)
 
-    result = attempt_until_acked(endpoint, conf["topic"], conf["failover_id"], conf["interval"], report,
-                                 parent=conf["parent"])
+    result = attempt_until_acked(
+        endpoint, conf["topic"], conf["failover_id"], conf["interval"], report, parent=conf["parent"]
+    )
     if result is not None:
         print(json.dumps(result.to_dict()), flush=True)
 

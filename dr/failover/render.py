@@ -19,30 +19,39 @@ def render_summary(s: dict[str, Any]) -> str:
     chain = f"{s['source']} → {s['target']}" + (f" → {s['standby']}" if s.get("standby") else "")
     lines = []
     if s.get("already_finished"):
-        lines.append(f"failover {s['failover_id']} of stack {s['stack']} ({chain}) already finished; "
-                     "nothing changed.")
-    lines.append(f"{s['mode']} failover {s['failover_id']} of stack {s['stack']}: {chain} — {s['status'].upper()}"
-                 + (f" ({s['runs']} runs)" if s["runs"] > 1 else ""))
+        lines.append(f"failover {s['failover_id']} of stack {s['stack']} ({chain}) already finished; nothing changed.")
+    lines.append(
+        f"{s['mode']} failover {s['failover_id']} of stack {s['stack']}: {chain} — {s['status'].upper()}"
+        + (f" ({s['runs']} runs)" if s["runs"] > 1 else "")
+    )
     width = max(len(st["name"]) for st in s["steps"])
     for i, st in enumerate(s["steps"], 1):
         secs = "" if st["seconds"] is None else f"{st['seconds']:6.1f}s"
         lines.append(f"  {i}. {st['name']:<{width}}  {st['status']:<11} {secs:>7}  {st['summary']}")
     runs = f"{s['runs']} runs" + (f", {s['interrupted_runs']} interrupted" if s.get("interrupted_runs") else "")
-    lines.append(f"RTO probe (the run that fenced A → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
-                 + (f"  [{runs}; this run: {_s(s.get('rto_this_run_s'))}]" if s["runs"] > 1 else ""))
+    lines.append(
+        f"RTO probe (the run that fenced A → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
+        + (f"  [{runs}; this run: {_s(s.get('rto_this_run_s'))}]" if s["runs"] > 1 else "")
+    )
     if s.get("write_outage_s") is not None:
         lines.append(f"writes refused everywhere (fence → first ack): {_s(s['write_outage_s'])}")
-    lines.append(f"A→B→C ({chain}, fencing run start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
-                 f"   total: {_s(s['total_s'])}")
+    lines.append(
+        f"A→B→C ({chain}, fencing run start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
+        f"   total: {_s(s['total_s'])}"
+    )
     if s.get("cutoff_ms") is not None:
-        lines.append(f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms) — records on {s['target']} "
-                     "after it were written there after the promotion and are not compared")
+        lines.append(
+            f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms) — records on {s['target']} "
+            "after it were written there after the promotion and are not compared"
+        )
     rpo = s.get("rpo_estimate")
     if rpo:
         n, hi = rpo.get("records"), rpo.get("upper_bound")
         span = "unknown" if n is None else (f"{n} records" if hi is None or hi == n else f"{n}–{hi} records")
-        lines.append(f"RPO estimate: {span} ({rpo.get('basis')})"
-                     + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else ""))
+        lines.append(
+            f"RPO estimate: {span} ({rpo.get('basis')})"
+            + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else "")
+        )
     for g in s["consumer_groups"]:
         lines.append(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
     for c in s["clients"]:
@@ -85,9 +94,11 @@ def render_plan(p: dict[str, Any]) -> str:
             lines.append(f"observed: {obs['error']}")
         else:
             src, tgt = obs["source"], obs["target"]
-            lines.append(f"observed: {src['name']} {'reachable' if src['reachable'] else 'UNREACHABLE'}; "
-                         f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
-                         + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else ""))
+            lines.append(
+                f"observed: {src['name']} {'reachable' if src['reachable'] else 'UNREACHABLE'}; "
+                f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
+                + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else "")
+            )
     return "\n".join(lines)
 
 
@@ -99,12 +110,18 @@ def render_status(st: dict[str, Any]) -> str:
         if c.get("process") in ("absent", "stopped"):
             detail = c["process"]
         elif h:
-            detail = (f"{len(h['brokers'])}/{h['expected_brokers'] or '?'} brokers, {len(h['offline'])} offline, "
-                      f"{len(h['under_replicated'])} under-replicated" if h["reachable"] else f"UNREACHABLE ({h['error']})")
+            detail = (
+                f"{len(h['brokers'])}/{h['expected_brokers'] or '?'} brokers, {len(h['offline'])} offline, "
+                f"{len(h['under_replicated'])} under-replicated"
+                if h["reachable"]
+                else f"UNREACHABLE ({h['error']})"
+            )
         else:
             detail = c.get("error", "")
-        lines.append(f"  cluster {c['name']:<6} {c['role']:<14} {c.get('process', c['kind']):<9} "
-                     f"{c.get('bootstrap') or '':<40} {detail}")
+        lines.append(
+            f"  cluster {c['name']:<6} {c['role']:<14} {c.get('process', c['kind']):<9} "
+            f"{c.get('bootstrap') or '':<40} {detail}"
+        )
         for key, part in sorted((h.get("partitions") or {}).items()):
             lines.append(f"      {key:<24} leader {part['leader']} replicas {part['replicas']} isr {part['isr']}")
     for link in st["links"]:
@@ -114,8 +131,10 @@ def render_status(st: dict[str, Any]) -> str:
             process, detail = link["state"], f"no longer replicates ({detail})" if detail else "no longer replicates"
         lines.append(f"  link    {link['name']:<12} {process:<8} {detail}")
         if link.get("connect"):
-            lines.append(f"      on Connect cluster {link['connect']}" + (
-                f": {link['connect_error']}" if link.get("connect_error") else ""))
+            lines.append(
+                f"      on Connect cluster {link['connect']}"
+                + (f": {link['connect_error']}" if link.get("connect_error") else "")
+            )
         for name, c in (link.get("connectors") or {}).items():
             tasks = ", ".join(f"task {t['id']} {t['state']} on {t.get('worker') or '?'}" for t in c["tasks"])
             lines.append(f"      connector {name:<22} {c['state']:<8} {tasks or 'no tasks'}")
@@ -123,14 +142,20 @@ def render_status(st: dict[str, Any]) -> str:
             if n:
                 lines.append(f"      {key:<24} lag {n}")
     for g in st["consumer_groups"]:
-        pos = ", ".join(f"{name}: committed {p.get('committed_total')} lag {p.get('lag_total')}"
-                        if "error" not in p else f"{name}: {p['error']}" for name, p in g["positions"].items())
+        pos = ", ".join(
+            f"{name}: committed {p.get('committed_total')} lag {p.get('lag_total')}"
+            if "error" not in p
+            else f"{name}: {p['error']}"
+            for name, p in g["positions"].items()
+        )
         lines.append(f"  group   {g['group']:<12} {pos or 'no reachable cluster'}")
     last = st.get("last_failover")
     if last:
         steps = " ".join(f"{s['name']}={s['status']}" for s in last["steps"])
-        lines.append(f"  last failover {last['failover_id']} ({last['mode']}): {last['status']}; RTO {_s(last['rto_s'])}; "
-                     f"A→B→C {_s(last['a_b_c_s'])}")
+        lines.append(
+            f"  last failover {last['failover_id']} ({last['mode']}): {last['status']}; RTO {_s(last['rto_s'])}; "
+            f"A→B→C {_s(last['a_b_c_s'])}"
+        )
         lines.append(f"      {steps}")
         for n in last["next"]:
             lines.append(f"      next: {n}")

@@ -37,8 +37,15 @@ def record_offsets(state: Path, cluster: str, offsets: Offsets, *, at: float | N
         return
     before = _read(state, cluster)
     previous = {"at": before["at"], "offsets": before["offsets"]} if before.get("offsets") else None
-    atomic_write_json(_path(state, cluster), {"cluster": cluster, "at": round(at or time.time(), 3),
-                                              "offsets": encode_offsets(offsets), "previous": previous})
+    atomic_write_json(
+        _path(state, cluster),
+        {
+            "cluster": cluster,
+            "at": round(at or time.time(), 3),
+            "offsets": encode_offsets(offsets),
+            "previous": previous,
+        },
+    )
 
 
 def last_offsets(state: Path, cluster: str) -> tuple[float | None, dict[tuple[str, int], int] | None]:

@@ -30,8 +30,9 @@ from dr.topology import Kind, Role, load_stack_file
 __all__ = ["lock_held", "raise_for_problems", "status_problems", "status_report"]
 
 
-def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = False,
-                  snapshot: bool = True) -> dict[str, Any]:
+def status_report(
+    *, stack: str, stack_path: Path, state: Path, isr: bool = False, snapshot: bool = True
+) -> dict[str, Any]:
     """The status of ``stack`` as a JSON-able dict (see the module doc)."""
     from dr.failover.pipeline import summarize
 
@@ -45,8 +46,9 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
         entry: dict[str, Any] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
         if c.kind is Kind.LOCAL:
             lc = estate.local_cluster(c.name)
-            entry.update(process=lc.state(), bootstrap=lc.bootstrap, brokers_declared=c.brokers,
-                         running_nodes=lc.running_nodes())
+            entry.update(
+                process=lc.state(), bootstrap=lc.bootstrap, brokers_declared=c.brokers, running_nodes=lc.running_nodes()
+            )
             if entry["process"] in ("absent", "stopped"):
                 clusters.append(entry)
                 continue
@@ -58,8 +60,12 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
             entry["error"] = exc.problem
             clusters.append(entry)
             continue
-        health = cluster_health(ep, expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
-                                topics=topics if c.holds_topics else None, isr=isr)
+        health = cluster_health(
+            ep,
+            expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
+            topics=topics if c.holds_topics else None,
+            isr=isr,
+        )
         h = health.to_dict()
         if not isr:
             h.pop("partitions")
@@ -76,8 +82,13 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
         clusters.append(entry)
     links = []
     for link in topology.links:
-        entry = {"name": link.name, "source": link.source, "target": link.target, "state": link.state.value,
-                 "engine": link.engine.value}
+        entry = {
+            "name": link.name,
+            "source": link.source,
+            "target": link.target,
+            "state": link.state.value,
+            "engine": link.engine.value,
+        }
         if link.is_running and topology.runs_on_connect(link):
             entry.update(_connect_link(estate, link.name, link.connect or ""))
         elif topology.both_local(link):
@@ -102,21 +113,43 @@ def status_report(*, stack: str, stack_path: Path, state: Path, isr: bool = Fals
             except ClusterError as exc:
                 entry["positions"][name] = {"error": exc.problem}
                 continue
-            behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in ends.get(name, {}).items()
-                      if tp[0] in app.consumes}
-            entry["positions"][name] = {"committed": encode_offsets(done), "committed_total": sum(done.values()),
-                                        "lag_total": sum(behind.values())}
+            behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in ends.get(name, {}).items() if tp[0] in app.consumes}
+            entry["positions"][name] = {
+                "committed": encode_offsets(done),
+                "committed_total": sum(done.values()),
+                "lag_total": sum(behind.values()),
+            }
         groups.append(entry)
     journal = Journal.load(Path(state))
     last = None
     if journal is not None:
         s = summarize(journal)
-        last = {k: s[k] for k in ("failover_id", "mode", "status", "source", "target", "standby", "rto_s",
-                                  "a_b_c_s", "pending", "next", "journal")}
+        last = {
+            k: s[k]
+            for k in (
+                "failover_id",
+                "mode",
+                "status",
+                "source",
+                "target",
+                "standby",
+                "rto_s",
+                "a_b_c_s",
+                "pending",
+                "next",
+                "journal",
+            )
+        }
         last["steps"] = [{"name": st["name"], "status": st["status"]} for st in s["steps"]]
         last["lock_held"] = lock_held(Path(state))
-    report = {"stack": stack, "failover_done": topology.failover_done, "clusters": clusters, "links": links,
-              "consumer_groups": groups, "last_failover": last}
+    report = {
+        "stack": stack,
+        "failover_done": topology.failover_done,
+        "clusters": clusters,
+        "links": links,
+        "consumer_groups": groups,
+        "last_failover": last,
+    }
     report["problems"] = status_problems(report)
     return report
 
@@ -173,11 +206,15 @@ def _connect_link(estate: Estate, link_name: str, connect: str) -> dict[str, Any
     except (ClusterError, ConfigError) as exc:
         return {"connect": connect, "process": "unreachable", "connect_error": exc.problem}
     running = all(runs(name, s) for name, s in states.items())
-    bad = sorted({s["state"] for s in states.values() if s["state"] != "RUNNING"} |
-                 {t["state"] for s in states.values() for t in s["tasks"] if t["state"] != "RUNNING"})
-    return {"connect": connect, "connectors": states,
-            "process": "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower()
-                                                  or "no tasks")}
+    bad = sorted(
+        {s["state"] for s in states.values() if s["state"] != "RUNNING"}
+        | {t["state"] for s in states.values() for t in s["tasks"] if t["state"] != "RUNNING"}
+    )
+    return {
+        "connect": connect,
+        "connectors": states,
+        "process": "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower() or "no tasks"),
+    }
 
 
 def _link_problem(link: dict[str, Any]) -> str | None:
@@ -233,13 +270,17 @@ def raise_for_problems(report: dict[str, Any]) -> None:
     if any(p.startswith("link ") and "the topology says it runs" in p for p in problems):
         fixes.append(f"start a stopped link with `drctl link start --stack {stack} --link NAME`")
     if any(p.startswith("cluster ") for p in problems) or any("unreachable" in p for p in problems):
-        fixes.append(f"start the local clusters and links that stopped, with their data: "
-                     f"`drctl estate up --stack {stack} --refresh`")
+        fixes.append(
+            f"start the local clusters and links that stopped, with their data: "
+            f"`drctl estate up --stack {stack} --refresh`"
+        )
     if failover and last.get("status") == "failed":
         fixes.extend(last.get("next") or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])
     elif failover:
         fixes.append(f"rerun `drctl failover --stack {stack} --yes`: it resumes where the interrupted run stopped")
     cls: type[DRError] = FailoverError if failover else ClusterError
     count = len(problems)
-    raise cls(f"stack {stack} has {count} problem{'s' if count != 1 else ''}:\n"
-              + "\n".join(f"  - {p}" for p in problems), "; ".join(fixes) or f"look at `drctl status --stack {stack}`")
+    raise cls(
+        f"stack {stack} has {count} problem{'s' if count != 1 else ''}:\n" + "\n".join(f"  - {p}" for p in problems),
+        "; ".join(fixes) or f"look at `drctl status --stack {stack}`",
+    )

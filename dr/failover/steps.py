@@ -124,8 +124,10 @@ class Context:
         """The link A→B."""
         links = [lk for lk in self.original.links_into(self.target) if lk.source == self.source]
         if not links:
-            raise FailoverError(f"stack '{self.stack}' has no link {self.source} → {self.target}.",
-                                "declare it in kafka-dr:links; a passive cluster is fed by the active one")
+            raise FailoverError(
+                f"stack '{self.stack}' has no link {self.source} → {self.target}.",
+                "declare it in kafka-dr:links; a passive cluster is fed by the active one",
+            )
         return links[0]
 
     @cached_property
@@ -177,13 +179,14 @@ def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int]
     try:
         return end_offsets(ep, topics)
     except (ClusterError, KafkaException) as exc:
-        raise FailoverError(f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
-                            "check the cluster answers (`drctl status`), then rerun the failover (it resumes)") from exc
+        raise FailoverError(
+            f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
+            "check the cluster answers (`drctl status`), then rerun the failover (it resumes)",
+        ) from exc
 
 
 def _common_inputs(ctx: Context) -> dict[str, Any]:
-    return {"mode": ctx.mode, "source": ctx.source, "target": ctx.target, "standby": ctx.standby,
-            "topics": ctx.topics}
+    return {"mode": ctx.mode, "source": ctx.source, "target": ctx.target, "standby": ctx.standby, "topics": ctx.topics}
 
 
 # ---------------------------------------------------------------------------------- 1 preflight
@@ -196,29 +199,37 @@ def preflight(ctx: Context) -> StepResult:
     a = reachability(ctx.a_ep)
     nothing = "nothing was changed"
     if not b.reachable:
-        raise FailoverError(f"cluster {B} (the passive cluster to promote) is unreachable: {b.error}.",
-                            f"start it (local estate: `drctl estate up --stack {ctx.stack}`) or fix its network, "
-                            f"then rerun; {nothing}")
+        raise FailoverError(
+            f"cluster {B} (the passive cluster to promote) is unreachable: {b.error}.",
+            f"start it (local estate: `drctl estate up --stack {ctx.stack}`) or fix its network, then rerun; {nothing}",
+        )
     if b.offline:
-        raise FailoverError(f"cluster {B} has {len(b.offline)} offline partitions: {', '.join(b.offline[:10])}.",
-                            f"bring the brokers that lead them back (`drctl status --stack {ctx.stack} --isr`), "
-                            f"then rerun; {nothing}")
+        raise FailoverError(
+            f"cluster {B} has {len(b.offline)} offline partitions: {', '.join(b.offline[:10])}.",
+            f"bring the brokers that lead them back (`drctl status --stack {ctx.stack} --isr`), then rerun; {nothing}",
+        )
     if b.brokers_down and not ctx.options.force:
-        raise FailoverError(f"cluster {B} has {b.brokers_down} of {expected} brokers down "
-                            f"(registered: {b.brokers}).",
-                            f"start them and rerun, or pass --force to promote a degraded cluster; {nothing}")
+        raise FailoverError(
+            f"cluster {B} has {b.brokers_down} of {expected} brokers down (registered: {b.brokers}).",
+            f"start them and rerun, or pass --force to promote a degraded cluster; {nothing}",
+        )
     if b.missing_topics:
-        raise FailoverError(f"cluster {B} lacks topics {', '.join(b.missing_topics)} that the link replicates.",
-                            f"check the link {ctx.link.name} runs and has created them, then rerun; {nothing}")
+        raise FailoverError(
+            f"cluster {B} lacks topics {', '.join(b.missing_topics)} that the link replicates.",
+            f"check the link {ctx.link.name} runs and has created them, then rerun; {nothing}",
+        )
     if ctx.mode == "planned" and not a["reachable"]:
-        raise FailoverError(f"cluster {A} is unreachable ({a['error']}); a planned failover fences and drains it "
-                            "first.",
-                            f"if {A} is lost, run an unplanned failover: `drctl failover --stack {ctx.stack} "
-                            f"--mode unplanned`; {nothing}")
+        raise FailoverError(
+            f"cluster {A} is unreachable ({a['error']}); a planned failover fences and drains it first.",
+            f"if {A} is lost, run an unplanned failover: `drctl failover --stack {ctx.stack} "
+            f"--mode unplanned`; {nothing}",
+        )
     b_end = _offsets(ctx.b_ep, ctx.topics, B)
     outcome: dict[str, Any] = {
-        "source": {"name": A, **a}, "target": {"name": B, **b.to_dict()},
-        "link": {"name": ctx.link.name}, "target_end_offsets": encode_offsets(b_end),
+        "source": {"name": A, **a},
+        "target": {"name": B, **b.to_dict()},
+        "link": {"name": ctx.link.name},
+        "target_end_offsets": encode_offsets(b_end),
     }
     if ctx.before.runs_here(ctx.link.name):
         runner = ctx.before.link_runner(ctx.link.name)
@@ -229,23 +240,36 @@ def preflight(ctx: Context) -> StepResult:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
         per_partition = lag(a_end, b_end)
-        outcome.update(source_end_offsets=encode_offsets(a_end), lag=encode_offsets(per_partition),
-                       lag_total=sum(per_partition.values()))
-        rpo = {"records": sum(per_partition.values()), "basis": "live link lag at preflight",
-               "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v})}
+        outcome.update(
+            source_end_offsets=encode_offsets(a_end),
+            lag=encode_offsets(per_partition),
+            lag_total=sum(per_partition.values()),
+        )
+        rpo = {
+            "records": sum(per_partition.values()),
+            "basis": "live link lag at preflight",
+            "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v}),
+        }
         lag_text = f"link lag {outcome['lag_total']} records"
     else:
         at, last = last_offsets(ctx.state, A)
         rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time(), write_rate=write_rate(ctx.state, A))
         span = f"{rpo['records']}" + (f"–{rpo['upper_bound']}" if rpo.get("upper_bound") is not None else "")
-        lag_text = (f"RPO estimate {span} records (snapshot {rpo['snapshot_age_s']}s old)"
-                    if rpo["records"] is not None else "RPO unknown (no snapshot of A's offsets)")
+        lag_text = (
+            f"RPO estimate {span} records (snapshot {rpo['snapshot_age_s']}s old)"
+            if rpo["records"] is not None
+            else "RPO unknown (no snapshot of A's offsets)"
+        )
     outcome["rpo_estimate"] = rpo
     if ctx.mode == "unplanned":
         ctx.journal.measure(rpo_estimate=rpo)
     state_a = "reachable" if a["reachable"] else "UNREACHABLE"
-    return StepResult("done", outcome, f"{B} healthy ({len(b.brokers)} broker(s), 0 offline partitions, "
-                                       f"{len(b.under_replicated)} under-replicated); {A} {state_a}; {lag_text}")
+    return StepResult(
+        "done",
+        outcome,
+        f"{B} healthy ({len(b.brokers)} broker(s), 0 offline partitions, "
+        f"{len(b.under_replicated)} under-replicated); {A} {state_a}; {lag_text}",
+    )
 
 
 # ---------------------------------------------------------------------------------- 2 fence + drain
@@ -267,8 +291,11 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
     offset at all on B yet may simply not be discovered by the link: it is given one group-refresh
     interval of the link (plus two syncs) before it counts as settled. ``group_sync_timeout`` caps it all.
     """
-    groups = [app.consumer_group for app in ctx.original.principals.applications
-              if app.consumer_group and ctx.link.selects_group(app.consumer_group)]
+    groups = [
+        app.consumer_group
+        for app in ctx.original.principals.applications
+        if app.consumer_group and ctx.link.selects_group(app.consumer_group)
+    ]
     iv = ctx.link.intervals
     discover_s = iv.refresh_groups_s + 2 * iv.sync_group_offsets_s + 1
     pending: dict[str, Any] = {}
@@ -285,8 +312,11 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
             now[group] = (src, dst)
             pos = group_positions(src, dst, a_end, b_end)
             if pos["rereads"] or pos["missing_on_target"]:
-                pending[group] = {"rereads": pos["rereads"], "missing_on_target": pos["missing_on_target"],
-                                  "undiscovered": bool(src) and not dst}
+                pending[group] = {
+                    "rereads": pos["rereads"],
+                    "missing_on_target": pos["missing_on_target"],
+                    "undiscovered": bool(src) and not dst,
+                }
         if now != seen:
             seen.clear()
             seen.update(now)
@@ -296,8 +326,11 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
 
     if groups:
         wait_until(settled, ctx.options.group_sync_timeout, interval=0.5)
-    return {"groups_synced": not pending, "group_wait_s": round(time.monotonic() - t0, 3),
-            "groups_pending": dict(pending)}
+    return {
+        "groups_synced": not pending,
+        "group_wait_s": round(time.monotonic() - t0, 3),
+        "groups_pending": dict(pending),
+    }
 
 
 def fence_drain(ctx: Context) -> StepResult:
@@ -306,10 +339,16 @@ def fence_drain(ctx: Context) -> StepResult:
     if ctx.mode == "unplanned":
         if reachability(ctx.a_ep, timeout=3.0)["reachable"]:
             removed = _fence_a(ctx)
-            return StepResult("done", {"fenced": True, "removed_acls": len(removed), "drained": False},
-                              f"{A} answers: fenced ({len(removed)} write ACLs removed); no drain (unplanned)")
-        return StepResult("skipped", {"fenced": False, "drained": False, "reason": f"{A} unreachable"},
-                          f"{A} unreachable: not fenced now (fenced when it returns, before verification)")
+            return StepResult(
+                "done",
+                {"fenced": True, "removed_acls": len(removed), "drained": False},
+                f"{A} answers: fenced ({len(removed)} write ACLs removed); no drain (unplanned)",
+            )
+        return StepResult(
+            "skipped",
+            {"fenced": False, "drained": False, "reason": f"{A} unreachable"},
+            f"{A} unreachable: not fenced now (fenced when it returns, before verification)",
+        )
     removed = _fence_a(ctx)
     ctx.say(f"{A} fenced: {len(removed)} application write ACLs removed; draining link {ctx.link.name}")
     t0 = time.monotonic()
@@ -333,24 +372,40 @@ def fence_drain(ctx: Context) -> StepResult:
         ctx.journal.measure(fenced_bindings=[], fenced_at=None)
         process = ""
         if ctx.before.runs_here(ctx.link.name):
-            what = f"its connectors on Connect cluster {ctx.link.connect} are" if ctx.link.connect \
-                else "its process is"
-            process = f" ({what} running)" if ctx.before.link_runner(ctx.link.name).alive() else \
-                f" ({what} NOT running)"
+            what = f"its connectors on Connect cluster {ctx.link.connect} are" if ctx.link.connect else "its process is"
+            process = (
+                f" ({what} running)" if ctx.before.link_runner(ctx.link.name).alive() else f" ({what} NOT running)"
+            )
         raise FailoverError(
             f"link {ctx.link.name}{process} still lags by {sum(behind.values())} records after the "
             f"{ctx.options.drain_timeout:.0f}s drain deadline: {encode_offsets(behind)}. {A} was unfenced "
             f"({restored} write ACLs restored): applications write to {A} again.",
             f"fix the link (its log is under <state>/links/{ctx.link.source}-to-{ctx.link.target}/) and rerun, "
-            "give it longer with --drain-timeout, or rerun with --force to fail over and lose those records")
+            "give it longer with --drain-timeout, or rerun with --force to fail over and lose those records",
+        )
     groups = _wait_groups_synced(ctx, a_end, b_end)
     residual = sum(behind.values())
-    ctx.journal.measure(rpo_estimate={"records": residual, "basis": "link lag left after the drain",
-                                      "per_partition": encode_offsets(behind)})
-    outcome = {"fenced": True, "removed_acls": len(removed), "drained": not behind, "drain_s": drain_s,
-               "residual_lag": encode_offsets(behind), "source_end_offsets": encode_offsets(a_end), **groups}
-    text = (f"{A} fenced; drained in {drain_s:.1f}s" if not behind
-            else f"{A} fenced; --force: {residual} records NOT drained")
+    ctx.journal.measure(
+        rpo_estimate={
+            "records": residual,
+            "basis": "link lag left after the drain",
+            "per_partition": encode_offsets(behind),
+        }
+    )
+    outcome = {
+        "fenced": True,
+        "removed_acls": len(removed),
+        "drained": not behind,
+        "drain_s": drain_s,
+        "residual_lag": encode_offsets(behind),
+        "source_end_offsets": encode_offsets(a_end),
+        **groups,
+    }
+    text = (
+        f"{A} fenced; drained in {drain_s:.1f}s"
+        if not behind
+        else f"{A} fenced; --force: {residual} records NOT drained"
+    )
     if not groups["groups_synced"]:
         text += f"; group offsets not fully synced: {', '.join(groups['groups_pending'])}"
     return StepResult("done", outcome, text)
@@ -361,9 +416,11 @@ def promote(ctx: Context) -> StepResult:
     """Stop the link A→B; grant the application principals write access on B."""
     link = ctx.link
     if not ctx.before.runs_here(link.name):
-        raise FailoverError(f"link {link.name} runs outside this machine; this drctl stops local MirrorMaker 2 "
-                            "links and links on a declared Connect cluster only.",
-                            f"stop {link.name} with its own tooling, then rerun the failover")
+        raise FailoverError(
+            f"link {link.name} runs outside this machine; this drctl stops local MirrorMaker 2 "
+            "links and links on a declared Connect cluster only.",
+            f"stop {link.name} with its own tooling, then rerun the failover",
+        )
     t0 = time.monotonic()
     mirror = ctx.before.link_runner(link.name)
     was_running = mirror.alive()
@@ -384,13 +441,23 @@ def promote(ctx: Context) -> StepResult:
     have = {b.principal.removeprefix("User:") for b in write_bindings(ctx.b_ep, producers)}
     lacking = sorted(set(producers) - have)
     if lacking:
-        raise FailoverError(f"after granting, {', '.join(lacking)} still cannot write on {ctx.target}.",
-                            "check the cluster's authorizer and rerun the failover (it resumes here)")
-    return StepResult("done", {"link_stopped": link.name, "link_was_running": was_running, "link_stop_s": stop_s,
-                               "link_stop": how,
-                               "acls_granted": len(grants), "writable_from_ms": writable_from_ms},
-                      f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
-                      f"{', '.join(producers) or 'no producing application'}")
+        raise FailoverError(
+            f"after granting, {', '.join(lacking)} still cannot write on {ctx.target}.",
+            "check the cluster's authorizer and rerun the failover (it resumes here)",
+        )
+    return StepResult(
+        "done",
+        {
+            "link_stopped": link.name,
+            "link_was_running": was_running,
+            "link_stop_s": stop_s,
+            "link_stop": how,
+            "acls_granted": len(grants),
+            "writable_from_ms": writable_from_ms,
+        },
+        f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
+        f"{', '.join(producers) or 'no producing application'}",
+    )
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups
@@ -409,25 +476,47 @@ def consumer_groups(ctx: Context) -> StepResult:
             target_committed = committed_offsets(ctx.b_ep, app.consumer_group)
             source_committed = committed_offsets(ctx.a_ep, app.consumer_group) if a_ok else None
         except ClusterError as exc:
-            raise FailoverError(f"cannot read the offsets of group {app.consumer_group!r}: {exc.problem}",
-                                "check the clusters answer, then rerun the failover (it resumes here)") from exc
-        groups.append(describe_group(group=app.consumer_group, application=app.name, topics=topics,
-                                     synced_by_link=ctx.link.selects_group(app.consumer_group),
-                                     source_committed=source_committed, target_committed=target_committed,
-                                     source_end=a_end, target_end=b_end))
+            raise FailoverError(
+                f"cannot read the offsets of group {app.consumer_group!r}: {exc.problem}",
+                "check the clusters answer, then rerun the failover (it resumes here)",
+            ) from exc
+        groups.append(
+            describe_group(
+                group=app.consumer_group,
+                application=app.name,
+                topics=topics,
+                synced_by_link=ctx.link.selects_group(app.consumer_group),
+                source_committed=source_committed,
+                target_committed=target_committed,
+                source_end=a_end,
+                target_end=b_end,
+            )
+        )
     gaps = [g["group"] for g in groups if g["status"] not in ("translated", "no-commits")]
     skips = [g["group"] for g in groups if g["would_skip"]]
     for g in groups:
         if g["group"] in gaps:
             ctx.say(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
     rereads = [g["rereads"] for g in groups if g["rereads"] is not None]
-    text = ", ".join(f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "")
-                     for g in groups) or "no consumer groups declared"
+    text = (
+        ", ".join(
+            f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "") for g in groups
+        )
+        or "no consumer groups declared"
+    )
     if skips:
         text += f"; WOULD SKIP records: {', '.join(skips)}"
-    return StepResult("done", {"groups": groups, "without_offsets": gaps, "would_skip": skips,
-                               "rereads_total": sum(rereads) if rereads else None, "source_readable": a_ok},
-                      text)
+    return StepResult(
+        "done",
+        {
+            "groups": groups,
+            "without_offsets": gaps,
+            "would_skip": skips,
+            "rereads_total": sum(rereads) if rereads else None,
+            "source_readable": a_ok,
+        },
+        text,
+    )
 
 
 # ---------------------------------------------------------------------------------- 6 desired state
@@ -437,24 +526,36 @@ def desired_state(ctx: Context) -> StepResult:
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
     written = write_stack_config(ctx.stack_path, ctx.desired)
-    ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); "
-            f"converging with {ctx.converger.name}")
+    ctx.say(
+        f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); "
+        f"converging with {ctx.converger.name}"
+    )
     timings = ctx.converger.converge(ctx.desired, ctx.progress)
     roles = {c.name: c.role.value for c in ctx.desired.clusters}
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
-    return StepResult("done", {"stack_file": str(ctx.stack_path), "written": written, "backup": str(backup),
-                               "converger": ctx.converger.name, "timings": timings, "roles": roles,
-                               "links": links},
-                      f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
-                      f"converged by {ctx.converger.name}")
+    return StepResult(
+        "done",
+        {
+            "stack_file": str(ctx.stack_path),
+            "written": written,
+            "backup": str(backup),
+            "converger": ctx.converger.name,
+            "timings": timings,
+            "roles": roles,
+            "links": links,
+        },
+        f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
+        f"converged by {ctx.converger.name}",
+    )
 
 
 # ---------------------------------------------------------------------------------- 4 clients
 def clients(ctx: Context) -> StepResult:
     """Publish B's client configuration for every application (files 0600; passwords never printed)."""
     written = publish_clients(ctx.after, ctx.target)
-    return StepResult("done", {"files": written},
-                      f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}")
+    return StepResult(
+        "done", {"files": written}, f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}"
+    )
 
 
 # ---------------------------------------------------------------------------------- 7 integrity
@@ -477,31 +578,64 @@ def integrity_check(ctx: Context) -> StepResult:
     if removed:
         ctx.say(f"{A} is back: fenced ({len(removed)} application write ACLs removed)")
     if ctx.options.skip_verify:
-        return StepResult("skipped", {"verdict": None, "reason": "--skip-verify", "fenced_on_return": len(removed)},
-                          "verification skipped (--skip-verify): no verdict")
+        return StepResult(
+            "skipped",
+            {"verdict": None, "reason": "--skip-verify", "fenced_on_return": len(removed)},
+            "verification skipped (--skip-verify): no verdict",
+        )
     if not a["reachable"]:
-        return StepResult("deferred", {"verdict": None, "reason": f"{A} unreadable: {a['error']}"},
-                          f"{A} unreadable: verification deferred until it is back")
+        return StepResult(
+            "deferred",
+            {"verdict": None, "reason": f"{A} unreadable: {a['error']}"},
+            f"{A} unreadable: verification deferred until it is back",
+        )
     cutoff = verification_cutoff(ctx.journal)
     attempt = ctx.journal.step("integrity")["attempts"]
     out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.data['failover_id']}-{attempt}"
-    ctx.say(f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
-            + (f" = {cutoff} ms" if cutoff is not None else "") + f") into {out_dir}")
+    ctx.say(
+        f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
+        + (f" = {cutoff} ms" if cutoff is not None else "")
+        + f") into {out_dir}"
+    )
     m = ctx.journal.data["measurements"]
-    verdict = integrity.verify(source=ctx.a_ep, target=ctx.b_ep, out_dir=out_dir, topics=ctx.topics,
-                               cutoff_ms=cutoff, stack=ctx.stack, source_name=A, target_name=B,
-                               progress=ctx.progress, audit_link=ctx.link.name, state_dir=ctx.state, context={
-                                   "failover_id": ctx.journal.data["failover_id"], "mode": ctx.mode,
-                                   "stack": ctx.stack, "source": A, "target": B, "rto_s": m.get("rto_s"),
-                                   "write_outage_s": m.get("write_outage_s"),
-                                   "rpo_estimate": m.get("rpo_estimate"), "journal": str(ctx.journal.path)})
+    verdict = integrity.verify(
+        source=ctx.a_ep,
+        target=ctx.b_ep,
+        out_dir=out_dir,
+        topics=ctx.topics,
+        cutoff_ms=cutoff,
+        stack=ctx.stack,
+        source_name=A,
+        target_name=B,
+        progress=ctx.progress,
+        audit_link=ctx.link.name,
+        state_dir=ctx.state,
+        context={
+            "failover_id": ctx.journal.data["failover_id"],
+            "mode": ctx.mode,
+            "stack": ctx.stack,
+            "source": A,
+            "target": B,
+            "rto_s": m.get("rto_s"),
+            "write_outage_s": m.get("write_outage_s"),
+            "rpo_estimate": m.get("rpo_estimate"),
+            "journal": str(ctx.journal.path),
+        },
+    )
     counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
     origin = verdict.started_from or {}
-    outcome = {"verdict": verdict.to_dict(), "fenced_on_return": len(removed), "cutoff_ms": cutoff,
-               "cutoff_utc": utc_text(cutoff), "started_from": origin or None}
+    outcome = {
+        "verdict": verdict.to_dict(),
+        "fenced_on_return": len(removed),
+        "cutoff_ms": cutoff,
+        "cutoff_utc": utc_text(cutoff),
+        "started_from": origin or None,
+    }
     if origin.get("audit"):
-        how = (f"started from audit run {origin['audit_runs']} of {ctx.link.name} ({origin['audited_at_utc']}): "
-               f"{origin['skipped_source']:,} source + {origin['skipped_target']:,} target records not read again")
+        how = (
+            f"started from audit run {origin['audit_runs']} of {ctx.link.name} ({origin['audited_at_utc']}): "
+            f"{origin['skipped_source']:,} source + {origin['skipped_target']:,} target records not read again"
+        )
     elif origin:
         how = f"full verification ({origin['reason']})"
     else:
@@ -525,11 +659,15 @@ def decommission(ctx: Context) -> StepResult:
                 f"the verification of {A} vs {ctx.target} found {c['missing']} missing, {c['unexpected']} "
                 f"unexpected, {c['duplicated']} duplicated and {c['corrupted']} corrupted records "
                 f"(report {verdict['html']}); {A} is NOT decommissioned.",
-                refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict["report_dir"]))
+                refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict["report_dir"]),
+            )
         reason = (integ.get("outcome") or {}).get("reason") or "no verdict"
-        return StepResult("deferred", {"reason": reason, "stopped": False},
-                          f"{A} kept ({reason}); when it is readable rerun `drctl failover --stack {ctx.stack}` "
-                          f"to verify and decommission it, or pass --force-decommission")
+        return StepResult(
+            "deferred",
+            {"reason": reason, "stopped": False},
+            f"{A} kept ({reason}); when it is readable rerun `drctl failover --stack {ctx.stack}` "
+            f"to verify and decommission it, or pass --force-decommission",
+        )
     outcome: dict[str, Any] = {"forced": not clean}
     if ctx.original.cluster(A).kind is Kind.LOCAL:
         cluster = ctx.before.local_cluster(A)
@@ -544,10 +682,17 @@ def decommission(ctx: Context) -> StepResult:
     if not clean and integ["status"] not in ("done", "skipped"):
         # The operator waived the verdict: the failover is complete, the step keeps what it found.
         before = integ.get("outcome") or {}
-        ctx.journal.finish_step("integrity", "skipped", {
-            **before, "waived_by": "--force-decommission", "status_before": integ["status"],
-            "summary": f"{before.get('summary') or integ['status']} — waived by --force-decommission"},
-            integ.get("seconds") or 0.0)
+        ctx.journal.finish_step(
+            "integrity",
+            "skipped",
+            {
+                **before,
+                "waived_by": "--force-decommission",
+                "status_before": integ["status"],
+                "summary": f"{before.get('summary') or integ['status']} — waived by --force-decommission",
+            },
+            integ.get("seconds") or 0.0,
+        )
     return StepResult("done", outcome, text + (" — FORCED without a clean verdict" if not clean else ""))
 
 
@@ -560,41 +705,69 @@ def refusal_advice(counts: dict[str, int], *, stack: str, source: str, target: s
     advice = []
     rerun = f"then rerun `drctl failover --stack {stack}` (it verifies again and decommissions {source} when clean)"
     if counts.get("missing"):
-        advice.append(f"replay the {counts['missing']} missing records: `drctl recover --report {report_dir}`; "
-                      + rerun)
+        advice.append(
+            f"replay the {counts['missing']} missing records: `drctl recover --report {report_dir}`; " + rerun
+        )
     if counts.get("duplicated"):
-        advice.append(f"the {counts['duplicated']} duplicated records are extra copies on {target} (the link "
-                      "delivers at least once): nothing is lost and `drctl recover` does not remove them — "
-                      "consumers must tolerate them (idempotent processing)")
+        advice.append(
+            f"the {counts['duplicated']} duplicated records are extra copies on {target} (the link "
+            "delivers at least once): nothing is lost and `drctl recover` does not remove them — "
+            "consumers must tolerate them (idempotent processing)"
+        )
     if counts.get("corrupted"):
-        advice.append(f"the {counts['corrupted']} corrupted records have the same key and a different value on "
-                      f"{target}: compare them in the report's samples ({report_dir}) and rewrite them with the "
-                      f"application; `drctl recover` does not overwrite them")
+        advice.append(
+            f"the {counts['corrupted']} corrupted records have the same key and a different value on "
+            f"{target}: compare them in the report's samples ({report_dir}) and rewrite them with the "
+            f"application; `drctl recover` does not overwrite them"
+        )
     if counts.get("unexpected"):
-        advice.append(f"the {counts['unexpected']} unexpected records exist only on {target} before the cut-off: "
-                      f"something besides the link wrote there (samples in {report_dir}); `drctl recover` does "
-                      "not remove them")
+        advice.append(
+            f"the {counts['unexpected']} unexpected records exist only on {target} before the cut-off: "
+            f"something besides the link wrote there (samples in {report_dir}); `drctl recover` does "
+            "not remove them"
+        )
     if not counts.get("missing"):
-        advice.append(f"once you accept what the report lists, `drctl failover --stack {stack} "
-                      f"--force-decommission` decommissions {source} (no record is missing)")
+        advice.append(
+            f"once you accept what the report lists, `drctl failover --stack {stack} "
+            f"--force-decommission` decommissions {source} (no record is missing)"
+        )
     else:
         advice.append("or pass --force-decommission to accept the differences as they are")
     return "; ".join(advice)
 
 
 STEPS: list[Step] = [
-    Step("preflight", preflight, "check the topology, B's health, link lag per partition and A's reachability",
-         _common_inputs),
-    Step("fence-drain", fence_drain, "fence A (remove application write ACLs); planned: drain the link to lag 0",
-         lambda ctx: {**_common_inputs(ctx), "drain_timeout": ctx.options.drain_timeout, "force": ctx.options.force}),
+    Step(
+        "preflight",
+        preflight,
+        "check the topology, B's health, link lag per partition and A's reachability",
+        _common_inputs,
+    ),
+    Step(
+        "fence-drain",
+        fence_drain,
+        "fence A (remove application write ACLs); planned: drain the link to lag 0",
+        lambda ctx: {**_common_inputs(ctx), "drain_timeout": ctx.options.drain_timeout, "force": ctx.options.force},
+    ),
     Step("promote", promote, "stop the link A→B; grant application write ACLs on B", _common_inputs),
     Step("clients", clients, "publish B's client configuration for every application", _common_inputs),
-    Step("consumer-groups", consumer_groups, "check translated committed offsets of every group on B",
-         _common_inputs),
-    Step("desired-state", desired_state, "write A decommissioned, B active, C passive + link B→C; converge",
-         lambda ctx: {**_common_inputs(ctx), "converger": ctx.converger.name}),
-    Step("integrity", integrity_check, "verify A vs B (when A is readable)",
-         lambda ctx: {**_common_inputs(ctx), "skip_verify": ctx.options.skip_verify}),
-    Step("decommission", decommission, "stop A (clean verdict or --force-decommission)",
-         lambda ctx: {**_common_inputs(ctx), "force_decommission": ctx.options.force_decommission}),
+    Step("consumer-groups", consumer_groups, "check translated committed offsets of every group on B", _common_inputs),
+    Step(
+        "desired-state",
+        desired_state,
+        "write A decommissioned, B active, C passive + link B→C; converge",
+        lambda ctx: {**_common_inputs(ctx), "converger": ctx.converger.name},
+    ),
+    Step(
+        "integrity",
+        integrity_check,
+        "verify A vs B (when A is readable)",
+        lambda ctx: {**_common_inputs(ctx), "skip_verify": ctx.options.skip_verify},
+    ),
+    Step(
+        "decommission",
+        decommission,
+        "stop A (clean verdict or --force-decommission)",
+        lambda ctx: {**_common_inputs(ctx), "force_decommission": ctx.options.force_decommission},
+    ),
 ]

@@ -49,14 +49,20 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):
-            raise ConfigError(f"cluster {self.name!r}: brokers={self.brokers}; local clusters have 1 or 3 brokers.",
-                              "set brokers to 1 or 3")
+            raise ConfigError(
+                f"cluster {self.name!r}: brokers={self.brokers}; local clusters have 1 or 3 brokers.",
+                "set brokers to 1 or 3",
+            )
         if self.racks and len(self.racks) != self.brokers:
-            raise ConfigError(f"cluster {self.name!r}: {len(self.racks)} racks for {self.brokers} brokers.",
-                              "give exactly one rack per broker")
+            raise ConfigError(
+                f"cluster {self.name!r}: {len(self.racks)} racks for {self.brokers} brokers.",
+                "give exactly one rack per broker",
+            )
         if not 1024 <= self.base_port <= 65535 - PORT_WINDOW:
-            raise ConfigError(f"cluster {self.name!r}: base_port {self.base_port} out of range.",
-                              f"choose a base_port between 1024 and {65535 - PORT_WINDOW}")
+            raise ConfigError(
+                f"cluster {self.name!r}: base_port {self.base_port} out of range.",
+                f"choose a base_port between 1024 and {65535 - PORT_WINDOW}",
+            )
 
     @property
     def rack_names(self) -> tuple[str, ...]:
@@ -114,8 +120,10 @@ def kafka_uuid() -> str:
 
 
 def _plain_jaas(password: str) -> str:
-    return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'username="{BROKER_USER}" password="{password}" user_{BROKER_USER}="{password}";')
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{BROKER_USER}" password="{password}" user_{BROKER_USER}="{password}";'
+    )
 
 
 def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_password: str) -> dict[str, str]:
@@ -126,8 +134,10 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
     n = spec.brokers
     listeners, advertised = [], []
     if is_broker:
-        listeners += [f"CLIENT://127.0.0.1:{spec.client_port(node_id)}",
-                      f"INTERNAL://127.0.0.1:{spec.internal_port(node_id)}"]
+        listeners += [
+            f"CLIENT://127.0.0.1:{spec.client_port(node_id)}",
+            f"INTERNAL://127.0.0.1:{spec.internal_port(node_id)}",
+        ]
         advertised = list(listeners)
     if is_controller:
         listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port()}")
@@ -171,17 +181,18 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
         "share.coordinator.state.topic.min.isr": str(min(2, n)),
     }
     if is_broker:
-        props.update({
-            "advertised.listeners": ",".join(advertised),
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.client.scram-sha-512.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": jaas,
-            "broker.rack": spec.rack_names[node_id - 1],
-        })
+        props.update(
+            {
+                "advertised.listeners": ",".join(advertised),
+                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.client.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.internal.plain.sasl.jaas.config": jaas,
+                "broker.rack": spec.rack_names[node_id - 1],
+            }
+        )
     props.update(spec.extra_config)
     return props
 
@@ -250,8 +261,9 @@ class LocalCluster:
             return json.loads(meta.read_text())["cluster_id"]
         self.dir.mkdir(parents=True, exist_ok=True)
         cid = kafka_uuid()
-        meta.write_text(json.dumps({"cluster_id": cid, "brokers": self.spec.brokers,
-                                    "base_port": self.spec.base_port}, indent=2))
+        meta.write_text(
+            json.dumps({"cluster_id": cid, "brokers": self.spec.brokers, "base_port": self.spec.base_port}, indent=2)
+        )
         return cid
 
     def _check_shape(self) -> None:
@@ -262,7 +274,8 @@ class LocalCluster:
                 raise ClusterError(
                     f"cluster {self.name!r} was created with {stored.get('brokers')} brokers; "
                     f"{self.spec.brokers} requested.",
-                    "destroy it first (`drctl estate destroy`) or keep its broker count")
+                    "destroy it first (`drctl estate destroy`) or keep its broker count",
+                )
 
     def _format(self, node_id: int, cluster_id: str, config: Path) -> None:
         data = self.node_dir(node_id) / "data"
@@ -270,15 +283,29 @@ class LocalCluster:
             return
         tc = toolchain()
         admin_pw = self.credentials.password(ADMIN_USER)
-        cmd = java_command(tc.java, [tc.kafka_lib], "kafka.tools.StorageTool",
-                           ["format", "-t", cluster_id, "-c", str(config), "--ignore-formatted",
-                            "--add-scram", f"SCRAM-SHA-512=[name={ADMIN_USER},password={admin_pw}]"],
-                           heap_mb=256)
+        cmd = java_command(
+            tc.java,
+            [tc.kafka_lib],
+            "kafka.tools.StorageTool",
+            [
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+                "--ignore-formatted",
+                "--add-scram",
+                f"SCRAM-SHA-512=[name={ADMIN_USER},password={admin_pw}]",
+            ],
+            heap_mb=256,
+        )
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             out = (res.stdout + res.stderr).replace(admin_pw, "***")
-            raise ClusterError(f"formatting storage of {self.name} node {node_id} failed:\n{out[-2000:]}",
-                               f"delete {data} if it is a half-written directory, then start again")
+            raise ClusterError(
+                f"formatting storage of {self.name} node {node_id} failed:\n{out[-2000:]}",
+                f"delete {data} if it is a half-written directory, then start again",
+            )
 
     def _prepare_node(self, node_id: int, cluster_id: str) -> Path:
         d = self.node_dir(node_id)
@@ -293,18 +320,28 @@ class LocalCluster:
         proc = self.process(node_id)
         if proc.alive():
             return
-        ports = ([self.spec.client_port(node_id), self.spec.internal_port(node_id)]
-                 if node_id in self.spec.broker_ids() else [])
+        ports = (
+            [self.spec.client_port(node_id), self.spec.internal_port(node_id)]
+            if node_id in self.spec.broker_ids()
+            else []
+        )
         if node_id == self.spec.controller_id():
             ports.append(self.spec.controller_port())
         ensure_ports_free(ports, f"cluster {self.name} node {node_id}")
         config = self._prepare_node(node_id, self._cluster_id())
         tc = toolchain()
-        cmd = java_command(tc.java, [tc.kafka_lib], "kafka.Kafka", [str(config)],
-                           heap_mb=self.spec.heap_mb if node_id else 256,
-                           extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-                                      "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                                      "-Dlog4j2.level=warn"])
+        cmd = java_command(
+            tc.java,
+            [tc.kafka_lib],
+            "kafka.Kafka",
+            [str(config)],
+            heap_mb=self.spec.heap_mb if node_id else 256,
+            extra_jvm=[
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dlog4j2.level=warn",
+            ],
+        )
         proc.start(cmd)
 
     def start(self, timeout: float = 120.0) -> float:
@@ -327,16 +364,19 @@ class LocalCluster:
         def all_listening() -> bool:
             for b in brokers:
                 if not self.process(b).alive():
-                    raise ClusterError(f"{self.name} broker {b} exited during start-up:\n"
-                                       f"{self.process(b).log_tail()}",
-                                       f"read {self.process(b).log_file} and fix the cause, then start again")
+                    raise ClusterError(
+                        f"{self.name} broker {b} exited during start-up:\n{self.process(b).log_tail()}",
+                        f"read {self.process(b).log_file} and fix the cause, then start again",
+                    )
                 if not port_open(self.spec.client_port(b)):
                     return False
             return True
 
         if not wait_until(all_listening, timeout):
-            raise ClusterError(f"{self.name}: brokers {brokers} did not open their ports in {timeout:.0f}s.",
-                               f"see the logs under {self.dir}")
+            raise ClusterError(
+                f"{self.name}: brokers {brokers} did not open their ports in {timeout:.0f}s.",
+                f"see the logs under {self.dir}",
+            )
         admin = admin_client(self.endpoint())
 
         def registered() -> bool:
@@ -347,8 +387,10 @@ class LocalCluster:
             return set(brokers) <= set(md.brokers)
 
         if not wait_until(registered, max(1.0, deadline - time.monotonic()), interval=0.2):
-            raise ClusterError(f"{self.name}: brokers {brokers} did not register with the controller "
-                               f"in {timeout:.0f}s.", f"see the logs under {self.dir}")
+            raise ClusterError(
+                f"{self.name}: brokers {brokers} did not register with the controller in {timeout:.0f}s.",
+                f"see the logs under {self.dir}",
+            )
 
     def stop(self, timeout: float = 60.0) -> None:
         """Controlled shutdown of brokers first, then the controller; no JVM stays behind."""

@@ -58,13 +58,17 @@ class ConnectSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise ConfigError(f"Connect cluster name {self.name!r} is not valid (it names a group and topics).",
-                              "use 1-64 characters from [A-Za-z0-9._-]")
+            raise ConfigError(
+                f"Connect cluster name {self.name!r} is not valid (it names a group and topics).",
+                "use 1-64 characters from [A-Za-z0-9._-]",
+            )
         if not isinstance(self.workers, int) or not 1 <= self.workers <= 16:
             raise ConfigError(f"Connect cluster {self.name!r}: workers={self.workers!r}.", "use 1 to 16 workers")
         if not isinstance(self.base_port, int) or not 1024 <= self.base_port <= 65535 - self.workers:
-            raise ConfigError(f"Connect cluster {self.name!r}: base_port {self.base_port!r} is missing or out "
-                              "of range.", f"choose a base_port between 1024 and {65535 - self.workers}")
+            raise ConfigError(
+                f"Connect cluster {self.name!r}: base_port {self.base_port!r} is missing or out of range.",
+                f"choose a base_port between 1024 and {65535 - self.workers}",
+            )
 
     @property
     def group_id(self) -> str:
@@ -90,15 +94,23 @@ def connect_acls(spec: ConnectSpec) -> list:
     u = CONNECT_USER
     bindings = [acl(u, ResourceType.GROUP, spec.group_id, op) for op in (AclOperation.READ, AclOperation.DESCRIBE)]
     for topic in spec.topics.values():
-        bindings += [acl(u, ResourceType.TOPIC, topic, op)
-                     for op in (AclOperation.CREATE, AclOperation.READ, AclOperation.WRITE,
-                                AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)]
+        bindings += [
+            acl(u, ResourceType.TOPIC, topic, op)
+            for op in (
+                AclOperation.CREATE,
+                AclOperation.READ,
+                AclOperation.WRITE,
+                AclOperation.DESCRIBE,
+                AclOperation.DESCRIBE_CONFIGS,
+            )
+        ]
     bindings.append(acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
     return bindings
 
 
-def worker_properties(spec: ConnectSpec, i: int, home: Endpoint, home_brokers: int,
-                      secrets_dir: Path, rest_auth: bool = True) -> dict[str, str]:
+def worker_properties(
+    spec: ConnectSpec, i: int, home: Endpoint, home_brokers: int, secrets_dir: Path, rest_auth: bool = True
+) -> dict[str, str]:
     """The configuration of worker ``i`` (pure; holds the worker's password)."""
     rf = str(min(3, home_brokers))
     client = home.java_config()
@@ -153,15 +165,18 @@ def _write_private(path: Path, text: str) -> None:
 class LocalConnectCluster:
     """Start, stop, kill and inspect the workers of one local Connect cluster whose home is ``home``."""
 
-    def __init__(self, spec: ConnectSpec, home: LocalCluster, state_dir: Path,
-                 credentials: Credentials | None = None) -> None:
+    def __init__(
+        self, spec: ConnectSpec, home: LocalCluster, state_dir: Path, credentials: Credentials | None = None
+    ) -> None:
         self.spec = spec
         self.home = home
         self.state_dir = Path(state_dir)
         self.dir = self.state_dir / "connect" / spec.name
         self.credentials = credentials or home.credentials
-        self._procs = [JvmProcess(f"connect-{spec.name}-{i}", self.worker_dir(i) / "pid",
-                                  self.worker_dir(i) / "worker.log") for i in range(spec.workers)]
+        self._procs = [
+            JvmProcess(f"connect-{spec.name}-{i}", self.worker_dir(i) / "pid", self.worker_dir(i) / "worker.log")
+            for i in range(spec.workers)
+        ]
 
     def __repr__(self) -> str:
         return f"LocalConnectCluster({self.spec.name!r}, workers={self.spec.workers}, home={self.home.name!r})"
@@ -189,8 +204,7 @@ class LocalConnectCluster:
     def process(self, i: int) -> JvmProcess:
         """The JVM of worker ``i``."""
         if not 0 <= i < self.spec.workers:
-            raise ConfigError(f"Connect cluster {self.name!r} has no worker {i}.",
-                              f"use 0..{self.spec.workers - 1}")
+            raise ConfigError(f"Connect cluster {self.name!r} has no worker {i}.", f"use 0..{self.spec.workers - 1}")
         return self._procs[i]
 
     def rest(self, timeout: float = 10.0) -> ConnectRest:
@@ -198,8 +212,13 @@ class LocalConnectCluster:
         alive = self.alive_workers()
         order = alive + [i for i in range(self.spec.workers) if i not in alive]
         urls = [self.urls[i] for i in order]
-        return ConnectRest(urls[0], username=CONNECT_REST_USER, password=self.credentials.password(CONNECT_REST_USER),
-                           timeout=timeout, fallback_urls=urls[1:])
+        return ConnectRest(
+            urls[0],
+            username=CONNECT_REST_USER,
+            password=self.credentials.password(CONNECT_REST_USER),
+            timeout=timeout,
+            fallback_urls=urls[1:],
+        )
 
     # ----------------------------------------------------------------- access
     def grant(self) -> None:
@@ -215,8 +234,7 @@ class LocalConnectCluster:
     def write_secrets(self) -> Path:
         """Write :meth:`secrets_file` (0600 in a 0700 directory) from the estate's credentials."""
         path = self.secrets_file()
-        write_properties(path, {"username": REPLICATOR_USER,
-                                "password": self.credentials.password(REPLICATOR_USER)})
+        write_properties(path, {"username": REPLICATOR_USER, "password": self.credentials.password(REPLICATOR_USER)})
         os.chmod(path.parent, 0o700)
         return path
 
@@ -238,17 +256,25 @@ class LocalConnectCluster:
         ensure_ports_free([self.spec.port(i)], f"Connect cluster {self.name} worker {i}")
         config = self.worker_dir(i) / "worker.properties"
         home = self.home.endpoint(CONNECT_USER)
-        write_properties(config, worker_properties(self.spec, i, home, self.home.spec.brokers,
-                                                   self.secrets_file().parent))
+        write_properties(
+            config, worker_properties(self.spec, i, home, self.home.spec.brokers, self.secrets_file().parent)
+        )
         tc = toolchain()
-        cmd = java_command(tc.java, [tc.mm2_lib, tc.require_connect_auth()],
-                           "org.apache.kafka.connect.cli.ConnectDistributed", [str(config)], heap_mb=self.spec.heap_mb,
-                           extra_jvm=[f"-Djava.security.auth.login.config={jaas}",
-                                      "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-                                      "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
-                                      "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.common=warn",
-                                      "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                                      "-Dlog4j2.level=warn"])
+        cmd = java_command(
+            tc.java,
+            [tc.mm2_lib, tc.require_connect_auth()],
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            [str(config)],
+            heap_mb=self.spec.heap_mb,
+            extra_jvm=[
+                f"-Djava.security.auth.login.config={jaas}",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
+                "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.common=warn",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dlog4j2.level=warn",
+            ],
+        )
         proc.start(cmd)
 
     def _prepare(self) -> Path:
@@ -277,16 +303,19 @@ class LocalConnectCluster:
 
     def _wait_members(self, workers: list[int], timeout: float) -> None:
         password = self.credentials.password(CONNECT_REST_USER)
-        clients = {i: ConnectRest(self.urls[i], username=CONNECT_REST_USER, password=password, timeout=5)
-                   for i in workers}
+        clients = {
+            i: ConnectRest(self.urls[i], username=CONNECT_REST_USER, password=password, timeout=5) for i in workers
+        }
         last: dict[int, str] = {}
 
         def joined() -> bool:
             for i in workers:
                 proc = self.process(i)
                 if not proc.alive():
-                    raise ClusterError(f"Connect cluster {self.name} worker {i} exited during start-up:\n"
-                                       f"{proc.log_tail()}", f"read {proc.log_file}")
+                    raise ClusterError(
+                        f"Connect cluster {self.name} worker {i} exited during start-up:\n{proc.log_tail()}",
+                        f"read {proc.log_file}",
+                    )
                 try:
                     clients[i].info()
                     # Served only once the worker holds an assignment, i.e. the group has formed.
@@ -300,9 +329,11 @@ class LocalConnectCluster:
 
         if not wait_until(joined, timeout, interval=0.25):
             why = "; ".join(f"worker {i}: {p}" for i, p in last.items())
-            raise ClusterError(f"Connect cluster {self.name}: workers {workers} did not join group "
-                               f"{self.spec.group_id} in {timeout:.0f}s ({why}).",
-                               f"read the worker logs under {self.dir}")
+            raise ClusterError(
+                f"Connect cluster {self.name}: workers {workers} did not join group "
+                f"{self.spec.group_id} in {timeout:.0f}s ({why}).",
+                f"read the worker logs under {self.dir}",
+            )
 
     def kill_worker(self, i: int) -> None:
         """SIGKILL worker ``i`` (a crash: it does not leave the group)."""
@@ -321,8 +352,9 @@ class LocalConnectCluster:
             t.join()
         left = self.alive_workers()
         if left:
-            raise ClusterError(f"Connect cluster {self.name}: workers {left} are still running.",
-                               "check the machine's process table")
+            raise ClusterError(
+                f"Connect cluster {self.name}: workers {left} are still running.", "check the machine's process table"
+            )
 
     def destroy(self) -> None:
         """Stop the workers and delete the cluster's state directory (its topics stay on the home cluster)."""

@@ -37,8 +37,11 @@ def needs_tasks(connector: str) -> bool:
 def runs(connector: str, state: dict[str, Any]) -> bool:
     """True when a connector's state (as :meth:`ConnectLink.states` gives it) and all its tasks run."""
     tasks = state.get("tasks") or []
-    return state.get("state") == "RUNNING" and all(t.get("state") == "RUNNING" for t in tasks) \
+    return (
+        state.get("state") == "RUNNING"
+        and all(t.get("state") == "RUNNING" for t in tasks)
         and (bool(tasks) or not needs_tasks(connector))
+    )
 
 
 class ConnectLink:
@@ -62,10 +65,14 @@ class ConnectLink:
             if status is None:
                 out[name] = {"state": "ABSENT", "tasks": []}
                 continue
-            out[name] = {"state": status["connector"]["state"],
-                         "worker": status["connector"].get("worker_id"),
-                         "tasks": [{"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id")}
-                                   for t in status.get("tasks", [])]}
+            out[name] = {
+                "state": status["connector"]["state"],
+                "worker": status["connector"].get("worker_id"),
+                "tasks": [
+                    {"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id")}
+                    for t in status.get("tasks", [])
+                ],
+            }
         return out
 
     def alive(self) -> bool:

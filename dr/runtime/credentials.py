@@ -45,8 +45,10 @@ class Credentials:
         try:
             return json.loads(self.path.read_text())
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{self.path} is not valid JSON ({exc.msg}).",
-                              "restore it from backup, or delete the local estate's state directory") from exc
+            raise ConfigError(
+                f"{self.path} is not valid JSON ({exc.msg}).",
+                "restore it from backup, or delete the local estate's state directory",
+            ) from exc
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -61,17 +61,30 @@ def grant_replicator(source: LocalCluster, target: LocalCluster) -> None:
         create_acls(admin, replicator_acls(is_source))
 
 
-def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, target: Endpoint,
-                   topics: str = ".*", groups: str = ".*", target_brokers: int = 1,
-                   intervals: dict[str, int] | None = None,
-                   extra: dict[str, str] | None = None) -> dict[str, str]:
+def mm2_properties(
+    source_alias: str,
+    source: Endpoint,
+    target_alias: str,
+    target: Endpoint,
+    topics: str = ".*",
+    groups: str = ".*",
+    target_brokers: int = 1,
+    intervals: dict[str, int] | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure).
 
     ``extra`` is laid over the result (e.g. producer tuning or a Connect transform); keys that
     would change the flow itself (``clusters`` or the replication policy) are refused.
     """
-    iv = {"emit_checkpoints_s": 1, "sync_group_offsets_s": 1, "refresh_topics_s": 5,
-          "refresh_groups_s": 5, "emit_heartbeats_s": 1, **(intervals or {})}
+    iv = {
+        "emit_checkpoints_s": 1,
+        "sync_group_offsets_s": 1,
+        "refresh_topics_s": 5,
+        "refresh_groups_s": 5,
+        "emit_heartbeats_s": 1,
+        **(intervals or {}),
+    }
     rf = str(min(3, target_brokers))
     props = {
         "clusters": f"{source_alias},{target_alias}",
@@ -107,8 +120,10 @@ def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, targe
             props[f"{alias}.{key}"] = value
     fixed = {"clusters", "replication.policy.class"} & set(extra or {})
     if fixed:
-        raise ConfigError(f"MirrorMaker 2 extra properties may not set {sorted(fixed)}.",
-                          "the flow and its topic naming come from the topology")
+        raise ConfigError(
+            f"MirrorMaker 2 extra properties may not set {sorted(fixed)}.",
+            "the flow and its topic naming come from the topology",
+        )
     props.update(extra or {})
     return props
 
@@ -116,9 +131,18 @@ def mm2_properties(source_alias: str, source: Endpoint, target_alias: str, targe
 class MirrorMaker:
     """A dedicated MirrorMaker 2 process from ``source`` to ``target`` (both local clusters)."""
 
-    def __init__(self, source: LocalCluster, target: LocalCluster, state_dir: Path | None = None,
-                 topics: str = ".*", groups: str = ".*", intervals: dict[str, int] | None = None,
-                 heap_mb: int = 384, extra: dict[str, str] | None = None, grant: bool = True) -> None:
+    def __init__(
+        self,
+        source: LocalCluster,
+        target: LocalCluster,
+        state_dir: Path | None = None,
+        topics: str = ".*",
+        groups: str = ".*",
+        intervals: dict[str, int] | None = None,
+        heap_mb: int = 384,
+        extra: dict[str, str] | None = None,
+        grant: bool = True,
+    ) -> None:
         self.source = source
         self.grant = grant
         self.target = target
@@ -138,9 +162,17 @@ class MirrorMaker:
     def properties(self) -> dict[str, str]:
         """The MM2 configuration this process runs with (holds the replicator password)."""
         pw = self.source.credentials.password(REPLICATOR_USER)
-        return mm2_properties(self.source.name, Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
-                              self.target.name, Endpoint(self.target.bootstrap, REPLICATOR_USER, pw),
-                              self.topics, self.groups, self.target.spec.brokers, self.intervals, self.extra)
+        return mm2_properties(
+            self.source.name,
+            Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
+            self.target.name,
+            Endpoint(self.target.bootstrap, REPLICATOR_USER, pw),
+            self.topics,
+            self.groups,
+            self.target.spec.brokers,
+            self.intervals,
+            self.extra,
+        )
 
     def start(self, timeout: float = 120.0) -> float:
         """Start MM2 and wait until its herder runs tasks; return seconds.
@@ -156,27 +188,38 @@ class MirrorMaker:
         config = self.dir / "mm2.properties"
         write_properties(config, self.properties())
         tc = toolchain()
-        cmd = java_command(tc.java, [tc.mm2_lib], "org.apache.kafka.connect.mirror.MirrorMaker",
-                           [str(config), "--clusters", self.target.name], heap_mb=self.heap_mb,
-                           extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-                                      "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                                      "-Dlog4j2.level=warn"])
+        cmd = java_command(
+            tc.java,
+            [tc.mm2_lib],
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            [str(config), "--clusters", self.target.name],
+            heap_mb=self.heap_mb,
+            extra_jvm=[
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dlog4j2.level=warn",
+            ],
+        )
         log_start = self.process.log_file.stat().st_size if self.process.log_file.exists() else 0
         self.process.start(cmd)
 
         def running() -> bool:
             if not self.process.alive():
-                raise ClusterError(f"MirrorMaker 2 {self.name} exited during start-up:\n{self.process.log_tail()}",
-                                   f"read {self.process.log_file}")
+                raise ClusterError(
+                    f"MirrorMaker 2 {self.name} exited during start-up:\n{self.process.log_tail()}",
+                    f"read {self.process.log_file}",
+                )
             with open(self.process.log_file, "rb") as f:
                 f.seek(log_start)
                 text = f.read().decode(errors="replace")
             if SOURCE_TASK_READY.search(text):
                 return True
             return HEARTBEAT_READY.search(text) is not None and not self._source_has_topics()
+
         if not wait_until(running, timeout, interval=0.25):
-            raise ClusterError(f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.",
-                               f"read {self.process.log_file}")
+            raise ClusterError(
+                f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.", f"read {self.process.log_file}"
+            )
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:
@@ -206,8 +249,10 @@ class MirrorMaker:
         """Wait until every partition's lag is 0; return seconds waited."""
         t0 = time.monotonic()
         if not wait_until(lambda: all(v == 0 for v in self.lag(topics).values()), timeout, interval=0.2):
-            raise ClusterError(f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s "
-                               f"(lag {self.lag(topics)}).", f"read {self.process.log_file}")
+            raise ClusterError(
+                f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
+                f"read {self.process.log_file}",
+            )
         return time.monotonic() - t0
 
 
@@ -218,16 +263,21 @@ def end_offsets(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], 
     admin = admin_client(endpoint)
     try:
         md = admin.list_topics(timeout=10)
-        request = {TopicPartition(t, p): OffsetSpec.latest()
-                   for t in topics if t in md.topics and md.topics[t].error is None
-                   for p in md.topics[t].partitions}
+        request = {
+            TopicPartition(t, p): OffsetSpec.latest()
+            for t in topics
+            if t in md.topics and md.topics[t].error is None
+            for p in md.topics[t].partitions
+        }
         if not request:
             return {}
-        return {(tp.topic, tp.partition): fut.result(timeout=15).offset
-                for tp, fut in admin.list_offsets(request).items()}
+        return {
+            (tp.topic, tp.partition): fut.result(timeout=15).offset for tp, fut in admin.list_offsets(request).items()
+        }
     except KafkaException as exc:
-        raise ClusterError(f"reading end offsets from {endpoint.bootstrap}: {exc}",
-                           "check the cluster is running and reachable") from exc
+        raise ClusterError(
+            f"reading end offsets from {endpoint.bootstrap}: {exc}", "check the cluster is running and reachable"
+        ) from exc
 
 
 def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
@@ -248,6 +298,7 @@ def committed_offsets(endpoint: Endpoint, group: str) -> dict[tuple[str, int], i
             return {}
         result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
     except KafkaException as exc:
-        raise ClusterError(f"reading offsets of group {group!r} on {endpoint.bootstrap}: {exc}",
-                           "check the cluster is running") from exc
+        raise ClusterError(
+            f"reading offsets of group {group!r} on {endpoint.bootstrap}: {exc}", "check the cluster is running"
+        ) from exc
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}

@@ -13,15 +13,30 @@ from pathlib import Path
 from dr.errors import ClusterError, PortInUse
 
 
-def java_command(java: str, lib_dirs: Sequence[Path], main: str, args: Sequence[str],
-                 heap_mb: int = 384, extra_jvm: Sequence[str] = ()) -> list[str]:
+def java_command(
+    java: str,
+    lib_dirs: Sequence[Path],
+    main: str,
+    args: Sequence[str],
+    heap_mb: int = 384,
+    extra_jvm: Sequence[str] = (),
+) -> list[str]:
     """The command line for ``main`` with every jar of ``lib_dirs`` on the classpath."""
     classpath = os.pathsep.join(str(d / "*") for d in lib_dirs)
     return [
-        java, f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m",
-        "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
-        "-Djava.awt.headless=true", "-Dslf4j.internal.verbosity=WARN",
-        *extra_jvm, "-cp", classpath, main, *args,
+        java,
+        f"-Xms{heap_mb // 2}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        "-Dslf4j.internal.verbosity=WARN",
+        *extra_jvm,
+        "-cp",
+        classpath,
+        main,
+        *args,
     ]
 
 
@@ -110,9 +125,14 @@ class JvmProcess:
         idx = command.index("-cp")
         command = [*command[:idx], f"-Dkdr.process={self.name}", *command[idx:]]
         with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, **(env or {})})
+            proc = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.pid_file.write_text(str(proc.pid))
         self._popen = proc  # keep a handle so the child is reaped if we are its parent

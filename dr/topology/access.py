@@ -39,17 +39,27 @@ class AclRule:
 
 
 def _replicator_source(user: str) -> list[AclRule]:
-    return [AclRule(user, "Topic", "*", "Read"), AclRule(user, "Topic", "*", "Describe"),
-            AclRule(user, "Topic", "*", "DescribeConfigs"), AclRule(user, "Topic", "mm2-", "All", "Prefixed"),
-            AclRule(user, "Group", "*", "Describe"), AclRule(user, "Group", "*", "Read"),
-            AclRule(user, "Cluster", "kafka-cluster", "Describe"),
-            AclRule(user, "Cluster", "kafka-cluster", "DescribeConfigs")]
+    return [
+        AclRule(user, "Topic", "*", "Read"),
+        AclRule(user, "Topic", "*", "Describe"),
+        AclRule(user, "Topic", "*", "DescribeConfigs"),
+        AclRule(user, "Topic", "mm2-", "All", "Prefixed"),
+        AclRule(user, "Group", "*", "Describe"),
+        AclRule(user, "Group", "*", "Read"),
+        AclRule(user, "Cluster", "kafka-cluster", "Describe"),
+        AclRule(user, "Cluster", "kafka-cluster", "DescribeConfigs"),
+    ]
 
 
 def _replicator_target(user: str) -> list[AclRule]:
-    return [AclRule(user, "Topic", "*", "All"), AclRule(user, "Group", "*", "All"),
-            *(AclRule(user, "Cluster", "kafka-cluster", op)
-              for op in ("Describe", "DescribeConfigs", "Create", "AlterConfigs", "IdempotentWrite"))]
+    return [
+        AclRule(user, "Topic", "*", "All"),
+        AclRule(user, "Group", "*", "All"),
+        *(
+            AclRule(user, "Cluster", "kafka-cluster", op)
+            for op in ("Describe", "DescribeConfigs", "Create", "AlterConfigs", "IdempotentWrite")
+        ),
+    ]
 
 
 def application_rules(topology: Topology, role: Role) -> set[AclRule]:
@@ -72,10 +82,12 @@ def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
     for cc in topology.connect_clusters:
         if not cc.is_local or cc.cluster != cluster.name:
             continue
-        rules |= {AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", "Read"),
-                  AclRule(CONNECT_USER, "Topic", f"connect-{cc.name}-", "All", "Prefixed"),
-                  AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "Describe"),
-                  AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "DescribeConfigs")}
+        rules |= {
+            AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", "Read"),
+            AclRule(CONNECT_USER, "Topic", f"connect-{cc.name}-", "All", "Prefixed"),
+            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "Describe"),
+            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "DescribeConfigs"),
+        }
     return rules
 
 

@@ -144,8 +144,12 @@ def _key_text(key: Any) -> str:
 
 def _decode_text(path: Path, data: bytes) -> str:
     """The text of a stack file: UTF-8 with or without a BOM, else ConfigError naming the first bad byte."""
-    for bom, encoding in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-                          (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+    for bom, encoding in (
+        (b"\xff\xfe\x00\x00", "UTF-32"),
+        (b"\x00\x00\xfe\xff", "UTF-32"),
+        (b"\xff\xfe", "UTF-16"),
+        (b"\xfe\xff", "UTF-16"),
+    ):
         if data.startswith(bom):
             raise ConfigError(
                 f"stack file {path} is {encoding} text (byte order mark at byte offset 0), not UTF-8",
@@ -220,8 +224,12 @@ def _plaintext_passwords(config: Mapping[str, Any]) -> list[tuple[str, str]]:
                 local = not isinstance(cluster, Mapping) or cluster.get("kind", "local") == "local"
                 for name, secret in _fields(cluster, "admin_password"):
                     if _is_plaintext(secret):
-                        found.append((f"{key}[{i}].{name}", "remove it (local clusters generate their passwords)"
-                                      if local else "encrypt"))
+                        found.append(
+                            (
+                                f"{key}[{i}].{name}",
+                                "remove it (local clusters generate their passwords)" if local else "encrypt",
+                            )
+                        )
                 for cname, settings in _fields(cluster, "confluent"):
                     for name, secret in _fields(settings, "api_secret"):
                         if _is_plaintext(secret):
@@ -240,7 +248,8 @@ def _refuse_plaintext(path: Path, stack: str, config: Mapping[str, Any]) -> None
     if not found:
         return
     fixes = [
-        f"`pulumi config set --stack {stack} --path --secret '{field}' <password>`" if todo == "encrypt"
+        f"`pulumi config set --stack {stack} --path --secret '{field}' <password>`"
+        if todo == "encrypt"
         else f"{field}: {todo}"
         for field, todo in found
     ]

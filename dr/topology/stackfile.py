@@ -245,9 +245,11 @@ def _normalise(model: type[BaseModel], raw: Any) -> dict[str, Any] | None:
 
 def _probe(model: type[BaseModel], want: dict[str, Any], field: str) -> _Probe:
     """Normalises a raw value of ``field`` by putting it into the desired item ``want``."""
+
     def probe(raw: Any) -> Any:
         normalised = _normalise(model, {**want, field: raw})
         return _ABSENT if normalised is None else normalised.get(field, _ABSENT)
+
     return probe
 
 
@@ -623,9 +625,9 @@ def _transplant(original: str, baseline: str, new: str) -> str:
     previous = (-1, -1, -1)
     for anchor in [*anchors, (len(base), len(orig), len(edited))]:
         (b0, o0, e0), (b1, o1, e1) = previous, anchor
-        segment = edited[e0 + 1:e1]
-        out += orig[o0 + 1:o1] if segment == base[b0 + 1:b1] else segment
-        out += orig[o1:o1 + 1]
+        segment = edited[e0 + 1 : e1]
+        out += orig[o0 + 1 : o1] if segment == base[b0 + 1 : b1] else segment
+        out += orig[o1 : o1 + 1]
         previous = anchor
     return "".join(out)
 

@@ -173,8 +173,11 @@ def _principals(t: Topology) -> Iterator[Violation]:
     p = t.principals
     declared = [("principals.admin", p.admin), ("principals.replicator", p.replicator)]
     declared += [(f"principals.applications[{i}].name", app.name) for i, app in enumerate(p.applications)]
-    declared += [(f"clusters[{i}].admin_username", c.admin_username)
-                 for i, c in enumerate(t.clusters) if c.admin_username is not None]
+    declared += [
+        (f"clusters[{i}].admin_username", c.admin_username)
+        for i, c in enumerate(t.clusters)
+        if c.admin_username is not None
+    ]
     for path, name in declared:
         if not _valid_principal(name):
             yield Violation(
@@ -189,8 +192,10 @@ def _principals(t: Topology) -> Iterator[Violation]:
             f"{p.replicator!r} is also the admin principal",
             "use a separate replicator user so that its ACLs stay minimal",
         )
-    for path, name, own in (("principals.admin", p.admin, _ADMIN_USER),
-                            ("principals.replicator", p.replicator, _REPLICATOR_USER)):
+    for path, name, own in (
+        ("principals.admin", p.admin, _ADMIN_USER),
+        ("principals.replicator", p.replicator, _REPLICATOR_USER),
+    ):
         if name in _BUILT_IN_PRINCIPALS and name != own:
             yield Violation(
                 path,
@@ -202,8 +207,9 @@ def _principals(t: Topology) -> Iterator[Violation]:
     reserved[p.replicator] = "the principals.replicator principal"
     for i, c in enumerate(t.clusters):
         if c.admin_username is not None:
-            reserved.setdefault(c.admin_username,
-                                f"the admin user of cluster {c.name!r} (clusters[{i}].admin_username)")
+            reserved.setdefault(
+                c.admin_username, f"the admin user of cluster {c.name!r} (clusters[{i}].admin_username)"
+            )
     for i, app in enumerate(p.applications):
         if app.name in reserved:
             yield Violation(
@@ -288,8 +294,10 @@ def _reserved_topic(name: str) -> str | None:
     if name == "heartbeats" or name.endswith(".heartbeats"):
         return "is a MirrorMaker 2 heartbeats topic name"
     if name.endswith((".internal", "-internal")):
-        return ("ends with '.internal'/'-internal': MirrorMaker 2 names its internal topics so "
-                "(<alias>.checkpoints.internal, mm2-*.internal) and skips such topics")
+        return (
+            "ends with '.internal'/'-internal': MirrorMaker 2 names its internal topics so "
+            "(<alias>.checkpoints.internal, mm2-*.internal) and skips such topics"
+        )
     if name.endswith(".replica"):
         return "ends with '.replica', which MirrorMaker 2's default topics.exclude skips: it would never be replicated"
     if name.startswith("."):
@@ -338,8 +346,9 @@ def _topic_sizes(t: Topology) -> Iterator[Violation]:
             )
     holders = [c for c in t.clusters if c.is_local and c.role in (Role.ACTIVE, Role.PASSIVE, Role.STANDBY)]
     for c in holders:
-        total = sum(min(topic.partitions, _MAX_PARTITIONS) * min(topic.replication_factor, c.brokers)
-                    for topic in t.topics)
+        total = sum(
+            min(topic.partitions, _MAX_PARTITIONS) * min(topic.replication_factor, c.brokers) for topic in t.topics
+        )
         per_broker = math.ceil(total / c.brokers)
         if per_broker > _MAX_LOCAL_REPLICAS_PER_BROKER:
             index = t.clusters.index(c)
@@ -367,8 +376,10 @@ def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
     if kind in (_INT, _LONG):
         lowest, highest = _INT_RANGE if kind == _INT else _LONG_RANGE
         if not _WHOLE.fullmatch(text) or not lowest <= int(text) <= highest:
-            return f"{_short(value)} is not a {'32' if kind == _INT else '64'}-bit whole number", \
-                "use a whole number (no unit, no decimal point)"
+            return (
+                f"{_short(value)} is not a {'32' if kind == _INT else '64'}-bit whole number",
+                "use a whole number (no unit, no decimal point)",
+            )
         number = int(text)
         if key == "compression.gzip.level" and number == -1:
             return None
@@ -379,8 +390,10 @@ def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
         return None
     if kind == _DOUBLE:
         if not _DECIMAL.fullmatch(text) or not math.isfinite(float(text)) or not low <= float(text) <= high:
-            return f"{_short(value)} is not a number between {_num(low)} and {_num(high)}", \
-                f"use a decimal number between {_num(low)} and {_num(high)}, e.g. 0.5"
+            return (
+                f"{_short(value)} is not a number between {_num(low)} and {_num(high)}",
+                f"use a decimal number between {_num(low)} and {_num(high)}, e.g. 0.5",
+            )
         return None
     if kind == _BOOLEAN:
         if text.lower() not in ("true", "false"):
@@ -390,8 +403,10 @@ def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
         entries = [part.strip() for part in text.split(",")] if text else []
         if text == "*" or all(_REPLICA.fullmatch(entry) for entry in entries):
             return None
-        return f"{_short(value)} is not a list of replicas", \
-            "use '*' or partitionId:brokerId pairs, comma-separated (e.g. 0:1,1:2)"
+        return (
+            f"{_short(value)} is not a list of replicas",
+            "use '*' or partitionId:brokerId pairs, comma-separated (e.g. 0:1,1:2)",
+        )
     choices = _CHOICES[key]
     if key == "cleanup.policy":
         parts = [part.strip() for part in text.split(",")]
@@ -399,8 +414,10 @@ def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
             return None
     elif value in choices:
         return None
-    return f"{_short(value)} is not one of {', '.join(repr(c) for c in choices)}", \
-        "use one of the values named (case matters)"
+    return (
+        f"{_short(value)} is not one of {', '.join(repr(c) for c in choices)}",
+        "use one of the values named (case matters)",
+    )
 
 
 def _topic_configs(t: Topology) -> Iterator[Violation]:
@@ -415,8 +432,11 @@ def _topic_configs(t: Topology) -> Iterator[Violation]:
                 yield Violation(path, problem, fix)
             elif key not in _TOPIC_CONFIGS:
                 close = difflib.get_close_matches(key, list(_TOPIC_CONFIGS), n=1, cutoff=0.6)
-                fix = (f"did you mean {close[0]!r}?" if close
-                       else "use a Kafka 4 topic config: " + ", ".join(sorted(_TOPIC_CONFIGS)))
+                fix = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else "use a Kafka 4 topic config: " + ", ".join(sorted(_TOPIC_CONFIGS))
+                )
                 yield Violation(path, f"{_short(key)} is not a Kafka topic config", fix)
             else:
                 found = _config_value_problem(key, value)
@@ -573,8 +593,10 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
     if not pattern:
         return "is empty, so it selects nothing", "remove it, or write a name or a regular expression"
     if not pattern.isprintable():
-        return ("holds a control, non-printable or unpaired surrogate character "
-                "(the pattern is written into MirrorMaker 2 properties files)"), "use printable characters only"
+        return (
+            "holds a control, non-printable or unpaired surrogate character "
+            "(the pattern is written into MirrorMaker 2 properties files)"
+        ), "use printable characters only"
     if "," in pattern:
         return (
             "holds ',', which MirrorMaker 2 reads as a separator between patterns "
@@ -582,13 +604,16 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
             "use one list entry per pattern instead of a comma (a repetition {m,n} cannot be written here)",
         )
     if "(?P" in pattern:
-        return ("uses Python-only named-group syntax (?P...), which Java's regular expressions "
-                "(MirrorMaker 2) refuse"), "use (?<name>...) or a plain group (...)"
+        return (
+            "uses Python-only named-group syntax (?P...), which Java's regular expressions (MirrorMaker 2) refuse"
+        ), "use (?<name>...) or a plain group (...)"
     try:
         re.compile(pattern)
     except re.error as exc:
-        return f"{_short(pattern)} is not a valid regular expression ({exc})", \
-            "fix the pattern; names are matched as full regular expressions"
+        return (
+            f"{_short(pattern)} is not a valid regular expression ({exc})",
+            "fix the pattern; names are matched as full regular expressions",
+        )
     except RecursionError:
         return "is nested too deeply to compile", "simplify the pattern"
     return None
@@ -871,53 +896,86 @@ def _connect_clusters(t: Topology) -> Iterator[Violation]:
     for i, cc in enumerate(t.connect_clusters):
         where = f"connect_clusters[{i}]"
         if not _CLUSTER_NAME.fullmatch(cc.name):
-            yield Violation(f"{where}.name", f"{_short(cc.name)} is not a valid Connect cluster name "
-                            "(it names the Connect group, its internal topics and a directory)",
-                            "use 1-64 characters from [A-Za-z0-9_-]")
+            yield Violation(
+                f"{where}.name",
+                f"{_short(cc.name)} is not a valid Connect cluster name "
+                "(it names the Connect group, its internal topics and a directory)",
+                "use 1-64 characters from [A-Za-z0-9_-]",
+            )
         elif cc.name in seen:
             yield Violation(f"{where}.name", f"Connect cluster {cc.name!r} is declared twice", "rename or remove one")
         seen.add(cc.name)
         home = next((c for c in t.clusters if c.name == cc.cluster), None)
         if home is None:
-            yield Violation(f"{where}.cluster", f"names no declared cluster ({_short(cc.cluster)})",
-                            f"use one of: {_names(t.clusters)}")
+            yield Violation(
+                f"{where}.cluster",
+                f"names no declared cluster ({_short(cc.cluster)})",
+                f"use one of: {_names(t.clusters)}",
+            )
         if cc.is_local:
             if home is not None and not home.is_local:
-                yield Violation(f"{where}.cluster", f"local Connect cluster {cc.name!r} keeps its internal topics "
-                                f"on {home.kind} cluster {home.name!r}",
-                                "home a local Connect cluster on a local cluster, or set url for an existing one")
+                yield Violation(
+                    f"{where}.cluster",
+                    f"local Connect cluster {cc.name!r} keeps its internal topics on {home.kind} cluster {home.name!r}",
+                    "home a local Connect cluster on a local cluster, or set url for an existing one",
+                )
             elif home is not None and home.role not in (Role.ACTIVE, Role.PASSIVE):
-                yield Violation(f"{where}.cluster", f"Connect cluster {cc.name!r} lives on {home.role} cluster "
-                                f"{home.name!r}, which runs no brokers",
-                                "home it on the passive cluster (the target of its links)")
+                yield Violation(
+                    f"{where}.cluster",
+                    f"Connect cluster {cc.name!r} lives on {home.role} cluster {home.name!r}, which runs no brokers",
+                    "home it on the passive cluster (the target of its links)",
+                )
             if cc.base_port is None:
-                yield Violation(f"{where}.base_port", f"local Connect cluster {cc.name!r} has no base_port",
-                                f"set base_port to the first of {cc.workers} free ports (its workers' REST ports)")
+                yield Violation(
+                    f"{where}.base_port",
+                    f"local Connect cluster {cc.name!r} has no base_port",
+                    f"set base_port to the first of {cc.workers} free ports (its workers' REST ports)",
+                )
             elif cc.base_port < _FIRST_PORT or cc.base_port + cc.workers - 1 > _LAST_PORT:
-                yield Violation(f"{where}.base_port", f"REST ports {cc.base_port}..{cc.base_port + cc.workers - 1} "
-                                f"leave the range {_FIRST_PORT}..{_LAST_PORT}", "choose another base_port")
+                yield Violation(
+                    f"{where}.base_port",
+                    f"REST ports {cc.base_port}..{cc.base_port + cc.workers - 1} "
+                    f"leave the range {_FIRST_PORT}..{_LAST_PORT}",
+                    "choose another base_port",
+                )
             else:
                 ports = cc.rest_ports or range(0)
-                clash = [w for w in windows if ports.start < w.stop and w.start < ports.stop] + \
-                    [r for _, r in taken if ports.start < r.stop and r.start < ports.stop]
+                clash = [w for w in windows if ports.start < w.stop and w.start < ports.stop] + [
+                    r for _, r in taken if ports.start < r.stop and r.start < ports.stop
+                ]
                 if clash:
-                    yield Violation(f"{where}.base_port", f"REST ports {ports.start}..{ports.stop - 1} of Connect "
-                                    f"cluster {cc.name!r} overlap the ports of a local cluster or another Connect "
-                                    "cluster", "choose a base_port outside every local cluster's window")
+                    yield Violation(
+                        f"{where}.base_port",
+                        f"REST ports {ports.start}..{ports.stop - 1} of Connect "
+                        f"cluster {cc.name!r} overlap the ports of a local cluster or another Connect "
+                        "cluster",
+                        "choose a base_port outside every local cluster's window",
+                    )
                 taken.append((cc.name, ports))
             for field in ("username", "password"):
                 if getattr(cc, field) is not None:
-                    yield Violation(f"{where}.{field}", f"is set on local Connect cluster {cc.name!r}, whose REST "
-                                    "credentials are generated into the state directory", "remove it")
+                    yield Violation(
+                        f"{where}.{field}",
+                        f"is set on local Connect cluster {cc.name!r}, whose REST "
+                        "credentials are generated into the state directory",
+                        "remove it",
+                    )
         elif "@" in (cc.url or ""):  # never echo it: the part before '@' is a password
-            yield Violation(f"{where}.url", "holds credentials (user:password@host)",
-                            "remove them from the url; set username and password (the password a secret)")
+            yield Violation(
+                f"{where}.url",
+                "holds credentials (user:password@host)",
+                "remove them from the url; set username and password (the password a secret)",
+            )
         elif not _CONNECT_URL.fullmatch(cc.url or ""):
-            yield Violation(f"{where}.url", f"{_short(cc.url or '')} is not an http(s) URL of a Connect REST API",
-                            "use http(s)://host:port (credentials go in username/password, the password a secret)")
+            yield Violation(
+                f"{where}.url",
+                f"{_short(cc.url or '')} is not an http(s) URL of a Connect REST API",
+                "use http(s)://host:port (credentials go in username/password, the password a secret)",
+            )
         elif (cc.username is None) != (cc.password is None):
-            yield Violation(f"{where}.password", "username and password of a Connect REST API go together",
-                            "set both or neither")
+            yield Violation(
+                f"{where}.password", "username and password of a Connect REST API go together", "set both or neither"
+            )
 
 
 def _connect_links(t: Topology) -> Iterator[Violation]:
@@ -928,23 +986,36 @@ def _connect_links(t: Topology) -> Iterator[Violation]:
             continue
         where = f"links[{i}].connect"
         if link.engine != Engine.MIRRORMAKER2:
-            yield Violation(where, f"link {link.name!r} is a {link.engine}; only MirrorMaker 2 runs on Kafka Connect",
-                            "remove connect, or use engine: mirrormaker2")
+            yield Violation(
+                where,
+                f"link {link.name!r} is a {link.engine}; only MirrorMaker 2 runs on Kafka Connect",
+                "remove connect, or use engine: mirrormaker2",
+            )
             continue
         cc = declared.get(link.connect)
         if cc is None:
             known = ", ".join(declared) or "none declared"
-            yield Violation(where, f"names no declared Connect cluster ({_short(link.connect)})",
-                            f"declare it under kafka-dr:connectClusters, or use one of: {known}")
+            yield Violation(
+                where,
+                f"names no declared Connect cluster ({_short(link.connect)})",
+                f"declare it under kafka-dr:connectClusters, or use one of: {known}",
+            )
             continue
         ends = [clusters[n] for n in (link.source, link.target) if n in clusters]
         if cc.is_local and any(not c.is_local for c in ends):
-            yield Violation(where, f"local Connect cluster {cc.name!r} runs links between local clusters only "
-                            f"(link {link.name!r} has an external end)", "use a Connect cluster with a url")
+            yield Violation(
+                where,
+                f"local Connect cluster {cc.name!r} runs links between local clusters only "
+                f"(link {link.name!r} has an external end)",
+                "use a Connect cluster with a url",
+            )
         if not cc.is_local and any(c.is_local for c in ends):
-            yield Violation(where, f"external Connect cluster {cc.name!r} cannot reach local cluster(s) of link "
-                            f"{link.name!r} (they listen on 127.0.0.1 of this machine)",
-                            "use a local Connect cluster (no url) for links between local clusters")
+            yield Violation(
+                where,
+                f"external Connect cluster {cc.name!r} cannot reach local cluster(s) of link "
+                f"{link.name!r} (they listen on 127.0.0.1 of this machine)",
+                "use a local Connect cluster (no url) for links between local clusters",
+            )
 
 
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (

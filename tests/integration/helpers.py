@@ -13,8 +13,9 @@ from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
 
 
-def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 1,
-                 config: dict[str, str] | None = None) -> None:
+def create_topic(
+    cluster: LocalCluster, name: str, partitions: int = 3, rf: int = 1, config: dict[str, str] | None = None
+) -> None:
     """Create a topic as the admin super-user and wait for it."""
     admin = AdminClient(cluster.endpoint().config())
     futures = admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])
@@ -32,8 +33,7 @@ def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) ->
         else:
             errors.append(err)
 
-    producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False,
-                                           "linger.ms": 5, **extra}))
+    producer = Producer(endpoint.config(**{"acks": "all", "enable.idempotence": False, "linger.ms": 5, **extra}))
     for key in keys:
         producer.produce(topic, key=key, value=f"value-{key}", on_delivery=on_delivery)
         producer.poll(0)
@@ -41,11 +41,19 @@ def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) ->
     return acked, errors
 
 
-def consume_all(endpoint: Endpoint, topic: str, expected: int, timeout: float = 60,
-                group: str | None = None) -> list[str]:
+def consume_all(
+    endpoint: Endpoint, topic: str, expected: int, timeout: float = 60, group: str | None = None
+) -> list[str]:
     """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys."""
-    consumer = Consumer(endpoint.config(**{"group.id": group or f"reader-{uuid.uuid4()}", "auto.offset.reset": "earliest",
-                                           "enable.auto.commit": False}))
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": group or f"reader-{uuid.uuid4()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+    )
     consumer.subscribe([topic])
     keys: list[str] = []
     try:

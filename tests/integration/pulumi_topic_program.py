@@ -28,9 +28,13 @@ class _TopicProvider(ResourceProvider):
 
 
 def _config(props: dict) -> dict:
-    return {"bootstrap.servers": props["bootstrap"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": props["username"],
-            "sasl.password": props["password"]}
+    return {
+        "bootstrap.servers": props["bootstrap"],
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": props["username"],
+        "sasl.password": props["password"],
+    }
 
 
 class TopicCheck(Resource):
@@ -45,8 +49,9 @@ def make(bootstrap: str, username: str) -> Callable[[], None]:
 
     def program() -> None:
         password = pulumi.Config("kdr").require_secret("adminPassword")
-        TopicCheck("engine-made", {"name": "engine-made", "bootstrap": bootstrap, "username": username,
-                                   "password": password})
+        TopicCheck(
+            "engine-made", {"name": "engine-made", "bootstrap": bootstrap, "username": username, "password": password}
+        )
         pulumi.export("topic", "engine-made")
 
     return program

@@ -51,8 +51,14 @@ class Env(dict):
 
 
 def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
 
 
 def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
@@ -82,16 +88,24 @@ def produce(env: Env, start: int, n: int, partition: int = 0) -> None:
     producer = Producer(env.estate().endpoint("A").config(**{"acks": "all", "linger.ms": 5}))
     errors: list = []
     for i in range(start, start + n):
-        producer.produce("orders", key=f"k-{i}".encode(), value=f"v-{i}".encode(), partition=partition,
-                         headers=[("n", str(i).encode())] if i % 2 else None,
-                         on_delivery=lambda err, _m: errors.append(err) if err else None)
+        producer.produce(
+            "orders",
+            key=f"k-{i}".encode(),
+            value=f"v-{i}".encode(),
+            partition=partition,
+            headers=[("n", str(i).encode())] if i % 2 else None,
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
+        )
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
 def synced(env: Env, timeout: float = 120) -> bool:
     estate = env.estate()
-    return wait_until(lambda: end_offsets(estate.endpoint("A"), TOPICS) == end_offsets(estate.endpoint("B"), TOPICS),
-                      timeout, interval=0.5)
+    return wait_until(
+        lambda: end_offsets(estate.endpoint("A"), TOPICS) == end_offsets(estate.endpoint("B"), TOPICS),
+        timeout,
+        interval=0.5,
+    )
 
 
 def test_first_audit_verifies_everything_copied(env: Env) -> None:
@@ -114,7 +128,9 @@ def test_records_behind_a_stopped_link_are_in_flight_not_missing(env: Env) -> No
     assert (run["verified"], run["in_flight"], run["missing"]) == (0, 30, 0)
     assert run["link_lag"] == 30 and run["oldest_unreplicated_age_s"] > 0
     human = drctl(env, "audit", "--stack", STACK)
-    assert human.returncode == 0 and "in flight 30" in human.stdout and "missing beyond the link's lag 0" in human.stdout
+    assert (
+        human.returncode == 0 and "in flight 30" in human.stdout and "missing beyond the link's lag 0" in human.stdout
+    )
 
 
 def test_records_the_link_dropped_are_missing_once_it_moved_past_them(env: Env) -> None:
@@ -132,8 +148,9 @@ def test_records_the_link_dropped_are_missing_once_it_moved_past_them(env: Env) 
     assert code == 1, err[-2000:]
     assert run["read_source"] == 20 and run["read_target"] == 45 and run["target_lost_to_retention"] == 5
     assert (run["verified"], run["in_flight"], run["missing"]) == (45, 0, 5)
-    assert [(m["topic"], m["partition"], m["offset"]) for m in run["missing_sample"]] == \
-        [("orders", 0, o) for o in range(100, 105)]
+    assert [(m["topic"], m["partition"], m["offset"]) for m in run["missing_sample"]] == [
+        ("orders", 0, o) for o in range(100, 105)
+    ]
     assert "5 record(s) missing" in err and "drctl verify" in err
     # a further run with nothing new still reports them (they stay in the residue), reading nothing
     code, run, _ = audit(env)

@@ -24,19 +24,41 @@ RTO_AIM = "application RTO"
 def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"))
     out = tmp_path / "drill"
-    res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--cycles", "3",
-                          "--out", str(out), "--warmup", "4", "--rate", "300", "--json"],
-                         capture_output=True, text=True, env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
-                         timeout=1800, cwd=REPO_ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dr.cli",
+            "drill",
+            "--stack",
+            STACK,
+            "--cycles",
+            "3",
+            "--out",
+            str(out),
+            "--warmup",
+            "4",
+            "--rate",
+            "300",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
+        timeout=1800,
+        cwd=REPO_ROOT,
+    )
     try:
         r = json.loads(res.stdout) if res.stdout.strip() else {}
         cycles = r.get("cycles", [])
         for c in cycles:
             f = c.get("failover") or {}
-            print(f"\ncycle {c['number']} {c['chain']}: {c.get('grade')}; "
-                  + "; ".join(f"{a['application']} {a['kind']} RTO {a['rto_s']}s" for a in c.get("application_rto", []))
-                  + f"; probe {f.get('rto_s')}s; {c['chain']} {f.get('a_b_c_s')}s; "
-                  f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s")
+            print(
+                f"\ncycle {c['number']} {c['chain']}: {c.get('grade')}; "
+                + "; ".join(f"{a['application']} {a['kind']} RTO {a['rto_s']}s" for a in c.get("application_rto", []))
+                + f"; probe {f.get('rto_s')}s; {c['chain']} {f.get('a_b_c_s')}s; "
+                f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s"
+            )
         assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A", "C→A→B"], res.stderr[-5000:]
         for c in cycles:
             failed = [k["check"] for k in c["checks"] if k["result"] == "FAIL" and not k["check"].startswith(RTO_AIM)]
@@ -54,7 +76,8 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
             assert c["producer"]["moved_at"], "the producer moved by itself when the configuration was published"
         # the old active was rebuilt, wiped, as the next standby after cycles 1 and 2
         assert [c.get("standby_rebuild", {}).get("cluster") for c in cycles] == ["A", "B", None]
-        assert res.returncode == 0 or any(k["result"] != "PASS" for c in cycles for k in c["checks"]
-                                          if k["check"].startswith(RTO_AIM)), res.stderr[-3000:]
+        assert res.returncode == 0 or any(
+            k["result"] != "PASS" for c in cycles for k in c["checks"] if k["check"].startswith(RTO_AIM)
+        ), res.stderr[-3000:]
     finally:
         assert not jvms_under(out), "the drill left JVMs running"

@@ -44,12 +44,19 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
 
 
-def test_estate_up_status_and_down_leave_nothing_running(stack_env: dict[str, str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_estate_up_status_and_down_leave_nothing_running(
+    stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for k, v in stack_env.items():
         monkeypatch.setenv(k, v)
     up = drctl(stack_env, "estate", "up", "--stack", "clitest", "--json")

@@ -62,8 +62,14 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int,
 def drctl(env: dict[str, str], *args: str, crash_after: str | None = None) -> subprocess.CompletedProcess[str]:
     extra = {CRASH_ENV: crash_after} if crash_after else {}
     full = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                          env={**full, **env, **extra}, timeout=600, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**full, **env, **extra},
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
 
 
 def _cluster_id(state: Path, name: str) -> str | None:
@@ -73,8 +79,11 @@ def _cluster_id(state: Path, name: str) -> str | None:
 
 # Every step but the last is a crash point; each estate takes two or three crashes in a row (a
 # resumed run that crashes again), which covers all seven while paying for three estates only.
-CRASH_SEQUENCES = [("preflight", "promote", "clients"), ("fence-drain", "desired-state"),
-                   ("consumer-groups", "integrity")]
+CRASH_SEQUENCES = [
+    ("preflight", "promote", "clients"),
+    ("fence-drain", "desired-state"),
+    ("consumer-groups", "integrity"),
+]
 
 
 def test_the_crash_sequences_cover_every_step_but_the_last() -> None:
@@ -82,8 +91,9 @@ def test_the_crash_sequences_cover_every_step_but_the_last() -> None:
 
 
 @pytest.mark.parametrize("crashes", CRASH_SEQUENCES, ids=lambda seq: "+".join(seq))
-def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(env: dict[str, str],
-                                                                      crashes: tuple[str, ...]) -> None:
+def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
+    env: dict[str, str], crashes: tuple[str, ...]
+) -> None:
     state = Path(env["KDR_STATE_DIR"]) / STACK
     stack_path = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
     # Only the sequence that crashes after the verification pays for a Spark run.
@@ -96,8 +106,8 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(env: dict[
         journal = Journal.load(state)
         assert journal is not None and journal.data["status"] == "running" and len(journal.data["runs"]) == run
         k = NAMES.index(crash_after)
-        assert all(journal.is_done(n) for n in NAMES[:k + 1])
-        assert all(journal.step(n)["status"] == "pending" for n in NAMES[k + 1:])
+        assert all(journal.is_done(n) for n in NAMES[: k + 1])
+        assert all(journal.step(n)["status"] == "pending" for n in NAMES[k + 1 :])
         c_now = _cluster_id(state, "C")
         assert (c_now is not None) == (k >= NAMES.index("desired-state"))
         assert c_created is None or c_now == c_created, "C was created again"
@@ -116,22 +126,23 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(env: dict[
     if c_created:
         assert _cluster_id(state, "C") == c_created
     topology = load_stack_file(stack_path)
-    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active",
-                                                                 "C": "passive"}
+    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active", "C": "passive"}
     assert [(lk.source, lk.target) for lk in topology.links] == [("B", "C")]
     after = Estate(topology, state)
     assert after.local_cluster("A").state() == "stopped"
     assert after.mirror("B-to-C").alive()
     on_b = read_keys(after.endpoint("B"), "orders")
     assert {f"c-{i}" for i in range(500)} <= set(on_b)
-    assert wait_until(lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(after.endpoint("B"),
-                                                                                        ["orders"]), 60, interval=0.5)
+    assert wait_until(
+        lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(after.endpoint("B"), ["orders"]),
+        60,
+        interval=0.5,
+    )
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
-def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(
-        env: dict[str, str]) -> None:
+def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(env: dict[str, str]) -> None:
     state = Path(env["KDR_STATE_DIR"]) / STACK
     status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
     assert status.returncode == 0, status.stderr[-2000:]

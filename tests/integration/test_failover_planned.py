@@ -60,8 +60,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, i
 @pytest.fixture
 def estate(env: dict[str, str]) -> Estate:
     """The estate as declared before the failover."""
-    return Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"),
-                  Path(env["KDR_STATE_DIR"]) / STACK)
+    return Estate(
+        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
+    )
 
 
 OUTPUTS: list[str] = []
@@ -69,8 +70,14 @@ OUTPUTS: list[str] = []
 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``drctl <args>`` (the failover commands) in a subprocess; keep its output for secret checks."""
-    res = subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                         env={**os.environ, **env}, timeout=600, cwd=REPO_ROOT)
+    res = subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
     OUTPUTS.append(res.stdout + res.stderr)
     return res
 
@@ -154,8 +161,10 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     res = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
     assert res.returncode == 0, res.stderr[-4000:]
     s = json.loads(res.stdout)
-    print(f"\nplanned: RTO {s['rto_s']}s, A→B→C {s['a_b_c_s']}s, total {s['total_s']}s, runs {s['runs']}, "
-          + ", ".join(f"{st['name']} {st['seconds']}s" for st in s["steps"]))
+    print(
+        f"\nplanned: RTO {s['rto_s']}s, A→B→C {s['a_b_c_s']}s, total {s['total_s']}s, runs {s['runs']}, "
+        + ", ".join(f"{st['name']} {st['seconds']}s" for st in s["steps"])
+    )
     assert s["status"] == "completed"
     assert [st["status"] for st in s["steps"]] == ["done"] * 8
     assert s["runs"] == 3, "it resumed the journal of the two refused runs"
@@ -179,8 +188,11 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     conf = read_client_config(state, "billing")
     assert conf["bootstrap.servers"] == estate.local_cluster("B").bootstrap
     everything = {k for k in on_b if k != PROBE_KEY.decode()}
-    read_on_b = [k for k in _read_group(conf, "orders", until=len(everything) - len(read_on_a) + 3000, timeout=30)
-                 if k != PROBE_KEY.decode()]
+    read_on_b = [
+        k
+        for k in _read_group(conf, "orders", until=len(everything) - len(read_on_a) + 3000, timeout=30)
+        if k != PROBE_KEY.decode()
+    ]
     rereads = len(set(read_on_b) & set(read_on_a))
     print(f"billing: read {len(read_on_a)} on A, {len(read_on_b)} on B, {rereads} read twice")
     assert everything <= set(read_on_a) | set(read_on_b), "the resumed group skipped records"
@@ -193,8 +205,9 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     assert after.local_cluster("C").state() == "running" and after.mirror("B-to-C").alive()
     late, errors = produce(app(after, "B", "orders-app"), "orders", ["on-b"])
     assert late == ["on-b"] and not errors
-    assert wait_until(lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(b_admin, ["orders"]), 60,
-                      interval=0.5), "C replicates B"
+    assert wait_until(
+        lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(b_admin, ["orders"]), 60, interval=0.5
+    ), "C replicates B"
     refused, denied = produce(app(after, "C", "orders-app"), "orders", ["on-c"], **{"message.timeout.ms": 5000})
     assert not refused and denied and denied[0].name() == "TOPIC_AUTHORIZATION_FAILED", "C is read-only for apps"
     assert read_keys(app(after, "C", "billing"), "orders")["on-b"] == 1, "billing may read on C"

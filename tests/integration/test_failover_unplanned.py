@@ -18,25 +18,50 @@ STACK = "gameday"
 
 
 def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
-        tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
+    tmp_path: Path, stack_ports: tuple[int, int, int]
+) -> None:
     write_local_stack(tmp_path, STACK, stack_ports)
     out = tmp_path / "drill"
-    res = subprocess.run([sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--unplanned",
-                          "--out", str(out), "--warmup", "4", "--json"], capture_output=True, text=True,
-                         env={**os.environ, "KDR_STACK_DIR": str(tmp_path)}, timeout=900, cwd=REPO_ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dr.cli",
+            "drill",
+            "--stack",
+            STACK,
+            "--unplanned",
+            "--out",
+            str(out),
+            "--warmup",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
+        timeout=900,
+        cwd=REPO_ROOT,
+    )
     try:
         assert res.returncode == 0, res.stderr[-5000:]
         r = json.loads(res.stdout)
         f = r["failover"]
-        print(f"\nunplanned drill: RTO {f['rto_s']}s, A→B→C {f['a_b_c_s']}s, total {f['total_s']}s; "
-              f"RPO estimate {r['rpo']['estimate']}–{r['rpo']['estimate_upper_bound']}, "
-              f"never replicated {r['rpo']['actual_never_replicated']}, "
-              f"acknowledged lost before recovery {r['lost_before_recovery']}; consumer {r['consumer']}; "
-              + ", ".join(f"{st['name']} {st['seconds']}s" for st in f["steps"]))
-        print("application RTO: " + "; ".join(f"{a['application']} {a['kind']} {a['rto_s']}s ({a['measured']})"
-                                              for a in r["application_rto"]))
+        print(
+            f"\nunplanned drill: RTO {f['rto_s']}s, A→B→C {f['a_b_c_s']}s, total {f['total_s']}s; "
+            f"RPO estimate {r['rpo']['estimate']}–{r['rpo']['estimate_upper_bound']}, "
+            f"never replicated {r['rpo']['actual_never_replicated']}, "
+            f"acknowledged lost before recovery {r['lost_before_recovery']}; consumer {r['consumer']}; "
+            + ", ".join(f"{st['name']} {st['seconds']}s" for st in f["steps"])
+        )
+        print(
+            "application RTO: "
+            + "; ".join(f"{a['application']} {a['kind']} {a['rto_s']}s ({a['measured']})" for a in r["application_rto"])
+        )
         # every check but the RTO aim (a figure, reported by the drill and the notes, not a timed test)
-        failed = [c["check"] for c in r["checks"] if c["result"] == "FAIL" and not c["check"].startswith("application RTO")]
+        failed = [
+            c["check"] for c in r["checks"] if c["result"] == "FAIL" and not c["check"].startswith("application RTO")
+        ]
         assert not failed, r["checks"]
         rto = {a["kind"]: a for a in r["application_rto"]}
         assert set(rto) == {"writes", "reads"}

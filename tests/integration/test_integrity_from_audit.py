@@ -40,9 +40,14 @@ def produce(cluster: LocalCluster, partition: int, start: int, n: int) -> None:
     producer = Producer(cluster.endpoint().config(**{"acks": "all", "linger.ms": 5}))
     errors: list = []
     for i in range(start, start + n):
-        producer.produce("orders", key=f"p{partition}-k{i}".encode(), value=f"v-{i}".encode(), partition=partition,
-                         headers=[("n", str(i).encode())] if i % 2 else None,
-                         on_delivery=lambda err, _m: errors.append(err) if err else None)
+        producer.produce(
+            "orders",
+            key=f"p{partition}-k{i}".encode(),
+            value=f"v-{i}".encode(),
+            partition=partition,
+            headers=[("n", str(i).encode())] if i % 2 else None,
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
+        )
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
@@ -66,8 +71,9 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
 
 
 def synced(a: LocalCluster, b: LocalCluster) -> bool:
-    return wait_until(lambda: end_offsets(a.endpoint(), ["orders"]) == end_offsets(b.endpoint(), ["orders"]),
-                      180, interval=0.5)
+    return wait_until(
+        lambda: end_offsets(a.endpoint(), ["orders"]) == end_offsets(b.endpoint(), ["orders"]), 180, interval=0.5
+    )
 
 
 def test_integrity_from_the_audit_lists_exactly_the_dropped_records(estate, tmp_path: Path) -> None:
@@ -78,8 +84,9 @@ def test_integrity_from_the_audit_lists_exactly_the_dropped_records(estate, tmp_
     assert synced(a, b)
     mm2.stop()
     produce(a, 1, 0, 10)  # in flight at the audit
-    run = audit_endpoints(a.endpoint(), b.endpoint(), path=path, stack=STACK, link=LINK, source_cluster="A",
-                          target_cluster="B")
+    run = audit_endpoints(
+        a.endpoint(), b.endpoint(), path=path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B"
+    )
     assert (run.verified, run.in_flight, run.missing) == (100, 10, 0)
 
     mm2.start()
@@ -97,10 +104,20 @@ def test_integrity_from_the_audit_lists_exactly_the_dropped_records(estate, tmp_
     produce(a, 0, 150, 5)  # after the cut-off: compared by neither check
 
     lines: list[str] = []
-    v = integrity.verify(source=a.endpoint(), target=b.endpoint(), out_dir=tmp_path / "from-audit", topics=["orders"],
-                         cutoff_ms=cutoff, stack=STACK, source_name="A", target_name="B", progress=lines.append,
-                         audit_link=LINK, state_dir=state / "stack-state",
-                         context={"failover_id": "it-1", "mode": "planned"})
+    v = integrity.verify(
+        source=a.endpoint(),
+        target=b.endpoint(),
+        out_dir=tmp_path / "from-audit",
+        topics=["orders"],
+        cutoff_ms=cutoff,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+        progress=lines.append,
+        audit_link=LINK,
+        state_dir=state / "stack-state",
+        context={"failover_id": "it-1", "mode": "planned"},
+    )
     origin = v.started_from
     assert origin and origin["audit"], origin
     assert origin["bounds"] == {"source": {"orders": {"0": 100, "1": 10}}, "target": {"orders": {"0": 100, "1": 0}}}
@@ -119,11 +136,21 @@ def test_integrity_from_the_audit_lists_exactly_the_dropped_records(estate, tmp_
     assert "started from" in html and "audit run 1 of link A-to-B" in html
 
     # the full Spark verification of the same data finds the same records
-    full = integrity.verify(source=a.endpoint(), target=b.endpoint(), out_dir=tmp_path / "full", topics=["orders"],
-                            cutoff_ms=cutoff, stack=STACK, source_name="A", target_name="B")
+    full = integrity.verify(
+        source=a.endpoint(),
+        target=b.endpoint(),
+        out_dir=tmp_path / "full",
+        topics=["orders"],
+        cutoff_ms=cutoff,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+    )
     assert full.started_from is None and full.counts == v.counts
-    assert sorted((m["topic"], m["partition"], m["offset"], m["key"])
-                  for m in integrity.missing_records(full.report_dir)) == dropped
+    assert (
+        sorted((m["topic"], m["partition"], m["offset"], m["key"]) for m in integrity.missing_records(full.report_dir))
+        == dropped
+    )
 
     # drctl recover replays the report started from the audit
     rec = integrity.recover(v.report_dir, source=a.endpoint(), target=b.endpoint())
@@ -132,8 +159,17 @@ def test_integrity_from_the_audit_lists_exactly_the_dropped_records(estate, tmp_
 
     # a damaged state file: the full verification runs, and says why
     path.write_text(path.read_text()[:40])
-    again = integrity.verify(source=a.endpoint(), target=b.endpoint(), out_dir=tmp_path / "damaged",
-                             topics=["orders"], cutoff_ms=cutoff, stack=STACK, source_name="A", target_name="B",
-                             audit_link=LINK, state_dir=state / "stack-state")
+    again = integrity.verify(
+        source=a.endpoint(),
+        target=b.endpoint(),
+        out_dir=tmp_path / "damaged",
+        topics=["orders"],
+        cutoff_ms=cutoff,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+        audit_link=LINK,
+        state_dir=state / "stack-state",
+    )
     assert again.started_from["audit"] is False and str(path) in again.started_from["reason"]
     assert again.clean, again.counts  # the recovered records are there now

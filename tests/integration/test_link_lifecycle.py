@@ -48,8 +48,14 @@ class Env(dict):
 
 
 def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                         env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+    res = subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
     OUTPUTS.append(res.stdout + res.stderr)
     return res
 
@@ -86,8 +92,11 @@ def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - En
 
 def _same_ends(env: Env, a: str, b: str, timeout: float = 90) -> bool:
     estate = env.estate()
-    return wait_until(lambda: end_offsets(estate.endpoint(a), TOPICS) == end_offsets(estate.endpoint(b), TOPICS),
-                      timeout, interval=0.5)
+    return wait_until(
+        lambda: end_offsets(estate.endpoint(a), TOPICS) == end_offsets(estate.endpoint(b), TOPICS),
+        timeout,
+        interval=0.5,
+    )
 
 
 def test_a_stopped_link_makes_status_exit_non_zero_naming_it(env: Env) -> None:

@@ -126,8 +126,11 @@ def test_consumer_offsets_survive_in_partition(cluster_a: LocalCluster) -> None:
     """A committed group offset is readable back (the basis of MM2's offset sync)."""
     create_topic(cluster_a, "commit-check", partitions=1)
     produce(cluster_a.endpoint(), "commit-check", [f"k{i}" for i in range(10)])
-    consumer = Consumer(cluster_a.endpoint().config(**{"group.id": "committer", "auto.offset.reset": "earliest",
-                                                        "enable.auto.commit": False}))
+    consumer = Consumer(
+        cluster_a.endpoint().config(
+            **{"group.id": "committer", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )
+    )
     consumer.subscribe(["commit-check"])
     got = []
     wait_until(lambda: _poll_into(consumer, got) >= 10, 30, interval=0)

@@ -11,7 +11,8 @@ from tests.integration.helpers import consume_all, create_topic, produce
 
 
 def test_mm2_copies_every_message_and_translates_group_offsets(
-        cluster_a: LocalCluster, cluster_b: LocalCluster, mm2_ab: MirrorMaker) -> None:
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mm2_ab: MirrorMaker
+) -> None:
     topic = "mirrored"
     create_topic(cluster_a, topic, partitions=3)
     keys = [f"m{i}" for i in range(5000)]
@@ -22,8 +23,11 @@ def test_mm2_copies_every_message_and_translates_group_offsets(
     assert sorted(consume_all(cluster_b.endpoint(), topic, len(keys))) == sorted(keys)
 
     # A consumer group reads the topic on A and commits (a caught-up application, as at failover).
-    consumer = Consumer(cluster_a.endpoint().config(**{
-        "group.id": "orders-app", "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+    consumer = Consumer(
+        cluster_a.endpoint().config(
+            **{"group.id": "orders-app", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )
+    )
     consumer.subscribe([topic])
     read = 0
     while read < len(keys):
@@ -39,5 +43,6 @@ def test_mm2_copies_every_message_and_translates_group_offsets(
         return on_b == on_a
 
     assert wait_until(translated, 60, interval=0.5), (
-        f"group offsets never translated: A={on_a} B={committed_offsets(cluster_b.endpoint(), 'orders-app')}")
+        f"group offsets never translated: A={on_a} B={committed_offsets(cluster_b.endpoint(), 'orders-app')}"
+    )
     assert end_offsets(cluster_a.endpoint(), [topic]) == end_offsets(cluster_b.endpoint(), [topic])

@@ -45,8 +45,14 @@ PROBE = PROBE_KEY.decode()
 
 def drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``drctl <args>`` in a subprocess, as an operator runs it."""
-    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
 
 
 def _jvms_under(path: Path) -> list[int]:
@@ -96,8 +102,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, i
 @pytest.fixture
 def estate(env: dict[str, str]) -> Estate:
     """The estate as the stack file declares it now."""
-    return Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"),
-                  Path(env["KDR_STATE_DIR"]) / STACK)
+    return Estate(
+        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
+    )
 
 
 def _props(path: Path) -> dict[str, str]:
@@ -108,8 +115,9 @@ def _props(path: Path) -> dict[str, str]:
 
 def _java(main: str, *args: str, stdin: str = "", timeout: float = 180) -> subprocess.CompletedProcess[str]:
     tc = toolchain()
-    cmd = java_command(tc.java, [tc.kafka_lib], main, args, heap_mb=256,
-                       extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"])
+    cmd = java_command(
+        tc.java, [tc.kafka_lib], main, args, heap_mb=256, extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+    )
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
 
 
@@ -118,16 +126,44 @@ def console_produce(config: Path, bootstrap: str, keys: list[str]) -> subprocess
     record was acknowledged (acks=all is the tool's default), the first refusal exits 1. The tool's
     ``--timeout`` (linger.ms) defaults to 1 s, which ``--sync`` would pay per record: linger.ms=0."""
     lines = "".join(f"{k}\tvalue-{k}\n" for k in keys)
-    return _java(PRODUCER, "--bootstrap-server", bootstrap, "--topic", "orders", "--command-config", str(config),
-                 "--reader-property", "parse.key=true", "--sync", "--command-property", "linger.ms=0",
-                 stdin=lines)
+    return _java(
+        PRODUCER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        "orders",
+        "--command-config",
+        str(config),
+        "--reader-property",
+        "parse.key=true",
+        "--sync",
+        "--command-property",
+        "linger.ms=0",
+        stdin=lines,
+    )
 
 
 def console_consume(config: Path, bootstrap: str, group: str, count: int, *extra: str) -> list[str]:
     """``kafka-console-consumer`` of ``orders`` as the file's principal in ``group``; the keys it printed."""
-    res = _java(CONSUMER, "--bootstrap-server", bootstrap, "--topic", "orders", "--command-config", str(config),
-                "--group", group, "--from-beginning", "--max-messages", str(count), "--timeout-ms", "30000",
-                "--formatter-property", "print.key=true", *extra)
+    res = _java(
+        CONSUMER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        "orders",
+        "--command-config",
+        str(config),
+        "--group",
+        group,
+        "--from-beginning",
+        "--max-messages",
+        str(count),
+        "--timeout-ms",
+        "30000",
+        "--formatter-property",
+        "print.key=true",
+        *extra,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"Processed a total of {count} messages" in res.stderr, res.stderr[-3000:]
     return [line.split("\t", 1)[0] for line in res.stdout.splitlines() if line]
@@ -137,12 +173,14 @@ ACKED: list[str] = []  # what the console producer had acknowledged on A
 REFUSED_KEYS = [f"refused-on-b-{i}" for i in range(5)]
 
 
-def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(env: dict[str, str],
-                                                                          estate: Estate, tmp_path: Path) -> None:
+def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(
+    env: dict[str, str], estate: Estate, tmp_path: Path
+) -> None:
     state = Path(env["KDR_STATE_DIR"]) / STACK
     published = client_files(state, "orders-app")[0]
-    assert published.is_file() and published.read_text().startswith("# orders-app on cluster A"), \
+    assert published.is_file() and published.read_text().startswith("# orders-app on cluster A"), (
         "estate up publishes the active cluster's client files"
+    )
     assert published.stat().st_mode & 0o777 == 0o600
     before = tmp_path / "clients-A"
     shutil.move(state / "clients", before)  # what the failover writes later is then its own
@@ -160,8 +198,14 @@ def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(env:
     ACKED.extend(keys)
     # read back as billing in its own group, committing nothing: after the failover the same group
     # must still find every record on B (no offset of it to translate)
-    read = console_consume(consumer, _props(consumer)["bootstrap.servers"], "billing", len(keys),
-                           "--command-property", "enable.auto.commit=false")
+    read = console_consume(
+        consumer,
+        _props(consumer)["bootstrap.servers"],
+        "billing",
+        len(keys),
+        "--command-property",
+        "enable.auto.commit=false",
+    )
     assert Counter(read) == Counter(keys)
 
     estate.mirror("A-to-B").wait_caught_up(["orders"], timeout=120)
@@ -192,5 +236,6 @@ def test_after_a_planned_failover_the_console_clients_use_what_it_published_for_
     late = [f"on-b-{i}" for i in range(100)]
     written = console_produce(producer, b_bootstrap, late)
     assert written.returncode == 0, written.stderr[-3000:]
-    assert Counter(console_consume(consumer, b_bootstrap, "billing", len(late))) == Counter(late), \
+    assert Counter(console_consume(consumer, b_bootstrap, "billing", len(late))) == Counter(late), (
         "the group resumes after what it read and finds exactly the new records"
+    )

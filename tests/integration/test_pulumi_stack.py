@@ -39,14 +39,23 @@ class Project:
         self.root = root
         self.state = root / "state"
         self.env = {**os.environ, **pulumi_env(root / "backend")}
-        self.env.update(KDR_STATE_DIR=str(self.state), KDR_STACK_DIR=str(root),
-                        PULUMI_CONFIG_PASSPHRASE_FILE=str(_passphrase(root)),
-                        PULUMI_PYTHON_CMD=str(REPO_ROOT / ".venv" / "bin" / "python"))
+        self.env.update(
+            KDR_STATE_DIR=str(self.state),
+            KDR_STACK_DIR=str(root),
+            PULUMI_CONFIG_PASSPHRASE_FILE=str(_passphrase(root)),
+            PULUMI_PYTHON_CMD=str(REPO_ROOT / ".venv" / "bin" / "python"),
+        )
 
     def pulumi(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """Run the locally built `pulumi` in the project directory."""
-        out = subprocess.run([str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"], cwd=self.root,
-                             env=self.env, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check:
             assert out.returncode == 0, f"pulumi {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
         return out
@@ -188,7 +197,8 @@ def clash_ports() -> Iterator[tuple[int, int, int]]:
 
 
 def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_started(
-        tmp_path: Path, clash_ports: tuple[int, int, int]) -> None:
+    tmp_path: Path, clash_ports: tuple[int, int, int]
+) -> None:
     import socket
 
     root = tmp_path / "clash"

@@ -35,12 +35,21 @@ def _archive() -> Path:
 
 def test_the_driver_maps_the_archive_that_setup_built() -> None:
     path = _archive()
-    res = subprocess.run([sys.executable, "-c", """
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            """
 from verification.session import spark_session
 spark = spark_session()
 print(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
 print("sum", spark.range(10).selectExpr("sum(id) AS s").collect()[0]["s"])
-"""], capture_output=True, text=True, timeout=300)
+""",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert f"-XX:SharedArchiveFile={path}" in res.stdout and "sum 45" in res.stdout
     assert "[cds]" not in res.stdout + res.stderr, "class-data notes must not reach the output"
@@ -54,8 +63,14 @@ def test_a_damaged_archive_is_dropped_and_spark_starts_without_it(tmp_path: Path
     damaged.with_name(damaged.name + ".complete").write_text(f"{os.path.getsize(damaged)}\n")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    res = subprocess.run([sys.executable, "-c", _START, str(damaged)], capture_output=True, text=True, timeout=300,
-                         cwd=cwd, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    res = subprocess.run(
+        [sys.executable, "-c", _START, str(damaged)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     # (Spark 4.0 itself leaves an empty ``artifacts`` directory in the working directory: SPARK-52396)
     assert not [f for f in cwd.iterdir() if f.name != "artifacts"], "the JVM's crash log must not land in the cwd"

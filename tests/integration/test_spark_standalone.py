@@ -74,8 +74,10 @@ class SparkPorts:
     @property
     def driver(self) -> str:
         """The drivers' ``--conf`` options (executors' block managers from P+20, Spark retries upwards)."""
-        return (f"--conf spark.driver.port={self.base + 10} --conf spark.driver.blockManager.port={self.base + 11} "
-                f"--conf spark.blockManager.port={self.base + 20}")
+        return (
+            f"--conf spark.driver.port={self.base + 10} --conf spark.driver.blockManager.port={self.base + 11} "
+            f"--conf spark.blockManager.port={self.base + 20}"
+        )
 
     @property
     def unreachable(self) -> tuple[int, int]:
@@ -91,6 +93,7 @@ def spark_ports() -> Iterator[SparkPorts]:
 
 # ---------------------------------------------------------------- the standalone cluster
 
+
 class SparkDaemon:
     """A master or worker started with pyspark's ``bin/spark-class`` in its own process group."""
 
@@ -101,8 +104,14 @@ class SparkDaemon:
         self.name, self.log = name, log
         self.command = [str(spark_class), *args]
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -143,27 +152,72 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, spark_ports: SparkPo
 
     ports = spark_ports
     root = tmp_path_factory.mktemp("spark-standalone")
-    ensure_ports_free([ports.master_port, ports.master_ui, *(p for w in ports.workers for p in w),
-                       *(ports.base + i for i in (10, 11, 20, 21))], "the standalone Spark test cluster")
+    ensure_ports_free(
+        [
+            ports.master_port,
+            ports.master_ui,
+            *(p for w in ports.workers for p in w),
+            *(ports.base + i for i in (10, 11, 20, 21)),
+        ],
+        "the standalone Spark test cluster",
+    )
     (root / "conf").mkdir()
-    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_CONF_DIR": str(root / "conf"), "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOCAL_DIRS": str(root / "scratch")}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": str(root / "conf"),
+        "SPARK_DAEMON_MEMORY": "256m",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_DIRS": str(root / "scratch"),
+    }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     daemons: list[SparkDaemon] = []
     try:
-        daemons.append(SparkDaemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                              "--port", str(ports.master_port), "--webui-port", str(ports.master_ui)],
-                                   env, root / "master.log"))
+        daemons.append(
+            SparkDaemon(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(ports.master_port),
+                    "--webui-port",
+                    str(ports.master_ui),
+                ],
+                env,
+                root / "master.log",
+            )
+        )
         work_dirs = []
         for i, (port, ui) in enumerate(ports.workers, 1):
             work = root / f"worker{i}"
             work.mkdir()
             work_dirs.append(work)
-            daemons.append(SparkDaemon(f"worker{i}", [
-                "org.apache.spark.deploy.worker.Worker", ports.master, "--host", "127.0.0.1", "--port", str(port),
-                "--cores", "1", "--memory", "1g", "--webui-port", str(ui), "--work-dir", str(work)],
-                env, root / f"worker{i}.log"))
+            daemons.append(
+                SparkDaemon(
+                    f"worker{i}",
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        ports.master,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(ui),
+                        "--work-dir",
+                        str(work),
+                    ],
+                    env,
+                    root / f"worker{i}.log",
+                )
+            )
 
         def registered() -> bool:
             for d in daemons:
@@ -175,7 +229,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, spark_ports: SparkPo
 
         started = time.monotonic()
         assert wait_until(registered, 300, interval=1), "workers not registered:\n" + "\n".join(
-            d.tail(10) for d in daemons)
+            d.tail(10) for d in daemons
+        )
         print(f"\nstandalone cluster ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
         yield {"work_dirs": work_dirs, "daemons": daemons, "root": root}
     finally:
@@ -187,14 +242,21 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, spark_ports: SparkPo
 
 # ---------------------------------------------------------------- two Kafka clusters
 
+
 def _produce(endpoint, topic: str, records: list[tuple]) -> list[tuple]:
     """Produce (key, value, headers, partition, timestamp) records; return (partition, offset, ts, key)."""
     out, errors = [], []
     producer = Producer(endpoint.config(**{"acks": "all", "linger.ms": 5}))
     for key, value, headers, partition, ts in records:
         kwargs = {k: v for k, v in (("partition", partition), ("timestamp", ts)) if v is not None}
-        producer.produce(topic, key=key, value=value, headers=headers, **kwargs,
-                         on_delivery=lambda err, msg: (errors if err else out).append(err or msg))
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            headers=headers,
+            **kwargs,
+            on_delivery=lambda err, msg: (errors if err else out).append(err or msg),
+        )
         producer.poll(0)
     producer.flush(60)
     assert not errors, errors
@@ -243,9 +305,15 @@ def _seeded(state: Path, port_a: int, port_b: int, tmp_path_factory: pytest.Temp
             _produce(b.endpoint(), topic, copy)  # what MirrorMaker 2 copies: same partition and timestamp
         pay = {r[3]: r for r in on_a["payments"]}
         p7, p11 = pay[b"payments-7"], pay[b"payments-11"]
-        _produce(b.endpoint(), "payments", [(p7[3], p7[4], headers_of[p7[3]], p7[0], p7[2]),  # a second copy
-                                            (b"payments-11", b"tampered on B", None, p11[0], p11[2]),
-                                            (b"ghost", b"A never had this key", None, None, None)])
+        _produce(
+            b.endpoint(),
+            "payments",
+            [
+                (p7[3], p7[4], headers_of[p7[3]], p7[0], p7[2]),  # a second copy
+                (b"payments-11", b"tampered on B", None, p11[0], p11[2]),
+                (b"ghost", b"A never had this key", None, None, None),
+            ],
+        )
         creds = state / "admin.json"
         fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -256,19 +324,40 @@ def _seeded(state: Path, port_a: int, port_b: int, tmp_path_factory: pytest.Temp
         b.destroy()
 
 
-def drctl_verify(s: dict, ports: SparkPorts, out: Path, master: str, env: dict[str, str] | None = None,
-                 timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
+def drctl_verify(
+    s: dict, ports: SparkPorts, out: Path, master: str, env: dict[str, str] | None = None, timeout: float = 900
+) -> tuple[subprocess.CompletedProcess, float]:
     """``drctl verify`` in its own process (one Spark driver per process), timed."""
-    args = ["verify", "--source-bootstrap", s["a"].bootstrap, "--target-bootstrap", s["b"].bootstrap,
-            "--credentials", str(s["creds"]), "--cutoff", "none", "--out", str(out), "--json", "--quiet",
-            "--master", master]
+    args = [
+        "verify",
+        "--source-bootstrap",
+        s["a"].bootstrap,
+        "--target-bootstrap",
+        s["b"].bootstrap,
+        "--credentials",
+        str(s["creds"]),
+        "--cutoff",
+        "none",
+        "--out",
+        str(out),
+        "--json",
+        "--quiet",
+        "--master",
+        master,
+    ]
     run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{ports.driver} pyspark-shell", **(env or {})}
     # the session chooses the driver's address and the executors' Python for a master on this machine
     for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
         run_env.pop(name, None)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", "from dr.cli import main; main()", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, env=run_env)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from dr.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=run_env,
+    )
     return proc, time.monotonic() - started
 
 
@@ -278,6 +367,7 @@ def offending(out: Path) -> set[tuple]:
 
 
 # ---------------------------------------------------------------- tests
+
 
 def test_standalone_master_urls() -> None:
     assert standalone_masters("spark://10.0.0.5:7077") == [("10.0.0.5", 7077)]
@@ -298,8 +388,10 @@ def both_runs(spark_cluster: dict, seeded: dict, spark_ports: SparkPorts) -> dic
     before = {app["id"] for app in master_state(spark_ports)["completedapps"]}
     local, local_s = drctl_verify(seeded, spark_ports, seeded["out"] / "local", "local[2]")
     cluster, cluster_s = drctl_verify(seeded, spark_ports, seeded["out"] / "cluster", spark_ports.master)
-    print(f"\nverification wall time (process): local[2] {local_s:.1f} s, standalone 2 workers {cluster_s:.1f} s",
-          file=sys.stderr)
+    print(
+        f"\nverification wall time (process): local[2] {local_s:.1f} s, standalone 2 workers {cluster_s:.1f} s",
+        file=sys.stderr,
+    )
     runs = {"local": local, "cluster": cluster, "before": before, "seconds": (local_s, cluster_s)}
     for name in ("local", "cluster"):
         proc = runs[name]
@@ -317,19 +409,26 @@ def test_the_cluster_finds_what_local_finds(both_runs: dict, seeded: dict, spark
     for topic in TOPICS:
         assert {c: cluster["topics"][topic][c] for c in classes} == {c: local["topics"][topic][c] for c in classes}
     assert {t: {c: local["topics"][t][c] for c in classes} for t in TOPICS} == {
-        "orders": {"missing": len([m for m in seeded["missing"] if m[0] == "orders"]), "unexpected": 0,
-                   "duplicated": 0, "corrupted": 0},
-        "payments": {"missing": 10, "unexpected": 1, "duplicated": 1, "corrupted": 1}}
+        "orders": {
+            "missing": len([m for m in seeded["missing"] if m[0] == "orders"]),
+            "unexpected": 0,
+            "duplicated": 0,
+            "corrupted": 0,
+        },
+        "payments": {"missing": 10, "unexpected": 1, "duplicated": 1, "corrupted": 1},
+    }
     rows_local, rows_cluster = offending(seeded["out"] / "local"), offending(seeded["out"] / "cluster")
     assert rows_cluster == rows_local
     assert {(t, p, o) for c, _, t, p, o, *_ in rows_cluster if c == "missing"} == seeded["missing"]
 
 
-def test_the_application_ran_on_both_workers_with_the_connector_jars(both_runs: dict, spark_cluster: dict,
-                                                                     spark_ports: SparkPorts) -> None:
+def test_the_application_ran_on_both_workers_with_the_connector_jars(
+    both_runs: dict, spark_cluster: dict, spark_ports: SparkPorts
+) -> None:
     apps = [a for a in master_state(spark_ports)["completedapps"] if a["id"] not in both_runs["before"]]
-    assert [(a["name"], a["state"], a["cores"], a["memoryperexecutor"]) for a in apps] == \
-           [("kdr-verify", "FINISHED", 2, 1024)], apps
+    assert [(a["name"], a["state"], a["cores"], a["memoryperexecutor"]) for a in apps] == [
+        ("kdr-verify", "FINISHED", 2, 1024)
+    ], apps
     app_id = apps[0]["id"]
     connector = Path(next(j for j in kafka_jars() if "spark-sql-kafka" in j)).name
     executors = [d for work in spark_cluster["work_dirs"] for d in (work / app_id).iterdir() if d.is_dir()]
@@ -389,13 +488,27 @@ def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict
     assert accepted and seconds < 300, f"{seconds:.0f} s"
 
 
-def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(both_runs: dict, seeded: dict,
-                                                                    spark_ports: SparkPorts) -> None:
+def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(
+    both_runs: dict, seeded: dict, spark_ports: SparkPorts
+) -> None:
     """Executors of 2 GB do not fit 1 GB workers: Spark would wait forever for resources."""
-    proc, _seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "no-room", spark_ports.master, timeout=400, env={
-        "KDR_SPARK_EXECUTOR_WAIT_S": "20",
-        "PYSPARK_SUBMIT_ARGS": f"{spark_ports.driver} --conf spark.executor.memory=2g pyspark-shell"})
+    proc, _seconds = drctl_verify(
+        seeded,
+        spark_ports,
+        seeded["out"] / "no-room",
+        spark_ports.master,
+        timeout=400,
+        env={
+            "KDR_SPARK_EXECUTOR_WAIT_S": "20",
+            "PYSPARK_SUBMIT_ARGS": f"{spark_ports.driver} --conf spark.executor.memory=2g pyspark-shell",
+        },
+    )
     assert proc.returncode == 4, proc.stderr[-3000:]
-    assert (f"the Spark master {spark_ports.master} took the application" in proc.stderr
-            and "started no executor within 20 s" in proc.stderr and "2g of free memory" in proc.stderr)
-    assert wait_until(lambda: not master_state(spark_ports)["activeapps"], 60, interval=1), "the waiting application stopped"
+    assert (
+        f"the Spark master {spark_ports.master} took the application" in proc.stderr
+        and "started no executor within 20 s" in proc.stderr
+        and "2g of free memory" in proc.stderr
+    )
+    assert wait_until(lambda: not master_state(spark_ports)["activeapps"], 60, interval=1), (
+        "the waiting application stopped"
+    )

@@ -42,8 +42,13 @@ def produce(endpoint, topic, records):
     out, errors = [], []
     producer = Producer(endpoint.config(**{"acks": "all", "linger.ms": 5}))
     for key, value, headers in records:
-        producer.produce(topic, key=key, value=value, headers=headers,
-                         on_delivery=lambda err, msg: (errors if err else out).append(err or msg))
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            headers=headers,
+            on_delivery=lambda err, msg: (errors if err else out).append(err or msg),
+        )
         producer.poll(0)
     producer.flush(60)
     assert not errors, errors
@@ -93,20 +98,22 @@ def estate(tmp_path_factory):
 def seeded(estate, tmp_path_factory):
     a, b, mm2, _state = estate
     admin = AdminClient(a.endpoint().config())
-    for fut in admin.create_topics([NewTopic("orders", 3, 1), NewTopic("payments", 2, 1),
-                                    NewTopic("events", 2, 1)]).values():
+    for fut in admin.create_topics(
+        [NewTopic("orders", 3, 1), NewTopic("payments", 2, 1), NewTopic("events", 2, 1)]
+    ).values():
         fut.result(timeout=30)
     for cluster in (a, b):  # a topic with no record on either side must not upset the report
         cluster_admin = AdminClient(cluster.endpoint().config())
         cluster_admin.create_topics([NewTopic("quiet", 1, 1)])["quiet"].result(timeout=30)
-    on_a = {t: produce(a.endpoint(), t, records(t, n)) for t, n in (("orders", 300), ("payments", 120),
-                                                                   ("events", 90))}
+    on_a = {t: produce(a.endpoint(), t, records(t, n)) for t, n in (("orders", 300), ("payments", 120), ("events", 90))}
     mm2.start()
     mm2.wait_caught_up(TOPICS, timeout=180)
     mm2.stop()
     # never replicated: written to A while the link is down
-    lost = {"orders": produce(a.endpoint(), "orders", records("orders", 20, start=300)),
-            "events": produce(a.endpoint(), "events", records("events", 7, start=90))}
+    lost = {
+        "orders": produce(a.endpoint(), "orders", records("orders", 20, start=300)),
+        "events": produce(a.endpoint(), "events", records("events", 7, start=90)),
+    }
     # written straight to B (the admin is a super-user): one duplicate, one corruption, one stranger
     p7 = records("payments", 120)[7]
     produce(b.endpoint(), "payments", [p7])
@@ -115,21 +122,42 @@ def seeded(estate, tmp_path_factory):
     time.sleep(0.05)
     cutoff = int(time.time() * 1000)
     time.sleep(0.05)
-    produce(b.endpoint(), "orders", [(b"orders-1", b"after failover", None), (b"new-1", b"x", None),
-                                     records("orders", 3)[2]])
+    produce(
+        b.endpoint(),
+        "orders",
+        [(b"orders-1", b"after failover", None), (b"new-1", b"x", None), records("orders", 3)[2]],
+    )
     produce(b.endpoint(), "events", [*records("events", 4), (b"fresh", b"y", None)])
     creds = tmp_path_factory.mktemp("creds") / "admin.json"
     fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"username": "admin", "password": a.endpoint().password}, f)
     assert a.endpoint().password == b.endpoint().password  # one estate, one admin
-    return {"a": a, "b": b, "cutoff": cutoff, "lost": lost, "on_a": on_a, "creds": creds,
-            "out": tmp_path_factory.mktemp("reports")}
+    return {
+        "a": a,
+        "b": b,
+        "cutoff": cutoff,
+        "lost": lost,
+        "on_a": on_a,
+        "creds": creds,
+        "out": tmp_path_factory.mktemp("reports"),
+    }
 
 
 def cli_args(s, out, *extra):
-    return ["--source-bootstrap", s["a"].bootstrap, "--target-bootstrap", s["b"].bootstrap,
-            "--credentials", str(s["creds"]), "--cutoff", str(s["cutoff"]), "--out", str(out), *extra]
+    return [
+        "--source-bootstrap",
+        s["a"].bootstrap,
+        "--target-bootstrap",
+        s["b"].bootstrap,
+        "--credentials",
+        str(s["creds"]),
+        "--cutoff",
+        str(s["cutoff"]),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +171,9 @@ def test_verify_finds_each_seeded_class_exactly(first_report):
     result, out = first_report
     assert result.exit_code == 1, result.output
     summary = json.loads((out / "summary.json").read_text())
-    got = {t: {c: summary["topics"][t][c] for c in ("missing", "unexpected", "duplicated", "corrupted")}
-           for t in TOPICS}
+    got = {
+        t: {c: summary["topics"][t][c] for c in ("missing", "unexpected", "duplicated", "corrupted")} for t in TOPICS
+    }
     assert got == {
         "orders": {"missing": 20, "unexpected": 0, "duplicated": 0, "corrupted": 0},
         "events": {"missing": 7, "unexpected": 0, "duplicated": 0, "corrupted": 0},
@@ -197,19 +226,18 @@ def test_report_has_html_chart_parquet_and_no_secret(first_report, seeded):
 def test_recover_replays_missing_records_then_writes_nothing(first_report, seeded):
     _, out = first_report
     runner = CliRunner()
-    dry = runner.invoke(recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--dry-run",
-                                  "--json", "--quiet"])
+    dry = runner.invoke(
+        recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--dry-run", "--json", "--quiet"]
+    )
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.output)["to_write"] == 27 and json.loads(dry.output)["written"] == 0
 
-    first = runner.invoke(recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--json",
-                                    "--quiet"])
+    first = runner.invoke(recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--json", "--quiet"])
     assert first.exit_code == 0, first.output
     r1 = json.loads(first.output)
     assert (r1["missing"], r1["written"], r1["already_present"]) == (27, 27, 0)
 
-    second = runner.invoke(recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--json",
-                                     "--quiet"])
+    second = runner.invoke(recover, ["--report", str(out), "--credentials", str(seeded["creds"]), "--json", "--quiet"])
     assert second.exit_code == 0, second.output
     r2 = json.loads(second.output)
     assert (r2["written"], r2["already_present"], r2["to_write"]) == (0, 27, 0)
@@ -222,14 +250,20 @@ def test_recovered_records_keep_key_value_headers_timestamp_and_partition(first_
     for entry in ledger[:10]:
         orig = read_at(seeded["a"].endpoint(), entry["topic"], entry["source_partition"], entry["source_offset"])
         copy = read_at(seeded["b"].endpoint(), entry["topic"], entry["target_partition"], entry["target_offset"])
-        assert (copy.key(), copy.value(), copy.headers(), copy.timestamp()[1], copy.partition()) == \
-               (orig.key(), orig.value(), orig.headers(), orig.timestamp()[1], orig.partition())
+        assert (copy.key(), copy.value(), copy.headers(), copy.timestamp()[1], copy.partition()) == (
+            orig.key(),
+            orig.value(),
+            orig.headers(),
+            orig.timestamp()[1],
+            orig.partition(),
+        )
 
 
 def test_verify_after_recovery(seeded, first_report):
     runner = CliRunner()
-    clean = runner.invoke(verify, cli_args(seeded, seeded["out"] / "after-clean", "--topics",
-                                           "orders,events,quiet", "--quiet"))
+    clean = runner.invoke(
+        verify, cli_args(seeded, seeded["out"] / "after-clean", "--topics", "orders,events,quiet", "--quiet")
+    )
     assert clean.exit_code == 0, clean.output
     assert "verdict: CLEAN" in clean.output
     summary = json.loads((seeded["out"] / "after-clean" / "summary.json").read_text())
@@ -248,15 +282,36 @@ def test_spark_submit_runs_the_same_job(seeded, first_report):
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    jars = subprocess.run([sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True,
-                          text=True, check=True, cwd=REPO).stdout.strip()
+    jars = subprocess.run(
+        [sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout.strip()
     out = seeded["out"] / "submitted"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
-    proc = subprocess.run([str(spark_submit), "--master", "local[2]", "--jars", jars,
-                           "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
-                           str(REPO / "verification" / "job.py"), *cli_args(seeded, out, "--topics", "orders,events")],
-                          capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    proc = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[2]",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(REPO / "verification" / "job.py"),
+            *cli_args(seeded, out, "--topics", "orders,events"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verdict"] == "clean" and summary["spark"]["master"] == "local[2]"
@@ -269,9 +324,20 @@ def test_wrong_password_is_an_auth_error(seeded, tmp_path):
     fd = os.open(bad, os.O_WRONLY | os.O_CREAT, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"username": "admin", "password": "not-the-password"}, f)
-    result = CliRunner().invoke(verify, ["--source-bootstrap", seeded["a"].bootstrap, "--target-bootstrap",
-                                         seeded["b"].bootstrap, "--credentials", str(bad), "--out",
-                                         str(tmp_path / "o"), "--quiet"])
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--source-bootstrap",
+            seeded["a"].bootstrap,
+            "--target-bootstrap",
+            seeded["b"].bootstrap,
+            "--credentials",
+            str(bad),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 5, result.output
 
 
@@ -297,19 +363,21 @@ def test_archive_of_a_is_a_source_for_verify_and_recover(seeded, tmp_path):
     assert sum(v["end"] for v in bounds["audit"].values()) == 40
 
     runner = CliRunner()
-    target = ["--target-bootstrap", b.bootstrap, "--credentials", str(seeded["creds"]), "--topics", "audit",
-              "--quiet"]
-    first = runner.invoke(verify, ["--source-archive", str(tmp_path / "archive"), *target, "--out",
-                                   str(tmp_path / "r1")])
+    target = ["--target-bootstrap", b.bootstrap, "--credentials", str(seeded["creds"]), "--topics", "audit", "--quiet"]
+    first = runner.invoke(
+        verify, ["--source-archive", str(tmp_path / "archive"), *target, "--out", str(tmp_path / "r1")]
+    )
     assert first.exit_code == 1, first.output
     totals = json.loads((tmp_path / "r1" / "summary.json").read_text())["totals"]
     assert totals["missing"] == 10, totals
-    rec = runner.invoke(recover, ["--report", str(tmp_path / "r1"), "--credentials", str(seeded["creds"]),
-                                  "--json", "--quiet"])
+    rec = runner.invoke(
+        recover, ["--report", str(tmp_path / "r1"), "--credentials", str(seeded["creds"]), "--json", "--quiet"]
+    )
     assert rec.exit_code == 0, rec.output
     assert json.loads(rec.output)["written"] == 10
-    again = runner.invoke(verify, ["--source-archive", str(tmp_path / "archive"), *target, "--out",
-                                   str(tmp_path / "r2")])
+    again = runner.invoke(
+        verify, ["--source-archive", str(tmp_path / "archive"), *target, "--out", str(tmp_path / "r2")]
+    )
     assert again.exit_code == 0, again.output
 
 

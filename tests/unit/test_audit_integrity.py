@@ -35,11 +35,19 @@ def fp(topic: str, partition: int, offset: int, ts: int, key: int, value: int = 
 
 # ---------------------------------------------------------------------------------------- pure parts
 def test_plan_reads_past_the_audited_bounds_and_keeps_the_residue(tmp_path: Path) -> None:
-    state = AuditState(stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="a", target_id="b",
-                       source_bounds={"orders": {0: 100, 1: 40}, "other": {0: 7}},
-                       target_bounds={"orders": {0: 95, 1: 40}},
-                       source_residue=[fp("orders", 0, 97, 1, 1), fp("other", 0, 3, 1, 2)],
-                       target_residue=[fp("orders", 1, 39, 1, 3)], runs=3)
+    state = AuditState(
+        stack=STACK,
+        link=LINK,
+        source_cluster="A",
+        target_cluster="B",
+        source_id="a",
+        target_id="b",
+        source_bounds={"orders": {0: 100, 1: 40}, "other": {0: 7}},
+        target_bounds={"orders": {0: 95, 1: 40}},
+        source_residue=[fp("orders", 0, 97, 1, 1), fp("other", 0, 3, 1, 2)],
+        target_residue=[fp("orders", 1, 39, 1, 3)],
+        runs=3,
+    )
     now_s = {("orders", 0): (0, 130), ("orders", 1): (45, 50), ("orders", 2): (0, 8), ("other", 0): (0, 9)}
     now_t = {("orders", 0): (0, 120), ("orders", 1): (0, 48)}
     p = from_audit.plan(state, now_s, now_t, topics=["orders"], state_file=tmp_path / "x.json")
@@ -53,8 +61,15 @@ def test_plan_reads_past_the_audited_bounds_and_keeps_the_residue(tmp_path: Path
 
 
 def test_plan_refuses_a_bound_past_the_end(tmp_path: Path) -> None:
-    state = AuditState(stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="a", target_id="b",
-                       source_bounds={"orders": {0: 100}})
+    state = AuditState(
+        stack=STACK,
+        link=LINK,
+        source_cluster="A",
+        target_cluster="B",
+        source_id="a",
+        target_id="b",
+        source_bounds={"orders": {0: 100}},
+    )
     with pytest.raises(ConfigError, match="re-created"):
         from_audit.plan(state, {("orders", 0): (0, 10)}, {}, topics=["orders"], state_file=tmp_path / "x.json")
 
@@ -81,8 +96,19 @@ def test_offending_rows_carry_the_key_read_back_and_notice_a_changed_source() ->
     rec = SourceRecord("t", 0, 5, 77, b"k", b"v", None)
     rows, n_gone, changed = from_audit.offending_rows([f, gone], {("t", 0, 5): rec})
     assert (n_gone, changed) == (1, None)
-    assert rows == [{"class": "missing", "side": "source", "topic": "t", "partition": 0, "offset": 5,
-                     "timestamp": 77, "key": b"k", "key_hash": f.key_hash, "checksum": f.checksum}]
+    assert rows == [
+        {
+            "class": "missing",
+            "side": "source",
+            "topic": "t",
+            "partition": 0,
+            "offset": 5,
+            "timestamp": 77,
+            "key": b"k",
+            "key_hash": f.key_hash,
+            "checksum": f.checksum,
+        }
+    ]
     _rows, _g, changed = from_audit.offending_rows([f], {("t", 0, 5): replace(rec, value=b"other")})
     assert changed == f
 
@@ -97,17 +123,20 @@ class Logs:
         self.copied: dict[tuple[str, int], int] = {}
         self.reads: list[int] = []
 
-    def write(self, n: int, topic: str = "orders", partition: int = 0, *, ts: int | None = None,
-              keys: int | None = None) -> None:
+    def write(
+        self, n: int, topic: str = "orders", partition: int = 0, *, ts: int | None = None, keys: int | None = None
+    ) -> None:
         log = self.logs["A"].setdefault((topic, partition), [])
         for _ in range(n):
             i = len(log)
             k = i if keys is None else i % keys
-            log.append(SourceRecord(topic, partition, i, 1000 + i if ts is None else ts, b"k%d" % k,
-                                    b"v%d" % (k % 3), None))
+            log.append(
+                SourceRecord(topic, partition, i, 1000 + i if ts is None else ts, b"k%d" % k, b"v%d" % (k % 3), None)
+            )
 
-    def copy(self, n: int | None = None, *, drop: frozenset[int] = frozenset(), topic: str = "orders",
-             partition: int = 0) -> None:
+    def copy(
+        self, n: int | None = None, *, drop: frozenset[int] = frozenset(), topic: str = "orders", partition: int = 0
+    ) -> None:
         src = self.logs["A"].get((topic, partition), [])
         done = self.copied.get((topic, partition), 0)
         upto = len(src) if n is None else min(len(src), done + n)
@@ -120,24 +149,36 @@ class Logs:
     def install(self, mp: pytest.MonkeyPatch) -> None:
         def connected_admin(ep, *_a, **_k):  # noqa: ANN001, ANN202
             parts = self.logs[ep.name]
-            topics = {t: SimpleNamespace(error=None, partitions={p: None for (tt, p) in parts if tt == t})
-                      for (t, _p) in parts}
+            topics = {
+                t: SimpleNamespace(error=None, partitions={p: None for (tt, p) in parts if tt == t})
+                for (t, _p) in parts
+            }
             return ep.name, SimpleNamespace(topics=topics)
 
         def offsets(admin, _ep, topics):  # noqa: ANN001, ANN202
-            return {(t, p): (self.start[admin].get((t, p), 0), len(self.logs[admin].get((t, p), [])))
-                    for t, n in topics.items() for p in range(n)}
+            return {
+                (t, p): (self.start[admin].get((t, p), 0), len(self.logs[admin].get((t, p), [])))
+                for t, n in topics.items()
+                for p in range(n)
+            }
 
         def read(ep, ranges):  # noqa: ANN001, ANN202
-            out = [Fingerprint(t, p, r.offset, r.timestamp, key_hash(t, r.key), checksum(r.value, r.headers or []))
-                   for t, ps in ranges.items() for p, (s, e) in ps.items()
-                   for r in self.logs[ep.name].get((t, p), [])[max(s, self.start[ep.name].get((t, p), 0)):e]]
+            out = [
+                Fingerprint(t, p, r.offset, r.timestamp, key_hash(t, r.key), checksum(r.value, r.headers or []))
+                for t, ps in ranges.items()
+                for p, (s, e) in ps.items()
+                for r in self.logs[ep.name].get((t, p), [])[max(s, self.start[ep.name].get((t, p), 0)) : e]
+            ]
             self.reads.append(len(out))
             return out
 
         def fetch(ep, wanted):  # noqa: ANN001, ANN202
-            return {(t, p, o): self.logs[ep.name][(t, p)][o] for (t, p), offs in wanted.items() for o in offs
-                    if o >= self.start[ep.name].get((t, p), 0)}
+            return {
+                (t, p, o): self.logs[ep.name][(t, p)][o]
+                for (t, p), offs in wanted.items()
+                for o in offs
+                if o >= self.start[ep.name].get((t, p), 0)
+            }
 
         import dr.kafka_client
         import verification.recover
@@ -150,8 +191,14 @@ class Logs:
 
 
 def endpoint(name: str) -> SimpleNamespace:
-    return SimpleNamespace(name=name, bootstrap=f"{name.lower()}:9092", username="admin", password="x",
-                           security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512")
+    return SimpleNamespace(
+        name=name,
+        bootstrap=f"{name.lower()}:9092",
+        username="admin",
+        password="x",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+    )
 
 
 A, B = endpoint("A"), endpoint("B")
@@ -168,16 +215,25 @@ def audit(path: Path) -> audit_mod.AuditResult:
     return audit_mod.audit_endpoints(A, B, path=path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B")
 
 
-def start(path: Path, out: Path, cutoff: int | None = None, topics: tuple[str, ...] = ("orders",)
-          ) -> from_audit.FromAudit:
+def start(
+    path: Path, out: Path, cutoff: int | None = None, topics: tuple[str, ...] = ("orders",)
+) -> from_audit.FromAudit:
     return from_audit.verify_from_audit(
-        source=KafkaSide(endpoint=A, name="A", stack=STACK), target=KafkaSide(endpoint=B, name="B", stack=STACK),
-        out_dir=out, topics=list(topics), cutoff_ms=cutoff, state_file=path, stack=STACK, link=LINK,
-        source_cluster="A", target_cluster="B", context={"failover_id": "f1", "mode": "planned"})
+        source=KafkaSide(endpoint=A, name="A", stack=STACK),
+        target=KafkaSide(endpoint=B, name="B", stack=STACK),
+        out_dir=out,
+        topics=list(topics),
+        cutoff_ms=cutoff,
+        state_file=path,
+        stack=STACK,
+        link=LINK,
+        source_cluster="A",
+        target_cluster="B",
+        context={"failover_id": "f1", "mode": "planned"},
+    )
 
 
-def test_from_audit_reads_only_the_increment_and_lists_exactly_the_dropped_records(logs: Logs, tmp_path: Path
-                                                                                     ) -> None:
+def test_from_audit_reads_only_the_increment_and_lists_exactly_the_dropped_records(logs: Logs, tmp_path: Path) -> None:
     state = tmp_path / "audit" / "A-to-B.json"
     logs.write(100)
     logs.copy()
@@ -198,7 +254,11 @@ def test_from_audit_reads_only_the_increment_and_lists_exactly_the_dropped_recor
     assert (origin["skipped_source"], origin["skipped_target"], origin["residue_source"]) == (110, 100, 10)
     missing = integrity.missing_records(done.result.out_dir)
     assert sorted((m["topic"], m["partition"], m["offset"], m["key"]) for m in missing) == [
-        ("orders", 0, 105, b"k105"), ("orders", 0, 120, b"k120"), ("orders", 1, 2, b"k2"), ("orders", 1, 3, b"k3")]
+        ("orders", 0, 105, b"k105"),
+        ("orders", 0, 120, b"k120"),
+        ("orders", 1, 2, b"k2"),
+        ("orders", 1, 3, b"k3"),
+    ]
     summary = load_summary(done.result.out_dir)
     assert summary["verdict"] == "differences" and summary["totals"]["missing"] == 4
     assert summary["totals"]["source_after_cutoff"] == 5 and summary["method"]["from_audit"]["link"] == LINK
@@ -221,8 +281,9 @@ def test_clean_when_everything_arrived(logs: Logs, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "foreign", "recreated", "absent", "topic_recreated"])
-def test_unusable_state_falls_back_to_the_full_verification(logs: Logs, tmp_path: Path, damage: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unusable_state_falls_back_to_the_full_verification(
+    logs: Logs, tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = tmp_path / "audit" / "A-to-B.json"
     logs.write(20)
     logs.copy()
@@ -257,6 +318,7 @@ def test_target_records_matching_nothing_read_now_fall_back(logs: Logs, tmp_path
 
 def _full_missing(logs: Logs, cutoff: int | None) -> Counter:
     """The missing records of a full multiset comparison, per identity."""
+
     def ident(r: SourceRecord) -> tuple:
         return (r.topic, r.key, r.value)
 
@@ -278,8 +340,12 @@ def test_starting_from_the_audit_finds_what_the_full_comparison_finds(logs: Logs
             logs.write(rnd.randint(0, 40), t, p, keys=rnd.choice([None, 5]))
             done = logs.copied.get((t, p), 0)
             total = len(logs.logs["A"].get((t, p), []))
-            logs.copy(rnd.randint(0, total - done), topic=t, partition=p,
-                      drop=frozenset(rnd.sample(range(done, total), min(2, total - done))))
+            logs.copy(
+                rnd.randint(0, total - done),
+                topic=t,
+                partition=p,
+                drop=frozenset(rnd.sample(range(done, total), min(2, total - done))),
+            )
         audit(state)
     for t, p in parts:  # the failover: last records, the link drains and stops; then writes after the cut-off
         logs.write(rnd.randint(0, 20), t, p, keys=rnd.choice([None, 5]))
@@ -288,13 +354,15 @@ def test_starting_from_the_audit_finds_what_the_full_comparison_finds(logs: Logs
     cutoff = rnd.choice([None, 10_000])
     done = start(state, tmp_path / "r", cutoff=cutoff, topics=("orders", "payments"))
     assert done.result is not None, done.started_from
-    found = Counter((m["topic"], m["key"], b"v%d" % (int(m["key"][1:]) % 3))
-                    for m in integrity.missing_records(done.result.out_dir))
+    found = Counter(
+        (m["topic"], m["key"], b"v%d" % (int(m["key"][1:]) % 3)) for m in integrity.missing_records(done.result.out_dir)
+    )
     assert found == _full_missing(logs, cutoff)
 
 
-def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(logs: Logs, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
+    logs: Logs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import dr.runtime.mirrormaker
     import verification.job
 
@@ -308,13 +376,26 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(logs: Logs
 
     def full(**kw):  # noqa: ANN003, ANN202
         ran.append(kw["topics"])
-        return SimpleNamespace(clean=True, counts=lambda: {c: 0 for c in ("missing", "unexpected", "duplicated",
-                                                                            "corrupted")},
-                               summary={"topics": {}}, out_dir=kw["out_dir"])
+        return SimpleNamespace(
+            clean=True,
+            counts=lambda: {c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
+            summary={"topics": {}},
+            out_dir=kw["out_dir"],
+        )
 
     monkeypatch.setattr(verification.job, "run_verification", full)
-    v = integrity.verify(source=A, target=B, out_dir=tmp_path / "r", topics=["orders"], cutoff_ms=None, stack=STACK,
-                         source_name="A", target_name="B", audit_link=LINK, state_dir=tmp_path / "state")
+    v = integrity.verify(
+        source=A,
+        target=B,
+        out_dir=tmp_path / "r",
+        topics=["orders"],
+        cutoff_ms=None,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+        audit_link=LINK,
+        state_dir=tmp_path / "state",
+    )
     assert ran == [["orders"]] and v.clean
     assert v.started_from["audit"] is False and str(path) in v.started_from["reason"]
     assert "damaged" in v.started_from["reason"]
@@ -322,11 +403,25 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(logs: Logs
     audit(path.with_name("ok.json"))  # a valid state: no full job
     path.unlink()
     path.with_name("ok.json").rename(path)
-    v = integrity.verify(source=A, target=B, out_dir=tmp_path / "r2", topics=["orders"], cutoff_ms=None, stack=STACK,
-                         source_name="A", target_name="B", audit_link=LINK, state_dir=tmp_path / "state")
+    v = integrity.verify(
+        source=A,
+        target=B,
+        out_dir=tmp_path / "r2",
+        topics=["orders"],
+        cutoff_ms=None,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+        audit_link=LINK,
+        state_dir=tmp_path / "state",
+    )
     assert ran == [["orders"]] and v.clean and v.started_from["audit"] and v.report_dir.endswith("r2")
-    assert load_state(path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A",
-                      target_id="id-B").runs == 1
+    assert (
+        load_state(
+            path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
+        ).runs
+        == 1
+    )
 
 
 def test_an_audit_that_read_records_after_the_cutoff_is_not_the_start(logs: Logs, tmp_path: Path) -> None:
@@ -335,9 +430,21 @@ def test_an_audit_that_read_records_after_the_cutoff_is_not_the_start(logs: Logs
     logs.write(10, keys=2)
     logs.copy(drop=frozenset({0}))
     assert audit(state).verified == 9
-    assert from_audit.audited_after_cutoff(load_state(state, stack=STACK, link=LINK, source_cluster="A",
-                                                      target_cluster="B", source_id="id-A", target_id="id-B"),
-                                           None) is None
+    assert (
+        from_audit.audited_after_cutoff(
+            load_state(
+                state,
+                stack=STACK,
+                link=LINK,
+                source_cluster="A",
+                target_cluster="B",
+                source_id="id-A",
+                target_id="id-B",
+            ),
+            None,
+        )
+        is None
+    )
     done = start(state, tmp_path / "r", cutoff=1_005)
     assert done.result is None and "after the cut-off" in done.started_from["reason"]
     data = json.loads(state.read_text())

@@ -33,8 +33,9 @@ class FakeLink:
             i = len(log)
             log.append(Fingerprint(topic, partition, i, 1000 + i, hash(f"k{topic}{partition}{i}"), i))
 
-    def copy(self, n: int | None = None, *, drop: set[int] = frozenset(), topic: str = "orders",
-             partition: int = 0) -> None:
+    def copy(
+        self, n: int | None = None, *, drop: set[int] = frozenset(), topic: str = "orders", partition: int = 0
+    ) -> None:
         src = self.source.get((topic, partition), [])
         done = self.copied.get((topic, partition), 0)
         upto = len(src) if n is None else min(len(src), done + n)
@@ -50,8 +51,10 @@ class FakeLink:
 
         def connected_admin(ep, *_a, **_k):  # noqa: ANN001, ANN202
             parts = side(ep)
-            topics = {t: SimpleNamespace(error=None, partitions={p: None for (tt, p) in parts if tt == t})
-                      for (t, _p) in parts}
+            topics = {
+                t: SimpleNamespace(error=None, partitions={p: None for (tt, p) in parts if tt == t})
+                for (t, _p) in parts
+            }
             return ep, SimpleNamespace(topics=topics)
 
         def offsets(_admin, ep, topics):  # noqa: ANN001, ANN202
@@ -63,8 +66,9 @@ class FakeLink:
             return out
 
         class Estate:
-            topology = SimpleNamespace(links=[SimpleNamespace(name="A-to-B", source="A", target="B",
-                                                              selects_topic=lambda _t: True)])
+            topology = SimpleNamespace(
+                links=[SimpleNamespace(name="A-to-B", source="A", target="B", selects_topic=lambda _t: True)]
+            )
 
             @classmethod
             def for_stack(cls, _stack: str) -> Estate:
@@ -100,7 +104,7 @@ def test_three_runs_in_flight_then_missing_reads_only_new_data(link: FakeLink) -
     r1 = run()
     assert r1.first_run and (r1.verified, r1.in_flight, r1.missing) == (100, 0, 0)
 
-    link.write(30)              # link behind: nothing copied yet
+    link.write(30)  # link behind: nothing copied yet
     link.copy(10)
     r2 = run()
     assert not r2.first_run and (r2.read_source, r2.read_target) == (30, 10)
@@ -115,7 +119,7 @@ def test_three_runs_in_flight_then_missing_reads_only_new_data(link: FakeLink) -
     assert r3.missing_sample == [{"topic": "orders", "partition": 0, "offset": 112, "ts": 1112}]
     assert r3.verified_total == 148 and r3.run == 3
 
-    r4 = run()                  # nothing new: nothing read, the missing ones still reported
+    r4 = run()  # nothing new: nothing read, the missing ones still reported
     assert (r4.read_source, r4.read_target, r4.verified, r4.missing) == (0, 0, 0, 2)
 
 
@@ -174,4 +178,3 @@ def test_damaged_state_file_exit_2_naming_it(link: FakeLink) -> None:
     path.write_text("{")
     res = CliRunner().invoke(audit_cmd, ["--stack", "s", "--quiet"])
     assert res.exit_code == 2 and str(path) in res.stderr and "--reset" in res.stderr
-

@@ -99,34 +99,47 @@ def test_frontier_input_not_modified() -> None:
 
 # --------------------------------------------------------------------------- plan_ranges
 def test_plan_first_run_reads_everything() -> None:
-    ranges, bounds, lost = plan_ranges({}, {("t", 0): (0, 10), ("t", 1): (3, 5)}, side="source",
-                                       state_file=Path("x"), stack="s", link="l")
+    ranges, bounds, lost = plan_ranges(
+        {}, {("t", 0): (0, 10), ("t", 1): (3, 5)}, side="source", state_file=Path("x"), stack="s", link="l"
+    )
     assert ranges == {"t": {0: (0, 10), 1: (3, 5)}} and bounds == {"t": {0: 10, 1: 5}} and lost == 0
 
 
 def test_plan_reads_only_since_previous_bound() -> None:
-    ranges, bounds, lost = plan_ranges({"t": {0: 10}}, {("t", 0): (0, 12)}, side="source",
-                                       state_file=Path("x"), stack="s", link="l")
+    ranges, bounds, lost = plan_ranges(
+        {"t": {0: 10}}, {("t", 0): (0, 12)}, side="source", state_file=Path("x"), stack="s", link="l"
+    )
     assert ranges == {"t": {0: (10, 12)}} and bounds == {"t": {0: 12}} and lost == 0
 
 
 def test_plan_counts_offsets_lost_to_retention() -> None:
-    ranges, _b, lost = plan_ranges({"t": {0: 10}}, {("t", 0): (15, 20)}, side="source",
-                                   state_file=Path("x"), stack="s", link="l")
+    ranges, _b, lost = plan_ranges(
+        {"t": {0: 10}}, {("t", 0): (15, 20)}, side="source", state_file=Path("x"), stack="s", link="l"
+    )
     assert ranges == {"t": {0: (15, 20)}} and lost == 5
 
 
 def test_plan_refuses_offsets_going_backwards() -> None:
     with pytest.raises(ConfigError, match=r"re-created.*\n.*--reset"):
-        plan_ranges({"t": {0: 10}}, {("t", 0): (0, 4)}, side="target", state_file=Path("/st/l.json"),
-                    stack="s", link="l")
+        plan_ranges(
+            {"t": {0: 10}}, {("t", 0): (0, 4)}, side="target", state_file=Path("/st/l.json"), stack="s", link="l"
+        )
 
 
 # --------------------------------------------------------------------------- state file
 def _state() -> AuditState:
-    return AuditState(**IDS, source_bounds={"orders": {0: 5, 1: 7}}, target_bounds={"orders": {0: 4}},
-                      frontier={"orders": {0: 3}}, source_residue=[fp(4, 4, -4)],
-                      target_residue=[fp(9, -1, 2**63 - 1)], runs=2, verified_total=11, created_ms=1, updated_ms=2)
+    return AuditState(
+        **IDS,
+        source_bounds={"orders": {0: 5, 1: 7}},
+        target_bounds={"orders": {0: 4}},
+        frontier={"orders": {0: 3}},
+        source_residue=[fp(4, 4, -4)],
+        target_residue=[fp(9, -1, 2**63 - 1)],
+        runs=2,
+        verified_total=11,
+        created_ms=1,
+        updated_ms=2,
+    )
 
 
 def test_state_round_trip_atomic_0600(tmp_path: Path) -> None:
@@ -141,8 +154,9 @@ def test_no_state_file_means_first_run(tmp_path: Path) -> None:
     assert load_state(tmp_path / "none.json", **IDS) is None
 
 
-@pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 1}', "",
-                                  json.dumps({**_state().to_dict(), "version": 99})])
+@pytest.mark.parametrize(
+    "text", ["{not json", "[]", '{"version": 1}', "", json.dumps({**_state().to_dict(), "version": 99})]
+)
 def test_damaged_state_is_a_config_error_naming_file_and_reset(tmp_path: Path, text: str) -> None:
     path = tmp_path / "A-to-B.json"
     path.write_text(text)
@@ -160,8 +174,16 @@ def test_damaged_residue_entry_is_refused(tmp_path: Path) -> None:
         load_state(path, **IDS)
 
 
-@pytest.mark.parametrize("change", [dict(stack="other"), dict(link="B-to-C"), dict(source_cluster="C"),
-                                    dict(source_id="new-a"), dict(target_id="new-b")])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(stack="other"),
+        dict(link="B-to-C"),
+        dict(source_cluster="C"),
+        dict(source_id="new-a"),
+        dict(target_id="new-b"),
+    ],
+)
 def test_foreign_state_is_refused(tmp_path: Path, change: dict[str, str]) -> None:
     path = tmp_path / "A-to-B.json"
     save_state(path, _state())

@@ -9,8 +9,9 @@ import pytest
 from verification import class_archive
 
 
-def test_archive_is_keyed_by_the_connector_jars_and_lives_in_the_cache(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_archive_is_keyed_by_the_connector_jars_and_lives_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KDR_HOME", str(tmp_path))
     one = class_archive.archive_path(["/cache/spark-kafka/a.jar"])
     other = class_archive.archive_path(["/cache/spark-kafka/b.jar"])

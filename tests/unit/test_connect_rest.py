@@ -33,8 +33,9 @@ class _Connect(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length)) if length else None
         self.seen.append((self.command, self.path, self.headers.get("Authorization"), body))
         queue = self.answers.get((self.command, self.path), [])
-        status, payload = queue.pop(0) if len(queue) > 1 else (queue[0] if queue else
-                                                              (404, {"error_code": 404, "message": "nope"}))
+        status, payload = (
+            queue.pop(0) if len(queue) > 1 else (queue[0] if queue else (404, {"error_code": 404, "message": "nope"}))
+        )
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -122,9 +123,18 @@ def test_http_errors_map_to_the_product_errors_and_never_hold_the_password(serve
 
 def test_validate_lists_field_errors_and_restart_sends_its_flags(server: str) -> None:
     plugin = "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector"
-    _Connect.answers[("PUT", f"/connector-plugins/{plugin}/config/validate")] = [(200, {"error_count": 1, "configs": [
-        {"value": {"name": "tasks.max", "errors": ["Not a number of type INT"]}},
-        {"value": {"name": "name", "errors": []}}]})]
+    _Connect.answers[("PUT", f"/connector-plugins/{plugin}/config/validate")] = [
+        (
+            200,
+            {
+                "error_count": 1,
+                "configs": [
+                    {"value": {"name": "tasks.max", "errors": ["Not a number of type INT"]}},
+                    {"value": {"name": "name", "errors": []}},
+                ],
+            },
+        )
+    ]
     rest = ConnectRest(server)
     assert rest.validate({"connector.class": plugin, "tasks.max": "x"}) == ["tasks.max: Not a number of type INT"]
     assert _Connect.seen[-1][3]["name"], "Connect requires a name to validate"
@@ -135,14 +145,28 @@ def test_validate_lists_field_errors_and_restart_sends_its_flags(server: str) ->
 
 
 def test_wait_running_raises_with_the_first_trace_line_of_a_failed_task(server: str) -> None:
-    _Connect.answers[("GET", "/connectors/x/status")] = [(200, {
-        "name": "x", "connector": {"state": "RUNNING", "worker_id": "w1"},
-        "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w1",
-                   "trace": "org.apache.kafka.common.errors.SaslAuthenticationException: bad\n\tat x.y"}]})]
+    _Connect.answers[("GET", "/connectors/x/status")] = [
+        (
+            200,
+            {
+                "name": "x",
+                "connector": {"state": "RUNNING", "worker_id": "w1"},
+                "tasks": [
+                    {
+                        "id": 0,
+                        "state": "FAILED",
+                        "worker_id": "w1",
+                        "trace": "org.apache.kafka.common.errors.SaslAuthenticationException: bad\n\tat x.y",
+                    }
+                ],
+            },
+        )
+    ]
     with pytest.raises(ClusterError, match=r"task 0 of 'x' FAILED on w1: .*SaslAuthenticationException: bad\n"):
         ConnectRest(server).wait_running("x", timeout=5)
-    _Connect.answers[("GET", "/connectors/y/status")] = [(200, {
-        "name": "y", "connector": {"state": "STOPPED", "worker_id": "w1"}, "tasks": []})]
+    _Connect.answers[("GET", "/connectors/y/status")] = [
+        (200, {"name": "y", "connector": {"state": "STOPPED", "worker_id": "w1"}, "tasks": []})
+    ]
     assert ConnectRest(server).wait_state("y", "STOPPED", timeout=5)["tasks"] == []
     with pytest.raises(ClusterError, match="is not RUNNING after"):
         ConnectRest(server).wait_running("y", timeout=0.5)

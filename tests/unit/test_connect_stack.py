@@ -47,8 +47,13 @@ def violations(config: dict[str, Any]) -> str:
 def test_the_connect_variant_declares_its_link_on_a_two_worker_connect_cluster() -> None:
     t = connect_stack()
     (cc,) = t.connect_clusters
-    assert (cc.name, cc.cluster, cc.workers, cc.is_local, list(cc.rest_ports or [])) == ("mm2", "B", 2, True,
-                                                                                       [19900, 19901])
+    assert (cc.name, cc.cluster, cc.workers, cc.is_local, list(cc.rest_ports or [])) == (
+        "mm2",
+        "B",
+        2,
+        True,
+        [19900, 19901],
+    )
     (link,) = t.links
     assert t.link_connect(link) == cc and t.runs_on_connect(link) and not t.runs_dedicated(link)
 
@@ -60,25 +65,31 @@ def test_round_trip_keeps_connect_clusters_and_stacks_without_them_unchanged() -
     assert "kafka-dr:connectClusters" not in dump_stack_config(plain)
 
 
-@pytest.mark.parametrize("links_connect, expected", [
-    ("nope", "names no declared Connect cluster"),
-])
+@pytest.mark.parametrize(
+    "links_connect, expected",
+    [
+        ("nope", "names no declared Connect cluster"),
+    ],
+)
 def test_a_link_naming_an_unknown_connect_cluster_is_refused(links_connect: str, expected: str) -> None:
     config = config_with()
     config["kafka-dr:links"][0]["connect"] = links_connect
     assert expected in violations(config)
 
 
-@pytest.mark.parametrize("fields, expected", [
-    ({"cluster": "Z"}, "names no declared cluster"),
-    ({"cluster": "C"}, "standby cluster 'C'"),
-    ({"base_port": None}, "has no base_port"),
-    ({"base_port": 19650}, "overlap the ports of a local cluster"),
-    ({"base_port": 65535}, "leave the range"),
-    ({"name": "mm2/../x"}, "not a valid Connect cluster name"),
-    ({"username": "u"}, "is set on local Connect cluster"),
-    ({"workers": 0}, "workers"),
-])
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ({"cluster": "Z"}, "names no declared cluster"),
+        ({"cluster": "C"}, "standby cluster 'C'"),
+        ({"base_port": None}, "has no base_port"),
+        ({"base_port": 19650}, "overlap the ports of a local cluster"),
+        ({"base_port": 65535}, "leave the range"),
+        ({"name": "mm2/../x"}, "not a valid Connect cluster name"),
+        ({"username": "u"}, "is set on local Connect cluster"),
+        ({"workers": 0}, "workers"),
+    ],
+)
 def test_bad_local_connect_clusters_are_refused_with_the_field_named(fields: dict[str, Any], expected: str) -> None:
     entry = connect_entry(**fields)
     if fields.get("name"):
@@ -115,8 +126,11 @@ def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cl
     t = connect_stack()
     on_b = {r for r in acl_rules(t, t.cluster("B")) if r.principal == CONNECT_USER}
     assert {(r.resource_type, r.resource_name, r.operation, r.pattern) for r in on_b} == {
-        ("Group", "connect-mm2", "Read", "Literal"), ("Topic", "connect-mm2-", "All", "Prefixed"),
-        ("Cluster", "kafka-cluster", "Describe", "Literal"), ("Cluster", "kafka-cluster", "DescribeConfigs", "Literal")}
+        ("Group", "connect-mm2", "Read", "Literal"),
+        ("Topic", "connect-mm2-", "All", "Prefixed"),
+        ("Cluster", "kafka-cluster", "Describe", "Literal"),
+        ("Cluster", "kafka-cluster", "DescribeConfigs", "Literal"),
+    }
     assert not [r for r in acl_rules(t, t.cluster("A")) if r.principal == CONNECT_USER]
 
 

@@ -22,15 +22,31 @@ NAMES = [s.name for s in STEPS]
 
 
 def _journal(state: Path) -> Journal:
-    return Journal.create(state, stack="unit", mode="planned", source="A", target="B", standby="C",
-                          original_config={"kafka-dr:failoverDone": False},
-                          desired_config={"kafka-dr:failoverDone": True}, steps=NAMES)
+    return Journal.create(
+        state,
+        stack="unit",
+        mode="planned",
+        source="A",
+        target="B",
+        standby="C",
+        original_config={"kafka-dr:failoverDone": False},
+        desired_config={"kafka-dr:failoverDone": True},
+        steps=NAMES,
+    )
 
 
 def test_steps_are_the_eight_of_the_design_in_order() -> None:
     """Clients are published right after the promotion, before C is built (DESIGN.md steps 3-6)."""
-    assert NAMES == ["preflight", "fence-drain", "promote", "clients", "consumer-groups", "desired-state",
-                     "integrity", "decommission"]
+    assert NAMES == [
+        "preflight",
+        "fence-drain",
+        "promote",
+        "clients",
+        "consumer-groups",
+        "desired-state",
+        "integrity",
+        "decommission",
+    ]
 
 
 def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
@@ -50,8 +66,17 @@ def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
     assert oct(j.path.stat().st_mode & 0o777) == "0o600"
 
 
-@pytest.mark.parametrize(("status", "done"), [("done", True), ("skipped", True), ("deferred", False),
-                                              ("differences", False), ("failed", False), ("running", False)])
+@pytest.mark.parametrize(
+    ("status", "done"),
+    [
+        ("done", True),
+        ("skipped", True),
+        ("deferred", False),
+        ("differences", False),
+        ("failed", False),
+        ("running", False),
+    ],
+)
 def test_only_done_and_skipped_steps_are_skipped_on_resume(tmp_path: Path, status: str, done: bool) -> None:
     j = _journal(tmp_path)
     j.start_step("integrity", {})
@@ -81,9 +106,20 @@ def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
     j = _journal(tmp_path)
     run = j.begin_run(mode="planned", options={})
     start = run["started_at"]
-    j.measure(probe={"acked_at": start + 4.5, "timestamp_ms": int((start + 4.4) * 1000), "topic": "orders",
-                     "partition": 0, "offset": 7, "attempts": 12, "application": "orders-app"},
-              rto_s=4.5, abc_done_at=start + 21.25, abc_run=1)
+    j.measure(
+        probe={
+            "acked_at": start + 4.5,
+            "timestamp_ms": int((start + 4.4) * 1000),
+            "topic": "orders",
+            "partition": 0,
+            "offset": 7,
+            "attempts": 12,
+            "application": "orders-app",
+        },
+        rto_s=4.5,
+        abc_done_at=start + 21.25,
+        abc_run=1,
+    )
     s = summarize(j)
     assert s["rto_s"] == 4.5
     assert s["a_b_c_s"] == pytest.approx(21.25, abs=0.01)
@@ -103,8 +139,13 @@ _HOLDER = textwrap.dedent("""
 
 
 def test_a_second_holder_is_refused_naming_the_pid_and_a_killed_holder_frees_the_lock(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with pytest.raises(LockHeld) as err:
@@ -141,8 +182,13 @@ def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Pa
     j.end_run("failed")
     second = j.begin_run(mode="planned", options={})
     second["started_at"] = first["started_at"] + 30.0
-    j.measure(rto_s=34.0, rto_this_run_s=4.0, abc_done_at=first["started_at"] + 50.0, abc_run=2,
-              writable_from_ms=int((first["started_at"] + 33.0) * 1000))
+    j.measure(
+        rto_s=34.0,
+        rto_this_run_s=4.0,
+        abc_done_at=first["started_at"] + 50.0,
+        abc_run=2,
+        writable_from_ms=int((first["started_at"] + 33.0) * 1000),
+    )
     s = summarize(j)
     assert s["rto_s"] == 34.0 and s["rto_this_run_s"] == 4.0
     assert s["a_b_c_s"] == pytest.approx(50.0, abs=0.01)
@@ -154,16 +200,31 @@ def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Pa
 def test_decommission_refusal_advice_fits_the_classes_found() -> None:
     from dr.failover.steps import refusal_advice
 
-    only_dupes = refusal_advice({"missing": 0, "unexpected": 0, "duplicated": 3, "corrupted": 0},
-                                stack="s", source="A", target="B", report_dir="/r")
+    only_dupes = refusal_advice(
+        {"missing": 0, "unexpected": 0, "duplicated": 3, "corrupted": 0},
+        stack="s",
+        source="A",
+        target="B",
+        report_dir="/r",
+    )
     assert "drctl recover" in only_dupes and "does not remove them" in only_dupes
     assert "recover --report" not in only_dupes, "duplicates are not fixed by recover"
     assert "--force-decommission" in only_dupes
-    missing = refusal_advice({"missing": 5, "unexpected": 0, "duplicated": 0, "corrupted": 0},
-                             stack="s", source="A", target="B", report_dir="/r")
+    missing = refusal_advice(
+        {"missing": 5, "unexpected": 0, "duplicated": 0, "corrupted": 0},
+        stack="s",
+        source="A",
+        target="B",
+        report_dir="/r",
+    )
     assert "drctl recover --report /r" in missing and "5 missing" in missing
-    corrupted = refusal_advice({"missing": 0, "unexpected": 1, "duplicated": 0, "corrupted": 2},
-                               stack="s", source="A", target="B", report_dir="/r")
+    corrupted = refusal_advice(
+        {"missing": 0, "unexpected": 1, "duplicated": 0, "corrupted": 2},
+        stack="s",
+        source="A",
+        target="B",
+        report_dir="/r",
+    )
     assert "2 corrupted" in corrupted and "1 unexpected" in corrupted and "recover --report" not in corrupted
 
 

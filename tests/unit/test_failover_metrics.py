@@ -19,8 +19,11 @@ from dr.failover.metrics import (
 )
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 
-offsets = st.dictionaries(st.tuples(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True),
-                                    st.integers(0, 50)), st.integers(0, 10**12), max_size=20)
+offsets = st.dictionaries(
+    st.tuples(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 50)),
+    st.integers(0, 10**12),
+    max_size=20,
+)
 
 
 @given(offsets)
@@ -35,8 +38,12 @@ def test_lag_is_per_source_partition_and_never_negative() -> None:
 
 
 def test_rpo_estimate_is_last_known_source_minus_target() -> None:
-    est = rpo_estimate({("orders", 0): 100, ("orders", 1): 50}, {("orders", 0): 90, ("orders", 1): 50},
-                       snapshot_at=1000.0, failed_at=1002.5)
+    est = rpo_estimate(
+        {("orders", 0): 100, ("orders", 1): 50},
+        {("orders", 0): 90, ("orders", 1): 50},
+        snapshot_at=1000.0,
+        failed_at=1002.5,
+    )
     assert est["records"] == 10
     assert est["per_partition"] == {"orders:0": 10}
     assert est["snapshot_age_s"] == 2.5
@@ -45,8 +52,9 @@ def test_rpo_estimate_is_last_known_source_minus_target() -> None:
 
 
 def test_rpo_upper_bound_adds_the_last_write_rate_over_the_snapshot_age() -> None:
-    est = rpo_estimate({("orders", 0): 100}, {("orders", 0): 100}, snapshot_at=1000.0, failed_at=1000.3,
-                       write_rate=500.0)
+    est = rpo_estimate(
+        {("orders", 0): 100}, {("orders", 0): 100}, snapshot_at=1000.0, failed_at=1000.3, write_rate=500.0
+    )
     assert (est["records"], est["upper_bound"]) == (0, 150)
 
 
@@ -96,10 +104,16 @@ def test_seconds_between_is_unknown_when_a_mark_is_missing() -> None:
 
 
 def _group(**kw):  # type: ignore[no-untyped-def]
-    base = dict(group="billing", application="billing", topics=["orders"], synced_by_link=True,
-                source_committed={("orders", 0): 10, ("orders", 1): 4}, target_committed={("orders", 0): 10,
-                                                                                           ("orders", 1): 4},
-                source_end={("orders", 0): 10, ("orders", 1): 8}, target_end={("orders", 0): 10, ("orders", 1): 8})
+    base = dict(
+        group="billing",
+        application="billing",
+        topics=["orders"],
+        synced_by_link=True,
+        source_committed={("orders", 0): 10, ("orders", 1): 4},
+        target_committed={("orders", 0): 10, ("orders", 1): 4},
+        source_end={("orders", 0): 10, ("orders", 1): 8},
+        target_end={("orders", 0): 10, ("orders", 1): 8},
+    )
     base.update(kw)
     return describe_group(**base)
 

@@ -48,7 +48,8 @@ def run(*args: str) -> int:
 
 
 def test_dry_run_prints_the_plan_and_the_desired_state_diff_and_changes_nothing(
-        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = stack.read_bytes()
     assert run("failover", "--stack", "unit", "--dry-run") == 0
     out = capsys.readouterr().out
@@ -82,15 +83,17 @@ def test_an_unknown_stack_exits_2_naming_the_stacks_that_exist(stack: Path, caps
     assert "unknown stack 'nope'" in err and "unit" in err
 
 
-def test_without_yes_and_without_a_terminal_the_failover_is_refused(stack: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_yes_and_without_a_terminal_the_failover_is_refused(
+    stack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run("failover", "--stack", "unit") == 6
     assert "--yes" in capsys.readouterr().err
     assert not (Path(os.environ["KDR_STATE_DIR"]) / "unit" / "failover" / "journal.json").exists()
 
 
-def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(stack: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
+    stack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = stack.read_bytes()
     assert run("failover", "--stack", "unit", "--yes") == 6
     err = capsys.readouterr().err
@@ -114,11 +117,17 @@ _HOLDER = textwrap.dedent("""
 
 
 def test_a_concurrent_failover_of_the_same_stack_exits_7_naming_the_holder(
-        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
     state.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(state)], stdout=subprocess.PIPE, text=True,
-                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(state)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         assert run("failover", "--stack", "unit", "--yes") == 7
@@ -136,9 +145,17 @@ def _finished(stack: Path) -> Journal:
     desired = original.after_failover()
     from dr.topology import dump_stack_config
 
-    j = Journal.create(state, stack="unit", mode="planned", source="A", target="B", standby="C",
-                       original_config=dump_stack_config(original), desired_config=dump_stack_config(desired),
-                       steps=[s.name for s in STEPS])
+    j = Journal.create(
+        state,
+        stack="unit",
+        mode="planned",
+        source="A",
+        target="B",
+        standby="C",
+        original_config=dump_stack_config(original),
+        desired_config=dump_stack_config(desired),
+        steps=[s.name for s in STEPS],
+    )
     j.begin_run(mode="planned", options={})
     for s in STEPS:
         j.start_step(s.name, {})
@@ -150,7 +167,8 @@ def _finished(stack: Path) -> Journal:
 
 
 def test_a_finished_failover_run_again_says_so_exits_0_and_changes_nothing(
-        stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     j = _finished(stack)
     stack_before, journal_before = stack.read_bytes(), j.path.read_bytes()
     assert run("failover", "--stack", "unit") == 0  # no --yes needed: nothing will change
@@ -221,7 +239,10 @@ def test_status_of_a_stack_whose_clusters_are_down(stack: Path, capsys: pytest.C
     assert run("status", "--stack", "unit", "--json") == 4, "clusters down: monitoring sees a non-zero exit"
     st = json.loads(capsys.readouterr().out)  # the full status is printed first
     assert {c["name"]: (c["role"], c.get("process")) for c in st["clusters"]} == {
-        "A": ("active", "absent"), "B": ("passive", "absent"), "C": ("standby", "absent")}
+        "A": ("active", "absent"),
+        "B": ("passive", "absent"),
+        "C": ("standby", "absent"),
+    }
     assert st["links"][0]["error"].startswith("lag unknown")
     assert st["last_failover"] is None
     assert "link A-to-B (A → B) is stopped; the topology says it runs" in st["problems"]

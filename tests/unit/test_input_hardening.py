@@ -123,18 +123,33 @@ def test_the_shipped_stack_files_still_load() -> None:
         (_app(name="replicator"), "principals.applications[2].name", "principals.replicator"),
         # renamed, the built-in names stay taken on local clusters (super.users, MirrorMaker 2's user)
         (_both(_principals(admin="root"), _app(name="admin")), "principals.applications[2].name", "super user"),
-        (_both(_principals(replicator="mm"), _app(name="replicator")), "principals.applications[2].name",
-         "MirrorMaker 2"),
+        (
+            _both(_principals(replicator="mm"), _app(name="replicator")),
+            "principals.applications[2].name",
+            "MirrorMaker 2",
+        ),
         (_both(_principals(admin="root"), _app(name="root")), "principals.applications[2].name", "principals.admin"),
-        (_both(_principals(replicator="mm"), _app(name="mm")), "principals.applications[2].name",
-         "principals.replicator"),
+        (
+            _both(_principals(replicator="mm"), _app(name="mm")),
+            "principals.applications[2].name",
+            "principals.replicator",
+        ),
         (_app(name="billing"), "principals.applications[2].name", "already used by principals.applications[1]"),
     ],
-    ids=["broker", "admin", "replicator", "renamed-admin", "renamed-replicator", "declared-admin",
-         "declared-replicator", "duplicate"],
+    ids=[
+        "broker",
+        "admin",
+        "replicator",
+        "renamed-admin",
+        "renamed-replicator",
+        "declared-admin",
+        "declared-replicator",
+        "duplicate",
+    ],
 )
-def test_application_names_taken_by_the_product_are_refused(drctl: Drctl, mutate: Mutation, path: str,
-                                                            fragment: str) -> None:
+def test_application_names_taken_by_the_product_are_refused(
+    drctl: Drctl, mutate: Mutation, path: str, fragment: str
+) -> None:
     drctl.mutated("apps", mutate)
     _line(drctl.refused("apps"), path, fragment)
 
@@ -157,8 +172,7 @@ def test_admin_and_replicator_keep_apart(drctl: Drctl, fields: dict[str, str], p
 @pytest.mark.parametrize("name", ['a"b', "User:x", "*", "two words", "ünïcode", "a\nb", "..", "x" * 65, "a;b", "a=b"])
 def test_principal_names_outside_the_safe_alphabet_are_refused(drctl: Drctl, name: str) -> None:
     drctl.mutated("names", lambda config: _apps(config)[1].update(name=name))
-    _line(drctl.refused("names"), "principals.applications[1].name", "not a valid principal name",
-          "[A-Za-z0-9._-]")
+    _line(drctl.refused("names"), "principals.applications[1].name", "not a valid principal name", "[A-Za-z0-9._-]")
 
 
 @pytest.mark.parametrize("field", ["admin", "replicator"])
@@ -174,8 +188,13 @@ def test_longest_safe_principal_name_is_accepted(drctl: Drctl) -> None:
 
 
 def test_application_named_like_an_external_clusters_admin_is_refused(drctl: Drctl) -> None:
-    drctl.mutated("ext", lambda config: _apps(config)[1].update(name="dcadmin") or
-                  config["kafka-dr:clusters"][1].update(admin_username="dcadmin"), PRODUCTION_DOC)
+    drctl.mutated(
+        "ext",
+        lambda config: (
+            _apps(config)[1].update(name="dcadmin") or config["kafka-dr:clusters"][1].update(admin_username="dcadmin")
+        ),
+        PRODUCTION_DOC,
+    )
     _line(drctl.refused("ext"), "principals.applications[1].name", "admin user of cluster 'dc2'")
 
 
@@ -213,16 +232,20 @@ def test_reserved_and_invalid_topic_names_are_refused(drctl: Drctl, name: str, f
 
 def test_topics_colliding_after_dot_underscore_normalisation_are_refused(drctl: Drctl) -> None:
     def mutate(config: dict[str, Any]) -> None:
-        config["kafka-dr:topics"] += [{"name": "a.b", "partitions": 1, "replication_factor": 1},
-                                      {"name": "a_b", "partitions": 1, "replication_factor": 1}]
+        config["kafka-dr:topics"] += [
+            {"name": "a.b", "partitions": 1, "replication_factor": 1},
+            {"name": "a_b", "partitions": 1, "replication_factor": 1},
+        ]
 
     drctl.mutated("collide", mutate)
     _line(drctl.refused("collide"), "topics[3].name", "collides with 'a.b' (topics[2])", "rename one")
 
 
 def test_duplicate_topic_names_are_refused(drctl: Drctl) -> None:
-    drctl.mutated("dup", lambda config: config["kafka-dr:topics"].append(
-        {"name": "orders", "partitions": 1, "replication_factor": 1}))
+    drctl.mutated(
+        "dup",
+        lambda config: config["kafka-dr:topics"].append({"name": "orders", "partitions": 1, "replication_factor": 1}),
+    )
     _line(drctl.refused("dup"), "topics[2].name", "already used by topics[0]")
 
 
@@ -251,18 +274,29 @@ def test_duplicate_topic_names_are_refused(drctl: Drctl) -> None:
         ("leader.replication.throttled.replicas", "all", "not a list of replicas", "partitionId:brokerId"),
     ],
 )
-def test_topic_configs_kafka_would_refuse_are_refused(drctl: Drctl, key: str, value: str, fragment: str,
-                                                      fix: str) -> None:
+def test_topic_configs_kafka_would_refuse_are_refused(
+    drctl: Drctl, key: str, value: str, fragment: str, fix: str
+) -> None:
     drctl.mutated("configs", _topic(0, configs={key: value}))
     line = _line(drctl.refused("configs"), f'topics[0].configs["{key}"]', fragment)
     assert fix in line.split(" — ", 1)[1], line
 
 
 def test_topic_configs_kafka_accepts_are_accepted(drctl: Drctl) -> None:
-    configs = {"cleanup.policy": "compact, delete", "compression.type": "zstd", "compression.gzip.level": -1,
-               "retention.ms": -1, "retention.bytes": -1, "segment.bytes": 1048576, "min.cleanable.dirty.ratio": 0,
-               "message.timestamp.type": "LogAppendTime", "preallocate": True, "unclean.leader.election.enable": "TRUE",
-               "local.retention.ms": -2, "leader.replication.throttled.replicas": "0:1, 1:2"}
+    configs = {
+        "cleanup.policy": "compact, delete",
+        "compression.type": "zstd",
+        "compression.gzip.level": -1,
+        "retention.ms": -1,
+        "retention.bytes": -1,
+        "segment.bytes": 1048576,
+        "min.cleanable.dirty.ratio": 0,
+        "message.timestamp.type": "LogAppendTime",
+        "preallocate": True,
+        "unclean.leader.election.enable": "TRUE",
+        "local.retention.ms": -2,
+        "leader.replication.throttled.replicas": "0:1, 1:2",
+    }
     path = drctl.mutated("fine", _topic(0, configs=configs))
     assert load_stack_file(path).topics[0].configs["retention.ms"] == "-1"
 
@@ -287,8 +321,9 @@ def test_tiered_storage_on_a_local_cluster_is_refused(drctl: Drctl) -> None:
         ({"min_insync_replicas": 2}, "topics[0].min_insync_replicas", "more than replication_factor 1"),
     ],
 )
-def test_partitions_and_replicas_out_of_bounds_are_refused(drctl: Drctl, fields: dict[str, int], path: str,
-                                                           fragment: str) -> None:
+def test_partitions_and_replicas_out_of_bounds_are_refused(
+    drctl: Drctl, fields: dict[str, int], path: str, fragment: str
+) -> None:
     drctl.mutated("sizes", _topic(0, **fields))
     _line(drctl.refused("sizes"), path, fragment)
 
@@ -350,10 +385,14 @@ def test_duplicate_nested_key_is_refused(drctl: Drctl) -> None:
 
 def test_yaml_merge_keys_may_be_overridden(drctl: Drctl) -> None:
     text = (REPO_ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8")
-    text = text.replace("    - name: B\n      role: passive\n      kind: local\n      brokers: 1\n",
-                        "    - &one\n      name: B\n      role: passive\n      kind: local\n      brokers: 1\n")
-    text = text.replace("    - name: C\n      role: standby\n      kind: local\n      brokers: 1\n",
-                        "    - <<: *one\n      name: C\n      role: standby\n")
+    text = text.replace(
+        "    - name: B\n      role: passive\n      kind: local\n      brokers: 1\n",
+        "    - &one\n      name: B\n      role: passive\n      kind: local\n      brokers: 1\n",
+    )
+    text = text.replace(
+        "    - name: C\n      role: standby\n      kind: local\n      brokers: 1\n",
+        "    - <<: *one\n      name: C\n      role: standby\n",
+    )
     path = drctl.write("merge", text)
     assert load_stack_file(path).cluster("C").brokers == 1
 
@@ -385,13 +424,20 @@ def test_two_passive_clusters_are_refused(drctl: Drctl) -> None:
         config["kafka-dr:links"].append({"name": "A-to-C", "source": "A", "target": "C"})
 
     drctl.mutated("passives", mutate)
-    _line(drctl.refused("passives"), "clusters[2].role", "is passive but so is 'B'",
-          "one passive cluster per active", "make 'C' standby")
+    _line(
+        drctl.refused("passives"),
+        "clusters[2].role",
+        "is passive but so is 'B'",
+        "one passive cluster per active",
+        "make 'C' standby",
+    )
 
 
 def test_two_standby_clusters_are_refused(drctl: Drctl) -> None:
-    drctl.mutated("standbys", lambda config: config["kafka-dr:clusters"].append(
-        {"name": "D", "role": "standby", "base_port": 19400}))
+    drctl.mutated(
+        "standbys",
+        lambda config: config["kafka-dr:clusters"].append({"name": "D", "role": "standby", "base_port": 19400}),
+    )
     _line(drctl.refused("standbys"), "clusters[3].role", "is standby but so is 'C'")
 
 
@@ -403,8 +449,9 @@ def test_two_standby_clusters_are_refused(drctl: Drctl) -> None:
     [("estate", "status"), ("estate", "up"), ("status",), ("connect-config",), ("failover", "--dry-run")],
     ids=lambda c: " ".join(c),
 )
-def test_a_plaintext_application_password_is_refused_by_every_command(drctl: Drctl, command: tuple[str, ...],
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plaintext_application_password_is_refused_by_every_command(
+    drctl: Drctl, command: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dr.stack import EstateStack
 
     def engine(*args: Any, **kwargs: Any) -> None:
@@ -419,8 +466,9 @@ def test_a_plaintext_application_password_is_refused_by_every_command(drctl: Drc
 
 
 def test_a_plaintext_cluster_admin_password_is_refused(drctl: Drctl) -> None:
-    drctl.mutated("plain", lambda config: config["kafka-dr:clusters"][1].update(admin_password="hunter2hunter2"),
-                  PRODUCTION_DOC)
+    drctl.mutated(
+        "plain", lambda config: config["kafka-dr:clusters"][1].update(admin_password="hunter2hunter2"), PRODUCTION_DOC
+    )
     err = drctl.refused("plain")
     assert "--secret 'kafka-dr:clusters[1].admin_password'" in err and "hunter2" not in err
 
@@ -471,8 +519,7 @@ def test_an_unexpected_exception_exits_10_naming_the_traceback_file(drctl: Drctl
     assert "hunter2" not in text
 
 
-def test_kdr_debug_prints_the_traceback_too(drctl: Drctl, broken_status: None,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kdr_debug_prints_the_traceback_too(drctl: Drctl, broken_status: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KDR_DEBUG", "1")
     code, err = drctl.run("estate", "status", "--stack", "local")
     assert code == 10

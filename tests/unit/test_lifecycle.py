@@ -50,11 +50,27 @@ def after_path(tmp_path: Path, before: Topology) -> Path:
     return path
 
 
-def _journal(state: Path, before: Topology, *, status: str, done: list[str] | None = None,
-             source: str = "A", target: str = "B", standby: str | None = "C") -> Journal:
-    journal = Journal.create(state, stack="life", mode="planned", source=source, target=target, standby=standby,
-                             original_config=dump_stack_config(before),
-                             desired_config=dump_stack_config(before.after_failover("planned")), steps=NAMES)
+def _journal(
+    state: Path,
+    before: Topology,
+    *,
+    status: str,
+    done: list[str] | None = None,
+    source: str = "A",
+    target: str = "B",
+    standby: str | None = "C",
+) -> Journal:
+    journal = Journal.create(
+        state,
+        stack="life",
+        mode="planned",
+        source=source,
+        target=target,
+        standby=standby,
+        original_config=dump_stack_config(before),
+        desired_config=dump_stack_config(before.after_failover("planned")),
+        steps=NAMES,
+    )
     for name in done or []:
         journal.finish_step(name, "done", {}, 0.1)
     journal.set_status(status)
@@ -77,8 +93,7 @@ def test_an_unknown_link_is_refused_naming_the_declared_ones(before: Topology) -
     assert info.value.exit_code == 2
 
 
-def test_a_link_replaced_by_a_failover_is_refused_with_why(tmp_path: Path, before: Topology,
-                                                           after_path: Path) -> None:
+def test_a_link_replaced_by_a_failover_is_refused_with_why(tmp_path: Path, before: Topology, after_path: Path) -> None:
     state = tmp_path / "state"
     _journal(state, before, status="completed", done=NAMES)
     after = load_stack_file(after_path)
@@ -118,8 +133,17 @@ def test_former_links_are_found_in_archived_journals_newest_first(tmp_path: Path
     first = _journal(state, before, status="completed", done=NAMES)
     first_id = first.data["failover_id"]
     after = before.after_failover("planned")
-    second = Journal.create(state, stack="life", mode="planned", source="B", target="C", standby=None,
-                            original_config=dump_stack_config(after), desired_config={}, steps=NAMES)
+    second = Journal.create(
+        state,
+        stack="life",
+        mode="planned",
+        source="B",
+        target="C",
+        standby=None,
+        original_config=dump_stack_config(after),
+        desired_config={},
+        steps=NAMES,
+    )
     history = journals(state)
     assert [j["failover_id"] for j in history] == [second.data["failover_id"], first_id]
     link, journal = former_link("A-to-B", history) or ({}, {})
@@ -143,7 +167,8 @@ def test_links_not_run_on_this_machine_are_refused_naming_their_tooling(tmp_path
 
 
 def test_the_decommissioned_cluster_may_become_standby_after_a_completed_failover(
-        tmp_path: Path, before: Topology, after_path: Path) -> None:
+    tmp_path: Path, before: Topology, after_path: Path
+) -> None:
     state = tmp_path / "state"
     last = _journal(state, before, status="completed", done=NAMES).data
     after = load_stack_file(after_path)
@@ -153,8 +178,9 @@ def test_the_decommissioned_cluster_may_become_standby_after_a_completed_failove
 
 
 @pytest.mark.parametrize("status", ["pending", "failed", "running", "interrupted"])
-def test_wiping_is_refused_while_the_last_failover_is_not_completed(tmp_path: Path, before: Topology,
-                                                                    after_path: Path, status: str) -> None:
+def test_wiping_is_refused_while_the_last_failover_is_not_completed(
+    tmp_path: Path, before: Topology, after_path: Path, status: str
+) -> None:
     last = _journal(tmp_path / "state", before, status=status, done=NAMES[:6]).data
     refusal = standby_refusal(load_stack_file(after_path), "A", last)
     assert isinstance(refusal, FailoverError)
@@ -207,18 +233,39 @@ def test_importing_the_lifecycle_starts_nothing() -> None:
 
 
 def _report(**changes: Any) -> dict[str, Any]:
-    healthy = {"reachable": True, "brokers": [1], "expected_brokers": 1, "offline": [], "under_replicated": [],
-               "missing_topics": [], "error": None, "healthy": True, "brokers_down": 0}
+    healthy = {
+        "reachable": True,
+        "brokers": [1],
+        "expected_brokers": 1,
+        "offline": [],
+        "under_replicated": [],
+        "missing_topics": [],
+        "error": None,
+        "healthy": True,
+        "brokers_down": 0,
+    }
     report: dict[str, Any] = {
-        "stack": "life", "failover_done": False,
+        "stack": "life",
+        "failover_done": False,
         "clusters": [
             {"name": "A", "role": "active", "kind": "local", "process": "running", "health": dict(healthy)},
             {"name": "B", "role": "passive", "kind": "local", "process": "running", "health": dict(healthy)},
             {"name": "C", "role": "standby", "kind": "local", "process": "absent"},
         ],
-        "links": [{"name": "A-to-B", "source": "A", "target": "B", "state": "running", "engine": "mirrormaker2",
-                   "process": "running", "lag": {}, "total_lag": 0}],
-        "consumer_groups": [], "last_failover": None,
+        "links": [
+            {
+                "name": "A-to-B",
+                "source": "A",
+                "target": "B",
+                "state": "running",
+                "engine": "mirrormaker2",
+                "process": "running",
+                "lag": {},
+                "total_lag": 0,
+            }
+        ],
+        "consumer_groups": [],
+        "last_failover": None,
     }
     report.update(changes)
     return report
@@ -226,8 +273,17 @@ def _report(**changes: Any) -> dict[str, Any]:
 
 def _last(status: str, lock: bool | None = False, failed_step: str | None = None) -> dict[str, Any]:
     steps = [{"name": n, "status": "failed" if n == failed_step else "done"} for n in NAMES]
-    return {"failover_id": "f1", "mode": "planned", "status": status, "source": "A", "target": "B",
-            "standby": "C", "steps": steps, "next": ["fix what step promote reported, then rerun"], "lock_held": lock}
+    return {
+        "failover_id": "f1",
+        "mode": "planned",
+        "status": status,
+        "source": "A",
+        "target": "B",
+        "standby": "C",
+        "steps": steps,
+        "next": ["fix what step promote reported, then rerun"],
+        "lock_held": lock,
+    }
 
 
 def test_a_healthy_estate_has_no_problem_and_status_exits_0() -> None:
@@ -254,26 +310,43 @@ def test_a_link_with_an_unreachable_side_and_a_down_cluster_are_problems() -> No
     del report["links"][0]["total_lag"]
     report["links"][0]["error"] = "lag unknown: a side is unreachable"
     report["clusters"][1] = {"name": "B", "role": "passive", "kind": "local", "process": "stopped"}
-    assert status_problems(report) == ["cluster B (passive) is stopped",
-                                       "link A-to-B (A → B): lag unknown: a side is unreachable"]
-    report["clusters"][1] = {"name": "B", "role": "passive", "kind": "external",
-                             "health": {"reachable": False, "error": "nothing listens on b:9093"}}
+    assert status_problems(report) == [
+        "cluster B (passive) is stopped",
+        "link A-to-B (A → B): lag unknown: a side is unreachable",
+    ]
+    report["clusters"][1] = {
+        "name": "B",
+        "role": "passive",
+        "kind": "external",
+        "health": {"reachable": False, "error": "nothing listens on b:9093"},
+    }
     assert status_problems(report)[0] == "cluster B (passive) is unreachable: nothing listens on b:9093"
 
 
 def test_decommissioned_and_standby_clusters_and_promoted_links_are_not_problems() -> None:
     report = _report()
     report["clusters"][0].update(role="decommissioned", process="stopped", health=None)
-    report["links"] = [{"name": "A-to-B", "source": "A", "target": "B", "state": "promoted",
-                        "engine": "cluster-link", "error": "lag unknown: a side is unreachable"}]
+    report["links"] = [
+        {
+            "name": "A-to-B",
+            "source": "A",
+            "target": "B",
+            "state": "promoted",
+            "engine": "cluster-link",
+            "error": "lag unknown: a side is unreachable",
+        }
+    ]
     assert status_problems(report) == []
 
 
-@pytest.mark.parametrize(("last", "fragment"), [
-    (_last("failed", failed_step="promote"), "failed at step promote"),
-    (_last("interrupted"), "was interrupted"),
-    (_last("running", lock=False), "no process holds the stack's lock"),
-])
+@pytest.mark.parametrize(
+    ("last", "fragment"),
+    [
+        (_last("failed", failed_step="promote"), "failed at step promote"),
+        (_last("interrupted"), "was interrupted"),
+        (_last("running", lock=False), "no process holds the stack's lock"),
+    ],
+)
 def test_a_failed_or_interrupted_failover_exits_6_listing_every_problem(last: dict[str, Any], fragment: str) -> None:
     report = _report(last_failover=last)
     report["links"][0]["process"] = "stopped"
@@ -331,15 +404,20 @@ def test_drctl_link_start_refuses_a_stopped_cluster(env: Path, capsys: pytest.Ca
     assert "drctl estate up --stack life" in err
 
 
-def test_drctl_estate_standby_refuses_before_touching_anything(env: Path, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_drctl_estate_standby_refuses_before_touching_anything(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(env, "life", LOCAL_DOC)
     before = path.read_bytes()
     code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A", "--yes")
     assert code == 6 and "cluster A is active" in err and "drctl failover --stack life --dry-run" in err
     write_stack_config(path, load_stack_file(path).after_failover("planned"))
-    _journal(tmp_path / "state" / "life", load_stack_file(_write(tmp_path, "life", LOCAL_DOC)),
-             status="pending", done=NAMES[:6])
+    _journal(
+        tmp_path / "state" / "life",
+        load_stack_file(_write(tmp_path, "life", LOCAL_DOC)),
+        status="pending",
+        done=NAMES[:6],
+    )
     after = path.read_bytes()
     code, err = _drctl(capsys, "estate", "standby", "--stack", "life", "--cluster", "A", "--yes")
     assert code == 6 and "records recovery still needs" in err
@@ -348,8 +426,9 @@ def test_drctl_estate_standby_refuses_before_touching_anything(env: Path, tmp_pa
     assert path.read_bytes() == after != before
 
 
-def test_drctl_estate_standby_asks_before_deleting_data(env: Path, capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drctl_estate_standby_asks_before_deleting_data(
+    env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _write(env, "life", LOCAL_DOC)
     with open(os.devnull) as devnull:
         monkeypatch.setattr(sys, "stdin", devnull)  # not a terminal
@@ -362,16 +441,27 @@ def test_drctl_estate_standby_asks_before_deleting_data(env: Path, capsys: pytes
         assert path.read_bytes() == before
 
 
-def test_status_of_a_stack_not_provisioned_lists_its_problems(env: Path, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_of_a_stack_not_provisioned_lists_its_problems(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Nothing runs: the report keeps its keys, adds ``problems``, and drctl status exits 4 after printing."""
     from dr.failover.status import status_report
 
     path = _write(env, "life", LOCAL_DOC)
     report = status_report(stack="life", stack_path=path, state=tmp_path / "state" / "life")
-    assert set(report) == {"stack", "failover_done", "clusters", "links", "consumer_groups", "last_failover",
-                           "problems"}
-    assert report["problems"] == ["cluster A (active) is absent", "cluster B (passive) is absent",
-                                  "link A-to-B (A → B) is stopped; the topology says it runs"]
+    assert set(report) == {
+        "stack",
+        "failover_done",
+        "clusters",
+        "links",
+        "consumer_groups",
+        "last_failover",
+        "problems",
+    }
+    assert report["problems"] == [
+        "cluster A (active) is absent",
+        "cluster B (passive) is absent",
+        "link A-to-B (A → B) is stopped; the topology says it runs",
+    ]
     code, err = _drctl(capsys, "status", "--stack", "life", "--json")
     assert code == 4 and "stack life has 3 problems" in err

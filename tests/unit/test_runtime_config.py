@@ -107,7 +107,9 @@ def test_applications_write_only_on_the_active_cluster() -> None:
     assert any(b.operation == AclOperation.WRITE for b in active)
     assert not any(b.operation == AclOperation.WRITE for b in passive)
     assert {(b.principal, b.name) for b in passive if b.operation == AclOperation.READ} >= {
-        ("User:billing", "orders"), ("User:orders-app", "payments")}
+        ("User:billing", "orders"),
+        ("User:orders-app", "payments"),
+    }
 
 
 def test_unknown_stack_names_the_stacks_that_exist() -> None:

@@ -16,14 +16,34 @@ from dr.toolchain import REPO_ROOT, toolchain, versions
 def test_setup_names_a_missing_tool_and_how_to_install_it(missing: str, tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for tool in ["python3.11", "java", "mvn", "go", "bash", "sed", "head", "df", "awk", "mkdir", "date",
-                 "dirname", "cat", "sha256sum", "cut", "printf"]:
+    for tool in [
+        "python3.11",
+        "java",
+        "mvn",
+        "go",
+        "bash",
+        "sed",
+        "head",
+        "df",
+        "awk",
+        "mkdir",
+        "date",
+        "dirname",
+        "cat",
+        "sha256sum",
+        "cut",
+        "printf",
+    ]:
         found = shutil.which(tool)
         if found and tool != missing:
             (bindir / tool).symlink_to(found)
-    res = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "setup.sh")], capture_output=True, text=True,
-                         env={"PATH": str(bindir), "HOME": str(tmp_path), "KDR_HOME": str(tmp_path / "cache")},
-                         timeout=60)
+    res = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "setup.sh")],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bindir), "HOME": str(tmp_path), "KDR_HOME": str(tmp_path / "cache")},
+        timeout=60,
+    )
     assert res.returncode == 3, res.stderr
     assert f"'{missing}' is not on PATH" in res.stderr
     assert "next step:" in res.stderr

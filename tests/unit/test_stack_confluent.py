@@ -43,9 +43,13 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == _KAFKA_CLUSTER:
             host = f"pkc-{args.name.lower()}.us-east-1.aws.confluent.cloud"
             lkc = f"lkc-{args.name.split('-')[0].lower()}"
-            state.update(bootstrapEndpoint=f"SASL_SSL://{host}:9092", restEndpoint=f"https://{host}:443",
-                         rbacCrn=f"crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster={lkc}",
-                         apiVersion="cmk/v2", kind="Cluster")
+            state.update(
+                bootstrapEndpoint=f"SASL_SSL://{host}:9092",
+                restEndpoint=f"https://{host}:443",
+                rbacCrn=f"crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster={lkc}",
+                apiVersion="cmk/v2",
+                kind="Cluster",
+            )
             return lkc, state
         if args.typ == _SERVICE_ACCOUNT:
             state.update(apiVersion="iam/v2", kind="ServiceAccount")
@@ -82,19 +86,30 @@ def _mocks() -> Iterator[None]:
     yield
     monitor, project, stack, dry_run, organization = found
     if isinstance(monitor, MockMonitor):
-        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=dry_run,
-                                 monitor=monitor, organization=organization)
+        pulumi.runtime.set_mocks(
+            monitor.mocks, project=project, stack=stack, preview=dry_run, monitor=monitor, organization=organization
+        )
 
 
 def _confluent(cluster_type: str = "dedicated", **extra: Any) -> dict[str, Any]:
-    return {"environment_id": "env-abc123", "cloud": "AWS", "region": "us-east-1",
-            "cluster_type": cluster_type, **extra}
+    return {
+        "environment_id": "env-abc123",
+        "cloud": "AWS",
+        "region": "us-east-1",
+        "cluster_type": cluster_type,
+        **extra,
+    }
 
 
 def _cc(name: str, role: str, cluster_type: str = "dedicated", *, secrets: bool = True) -> dict[str, Any]:
     keys = {"api_key": f"KEY{name}", "api_secret": f"plain-secret-{name}"} if secrets else {}
-    return {"name": name, "role": role, "kind": "confluent-cloud", "sasl_mechanism": "PLAIN",
-            "confluent": _confluent(cluster_type, **keys)}
+    return {
+        "name": name,
+        "role": role,
+        "kind": "confluent-cloud",
+        "sasl_mechanism": "PLAIN",
+        "confluent": _confluent(cluster_type, **keys),
+    }
 
 
 CC: dict[str, Any] = {
@@ -106,8 +121,9 @@ CC: dict[str, Any] = {
         {"name": "audit", "partitions": 1, "replication_factor": 3, "min_insync_replicas": 2},
     ],
     "kafka-dr:principals": {"applications": [{"name": "orders-app", "produces": ["orders"]}]},
-    "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B", "engine": "cluster-link",
-                        "topics": ["orders", "pay.*"]}],
+    "kafka-dr:links": [
+        {"name": "A-to-B", "source": "A", "target": "B", "engine": "cluster-link", "topics": ["orders", "pay.*"]}
+    ],
 }
 
 
@@ -147,13 +163,20 @@ def test_cc_topology_is_valid_and_has_typed_settings() -> None:
 def test_confluent_settings_accept_camel_case_and_defaults() -> None:
     def mutate(config: dict[str, Any]) -> None:
         config["kafka-dr:clusters"][0]["confluent"] = {
-            "environmentId": "env-1", "cloud": "GCP", "region": "europe-west1", "apiKey": "K",
-            "apiSecret": {"secure": "v1:ciphertext"}}
+            "environmentId": "env-1",
+            "cloud": "GCP",
+            "region": "europe-west1",
+            "apiKey": "K",
+            "apiSecret": {"secure": "v1:ciphertext"},
+        }
 
     a = _load(mutate).cluster("A")
     assert a.confluent is not None
     assert (a.confluent.environment_id, a.confluent.cluster_type, a.confluent.availability) == (
-        "env-1", "standard", "SINGLE_ZONE")
+        "env-1",
+        "standard",
+        "SINGLE_ZONE",
+    )
     assert a.confluent.api_secret is not None and a.confluent.api_secret.is_encrypted
 
 
@@ -177,8 +200,13 @@ def test_confluent_cloud_needs_its_confluent_block() -> None:
 
 def test_other_kinds_must_not_have_a_confluent_block() -> None:
     def mutate(config: dict[str, Any]) -> None:
-        config["kafka-dr:clusters"][2] = {"name": "C", "role": "standby", "kind": "external",
-                                          "bootstrap_servers": "c.example.com:9093", "confluent": _confluent()}
+        config["kafka-dr:clusters"][2] = {
+            "name": "C",
+            "role": "standby",
+            "kind": "external",
+            "bootstrap_servers": "c.example.com:9093",
+            "confluent": _confluent(),
+        }
         config["kafka-dr:links"][0]["engine"] = "cluster-link"
 
     _violation(mutate, "clusters[2].confluent", "is set on external cluster 'C'", "remove it")
@@ -188,9 +216,12 @@ def test_cluster_link_destination_must_be_dedicated() -> None:
     def mutate(config: dict[str, Any]) -> None:
         config["kafka-dr:clusters"][1]["confluent"]["cluster_type"] = "standard"
 
-    _violation(mutate, "clusters[1].confluent.cluster_type",
-               "is standard but cluster 'B' is the destination of cluster link 'A-to-B'",
-               "set confluent.cluster_type: dedicated")
+    _violation(
+        mutate,
+        "clusters[1].confluent.cluster_type",
+        "is standard but cluster 'B' is the destination of cluster link 'A-to-B'",
+        "set confluent.cluster_type: dedicated",
+    )
 
 
 def test_standby_of_a_cluster_linked_passive_must_be_dedicated() -> None:
@@ -202,8 +233,12 @@ def test_standby_of_a_cluster_linked_passive_must_be_dedicated() -> None:
 
 def test_cluster_link_source_must_be_confluent_cloud() -> None:
     def mutate(config: dict[str, Any]) -> None:
-        config["kafka-dr:clusters"][0] = {"name": "A", "role": "active", "kind": "external",
-                                          "bootstrap_servers": "a.example.com:9093"}
+        config["kafka-dr:clusters"][0] = {
+            "name": "A",
+            "role": "active",
+            "kind": "external",
+            "bootstrap_servers": "a.example.com:9093",
+        }
 
     _violation(mutate, "links[0].source", "source 'A' is external", "use engine: mirrormaker2")
 
@@ -244,12 +279,20 @@ def test_after_failover_keeps_the_cluster_link_into_the_promoted_cluster(mode: s
     t = _load()
     after = t.after_failover(mode=mode)
     assert [(c.name, c.role) for c in after.clusters] == [
-        ("A", Role.DECOMMISSIONED), ("B", Role.ACTIVE), ("C", Role.PASSIVE)]
+        ("A", Role.DECOMMISSIONED),
+        ("B", Role.ACTIVE),
+        ("C", Role.PASSIVE),
+    ]
     kept, new = after.links
     assert (kept.name, kept.source, kept.target, kept.state) == ("A-to-B", "A", "B", state)
     assert kept.topics == t.links[0].topics
-    assert (new.name, new.source, new.target, new.state, new.engine) == ("B-to-C", "B", "C", LinkState.RUNNING,
-                                                                          t.links[0].engine)
+    assert (new.name, new.source, new.target, new.state, new.engine) == (
+        "B-to-C",
+        "B",
+        "C",
+        LinkState.RUNNING,
+        t.links[0].engine,
+    )
     assert find_violations(after) == []
     # a second failover keeps only the link into C, and drops A-to-B
     twice = after.after_failover(mode=mode)
@@ -280,8 +323,10 @@ def test_after_failover_still_drops_mirrormaker2_links() -> None:
 def test_example_stack_file_loads_without_secrets() -> None:
     t = load_stack_file(EXAMPLE_FILE)
     assert [(c.name, c.role, c.kind) for c in t.clusters] == [
-        ("A", Role.ACTIVE, Kind.CONFLUENT_CLOUD), ("B", Role.PASSIVE, Kind.CONFLUENT_CLOUD),
-        ("C", Role.STANDBY, Kind.CONFLUENT_CLOUD)]
+        ("A", Role.ACTIVE, Kind.CONFLUENT_CLOUD),
+        ("B", Role.PASSIVE, Kind.CONFLUENT_CLOUD),
+        ("C", Role.STANDBY, Kind.CONFLUENT_CLOUD),
+    ]
     assert [c.confluent.cluster_type for c in t.clusters if c.confluent] == ["standard", "dedicated", "dedicated"]
     assert all(c.confluent and c.confluent.api_secret is None for c in t.clusters)
     assert find_violations(t) == []
@@ -301,22 +346,33 @@ def test_dump_round_trips_confluent_settings_and_link_state(mode: str) -> None:
         assert reloaded == state
     dumped = dump_stack_config(t.after_failover(mode=mode))
     b = dumped["kafka-dr:clusters"][1]
-    assert b["confluent"] == {"environment_id": "env-example", "cloud": "AWS", "region": "us-west-2",
-                              "availability": "MULTI_ZONE", "cluster_type": "dedicated", "api_key": "KEYB",
-                              "api_secret": {"secure": "v1:cipher-B"}}
+    assert b["confluent"] == {
+        "environment_id": "env-example",
+        "cloud": "AWS",
+        "region": "us-west-2",
+        "availability": "MULTI_ZONE",
+        "cluster_type": "dedicated",
+        "api_key": "KEYB",
+        "api_secret": {"secure": "v1:cipher-B"},
+    }
     assert "availability" not in dumped["kafka-dr:clusters"][2]["confluent"]  # default left out
     assert [(lk["name"], lk.get("state")) for lk in dumped["kafka-dr:links"]] == [
-        ("A-to-B", "promoted" if mode == "planned" else "failed-over"), ("B-to-C", None)]
+        ("A-to-B", "promoted" if mode == "planned" else "failed-over"),
+        ("B-to-C", None),
+    ]
 
 
 # -- stacks.confluent -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("endpoint", "servers"), [
-    ("SASL_SSL://pkc-1.us-east-1.aws.confluent.cloud:9092", "pkc-1.us-east-1.aws.confluent.cloud:9092"),
-    ("pkc-1.confluent.cloud:9092", "pkc-1.confluent.cloud:9092"),
-    ("SASL_SSL://a:9092, SASL_SSL://b:9092", "a:9092,b:9092"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "servers"),
+    [
+        ("SASL_SSL://pkc-1.us-east-1.aws.confluent.cloud:9092", "pkc-1.us-east-1.aws.confluent.cloud:9092"),
+        ("pkc-1.confluent.cloud:9092", "pkc-1.confluent.cloud:9092"),
+        ("SASL_SSL://a:9092, SASL_SSL://b:9092", "a:9092,b:9092"),
+    ],
+)
 def test_strip_protocol(endpoint: str, servers: str) -> None:
     assert strip_protocol(endpoint) == servers
 
@@ -375,8 +431,9 @@ def _plain_strings(value: Any) -> list[str]:
 
 
 def _without_keys(config: dict[str, Any]) -> None:
-    config["kafka-dr:clusters"] = [_cc(c["name"], c["role"], c["confluent"]["cluster_type"], secrets=False)
-                                   for c in config["kafka-dr:clusters"]]
+    config["kafka-dr:clusters"] = [
+        _cc(c["name"], c["role"], c["confluent"]["cluster_type"], secrets=False) for c in config["kafka-dr:clusters"]
+    ]
 
 
 def _registered(typ: str, name: str) -> pulumi.runtime.MockResourceArgs:
@@ -396,10 +453,21 @@ def _urns(link: ConfluentClusterLink) -> list[pulumi.Output[str]]:
 
 def _build(t: Topology, prefix: str) -> tuple[dict[str, ConfluentKafkaCluster], ConfluentClusterLink]:
     """The clusters (all but the standby) and the link ``A-to-B`` of ``t``, names prefixed (unique URNs)."""
-    renamed = t.model_copy(update={
-        "clusters": [c.model_copy(update={"name": f"{prefix}{c.name}"}) for c in t.clusters],
-        "links": [lk.model_copy(update={"name": f"{prefix}{lk.name}", "source": f"{prefix}{lk.source}",
-                                        "target": f"{prefix}{lk.target}"}) for lk in t.links]})
+    renamed = t.model_copy(
+        update={
+            "clusters": [c.model_copy(update={"name": f"{prefix}{c.name}"}) for c in t.clusters],
+            "links": [
+                lk.model_copy(
+                    update={
+                        "name": f"{prefix}{lk.name}",
+                        "source": f"{prefix}{lk.source}",
+                        "target": f"{prefix}{lk.target}",
+                    }
+                )
+                for lk in t.links
+            ],
+        }
+    )
     clusters = {c.name: confluent_cluster(c) for c in renamed.clusters if c.role is not Role.STANDBY}
     kept = next(lk for lk in renamed.links if lk.name == f"{prefix}A-to-B")
     return clusters, cluster_link(renamed, kept, clusters)
@@ -424,7 +492,11 @@ def test_confluent_cluster_resources() -> Any:
 
         ka = _registered(_KAFKA_CLUSTER, "A-kafka-cluster").inputs
         assert (ka["displayName"], ka["availability"], ka["cloud"], ka["region"]) == (
-            "A", "SINGLE_ZONE", "AWS", "us-east-1")
+            "A",
+            "SINGLE_ZONE",
+            "AWS",
+            "us-east-1",
+        )
         assert ka["environment"] == {"id": "env-abc123"}
         assert "standard" in ka and "dedicated" not in ka and "basic" not in ka
         kb = _registered(_KAFKA_CLUSTER, "B-kafka-cluster").inputs
@@ -441,9 +513,15 @@ def test_confluent_cluster_resources() -> Any:
         assert not [r for r in MOCKS.created if r.typ in _ADMIN_TYPES]
         assert a.service_account is None and a.role_binding is None and a.admin_api_key is None
 
-    return pulumi.Output.all(_urn_type(a), _urn_type(a.kafka_cluster), _urn_type(a.provider),
-                             b.bootstrap_servers, b.cluster_id, b.rest_endpoint,
-                             b.provider.urn).apply(lambda v: check(v[:6]))
+    return pulumi.Output.all(
+        _urn_type(a),
+        _urn_type(a.kafka_cluster),
+        _urn_type(a.provider),
+        b.bootstrap_servers,
+        b.cluster_id,
+        b.rest_endpoint,
+        b.provider.urn,
+    ).apply(lambda v: check(v[:6]))
 
 
 def test_created_admin_api_key() -> None:
@@ -453,8 +531,15 @@ def test_created_admin_api_key() -> None:
     captured: dict[str, pulumi.ResourceOptions] = {}
     real = pulumi.CustomResource.__init__
 
-    def spy(self: Any, t: str, name: str, props: Any = None, opts: pulumi.ResourceOptions | None = None,
-            *args: Any, **kwargs: Any) -> None:
+    def spy(
+        self: Any,
+        t: str,
+        name: str,
+        props: Any = None,
+        opts: pulumi.ResourceOptions | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
         if t in _ADMIN_TYPES:
             captured[t] = opts or pulumi.ResourceOptions()
         real(self, t, name, props, opts, *args, **kwargs)
@@ -479,11 +564,16 @@ def test_created_admin_api_key() -> None:
             rb = _registered(_ROLE_BINDING, "A-admin-cluster-admin").inputs
             assert (rb["principal"], rb["roleName"]) == ("User:sa-a", "CloudClusterAdmin")
             assert rb["crnPattern"] == (
-                "crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster=lkc-a")
+                "crn://confluent.cloud/organization=org-1/environment=env-abc123/cloud-cluster=lkc-a"
+            )
             key = _registered(_API_KEY, "A-admin-api-key").inputs
             assert key["owner"] == {"id": "sa-a", "apiVersion": "iam/v2", "kind": "ServiceAccount"}
-            assert key["managedResource"] == {"id": "lkc-a", "apiVersion": "cmk/v2", "kind": "Cluster",
-                                              "environment": {"id": "env-abc123"}}
+            assert key["managedResource"] == {
+                "id": "lkc-a",
+                "apiVersion": "cmk/v2",
+                "kind": "Cluster",
+                "environment": {"id": "env-abc123"},
+            }
             order = [r.typ for r in MOCKS.created if r.typ in _ADMIN_TYPES]
             assert order == [_SERVICE_ACCOUNT, _ROLE_BINDING, _API_KEY]
 
@@ -492,8 +582,13 @@ def test_created_admin_api_key() -> None:
             assert _secret(pa["saslPassword"]) == "generated-secret-A"
             assert not any("generated-secret" in text for text in _plain_strings(pa))
 
-        return pulumi.Output.all(_urn_type(a.service_account), _urn_type(a.role_binding),
-                                 _urn_type(a.admin_api_key), a.api_key, a.provider.urn).apply(check)
+        return pulumi.Output.all(
+            _urn_type(a.service_account),
+            _urn_type(a.role_binding),
+            _urn_type(a.admin_api_key),
+            a.api_key,
+            a.provider.urn,
+        ).apply(check)
 
     pulumi.CustomResource.__init__ = spy  # type: ignore[method-assign]
     try:
@@ -519,8 +614,7 @@ def test_cluster_link_uses_the_created_api_keys() -> Any:
         for inputs in [cl, *(a.inputs for a in MOCKS.created if a.typ == _MIRROR_TOPIC)]:
             assert not any("generated-secret" in text for text in _plain_strings(inputs))
         mirror = _registered(_MIRROR_TOPIC, "gA-to-B-mirror-orders").inputs
-        assert _secret(mirror["kafkaCluster"])["credentials"] == {"key": "GENKEYGB",
-                                                                 "secret": "generated-secret-gB"}
+        assert _secret(mirror["kafkaCluster"])["credentials"] == {"key": "GENKEYGB", "secret": "generated-secret-gB"}
 
     return pulumi.Output.all(*_urns(link)).apply(check)
 
@@ -557,8 +651,9 @@ def test_cluster_link_resources_while_running() -> Any:
             assert not any("plain-secret" in text for text in _plain_strings(inputs))
 
     assert sorted(link.mirror_topics) == ["orders", "payments"]
-    return pulumi.Output.all(_urn_type(link), _urn_type(link.cluster_link),
-                             _urn_type(link.mirror_topics["orders"]), *_urns(link)).apply(lambda v: check(v[:3]))
+    return pulumi.Output.all(
+        _urn_type(link), _urn_type(link.cluster_link), _urn_type(link.mirror_topics["orders"]), *_urns(link)
+    ).apply(lambda v: check(v[:3]))
 
 
 @pytest.mark.parametrize(("mode", "status"), [("planned", "PROMOTED"), ("unplanned", "FAILED_OVER")])
@@ -587,8 +682,15 @@ def test_mirror_topics_are_retained_on_delete() -> None:
     captured: list[pulumi.ResourceOptions] = []
     real = pulumi.CustomResource.__init__
 
-    def spy(self: Any, t: str, name: str, props: Any = None, opts: pulumi.ResourceOptions | None = None,
-            *args: Any, **kwargs: Any) -> None:
+    def spy(
+        self: Any,
+        t: str,
+        name: str,
+        props: Any = None,
+        opts: pulumi.ResourceOptions | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
         if t == _MIRROR_TOPIC:
             captured.append(opts or pulumi.ResourceOptions())
         real(self, t, name, props, opts, *args, **kwargs)

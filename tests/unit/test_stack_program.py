@@ -134,10 +134,18 @@ class RecordingMonitor(MockMonitor):
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            self.registrations.append(Registration(
-                typ=request.type, name=request.name, parent=request.parent, urn=response.urn,
-                custom=bool(request.custom), provider=request.provider,
-                dependencies=list(request.dependencies), retain_on_delete=bool(request.retainOnDelete)))
+            self.registrations.append(
+                Registration(
+                    typ=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    urn=response.urn,
+                    custom=bool(request.custom),
+                    provider=request.provider,
+                    dependencies=list(request.dependencies),
+                    retain_on_delete=bool(request.retainOnDelete),
+                )
+            )
         return response
 
 
@@ -190,9 +198,19 @@ def _join(mocks: RecordingMocks, monitor: RecordingMonitor) -> list[Resource]:
     resources = []
     for call in mocks.calls:
         reg = registered[(call.typ, call.name)]
-        resources.append(Resource(typ=call.typ, name=call.name, inputs=call.inputs, custom=bool(call.custom),
-                                  provider=call.provider or "", parent=reg.parent, urn=reg.urn,
-                                  dependencies=reg.dependencies, retain_on_delete=reg.retain_on_delete))
+        resources.append(
+            Resource(
+                typ=call.typ,
+                name=call.name,
+                inputs=call.inputs,
+                custom=bool(call.custom),
+                provider=call.provider or "",
+                parent=reg.parent,
+                urn=reg.urn,
+                dependencies=reg.dependencies,
+                retain_on_delete=reg.retain_on_delete,
+            )
+        )
     assert len(monitor.registrations) == len(mocks.calls) == sum(seen.values())
     return resources
 
@@ -215,8 +233,13 @@ def run_program(topology: Topology, state_dir: Path) -> Run:
         return pulumi.Output.all(pulumi.Output.from_input(outputs), asyncio.ensure_future(secrecy())).apply(keep)
 
     body()  # returns once every registration has been answered (run_pulumi_func waits for the RPCs)
-    return Run(topology=topology, state_dir=state_dir, resources=_join(mocks, monitor),
-               outputs=resolved["outputs"], secret_outputs=resolved["secret"])
+    return Run(
+        topology=topology,
+        state_dir=state_dir,
+        resources=_join(mocks, monitor),
+        outputs=resolved["outputs"],
+        secret_outputs=resolved["secret"],
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -227,8 +250,9 @@ def _restore_the_mocks_found() -> Iterator[None]:
     yield
     monitor, project, stack, dry_run, organization = found
     if isinstance(monitor, MockMonitor):
-        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=dry_run,
-                                 monitor=monitor, organization=organization)
+        pulumi.runtime.set_mocks(
+            monitor.mocks, project=project, stack=stack, preview=dry_run, monitor=monitor, organization=organization
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -313,9 +337,17 @@ AclKey = tuple[str, str, str, str, str]
 
 def acls(run: Run, cluster: str) -> set[AclKey]:
     """The ACLs registered on ``cluster`` as (principal, resource type, name, operation, pattern)."""
-    return {(r.inputs["aclPrincipal"], r.inputs["aclResourceType"], r.inputs["aclResourceName"],
-             r.inputs["aclOperation"], r.inputs["resourcePatternTypeFilter"])
-            for r in run.of_type(ACL) if owner_cluster(r) == cluster}
+    return {
+        (
+            r.inputs["aclPrincipal"],
+            r.inputs["aclResourceType"],
+            r.inputs["aclResourceName"],
+            r.inputs["aclOperation"],
+            r.inputs["resourcePatternTypeFilter"],
+        )
+        for r in run.of_type(ACL)
+        if owner_cluster(r) == cluster
+    }
 
 
 WRITE_OPS = {"Write", "All", "IdempotentWrite", "Create", "Alter", "AlterConfigs", "Delete"}
@@ -379,8 +411,10 @@ def external(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_local_stack_registers_a_cluster_and_its_access_per_running_cluster(local: Run) -> None:
     components = {(r.typ, r.name) for r in local.resources if not r.custom}
     assert components == {
-        (KAFKA_CLUSTER, "A"), (KAFKA_CLUSTER, "B"),
-        (CLUSTER_ACCESS, "A-access"), (CLUSTER_ACCESS, "B-access"),
+        (KAFKA_CLUSTER, "A"),
+        (KAFKA_CLUSTER, "B"),
+        (CLUSTER_ACCESS, "A-access"),
+        (CLUSTER_ACCESS, "B-access"),
         (REPLICATION_LINK, "A-to-B"),
     }, f"components registered: {sorted(components)}"
     assert local.names(DYNAMIC) == {"A-brokers", "B-brokers", "A-to-B-mirrormaker2"}
@@ -401,13 +435,15 @@ def test_standby_cluster_C_gets_nothing(local: Run) -> None:
     window = c.port_window
     assert window is not None
     for r in local.resources:
-        assert r.name != "C" and not r.name.startswith("C-") and "-to-C" not in r.name, \
+        assert r.name != "C" and not r.name.startswith("C-") and "-to-C" not in r.name, (
             f"{r.typ} {r.name!r} is registered for standby C"
+        )
         for leaf in all_leaves(r.inputs):
             if isinstance(leaf, str):
                 assert leaf != "C" and "/clusters/C" not in leaf, f"{r.typ} {r.name!r} mentions C: {leaf!r}"
-                assert not any(f"127.0.0.1:{p}" in leaf for p in (window.start, window.start + 1)), \
+                assert not any(f"127.0.0.1:{p}" in leaf for p in (window.start, window.start + 1)), (
                     f"{r.typ} {r.name!r} points at C's ports: {leaf!r}"
+                )
             elif isinstance(leaf, int | float) and not isinstance(leaf, bool):
                 assert int(leaf) not in window, f"{r.typ} {r.name!r} uses a port of C's window: {leaf}"
     assert "C" not in local.outputs["clusters"]
@@ -424,7 +460,9 @@ def test_each_cluster_has_its_own_explicit_provider(local: Run) -> None:
         assert inputs["saslMechanism"] == "scram-sha512", f"{name}-kafka saslMechanism={inputs['saslMechanism']!r}"
         assert inputs["saslUsername"] == "admin", f"{name}-kafka saslUsername"
         servers = inputs["bootstrapServers"]
-        assert isinstance(servers, list) and len(servers) == cluster.brokers, f"{name}-kafka bootstrapServers={servers!r}"
+        assert isinstance(servers, list) and len(servers) == cluster.brokers, (
+            f"{name}-kafka bootstrapServers={servers!r}"
+        )
         for host, port in ports(",".join(servers)):
             assert host == "127.0.0.1", f"{name}-kafka bootstrap host {host!r}"
             assert port in cluster.port_window, f"{name}-kafka bootstrap port {port} outside {cluster.port_window}"
@@ -438,8 +476,9 @@ def test_users_topics_and_acls_are_children_of_their_clusters_access(local: Run)
         cluster = owner_cluster(r)
         assert r.parent == access_urn[cluster], f"{r.typ} {r.name!r}: parent {r.parent!r}, not {cluster}-access"
         assert urn_type_chain(r.urn) == f"{CLUSTER_ACCESS}${r.typ}", f"{r.name!r}: URN type chain {r.urn!r}"
-        assert provider_name(r.provider) == f"{cluster}-kafka", \
+        assert provider_name(r.provider) == f"{cluster}-kafka", (
             f"{r.typ} {r.name!r} goes through provider {r.provider!r}, not {cluster}-kafka"
+        )
         assert r.custom, f"{r.name!r} must be a custom resource"
 
 
@@ -457,8 +496,10 @@ def test_each_access_declares_every_user_topic_and_rule(local: Run) -> None:
             assert int(r.inputs["partitions"]) == declared.partitions, f"{r.name!r} partitions"
             assert int(r.inputs["replicationFactor"]) == declared.replication_factor, f"{r.name!r} replicationFactor"
             assert r.inputs["config"]["min.insync.replicas"] == str(declared.min_insync_replicas), f"{r.name!r} config"
-        expected = {(f"User:{a.principal}", a.resource_type, a.resource_name, a.operation, a.pattern)
-                    for a in acl_rules(t, t.cluster(name))}
+        expected = {
+            (f"User:{a.principal}", a.resource_type, a.resource_name, a.operation, a.pattern)
+            for a in acl_rules(t, t.cluster(name))
+        }
         assert acls(local, name) == expected, f"{name}-access ACLs differ from acl_rules"
         assert len([r for r in local.of_type(ACL) if owner_cluster(r) == name]) == len(expected), f"{name} ACL count"
 
@@ -467,21 +508,28 @@ def test_each_access_declares_every_user_topic_and_rule(local: Run) -> None:
 
 
 def test_active_cluster_lets_applications_write(local: Run) -> None:
-    assert ("User:orders-app", "Topic", "orders", "Write", "Literal") in acls(local, "A"), \
+    assert ("User:orders-app", "Topic", "orders", "Write", "Literal") in acls(local, "A"), (
         "A-access lacks orders-app Write on orders"
+    )
 
 
 def test_passive_cluster_lets_no_application_write(local: Run) -> None:
     assert application_writes(local, "B") == set(), "B-access lets an application write"
-    assert ("User:orders-app", "Topic", "payments", "Read", "Literal") in acls(local, "B"), \
+    assert ("User:orders-app", "Topic", "payments", "Read", "Literal") in acls(local, "B"), (
         "B-access lacks orders-app Read on payments (consumers read everywhere)"
+    )
 
 
 def test_replicator_reads_on_the_source_and_writes_on_the_target(local: Run) -> None:
-    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(local, "B"), "B-access: replicator All on Topic *"
-    assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(local, "A"), "A-access: replicator Read on Topic *"
-    assert ("User:replicator", "Topic", "*", "All", "Literal") not in acls(local, "A"), \
+    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(local, "B"), (
+        "B-access: replicator All on Topic *"
+    )
+    assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(local, "A"), (
+        "A-access: replicator Read on Topic *"
+    )
+    assert ("User:replicator", "Topic", "*", "All", "Literal") not in acls(local, "A"), (
         "A-access: the replicator must not have All on every topic of the source"
+    )
 
 
 def test_link_starts_after_the_access_of_both_ends(local: Run) -> None:
@@ -495,8 +543,9 @@ def test_link_starts_after_the_access_of_both_ends(local: Run) -> None:
     for name in ("A", "B"):
         access = local.named(CLUSTER_ACCESS, f"{name}-access").urn
         mine = {u for u in users | acl_urns if urn_name(u).startswith(f"{name}-")}
-        assert access in deps or mine <= deps, \
+        assert access in deps or mine <= deps, (
             f"A-to-B-mirrormaker2 does not wait for {name}-access (dependencies: {sorted(deps)})"
+        )
 
 
 # -- after a failover ---------------------------------------------------------------------------
@@ -505,17 +554,24 @@ def test_link_starts_after_the_access_of_both_ends(local: Run) -> None:
 def test_after_failover_B_is_active_C_passive_and_A_keeps_only_its_cluster(failed_over: Run) -> None:
     t = failed_over.topology
     assert (t.cluster("A").role, t.cluster("B").role, t.cluster("C").role) == (
-        Role.DECOMMISSIONED, Role.ACTIVE, Role.PASSIVE)
-    assert ("User:orders-app", "Topic", "orders", "Write", "Literal") in acls(failed_over, "B"), \
+        Role.DECOMMISSIONED,
+        Role.ACTIVE,
+        Role.PASSIVE,
+    )
+    assert ("User:orders-app", "Topic", "orders", "Write", "Literal") in acls(failed_over, "B"), (
         "B-access (active) lacks orders-app Write on orders"
+    )
     assert application_writes(failed_over, "C") == set(), "C-access (passive) lets an application write"
-    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(failed_over, "C"), \
+    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(failed_over, "C"), (
         "C-access (target of B-to-C) lacks replicator All on Topic *"
-    assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(failed_over, "B"), \
+    )
+    assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(failed_over, "B"), (
         "B-access (source of B-to-C) lacks replicator Read on Topic *"
+    )
     a_resources = {(r.typ, r.name) for r in failed_over.resources if r.name == "A" or r.name.startswith("A-")}
-    assert a_resources == {(KAFKA_CLUSTER, "A"), (DYNAMIC, "A-brokers"), (PROVIDER, "A-kafka")}, \
+    assert a_resources == {(KAFKA_CLUSTER, "A"), (DYNAMIC, "A-brokers"), (PROVIDER, "A-kafka")}, (
         f"decommissioned A registers {sorted(a_resources)}"
+    )
     assert failed_over.named(DYNAMIC, "A-brokers").inputs["role"] == "decommissioned"
     assert failed_over.names(CLUSTER_ACCESS) == {"B-access", "C-access"}
     assert failed_over.names(REPLICATION_LINK) == {"B-to-C"}
@@ -533,10 +589,14 @@ def test_after_failover_B_is_active_C_passive_and_A_keeps_only_its_cluster(faile
 def test_an_application_producing_and_consuming_one_topic_gets_each_acl_once(tmp_path: Path) -> None:
     topology = Topology(
         name="local",
-        clusters=[Cluster(name="A", role="active", base_port=19100), Cluster(name="B", role="passive", base_port=19200)],
+        clusters=[
+            Cluster(name="A", role="active", base_port=19100),
+            Cluster(name="B", role="passive", base_port=19200),
+        ],
         topics=[Topic(name="events", partitions=1, replication_factor=1)],
-        principals=Principals(applications=[
-            Application(name="echo", produces=["events"], consumes=["events"], consumer_group="echo")]),
+        principals=Principals(
+            applications=[Application(name="echo", produces=["events"], consumes=["events"], consumer_group="echo")]
+        ),
         links=[Link(name="A-to-B", source="A", target="B")],
     )
     run = run_program(topology, tmp_path)
@@ -544,7 +604,9 @@ def test_an_application_producing_and_consuming_one_topic_gets_each_acl_once(tmp
     duplicates = {key: n for key, n in counts.items() if n > 1}
     assert not duplicates, f"resources registered more than once: {duplicates}"
     on_a = [r for r in run.of_type(ACL) if owner_cluster(r) == "A" and r.inputs["aclPrincipal"] == "User:echo"]
-    describe = [r.name for r in on_a if (r.inputs["aclResourceName"], r.inputs["aclOperation"]) == ("events", "Describe")]
+    describe = [
+        r.name for r in on_a if (r.inputs["aclResourceName"], r.inputs["aclOperation"]) == ("events", "Describe")
+    ]
     assert len(describe) == 1, f"echo Describe on events on A: {describe}"
     ops = sorted(r.inputs["aclOperation"] for r in on_a if r.inputs["aclResourceType"] == "Topic")
     assert ops == ["Describe", "Read", "Write"], f"echo's topic ACLs on A: {ops}"
@@ -609,8 +671,9 @@ def test_outputs_describe_clusters_links_and_client_configs(local: Run) -> None:
         assert entry["role"] == cluster.role.value, f"clusters[{name}].role"
         servers = ports(entry["bootstrapServers"])
         assert len(servers) == cluster.brokers, f"clusters[{name}].bootstrapServers={entry['bootstrapServers']!r}"
-        assert all(host == "127.0.0.1" and port in cluster.port_window for host, port in servers), \
+        assert all(host == "127.0.0.1" and port in cluster.port_window for host, port in servers), (
             f"clusters[{name}].bootstrapServers={entry['bootstrapServers']!r}"
+        )
     assert out["links"] == [{"name": "A-to-B", "source": "A", "target": "B", "engine": "mirrormaker2"}]
     creds = local.credentials()
     configs = out["clientConfigs"]
@@ -628,8 +691,9 @@ def test_outputs_describe_clusters_links_and_client_configs(local: Run) -> None:
 
 def test_external_clusters_have_no_local_cluster_and_use_tls(external: Run) -> None:
     t = external.topology
-    assert not [r.name for r in external.of_type(DYNAMIC) if "base_port" in r.inputs], \
+    assert not [r.name for r in external.of_type(DYNAMIC) if "base_port" in r.inputs], (
         "an external cluster got a LocalKafkaCluster"
+    )
     assert not [r for r in external.resources if r.name.endswith("-brokers")]
     assert external.names(KAFKA_CLUSTER) == {"dc1", "dc2"}
     assert external.names(CLUSTER_ACCESS) == {"dc1-access", "dc2-access"}
@@ -637,12 +701,14 @@ def test_external_clusters_have_no_local_cluster_and_use_tls(external: Run) -> N
         cluster = t.cluster(name)
         provider = external.named(PROVIDER, f"{name}-kafka")
         assert provider_input(provider.inputs["tlsEnabled"]) is True, f"{name}-kafka must enable TLS for SASL_SSL"
-        assert provider_input(provider.inputs["bootstrapServers"]) == cluster.bootstrap_servers.split(","), \
+        assert provider_input(provider.inputs["bootstrapServers"]) == cluster.bootstrap_servers.split(","), (
             f"{name}-kafka bootstrapServers"
+        )
         assert provider.inputs["saslUsername"] == cluster.admin_username, f"{name}-kafka saslUsername"
         assert is_secret(provider.inputs["saslPassword"]), f"{name}-kafka saslPassword is not secret"
-        assert provider.inputs["saslPassword"]["value"] == cluster.admin_password.get_secret_value(), \
+        assert provider.inputs["saslPassword"]["value"] == cluster.admin_password.get_secret_value(), (
             f"{name}-kafka saslPassword is not the configured admin password"
+        )
     assert not any(r.name.startswith("dc3") for r in external.resources), "standby dc3 got resources"
     assert external.outputs["clusters"]["dc1"]["bootstrapServers"] == t.cluster("dc1").bootstrap_servers
     for app, cfg in external.outputs["clientConfigs"].items():
@@ -662,8 +728,9 @@ def test_external_declared_application_passwords_are_used(external: Run) -> None
 
 def test_external_mirrormaker_link_starts_no_local_process(external: Run) -> None:
     """MirrorMaker 2 between external clusters runs on Kafka Connect, never as a local process."""
-    assert not [r for r in external.of_type(DYNAMIC) if r.name.endswith("-mirrormaker2")], \
+    assert not [r for r in external.of_type(DYNAMIC) if r.name.endswith("-mirrormaker2")], (
         "dc1-to-dc2 was started as a local MirrorMaker 2 process against 127.0.0.1"
+    )
 
 
 # -- config → topology --------------------------------------------------------------------------
@@ -695,8 +762,9 @@ def test_invalid_config_stops_before_any_resource(tmp_path: Path) -> None:
     with pytest.raises(pulumi.RunError) as raised_by_run:
         whole_program()
     assert str(raised_by_run.value) == f"error: {expected.value}"
-    assert mocks.calls == [] and monitor.registrations == [], \
+    assert mocks.calls == [] and monitor.registrations == [], (
         f"resources registered despite the invalid topology: {[c.name for c in mocks.calls]}"
+    )
     assert list(tmp_path.iterdir()) == [], "state written despite the invalid topology"
 
 

@@ -48,7 +48,11 @@ A_SUBTREE = {ACCESS_A, A_USER, A_TOPIC, A_ACL, A_GRANTS, A_GRANT_ACL}
 
 
 def _r(urn: str, typ: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
-    r: dict[str, Any] = {"urn": urn, "type": typ, "custom": typ.startswith(("kafka:", "pulumi:providers", "pulumi-python"))}
+    r: dict[str, Any] = {
+        "urn": urn,
+        "type": typ,
+        "custom": typ.startswith(("kafka:", "pulumi:providers", "pulumi-python")),
+    }
     if parent is not None:
         r["parent"] = parent
     r.update(extra)
@@ -64,26 +68,48 @@ def deployment() -> dict[str, Any]:
         "resources": [
             _r(STACK, "pulumi:pulumi:Stack"),
             # the grandchild before its parent: removal must not depend on the order of the list
-            _r(A_GRANT_ACL, ACL, A_GRANTS, provider=provider_a, dependencies=[A_USER],
-               propertyDependencies={"aclPrincipal": [A_USER]}),
+            _r(
+                A_GRANT_ACL,
+                ACL,
+                A_GRANTS,
+                provider=provider_a,
+                dependencies=[A_USER],
+                propertyDependencies={"aclPrincipal": [A_USER]},
+            ),
             _r(CLUSTER_A, CLUSTER, STACK),
             _r(PROVIDER_A, "pulumi:providers:kafka", CLUSTER_A, id="a-id"),
             _r(ACCESS_A, ACCESS, STACK, dependencies=[PROVIDER_A]),
             _r(A_USER, USER, ACCESS_A, provider=provider_a, dependencies=[PROVIDER_A]),
             _r(A_TOPIC, TOPIC, ACCESS_A, provider=provider_a, retainOnDelete=True),
-            _r(A_ACL, ACL, ACCESS_A, provider=provider_a, dependencies=[A_USER, A_TOPIC],
-               propertyDependencies={"aclResourceName": [A_TOPIC], "aclPrincipal": [A_USER]}),
+            _r(
+                A_ACL,
+                ACL,
+                ACCESS_A,
+                provider=provider_a,
+                dependencies=[A_USER, A_TOPIC],
+                propertyDependencies={"aclResourceName": [A_TOPIC], "aclPrincipal": [A_USER]},
+            ),
             _r(A_GRANTS, "kafka-dr:index:Grants", ACCESS_A),
             _r(CLUSTER_B, CLUSTER, STACK),
             _r(PROVIDER_B, "pulumi:providers:kafka", CLUSTER_B, id="b-id"),
             _r(ACCESS_B, ACCESS, STACK),
             _r(B_USER, USER, ACCESS_B, provider=provider_b),
-            _r(B_ACL, ACL, ACCESS_B, provider=provider_b, dependencies=[B_USER, A_USER],
-               propertyDependencies={"aclPrincipal": [B_USER, A_USER]}),
+            _r(
+                B_ACL,
+                ACL,
+                ACCESS_B,
+                provider=provider_b,
+                dependencies=[B_USER, A_USER],
+                propertyDependencies={"aclPrincipal": [B_USER, A_USER]},
+            ),
             _r(LINK, "kafka-dr:index:ReplicationLink", STACK, dependencies=[ACCESS_A, ACCESS_B]),
-            _r(LINK_PROCESS, "pulumi-python:dynamic:Resource", LINK,
-               dependencies=[A_USER, A_ACL, B_USER, B_ACL, A_GRANT_ACL],
-               propertyDependencies={"source": [A_TOPIC, B_USER], "target": [A_ACL], "groups": []}),
+            _r(
+                LINK_PROCESS,
+                "pulumi-python:dynamic:Resource",
+                LINK,
+                dependencies=[A_USER, A_ACL, B_USER, B_ACL, A_GRANT_ACL],
+                propertyDependencies={"source": [A_TOPIC, B_USER], "target": [A_ACL], "groups": []},
+            ),
             _r(NOT_ACCESS, CLUSTER, STACK),
             _r(XA_ACCESS, ACCESS, STACK),
             _r(XA_TOPIC, TOPIC, XA_ACCESS, dependencies=[A_TOPIC]),
@@ -129,7 +155,9 @@ def test_references_to_forgotten_resources_are_stripped() -> None:
     assert urns[B_ACL]["propertyDependencies"] == {"aclPrincipal": [B_USER]}
     assert urns[XA_TOPIC]["dependencies"] == []
     for r in kept["resources"]:
-        refs = list(r.get("dependencies") or []) + [u for v in (r.get("propertyDependencies") or {}).values() for u in v]
+        refs = list(r.get("dependencies") or []) + [
+            u for v in (r.get("propertyDependencies") or {}).values() for u in v
+        ]
         refs += [r[key] for key in ("parent",) if key in r]
         assert not A_SUBTREE & set(refs), f"{r['urn']} still references {sorted(A_SUBTREE & set(refs))}"
 

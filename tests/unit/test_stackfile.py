@@ -79,9 +79,14 @@ def test_the_diff_is_what_would_be_written_and_writes_nothing(stack: Path) -> No
     diff = stack_file_diff(stack, desired)
     assert stack.read_bytes() == before and stack.stat().st_mtime_ns == mtime
     assert diff.startswith("--- a/Pulumi.local.yaml\n+++ b/Pulumi.local.yaml\n")
-    expected = "".join(difflib.unified_diff(before.decode().splitlines(keepends=True),
-                                            render_stack_config(stack, desired).splitlines(keepends=True),
-                                            "a/Pulumi.local.yaml", "b/Pulumi.local.yaml"))
+    expected = "".join(
+        difflib.unified_diff(
+            before.decode().splitlines(keepends=True),
+            render_stack_config(stack, desired).splitlines(keepends=True),
+            "a/Pulumi.local.yaml",
+            "b/Pulumi.local.yaml",
+        )
+    )
     assert diff == expected
     write_stack_config(stack, desired)
     assert stack.read_text() == render_stack_config(stack, desired) != before.decode()
@@ -126,16 +131,23 @@ def test_the_result_loads_back_as_the_desired_topology(stack: Path) -> None:
 
 
 def test_encrypted_secrets_are_kept_byte_for_byte(stack: Path) -> None:
-    edit(stack, "        consumer_group: billing\n",
-         "        consumer_group: billing\n        password: {secure: v1:abc}\n")
+    edit(
+        stack,
+        "        consumer_group: billing\n",
+        "        consumer_group: billing\n        password: {secure: v1:abc}\n",
+    )
     stack.write_text(stack.read_text() + "  aws:secretKey:\n    secure: v1:AAAA+/xyz==\nencryptionsalt: v1:salt=\n")
     before = stack.read_text()
     loaded = load_stack_file(stack)
     assert loaded.principals.application("billing").password == StackSecret("v1:abc", encrypted=True)
     write_stack_config(stack, loaded.after_failover())
     after = stack.read_text()
-    for line in ("        password: {secure: v1:abc}", "  aws:secretKey:", "    secure: v1:AAAA+/xyz==",
-                 "encryptionsalt: v1:salt="):
+    for line in (
+        "        password: {secure: v1:abc}",
+        "  aws:secretKey:",
+        "    secure: v1:AAAA+/xyz==",
+        "encryptionsalt: v1:salt=",
+    ):
         assert line in after.splitlines()
     removed, added = changed_lines(before, after)
     assert removed == [old for old, _ in FAILOVER_CHANGES] and added == [new for _, new in FAILOVER_CHANGES]
@@ -143,10 +155,15 @@ def test_encrypted_secrets_are_kept_byte_for_byte(stack: Path) -> None:
 
 @pytest.mark.parametrize("spelling", ["snake", "camel"])
 def test_unchanged_keys_keep_their_spelling(stack: Path, spelling: str) -> None:
-    snake = ["failover_done", "base_port", "replication_factor", "min_insync_replicas", "consumer_group",
-             "consumer_groups"]
-    camel = ["failoverDone", "basePort", "replicationFactor", "minInsyncReplicas", "consumerGroup",
-             "consumerGroups"]
+    snake = [
+        "failover_done",
+        "base_port",
+        "replication_factor",
+        "min_insync_replicas",
+        "consumer_group",
+        "consumer_groups",
+    ]
+    camel = ["failoverDone", "basePort", "replicationFactor", "minInsyncReplicas", "consumerGroup", "consumerGroups"]
     keep, other = (snake, camel) if spelling == "snake" else (camel, snake)
     text = stack.read_text()
     for old, new in zip(other, keep, strict=True):
@@ -222,8 +239,11 @@ def test_a_missing_key_is_added_at_the_end_of_the_kafka_dr_section(stack: Path) 
 
 
 def test_an_unchanged_item_keeps_its_formatting_when_another_is_added(stack: Path) -> None:
-    edit(stack, "    - name: payments\n      partitions: 3\n",
-         "    # payments: low volume\n    - name: payments\n      partitions: 3   # small\n")
+    edit(
+        stack,
+        "    - name: payments\n      partitions: 3\n",
+        "    # payments: low volume\n    - name: payments\n      partitions: 3   # small\n",
+    )
     before = stack.read_text()
     loaded = load_stack_file(stack)
     topic = loaded.topics[0].model_copy(update={"name": "refunds", "configs": {"retention.ms": "1000"}})
@@ -231,8 +251,14 @@ def test_an_unchanged_item_keeps_its_formatting_when_another_is_added(stack: Pat
     write_stack_config(stack, desired)
     removed, added = changed_lines(before, stack.read_text())
     assert removed == []
-    assert added == ["    - name: refunds", "      partitions: 6", "      replication_factor: 1",
-                     "      min_insync_replicas: 1", "      configs:", '        retention.ms: "1000"']
+    assert added == [
+        "    - name: refunds",
+        "      partitions: 6",
+        "      replication_factor: 1",
+        "      min_insync_replicas: 1",
+        "      configs:",
+        '        retention.ms: "1000"',
+    ]
     assert load_stack_file(stack) == desired
 
 
@@ -253,22 +279,26 @@ def test_a_changed_list_of_names_keeps_its_flow_style_and_quoting(stack: Path) -
     link = loaded.links[0].model_copy(update={"consumer_groups": [".*", "billing"]})
     desired = Topology.model_validate({**dict(loaded), "links": [link]})
     write_stack_config(stack, desired)
-    assert changed_lines(before, stack.read_text()) == (['      consumer_groups: [".*"]'],
-                                                        ['      consumer_groups: [".*", "billing"]'])
+    assert changed_lines(before, stack.read_text()) == (
+        ['      consumer_groups: [".*"]'],
+        ['      consumer_groups: [".*", "billing"]'],
+    )
 
 
 def test_a_list_emptied_by_the_failover_is_removed_and_the_comment_after_it_stays(stack: Path) -> None:
     text = stack.read_text()
-    text = text[:text.index("    - name: C\n")] + text[text.index("  # Replication factor"):]
+    text = text[: text.index("    - name: C\n")] + text[text.index("  # Replication factor") :]
     stack.write_text(text + "  # settings of other namespaces\n  aws:region: eu-west-1\n")
     before = stack.read_text()
     desired = load_stack_file(stack).after_failover()  # no standby: no link any more
     assert desired.links == []
     write_stack_config(stack, desired)
     after = stack.read_text()
-    links = before[before.index("  kafka-dr:links:\n"):before.index("  # settings")].splitlines()
-    assert changed_lines(before, after) == ([*[old for old, _ in FAILOVER_CHANGES[:3]], *links],
-                                            [new for _, new in FAILOVER_CHANGES[:3]])
+    links = before[before.index("  kafka-dr:links:\n") : before.index("  # settings")].splitlines()
+    assert changed_lines(before, after) == (
+        [*[old for old, _ in FAILOVER_CHANGES[:3]], *links],
+        [new for _, new in FAILOVER_CHANGES[:3]],
+    )
     assert comment_lines(after) == comment_lines(before)
     assert load_stack_file(stack) == desired
 
@@ -303,8 +333,10 @@ def test_a_failover_keeps_sequence_dashes_at_their_key_column(pyyaml_stack: Path
     desired = load_stack_file(pyyaml_stack).after_failover()
     assert write_stack_config(pyyaml_stack, desired) is True
     after = pyyaml_stack.read_text()
-    assert changed_lines(before, after) == ([old for old, _ in PYYAML_FAILOVER_CHANGES],
-                                            [new for _, new in PYYAML_FAILOVER_CHANGES])
+    assert changed_lines(before, after) == (
+        [old for old, _ in PYYAML_FAILOVER_CHANGES],
+        [new for _, new in PYYAML_FAILOVER_CHANGES],
+    )
     pairs = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
     assert pairs == PYYAML_FAILOVER_CHANGES
     assert load_stack_file(pyyaml_stack) == desired
@@ -337,8 +369,13 @@ def test_a_new_item_and_a_longer_block_list_follow_the_pyyaml_style(pyyaml_stack
     write_stack_config(pyyaml_stack, desired)
     assert changed_lines(before, pyyaml_stack.read_text()) == (
         [],
-        ["  - name: refunds", "    partitions: 3", "    replication_factor: 1", "    min_insync_replicas: 1",
-         "    - orders"],
+        [
+            "  - name: refunds",
+            "    partitions: 3",
+            "    replication_factor: 1",
+            "    min_insync_replicas: 1",
+            "    - orders",
+        ],
     )
     assert load_stack_file(pyyaml_stack) == desired
 
@@ -352,9 +389,23 @@ def test_the_sequence_style_is_measured_from_the_first_block_sequence_under_a_ke
     desired = load_stack_file(stack).after_failover()
     write_stack_config(stack, desired)
     assert changed_lines(before, stack.read_text()) == (
-        ["    kafka-dr:failoverDone: false", "        role: active", "        role: passive",
-         "        role: standby", "    -   name: A-to-B", "        source: A", "        target: B"],
-        ["    kafka-dr:failoverDone: true", "        role: decommissioned", "        role: active",
-         "        role: passive", "    -   name: B-to-C", "        source: B", "        target: C"],
+        [
+            "    kafka-dr:failoverDone: false",
+            "        role: active",
+            "        role: passive",
+            "        role: standby",
+            "    -   name: A-to-B",
+            "        source: A",
+            "        target: B",
+        ],
+        [
+            "    kafka-dr:failoverDone: true",
+            "        role: decommissioned",
+            "        role: active",
+            "        role: passive",
+            "    -   name: B-to-C",
+            "        source: B",
+            "        target: C",
+        ],
     )
     assert load_stack_file(stack) == desired

@@ -48,14 +48,22 @@ def test_windows_stay_below_the_ephemeral_range_and_outside_the_reserved_ranges(
 
 def test_a_window_held_by_another_process_is_skipped(tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys
             from pathlib import Path
             from tests.integration.ports import free_window
             print(free_window(100, lock_dir=Path({str(tmp_path)!r})), flush=True)
             sys.stdin.read()  # hold the lock until the test closes stdin
-        """)],
-        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         held = int(holder.stdout.readline())
         mine = free_window(100, low=held, lock_dir=tmp_path)
@@ -78,8 +86,9 @@ def test_a_window_with_a_port_in_use_is_skipped(tmp_path: Path) -> None:
     assert start > probe and probe + 42 not in _span(start, BLOCK)
 
 
-def test_the_reserved_ranges_come_from_the_environment_when_set(monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path) -> None:
+def test_the_reserved_ranges_come_from_the_environment_when_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("KDR_TEST_PORTS_RESERVED", "20000-20199, 20250")
     assert ports.reserved_ranges() == (range(20000, 20200), range(20250, 20251))
     start = free_window(100, lock_dir=tmp_path)

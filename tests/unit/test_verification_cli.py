@@ -28,14 +28,17 @@ def private_file(path: Path, data: dict, mode: int = 0o600) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("1760000000123", 1760000000123),
-    ("1760000000", 1760000000000),            # seconds are recognised, never read as 1970 ms
-    ("2025-10-09T08:53:20Z", 1760000000000),
-    ("2025-10-09T10:53:20+02:00", 1760000000000),
-    ("2025-10-09T08:53:20", 1760000000000),   # no zone: UTC
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1760000000123", 1760000000123),
+        ("1760000000", 1760000000000),  # seconds are recognised, never read as 1970 ms
+        ("2025-10-09T08:53:20Z", 1760000000000),
+        ("2025-10-09T10:53:20+02:00", 1760000000000),
+        ("2025-10-09T08:53:20", 1760000000000),  # no zone: UTC
+        (None, None),
+    ],
+)
 def test_parse_cutoff(text, expected):
     assert parse_cutoff(text) == expected
 
@@ -76,15 +79,27 @@ def test_a_side_needs_a_way_to_reach_it():
 
 def test_verify_exits_2_on_a_readable_credentials_file(tmp_path):
     creds = private_file(tmp_path / "c.json", {"username": "u", "password": "p"}, mode=0o640)
-    result = CliRunner().invoke(verify, ["--source-bootstrap", "127.0.0.1:1", "--target-bootstrap", "127.0.0.1:2",
-                                         "--credentials", str(creds), "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--source-bootstrap",
+            "127.0.0.1:1",
+            "--target-bootstrap",
+            "127.0.0.1:2",
+            "--credentials",
+            str(creds),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert result.exit_code == 2 and "chmod 600" in result.output
 
 
 def test_verify_exits_2_for_an_unknown_stack(tmp_path, monkeypatch):
     monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
-    result = CliRunner().invoke(verify, ["--stack", "nope", "--source", "A", "--target", "B",
-                                         "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        verify, ["--stack", "nope", "--source", "A", "--target", "B", "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 2, result.output
     assert "nope" in result.output
 
@@ -93,8 +108,18 @@ def test_verify_exits_2_for_an_unknown_stack(tmp_path, monkeypatch):
 def archives(tmp_path_factory):
     spark_session()
     d = tmp_path_factory.mktemp("cli")
-    src = [{"topic": "orders", "partition": i % 2, "offset": i // 2, "timestamp": T0 + i, "key": b"k%d" % i,
-            "value": b"v%d" % i, "headers": None} for i in range(50)]
+    src = [
+        {
+            "topic": "orders",
+            "partition": i % 2,
+            "offset": i // 2,
+            "timestamp": T0 + i,
+            "key": b"k%d" % i,
+            "value": b"v%d" % i,
+            "headers": None,
+        }
+        for i in range(50)
+    ]
     write_records(src, d / "src.parquet")
     write_records([{**r, "offset": r["offset"] + 9} for r in src], d / "same.parquet")
     write_records([{**r, "offset": r["offset"] + 9} for r in src[:-3]], d / "lossy.parquet")
@@ -102,34 +127,77 @@ def archives(tmp_path_factory):
 
 
 def test_verify_clean_exits_0_and_prints_the_table(archives, tmp_path):
-    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
-                                         str(archives / "same.parquet"), "--out", str(tmp_path / "o"), "--quiet"])
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--source-archive",
+            str(archives / "src.parquet"),
+            "--target-archive",
+            str(archives / "same.parquet"),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "verdict: CLEAN" in result.output and "orders" in result.output
 
 
 def test_verify_differences_exit_1_with_json_summary(archives, tmp_path):
-    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
-                                         str(archives / "lossy.parquet"), "--out", str(tmp_path / "o"), "--json",
-                                         "--quiet", "--topics", "orders"])
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--source-archive",
+            str(archives / "src.parquet"),
+            "--target-archive",
+            str(archives / "lossy.parquet"),
+            "--out",
+            str(tmp_path / "o"),
+            "--json",
+            "--quiet",
+            "--topics",
+            "orders",
+        ],
+    )
     assert result.exit_code == 1
-    summary = json.loads(result.output[:result.output.rindex("}") + 1])
+    summary = json.loads(result.output[: result.output.rindex("}") + 1])
     assert summary["totals"]["missing"] == 3 and summary["exit_code"] == 1
     assert "recover --report" in result.output  # the error line names the next step
 
 
 def test_unknown_topic_is_a_config_error(archives, tmp_path):
-    result = CliRunner().invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
-                                         str(archives / "same.parquet"), "--topics", "nope", "--out",
-                                         str(tmp_path / "o"), "--quiet"])
+    result = CliRunner().invoke(
+        verify,
+        [
+            "--source-archive",
+            str(archives / "src.parquet"),
+            "--target-archive",
+            str(archives / "same.parquet"),
+            "--topics",
+            "nope",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 2 and "nope" in result.output
 
 
 def test_recover_refuses_an_archive_target(archives, tmp_path):
     runner = CliRunner()
     out = tmp_path / "o"
-    runner.invoke(verify, ["--source-archive", str(archives / "src.parquet"), "--target-archive",
-                           str(archives / "lossy.parquet"), "--out", str(out), "--quiet"])
+    runner.invoke(
+        verify,
+        [
+            "--source-archive",
+            str(archives / "src.parquet"),
+            "--target-archive",
+            str(archives / "lossy.parquet"),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+    )
     result = runner.invoke(recover, ["--report", str(out), "--dry-run"])
     assert result.exit_code == 2 and "archive" in result.output
 
@@ -140,8 +208,13 @@ def test_recover_without_a_report_is_a_config_error(tmp_path):
 
 
 def test_job_prints_the_connector_jars_for_spark_submit():
-    out = subprocess.run([sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True,
-                         check=True).stdout.strip().split(",")
+    out = (
+        subprocess.run(
+            [sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True, check=True
+        )
+        .stdout.strip()
+        .split(",")
+    )
     assert any("spark-sql-kafka" in j for j in out) and all(Path(j).is_file() for j in out)
 
 
@@ -150,8 +223,17 @@ def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_cl
     from verification.cli import _cutoff
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
-    j = Journal.create(tmp_path / "s", stack="s", mode="planned", source="A", target="B", standby=None,
-                       original_config={}, desired_config={}, steps=["promote"])
+    j = Journal.create(
+        tmp_path / "s",
+        stack="s",
+        mode="planned",
+        source="A",
+        target="B",
+        standby=None,
+        original_config={},
+        desired_config={},
+        steps=["promote"],
+    )
     j.measure(writable_from_ms=1_700_000_000_500)
     assert _cutoff(None, "s", "A", "B", quiet=True) == 1_700_000_000_499
     assert _cutoff(None, "s", "B", "C", quiet=True) is None, "another pair: no cut-off"

@@ -33,9 +33,11 @@ def spark():
 
 def rows_of(spark, source, target):
     """Fingerprinted rows of both sides; records are (partition, offset, ts, key, value[, headers])."""
+
     def side(records, marker, topic="t"):
         data = [(topic, p, o, ts, k, v, h[0] if h else None) for p, o, ts, k, v, *h in records]
         return fingerprint(spark.createDataFrame(data, CANONICAL_SCHEMA)).withColumn("side", F.lit(marker))
+
     return side(source, SOURCE).unionByName(side(target, TARGET))
 
 
@@ -91,18 +93,25 @@ def test_more_than_two_surplus_copies_are_ranked_over_their_rows(spark):
     src = [(p, o, 10 * (o + 1) + p, b"a", b"1") for p, o in ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2))]
     tgt = [(3, 7, 11, b"a", b"1")]
     out = offending(spark, src, tgt)
-    assert out == [("missing", "source", 0, 1), ("missing", "source", 0, 2), ("missing", "source", 1, 0),
-                   ("missing", "source", 1, 1)]
+    assert out == [
+        ("missing", "source", 0, 1),
+        ("missing", "source", 0, 2),
+        ("missing", "source", 1, 0),
+        ("missing", "source", 1, 1),
+    ]
     # three target copies of a record the source holds once: the two latest are duplicates
     tgt3 = [(0, 0, 10, b"b", b"2"), (1, 0, 30, b"b", b"2"), (2, 0, 20, b"b", b"2")]
     assert offending(spark, [(0, 0, 10, b"b", b"2")], tgt3) == [
-        ("duplicated", "target", 1, 0), ("duplicated", "target", 2, 0)]
+        ("duplicated", "target", 1, 0),
+        ("duplicated", "target", 2, 0),
+    ]
 
 
 def test_offending_rows_carry_timestamp_key_and_checksum(spark):
     out = classify(rows_of(spark, [(4, 9, 1234, b"k", b"v")], [])).collect()
     assert [(r["timestamp"], r["key"], r["checksum"], r["partition"], r["offset"]) for r in out] == [
-        (1234, b"k", checksum(b"v"), 4, 9)]
+        (1234, b"k", checksum(b"v"), 4, 9)
+    ]
 
 
 def test_two_copies_with_equal_timestamps_are_told_apart_by_offset(spark):
@@ -115,17 +124,24 @@ def test_complete_topics_are_settled_and_the_others_left_for_lookup(spark):
     def side(records, marker, topic):
         data = [(topic, p, o, ts, k, v, None) for p, o, ts, k, v in records]
         return fingerprint(spark.createDataFrame(data, CANONICAL_SCHEMA)).withColumn("side", F.lit(marker))
-    rows = (side([(0, 0, 10, b"a", b"1")], SOURCE, "x").unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "x"))
-            .unionByName(side([(0, 0, 10, b"a", b"1")], SOURCE, "y"))
-            .unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "y")))
+
+    rows = (
+        side([(0, 0, 10, b"a", b"1")], SOURCE, "x")
+        .unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "x"))
+        .unionByName(side([(0, 0, 10, b"a", b"1")], SOURCE, "y"))
+        .unionByName(side([(0, 0, 10, b"a", b"2")], TARGET, "y"))
+    )
     got = sorted((r["topic"], r["class"]) for r in classify(rows, complete={"x"}).collect())
     assert got == [("x", "corrupted"), ("x", "missing"), ("y", "missing"), ("y", "target_only")]
 
 
 def test_target_only_records_are_settled_against_the_whole_source(spark):
     # pass-2 rows hold only the differing buckets: the source copies of b and a live elsewhere
-    rows = rows_of(spark, [(0, 0, 10, b"a", b"1")],
-                   [(0, 0, 10, b"a", b"1"), (0, 1, 11, b"b", b"2"), (0, 2, 12, b"a", b"9"), (0, 3, 13, b"c", b"3")])
+    rows = rows_of(
+        spark,
+        [(0, 0, 10, b"a", b"1")],
+        [(0, 0, 10, b"a", b"1"), (0, 1, 11, b"b", b"2"), (0, 2, 12, b"a", b"9"), (0, 3, 13, b"c", b"3")],
+    )
     off = classify(rows, complete=False)
     assert sorted(r["class"] for r in off.collect()) == ["target_only"] * 3
     whole = rows_of(spark, [(0, 0, 10, b"a", b"1"), (1, 5, 1, b"b", b"2")], []).where(F.col("side") == SOURCE)
@@ -165,10 +181,12 @@ def test_records_after_the_cutoff_are_counted_apart_and_not_compared(spark):
 
 
 def test_find_differences_on_identical_sides_is_empty():
-    pdf = pd.DataFrame([
-        {"side": s, "topic": "t", "partition": 0, "window": 0, "n": 3, "lo": 5, "hi": 7, "omin": 0, "omax": 2}
-        for s in (SOURCE, TARGET)
-    ])
+    pdf = pd.DataFrame(
+        [
+            {"side": s, "topic": "t", "partition": 0, "window": 0, "n": 3, "lo": 5, "hi": 7, "omin": 0, "omax": 2}
+            for s in (SOURCE, TARGET)
+        ]
+    )
     diff = find_differences(pdf)
     assert not diff.any and diff.windows == {} and diff.spans == {}
     assert LATE_WINDOW < 0

@@ -51,16 +51,24 @@ def test_spark_and_reference_agree_on_edge_records(spark):
 
 _bytes = st.one_of(st.none(), st.binary(max_size=80))
 _header = st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=40)))
-_record = st.tuples(st.sampled_from(["orders", "payments", "é-topic"]), _bytes, _bytes,
-                    st.one_of(st.none(), st.lists(_header, max_size=4)))
+_record = st.tuples(
+    st.sampled_from(["orders", "payments", "é-topic"]),
+    _bytes,
+    _bytes,
+    st.one_of(st.none(), st.lists(_header, max_size=4)),
+)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_record, min_size=200, max_size=200))
 def test_reference_checksum_equals_spark_on_generated_records(spark, records):
     rows = [(t, 0, i, i, k, v, h) for i, (t, k, v, h) in enumerate(records)]
-    got = (fingerprint(spark.createDataFrame(rows, CANONICAL_SCHEMA))
-           .orderBy("offset").select("key_hash", "checksum", "record_hash").collect())
+    got = (
+        fingerprint(spark.createDataFrame(rows, CANONICAL_SCHEMA))
+        .orderBy("offset")
+        .select("key_hash", "checksum", "record_hash")
+        .collect()
+    )
     assert len(got) == 200
     for (t, k, v, h), g in zip(records, got, strict=True):
         assert g.key_hash == key_hash(t, k)

@@ -24,8 +24,15 @@ def spark():
 
 
 def rec(topic, partition, offset, ts, key, value, headers=None):
-    return {"topic": topic, "partition": partition, "offset": offset, "timestamp": ts, "key": key,
-            "value": value, "headers": headers}
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp": ts,
+        "key": key,
+        "value": value,
+        "headers": headers,
+    }
 
 
 def source_records():
@@ -56,14 +63,22 @@ def seeded_target(src):
     orders = [r for r in src if r["topic"] == "orders" and r["timestamp"] <= CUTOFF]
     payments = [r for r in src if r["topic"] == "payments"]
     tgt = replicate(orders, drop=lambda r: index(r) >= 1590 or index(r) in SCATTERED)
-    tgt.append({**orders[10], "offset": 5000})                                  # duplicated
+    tgt.append({**orders[10], "offset": 5000})  # duplicated
     tgt.append(rec("orders", 3, 5001, T0 + 1_500_000, orders[3]["key"], b"tampered"))  # corrupted, key seen early
-    tgt += replicate(payments, drop=lambda r: r["key"] in (b"pay-31", b"pay-50"))   # pay-31 missing
+    tgt += replicate(payments, drop=lambda r: r["key"] in (b"pay-31", b"pay-50"))  # pay-31 missing
     tgt.append({**payments[50], "offset": 7000, "value": b"changed in transit"})  # pay-50: missing + corrupted
     tgt.append(rec("payments", 1, 7001, T0 + 9000, b"ghost", b"never on the source"))  # unexpected
-    for n in range(5):                                                          # after the cut-off: ignored
-        tgt.append(rec("orders", n % 4, 6000 + n, CUTOFF + 1 + n, orders[n]["key"] if n < 3 else b"new",
-                       orders[n]["value"] if n < 2 else b"app write"))
+    for n in range(5):  # after the cut-off: ignored
+        tgt.append(
+            rec(
+                "orders",
+                n % 4,
+                6000 + n,
+                CUTOFF + 1 + n,
+                orders[n]["key"] if n < 3 else b"new",
+                orders[n]["value"] if n < 2 else b"app write",
+            )
+        )
     return tgt
 
 
@@ -73,9 +88,14 @@ def seeded(spark, tmp_path_factory):
     src = source_records()
     write_records(src, d / "source.parquet")
     write_records(seeded_target(src), d / "target.parquet")
-    result = run_verification(source=ArchiveSide(path=d / "source.parquet"),
-                              target=ArchiveSide(path=d / "target.parquet"),
-                              out_dir=d / "report", cutoff_ms=CUTOFF, spark=spark, pass2_from="fingerprints")
+    result = run_verification(
+        source=ArchiveSide(path=d / "source.parquet"),
+        target=ArchiveSide(path=d / "target.parquet"),
+        out_dir=d / "report",
+        cutoff_ms=CUTOFF,
+        spark=spark,
+        pass2_from="fingerprints",
+    )
     return src, result
 
 
@@ -91,8 +111,7 @@ def test_missing_records_carry_their_source_coordinates(seeded):
     table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
     missing = {(r["topic"], r["partition"], r["offset"]) for r in table if r["class"] == "missing"}
     orders = [r for r in src if r["topic"] == "orders" and r["timestamp"] <= CUTOFF]
-    expected = {("orders", r["partition"], r["offset"]) for r in orders
-                if index(r) >= 1590 or index(r) in SCATTERED}
+    expected = {("orders", r["partition"], r["offset"]) for r in orders if index(r) >= 1590 or index(r) in SCATTERED}
     expected |= {("payments", 1, 15), ("payments", 0, 25)}
     assert missing == expected
     assert {r["side"] for r in table if r["class"] == "missing"} == {"source"}
@@ -112,8 +131,10 @@ def test_target_only_key_seen_earlier_is_looked_up_in_the_whole_source(seeded):
     _, result = seeded
     assert result.summary["method"]["pass2b"] is True
     table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
-    assert {(r["topic"], r["offset"]) for r in table if r["class"] == "corrupted"} == {("orders", 5001),
-                                                                                       ("payments", 7000)}
+    assert {(r["topic"], r["offset"]) for r in table if r["class"] == "corrupted"} == {
+        ("orders", 5001),
+        ("payments", 7000),
+    }
 
 
 def test_raise_for_verdict_is_exit_code_1(seeded):
@@ -127,8 +148,12 @@ def test_clean_sides_skip_pass_two(spark, tmp_path):
     src = [r for r in source_records() if r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate(src), tmp_path / "t.parquet")
-    result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                              target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
+    result = run_verification(
+        source=ArchiveSide(path=tmp_path / "s.parquet"),
+        target=ArchiveSide(path=tmp_path / "t.parquet"),
+        out_dir=tmp_path / "r",
+        spark=spark,
+    )
     assert result.clean and result.exit_code == 0
     assert result.summary["method"]["pass2_offsets"] == 0
     assert pq.read_table(tmp_path / "r" / "offending.parquet").num_rows == 0
@@ -139,16 +164,26 @@ def test_tail_loss_rereads_only_the_tail(spark, tmp_path):
     src = [r for r in source_records() if r["topic"] == "orders" and r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate(src, drop=lambda r: index(r) >= 1596), tmp_path / "t.parquet")
-    result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                              target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r",
-                              spark=spark, windows=100, pass2_from="fingerprints")
+    result = run_verification(
+        source=ArchiveSide(path=tmp_path / "s.parquet"),
+        target=ArchiveSide(path=tmp_path / "t.parquet"),
+        out_dir=tmp_path / "r",
+        spark=spark,
+        windows=100,
+        pass2_from="fingerprints",
+    )
     assert result.counts()["missing"] == 4 and sum(result.counts().values()) == 4
     method = result.summary["method"]
     assert method["pass2_offsets"] == 0 and method["kafka_reads_per_side"] == 1  # nothing read again
     assert 0 < method["pass2_compared_records"] <= 2 * 4 * 5  # one window: ~4 records per partition per side
-    old = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                           target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "old",
-                           spark=spark, windows=100, pass2_from="kafka")
+    old = run_verification(
+        source=ArchiveSide(path=tmp_path / "s.parquet"),
+        target=ArchiveSide(path=tmp_path / "t.parquet"),
+        out_dir=tmp_path / "old",
+        spark=spark,
+        windows=100,
+        pass2_from="kafka",
+    )
     assert old.counts() == result.counts() and old.summary["method"]["kafka_reads_per_side"] == 2
     assert 0 < old.summary["method"]["pass2_offsets"] <= 2 * 4 * 5  # the former design re-read only the tail
 
@@ -157,8 +192,12 @@ def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
     src = [r for r in source_records() if r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate([r for r in src if r["topic"] == "orders"]), tmp_path / "t.parquet")
-    result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                              target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
+    result = run_verification(
+        source=ArchiveSide(path=tmp_path / "s.parquet"),
+        target=ArchiveSide(path=tmp_path / "t.parquet"),
+        out_dir=tmp_path / "r",
+        spark=spark,
+    )
     assert result.summary["topics"]["payments"]["target_absent"] is True
     assert result.counts("payments")["missing"] == 200 and result.counts("orders")["missing"] == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -168,8 +207,14 @@ def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
 def test_large_reports_are_written_by_spark_with_the_same_content(spark, seeded, tmp_path):
     _, small = seeded
     d = small.out_dir.parent
-    big = run_verification(source=ArchiveSide(path=d / "source.parquet"), target=ArchiveSide(path=d / "target.parquet"),
-                           out_dir=tmp_path / "r", cutoff_ms=CUTOFF, spark=spark, collect_limit=0)
+    big = run_verification(
+        source=ArchiveSide(path=d / "source.parquet"),
+        target=ArchiveSide(path=d / "target.parquet"),
+        out_dir=tmp_path / "r",
+        cutoff_ms=CUTOFF,
+        spark=spark,
+        collect_limit=0,
+    )
     assert big.summary["totals"] == small.summary["totals"]
 
     def rows(out):
@@ -185,8 +230,12 @@ def test_a_record_held_three_times_reports_its_latest_missing_copies(spark, tmp_
     other = [rec("t", 1, o, T0 + 500 + 1000 * o, b"k%d" % o, b"v") for o in range(3)]
     write_records(same + other, tmp_path / "s.parquet")
     write_records([{**same[0], "offset": 40}, *other], tmp_path / "t.parquet")
-    result = run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                              target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
+    result = run_verification(
+        source=ArchiveSide(path=tmp_path / "s.parquet"),
+        target=ArchiveSide(path=tmp_path / "t.parquet"),
+        out_dir=tmp_path / "r",
+        spark=spark,
+    )
     assert result.counts() == {"missing": 2, "unexpected": 0, "duplicated": 0, "corrupted": 0}
     table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
     assert sorted((r["partition"], r["offset"]) for r in table) == [(0, 1), (0, 2)]
@@ -208,8 +257,7 @@ def test_each_side_is_read_once_whatever_pass_2_and_the_lookup_need(spark, seede
     # the former design read the source three times (pass 1, pass 2, the lookup of target-only keys)
     assert [name for name, _ in reads].count("source.parquet") == 3
     reads.clear()
-    again = run_verification(**sides, out_dir=tmp_path / "fp", cutoff_ms=CUTOFF, spark=spark,
-                             pass2_from="fingerprints")
+    again = run_verification(**sides, out_dir=tmp_path / "fp", cutoff_ms=CUTOFF, spark=spark, pass2_from="fingerprints")
     assert sorted(name for name, _ in reads) == ["source.parquet", "target.parquet"]
     assert again.summary["method"]["pass2b"] is True and again.summary["method"]["kafka_reads_per_side"] == 1
 
@@ -233,5 +281,9 @@ def test_persisted_fingerprints_are_measured_and_dropped(spark, seeded):
 def test_an_unknown_pass_2_source_is_a_config_error(spark, tmp_path, monkeypatch):
     monkeypatch.setenv(job.PASS2_FROM_ENV, "tape")
     with pytest.raises(ConfigError, match="tape"):
-        run_verification(source=ArchiveSide(path=tmp_path / "s.parquet"),
-                         target=ArchiveSide(path=tmp_path / "t.parquet"), out_dir=tmp_path / "r", spark=spark)
+        run_verification(
+            source=ArchiveSide(path=tmp_path / "s.parquet"),
+            target=ArchiveSide(path=tmp_path / "t.parquet"),
+            out_dir=tmp_path / "r",
+            spark=spark,
+        )

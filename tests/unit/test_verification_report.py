@@ -49,7 +49,7 @@ def png_image(data: bytes) -> Image.Image:
 
 
 def cutoff_pixels(img: Image.Image) -> int:
-    want = tuple(int(CUTOFF_COLOUR[i:i + 2], 16) for i in (1, 3, 5))
+    want = tuple(int(CUTOFF_COLOUR[i : i + 2], 16) for i in (1, 3, 5))
     return sum(n for n, rgb in img.convert("RGB").getcolors(maxcolors=1 << 20) if rgb == want)
 
 
@@ -86,64 +86,175 @@ def test_keys_are_shown_as_text_or_hex():
 # ----------------------------------------------------------------------------- hand-built summaries
 def hand_summary(**over):
     """A summary as the job writes it: two topics, differences in three partitions."""
-    counts = {"orders": {"missing": 3, "unexpected": 1, "duplicated": 0, "corrupted": 1},
-              SCRIPT_TOPIC: {"missing": 0, "unexpected": 0, "duplicated": 2, "corrupted": 0}}
-    topics = {t: {"source_read": 100, "target_read": 99, "source_after_cutoff": 0, "target_after_cutoff": 2,
-                  "source_compared": 100, "target_compared": 97, **c, "target_absent": False,
-                  "source_partitions": 2, "target_partitions": 2} for t, c in counts.items()}
-    totals = {k: sum(t[k] for t in topics.values())
-              for k in ("source_read", "target_read", "source_after_cutoff", "target_after_cutoff",
-                        "source_compared", "target_compared", "missing", "unexpected", "duplicated", "corrupted")}
+    counts = {
+        "orders": {"missing": 3, "unexpected": 1, "duplicated": 0, "corrupted": 1},
+        SCRIPT_TOPIC: {"missing": 0, "unexpected": 0, "duplicated": 2, "corrupted": 0},
+    }
+    topics = {
+        t: {
+            "source_read": 100,
+            "target_read": 99,
+            "source_after_cutoff": 0,
+            "target_after_cutoff": 2,
+            "source_compared": 100,
+            "target_compared": 97,
+            **c,
+            "target_absent": False,
+            "source_partitions": 2,
+            "target_partitions": 2,
+        }
+        for t, c in counts.items()
+    }
+    totals = {
+        k: sum(t[k] for t in topics.values())
+        for k in (
+            "source_read",
+            "target_read",
+            "source_after_cutoff",
+            "target_after_cutoff",
+            "source_compared",
+            "target_compared",
+            "missing",
+            "unexpected",
+            "duplicated",
+            "corrupted",
+        )
+    }
     zero = {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}
-    per_topic_windows = {t: {"windows": 512, "width_ms": 10, "with_records": 100, "differing": 2,
-                             "reread_source": 40, "reread_target": 41} for t in counts}
+    per_topic_windows = {
+        t: {
+            "windows": 512,
+            "width_ms": 10,
+            "with_records": 100,
+            "differing": 2,
+            "reread_source": 40,
+            "reread_target": 41,
+        }
+        for t in counts
+    }
     summary = {
-        "verdict": "differences", "exit_code": 1, "generated_at": "2025-10-09T09:10:00Z", "out_dir": "/r",
+        "verdict": "differences",
+        "exit_code": 1,
+        "generated_at": "2025-10-09T09:10:00Z",
+        "out_dir": "/r",
         "source": {"kind": "kafka", "cluster": "A", "bootstrap": "a:9092", "username": "admin"},
         "target": {"kind": "kafka", "cluster": "B", "bootstrap": "b:9092", "username": "admin"},
         "failover": None,
-        "topics_requested": sorted(counts), "topics_compared": sorted(counts),
+        "topics_requested": sorted(counts),
+        "topics_compared": sorted(counts),
         "topics_left_out": {
-            "__consumer_offsets": {"reason": "internal", "on": "source and target",
-                                   "why": "internal topic (Kafka, Connect or MirrorMaker 2 bookkeeping)"},
-            "<img src=x onerror=alert(1)>": {"reason": "only_on_target", "on": "target",
-                                             "why": "only on the target: the source has no such topic"},
+            "__consumer_offsets": {
+                "reason": "internal",
+                "on": "source and target",
+                "why": "internal topic (Kafka, Connect or MirrorMaker 2 bookkeeping)",
+            },
+            "<img src=x onerror=alert(1)>": {
+                "reason": "only_on_target",
+                "on": "target",
+                "why": "only on the target: the source has no such topic",
+            },
         },
         "cutoff": {"ms": CUTOFF, "iso": "2025-10-09T09:00:00.000Z", "utc": CUTOFF_UTC, "applies_to": "both sides"},
-        "totals": totals, "topics": topics,
-        "partitions": {"orders": {"0": {**zero, "missing": 2, "corrupted": 1},
-                                  "1": {**zero, "missing": 1, "unexpected": 1}},
-                       SCRIPT_TOPIC: {"1": {**zero, "duplicated": 2}}},
-        "offsets": {side: {t: {"0": {"start": 0, "end": 50, "read": 50}, "1": {"start": 0, "end": 50, "read": 50}}
-                           for t in counts} for side in ("source", "target")},
-        "method": {"checksum": "xxhash64", "windows": 512, "pass1_records": 400, "differing_windows": 4,
-                   "pass2_offsets": 162, "pass2_compared_records": 80, "pass2b": False,
-                   "window_counts": {"per_topic": per_topic_windows, "windows": 1024, "with_records": 200,
-                                     "differing": 4, "reread_source": 80, "reread_target": 82}},
+        "totals": totals,
+        "topics": topics,
+        "partitions": {
+            "orders": {"0": {**zero, "missing": 2, "corrupted": 1}, "1": {**zero, "missing": 1, "unexpected": 1}},
+            SCRIPT_TOPIC: {"1": {**zero, "duplicated": 2}},
+        },
+        "offsets": {
+            side: {
+                t: {"0": {"start": 0, "end": 50, "read": 50}, "1": {"start": 0, "end": 50, "read": 50}} for t in counts
+            }
+            for side in ("source", "target")
+        },
+        "method": {
+            "checksum": "xxhash64",
+            "windows": 512,
+            "pass1_records": 400,
+            "differing_windows": 4,
+            "pass2_offsets": 162,
+            "pass2_compared_records": 80,
+            "pass2b": False,
+            "window_counts": {
+                "per_topic": per_topic_windows,
+                "windows": 1024,
+                "with_records": 200,
+                "differing": 4,
+                "reread_source": 80,
+                "reread_target": 82,
+            },
+        },
         "spark": {"master": "local[2]", "version": "4.0.0"},
-        "timings": {"spark_start_s": 3.2, "bounds_s": 0.4, "pass1_s": 5.0, "pass2_s": 2.0, "write_s": 0.3,
-                    "total_s": 11.0, "records_per_s": 36},
+        "timings": {
+            "spark_start_s": 3.2,
+            "bounds_s": 0.4,
+            "pass1_s": 5.0,
+            "pass2_s": 2.0,
+            "write_s": 0.3,
+            "total_s": 11.0,
+            "records_per_s": 36,
+        },
     }
     summary.update(over)
     return summary
 
 
-FAILOVER = {"failover_id": "20251009T090000-abc123", "mode": "unplanned", "stack": "local", "source": "A",
-            "target": "B", "rto_s": 4.25, "write_outage_s": 1.5, "journal": "/state/failover/journal.json",
-            "rpo_estimate": {"records": 3, "upper_bound": 9, "basis": "source end offsets last seen minus target",
-                             "snapshot_age_s": 2.0}}
+FAILOVER = {
+    "failover_id": "20251009T090000-abc123",
+    "mode": "unplanned",
+    "stack": "local",
+    "source": "A",
+    "target": "B",
+    "rto_s": 4.25,
+    "write_outage_s": 1.5,
+    "journal": "/state/failover/journal.json",
+    "rpo_estimate": {
+        "records": 3,
+        "upper_bound": 9,
+        "basis": "source end offsets last seen minus target",
+        "snapshot_age_s": 2.0,
+    },
+}
 
 
 def samples():
     row = {"topic": "orders", "partition": 0, "timestamp": T0 + 5000, "key_hash": 1}
     return {
         "missing": [{**row, "class": "missing", "side": "source", "offset": 17, "key": SCRIPT_KEY, "checksum": -1}],
-        "unexpected": [{**row, "class": "unexpected", "side": "target", "partition": 1, "offset": 1017,
-                        "key": b"ghost", "checksum": 2}],
-        "duplicated": [{**row, "class": "duplicated", "side": "target", "topic": SCRIPT_TOPIC, "partition": 1,
-                        "offset": 999, "key": b"k4", "checksum": 255}],
-        "corrupted": [{**row, "class": "corrupted", "side": "target", "offset": 1020, "key": b"k8", "checksum": 3,
-                       "source": {"partition": 0, "offset": 20, "checksum": 4, "timestamp": T0 + 5000}}],
+        "unexpected": [
+            {
+                **row,
+                "class": "unexpected",
+                "side": "target",
+                "partition": 1,
+                "offset": 1017,
+                "key": b"ghost",
+                "checksum": 2,
+            }
+        ],
+        "duplicated": [
+            {
+                **row,
+                "class": "duplicated",
+                "side": "target",
+                "topic": SCRIPT_TOPIC,
+                "partition": 1,
+                "offset": 999,
+                "key": b"k4",
+                "checksum": 255,
+            }
+        ],
+        "corrupted": [
+            {
+                **row,
+                "class": "corrupted",
+                "side": "target",
+                "offset": 1020,
+                "key": b"k8",
+                "checksum": 3,
+                "source": {"partition": 0, "offset": 20, "checksum": 4, "timestamp": T0 + 5000},
+            }
+        ],
     }
 
 
@@ -151,16 +262,26 @@ def test_failover_box_only_when_the_run_came_from_a_failover():
     plain = render_html(hand_summary(), chart_png=b"\x89PNG")
     assert "Failover" not in plain and "RPO" not in plain
     page = render_html(hand_summary(failover=FAILOVER), chart_png=b"\x89PNG")
-    box = page[page.index("<div class='box'>"):page.index("<div class='verdict")]
-    for text in ("20251009T090000-abc123", "unplanned", "A → B", "4.25 s", "writes refused everywhere", "1.5 s",
-                 "3–9 records", "records never replicated", "/state/failover/journal.json", CUTOFF_UTC):
+    box = page[page.index("<div class='box'>") : page.index("<div class='verdict")]
+    for text in (
+        "20251009T090000-abc123",
+        "unplanned",
+        "A → B",
+        "4.25 s",
+        "writes refused everywhere",
+        "1.5 s",
+        "3–9 records",
+        "records never replicated",
+        "/state/failover/journal.json",
+        CUTOFF_UTC,
+    ):
         assert text in box, text
     assert "<td class='l'>3 — this verification" in box  # never replicated: the missing records found
 
 
 def test_header_shows_the_cutoff_as_utc_and_epoch_ms():
     page = render_html(hand_summary(), chart_png=b"\x89PNG")
-    header = page[page.index("<h1>"):page.index("<div class='verdict")]
+    header = page[page.index("<h1>") : page.index("<div class='verdict")]
     assert f"cut-off: <b>{CUTOFF_UTC} ({CUTOFF} ms)" in header
     assert "dashed line marks the cut-off" in page
     assert "cut-off: <b>none" in render_html(hand_summary(cutoff=None), chart_png=b"")
@@ -168,9 +289,11 @@ def test_header_shows_the_cutoff_as_utc_and_epoch_ms():
 
 def test_per_partition_table_has_the_counts_of_each_class():
     page = render_html(hand_summary(), chart_png=b"")
-    section = page[page.index("<h2>Per partition"):page.index("<h2>Missing messages")]
-    assert "<tr><td class='l'><code>orders</code></td><td>0</td><td>50</td><td>50</td><td class='bad'>2</td>" \
-           "<td class='ok'>0</td><td class='ok'>0</td><td class='bad'>1</td></tr>" in section
+    section = page[page.index("<h2>Per partition") : page.index("<h2>Missing messages")]
+    assert (
+        "<tr><td class='l'><code>orders</code></td><td>0</td><td>50</td><td>50</td><td class='bad'>2</td>"
+        "<td class='ok'>0</td><td class='ok'>0</td><td class='bad'>1</td></tr>" in section
+    )
     assert "<td>1</td><td>50</td><td>50</td><td class='bad'>1</td><td class='bad'>1</td>" in section
     assert section.count("<tr>") == 4  # header + the three partitions with differences
     clean = render_html(hand_summary(partitions={}), chart_png=b"")
@@ -181,11 +304,11 @@ def test_every_class_has_a_sample_table_with_both_sides():
     page = render_html(hand_summary(), chart_png=b"", samples=samples())
     for c in ("missing", "unexpected", "duplicated", "corrupted"):
         assert f"<h2>Sample of {c} records</h2>" in page
-    corrupted = page[page.index("<h2>Sample of corrupted"):page.index("<h2>Offset bounds")]
+    corrupted = page[page.index("<h2>Sample of corrupted") : page.index("<h2>Offset bounds")]
     # source offset 20 and checksum of the unreplicated source version, target offset 1020, readable time
     assert "<td>20</td><td>1020</td><td class='l'>2025-10-09 08:53:25.000 UTC</td>" in corrupted
     assert "<code>0000000000000004</code>" in corrupted and "<code>0000000000000003</code>" in corrupted
-    missing = page[page.index("<h2>Sample of missing"):page.index("<h2>Sample of unexpected")]
+    missing = page[page.index("<h2>Sample of missing") : page.index("<h2>Sample of unexpected")]
     assert "<td>17</td><td>—</td>" in missing and "<code>ffffffffffffffff</code>" in missing
     # a class with records but no sample rows (a page rendered from summary.json alone) still says so
     alone = render_html(hand_summary(), chart_png=b"")
@@ -194,19 +317,21 @@ def test_every_class_has_a_sample_table_with_both_sides():
 
 def test_topics_compared_and_left_out_with_the_reason():
     page = render_html(hand_summary(), chart_png=b"")
-    left = page[page.index("<h2>Topics left out"):page.index("<h2>Per partition")]
-    assert ("<code>__consumer_offsets</code></td><td class='l'>source and target</td>"
-            "<td class='l'>internal topic") in left
+    left = page[page.index("<h2>Topics left out") : page.index("<h2>Per partition")]
+    assert (
+        "<code>__consumer_offsets</code></td><td class='l'>source and target</td><td class='l'>internal topic"
+    ) in left
     assert "only on the target: the source has no such topic" in left
-    compared = page[page.index("<h2>Topics compared"):page.index("<h2>Topics left out")]
+    compared = page[page.index("<h2>Topics compared") : page.index("<h2>Topics left out")]
     assert "<code>orders</code>" in compared and "2 / 2" in compared
     none = render_html(hand_summary(topics_left_out={}), chart_png=b"")
     assert "every topic on either side was compared" in none
 
 
 def test_everything_is_escaped():
-    page = render_html(hand_summary(failover={**FAILOVER, "journal": "<script>j</script>"}), chart_png=b"",
-                       samples=samples())
+    page = render_html(
+        hand_summary(failover={**FAILOVER, "journal": "<script>j</script>"}), chart_png=b"", samples=samples()
+    )
     assert "<script" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(&quot;topic&quot;)&lt;/script&gt;" in page  # topic: tables and samples
     assert "&lt;script&gt;alert(&#x27;key&#x27;)&lt;/script&gt;" in page  # key
@@ -215,8 +340,13 @@ def test_everything_is_escaped():
 
 def test_timing_labels_are_readable():
     page = render_html(hand_summary(), chart_png=b"")
-    for label in ("Spark start (s)", "topics and offset bounds (s)", "pass 1: read and fingerprint both sides (s)",
-                  "total (s)", "records per second"):
+    for label in (
+        "Spark start (s)",
+        "topics and offset bounds (s)",
+        "pass 1: read and fingerprint both sides (s)",
+        "total (s)",
+        "records per second",
+    ):
         assert label in page, label
     assert "(s)tart" not in page and "record (s)" not in page and "_s" not in page.split("<h2>Method")[1]
     assert timing_label("pass2b_s").startswith("pass 2b") and timing_label("new_step_s") == "new step (s)"
@@ -224,9 +354,11 @@ def test_timing_labels_are_readable():
 
 def test_window_counts_read_the_same_everywhere():
     lines = dict(window_lines(hand_summary()["method"]["window_counts"]))
-    assert lines == {"windows per topic": "512 (1,024 in all over 2 topics, 200 holding records)",
-                     "windows that differ": "4 of 1,024",
-                     "records re-read": "80 source + 82 target (the offset spans of the differing windows)"}
+    assert lines == {
+        "windows per topic": "512 (1,024 in all over 2 topics, 200 holding records)",
+        "windows that differ": "4 of 1,024",
+        "records re-read": "80 source + 82 target (the offset spans of the differing windows)",
+    }
     page = render_html(hand_summary(), chart_png=b"")
     for k, v in lines.items():
         assert f"<td class='l'>{k}</td><td class='l'>{v}</td>" in page
@@ -234,8 +366,11 @@ def test_window_counts_read_the_same_everywhere():
 
 def test_window_counts_come_from_the_grid_and_the_differences():
     grid = TimeGrid.spanning({"a": (0, 999), "b": (0, 99)}, 512)
-    diff = Differences(windows={"a": [3, 4]}, total_windows={"a": 300, "b": 100},
-                       spans={SOURCE: {"a": {0: (10, 20), 1: (0, 5)}}, TARGET: {"a": {0: (12, 22)}}})
+    diff = Differences(
+        windows={"a": [3, 4]},
+        total_windows={"a": 300, "b": 100},
+        spans={SOURCE: {"a": {0: (10, 20), 1: (0, 5)}}, TARGET: {"a": {0: (12, 22)}}},
+    )
     counts = _window_counts(["a", "b", "empty"], grid, {"a": (0, 999), "b": (0, 99)}, diff)
     assert counts["per_topic"]["a"]["windows"] == 500 and counts["per_topic"]["b"]["windows"] == 100
     assert counts["per_topic"]["empty"]["windows"] == 0
@@ -250,8 +385,11 @@ def test_empty_topics_are_left_out_with_the_reason():
     left: dict = {}
     assert _drop_empty(["empty", "full", "gone"], bs, bt, left) == ["full"]
     assert set(bs) == set(bt) == {"full"}
-    assert left["empty"] == {"reason": "empty", "on": "source and target",
-                             "why": "no records on either side: nothing to compare"}
+    assert left["empty"] == {
+        "reason": "empty",
+        "on": "source and target",
+        "why": "no records on either side: nothing to compare",
+    }
     assert left["gone"]["on"] == "source"
 
 
@@ -268,25 +406,54 @@ def source_records():
     out = []
     for i in range(300):
         key = SCRIPT_KEY if i == 15 else b"k%d" % i  # i=15: offset 5 of partition 0, missing below
-        out.append({"topic": SCRIPT_TOPIC, "partition": i % 3, "offset": i // 3, "timestamp": T0 + i * 1000,
-                    "key": key, "value": b"v%d" % i, "headers": [("h", b"1")]})
-    out += [{"topic": "audit", "partition": 0, "offset": j, "timestamp": T0 + j, "key": b"a", "value": b"b",
-             "headers": None} for j in range(3)]
-    out.append({"topic": "__consumer_offsets", "partition": 0, "offset": 0, "timestamp": T0, "key": b"g",
-                "value": b"o", "headers": None})
+        out.append(
+            {
+                "topic": SCRIPT_TOPIC,
+                "partition": i % 3,
+                "offset": i // 3,
+                "timestamp": T0 + i * 1000,
+                "key": key,
+                "value": b"v%d" % i,
+                "headers": [("h", b"1")],
+            }
+        )
+    out += [
+        {
+            "topic": "audit",
+            "partition": 0,
+            "offset": j,
+            "timestamp": T0 + j,
+            "key": b"a",
+            "value": b"b",
+            "headers": None,
+        }
+        for j in range(3)
+    ]
+    out.append(
+        {
+            "topic": "__consumer_offsets",
+            "partition": 0,
+            "offset": 0,
+            "timestamp": T0,
+            "key": b"g",
+            "value": b"o",
+            "headers": None,
+        }
+    )
     return out
 
 
 def target_records(src):
     orders = [r for r in src if r["topic"] == SCRIPT_TOPIC]
     tgt = [{**r, "offset": r["offset"] + 2} for r in orders if r["offset"] % 17 != 5 and r["key"] != b"k8"]
-    tgt.append({**orders[4], "offset": 999})                                       # duplicated (partition 1)
-    tgt.append({**orders[8], "offset": 998, "value": b"tampered"})                 # k8 changed: missing + corrupted
-    tgt.append({**orders[0], "offset": 997, "key": b"ghost", "value": b"x"})       # unexpected (partition 0)
+    tgt.append({**orders[4], "offset": 999})  # duplicated (partition 1)
+    tgt.append({**orders[8], "offset": 998, "value": b"tampered"})  # k8 changed: missing + corrupted
+    tgt.append({**orders[0], "offset": 997, "key": b"ghost", "value": b"x"})  # unexpected (partition 0)
     tgt.append({**orders[0], "offset": 996, "timestamp": CUTOFF + 1, "value": b"app write"})  # after the cut-off
     for topic in ("only-here", "mm2-offset-syncs.A.internal"):
-        tgt.append({"topic": topic, "partition": 0, "offset": 0, "timestamp": T0, "key": b"a", "value": b"b",
-                    "headers": None})
+        tgt.append(
+            {"topic": topic, "partition": 0, "offset": 0, "timestamp": T0, "key": b"a", "value": b"b", "headers": None}
+        )
     return tgt
 
 
@@ -298,10 +465,16 @@ def report(tmp_path_factory):
     write_records(src, d / "s.parquet")
     write_records(target_records(src), d / "t.parquet")
     progress: list[str] = []
-    result = run_verification(source=ArchiveSide(path=d / "s.parquet"), target=ArchiveSide(path=d / "t.parquet"),
-                              out_dir=d / "out", spark=spark, topics=[SCRIPT_TOPIC], cutoff_ms=CUTOFF,
-                              progress=progress.append,
-                              context={**FAILOVER, "credentials": {"password": SECRET}, "sasl_password": SECRET})
+    result = run_verification(
+        source=ArchiveSide(path=d / "s.parquet"),
+        target=ArchiveSide(path=d / "t.parquet"),
+        out_dir=d / "out",
+        spark=spark,
+        topics=[SCRIPT_TOPIC],
+        cutoff_ms=CUTOFF,
+        progress=progress.append,
+        context={**FAILOVER, "credentials": {"password": SECRET}, "sasl_password": SECRET},
+    )
     return result, progress
 
 
@@ -317,8 +490,16 @@ def test_report_writes_summary_html_chart_and_parquet(report):
     assert "data:image/png;base64," in html and "drctl recover --report" in html
     assert png_image((out / "missing_over_time.png").read_bytes()).size == (1000, 340)
     table = read_offending(out)
-    assert table.num_rows == 22 and set(table.column_names) >= {"class", "side", "topic", "partition", "offset",
-                                                                "timestamp", "key", "checksum"}
+    assert table.num_rows == 22 and set(table.column_names) >= {
+        "class",
+        "side",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "checksum",
+    }
     assert read_offending(out, ["duplicated"]).to_pylist()[0]["offset"] == 999
 
 
@@ -338,8 +519,11 @@ def test_job_counts_each_class_per_partition(report):
     result, _ = report
     parts = result.summary["partitions"][SCRIPT_TOPIC]
     zero = {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}
-    assert parts == {"0": {**zero, "missing": 6, "unexpected": 1}, "1": {**zero, "missing": 6, "duplicated": 1},
-                     "2": {**zero, "missing": 7, "corrupted": 1}}
+    assert parts == {
+        "0": {**zero, "missing": 6, "unexpected": 1},
+        "1": {**zero, "missing": 6, "duplicated": 1},
+        "2": {**zero, "missing": 7, "corrupted": 1},
+    }
     for c in zero:
         assert sum(p[c] for p in parts.values()) == result.summary["topics"][SCRIPT_TOPIC][c]
 
@@ -348,9 +532,12 @@ def test_job_says_why_each_topic_was_left_out(report):
     result, _ = report
     assert result.summary["topics_compared"] == [SCRIPT_TOPIC]
     reasons = {t: (v["reason"], v["on"]) for t, v in result.summary["topics_left_out"].items()}
-    assert reasons == {"audit": ("not_requested", "source"), "__consumer_offsets": ("internal", "source"),
-                       "only-here": ("only_on_target", "target"),
-                       "mm2-offset-syncs.A.internal": ("internal", "target")}
+    assert reasons == {
+        "audit": ("not_requested", "source"),
+        "__consumer_offsets": ("internal", "source"),
+        "only-here": ("only_on_target", "target"),
+        "mm2-offset-syncs.A.internal": ("internal", "target"),
+    }
     html = (result.out_dir / "report.html").read_text()
     assert "not in the topics requested (--topics)" in html
 
@@ -360,7 +547,7 @@ def test_job_samples_every_class_from_the_offending_records(report):
     html = (result.out_dir / "report.html").read_text()
     for c in ("missing", "unexpected", "duplicated", "corrupted"):
         assert f"<h2>Sample of {c} records</h2>" in html
-    corrupted = html[html.index("<h2>Sample of corrupted"):html.index("<h2>Offset bounds")]
+    corrupted = html[html.index("<h2>Sample of corrupted") : html.index("<h2>Offset bounds")]
     # k8 was changed in transit: its source version (partition 2, offset 2) is paired with the copy at 998
     assert "<td>2</td><td>2</td><td>998</td><td class='l'>2025-10-09 08:53:28.000 UTC</td>" in corrupted
     assert "changed in transit" in corrupted
@@ -389,15 +576,22 @@ def test_job_window_counts_agree_between_progress_and_report(report):
         assert f"<td class='l'>{k}</td><td class='l'>{v}</td>" in html
     assert f"({counts['per_topic'][SCRIPT_TOPIC]['windows']:,} windows per topic)" in started
     assert f"{counts['reread_source']:,} source + {counts['reread_target']:,} target" in next(
-        p for p in progress if p.startswith("pass 2: re-reading"))
+        p for p in progress if p.startswith("pass 2: re-reading")
+    )
 
 
 def test_reports_written_by_spark_have_the_same_partitions_and_pairs(report, tmp_path):
     result, _ = report
     d = result.out_dir.parent
-    big = run_verification(source=ArchiveSide(path=d / "s.parquet"), target=ArchiveSide(path=d / "t.parquet"),
-                           out_dir=tmp_path / "r", spark=spark_session(), topics=[SCRIPT_TOPIC], cutoff_ms=CUTOFF,
-                           collect_limit=0)
+    big = run_verification(
+        source=ArchiveSide(path=d / "s.parquet"),
+        target=ArchiveSide(path=d / "t.parquet"),
+        out_dir=tmp_path / "r",
+        spark=spark_session(),
+        topics=[SCRIPT_TOPIC],
+        cutoff_ms=CUTOFF,
+        collect_limit=0,
+    )
     assert big.summary["partitions"] == result.summary["partitions"]
     html = (big.out_dir / "report.html").read_text()
     assert "<td>2</td><td>2</td><td>998</td>" in html  # the corrupted copy paired with its source version
@@ -442,7 +636,9 @@ def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monke
 
     class Result:
         clean, out_dir = True, tmp_path
-        summary: ClassVar[dict[str, Any]] = {"topics": {"orders": {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}}}
+        summary: ClassVar[dict[str, Any]] = {
+            "topics": {"orders": {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}}
+        }
 
         def counts(self):
             return self.summary["topics"]["orders"]
@@ -452,12 +648,17 @@ def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monke
         return Result()
 
     monkeypatch.setattr(job, "run_verification", fake_run)
-    integrity.verify(source=a, target=b, out_dir=tmp_path, topics=["orders", "empty", "late", "nowhere"],
-                     cutoff_ms=CUTOFF, context=FAILOVER)
+    integrity.verify(
+        source=a,
+        target=b,
+        out_dir=tmp_path,
+        topics=["orders", "empty", "late", "nowhere"],
+        cutoff_ms=CUTOFF,
+        context=FAILOVER,
+    )
     assert seen["context"] == FAILOVER and seen["cutoff_ms"] == CUTOFF
     assert seen["topics"] == ["orders", "empty", "late"]  # the job leaves "empty" out and says why
     seen.clear()
     ends[a.bootstrap], ends[b.bootstrap] = {("empty", 0): 0}, {}
-    verdict = integrity.verify(source=a, target=b, out_dir=tmp_path, topics=["empty"], cutoff_ms=None,
-                               context=FAILOVER)
+    verdict = integrity.verify(source=a, target=b, out_dir=tmp_path, topics=["empty"], cutoff_ms=None, context=FAILOVER)
     assert verdict.clean and not seen  # nothing to compare anywhere: no job
