@@ -67,8 +67,14 @@ def reserved_ranges() -> tuple[range, ...]:
     return tuple(ranges)
 
 
-def free_window(size: int = PORT_WINDOW, *, low: int = LOW, high: int = HIGH,
-                reserved: Sequence[range] | None = None, lock_dir: Path | None = None) -> int:
+def free_window(
+    size: int = PORT_WINDOW,
+    *,
+    low: int = LOW,
+    high: int = HIGH,
+    reserved: Sequence[range] | None = None,
+    lock_dir: Path | None = None,
+) -> int:
     """The first port of ``size`` consecutive ports free now and reserved for this process until
     :func:`release_window` or its end. Raises ``RuntimeError`` when no window is left."""
     if not 1 <= size <= high - low:
@@ -88,8 +94,10 @@ def free_window(size: int = PORT_WINDOW, *, low: int = LOW, high: int = HIGH,
                 _held[start] = fds
                 return start
             _close(fds)
-    raise RuntimeError(f"no free window of {size} ports in [{low}, {high}) outside {list(reserved)}: "
-                       f"other test runs hold the locks in {lock_dir}, or the ports are in use")
+    raise RuntimeError(
+        f"no free window of {size} ports in [{low}, {high}) outside {list(reserved)}: "
+        f"other test runs hold the locks in {lock_dir}, or the ports are in use"
+    )
 
 
 def release_window(start: int) -> None:
