@@ -2,17 +2,23 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: setup demo test unit integration shell clean
+.PHONY: setup demo lint test unit integration shell clean
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	@$(PY) -m dr.cli drill --stack local --out out/demo
 
-test: setup
+# Static checks, run before the tests by `make test` and `make unit`; any finding fails the build.
+LINT_PATHS := dr verification stacks tests benchmarks
+lint: setup
+	@$(PY) -m ruff check $(LINT_PATHS)
+	@$(PY) -m ruff format --check $(LINT_PATHS)
+
+test: setup lint
 	@$(PY) -m pytest -q -p no:cacheprovider tests
 
-unit: setup
+unit: setup lint
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
 integration: setup
