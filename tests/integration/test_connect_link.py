@@ -20,30 +20,37 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Consumer
 
 from dr.errors import ClusterError
 from dr.estate import Estate
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
-from dr.runtime.mirrormaker import end_offsets
+from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
 from tests.integration.helpers import jvms_under, produce, teardown_stack
+from tests.integration.ports import windows
 
 STACK = "connectlink"
-PORTS = (31000, 31100, 31200)  # below the ephemeral range (32768+)
-CONNECT_PORT = 31300
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def ports() -> Iterator[tuple[int, ...]]:
+    """Free windows below the ephemeral range: A, B, C and the Connect workers' REST ports."""
+    with windows(4) as starts:
+        yield starts
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Iterator[dict[str, str]]:
     d = tmp_path_factory.mktemp("connect-link")
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local-connect.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], ports[:3], strict=True):
         c["base_port"] = port
         c["brokers"], c["racks"] = 1, ["r1"]
-    doc["config"]["kafka-dr:connectClusters"][0]["base_port"] = CONNECT_PORT
+    doc["config"]["kafka-dr:connectClusters"][0]["base_port"] = ports[3]
     (d / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
     original = load_stack_file(d / f"Pulumi.{STACK}.yaml")
@@ -79,6 +86,21 @@ def caught_up(e: Estate, source: str, target: str, topics: list[str], timeout: f
 
 
 ACKED: list[str] = []
+
+
+def read_and_commit(conf: dict[str, Any], topic: str, at_least: int, timeout: float = 60) -> list[str]:
+    """Read ``at_least`` records of ``topic`` as a consumer group member, then commit its positions."""
+    consumer = Consumer({**conf, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    keys: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(keys) < at_least and time.monotonic() < deadline:
+            keys += [m.key().decode() for m in consumer.consume(500, timeout=0.5) if m.error() is None]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return keys
 
 
 def test_up_runs_the_link_as_three_connectors_with_their_tasks(env: dict[str, str]) -> None:
@@ -126,10 +148,19 @@ def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(e
     keys = [f"fo-{i}" for i in range(2000)]
     acked, _ = produce(app(e, "A", "orders-app"), "orders", keys)
     ACKED.extend(acked)
+    read_on_a = read_and_commit(app(e, "A", "billing").config(**{"group.id": "billing"}), "orders", 1000)
+    assert len(read_on_a) >= 1000
+    # the checkpoint connector (tasks appear once the group exists) syncs the group's offsets to B
+    assert wait_until(lambda: bool(committed_offsets(e.endpoint("B"), "billing")), 120, interval=1.0)
     res = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     summary = json.loads(res.stdout)
     print(f"\nfailover on a Connect link: RTO {summary.get('rto_s')}s, A→B→C {summary.get('a_b_c_s')}s")
+    assert summary["status"] == "completed" and summary["verdict"]["counts"]["missing"] == 0
+    groups = {g["group"]: g for g in summary["consumer_groups"]}
+    assert groups["billing"]["status"] in ("translated", "partial") and not groups["billing"]["would_skip"]
+    translated = sum(committed_offsets(e.endpoint("B"), "billing").values())
+    assert 0 < translated <= len(read_on_a), (translated, len(read_on_a))
     after = estate(env)
     assert [(lk.name, lk.connect) for lk in after.topology.links] == [("B-to-C", "mm2")]
     rest = after.connect("mm2").rest()
@@ -194,7 +225,8 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     assert sorted(connect.alive_workers()) == [0, 1]
 
 
-def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: dict[str, str]) -> None:
+def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: dict[str, str],
+                                                                       ports: tuple[int, ...]) -> None:
     from stacks.connect import _create_connector, workers_props
 
     e = estate(env)
@@ -206,6 +238,7 @@ def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: dict
     with pytest.raises(RuntimeError, match="rejected by Kafka Connect's validation"):
         _create_connector(props)
     assert "bad-source" not in e.connect("mm2").rest().connectors()
-    dead = {**props, "local": False, "url": "http://127.0.0.1:31399", "config": {"connector.class": "x"}}
-    with pytest.raises(ClusterError, match="127.0.0.1:31399 is unreachable"):
+    nothing = ports[3] + 99  # in this suite's window, never listened on
+    dead = {**props, "local": False, "url": f"http://127.0.0.1:{nothing}", "config": {"connector.class": "x"}}
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{nothing} is unreachable"):
         _create_connector(dead)

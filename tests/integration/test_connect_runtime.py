@@ -1,6 +1,6 @@
 """A real Kafka Connect cluster (2 distributed workers, home B) running the MirrorMaker 2 connectors
 of an A → B link: a worker killed mid-traffic, its tasks move to the other one, and B holds every
-record of A. Ports 30500-30999 only (A 30500, B 30600, Connect 30700-30701, nothing on 30999)."""
+record of A. Ports: four free windows from tests/integration/ports.py (A, B, C, the Connect workers)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from dr.runtime.mirrormaker import end_offsets, grant_replicator
 from dr.runtime.process import wait_until
 from dr.topology import Topology, load_stack_file
 from tests.integration.helpers import create_topic, jvms_under, write_local_stack
+from tests.integration.ports import windows
 
-A_PORT, B_PORT, C_PORT, CONNECT_PORT, NOTHING_PORT = 30500, 30600, 30800, 30700, 30999
 TOPIC = "orders"  # declared in Pulumi.local.yaml with 6 partitions
 RECORDS = 20_000
 
@@ -37,6 +37,8 @@ class Env:
     """The clusters, the Connect cluster and the topology of this module."""
 
     state: Path
+    nothing_port: int
+    """A port in this suite's windows that nothing listens on."""
     a: LocalCluster
     b: LocalCluster
     connect: LocalConnectCluster
@@ -47,6 +49,12 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """A and B (1 broker each) and a 2-worker Connect cluster whose home is B; all gone afterwards."""
+    with windows(4) as (a_port, b_port, c_port, connect_port):
+        yield from _env(tmp_path_factory, a_port, b_port, c_port, connect_port)
+
+
+def _env(tmp_path_factory: pytest.TempPathFactory, A_PORT: int, B_PORT: int, C_PORT: int,  # noqa: N803
+         CONNECT_PORT: int) -> Iterator[Env]:  # noqa: N803
     state = tmp_path_factory.mktemp("connect-runtime")
     topology = load_stack_file(write_local_stack(state, "connect", (A_PORT, B_PORT, C_PORT), one_broker=("A",)))
     a = LocalCluster(ClusterSpec("A", brokers=1, base_port=A_PORT), state)
@@ -65,7 +73,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         connect.write_secrets()
         start_s = connect.start()
         print(f"\nConnect cluster of 2 workers started in {start_s:.1f}s")
-        yield Env(state, a, b, connect, topology, start_s)
+        yield Env(state, CONNECT_PORT + 99, a, b, connect, topology, start_s)
     finally:
         try:
             connect.destroy()
@@ -192,8 +200,8 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
 def test_rest_errors_name_the_problem(env: Env) -> None:
     connect = env.connect
     rest = connect.rest()
-    with pytest.raises(ClusterError, match=f"127.0.0.1:{NOTHING_PORT} is unreachable") as info:
-        ConnectRest(f"http://127.0.0.1:{NOTHING_PORT}", timeout=2).info()
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{env.nothing_port} is unreachable") as info:
+        ConnectRest(f"http://127.0.0.1:{env.nothing_port}", timeout=2).info()
     assert "start the Connect cluster" in str(info.value)
 
     with pytest.raises(AuthError, match="HTTP 401"):
