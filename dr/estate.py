@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AclOperation, ResourceType
+from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl
@@ -23,7 +23,7 @@ from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker, partition_lag
 from dr.toolchain import REPO_ROOT
-from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
+from dr.topology import Cluster, Kind, Link, Role, Topology, load_stack_file
 
 if TYPE_CHECKING:
     from dr.connect_rest import ConnectRest
@@ -172,7 +172,7 @@ class Estate:
         link = self._link(link_name)
         return self.topology.runs_on_connect(link) or self.topology.runs_dedicated(link)
 
-    def _link(self, link_name: str):  # noqa: ANN202 - dr.topology.Link
+    def _link(self, link_name: str) -> Link:
         link = next((lk for lk in self.topology.links if lk.name == link_name), None)
         if link is None:
             raise ConfigError(
@@ -261,7 +261,7 @@ def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> E
     return Estate.for_stack(stack).endpoint(cluster_name, user)
 
 
-def application_acls(topology: Topology, role: Role) -> list:
+def application_acls(topology: Topology, role: Role) -> list[AclBinding]:
     """The application principals' ACL bindings on a cluster of ``role`` (the rules of
     :func:`dr.topology.access.application_rules`, as admin-API bindings)."""
     from confluent_kafka.admin import ResourcePatternType

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -31,7 +32,7 @@ from dr.errors import AuthError, ClusterError
 #: compares records with this key: the probe writes one to the new active cluster per failover.
 PROBE_KEY = b"__kdr_rto_probe__"
 
-SILENT: dict[str, object] = {"log_level": 0}
+SILENT: dict[str, Any] = {"log_level": 0}
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ class Endpoint:
     security_protocol: str = "SASL_PLAINTEXT"
     sasl_mechanism: str = "SCRAM-SHA-512"
 
-    def config(self, **extra: object) -> dict[str, object]:
-        """librdkafka configuration for this endpoint, plus ``extra``."""
+    def config(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka configuration for this endpoint, plus ``extra`` (values: str, int, bool or a callback)."""
         return {
             "bootstrap.servers": self.bootstrap,
             "security.protocol": self.security_protocol,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dr.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 
 if TYPE_CHECKING:
+    from dr.failover.journal import StackLock
     from dr.topology import Link, Topology
 
 __all__ = [
@@ -91,7 +92,7 @@ def _link_past(journal: dict[str, Any]) -> bool:
     steps = journal.get("steps")
     if not isinstance(steps, dict) or not isinstance(steps.get("promote"), dict):
         return True
-    return steps["promote"].get("status", "pending") != "pending"
+    return bool(steps["promote"].get("status", "pending") != "pending")
 
 
 # ------------------------------------------------------------------------------------ links (pure)
@@ -206,7 +207,7 @@ def _load(stack_path: Path) -> Topology:
     return load_stack_file(stack_path)
 
 
-def _locked(state: Path, stack: str, what: str):  # noqa: ANN202 - StackLock
+def _locked(state: Path, stack: str, what: str) -> StackLock:
     from dr.failover.journal import StackLock
 
     lock = StackLock(state, stack)

@@ -71,9 +71,15 @@ def producer_perf(
         timeout,
     )
     last = [line for line in out.splitlines() if "records sent" in line][-1]
-    rps = float(re.search(r"([\d.]+) records/sec", last).group(1))
-    mbs = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
+    rps, mbs = _figure(r"([\d.]+) records/sec", last), _figure(r"\(([\d.]+) MB/sec\)", last)
     return PerfResult(records, records / rps if rps else 0.0, mbs)
+
+
+def _figure(pattern: str, line: str) -> float:
+    match = re.search(pattern, line)
+    if match is None:
+        raise ClusterError(f"the perf tool printed no figure matching {pattern!r}: {line!r}")
+    return float(match.group(1))
 
 
 def consumer_perf(endpoint: Endpoint, topic: str, records: int, timeout: float = 900) -> PerfResult:

@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dr.errors import ToolchainError
 from dr.toolchain import REPO_ROOT, kdr_home, toolchain, versions
+
+if TYPE_CHECKING:
+    from pulumi.automation import PulumiCommand
 
 
 def passphrase_file(directory: Path) -> Path:
@@ -51,7 +55,7 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
     }
 
 
-def pulumi_command():  # noqa: ANN201 - pulumi.automation.PulumiCommand
+def pulumi_command() -> PulumiCommand:
     """The Automation API's handle on the locally built CLI (never downloads one)."""
     from pulumi import automation as auto
 

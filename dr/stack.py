@@ -18,10 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
 from dr.topology import NAMESPACE, Topology
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack
 
 __all__ = ["EstateStack", "PreviewSummary", "forget"]
 
@@ -71,7 +74,7 @@ class EstateStack:
         self.backend = self.state_dir.parent / "pulumi"
 
     # -------------------------------------------------------------------------------- workspace
-    def _stack(self):  # noqa: ANN202 - pulumi.automation.Stack
+    def _stack(self) -> Stack:
         from pulumi import automation as auto
 
         from dr.pulumi_env import pulumi_command, pulumi_env

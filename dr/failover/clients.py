@@ -91,4 +91,5 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
 
 def read_client_config(state: Path, app: str) -> dict[str, Any]:
     """The librdkafka settings published for ``app`` (what a moved application loads)."""
-    return json.loads(client_files(state, app)[1].read_text())
+    config: dict[str, Any] = json.loads(client_files(state, app)[1].read_text())
+    return config

@@ -7,6 +7,7 @@ returned in JSON form so that a refused failover can put exactly those bindings 
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -27,25 +28,30 @@ __all__ = ["binding_from_dict", "binding_to_dict", "fence", "unfence", "write_bi
 def _write_filter(principal: str) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.TOPIC,
-        None,
+        None,  # type: ignore[arg-type]  # None matches any name in a filter; the stub says str
         ResourcePatternType.ANY,
         f"User:{principal}",
-        None,
+        None,  # type: ignore[arg-type]  # any host
         AclOperation.WRITE,
         AclPermissionType.ALLOW,
     )
 
 
+def _name(value: Enum | str | int) -> str:
+    """The enum member's name (confluent-kafka turns the str/int a binding was built from into one)."""
+    return value.name if isinstance(value, Enum) else str(value)
+
+
 def binding_to_dict(binding: AclBinding) -> dict[str, str]:
     """An ACL binding as JSON-able names (for the journal)."""
     return {
-        "resource_type": binding.restype.name,
+        "resource_type": _name(binding.restype),
         "name": binding.name,
-        "pattern": binding.resource_pattern_type.name,
+        "pattern": _name(binding.resource_pattern_type),
         "principal": binding.principal,
         "host": binding.host,
-        "operation": binding.operation.name,
-        "permission": binding.permission_type.name,
+        "operation": _name(binding.operation),
+        "permission": _name(binding.permission_type),
     }
 
 

@@ -209,11 +209,12 @@ class Journal:
     @property
     def finished(self) -> bool:
         """True when every step is done (or skipped): the failover is complete."""
-        return self.data["status"] == "completed"
+        return bool(self.data["status"] == "completed")
 
     def step(self, name: str) -> dict[str, Any]:
         """The journal entry of one step."""
-        return self.data["steps"][name]
+        entry: dict[str, Any] = self.data["steps"][name]
+        return entry
 
     def is_done(self, name: str) -> bool:
         """True when ``name`` completed in an earlier run (a resumed run skips it)."""

@@ -26,7 +26,8 @@ def _path(state: Path, cluster: str) -> Path:
 
 def _read(state: Path, cluster: str) -> dict[str, Any]:
     try:
-        return json.loads(_path(state, cluster).read_text())
+        data: dict[str, Any] = json.loads(_path(state, cluster).read_text())
+        return data
     except (OSError, json.JSONDecodeError):
         return {}
 
@@ -64,4 +65,4 @@ def write_rate(state: Path, cluster: str) -> float | None:
         return None
     now, then = decode_offsets(data["offsets"]), decode_offsets(prev["offsets"])
     grown = sum(max(0, n - then.get(tp, 0)) for tp, n in now.items())
-    return grown / (data["at"] - prev["at"])
+    return float(grown / (data["at"] - prev["at"]))

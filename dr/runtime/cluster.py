@@ -258,7 +258,7 @@ class LocalCluster:
     def _cluster_id(self) -> str:
         meta = self.dir / "cluster.json"
         if meta.exists():
-            return json.loads(meta.read_text())["cluster_id"]
+            return str(json.loads(meta.read_text())["cluster_id"])
         self.dir.mkdir(parents=True, exist_ok=True)
         cid = kafka_uuid()
         meta.write_text(

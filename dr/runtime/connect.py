@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AclOperation, ResourceType
+from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
 from dr.connect_rest import ConnectRest
 from dr.errors import ClusterError, ConfigError, DRError
@@ -89,7 +89,7 @@ class ConnectSpec:
         return [self.port(i) for i in range(self.workers)]
 
 
-def connect_acls(spec: ConnectSpec) -> list:
+def connect_acls(spec: ConnectSpec) -> list[AclBinding]:
     """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe."""
     u = CONNECT_USER
     bindings = [acl(u, ResourceType.GROUP, spec.group_id, op) for op in (AclOperation.READ, AclOperation.DESCRIBE)]

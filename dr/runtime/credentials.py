@@ -43,7 +43,8 @@ class Credentials:
                 f"run `chmod 600 {self.path}`",
             )
         try:
-            return json.loads(self.path.read_text())
+            users: dict[str, str] = json.loads(self.path.read_text())
+            return users
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"{self.path} is not valid JSON ({exc.msg}).",

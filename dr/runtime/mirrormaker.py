@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
@@ -26,7 +26,7 @@ HEARTBEAT_READY = re.compile(r"WorkerSourceTask\{id=MirrorHeartbeatConnector-\d+
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
-def replicator_acls(source: bool) -> list:
+def replicator_acls(source: bool) -> list[AclBinding]:
     """ACLs the replicator needs on the source (read everything, own the offset-syncs topic) or
     on the target (write and create topics, sync groups, store Connect's internal topics)."""
     u = REPLICATOR_USER
