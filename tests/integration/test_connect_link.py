@@ -66,13 +66,20 @@ def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Ite
 
 
 def estate(env: dict[str, str]) -> Estate:
-    return Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"),
-                  Path(env["KDR_STATE_DIR"]) / STACK)
+    return Estate(
+        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
+    )
 
 
 def drctl(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dr.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
 
 
 def app(e: Estate, cluster: str, name: str) -> Any:
@@ -81,8 +88,11 @@ def app(e: Estate, cluster: str, name: str) -> Any:
 
 def caught_up(e: Estate, source: str, target: str, topics: list[str], timeout: float = 120) -> bool:
     want = end_offsets(e.endpoint(source), topics)
-    return wait_until(lambda: all(end_offsets(e.endpoint(target), topics).get(tp, 0) >= n
-                                  for tp, n in want.items()), timeout, interval=0.5)
+    return wait_until(
+        lambda: all(end_offsets(e.endpoint(target), topics).get(tp, 0) >= n for tp, n in want.items()),
+        timeout,
+        interval=0.5,
+    )
 
 
 ACKED: list[str] = []
@@ -186,7 +196,7 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
 
     def write() -> None:
         for n in range(0, len(keys), 2000):
-            ok, _ = produce(app(e, "B", "orders-app"), "orders", keys[n:n + 2000])
+            ok, _ = produce(app(e, "B", "orders-app"), "orders", keys[n : n + 2000])
             acked.extend(ok)
 
     writer = threading.Thread(target=write)
@@ -203,8 +213,11 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     def moved() -> bool:
         for name in connector_names("B-to-C"):
             status = rest.status(name)
-            if not status or (needs_tasks(name) and not status["tasks"]) or any(
-                    t["state"] != "RUNNING" or t["worker_id"] != survivor for t in status["tasks"]):
+            if (
+                not status
+                or (needs_tasks(name) and not status["tasks"])
+                or any(t["state"] != "RUNNING" or t["worker_id"] != survivor for t in status["tasks"])
+            ):
                 return False
         return True
 
@@ -213,8 +226,13 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     assert caught_up(e, "B", "C", ["orders", "payments"])
     from dr.failover.integrity import verify
 
-    verdict = verify(source=e.endpoint("B"), target=e.endpoint("C"), out_dir=Path(env["KDR_STATE_DIR"]) / "wl",
-                     topics=["orders", "payments"], cutoff_ms=None)
+    verdict = verify(
+        source=e.endpoint("B"),
+        target=e.endpoint("C"),
+        out_dir=Path(env["KDR_STATE_DIR"]) / "wl",
+        topics=["orders", "payments"],
+        cutoff_ms=None,
+    )
     # MirrorMaker 2 on Connect copies at least once: the tasks resume from their last committed
     # positions, so records copied after that commit come again. Nothing may be missing or altered.
     counts = verdict.counts
@@ -225,16 +243,25 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     assert sorted(connect.alive_workers()) == [0, 1]
 
 
-def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: dict[str, str],
-                                                                       ports: tuple[int, ...]) -> None:
+def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(
+    env: dict[str, str], ports: tuple[int, ...]
+) -> None:
     from stacks.connect import _create_connector, workers_props
 
     e = estate(env)
     cc = e.topology.connect_cluster("mm2")
-    props = {"local": True, "connect": "mm2", "workers_props": workers_props(e.topology, cc, e.state),
-             "connector": "bad-source",
-             "config": {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-                        "tasks.max": "not-a-number", "source.cluster.alias": "B", "target.cluster.alias": "C"}}
+    props = {
+        "local": True,
+        "connect": "mm2",
+        "workers_props": workers_props(e.topology, cc, e.state),
+        "connector": "bad-source",
+        "config": {
+            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+            "tasks.max": "not-a-number",
+            "source.cluster.alias": "B",
+            "target.cluster.alias": "C",
+        },
+    }
     with pytest.raises(RuntimeError, match="rejected by Kafka Connect's validation"):
         _create_connector(props)
     assert "bad-source" not in e.connect("mm2").rest().connectors()

@@ -53,8 +53,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         yield from _env(tmp_path_factory, a_port, b_port, c_port, connect_port)
 
 
-def _env(tmp_path_factory: pytest.TempPathFactory, A_PORT: int, B_PORT: int, C_PORT: int,  # noqa: N803
-         CONNECT_PORT: int) -> Iterator[Env]:  # noqa: N803
+def _env(
+    tmp_path_factory: pytest.TempPathFactory,
+    A_PORT: int,
+    B_PORT: int,
+    C_PORT: int,  # noqa: N803
+    CONNECT_PORT: int,
+) -> Iterator[Env]:  # noqa: N803
     state = tmp_path_factory.mktemp("connect-runtime")
     topology = load_stack_file(write_local_stack(state, "connect", (A_PORT, B_PORT, C_PORT), one_broker=("A",)))
     a = LocalCluster(ClusterSpec("A", brokers=1, base_port=A_PORT), state)
@@ -83,14 +88,16 @@ def _env(tmp_path_factory: pytest.TempPathFactory, A_PORT: int, B_PORT: int, C_P
     assert jvms_under(state) == [], "a JVM of the suite is still running"
 
 
-def _produce_slowly(endpoint: Endpoint, keys: list[str], progress: list[int], batch: int = 1000,
-                    pause: float = 0.25) -> None:
+def _produce_slowly(
+    endpoint: Endpoint, keys: list[str], progress: list[int], batch: int = 1000, pause: float = 0.25
+) -> None:
     producer = Producer(endpoint.config(**{"acks": "all", "linger.ms": 5}))
     errors: list[object] = []
     for start in range(0, len(keys), batch):
-        for key in keys[start:start + batch]:
-            producer.produce(TOPIC, key=key, value=f"value-{key}",
-                             on_delivery=lambda err, _msg: err and errors.append(err))
+        for key in keys[start : start + batch]:
+            producer.produce(
+                TOPIC, key=key, value=f"value-{key}", on_delivery=lambda err, _msg: err and errors.append(err)
+            )
             producer.poll(0)
         producer.flush(60)
         progress.append(start + batch)
@@ -100,8 +107,16 @@ def _produce_slowly(endpoint: Endpoint, keys: list[str], progress: list[int], ba
 
 def _keys_by_partition(endpoint: Endpoint, ends: dict[tuple[str, int], int]) -> dict[int, list[str]]:
     """Every key of every partition up to its end offset, in offset order."""
-    consumer = Consumer(endpoint.config(**{"group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                                           "auto.offset.reset": "earliest", "log_level": 0}))
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "log_level": 0,
+            }
+        )
+    )
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
     out: dict[int, list[str]] = {p: [] for (_, p) in ends}
     todo = sum(ends.values())
@@ -118,9 +133,12 @@ def _keys_by_partition(endpoint: Endpoint, ends: dict[tuple[str, int], int]) -> 
 
 
 def _on(status: dict, worker: str) -> bool:
-    return (status["connector"]["state"] == "RUNNING" and status["connector"]["worker_id"] == worker
-            and bool(status["tasks"])
-            and all(t["state"] == "RUNNING" and t["worker_id"] == worker for t in status["tasks"]))
+    return (
+        status["connector"]["state"] == "RUNNING"
+        and status["connector"]["worker_id"] == worker
+        and bool(status["tasks"])
+        and all(t["state"] == "RUNNING" and t["worker_id"] == worker for t in status["tasks"])
+    )
 
 
 def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) -> None:
@@ -162,7 +180,8 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
 
     rest = connect.rest()
     assert wait_until(lambda: all(_on(rest.status(n), worker1) for n in configs), 90, interval=0.2), (
-        f"tasks did not all move to worker 1: { {n: rest.status(n) for n in configs} }")
+        f"tasks did not all move to worker 1: { {n: rest.status(n) for n in configs} }"
+    )
     moved_s = time.monotonic() - killed_at
     producer.join(120)
     assert progress[-1] >= RECORDS
@@ -171,8 +190,9 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
 
     a_ends = end_offsets(a.endpoint(), [TOPIC])
     assert sum(a_ends.values()) == RECORDS
-    caught_up = wait_until(lambda: all(end_offsets(b.endpoint(), [TOPIC]).get(tp, 0) >= n
-                                       for tp, n in a_ends.items()), 120, interval=0.5)
+    caught_up = wait_until(
+        lambda: all(end_offsets(b.endpoint(), [TOPIC]).get(tp, 0) >= n for tp, n in a_ends.items()), 120, interval=0.5
+    )
     b_ends = end_offsets(b.endpoint(), [TOPIC])
     assert caught_up, f"B never caught up: A {a_ends}, B {b_ends}"
     on_a = _keys_by_partition(a.endpoint(), a_ends)
@@ -212,7 +232,9 @@ def test_rest_errors_name_the_problem(env: Env) -> None:
     assert "not-the-password" not in str(info.value)
 
     link = env.topology.links[0]
-    bogus = dict(connector_configs(env.topology, link, secrets_file=str(connect.secrets_file()))[f"{link.name}-heartbeat"])
+    bogus = dict(
+        connector_configs(env.topology, link, secrets_file=str(connect.secrets_file()))[f"{link.name}-heartbeat"]
+    )
     bogus["tasks.max"] = "many"
     problems = rest.validate(bogus)
     assert problems and any(p.startswith("tasks.max: ") for p in problems), problems
@@ -230,7 +252,9 @@ def test_rest_errors_name_the_problem(env: Env) -> None:
 def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: Env) -> None:
     rest = env.connect.rest()
     link = env.topology.links[0]
-    config = connector_configs(env.topology, link, secrets_file=str(env.connect.secrets_file()))[f"{link.name}-heartbeat"]
+    config = connector_configs(env.topology, link, secrets_file=str(env.connect.secrets_file()))[
+        f"{link.name}-heartbeat"
+    ]
     name = "probe ä x?#"  # percent-encoded in every path
     rest.put_config(name, config)
     assert name in rest.connectors()
