@@ -55,11 +55,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 def _env(
     tmp_path_factory: pytest.TempPathFactory,
-    A_PORT: int,
-    B_PORT: int,
+    A_PORT: int,  # noqa: N803
+    B_PORT: int,  # noqa: N803
     C_PORT: int,  # noqa: N803
-    CONNECT_PORT: int,
-) -> Iterator[Env]:  # noqa: N803
+    CONNECT_PORT: int,  # noqa: N803
+) -> Iterator[Env]:
     state = tmp_path_factory.mktemp("connect-runtime")
     topology = load_stack_file(write_local_stack(state, "connect", (A_PORT, B_PORT, C_PORT), one_broker=("A",)))
     a = LocalCluster(ClusterSpec("A", brokers=1, base_port=A_PORT), state)
