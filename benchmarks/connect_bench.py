@@ -104,7 +104,17 @@ def main() -> None:
                 grant_replicator(a, b)
                 if not workers:
                     extra = {"tasks.max": str(args.partitions)} if workers == 0 else None
-                    mm = MirrorMaker(a, b, state, topics="orders", groups="none", grant=False, extra=extra)
+                    # 6 tasks in one JVM need the heap a Connect worker gets (384 MB ran out of heap)
+                    mm = MirrorMaker(
+                        a,
+                        b,
+                        state,
+                        topics="orders",
+                        groups="none",
+                        grant=False,
+                        extra=extra,
+                        heap_mb=768 if workers == 0 else 384,
+                    )
                     running.append(mm)
                     results[label] = _copy_time(a, b, args.records, lambda mm=mm: mm.start())
                     mm.stop()
