@@ -15,7 +15,7 @@ journal, resume, RTO probe, summary), :mod:`~dr.failover.journal`, :mod:`~dr.fai
 :mod:`~dr.failover.groups`, :mod:`~dr.failover.clients`, :mod:`~dr.failover.integrity` (the
 verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computations),
 :mod:`~dr.failover.plan` (``--dry-run``), :mod:`~dr.failover.status`, :mod:`~dr.failover.drill`,
-:mod:`~dr.failover.cli` (``drctl failover|status|drill``).
+:mod:`~dr.failover.commands` (``drctl failover|status|drill``).
 """
 
 from dr.failover.converge import Converger, PulumiConverger, write_stack_config
