@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,13 +212,23 @@ class ConsumerLoop(threading.Thread):
         self._config, self._cluster = config, cluster
         self._stop_event = threading.Event()
 
-    def _consumer(self) -> Consumer:
-        cluster = self._cluster
+    def commit_recorder(self, cluster: str) -> Callable[[Any, list[TopicPartition]], None]:
+        """The ``on_commit`` callback of a client attached to ``cluster``: it records a commit only while
+        the application is still attached there — the old client's closing commit may land on a lost
+        source that comes back much later, after the application moved, and is not the application's."""
 
         def committed(err: Any, partitions: list[TopicPartition]) -> None:
-            if err is None and any(tp.error is None and tp.offset >= 0 for tp in partitions):
+            if (
+                err is None
+                and self._cluster == cluster
+                and any(tp.error is None and tp.offset >= 0 for tp in partitions)
+            ):
                 self.commits.append((cluster, time.time()))
 
+        return committed
+
+    def _consumer(self) -> Consumer:
+        committed = self.commit_recorder(self._cluster)
         consumer = Consumer(
             {
                 **self._config,

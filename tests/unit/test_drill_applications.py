@@ -54,3 +54,17 @@ def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
     assert utc_text(0) == "1970-01-01 00:00:00.000 UTC"
     assert utc_text(1795357202970) == "2026-11-22 14:20:02.970 UTC"
     assert utc_text(None) is None
+
+
+def test_a_commit_of_the_old_client_after_the_move_is_not_the_applications(tmp_path: Path) -> None:
+    from confluent_kafka import TopicPartition
+
+    from dr.failover.drill import ConsumerLoop
+
+    loop = ConsumerLoop({"bootstrap.servers": "127.0.0.1:1"}, "A", "orders", ConfigSource(tmp_path, "billing", {}))
+    on_a = loop.commit_recorder("A")
+    on_a(None, [TopicPartition("orders", 0, 5)])
+    loop._cluster = "B"  # the application moved; the old client closes in the background
+    on_a(None, [TopicPartition("orders", 0, 7)])  # its closing commit, when A answers again
+    loop.commit_recorder("B")(None, [TopicPartition("orders", 0, 7)])
+    assert [c for c, _t in loop.commits] == ["A", "B"]
