@@ -104,12 +104,7 @@ class Estate:
 
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
-        link = next((lk for lk in self.topology.links if lk.name == link_name), None)
-        if link is None:
-            raise ConfigError(
-                f"unknown link {link_name!r}.",
-                f"use one of: {', '.join(lk.name for lk in self.topology.links) or '(none)'}",
-            )
+        link = self._link(link_name)
         return MirrorMaker(
             self.local_cluster(link.source),
             self.local_cluster(link.target),

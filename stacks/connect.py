@@ -28,6 +28,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from dr.errors import TopologyError
+from dr.runtime.connect_link import wait_running
 from dr.topology import ConnectCluster, Link, Topology
 
 __all__ = [
@@ -160,14 +161,6 @@ def _refuse(what: str, problems: list[str]) -> RuntimeError:
     )
 
 
-def _wait_running(rest: Any, name: str, timeout: float) -> dict[str, Any]:
-    from dr.runtime.connect_link import needs_tasks
-
-    if needs_tasks(name):
-        return rest.wait_running(name, timeout=timeout)
-    return rest.wait_state(name, "RUNNING", timeout=timeout)
-
-
 def _create_connector(props: dict[str, Any]) -> dict[str, Any]:
     rest = connect_rest(props)
     name = props["connector"]
@@ -180,7 +173,7 @@ def _create_connector(props: dict[str, Any]) -> dict[str, Any]:
         raise _refuse(f"connector {name}", problems)
     rest.put_config(name, dict(props["config"]))
     try:
-        status = _wait_running(rest, name, float(props.get("timeout_s") or 90))
+        status = wait_running(rest, name, float(props.get("timeout_s") or 90))
     except Exception as exc:
         rest.delete(name)
         raise RuntimeError(f"connector {name} did not run and was removed again: {exc}") from None
@@ -221,7 +214,7 @@ class _ConnectorProvider(ResourceProvider):
             rest.resume(name)
         elif status is not None:
             rest.restart(name, include_tasks=True, only_failed=True)
-        status = _wait_running(rest, name, float(news.get("timeout_s") or 90))
+        status = wait_running(rest, name, float(news.get("timeout_s") or 90))
         return UpdateResult(outs={**news, "state": status["connector"]["state"], "tasks": len(status.get("tasks", []))})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

@@ -51,7 +51,7 @@ from typing import Any
 
 from dr.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, load_state, match_increment
-from verification.classes import CLASSES
+from verification.classes import CLASSES, totals_of
 from verification.progress import Reporter, quiet
 from verification.report import OFFENDING_DIR, iso, utc_text
 from verification.sides import KafkaSide
@@ -464,18 +464,7 @@ def _write(
             "source_partitions": sum(1 for k in src_now if k[0] == tp),
             "target_partitions": sum(1 for k in dst_now if k[0] == tp),
         }
-    totals = {
-        k: sum(v[k] for v in per_topic.values())
-        for k in (
-            "source_read",
-            "target_read",
-            "source_after_cutoff",
-            "target_after_cutoff",
-            "source_compared",
-            "target_compared",
-            *CLASSES,
-        )
-    }
+    totals = totals_of(per_topic)
     clean = not any(totals[c] for c in CLASSES)
     partitions: dict[str, dict[str, dict[str, int]]] = {}
     for r in rows:

@@ -48,6 +48,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dr.errors import ConfigError, DRError, VerificationFailed
+from verification.classes import totals_of
 from verification.compare import (
     CLASSES,
     LATE_WINDOW,
@@ -815,18 +816,7 @@ def _summary(
             "source_partitions": len(bounds_s.get(tp, {})),
             "target_partitions": len(bounds_t.get(tp, {})),
         }
-    totals = {
-        k: sum(v[k] for v in per_topic.values())
-        for k in (
-            "source_read",
-            "target_read",
-            "source_after_cutoff",
-            "target_after_cutoff",
-            "source_compared",
-            "target_compared",
-            *CLASSES,
-        )
-    }
+    totals = totals_of(per_topic)
     clean = not any(totals[c] for c in CLASSES)
 
     def offsets(bounds: SideBounds, marker: int) -> dict[str, dict[str, dict[str, int]]]:

@@ -17,7 +17,7 @@ from typing import Any
 from dr.connect_rest import ConnectRest
 from dr.errors import ClusterError
 
-__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs"]
+__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
 
 CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
 """Stopped in this order: the source first, so the checkpoints still emitted cover its last records."""
@@ -32,6 +32,14 @@ def needs_tasks(connector: str) -> bool:
     """False for a checkpoint connector, which has no task while the source has no consumer group to
     checkpoint; the source (topics exist before it) and heartbeat connectors always have tasks."""
     return not connector.endswith("-checkpoint")
+
+
+def wait_running(rest: ConnectRest, connector: str, timeout: float) -> dict[str, Any]:
+    """Wait until ``connector`` runs — with at least one task unless :func:`needs_tasks` says it may
+    have none; return its status."""
+    if needs_tasks(connector):
+        return rest.wait_running(connector, timeout=timeout)
+    return rest.wait_state(connector, "RUNNING", timeout=timeout)
 
 
 def runs(connector: str, state: dict[str, Any]) -> bool:
@@ -107,7 +115,4 @@ class ConnectLink:
         for name in self.connectors:
             self.rest.resume(name)
         for name in self.connectors:
-            if needs_tasks(name):
-                self.rest.wait_running(name, timeout=timeout)
-            else:
-                self.rest.wait_state(name, "RUNNING", timeout=timeout)
+            wait_running(self.rest, name, timeout)

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer
 
 from dr.errors import ClusterError
 from dr.estate import Estate
+from dr.failover.converge import wait_copied
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
@@ -87,12 +88,9 @@ def app(e: Estate, cluster: str, name: str) -> Any:
 
 
 def caught_up(e: Estate, source: str, target: str, topics: list[str], timeout: float = 120) -> bool:
-    want = end_offsets(e.endpoint(source), topics)
-    return wait_until(
-        lambda: all(end_offsets(e.endpoint(target), topics).get(tp, 0) >= n for tp, n in want.items()),
-        timeout,
-        interval=0.5,
-    )
+    """The target holds what the source holds now (the failover's own wait; it raises on timeout)."""
+    wait_copied(e.endpoint(source), e.endpoint(target), topics, timeout=timeout, what=f"link {source}→{target}")
+    return True
 
 
 ACKED: list[str] = []
