@@ -257,7 +257,8 @@ def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: Env)
     ]
     name = "probe ä x?#"  # percent-encoded in every path
     rest.put_config(name, config)
-    assert name in rest.connectors()
+    # A follower worker's connector list follows the config topic, so it may lag the PUT briefly.
+    assert wait_until(lambda: name in rest.connectors(), 30, interval=0.2), rest.connectors()
     assert rest.config(name)["connector.class"] == config["connector.class"]
     rest.wait_running(name, timeout=60)
     rest.stop(name)
