@@ -18,9 +18,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dr.offsets import partition_lag
 from dr.perf import consumer_perf, producer_perf
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.mirrormaker import MirrorMaker, partition_lag
+from dr.runtime.mirrormaker import MirrorMaker
 from dr.runtime.process import wait_until
 
 

@@ -196,7 +196,8 @@ def replicate(
 ) -> float:
     """Run MirrorMaker 2 from ``source`` to ``target`` until the target topic holds ``expected``
     records, then stop it; return the records/s it replicated at."""
-    from dr.runtime.mirrormaker import MirrorMaker, end_offsets
+    from dr.offsets import end_offsets
+    from dr.runtime.mirrormaker import MirrorMaker
 
     # the contenders' consumer groups are not the benchmark's business: leave them on A
     mm = MirrorMaker(

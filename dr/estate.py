@@ -19,9 +19,10 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl
+from dr.offsets import partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.mirrormaker import MirrorMaker, partition_lag
+from dr.runtime.mirrormaker import MirrorMaker
 from dr.toolchain import REPO_ROOT
 from dr.topology import Cluster, Kind, Link, Role, Topology, load_stack_file
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,27 @@ def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) ->
     )
 
 
+@contextmanager
+def kafka_errors(what: str, endpoint: Endpoint) -> Iterator[None]:
+    """The one boundary between confluent-kafka and the product's error family.
+
+    Inside the block a :class:`~confluent_kafka.KafkaException` becomes :class:`AuthError` or
+    :class:`ClusterError` naming ``what`` was being done and the cluster (never the password)::
+
+        with kafka_errors("listing partition offsets", endpoint):
+            futures = admin.list_offsets(specs)
+    """
+    try:
+        yield
+    except KafkaException as exc:
+        raise translate_kafka_error(exc, what, endpoint) from exc
+
+
+def raise_kafka_error(err: KafkaError, what: str, endpoint: Endpoint) -> None:
+    """Raise a :class:`KafkaError` carried by a message or a result as the product's error."""
+    raise translate_kafka_error(KafkaException(err), what, endpoint)
+
+
 def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: int = 4096) -> None:
     """Create or update SCRAM-SHA-512 credentials for ``users`` (name → password)."""
     if not users:
@@ -107,10 +129,8 @@ def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: in
         [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()]
     )
     for user, fut in futures.items():
-        try:
+        with kafka_errors(f"creating SCRAM user {user!r}", endpoint):
             fut.result(timeout=30)
-        except KafkaException as exc:
-            raise translate_kafka_error(exc, f"creating SCRAM user {user!r}", endpoint) from exc
 
 
 def acl(
@@ -132,10 +152,8 @@ def create_acls(endpoint: Endpoint, bindings: Iterable[AclBinding]) -> None:
         return
     admin = admin_client(endpoint)
     for binding, fut in admin.create_acls(bindings).items():
-        try:
+        with kafka_errors(f"creating ACL {binding}", endpoint):
             fut.result(timeout=30)
-        except KafkaException as exc:
-            raise translate_kafka_error(exc, f"creating ACL {binding}", endpoint) from exc
 
 
 def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
@@ -146,10 +164,8 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
     admin = admin_client(endpoint)
     removed = 0
     for _f, fut in admin.delete_acls(filters).items():
-        try:
+        with kafka_errors("deleting ACLs", endpoint):
             removed += len(fut.result(timeout=30))
-        except KafkaException as exc:
-            raise translate_kafka_error(exc, "deleting ACLs", endpoint) from exc
     return removed
 
 

@@ -21,7 +21,7 @@ from dr.errors import ClusterError
 from dr.estate import Estate, Progress
 from dr.failover.metrics import encode_offsets, lag
 from dr.kafka_client import Endpoint
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config
 from dr.topology.stackfile import write_stack_config

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from dr.errors import ClusterError, ConfigError, FailoverError
+from dr.errors import AuthError, ClusterError, ConfigError, FailoverError
 from dr.estate import Estate, Progress, stack_file
 from dr.failover import integrity
 from dr.failover.clients import client_files, publish_clients
@@ -43,8 +43,8 @@ from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.kafka_client import SILENT, Endpoint
+from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import port_free, wait_until
 from dr.stack import EstateStack
 from dr.topology import Application, Kind, Topology, load_stack_file
@@ -351,30 +351,14 @@ class SnapshotLoop(threading.Thread):
         """Stop taking snapshots (without waiting for a call stuck on a dead cluster)."""
         self._stop_event.set()
 
-    def _end_offsets(self) -> dict[tuple[str, int], int]:
-        from confluent_kafka.admin import AdminClient, OffsetSpec
-
-        admin = AdminClient(self.endpoint.config(**{"socket.timeout.ms": 2000, **SILENT}))
-        md = admin.list_topics(timeout=2)
-        request = {
-            TopicPartition(t, p): OffsetSpec.latest()
-            for t in self.topics
-            if t in md.topics
-            for p in md.topics[t].partitions
-        }
-        return {
-            (tp.topic, tp.partition): f.result(timeout=2).offset
-            for tp, f in admin.list_offsets(request, request_timeout=2).items()
-        }
-
     def run(self) -> None:
         """Snapshot the end offsets until stopped; a dead cluster leaves the last snapshot in place."""
         while not self._stop_event.wait(0.2):
             if not listening(self.endpoint.bootstrap):
                 continue  # the cluster is gone: the last snapshot stands
             try:
-                offsets = self._end_offsets()
-            except KafkaException:
+                offsets = end_offsets(self.endpoint, self.topics, timeout=2.0)
+            except (ClusterError, AuthError):
                 continue
             if not self._stop_event.is_set():
                 record_offsets(self.state, self.cluster, offsets)

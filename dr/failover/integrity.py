@@ -87,7 +87,7 @@ def verify(
     """
     v = _import_verification()
     t0 = time.monotonic()
-    from dr.runtime.mirrormaker import end_offsets
+    from dr.offsets import end_offsets
 
     ends = [end_offsets(source, topics), end_offsets(target, topics)]
     with_records = {t for side in ends for (t, _p), n in side.items() if n}

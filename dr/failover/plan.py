@@ -18,7 +18,7 @@ from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.steps import MODES, STEPS, FailoverOptions
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.topology import Kind, Topology
 from dr.topology.stackfile import stack_file_diff
 

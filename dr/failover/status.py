@@ -24,7 +24,7 @@ from dr.failover.health import cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.snapshots import record_offsets
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
+from dr.offsets import committed_offsets, end_offsets
 from dr.topology import Kind, Role, load_stack_file
 
 __all__ = ["lock_held", "raise_for_problems", "status_problems", "status_report"]

@@ -44,7 +44,7 @@ from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka_client import Endpoint, create_acls
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
+from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 

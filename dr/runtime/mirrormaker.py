@@ -10,11 +10,11 @@ import re
 import time
 from pathlib import Path
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
+from dr.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import JvmProcess, java_command, wait_until
@@ -254,51 +254,3 @@ class MirrorMaker:
                 f"read {self.process.log_file}",
             )
         return time.monotonic() - t0
-
-
-def end_offsets(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
-    """High watermark of every partition of ``topics`` (missing topics are left out)."""
-    from confluent_kafka.admin import OffsetSpec
-
-    admin = admin_client(endpoint)
-    try:
-        md = admin.list_topics(timeout=10)
-        request = {
-            TopicPartition(t, p): OffsetSpec.latest()
-            for t in topics
-            if t in md.topics and md.topics[t].error is None
-            for p in md.topics[t].partitions
-        }
-        if not request:
-            return {}
-        return {
-            (tp.topic, tp.partition): fut.result(timeout=15).offset for tp, fut in admin.list_offsets(request).items()
-        }
-    except KafkaException as exc:
-        raise ClusterError(
-            f"reading end offsets from {endpoint.bootstrap}: {exc}", "check the cluster is running and reachable"
-        ) from exc
-
-
-def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
-    """Per partition: how many records the source holds beyond the target."""
-    src = end_offsets(source, topics)
-    dst = end_offsets(target, topics)
-    return {tp: src[tp] - dst.get(tp, 0) for tp in src}
-
-
-def committed_offsets(endpoint: Endpoint, group: str) -> dict[tuple[str, int], int]:
-    """A consumer group's committed offsets on one cluster; ``{}`` where no group ever committed."""
-    admin = admin_client(endpoint)
-    try:
-        # Asking for group offsets on a cluster without __consumer_offsets makes librdkafka 2.x crash
-        # the whole process (a segfault in rdk:main while the coordinator lookup creates that topic);
-        # such a cluster holds no committed offset, so it is not asked.
-        if "__consumer_offsets" not in admin.list_topics(timeout=10).topics:
-            return {}
-        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
-    except KafkaException as exc:
-        raise ClusterError(
-            f"reading offsets of group {group!r} on {endpoint.bootstrap}: {exc}", "check the cluster is running"
-        ) from exc
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}

@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from dr.estate import Estate
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file

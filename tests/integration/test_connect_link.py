@@ -25,8 +25,8 @@ from confluent_kafka import Consumer
 from dr.errors import ClusterError
 from dr.estate import Estate
 from dr.failover.converge import wait_copied
+from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT

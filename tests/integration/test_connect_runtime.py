@@ -19,10 +19,11 @@ from dr.connect_config import connector_configs
 from dr.connect_rest import ConnectRest
 from dr.errors import AuthError, ClusterError, ConfigError
 from dr.kafka_client import Endpoint
+from dr.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER, ConnectSpec, LocalConnectCluster
 from dr.runtime.credentials import REPLICATOR_USER
-from dr.runtime.mirrormaker import end_offsets, grant_replicator
+from dr.runtime.mirrormaker import grant_replicator
 from dr.runtime.process import wait_until
 from dr.topology import Topology, load_stack_file
 from tests.integration.helpers import create_topic, jvms_under, write_local_stack

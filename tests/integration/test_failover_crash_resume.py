@@ -22,7 +22,7 @@ from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.pipeline import CRASH_ENV, CRASH_EXIT
 from dr.failover.steps import STEPS
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT

@@ -25,7 +25,7 @@ from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
 from dr.kafka_client import Endpoint
-from dr.runtime.mirrormaker import committed_offsets, end_offsets
+from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from dr.estate import Estate
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until
 from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file

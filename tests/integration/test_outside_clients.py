@@ -27,7 +27,7 @@ from dr.estate import Estate
 from dr.failover.clients import client_files
 from dr.failover.drill import read_keys
 from dr.failover.probe import PROBE_KEY
-from dr.runtime.mirrormaker import end_offsets
+from dr.offsets import end_offsets
 from dr.runtime.process import java_command, pid_alive
 from dr.stack import EstateStack
 from dr.toolchain import REPO_ROOT, toolchain

@@ -26,8 +26,9 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dr.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.mirrormaker import MirrorMaker, end_offsets
+from dr.runtime.mirrormaker import MirrorMaker
 from tests.integration.ports import windows
 from verification.cli import recover, verify
 

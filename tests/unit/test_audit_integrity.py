@@ -363,7 +363,7 @@ def test_starting_from_the_audit_finds_what_the_full_comparison_finds(logs: Logs
 def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
     logs: Logs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dr.runtime.mirrormaker
+    import dr.offsets
     import verification.job
 
     logs.write(10)
@@ -371,7 +371,7 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
     path = audit_mod.state_file(tmp_path / "state", LINK)
     audit(path)
     path.write_text("not json")
-    monkeypatch.setattr(dr.runtime.mirrormaker, "end_offsets", lambda ep, topics: {("orders", 0): 10})
+    monkeypatch.setattr(dr.offsets, "end_offsets", lambda ep, topics: {("orders", 0): 10})
     ran = []
 
     def full(**kw):  # noqa: ANN003, ANN202

@@ -625,7 +625,7 @@ def test_loading_a_missing_report_is_a_config_error(tmp_path):
 
 # ----------------------------------------------------------------------------- the failover's integrity step
 def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monkeypatch, tmp_path):
-    import dr.runtime.mirrormaker as mm
+    import dr.offsets as mm
     import verification.job as job
     from dr.failover import integrity
 

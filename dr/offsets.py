@@ -1,0 +1,79 @@
+"""Kafka offset reads, owned in one place: end offsets, offset lookups, committed group offsets, lag.
+
+The failover, the status report, the drill, the link runners and the verification all read
+offsets through these functions, so every read fails the same way — through
+:func:`dr.kafka_client.kafka_errors`, as :class:`~dr.errors.ClusterError` or
+:class:`~dr.errors.AuthError` naming the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from dr.kafka_client import SILENT, Endpoint, kafka_errors
+
+#: ``(topic, partition) → offset``.
+Offsets = dict[tuple[str, int], int]
+
+
+def _admin(endpoint: Endpoint, timeout: float) -> AdminClient:
+    ms = max(1000, min(10000, int(timeout * 1000)))
+    return AdminClient(endpoint.config(**{"socket.timeout.ms": ms, "request.timeout.ms": max(ms, 15000), **SILENT}))
+
+
+def partitions_of(metadata: Any, topics: list[str]) -> list[TopicPartition]:
+    """Every partition of those ``topics`` that exist (without error) in ``metadata``, in order."""
+    return [
+        TopicPartition(t, p)
+        for t in topics
+        if t in metadata.topics and metadata.topics[t].error is None
+        for p in sorted(metadata.topics[t].partitions)
+    ]
+
+
+def list_offsets(
+    admin: AdminClient, endpoint: Endpoint, specs: dict[TopicPartition, Any], timeout: float = 15.0
+) -> dict[tuple[str, int], Any]:
+    """``admin.list_offsets`` for ``specs`` (an :class:`OffsetSpec` per partition), results by
+    ``(topic, partition)``: each has ``.offset`` and ``.timestamp``."""
+    if not specs:
+        return {}
+    with kafka_errors("listing partition offsets", endpoint):
+        futures = admin.list_offsets(specs, request_timeout=timeout)
+        return {(tp.topic, tp.partition): fut.result(timeout=timeout) for tp, fut in futures.items()}
+
+
+def end_offsets(endpoint: Endpoint, topics: list[str], timeout: float = 15.0) -> Offsets:
+    """High watermark of every partition of ``topics`` (missing topics are left out).
+
+    ``timeout`` bounds each call; a short one (the drill's snapshots of a cluster about to be
+    killed) fails fast instead of waiting out librdkafka's retries.
+    """
+    admin = _admin(endpoint, timeout)
+    with kafka_errors("reading end offsets", endpoint):
+        metadata = admin.list_topics(timeout=min(timeout, 10.0))
+    latest = list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in partitions_of(metadata, topics)}, timeout)
+    return {tp: info.offset for tp, info in latest.items()}
+
+
+def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> Offsets:
+    """Per partition: how many records the source holds beyond the target."""
+    src = end_offsets(source, topics)
+    dst = end_offsets(target, topics)
+    return {tp: src[tp] - dst.get(tp, 0) for tp in src}
+
+
+def committed_offsets(endpoint: Endpoint, group: str) -> Offsets:
+    """A consumer group's committed offsets on one cluster; ``{}`` where no group ever committed."""
+    admin = _admin(endpoint, 15.0)
+    with kafka_errors(f"reading offsets of group {group!r}", endpoint):
+        # Asking for group offsets on a cluster without __consumer_offsets makes librdkafka 2.x crash
+        # the whole process (a segfault in rdk:main while the coordinator lookup creates that topic);
+        # such a cluster holds no committed offset, so it is not asked.
+        if "__consumer_offsets" not in admin.list_topics(timeout=10).topics:
+            return {}
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=15)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
