@@ -263,8 +263,9 @@ class ConsumerLoop(threading.Thread):
                 self._config, self._cluster = moved
                 consumer = self._consumer()
             for msg in consumer.consume(500, timeout=0.2):
-                if msg.error() is None and msg.key() != PROBE_KEY:
-                    self.reads.append((self._cluster, msg.key().decode(), time.time()))
+                key = msg.key()
+                if msg.error() is None and key is not None and key != PROBE_KEY:
+                    self.reads.append((self._cluster, key.decode(), time.time()))
         consumer.close()
 
 
@@ -398,10 +399,10 @@ def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter
             for msg in consumer.consume(1000, timeout=0.5):
                 if msg.error() is not None:
                     continue
-                tp = (msg.topic(), msg.partition())
-                if tp in todo and msg.offset() < todo[tp]:
-                    keys[msg.key().decode() if msg.key() is not None else ""] += 1
-                    if msg.offset() + 1 >= todo[tp]:
+                tp, offset, key = (msg.topic(), msg.partition()), msg.offset(), msg.key()
+                if tp in todo and offset is not None and offset < todo[tp]:
+                    keys[key.decode() if key is not None else ""] += 1
+                    if offset + 1 >= todo[tp]:
                         del todo[tp]
     finally:
         consumer.close()
@@ -631,8 +632,13 @@ def _cycle(
 ) -> dict[str, Any]:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
     stack = options.stack
-    A, B = original.active().name, original.passive().name  # type: ignore[union-attr]
-    C = original.standby().name if original.standby() else None
+    passive, standby = original.passive(), original.standby()
+    if passive is None:
+        raise ConfigError(
+            f"stack '{stack}' declares no passive cluster to fail over to.", "declare one (role: passive)"
+        )
+    A, B = original.active().name, passive.name
+    C = standby.name if standby else None
     estate = Estate(original, state)
     chain = f"{A}→{B}" + (f"→{C}" if C else "")
     result: dict[str, Any] = {"number": number, "chain": chain, "source": A, "target": B, "standby": C}

@@ -170,4 +170,5 @@ def missing_records(report_dir: Path | str) -> list[dict[str, Any]]:
     from verification.report import read_offending
 
     table = read_offending(Path(report_dir), ["missing"])
-    return table.select(["topic", "partition", "offset", "key"]).to_pylist()
+    rows: list[dict[str, Any]] = table.select(["topic", "partition", "offset", "key"]).to_pylist()
+    return rows

@@ -223,9 +223,9 @@ class Journal:
     def outage_run(self) -> dict[str, Any] | None:
         """The run the outage counts from: the one that fenced A (runs refused before it changed
         nothing and are not part of the outage); the first run when A was never fenced."""
-        runs = self.data["runs"]
+        runs: list[dict[str, Any]] = self.data["runs"]
         fence = self.data["steps"].get("fence-drain") or {}
-        index = fence.get("run") if fence.get("status") in DONE_STATES else None
+        index: int | None = fence.get("run") if fence.get("status") in DONE_STATES else None
         if index and 1 <= index <= len(runs):
             return runs[index - 1]
         return runs[0] if runs else None
