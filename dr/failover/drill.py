@@ -40,6 +40,7 @@ from dr.failover.journal import Journal, atomic_write_json
 from dr.failover.metrics import seconds_between
 from dr.failover.pipeline import run_failover
 from dr.failover.probe import PROBE_KEY
+from dr.failover.roles import Roles
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.kafka_client import SILENT, Endpoint
@@ -189,8 +190,9 @@ class ProducerLoop(threading.Thread):
                 producer.produce(self.topic, key=key, value=f"{key}@{time.time():.3f}", on_delivery=report)
             except BufferError:
                 self.failed[key] = "local queue full"
-            except KafkaException as exc:  # refused at once, e.g. TOPIC_AUTHORIZATION_FAILED once fenced
-                self.failed[key] = exc.args[0].name() if exc.args else str(exc)
+            except KafkaException as exc:  # refused at once, e.g. TOPIC_AUTHORIZATION_FAILED once fenced: counted
+                err = exc.args[0] if exc.args else None
+                self.failed[key] = err.name() if isinstance(err, KafkaError) else str(exc)
             producer.poll(0)
             next_at += interval
             delay = next_at - time.monotonic()
@@ -567,7 +569,8 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
     }
     t_start = time.monotonic()
     try:
-        A, B = seen[0].active().name, seen[0].passive().name  # type: ignore[union-attr]
+        roles = Roles.of(seen[0])
+        A, B = roles.source.name, roles.target.name
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
         result["provision_s"] = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
             seen[0], progress=progress
@@ -632,13 +635,8 @@ def _cycle(
 ) -> dict[str, Any]:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
     stack = options.stack
-    passive, standby = original.passive(), original.standby()
-    if passive is None:
-        raise ConfigError(
-            f"stack '{stack}' declares no passive cluster to fail over to.", "declare one (role: passive)"
-        )
-    A, B = original.active().name, passive.name
-    C = standby.name if standby else None
+    roles = Roles.of(original)
+    A, B, C = roles.source.name, roles.target.name, roles.standby_name
     estate = Estate(original, state)
     chain = f"{A}→{B}" + (f"→{C}" if C else "")
     result: dict[str, Any] = {"number": number, "chain": chain, "source": A, "target": B, "standby": C}
@@ -715,7 +713,8 @@ def _fail_over(
 
     What A and B hold is read right after the verification, before A may be decommissioned.
     """
-    A, B = estate.topology.active().name, estate.topology.passive().name  # type: ignore[union-attr]
+    roles = Roles.of(estate.topology)
+    A, B = roles.source.name, roles.target.name
     holdings: dict[str, Counter[str]] = {}
 
     def on_step(name: str, step_result: StepResult) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -20,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from dr.kafka_client import Endpoint, admin_client, create_acls, delete_acls, translate_kafka_error
+from dr.kafka_client import Endpoint, admin_client, create_acls, delete_acls, kafka_errors
 
 __all__ = ["binding_from_dict", "binding_to_dict", "fence", "unfence", "write_bindings"]
 
@@ -73,10 +72,8 @@ def write_bindings(endpoint: Endpoint, principals: list[str]) -> list[AclBinding
     admin = admin_client(endpoint)
     found: list[AclBinding] = []
     for principal in principals:
-        try:
+        with kafka_errors(f"listing the write ACLs of {principal!r}", endpoint):
             found += admin.describe_acls(_write_filter(principal)).result(timeout=30)
-        except KafkaException as exc:
-            raise translate_kafka_error(exc, f"listing the write ACLs of {principal!r}", endpoint) from exc
     return found
 
 

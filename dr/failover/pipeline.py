@@ -27,6 +27,7 @@ from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between, utc_text
 from dr.failover.probe import WriteProbe
+from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult, verification_cutoff
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
@@ -69,6 +70,22 @@ def _mode(options: FailoverOptions, journal: Journal | None, resuming: bool) -> 
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     return mode
+
+
+def _create_journal(stack: str, state: Path, mode: str, original: Topology, desired: Topology) -> Journal:
+    """The journal of a new failover of ``original`` to ``desired``."""
+    roles = Roles.of(original)
+    return Journal.create(
+        state,
+        stack=stack,
+        mode=mode,
+        source=roles.source.name,
+        target=roles.target.name,
+        standby=roles.standby_name,
+        original_config=dump_stack_config(original),
+        desired_config=dump_stack_config(desired),
+        steps=[s.name for s in STEPS],
+    )
 
 
 def _start_probe(ctx: Context) -> WriteProbe | None:
@@ -121,21 +138,8 @@ def run_failover(
         resuming = journal is not None and not journal.finished
         mode = _mode(options, journal, resuming)
         original, desired, resuming = topologies(stack, stack_path, journal, mode)
-        if not resuming:
-            active, passive, standby = original.active(), original.passive(), original.standby()
-            assert passive is not None  # after_failover() raised otherwise
-            journal = Journal.create(
-                state,
-                stack=stack,
-                mode=mode,
-                source=active.name,
-                target=passive.name,
-                standby=standby.name if standby else None,
-                original_config=dump_stack_config(original),
-                desired_config=dump_stack_config(desired),
-                steps=[s.name for s in STEPS],
-            )
-        assert journal is not None
+        if journal is None or not resuming:
+            journal = _create_journal(stack, state, mode, original, desired)
         ctx = Context(
             stack=stack,
             stack_path=stack_path,

@@ -17,6 +17,7 @@ from dr.failover.converge import read_stack_config
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
+from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.offsets import end_offsets
 from dr.topology import Kind, Topology
@@ -57,10 +58,8 @@ def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology)
 def _actions(
     original: Topology, desired: Topology, mode: str, options: FailoverOptions, state: Path, stack_path: Path
 ) -> dict[str, str]:
-    A = original.active()
-    B = original.passive()
-    assert B is not None
-    C = original.standby()
+    roles = Roles.of(original)
+    A, B, C = roles.source, roles.target, roles.standby
     link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
     link_name = link.name if link else f"{A.name}-to-{B.name} (MISSING)"
     apps = [a.name for a in original.principals.applications]
@@ -109,8 +108,8 @@ def _actions(
 
 
 def _observe(original: Topology, state: Path) -> dict[str, Any]:
-    A, B = original.active(), original.passive()
-    assert B is not None
+    roles = Roles.of(original)
+    A, B = roles.source, roles.target
     obs: dict[str, Any] = {}
     local = [c.name for c in (A, B) if c.kind is Kind.LOCAL]
     if local and not (state / "credentials.json").exists():
@@ -158,6 +157,7 @@ def plan_failover(
     mode = options.mode or (journal.data["mode"] if resuming and journal else "planned")
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
+    roles = Roles.of(original)
     actions = _actions(original, desired, mode, options, state, stack_path)
     steps = [
         {
@@ -174,9 +174,9 @@ def plan_failover(
         "mode": mode,
         "resuming": resuming,
         "failover_id": journal.data["failover_id"] if resuming and journal else None,
-        "source": original.active().name,
-        "target": original.passive().name,  # type: ignore[union-attr]
-        "standby": original.standby().name if original.standby() else None,  # type: ignore[union-attr]
+        "source": roles.source.name,
+        "target": roles.target.name,
+        "standby": roles.standby_name,
         "steps": steps,
         "desired_state_diff": desired_state_diff(stack_path, desired),
         "converger": "pulumi (`pulumi up` of the stack through the Automation API)",

@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import IO, Any
 
+from dr.errors import InternalError
 from dr.kafka_client import PROBE_KEY, SILENT, Endpoint
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
@@ -135,7 +136,7 @@ class WriteProbe:
 
     def start(self) -> None:
         """Start the child process and the thread reading its reports."""
-        self._proc = subprocess.Popen(
+        self._proc = proc = subprocess.Popen(
             [sys.executable, "-m", "dr.failover.probe"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -143,9 +144,10 @@ class WriteProbe:
             text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
-        assert self._proc.stdin is not None
+        if proc.stdin is None or proc.stdout is None:
+            raise InternalError("the RTO probe process was started without its pipes.", "report this as a bug")
         ep = self.endpoint
-        self._proc.stdin.write(
+        proc.stdin.write(
             json.dumps(
                 {
                     "bootstrap": ep.bootstrap,
@@ -161,13 +163,12 @@ class WriteProbe:
             )
             + "\n"
         )
-        self._proc.stdin.close()
-        self._reader = threading.Thread(target=self._read, name="kdr-rto-probe", daemon=True)
+        proc.stdin.close()
+        self._reader = threading.Thread(target=self._read, args=(proc.stdout,), name="kdr-rto-probe", daemon=True)
         self._reader.start()
 
-    def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
+    def _read(self, stdout: IO[str]) -> None:
+        for line in stdout:
             try:
                 msg = json.loads(line)
             except json.JSONDecodeError:

@@ -30,9 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
-
-from dr.errors import ClusterError, FailoverError
+from dr.errors import AuthError, ClusterError, FailoverError
 from dr.estate import Estate, Progress, application_acls
 from dr.failover import integrity
 from dr.failover.clients import publish_clients
@@ -42,6 +40,7 @@ from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
+from dr.failover.roles import Roles
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka_client import Endpoint, create_acls
 from dr.offsets import committed_offsets, end_offsets
@@ -101,23 +100,25 @@ class Context:
     converger: Converger
     progress: Progress
 
+    @cached_property
+    def roles(self) -> Roles:
+        """A, B and C of the original topology."""
+        return Roles.of(self.original)
+
     @property
     def source(self) -> str:
         """A: the active cluster being replaced."""
-        return self.original.active().name
+        return self.roles.source.name
 
     @property
     def target(self) -> str:
         """B: the passive cluster being promoted."""
-        passive = self.original.passive()
-        assert passive is not None  # after_failover() refused otherwise
-        return passive.name
+        return self.roles.target.name
 
     @property
     def standby(self) -> str | None:
         """C: the standby that becomes the new passive (None when the topology declares none)."""
-        standby = self.original.standby()
-        return standby.name if standby else None
+        return self.roles.standby_name
 
     @cached_property
     def link(self) -> Link:
@@ -178,7 +179,7 @@ class Step:
 def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int], int]:
     try:
         return end_offsets(ep, topics)
-    except (ClusterError, KafkaException) as exc:
+    except (ClusterError, AuthError) as exc:  # dr.offsets translates the client's errors
         raise FailoverError(
             f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
             "check the cluster answers (`drctl status`), then rerun the failover (it resumes)",

@@ -1,0 +1,35 @@
+"""The three clusters of one failover, by role: A (active, replaced), B (passive, promoted), C (standby)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dr.errors import TopologyError
+from dr.topology import Cluster, Topology
+
+__all__ = ["Roles"]
+
+
+@dataclass(frozen=True)
+class Roles:
+    """A, B and C of a topology before its failover; B always exists (a failover needs one to promote)."""
+
+    source: Cluster
+    target: Cluster
+    standby: Cluster | None
+
+    @classmethod
+    def of(cls, topology: Topology) -> Roles:
+        """The roles of ``topology``; :class:`~dr.errors.TopologyError` when it declares no passive cluster."""
+        passive = topology.passive()
+        if passive is None:
+            raise TopologyError(
+                f"stack '{topology.name}' has no passive cluster to promote",
+                "declare a passive cluster with a link from the active cluster before failing over",
+            )
+        return cls(topology.active(), passive, topology.standby())
+
+    @property
+    def standby_name(self) -> str | None:
+        """C's name, or None when the topology declares no standby."""
+        return self.standby.name if self.standby else None
