@@ -8,7 +8,7 @@ import time
 
 import click
 
-from dr.errors import DRError
+from dr.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
 
 
 def progress(message: str) -> None:
@@ -16,16 +16,10 @@ def progress(message: str) -> None:
     click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_codes_help())
 @click.version_option(package_name="kafka-dr", prog_name="drctl")
 def cli() -> None:
-    """Declarative disaster recovery for Apache Kafka.
-
-    Exit codes: 0 ok (verify: clean), 1 verification found differences, 2 bad input,
-    3 toolchain missing, 4 cluster/process error, 5 credentials refused, 6 failover refused,
-    7 lock held by another run, 10 internal error (a bug: the message names the traceback file),
-    130 interrupted.
-    """
+    """Declarative disaster recovery for Apache Kafka."""
 
 
 # --------------------------------------------------------------------------------------- estate
@@ -303,15 +297,14 @@ _attach_commands()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``drctl`` console script.
+    """Entry point of the ``drctl`` console script: the only place exceptions become exit codes.
 
-    A :class:`DRError` exits with its documented code; any other exception is a bug: it exits 10
-    with one paragraph naming the exception and the 0600 file holding its traceback (printed as
+    A :class:`DRError` exits with its documented code (:data:`dr.errors.EXIT_CODES`); a usage error
+    exits as bad input; any other exception is a bug: it exits with :class:`InternalError`'s code
+    and one paragraph naming the exception and the 0600 file holding its traceback (printed as
     well with ``KDR_DEBUG=1``), never the traceback itself or a secret.
     """
     import os
-
-    from dr.errors import InternalError
 
     try:
         cli.main(args=argv, standalone_mode=False)
@@ -320,10 +313,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
+        sys.exit(ConfigError.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 — the last resort: every other failure is reported, not dumped

@@ -3,18 +3,9 @@
 Every message says what went wrong *and* the next step. ``drctl`` maps an uncaught
 :class:`DRError` to ``exit_code`` and prints only ``str(error)`` (never a secret).
 
-| exit code | class |
-|-----------|-------|
-| 0 | success (and, for ``drctl verify``, a clean verdict) |
-| 1 | :class:`VerificationFailed` – verify ran and found differences |
-| 2 | :class:`ConfigError` / :class:`TopologyError` – bad input, nothing was changed |
-| 3 | :class:`ToolchainError` – a tool/jar/binary is missing or the cache is corrupt |
-| 4 | :class:`ClusterError` – a cluster/MM2 process could not be started, reached or stopped |
-| 5 | :class:`AuthError` – credentials refused or missing |
-| 6 | :class:`FailoverError` – a failover step refused or failed (journal kept; re-run resumes) |
-| 7 | :class:`LockHeld` – another run holds the stack's lock |
-| 10 | :class:`InternalError` – an unexpected failure (a bug): the traceback is in the file named |
-| 130 | interrupted (Ctrl-C) |
+The exit-code table lives once, as data: :data:`EXIT_CODES`, built from the classes' ``exit_code``.
+``drctl --help`` shows it (:func:`exit_codes_help`) and README.md holds it between marker comments
+(:func:`exit_codes_markdown`; a unit test fails, showing the rendered table, while the two differ).
 
 Only ``drctl``'s entry point raises :class:`InternalError`: it wraps any exception that is not a
 :class:`DRError` (see :meth:`InternalError.from_exception`), writes the traceback to a 0600 file
@@ -29,6 +20,7 @@ import re
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -139,6 +131,58 @@ class InternalError(DRError):
             traceback_file=path,
             traceback_text=text,
         )
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    """One row of the exit-code table: the code, the error classes that exit with it, what it means."""
+
+    code: int
+    classes: tuple[type[DRError], ...]
+    meaning: str
+
+
+#: Exit code of a run that succeeded (``drctl verify``: the verdict is clean).
+EXIT_OK = 0
+#: Exit code of a run interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def _row(meaning: str, *classes: type[DRError]) -> ExitCode:
+    codes = {c.exit_code for c in classes}
+    if len(codes) != 1:
+        raise InternalError(f"exit-code row {meaning!r}: its classes exit with different codes {sorted(codes)}.")
+    return ExitCode(codes.pop(), classes, meaning)
+
+
+#: Every exit code of ``drctl``, in order. The only copy: ``drctl --help`` and README.md render it.
+EXIT_CODES: tuple[ExitCode, ...] = (
+    ExitCode(EXIT_OK, (), "success (verify: clean)"),
+    _row("verification found differences", VerificationFailed),
+    _row("bad input (flags, stack file, topology rule) — nothing changed", ConfigError, TopologyError),
+    _row("toolchain missing or cache corrupt — run `make setup`", ToolchainError),
+    _row("a cluster or MirrorMaker 2 process failed to start, answer or stop", ClusterError, PortInUse),
+    _row("credentials refused or missing", AuthError),
+    _row("failover refused or failed (the journal allows resuming)", FailoverError),
+    _row("another run holds the stack's lock", LockHeld),
+    _row("internal error (a bug): the message names the file holding the traceback", InternalError),
+    ExitCode(EXIT_INTERRUPTED, (), "interrupted (Ctrl-C)"),
+)
+
+
+def exit_codes_help() -> str:
+    """The table as ``drctl --help`` shows it (``\\b`` keeps click from re-wrapping the lines)."""
+    width = max(len(str(row.code)) for row in EXIT_CODES)
+    return "\b\nExit codes:\n" + "\n".join(f"  {row.code:>{width}}  {row.meaning}" for row in EXIT_CODES)
+
+
+def exit_codes_markdown() -> str:
+    """The table as README.md holds it between its ``exit-codes`` marker comments."""
+    lines = ["| code | meaning | raised as |", "|---|---|---|"]
+    for row in EXIT_CODES:
+        names = ", ".join(f"`{c.__name__}`" for c in row.classes) or "—"
+        lines.append(f"| {row.code} | {row.meaning} | {names} |")
+    return "\n".join(lines)
 
 
 _SECRET_ENV = re.compile(r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|CREDENTIAL", re.IGNORECASE)

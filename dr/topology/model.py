@@ -15,7 +15,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from dr.errors import ConfigError, TopologyError
+from dr.errors import ConfigError, InternalError, TopologyError
 from dr.topology.secret import Secret
 
 __all__ = [
@@ -385,7 +385,11 @@ class Topology(_Model):
     def active(self) -> Cluster:
         """The active cluster (validation guarantees exactly one)."""
         found = self._only(Role.ACTIVE)
-        assert found is not None  # enforced by validation
+        if found is None:  # validation refuses such a stack: reaching this is a bug
+            raise InternalError(
+                f"stack '{self.name}' has no active cluster, yet it passed validation.",
+                "report this as a bug, with the stack file",
+            )
         return found
 
     def passive(self) -> Cluster | None:
