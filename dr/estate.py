@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
 from dr.errors import ClusterError, ConfigError
@@ -228,7 +227,7 @@ class Estate:
                 lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())
-            except (ClusterError, ConfigError, KafkaException) as exc:
+            except (ClusterError, ConfigError) as exc:
                 entry["error"] = str(exc).splitlines()[0]
             links.append(entry)
         return {"stack": self.topology.name, "clusters": clusters, "links": links}

@@ -125,9 +125,10 @@ def upsert_scram_users(endpoint: Endpoint, users: dict[str, str], iterations: in
         return
     admin = admin_client(endpoint)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations)
-    futures = admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()]
-    )
+    with kafka_errors("creating SCRAM users", endpoint):
+        futures = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(u, info, p.encode()) for u, p in users.items()]
+        )
     for user, fut in futures.items():
         with kafka_errors(f"creating SCRAM user {user!r}", endpoint):
             fut.result(timeout=30)
@@ -151,7 +152,9 @@ def create_acls(endpoint: Endpoint, bindings: Iterable[AclBinding]) -> None:
     if not bindings:
         return
     admin = admin_client(endpoint)
-    for binding, fut in admin.create_acls(bindings).items():
+    with kafka_errors("creating ACLs", endpoint):
+        futures = admin.create_acls(bindings)
+    for binding, fut in futures.items():
         with kafka_errors(f"creating ACL {binding}", endpoint):
             fut.result(timeout=30)
 
@@ -163,7 +166,9 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
         return 0
     admin = admin_client(endpoint)
     removed = 0
-    for _f, fut in admin.delete_acls(filters).items():
+    with kafka_errors("deleting ACLs", endpoint):
+        futures = admin.delete_acls(filters)
+    for _f, fut in futures.items():
         with kafka_errors("deleting ACLs", endpoint):
             removed += len(fut.result(timeout=30))
     return removed

@@ -23,10 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-
-from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, admin_client
+from dr.errors import AuthError, ClusterError, ConfigError
+from dr.kafka_client import Endpoint, admin_client, kafka_errors
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, port_open, wait_until
 from dr.toolchain import toolchain
@@ -377,12 +375,14 @@ class LocalCluster:
                 f"{self.name}: brokers {brokers} did not open their ports in {timeout:.0f}s.",
                 f"see the logs under {self.dir}",
             )
-        admin = admin_client(self.endpoint())
+        endpoint = self.endpoint()
+        admin = admin_client(endpoint)
 
         def registered() -> bool:
             try:
-                md = admin.list_topics(timeout=5)
-            except KafkaException:
+                with kafka_errors(f"reading the brokers of {self.name}", endpoint):
+                    md = admin.list_topics(timeout=5)
+            except (ClusterError, AuthError):  # still starting: a broker may refuse logins until it caught up
                 return False
             return set(brokers) <= set(md.brokers)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, acl, admin_client, create_acls, upsert_scram_users
+from dr.kafka_client import Endpoint, acl, admin_client, create_acls, kafka_errors, upsert_scram_users
 from dr.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
@@ -224,7 +224,9 @@ class MirrorMaker:
 
     def _source_has_topics(self) -> bool:
         pattern = re.compile(self.topics)
-        md = admin_client(self.source.endpoint()).list_topics(timeout=10)
+        endpoint = self.source.endpoint()
+        with kafka_errors(f"listing the topics of {self.source.name}", endpoint):
+            md = admin_client(endpoint).list_topics(timeout=10)
         return any(pattern.fullmatch(t) and not t.startswith(("__", "mm2-")) for t in md.topics)
 
     def stop(self, timeout: float = 60.0) -> None:
