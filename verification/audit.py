@@ -35,19 +35,18 @@ import fcntl
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from dr import kafka_client
 from dr.errors import ClusterError, ConfigError, LockHeld
-from dr.kafka_client import PROBE_KEY, Endpoint, translate_kafka_error
+from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
 from verification.audit_state import AuditState, Fingerprint, load_state, match_increment, save_state
-from verification.cluster import is_internal_topic
+from verification.cluster import is_internal_topic, offset_ranges
 from verification.fingerprint import checksum, key_hash
 
 __all__ = ["AuditResult", "audit_endpoints", "audit_link", "audit_stack", "state_file", "state_path"]
@@ -126,10 +125,8 @@ def _locked(path: Path) -> Iterator[None]:
 # ------------------------------------------------------------------------------------ Kafka I/O
 def cluster_id(admin: Any, endpoint: Endpoint) -> str:
     """The cluster id the brokers report (stable for a cluster's life, new when it is re-created)."""
-    try:
+    with kafka_errors("describing the cluster", endpoint):
         cid = admin.describe_cluster(request_timeout=_TIMEOUT).result(timeout=_TIMEOUT).cluster_id
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "describing the cluster", endpoint) from exc
     if not cid:
         raise ClusterError(f"{endpoint.bootstrap} reported no cluster id.", "check the brokers are healthy")
     return str(cid)
@@ -137,19 +134,7 @@ def cluster_id(admin: Any, endpoint: Endpoint) -> str:
 
 def _offsets(admin: Any, endpoint: Endpoint, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
     """``(topic, partition) → (earliest, end)`` for every partition of ``topics``."""
-    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-    if not tps:
-        return {}
-    try:
-        early = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=_TIMEOUT)
-        late = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=_TIMEOUT)
-        e = {(tp.topic, tp.partition): f.result(timeout=_TIMEOUT).offset for tp, f in early.items()}
-        return {
-            (tp.topic, tp.partition): (e[(tp.topic, tp.partition)], f.result(timeout=_TIMEOUT).offset)
-            for tp, f in late.items()
-        }
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing partition offsets", endpoint) from exc
+    return offset_ranges(admin, endpoint, [TopicPartition(t, p) for t, n in topics.items() for p in range(n)], _TIMEOUT)
 
 
 def _topics(md: Any, select: Callable[[str], bool] | None = None) -> dict[str, int]:
@@ -178,7 +163,7 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
         )
     )
     out: list[Fingerprint] = []
-    try:
+    with kafka_errors("reading records", endpoint), closing(consumer):
         consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _e) in todo.items()])
         last_progress = time.monotonic()
         while todo:
@@ -191,7 +176,7 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
                     if err.code() == KafkaError._PARTITION_EOF:
                         check = True
                         continue
-                    raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
+                    raise_kafka_error(err, "reading records", endpoint)
                 end = todo.get(k, (0, -1))[1]
                 off = m.offset()
                 if off >= end:
@@ -223,10 +208,6 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
                     f"reading {endpoint.bootstrap} made no progress for {idle_timeout:.0f} s (still to read: {left}).",
                     "check the cluster is running (`drctl estate status`)",
                 )
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "reading records", endpoint) from exc
-    finally:
-        consumer.close()
     return out
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr import kafka_client
-from dr.kafka_client import Endpoint, translate_kafka_error
+from dr.kafka_client import Endpoint
+from dr.offsets import list_offsets, partitions_of
 from verification.sides import PartitionBounds, SideBounds
 
-__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics"]
+__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics", "offset_ranges"]
 
 _ADMIN_TIMEOUT = 30.0
 
@@ -40,14 +41,13 @@ def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
     return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None and not is_internal_topic(name)}
 
 
-def _list_offsets(admin: Any, endpoint: Endpoint, specs: dict[TopicPartition, Any]) -> dict[tuple[str, int], Any]:
-    if not specs:
-        return {}
-    try:
-        futures = admin.list_offsets(specs, request_timeout=_ADMIN_TIMEOUT)
-        return {(tp.topic, tp.partition): fut.result(timeout=_ADMIN_TIMEOUT) for tp, fut in futures.items()}
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing partition offsets", endpoint) from exc
+def offset_ranges(
+    admin: AdminClient, endpoint: Endpoint, tps: list[TopicPartition], timeout: float = _ADMIN_TIMEOUT
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(topic, partition) → (earliest, end)`` of every partition in ``tps``."""
+    earliest = list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps}, timeout)
+    latest = list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps}, timeout)
+    return {k: (earliest[k].offset, latest[k].offset) for k in latest}
 
 
 def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
@@ -56,22 +56,15 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
     Topics that do not exist on this cluster are left out of the result.
     """
     admin, md = kafka_client.connected_admin(endpoint, _ADMIN_TIMEOUT, attempt=2.0)
-    tps = [
-        TopicPartition(t, p)
-        for t in topics
-        if t in md.topics and md.topics[t].error is None
-        for p in sorted(md.topics[t].partitions)
-    ]
-    earliest = _list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps})
-    latest = _list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps})
-    first = _list_offsets(admin, endpoint, {tp: OffsetSpec.for_timestamp(0) for tp in tps})
-    newest = _list_offsets(admin, endpoint, {tp: OffsetSpec.max_timestamp() for tp in tps})
+    tps = partitions_of(md, topics)
+    ranges = offset_ranges(admin, endpoint, tps)
+    first = list_offsets(admin, endpoint, {tp: OffsetSpec.for_timestamp(0) for tp in tps}, _ADMIN_TIMEOUT)
+    newest = list_offsets(admin, endpoint, {tp: OffsetSpec.max_timestamp() for tp in tps}, _ADMIN_TIMEOUT)
     out: SideBounds = {t: {} for t in topics if t in md.topics and md.topics[t].error is None}
     for tp in tps:
         k = (tp.topic, tp.partition)
         out[tp.topic][tp.partition] = PartitionBounds(
-            earliest[k].offset,
-            latest[k].offset,
+            *ranges[k],
             first[k].timestamp if first[k].offset >= 0 else -1,
             newest[k].timestamp if newest[k].offset >= 0 else -1,
         )

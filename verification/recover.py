@@ -30,12 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import SILENT, Endpoint, admin_client, translate_kafka_error
-from verification.cluster import cluster_metadata
+from dr.kafka_client import SILENT, Endpoint, admin_client, kafka_errors, raise_kafka_error
+from verification.cluster import cluster_metadata, offset_ranges
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
@@ -102,15 +102,9 @@ def _consumer(endpoint: Endpoint) -> Consumer:
     )
 
 
-def _offsets(endpoint: Endpoint, tps: list[TopicPartition], spec: Any) -> dict[tuple[str, int], int]:
-    if not tps:
-        return {}
-    admin = admin_client(endpoint)
-    try:
-        futs = admin.list_offsets({tp: spec for tp in tps}, request_timeout=30)
-        return {(tp.topic, tp.partition): f.result(timeout=30).offset for tp, f in futs.items()}
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "listing offsets", endpoint) from exc
+def _offset_ranges(endpoint: Endpoint, tps: list[TopicPartition]) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(topic, partition) → (earliest, end)`` of every partition in ``tps``."""
+    return offset_ranges(admin_client(endpoint), endpoint, tps, 30.0) if tps else {}
 
 
 def _partitions(endpoint: Endpoint, topics: Iterable[str]) -> dict[str, int]:
@@ -163,7 +157,7 @@ def _messages(
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise translate_kafka_error(KafkaException(err), "reading records", endpoint)
+                raise_kafka_error(err, "reading records", endpoint)
             last = time.monotonic()
             yield m
 
@@ -180,11 +174,9 @@ def _fetch_kafka(
     consumer = _consumer(endpoint)
     try:
         pending: dict[tuple[str, int], deque[int]] = {}
+        bounds = _offset_ranges(endpoint, [TopicPartition(t, p) for t, p in wanted])
         for (t, p), offs in wanted.items():
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=15)
-            except KafkaException as exc:
-                raise translate_kafka_error(exc, f"reading offsets of {t}/{p}", endpoint) from exc
+            low, high = bounds[(t, p)]
             keep = deque(o for o in offs if low <= o < high)
             if keep:
                 pending[(t, p)] = keep
@@ -254,11 +246,9 @@ def _check_target_topics(endpoint: Endpoint, topics: list[str], oldest_ts: dict[
             "create them with the source's partition count (`pulumi up`), then re-run recover",
         )
     admin = admin_client(endpoint)
-    try:
+    with kafka_errors("reading topic configs", endpoint):
         futs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
         configs = {res.name: fut.result(timeout=30) for res, fut in futs.items()}
-    except KafkaException as exc:
-        raise translate_kafka_error(exc, "reading topic configs", endpoint) from exc
     now = int(time.time() * 1000)
     for topic, cfg in configs.items():
         ts_type = cfg.get("message.timestamp.type")
@@ -336,14 +326,12 @@ def recover(
     for r in rows:
         wanted_keys[r["topic"]].add(r["key"])
     parts = _partitions(target, topics)
-    tps = [TopicPartition(t, p) for t, n in parts.items() for p in range(n)]
-    ends = _offsets(target, tps, OffsetSpec.latest())
-    earliest = _offsets(target, tps, OffsetSpec.earliest())
+    now = _offset_ranges(target, [TopicPartition(t, p) for t, n in parts.items() for p in range(n)])
     read_to = summary["offsets"]["target"]
     ranges = {}
-    for (t, p), end in ends.items():
-        start = read_to.get(t, {}).get(str(p), {}).get("end", earliest[(t, p)])
-        ranges[(t, p)] = (max(start, earliest[(t, p)]), end)
+    for (t, p), (early, end) in now.items():
+        start = read_to.get(t, {}).get(str(p), {}).get("end", early)
+        ranges[(t, p)] = (max(start, early), end)
     scanned = sum(e - s for s, e in ranges.values())
     say(f"scanning {scanned:,} target records written since the verification for copies already there")
     present: Counter[Identity] = Counter()
@@ -388,8 +376,8 @@ def recover(
     for offs in wanted.values():
         offs.sort()
     if source is not None:
-        low = _offsets(source, [TopicPartition(t, p) for t, p in wanted], OffsetSpec.earliest())
-        gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)])
+        low = _offset_ranges(source, [TopicPartition(t, p) for t, p in wanted])
+        gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)][0])
         if gone:
             raise ClusterError(
                 f"{gone:,} missing records are no longer in the source {source.bootstrap} "
