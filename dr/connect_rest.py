@@ -70,6 +70,20 @@ def _seg(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
+#: A JSON object as Connect's REST API returns it.
+JsonObject = dict[str, Any]
+
+
+def _object(payload: Any, what: str) -> JsonObject:
+    """``payload`` when it is a JSON object, else a :class:`ClusterError` saying what came instead."""
+    if not isinstance(payload, dict):
+        raise ClusterError(
+            f"{what}: Kafka Connect answered {type(payload).__name__}, not a JSON object.",
+            "check the url points at a Kafka Connect REST API",
+        )
+    return payload
+
+
 class _Unreachable(Exception):
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(reason)
@@ -194,9 +208,9 @@ class ConnectRest:
             )
 
     # ------------------------------------------------------------------ reads
-    def info(self) -> dict:
+    def info(self) -> JsonObject:
         """``GET /``: the worker's version, commit and Kafka cluster id."""
-        return self._call("GET", "/")
+        return _object(self._call("GET", "/"), "GET /")
 
     def connectors(self) -> list[str]:
         """Names of every connector of the cluster."""
@@ -204,11 +218,15 @@ class ConnectRest:
 
     def config(self, name: str) -> dict[str, str] | None:
         """The stored configuration of ``name`` (config-provider references unresolved), or None."""
-        return self._call("GET", f"/connectors/{_seg(name)}/config", missing_ok=True)
+        config = self._call("GET", f"/connectors/{_seg(name)}/config", missing_ok=True)
+        if config is None:
+            return None
+        return {str(k): str(v) for k, v in _object(config, f"the config of {name!r}").items()}
 
-    def status(self, name: str) -> dict | None:
+    def status(self, name: str) -> JsonObject | None:
         """``GET /connectors/{name}/status`` (connector and task states, worker ids), or None."""
-        return self._call("GET", f"/connectors/{_seg(name)}/status", missing_ok=True)
+        status = self._call("GET", f"/connectors/{_seg(name)}/status", missing_ok=True)
+        return None if status is None else _object(status, f"the status of {name!r}")
 
     def validate(self, config: dict[str, str]) -> list[str]:
         """What Connect finds wrong with ``config``, as ``["field: message", ...]``; ``[]`` when valid."""
@@ -217,8 +235,8 @@ class ConnectRest:
             raise ConfigError("the connector config has no connector.class.", "set connector.class")
         # Connect insists on a name; configs rendered for PUT /connectors/{name}/config have none.
         body = {"name": "kdr-validate", **{k: str(v) for k, v in config.items()}}
-        result = self._call("PUT", f"/connector-plugins/{_seg(plugin)}/config/validate", body)
-        errors = []
+        result = _object(self._call("PUT", f"/connector-plugins/{_seg(plugin)}/config/validate", body), "validate")
+        errors: list[str] = []
         for item in result.get("configs", []):
             value = item.get("value", {})
             errors += [f"{value.get('name')}: {self._scrub(e)}" for e in value.get("errors", [])]
@@ -249,20 +267,20 @@ class ConnectRest:
         self._call("DELETE", f"/connectors/{_seg(name)}", missing_ok=True)
 
     # ------------------------------------------------------------------ waits
-    def wait_running(self, name: str, timeout: float = 60.0) -> dict:
+    def wait_running(self, name: str, timeout: float = 60.0) -> JsonObject:
         """Wait until the connector and each of its (at least one) tasks run; return the status.
 
         A FAILED connector or task raises at once, quoting the first line of its trace.
         """
         return self._wait(name, "RUNNING", timeout, need_tasks=True)
 
-    def wait_state(self, name: str, state: str, timeout: float) -> dict:
+    def wait_state(self, name: str, state: str, timeout: float) -> JsonObject:
         """Wait until the connector (and every task it has) is in ``state``, e.g. ``STOPPED``."""
         return self._wait(name, state.upper(), timeout, need_tasks=False)
 
-    def _wait(self, name: str, state: str, timeout: float, need_tasks: bool) -> dict:
+    def _wait(self, name: str, state: str, timeout: float, need_tasks: bool) -> JsonObject:
         deadline = time.monotonic() + timeout
-        status: dict | None = None
+        status: JsonObject | None = None
         while True:
             status = self.status(name)
             if status is not None:

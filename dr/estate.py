@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
@@ -31,6 +31,40 @@ if TYPE_CHECKING:
     from dr.runtime.connect_link import ConnectLink
 
 Progress = Callable[[str], None]
+
+
+class ClusterStatus(TypedDict, total=False):
+    """One cluster in :meth:`Estate.status` (``state`` … ``running_nodes`` only for a local one)."""
+
+    name: str
+    role: str
+    kind: str
+    state: str
+    bootstrap: str | None
+    brokers: int
+    running_nodes: list[int]
+
+
+class LinkStatus(TypedDict, total=False):
+    """One link in :meth:`Estate.status`: its runner's state and lag, or the ``error`` reading them."""
+
+    name: str
+    source: str
+    target: str
+    process: str
+    connect: str | None
+    connectors: dict[str, dict[str, Any]]
+    lag: dict[str, int]
+    total_lag: int
+    error: str
+
+
+class EstateStatus(TypedDict):
+    """What ``drctl estate status --json`` prints."""
+
+    stack: str
+    clusters: list[ClusterStatus]
+    links: list[LinkStatus]
 
 
 def stack_dir() -> Path:
@@ -201,27 +235,30 @@ class Estate:
                 progress(f"cluster {c.name} stopping")
                 self.local_cluster(c.name).stop()
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> EstateStatus:
         """Roles, process state and link lag — what ``drctl estate status`` prints."""
-        clusters = []
+        clusters: list[ClusterStatus] = []
         for c in self.topology.clusters:
-            entry: dict[str, object] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
+            cluster: ClusterStatus = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
             if c.kind is Kind.LOCAL:
                 lc = self.local_cluster(c.name)
-                entry.update(
-                    state=lc.state(), bootstrap=lc.bootstrap, brokers=c.brokers, running_nodes=lc.running_nodes()
-                )
+                cluster |= {
+                    "state": lc.state(),
+                    "bootstrap": lc.bootstrap,
+                    "brokers": c.brokers,
+                    "running_nodes": lc.running_nodes(),
+                }
             else:
-                entry.update(bootstrap=c.bootstrap_servers)
-            clusters.append(entry)
-        links = []
+                cluster["bootstrap"] = c.bootstrap_servers
+            clusters.append(cluster)
+        links: list[LinkStatus] = []
         topics = [t.name for t in self.topology.topics]
         for link in self.topology.links:
-            entry = {"name": link.name, "source": link.source, "target": link.target}
+            entry: LinkStatus = {"name": link.name, "source": link.source, "target": link.target}
             try:
                 runner = self.link_runner(link.name)
                 entry["process"] = "running" if runner.alive() else "stopped"
-                if hasattr(runner, "states"):
+                if not isinstance(runner, MirrorMaker):
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
                 lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
 from dr.topology import NAMESPACE, Topology
 
 if TYPE_CHECKING:
-    from pulumi.automation import Stack
+    from pulumi.automation import OpType, Stack
 
 __all__ = ["EstateStack", "PreviewSummary", "forget"]
 
@@ -115,7 +115,7 @@ class EstateStack:
             result = stack.up(on_output=_forward(progress), refresh=refresh, color="never")
         except Exception as exc:  # noqa: BLE001 - CommandError and friends
             raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
-        changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
+        changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
         progress(f"stack {self.name}: up done ({_describe(changes)})")
         return {"pulumi up": round(time.monotonic() - t0, 3)}
 
@@ -132,7 +132,7 @@ class EstateStack:
             result = stack.preview(on_output=on_output, refresh=refresh, color="never", diff=True)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
-        changes = {k: v for k, v in (result.change_summary or {}).items() if k != "same" and v}
+        changes = {k: v for k, v in _by_name(result.change_summary).items() if k != "same" and v}
         return PreviewSummary(changes, "\n".join(line.rstrip("\n") for line in lines))
 
     def exists(self) -> bool:
@@ -229,6 +229,12 @@ def _forward(progress: Progress) -> Callable[[str], None]:
             progress(line.rstrip())
 
     return out
+
+
+def _by_name(counts: Mapping[OpType, int] | None) -> dict[str, int]:
+    """Pulumi's resource counts keyed by operation name (``create``, ``same`` …). The automation API
+    types the keys as :class:`OpType` but fills them with the JSON strings; either reads the same."""
+    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items()}
 
 
 def _describe(changes: dict[str, int]) -> str:

@@ -90,11 +90,12 @@ class JvmProcess:
         self.name = name
         self.pid_file = pid_file
         self.log_file = log_file
+        self._popen: subprocess.Popen[bytes] | None = None  # set when this object started the JVM
 
     @property
     def pid(self) -> int | None:
         """The recorded pid if that process is still alive, else None."""
-        popen = getattr(self, "_popen", None)
+        popen = self._popen
         if popen is not None:
             # Our own child: reliable even before exec() has replaced its command line.
             return popen.pid if popen.poll() is None else None
@@ -138,10 +139,11 @@ class JvmProcess:
         self._popen = proc  # keep a handle so the child is reaped if we are its parent
         return proc.pid
 
-    def _reap(self) -> None:
-        popen = getattr(self, "_popen", None)
-        if popen is not None:
-            popen.poll()
+    def _gone(self, pid: int) -> bool:
+        """True once ``pid`` no longer runs (our own child is reaped first, so it is no zombie)."""
+        if self._popen is not None:
+            self._popen.poll()
+        return not pid_alive(pid)
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM (controlled shutdown), then SIGKILL after ``timeout``; wait until gone."""
@@ -150,7 +152,7 @@ class JvmProcess:
             self.pid_file.unlink(missing_ok=True)
             return
         os.kill(pid, signal.SIGTERM)
-        if not wait_until(lambda: (self._reap(), not pid_alive(pid))[1], timeout):
+        if not wait_until(lambda: self._gone(pid), timeout):
             self.kill()
             return
         self.pid_file.unlink(missing_ok=True)
@@ -162,7 +164,7 @@ class JvmProcess:
         if pid is None:
             return
         os.kill(pid, signal.SIGKILL)
-        if not wait_until(lambda: (self._reap(), not pid_alive(pid))[1], 30):
+        if not wait_until(lambda: self._gone(pid), 30):
             raise ClusterError(f"{self.name} (pid {pid}) survived SIGKILL.", "check the machine's process table")
         self.pid_file.unlink(missing_ok=True)
         self._popen = None

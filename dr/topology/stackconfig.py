@@ -134,9 +134,6 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
-
-
 def _key_text(key: Any) -> str:
     text = repr(key)
     return text if len(text) <= 80 else text[:77] + "..."

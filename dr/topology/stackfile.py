@@ -40,13 +40,13 @@ from inspect import isclass
 from os import PathLike
 from pathlib import Path
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel, to_snake
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark, YAMLError
 from ruamel.yaml.scalarbool import ScalarBoolean
 from ruamel.yaml.scalarfloat import ScalarFloat
@@ -282,11 +282,17 @@ def _section_field(key: Any) -> str | None:
 # entry, slot 0 of a sequence entry), together with that scalar's end-of-line comment.
 
 
+_T = TypeVar("_T")
+
+#: A block or flow collection of the round-trip document.
+_Collection = CommentedMap | CommentedSeq
+
+
 def _is_block(value: Any) -> bool:
     return isinstance(value, CommentedMap | CommentedSeq) and len(value) > 0 and not value.fa.flow_style()
 
 
-def _slot(container: CommentedBase, key: Any) -> tuple[CommentedBase, Any, int]:
+def _slot(container: _Collection, key: Any) -> tuple[_Collection, Any, int]:
     """Where the comments after entry ``key`` of ``container`` are kept."""
     value = container[key]
     while _is_block(value):
@@ -295,9 +301,9 @@ def _slot(container: CommentedBase, key: Any) -> tuple[CommentedBase, Any, int]:
     return container, key, 2 if isinstance(container, CommentedMap) else 0
 
 
-def _collections(container: CommentedBase, key: Any) -> list[CommentedBase]:
+def _collections(container: _Collection, key: Any) -> list[_Collection]:
     """The collections from the value of entry ``key`` down to its last scalar, outermost first."""
-    found = []
+    found: list[_Collection] = []
     value = container[key]
     while isinstance(value, CommentedMap | CommentedSeq):
         found.append(value)
@@ -307,7 +313,7 @@ def _collections(container: CommentedBase, key: Any) -> list[CommentedBase]:
     return found
 
 
-def _take(container: CommentedBase, key: Any) -> str:
+def _take(container: _Collection, key: Any) -> str:
     """Detach and return the comment lines after entry ``key`` (its end-of-line comment stays).
 
     They are on the last scalar, or (after a flow-style value) at the end of the enclosing collections.
@@ -329,7 +335,7 @@ def _take(container: CommentedBase, key: Any) -> str:
     return following + ends
 
 
-def _put(container: CommentedBase, key: Any, following: str) -> None:
+def _put(container: _Collection, key: Any, following: str) -> None:
     """Attach comment lines (as returned by :func:`_take`) after entry ``key`` of ``container``."""
     if not following:
         return
@@ -349,7 +355,7 @@ def _pre_comments(node: CommentedMap, key: Any) -> str:
     return "".join(" " * t.column + t.value for t in tokens if isinstance(t, CommentToken))
 
 
-def _strip_comments(node: Any) -> Any:
+def _strip_comments(node: _T) -> _T:
     """``node`` without any comment (used on copies that serve as templates)."""
     if isinstance(node, CommentedMap | CommentedSeq):
         node.ca.items.clear()
@@ -409,7 +415,7 @@ def _set_items(seq: CommentedSeq, picks: list[tuple[int | None, Any]]) -> None:
 def _reads_back(text: str) -> bool:
     """True when the product's loader (PyYAML, YAML 1.1) reads ``text`` unquoted as this string."""
     try:
-        return yaml.safe_load(text) == text
+        return bool(yaml.safe_load(text) == text)
     except yaml.YAMLError:
         return False
 
@@ -600,7 +606,12 @@ def _template(seq: CommentedSeq, index: int) -> CommentedMap:
     """A comment-free copy of the item at ``index`` (or the last one) to edit into a new item."""
     if not len(seq):
         return CommentedMap()
-    return _strip_comments(copy.deepcopy(seq[min(index, len(seq) - 1)]))
+    item = seq[min(index, len(seq) - 1)]
+    if not isinstance(item, CommentedMap):
+        raise ConfigError(
+            f"item {index} of a list in the stack file is not a mapping.", "write each entry as `key: value` lines"
+        )
+    return _strip_comments(copy.deepcopy(item))
 
 
 def _section_end(config: CommentedMap) -> int:
@@ -643,7 +654,7 @@ def _same_lines(a: list[str], b: list[str]) -> dict[int, int]:
 
 def _loads_as(text: str, reference: str) -> bool:
     try:
-        return yaml.safe_load(text) == yaml.safe_load(reference)
+        return bool(yaml.safe_load(text) == yaml.safe_load(reference))
     except yaml.YAMLError:
         return False
 

@@ -146,22 +146,22 @@ def _names(items: list[Cluster]) -> str:
 
 def _duplicate_names(t: Topology) -> Iterator[Violation]:
     collections = (
-        ("clusters", t.clusters),
-        ("topics", t.topics),
-        ("principals.applications", t.principals.applications),
-        ("links", t.links),
+        ("clusters", [c.name for c in t.clusters]),
+        ("topics", [topic.name for topic in t.topics]),
+        ("principals.applications", [a.name for a in t.principals.applications]),
+        ("links", [lk.name for lk in t.links]),
     )
-    for field, items in collections:
+    for field, names in collections:
         first: dict[str, int] = {}
-        for i, item in enumerate(items):
-            if item.name in first:
+        for i, name in enumerate(names):
+            if name in first:
                 yield Violation(
                     f"{field}[{i}].name",
-                    f"{item.name!r} is already used by {field}[{first[item.name]}]",
+                    f"{name!r} is already used by {field}[{first[name]}]",
                     "give each one a unique name",
                 )
             else:
-                first[item.name] = i
+                first[name] = i
 
 
 def _valid_principal(name: str) -> bool:
@@ -389,7 +389,12 @@ def _config_value_problem(key: str, value: str) -> tuple[str, str] | None:
             return f"{number} is out of range: Kafka requires {span}{extra}", f"use a value {span}{extra}"
         return None
     if kind == _DOUBLE:
-        if not _DECIMAL.fullmatch(text) or not math.isfinite(float(text)) or not low <= float(text) <= high:
+        if (
+            not _DECIMAL.fullmatch(text)
+            or not math.isfinite(float(text))
+            or (low is not None and float(text) < low)
+            or (high is not None and float(text) > high)
+        ):
             return (
                 f"{_short(value)} is not a number between {_num(low)} and {_num(high)}",
                 f"use a decimal number between {_num(low)} and {_num(high)}, e.g. 0.5",
