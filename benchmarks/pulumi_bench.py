@@ -33,9 +33,11 @@ import yaml
 from dr.pulumi_env import pulumi_env
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.toolchain import REPO_ROOT, toolchain
+from dr.toolchain import toolchain
 
 BASE = 29100
+#: The clone this benchmark runs from: its Pulumi.yaml, example stack and stacks/ program are copied.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _stack_doc(base: int) -> dict:

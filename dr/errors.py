@@ -194,8 +194,14 @@ _SECRET_ASSIGNMENT = re.compile(
 _MASK = "**********"
 
 
-def _state_base() -> Path:
-    return Path(os.environ.get("KDR_STATE_DIR") or Path(__file__).resolve().parent.parent / ".state")
+def _state_base() -> Path | None:
+    """The state directory of the project (:func:`dr.pulumi_env.state_base`), None outside any project."""
+    from dr.pulumi_env import state_base
+
+    try:
+        return state_base()
+    except DRError:
+        return None
 
 
 def _known_secrets() -> set[str]:
@@ -204,7 +210,8 @@ def _known_secrets() -> set[str]:
     try:
         import json
 
-        for path in list(_state_base().glob("*/credentials.json"))[:50]:
+        base = _state_base()
+        for path in list(base.glob("*/credentials.json"))[:50] if base else []:
             data = json.loads(path.read_text())
             if isinstance(data, dict):
                 found |= {v for v in data.values() if isinstance(v, str) and len(v) >= 4}
@@ -224,7 +231,8 @@ def _write_traceback(text: str) -> tuple[Path | None, str]:
     """Write ``text`` to a new 0600 file under the state directory (or the temp directory)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     reasons = []
-    for directory in (_state_base() / "internal-errors", Path(tempfile.gettempdir())):
+    base = _state_base()
+    for directory in (*([base / "internal-errors"] if base else []), Path(tempfile.gettempdir())):
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=f"drctl-{stamp}-", suffix=".traceback.txt", dir=directory)

@@ -1,9 +1,10 @@
 """The local estate of a stack: its topology's local clusters and links, run on this machine.
 
 This is the foundation runtime driven by the topology (start/stop clusters, SCRAM users, ACLs,
-topics, MirrorMaker 2 links). Stack files live at the repository root (``Pulumi.<stack>.yaml``);
-each stack keeps its state — data, logs, generated credentials — under ``.state/<stack>/``
-(override with ``$KDR_STATE_DIR``; stack files can be read from ``$KDR_STACK_DIR``).
+topics, MirrorMaker 2 links). Stack files (``Pulumi.<stack>.yaml``) live in the Pulumi project
+directory — the nearest ``Pulumi.yaml`` from the current directory up, or ``$KDR_STACK_DIR``; each
+stack keeps its state — data, logs, generated credentials — under ``<project>/.state/<stack>/``
+(or ``$KDR_STATE_DIR/<stack>``). See :mod:`dr.pulumi_env`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 from dr.errors import ClusterError, ConfigError
 from dr.kafka_client import Endpoint, acl
 from dr.offsets import partition_lag
+from dr.pulumi_env import project_dir, state_base
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.toolchain import REPO_ROOT
 from dr.topology import Cluster, Kind, Link, Role, Topology, load_stack_file
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ class EstateStatus(TypedDict):
 
 
 def stack_dir() -> Path:
-    """Where stack files live: ``$KDR_STACK_DIR`` or the repository root (the Pulumi project)."""
-    return Path(os.environ.get("KDR_STACK_DIR", REPO_ROOT))
+    """Where stack files live: the Pulumi project directory (:func:`dr.pulumi_env.project_dir`)."""
+    return project_dir()
 
 
 def stack_file(stack: str, root: Path | None = None) -> Path:
@@ -85,9 +86,8 @@ def stack_file(stack: str, root: Path | None = None) -> Path:
 
 
 def state_dir(stack: str) -> Path:
-    """Where a stack keeps its local state (0700)."""
-    base = Path(os.environ.get("KDR_STATE_DIR", REPO_ROOT / ".state"))
-    path = base / stack
+    """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.pulumi_env.state_base`)."""
+    path = state_base() / stack
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path

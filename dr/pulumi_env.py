@@ -1,18 +1,61 @@
-"""The Pulumi environment the product runs with: the locally built CLI, a local ``file://``
-backend, passphrase secrets, and no automatic plugin downloads."""
+"""The Pulumi project and environment the product runs with: the project directory and its state,
+the locally built CLI, a local ``file://`` backend, passphrase secrets, no automatic plugin downloads.
+
+Like the ``pulumi`` CLI, ``drctl`` works on the project whose ``Pulumi.yaml`` is in the current
+directory or the nearest one above it; ``$KDR_STACK_DIR`` names the directory instead (its
+``Pulumi.<stack>.yaml`` files are the stacks). State — clusters' data, generated credentials, the
+local backend — lives in ``<project>/.state``, or ``$KDR_STATE_DIR``. Nothing is looked up relative
+to where the package is installed.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.errors import ToolchainError
-from dr.toolchain import REPO_ROOT, kdr_home, toolchain, versions
+from dr.errors import ConfigError, ToolchainError
+from dr.toolchain import kdr_home, toolchain, versions
 
 if TYPE_CHECKING:
     from pulumi.automation import PulumiCommand
+
+
+#: The file that marks a Pulumi project's directory (``Pulumi.yml`` is accepted too, as by the CLI).
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+
+
+def find_project_dir(start: Path | None = None) -> Path | None:
+    """The nearest directory from ``start`` (default: the current one) upwards holding ``Pulumi.yaml``."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if any((directory / name).is_file() for name in PROJECT_FILES):
+            return directory
+    return None
+
+
+def project_dir() -> Path:
+    """The project directory: ``$KDR_STACK_DIR``, else the nearest ``Pulumi.yaml`` from the current
+    directory upwards; :class:`ConfigError` (exit 2) naming both ways when there is none."""
+    override = os.environ.get("KDR_STACK_DIR")
+    if override:
+        return Path(override)
+    found = find_project_dir()
+    if found is None:
+        raise ConfigError(
+            f"no Pulumi project here: neither {Path.cwd()} nor a directory above it holds Pulumi.yaml.",
+            "run drctl inside the kafka-dr project (the directory with Pulumi.yaml and the "
+            "Pulumi.<stack>.yaml files), or set KDR_STACK_DIR to that directory",
+        )
+    return found
+
+
+def state_base() -> Path:
+    """Where every stack keeps its state: ``$KDR_STATE_DIR``, else ``<project dir>/.state``."""
+    override = os.environ.get("KDR_STATE_DIR")
+    return Path(override) if override else project_dir() / ".state"
 
 
 def passphrase_file(directory: Path) -> Path:
@@ -27,18 +70,22 @@ def passphrase_file(directory: Path) -> Path:
     return path
 
 
-def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[str, str]:
-    """Environment variables for the Pulumi CLI and the Automation API (no secret values in it)."""
+def pulumi_env(backend_dir: Path | None = None) -> dict[str, str]:
+    """Environment variables for the Pulumi CLI and the Automation API (no secret values in it).
+
+    The backend defaults to ``<state base>/pulumi``; the program and dynamic providers run with
+    this interpreter's environment (the one ``drctl`` is installed in)."""
     tc = toolchain()
     pulumi = tc.pulumi_bin / "pulumi"
     if not pulumi.is_file():
         raise ToolchainError(
             f"the Pulumi CLI v{versions()['PULUMI_VERSION']} is not built ({pulumi} missing).", "run `make setup`"
         )
-    backend = backend_dir or root / ".state" / "pulumi"
+    backend = backend_dir or state_base() / "pulumi"
+    python = Path(sys.executable)
     backend.mkdir(parents=True, exist_ok=True)
     return {
-        "PATH": f"{tc.pulumi_bin}{os.pathsep}{root / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": f"{tc.pulumi_bin}{os.pathsep}{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_HOME": str(kdr_home() / "pulumi-home"),
         "PULUMI_BACKEND_URL": f"file://{backend}",
         # beside the backend, as `.env` has it: <state>/pulumi and <state>/passphrase
@@ -46,9 +93,9 @@ def pulumi_env(backend_dir: Path | None = None, root: Path = REPO_ROOT) -> dict[
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-        # Python dynamic providers and the language host run this clone's virtualenv.
-        "PULUMI_RUNTIME_VIRTUALENV": str(root / ".venv"),
-        "PULUMI_PYTHON_CMD": str(root / ".venv" / "bin" / "python"),
+        # Python dynamic providers and the language host run drctl's own virtualenv.
+        "PULUMI_RUNTIME_VIRTUALENV": sys.prefix,
+        "PULUMI_PYTHON_CMD": str(python),
         # Refresh runs the program, so each resource is read with its provider's current settings and
         # after the resources it depends on: a stopped cluster is started before its topics are read.
         "PULUMI_RUN_PROGRAM": "true",

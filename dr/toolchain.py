@@ -1,4 +1,8 @@
-"""Where the cached toolchain lives: jars, the Pulumi CLI, versions (from toolchain/versions.env)."""
+"""Where the cached toolchain lives: jars, the Pulumi CLI, versions (``dr/versions.env``).
+
+The pinned versions are package data (``dr/versions.env``, installed with the package);
+``toolchain/versions.env`` in a clone is a symbolic link to it, which ``scripts/setup.sh`` sources.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,17 @@ import functools
 import os
 import shutil
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from dr.errors import ToolchainError
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
 def versions() -> dict[str, str]:
     """The pinned toolchain versions (``KAFKA_VERSION``, ``SPARK_VERSION``, ``PULUMI_VERSION`` ...)."""
     out: dict[str, str] = {}
-    for line in (REPO_ROOT / "toolchain" / "versions.env").read_text().splitlines():
+    for line in resources.files("dr").joinpath("versions.env").read_text(encoding="utf-8").splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)

@@ -91,7 +91,7 @@ def write_local_stack(root: Path, stack: str, ports: tuple[int, ...], *, one_bro
     clusters named in ``one_broker`` cut to a single broker; returns the file."""
     import yaml
 
-    from dr.toolchain import REPO_ROOT
+    from tests import REPO_ROOT
 
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
     for c, port in zip(doc["config"]["kafka-dr:clusters"], ports, strict=True):

@@ -27,8 +27,8 @@ from confluent_kafka import Producer, TopicPartition
 from dr.estate import Estate
 from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import teardown_stack, write_local_stack
 
 pytestmark = pytest.mark.integration

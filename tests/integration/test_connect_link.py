@@ -29,8 +29,8 @@ from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import jvms_under, produce, teardown_stack
 from tests.integration.ports import windows
 

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError
 from dr.estate import Estate
 from dr.runtime.process import pid_alive
 from dr.stack import EstateStack
-from dr.toolchain import REPO_ROOT
+from tests import REPO_ROOT
 from tests.integration.helpers import consume_all, produce
 
 

@@ -28,8 +28,8 @@ from dr.kafka_client import Endpoint
 from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import produce
 from tests.integration.helpers import teardown_stack as _teardown
 

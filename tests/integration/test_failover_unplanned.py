@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dr.toolchain import REPO_ROOT
+from tests import REPO_ROOT
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "gameday"

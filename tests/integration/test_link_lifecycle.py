@@ -23,8 +23,8 @@ import yaml
 from dr.estate import Estate
 from dr.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import produce, teardown_stack, write_local_stack
 
 STACK = "lifecycle"

@@ -30,8 +30,9 @@ from dr.failover.probe import PROBE_KEY
 from dr.offsets import end_offsets
 from dr.runtime.process import java_command, pid_alive
 from dr.stack import EstateStack
-from dr.toolchain import REPO_ROOT, toolchain
+from dr.toolchain import toolchain
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import teardown_stack
 
 pytestmark = pytest.mark.integration

@@ -24,8 +24,9 @@ from confluent_kafka.admin import AdminClient
 from dr.estate import Estate
 from dr.pulumi_env import pulumi_env
 from dr.runtime.process import pid_alive, wait_until
-from dr.toolchain import REPO_ROOT, toolchain
+from dr.toolchain import toolchain
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 from tests.integration.helpers import consume_all, produce
 from tests.integration.ports import windows
 

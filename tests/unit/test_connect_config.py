@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from dr.cli import cli
 from dr.connect_config import CONNECTORS, connector_configs
 from dr.errors import ConfigError
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 
 
 def test_three_connectors_for_the_production_link_with_no_inline_secret() -> None:

@@ -16,7 +16,7 @@ from dr.errors import ConfigError, LockHeld
 from dr.failover.journal import Journal, StackLock
 from dr.failover.pipeline import summarize
 from dr.failover.steps import STEPS
-from dr.toolchain import REPO_ROOT
+from tests import REPO_ROOT
 
 NAMES = [s.name for s in STEPS]
 

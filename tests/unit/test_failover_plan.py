@@ -17,8 +17,8 @@ from dr.cli import main
 from dr.failover.converge import read_stack_config, write_stack_config
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file
+from tests import REPO_ROOT
 
 # Ports nothing listens on during the unit tests: every cluster is "down".
 PORTS = (49100, 49200, 49300)

@@ -20,8 +20,8 @@ import yaml
 
 from dr import cli
 from dr.errors import ConfigError
-from dr.toolchain import REPO_ROOT
 from dr.topology import load_stack_file, load_topology
+from tests import REPO_ROOT
 
 LOCAL_DOC: dict[str, Any] = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))
 PRODUCTION_DOC: dict[str, Any] = yaml.safe_load(

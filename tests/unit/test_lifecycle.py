@@ -23,8 +23,8 @@ from dr.failover.journal import Journal, StackLock
 from dr.failover.status import lock_held, raise_for_problems, status_problems
 from dr.failover.steps import STEPS
 from dr.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
-from dr.toolchain import REPO_ROOT
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
+from tests import REPO_ROOT
 
 LOCAL_DOC: dict[str, Any] = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))
 NAMES = [s.name for s in STEPS]

@@ -15,8 +15,8 @@ from dr.kafka_client import Endpoint, cluster_metadata
 from dr.runtime.cluster import ClusterSpec, server_properties
 from dr.runtime.credentials import Credentials
 from dr.runtime.mirrormaker import IDENTITY_POLICY, mm2_properties
-from dr.toolchain import REPO_ROOT
 from dr.topology import Role, load_stack_file
+from tests import REPO_ROOT
 
 
 def test_three_broker_cluster_has_a_dedicated_controller_and_loopback_listeners() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dr.errors import ToolchainError
-from dr.toolchain import REPO_ROOT, toolchain, versions
+from dr.toolchain import toolchain, versions
+from tests import REPO_ROOT
 
 
 @pytest.mark.parametrize("missing", ["java", "mvn", "go"])
