@@ -14,7 +14,7 @@ the peak summed RSS of that process tree, sampled every 0.1 s); with ``--repeat 
 times, interleaved, and the fastest run counts (all are kept in the JSON):
 
 (a) ``kafka-tools`` ConsumerPerformance: a raw read of the topic on A, then on B (no comparison);
-(b) our verification (``python -m verification.cli verify``: Spark ``local[2]``, Kafka source)
+(b) our verification (``python -m verification.job``, the options of ``drctl verify``: Spark ``local[2]``, Kafka source)
     with ``KDR_VERIFY_PASS2=fingerprints``: Kafka read once per side, pass 2 on the fingerprints
     persisted on disk (``fingerprints-memory``, b_mem: kept in memory while they fit);
 (b_old) the same with ``KDR_VERIFY_PASS2=kafka`` (still the default): the former design, whose
@@ -456,8 +456,7 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
         [
             sys.executable,
             "-m",
-            "verification.cli",
-            "verify",
+            "verification.job",
             "--source-bootstrap",
             a.bootstrap,
             "--target-bootstrap",
@@ -639,8 +638,7 @@ def main() -> int:
                         [
                             sys.executable,
                             "-m",
-                            "verification.cli",
-                            "verify",
+                            "verification.job",
                             "--source-bootstrap",
                             a.bootstrap,
                             "--target-bootstrap",

@@ -287,7 +287,7 @@ def toolchain_cmd(as_json: bool) -> None:
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
     from dr.failover.commands import failover_commands
-    from verification.cli import verification_commands
+    from dr.verify_commands import verification_commands
 
     for command in [*failover_commands(), *verification_commands()]:
         cli.add_command(command)

@@ -12,8 +12,8 @@ Public API::
 Modules: :mod:`~verification.sources` (read a side), :mod:`~verification.fingerprint` (per-record
 checksums, JVM built-ins + Python reference), :mod:`~verification.compare` (two-pass multiset
 comparison), :mod:`~verification.report` (JSON, HTML, Parquet), :mod:`~verification.recover`
-(replay), :mod:`~verification.job` (entry point, also for ``spark-submit``), :mod:`~verification.cli`
-(``drctl verify`` / ``drctl recover``).
+(replay), :mod:`~verification.job` (entry point, also for ``spark-submit``), :mod:`~verification.command`
+(the options ``drctl verify`` — :mod:`dr.verify_commands` — shares with the submitted job).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _EXPORTS = {
     "ArchiveSide": "verification.sides",
     "KafkaSide": "verification.sides",
     "RecoveryResult": "verification.recover",
-    "VerificationResult": "verification.job",
+    "VerificationResult": "verification.result",
     "checksum": "verification.fingerprint",
     "key_hash": "verification.fingerprint",
     "recover": "verification.recover",

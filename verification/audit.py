@@ -49,7 +49,7 @@ from verification.audit_state import AuditState, Fingerprint, load_state, match_
 from verification.cluster import is_internal_topic, offset_ranges
 from verification.fingerprint import checksum, key_hash
 
-__all__ = ["AuditResult", "audit_endpoints", "audit_link", "audit_stack", "state_file", "state_path"]
+__all__ = ["AuditResult", "audit_endpoints", "state_file"]
 
 Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
@@ -88,13 +88,6 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
         return dict(self.__dict__)
-
-
-def state_path(stack: str, link: str) -> Path:
-    """``<state dir of the stack>/audit/<link>.json``."""
-    from dr.estate import state_dir
-
-    return state_file(state_dir(stack), link)
 
 
 def state_file(stack_state_dir: Path, link: str) -> Path:
@@ -243,36 +236,6 @@ def plan_ranges(
 
 
 # ------------------------------------------------------------------------------------ one run
-def audit_link(
-    stack: str, link_name: str, *, reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10
-) -> AuditResult:
-    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all)."""
-    from dr.estate import Estate
-
-    started = time.monotonic()
-    estate = Estate.for_stack(stack)
-    link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
-    if link is None:
-        raise ConfigError(
-            f"stack {stack!r} has no link {link_name!r}.",
-            f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}",
-        )
-    return audit_endpoints(
-        estate.endpoint(link.source),
-        estate.endpoint(link.target),
-        path=state_path(stack, link.name),
-        stack=stack,
-        link=link.name,
-        source_cluster=link.source,
-        target_cluster=link.target,
-        select=link.selects_topic,
-        reset=reset,
-        progress=progress,
-        sample=sample,
-        started=started,
-    )
-
-
 def audit_endpoints(
     src_ep: Endpoint,
     dst_ep: Endpoint,
@@ -289,7 +252,8 @@ def audit_endpoints(
     started: float | None = None,
 ) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
-    its memory in ``path`` (:func:`audit_link` without a stack file: the benchmark uses it)."""
+    its memory in ``path`` (``drctl audit`` — :func:`dr.verify_commands.audit_link` — resolves a stack's
+    link into these; the benchmark passes them directly)."""
     started = time.monotonic() if started is None else started
     with _locked(path):
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
@@ -381,13 +345,3 @@ def audit_endpoints(
             {"topic": f.topic, "partition": f.partition, "offset": f.offset, "ts": f.ts} for f in inc.missing[:sample]
         ],
     )
-
-
-def audit_stack(stack: str, links: list[str] | None = None, **kwargs: Any) -> list[AuditResult]:
-    """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
-    from dr.estate import Estate
-
-    names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
-    if not names:
-        raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
-    return [audit_link(stack, name, **kwargs) for name in names]

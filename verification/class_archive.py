@@ -6,8 +6,9 @@ and verified, to an archive the next JVM maps instead (``-XX:SharedArchiveFile``
 session start 4.5 → 2.9 s, first query answered 6.7 → 4.2 s.
 
 ``make setup`` builds the archive once per toolchain (``python -m verification.class_archive``): a
-small verification of two Parquet archives runs in a driver started with
-``-XX:ArchiveClassesAtExit``; the JVM writes the archive as it exits. The archive is keyed by the
+small verification of two Parquet archives (:mod:`verification.class_archive_workload`, a child
+process) runs in a driver started with ``-XX:ArchiveClassesAtExit``; the JVM writes the archive as
+it exits. This module imports neither the session nor the job: the session asks it for its options. The archive is keyed by the
 Java binary, pyspark's version and the Kafka connector jars, and lives in the cache
 (``$KDR_HOME/spark-cds``), never in the clone, next to a stamp holding its exact size (written last).
 Without a complete archive — or when the JVM finds it does not match — the driver starts the
@@ -26,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dr.toolchain import kdr_home
+from dr.toolchain import kdr_home, toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
 
@@ -101,69 +102,18 @@ def discard(jars: list[str]) -> None:
     path.unlink(missing_ok=True)
 
 
-def _workload(work: Path) -> None:
-    """Run a small verification with two differing Parquet archives: the job's whole code path
-    except the Kafka reader (pass 1, pass 2, classification, report)."""
-    from verification.archive import write_records
-    from verification.job import run_verification
-    from verification.sides import ArchiveSide
-
-    t0 = int(time.time() * 1000) - 60_000
-    records = [
-        {
-            "topic": "warm-up",
-            "partition": i % 3,
-            "offset": i // 3,
-            "timestamp": t0 + i,
-            "key": b"k%d" % (i % 50),
-            "value": b"v%d" % i,
-            "headers": [("h", b"x")] if i % 7 == 0 else None,
-        }
-        for i in range(600)
-    ]
-    target = [r for r in records if r["offset"] % 40 != 5]  # missing
-    target += [dict(records[10], offset=1000)]  # duplicated
-    target += [dict(records[20], value=b"changed", offset=1001)]  # corrupted
-    src = write_records(records, work / "source.parquet")
-    tgt = write_records(target, work / "target.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=src), target=ArchiveSide(path=tgt), out_dir=work / "report", windows=16
-    )
-    if result.clean:
-        raise RuntimeError("the warm-up verification found no differences")
-
-
-def _dump(dest: Path) -> None:
-    """(child process) Run the workload in a driver that writes its classes to ``dest`` on exit."""
-    from verification.session import spark_session
-
-    with tempfile.TemporaryDirectory(prefix="kdr-cds-") as tmp:
-        spark = spark_session(
-            use_archive=False, driver_options=(f"-XX:ArchiveClassesAtExit={dest}", "-Xlog:all=error:stderr")
-        )
-        _workload(Path(tmp))
-        gateway = spark.sparkContext._gateway
-        spark.stop()
-        proc = getattr(gateway, "proc", None)
-        if proc is not None:  # the JVM exits (and dumps) when its stdin closes
-            proc.stdin.close()
-            proc.wait(timeout=300)
-
-
 def build(force: bool = False) -> Path | None:
     """Build the archive for the current toolchain unless it exists; return its path (None on failure)."""
     import subprocess
 
-    from verification.session import kafka_jars
-
-    path = archive_path(kafka_jars())
+    path = archive_path([str(p) for p in toolchain().spark_kafka_jars])  # the jars the driver loads
     if usable(path) and not force:
         return path
     _stamp(path).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".partial-{os.getpid()}")
     res = subprocess.run(
-        [sys.executable, "-m", "verification.class_archive", "--dump", str(partial)],
+        [sys.executable, "-m", "verification.class_archive_workload", str(partial)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -181,10 +131,7 @@ def build(force: bool = False) -> Path | None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m verification.class_archive [--force]`` builds the archive (``--dump`` is internal)."""
-    if argv[:1] == ["--dump"]:
-        _dump(Path(argv[1]))
-        return 0
+    """``python -m verification.class_archive [--force]`` builds the archive."""
     t = time.monotonic()
     path = build(force="--force" in argv)
     if path is not None:

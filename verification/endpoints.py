@@ -1,4 +1,4 @@
-"""Turn command-line choices into sides: a stack's cluster name, explicit bootstrap + credentials, or an archive.
+"""Turn command-line choices into sides: a stack's cluster (resolved by the caller), explicit bootstrap + credentials, or an archive.
 
 Credentials files are JSON ``{"username": ..., "password": ...}`` (optionally
 ``"security_protocol"`` and ``"sasl_mechanism"``) and must be readable by their owner only (0600).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from dr.errors import ConfigError
 from dr.kafka_client import Endpoint
 from verification.sides import ArchiveSide, KafkaSide, Side
 
-__all__ = ["endpoint_from_file", "load_credentials", "parse_cutoff", "resolve_side", "stack_endpoint"]
+__all__ = ["StackResolver", "endpoint_from_file", "load_credentials", "parse_cutoff", "resolve_side"]
+
+#: ``(stack, cluster name) → Endpoint``: how the command line resolves a cluster of a stack.
+StackResolver = Callable[[str, str], Endpoint]
 
 
 def load_credentials(path: Path | str) -> dict[str, str]:
@@ -70,18 +74,6 @@ def endpoint_from_file(
     )
 
 
-def stack_endpoint(stack: str, cluster: str) -> Endpoint:
-    """Resolve a cluster of a stack through ``dr.estate.resolve_endpoint``."""
-    try:
-        from dr.estate import resolve_endpoint  # provided by the estate layer
-    except ImportError as exc:
-        raise ConfigError(
-            "resolving clusters by stack is not available in this build (no dr.estate).",
-            "pass --source-bootstrap/--target-bootstrap and --credentials FILE instead",
-        ) from exc
-    return resolve_endpoint(stack, cluster)
-
-
 def resolve_side(
     role: str,
     *,
@@ -90,8 +82,14 @@ def resolve_side(
     bootstrap: str | None,
     credentials: Path | None,
     archive: Path | None,
+    stack_endpoint: StackResolver | None = None,
 ) -> Side:
-    """One side from the flags given for it (``role`` is 'source' or 'target', for messages)."""
+    """One side from the flags given for it (``role`` is 'source' or 'target', for messages).
+
+    A cluster named in a stack is reached through ``stack_endpoint(stack, name)``: resolving a
+    stack belongs to the command line (``drctl``); without a resolver only explicit bootstrap +
+    credentials or an archive name a side.
+    """
     chosen = [x for x in (bootstrap, archive) if x]
     if len(chosen) > 1:
         raise ConfigError(f"--{role}-bootstrap and --{role}-archive both given.", f"keep one of them for the {role}")
@@ -106,6 +104,11 @@ def resolve_side(
             )
         return KafkaSide(endpoint=endpoint_from_file(bootstrap, credentials), name=name, stack=stack)
     if stack and name:
+        if stack_endpoint is None:
+            raise ConfigError(
+                "resolving clusters by stack is not available here (only `drctl verify` reads stack files).",
+                f"pass --{role}-bootstrap HOST:PORT and --credentials FILE instead",
+            )
         return KafkaSide(endpoint=stack_endpoint(stack, name), name=name, stack=stack)
     raise ConfigError(
         f"no {role} given.",

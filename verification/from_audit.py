@@ -51,9 +51,10 @@ from typing import Any
 
 from dr.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, load_state, match_increment
-from verification.classes import CLASSES, totals_of
+from verification.classes import CLASSES
 from verification.progress import Reporter, quiet
-from verification.report import OFFENDING_DIR, iso, utc_text
+from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, utc_text, write_empty_offending, write_report
+from verification.result import VerificationResult, safe_context, summary_document
 from verification.sides import KafkaSide
 
 __all__ = [
@@ -114,7 +115,7 @@ class Comparison:
 class FromAudit:
     """What :func:`verify_from_audit` did: a result, or None and why the full verification must run."""
 
-    result: Any  # verification.job.VerificationResult | None
+    result: VerificationResult | None
     started_from: dict[str, Any]
 
 
@@ -416,6 +417,101 @@ def verify_from_audit(
     return FromAudit(result, origin)
 
 
+def _per_topic(
+    topics: list[str],
+    cmp: Comparison,
+    rows: list[dict[str, Any]],
+    src_now: dict[tuple[str, int], tuple[int, int]],
+    dst_now: dict[tuple[str, int], tuple[int, int]],
+) -> dict[str, dict[str, Any]]:
+    """``summary["topics"]``: per topic, records read, after the cut-off, compared, and the counts per class."""
+    missing_by_topic = Counter(r["topic"] for r in rows)
+    per_topic: dict[str, dict[str, Any]] = {}
+    for tp in topics:
+        c, late = cmp.compared.get(tp, {"source": 0, "target": 0}), cmp.after_cutoff.get(tp, {"source": 0, "target": 0})
+        per_topic[tp] = {
+            "source_read": c["source"] + late["source"],
+            "target_read": c["target"] + late["target"],
+            "source_after_cutoff": late["source"],
+            "target_after_cutoff": late["target"],
+            "source_compared": c["source"],
+            "target_compared": c["target"],
+            **{k: 0 for k in CLASSES},
+            "missing": missing_by_topic.get(tp, 0),
+            "target_absent": not any(k[0] == tp for k in dst_now),
+            "source_partitions": sum(1 for k in src_now if k[0] == tp),
+            "target_partitions": sum(1 for k in dst_now if k[0] == tp),
+        }
+    return per_topic
+
+
+def _partitions(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """``summary["partitions"]``: missing records per topic-partition (the only class found here)."""
+    partitions: dict[str, dict[str, dict[str, int]]] = {}
+    for r in rows:
+        per = partitions.setdefault(r["topic"], {}).setdefault(str(r["partition"]), {c: 0 for c in CLASSES})
+        per["missing"] += 1
+    return partitions
+
+
+def _offsets_read(ranges: Ranges, read: Counter[tuple[str, int]]) -> dict[str, dict[str, dict[str, int]]]:
+    """``summary["offsets"][side]``: per partition the range read now and how many records it held."""
+    return {
+        tp: {str(q): {"start": s, "end": e, "read": read.get((tp, q), 0)} for q, (s, e) in sorted(ps.items())}
+        for tp, ps in sorted(ranges.items())
+    }
+
+
+def _method(p: Plan, origin: dict[str, Any], read_counts: dict[str, Counter[tuple[str, int]]]) -> dict[str, Any]:
+    """``summary["method"]`` of a check started from the audit: no windows, no Spark pass."""
+    return {
+        "identity": "(topic, key_hash, checksum), compared as multisets",
+        "windows": 0,
+        "window_counts": {
+            "per_topic": {},
+            "windows": 0,
+            "with_records": 0,
+            "differing": 0,
+            "reread_source": 0,
+            "reread_target": 0,
+        },
+        "pass1_records": sum(sum(c.values()) for c in read_counts.values()),
+        "differing_windows": 0,
+        "kafka_reads_per_side": 1,
+        "fingerprints": None,
+        "pass2_offsets": 0,
+        "pass2_compared_records": len(p.source_residue) + len(p.target_residue),
+        "pass2b": False,
+        "from_audit": origin,
+    }
+
+
+def _write_offending(out: Path, rows: list[dict[str, Any]]) -> None:
+    """``offending.parquet``: the missing records, replacing what an earlier run left there."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for old in (out / OFFENDING_DIR).glob("*.parquet"):
+        old.unlink()
+    if not rows:
+        write_empty_offending(out)
+        return
+    (out / OFFENDING_DIR).mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=OFFENDING_SCHEMA), out / OFFENDING_DIR / "part-00000.parquet")
+
+
+def _timeline(
+    rows: list[dict[str, Any]], ts_range: tuple[int, int] | None
+) -> tuple[list[tuple[str, int, int]], int, tuple[int, int]]:
+    """The missing records per topic and time bin (about 120 bins), the bin width and the chart's range."""
+    now = int(time.time() * 1000)
+    t_lo, t_hi = ts_range or (now - 3_600_000, now)
+    t_hi = max(t_hi, t_lo + 1)
+    bin_ms = max(1, -(-(t_hi - t_lo) // 120))
+    bins = Counter((r["topic"], t_lo + (r["timestamp"] - t_lo) // bin_ms * bin_ms) for r in rows)
+    return [(tp, b, n) for (tp, b), n in sorted(bins.items())], bin_ms, (t_lo, t_hi)
+
+
 def _write(
     *,
     out: Path,
@@ -437,126 +533,34 @@ def _write(
     sample_size: int,
     timings: dict[str, float],
     t0: float,
-) -> Any:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from dr.errors import VerificationFailed
-    from verification.job import CHECKSUM_DESCRIPTION, VerificationResult, _safe_context
-    from verification.report import OFFENDING_SCHEMA, write_empty_offending, write_report
-
+) -> VerificationResult:
+    """Write the report directory (the full job's files) and return the result."""
     out.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
-    missing_by_topic = Counter(r["topic"] for r in rows)
-    per_topic: dict[str, dict[str, Any]] = {}
-    for tp in topics:
-        c, late = cmp.compared.get(tp, {"source": 0, "target": 0}), cmp.after_cutoff.get(tp, {"source": 0, "target": 0})
-        per_topic[tp] = {
-            "source_read": c["source"] + late["source"],
-            "target_read": c["target"] + late["target"],
-            "source_after_cutoff": late["source"],
-            "target_after_cutoff": late["target"],
-            "source_compared": c["source"],
-            "target_compared": c["target"],
-            **{k: 0 for k in CLASSES},
-            "missing": missing_by_topic.get(tp, 0),
-            "target_absent": not any(k[0] == tp for k in dst_now),
-            "source_partitions": sum(1 for k in src_now if k[0] == tp),
-            "target_partitions": sum(1 for k in dst_now if k[0] == tp),
-        }
-    totals = totals_of(per_topic)
-    clean = not any(totals[c] for c in CLASSES)
-    partitions: dict[str, dict[str, dict[str, int]]] = {}
-    for r in rows:
-        per = partitions.setdefault(r["topic"], {}).setdefault(str(r["partition"]), {c: 0 for c in CLASSES})
-        per["missing"] += 1
-
-    def offsets(ranges: Ranges, side: str) -> dict[str, dict[str, dict[str, int]]]:
-        return {
-            tp: {
-                str(q): {"start": s, "end": e, "read": read_counts[side].get((tp, q), 0)}
-                for q, (s, e) in sorted(ps.items())
-            }
-            for tp, ps in sorted(ranges.items())
-        }
-
-    now = int(time.time() * 1000)
-    t_lo, t_hi = ts_range or (now - 3_600_000, now)
-    t_hi = max(t_hi, t_lo + 1)
-    bin_ms = max(1, -(-(t_hi - t_lo) // 120))
-    timeline = sorted(Counter((r["topic"], t_lo + (r["timestamp"] - t_lo) // bin_ms * bin_ms) for r in rows).items())
-    samples: dict[str, list[dict[str, Any]]] = {"missing": rows[:sample_size]} if rows else {}
-    if rows:
-        (out / OFFENDING_DIR).mkdir(parents=True, exist_ok=True)
-        for old in (out / OFFENDING_DIR).glob("*.parquet"):
-            old.unlink()
-        pq.write_table(pa.Table.from_pylist(rows, schema=OFFENDING_SCHEMA), out / OFFENDING_DIR / "part-00000.parquet")
-    else:
-        for old in (out / OFFENDING_DIR).glob("*.parquet"):
-            old.unlink()
-        write_empty_offending(out)
-    summary = {
-        "verdict": "clean" if clean else "differences",
-        "exit_code": 0 if clean else VerificationFailed.exit_code,
-        "generated_at": started_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "out_dir": str(out),
-        "source": source.describe(),
-        "target": target.describe(),
-        "failover": _safe_context(context),
-        "topics_requested": requested,
-        "topics_compared": topics,
-        "topics_left_out": {},
-        "cutoff": None
-        if cutoff_ms is None
-        else {
-            "ms": int(cutoff_ms),
-            "iso": iso(int(cutoff_ms)),
-            "utc": utc_text(int(cutoff_ms)),
-            "applies_to": "both sides",
+    _write_offending(out, rows)
+    summary = summary_document(
+        source=source,
+        target=target,
+        out=out,
+        started_at=started_at,
+        failover=safe_context(context),
+        requested=requested,
+        topics=topics,
+        left_out={},
+        cutoff_ms=cutoff_ms,
+        per_topic=_per_topic(topics, cmp, rows, src_now, dst_now),
+        partitions=_partitions(rows),
+        offsets={
+            "source": _offsets_read(p.source_ranges, read_counts["source"]),
+            "target": _offsets_read(p.target_ranges, read_counts["target"]),
         },
-        "totals": totals,
-        "topics": per_topic,
-        "partitions": partitions,
-        "offsets": {"source": offsets(p.source_ranges, "source"), "target": offsets(p.target_ranges, "target")},
-        "method": {
-            "checksum": CHECKSUM_DESCRIPTION,
-            "key_hash": "xxhash64(topic, key IS NULL, key)",
-            "identity": "(topic, key_hash, checksum), compared as multisets",
-            "windows": 0,
-            "window_counts": {
-                "per_topic": {},
-                "windows": 0,
-                "with_records": 0,
-                "differing": 0,
-                "reread_source": 0,
-                "reread_target": 0,
-            },
-            "pass1_records": sum(sum(c.values()) for c in read_counts.values()),
-            "differing_windows": 0,
-            "kafka_reads_per_side": 1,
-            "fingerprints": None,
-            "pass2_offsets": 0,
-            "pass2_compared_records": len(p.source_residue) + len(p.target_residue),
-            "pass2b": False,
-            "from_audit": origin,
-        },
-        "spark": {"master": "none: the increment since the audit was read with confluent-kafka", "version": "-"},
-        "files": {
-            "summary": "summary.json",
-            "html": "report.html",
-            "chart": "missing_over_time.png",
-            "offending": OFFENDING_DIR,
-        },
-    }
+        method=_method(p, origin, read_counts),
+        spark={"master": "none: the increment since the audit was read with confluent-kafka", "version": "-"},
+    )
     timings["write_s"] = round(time.monotonic() - t, 3)
     timings["total_s"] = round(time.monotonic() - t0, 3)
     summary["timings"] = timings
-    write_report(
-        out,
-        summary,
-        timeline=[(tp, b, n) for (tp, b), n in timeline],
-        bin_ms=bin_ms,
-        samples=samples,
-        range_ms=(t_lo, t_hi),
-    )
+    timeline, bin_ms, range_ms = _timeline(rows, ts_range)
+    samples = {"missing": rows[:sample_size]} if rows else {}
+    write_report(out, summary, timeline=timeline, bin_ms=bin_ms, samples=samples, range_ms=range_ms)
     return VerificationResult(summary, out)

@@ -35,7 +35,6 @@ import sys
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,23 @@ from typing import Any
 if __name__ == "__main__" and not __package__:  # pragma: no cover - spark-submit runs this file as a script
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+import click
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dr.errors import ConfigError, DRError, VerificationFailed
 from verification.classes import totals_of
+from verification.command import (
+    NAME_OPTIONS,
+    RUN_OPTIONS,
+    SIDE_OPTIONS,
+    cutoff_option,
+    exit_codes,
+    print_result,
+    run_arguments,
+    with_options,
+)
 from verification.compare import (
     CLASSES,
     LATE_WINDOW,
@@ -67,6 +77,7 @@ from verification.compare import (
     surplus_copies,
     with_window,
 )
+from verification.endpoints import parse_cutoff, resolve_side
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
 from verification.report import (
@@ -79,7 +90,8 @@ from verification.report import (
     write_empty_offending,
     write_report,
 )
-from verification.session import DEFAULT_MASTER, prefer_kafka_v2, spark_session
+from verification.result import CHECKSUM_DESCRIPTION, VerificationResult, safe_context
+from verification.session import DEFAULT_MASTER, kafka_jars, prefer_kafka_v2, spark_session
 from verification.sources import (
     KafkaSide,
     Side,
@@ -95,11 +107,6 @@ from verification.sources import (
 )
 
 __all__ = ["CHECKSUM_DESCRIPTION", "LEFT_OUT", "VerificationResult", "main", "run_verification"]
-
-CHECKSUM_DESCRIPTION = (
-    "xxhash64(value IS NULL, value, size(headers), "
-    "transform(headers, h -> struct(h.key, h.value IS NULL, h.value))) — Spark built-in, seed 42"
-)
 
 #: Why a topic was not compared: ``summary["topics_left_out"][topic]["reason"]`` → the words the report shows.
 LEFT_OUT = {
@@ -120,43 +127,6 @@ PASS2_FROM_ENV = "KDR_VERIFY_PASS2"
 #: variable chooses, for the benchmark.
 STORAGE_LEVELS = ("DISK_ONLY", "MEMORY_AND_DISK")
 STORAGE_ENV = "KDR_VERIFY_STORAGE"
-
-#: Context keys never written to the summary (a caller's mistake must not leak a credential).
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
-
-
-@dataclass(frozen=True)
-class VerificationResult:
-    """The outcome of one verification: the summary (as written) and where the report is."""
-
-    summary: dict[str, Any]
-    out_dir: Path
-
-    @property
-    def clean(self) -> bool:
-        """True when no record is missing, unexpected, duplicated or corrupted."""
-        return self.summary["verdict"] == "clean"
-
-    @property
-    def exit_code(self) -> int:
-        """0 when clean, 1 (:class:`VerificationFailed`) otherwise."""
-        return 0 if self.clean else VerificationFailed.exit_code
-
-    def counts(self, topic: str | None = None) -> dict[str, int]:
-        """Counts per class, for one topic or in total."""
-        src = self.summary["topics"][topic] if topic else self.summary["totals"]
-        return {c: int(src[c]) for c in CLASSES}
-
-    def raise_for_verdict(self) -> None:
-        """Raise :class:`VerificationFailed` (exit code 1) unless the verdict is clean."""
-        if not self.clean:
-            t = self.summary["totals"]
-            found = ", ".join(f"{t[c]} {c}" for c in CLASSES if t[c])
-            raise VerificationFailed(
-                f"verification found differences: {found} (report in {self.out_dir}).",
-                f"open {self.out_dir / 'report.html'}; replay missing records with "
-                f"`drctl recover --report {self.out_dir}`",
-            )
 
 
 class _Clock:
@@ -239,32 +209,6 @@ def _drop_empty(
         for t in set(bounds) - set(keep):
             del bounds[t]
     return keep
-
-
-def _safe_context(context: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The caller's context (a failover's id, mode, RTO, RPO, journal) as JSON, without secret-looking keys."""
-    if context is None:
-        return None
-
-    def clean(value: Any, where: str) -> Any:
-        if isinstance(value, dict):
-            return {
-                str(k): clean(v, f"{where}.{k}")
-                for k, v in value.items()
-                if not any(w in str(k).lower() for w in _SECRET_WORDS)
-            }
-        if isinstance(value, (list, tuple)):
-            return [clean(v, where) for v in value]
-        if isinstance(value, Path):
-            return str(value)
-        if value is None or isinstance(value, (str, int, float, bool)):
-            return value
-        raise ConfigError(
-            f"the verification's {where} is of type {type(value).__name__}, not JSON.",
-            "pass strings, numbers, lists and dicts (never an endpoint or its credentials)",
-        )
-
-    return clean(dict(context), "context")
 
 
 def _bounds(spark_fn: Any, side: Side, topics: list[str]) -> SideBounds:
@@ -430,7 +374,7 @@ def run_verification(
     say = progress or quiet
     reuse = _pass2_from(pass2_from) == "fingerprints"
     storage = _storage_level()
-    failover = _safe_context(context)
+    failover = safe_context(context)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
@@ -884,22 +828,63 @@ def _summary(
     }
 
 
+@click.command("verify")
+@with_options([*NAME_OPTIONS, *SIDE_OPTIONS, cutoff_option(), *RUN_OPTIONS])
+@exit_codes
+def submitted(
+    source_name: str | None,
+    target_name: str | None,
+    source_bootstrap: str | None,
+    target_bootstrap: str | None,
+    credentials: Path | None,
+    source_credentials: Path | None,
+    target_credentials: Path | None,
+    source_archive: Path | None,
+    target_archive: Path | None,
+    topics: tuple[str, ...],
+    cutoff: str | None,
+    out: Path | None,
+    as_json: bool,
+    master: str,
+    windows: int | None,
+    quiet: bool,
+) -> None:
+    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
+    source = resolve_side(
+        "source",
+        stack=None,
+        name=source_name,
+        bootstrap=source_bootstrap,
+        credentials=source_credentials or credentials,
+        archive=source_archive,
+    )
+    target = resolve_side(
+        "target",
+        stack=None,
+        name=target_name,
+        bootstrap=target_bootstrap,
+        credentials=target_credentials or credentials,
+        archive=target_archive,
+    )
+    cutoff_ms = None if cutoff is None or cutoff.strip().lower() == "none" else parse_cutoff(cutoff)
+    run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
+    print_result(
+        run_verification(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run), as_json=as_json
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``spark-submit verification/job.py`` / ``python -m verification.job``.
 
-    Accepts the options of ``drctl verify`` (explicit bootstrap + credentials file, or archives).
-    ``--print-jars`` prints the connector jars to pass to ``spark-submit --jars``.
+    Accepts the options of ``drctl verify`` but ``--stack`` (explicit bootstrap + credentials
+    file, or archives). ``--print-jars`` prints the connector jars to pass to ``spark-submit --jars``.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--print-jars"]:
-        from verification.session import kafka_jars
-
         print(",".join(kafka_jars()))
         return 0
-    from verification.cli import verify
-
     try:
-        verify.main(args=args, prog_name="verification/job.py", standalone_mode=True)
+        submitted.main(args=args, prog_name="verification/job.py", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0

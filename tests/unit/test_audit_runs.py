@@ -1,4 +1,4 @@
-"""audit_link across runs and the `audit` command, with the Kafka I/O replaced by in-memory logs."""
+"""drctl audit's audit_link across runs and the `audit` command, with the Kafka I/O replaced by in-memory logs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
+from dr import verify_commands
 from dr.errors import ConfigError
+from dr.verify_commands import audit as audit_cmd
 from verification import audit as audit_mod
 from verification.audit_state import Fingerprint
-from verification.cli import audit as audit_cmd
 
 Log = dict[tuple[str, int], list[Fingerprint]]
 
@@ -95,7 +96,7 @@ def link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeLink:
 
 
 def run(**kw: object) -> audit_mod.AuditResult:
-    return audit_mod.audit_link("s", "A-to-B", **kw)
+    return verify_commands.audit_link("s", "A-to-B", **kw)
 
 
 def test_three_runs_in_flight_then_missing_reads_only_new_data(link: FakeLink) -> None:

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from dr.errors import ConfigError
+from dr.verify_commands import recover, verify
 from verification.archive import write_records
-from verification.cli import recover, verify
 from verification.endpoints import load_credentials, parse_cutoff, resolve_side
 from verification.session import spark_session
 
@@ -220,7 +220,7 @@ def test_job_prints_the_connector_jars_for_spark_submit():
 
 def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_clusters(tmp_path, monkeypatch):
     from dr.failover.journal import Journal
-    from verification.cli import _cutoff
+    from dr.verify_commands import _cutoff
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
     j = Journal.create(

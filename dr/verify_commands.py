@@ -1,4 +1,9 @@
-"""Click commands ``verify`` and ``recover`` (attached to ``drctl``; also ``python -m verification.cli``).
+"""``drctl verify``, ``drctl recover`` and ``drctl audit``: the verification package on the command line.
+
+This is where a stack is resolved — its clusters into endpoints, its state directory into the audit
+state files, its last failover into the default cut-off — so that :mod:`verification` takes only
+resolved endpoints and paths. The options the submitted Spark job shares (sides, run, printed
+result) come from :mod:`verification.command`.
 
 Exit codes (from :mod:`dr.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
 2 bad input (``ConfigError``) · 3 toolchain missing · 4 cluster unreachable or a read/write failed
@@ -8,203 +13,58 @@ stdout (``--json`` for machines). Passwords are never printed.
 
 from __future__ import annotations
 
-import functools
 import json
-import sys
-from collections.abc import Callable
-from datetime import UTC, datetime
+import time
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dr.errors import ConfigError, DRError
-from verification.classes import CLASSES
-from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_side, stack_endpoint
-from verification.progress import Progress
-from verification.session import DEFAULT_MASTER
+from dr.errors import ConfigError, VerificationFailed
+from dr.kafka_client import Endpoint
+from verification.command import (
+    CUTOFF_HELP,
+    NAME_OPTIONS,
+    RUN_OPTIONS,
+    SIDE_OPTIONS,
+    cutoff_option,
+    exit_codes,
+    print_result,
+    run_arguments,
+    with_options,
+)
+from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_side
+from verification.progress import Progress, Reporter
 
-__all__ = ["audit", "main", "recover", "verification_commands", "verify"]
+if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
+    from verification.audit import AuditResult
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _exit_codes(fn: F) -> F:
-    """Turn a :class:`DRError` into its message on stderr and its documented exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except DRError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _topics(values: tuple[str, ...]) -> list[str] | None:
-    out = [t.strip() for v in values for t in v.split(",") if t.strip()]
-    return out or None
-
-
-def _table(summary: dict[str, Any]) -> str:
-    head = ["topic", "source", "target", "after cut-off", *CLASSES]
-    rows = [
-        [
-            t,
-            f"{v['source_read']:,}",
-            f"{v['target_read']:,}",
-            f"{v['source_after_cutoff']:,}/{v['target_after_cutoff']:,}",
-            *(f"{v[c]:,}" for c in CLASSES),
-        ]
-        for t, v in sorted(summary["topics"].items())
-    ]
-    tot = summary["totals"]
-    rows.append(
-        [
-            "TOTAL",
-            f"{tot['source_read']:,}",
-            f"{tot['target_read']:,}",
-            f"{tot['source_after_cutoff']:,}/{tot['target_after_cutoff']:,}",
-            *(f"{tot[c]:,}" for c in CLASSES),
-        ]
-    )
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    lines = [
-        "  ".join(
-            str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in [head, *rows]
-    ]
-    return "\n".join(lines)
-
-
-_side_opts = [
-    click.option("--stack", help="Stack whose clusters --source/--target name."),
-    click.option("--source", "source_name", metavar="NAME", help="Source cluster name in the stack (e.g. A)."),
-    click.option("--target", "target_name", metavar="NAME", help="Target cluster name in the stack (e.g. B)."),
-    click.option("--source-bootstrap", metavar="HOST:PORT", help="Source bootstrap servers (instead of --stack)."),
-    click.option("--target-bootstrap", metavar="HOST:PORT", help="Target bootstrap servers (instead of --stack)."),
-    click.option(
-        "--credentials",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help='0600 JSON file {"username", "password"} for both sides.',
-    ),
-    click.option(
-        "--source-credentials",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="Credentials file for the source only.",
-    ),
-    click.option(
-        "--target-credentials",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="Credentials file for the target only.",
-    ),
+__all__ = [
+    "audit",
+    "audit_link",
+    "audit_stack",
+    "recover",
+    "stack_endpoint",
+    "state_path",
+    "verification_commands",
+    "verify",
 ]
 
 
-def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
-    def deco(fn: F) -> F:
-        for opt in reversed(options):
-            fn = opt(fn)
-        return fn
+# ------------------------------------------------------------------------------ stack resolution
+def stack_endpoint(stack: str, cluster: str) -> Endpoint:
+    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.resolve_endpoint`)."""
+    from dr.estate import resolve_endpoint
 
-    return deco
+    return resolve_endpoint(stack, cluster)
 
 
-@click.command("verify")
-@_with(_side_opts)
-@click.option("--source-archive", type=click.Path(path_type=Path), help="Read the source from a Parquet archive.")
-@click.option("--target-archive", type=click.Path(path_type=Path), help="Read the target from a Parquet archive.")
-@click.option("--topics", multiple=True, help="Topics to compare (comma-separated or repeated); default: all.")
-@click.option(
-    "--cutoff",
-    metavar="TS",
-    help="Ignore records after this time (epoch ms or ISO-8601; 'none': compare "
-    "all). Default with --stack: the last failover's cut-off when SOURCE/TARGET are its clusters.",
-)
-@click.option(
-    "--out", type=click.Path(path_type=Path, file_okay=False), help="Report directory (default out/verify-<UTC time>)."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary JSON on stdout.")
-@click.option(
-    "--master",
-    default=DEFAULT_MASTER,
-    show_default=True,
-    help="Spark master: local[N], or spark://HOST:PORT of a standalone cluster (the Kafka connector "
-    "jars are shipped to its executors; exit 4 if it cannot be reached). Ignored under spark-submit.",
-)
-@click.option(
-    "--windows",
-    type=int,
-    default=None,
-    help="Time windows per topic in pass 1 (default: about 500 records each, 512 to 65536).",
-)
-@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-@_exit_codes
-def verify(
-    stack: str | None,
-    source_name: str | None,
-    target_name: str | None,
-    source_bootstrap: str | None,
-    target_bootstrap: str | None,
-    credentials: Path | None,
-    source_credentials: Path | None,
-    target_credentials: Path | None,
-    source_archive: Path | None,
-    target_archive: Path | None,
-    topics: tuple[str, ...],
-    cutoff: str | None,
-    out: Path | None,
-    as_json: bool,
-    master: str,
-    windows: int | None,
-    quiet: bool,
-) -> None:
-    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
-    from verification.job import run_verification
+def state_path(stack: str, link: str) -> Path:
+    """``<state dir of the stack>/audit/<link>.json``."""
+    from dr.estate import state_dir
+    from verification.audit import state_file
 
-    source = resolve_side(
-        "source",
-        stack=stack,
-        name=source_name,
-        bootstrap=source_bootstrap,
-        credentials=source_credentials or credentials,
-        archive=source_archive,
-    )
-    target = resolve_side(
-        "target",
-        stack=stack,
-        name=target_name,
-        bootstrap=target_bootstrap,
-        credentials=target_credentials or credentials,
-        archive=target_archive,
-    )
-    cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
-    if windows is not None and windows < 1:
-        raise ConfigError(f"--windows must be positive, not {windows}.", "leave it out to use the default")
-    out = out or Path("out") / f"verify-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    result = run_verification(
-        source=source,
-        target=target,
-        out_dir=out,
-        topics=_topics(topics),
-        cutoff_ms=cutoff_ms,
-        master=master,
-        windows=windows,
-        progress=Progress("verify", enabled=not quiet),
-    )
-    if as_json:
-        click.echo(json.dumps(result.summary, indent=2))
-    else:
-        verdict = "CLEAN" if result.clean else "DIFFERENCES FOUND"
-        click.echo(f"verdict: {verdict} (exit code {result.exit_code})")
-        click.echo(_table(result.summary))
-        click.echo(f"report: {result.out_dir / 'report.html'}")
-        if result.summary["totals"]["missing"]:
-            click.echo(f"next: drctl recover --report {result.out_dir} --dry-run")
-    result.raise_for_verdict()
+    return state_file(state_dir(stack), link)
 
 
 def _cutoff(text: str | None, stack: str | None, source: str | None, target: str | None, quiet: bool) -> int | None:
@@ -236,9 +96,71 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
     return ms
 
 
+# ------------------------------------------------------------------------------------- verify
+@click.command("verify")
+@with_options(
+    [
+        click.option("--stack", help="Stack whose clusters --source/--target name."),
+        *NAME_OPTIONS,
+        *SIDE_OPTIONS,
+        cutoff_option(
+            CUTOFF_HELP + " Default with --stack: the last failover's cut-off when SOURCE/TARGET are its clusters."
+        ),
+        *RUN_OPTIONS,
+    ]
+)
+@exit_codes
+def verify(
+    stack: str | None,
+    source_name: str | None,
+    target_name: str | None,
+    source_bootstrap: str | None,
+    target_bootstrap: str | None,
+    credentials: Path | None,
+    source_credentials: Path | None,
+    target_credentials: Path | None,
+    source_archive: Path | None,
+    target_archive: Path | None,
+    topics: tuple[str, ...],
+    cutoff: str | None,
+    out: Path | None,
+    as_json: bool,
+    master: str,
+    windows: int | None,
+    quiet: bool,
+) -> None:
+    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
+    from verification.job import run_verification
+
+    source = resolve_side(
+        "source",
+        stack=stack,
+        name=source_name,
+        bootstrap=source_bootstrap,
+        credentials=source_credentials or credentials,
+        archive=source_archive,
+        stack_endpoint=stack_endpoint,
+    )
+    target = resolve_side(
+        "target",
+        stack=stack,
+        name=target_name,
+        bootstrap=target_bootstrap,
+        credentials=target_credentials or credentials,
+        archive=target_archive,
+        stack_endpoint=stack_endpoint,
+    )
+    cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
+    run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
+    print_result(
+        run_verification(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run), as_json=as_json
+    )
+
+
+# ------------------------------------------------------------------------------------ recover
 def _recovery_endpoint(
     role: str, recorded: dict[str, Any], *, stack: str | None, bootstrap: str | None, credentials: Path | None
-) -> Any:
+) -> Endpoint:
     if credentials is not None:
         return endpoint_from_file(
             bootstrap or recorded["bootstrap"],
@@ -253,6 +175,21 @@ def _recovery_endpoint(
         f"no credentials for the {role} {recorded.get('bootstrap')}.",
         f"pass --credentials FILE (or --{role}-credentials FILE), or --stack STACK",
     )
+
+
+def _print_recovery(result: Any, *, dry_run: bool, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    mode = "dry run — " if dry_run else ""
+    click.echo(
+        f"{mode}missing in report: {result.missing:,}; already in target: {result.already_present:,}; "
+        f"to write: {result.to_write:,}; written: {result.written:,}"
+    )
+    for topic, c in sorted(result.per_topic.items()):
+        click.echo(f"  {topic}: missing {c['missing']:,}, to write {c['to_write']:,}, written {c['written']:,}")
+    if not dry_run and result.written:
+        click.echo("next: run the same drctl verify again; it should report 0 missing")
 
 
 @click.command("recover")
@@ -277,7 +214,7 @@ def _recovery_endpoint(
 @click.option("--source-archive", type=click.Path(path_type=Path), help="Replay from this Parquet archive.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-@_exit_codes
+@exit_codes
 def recover(
     report_dir: Path,
     dry_run: bool,
@@ -325,18 +262,51 @@ def recover(
         dry_run=dry_run,
         progress=Progress("recover", enabled=not quiet),
     )
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-    else:
-        mode = "dry run — " if dry_run else ""
-        click.echo(
-            f"{mode}missing in report: {result.missing:,}; already in target: {result.already_present:,}; "
-            f"to write: {result.to_write:,}; written: {result.written:,}"
+    _print_recovery(result, dry_run=dry_run, as_json=as_json)
+
+
+# -------------------------------------------------------------------------------------- audit
+def audit_link(
+    stack: str, link_name: str, *, reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10
+) -> AuditResult:
+    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all)."""
+    from dr.estate import Estate
+    from verification.audit import audit_endpoints
+
+    started = time.monotonic()
+    estate = Estate.for_stack(stack)
+    link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
+    if link is None:
+        raise ConfigError(
+            f"stack {stack!r} has no link {link_name!r}.",
+            f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}",
         )
-        for topic, c in sorted(result.per_topic.items()):
-            click.echo(f"  {topic}: missing {c['missing']:,}, to write {c['to_write']:,}, written {c['written']:,}")
-        if not dry_run and result.written:
-            click.echo("next: run the same drctl verify again; it should report 0 missing")
+    return audit_endpoints(
+        estate.endpoint(link.source),
+        estate.endpoint(link.target),
+        path=state_path(stack, link.name),
+        stack=stack,
+        link=link.name,
+        source_cluster=link.source,
+        target_cluster=link.target,
+        select=link.selects_topic,
+        reset=reset,
+        progress=progress,
+        sample=sample,
+        started=started,
+    )
+
+
+def audit_stack(
+    stack: str, links: list[str] | None = None, *, reset: bool = False, progress: Reporter = lambda _m: None
+) -> list[AuditResult]:
+    """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
+    from dr.estate import Estate
+
+    names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
+    if not names:
+        raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
+    return [audit_link(stack, name, reset=reset, progress=progress) for name in names]
 
 
 def _age(seconds: float | None) -> str:
@@ -347,7 +317,7 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-def _audit_lines(r: Any) -> list[str]:
+def _audit_lines(r: AuditResult) -> list[str]:
     kind = "first (full) audit" if r.first_run else f"run {r.run}"
     lines = [
         f"{r.link} ({r.source} → {r.target}), {kind} in {r.seconds:.2f} s: read {r.read_source:,} new on "
@@ -384,17 +354,13 @@ def _audit_lines(r: Any) -> list[str]:
 @click.option("--reset", is_flag=True, help="Discard the audit state first: the next run is a full audit.")
 @click.option("--json", "as_json", is_flag=True, help="Print each run's results as one JSON line on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-@_exit_codes
+@exit_codes
 def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, as_json: bool, quiet: bool) -> None:
     """Verify only what each link copied since the last audit; exit 1 when records are missing.
 
     A record the target lacks is in flight while the link has not copied a later record of its
     partition, and missing once it has.
     """
-    import time as _time
-
-    from verification.audit import audit_stack
-
     if every is not None and every <= 0:
         raise ConfigError(f"--every must be positive, not {every}.", "leave it out for a single run")
     progress = Progress("audit", enabled=not quiet)
@@ -405,18 +371,16 @@ def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, 
             reset = False
             missing = sum(r.missing for r in results)
             if as_json:
-                click.echo(json.dumps({"time_ms": int(_time.time() * 1000), "links": [r.to_dict() for r in results]}))
+                click.echo(json.dumps({"time_ms": int(time.time() * 1000), "links": [r.to_dict() for r in results]}))
             else:
                 for r in results:
                     click.echo("\n".join(_audit_lines(r)))
             if every is None:
                 break
-            _time.sleep(every)
+            time.sleep(every)
     except KeyboardInterrupt:
         click.echo("audit stopped", err=True)
     if missing:
-        from dr.errors import VerificationFailed
-
         raise VerificationFailed(
             f"{missing:,} record(s) missing beyond the link's lag.",
             "run `drctl verify` for the report of those records, then `drctl recover`",
@@ -426,16 +390,3 @@ def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, 
 def verification_commands() -> list[click.Command]:
     """The commands to attach to the ``drctl`` group."""
     return [verify, recover, audit]
-
-
-@click.group(name="verification")
-def main() -> None:
-    """Integrity verification and recovery (the same commands as ``drctl verify`` / ``drctl recover``)."""
-
-
-main.add_command(verify)
-main.add_command(recover)
-main.add_command(audit)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
