@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
 from dr.errors import FailoverError
 
@@ -94,11 +95,11 @@ def failover(
     )
     if dry_run:
         plan = plan_failover(stack=stack, stack_path=stack_path, state=state, options=options)
-        click.echo(json.dumps(plan, indent=2) if as_json else render_plan(plan))
+        click.echo(_json(plan) if as_json else render_plan(plan))
         return
     journal = Journal.load(state)
     finished = (
-        journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]
+        journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config
     )
     if not yes and not finished:
         if not sys.stdin.isatty():
@@ -112,14 +113,19 @@ def failover(
         summary = run_failover(stack=stack, stack_path=stack_path, state=state, options=options, progress=progress)
     except FailoverError:
         # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
-        from dr.failover.pipeline import summarize
+        from dr.failover.summary import summarize
 
         journal = Journal.load(state)
         if journal is not None:
             summary = summarize(journal)
-            click.echo(json.dumps(summary, indent=2) if as_json else render_summary(summary))
+            click.echo(_json(summary) if as_json else render_summary(summary))
         raise
-    click.echo(json.dumps(summary, indent=2) if as_json else render_summary(summary))
+    click.echo(_json(summary) if as_json else render_summary(summary))
+
+
+def _json(model: BaseModel) -> str:
+    """A result model as ``--json`` prints it."""
+    return json.dumps(model.model_dump(mode="json"), indent=2)
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

@@ -38,11 +38,12 @@ from dr.failover.clients import client_files, publish_clients
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
 from dr.failover.metrics import seconds_between
-from dr.failover.pipeline import run_failover
+from dr.failover.pipeline import OnStep, run_failover
 from dr.failover.probe import PROBE_KEY
 from dr.failover.roles import Roles
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
+from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka_client import SILENT, Endpoint
 from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
@@ -667,7 +668,9 @@ def _cycle(
             wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
         traffic.snapshots.stop()
         holdings, summary = _fail_over(options, stack_path, state, estate, traffic, progress)
-        result["failover_first_run"] = {k: summary[k] for k in ("status", "rto_s", "a_b_c_s", "rpo_estimate")}
+        result["failover_first_run"] = summary.model_dump(
+            mode="json", include={"status", "rto_s", "a_b_c_s", "rpo_estimate"}
+        )
         summary = _prove_and_recover(options, stack_path, state, estate, traffic, holdings, summary, result, progress)
         preview = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview()
         result["preview_after_failover"] = preview.changes
@@ -687,10 +690,10 @@ def _cycle(
             traffic.producer, traffic.consumer, A, B, traffic.producer_app.name, traffic.group
         )
         result["lost_after_recovery"] = len(acked_a - set(final_b))
-        rpo = summary.get("rpo_estimate") or {}
+        rpo = summary.rpo_estimate or {}
         verdicts = result["verdicts"]
         result.update(
-            failover=summary,
+            failover=summary.model_dump(mode="json"),
             report_html=verdicts[-1]["html"] if verdicts else None,
             rpo={
                 "estimate": rpo.get("records"),
@@ -708,7 +711,7 @@ def _cycle(
 
 def _fail_over(
     options: DrillOptions, stack_path: Path, state: Path, estate: Estate, traffic: _Traffic, progress: Progress
-) -> tuple[dict[str, Counter[str]], dict[str, Any]]:
+) -> tuple[dict[str, Counter[str]], FailoverSummary]:
     """Run the failover; unplanned: it completes without A, then A comes back and is verified.
 
     What A and B hold is read right after the verification, before A may be decommissioned.
@@ -739,19 +742,19 @@ def _prove_and_recover(
     estate: Estate,
     traffic: _Traffic,
     holdings: dict[str, Counter[str]],
-    summary: dict[str, Any],
+    summary: FailoverSummary,
     result: dict[str, Any],
     progress: Progress,
-) -> dict[str, Any]:
+) -> FailoverSummary:
     """What the verification lists against what really never reached B; recover it; verify again."""
     A, B = result["source"], result["target"]
-    verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
-    verdicts = [verdict] if verdict else []
+    verdict = _verdict(state)
+    verdicts = [verdict.to_dict()] if verdict else []
     a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
     never = set(a_keys) - set(b_keys)
     listed = (
-        {r["key"].decode() for r in integrity.missing_records(verdict["report_dir"]) if r["topic"] == traffic.topic}
-        if verdict and not verdict["clean"]
+        {r["key"].decode() for r in integrity.missing_records(verdict.report_dir) if r["topic"] == traffic.topic}
+        if verdict and not verdict.clean
         else set()
     )
     result.update(
@@ -760,15 +763,15 @@ def _prove_and_recover(
         lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)),
         verdicts=verdicts,
     )
-    if verdict and not verdict["clean"]:
-        progress(f"drill: the verification lists {verdict['counts']['missing']} missing records; recovering them")
+    if verdict and not verdict.clean:
+        progress(f"drill: the verification lists {verdict.counts['missing']} missing records; recovering them")
         result["recovery"] = integrity.recover(
-            verdict["report_dir"], source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
+            verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
         )
         summary = _failover(options.stack, stack_path, state, FailoverOptions(), progress, None)
-        verdict = Journal.load(state).outcome("integrity").get("verdict")  # type: ignore[union-attr]
+        verdict = _verdict(state)
         if verdict:
-            verdicts.append(verdict)
+            verdicts.append(verdict.to_dict())
     return summary
 
 
@@ -784,19 +787,23 @@ def _teardown(stack: str, stack_path: Path, state: Path, topologies: tuple[Any, 
         Estate(topology, state).stop()
 
 
-def _failover(
-    stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress, on_step: Any
-) -> dict[str, Any]:
-    """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
-    from dr.failover.pipeline import summarize
+def _verdict(state: Path) -> integrity.Verdict | None:
+    """The integrity step's verdict in the drill's journal."""
+    journal = Journal.load(state)
+    return journal.verdict() if journal is not None else None
 
+
+def _failover(
+    stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress, on_step: OnStep | None
+) -> FailoverSummary:
+    """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
     try:
         return run_failover(
             stack=stack, stack_path=stack_path, state=state, options=options, progress=progress, on_step=on_step
         )
     except FailoverError as exc:
         journal = Journal.load(state)
-        if journal is None or journal.step("integrity")["status"] != "differences":
+        if journal is None or journal.step("integrity").status != "differences":
             raise
         progress(f"drill: failover stopped as designed: {exc.problem}")
         return summarize(journal)

@@ -9,9 +9,10 @@ passes silently.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from dr.errors import FailoverError
 from dr.estate import Progress
@@ -20,14 +21,15 @@ from dr.kafka_client import Endpoint
 __all__ = ["Verdict", "missing_records", "recover", "verify"]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the verification of source vs target found."""
+class Verdict(BaseModel):
+    """What the verification of source vs target found (the dr side of the verification's summary)."""
+
+    model_config = ConfigDict(frozen=True)
 
     clean: bool
     counts: dict[str, int]
     """Records per class: ``missing``, ``unexpected``, ``duplicated``, ``corrupted``."""
-    per_topic: dict[str, dict[str, int]] = field(default_factory=dict)
+    per_topic: dict[str, dict[str, int]] = Field(default_factory=dict)
     report_dir: str = ""
     html: str = ""
     cutoff_ms: int | None = None
@@ -38,7 +40,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for the journal and ``--json``)."""
-        return asdict(self)
+        return self.model_dump(mode="json")
 
 
 def _import_verification() -> Any:

@@ -19,16 +19,16 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from dr.errors import DRError, FailoverError
 from dr.estate import Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
-from dr.failover.metrics import seconds_between, utc_text
+from dr.failover.metrics import seconds_between
 from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
-from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult, verification_cutoff
+from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult
+from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
 __all__ = ["CRASH_ENV", "CRASH_EXIT", "run_failover", "summarize", "topologies"]
@@ -52,12 +52,12 @@ def topologies(
     current = load_stack_file(stack_path)
     if journal is None or journal.finished:
         return current, current.after_failover(mode=mode or "planned"), False
-    original = load_topology(stack, journal.data["original_config"])
-    desired = load_topology(stack, journal.data["desired_config"])
+    original = load_topology(stack, journal.record.original_config)
+    desired = load_topology(stack, journal.record.desired_config)
     now = dump_stack_config(current)
-    if now not in (journal.data["original_config"], journal.data["desired_config"]):
+    if now not in (journal.record.original_config, journal.record.desired_config):
         raise FailoverError(
-            f"{stack_path} changed while failover {journal.data['failover_id']} was under way (it is neither "
+            f"{stack_path} changed while failover {journal.failover_id} was under way (it is neither "
             "the topology before nor the one after the failover).",
             f"restore it from {journal.path.parent} (the step desired-state keeps a copy) and rerun, so the "
             "failover can finish",
@@ -66,7 +66,7 @@ def topologies(
 
 
 def _mode(options: FailoverOptions, journal: Journal | None, resuming: bool) -> str:
-    mode = options.mode or (journal.data["mode"] if resuming and journal else "planned")
+    mode = options.mode or (journal.mode if resuming and journal else "planned")
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     return mode
@@ -89,28 +89,28 @@ def _create_journal(stack: str, state: Path, mode: str, original: Topology, desi
 
 
 def _start_probe(ctx: Context) -> WriteProbe | None:
-    if not ctx.options.probe or ctx.journal.data["measurements"].get("probe"):
+    if not ctx.options.probe or ctx.journal.measurements.probe:
         return None
     producer = next((app for app in ctx.original.principals.applications if app.produces), None)
     if producer is None:
         return None
     endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
-    probe = WriteProbe(endpoint, producer.produces[0], failover_id=ctx.journal.data["failover_id"])
+    probe = WriteProbe(endpoint, producer.produces[0], failover_id=ctx.journal.failover_id)
     probe.start()
     return probe
 
 
 def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
-    if probe is None or probe.result is None or journal.data["measurements"].get("probe"):
+    if probe is None or probe.result is None or journal.measurements.probe:
         return
-    run = journal.data["runs"][-1]
+    run = journal.runs[-1]
     first = journal.outage_run() or run
     # RTO counts from the run that fenced A: a crash and a resume after it are part of the outage.
     journal.measure(
         probe={**probe.result.to_dict(), "application": probe.endpoint.username},
-        rto_s=seconds_between(first["started_at"], probe.result.acked_at),
-        rto_this_run_s=seconds_between(run["started_at"], probe.result.acked_at),
-        write_outage_s=seconds_between(journal.data["measurements"].get("fenced_at"), probe.result.acked_at),
+        rto_s=seconds_between(first.started_at, probe.result.acked_at),
+        rto_this_run_s=seconds_between(run.started_at, probe.result.acked_at),
+        write_outage_s=seconds_between(journal.measurements.fenced_at, probe.result.acked_at),
     )
 
 
@@ -123,7 +123,7 @@ def run_failover(
     converger: Converger | None = None,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
-) -> dict[str, Any]:
+) -> FailoverSummary:
     """Fail ``stack`` over (or resume its failover); return the summary (see :func:`summarize`).
 
     Raises :class:`~dr.errors.FailoverError` when a step refuses (the journal keeps what was done;
@@ -132,8 +132,8 @@ def run_failover(
     stack_path, state = Path(stack_path), Path(state)
     with StackLock(state, stack):
         journal = Journal.load(state)
-        if journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]:
-            progress(f"failover {journal.data['failover_id']} of stack {stack} already finished; nothing to do")
+        if journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config:
+            progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
             return summarize(journal, already_finished=True)
         resuming = journal is not None and not journal.finished
         mode = _mode(options, journal, resuming)
@@ -155,7 +155,7 @@ def run_failover(
         journal.begin_run(mode=mode, options=options.to_dict())
         verb = "resuming" if resuming else "starting"
         progress(
-            f"{verb} {mode} failover {journal.data['failover_id']} of stack {stack}: "
+            f"{verb} {mode} failover {journal.failover_id} of stack {stack}: "
             f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
         )
         probe = _start_probe(ctx)
@@ -164,7 +164,7 @@ def run_failover(
             for number, step in enumerate(STEPS, 1):
                 label = f"[{number}/{len(STEPS)}] {step.name}"
                 if journal.is_done(step.name):
-                    progress(f"{label}: {journal.step(step.name)['status']} earlier — skipped")
+                    progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
                     continue
                 progress(f"{label}: {step.description}")
                 journal.start_step(step.name, step.inputs(ctx))
@@ -182,10 +182,9 @@ def run_failover(
                         f"step {step.name} failed unexpectedly: {type(exc).__name__}: {exc}",
                         "read the journal and the cluster logs; rerun to resume from this step",
                     ) from exc
-                result.outcome["summary"] = result.summary
-                journal.finish_step(step.name, result.status, result.outcome, time.monotonic() - t0)
+                journal.finish_step(step.name, result.status, result.journaled(), time.monotonic() - t0)
                 if step.name == "desired-state":
-                    journal.measure(abc_done_at=round(time.time(), 3), abc_run=len(journal.data["runs"]))
+                    journal.measure(abc_done_at=round(time.time(), 3), abc_run=len(journal.runs))
                 _record_probe(journal, probe)
                 progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
                 if on_step is not None:
@@ -211,81 +210,3 @@ def run_failover(
                 _record_probe(journal, probe)
             journal.end_run(outcome)
         return summarize(journal)
-
-
-def summarize(journal: Journal, *, already_finished: bool = False) -> dict[str, Any]:
-    """The failover's results from its journal: per-step times, RTO, A→B→C time, RPO, groups, clients, verdict."""
-    d = journal.data
-    m = d["measurements"]
-    runs = d["runs"]
-    steps = []
-    for name, entry in d["steps"].items():
-        steps.append(
-            {
-                "name": name,
-                "status": entry["status"],
-                "seconds": entry.get("seconds"),
-                "attempts": entry.get("attempts", 0),
-                "summary": (entry.get("outcome") or {}).get("summary") or entry.get("error") or "",
-            }
-        )
-    abc_run = runs[m["abc_run"] - 1] if m.get("abc_run") else None
-    cutoff = verification_cutoff(journal)
-    outage = journal.outage_run()
-    groups = (d["steps"]["consumer-groups"].get("outcome") or {}).get("groups") or []
-    integ = d["steps"]["integrity"].get("outcome") or {}
-    verdict = integ.get("verdict")
-    pending = [s["name"] for s in steps if s["status"] not in ("done", "skipped")]
-    probe = m.get("probe") or {}
-    summary: dict[str, Any] = {
-        "stack": d["stack"],
-        "failover_id": d["failover_id"],
-        "mode": d["mode"],
-        "status": d["status"],
-        "already_finished": already_finished,
-        "source": d["source"],
-        "target": d["target"],
-        "standby": d["standby"],
-        "runs": len(runs),
-        "steps": steps,
-        "rto_s": m.get("rto_s"),
-        "rto_this_run_s": m.get("rto_this_run_s"),
-        "write_outage_s": m.get("write_outage_s"),
-        "rto_probe": {k: probe.get(k) for k in ("application", "topic", "partition", "offset", "attempts")}
-        if probe
-        else None,
-        "a_b_c_s": seconds_between(outage["started_at"], m.get("abc_done_at")) if outage else None,
-        "a_b_c_this_run_s": seconds_between(abc_run["started_at"], m.get("abc_done_at")) if abc_run else None,
-        "cutoff_ms": cutoff,
-        "cutoff_utc": utc_text(cutoff),
-        "interrupted_runs": sum(1 for r in runs if r.get("outcome") == "interrupted"),
-        "total_s": seconds_between(runs[0]["started_at"], runs[-1].get("finished_at")) if runs else None,
-        "rpo_estimate": m.get("rpo_estimate"),
-        "consumer_groups": [
-            {k: g.get(k) for k in ("group", "status", "rereads", "would_skip", "consumers_will")} for g in groups
-        ],
-        "clients": (d["steps"]["clients"].get("outcome") or {}).get("files") or [],
-        "verdict": verdict,
-        "pending": pending,
-        "journal": str(journal.path),
-        "next": _next_steps(d, pending, verdict),
-    }
-    return summary
-
-
-def _next_steps(d: dict[str, Any], pending: list[str], verdict: dict[str, Any] | None) -> list[str]:
-    stack, source = d["stack"], d["source"]
-    if not pending:
-        return [
-            f"point applications at {d['target']}: configurations in the clients/ directory of the stack's state",
-            f"watch `drctl status --stack {stack}`",
-        ]
-    if d["status"] == "failed":
-        failed = next((n for n, e in d["steps"].items() if e["status"] == "failed"), pending[0])
-        return [f"fix what step {failed} reported, then rerun `drctl failover --stack {stack}`: it resumes there"]
-    if verdict and not verdict.get("clean"):
-        return [f"drctl recover --report {verdict['report_dir']}", f"drctl failover --stack {stack}"]
-    return [
-        f"when {source} is readable again: `drctl failover --stack {stack}` verifies {source} vs "
-        f"{d['target']} and decommissions {source} on a clean verdict"
-    ]

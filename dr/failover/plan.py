@@ -9,7 +9,9 @@ the lock is not taken.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from dr.errors import ClusterError, ConfigError, FailoverError
 from dr.estate import Estate
@@ -19,11 +21,12 @@ from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
+from dr.failover.summary import FailoverSummary, summarize
 from dr.offsets import end_offsets
 from dr.topology import Kind, Topology
 from dr.topology.stackfile import stack_file_diff
 
-__all__ = ["desired_state_diff", "plan_failover", "pulumi_preview"]
+__all__ = ["FailoverPlan", "FinishedPlan", "PlanStep", "desired_state_diff", "plan_failover", "pulumi_preview"]
 
 
 def desired_state_diff(stack_path: Path, desired: Topology) -> str:
@@ -143,45 +146,77 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     return obs
 
 
+class PlanStep(BaseModel):
+    """One step of the plan: its journal status and what it would do."""
+
+    name: str
+    status: str
+    action: str
+
+
+class FinishedPlan(BaseModel):
+    """The plan of a stack whose failover already finished: nothing would change."""
+
+    stack: str
+    dry_run: Literal[True] = True
+    already_finished: Literal[True] = True
+    summary: FailoverSummary
+
+
+class FailoverPlan(BaseModel):
+    """What ``drctl failover`` would do (``--dry-run``), step by step, with the stack-file diff."""
+
+    stack: str
+    dry_run: Literal[True] = True
+    already_finished: Literal[False] = False
+    mode: str
+    resuming: bool
+    failover_id: str | None
+    """The journal's failover when the plan resumes one."""
+    source: str
+    target: str
+    standby: str | None
+    steps: list[PlanStep]
+    desired_state_diff: str
+    converger: str
+    observations: dict[str, Any] | None = None
+    """Reachability, B's health and link lag, read when the clusters answer (None: not observed)."""
+    pulumi_preview: dict[str, Any] | None = None
+
+
 def plan_failover(
     *, stack: str, stack_path: Path, state: Path, options: FailoverOptions, observe: bool = True
-) -> dict[str, Any]:
+) -> FailoverPlan | FinishedPlan:
     """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
-    from dr.failover.pipeline import summarize, topologies
+    from dr.failover.pipeline import topologies
 
     stack_path, state = Path(stack_path), Path(state)
     journal = Journal.load(state)
-    if journal is not None and journal.finished and read_stack_config(stack_path) == journal.data["desired_config"]:
-        return {"stack": stack, "dry_run": True, "already_finished": True, "summary": summarize(journal)}
+    if journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config:
+        return FinishedPlan(stack=stack, summary=summarize(journal))
     original, desired, resuming = topologies(stack, stack_path, journal, options.mode)
-    mode = options.mode or (journal.data["mode"] if resuming and journal else "planned")
+    resumed = journal if resuming else None
+    mode = options.mode or (resumed.mode if resumed else "planned")
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     roles = Roles.of(original)
     actions = _actions(original, desired, mode, options, state, stack_path)
-    steps = [
-        {
-            "name": s.name,
-            "status": journal.step(s.name)["status"] if resuming and journal else "pending",
-            "action": actions[s.name],
-        }
-        for s in STEPS
-    ]
-    plan: dict[str, Any] = {
-        "stack": stack,
-        "dry_run": True,
-        "already_finished": False,
-        "mode": mode,
-        "resuming": resuming,
-        "failover_id": journal.data["failover_id"] if resuming and journal else None,
-        "source": roles.source.name,
-        "target": roles.target.name,
-        "standby": roles.standby_name,
-        "steps": steps,
-        "desired_state_diff": desired_state_diff(stack_path, desired),
-        "converger": "pulumi (`pulumi up` of the stack through the Automation API)",
-    }
+    plan = FailoverPlan(
+        stack=stack,
+        mode=mode,
+        resuming=resuming,
+        failover_id=resumed.failover_id if resumed else None,
+        source=roles.source.name,
+        target=roles.target.name,
+        standby=roles.standby_name,
+        steps=[
+            PlanStep(name=s.name, status=resumed.step(s.name).status if resumed else "pending", action=actions[s.name])
+            for s in STEPS
+        ],
+        desired_state_diff=desired_state_diff(stack_path, desired),
+        converger="pulumi (`pulumi up` of the stack through the Automation API)",
+    )
     if observe:
-        plan["observations"] = _observe(original, state)
-        plan["pulumi_preview"] = pulumi_preview(stack, stack_path, state, desired)
+        plan.observations = _observe(original, state)
+        plan.pulumi_preview = pulumi_preview(stack, stack_path, state, desired)
     return plan

@@ -5,7 +5,11 @@ Only names, numbers and paths are printed: client configurations and credentials
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dr.failover.plan import FailoverPlan, FinishedPlan
+    from dr.failover.summary import FailoverSummary
 
 __all__ = ["render_plan", "render_status", "render_summary"]
 
@@ -14,37 +18,37 @@ def _s(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}s"
 
 
-def render_summary(s: dict[str, Any]) -> str:
+def render_summary(s: FailoverSummary) -> str:
     """The failover result: steps with times, RTO, A→B→C, RPO, groups, clients, verdict, next steps."""
-    chain = f"{s['source']} → {s['target']}" + (f" → {s['standby']}" if s.get("standby") else "")
+    chain = f"{s.source} → {s.target}" + (f" → {s.standby}" if s.standby else "")
     lines = []
-    if s.get("already_finished"):
-        lines.append(f"failover {s['failover_id']} of stack {s['stack']} ({chain}) already finished; nothing changed.")
+    if s.already_finished:
+        lines.append(f"failover {s.failover_id} of stack {s.stack} ({chain}) already finished; nothing changed.")
     lines.append(
-        f"{s['mode']} failover {s['failover_id']} of stack {s['stack']}: {chain} — {s['status'].upper()}"
-        + (f" ({s['runs']} runs)" if s["runs"] > 1 else "")
+        f"{s.mode} failover {s.failover_id} of stack {s.stack}: {chain} — {s.status.upper()}"
+        + (f" ({s.runs} runs)" if s.runs > 1 else "")
     )
-    width = max(len(st["name"]) for st in s["steps"])
-    for i, st in enumerate(s["steps"], 1):
-        secs = "" if st["seconds"] is None else f"{st['seconds']:6.1f}s"
-        lines.append(f"  {i}. {st['name']:<{width}}  {st['status']:<11} {secs:>7}  {st['summary']}")
-    runs = f"{s['runs']} runs" + (f", {s['interrupted_runs']} interrupted" if s.get("interrupted_runs") else "")
+    width = max(len(st.name) for st in s.steps)
+    for i, st in enumerate(s.steps, 1):
+        secs = "" if st.seconds is None else f"{st.seconds:6.1f}s"
+        lines.append(f"  {i}. {st.name:<{width}}  {st.status:<11} {secs:>7}  {st.summary}")
+    runs = f"{s.runs} runs" + (f", {s.interrupted_runs} interrupted" if s.interrupted_runs else "")
     lines.append(
-        f"RTO probe (the run that fenced A → first probe write acknowledged by {s['target']}): {_s(s['rto_s'])}"
-        + (f"  [{runs}; this run: {_s(s.get('rto_this_run_s'))}]" if s["runs"] > 1 else "")
+        f"RTO probe (the run that fenced A → first probe write acknowledged by {s.target}): {_s(s.rto_s)}"
+        + (f"  [{runs}; this run: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
     )
-    if s.get("write_outage_s") is not None:
-        lines.append(f"writes refused everywhere (fence → first ack): {_s(s['write_outage_s'])}")
+    if s.write_outage_s is not None:
+        lines.append(f"writes refused everywhere (fence → first ack): {_s(s.write_outage_s)}")
     lines.append(
-        f"A→B→C ({chain}, fencing run start → {s.get('standby') or s['target']} converged): {_s(s['a_b_c_s'])}"
-        f"   total: {_s(s['total_s'])}"
+        f"A→B→C ({chain}, fencing run start → {s.standby or s.target} converged): {_s(s.a_b_c_s)}"
+        f"   total: {_s(s.total_s)}"
     )
-    if s.get("cutoff_ms") is not None:
+    if s.cutoff_ms is not None:
         lines.append(
-            f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms) — records on {s['target']} "
+            f"verification cut-off: {s.cutoff_utc} ({s.cutoff_ms} ms) — records on {s.target} "
             "after it were written there after the promotion and are not compared"
         )
-    rpo = s.get("rpo_estimate")
+    rpo = s.rpo_estimate
     if rpo:
         n, hi = rpo.get("records"), rpo.get("upper_bound")
         span = "unknown" if n is None else (f"{n} records" if hi is None or hi == n else f"{n}–{hi} records")
@@ -52,35 +56,35 @@ def render_summary(s: dict[str, Any]) -> str:
             f"RPO estimate: {span} ({rpo.get('basis')})"
             + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else "")
         )
-    for g in s["consumer_groups"]:
-        lines.append(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
-    for c in s["clients"]:
+    for g in s.consumer_groups:
+        lines.append(f"group {g.group}: {g.status} — {g.consumers_will}")
+    for c in s.clients:
         lines.append(f"client config {c['application']}: {c['properties']} / {c['json']}")
-    v = s.get("verdict")
+    v = s.verdict
     if v:
-        counts = ", ".join(f"{n} {k}" for k, n in v["counts"].items())
-        lines.append(f"verification: {'CLEAN' if v['clean'] else 'DIFFERENCES'} ({counts}); report {v['html']}")
-    if s["pending"]:
-        lines.append(f"pending: {', '.join(s['pending'])}")
-    for n in s["next"]:
+        counts = ", ".join(f"{n} {k}" for k, n in v.counts.items())
+        lines.append(f"verification: {'CLEAN' if v.clean else 'DIFFERENCES'} ({counts}); report {v.html}")
+    if s.pending:
+        lines.append(f"pending: {', '.join(s.pending)}")
+    for n in s.next:
         lines.append(f"next: {n}")
-    lines.append(f"journal: {s['journal']}")
+    lines.append(f"journal: {s.journal}")
     return "\n".join(lines)
 
 
-def render_plan(p: dict[str, Any]) -> str:
+def render_plan(p: FailoverPlan | FinishedPlan) -> str:
     """The dry-run plan: steps, the desired-state diff, observations."""
-    if p.get("already_finished"):
-        return render_summary(p["summary"]) + "\n(dry run: nothing would change)"
-    chain = f"{p['source']} → {p['target']}" + (f" → {p['standby']}" if p.get("standby") else "")
-    head = "resume" if p["resuming"] else "plan"
-    lines = [f"DRY RUN — {head} of a {p['mode']} failover of stack {p['stack']}: {chain}; nothing is changed"]
-    for i, st in enumerate(p["steps"], 1):
-        lines.append(f"  {i}. {st['name']:<15} [{st['status']}] {st['action']}")
-    lines.append(f"converger: {p['converger']}")
+    if p.already_finished:
+        return render_summary(p.summary) + "\n(dry run: nothing would change)"
+    chain = f"{p.source} → {p.target}" + (f" → {p.standby}" if p.standby else "")
+    head = "resume" if p.resuming else "plan"
+    lines = [f"DRY RUN — {head} of a {p.mode} failover of stack {p.stack}: {chain}; nothing is changed"]
+    for i, st in enumerate(p.steps, 1):
+        lines.append(f"  {i}. {st.name:<15} [{st.status}] {st.action}")
+    lines.append(f"converger: {p.converger}")
     lines.append("desired state (stack file) diff:")
-    lines.append(p["desired_state_diff"].rstrip() or "  (no change)")
-    preview = p.get("pulumi_preview") or {}
+    lines.append(p.desired_state_diff.rstrip() or "  (no change)")
+    preview = p.pulumi_preview or {}
     if preview.get("error"):
         lines.append(f"pulumi preview: not available — {preview['error']}")
     elif preview:
@@ -88,7 +92,7 @@ def render_plan(p: dict[str, Any]) -> str:
         lines.append(preview["text"].rstrip())
         if preview.get("note"):
             lines.append(f"note: {preview['note']}")
-    obs = p.get("observations")
+    obs = p.observations
     if obs:
         if obs.get("error"):
             lines.append(f"observed: {obs['error']}")

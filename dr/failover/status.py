@@ -18,24 +18,61 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from dr.errors import ClusterError, ConfigError, DRError, FailoverError
 from dr.estate import Estate
 from dr.failover.health import cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.snapshots import record_offsets
+from dr.failover.summary import summarize
 from dr.offsets import committed_offsets, end_offsets
 from dr.topology import Kind, Role, load_stack_file
 
-__all__ = ["lock_held", "raise_for_problems", "status_problems", "status_report"]
+__all__ = ["LastFailover", "StepState", "lock_held", "raise_for_problems", "status_problems", "status_report"]
+
+
+class StepState(BaseModel):
+    """A step of the last failover and its status."""
+
+    name: str
+    status: str
+
+
+class LastFailover(BaseModel):
+    """The last failover in ``drctl status``: an abridged :class:`~dr.failover.summary.FailoverSummary`."""
+
+    failover_id: str
+    mode: str
+    status: str
+    source: str
+    target: str
+    standby: str | None
+    rto_s: float | None
+    a_b_c_s: float | None
+    pending: list[str]
+    next: list[str]
+    journal: str
+    steps: list[StepState]
+    lock_held: bool
+    """Whether a process holds the stack's failover lock now (a ``running`` failover without one was interrupted)."""
+
+    @classmethod
+    def of(cls, journal: Journal, lock_held: bool) -> LastFailover:
+        """The last failover of a stack from its journal."""
+        s = summarize(journal)
+        return cls(
+            **s.model_dump(include=set(cls.model_fields) - {"steps", "lock_held"}),
+            steps=[StepState(name=st.name, status=st.status) for st in s.steps],
+            lock_held=lock_held,
+        )
 
 
 def status_report(
     *, stack: str, stack_path: Path, state: Path, isr: bool = False, snapshot: bool = True
 ) -> dict[str, Any]:
     """The status of ``stack`` as a JSON-able dict (see the module doc)."""
-    from dr.failover.pipeline import summarize
-
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
     topics = [t.name for t in topology.topics]
@@ -121,27 +158,7 @@ def status_report(
             }
         groups.append(entry)
     journal = Journal.load(Path(state))
-    last = None
-    if journal is not None:
-        s = summarize(journal)
-        last = {
-            k: s[k]
-            for k in (
-                "failover_id",
-                "mode",
-                "status",
-                "source",
-                "target",
-                "standby",
-                "rto_s",
-                "a_b_c_s",
-                "pending",
-                "next",
-                "journal",
-            )
-        }
-        last["steps"] = [{"name": st["name"], "status": st["status"]} for st in s["steps"]]
-        last["lock_held"] = lock_held(Path(state))
+    last = LastFailover.of(journal, lock_held(Path(state))).model_dump(mode="json") if journal is not None else None
     report = {
         "stack": stack,
         "failover_done": topology.failover_done,

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from dr.errors import AuthError, ClusterError, FailoverError
 from dr.estate import Estate, Progress, application_acls
@@ -76,13 +78,24 @@ class FailoverOptions:
         return asdict(self)
 
 
-@dataclass
-class StepResult:
+StepStatus = Literal["done", "skipped", "deferred", "differences"]
+
+
+class StepResult(BaseModel):
     """A step's result: ``done``, ``skipped``, ``deferred`` (retried by the next run) or ``differences``."""
 
-    status: str
-    outcome: dict[str, Any] = field(default_factory=dict)
+    status: StepStatus
+    outcome: dict[str, Any] = Field(default_factory=dict)
+    """What the step found and did, as JSON (journaled as the step's ``outcome``)."""
     summary: str = ""
+    """One line for the operator."""
+
+    def __init__(self, status: StepStatus, outcome: dict[str, Any] | None = None, summary: str = "") -> None:
+        super().__init__(status=status, outcome=outcome or {}, summary=summary)
+
+    def journaled(self) -> dict[str, Any]:
+        """The outcome as the journal keeps it: with the summary line."""
+        return {**self.outcome, "summary": self.summary}
 
 
 @dataclass
@@ -276,10 +289,10 @@ def preflight(ctx: Context) -> StepResult:
 # ---------------------------------------------------------------------------------- 2 fence + drain
 def _fence_a(ctx: Context) -> list[dict[str, str]]:
     removed = fence(ctx.a_ep, ctx.applications)
-    m = ctx.journal.data["measurements"]
-    known = m.get("fenced_bindings") or []
+    m = ctx.journal.measurements
+    known = m.fenced_bindings
     merged = known + [b for b in removed if b not in known]
-    ctx.journal.measure(fenced_bindings=merged, fenced_at=m.get("fenced_at") or round(time.time(), 3))
+    ctx.journal.measure(fenced_bindings=merged, fenced_at=m.fenced_at or round(time.time(), 3))
     return removed
 
 
@@ -368,8 +381,7 @@ def fence_drain(ctx: Context) -> StepResult:
     drain_s = round(time.monotonic() - t0, 3)
     record_offsets(ctx.state, A, a_end)
     if behind and not ctx.options.force:
-        bindings = ctx.journal.data["measurements"].get("fenced_bindings") or []
-        restored = unfence(ctx.a_ep, bindings)
+        restored = unfence(ctx.a_ep, ctx.journal.measurements.fenced_bindings)
         ctx.journal.measure(fenced_bindings=[], fenced_at=None)
         process = ""
         if ctx.before.runs_here(ctx.link.name):
@@ -433,8 +445,7 @@ def promote(ctx: Context) -> StepResult:
         mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed
         how = "stopped"
     stop_s = round(time.monotonic() - t0, 3)
-    m = ctx.journal.data["measurements"]
-    writable_from_ms = m.get("writable_from_ms") or int(time.time() * 1000)
+    writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
     grants = application_acls(ctx.desired, Role.ACTIVE)
     create_acls(ctx.b_ep, grants)
@@ -523,7 +534,7 @@ def consumer_groups(ctx: Context) -> StepResult:
 # ---------------------------------------------------------------------------------- 6 desired state
 def desired_state(ctx: Context) -> StepResult:
     """Write the new topology to the stack file and converge it (C with users, ACLs, topics, link B→C)."""
-    backup = failover_dir(ctx.state) / f"{ctx.stack_path.name}.before-{ctx.journal.data['failover_id']}"
+    backup = failover_dir(ctx.state) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
     written = write_stack_config(ctx.stack_path, ctx.desired)
@@ -591,14 +602,14 @@ def integrity_check(ctx: Context) -> StepResult:
             f"{A} unreadable: verification deferred until it is back",
         )
     cutoff = verification_cutoff(ctx.journal)
-    attempt = ctx.journal.step("integrity")["attempts"]
-    out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.data['failover_id']}-{attempt}"
+    attempt = ctx.journal.step("integrity").attempts
+    out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.failover_id}-{attempt}"
     ctx.say(
         f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
         + (f" = {cutoff} ms" if cutoff is not None else "")
         + f") into {out_dir}"
     )
-    m = ctx.journal.data["measurements"]
+    m = ctx.journal.measurements
     verdict = integrity.verify(
         source=ctx.a_ep,
         target=ctx.b_ep,
@@ -612,14 +623,14 @@ def integrity_check(ctx: Context) -> StepResult:
         audit_link=ctx.link.name,
         state_dir=ctx.state,
         context={
-            "failover_id": ctx.journal.data["failover_id"],
+            "failover_id": ctx.journal.failover_id,
             "mode": ctx.mode,
             "stack": ctx.stack,
             "source": A,
             "target": B,
-            "rto_s": m.get("rto_s"),
-            "write_outage_s": m.get("write_outage_s"),
-            "rpo_estimate": m.get("rpo_estimate"),
+            "rto_s": m.rto_s,
+            "write_outage_s": m.write_outage_s,
+            "rpo_estimate": m.rpo_estimate,
             "journal": str(ctx.journal.path),
         },
     )
@@ -651,18 +662,18 @@ def decommission(ctx: Context) -> StepResult:
     """Stop A — only with a clean verdict or ``--force-decommission``; otherwise defer or refuse."""
     A = ctx.source
     integ = ctx.journal.step("integrity")
-    verdict = (integ.get("outcome") or {}).get("verdict")
-    clean = integ["status"] == "done" and bool(verdict and verdict["clean"])
+    verdict = ctx.journal.verdict()
+    clean = integ.status == "done" and bool(verdict and verdict.clean)
     if not clean and not ctx.options.force_decommission:
-        if integ["status"] == "differences" and verdict:
-            c = verdict["counts"]
+        if integ.status == "differences" and verdict:
+            c = verdict.counts
             raise FailoverError(
                 f"the verification of {A} vs {ctx.target} found {c['missing']} missing, {c['unexpected']} "
                 f"unexpected, {c['duplicated']} duplicated and {c['corrupted']} corrupted records "
-                f"(report {verdict['html']}); {A} is NOT decommissioned.",
-                refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict["report_dir"]),
+                f"(report {verdict.html}); {A} is NOT decommissioned.",
+                refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict.report_dir),
             )
-        reason = (integ.get("outcome") or {}).get("reason") or "no verdict"
+        reason = ctx.journal.outcome("integrity").get("reason") or "no verdict"
         return StepResult(
             "deferred",
             {"reason": reason, "stopped": False},
@@ -680,19 +691,19 @@ def decommission(ctx: Context) -> StepResult:
         text = f"{A} is external and fenced: stop it with its own tooling"
     write_stack_config(ctx.stack_path, ctx.desired)  # A stays declared, decommissioned, without links
     outcome["role"] = Role.DECOMMISSIONED.value
-    if not clean and integ["status"] not in ("done", "skipped"):
+    if not clean and not integ.done:
         # The operator waived the verdict: the failover is complete, the step keeps what it found.
-        before = integ.get("outcome") or {}
+        before = integ.outcome or {}
         ctx.journal.finish_step(
             "integrity",
             "skipped",
             {
                 **before,
                 "waived_by": "--force-decommission",
-                "status_before": integ["status"],
-                "summary": f"{before.get('summary') or integ['status']} — waived by --force-decommission",
+                "status_before": integ.status,
+                "summary": f"{before.get('summary') or integ.status} — waived by --force-decommission",
             },
-            integ.get("seconds") or 0.0,
+            integ.seconds or 0.0,
         )
     return StepResult("done", outcome, text + (" — FORCED without a clean verdict" if not clean else ""))
 

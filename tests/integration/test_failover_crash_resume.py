@@ -104,10 +104,10 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
         res = drctl(env, "failover", "--stack", STACK, *flags, crash_after=crash_after)
         assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
         journal = Journal.load(state)
-        assert journal is not None and journal.data["status"] == "running" and len(journal.data["runs"]) == run
+        assert journal is not None and journal.status == "running" and len(journal.runs) == run
         k = NAMES.index(crash_after)
         assert all(journal.is_done(n) for n in NAMES[: k + 1])
-        assert all(journal.step(n)["status"] == "pending" for n in NAMES[k + 1 :])
+        assert all(journal.step(n).status == "pending" for n in NAMES[k + 1 :])
         c_now = _cluster_id(state, "C")
         assert (c_now is not None) == (k >= NAMES.index("desired-state"))
         assert c_created is None or c_now == c_created, "C was created again"
@@ -122,7 +122,7 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
     journal = Journal.load(state)
     assert journal is not None
     for name in NAMES:
-        assert journal.step(name)["attempts"] == 1, f"{name} ran twice"  # no double promotion, C created once
+        assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, C created once
     if c_created:
         assert _cluster_id(state, "C") == c_created
     topology = load_stack_file(stack_path)

@@ -124,9 +124,9 @@ def test_a_link_that_does_not_drain_is_refused_and_a_is_unfenced(env: dict[str, 
         ACKED.extend(again)
         journal = Journal.load(Path(env["KDR_STATE_DIR"]) / STACK)
         assert journal is not None
-        assert journal.step("fence-drain")["status"] == "failed"
-        assert journal.step("promote")["status"] == "pending"
-        assert journal.data["measurements"]["fenced_bindings"] == []
+        assert journal.step("fence-drain").status == "failed"
+        assert journal.step("promote").status == "pending"
+        assert journal.measurements.fenced_bindings == []
     finally:
         mirror.start()
 

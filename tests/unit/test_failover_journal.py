@@ -14,8 +14,8 @@ import pytest
 
 from dr.errors import ConfigError, LockHeld
 from dr.failover.journal import Journal, StackLock
-from dr.failover.pipeline import summarize
 from dr.failover.steps import STEPS
+from dr.failover.summary import summarize
 from tests import REPO_ROOT
 
 NAMES = [s.name for s in STEPS]
@@ -57,11 +57,11 @@ def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
     j.start_step("fence-drain", {"drain_timeout": 5})
     j.finish_step("fence-drain", "failed", {}, 5.0, error="lag not drained")
     again = Journal.load(tmp_path)
-    assert again is not None and again.data == j.data
+    assert again is not None and again.record == j.record
     assert again.is_done("preflight") and not again.is_done("fence-drain")
-    assert again.step("preflight")["inputs"] == {"mode": "planned"}
-    assert again.step("fence-drain")["error"] == "lag not drained"
-    assert again.step("fence-drain")["attempts"] == 1
+    assert again.step("preflight").inputs == {"mode": "planned"}
+    assert again.step("fence-drain").error == "lag not drained"
+    assert again.step("fence-drain").attempts == 1
     assert not [p for p in (tmp_path / "failover").iterdir() if p.name.endswith(".tmp")], "no temporary file left"
     assert oct(j.path.stat().st_mode & 0o777) == "0o600"
 
@@ -88,10 +88,10 @@ def test_a_new_failover_archives_the_finished_one(tmp_path: Path) -> None:
     first = _journal(tmp_path)
     first.set_status("completed")
     second = _journal(tmp_path)
-    archived = tmp_path / "failover" / f"journal-{first.data['failover_id']}.json"
+    archived = tmp_path / "failover" / f"journal-{first.failover_id}.json"
     assert archived.exists() and json.loads(archived.read_text())["status"] == "completed"
-    assert second.data["failover_id"] != first.data["failover_id"]
-    assert Journal.load(tmp_path).data["status"] == "running"  # type: ignore[union-attr]
+    assert second.failover_id != first.failover_id
+    assert Journal.load(tmp_path).status == "running"  # type: ignore[union-attr]
 
 
 def test_a_corrupt_journal_is_refused_with_a_next_step(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_corrupt_journal_is_refused_with_a_next_step(tmp_path: Path) -> None:
 def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
     j = _journal(tmp_path)
     run = j.begin_run(mode="planned", options={})
-    start = run["started_at"]
+    start = run.started_at
     j.measure(
         probe={
             "acked_at": start + 4.5,
@@ -121,11 +121,11 @@ def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
         abc_run=1,
     )
     s = summarize(j)
-    assert s["rto_s"] == 4.5
-    assert s["a_b_c_s"] == pytest.approx(21.25, abs=0.01)
-    assert s["rto_probe"]["application"] == "orders-app"
-    assert [st["name"] for st in s["steps"]] == NAMES
-    assert s["pending"] == NAMES
+    assert s.rto_s == 4.5
+    assert s.a_b_c_s == pytest.approx(21.25, abs=0.01)
+    assert s.rto_probe is not None and s.rto_probe.application == "orders-app"
+    assert [st.name for st in s.steps] == NAMES
+    assert s.pending == NAMES
 
 
 _HOLDER = textwrap.dedent("""
@@ -170,10 +170,10 @@ def test_a_run_that_ended_without_recording_it_is_marked_interrupted(tmp_path: P
     again = Journal.load(tmp_path)
     assert again is not None and again.interrupted()
     again.begin_run(mode="planned", options={})
-    assert [r["outcome"] for r in again.data["runs"]] == ["interrupted", "running"]
-    assert again.step("fence-drain")["status"] == "interrupted" and not again.is_done("fence-drain")
+    assert [r.outcome for r in again.runs] == ["interrupted", "running"]
+    assert again.step("fence-drain").status == "interrupted" and not again.is_done("fence-drain")
     assert again.is_done("preflight")
-    assert summarize(again)["interrupted_runs"] == 1
+    assert summarize(again).interrupted_runs == 1
 
 
 def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Path) -> None:
@@ -181,20 +181,20 @@ def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Pa
     first = j.begin_run(mode="planned", options={})
     j.end_run("failed")
     second = j.begin_run(mode="planned", options={})
-    second["started_at"] = first["started_at"] + 30.0
+    second.started_at = first.started_at + 30.0
     j.measure(
         rto_s=34.0,
         rto_this_run_s=4.0,
-        abc_done_at=first["started_at"] + 50.0,
+        abc_done_at=first.started_at + 50.0,
         abc_run=2,
-        writable_from_ms=int((first["started_at"] + 33.0) * 1000),
+        writable_from_ms=int((first.started_at + 33.0) * 1000),
     )
     s = summarize(j)
-    assert s["rto_s"] == 34.0 and s["rto_this_run_s"] == 4.0
-    assert s["a_b_c_s"] == pytest.approx(50.0, abs=0.01)
-    assert s["a_b_c_this_run_s"] == pytest.approx(20.0, abs=0.01)
-    assert s["cutoff_ms"] == int((first["started_at"] + 33.0) * 1000) - 1
-    assert s["cutoff_utc"].endswith(" UTC")
+    assert s.rto_s == 34.0 and s.rto_this_run_s == 4.0
+    assert s.a_b_c_s == pytest.approx(50.0, abs=0.01)
+    assert s.a_b_c_this_run_s == pytest.approx(20.0, abs=0.01)
+    assert s.cutoff_ms == int((first.started_at + 33.0) * 1000) - 1
+    assert s.cutoff_utc is not None and s.cutoff_utc.endswith(" UTC")
 
 
 def test_decommission_refusal_advice_fits_the_classes_found() -> None:
@@ -235,9 +235,88 @@ def test_runs_refused_before_a_was_fenced_do_not_count_in_rto(tmp_path: Path) ->
     j.finish_step("preflight", "failed", {}, 0.1)
     j.end_run("failed")
     second = j.begin_run(mode="planned", options={})
-    second["started_at"] = first["started_at"] + 600.0
+    second.started_at = first.started_at + 600.0
     j.start_step("fence-drain", {})
     j.finish_step("fence-drain", "done", {}, 1.0)
-    j.measure(abc_done_at=second["started_at"] + 40.0, abc_run=2)
+    j.measure(abc_done_at=second.started_at + 40.0, abc_run=2)
     assert j.outage_run() is second
-    assert summarize(j)["a_b_c_s"] == pytest.approx(40.0, abs=0.01)
+    assert summarize(j).a_b_c_s == pytest.approx(40.0, abs=0.01)
+
+
+# A journal as the code before the typed models wrote it (plain JSON: steps that never ran hold only
+# status and attempts, runs and measurements only the keys that were set), including a key this
+# drctl does not know.
+_JOURNAL_V1 = """
+{
+  "version": 1,
+  "failover_id": "20261101T101500-1a2b3c",
+  "stack": "local",
+  "mode": "unplanned",
+  "status": "pending",
+  "source": "A",
+  "target": "B",
+  "standby": "C",
+  "created_at": 1793528100.125,
+  "finished_at": null,
+  "original_config": {"kafka-dr:failoverDone": false},
+  "desired_config": {"kafka-dr:failoverDone": true},
+  "measurements": {
+    "rpo_estimate": {"records": 3, "basis": "snapshot", "upper_bound": 9, "snapshot_age_s": 1.5},
+    "writable_from_ms": 1793528103000,
+    "probe": {"acked_at": 1793528104.5, "timestamp_ms": 1793528104400, "topic": "orders", "partition": 0,
+              "offset": 7, "attempts": 12, "application": "orders-app"},
+    "rto_s": 4.375,
+    "rto_this_run_s": 4.375,
+    "abc_done_at": 1793528130.0,
+    "abc_run": 1,
+    "a_future_measurement": [1, 2]
+  },
+  "runs": [
+    {"pid": 4242, "started_at": 1793528100.125, "finished_at": 1793528140.25, "mode": "unplanned",
+     "options": {"mode": "unplanned", "force": false}, "outcome": "pending", "resumed": false, "seconds": 40.125}
+  ],
+  "steps": {
+    "preflight": {"status": "done", "attempts": 1, "inputs": {"mode": "unplanned"}, "started_at": 1793528100.2,
+                  "error": null, "run": 1, "outcome": {"lag_total": 0, "summary": "B healthy"},
+                  "seconds": 0.5, "finished_at": 1793528100.7},
+    "fence-drain": {"status": "skipped", "attempts": 1, "run": 1, "outcome": {"fenced": false, "summary": "A unreachable"},
+                    "seconds": 3.0},
+    "promote": {"status": "done", "attempts": 1, "run": 1, "outcome": {"summary": "link stopped"}, "seconds": 1.0},
+    "clients": {"status": "done", "attempts": 1, "run": 1, "seconds": 0.1, "outcome": {"summary": "1 client",
+                "files": [{"application": "orders-app", "properties": "/s/clients/orders-app.properties",
+                           "json": "/s/clients/orders-app.json"}]}},
+    "consumer-groups": {"status": "done", "attempts": 1, "run": 1, "seconds": 0.2, "outcome": {"summary": "g",
+                        "groups": [{"group": "orders-g", "application": "orders-app", "status": "translated",
+                                    "rereads": 4, "would_skip": {}, "consumers_will": "resume"}]}},
+    "desired-state": {"status": "done", "attempts": 1, "run": 1, "seconds": 25.0, "outcome": {"summary": "converged"}},
+    "integrity": {"status": "deferred", "attempts": 1, "run": 1, "seconds": 0.3,
+                  "outcome": {"verdict": null, "reason": "A unreadable", "summary": "deferred"}},
+    "decommission": {"status": "pending", "attempts": 0}
+  }
+}
+"""
+
+
+def test_a_journal_written_before_the_typed_models_loads_and_keeps_what_it_holds(tmp_path: Path) -> None:
+    (tmp_path / "failover").mkdir()
+    (tmp_path / "failover" / "journal.json").write_text(_JOURNAL_V1)
+    j = Journal.load(tmp_path)
+    assert j is not None
+    assert (j.failover_id, j.mode, j.status) == ("20261101T101500-1a2b3c", "unplanned", "pending")
+    assert j.is_done("fence-drain") and not j.is_done("integrity") and j.step("decommission").attempts == 0
+    assert j.measurements.probe is not None and j.measurements.probe.offset == 7
+    assert j.cutoff_ms() == 1793528103000 - 1
+    assert j.outage_run() is j.runs[0] and j.verdict() is None
+    s = summarize(j)
+    assert s.rto_s == 4.375 and s.a_b_c_s == pytest.approx(29.875, abs=0.001)
+    assert s.pending == ["integrity", "decommission"] and s.consumer_groups[0].rereads == 4
+    assert s.clients[0]["application"] == "orders-app" and s.rto_probe is not None
+    j.save()  # what the typed journal writes back loads again, the unknown key included
+    again = Journal.load(tmp_path)
+    assert again is not None and again.record == j.record
+    written = json.loads(j.path.read_text())
+    assert written["measurements"]["a_future_measurement"] == [1, 2]
+    assert written["steps"]["preflight"]["outcome"] == {"lag_total": 0, "summary": "B healthy"}
+    old = json.loads(_JOURNAL_V1)
+    for key in old:  # every key of the old format is still written, with the same value
+        assert written[key] == old[key] or key in ("measurements", "runs", "steps"), key

@@ -101,9 +101,9 @@ def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
     assert "nothing was changed" in err and "next step:" in err
     assert stack.read_bytes() == before
     journal = Journal.load(Path(os.environ["KDR_STATE_DIR"]) / "unit")
-    assert journal is not None and journal.data["status"] == "failed"
-    assert journal.step("preflight")["status"] == "failed"
-    assert all(journal.step(s.name)["status"] == "pending" for s in STEPS[1:])
+    assert journal is not None and journal.status == "failed"
+    assert journal.step("preflight").status == "failed"
+    assert all(journal.step(s.name).status == "pending" for s in STEPS[1:])
 
 
 _HOLDER = textwrap.dedent("""
@@ -183,7 +183,7 @@ def test_a_finished_failover_run_again_says_so_exits_0_and_changes_nothing(
 def test_a_stack_file_changed_during_a_failover_is_refused(stack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     j = _finished(stack)
     j.set_status("running")
-    j.step("decommission")["status"] = "pending"
+    j.step("decommission").status = "pending"
     j.save()
     doc = yaml.safe_load(stack.read_text())
     doc["config"]["kafka-dr:topics"][0]["partitions"] = 12
