@@ -16,6 +16,13 @@ def progress(message: str) -> None:
     click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
 
 
+def _printed_json(value: object, as_json: bool) -> bool:
+    """With ``--json``: print ``value`` as JSON on stdout and return True (the command is done)."""
+    if as_json:
+        click.echo(json.dumps(value, indent=2))
+    return as_json
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_codes_help())
 @click.version_option(package_name="kafka-dr", prog_name="drctl")
 def cli() -> None:
@@ -110,8 +117,7 @@ def estate_status(stack: str, as_json: bool) -> None:
     from dr.estate import Estate
 
     status = Estate.for_stack(stack).status()
-    if as_json:
-        click.echo(json.dumps(status, indent=2))
+    if _printed_json(status, as_json):
         return
     click.echo(f"stack {status['stack']}")
     for c in status["clusters"]:
@@ -152,8 +158,7 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
     path, state = stack_file(stack), state_dir(stack)
     if dry_run:
         plan = standby_plan(stack, path, state, cluster_name)
-        if as_json:
-            click.echo(json.dumps(plan, indent=2))
+        if _printed_json(plan, as_json):
             return
         click.echo(
             f"DRY RUN — cluster {cluster_name} of stack {stack}: {plan['old_role']} → standby; "
@@ -182,8 +187,7 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
             abort=True,
         )
     result = make_standby(stack, path, state, cluster_name, progress)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
+    if _printed_json(result, as_json):
         return
     click.echo(
         f"cluster {result['cluster']} of stack {stack}: {result['old_role']} → {result['new_role']} "
@@ -205,9 +209,7 @@ def link() -> None:
 
 
 def _link_result(result: dict[str, object], as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
+    if not _printed_json(result, as_json):
         click.echo(
             f"link {result['link']} ({result['source']} → {result['target']}): {result['was']} → "
             f"{result['now']} in {result['seconds']:.1f}s"

@@ -15,7 +15,7 @@ import re
 
 from dr.errors import ConfigError
 from dr.runtime.mirrormaker import IDENTITY_POLICY
-from dr.topology import Cluster, Kind, Link, Topology
+from dr.topology import Cluster, Link, Topology
 
 CONNECTORS = {
     "source": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
@@ -31,7 +31,7 @@ LOCAL_SASL_MECHANISM = "SCRAM-SHA-512"
 
 def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     """``(bootstrap servers, security protocol, SASL mechanism)`` of a local or external cluster."""
-    if cluster.kind is Kind.LOCAL:
+    if cluster.is_local:
         if cluster.base_port is None:
             raise ConfigError(
                 f"local cluster {cluster.name!r} has no base_port.", "set base_port for the cluster in the stack config"
@@ -113,7 +113,7 @@ def connector_configs(
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     }
-    rf = str(min(3, target.brokers)) if target.kind is Kind.LOCAL else "3"
+    rf = str(min(3, target.brokers)) if target.is_local else "3"
     topics = ",".join(link.topics)
     groups = ",".join(link.consumer_groups)
     return {

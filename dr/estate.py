@@ -24,7 +24,7 @@ from dr.pulumi_env import project_dir, state_base
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.topology import Cluster, Kind, Link, Role, Topology, load_stack_file
+from dr.topology import Cluster, Link, Role, Topology, load_stack_file
 
 if TYPE_CHECKING:
     from dr.connect_rest import ConnectRest
@@ -118,7 +118,7 @@ class Estate:
     def local_cluster(self, name: str) -> LocalCluster:
         """The runtime handle of a local cluster of the topology."""
         c = self.topology.cluster(name)
-        if c.kind is not Kind.LOCAL:
+        if not c.is_local:
             raise ConfigError(
                 f"cluster {name!r} is {c.kind.value}, not local.",
                 "manage external clusters with their own tooling; only local ones run here",
@@ -132,7 +132,7 @@ class Estate:
     def endpoint(self, name: str, user: str = ADMIN_USER) -> Endpoint:
         """How to reach cluster ``name`` as ``user`` (local: generated password; external: stack secret)."""
         c = self.topology.cluster(name)
-        if c.kind is Kind.LOCAL:
+        if c.is_local:
             return self.local_cluster(name).endpoint(user)
         return external_endpoint(c)
 
@@ -231,7 +231,7 @@ class Estate:
                 progress(f"Connect cluster {cc.name} stopping")
                 self.connect(cc.name).stop()
         for c in self.topology.clusters:
-            if c.kind is Kind.LOCAL:
+            if c.is_local:
                 progress(f"cluster {c.name} stopping")
                 self.local_cluster(c.name).stop()
 
@@ -240,7 +240,7 @@ class Estate:
         clusters: list[ClusterStatus] = []
         for c in self.topology.clusters:
             cluster: ClusterStatus = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
-            if c.kind is Kind.LOCAL:
+            if c.is_local:
                 lc = self.local_cluster(c.name)
                 cluster |= {
                     "state": lc.state(),

@@ -178,26 +178,17 @@ def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]
 
     source = topology.cluster(link.source)
     last = history[0] if history else None
+    why: str | None = None
     if source.role is Role.DECOMMISSIONED:
-        return _restart_error(
-            topology.name,
-            link.name,
-            link.source,
-            link.target,
-            last,
-            f"its source {link.source} is decommissioned in the stack",
-        )
-    if last is not None and last.get("source") == link.source and _link_past(last):
-        return _restart_error(
-            topology.name,
-            link.name,
-            link.source,
-            link.target,
-            last,
+        why = f"its source {link.source} is decommissioned in the stack"
+    elif last is not None and last.get("source") == link.source and _link_past(last):
+        why = (
             f"its source {link.source} was failed over by failover {last.get('failover_id')} "
-            f"({_chain(last)}, {last.get('status')})",
+            f"({_chain(last)}, {last.get('status')})"
         )
-    return None
+    if why is None:
+        return None
+    return _restart_error(topology.name, link.name, link.source, link.target, last, why)
 
 
 # ------------------------------------------------------------------------------------ links (commands)
@@ -245,13 +236,18 @@ def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Pr
             raise ClusterError(f"link {name} is still running after the stop.", where)
     finally:
         lock.release()
+    return _link_result(stack, name, link, was, "stopped", t0)
+
+
+def _link_result(stack: str, name: str, link: Link, was: str, now: str, t0: float) -> dict[str, Any]:
+    """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
     return {
         "stack": stack,
         "link": name,
         "source": link.source,
         "target": link.target,
         "was": was,
-        "now": "stopped",
+        "now": now,
         "seconds": round(time.monotonic() - t0, 3),
     }
 
@@ -315,15 +311,7 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
                 mirror.resume()
     finally:
         lock.release()
-    return {
-        "stack": stack,
-        "link": name,
-        "source": link.source,
-        "target": link.target,
-        "was": was,
-        "now": "running",
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+    return _link_result(stack, name, link, was, "running", t0)
 
 
 # ------------------------------------------------------------------------------------ standby (pure)

@@ -45,7 +45,7 @@ class KafkaCluster(pulumi.ComponentResource):
         super().__init__("kafka-dr:index:KafkaCluster", name, None, opts)
         c = args.cluster
         self.role = c.role.value
-        if c.kind is Kind.LOCAL:
+        if c.is_local:
             self.local: LocalKafkaCluster | None = LocalKafkaCluster(
                 f"{c.name}-brokers",
                 LocalKafkaClusterArgs(
@@ -79,7 +79,7 @@ class KafkaCluster(pulumi.ComponentResource):
             bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
             sasl_username=args.admin_username,
             sasl_password=pulumi.Output.secret(args.admin_password),
-            sasl_mechanism=_MECHANISMS[c.sasl_mechanism if c.kind is not Kind.LOCAL else "SCRAM-SHA-512"],
+            sasl_mechanism=_MECHANISMS["SCRAM-SHA-512" if c.is_local else c.sasl_mechanism],
             tls_enabled=tls,
             kafka_version="2.7.0",
             opts=pulumi.ResourceOptions(parent=self),

@@ -85,7 +85,7 @@ def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[
 
 
 def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
-    if cluster.kind is Kind.LOCAL:
+    if cluster.is_local:
         from dr.runtime.credentials import ADMIN_USER
 
         return ADMIN_USER, credentials.password(ADMIN_USER)
@@ -100,7 +100,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     from dr.runtime.credentials import Credentials
 
     credentials = Credentials(state_dir)
-    if any(c.kind is Kind.LOCAL for c in topology.clusters):
+    if any(c.is_local for c in topology.clusters):
         from dr.runtime.credentials import ADMIN_USER, BROKER_USER
 
         for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers
@@ -212,8 +212,8 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
     active = topology.active()
     if active.name in clusters and active.kind is not Kind.CONFLUENT_CLOUD:
         bootstrap = clusters[active.name].bootstrap_servers
-        protocol = "SASL_PLAINTEXT" if active.kind is Kind.LOCAL else active.security_protocol
-        mechanism = "SCRAM-SHA-512" if active.kind is Kind.LOCAL else active.sasl_mechanism
+        protocol = "SASL_PLAINTEXT" if active.is_local else active.security_protocol
+        mechanism = "SCRAM-SHA-512" if active.is_local else active.sasl_mechanism
         out["clientConfigs"] = pulumi.Output.secret(
             {
                 app.name: {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -24,14 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dr.errors import AuthError, ClusterError, ConfigError
+from dr.files import write_atomic
 from dr.kafka_client import Endpoint, admin_client, kafka_errors
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, port_open, wait_until
 from dr.toolchain import toolchain
+from dr.topology.model import PORT_WINDOW
 
 CONTROLLER_OFFSET = 40
 INTERNAL_OFFSET = 20
-PORT_WINDOW = 100
 
 
 @dataclass(frozen=True)
@@ -203,11 +203,7 @@ def properties_escape(text: str) -> str:
 
 def write_properties(path: Path, props: dict[str, str]) -> None:
     """Write a Java properties file readable only by its owner (it holds the broker password)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        for key, value in props.items():
-            f.write(f"{key}={properties_escape(str(value))}\n")
+    write_atomic(path, "".join(f"{key}={properties_escape(str(value))}\n" for key, value in props.items()))
 
 
 class LocalCluster:

@@ -6,12 +6,12 @@ import fcntl
 import json
 import os
 import secrets
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from dr.errors import ConfigError
+from dr.files import write_atomic
 
 #: Principal used between brokers and controllers (PLAIN on the internal listeners).
 BROKER_USER = "broker"
@@ -66,11 +66,7 @@ class Credentials:
             os.close(fd)
 
     def _save(self, data: dict[str, str]) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True))
 
     def password(self, user: str) -> str:
         """The password of ``user``, generated and stored on first use."""

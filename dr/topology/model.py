@@ -172,6 +172,12 @@ class Cluster(_Model):
         return self.kind == Kind.LOCAL
 
     @property
+    def expected_brokers(self) -> int | None:
+        """How many brokers a health check expects: the declared count of a local cluster; None for
+        another kind, whose size this project does not declare."""
+        return self.brokers if self.is_local else None
+
+    @property
     def port_window(self) -> range | None:
         """The ports a local cluster may use, or None for external clusters / no base_port."""
         if not self.is_local or self.base_port is None:

@@ -32,8 +32,6 @@ from __future__ import annotations
 import copy
 import difflib
 import io
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from inspect import isclass
@@ -55,6 +53,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 from ruamel.yaml.tokens import CommentToken
 
 from dr.errors import ConfigError
+from dr.files import write_atomic
 from dr.topology.model import Topology
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
 
@@ -694,16 +693,4 @@ def _diff_lines(text: str) -> list[str]:
 
 def _replace_file(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, keeping its mode (a symlink keeps pointing at it)."""
-    target = path.resolve()
-    mode = target.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mode=None)

@@ -23,7 +23,7 @@ from dr.topology.access import CONNECT_USER
 from dr.topology.model import PORT_WINDOW, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
-    from dr.topology.model import Cluster, Topology
+    from dr.topology.model import Cluster, Link, Topology
 
 __all__ = ["Violation", "find_violations", "raise_for_violations"]
 
@@ -485,13 +485,19 @@ def _one_active(t: Topology) -> Iterator[Violation]:
             "no cluster has role active",
             "set role: active on the cluster the applications write to",
         )
-    for i, c in actives[1:]:
-        first = actives[0][1].name
+    for i, c, first in _after_first(t, Role.ACTIVE):
         yield Violation(
             f"clusters[{i}].role",
             f"cluster {c.name!r} is active but so is {first!r}; an active-passive topology has exactly one",
             f"make {c.name!r} passive (fed by a link from {first!r}) or standby",
         )
+
+
+def _after_first(t: Topology, role: Role) -> Iterator[tuple[int, Cluster, str]]:
+    """``(index, cluster, name of the first)`` of every cluster with ``role`` after the first one."""
+    found = [(i, c) for i, c in enumerate(t.clusters) if c.role == role]
+    for i, c in found[1:]:
+        yield i, c, found[0][1].name
 
 
 def _one_passive_one_standby(t: Topology) -> Iterator[Violation]:
@@ -500,9 +506,7 @@ def _one_passive_one_standby(t: Topology) -> Iterator[Violation]:
         (Role.PASSIVE, "make {name!r} standby (the failover links it when it promotes {first!r}) or decommissioned"),
         (Role.STANDBY, "make {name!r} decommissioned, or keep it in another stack"),
     ):
-        found = [(i, c) for i, c in enumerate(t.clusters) if c.role == role]
-        for i, c in found[1:]:
-            first = found[0][1].name
+        for i, c, first in _after_first(t, role):
             yield Violation(
                 f"clusters[{i}].role",
                 f"cluster {c.name!r} is {role} but so is {first!r}; "
@@ -530,8 +534,7 @@ def _standby_unlinked(t: Topology) -> Iterator[Violation]:
     for j, link in enumerate(t.links):
         if not link.is_running:
             continue
-        for end, direction in (("source", "out of"), ("target", "into")):
-            name = getattr(link, end)
+        for end, direction, name in _ends(link):
             if name in standbys:
                 yield Violation(
                     f"links[{j}].{end}",
@@ -544,11 +547,15 @@ def _standby_unlinked(t: Topology) -> Iterator[Violation]:
 # -- links ------------------------------------------------------------------------------------
 
 
+def _ends(link: Link) -> tuple[tuple[str, str, str], ...]:
+    """``(field, direction, cluster name)`` of the link's source and target, for messages."""
+    return ("source", "out of", link.source), ("target", "into", link.target)
+
+
 def _link_ends(t: Topology) -> Iterator[Violation]:
     by_name = {c.name: c for c in t.clusters}
     for j, link in enumerate(t.links):
-        for end, direction in (("source", "out of"), ("target", "into")):
-            name = getattr(link, end)
+        for end, direction, name in _ends(link):
             cluster = by_name.get(name)
             if cluster is None:
                 yield Violation(
