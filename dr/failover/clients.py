@@ -25,7 +25,7 @@ from dr.kafka_client import Endpoint
 from dr.runtime.cluster import properties_escape
 from dr.topology import Application, Kind
 
-__all__ = ["client_files", "publish_clients", "read_client_config"]
+__all__ = ["client_files", "publish_clients"]
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -87,9 +87,3 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
             }
         )
     return written
-
-
-def read_client_config(state: Path, app: str) -> dict[str, Any]:
-    """The librdkafka settings published for ``app`` (what a moved application loads)."""
-    config: dict[str, Any] = json.loads(client_files(state, app)[1].read_text())
-    return config

@@ -20,8 +20,6 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -473,14 +471,3 @@ class Journal:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     return f"{'.'.join(str(p) for p in err['loc']) or 'the file'}: {err['msg']}"
-
-
-@contextmanager
-def locked(state: Path, stack: str) -> Iterator[StackLock]:
-    """Hold the stack's failover lock for the duration of the block."""
-    lock = StackLock(state, stack)
-    lock.acquire()
-    try:
-        yield lock
-    finally:
-        lock.release()

@@ -8,14 +8,12 @@ reports that it is finished and changes nothing.
 The original topology is read from the journal on resume, never from the stack file (which the
 ``desired-state`` step rewrites): a resumed run can therefore never promote twice.
 
-Test hook: with ``KDR_FAILOVER_CRASH_AFTER=<step name>`` in the environment the process exits
-with status 70 (``os._exit``, no cleanup) right after journaling that step — how the tests kill a
-failover after step *k* and check that the rerun reaches the same end state.
+``on_step`` is called after each step's outcome is journaled (the drill reads the clusters there;
+the tests' crash driver, ``tests/integration/failover_crash_driver.py``, ends the process there).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,12 +29,10 @@ from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult
 from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
-__all__ = ["CRASH_ENV", "CRASH_EXIT", "run_failover", "summarize", "topologies"]
-
-CRASH_ENV = "KDR_FAILOVER_CRASH_AFTER"
-CRASH_EXIT = 70
+__all__ = ["OnStep", "run_failover", "summarize", "topologies"]
 
 OnStep = Callable[[str, StepResult], None]
+"""Called with a step's name and result once its outcome is journaled."""
 
 
 def topologies(
@@ -189,8 +185,6 @@ def run_failover(
                 progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
                 if on_step is not None:
                     on_step(step.name, result)
-                if os.environ.get(CRASH_ENV) == step.name:
-                    os._exit(CRASH_EXIT)
             if probe is not None and journal.is_done("promote"):
                 probe.acked.wait(10)
             _record_probe(journal, probe)

@@ -571,11 +571,6 @@ def clients(ctx: Context) -> StepResult:
 
 
 # ---------------------------------------------------------------------------------- 7 integrity
-def verification_cutoff(journal: Journal) -> int | None:
-    """The verification cut-off of this failover (see :func:`dr.failover.metrics.cutoff_ms`)."""
-    return journal.cutoff_ms()
-
-
 def integrity_check(ctx: Context) -> StepResult:
     """Verify A vs B when A is readable (fencing A first if it came back); defer otherwise.
 
@@ -601,7 +596,7 @@ def integrity_check(ctx: Context) -> StepResult:
             {"verdict": None, "reason": f"{A} unreadable: {a['error']}"},
             f"{A} unreadable: verification deferred until it is back",
         )
-    cutoff = verification_cutoff(ctx.journal)
+    cutoff = ctx.journal.cutoff_ms()
     attempt = ctx.journal.step("integrity").attempts
     out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.failover_id}-{attempt}"
     ctx.say(

@@ -9,12 +9,9 @@ the benchmarks', not this test's: it asserts that they are measured and ordered 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests import REPO_ROOT
+from tests.integration.drill_runner import drctl_drill
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "cycles"
@@ -24,30 +21,7 @@ RTO_AIM = "application RTO"
 def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"))
     out = tmp_path / "drill"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dr.cli",
-            "drill",
-            "--stack",
-            STACK,
-            "--cycles",
-            "3",
-            "--out",
-            str(out),
-            "--warmup",
-            "4",
-            "--rate",
-            "300",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
-        timeout=1800,
-        cwd=REPO_ROOT,
-    )
+    res = drctl_drill(tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", timeout=1800)
     try:
         r = json.loads(res.stdout) if res.stdout.strip() else {}
         cycles = r.get("cycles", [])

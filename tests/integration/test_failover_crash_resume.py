@@ -1,4 +1,4 @@
-"""A failover killed right after step k (``KDR_FAILOVER_CRASH_AFTER``) resumes to the same end state;
+"""A failover killed right after step k (:mod:`tests.integration.failover_crash_driver`) resumes to the same end state;
 and an unplanned failover through the command line with A SIGKILLed.
 
 Each case gets a fresh, cheap estate (A, B and C with one broker each).
@@ -20,13 +20,13 @@ import yaml
 from dr.estate import Estate
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
-from dr.failover.pipeline import CRASH_ENV, CRASH_EXIT
 from dr.failover.steps import STEPS
 from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
+from tests.integration.failover_crash_driver import CRASH_EXIT
 from tests.integration.helpers import produce
 from tests.integration.helpers import teardown_stack as _teardown
 
@@ -59,17 +59,24 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int,
         _teardown(STACK, original, tmp_path / "state" / STACK)
 
 
-def drctl(env: dict[str, str], *args: str, crash_after: str | None = None) -> subprocess.CompletedProcess[str]:
-    extra = {CRASH_ENV: crash_after} if crash_after else {}
-    full = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+def _run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
+        [sys.executable, "-m", *command],
         capture_output=True,
         text=True,
-        env={**full, **env, **extra},
+        env={**os.environ, **env},
         timeout=600,
         cwd=REPO_ROOT,
     )
+
+
+def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return _run(env, "dr.cli", *args)
+
+
+def crash_failover(env: dict[str, str], crash_after: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """The failover of STACK in a process that dies right after ``crash_after`` is journaled."""
+    return _run(env, "tests.integration.failover_crash_driver", "--stack", STACK, "--crash-after", crash_after, *flags)
 
 
 def _cluster_id(state: Path, name: str) -> str | None:
@@ -97,11 +104,11 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
     state = Path(env["KDR_STATE_DIR"]) / STACK
     stack_path = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
     # Only the sequence that crashes after the verification pays for a Spark run.
-    flags = ["--yes", "--json"] + ([] if "integrity" in crashes else ["--skip-verify", "--force-decommission"])
+    waive = [] if "integrity" in crashes else ["--skip-verify", "--force-decommission"]
 
     c_created = None
     for run, crash_after in enumerate(crashes, 1):
-        res = drctl(env, "failover", "--stack", STACK, *flags, crash_after=crash_after)
+        res = crash_failover(env, crash_after, *waive)
         assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
         journal = Journal.load(state)
         assert journal is not None and journal.status == "running" and len(journal.runs) == run
@@ -113,7 +120,7 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
         assert c_created is None or c_now == c_created, "C was created again"
         c_created = c_created or c_now
 
-    final = drctl(env, "failover", "--stack", STACK, *flags)
+    final = drctl(env, "failover", "--stack", STACK, "--yes", "--json", *waive)
     assert final.returncode == 0, final.stderr[-3000:]
     s = json.loads(final.stdout)
     assert s["status"] == "completed" and s["runs"] == len(crashes) + 1

@@ -20,7 +20,7 @@ import yaml
 from confluent_kafka import Consumer
 
 from dr.estate import Estate
-from dr.failover.clients import read_client_config
+from dr.failover.clients import client_files
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
@@ -185,7 +185,7 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     assert groups["billing"]["status"] in ("translated", "partial") and not groups["billing"]["would_skip"]
     translated = committed_offsets(b_admin, "billing")
     assert translated, "MirrorMaker 2 translated the group's offsets"
-    conf = read_client_config(state, "billing")
+    conf = json.loads(client_files(state, "billing")[1].read_text())  # what the moved application loads
     assert conf["bootstrap.servers"] == estate.local_cluster("B").bootstrap
     everything = {k for k in on_b if k != PROBE_KEY.decode()}
     read_on_b = [

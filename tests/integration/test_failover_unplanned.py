@@ -6,12 +6,9 @@ that never reached B; recovery replays them; nothing acknowledged is lost in the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests import REPO_ROOT
+from tests.integration.drill_runner import drctl_drill
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "gameday"
@@ -22,27 +19,7 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
 ) -> None:
     write_local_stack(tmp_path, STACK, stack_ports)
     out = tmp_path / "drill"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dr.cli",
-            "drill",
-            "--stack",
-            STACK,
-            "--unplanned",
-            "--out",
-            str(out),
-            "--warmup",
-            "4",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KDR_STACK_DIR": str(tmp_path)},
-        timeout=900,
-        cwd=REPO_ROOT,
-    )
+    res = drctl_drill(tmp_path, STACK, out, "--unplanned", "--warmup", "4", timeout=900)
     try:
         assert res.returncode == 0, res.stderr[-5000:]
         r = json.loads(res.stdout)
@@ -79,9 +56,10 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
         assert r["lost_after_recovery"] == 0
         assert r["consumer"]["skipped"] == 0 and r["consumer"]["read_on_target"] > 0
         assert r["producer"]["acked_on_target"] > 0
-        assert [v["clean"] for v in r["verdicts"]] == [False, True] or r["never_reached_target"] == 0
+        # the verification of run 2 lists what never reached B; after the recovery run 3 verifies clean
+        assert [v["clean"] for v in r["verdicts"]] == ([False, True] if r["never_reached_target"] else [True])
         assert Path(r["report_html"]).is_file()
         assert (out / "drill.json").is_file()
-        assert "RPO estimate" in res.stderr or r["rpo"]["estimate"] is not None
+        assert "RPO estimate" in res.stderr, "the preflight of the run without A printed its RPO estimate"
     finally:
         assert not jvms_under(out), "the drill left JVMs running"
