@@ -15,12 +15,19 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import BaseModel
 
 from dr.errors import FailoverError
+
+if TYPE_CHECKING:
+    from click.decorators import FC
+
+    from dr.failover.summary import FailoverSummary
 
 __all__ = ["drill", "failover", "failover_commands", "status"]
 
@@ -30,6 +37,11 @@ def progress(message: str) -> None:
     click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
 
 
+def _shown(*decls: str, **attrs: Any) -> Callable[[FC], FC]:
+    """A click option whose default ``--help`` shows."""
+    return click.option(*decls, show_default=True, **attrs)
+
+
 def _paths(stack: str) -> tuple[Path, Path]:
     from dr.estate import stack_file, state_dir
 
@@ -37,7 +49,7 @@ def _paths(stack: str) -> tuple[Path, Path]:
 
 
 @click.command("failover")
-@click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to fail over.")
+@_shown("--stack", default="local", help="Stack whose Pulumi.<stack>.yaml to fail over.")
 @click.option(
     "--mode",
     type=click.Choice(["planned", "unplanned"]),
@@ -54,11 +66,10 @@ def _paths(stack: str) -> tuple[Path, Path]:
     is_flag=True,
     help="Do not run the verification (then A is only decommissioned with --force-decommission).",
 )
-@click.option(
+@_shown(
     "--drain-timeout",
     type=click.FloatRange(min=0),
     default=60.0,
-    show_default=True,
     help="Seconds to wait for the link lag to reach 0 (planned).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
@@ -78,11 +89,10 @@ def failover(
     Every step is journaled; rerunning resumes where a refused or crashed run stopped, and a
     finished failover run again changes nothing.
     """
-    from dr.failover.converge import read_stack_config
     from dr.failover.journal import Journal
-    from dr.failover.pipeline import run_failover
+    from dr.failover.pipeline import already_finished, run_failover
     from dr.failover.plan import plan_failover
-    from dr.failover.render import render_plan, render_summary
+    from dr.failover.render import render_plan
     from dr.failover.steps import FailoverOptions
 
     stack_path, state = _paths(stack)
@@ -97,11 +107,7 @@ def failover(
         plan = plan_failover(stack=stack, stack_path=stack_path, state=state, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return
-    journal = Journal.load(state)
-    finished = (
-        journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config
-    )
-    if not yes and not finished:
+    if not yes and not already_finished(Journal.load(state), stack_path):
         if not sys.stdin.isatty():
             raise FailoverError(
                 f"refusing to fail over stack '{stack}' without confirmation.",
@@ -117,10 +123,9 @@ def failover(
 
         journal = Journal.load(state)
         if journal is not None:
-            summary = summarize(journal)
-            click.echo(_json(summary) if as_json else render_summary(summary))
+            click.echo(_result(summarize(journal), as_json))
         raise
-    click.echo(_json(summary) if as_json else render_summary(summary))
+    click.echo(_result(summary, as_json))
 
 
 def _json(model: BaseModel) -> str:
@@ -128,12 +133,18 @@ def _json(model: BaseModel) -> str:
     return json.dumps(model.model_dump(mode="json"), indent=2)
 
 
+def _result(summary: FailoverSummary, as_json: bool) -> str:
+    from dr.failover.render import render_summary
+
+    return _json(summary) if as_json else render_summary(summary)
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
 @click.command("status")
-@click.option("--stack", default="local", show_default=True)
+@_shown("--stack", default="local")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON on stdout.")
 @click.option("--isr", is_flag=True, help="Show leader, replicas and in-sync replicas of every partition.")
 def status(stack: str, as_json: bool, isr: bool) -> None:
@@ -155,7 +166,7 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
 
 
 @click.command("drill")
-@click.option("--stack", default="local", show_default=True, help="Stack file to copy for the drill.")
+@_shown("--stack", default="local", help="Stack file to copy for the drill.")
 @click.option("--unplanned", is_flag=True, help="SIGKILL A mid-traffic instead of a planned failover.")
 @click.option(
     "--out",
@@ -163,10 +174,8 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
     default=None,
     help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].",
 )
-@click.option("--rate", type=click.IntRange(min=1), default=500, show_default=True, help="Records per second.")
-@click.option(
-    "--warmup", type=click.FloatRange(min=1), default=6.0, show_default=True, help="Seconds of traffic before A fails."
-)
+@_shown("--rate", type=click.IntRange(min=1), default=500, help="Records per second.")
+@_shown("--warmup", type=click.FloatRange(min=1), default=6.0, help="Seconds of traffic before A fails.")
 @click.option(
     "--base-port",
     type=click.IntRange(1024, 65000),
@@ -174,11 +183,10 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
     help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.",
 )
 @click.option("--keep", is_flag=True, help="Leave the drill's clusters running at the end.")
-@click.option(
+@_shown(
     "--cycles",
     type=click.IntRange(1, 12),
     default=1,
-    show_default=True,
     help="Failovers in a row: A→B→C, then B→C→A (the old active rebuilt as standby), then C→A→B...",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")

@@ -649,24 +649,7 @@ def _cycle(
             f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {topic} at "
             f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
         )
-        time.sleep(options.warmup_s)
-        if traffic.group:
-            progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
-            if not wait_until(
-                lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), 60, interval=0.5
-            ):
-                raise ClusterError(
-                    f"the link never synced group {traffic.group} to {B} within 60s.",
-                    "read the MirrorMaker 2 log under <out>/state/links/",
-                )
-        if options.unplanned:
-            progress(
-                f"drill: SIGKILL every node of {A} mid-traffic "
-                f"({len(traffic.producer.acked)} records acknowledged so far)"
-            )
-            estate.local_cluster(A).kill()
-            wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
-        traffic.snapshots.stop()
+        _fail_source(options, estate, traffic, A, B, progress)
         holdings, summary = _fail_over(options, stack_path, state, estate, traffic, progress)
         result["failover_first_run"] = summary.model_dump(
             mode="json", include={"status", "rto_s", "a_b_c_s", "rpo_estimate"}
@@ -676,20 +659,7 @@ def _cycle(
         result["preview_after_failover"] = preview.changes
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
-        final_b = read_keys(estate.endpoint(B), topic)
-        if traffic.consumer is not None and traffic.group:
-            result["consumer"] = _consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
-        acked_a = traffic.producer.acked_on(A)
-        result["producer"] = {
-            "acked_on_source": len(acked_a),
-            "acked_on_target": len(traffic.producer.acked_on(B)),
-            "not_acknowledged": len(traffic.producer.failed),
-            "moved_at": [t for t, _c in traffic.producer.moves],
-        }
-        result["application_rto"] = application_rto(
-            traffic.producer, traffic.consumer, A, B, traffic.producer_app.name, traffic.group
-        )
-        result["lost_after_recovery"] = len(acked_a - set(final_b))
+        result.update(_applications(estate, traffic, A, B, prefix))
         rpo = summary.rpo_estimate or {}
         verdicts = result["verdicts"]
         result.update(
@@ -707,6 +677,45 @@ def _cycle(
     finally:
         traffic.stop()
     return result
+
+
+def _fail_source(options: DrillOptions, estate: Estate, traffic: _Traffic, A: str, B: str, progress: Progress) -> None:
+    """Traffic for the warm-up, the group's offsets synced to B once; unplanned: SIGKILL A."""
+    time.sleep(options.warmup_s)
+    if traffic.group:
+        progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
+        if not wait_until(lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), 60, interval=0.5):
+            raise ClusterError(
+                f"the link never synced group {traffic.group} to {B} within 60s.",
+                "read the MirrorMaker 2 log under <out>/state/links/",
+            )
+    if options.unplanned:
+        progress(
+            f"drill: SIGKILL every node of {A} mid-traffic ({len(traffic.producer.acked)} records acknowledged so far)"
+        )
+        estate.local_cluster(A).kill()
+        wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
+    traffic.snapshots.stop()
+
+
+def _applications(estate: Estate, traffic: _Traffic, A: str, B: str, prefix: str) -> dict[str, Any]:
+    """What the applications saw, against what B finally holds: consumer, producer, their RTO, the loss."""
+    final_b = read_keys(estate.endpoint(B), traffic.topic)
+    found: dict[str, Any] = {}
+    if traffic.consumer is not None and traffic.group:
+        found["consumer"] = _consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
+    acked_a = traffic.producer.acked_on(A)
+    found["producer"] = {
+        "acked_on_source": len(acked_a),
+        "acked_on_target": len(traffic.producer.acked_on(B)),
+        "not_acknowledged": len(traffic.producer.failed),
+        "moved_at": [t for t, _c in traffic.producer.moves],
+    }
+    found["application_rto"] = application_rto(
+        traffic.producer, traffic.consumer, A, B, traffic.producer_app.name, traffic.group
+    )
+    found["lost_after_recovery"] = len(acked_a - set(final_b))
+    return found
 
 
 def _fail_over(

@@ -18,7 +18,10 @@ from dr.errors import FailoverError
 from dr.estate import Progress
 from dr.kafka_client import Endpoint
 
-__all__ = ["Verdict", "missing_records", "recover", "verify"]
+__all__ = ["CLASSES", "Verdict", "missing_records", "recover", "verify"]
+
+#: The verification's classes of offending records.
+CLASSES = ("missing", "unexpected", "duplicated", "corrupted")
 
 
 class Verdict(BaseModel):
@@ -89,59 +92,29 @@ def verify(
     """
     v = _import_verification()
     t0 = time.monotonic()
-    from dr.offsets import end_offsets
-
-    ends = [end_offsets(source, topics), end_offsets(target, topics)]
-    with_records = {t for side in ends for (t, _p), n in side.items() if n}
-    on_source = {t for (t, _p) in ends[0]}
-    topics = [t for t in topics if t in on_source or t in with_records]
-    if not with_records:
+    topics_read = _topics_to_verify(source, target, topics)
+    if topics_read is None:
         return Verdict(
             clean=True,
-            counts={c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
+            counts={c: 0 for c in CLASSES},
             cutoff_ms=cutoff_ms,
             report_dir="",
             html="(no records on either side: nothing to verify)",
         )
-    src_side = v.KafkaSide(endpoint=source, name=source_name, stack=stack)
-    dst_side = v.KafkaSide(endpoint=target, name=target_name, stack=stack)
+    job: dict[str, Any] = {
+        "source": v.KafkaSide(endpoint=source, name=source_name, stack=stack),
+        "target": v.KafkaSide(endpoint=target, name=target_name, stack=stack),
+        "out_dir": out_dir,
+        "topics": topics_read,
+        "cutoff_ms": cutoff_ms,
+        "progress": progress,
+    }
     result, started_from = None, None
     if audit_link and stack and state_dir is not None and source_name and target_name:
-        from verification.audit import state_file
-        from verification.from_audit import verify_from_audit
-
-        try:
-            path = state_file(Path(state_dir), audit_link)
-        except Exception as exc:  # a link name that cannot name a file: no audit state to use
-            path, started_from = None, {"audit": False, "reason": str(exc)}
-        if path is not None:
-            started = verify_from_audit(
-                source=src_side,
-                target=dst_side,
-                out_dir=out_dir,
-                topics=topics,
-                cutoff_ms=cutoff_ms,
-                state_file=path,
-                stack=stack,
-                link=audit_link,
-                source_cluster=source_name,
-                target_cluster=target_name,
-                progress=progress,
-                context=context,
-            )
-            result, started_from = started.result, started.started_from
+        result, started_from = _from_audit(job, context, Path(state_dir), stack, audit_link, source_name, target_name)
     if result is None:
-        result = v.run_verification(
-            source=src_side,
-            target=dst_side,
-            out_dir=out_dir,
-            topics=topics,
-            cutoff_ms=cutoff_ms,
-            progress=progress,
-            context=context,
-        )
-    classes = ("missing", "unexpected", "duplicated", "corrupted")
-    per_topic = {t: {c: int(row[c]) for c in classes} for t, row in result.summary["topics"].items()}
+        result = v.run_verification(**job, context=context)
+    per_topic = {t: {c: int(row[c]) for c in CLASSES} for t, row in result.summary["topics"].items()}
     return Verdict(
         clean=result.clean,
         counts=result.counts(),
@@ -152,6 +125,48 @@ def verify(
         seconds=round(time.monotonic() - t0, 3),
         started_from=started_from,
     )
+
+
+def _topics_to_verify(source: Endpoint, target: Endpoint, topics: list[str]) -> list[str] | None:
+    """The topics the job gets (on the source, or with records on the target); None when no topic holds a record."""
+    from dr.offsets import end_offsets
+
+    ends = [end_offsets(source, topics), end_offsets(target, topics)]
+    with_records = {t for side in ends for (t, _p), n in side.items() if n}
+    if not with_records:
+        return None
+    on_source = {t for (t, _p) in ends[0]}
+    return [t for t in topics if t in on_source or t in with_records]
+
+
+def _from_audit(
+    job: dict[str, Any],
+    context: dict[str, Any] | None,
+    state_dir: Path,
+    stack: str,
+    link: str,
+    source_name: str,
+    target_name: str,
+) -> tuple[Any, dict[str, Any] | None]:
+    """The check started from the link's last audit: ``(result, started_from)``; the result is None when
+    no audit state can be used (``started_from`` then says why, or is None when the job decides later)."""
+    from verification.audit import state_file
+    from verification.from_audit import verify_from_audit
+
+    try:
+        path = state_file(state_dir, link)
+    except Exception as exc:  # a link name that cannot name a file: no audit state to use
+        return None, {"audit": False, "reason": str(exc)}
+    started = verify_from_audit(
+        **job,
+        state_file=path,
+        stack=stack,
+        link=link,
+        source_cluster=source_name,
+        target_cluster=target_name,
+        context=context,
+    )
+    return started.result, started.started_from
 
 
 def recover(

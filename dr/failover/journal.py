@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dr.errors import ConfigError, LockHeld
+from dr.failover.probe import ProbeResult
 
 if TYPE_CHECKING:
     from dr.failover.integrity import Verdict
@@ -175,15 +176,11 @@ class RunEntry(_Record):
     interrupted_noticed_at: float | None = None
 
 
-class ProbeRecord(_Record):
-    """The RTO probe's first acknowledged write (:class:`~dr.failover.probe.ProbeResult`) and its principal."""
+class ProbeRecord(ProbeResult):
+    """The RTO probe's first acknowledged write and the application principal that wrote it."""
 
-    acked_at: float
-    timestamp_ms: int
-    topic: str
-    partition: int
-    offset: int
-    attempts: int
+    model_config = ConfigDict(extra="allow")
+
     application: str | None = None
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeGuard
 
 from dr.errors import DRError, FailoverError
 from dr.estate import Progress
@@ -25,11 +26,11 @@ from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
 from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
-from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, StepResult
+from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
-__all__ = ["OnStep", "run_failover", "summarize", "topologies"]
+__all__ = ["OnStep", "already_finished", "run_failover", "summarize", "topologies"]
 
 OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
@@ -110,6 +111,12 @@ def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
     )
 
 
+def already_finished(journal: Journal | None, stack_path: Path) -> TypeGuard[Journal]:
+    """True when ``journal`` is of a finished failover whose desired state is still the stack file's:
+    running the failover again changes nothing."""
+    return journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config
+
+
 def run_failover(
     *,
     stack: str,
@@ -123,12 +130,13 @@ def run_failover(
     """Fail ``stack`` over (or resume its failover); return the summary (see :func:`summarize`).
 
     Raises :class:`~dr.errors.FailoverError` when a step refuses (the journal keeps what was done;
-    a rerun resumes) and :class:`~dr.errors.LockHeld` when another run holds the lock.
+    a rerun resumes) and :class:`~dr.errors.LockHeld` when another run holds the lock. ``on_step``
+    is called after each step's outcome is journaled.
     """
     stack_path, state = Path(stack_path), Path(state)
     with StackLock(state, stack):
         journal = Journal.load(state)
-        if journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config:
+        if already_finished(journal, stack_path):
             progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
             return summarize(journal, already_finished=True)
         resuming = journal is not None and not journal.finished
@@ -149,58 +157,68 @@ def run_failover(
             progress=progress,
         )
         journal.begin_run(mode=mode, options=options.to_dict())
-        verb = "resuming" if resuming else "starting"
         progress(
-            f"{verb} {mode} failover {journal.failover_id} of stack {stack}: "
+            f"{'resuming' if resuming else 'starting'} {mode} failover {journal.failover_id} of stack {stack}: "
             f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
         )
-        probe = _start_probe(ctx)
-        outcome = "failed"
-        try:
-            for number, step in enumerate(STEPS, 1):
-                label = f"[{number}/{len(STEPS)}] {step.name}"
-                if journal.is_done(step.name):
-                    progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
-                    continue
-                progress(f"{label}: {step.description}")
-                journal.start_step(step.name, step.inputs(ctx))
-                t0 = time.monotonic()
-                try:
-                    result = step.run(ctx)
-                except DRError as exc:
-                    journal.finish_step(step.name, "failed", {}, time.monotonic() - t0, error=str(exc))
-                    raise
-                except Exception as exc:
-                    journal.finish_step(
-                        step.name, "failed", {}, time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}"
-                    )
-                    raise FailoverError(
-                        f"step {step.name} failed unexpectedly: {type(exc).__name__}: {exc}",
-                        "read the journal and the cluster logs; rerun to resume from this step",
-                    ) from exc
-                journal.finish_step(step.name, result.status, result.journaled(), time.monotonic() - t0)
-                if step.name == "desired-state":
-                    journal.measure(abc_done_at=round(time.time(), 3), abc_run=len(journal.runs))
-                _record_probe(journal, probe)
-                progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
-                if on_step is not None:
-                    on_step(step.name, result)
-            if probe is not None and journal.is_done("promote"):
-                probe.acked.wait(10)
-            _record_probe(journal, probe)
-            pending = [s.name for s in STEPS if not journal.is_done(s.name)]
-            outcome = "pending" if pending else "completed"
-            journal.set_status(outcome)
-        except DRError:
-            journal.set_status("failed")
-            raise
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt)
-            outcome = "interrupted"
-            journal.set_status("interrupted")
-            raise
-        finally:
-            if probe is not None:
-                probe.stop()
-                _record_probe(journal, probe)
-            journal.end_run(outcome)
+        _run_steps(ctx, on_step)
         return summarize(journal)
+
+
+def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
+    """Every step not done yet, in order, with the RTO probe writing to B meanwhile; the run's end journaled."""
+    journal = ctx.journal
+    probe = _start_probe(ctx)
+    outcome = "failed"
+    try:
+        for number, step in enumerate(STEPS, 1):
+            label = f"[{number}/{len(STEPS)}] {step.name}"
+            if journal.is_done(step.name):
+                ctx.progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
+                continue
+            ctx.progress(f"{label}: {step.description}")
+            t0 = time.monotonic()
+            result = _run_step(ctx, step)
+            _record_probe(journal, probe)
+            ctx.progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
+            if on_step is not None:
+                on_step(step.name, result)
+        if probe is not None and journal.is_done("promote"):
+            probe.acked.wait(10)
+        _record_probe(journal, probe)
+        outcome = "completed" if all(journal.is_done(s.name) for s in STEPS) else "pending"
+        journal.set_status(outcome)
+    except DRError:
+        journal.set_status("failed")
+        raise
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt)
+        outcome = "interrupted"
+        journal.set_status("interrupted")
+        raise
+    finally:
+        if probe is not None:
+            probe.stop()
+            _record_probe(journal, probe)
+        journal.end_run(outcome)
+
+
+def _run_step(ctx: Context, step: Step) -> StepResult:
+    """Run one step and journal its start and its result — a failure too, then raised as a FailoverError."""
+    journal = ctx.journal
+    journal.start_step(step.name, step.inputs(ctx))
+    t0 = time.monotonic()
+    try:
+        result = step.run(ctx)
+    except DRError as exc:
+        journal.finish_step(step.name, "failed", {}, time.monotonic() - t0, error=str(exc))
+        raise
+    except Exception as exc:
+        journal.finish_step(step.name, "failed", {}, time.monotonic() - t0, error=f"{type(exc).__name__}: {exc}")
+        raise FailoverError(
+            f"step {step.name} failed unexpectedly: {type(exc).__name__}: {exc}",
+            "read the journal and the cluster logs; rerun to resume from this step",
+        ) from exc
+    journal.finish_step(step.name, result.status, result.journaled(), time.monotonic() - t0)
+    if step.name == "desired-state":
+        journal.measure(abc_done_at=round(time.time(), 3), abc_run=len(journal.runs))
+    return result

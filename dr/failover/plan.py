@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from dr.errors import ClusterError, ConfigError, FailoverError
 from dr.estate import Estate
-from dr.failover.converge import read_stack_config
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
@@ -188,11 +187,11 @@ def plan_failover(
     *, stack: str, stack_path: Path, state: Path, options: FailoverOptions, observe: bool = True
 ) -> FailoverPlan | FinishedPlan:
     """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
-    from dr.failover.pipeline import topologies
+    from dr.failover.pipeline import already_finished, topologies
 
     stack_path, state = Path(stack_path), Path(state)
     journal = Journal.load(state)
-    if journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config:
+    if already_finished(journal, stack_path):
         return FinishedPlan(stack=stack, summary=summarize(journal))
     original, desired, resuming = topologies(stack, stack_path, journal, options.mode)
     resumed = journal if resuming else None

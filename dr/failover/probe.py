@@ -23,8 +23,9 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
 from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict
 
 from dr.errors import InternalError
 from dr.kafka_client import PROBE_KEY, SILENT, Endpoint
@@ -34,9 +35,10 @@ __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_un
 PROBE_HEADER = ("kdr-probe", b"rto")
 
 
-@dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(BaseModel):
     """The first acknowledged probe write."""
+
+    model_config = ConfigDict(frozen=True)
 
     acked_at: float
     """Wall-clock time (epoch seconds) of the acknowledgement."""
@@ -49,7 +51,7 @@ class ProbeResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return asdict(self)
+        return self.model_dump(mode="json")
 
 
 def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult | None, str | None]:

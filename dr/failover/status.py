@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ from dr.errors import ClusterError, ConfigError, DRError, FailoverError
 from dr.estate import Estate
 from dr.failover.health import cluster_health
 from dr.failover.journal import Journal
-from dr.failover.metrics import encode_offsets, lag
+from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
+from dr.kafka_client import Endpoint
 from dr.offsets import committed_offsets, end_offsets
-from dr.topology import Kind, Role, load_stack_file
+from dr.topology import Application, Cluster, Kind, Link, Role, Topology, load_stack_file
 
 __all__ = ["LastFailover", "StepState", "lock_held", "raise_for_problems", "status_problems", "status_report"]
 
@@ -75,100 +77,116 @@ def status_report(
     """The status of ``stack`` as a JSON-able dict (see the module doc)."""
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
-    topics = [t.name for t in topology.topics]
-    endpoints: dict[str, Any] = {}
-    ends: dict[str, dict[tuple[str, int], int]] = {}
-    clusters = []
-    for c in topology.clusters:
-        entry: dict[str, Any] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
-        if c.kind is Kind.LOCAL:
-            lc = estate.local_cluster(c.name)
-            entry.update(
-                process=lc.state(), bootstrap=lc.bootstrap, brokers_declared=c.brokers, running_nodes=lc.running_nodes()
-            )
-            if entry["process"] in ("absent", "stopped"):
-                clusters.append(entry)
-                continue
-        else:
-            entry["bootstrap"] = c.bootstrap_servers
-        try:
-            ep = estate.endpoint(c.name)
-        except ConfigError as exc:
-            entry["error"] = exc.problem
-            clusters.append(entry)
-            continue
-        health = cluster_health(
-            ep,
-            expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
-            topics=topics if c.holds_topics else None,
-            isr=isr,
-        )
-        h = health.to_dict()
-        if not isr:
-            h.pop("partitions")
-        entry["health"] = h
-        if health.reachable:
-            endpoints[c.name] = ep
-            try:
-                ends[c.name] = end_offsets(ep, topics)
-                entry["end_offsets"] = encode_offsets(ends[c.name])
-                if snapshot and c.role in (Role.ACTIVE, Role.PASSIVE):
-                    record_offsets(Path(state), c.name, ends[c.name])
-            except ClusterError as exc:
-                entry["error"] = exc.problem
-        clusters.append(entry)
-    links = []
-    for link in topology.links:
-        entry = {
-            "name": link.name,
-            "source": link.source,
-            "target": link.target,
-            "state": link.state.value,
-            "engine": link.engine.value,
-        }
-        if link.is_running and topology.runs_on_connect(link):
-            entry.update(_connect_link(estate, link.name, link.connect or ""))
-        elif topology.both_local(link):
-            entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
-        if link.source in ends and link.target in ends:
-            wanted = {t.name for t in topology.topics_for(link)}
-            per = {tp: n for tp, n in lag(ends[link.source], ends[link.target]).items() if tp[0] in wanted}
-            entry.update(lag=encode_offsets(per), total_lag=sum(per.values()))
-        else:
-            entry["error"] = "lag unknown: a side is unreachable"
-        links.append(entry)
-    groups = []
-    for app in topology.principals.applications:
-        if not app.consumer_group:
-            continue
-        entry = {"group": app.consumer_group, "application": app.name, "topics": app.consumes, "positions": {}}
-        for name, ep in endpoints.items():
-            if not topology.cluster(name).holds_topics:
-                continue
-            try:
-                done = {tp: n for tp, n in committed_offsets(ep, app.consumer_group).items() if tp[0] in app.consumes}
-            except ClusterError as exc:
-                entry["positions"][name] = {"error": exc.problem}
-                continue
-            behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in ends.get(name, {}).items() if tp[0] in app.consumes}
-            entry["positions"][name] = {
-                "committed": encode_offsets(done),
-                "committed_total": sum(done.values()),
-                "lag_total": sum(behind.values()),
-            }
-        groups.append(entry)
+    seen = _Seen()
+    clusters = [_cluster_entry(estate, c, seen, isr=isr, snapshot=snapshot) for c in topology.clusters]
     journal = Journal.load(Path(state))
-    last = LastFailover.of(journal, lock_held(Path(state))).model_dump(mode="json") if journal is not None else None
     report = {
         "stack": stack,
         "failover_done": topology.failover_done,
         "clusters": clusters,
-        "links": links,
-        "consumer_groups": groups,
-        "last_failover": last,
+        "links": [_link_entry(estate, link, seen.ends) for link in topology.links],
+        "consumer_groups": [
+            _group_entry(topology, app, seen) for app in topology.principals.applications if app.consumer_group
+        ],
+        "last_failover": LastFailover.of(journal, lock_held(Path(state))).model_dump(mode="json")
+        if journal is not None
+        else None,
     }
     report["problems"] = status_problems(report)
     return report
+
+
+@dataclass
+class _Seen:
+    """What the cluster entries found, for the link and group entries: endpoints of the clusters
+    that answer, and their end offsets."""
+
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    ends: dict[str, Offsets] = field(default_factory=dict)
+
+
+def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool) -> dict[str, Any]:
+    """One cluster: role, process (local), health and end offsets (recorded for the RPO estimate)."""
+    entry: dict[str, Any] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
+    if c.kind is Kind.LOCAL:
+        lc = estate.local_cluster(c.name)
+        entry.update(
+            process=lc.state(), bootstrap=lc.bootstrap, brokers_declared=c.brokers, running_nodes=lc.running_nodes()
+        )
+        if entry["process"] in ("absent", "stopped"):
+            return entry
+    else:
+        entry["bootstrap"] = c.bootstrap_servers
+    try:
+        ep = estate.endpoint(c.name)
+    except ConfigError as exc:
+        entry["error"] = exc.problem
+        return entry
+    topics = [t.name for t in estate.topology.topics]
+    health = cluster_health(
+        ep,
+        expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
+        topics=topics if c.holds_topics else None,
+        isr=isr,
+    )
+    h = health.to_dict()
+    if not isr:
+        h.pop("partitions")
+    entry["health"] = h
+    if health.reachable:
+        seen.endpoints[c.name] = ep
+        try:
+            seen.ends[c.name] = end_offsets(ep, topics)
+            entry["end_offsets"] = encode_offsets(seen.ends[c.name])
+            if snapshot and c.role in (Role.ACTIVE, Role.PASSIVE):
+                record_offsets(estate.state, c.name, seen.ends[c.name])
+        except ClusterError as exc:
+            entry["error"] = exc.problem
+    return entry
+
+
+def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> dict[str, Any]:
+    """One link: state, engine, whether it runs (process or connectors) and its lag per partition."""
+    topology = estate.topology
+    entry: dict[str, Any] = {
+        "name": link.name,
+        "source": link.source,
+        "target": link.target,
+        "state": link.state.value,
+        "engine": link.engine.value,
+    }
+    if link.is_running and topology.runs_on_connect(link):
+        entry.update(_connect_link(estate, link.name, link.connect or ""))
+    elif topology.both_local(link):
+        entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
+    if link.source in ends and link.target in ends:
+        wanted = {t.name for t in topology.topics_for(link)}
+        per = {tp: n for tp, n in lag(ends[link.source], ends[link.target]).items() if tp[0] in wanted}
+        entry.update(lag=encode_offsets(per), total_lag=sum(per.values()))
+    else:
+        entry["error"] = "lag unknown: a side is unreachable"
+    return entry
+
+
+def _group_entry(topology: Topology, app: Application, seen: _Seen) -> dict[str, Any]:
+    """One application's consumer group: committed offsets and lag on every cluster that answers."""
+    group = app.consumer_group or ""
+    entry: dict[str, Any] = {"group": group, "application": app.name, "topics": app.consumes, "positions": {}}
+    for name, ep in seen.endpoints.items():
+        if not topology.cluster(name).holds_topics:
+            continue
+        try:
+            done = {tp: n for tp, n in committed_offsets(ep, group).items() if tp[0] in app.consumes}
+        except ClusterError as exc:
+            entry["positions"][name] = {"error": exc.problem}
+            continue
+        behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in seen.ends.get(name, {}).items() if tp[0] in app.consumes}
+        entry["positions"][name] = {
+            "committed": encode_offsets(done),
+            "committed_total": sum(done.values()),
+            "lag_total": sum(behind.values()),
+        }
+    return entry
 
 
 def lock_held(state: Path) -> bool:

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,23 +12,9 @@ from dr.errors import ConfigError, LockHeld
 from dr.failover.journal import Journal, StackLock
 from dr.failover.steps import STEPS
 from dr.failover.summary import summarize
-from tests import REPO_ROOT
+from tests.unit.failover_helpers import lock_held_elsewhere, new_journal
 
 NAMES = [s.name for s in STEPS]
-
-
-def _journal(state: Path) -> Journal:
-    return Journal.create(
-        state,
-        stack="unit",
-        mode="planned",
-        source="A",
-        target="B",
-        standby="C",
-        original_config={"kafka-dr:failoverDone": False},
-        desired_config={"kafka-dr:failoverDone": True},
-        steps=NAMES,
-    )
 
 
 def test_steps_are_the_eight_of_the_design_in_order() -> None:
@@ -50,7 +32,7 @@ def test_steps_are_the_eight_of_the_design_in_order() -> None:
 
 
 def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     j.begin_run(mode="planned", options={"force": False})
     j.start_step("preflight", {"mode": "planned"})
     j.finish_step("preflight", "done", {"lag_total": 0}, 0.25)
@@ -78,16 +60,16 @@ def test_journal_records_steps_and_reloads_identically(tmp_path: Path) -> None:
     ],
 )
 def test_only_done_and_skipped_steps_are_skipped_on_resume(tmp_path: Path, status: str, done: bool) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     j.start_step("integrity", {})
     j.finish_step("integrity", status, {}, 1.0)
     assert j.is_done("integrity") is done
 
 
 def test_a_new_failover_archives_the_finished_one(tmp_path: Path) -> None:
-    first = _journal(tmp_path)
+    first = new_journal(tmp_path)
     first.set_status("completed")
-    second = _journal(tmp_path)
+    second = new_journal(tmp_path)
     archived = tmp_path / "failover" / f"journal-{first.failover_id}.json"
     assert archived.exists() and json.loads(archived.read_text())["status"] == "completed"
     assert second.failover_id != first.failover_id
@@ -103,7 +85,7 @@ def test_a_corrupt_journal_is_refused_with_a_next_step(tmp_path: Path) -> None:
 
 
 def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     run = j.begin_run(mode="planned", options={})
     start = run.started_at
     j.measure(
@@ -128,33 +110,11 @@ def test_summary_computes_rto_and_abc_from_the_journal(tmp_path: Path) -> None:
     assert s.pending == NAMES
 
 
-_HOLDER = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from dr.failover.journal import StackLock
-    StackLock(Path(sys.argv[1]), "unit").acquire()
-    print("locked", flush=True)
-    time.sleep(120)
-""")
-
-
 def test_a_second_holder_is_refused_naming_the_pid_and_a_killed_holder_frees_the_lock(tmp_path: Path) -> None:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LockHeld) as err:
-            StackLock(tmp_path, "unit").acquire()
-        assert f"pid {holder.pid}" in str(err.value)
-        assert err.value.exit_code == 7
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
+    with lock_held_elsewhere(tmp_path) as holder, pytest.raises(LockHeld) as err:
+        StackLock(tmp_path, "unit").acquire()
+    assert f"pid {holder.pid}" in str(err.value)
+    assert err.value.exit_code == 7
     lock = StackLock(tmp_path, "unit")
     lock.acquire()  # the kernel released the dead holder's lock: no stale lock after a crash
     assert lock.holder() == os.getpid()
@@ -162,7 +122,7 @@ def test_a_second_holder_is_refused_naming_the_pid_and_a_killed_holder_frees_the
 
 
 def test_a_run_that_ended_without_recording_it_is_marked_interrupted(tmp_path: Path) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     j.begin_run(mode="planned", options={})
     j.start_step("preflight", {})
     j.finish_step("preflight", "done", {}, 0.5)
@@ -177,7 +137,7 @@ def test_a_run_that_ended_without_recording_it_is_marked_interrupted(tmp_path: P
 
 
 def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Path) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     first = j.begin_run(mode="planned", options={})
     j.end_run("failed")
     second = j.begin_run(mode="planned", options={})
@@ -200,36 +160,22 @@ def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Pa
 def test_decommission_refusal_advice_fits_the_classes_found() -> None:
     from dr.failover.steps import refusal_advice
 
-    only_dupes = refusal_advice(
-        {"missing": 0, "unexpected": 0, "duplicated": 3, "corrupted": 0},
-        stack="s",
-        source="A",
-        target="B",
-        report_dir="/r",
-    )
+    def advice(missing: int = 0, unexpected: int = 0, duplicated: int = 0, corrupted: int = 0) -> str:
+        counts = {"missing": missing, "unexpected": unexpected, "duplicated": duplicated, "corrupted": corrupted}
+        return refusal_advice(counts, stack="s", source="A", target="B", report_dir="/r")
+
+    only_dupes = advice(duplicated=3)
     assert "drctl recover" in only_dupes and "does not remove them" in only_dupes
     assert "recover --report" not in only_dupes, "duplicates are not fixed by recover"
     assert "--force-decommission" in only_dupes
-    missing = refusal_advice(
-        {"missing": 5, "unexpected": 0, "duplicated": 0, "corrupted": 0},
-        stack="s",
-        source="A",
-        target="B",
-        report_dir="/r",
-    )
+    missing = advice(missing=5)
     assert "drctl recover --report /r" in missing and "5 missing" in missing
-    corrupted = refusal_advice(
-        {"missing": 0, "unexpected": 1, "duplicated": 0, "corrupted": 2},
-        stack="s",
-        source="A",
-        target="B",
-        report_dir="/r",
-    )
+    corrupted = advice(unexpected=1, corrupted=2)
     assert "2 corrupted" in corrupted and "1 unexpected" in corrupted and "recover --report" not in corrupted
 
 
 def test_runs_refused_before_a_was_fenced_do_not_count_in_rto(tmp_path: Path) -> None:
-    j = _journal(tmp_path)
+    j = new_journal(tmp_path)
     first = j.begin_run(mode="planned", options={})
     j.start_step("preflight", {})
     j.finish_step("preflight", "failed", {}, 0.1)

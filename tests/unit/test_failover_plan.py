@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +15,7 @@ from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
+from tests.unit.failover_helpers import lock_held_elsewhere, new_journal
 
 # Ports nothing listens on during the unit tests: every cluster is "down".
 PORTS = (49100, 49200, 49300)
@@ -106,36 +103,15 @@ def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
     assert all(journal.step(s.name).status == "pending" for s in STEPS[1:])
 
 
-_HOLDER = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from dr.failover.journal import StackLock
-    StackLock(Path(sys.argv[1]), "unit").acquire()
-    print("locked", flush=True)
-    time.sleep(120)
-""")
-
-
 def test_a_concurrent_failover_of_the_same_stack_exits_7_naming_the_holder(
     stack: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
     state.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(state)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(state) as holder:
         assert run("failover", "--stack", "unit", "--yes") == 7
-        err = capsys.readouterr().err
-        assert f"pid {holder.pid}" in err and "already running" in err
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
+    err = capsys.readouterr().err
+    assert f"pid {holder.pid}" in err and "already running" in err
     assert Journal.load(state) is None, "the refused run wrote no journal"
 
 
@@ -145,17 +121,7 @@ def _finished(stack: Path) -> Journal:
     desired = original.after_failover()
     from dr.topology import dump_stack_config
 
-    j = Journal.create(
-        state,
-        stack="unit",
-        mode="planned",
-        source="A",
-        target="B",
-        standby="C",
-        original_config=dump_stack_config(original),
-        desired_config=dump_stack_config(desired),
-        steps=[s.name for s in STEPS],
-    )
+    j = new_journal(state, dump_stack_config(original), dump_stack_config(desired))
     j.begin_run(mode="planned", options={})
     for s in STEPS:
         j.start_step(s.name, {})

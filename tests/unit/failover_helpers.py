@@ -1,0 +1,65 @@
+"""Helpers of the failover unit tests: a journal of stack ``unit`` (A → B → C), and another process
+holding a stack's failover lock (for the tests of what a second run does)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dr.failover.journal import Journal
+from dr.failover.steps import STEPS
+from tests import REPO_ROOT
+
+_UNSET: dict[str, Any] = {}
+
+
+def new_journal(
+    state: Path, original_config: dict[str, Any] = _UNSET, desired_config: dict[str, Any] = _UNSET
+) -> Journal:
+    """A new planned failover A → B → C of stack ``unit`` with the eight steps pending."""
+    return Journal.create(
+        state,
+        stack="unit",
+        mode="planned",
+        source="A",
+        target="B",
+        standby="C",
+        original_config=original_config or {"kafka-dr:failoverDone": False},
+        desired_config=desired_config or {"kafka-dr:failoverDone": True},
+        steps=[s.name for s in STEPS],
+    )
+
+
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from dr.failover.journal import StackLock
+    StackLock(Path(sys.argv[1]), "unit").acquire()
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+@contextmanager
+def lock_held_elsewhere(state: Path) -> Iterator[subprocess.Popen[str]]:
+    """A child process that holds the failover lock of ``state`` until the block ends (it is then SIGKILLed)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(state)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
