@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from dr import kafka_client
 from dr.errors import ClusterError, ConfigError, LockHeld
 from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
 from verification.audit_state import AuditState, Fingerprint, load_state, match_increment, save_state
-from verification.cluster import is_internal_topic, offset_ranges
+from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
 
 __all__ = ["AuditResult", "audit_endpoints", "state_file"]
@@ -138,12 +138,8 @@ def _topics(md: Any, select: Callable[[str], bool] | None = None) -> dict[str, i
     }
 
 
-def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 60.0) -> list[Fingerprint]:
-    """Fingerprints of every record in ``ranges`` (``[start, end)`` per partition), failover probes left out."""
-    todo = {(t, p): (s, e) for t, ps in ranges.items() for p, (s, e) in ps.items() if e > s}
-    if not todo:
-        return []
-    consumer = Consumer(
+def _consumer(endpoint: Endpoint) -> Consumer:
+    return Consumer(
         endpoint.config(
             **{
                 "group.id": "kdr-audit",
@@ -155,46 +151,71 @@ def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float
             }
         )
     )
+
+
+def _take(
+    messages: list[Message],
+    todo: dict[tuple[str, int], tuple[int, int]],
+    out: list[Fingerprint],
+    consumer: Consumer,
+    endpoint: Endpoint,
+) -> tuple[bool, bool]:
+    """Fingerprint the records of ``messages`` below their partition's bound into ``out``; a partition
+    whose bound is reached leaves ``todo`` and is paused. Returns (any record taken, any partition at its end)."""
+    progressed = at_end = False
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                raise_kafka_error(err, "reading records", endpoint)
+            at_end = True
+            continue
+        topic, partition, off = coordinates(m)
+        end = todo.get((topic, partition), (0, -1))[1]
+        if off >= end:
+            continue
+        if m.key() != PROBE_KEY:
+            fp = Fingerprint(
+                topic,
+                partition,
+                off,
+                m.timestamp()[1],
+                key_hash(topic, m.key()),
+                checksum(m.value(), record_headers(m)),
+            )
+            out.append(fp)
+        progressed = True
+        if off >= end - 1:
+            del todo[(topic, partition)]
+            consumer.pause([TopicPartition(topic, partition)])  # records past the bound are next run's
+    return progressed, at_end
+
+
+def _drop_finished(consumer: Consumer, todo: dict[tuple[str, int], tuple[int, int]]) -> None:
+    """Compaction gaps and transaction markers: a partition whose position reached its bound is done."""
+    for tp in consumer.position([TopicPartition(t, p) for (t, p) in todo]):
+        if tp.offset >= todo[(tp.topic, tp.partition)][1]:
+            del todo[(tp.topic, tp.partition)]
+            consumer.pause([TopicPartition(tp.topic, tp.partition)])
+
+
+def read_fingerprints(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 60.0) -> list[Fingerprint]:
+    """Fingerprints of every record in ``ranges`` (``[start, end)`` per partition), failover probes left out."""
+    todo = {(t, p): (s, e) for t, ps in ranges.items() for p, (s, e) in ps.items() if e > s}
+    if not todo:
+        return []
+    consumer = _consumer(endpoint)
     out: list[Fingerprint] = []
     with kafka_errors("reading records", endpoint), closing(consumer):
         consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _e) in todo.items()])
         last_progress = time.monotonic()
         while todo:
             msgs = consumer.consume(num_messages=5000, timeout=0.5)
-            check = not msgs
-            for m in msgs:
-                err = m.error()
-                k = (m.topic(), m.partition())
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        check = True
-                        continue
-                    raise_kafka_error(err, "reading records", endpoint)
-                end = todo.get(k, (0, -1))[1]
-                off = m.offset()
-                if off >= end:
-                    continue
-                if m.key() != PROBE_KEY:
-                    hdrs = m.headers() or []
-                    out.append(
-                        Fingerprint(
-                            k[0],
-                            k[1],
-                            off,
-                            m.timestamp()[1],
-                            key_hash(k[0], m.key()),
-                            checksum(m.value(), [(hk, hv) for hk, hv in hdrs]),
-                        )
-                    )
+            progressed, at_end = _take(msgs, todo, out, consumer, endpoint)
+            if progressed:
                 last_progress = time.monotonic()
-                if off >= end - 1:
-                    del todo[k]
-                    consumer.pause([TopicPartition(*k)])  # records past the bound are next run's
-            if check and todo:  # compaction gaps and transaction markers: ask where each partition stands
-                for tp in consumer.position([TopicPartition(t, p) for (t, p) in todo]):
-                    if tp.offset >= todo[(tp.topic, tp.partition)][1]:
-                        del todo[(tp.topic, tp.partition)]
-                        consumer.pause([TopicPartition(tp.topic, tp.partition)])
+            if (at_end or not msgs) and todo:
+                _drop_finished(consumer, todo)
             if todo and time.monotonic() - last_progress > idle_timeout:
                 left = ", ".join(f"{t}-{p} [{s}, {e})" for (t, p), (s, e) in sorted(todo.items())[:5])
                 raise ClusterError(

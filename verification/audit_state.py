@@ -273,7 +273,8 @@ def match_increment(source: Iterable[Fingerprint], target: Iterable[Fingerprint]
                 parts[f.partition] = f.offset
         unmatched_source.extend(src[n:])
         unmatched_target.extend(dst[n:])
-    missing, in_flight = [], []
+    missing: list[Fingerprint] = []
+    in_flight: list[Fingerprint] = []
     for f in unmatched_source:
         (missing if f.offset < new_frontier.get(f.topic, {}).get(f.partition, -1) else in_flight).append(f)
     return Increment(

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr import kafka_client
+from dr.errors import ClusterError
 from dr.kafka_client import Endpoint
 from dr.offsets import list_offsets, partitions_of
 from verification.sides import PartitionBounds, SideBounds
 
-__all__ = ["cluster_metadata", "is_internal_topic", "kafka_bounds", "kafka_topics", "offset_ranges"]
+__all__ = [
+    "cluster_metadata",
+    "coordinates",
+    "is_internal_topic",
+    "kafka_bounds",
+    "kafka_topics",
+    "offset_ranges",
+    "record_headers",
+]
 
 _ADMIN_TIMEOUT = 30.0
 
@@ -69,3 +78,23 @@ def kafka_bounds(endpoint: Endpoint, topics: list[str]) -> SideBounds:
             newest[k].timestamp if newest[k].offset >= 0 else -1,
         )
     return out
+
+
+def coordinates(message: Message) -> tuple[str, int, int]:
+    """``(topic, partition, offset)`` of a consumed record (only error events lack them)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise ClusterError(
+            f"the consumer returned a record without topic, partition or offset ({message.error()}).",
+            "run again; if it persists, report it with the cluster's version",
+        )
+    return topic, partition, offset
+
+
+def record_headers(message: Message) -> list[tuple[str, bytes | None]] | None:
+    """A consumed record's headers in order, values as bytes; None when it has none."""
+    headers = message.headers()
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, dict) else headers
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]

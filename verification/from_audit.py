@@ -140,12 +140,15 @@ def plan(
     from verification.audit import plan_ranges
 
     chosen = set(topics)
-    kw = {"state_file": state_file, "stack": state.stack, "link": state.link}
     src_prev, dst_prev = _restrict(state.source_bounds, chosen), _restrict(state.target_bounds, chosen)
     src_now = {k: v for k, v in source_now.items() if k[0] in chosen}
     dst_now = {k: v for k, v in target_now.items() if k[0] in chosen}
-    src_ranges, _b, lost_s = plan_ranges(src_prev, src_now, side="source", **kw)
-    dst_ranges, _b, lost_t = plan_ranges(dst_prev, dst_now, side="target", **kw)
+    src_ranges, _b, lost_s = plan_ranges(
+        src_prev, src_now, side="source", state_file=state_file, stack=state.stack, link=state.link
+    )
+    dst_ranges, _b, lost_t = plan_ranges(
+        dst_prev, dst_now, side="target", state_file=state_file, stack=state.stack, link=state.link
+    )
 
     def skipped(ranges: Ranges, now: dict[tuple[str, int], tuple[int, int]]) -> int:
         return sum(max(0, ranges[t][p][0] - early) for (t, p), (early, _e) in now.items())

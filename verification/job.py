@@ -35,6 +35,8 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from dr.errors import ConfigError, DRError, VerificationFailed
-from verification.classes import totals_of
+from dr.errors import ConfigError, DRError
 from verification.command import (
     NAME_OPTIONS,
     RUN_OPTIONS,
@@ -83,14 +84,12 @@ from verification.progress import Reporter, quiet
 from verification.report import (
     OFFENDING_DIR,
     OFFENDING_SCHEMA,
-    iso,
-    utc_text,
     window_lines,
     windows_per_topic,
     write_empty_offending,
     write_report,
 )
-from verification.result import CHECKSUM_DESCRIPTION, VerificationResult, safe_context
+from verification.result import CHECKSUM_DESCRIPTION, VerificationResult, safe_context, summary_document
 from verification.session import DEFAULT_MASTER, kafka_jars, prefer_kafka_v2, spark_session
 from verification.sources import (
     KafkaSide,
@@ -337,268 +336,6 @@ def _pass2_from(pass2_from: str | None) -> str:
     return chosen
 
 
-def run_verification(
-    *,
-    source: Side,
-    target: Side,
-    out_dir: Path | str,
-    topics: list[str] | None = None,
-    cutoff_ms: int | None = None,
-    spark: SparkSession | None = None,
-    master: str | None = DEFAULT_MASTER,
-    windows: int | None = None,
-    kafka_options: dict[str, str] | None = None,
-    progress: Reporter | None = None,
-    sample_size: int = 20,
-    collect_limit: int = 500_000,
-    context: dict[str, Any] | None = None,
-    pass2_from: str | None = None,
-) -> VerificationResult:
-    """Compare ``source`` and ``target`` and write the report to ``out_dir``.
-
-    ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
-    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``. ``spark``
-    reuses a session; otherwise one is built for ``master`` (ignored under ``spark-submit``).
-    Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
-    (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
-    are written from the driver in one step; more are written by Spark.
-
-    ``context`` (JSON values) says what the run belongs to — a failover's ``failover_id``, ``mode``,
-    ``source``, ``target``, ``rto_s``, ``rpo_estimate``, ``journal`` — and is written to the summary
-    as ``failover`` (keys that look like secrets are dropped) and shown at the top of the report.
-
-    ``pass2_from``: ``"fingerprints"`` (Kafka is read once per side; pass 2 and the source lookup
-    work on pass 1's persisted fingerprints) or ``"kafka"`` (the default until the benchmark shows
-    the other at least as fast: they re-read Kafka); None takes ``$KDR_VERIFY_PASS2``, else ``kafka``.
-    """
-    say = progress or quiet
-    reuse = _pass2_from(pass2_from) == "fingerprints"
-    storage = _storage_level()
-    failover = safe_context(context)
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    clock = _Clock()
-    # One consumer group per side for the whole run: Spark pools its consumers by (group, partition),
-    # so pass 2 reuses the connections of pass 1 instead of logging in again for every partition.
-    # Groups must differ per side: both clusters have the same topic-partitions. Nothing is committed.
-    run_id = uuid.uuid4().hex[:12]
-    side_options = {
-        marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
-        for marker in (SOURCE, TARGET)
-    }
-    started_at = datetime.now(UTC)
-    session: list[SparkSession] = [spark] if spark is not None else []
-
-    def get_spark() -> SparkSession:
-        if not session:
-            t = time.monotonic()
-            say(f"starting Spark ({master or 'from spark-submit'})")
-            session.append(spark_session(master=master))
-            clock.lap("spark_start_s", t)
-        return session[0]
-
-    # 1. topics and offset bounds, fixed before reading anything
-    t = time.monotonic()
-    say("fixing offset bounds on both sides")
-    topics, left_out = _choose_topics(get_spark, source, target, topics)
-    requested = list(topics)
-    bounds_s = _bounds(get_spark, source, topics)
-    bounds_t = _bounds(get_spark, target, topics)
-    _print_bounds(say, "source", bounds_s, topics)
-    _print_bounds(say, "target", bounds_t, topics)
-    topics = _drop_empty(topics, bounds_s, bounds_t, left_out)
-    if left_out:
-        say(
-            f"left out: {len(left_out):,} topics ("
-            + ", ".join(
-                f"{n} {r.replace('_', ' ')}" for r, n in sorted(Counter(v["reason"] for v in left_out.values()).items())
-            )
-            + "; the report lists them)"
-        )
-    t = clock.lap("bounds_s", t)
-    total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
-    windows = windows or auto_windows(total)
-    ranges = _ts_ranges(topics, bounds_s, bounds_t)
-    grid = _grid(topics, bounds_s, bounds_t, windows=windows)
-    spark = get_spark()
-    prefer_kafka_v2(spark)
-    t = time.monotonic()
-
-    # 2. pass 1: one read of everything, per time window (count, sum of hashes, offset span); the
-    #    compact fingerprints are persisted by the same job, for pass 2 and the source lookup
-    say(
-        f"pass 1: reading and fingerprinting {total:,} records on both sides "
-        f"({windows_per_topic(_window_counts(topics, grid, ranges))} windows per topic)"
-    )
-    fp = _fingerprinted(spark, source, bounds_to_ranges(bounds_s), SOURCE, side_options).unionByName(
-        _fingerprinted(spark, target, bounds_to_ranges(bounds_t), TARGET, side_options)
-    )
-    persisted: list[DataFrame] = []
-    try:
-        kept: DataFrame | None = None
-        stored: dict[str, Any] | None = None
-        if reuse:
-            before = set(_persisted_rdds(spark))
-            kept = compact_fingerprints(fp, grid, cutoff_ms).persist(getattr(StorageLevel, storage))
-            persisted.append(kept)
-        summary_pdf = _spark_action(
-            lambda: bucket_summary(kept if reuse else fp, grid=grid, cutoff_ms=cutoff_ms).toPandas(), source, target
-        )
-        diff = find_differences(summary_pdf)
-        pass1_records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
-        if reuse:
-            new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
-            disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
-            stored = {
-                "storage": storage,
-                "columns": list(kept.columns),
-                "disk_bytes": disk,
-                "memory_bytes": mem,
-                "bytes_per_record": round((disk + mem) / max(pass1_records, 1), 1),
-            }
-        window_counts = _window_counts(topics, grid, ranges, diff, reread=not reuse)
-        say(
-            f"pass 1 done: {pass1_records:,} records; "
-            + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts))
-            + (
-                f"; fingerprints kept: {stored['disk_bytes'] / 1e6:,.1f} MB on disk, "
-                f"{stored['memory_bytes'] / 1e6:,.1f} MB in memory ({stored['bytes_per_record']:.0f} B per record)"
-                if stored
-                else ""
-            )
-        )
-        t = clock.lap("pass1_s", t)
-
-        # 3. pass 2: exact comparison of the differing windows only
-        offending: DataFrame | None = None
-        did_pass2b = False
-        pass2_rows = 0
-        counts: dict[str, dict[str, int]] = {tp: {c: 0 for c in CLASSES} for tp in topics}
-        if diff.any:
-            if kept is not None:
-                say(
-                    f"pass 2: re-reading 0 source + 0 target records from Kafka: the "
-                    f"{window_counts['differing']:,} differing windows are compared on pass 1's fingerprints"
-                )
-                rows = select_differing(spark, kept, diff)
-            else:
-                say(
-                    f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
-                    f"target records (the offset spans of the {window_counts['differing']:,} differing windows)"
-                )
-                rows = _fingerprinted(spark, source, diff.spans.get(SOURCE, {}), SOURCE, side_options).unionByName(
-                    _fingerprinted(spark, target, diff.spans.get(TARGET, {}), TARGET, side_options)
-                )
-                rows = select_differing(spark, with_window(rows, grid, cutoff_ms).where(~F.col("late")), diff)
-            complete = {tp for tp in topics if diff.complete(tp)}
-            ident = identity_differences(
-                rows, complete=complete, partitions=_shuffle_partitions(spark, total)
-            ).persist()
-            persisted.append(ident)
-            # one action: offending records per (topic, class) — d surplus copies per identity — and how
-            # many identities have more than two copies to rank
-            per_class = _spark_action(
-                lambda: (
-                    ident.groupBy("topic", "class")
-                    .agg(F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many"))
-                    .collect()
-                ),
-                source,
-                target,
-            )
-            found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
-            n_many = sum(int(r["many"]) for r in per_class)
-            offending = surplus_copies(ident)
-            if n_many:  # identities written three times or more: rank their copies over the pass-2 rows
-                say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
-                offending = offending.unionByName(ranked_copies(rows, ident))
-            offending = offending.persist()
-            persisted.append(offending)
-            pass2_rows = records_in_differing_windows(summary_pdf, diff)
-            t = clock.lap("pass2_s", t)
-            # 4. target records whose identity has no source copy in the differing windows of a topic
-            #    whose source is not wholly in them: is the identity, or its key, anywhere in the source?
-            incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
-            if incomplete:
-                did_pass2b = True
-                n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
-                where = "the persisted fingerprints of the whole source" if kept is not None else "the whole source"
-                say(f"pass 2b: looking up {n_only:,} target-only records in {where} of {incomplete}")
-                cand = offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct()
-                if kept is not None:
-                    src_all = kept.where(
-                        (F.col("side") == SOURCE)
-                        & (F.col("window") != F.lit(LATE_WINDOW))
-                        & F.col("topic").isin(incomplete)
-                    )
-                else:
-                    full = {tp: bounds_to_ranges(bounds_s)[tp] for tp in incomplete if tp in bounds_s}
-                    src_all = with_window(
-                        _fingerprinted(spark, source, full, SOURCE, side_options), grid, cutoff_ms
-                    ).where(~F.col("late"))
-                lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
-                offending = resolve_target_only(offending, lookup.select("topic", "key", "checksum")).persist()
-                persisted.append(offending)
-                found = _class_counts(offending, source, target)
-                t = clock.lap("pass2b_s", t)
-            for (tp, c), n in found.items():
-                counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
-
-        # 5. outputs
-        say("writing the report")
-        t_lo, t_hi = _time_range(topics, bounds_s, bounds_t)
-        bin_ms = max(1, -(-(t_hi - t_lo) // 120))
-        n_offending = sum(sum(v.values()) for v in counts.values())
-        off_dir = out / OFFENDING_DIR
-        shutil.rmtree(off_dir, ignore_errors=True)
-        if offending is None or n_offending == 0:
-            write_empty_offending(out)
-            samples, timeline, partitions = {}, [], {}
-        elif n_offending <= collect_limit:
-            pdf = _spark_action(offending.toPandas, source, target)
-            samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
-        else:
-            samples, timeline, partitions = _outputs_with_spark(
-                offending, off_dir, sample_size, t_lo, bin_ms, source, target
-            )
-    finally:
-        for df in reversed(persisted):
-            df.unpersist()
-
-    summary = _summary(
-        source=source,
-        target=target,
-        topics=topics,
-        requested=requested,
-        left_out=left_out,
-        bounds_s=bounds_s,
-        bounds_t=bounds_t,
-        diff=diff,
-        counts=counts,
-        partitions=partitions,
-        cutoff_ms=cutoff_ms,
-        grid=grid,
-        windows=windows,
-        window_counts=window_counts,
-        pass1_records=pass1_records,
-        pass2_rows=pass2_rows,
-        did_pass2b=did_pass2b,
-        stored=stored,
-        spark=spark,
-        out=out,
-        started_at=started_at,
-        failover=failover,
-    )
-    t = clock.lap("write_s", t)
-    clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
-    summary["timings"] = dict(clock.marks)
-    summary["timings"]["records_per_s"] = round(pass1_records / max(clock.marks["total_s"], 1e-9))
-    write_report(out, summary, timeline=timeline, bin_ms=bin_ms, samples=samples, range_ms=(t_lo, t_hi))
-    tot = summary["totals"]
-    say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES) + f"; report in {out}")
-    return VerificationResult(summary, out)
-
-
 def auto_windows(records: int) -> int:
     """Time windows per topic for ``records`` records: about 500 records per window, 512 to 65,536.
 
@@ -717,33 +454,371 @@ def _outputs_with_spark(
     return samples, timeline, partitions
 
 
-def _summary(
+@dataclass
+class _Scope:
+    """Step 1: the topics compared and the offset bounds of both sides, fixed before any read."""
+
+    topics: list[str]
+    requested: list[str]
+    left_out: dict[str, dict[str, str]]
+    bounds_s: SideBounds
+    bounds_t: SideBounds
+    total: int
+    windows: int
+    ranges: dict[str, tuple[int, int]]
+    grid: TimeGrid
+
+
+@dataclass
+class _Pass1:
+    """Step 2: per-window sums of both sides, the windows that differ, the persisted fingerprints."""
+
+    summary_pdf: Any
+    diff: Differences
+    records: int
+    window_counts: dict[str, Any]
+    kept: DataFrame | None
+    stored: dict[str, Any] | None
+
+
+@dataclass
+class _Pass2:
+    """Steps 3 and 4: the offending records (None when nothing differs) and their counts per class."""
+
+    counts: dict[str, dict[str, int]]
+    offending: DataFrame | None = None
+    rows: int = 0
+    did_pass2b: bool = False
+
+
+@dataclass
+class _Outputs:
+    """Step 5: what the report shows besides the summary counts."""
+
+    samples: Samples
+    timeline: Timeline
+    partitions: PartitionCounts
+    range_ms: tuple[int, int]
+    bin_ms: int
+
+
+class _Run:
+    """One verification run: its sides, options, Spark session, timings and persisted DataFrames."""
+
+    def __init__(
+        self,
+        *,
+        source: Side,
+        target: Side,
+        cutoff_ms: int | None,
+        spark: SparkSession | None,
+        master: str | None,
+        kafka_options: dict[str, str] | None,
+        say: Reporter,
+        reuse: bool,
+        storage: str,
+    ) -> None:
+        self.source, self.target, self.cutoff_ms, self.master, self.say = source, target, cutoff_ms, master, say
+        self.reuse, self.storage = reuse, storage
+        self.clock = _Clock()
+        self.t = time.monotonic()
+        self.session: SparkSession | None = spark
+        self.persisted: list[DataFrame] = []
+        # One consumer group per side for the whole run: Spark pools its consumers by (group, partition),
+        # so pass 2 reuses the connections of pass 1 instead of logging in again for every partition.
+        # Groups must differ per side: both clusters have the same topic-partitions. Nothing is committed.
+        run_id = uuid.uuid4().hex[:12]
+        self.side_options = {
+            marker: {"kafka.group.id": f"kdr-verify-{run_id}-{marker}", **(kafka_options or {})}
+            for marker in (SOURCE, TARGET)
+        }
+
+    def spark(self) -> SparkSession:
+        """The session, started on first use (an archive-only run may not need it for its bounds)."""
+        if self.session is None:
+            t = time.monotonic()
+            self.say(f"starting Spark ({self.master or 'from spark-submit'})")
+            self.session = spark_session(master=self.master)
+            self.clock.lap("spark_start_s", t)
+        return self.session
+
+    def lap(self, name: str) -> None:
+        self.t = self.clock.lap(name, self.t)
+
+    def action(self, fn: Callable[[], Any]) -> Any:
+        return _spark_action(fn, self.source, self.target)
+
+    def keep(self, df: DataFrame, level: StorageLevel | None = None) -> DataFrame:
+        """``df`` persisted until the run ends."""
+        kept = df.persist() if level is None else df.persist(level)
+        self.persisted.append(kept)
+        return kept
+
+    def unpersist(self) -> None:
+        for df in reversed(self.persisted):
+            df.unpersist()
+
+    def fingerprinted(self, side: Side, ranges: dict[str, dict[int, tuple[int, int]]], marker: int) -> DataFrame:
+        return _fingerprinted(self.spark(), side, ranges, marker, self.side_options)
+
+    def windowed(self, spans: dict[int, dict[str, dict[int, tuple[int, int]]]], grid: TimeGrid) -> DataFrame:
+        """Both sides' records in ``spans`` (per side marker), fingerprinted, with their window."""
+        rows = self.fingerprinted(self.source, spans.get(SOURCE, {}), SOURCE).unionByName(
+            self.fingerprinted(self.target, spans.get(TARGET, {}), TARGET)
+        )
+        return with_window(rows, grid, self.cutoff_ms)
+
+    # -------------------------------------------------------------------------------- steps
+    def scope(self, topics: list[str] | None, windows: int | None) -> _Scope:
+        """1. topics and offset bounds, fixed before reading anything."""
+        self.say("fixing offset bounds on both sides")
+        chosen, left_out = _choose_topics(self.spark, self.source, self.target, topics)
+        requested = list(chosen)
+        bounds_s = _bounds(self.spark, self.source, chosen)
+        bounds_t = _bounds(self.spark, self.target, chosen)
+        _print_bounds(self.say, "source", bounds_s, chosen)
+        _print_bounds(self.say, "target", bounds_t, chosen)
+        chosen = _drop_empty(chosen, bounds_s, bounds_t, left_out)
+        if left_out:
+            reasons = Counter(v["reason"] for v in left_out.values())
+            self.say(
+                f"left out: {len(left_out):,} topics ("
+                + ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(reasons.items()))
+                + "; the report lists them)"
+            )
+        self.lap("bounds_s")
+        total = sum(b.size for bs in (bounds_s, bounds_t) for parts in bs.values() for b in parts.values())
+        windows = windows or auto_windows(total)
+        ranges = _ts_ranges(chosen, bounds_s, bounds_t)
+        grid = _grid(chosen, bounds_s, bounds_t, windows=windows)
+        return _Scope(chosen, requested, left_out, bounds_s, bounds_t, total, windows, ranges, grid)
+
+    def pass1(self, s: _Scope) -> _Pass1:
+        """2. one read of everything, per time window (count, sum of hashes, offset span); the compact
+        fingerprints are persisted by the same job, for pass 2 and the source lookup."""
+        spark = self.spark()
+        prefer_kafka_v2(spark)
+        self.t = time.monotonic()
+        self.say(
+            f"pass 1: reading and fingerprinting {s.total:,} records on both sides "
+            f"({windows_per_topic(_window_counts(s.topics, s.grid, s.ranges))} windows per topic)"
+        )
+        fp = self.fingerprinted(self.source, bounds_to_ranges(s.bounds_s), SOURCE).unionByName(
+            self.fingerprinted(self.target, bounds_to_ranges(s.bounds_t), TARGET)
+        )
+        kept: DataFrame | None = None
+        before = set(_persisted_rdds(spark)) if self.reuse else set()
+        if self.reuse:
+            kept = self.keep(compact_fingerprints(fp, s.grid, self.cutoff_ms), getattr(StorageLevel, self.storage))
+        read = kept if kept is not None else fp
+        summary_pdf = self.action(lambda: bucket_summary(read, grid=s.grid, cutoff_ms=self.cutoff_ms).toPandas())
+        diff = find_differences(summary_pdf)
+        records = sum(n for side in diff.read.values() for parts in side.values() for n in parts.values())
+        stored = None if kept is None else self._stored(spark, kept, before, records)
+        window_counts = _window_counts(s.topics, s.grid, s.ranges, diff, reread=kept is None)
+        self.say(
+            f"pass 1 done: {records:,} records; "
+            + "; ".join(f"{k}: {v}" for k, v in window_lines(window_counts))
+            + (
+                f"; fingerprints kept: {stored['disk_bytes'] / 1e6:,.1f} MB on disk, "
+                f"{stored['memory_bytes'] / 1e6:,.1f} MB in memory ({stored['bytes_per_record']:.0f} B per record)"
+                if stored
+                else ""
+            )
+        )
+        self.lap("pass1_s")
+        return _Pass1(summary_pdf, diff, records, window_counts, kept, stored)
+
+    def _stored(self, spark: SparkSession, kept: DataFrame, before: set[int], records: int) -> dict[str, Any]:
+        """What the persisted fingerprints take: the RDDs persisted since ``before``."""
+        new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
+        disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
+        return {
+            "storage": self.storage,
+            "columns": list(kept.columns),
+            "disk_bytes": disk,
+            "memory_bytes": mem,
+            "bytes_per_record": round((disk + mem) / max(records, 1), 1),
+        }
+
+    def pass2(self, s: _Scope, p1: _Pass1) -> _Pass2:
+        """3. exact comparison of the differing windows only (then 4., the source lookup, if needed)."""
+        result = _Pass2(counts={tp: {c: 0 for c in CLASSES} for tp in s.topics})
+        diff = p1.diff
+        if not diff.any:
+            return result
+        differing = p1.window_counts["differing"]
+        if p1.kept is not None:
+            self.say(
+                f"pass 2: re-reading 0 source + 0 target records from Kafka: the "
+                f"{differing:,} differing windows are compared on pass 1's fingerprints"
+            )
+            rows = select_differing(self.spark(), p1.kept, diff)
+        else:
+            self.say(
+                f"pass 2: re-reading {diff.span_records(SOURCE):,} source + {diff.span_records(TARGET):,} "
+                f"target records (the offset spans of the {differing:,} differing windows)"
+            )
+            rows = select_differing(self.spark(), self.windowed(diff.spans, s.grid).where(~F.col("late")), diff)
+        complete = {tp for tp in s.topics if diff.complete(tp)}
+        shuffle = _shuffle_partitions(self.spark(), s.total)
+        ident = self.keep(identity_differences(rows, complete=complete, partitions=shuffle))
+        # one action: offending records per (topic, class) — d surplus copies per identity — and how
+        # many identities have more than two copies to rank
+        per_class = self.action(
+            lambda: (
+                ident.groupBy("topic", "class")
+                .agg(F.sum("d").alias("records"), F.sum(F.when(F.col("n") > 2, 1).otherwise(0)).alias("many"))
+                .collect()
+            )
+        )
+        found = {(r["topic"], r["class"]): int(r["records"]) for r in per_class}
+        n_many = sum(int(r["many"]) for r in per_class)
+        offending = surplus_copies(ident)
+        if n_many:  # identities written three times or more: rank their copies over the pass-2 rows
+            self.say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
+            offending = offending.unionByName(ranked_copies(rows, ident))
+        result.offending = self.keep(offending)
+        result.rows = records_in_differing_windows(p1.summary_pdf, diff)
+        self.lap("pass2_s")
+        incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
+        if incomplete:
+            found = self.pass2b(s, p1, result, found, incomplete)
+        for (tp, c), n in found.items():
+            result.counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
+        return result
+
+    def pass2b(
+        self, s: _Scope, p1: _Pass1, p2: _Pass2, found: dict[tuple[str, str], int], incomplete: list[str]
+    ) -> dict[tuple[str, str], int]:
+        """4. target records whose identity has no source copy in the differing windows of a topic whose
+        source is not wholly in them: is the identity, or its key, anywhere in the source?"""
+        assert p2.offending is not None  # pass2 sets it before
+        p2.did_pass2b = True
+        n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
+        where = "the persisted fingerprints of the whole source" if p1.kept is not None else "the whole source"
+        self.say(f"pass 2b: looking up {n_only:,} target-only records in {where} of {incomplete}")
+        cand = p2.offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct()
+        if p1.kept is not None:
+            src_all = p1.kept.where(
+                (F.col("side") == SOURCE) & (F.col("window") != F.lit(LATE_WINDOW)) & F.col("topic").isin(incomplete)
+            )
+        else:
+            full = {tp: bounds_to_ranges(s.bounds_s)[tp] for tp in incomplete if tp in s.bounds_s}
+            src_all = with_window(self.fingerprinted(self.source, full, SOURCE), s.grid, self.cutoff_ms).where(
+                ~F.col("late")
+            )
+        lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
+        p2.offending = self.keep(resolve_target_only(p2.offending, lookup.select("topic", "key", "checksum")))
+        found = _class_counts(p2.offending, self.source, self.target)
+        self.lap("pass2b_s")
+        return found
+
+    def outputs(self, s: _Scope, p2: _Pass2, out: Path, sample_size: int, collect_limit: int) -> _Outputs:
+        """5. ``offending.parquet``, the samples, the timeline of missing records, the per-partition counts."""
+        self.say("writing the report")
+        t_lo, t_hi = _time_range(s.topics, s.bounds_s, s.bounds_t)
+        bin_ms = max(1, -(-(t_hi - t_lo) // 120))
+        n_offending = sum(sum(v.values()) for v in p2.counts.values())
+        off_dir = out / OFFENDING_DIR
+        shutil.rmtree(off_dir, ignore_errors=True)
+        samples: Samples = {}
+        timeline: Timeline = []
+        partitions: PartitionCounts = {}
+        offending = p2.offending
+        if offending is None or n_offending == 0:
+            write_empty_offending(out)
+        elif n_offending <= collect_limit:
+            pdf = self.action(offending.toPandas)
+            samples, timeline, partitions = _outputs_from_pandas(pdf, off_dir, sample_size, t_lo, bin_ms)
+        else:
+            samples, timeline, partitions = _outputs_with_spark(
+                offending, off_dir, sample_size, t_lo, bin_ms, self.source, self.target
+            )
+        return _Outputs(samples, timeline, partitions, (t_lo, t_hi), bin_ms)
+
+
+def run_verification(
     *,
     source: Side,
     target: Side,
-    topics: list[str],
-    requested: list[str],
-    left_out: dict[str, dict[str, str]],
-    bounds_s: SideBounds,
-    bounds_t: SideBounds,
-    diff: Differences,
-    counts: dict[str, dict[str, int]],
-    partitions: PartitionCounts,
-    cutoff_ms: int | None,
-    grid: TimeGrid,
-    windows: int,
-    window_counts: dict[str, Any],
-    pass1_records: int,
-    pass2_rows: int,
-    did_pass2b: bool,
-    stored: dict[str, Any] | None,
-    spark: SparkSession,
-    out: Path,
-    started_at: datetime,
-    failover: dict[str, Any] | None,
-) -> dict[str, Any]:
+    out_dir: Path | str,
+    topics: list[str] | None = None,
+    cutoff_ms: int | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = DEFAULT_MASTER,
+    windows: int | None = None,
+    kafka_options: dict[str, str] | None = None,
+    progress: Reporter | None = None,
+    sample_size: int = 20,
+    collect_limit: int = 500_000,
+    context: dict[str, Any] | None = None,
+    pass2_from: str | None = None,
+) -> VerificationResult:
+    """Compare ``source`` and ``target`` and write the report to ``out_dir``.
+
+    ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
+    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``. ``spark``
+    reuses a session; otherwise one is built for ``master`` (ignored under ``spark-submit``).
+    Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
+    (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
+    are written from the driver in one step; more are written by Spark.
+
+    ``context`` (JSON values) says what the run belongs to — a failover's ``failover_id``, ``mode``,
+    ``source``, ``target``, ``rto_s``, ``rpo_estimate``, ``journal`` — and is written to the summary
+    as ``failover`` (keys that look like secrets are dropped) and shown at the top of the report.
+
+    ``pass2_from``: ``"fingerprints"`` (Kafka is read once per side; pass 2 and the source lookup
+    work on pass 1's persisted fingerprints) or ``"kafka"`` (the default until the benchmark shows
+    the other at least as fast: they re-read Kafka); None takes ``$KDR_VERIFY_PASS2``, else ``kafka``.
+    """
+    say = progress or quiet
+    reuse = _pass2_from(pass2_from) == "fingerprints"
+    run = _Run(
+        source=source,
+        target=target,
+        cutoff_ms=cutoff_ms,
+        spark=spark,
+        master=master,
+        kafka_options=kafka_options,
+        say=say,
+        reuse=reuse,
+        storage=_storage_level(),
+    )
+    failover = safe_context(context)
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started_at = datetime.now(UTC)
+    scope = run.scope(topics, windows)
+    try:
+        p1 = run.pass1(scope)
+        p2 = run.pass2(scope, p1)
+        outputs = run.outputs(scope, p2, out, sample_size, collect_limit)
+    finally:
+        run.unpersist()
+    summary = _summary(run, scope, p1, p2, outputs.partitions, out=out, started_at=started_at, failover=failover)
+    run.lap("write_s")
+    clock = run.clock
+    clock.marks["total_s"] = round(time.monotonic() - clock.t0, 3)
+    summary["timings"] = dict(clock.marks)
+    summary["timings"]["records_per_s"] = round(p1.records / max(clock.marks["total_s"], 1e-9))
+    write_report(
+        out,
+        summary,
+        timeline=outputs.timeline,
+        bin_ms=outputs.bin_ms,
+        samples=outputs.samples,
+        range_ms=outputs.range_ms,
+    )
+    tot = summary["totals"]
+    say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES) + f"; report in {out}")
+    return VerificationResult(summary, out)
+
+
+def _topic_rows(s: _Scope, diff: Differences, counts: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    """``summary["topics"]``: per topic, records read, after the cut-off, compared, and the counts per class."""
     per_topic: dict[str, dict[str, Any]] = {}
-    for tp in topics:
+    for tp in s.topics:
         s_read = sum(diff.read.get(SOURCE, {}).get(tp, {}).values())
         t_read = sum(diff.read.get(TARGET, {}).get(tp, {}).values())
         s_late = diff.after_cutoff.get(SOURCE, {}).get(tp, 0)
@@ -756,76 +831,86 @@ def _summary(
             "source_compared": s_read - s_late,
             "target_compared": t_read - t_late,
             **{c: counts.get(tp, {}).get(c, 0) for c in CLASSES},
-            "target_absent": tp not in bounds_t,
-            "source_partitions": len(bounds_s.get(tp, {})),
-            "target_partitions": len(bounds_t.get(tp, {})),
+            "target_absent": tp not in s.bounds_t,
+            "source_partitions": len(s.bounds_s.get(tp, {})),
+            "target_partitions": len(s.bounds_t.get(tp, {})),
         }
-    totals = totals_of(per_topic)
-    clean = not any(totals[c] for c in CLASSES)
+    return per_topic
 
-    def offsets(bounds: SideBounds, marker: int) -> dict[str, dict[str, dict[str, int]]]:
-        return {
-            tp: {
-                str(p): {"start": b.start, "end": b.end, "read": diff.read.get(marker, {}).get(tp, {}).get(p, 0)}
-                for p, b in sorted(parts.items())
-            }
-            for tp, parts in sorted(bounds.items())
-        }
 
+def _offsets_read(bounds: SideBounds, diff: Differences, marker: int) -> dict[str, dict[str, dict[str, int]]]:
+    """``summary["offsets"][side]``: per partition the bounds fixed in step 1 and the records read."""
     return {
-        "verdict": "clean" if clean else "differences",
-        "exit_code": 0 if clean else VerificationFailed.exit_code,
-        "generated_at": started_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "out_dir": str(out),
-        "source": source.describe(),
-        "target": target.describe(),
-        "failover": failover,
-        "topics_requested": requested,
-        "topics_compared": topics,
-        "topics_left_out": left_out,
-        "cutoff": None
-        if cutoff_ms is None
-        else {
-            "ms": int(cutoff_ms),
-            "iso": iso(int(cutoff_ms)),
-            "utc": utc_text(int(cutoff_ms)),
-            "applies_to": "both sides",
-        },
-        "totals": totals,
-        "topics": per_topic,
-        "partitions": {tp: partitions[tp] for tp in sorted(partitions)},
-        "offsets": {"source": offsets(bounds_s, SOURCE), "target": offsets(bounds_t, TARGET)},
-        "method": {
-            "checksum": CHECKSUM_DESCRIPTION,
-            "key_hash": "xxhash64(topic, key IS NULL, key)",
-            "identity": "(topic, key, checksum), compared as multisets",
-            "windows": windows,
-            "grid": grid.to_dict(),
-            "window_counts": window_counts,
-            "pass1_records": pass1_records,
-            "differing_windows": window_counts["differing"],
-            "kafka_reads_per_side": 1 if stored is not None else 1 + bool(diff.any) + did_pass2b,
-            "fingerprints": stored,
-            "pass2_offsets": 0 if stored is not None else diff.span_records(SOURCE) + diff.span_records(TARGET),
-            "pass2_compared_records": pass2_rows,
-            "pass2b": did_pass2b,
-        },
-        "spark": {"master": spark.sparkContext.master, "version": spark.version},
-        "files": {
-            "summary": "summary.json",
-            "html": "report.html",
-            "chart": "missing_over_time.png",
-            "offending": OFFENDING_DIR,
-        },
-        "exit_codes": {
-            "0": "clean",
-            "1": "differences found (VerificationFailed)",
-            "2": "bad input (ConfigError)",
-            "3": "toolchain missing",
-            "4": "cluster unreachable or read failed (ClusterError)",
-            "5": "credentials refused (AuthError)",
-        },
+        tp: {
+            str(p): {"start": b.start, "end": b.end, "read": diff.read.get(marker, {}).get(tp, {}).get(p, 0)}
+            for p, b in sorted(parts.items())
+        }
+        for tp, parts in sorted(bounds.items())
     }
+
+
+def _method(s: _Scope, p1: _Pass1, p2: _Pass2) -> dict[str, Any]:
+    """``summary["method"]``: how the comparison ran (windows, passes, Kafka reads)."""
+    diff = p1.diff
+    return {
+        "identity": "(topic, key, checksum), compared as multisets",
+        "windows": s.windows,
+        "grid": s.grid.to_dict(),
+        "window_counts": p1.window_counts,
+        "pass1_records": p1.records,
+        "differing_windows": p1.window_counts["differing"],
+        "kafka_reads_per_side": 1 if p1.stored is not None else 1 + bool(diff.any) + p2.did_pass2b,
+        "fingerprints": p1.stored,
+        "pass2_offsets": 0 if p1.stored is not None else diff.span_records(SOURCE) + diff.span_records(TARGET),
+        "pass2_compared_records": p2.rows,
+        "pass2b": p2.did_pass2b,
+    }
+
+
+#: ``summary["exit_codes"]``: what each exit code of ``drctl verify`` means.
+EXIT_CODES = {
+    "0": "clean",
+    "1": "differences found (VerificationFailed)",
+    "2": "bad input (ConfigError)",
+    "3": "toolchain missing",
+    "4": "cluster unreachable or read failed (ClusterError)",
+    "5": "credentials refused (AuthError)",
+}
+
+
+def _summary(
+    run: _Run,
+    s: _Scope,
+    p1: _Pass1,
+    p2: _Pass2,
+    partitions: PartitionCounts,
+    *,
+    out: Path,
+    started_at: datetime,
+    failover: dict[str, Any] | None,
+) -> dict[str, Any]:
+    spark = run.spark()
+    summary = summary_document(
+        source=run.source,
+        target=run.target,
+        out=out,
+        started_at=started_at,
+        failover=failover,
+        requested=s.requested,
+        topics=s.topics,
+        left_out=s.left_out,
+        cutoff_ms=run.cutoff_ms,
+        per_topic=_topic_rows(s, p1.diff, p2.counts),
+        partitions={tp: partitions[tp] for tp in sorted(partitions)},
+        offsets={
+            "source": _offsets_read(s.bounds_s, p1.diff, SOURCE),
+            "target": _offsets_read(s.bounds_t, p1.diff, TARGET),
+        },
+        method=_method(s, p1, p2),
+        spark={"master": spark.sparkContext.master, "version": spark.version},
+    )
+    summary["exit_codes"] = dict(EXIT_CODES)
+    return summary
 
 
 @click.command("verify")
@@ -887,7 +972,6 @@ def main(argv: list[str] | None = None) -> int:
         submitted.main(args=args, prog_name="verification/job.py", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0)
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -281,6 +281,251 @@ def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 # ----------------------------------------------------------------------------- recover
+Row = dict[str, Any]
+Fetched = dict[tuple[str, int, int], SourceRecord]
+
+
+def _elapsed(result: RecoveryResult, t0: float) -> RecoveryResult:
+    result.seconds = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _check_source(source: Endpoint | None, source_archive: Path | None) -> None:
+    if (source is None) == (source_archive is None):
+        raise ConfigError(
+            "recover needs exactly one source: a cluster endpoint or an archive path.",
+            "pass the source credentials, or --source-archive",
+        )
+    if source_archive is not None and not Path(source_archive).exists():
+        raise ConfigError(f"archive {source_archive} does not exist.", "pass the archive the report was made from")
+
+
+def _present_in_target(
+    target: Endpoint, summary: dict[str, Any], rows: list[Row], parts: dict[str, int], say: Reporter
+) -> Counter[Identity]:
+    """Step 2: per identity, the copies the target received after the offsets the verification read
+    (late replication, an earlier recovery); records after the report's cut-off do not count."""
+    wanted_keys: dict[str, set[bytes | None]] = defaultdict(set)
+    for r in rows:
+        wanted_keys[r["topic"]].add(r["key"])
+    cutoff = (summary.get("cutoff") or {}).get("ms")
+    now = _offset_ranges(target, [TopicPartition(t, p) for t, n in parts.items() for p in range(n)])
+    read_to = summary["offsets"]["target"]
+    ranges = {}
+    for (t, p), (early, end) in now.items():
+        start = read_to.get(t, {}).get(str(p), {}).get("end", early)
+        ranges[(t, p)] = (max(start, early), end)
+    scanned = sum(e - s for s, e in ranges.values())
+    say(f"scanning {scanned:,} target records written since the verification for copies already there")
+    present: Counter[Identity] = Counter()
+    for m in _scan(target, ranges):
+        key = m.key()
+        if key not in wanted_keys.get(m.topic(), ()):
+            continue
+        if cutoff is not None and m.timestamp()[1] > cutoff:
+            continue
+        present[(m.topic(), key, checksum(m.value(), m.headers()))] += 1
+    return present
+
+
+def _plan(rows: list[Row], present: Counter[Identity], result: RecoveryResult) -> list[Row]:
+    """Step 3: per identity, the copies still missing (oldest first); counts go to ``result``."""
+    groups: dict[Identity, list[Row]] = defaultdict(list)
+    for r in rows:
+        groups[(r["topic"], r["key"], int(r["checksum"]))].append(r)
+    plan: list[Row] = []
+    for ident, grp in groups.items():
+        grp.sort(key=lambda r: (r["partition"], r["offset"]))
+        have = present.get(ident, 0)
+        result.already_present += min(have, len(grp))
+        plan.extend(grp[min(have, len(grp)) :])
+    plan.sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    result.to_write = len(plan)
+    for t in sorted({r["topic"] for r in rows}):
+        result.per_topic[t] = {
+            "missing": sum(1 for r in rows if r["topic"] == t),
+            "to_write": sum(1 for r in plan if r["topic"] == t),
+            "written": 0,
+        }
+    return plan
+
+
+def _wanted(plan: list[Row]) -> dict[tuple[str, int], list[int]]:
+    wanted: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in plan:
+        wanted[(r["topic"], r["partition"])].append(int(r["offset"]))
+    for offs in wanted.values():
+        offs.sort()
+    return wanted
+
+
+def _check_retention(source: Endpoint, wanted: dict[tuple[str, int], list[int]]) -> None:
+    low = _offset_ranges(source, [TopicPartition(t, p) for t, p in wanted])
+    gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)][0])
+    if gone:
+        raise ClusterError(
+            f"{gone:,} missing records are no longer in the source {source.bootstrap} "
+            "(deleted by retention since the verification).",
+            "recover them from a Parquet archive with --source-archive, or accept the loss (the report lists them)",
+        )
+
+
+def _read_back(source: Endpoint | None, source_archive: Path | None, plan: list[Row], say: Reporter) -> Fetched:
+    """Step 4: the planned records from the source (a cluster or the archive), each checked against
+    the report's key and checksum."""
+    wanted = _wanted(plan)
+    if source is not None:
+        say(f"reading {len(plan):,} records back from the source {source.bootstrap}")
+        fetched = _fetch_kafka(source, wanted)
+    elif source_archive is not None:
+        say(f"reading {len(plan):,} records back from the archive {source_archive}")
+        fetched = _fetch_archive(Path(source_archive), wanted)
+    else:  # _check_source refused this
+        raise ConfigError("recover needs a source.", "pass the source credentials, or --source-archive")
+    bad = []
+    for r in plan:
+        rec = fetched.get((r["topic"], r["partition"], int(r["offset"])))
+        if rec is None or rec.key != r["key"] or checksum(rec.value, rec.headers) != int(r["checksum"]):
+            bad.append(r)
+    if bad:
+        b = bad[0]
+        raise ClusterError(
+            f"{len(bad):,} source records no longer match the report (first: {b['topic']} "
+            f"partition {b['partition']} offset {b['offset']}); the source changed since the "
+            "verification.",
+            "run `drctl verify` again and recover from the new report",
+        )
+    return fetched
+
+
+@dataclass
+class _Deliveries:
+    """Delivery reports of one run: ledger rows not yet written, records written per topic, errors."""
+
+    run_id: str
+    at: str
+    pending: list[Row] = field(default_factory=list)
+    written: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+    def report(self, err: Any, msg: Any, r: Row) -> None:
+        if err is not None:
+            self.errors.append(f"{r['topic']}/{r['partition']}@{r['offset']}: {err}")
+            return
+        self.written[r["topic"]] += 1
+        self.pending.append(
+            {
+                "run": self.run_id,
+                "at": self.at,
+                "topic": r["topic"],
+                "source_partition": r["partition"],
+                "source_offset": int(r["offset"]),
+                "target_partition": msg.partition(),
+                "target_offset": msg.offset(),
+                "timestamp": int(r["timestamp"]),
+                "checksum": int(r["checksum"]),
+            }
+        )
+
+    def flush_to(self, ledger: Path) -> None:
+        if self.pending:
+            _write_jsonl(ledger, self.pending)
+            self.pending.clear()
+
+
+def _produce(
+    target: Endpoint, plan: list[Row], fetched: Fetched, parts: dict[str, int], ledger: Path, log: _Deliveries
+) -> int:
+    """Step 5: produce the planned records, keeping key, value, headers, timestamp and partition;
+    every delivery goes to the ledger. Returns how many deliveries were still outstanding at the end."""
+    producer = Producer(
+        target.config(
+            **{
+                **SILENT,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 20,
+                "compression.type": "lz4",
+                "message.timeout.ms": 120000,
+            }
+        )
+    )
+    for i, r in enumerate(plan):
+        rec = fetched[(r["topic"], r["partition"], int(r["offset"]))]
+        kwargs: dict[str, Any] = {
+            "key": rec.key,
+            "value": rec.value,
+            "timestamp": rec.timestamp,
+            "on_delivery": lambda err, msg, r=r: log.report(err, msg, r),
+        }
+        if rec.partition < parts[rec.topic]:
+            kwargs["partition"] = rec.partition
+        if rec.headers:
+            kwargs["headers"] = rec.headers
+        while True:
+            try:
+                producer.produce(rec.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if i % 1000 == 0:
+            producer.poll(0)
+            log.flush_to(ledger)
+    remaining = producer.flush(120)
+    log.flush_to(ledger)
+    return remaining
+
+
+def _record_run(result: RecoveryResult, log: _Deliveries, remaining: int) -> None:
+    """Counts into ``result`` and one entry in ``recovery-runs.json``."""
+    ledger = result.report_dir / LEDGER_FILE
+    ledger_lines = 0
+    if ledger.exists():
+        with open(ledger) as f:
+            ledger_lines = sum(1 for _ in f)
+    result.ledger = ledger
+    result.written = sum(log.written.values())
+    for t in result.per_topic:
+        result.per_topic[t]["written"] = log.written.get(t, 0)
+    runs_path = result.report_dir / RUNS_FILE
+    runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
+    runs.append(
+        {
+            "run": result.run_id,
+            "at": log.at,
+            "to_write": result.to_write,
+            "written": result.written,
+            "already_present": result.already_present,
+            "errors": len(log.errors) + remaining,
+            "ledger_lines_total": ledger_lines,
+        }
+    )
+    runs_path.write_text(json.dumps(runs, indent=2) + "\n")
+
+
+def _replay(
+    target: Endpoint,
+    plan: list[Row],
+    fetched: Fetched,
+    parts: dict[str, int],
+    result: RecoveryResult,
+    say: Reporter,
+    t0: float,
+) -> None:
+    log = _Deliveries(result.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
+    say(f"writing {len(plan):,} records to {target.bootstrap}")
+    remaining = _produce(target, plan, fetched, parts, result.report_dir / LEDGER_FILE, log)
+    _record_run(result, log, remaining)
+    _elapsed(result, t0)
+    if log.errors or remaining or result.written != len(plan):
+        raise ClusterError(
+            f"{len(plan) - result.written:,} of {len(plan):,} records were not written "
+            f"(first: {log.errors[0] if log.errors else 'delivery timed out'}).",
+            "fix the cause and re-run recover: it writes only what is still missing",
+        )
+    say(f"done: wrote {result.written:,} records in {result.seconds:.1f}s (ledger {LEDGER_FILE})")
+
+
 def recover(
     report_dir: Path | str,
     *,
@@ -300,208 +545,31 @@ def recover(
     report_dir = Path(report_dir).resolve()
     summary = load_summary(report_dir)
     result = RecoveryResult(report_dir=report_dir, dry_run=dry_run, run_id=uuid.uuid4().hex[:12])
-    if (source is None) == (source_archive is None):
-        raise ConfigError(
-            "recover needs exactly one source: a cluster endpoint or an archive path.",
-            "pass the source credentials, or --source-archive",
-        )
-    if source_archive is not None and not Path(source_archive).exists():
-        raise ConfigError(f"archive {source_archive} does not exist.", "pass the archive the report was made from")
+    _check_source(source, source_archive)
+    # 1. the missing rows of the report
     table = read_offending(report_dir, ["missing"])
-    rows = table.select(["topic", "partition", "offset", "timestamp", "key", "checksum"]).to_pylist()
+    rows: list[Row] = table.select(["topic", "partition", "offset", "timestamp", "key", "checksum"]).to_pylist()
     result.missing = len(rows)
     if not rows:
         say("the report lists no missing records: nothing to do")
-        result.seconds = round(time.monotonic() - t0, 3)
-        return result
+        return _elapsed(result, t0)
     topics = sorted({r["topic"] for r in rows})
-    cutoff = (summary.get("cutoff") or {}).get("ms")
     cluster_metadata(target)  # refused credentials fail here, before any work
     if source is not None:
         cluster_metadata(source)
     say(f"{len(rows):,} missing records in {len(topics)} topics: {', '.join(topics)}")
-
-    # 2. what the target already holds since the verification read it
-    wanted_keys: dict[str, set[bytes | None]] = defaultdict(set)
-    for r in rows:
-        wanted_keys[r["topic"]].add(r["key"])
     parts = _partitions(target, topics)
-    now = _offset_ranges(target, [TopicPartition(t, p) for t, n in parts.items() for p in range(n)])
-    read_to = summary["offsets"]["target"]
-    ranges = {}
-    for (t, p), (early, end) in now.items():
-        start = read_to.get(t, {}).get(str(p), {}).get("end", early)
-        ranges[(t, p)] = (max(start, early), end)
-    scanned = sum(e - s for s, e in ranges.values())
-    say(f"scanning {scanned:,} target records written since the verification for copies already there")
-    present: Counter[Identity] = Counter()
-    for m in _scan(target, ranges):
-        key = m.key()
-        if key not in wanted_keys.get(m.topic(), ()):
-            continue
-        if cutoff is not None and m.timestamp()[1] > cutoff:
-            continue
-        present[(m.topic(), key, checksum(m.value(), m.headers()))] += 1
-
-    # 3. plan: per identity, the copies still missing (oldest first)
-    groups: dict[Identity, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[(r["topic"], r["key"], int(r["checksum"]))].append(r)
-    plan: list[dict[str, Any]] = []
-    for ident, grp in groups.items():
-        grp.sort(key=lambda r: (r["partition"], r["offset"]))
-        have = present.get(ident, 0)
-        result.already_present += min(have, len(grp))
-        plan.extend(grp[min(have, len(grp)) :])
-    plan.sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
-    result.to_write = len(plan)
-    for t in topics:
-        result.per_topic[t] = {
-            "missing": sum(1 for r in rows if r["topic"] == t),
-            "to_write": sum(1 for r in plan if r["topic"] == t),
-            "written": 0,
-        }
+    plan = _plan(rows, _present_in_target(target, summary, rows, parts, say), result)  # 2. and 3.
     say(f"{result.already_present:,} already present in the target; {result.to_write:,} to write")
     if not plan:
-        result.seconds = round(time.monotonic() - t0, 3)
-        return result
-
+        return _elapsed(result, t0)
     oldest = {t: min(r["timestamp"] for r in plan if r["topic"] == t) for t in {r["topic"] for r in plan}}
     _check_target_topics(target, sorted(oldest), oldest)
-
-    # 4. read them back from the source and check them against the report
-    wanted: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for r in plan:
-        wanted[(r["topic"], r["partition"])].append(int(r["offset"]))
-    for offs in wanted.values():
-        offs.sort()
     if source is not None:
-        low = _offset_ranges(source, [TopicPartition(t, p) for t, p in wanted])
-        gone = sum(1 for (t, p), offs in wanted.items() for o in offs if o < low[(t, p)][0])
-        if gone:
-            raise ClusterError(
-                f"{gone:,} missing records are no longer in the source {source.bootstrap} "
-                "(deleted by retention since the verification).",
-                "recover them from a Parquet archive with --source-archive, or accept the loss (the report lists them)",
-            )
+        _check_retention(source, _wanted(plan))
     if dry_run:
         say(f"dry run: would write {len(plan):,} records; nothing written")
-        result.seconds = round(time.monotonic() - t0, 3)
-        return result
-    say(
-        f"reading {len(plan):,} records back from the "
-        + (f"source {source.bootstrap}" if source is not None else f"archive {source_archive}")
-    )
-    fetched = _fetch_kafka(source, wanted) if source is not None else _fetch_archive(Path(source_archive), wanted)
-    bad = []
-    for r in plan:
-        rec = fetched.get((r["topic"], r["partition"], int(r["offset"])))
-        if rec is None or rec.key != r["key"] or checksum(rec.value, rec.headers) != int(r["checksum"]):
-            bad.append(r)
-    if bad:
-        b = bad[0]
-        raise ClusterError(
-            f"{len(bad):,} source records no longer match the report (first: {b['topic']} "
-            f"partition {b['partition']} offset {b['offset']}); the source changed since the "
-            "verification.",
-            "run `drctl verify` again and recover from the new report",
-        )
-
-    # 5. produce, keeping key, value, headers, timestamp and partition
-    producer = Producer(
-        target.config(
-            **{
-                **SILENT,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 20,
-                "compression.type": "lz4",
-                "message.timeout.ms": 120000,
-            }
-        )
-    )
-    ledger = report_dir / LEDGER_FILE
-    delivered: list[dict[str, Any]] = []
-    written_by_topic: Counter[str] = Counter()
-    errors: list[str] = []
-    at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    def on_delivery(err: Any, msg: Any, r: dict[str, Any]) -> None:
-        if err is not None:
-            errors.append(f"{r['topic']}/{r['partition']}@{r['offset']}: {err}")
-            return
-        written_by_topic[r["topic"]] += 1
-        delivered.append(
-            {
-                "run": result.run_id,
-                "at": at,
-                "topic": r["topic"],
-                "source_partition": r["partition"],
-                "source_offset": int(r["offset"]),
-                "target_partition": msg.partition(),
-                "target_offset": msg.offset(),
-                "timestamp": int(r["timestamp"]),
-                "checksum": int(r["checksum"]),
-            }
-        )
-
-    say(f"writing {len(plan):,} records to {target.bootstrap}")
-    for i, r in enumerate(plan):
-        rec = fetched[(r["topic"], r["partition"], int(r["offset"]))]
-        partition = rec.partition if rec.partition < parts[rec.topic] else -1
-        kwargs: dict[str, Any] = {
-            "key": rec.key,
-            "value": rec.value,
-            "timestamp": rec.timestamp,
-            "on_delivery": lambda err, msg, r=r: on_delivery(err, msg, r),
-        }
-        if partition >= 0:
-            kwargs["partition"] = partition
-        if rec.headers:
-            kwargs["headers"] = rec.headers
-        while True:
-            try:
-                producer.produce(rec.topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        if i % 1000 == 0:
-            producer.poll(0)
-            if delivered:
-                _write_jsonl(ledger, delivered)
-                delivered.clear()
-    remaining = producer.flush(120)
-    if delivered:
-        _write_jsonl(ledger, delivered)
-    ledger_lines = 0
-    if ledger.exists():
-        with open(ledger) as f:
-            ledger_lines = sum(1 for _ in f)
-    result.ledger = ledger
-    run_written = sum(written_by_topic.values())
-    result.written = run_written
-    for t in result.per_topic:
-        result.per_topic[t]["written"] = written_by_topic.get(t, 0)
-    runs_path = report_dir / RUNS_FILE
-    runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
-    runs.append(
-        {
-            "run": result.run_id,
-            "at": at,
-            "to_write": result.to_write,
-            "written": run_written,
-            "already_present": result.already_present,
-            "errors": len(errors) + remaining,
-            "ledger_lines_total": ledger_lines,
-        }
-    )
-    runs_path.write_text(json.dumps(runs, indent=2) + "\n")
-    result.seconds = round(time.monotonic() - t0, 3)
-    if errors or remaining or run_written != len(plan):
-        raise ClusterError(
-            f"{len(plan) - run_written:,} of {len(plan):,} records were not written "
-            f"(first: {errors[0] if errors else 'delivery timed out'}).",
-            "fix the cause and re-run recover: it writes only what is still missing",
-        )
-    say(f"done: wrote {run_written:,} records in {result.seconds:.1f}s (ledger {ledger.name})")
+        return _elapsed(result, t0)
+    fetched = _read_back(source, source_archive, plan, say)  # 4.
+    _replay(target, plan, fetched, parts, result, say, t0)  # 5.
     return result

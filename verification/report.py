@@ -21,7 +21,7 @@ import html
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,7 @@ def render_missing_chart(
                 ys = [n for t, _, n in bins if t == topic]
                 dates = [datetime.fromtimestamp(s / 1000, tz=UTC) for s in xs]
                 ax.bar(
-                    dates,
+                    dates,  # type: ignore[arg-type]  # matplotlib's stubs take no datetimes (its units do)
                     ys,
                     width=width_days,
                     align="edge",
@@ -183,14 +183,15 @@ def render_missing_chart(
             lo, hi = start_ms, end_ms + bin_ms
             if cutoff_ms is not None:
                 lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
-            ax.set_xlim(datetime.fromtimestamp(lo / 1000, tz=UTC), datetime.fromtimestamp(hi / 1000, tz=UTC))
+            left, right = datetime.fromtimestamp(lo / 1000, tz=UTC), datetime.fromtimestamp(hi / 1000, tz=UTC)
+            ax.set_xlim(left, right)  # type: ignore[arg-type]  # datetimes: see ax.bar above
         if cutoff_ms is not None:
             at = datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
-            ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)
+            ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)  # type: ignore[arg-type]
             x0, x1 = ax.get_xlim()
-            right_half = mdates.date2num(at) > (x0 + x1) / 2
+            right_half = mdates.date2num(at) > (x0 + x1) / 2  # type: ignore[no-untyped-call]  # unannotated in the stubs
             ax.text(
-                at,
+                at,  # type: ignore[arg-type]
                 0.97,
                 "cut-off " if right_half else " cut-off",
                 transform=ax.get_xaxis_transform(),
@@ -200,7 +201,8 @@ def render_missing_chart(
                 color=CUTOFF_COLOUR,
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
             )
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC))
+        formatter = mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC)  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_formatter(formatter)
         ax.set_title(title, fontsize=11, loc="left")
         ax.set_xlabel("record timestamp (UTC)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
@@ -525,7 +527,8 @@ def _partitions(summary: Mapping[str, Any]) -> str:
     read = summary.get("offsets", {})
 
     def n_read(side: str, topic: str, p: str) -> int | str:
-        return read.get(side, {}).get(topic, {}).get(p, {}).get("read", "")
+        n = read.get(side, {}).get(topic, {}).get(p, {}).get("read")
+        return "" if n is None else int(n)
 
     rows = [
         [
@@ -619,7 +622,7 @@ def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
     ]
 
 
-def _samples(summary: Mapping[str, Any], samples: Mapping[str, list[Mapping[str, Any]]] | None) -> str:
+def _samples(summary: Mapping[str, Any], samples: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
     totals = summary["totals"]
     out = []
     for c in CLASSES:
@@ -709,6 +712,7 @@ def _from_audit_rows(a: Mapping[str, Any]) -> list[tuple[str, object]]:
 def _method(summary: Mapping[str, Any]) -> str:
     m = summary["method"]
     spark = summary.get("spark", {})
+    rows: list[tuple[str, object]]
     if m.get("from_audit"):
         rows = [
             ("checksum", m["checksum"]),
@@ -717,7 +721,7 @@ def _method(summary: Mapping[str, Any]) -> str:
             *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items()),
         ]
         return "<h2>Method and timings</h2>" + _kv_table(rows)
-    rows: list[tuple[str, object]] = [
+    rows = [
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),
         ("pass 1", f"{_fmt(m['pass1_records'])} records read once, summed per time window"),
@@ -731,7 +735,7 @@ def _method(summary: Mapping[str, Any]) -> str:
 
 
 def render_html(
-    summary: Mapping[str, Any], *, chart_png: bytes, samples: Mapping[str, list[Mapping[str, Any]]] | None = None
+    summary: Mapping[str, Any], *, chart_png: bytes, samples: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
 ) -> str:
     """The report page (self-contained: CSS inline, chart embedded); every value HTML-escaped."""
     return "".join(
@@ -768,7 +772,7 @@ def write_report(
     *,
     timeline: list[TimelineBin],
     bin_ms: int,
-    samples: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    samples: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     range_ms: tuple[int, int] | None = None,
 ) -> dict[str, Path]:
     """Write ``summary.json``, the chart PNG and ``report.html``; return their paths."""
@@ -798,7 +802,8 @@ def load_summary(report_dir: Path) -> dict[str, Any]:
     """Read ``summary.json`` of a report directory (:class:`ConfigError` when absent or invalid)."""
     path = Path(report_dir) / SUMMARY_FILE
     try:
-        return json.loads(path.read_text())
+        summary: dict[str, Any] = json.loads(path.read_text())
+        return summary
     except FileNotFoundError as exc:
         raise ConfigError(f"{path} does not exist.", "pass the --out directory of a `drctl verify` run") from exc
     except json.JSONDecodeError as exc:

@@ -124,7 +124,7 @@ def summary_document(
     partitions: dict[str, dict[str, dict[str, int]]],
     offsets: dict[str, Any],
     method: dict[str, Any],
-    spark: dict[str, str],
+    spark: dict[str, Any],
 ) -> dict[str, Any]:
     """``summary.json`` from its parts: the verdict and totals follow from ``per_topic``;
     ``method`` follows the checksum and key-hash descriptions."""

@@ -57,7 +57,7 @@ def prefer_kafka_v2(spark: SparkSession) -> None:
     quarter faster here). A runtime SQL setting, so it also applies under ``spark-submit``.
     """
     key = "spark.sql.sources.useV1SourceList"
-    current = [s.strip() for s in spark.conf.get(key, "").split(",") if s.strip()]
+    current = [s.strip() for s in (spark.conf.get(key, "") or "").split(",") if s.strip()]
     if "kafka" in current:
         spark.conf.set(key, ",".join(s for s in current if s != "kafka"))
 

@@ -19,7 +19,7 @@ from dr.kafka_client import Endpoint
 from verification import ArchiveSide, KafkaSide, run_verification
 from verification.archive import write_records
 from verification.compare import SOURCE, TARGET, Differences, TimeGrid
-from verification.job import _drop_empty, _safe_context, _window_counts
+from verification.job import _drop_empty, _window_counts
 from verification.report import (
     CUTOFF_COLOUR,
     load_summary,
@@ -31,6 +31,7 @@ from verification.report import (
     window_lines,
     write_empty_offending,
 )
+from verification.result import safe_context
 from verification.session import spark_session
 from verification.sides import PartitionBounds
 
@@ -394,11 +395,11 @@ def test_empty_topics_are_left_out_with_the_reason():
 
 
 def test_context_never_carries_a_secret_and_must_be_json():
-    ctx = _safe_context({**FAILOVER, "password": SECRET, "rpo_estimate": {"sasl_password": SECRET, "records": 1}})
+    ctx = safe_context({**FAILOVER, "password": SECRET, "rpo_estimate": {"sasl_password": SECRET, "records": 1}})
     assert SECRET not in json.dumps(ctx) and ctx["rpo_estimate"] == {"records": 1}
-    assert _safe_context(None) is None
+    assert safe_context(None) is None
     with pytest.raises(ConfigError, match=r"context\.source is of type Endpoint"):
-        _safe_context({"source": Endpoint("a:9092", "admin", SECRET)})
+        safe_context({"source": Endpoint("a:9092", "admin", SECRET)})
 
 
 # ----------------------------------------------------------------------------- the job feeds the report
