@@ -30,7 +30,7 @@ from dr.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
 from tests.integration.ports import windows
-from verification.cli import recover, verify
+from dr.verify_commands import recover, verify
 
 pytestmark = pytest.mark.integration
 
