@@ -84,12 +84,12 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
     from dr.failover.metrics import utc_text
 
     journal = Journal.load(state_dir(stack))
-    if journal is None or (journal.data["source"], journal.data["target"]) != (source, target):
+    if journal is None or (journal.record.source, journal.record.target) != (source, target):
         return None
     ms = journal.cutoff_ms()
     if ms is not None and not quiet:
         click.echo(
-            f"cut-off from failover {journal.data['failover_id']}: {utc_text(ms)} ({ms} ms) — records after "
+            f"cut-off from failover {journal.failover_id}: {utc_text(ms)} ({ms} ms) — records after "
             f"it on {target} were written after the promotion; --cutoff none compares everything",
             err=True,
         )
