@@ -195,13 +195,10 @@ _MASK = "**********"
 
 
 def _state_base() -> Path | None:
-    """The state directory of the project (:func:`dr.pulumi_env.state_base`), None outside any project."""
-    from dr.pulumi_env import state_base
+    """The state directory of the project (:func:`dr.project.state_base_or_none`), None outside any project."""
+    from dr.project import state_base_or_none
 
-    try:
-        return state_base()
-    except DRError:
-        return None
+    return state_base_or_none()
 
 
 def _known_secrets() -> set[str]:

@@ -17,32 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dr.errors import ConfigError, ToolchainError
+from dr.project import project_dir_or_none, state_base_or_none
 from dr.toolchain import kdr_home, toolchain, versions
 
 if TYPE_CHECKING:
     from pulumi.automation import PulumiCommand
 
 
-#: The file that marks a Pulumi project's directory (``Pulumi.yml`` is accepted too, as by the CLI).
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
-
-
-def find_project_dir(start: Path | None = None) -> Path | None:
-    """The nearest directory from ``start`` (default: the current one) upwards holding ``Pulumi.yaml``."""
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        if any((directory / name).is_file() for name in PROJECT_FILES):
-            return directory
-    return None
-
-
 def project_dir() -> Path:
     """The project directory: ``$KDR_STACK_DIR``, else the nearest ``Pulumi.yaml`` from the current
     directory upwards; :class:`ConfigError` (exit 2) naming both ways when there is none."""
-    override = os.environ.get("KDR_STACK_DIR")
-    if override:
-        return Path(override)
-    found = find_project_dir()
+    found = project_dir_or_none()
     if found is None:
         raise ConfigError(
             f"no Pulumi project here: neither {Path.cwd()} nor a directory above it holds Pulumi.yaml.",
@@ -54,8 +39,7 @@ def project_dir() -> Path:
 
 def state_base() -> Path:
     """Where every stack keeps its state: ``$KDR_STATE_DIR``, else ``<project dir>/.state``."""
-    override = os.environ.get("KDR_STATE_DIR")
-    return Path(override) if override else project_dir() / ".state"
+    return state_base_or_none() or project_dir() / ".state"
 
 
 def passphrase_file(directory: Path) -> Path:

@@ -13,12 +13,9 @@ import re
 from dataclasses import dataclass
 
 from dr.topology.model import Cluster, Role, Topology
+from dr.topology.principals import CONNECT_USER
 
 __all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
-
-CONNECT_USER = "connect"
-"""The principal local Kafka Connect workers run as on their home cluster (their group and internal
-topics only: the connectors send records as the replicator, through ``producer.override.*``)."""
 
 
 @dataclass(frozen=True, order=True)

@@ -9,14 +9,15 @@ value (wrong type, missing key, unknown key) raises :class:`~dr.errors.ConfigErr
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from dr.errors import ConfigError, InternalError, TopologyError
+from dr.topology.kinds import PORT_WINDOW, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
+from dr.topology.validation import raise_for_violations
 
 __all__ = [
     "PORT_WINDOW",
@@ -35,55 +36,7 @@ __all__ = [
     "Topology",
 ]
 
-PORT_WINDOW = 100
-"""Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""
-
-
-class Role(StrEnum):
-    """What a cluster does in the disaster-recovery topology."""
-
-    ACTIVE = "active"
-    PASSIVE = "passive"
-    STANDBY = "standby"
-    DECOMMISSIONED = "decommissioned"
-
-
-class Kind(StrEnum):
-    """Where a cluster runs: on this machine, or elsewhere reached by bootstrap servers."""
-
-    LOCAL = "local"
-    EXTERNAL = "external"
-    CONFLUENT_CLOUD = "confluent-cloud"
-
-
-class Engine(StrEnum):
-    """The replication technology behind a link."""
-
-    MIRRORMAKER2 = "mirrormaker2"
-    CLUSTER_LINK = "cluster-link"
-
-
-class LinkState(StrEnum):
-    """Whether a link still replicates, or what became of its mirror topics after a failover.
-
-    Only ``cluster-link`` links outlive a failover: their mirror topics on the promoted cluster are
-    Pulumi resources whose status is the failover itself (``PROMOTED`` after a planned failover,
-    ``FAILED_OVER`` after an unplanned one), so the link stays declared, no longer replicating.
-    """
-
-    RUNNING = "running"
-    PROMOTED = "promoted"
-    FAILED_OVER = "failed-over"
-
-
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
-
-
-class Profile(StrEnum):
-    """How strict the durability rules are: ``production`` adds rules ``dev`` does not apply."""
-
-    DEV = "dev"
-    PRODUCTION = "production"
 
 
 class _Model(BaseModel):
@@ -359,8 +312,6 @@ class Topology(_Model):
 
     @model_validator(mode="after")
     def _check_rules(self) -> Topology:
-        from dr.topology.validation import raise_for_violations  # validation imports this module
-
         raise_for_violations(self)
         return self
 

@@ -29,8 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from dr.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
-from tests.integration.ports import windows
 from dr.verify_commands import recover, verify
+from tests.integration.ports import windows
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ import pytest
 
 from dr.errors import ConfigError
 from dr.estate import load_stack, stack_dir, stack_file, state_dir
-from dr.pulumi_env import find_project_dir, project_dir, state_base
+from dr.project import find_project_dir
+from dr.pulumi_env import project_dir, state_base
 from dr.toolchain import versions
 from tests import REPO_ROOT
 

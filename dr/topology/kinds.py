@@ -1,0 +1,58 @@
+"""The topology's vocabulary: roles, kinds, engines, link states, profiles and the port window.
+
+Plain enums with no other import of the product, so that the model (:mod:`dr.topology.model`) and
+its rules (:mod:`dr.topology.validation`) can both use them without importing each other.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["PORT_WINDOW", "Engine", "Kind", "LinkState", "Profile", "Role"]
+
+PORT_WINDOW = 100
+"""Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""
+
+
+class Role(StrEnum):
+    """What a cluster does in the disaster-recovery topology."""
+
+    ACTIVE = "active"
+    PASSIVE = "passive"
+    STANDBY = "standby"
+    DECOMMISSIONED = "decommissioned"
+
+
+class Kind(StrEnum):
+    """Where a cluster runs: on this machine, or elsewhere reached by bootstrap servers."""
+
+    LOCAL = "local"
+    EXTERNAL = "external"
+    CONFLUENT_CLOUD = "confluent-cloud"
+
+
+class Engine(StrEnum):
+    """The replication technology behind a link."""
+
+    MIRRORMAKER2 = "mirrormaker2"
+    CLUSTER_LINK = "cluster-link"
+
+
+class LinkState(StrEnum):
+    """Whether a link still replicates, or what became of its mirror topics after a failover.
+
+    Only ``cluster-link`` links outlive a failover: their mirror topics on the promoted cluster are
+    Pulumi resources whose status is the failover itself (``PROMOTED`` after a planned failover,
+    ``FAILED_OVER`` after an unplanned one), so the link stays declared, no longer replicating.
+    """
+
+    RUNNING = "running"
+    PROMOTED = "promoted"
+    FAILED_OVER = "failed-over"
+
+
+class Profile(StrEnum):
+    """How strict the durability rules are: ``production`` adds rules ``dev`` does not apply."""
+
+    DEV = "dev"
+    PRODUCTION = "production"
