@@ -17,12 +17,15 @@
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import json
 import os
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -217,32 +220,11 @@ def render_missing_chart(
 
 
 # ----------------------------------------------------------------------------- HTML
-# Every value reaches the page through _e (html.escape, quotes included) or _fmt (numbers); the
-# only markup not built here is the chart, a base64 data URI. Sections are small functions, each
-# returning a string; render_html joins them.
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
- color:#1d2430;padding:0 1rem}
-h1{font-size:1.5rem;margin-bottom:.2rem}
-h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #e3e6ea;padding-bottom:.3rem}
-.muted{color:#5f6b7a;font-size:.9rem}
-.verdict{padding:1rem 1.2rem;border-radius:8px;margin:1rem 0;font-size:1.1rem;font-weight:600}
-.clean{background:#e8f5e9;color:#1b5e20;border:1px solid #a5d6a7}
-.dirty{background:#ffebee;color:#b71c1c;border:1px solid #ef9a9a}
-.box{border:1px solid #90caf9;background:#f3f8fe;border-radius:8px;padding:.6rem 1.2rem;margin:1rem 0}
-.box h2{margin-top:.3rem;border:none} .box table{width:auto} .box td{border:none;padding:.15rem .8rem .15rem 0}
-.cards{display:flex;gap:.8rem;flex-wrap:wrap}
-.card{border:1px solid #e3e6ea;border-radius:8px;padding:.6rem 1rem;min-width:120px}
-.card .n{font-size:1.5rem;font-weight:700} .card .l{color:#5f6b7a;font-size:.85rem}
-.card.bad .n{color:#c62828}
-table{border-collapse:collapse;width:100%;font-size:.88rem;margin:.5rem 0}
-th,td{border-bottom:1px solid #eceff3;padding:.35rem .5rem;text-align:right}
-th{background:#f6f8fa;font-weight:600} td.l,th.l{text-align:left}
-td.bad{color:#c62828;font-weight:600} td.ok{color:#2e7d32}
-code{background:#f6f8fa;padding:.1rem .3rem;border-radius:4px;font-size:.85rem}
-img{max-width:100%;border:1px solid #eceff3;border-radius:6px}
-details{margin:.5rem 0} summary{cursor:pointer;color:#1f5fbf}
-"""
+# The page is templates/report.html (string.Template, shipped as package data). Every value put in
+# goes through _e (html.escape, quotes included): plain strings are escaped there, and the sections
+# are _Html, markup these small functions built from escaped parts (_e, _fmt for numbers). The only
+# markup not built here is the chart, a base64 data URI.
+_TEMPLATE = ("templates", "report.html")
 
 #: Readable names of the job's timings (``summary["timings"]``); others get :func:`timing_label`'s fallback.
 TIMING_LABELS = {
@@ -365,25 +347,6 @@ def _cutoff_text(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _page_head(summary: Mapping[str, Any]) -> str:
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>Integrity report — {_e(summary['verdict'])}</title><style>{_CSS}</style></head><body>"
-    )
-
-
-def _header(summary: Mapping[str, Any]) -> str:
-    took = summary.get("timings", {}).get("total_s")
-    took_text = f" · took {_e(_fmt(took))} s" if took is not None else ""
-    return (
-        "<h1>Kafka replication integrity report</h1><div class='muted'>"
-        f"source <b>{_e(_side_text(summary['source']))}</b> → target <b>{_e(_side_text(summary['target']))}</b>"
-        f"<br>generated {_e(summary['generated_at'])}{took_text}"
-        f"<br>cut-off: <b>{_e(_cutoff_text(summary))}</b></div>"
-    )
-
-
 def _rpo_text(rpo: Mapping[str, Any] | None) -> str:
     if not rpo:
         return "not estimated"
@@ -393,11 +356,11 @@ def _rpo_text(rpo: Mapping[str, Any] | None) -> str:
     return f"{span} ({rpo.get('basis') or 'no basis recorded'}{age})"
 
 
-def _failover_box(summary: Mapping[str, Any]) -> str:
+def _failover_box(summary: Mapping[str, Any]) -> _Html:
     """The failover this verification belongs to (only when the run was given a context)."""
     f = summary.get("failover")
     if not f:
-        return ""
+        return _Html()
     rto = f.get("rto_s")
     missing = summary["totals"]["missing"]
     never = f.get("never_replicated")
@@ -426,10 +389,10 @@ def _failover_box(summary: Mapping[str, Any]) -> str:
         ("cut-off", _cutoff_text(summary)),
         ("journal", _code(f.get("journal") or "unknown")),
     ]
-    return f"<div class='box'><h2>Failover {_e(f.get('failover_id', ''))}</h2>{_kv_table(rows)}</div>"
+    return _Html(f"<div class='box'><h2>Failover {_e(f.get('failover_id', ''))}</h2>{_kv_table(rows)}</div>")
 
 
-def _verdict(summary: Mapping[str, Any]) -> str:
+def _verdict(summary: Mapping[str, Any]) -> _Html:
     totals = summary["totals"]
     if summary["verdict"] == "clean":
         audit = summary.get("method", {}).get("from_audit")
@@ -438,15 +401,15 @@ def _verdict(summary: Mapping[str, Any]) -> str:
             if audit
             else ""
         )
-        return (
+        return _Html(
             f"<div class='verdict clean'>CLEAN — every source record has exactly one copy in the target "
             f"({_fmt(totals['source_compared'])} records compared{_e(audited)}). Exit code 0.</div>"
         )
     found = ", ".join(f"{_fmt(totals[c])} {c}" for c in CLASSES if totals[c])
-    return f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>"
+    return _Html(f"<div class='verdict dirty'>DIFFERENCES FOUND — {_e(found)}. Exit code 1.</div>")
 
 
-def _cards(summary: Mapping[str, Any]) -> str:
+def _cards(summary: Mapping[str, Any]) -> _Html:
     totals = summary["totals"]
 
     def card(n: int, label: str, bad: bool = False) -> str:
@@ -455,7 +418,7 @@ def _cards(summary: Mapping[str, Any]) -> str:
             f"<div class='l'>{_e(label)}</div></div>"
         )
 
-    return (
+    return _Html(
         "<div class='cards'>"
         + card(totals["source_compared"], "source records compared")
         + card(totals["target_compared"], "target records compared")
@@ -465,7 +428,7 @@ def _cards(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _topics(summary: Mapping[str, Any]) -> str:
+def _topics(summary: Mapping[str, Any]) -> _Html:
     rows = []
     for topic, t in sorted(summary["topics"].items()):
         status = "clean" if not any(t[c] for c in CLASSES) else "differences"
@@ -500,22 +463,25 @@ def _topics(summary: Mapping[str, Any]) -> str:
     )
     left_out = summary.get("topics_left_out") or {}
     if not left_out:
-        return out + "<div class='muted'>None: every topic on either side was compared.</div>"
-    return out + _table(
-        ["topic", "on", "why"],
-        (
-            [
-                _td(_code(t), left=True),
-                _td(v.get("on", ""), left=True),
-                _td(v.get("why", v.get("reason", "")), left=True),
-            ]
-            for t, v in sorted(left_out.items())
-        ),
-        left=3,
+        return _Html(out + "<div class='muted'>None: every topic on either side was compared.</div>")
+    return _Html(
+        out
+        + _table(
+            ["topic", "on", "why"],
+            (
+                [
+                    _td(_code(t), left=True),
+                    _td(v.get("on", ""), left=True),
+                    _td(v.get("why", v.get("reason", "")), left=True),
+                ]
+                for t, v in sorted(left_out.items())
+            ),
+            left=3,
+        )
     )
 
 
-def _partitions(summary: Mapping[str, Any]) -> str:
+def _partitions(summary: Mapping[str, Any]) -> _Html:
     out = (
         "<h2>Per partition</h2><div class='muted'>Offending records per topic-partition: <i>missing</i> in "
         "the source partition, the other classes in the target partition (where the offending copy is). "
@@ -523,7 +489,7 @@ def _partitions(summary: Mapping[str, Any]) -> str:
     )
     parts = summary.get("partitions") or {}
     if not any(parts.values()):
-        return out + "<div class='muted'>No partition has differences.</div>"
+        return _Html(out + "<div class='muted'>No partition has differences.</div>")
     read = summary.get("offsets", {})
 
     def n_read(side: str, topic: str, p: str) -> int | str:
@@ -541,24 +507,13 @@ def _partitions(summary: Mapping[str, Any]) -> str:
         for topic, per in sorted(parts.items())
         for p, c in sorted(per.items(), key=lambda kv: int(kv[0]))
     ]
-    return out + _table(["topic", "partition", "source read", "target read", *CLASSES], rows)
+    return _Html(out + _table(["topic", "partition", "source read", "target read", *CLASSES], rows))
 
 
-def _chart(summary: Mapping[str, Any], chart_png: bytes) -> str:
-    b64 = base64.b64encode(chart_png).decode()
-    cut = " The dashed line marks the cut-off: records after it are not compared." if summary.get("cutoff") else ""
-    return (
-        "<h2>Missing messages over time</h2>"
-        f"<img alt='missing messages over time' src='data:image/png;base64,{b64}'>"
-        "<div class='muted'>Record timestamps (UTC) of the source records that never reached the target, "
-        f"stacked by topic.{_e(cut)}</div>"
-    )
-
-
-def _next_steps(summary: Mapping[str, Any]) -> str:
+def _next_steps(summary: Mapping[str, Any]) -> _Html:
     totals = summary["totals"]
     if summary["verdict"] == "clean":
-        return ""
+        return _Html()
     items = []
     if totals["missing"]:
         items.append(
@@ -582,7 +537,7 @@ def _next_steps(summary: Mapping[str, Any]) -> str:
             "<li><b>unexpected</b>: target records the source never had, written before the "
             "cut-off. Find the writer (ACLs should make passive topics read-only).</li>"
         )
-    return "<h2>What to do next</h2><ul>" + "".join(items) + "</ul>"
+    return _Html("<h2>What to do next</h2><ul>" + "".join(items) + "</ul>")
 
 
 def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
@@ -622,7 +577,7 @@ def _sample_row(r: Mapping[str, Any]) -> list[_Html]:
     ]
 
 
-def _samples(summary: Mapping[str, Any], samples: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
+def _samples(summary: Mapping[str, Any], samples: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> _Html:
     totals = summary["totals"]
     out = []
     for c in CLASSES:
@@ -655,10 +610,10 @@ def _samples(summary: Mapping[str, Any], samples: Mapping[str, Sequence[Mapping[
                     (_sample_row(r) for r in rows),
                 )
             )
-    return "".join(out)
+    return _Html("".join(out))
 
 
-def _offsets(summary: Mapping[str, Any]) -> str:
+def _offsets(summary: Mapping[str, Any]) -> _Html:
     out = [
         "<h2>Offset bounds read</h2><div class='muted'>Fixed before reading; each side was read exactly in "
         f"{_code('[start, end)')}.</div>"
@@ -674,7 +629,7 @@ def _offsets(summary: Mapping[str, Any]) -> str:
             + _table(["topic", "partition", "start", "end", "records read"], rows)
             + "</details>"
         )
-    return "".join(out)
+    return _Html("".join(out))
 
 
 def _from_audit_rows(a: Mapping[str, Any]) -> list[tuple[str, object]]:
@@ -709,7 +664,7 @@ def _from_audit_rows(a: Mapping[str, Any]) -> list[tuple[str, object]]:
     ]
 
 
-def _method(summary: Mapping[str, Any]) -> str:
+def _method(summary: Mapping[str, Any]) -> _Html:
     m = summary["method"]
     spark = summary.get("spark", {})
     rows: list[tuple[str, object]]
@@ -720,7 +675,7 @@ def _method(summary: Mapping[str, Any]) -> str:
             *_from_audit_rows(m["from_audit"]),
             *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items()),
         ]
-        return "<h2>Method and timings</h2>" + _kv_table(rows)
+        return _Html("<h2>Method and timings</h2>" + _kv_table(rows))
     rows = [
         ("checksum", m["checksum"]),
         ("records matched by", "(topic, key, checksum) as multisets — offsets differ under MirrorMaker 2"),
@@ -731,30 +686,42 @@ def _method(summary: Mapping[str, Any]) -> str:
         ("spark", f"{spark.get('master')} (Spark {spark.get('version')})"),
         *((timing_label(k), _fmt(v)) for k, v in summary.get("timings", {}).items()),
     ]
-    return "<h2>Method and timings</h2>" + _kv_table(rows)
+    return _Html("<h2>Method and timings</h2>" + _kv_table(rows))
+
+
+@functools.cache
+def _page() -> string.Template:
+    """The page template shipped in the package (``verification/templates/report.html``)."""
+    return string.Template(resources.files("verification").joinpath(*_TEMPLATE).read_text(encoding="utf-8"))
 
 
 def render_html(
     summary: Mapping[str, Any], *, chart_png: bytes, samples: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
 ) -> str:
     """The report page (self-contained: CSS inline, chart embedded); every value HTML-escaped."""
-    return "".join(
-        [
-            _page_head(summary),
-            _header(summary),
-            _failover_box(summary),
-            _verdict(summary),
-            _cards(summary),
-            _topics(summary),
-            _partitions(summary),
-            _chart(summary, chart_png),
-            _next_steps(summary),
-            _samples(summary, samples),
-            _offsets(summary),
-            _method(summary),
-            "</body></html>",
-        ]
-    )
+    took = summary.get("timings", {}).get("total_s")
+    values: dict[str, object] = {
+        "verdict": summary["verdict"],
+        "source": _side_text(summary["source"]),
+        "target": _side_text(summary["target"]),
+        "generated_at": summary["generated_at"],
+        "took": f" · took {_fmt(took)} s" if took is not None else "",
+        "cutoff": _cutoff_text(summary),
+        "failover_box": _failover_box(summary),
+        "verdict_box": _verdict(summary),
+        "cards": _cards(summary),
+        "topics": _topics(summary),
+        "partitions": _partitions(summary),
+        "chart_png": base64.b64encode(chart_png).decode(),
+        "chart_note": " The dashed line marks the cut-off: records after it are not compared."
+        if summary.get("cutoff")
+        else "",
+        "next_steps": _next_steps(summary),
+        "samples": _samples(summary, samples),
+        "offsets": _offsets(summary),
+        "method": _method(summary),
+    }
+    return _page().substitute({name: _e(value) for name, value in values.items()})
 
 
 # ----------------------------------------------------------------------------- files
