@@ -20,6 +20,8 @@ lint: setup
 test: setup lint
 	@$(PY) -m pytest -q -p no:cacheprovider tests
 
+# The unit tests alone (tests/unit): no Java, Spark, Kafka or toolchain jars needed; the Spark tests are
+# in tests/spark, run by `make test` with everything else.
 unit: setup lint
 	@$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
