@@ -287,6 +287,33 @@ def _fallback(reason: str, say: Reporter) -> FromAudit:
     return FromAudit(None, {"audit": False, "reason": reason})
 
 
+class _Fallback(Exception):
+    """Why this check cannot start from the audit: the caller runs the full verification instead."""
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The audit state, the offsets fixed now and what is left to read between them."""
+
+    state: AuditState
+    p: Plan
+    src_topics: dict[str, int]
+    src_now: dict[tuple[str, int], tuple[int, int]]
+    dst_now: dict[tuple[str, int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The records read past the audit, compared with the residue, and the offending rows."""
+
+    new_src: list[Fingerprint]
+    new_dst: list[Fingerprint]
+    cmp: Comparison
+    rows: list[dict[str, Any]]
+    gone: int
+    timings: dict[str, float]
+
+
 def verify_from_audit(
     *,
     source: KafkaSide,
@@ -306,109 +333,42 @@ def verify_from_audit(
     """Verify ``source`` vs ``target`` from the audit state in ``state_file`` (see the module docstring).
 
     Returns the result (report written to ``out_dir``), or no result and the reason the caller must
-    run the full verification — a damaged state file is such a reason, never an error.
+    run the full verification — a damaged state file is such a reason, never an error. The steps:
+    load the state and plan the ranges past it (:func:`_plan_from_state`), say what the audit spares
+    (:func:`_announce`), read and compare the rest (:func:`_read_and_compare`), write the report
+    (:func:`_report`).
     """
-    from dr import kafka_client
-    from verification.audit import _offsets, _topics, cluster_id, read_fingerprints
-    from verification.recover import _fetch_kafka
-
     say = progress or quiet
     t0 = time.monotonic()
     started_at = datetime.now(UTC)
-    if not Path(state_file).exists():
-        return _fallback(f"no audit of link {link} ({state_file} does not exist)", say)
-    src_admin, src_md = kafka_client.connected_admin(source.endpoint, 30.0, attempt=2.0)
-    dst_admin, dst_md = kafka_client.connected_admin(target.endpoint, 30.0, attempt=2.0)
     try:
-        state = load_state(
-            Path(state_file),
+        planned = _plan_from_state(
+            source=source,
+            target=target,
+            topics=topics,
+            cutoff_ms=cutoff_ms,
+            state_file=Path(state_file),
             stack=stack,
             link=link,
-            source_cluster=source_cluster,
-            target_cluster=target_cluster,
-            source_id=cluster_id(src_admin, source.endpoint),
-            target_id=cluster_id(dst_admin, target.endpoint),
+            clusters=(source_cluster, target_cluster),
         )
-    except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return _fallback(f"the audit state cannot be used: {exc}", say)
-    if state is None:
-        return _fallback(f"no audit of link {link} ({state_file} does not exist)", say)
-    late = audited_after_cutoff(state, cutoff_ms)
-    if late:
-        return _fallback(late, say)
-    wanted = set(topics)
-    src_topics = _topics(src_md, lambda t: t in wanted)
-    src_now = _offsets(src_admin, source.endpoint, src_topics)
-    dst_now = _offsets(dst_admin, target.endpoint, {t: n for t, n in _topics(dst_md).items() if t in wanted})
-    try:
-        p = plan(state, src_now, dst_now, topics=sorted(wanted), state_file=Path(state_file))
-    except ConfigError as exc:
-        return _fallback(f"the audit state cannot be used: {exc}", say)
-    full_read = sum(e - s for side in (src_now, dst_now) for s, e in side.values())
-    if not worth_it(p.to_read, full_read):
-        return _fallback(
-            f"{p.to_read:,} offsets arrived since the last audit of {link} (of {full_read:,}): "
-            "the Spark job reads them faster",
-            say,
-        )
-    origin = started_from(state, Path(state_file), p)
-    say(
-        f"starting from audit run {state.runs} of {link} ({origin['audited_at_utc']}): "
-        f"{p.skipped_source:,} source + {p.skipped_target:,} target records already verified are not read; "
-        f"reading {origin['read_source']:,} + {origin['read_target']:,} new, re-checking a residue of "
-        f"{len(p.source_residue):,} + {len(p.target_residue):,}"
-    )
-    t = time.monotonic()
-    new_src = read_fingerprints(source.endpoint, p.source_ranges)
-    new_dst = read_fingerprints(target.endpoint, p.target_ranges)
-    read_s = time.monotonic() - t
-    t = time.monotonic()
-    cmp = compare([*p.source_residue, *new_src], [*p.target_residue, *new_dst], cutoff_ms)
-    match_s = time.monotonic() - t
-    if cmp.target_unmatched:
-        return _fallback(
-            f"{len(cmp.target_unmatched):,} target records past the audit match no source record read "
-            "now; telling duplicated from corrupted or unexpected needs the whole source",
-            say,
-        )
-    t = time.monotonic()
-    wanted_offsets: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for f in cmp.missing:
-        wanted_offsets[(f.topic, f.partition)].append(f.offset)
-    fetched = _fetch_kafka(source.endpoint, {k: sorted(v) for k, v in wanted_offsets.items()}) if cmp.missing else {}
-    rows, gone, changed = offending_rows(cmp.missing, fetched)
-    if changed is not None:
-        return _fallback(
-            f"source record {changed.topic}-{changed.partition}@{changed.offset} no longer matches the "
-            "audit's fingerprint (topic re-created?)",
-            say,
-        )
-    fetch_s = time.monotonic() - t
-    origin["missing_gone_from_source"] = gone
-    read_counts = {
-        "source": Counter((f.topic, f.partition) for f in new_src),
-        "target": Counter((f.topic, f.partition) for f in new_dst),
-    }
-    stamps = [f.ts for fps in (new_src, new_dst, p.source_residue, p.target_residue) for f in fps if f.ts >= 0]
-    result = _write(
-        out=Path(out_dir).resolve(),
+        origin = _announce(planned, Path(state_file), link, say)
+        read = _read_and_compare(source, target, planned.p, cutoff_ms)
+    except _Fallback as reason:
+        return _fallback(str(reason), say)
+    origin["missing_gone_from_source"] = read.gone
+    result = _report(
+        planned,
+        read,
+        origin,
         source=source,
         target=target,
-        topics=sorted(src_topics),
+        out=Path(out_dir).resolve(),
         requested=list(topics),
-        p=p,
-        cmp=cmp,
-        rows=rows,
-        origin=origin,
-        read_counts=read_counts,
-        src_now=src_now,
-        dst_now=dst_now,
         cutoff_ms=cutoff_ms,
         context=context,
-        ts_range=(min(stamps), max(stamps)) if stamps else None,
         started_at=started_at,
         sample_size=sample_size,
-        timings={"read_s": round(read_s, 3), "match_s": round(match_s, 3), "fetch_missing_s": round(fetch_s, 3)},
         t0=t0,
     )
     tot = result.summary["totals"]
@@ -418,6 +378,159 @@ def verify_from_audit(
         + f"; report in {result.out_dir}"
     )
     return FromAudit(result, origin)
+
+
+def _plan_from_state(
+    *,
+    source: KafkaSide,
+    target: KafkaSide,
+    topics: list[str],
+    cutoff_ms: int | None,
+    state_file: Path,
+    stack: str,
+    link: str,
+    clusters: tuple[str, str],
+) -> _Planned:
+    """Load the audit state of both clusters, fix the offsets now and plan the ranges past the audit.
+
+    Raises :class:`_Fallback` when there is no usable state, it was audited after the cut-off, or
+    reading everything again is faster.
+    """
+    from dr import kafka_client
+    from verification.audit import _offsets, _topics, cluster_id
+
+    if not state_file.exists():
+        raise _Fallback(f"no audit of link {link} ({state_file} does not exist)")
+    src_admin, src_md = kafka_client.connected_admin(source.endpoint, 30.0, attempt=2.0)
+    dst_admin, dst_md = kafka_client.connected_admin(target.endpoint, 30.0, attempt=2.0)
+    try:
+        state = load_state(
+            state_file,
+            stack=stack,
+            link=link,
+            source_cluster=clusters[0],
+            target_cluster=clusters[1],
+            source_id=cluster_id(src_admin, source.endpoint),
+            target_id=cluster_id(dst_admin, target.endpoint),
+        )
+    except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _Fallback(f"the audit state cannot be used: {exc}") from exc
+    if state is None:
+        raise _Fallback(f"no audit of link {link} ({state_file} does not exist)")
+    late = audited_after_cutoff(state, cutoff_ms)
+    if late:
+        raise _Fallback(late)
+    wanted = set(topics)
+    src_topics = _topics(src_md, lambda t: t in wanted)
+    src_now = _offsets(src_admin, source.endpoint, src_topics)
+    dst_now = _offsets(dst_admin, target.endpoint, {t: n for t, n in _topics(dst_md).items() if t in wanted})
+    try:
+        p = plan(state, src_now, dst_now, topics=sorted(wanted), state_file=state_file)
+    except ConfigError as exc:
+        raise _Fallback(f"the audit state cannot be used: {exc}") from exc
+    full_read = sum(e - s for side in (src_now, dst_now) for s, e in side.values())
+    if not worth_it(p.to_read, full_read):
+        raise _Fallback(
+            f"{p.to_read:,} offsets arrived since the last audit of {link} (of {full_read:,}): "
+            "the Spark job reads them faster"
+        )
+    return _Planned(state, p, src_topics, src_now, dst_now)
+
+
+def _announce(planned: _Planned, state_file: Path, link: str, say: Reporter) -> dict[str, Any]:
+    """What the audit spares (:func:`started_from`), said before reading."""
+    p, state = planned.p, planned.state
+    origin = started_from(state, state_file, p)
+    say(
+        f"starting from audit run {state.runs} of {link} ({origin['audited_at_utc']}): "
+        f"{p.skipped_source:,} source + {p.skipped_target:,} target records already verified are not read; "
+        f"reading {origin['read_source']:,} + {origin['read_target']:,} new, re-checking a residue of "
+        f"{len(p.source_residue):,} + {len(p.target_residue):,}"
+    )
+    return origin
+
+
+def _read_and_compare(source: KafkaSide, target: KafkaSide, p: Plan, cutoff_ms: int | None) -> _Read:
+    """Read the ranges past the audit, compare them with the residue, fetch the missing source records.
+
+    Raises :class:`_Fallback` when a target record matches nothing read now, or a missing source
+    record no longer matches the audit's fingerprint.
+    """
+    from verification.audit import read_fingerprints
+    from verification.recover import _fetch_kafka
+
+    t = time.monotonic()
+    new_src = read_fingerprints(source.endpoint, p.source_ranges)
+    new_dst = read_fingerprints(target.endpoint, p.target_ranges)
+    read_s = time.monotonic() - t
+    t = time.monotonic()
+    cmp = compare([*p.source_residue, *new_src], [*p.target_residue, *new_dst], cutoff_ms)
+    match_s = time.monotonic() - t
+    if cmp.target_unmatched:
+        raise _Fallback(
+            f"{len(cmp.target_unmatched):,} target records past the audit match no source record read "
+            "now; telling duplicated from corrupted or unexpected needs the whole source"
+        )
+    t = time.monotonic()
+    wanted_offsets: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for f in cmp.missing:
+        wanted_offsets[(f.topic, f.partition)].append(f.offset)
+    fetched = _fetch_kafka(source.endpoint, {k: sorted(v) for k, v in wanted_offsets.items()}) if cmp.missing else {}
+    rows, gone, changed = offending_rows(cmp.missing, fetched)
+    if changed is not None:
+        raise _Fallback(
+            f"source record {changed.topic}-{changed.partition}@{changed.offset} no longer matches the "
+            "audit's fingerprint (topic re-created?)"
+        )
+    fetch_s = time.monotonic() - t
+    timings = {"read_s": round(read_s, 3), "match_s": round(match_s, 3), "fetch_missing_s": round(fetch_s, 3)}
+    return _Read(new_src, new_dst, cmp, rows, gone, timings)
+
+
+def _report(
+    planned: _Planned,
+    read: _Read,
+    origin: dict[str, Any],
+    *,
+    source: KafkaSide,
+    target: KafkaSide,
+    out: Path,
+    requested: list[str],
+    cutoff_ms: int | None,
+    context: dict[str, Any] | None,
+    started_at: datetime,
+    sample_size: int,
+    t0: float,
+) -> VerificationResult:
+    """Write the report directory of a check started from the audit."""
+    p = planned.p
+    read_counts = {
+        "source": Counter((f.topic, f.partition) for f in read.new_src),
+        "target": Counter((f.topic, f.partition) for f in read.new_dst),
+    }
+    fps = (read.new_src, read.new_dst, p.source_residue, p.target_residue)
+    stamps = [f.ts for side in fps for f in side if f.ts >= 0]
+    return _write(
+        out=out,
+        source=source,
+        target=target,
+        topics=sorted(planned.src_topics),
+        requested=requested,
+        p=p,
+        cmp=read.cmp,
+        rows=read.rows,
+        origin=origin,
+        read_counts=read_counts,
+        src_now=planned.src_now,
+        dst_now=planned.dst_now,
+        cutoff_ms=cutoff_ms,
+        context=context,
+        ts_range=(min(stamps), max(stamps)) if stamps else None,
+        started_at=started_at,
+        sample_size=sample_size,
+        timings=read.timings,
+        t0=t0,
+    )
 
 
 def _per_topic(
