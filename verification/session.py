@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -158,17 +159,73 @@ def spark_session(
     ``make setup`` built one (``use_archive``); ``driver_options`` are added to its JVM options.
     A standalone master that cannot be reached, refuses the application or starts no executor
     raises :class:`ClusterError`.
+
+    The steps: decide how to launch (:func:`_launch`), start the driver, without the class-data
+    archive when it stops the JVM (:func:`_start`), then wait for a standalone cluster's executors.
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    launch = _launch(
+        master=master or DEFAULT_MASTER,
+        app_name=app_name,
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        extra=extra or {},
+        use_archive=use_archive,
+        driver_options=driver_options,
+    )
+    try:
+        spark = _start(launch)
+    except Exception as exc:
+        if launch.standalone and type(exc).__module__.startswith(("py4j", "pyspark")):
+            raise _refused(launch.master, exc) from None
+        raise
+    spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
+    if launch.standalone:
+        _await_executors(spark, launch.master)
+        if not shuffle_partitions:
+            spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
+    prefer_kafka_v2(spark)
+    return spark
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How :func:`spark_session` starts its driver: what it decided before any JVM runs."""
+
+    master: str
+    app_name: str
+    shuffle_partitions: int | None
+    driver_memory: str
+    extra: dict[str, str]
+    submitted: bool
+    """A driver launched by ``spark-submit``: the submit command chose master, jars and memory."""
+    standalone: list[tuple[str, int]]
+    local_driver: bool
+    """The executors run on this machine and reach the driver on the loopback address."""
+    jars: list[str]
+    java_opts: list[str]
+    archive_opts: list[str]
+
+
+def _launch(
+    *,
+    master: str,
+    app_name: str,
+    shuffle_partitions: int | None,
+    driver_memory: str,
+    extra: dict[str, str],
+    use_archive: bool,
+    driver_options: tuple[str, ...],
+) -> _Launch:
+    """Decide the driver's launch; a standalone master is checked first (seconds, not Spark's minute of retries)."""
     submitted = under_spark_submit()
-    master = master or DEFAULT_MASTER
     standalone = [] if submitted else standalone_masters(master)
     if standalone:
-        check_master(master)  # before a driver JVM starts: seconds, not Spark's minute of retries
+        check_master(master)
     local_driver = not submitted and (
         master.startswith("local") or (bool(standalone) and all(_loopback(h) for h, _ in standalone))
     )
@@ -181,72 +238,80 @@ def spark_session(
         from verification.class_archive import java_options
 
         archive_opts = java_options(jars)
+    return _Launch(
+        master=master,
+        app_name=app_name,
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        extra=extra,
+        submitted=submitted,
+        standalone=standalone,
+        local_driver=local_driver,
+        jars=jars,
+        java_opts=java_opts,
+        archive_opts=archive_opts,
+    )
 
-    def build(driver_opts: list[str]) -> SparkSession:
-        builder = SparkSession.builder.appName(app_name)
-        if not submitted:
-            cores = _cores(master)
-            if local_driver:  # executors on this machine reach the driver on the loopback address
-                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-                if standalone:  # and can run this interpreter for the little Python they run
-                    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                    builder = builder.config("spark.driver.host", "127.0.0.1").config(
-                        "spark.driver.bindAddress", "127.0.0.1"
-                    )
-            builder = (
-                builder.master(master)
-                .config("spark.driver.extraJavaOptions", " ".join(driver_opts))
-                .config("spark.jars", ",".join(jars))
-                .config("spark.driver.memory", driver_memory)
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, 2 * cores)))
-            )
-        elif shuffle_partitions:
-            builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        builder = (
-            builder.config("spark.redaction.regex", _REDACT)
-            .config("spark.sql.redaction.options.regex", _REDACT)
-            .config("spark.sql.adaptive.enabled", "true")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        )
-        for key, value in (extra or {}).items():
-            builder = builder.config(key, value)
-        return builder.getOrCreate()
 
+def _start(launch: _Launch) -> SparkSession:
+    """Start the driver with the class-data archive, or without it when it stopped the JVM."""
     started = time.time()
     try:
-        try:
-            spark = build(java_opts + archive_opts)
-        except Exception as exc:  # a damaged archive can stop the JVM before it says hello
-            if not archive_opts or "JAVA_GATEWAY_EXITED" not in str(exc):
-                raise
-            from verification.class_archive import crashed_on_archive, discard
+        return _build(launch, launch.java_opts + launch.archive_opts)
+    except Exception as exc:  # a damaged archive can stop the JVM before it says hello
+        if not launch.archive_opts or "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        from verification.class_archive import crashed_on_archive, discard
 
-            # Only a JVM that crashed mapping the archive condemns it; one that exited for another
-            # reason (a machine under load, a killed parent) leaves it for the next start.
-            condemned = crashed_on_archive(jars, since=started)
-            print(
-                f"warning: the Spark driver did not start with its class-data archive ({archive_opts[0]}); "
-                "starting without it."
-                + (" Next step: re-run `make setup`, which rebuilds the archive." if condemned else ""),
-                file=sys.stderr,
-            )
-            if condemned:
-                discard(jars)
-            spark = build(java_opts)
-    except Exception as exc:
-        if standalone and type(exc).__module__.startswith(("py4j", "pyspark")):
-            raise _refused(master, exc) from None
-        raise
-    spark.sparkContext.setLogLevel(os.environ.get("KDR_SPARK_LOG_LEVEL", "ERROR"))
-    if standalone:
-        _await_executors(spark, master)
-        if not shuffle_partitions:
-            spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
-    prefer_kafka_v2(spark)
-    return spark
+        # Only a JVM that crashed mapping the archive condemns it; one that exited for another
+        # reason (a machine under load, a killed parent) leaves it for the next start.
+        condemned = crashed_on_archive(launch.jars, since=started)
+        print(
+            f"warning: the Spark driver did not start with its class-data archive ({launch.archive_opts[0]}); "
+            "starting without it."
+            + (" Next step: re-run `make setup`, which rebuilds the archive." if condemned else ""),
+            file=sys.stderr,
+        )
+        if condemned:
+            discard(launch.jars)
+        return _build(launch, launch.java_opts)
+
+
+def _build(launch: _Launch, driver_opts: list[str]) -> SparkSession:
+    """Configure the session builder for ``launch`` and start (or join) the session."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(launch.app_name)
+    if not launch.submitted:
+        if launch.local_driver:  # executors on this machine reach the driver on the loopback address
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            if launch.standalone:  # and can run this interpreter for the little Python they run
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                    "spark.driver.bindAddress", "127.0.0.1"
+                )
+        partitions = launch.shuffle_partitions or max(2, 2 * _cores(launch.master))
+        builder = (
+            builder.master(launch.master)
+            .config("spark.driver.extraJavaOptions", " ".join(driver_opts))
+            .config("spark.jars", ",".join(launch.jars))
+            .config("spark.driver.memory", launch.driver_memory)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(partitions))
+        )
+    elif launch.shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(launch.shuffle_partitions))
+    builder = (
+        builder.config("spark.redaction.regex", _REDACT)
+        .config("spark.sql.redaction.options.regex", _REDACT)
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in launch.extra.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def _refused(master: str, exc: Exception) -> ClusterError:
