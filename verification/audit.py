@@ -38,14 +38,14 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from dr import kafka_client
 from dr.errors import ClusterError, ConfigError, LockHeld
 from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
-from verification.audit_state import AuditState, Fingerprint, load_state, match_increment, save_state
+from verification.audit_state import AuditState, Fingerprint, Increment, load_state, match_increment, save_state
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
 
@@ -257,6 +257,32 @@ def plan_ranges(
 
 
 # ------------------------------------------------------------------------------------ one run
+class _Identity(TypedDict):
+    """Whose state file it is: checked when it is loaded, written into a new one."""
+
+    stack: str
+    link: str
+    source_cluster: str
+    target_cluster: str
+    source_id: str
+    target_id: str
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One run's reads: the offsets fixed now, the new bounds, what retention removed, what matched."""
+
+    src_now: dict[tuple[str, int], tuple[int, int]]
+    dst_now: dict[tuple[str, int], tuple[int, int]]
+    src_bounds: dict[str, dict[int, int]]
+    dst_bounds: dict[str, dict[int, int]]
+    lost: int
+    dst_lost: int
+    new_src: list[Fingerprint]
+    new_dst: list[Fingerprint]
+    inc: Increment
+
+
 def audit_endpoints(
     src_ep: Endpoint,
     dst_ep: Endpoint,
@@ -274,82 +300,106 @@ def audit_endpoints(
 ) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
     its memory in ``path`` (``drctl audit`` — :func:`dr.verify_commands.audit_link` — resolves a stack's
-    link into these; the benchmark passes them directly)."""
+    link into these; the benchmark passes them directly).
+
+    The steps, under the state file's lock: load the state (or start one), fix the offsets now, read
+    and match what came since the last run (:func:`_read_increment`), record it (:func:`_advance`);
+    then the run's figures (:func:`_result`)."""
     started = time.monotonic() if started is None else started
     with _locked(path):
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
         dst_admin, dst_md = kafka_client.connected_admin(dst_ep, _TIMEOUT, attempt=2.0)
-        src_id, dst_id = cluster_id(src_admin, src_ep), cluster_id(dst_admin, dst_ep)
-        if reset and path.exists():
-            path.unlink()
-            progress(f"{link}: state file {path} removed; this run is a full audit")
-        state = load_state(
-            path,
+        ident = _Identity(
             stack=stack,
             link=link,
             source_cluster=source_cluster,
             target_cluster=target_cluster,
-            source_id=src_id,
-            target_id=dst_id,
+            source_id=cluster_id(src_admin, src_ep),
+            target_id=cluster_id(dst_admin, dst_ep),
         )
-        first = state is None
+        if reset and path.exists():
+            path.unlink()
+            progress(f"{link}: state file {path} removed; this run is a full audit")
+        loaded = load_state(path, **ident)
+        first = loaded is None
         now_ms = int(time.time() * 1000)
-        if state is None:
-            state = AuditState(
-                stack=stack,
-                link=link,
-                source_cluster=source_cluster,
-                target_cluster=target_cluster,
-                source_id=src_id,
-                target_id=dst_id,
-                created_ms=now_ms,
-            )
+        state = AuditState(**ident, created_ms=now_ms) if loaded is None else loaded
         topics = _topics(src_md, select)
         # Source first, then target: every copy of a source record up to the source bound can be on
         # the target by the time its bound is fixed; later copies wait in the target residue.
         src_now = _offsets(src_admin, src_ep, topics)
         dst_now = _offsets(dst_admin, dst_ep, {t: n for t, n in _topics(dst_md).items() if t in topics})
-        src_ranges, src_bounds, lost = plan_ranges(
-            state.source_bounds, src_now, side="source", state_file=path, stack=stack, link=link
-        )
-        dst_ranges, dst_bounds, dst_lost = plan_ranges(
-            state.target_bounds, dst_now, side="target", state_file=path, stack=stack, link=link
-        )
-        n_src = sum(e - s for ps in src_ranges.values() for s, e in ps.values())
-        n_dst = sum(e - s for ps in dst_ranges.values() for s, e in ps.values())
-        progress(
-            f"{link}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
-            f"{n_src:,} new offsets on {source_cluster}, {n_dst:,} on {target_cluster}; residue "
-            f"{len(state.source_residue):,} + {len(state.target_residue):,}"
-        )
-        new_src = read_fingerprints(src_ep, src_ranges)
-        new_dst = read_fingerprints(dst_ep, dst_ranges)
-        inc = match_increment([*state.source_residue, *new_src], [*state.target_residue, *new_dst], state.frontier)
-        if first or state.max_ts is not None:  # a file from before max_ts existed stays unknown
-            prev = state.max_ts or {"source": -1, "target": -1}
-            state.max_ts = {
-                "source": max((f.ts for f in new_src), default=prev["source"]),
-                "target": max((f.ts for f in new_dst), default=prev["target"]),
-            }
-            state.max_ts = {k: max(v, prev[k]) for k, v in state.max_ts.items()}
-        state.source_bounds, state.target_bounds, state.frontier = src_bounds, dst_bounds, inc.frontier
-        state.source_residue = [*inc.in_flight, *inc.missing]
-        state.target_residue = inc.target_unmatched
-        state.runs += 1
-        state.verified_total += inc.matched
-        state.updated_ms = now_ms
+        read = _read_increment(state, (src_ep, dst_ep), (src_now, dst_now), path=path, first=first, progress=progress)
+        _advance(state, read, first=first, now_ms=now_ms)
         save_state(path, state)
+    return _result(state, read, first=first, now_ms=now_ms, sample=sample, started=started, path=path)
+
+
+def _read_increment(
+    state: AuditState,
+    endpoints: tuple[Endpoint, Endpoint],
+    now: tuple[dict[tuple[str, int], tuple[int, int]], dict[tuple[str, int], tuple[int, int]]],
+    *,
+    path: Path,
+    first: bool,
+    progress: Reporter,
+) -> _Read:
+    """Read both sides from the state's bounds to the offsets fixed now and match them with the residue."""
+    (src_ep, dst_ep), (src_now, dst_now) = endpoints, now
+    stack, link = state.stack, state.link
+    src_ranges, src_bounds, lost = plan_ranges(
+        state.source_bounds, src_now, side="source", state_file=path, stack=stack, link=link
+    )
+    dst_ranges, dst_bounds, dst_lost = plan_ranges(
+        state.target_bounds, dst_now, side="target", state_file=path, stack=stack, link=link
+    )
+    n_src = sum(e - s for ps in src_ranges.values() for s, e in ps.values())
+    n_dst = sum(e - s for ps in dst_ranges.values() for s, e in ps.values())
+    progress(
+        f"{link}: {'first (full) audit' if first else f'run {state.runs + 1}'}: reading "
+        f"{n_src:,} new offsets on {state.source_cluster}, {n_dst:,} on {state.target_cluster}; residue "
+        f"{len(state.source_residue):,} + {len(state.target_residue):,}"
+    )
+    new_src = read_fingerprints(src_ep, src_ranges)
+    new_dst = read_fingerprints(dst_ep, dst_ranges)
+    inc = match_increment([*state.source_residue, *new_src], [*state.target_residue, *new_dst], state.frontier)
+    return _Read(src_now, dst_now, src_bounds, dst_bounds, lost, dst_lost, new_src, new_dst, inc)
+
+
+def _advance(state: AuditState, read: _Read, *, first: bool, now_ms: int) -> None:
+    """Move the state past this run: bounds, frontier, residues, counts, newest timestamps."""
+    if first or state.max_ts is not None:  # a file from before max_ts existed stays unknown
+        prev = state.max_ts or {"source": -1, "target": -1}
+        state.max_ts = {
+            "source": max((f.ts for f in read.new_src), default=prev["source"]),
+            "target": max((f.ts for f in read.new_dst), default=prev["target"]),
+        }
+        state.max_ts = {k: max(v, prev[k]) for k, v in state.max_ts.items()}
+    inc = read.inc
+    state.source_bounds, state.target_bounds, state.frontier = read.src_bounds, read.dst_bounds, inc.frontier
+    state.source_residue = [*inc.in_flight, *inc.missing]
+    state.target_residue = inc.target_unmatched
+    state.runs += 1
+    state.verified_total += inc.matched
+    state.updated_ms = now_ms
+
+
+def _result(
+    state: AuditState, read: _Read, *, first: bool, now_ms: int, sample: int, started: float, path: Path
+) -> AuditResult:
+    """The figures of one run (``drctl audit`` prints them)."""
+    inc = read.inc
     oldest = min((f.ts for f in state.source_residue), default=None)
-    lag = sum(max(0, end - dst_now.get(tp, (0, 0))[1]) for tp, (_e, end) in src_now.items())
+    lag = sum(max(0, end - read.dst_now.get(tp, (0, 0))[1]) for tp, (_e, end) in read.src_now.items())
     return AuditResult(
-        stack=stack,
-        link=link,
-        source=source_cluster,
-        target=target_cluster,
+        stack=state.stack,
+        link=state.link,
+        source=state.source_cluster,
+        target=state.target_cluster,
         first_run=first,
         run=state.runs,
-        read_source=len(new_src),
-        read_target=len(new_dst),
+        read_source=len(read.new_src),
+        read_target=len(read.new_dst),
         verified=inc.matched,
         in_flight=len(inc.in_flight),
         missing=len(inc.missing),
@@ -357,8 +407,8 @@ def audit_endpoints(
         oldest_unreplicated_ms=oldest,
         oldest_unreplicated_age_s=None if oldest is None else max(0.0, (now_ms - oldest) / 1000),
         link_lag=lag,
-        lost_to_retention=lost,
-        target_lost_to_retention=dst_lost,
+        lost_to_retention=read.lost,
+        target_lost_to_retention=read.dst_lost,
         verified_total=state.verified_total,
         seconds=round(time.monotonic() - started, 3),
         state_file=str(path),
