@@ -27,13 +27,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dr.errors import ConfigError
 from verification.classes import CLASSES
+
+if TYPE_CHECKING:  # matplotlib is imported when a chart is drawn
+    from matplotlib.axes import Axes
 
 __all__ = [
     "CHART_FILE",
@@ -136,7 +139,10 @@ def render_missing_chart(
     cutoff_ms: int | None = None,
 ) -> bytes:
     """A PNG bar chart of missing records per time bin, stacked by topic; the cut-off as a dashed
-    vertical line marked "cut-off" (the time axis is widened to show it)."""
+    vertical line marked "cut-off" (the time axis is widened to show it).
+
+    The steps: the bars (:func:`_draw_bars`, or a "No missing messages" note), the time range
+    (:func:`_set_time_range`), the cut-off (:func:`_mark_cutoff`), then axes and labels."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -146,30 +152,8 @@ def render_missing_chart(
     bins = [b for b in bins if b[2] > 0]
     fig, ax = plt.subplots(figsize=(10, 3.4), dpi=100)
     try:
-        width_days = max(bin_ms, 1) / 86_400_000
         if bins:
-            topics = sorted({b[0] for b in bins})
-            starts = sorted({b[1] for b in bins})
-            bottom = {s: 0 for s in starts}
-            colors = plt.get_cmap("tab10")
-            for i, topic in enumerate(topics):
-                xs = [s for t, s, _ in bins if t == topic]
-                ys = [n for t, _, n in bins if t == topic]
-                dates = [datetime.fromtimestamp(s / 1000, tz=UTC) for s in xs]
-                ax.bar(
-                    dates,  # type: ignore[arg-type]  # matplotlib's stubs take no datetimes (its units do)
-                    ys,
-                    width=width_days,
-                    align="edge",
-                    bottom=[bottom[s] for s in xs],
-                    color=colors(i % 10),
-                    label=topic,
-                    edgecolor="none",
-                )
-                for s, n in zip(xs, ys, strict=True):
-                    bottom[s] += n
-            ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=min(4, len(topics)))
-            ax.set_ylabel("missing records")
+            _draw_bars(ax, bins, bin_ms)
         else:
             ax.text(
                 0.5,
@@ -183,27 +167,9 @@ def render_missing_chart(
             )
             ax.set_yticks([])
         if start_ms is not None and end_ms is not None and end_ms > start_ms:
-            lo, hi = start_ms, end_ms + bin_ms
-            if cutoff_ms is not None:
-                lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
-            left, right = datetime.fromtimestamp(lo / 1000, tz=UTC), datetime.fromtimestamp(hi / 1000, tz=UTC)
-            ax.set_xlim(left, right)  # type: ignore[arg-type]  # datetimes: see ax.bar above
+            _set_time_range(ax, start_ms, end_ms, bin_ms=bin_ms, cutoff_ms=cutoff_ms)
         if cutoff_ms is not None:
-            at = datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
-            ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)  # type: ignore[arg-type]
-            x0, x1 = ax.get_xlim()
-            right_half = mdates.date2num(at) > (x0 + x1) / 2  # type: ignore[no-untyped-call]  # unannotated in the stubs
-            ax.text(
-                at,  # type: ignore[arg-type]
-                0.97,
-                "cut-off " if right_half else " cut-off",
-                transform=ax.get_xaxis_transform(),
-                ha="right" if right_half else "left",
-                va="top",
-                fontsize=9,
-                color=CUTOFF_COLOUR,
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
-            )
+            _mark_cutoff(ax, cutoff_ms)
         formatter = mdates.ConciseDateFormatter(ax.xaxis.get_major_locator(), tz=UTC)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_formatter(formatter)
         ax.set_title(title, fontsize=11, loc="left")
@@ -217,6 +183,64 @@ def render_missing_chart(
         return buf.getvalue()
     finally:
         plt.close(fig)
+
+
+def _draw_bars(ax: Axes, bins: list[TimelineBin], bin_ms: int) -> None:
+    """One bar per bin, the topics stacked in colours of their own, with a legend."""
+    import matplotlib.pyplot as plt
+
+    width_days = max(bin_ms, 1) / 86_400_000
+    topics = sorted({b[0] for b in bins})
+    bottom = {s: 0 for s in sorted({b[1] for b in bins})}
+    colors = plt.get_cmap("tab10")
+    for i, topic in enumerate(topics):
+        xs = [s for t, s, _ in bins if t == topic]
+        ys = [n for t, _, n in bins if t == topic]
+        dates = [datetime.fromtimestamp(s / 1000, tz=UTC) for s in xs]
+        ax.bar(
+            dates,  # type: ignore[arg-type]  # matplotlib's stubs take no datetimes (its units do)
+            ys,
+            width=width_days,
+            align="edge",
+            bottom=[bottom[s] for s in xs],
+            color=colors(i % 10),
+            label=topic,
+            edgecolor="none",
+        )
+        for s, n in zip(xs, ys, strict=True):
+            bottom[s] += n
+    ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=min(4, len(topics)))
+    ax.set_ylabel("missing records")
+
+
+def _set_time_range(ax: Axes, start_ms: int, end_ms: int, *, bin_ms: int, cutoff_ms: int | None) -> None:
+    """The time axis spans the records read, widened to show the cut-off."""
+    lo, hi = start_ms, end_ms + bin_ms
+    if cutoff_ms is not None:
+        lo, hi = min(lo, cutoff_ms - bin_ms), max(hi, cutoff_ms + bin_ms)
+    left, right = datetime.fromtimestamp(lo / 1000, tz=UTC), datetime.fromtimestamp(hi / 1000, tz=UTC)
+    ax.set_xlim(left, right)  # type: ignore[arg-type]  # datetimes: see ax.bar in _draw_bars
+
+
+def _mark_cutoff(ax: Axes, cutoff_ms: int) -> None:
+    """The cut-off as a dashed vertical line, labelled on the side with more room."""
+    import matplotlib.dates as mdates
+
+    at = datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
+    ax.axvline(at, color=CUTOFF_COLOUR, linestyle="--", linewidth=2)  # type: ignore[arg-type]
+    x0, x1 = ax.get_xlim()
+    right_half = mdates.date2num(at) > (x0 + x1) / 2  # type: ignore[no-untyped-call]  # unannotated in the stubs
+    ax.text(
+        at,  # type: ignore[arg-type]
+        0.97,
+        "cut-off " if right_half else " cut-off",
+        transform=ax.get_xaxis_transform(),
+        ha="right" if right_half else "left",
+        va="top",
+        fontsize=9,
+        color=CUTOFF_COLOUR,
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+    )
 
 
 # ----------------------------------------------------------------------------- HTML
