@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -86,18 +89,29 @@ def teardown_stack(stack: str, original, state) -> None:  # noqa: ANN001 - Topol
                     estate.local_cluster(c.name).destroy()
 
 
-def write_local_stack(root: Path, stack: str, ports: tuple[int, ...], *, one_broker: tuple[str, ...] = ("A",)) -> Path:
-    """``Pulumi.local.yaml`` copied as ``<root>/Pulumi.<stack>.yaml`` on ``ports`` (A, B, C), the
-    clusters named in ``one_broker`` cut to a single broker; returns the file."""
+def write_local_stack(
+    root: Path,
+    stack: str,
+    ports: tuple[int, ...],
+    *,
+    one_broker: tuple[str, ...] = ("A",),
+    example: str = "Pulumi.local.yaml",
+    connect_ports: tuple[int, ...] = (),
+) -> Path:
+    """The example stack file ``example`` copied as ``<root>/Pulumi.<stack>.yaml`` on ``ports`` (A, B,
+    C), the clusters named in ``one_broker`` cut to a single broker and its Connect clusters on
+    ``connect_ports``; returns the file."""
     import yaml
 
     from tests import REPO_ROOT
 
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    doc = yaml.safe_load((REPO_ROOT / example).read_text())
     for c, port in zip(doc["config"]["kafka-dr:clusters"], ports, strict=True):
         c["base_port"] = port
         if c["name"] in one_broker:
             c["brokers"], c["racks"] = 1, ["r1"]
+    for c, port in zip(doc["config"].get("kafka-dr:connectClusters", []), connect_ports, strict=True):
+        c["base_port"] = port
     path = Path(root) / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -105,7 +119,75 @@ def write_local_stack(root: Path, stack: str, ports: tuple[int, ...], *, one_bro
 
 def jvms_under(path: Path) -> list[str]:
     """The product's JVMs (brokers, MirrorMaker 2) whose command line names ``path``."""
-    import subprocess
-
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]
+
+
+class StackEnv(dict[str, str]):
+    """The environment of one test stack (``KDR_STACK_DIR``/``KDR_STATE_DIR``) and its paths."""
+
+    def __init__(self, root: Path, stack: str) -> None:
+        super().__init__(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(Path(root) / "state"))
+        self.root, self.stack = Path(root), stack
+
+    @property
+    def stack_file(self) -> Path:
+        return self.root / f"Pulumi.{self.stack}.yaml"
+
+    @property
+    def state(self) -> Path:
+        return Path(self["KDR_STATE_DIR"]) / self.stack
+
+    def estate(self):  # noqa: ANN201 - dr.estate.Estate, imported late like the other helpers
+        """The estate as the stack file declares it now."""
+        from dr.estate import Estate
+        from dr.topology import load_stack_file
+
+        return Estate(load_stack_file(self.stack_file), self.state)
+
+
+def drctl(
+    env: dict[str, str], *args: str, timeout: float = 900, outputs: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``drctl <args>`` in a subprocess, as an operator runs it; its output appended to ``outputs``."""
+    import os
+    import sys
+
+    from tests import REPO_ROOT
+
+    res = subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
+    if outputs is not None:
+        outputs.append(res.stdout + res.stderr)
+    return res
+
+
+@contextmanager
+def provisioned(env: StackEnv, up: Callable[[], None] | None = None) -> Iterator[StackEnv]:
+    """``env`` set in this process, the stack provisioned (``drctl estate up`` unless ``up`` is given)
+    and, on the way out, destroyed with whatever either side of a failover left running — checked."""
+    import pytest
+
+    from dr.topology import load_stack_file
+
+    original = load_stack_file(env.stack_file)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        try:
+            if up is None:
+                res = drctl(env, "estate", "up", "--stack", env.stack)
+                assert res.returncode == 0, res.stderr[-3000:]
+            else:
+                up()
+            yield env
+        finally:
+            teardown_stack(env.stack, original, env.state)
+    left = jvms_under(env.root)
+    assert not left, f"processes left running: {left}"

@@ -15,50 +15,21 @@ One estate (A and B with one broker each, C declared standby) on three free port
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from dr.estate import Estate
 from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import load_stack_file
-from tests import REPO_ROOT
-from tests.integration.helpers import teardown_stack, write_local_stack
+from tests.integration.helpers import StackEnv as Env
+from tests.integration.helpers import drctl, provisioned, write_local_stack
 
 pytestmark = pytest.mark.integration
 
 STACK = "audit"
 TOPICS = ["orders", "payments"]
-
-
-class Env(dict):
-    @property
-    def stack_file(self) -> Path:
-        return Path(self["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
-
-    @property
-    def state(self) -> Path:
-        return Path(self["KDR_STATE_DIR"]) / STACK
-
-    def estate(self) -> Estate:
-        return Estate(load_stack_file(self.stack_file), self.state)
-
-
-def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=timeout,
-        cwd=REPO_ROOT,
-    )
 
 
 def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
@@ -70,18 +41,9 @@ def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("audit")
-    stack_file = write_local_stack(root, STACK, stack_ports)
-    e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
-    original = load_stack_file(stack_file)
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in e.items():
-            mp.setenv(k, v)
-        try:
-            up = drctl(e, "estate", "up", "--stack", STACK)
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield e
-        finally:
-            teardown_stack(STACK, original, e.state)
+    write_local_stack(root, STACK, stack_ports)
+    with provisioned(Env(root, STACK)) as e:
+        yield e
 
 
 def produce(env: Env, start: int, n: int, partition: int = 0) -> None:

@@ -9,9 +9,6 @@ Automation API) and ``drctl`` as an operator would. The tests run in order.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer
 
 from dr.errors import ClusterError
@@ -30,8 +26,7 @@ from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
-from tests.integration.helpers import jvms_under, produce, teardown_stack
+from tests.integration.helpers import StackEnv, drctl, produce, provisioned, write_local_stack
 from tests.integration.ports import windows
 
 STACK = "connectlink"
@@ -45,42 +40,18 @@ def ports() -> Iterator[tuple[int, ...]]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Iterator[dict[str, str]]:
+def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Iterator[StackEnv]:
     d = tmp_path_factory.mktemp("connect-link")
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local-connect.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], ports[:3], strict=True):
-        c["base_port"] = port
-        c["brokers"], c["racks"] = 1, ["r1"]
-    doc["config"]["kafka-dr:connectClusters"][0]["base_port"] = ports[3]
-    (d / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
-    original = load_stack_file(d / f"Pulumi.{STACK}.yaml")
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        try:
-            EstateStack(STACK).up(original)
-            yield env
-        finally:
-            teardown_stack(STACK, original, d / "state" / STACK)
-    assert not jvms_under(d), "brokers or Connect workers were left running"
-
-
-def estate(env: dict[str, str]) -> Estate:
-    return Estate(
-        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
+    write_local_stack(
+        d, STACK, ports[:3], one_broker=("A", "B", "C"), example="Pulumi.local-connect.yaml", connect_ports=ports[3:]
     )
+    e = StackEnv(d, STACK)
+    with provisioned(e, up=lambda: EstateStack(STACK).up(load_stack_file(e.stack_file))):
+        yield e
 
 
-def drctl(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=timeout,
-        cwd=REPO_ROOT,
-    )
+def estate(env: StackEnv) -> Estate:
+    return env.estate()
 
 
 def app(e: Estate, cluster: str, name: str) -> Any:
@@ -111,7 +82,7 @@ def read_and_commit(conf: dict[str, Any], topic: str, at_least: int, timeout: fl
     return keys
 
 
-def test_up_runs_the_link_as_three_connectors_with_their_tasks(env: dict[str, str]) -> None:
+def test_up_runs_the_link_as_three_connectors_with_their_tasks(env: StackEnv) -> None:
     e = estate(env)
     connect = e.connect("mm2")
     assert connect.alive() and len(connect.alive_workers()) == 2
@@ -133,7 +104,7 @@ def test_up_runs_the_link_as_three_connectors_with_their_tasks(env: dict[str, st
         assert not any(pw in stored for pw in passwords), f"{name} stores a password"
 
 
-def test_refresh_sees_a_connector_deleted_or_stopped_behind_pulumis_back(env: dict[str, str]) -> None:
+def test_refresh_sees_a_connector_deleted_or_stopped_behind_pulumis_back(env: StackEnv) -> None:
     e = estate(env)
     rest = e.connect("mm2").rest()
     rest.delete("A-to-B-heartbeat")
@@ -151,7 +122,7 @@ def test_refresh_sees_a_connector_deleted_or_stopped_behind_pulumis_back(env: di
     assert clean.returncode == 0, clean.stdout[-2000:] + clean.stderr[-2000:]
 
 
-def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(env: dict[str, str]) -> None:
+def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(env: StackEnv) -> None:
     e = estate(env)
     keys = [f"fo-{i}" for i in range(2000)]
     acked, _ = produce(app(e, "A", "orders-app"), "orders", keys)
@@ -186,7 +157,7 @@ def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(e
     assert [(lk["name"], lk["process"]) for lk in st["links"]] == [("B-to-C", "running")]
 
 
-def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing(env: dict[str, str]) -> None:
+def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing(env: StackEnv) -> None:
     e = estate(env)
     connect = e.connect("mm2")
     keys = [f"wl-{i}" for i in range(20000)]
@@ -241,9 +212,7 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     assert sorted(connect.alive_workers()) == [0, 1]
 
 
-def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(
-    env: dict[str, str], ports: tuple[int, ...]
-) -> None:
+def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: StackEnv, ports: tuple[int, ...]) -> None:
     from stacks.connect import _create_connector, workers_props
 
     e = estate(env)

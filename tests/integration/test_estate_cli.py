@@ -4,33 +4,24 @@ become processes, ACLs follow roles."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import KafkaError
 
 from dr.estate import Estate
 from dr.runtime.process import pid_alive
 from dr.stack import EstateStack
-from tests import REPO_ROOT
-from tests.integration.helpers import consume_all, produce
+from tests.integration.helpers import StackEnv, consume_all, drctl, produce, write_local_stack
 
 
 @pytest.fixture(scope="module")
 def stack_env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
     """A copy of the local stack on its own ports (A with 1 broker to save time)."""
     d = tmp_path_factory.mktemp("estate-cli")
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
-        c["base_port"] = port
-        if c["name"] == "A":
-            c["brokers"], c["racks"] = 1, ["r1"]
-    (d / "Pulumi.clitest.yaml").write_text(yaml.safe_dump(doc))
-    env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
+    write_local_stack(d, "clitest", stack_ports)
+    env = StackEnv(d, "clitest")
     yield env
     with pytest.MonkeyPatch.context() as mp:  # whatever a test left running is stopped and removed
         for k, v in env.items():
@@ -39,19 +30,6 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, 
             EstateStack("clitest").destroy()
         finally:
             Estate.for_stack("clitest").stop()
-
-
-def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=300,
-        cwd=REPO_ROOT,
-    )
 
 
 def test_estate_up_status_and_down_leave_nothing_running(

@@ -10,79 +10,34 @@ destroyed at the end — no JVM of it is left. The tests run in order; each leav
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
-from dr.estate import Estate
 from dr.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until
-from dr.topology import load_stack_file
-from tests import REPO_ROOT
-from tests.integration.helpers import produce, teardown_stack, write_local_stack
+from tests.integration.helpers import StackEnv as Env
+from tests.integration.helpers import drctl as run_drctl
+from tests.integration.helpers import produce, provisioned, write_local_stack
 
 STACK = "lifecycle"
 TOPICS = ["orders", "payments"]
 OUTPUTS: list[str] = []
 
 
-class Env(dict):
-    """``KDR_STACK_DIR``/``KDR_STATE_DIR`` of the module's stack, and its paths."""
-
-    @property
-    def stack_file(self) -> Path:
-        return Path(self["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
-
-    @property
-    def state(self) -> Path:
-        return Path(self["KDR_STATE_DIR"]) / STACK
-
-    def estate(self) -> Estate:
-        return Estate(load_stack_file(self.stack_file), self.state)
-
-
 def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=timeout,
-        cwd=REPO_ROOT,
-    )
-    OUTPUTS.append(res.stdout + res.stderr)
-    return res
-
-
-def _jvms(root: Path) -> list[str]:
-    """Command lines of live processes started from the module's directory (brokers, MirrorMaker 2)."""
-    out = subprocess.run(["pgrep", "-a", "-f", str(root)], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "java" in line]
+    return run_drctl(env, *args, timeout=timeout, outputs=OUTPUTS)
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("link-lifecycle")
-    stack_file = write_local_stack(root, STACK, stack_ports)
-    e = Env(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(root / "state"))
-    original = load_stack_file(stack_file)
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in e.items():
-            mp.setenv(k, v)
-        try:
-            up = drctl(e, "estate", "up", "--stack", STACK)
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield e
-        finally:
-            teardown_stack(STACK, original, e.state)
-            left = _jvms(root)
-            assert not left, f"processes left behind: {left}"
+    write_local_stack(root, STACK, stack_ports)
+    with provisioned(Env(root, STACK)) as e:
+        yield e
 
 
 def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - Endpoint

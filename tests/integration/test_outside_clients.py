@@ -11,17 +11,14 @@ application (its principal and group) read every record acknowledged on A, and t
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dr.estate import Estate
 from dr.failover.clients import client_files
@@ -32,8 +29,7 @@ from dr.runtime.process import java_command, pid_alive
 from dr.stack import EstateStack
 from dr.toolchain import toolchain
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
-from tests.integration.helpers import teardown_stack
+from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
 
 pytestmark = pytest.mark.integration
 
@@ -42,18 +38,6 @@ PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # Kafka 4.x: kafka-tools, n
 CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 REFUSED = "TopicAuthorizationException: Not authorized to access topics: [orders]"
 PROBE = PROBE_KEY.decode()
-
-
-def drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``drctl <args>`` in a subprocess, as an operator runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=timeout,
-        cwd=REPO_ROOT,
-    )
 
 
 def _jvms_under(path: Path) -> list[int]:
@@ -71,41 +55,25 @@ def _jvms_under(path: Path) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
+def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[StackEnv]:
     """The local stack on this suite's ports (A with 1 broker), provisioned by `drctl estate up`;
     `drctl estate down --destroy` afterwards, then whatever either side of the failover left running."""
     d = tmp_path_factory.mktemp("outside-clients")
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
-        c["base_port"] = port
-        if c["name"] == "A":
-            c["brokers"], c["racks"] = 1, ["r1"]
-    stack_file = d / f"Pulumi.{STACK}.yaml"
-    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
-    original = load_stack_file(stack_file)
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
+    write_local_stack(d, STACK, stack_ports)
+    e = StackEnv(d, STACK)
+    with provisioned(e):
         try:
-            up = drctl(env, "estate", "up", "--stack", STACK)
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield env
+            yield e
         finally:
-            try:
-                drctl(env, "estate", "down", "--stack", STACK, "--destroy")
-            finally:
-                teardown_stack(STACK, original, d / "state" / STACK)
+            drctl(e, "estate", "down", "--stack", STACK, "--destroy")
     left = _jvms_under(d)
     assert not left, f"processes left running: {left}"
 
 
 @pytest.fixture
-def estate(env: dict[str, str]) -> Estate:
+def estate(env: StackEnv) -> Estate:
     """The estate as the stack file declares it now."""
-    return Estate(
-        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
-    )
+    return env.estate()
 
 
 def _props(path: Path) -> dict[str, str]:
