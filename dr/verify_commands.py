@@ -30,10 +30,11 @@ from verification.command import (
     cutoff_option,
     exit_codes,
     print_result,
+    resolve_sides,
     run_arguments,
     with_options,
 )
-from verification.endpoints import endpoint_from_file, parse_cutoff, resolve_side
+from verification.endpoints import endpoint_from_file, parse_cutoff
 from verification.progress import Progress, Reporter
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
@@ -112,15 +113,6 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
 @exit_codes
 def verify(
     stack: str | None,
-    source_name: str | None,
-    target_name: str | None,
-    source_bootstrap: str | None,
-    target_bootstrap: str | None,
-    credentials: Path | None,
-    source_credentials: Path | None,
-    target_credentials: Path | None,
-    source_archive: Path | None,
-    target_archive: Path | None,
     topics: tuple[str, ...],
     cutoff: str | None,
     out: Path | None,
@@ -128,29 +120,13 @@ def verify(
     master: str,
     windows: int | None,
     quiet: bool,
+    **sides: Any,
 ) -> None:
     """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
     from verification.job import run_verification
 
-    source = resolve_side(
-        "source",
-        stack=stack,
-        name=source_name,
-        bootstrap=source_bootstrap,
-        credentials=source_credentials or credentials,
-        archive=source_archive,
-        stack_endpoint=stack_endpoint,
-    )
-    target = resolve_side(
-        "target",
-        stack=stack,
-        name=target_name,
-        bootstrap=target_bootstrap,
-        credentials=target_credentials or credentials,
-        archive=target_archive,
-        stack_endpoint=stack_endpoint,
-    )
-    cutoff_ms = _cutoff(cutoff, stack, source_name, target_name, quiet)
+    source, target = resolve_sides(stack=stack, stack_endpoint=stack_endpoint, **sides)
+    cutoff_ms = _cutoff(cutoff, stack, sides["source_name"], sides["target_name"], quiet)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
     print_result(
         run_verification(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run), as_json=as_json

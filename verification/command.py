@@ -24,11 +24,13 @@ import click
 
 from dr.errors import ConfigError, DRError
 from verification.classes import CLASSES
+from verification.endpoints import StackResolver, resolve_side
 from verification.progress import Progress
 from verification.session import DEFAULT_MASTER
 
 if TYPE_CHECKING:  # the command line starts without pyarrow and Spark
     from verification.result import VerificationResult
+    from verification.sides import Side
 
 __all__ = [
     "CUTOFF_HELP",
@@ -38,6 +40,7 @@ __all__ = [
     "cutoff_option",
     "exit_codes",
     "print_result",
+    "resolve_sides",
     "run_arguments",
     "split_topics",
     "summary_table",
@@ -93,6 +96,43 @@ SIDE_OPTIONS = [
     click.option("--target-archive", type=click.Path(path_type=Path), help="Read the target from a Parquet archive."),
     click.option("--topics", multiple=True, help="Topics to compare (comma-separated or repeated); default: all."),
 ]
+
+
+def resolve_sides(
+    *,
+    stack: str | None = None,
+    source_name: str | None,
+    target_name: str | None,
+    source_bootstrap: str | None,
+    target_bootstrap: str | None,
+    credentials: Path | None,
+    source_credentials: Path | None,
+    target_credentials: Path | None,
+    source_archive: Path | None,
+    target_archive: Path | None,
+    stack_endpoint: StackResolver | None = None,
+) -> tuple[Side, Side]:
+    """The source and the target named by :data:`NAME_OPTIONS` and :data:`SIDE_OPTIONS` (a command
+    passes its side options on as they are); ``--credentials`` serves a side without its own."""
+    source = resolve_side(
+        "source",
+        stack=stack,
+        name=source_name,
+        bootstrap=source_bootstrap,
+        credentials=source_credentials or credentials,
+        archive=source_archive,
+        stack_endpoint=stack_endpoint,
+    )
+    target = resolve_side(
+        "target",
+        stack=stack,
+        name=target_name,
+        bootstrap=target_bootstrap,
+        credentials=target_credentials or credentials,
+        archive=target_archive,
+        stack_endpoint=stack_endpoint,
+    )
+    return source, target
 
 
 def cutoff_option(help_text: str = CUTOFF_HELP) -> Callable[[F], F]:

@@ -57,6 +57,7 @@ from verification.command import (
     cutoff_option,
     exit_codes,
     print_result,
+    resolve_sides,
     run_arguments,
     with_options,
 )
@@ -78,7 +79,7 @@ from verification.compare import (
     surplus_copies,
     with_window,
 )
-from verification.endpoints import parse_cutoff, resolve_side
+from verification.endpoints import parse_cutoff
 from verification.fingerprint import fingerprint
 from verification.progress import Reporter, quiet
 from verification.report import (
@@ -917,15 +918,6 @@ def _summary(
 @with_options([*NAME_OPTIONS, *SIDE_OPTIONS, cutoff_option(), *RUN_OPTIONS])
 @exit_codes
 def submitted(
-    source_name: str | None,
-    target_name: str | None,
-    source_bootstrap: str | None,
-    target_bootstrap: str | None,
-    credentials: Path | None,
-    source_credentials: Path | None,
-    target_credentials: Path | None,
-    source_archive: Path | None,
-    target_archive: Path | None,
     topics: tuple[str, ...],
     cutoff: str | None,
     out: Path | None,
@@ -933,24 +925,10 @@ def submitted(
     master: str,
     windows: int | None,
     quiet: bool,
+    **sides: Any,
 ) -> None:
     """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
-    source = resolve_side(
-        "source",
-        stack=None,
-        name=source_name,
-        bootstrap=source_bootstrap,
-        credentials=source_credentials or credentials,
-        archive=source_archive,
-    )
-    target = resolve_side(
-        "target",
-        stack=None,
-        name=target_name,
-        bootstrap=target_bootstrap,
-        credentials=target_credentials or credentials,
-        archive=target_archive,
-    )
+    source, target = resolve_sides(**sides)
     cutoff_ms = None if cutoff is None or cutoff.strip().lower() == "none" else parse_cutoff(cutoff)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
     print_result(
