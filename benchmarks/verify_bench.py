@@ -134,6 +134,29 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: flo
 
 
 # ----------------------------------------------------------------------------- data
+def run_subcommand(name: str, what: str, source: str, target: str, creds: Path) -> tuple[dict, dict]:
+    """Run this script's ``name`` subcommand on TOPIC of the pair, measured (:func:`run_measured`);
+    the measurement and the JSON result it prints last (``what`` names it in the error)."""
+    r = run_measured(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            name,
+            "--source",
+            source,
+            "--target",
+            target,
+            "--credentials",
+            str(creds),
+            "--topic",
+            TOPIC,
+        ]
+    )
+    if r["rc"] != 0:
+        raise RuntimeError(f"{what} failed: {r['stderr'][-2000:]}")
+    return r, json.loads(r["stdout"].strip().splitlines()[-1])
+
+
 def record(
     i: int, n: int, t0: int, pool: bytes, value_bytes: int, lost: bool = False
 ) -> tuple[bytes, bytes, int, list | None]:
@@ -695,24 +718,7 @@ def main() -> int:
                     )
 
                 if not args.skip_spark_count:
-                    rd = run_measured(
-                        [
-                            sys.executable,
-                            str(Path(__file__).resolve()),
-                            "spark-count",
-                            "--source",
-                            a.bootstrap,
-                            "--target",
-                            target.bootstrap,
-                            "--credentials",
-                            str(creds),
-                            "--topic",
-                            TOPIC,
-                        ]
-                    )
-                    if rd["rc"] != 0:
-                        raise RuntimeError(f"Spark count failed: {rd['stderr'][-2000:]}")
-                    counted = json.loads(rd["stdout"].strip().splitlines()[-1])
+                    rd, counted = run_subcommand("spark-count", "Spark count", a.bootstrap, target.bootstrap, creds)
                     if counted["read"] != total:
                         raise RuntimeError(f"Spark counted {counted['read']} of {total} records")
                     runs["d"].append(
@@ -726,24 +732,7 @@ def main() -> int:
                     print(f"[{profile} #{rep + 1}] (d) Spark count: {rd['seconds']:.1f}s", flush=True)
 
                 if not args.skip_naive:
-                    rc = run_measured(
-                        [
-                            sys.executable,
-                            str(Path(__file__).resolve()),
-                            "naive",
-                            "--source",
-                            a.bootstrap,
-                            "--target",
-                            target.bootstrap,
-                            "--credentials",
-                            str(creds),
-                            "--topic",
-                            TOPIC,
-                        ]
-                    )
-                    if rc["rc"] != 0:
-                        raise RuntimeError(f"naive reconciler failed: {rc['stderr'][-2000:]}")
-                    naive = json.loads(rc["stdout"].strip().splitlines()[-1])
+                    rc, naive = run_subcommand("naive", "naive reconciler", a.bootstrap, target.bootstrap, creds)
                     if naive["missing"] != len(lost):
                         raise RuntimeError(f"naive reconciler found {naive}, expected {len(lost)} missing")
                     runs["c"].append(
