@@ -233,6 +233,31 @@ def start(
     )
 
 
+def saved(path: Path) -> AuditState:
+    """The state an audit of the link between the fake clusters left in ``path``."""
+    state = load_state(
+        path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
+    )
+    assert state is not None
+    return state
+
+
+def integrity_verify(out: Path, state_dir: Path) -> integrity.Verdict:
+    """``dr.failover.integrity.verify`` of topic orders from A to B, starting from the audit of LINK."""
+    return integrity.verify(
+        source=A,
+        target=B,
+        out_dir=out,
+        topics=["orders"],
+        cutoff_ms=None,
+        stack=STACK,
+        source_name="A",
+        target_name="B",
+        audit_link=LINK,
+        state_dir=state_dir,
+    )
+
+
 def test_from_audit_reads_only_the_increment_and_lists_exactly_the_dropped_records(logs: Logs, tmp_path: Path) -> None:
     state = tmp_path / "audit" / "A-to-B.json"
     logs.write(100)
@@ -384,18 +409,7 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
         )
 
     monkeypatch.setattr(verification.job, "run_verification", full)
-    v = integrity.verify(
-        source=A,
-        target=B,
-        out_dir=tmp_path / "r",
-        topics=["orders"],
-        cutoff_ms=None,
-        stack=STACK,
-        source_name="A",
-        target_name="B",
-        audit_link=LINK,
-        state_dir=tmp_path / "state",
-    )
+    v = integrity_verify(tmp_path / "r", tmp_path / "state")
     assert ran == [["orders"]] and v.clean
     assert v.started_from["audit"] is False and str(path) in v.started_from["reason"]
     assert "damaged" in v.started_from["reason"]
@@ -403,25 +417,9 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
     audit(path.with_name("ok.json"))  # a valid state: no full job
     path.unlink()
     path.with_name("ok.json").rename(path)
-    v = integrity.verify(
-        source=A,
-        target=B,
-        out_dir=tmp_path / "r2",
-        topics=["orders"],
-        cutoff_ms=None,
-        stack=STACK,
-        source_name="A",
-        target_name="B",
-        audit_link=LINK,
-        state_dir=tmp_path / "state",
-    )
+    v = integrity_verify(tmp_path / "r2", tmp_path / "state")
     assert ran == [["orders"]] and v.clean and v.started_from["audit"] and v.report_dir.endswith("r2")
-    assert (
-        load_state(
-            path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
-        ).runs
-        == 1
-    )
+    assert saved(path).runs == 1
 
 
 def test_an_audit_that_read_records_after_the_cutoff_is_not_the_start(logs: Logs, tmp_path: Path) -> None:
@@ -430,21 +428,7 @@ def test_an_audit_that_read_records_after_the_cutoff_is_not_the_start(logs: Logs
     logs.write(10, keys=2)
     logs.copy(drop=frozenset({0}))
     assert audit(state).verified == 9
-    assert (
-        from_audit.audited_after_cutoff(
-            load_state(
-                state,
-                stack=STACK,
-                link=LINK,
-                source_cluster="A",
-                target_cluster="B",
-                source_id="id-A",
-                target_id="id-B",
-            ),
-            None,
-        )
-        is None
-    )
+    assert from_audit.audited_after_cutoff(saved(state), None) is None
     done = start(state, tmp_path / "r", cutoff=1_005)
     assert done.result is None and "after the cut-off" in done.started_from["reason"]
     data = json.loads(state.read_text())
