@@ -39,39 +39,20 @@ def archives(tmp_path_factory):
     return d
 
 
+def verify_archives(archives, target, out, *flags):
+    """``drctl verify --quiet`` of the source archive against the ``target`` one (same or lossy)."""
+    args = ["--source-archive", str(archives / "src.parquet"), "--target-archive", str(archives / f"{target}.parquet")]
+    return CliRunner().invoke(verify, [*args, "--out", str(out), "--quiet", *flags])
+
+
 def test_verify_clean_exits_0_and_prints_the_table(archives, tmp_path):
-    result = CliRunner().invoke(
-        verify,
-        [
-            "--source-archive",
-            str(archives / "src.parquet"),
-            "--target-archive",
-            str(archives / "same.parquet"),
-            "--out",
-            str(tmp_path / "o"),
-            "--quiet",
-        ],
-    )
+    result = verify_archives(archives, "same", tmp_path / "o")
     assert result.exit_code == 0, result.output
     assert "verdict: CLEAN" in result.output and "orders" in result.output
 
 
 def test_verify_differences_exit_1_with_json_summary(archives, tmp_path):
-    result = CliRunner().invoke(
-        verify,
-        [
-            "--source-archive",
-            str(archives / "src.parquet"),
-            "--target-archive",
-            str(archives / "lossy.parquet"),
-            "--out",
-            str(tmp_path / "o"),
-            "--json",
-            "--quiet",
-            "--topics",
-            "orders",
-        ],
-    )
+    result = verify_archives(archives, "lossy", tmp_path / "o", "--json", "--topics", "orders")
     assert result.exit_code == 1
     summary = json.loads(result.output[: result.output.rindex("}") + 1])
     assert summary["totals"]["missing"] == 3 and summary["exit_code"] == 1
@@ -79,39 +60,14 @@ def test_verify_differences_exit_1_with_json_summary(archives, tmp_path):
 
 
 def test_unknown_topic_is_a_config_error(archives, tmp_path):
-    result = CliRunner().invoke(
-        verify,
-        [
-            "--source-archive",
-            str(archives / "src.parquet"),
-            "--target-archive",
-            str(archives / "same.parquet"),
-            "--topics",
-            "nope",
-            "--out",
-            str(tmp_path / "o"),
-            "--quiet",
-        ],
-    )
+    result = verify_archives(archives, "same", tmp_path / "o", "--topics", "nope")
     assert result.exit_code == 2 and "nope" in result.output
 
 
 def test_recover_refuses_an_archive_target(archives, tmp_path):
-    runner = CliRunner()
     out = tmp_path / "o"
-    runner.invoke(
-        verify,
-        [
-            "--source-archive",
-            str(archives / "src.parquet"),
-            "--target-archive",
-            str(archives / "lossy.parquet"),
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-    )
-    result = runner.invoke(recover, ["--report", str(out), "--dry-run"])
+    verify_archives(archives, "lossy", out)
+    result = CliRunner().invoke(recover, ["--report", str(out), "--dry-run"])
     assert result.exit_code == 2 and "archive" in result.output
 
 

@@ -23,6 +23,21 @@ def spark():
     return spark_session()
 
 
+ARCHIVES = ("source.parquet", "target.parquet")
+
+
+def verify_archives(spark, d, out, *, names=("s.parquet", "t.parquet"), **kw):
+    """``run_verification`` of the source and target archives ``names`` in ``d``, report in ``out``."""
+    return run_verification(
+        source=ArchiveSide(path=d / names[0]), target=ArchiveSide(path=d / names[1]), out_dir=out, spark=spark, **kw
+    )
+
+
+def offending_rows(out):
+    """The offending records of a report, sorted, as tuples."""
+    return sorted(tuple(r.values()) for r in pq.read_table(out / "offending.parquet").to_pylist())
+
+
 def rec(topic, partition, offset, ts, key, value, headers=None):
     return {
         "topic": topic,
@@ -88,14 +103,7 @@ def seeded(spark, tmp_path_factory):
     src = source_records()
     write_records(src, d / "source.parquet")
     write_records(seeded_target(src), d / "target.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=d / "source.parquet"),
-        target=ArchiveSide(path=d / "target.parquet"),
-        out_dir=d / "report",
-        cutoff_ms=CUTOFF,
-        spark=spark,
-        pass2_from="fingerprints",
-    )
+    result = verify_archives(spark, d, d / "report", cutoff_ms=CUTOFF, pass2_from="fingerprints", names=ARCHIVES)
     return src, result
 
 
@@ -148,12 +156,7 @@ def test_clean_sides_skip_pass_two(spark, tmp_path):
     src = [r for r in source_records() if r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate(src), tmp_path / "t.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=tmp_path / "s.parquet"),
-        target=ArchiveSide(path=tmp_path / "t.parquet"),
-        out_dir=tmp_path / "r",
-        spark=spark,
-    )
+    result = verify_archives(spark, tmp_path, tmp_path / "r")
     assert result.clean and result.exit_code == 0
     assert result.summary["method"]["pass2_offsets"] == 0
     assert pq.read_table(tmp_path / "r" / "offending.parquet").num_rows == 0
@@ -164,26 +167,12 @@ def test_tail_loss_rereads_only_the_tail(spark, tmp_path):
     src = [r for r in source_records() if r["topic"] == "orders" and r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate(src, drop=lambda r: index(r) >= 1596), tmp_path / "t.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=tmp_path / "s.parquet"),
-        target=ArchiveSide(path=tmp_path / "t.parquet"),
-        out_dir=tmp_path / "r",
-        spark=spark,
-        windows=100,
-        pass2_from="fingerprints",
-    )
+    result = verify_archives(spark, tmp_path, tmp_path / "r", windows=100, pass2_from="fingerprints")
     assert result.counts()["missing"] == 4 and sum(result.counts().values()) == 4
     method = result.summary["method"]
     assert method["pass2_offsets"] == 0 and method["kafka_reads_per_side"] == 1  # nothing read again
     assert 0 < method["pass2_compared_records"] <= 2 * 4 * 5  # one window: ~4 records per partition per side
-    old = run_verification(
-        source=ArchiveSide(path=tmp_path / "s.parquet"),
-        target=ArchiveSide(path=tmp_path / "t.parquet"),
-        out_dir=tmp_path / "old",
-        spark=spark,
-        windows=100,
-        pass2_from="kafka",
-    )
+    old = verify_archives(spark, tmp_path, tmp_path / "old", windows=100, pass2_from="kafka")
     assert old.counts() == result.counts() and old.summary["method"]["kafka_reads_per_side"] == 2
     assert 0 < old.summary["method"]["pass2_offsets"] <= 2 * 4 * 5  # the former design re-read only the tail
 
@@ -192,12 +181,7 @@ def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
     src = [r for r in source_records() if r["timestamp"] <= CUTOFF]
     write_records(src, tmp_path / "s.parquet")
     write_records(replicate([r for r in src if r["topic"] == "orders"]), tmp_path / "t.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=tmp_path / "s.parquet"),
-        target=ArchiveSide(path=tmp_path / "t.parquet"),
-        out_dir=tmp_path / "r",
-        spark=spark,
-    )
+    result = verify_archives(spark, tmp_path, tmp_path / "r")
     assert result.summary["topics"]["payments"]["target_absent"] is True
     assert result.counts("payments")["missing"] == 200 and result.counts("orders")["missing"] == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -207,20 +191,10 @@ def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
 def test_large_reports_are_written_by_spark_with_the_same_content(spark, seeded, tmp_path):
     _, small = seeded
     d = small.out_dir.parent
-    big = run_verification(
-        source=ArchiveSide(path=d / "source.parquet"),
-        target=ArchiveSide(path=d / "target.parquet"),
-        out_dir=tmp_path / "r",
-        cutoff_ms=CUTOFF,
-        spark=spark,
-        collect_limit=0,
-    )
+    big = verify_archives(spark, d, tmp_path / "r", cutoff_ms=CUTOFF, collect_limit=0, names=ARCHIVES)
     assert big.summary["totals"] == small.summary["totals"]
 
-    def rows(out):
-        return sorted(tuple(r.values()) for r in pq.read_table(out / "offending.parquet").to_pylist())
-
-    assert rows(big.out_dir) == rows(small.out_dir)
+    assert offending_rows(big.out_dir) == offending_rows(small.out_dir)
     html = (big.out_dir / "report.html").read_text()
     assert "Sample of missing records" in html
 
@@ -230,12 +204,7 @@ def test_a_record_held_three_times_reports_its_latest_missing_copies(spark, tmp_
     other = [rec("t", 1, o, T0 + 500 + 1000 * o, b"k%d" % o, b"v") for o in range(3)]
     write_records(same + other, tmp_path / "s.parquet")
     write_records([{**same[0], "offset": 40}, *other], tmp_path / "t.parquet")
-    result = run_verification(
-        source=ArchiveSide(path=tmp_path / "s.parquet"),
-        target=ArchiveSide(path=tmp_path / "t.parquet"),
-        out_dir=tmp_path / "r",
-        spark=spark,
-    )
+    result = verify_archives(spark, tmp_path, tmp_path / "r")
     assert result.counts() == {"missing": 2, "unexpected": 0, "duplicated": 0, "corrupted": 0}
     table = pq.read_table(result.out_dir / "offending.parquet").to_pylist()
     assert sorted((r["partition"], r["offset"]) for r in table) == [(0, 1), (0, 2)]
@@ -261,12 +230,9 @@ def test_each_side_is_read_once_whatever_pass_2_and_the_lookup_need(spark, seede
     assert sorted(name for name, _ in reads) == ["source.parquet", "target.parquet"]
     assert again.summary["method"]["pass2b"] is True and again.summary["method"]["kafka_reads_per_side"] == 1
 
-    def rows(out):
-        return sorted(tuple(r.values()) for r in pq.read_table(out / "offending.parquet").to_pylist())
-
     for other in (kafka, again):  # same verdict, same offending records (coordinates, keys) either way
         assert other.summary["totals"] == fingerprints.summary["totals"]
-        assert rows(other.out_dir) == rows(fingerprints.out_dir)
+        assert offending_rows(other.out_dir) == offending_rows(fingerprints.out_dir)
 
 
 def test_persisted_fingerprints_are_measured_and_dropped(spark, seeded):
@@ -281,9 +247,4 @@ def test_persisted_fingerprints_are_measured_and_dropped(spark, seeded):
 def test_an_unknown_pass_2_source_is_a_config_error(spark, tmp_path, monkeypatch):
     monkeypatch.setenv(job.PASS2_FROM_ENV, "tape")
     with pytest.raises(ConfigError, match="tape"):
-        run_verification(
-            source=ArchiveSide(path=tmp_path / "s.parquet"),
-            target=ArchiveSide(path=tmp_path / "t.parquet"),
-            out_dir=tmp_path / "r",
-            spark=spark,
-        )
+        verify_archives(spark, tmp_path, tmp_path / "r")
