@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import click
 
 from dr.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
-
-
-def progress(message: str) -> None:
-    """Progress lines go to stderr so ``--json`` output stays clean."""
-    click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
+from dr.failover.commands import progress
 
 
 def _printed_json(value: object, as_json: bool) -> bool:

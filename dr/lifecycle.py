@@ -64,7 +64,7 @@ def journals(state: Path) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     current = Journal.load(Path(state))
     if current is not None:
-        found.append(current.data)
+        found.append(current.record.to_json())
     archive = Path(state) / "failover"
     older = (
         sorted(archive.glob("journal-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)

@@ -24,6 +24,7 @@ verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computa
 """
 
 from dr.failover.converge import Converger, PulumiConverger, write_stack_config
+from dr.failover.drill import run_drill
 from dr.failover.journal import Journal, JournalRecord, StackLock
 from dr.failover.pipeline import run_failover
 from dr.failover.plan import FailoverPlan, plan_failover
@@ -49,10 +50,3 @@ __all__ = [
     "summarize",
     "write_stack_config",
 ]
-
-
-def run_drill(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """:func:`dr.failover.drill.run_drill` (imported on first use)."""
-    from dr.failover.drill import run_drill as _run
-
-    return _run(*args, **kwargs)

@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+import dr.failover.integrity as integrity
 from dr.errors import AuthError, ClusterError, ConfigError, FailoverError
 from dr.estate import Estate, Progress, stack_file
-from dr.failover import integrity
 from dr.failover.clients import client_files, publish_clients
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json

@@ -315,11 +315,6 @@ class Journal:
 
     # ------------------------------------------------------------------------------ queries
     @property
-    def data(self) -> dict[str, Any]:
-        """The journal as JSON (a copy: changing it changes nothing) — for readers of the file's format."""
-        return self.record.to_json()
-
-    @property
     def failover_id(self) -> str:
         """The failover's id (``<UTC time>-<6 hex>``), in report and backup names."""
         return self.record.failover_id

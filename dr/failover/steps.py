@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+import dr.failover.integrity as integrity
 from dr.errors import AuthError, ClusterError, FailoverError
 from dr.estate import Estate, Progress, application_acls
-from dr.failover import integrity
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, write_stack_config
 from dr.failover.fencing import fence, unfence, write_bindings

@@ -131,7 +131,7 @@ def test_an_earlier_failover_of_another_source_does_not_block_the_link(tmp_path:
 def test_former_links_are_found_in_archived_journals_newest_first(tmp_path: Path, before: Topology) -> None:
     state = tmp_path / "state"
     first = _journal(state, before, status="completed", done=NAMES)
-    first_id = first.data["failover_id"]
+    first_id = first.failover_id
     after = before.after_failover("planned")
     second = Journal.create(
         state,
@@ -145,10 +145,10 @@ def test_former_links_are_found_in_archived_journals_newest_first(tmp_path: Path
         steps=NAMES,
     )
     history = journals(state)
-    assert [j["failover_id"] for j in history] == [second.data["failover_id"], first_id]
+    assert [j["failover_id"] for j in history] == [second.failover_id, first_id]
     link, journal = former_link("A-to-B", history) or ({}, {})
     assert (link["source"], journal["failover_id"]) == ("A", first_id)
-    assert former_link("B-to-C", history)[1]["failover_id"] == second.data["failover_id"]  # type: ignore[index]
+    assert former_link("B-to-C", history)[1]["failover_id"] == second.failover_id  # type: ignore[index]
     assert former_link("nosuch", history) is None
 
 
@@ -170,7 +170,7 @@ def test_the_decommissioned_cluster_may_become_standby_after_a_completed_failove
     tmp_path: Path, before: Topology, after_path: Path
 ) -> None:
     state = tmp_path / "state"
-    last = _journal(state, before, status="completed", done=NAMES).data
+    last = _journal(state, before, status="completed", done=NAMES).record.to_json()
     after = load_stack_file(after_path)
     assert standby_refusal(after, "A", last) is None
     assert standby_refusal(after, "A", None) is None, "a cluster decommissioned by hand, no journal"
@@ -181,7 +181,7 @@ def test_the_decommissioned_cluster_may_become_standby_after_a_completed_failove
 def test_wiping_is_refused_while_the_last_failover_is_not_completed(
     tmp_path: Path, before: Topology, after_path: Path, status: str
 ) -> None:
-    last = _journal(tmp_path / "state", before, status=status, done=NAMES[:6]).data
+    last = _journal(tmp_path / "state", before, status=status, done=NAMES[:6]).record.to_json()
     refusal = standby_refusal(load_stack_file(after_path), "A", last)
     assert isinstance(refusal, FailoverError)
     assert "records recovery still needs" in refusal.problem and last["failover_id"] in refusal.problem
