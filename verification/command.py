@@ -114,25 +114,22 @@ def resolve_sides(
 ) -> tuple[Side, Side]:
     """The source and the target named by :data:`NAME_OPTIONS` and :data:`SIDE_OPTIONS` (a command
     passes its side options on as they are); ``--credentials`` serves a side without its own."""
-    source = resolve_side(
-        "source",
-        stack=stack,
-        name=source_name,
-        bootstrap=source_bootstrap,
-        credentials=source_credentials or credentials,
-        archive=source_archive,
-        stack_endpoint=stack_endpoint,
+
+    def side(role: str, name: str | None, bootstrap: str | None, own: Path | None, archive: Path | None) -> Side:
+        return resolve_side(
+            role,
+            stack=stack,
+            name=name,
+            bootstrap=bootstrap,
+            credentials=own or credentials,
+            archive=archive,
+            stack_endpoint=stack_endpoint,
+        )
+
+    return (
+        side("source", source_name, source_bootstrap, source_credentials, source_archive),
+        side("target", target_name, target_bootstrap, target_credentials, target_archive),
     )
-    target = resolve_side(
-        "target",
-        stack=stack,
-        name=target_name,
-        bootstrap=target_bootstrap,
-        credentials=target_credentials or credentials,
-        archive=target_archive,
-        stack_endpoint=stack_endpoint,
-    )
-    return source, target
 
 
 def cutoff_option(help_text: str = CUTOFF_HELP) -> Callable[[F], F]:
