@@ -134,6 +134,27 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, timeout: flo
 
 
 # ----------------------------------------------------------------------------- data
+def job_command(source: str, target: str, creds: Path, topic: str, out: Path) -> list[str]:
+    """The verification job (``python -m verification.job``) on ``topic`` of the pair, JSON result, quiet."""
+    return [
+        sys.executable,
+        "-m",
+        "verification.job",
+        "--source-bootstrap",
+        source,
+        "--target-bootstrap",
+        target,
+        "--credentials",
+        str(creds),
+        "--topics",
+        topic,
+        "--out",
+        str(out),
+        "--json",
+        "--quiet",
+    ]
+
+
 def run_subcommand(name: str, what: str, source: str, target: str, creds: Path) -> tuple[dict, dict]:
     """Run this script's ``name`` subcommand on TOPIC of the pair, measured (:func:`run_measured`);
     the measurement and the JSON result it prints last (``what`` names it in the error)."""
@@ -475,25 +496,7 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
     row["integrity_from_audit"] = {"seconds": r["seconds"], "peak_mb": r["peak_mb"]}
     print(f"[audit] integrity check started from the audit: {r['seconds']:.1f}s, clean", flush=True)
     out = work / "report-audit-full"
-    rv = run_measured(
-        [
-            sys.executable,
-            "-m",
-            "verification.job",
-            "--source-bootstrap",
-            a.bootstrap,
-            "--target-bootstrap",
-            target.bootstrap,
-            "--credentials",
-            str(creds),
-            "--topics",
-            AUDIT_TOPIC,
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-        ]
-    )
+    rv = run_measured(job_command(a.bootstrap, target.bootstrap, creds, AUDIT_TOPIC, out))
     if rv["rc"] != 0:
         raise RuntimeError(f"full verification: exit {rv['rc']}: {rv['stderr'][-3000:]}")
     row["full_verify"] = {
@@ -658,24 +661,7 @@ def main() -> int:
                 for key, design in designs if rep % 2 == 0 else designs[::-1]:  # alternate which runs first
                     out = work / f"report-{profile}-{design}"
                     rv = run_measured(
-                        [
-                            sys.executable,
-                            "-m",
-                            "verification.job",
-                            "--source-bootstrap",
-                            a.bootstrap,
-                            "--target-bootstrap",
-                            target.bootstrap,
-                            "--credentials",
-                            str(creds),
-                            "--topics",
-                            TOPIC,
-                            "--out",
-                            str(out),
-                            "--json",
-                            "--quiet",
-                        ],
-                        env=DESIGN_ENV[design],
+                        job_command(a.bootstrap, target.bootstrap, creds, TOPIC, out), env=DESIGN_ENV[design]
                     )
                     if rv["rc"] not in (0, 1):
                         raise RuntimeError(f"verification failed: {rv['stderr'][-3000:]}")
