@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -34,14 +35,15 @@ def fp(topic: str, partition: int, offset: int, ts: int, key: int, value: int = 
 
 
 # ---------------------------------------------------------------------------------------- pure parts
+def link_state(**fields: Any) -> AuditState:
+    """The audit state of LINK (clusters A → B, ids a and b) with ``fields``."""
+    return AuditState(
+        stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="a", target_id="b", **fields
+    )
+
+
 def test_plan_reads_past_the_audited_bounds_and_keeps_the_residue(tmp_path: Path) -> None:
-    state = AuditState(
-        stack=STACK,
-        link=LINK,
-        source_cluster="A",
-        target_cluster="B",
-        source_id="a",
-        target_id="b",
+    state = link_state(
         source_bounds={"orders": {0: 100, 1: 40}, "other": {0: 7}},
         target_bounds={"orders": {0: 95, 1: 40}},
         source_residue=[fp("orders", 0, 97, 1, 1), fp("other", 0, 3, 1, 2)],
@@ -61,13 +63,7 @@ def test_plan_reads_past_the_audited_bounds_and_keeps_the_residue(tmp_path: Path
 
 
 def test_plan_refuses_a_bound_past_the_end(tmp_path: Path) -> None:
-    state = AuditState(
-        stack=STACK,
-        link=LINK,
-        source_cluster="A",
-        target_cluster="B",
-        source_id="a",
-        target_id="b",
+    state = link_state(
         source_bounds={"orders": {0: 100}},
     )
     with pytest.raises(ConfigError, match="re-created"):
