@@ -679,27 +679,33 @@ class _Run:
         if n_many:  # identities written three times or more: rank their copies over the pass-2 rows
             self.say(f"pass 2: ranking the copies of {n_many:,} identities held more than twice")
             offending = offending.unionByName(ranked_copies(rows, ident))
-        result.offending = self.keep(offending)
+        kept = result.offending = self.keep(offending)
         result.rows = records_in_differing_windows(p1.summary_pdf, diff)
         self.lap("pass2_s")
         incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
         if incomplete:
-            found = self.pass2b(s, p1, result, found, incomplete)
+            found = self.pass2b(s, p1, result, kept, found, incomplete)
         for (tp, c), n in found.items():
             result.counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
         return result
 
     def pass2b(
-        self, s: _Scope, p1: _Pass1, p2: _Pass2, found: dict[tuple[str, str], int], incomplete: list[str]
+        self,
+        s: _Scope,
+        p1: _Pass1,
+        p2: _Pass2,
+        offending: DataFrame,
+        found: dict[tuple[str, str], int],
+        incomplete: list[str],
     ) -> dict[tuple[str, str], int]:
         """4. target records whose identity has no source copy in the differing windows of a topic whose
-        source is not wholly in them: is the identity, or its key, anywhere in the source?"""
-        assert p2.offending is not None  # pass2 sets it before
+        source is not wholly in them: is the identity, or its key, anywhere in the source? ``offending``
+        is pass 2's result; the resolved one replaces it in ``p2``."""
         p2.did_pass2b = True
         n_only = sum(n for (tp, c), n in found.items() if c == "target_only")
         where = "the persisted fingerprints of the whole source" if p1.kept is not None else "the whole source"
         self.say(f"pass 2b: looking up {n_only:,} target-only records in {where} of {incomplete}")
-        cand = p2.offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct()
+        cand = offending.where(F.col("class") == "target_only").select("topic", "key_hash").distinct()
         if p1.kept is not None:
             src_all = p1.kept.where(
                 (F.col("side") == SOURCE) & (F.col("window") != F.lit(LATE_WINDOW)) & F.col("topic").isin(incomplete)
@@ -710,7 +716,7 @@ class _Run:
                 ~F.col("late")
             )
         lookup = src_all.join(F.broadcast(cand), ["topic", "key_hash"], "left_semi")
-        p2.offending = self.keep(resolve_target_only(p2.offending, lookup.select("topic", "key", "checksum")))
+        p2.offending = self.keep(resolve_target_only(offending, lookup.select("topic", "key", "checksum")))
         found = _class_counts(p2.offending, self.source, self.target)
         self.lap("pass2b_s")
         return found
