@@ -161,7 +161,7 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
 
     stack_path, state = _paths(stack)
     report = status_report(stack=stack, stack_path=stack_path, state=state, isr=isr)
-    click.echo(json.dumps(report, indent=2) if as_json else render_status(report))
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else render_status(report))
     raise_for_problems(report)
 
 

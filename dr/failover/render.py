@@ -5,10 +5,11 @@ Only names, numbers and paths are printed: client configurations and credentials
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dr.failover.plan import FailoverPlan, FinishedPlan
+    from dr.failover.status import StatusReport
     from dr.failover.summary import FailoverSummary
 
 __all__ = ["render_plan", "render_status", "render_summary"]
@@ -106,69 +107,61 @@ def render_plan(p: FailoverPlan | FinishedPlan) -> str:
     return "\n".join(lines)
 
 
-def render_status(st: dict[str, Any]) -> str:
+def render_status(st: StatusReport) -> str:
     """``drctl status`` as text."""
-    lines = [f"stack {st['stack']}" + (" (after a failover)" if st["failover_done"] else "")]
-    for c in st["clusters"]:
-        h = c.get("health") or {}
-        if c.get("process") in ("absent", "stopped"):
-            detail = c["process"]
+    lines = [f"stack {st.stack}" + (" (after a failover)" if st.failover_done else "")]
+    for c in st.clusters:
+        h = c.health
+        if c.process in ("absent", "stopped"):
+            detail = c.process
         elif h:
             detail = (
-                f"{len(h['brokers'])}/{h['expected_brokers'] or '?'} brokers, {len(h['offline'])} offline, "
-                f"{len(h['under_replicated'])} under-replicated"
-                if h["reachable"]
-                else f"UNREACHABLE ({h['error']})"
+                f"{len(h.brokers)}/{h.expected_brokers or '?'} brokers, {len(h.offline)} offline, "
+                f"{len(h.under_replicated)} under-replicated"
+                if h.reachable
+                else f"UNREACHABLE ({h.error})"
             )
         else:
-            detail = c.get("error", "")
-        lines.append(
-            f"  cluster {c['name']:<6} {c['role']:<14} {c.get('process', c['kind']):<9} "
-            f"{c.get('bootstrap') or '':<40} {detail}"
-        )
-        for key, part in sorted((h.get("partitions") or {}).items()):
-            lines.append(f"      {key:<24} leader {part['leader']} replicas {part['replicas']} isr {part['isr']}")
-    for link in st["links"]:
-        detail = f"lag {link['total_lag']} records" if "total_lag" in link else link.get("error", "")
-        process = link.get("process") or link.get("engine") or "?"
-        if link.get("state", "running") != "running":
-            process, detail = link["state"], f"no longer replicates ({detail})" if detail else "no longer replicates"
-        lines.append(f"  link    {link['name']:<12} {process:<8} {detail}")
-        if link.get("connect"):
+            detail = c.error or ""
+        lines.append(f"  cluster {c.name:<6} {c.role:<14} {c.process or c.kind:<9} {c.bootstrap or '':<40} {detail}")
+        for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
+            lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
+    for link in st.links:
+        detail = f"lag {link.total_lag} records" if link.total_lag is not None else link.error or ""
+        process = link.process or link.engine or "?"
+        if link.state != "running":
+            process, detail = link.state, f"no longer replicates ({detail})" if detail else "no longer replicates"
+        lines.append(f"  link    {link.name:<12} {process:<8} {detail}")
+        if link.connect:
             lines.append(
-                f"      on Connect cluster {link['connect']}"
-                + (f": {link['connect_error']}" if link.get("connect_error") else "")
+                f"      on Connect cluster {link.connect}" + (f": {link.connect_error}" if link.connect_error else "")
             )
-        for name, c in (link.get("connectors") or {}).items():
-            tasks = ", ".join(f"task {t['id']} {t['state']} on {t.get('worker') or '?'}" for t in c["tasks"])
-            lines.append(f"      connector {name:<22} {c['state']:<8} {tasks or 'no tasks'}")
-        for key, n in (link.get("lag") or {}).items():
+        for name, conn in (link.connectors or {}).items():
+            tasks = ", ".join(f"task {t.id} {t.state} on {t.worker or '?'}" for t in conn.tasks)
+            lines.append(f"      connector {name:<22} {conn.state:<8} {tasks or 'no tasks'}")
+        for key, n in (link.lag or {}).items():
             if n:
                 lines.append(f"      {key:<24} lag {n}")
-    for g in st["consumer_groups"]:
+    for g in st.consumer_groups:
         pos = ", ".join(
-            f"{name}: committed {p.get('committed_total')} lag {p.get('lag_total')}"
-            if "error" not in p
-            else f"{name}: {p['error']}"
-            for name, p in g["positions"].items()
+            f"{name}: committed {p.committed_total} lag {p.lag_total}" if p.error is None else f"{name}: {p.error}"
+            for name, p in g.positions.items()
         )
-        lines.append(f"  group   {g['group']:<12} {pos or 'no reachable cluster'}")
-    last = st.get("last_failover")
+        lines.append(f"  group   {g.group:<12} {pos or 'no reachable cluster'}")
+    last = st.last_failover
     if last:
-        steps = " ".join(f"{s['name']}={s['status']}" for s in last["steps"])
+        steps = " ".join(f"{s.name}={s.status}" for s in last.steps)
         lines.append(
-            f"  last failover {last['failover_id']} ({last['mode']}): {last['status']}; RTO {_s(last['rto_s'])}; "
-            f"A→B→C {_s(last['a_b_c_s'])}"
+            f"  last failover {last.failover_id} ({last.mode}): {last.status}; RTO {_s(last.rto_s)}; "
+            f"A→B→C {_s(last.a_b_c_s)}"
         )
         lines.append(f"      {steps}")
-        for n in last["next"]:
-            lines.append(f"      next: {n}")
+        lines.extend(f"      next: {n}" for n in last.next)
     else:
         lines.append("  no failover recorded")
-    problems = st.get("problems")
-    if problems:
-        lines.append(f"problems ({len(problems)}):")
-        lines.extend(f"  - {p}" for p in problems)
-    elif problems is not None:
+    if st.problems:
+        lines.append(f"problems ({len(st.problems)}):")
+        lines.extend(f"  - {p}" for p in st.problems)
+    else:
         lines.append("problems: none")
     return "\n".join(lines)

@@ -23,16 +23,33 @@ from pydantic import BaseModel
 
 from dr.errors import ClusterError, ConfigError, DRError, FailoverError
 from dr.estate import Estate
-from dr.failover.health import cluster_health
+from dr.failover.health import ClusterHealth, cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
 from dr.kafka_client import Endpoint
 from dr.offsets import committed_offsets, end_offsets
-from dr.topology import Application, Cluster, Kind, Link, Role, Topology, load_stack_file
+from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.topology.kinds import LinkState
 
-__all__ = ["LastFailover", "StepState", "lock_held", "raise_for_problems", "status_problems", "status_report"]
+__all__ = [
+    "ClusterStatus",
+    "ConnectorStatus",
+    "GroupPosition",
+    "GroupStatus",
+    "HealthStatus",
+    "LastFailover",
+    "LinkStatus",
+    "PartitionState",
+    "StatusReport",
+    "StepState",
+    "TaskStatus",
+    "lock_held",
+    "raise_for_problems",
+    "status_problems",
+    "status_report",
+]
 
 
 class StepState(BaseModel):
@@ -71,28 +88,157 @@ class LastFailover(BaseModel):
         )
 
 
+# The entries below leave unset what does not apply to them (a stopped local cluster has no health,
+# an external one no process): ``StatusReport.to_json()`` dumps with ``exclude_unset``, so such keys
+# are absent from ``drctl status --json`` rather than null.
+
+
+class PartitionState(BaseModel):
+    """Leader, replicas and in-sync replicas of one partition (``drctl status --isr``)."""
+
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class HealthStatus(BaseModel):
+    """A cluster's health: the JSON form of :class:`~dr.failover.health.ClusterHealth`."""
+
+    reachable: bool
+    brokers: list[int]
+    expected_brokers: int | None
+    offline: list[str]
+    under_replicated: list[str]
+    missing_topics: list[str]
+    partitions: dict[str, PartitionState] | None = None
+    """Set only with ``--isr``."""
+    error: str | None
+    healthy: bool
+    brokers_down: int
+
+    @classmethod
+    def of(cls, health: ClusterHealth, *, isr: bool) -> HealthStatus:
+        """From what :func:`~dr.failover.health.cluster_health` found; ``partitions`` only with ``isr``."""
+        h = health.to_dict()
+        if not isr:
+            h.pop("partitions")
+        return cls.model_validate(h)
+
+
+class ClusterStatus(BaseModel):
+    """One cluster: role, process (local), health and end offsets."""
+
+    name: str
+    role: Role
+    kind: Kind
+    process: str | None = None
+    """Local only: ``running``, ``degraded``, ``stopped`` or ``absent``."""
+    bootstrap: str | None = None
+    brokers_declared: int | None = None
+    """Local only."""
+    running_nodes: list[int] | None = None
+    """Local only: node ids whose JVM is alive."""
+    health: HealthStatus | None = None
+    """Unset when the cluster is not running or has no usable endpoint."""
+    end_offsets: dict[str, int] | None = None
+    """``"topic:partition"`` → end offset, when the cluster answers."""
+    error: str | None = None
+
+
+class TaskStatus(BaseModel):
+    """One task of a connector: its id, state and worker."""
+
+    id: int | None
+    state: str | None
+    worker: str | None
+
+
+class ConnectorStatus(BaseModel):
+    """One connector of a link on a Connect cluster (:meth:`~dr.runtime.connect_link.ConnectLink.states`)."""
+
+    state: str
+    """``ABSENT`` when the connector is not on the Connect cluster (then ``worker`` is unset)."""
+    worker: str | None = None
+    tasks: list[TaskStatus]
+
+
+class LinkStatus(BaseModel):
+    """One link: state, engine, whether it runs (process or connectors) and its lag per partition."""
+
+    name: str
+    source: str
+    target: str
+    state: LinkState
+    engine: Engine
+    connect: str | None = None
+    """The Connect cluster the link runs on, if it does."""
+    connectors: dict[str, ConnectorStatus] | None = None
+    process: str | None = None
+    """``running``, ``stopped``, ``unreachable`` (Connect), the connectors' bad states, or ``no tasks``;
+    unset when the link neither runs on Connect nor between local clusters."""
+    connect_error: str | None = None
+    lag: dict[str, int] | None = None
+    """``"topic:partition"`` → records the target lacks, when both sides answer."""
+    total_lag: int | None = None
+    error: str | None = None
+
+
+class GroupPosition(BaseModel):
+    """A consumer group on one cluster: committed offsets and lag, or why they are unknown."""
+
+    committed: dict[str, int] | None = None
+    committed_total: int | None = None
+    lag_total: int | None = None
+    error: str | None = None
+
+
+class GroupStatus(BaseModel):
+    """One application's consumer group: its position on every cluster that answers."""
+
+    group: str
+    application: str
+    topics: list[str]
+    positions: dict[str, GroupPosition]
+
+
+class StatusReport(BaseModel):
+    """What ``drctl status`` prints (see the module doc); ``--json`` is :meth:`to_json`."""
+
+    stack: str
+    failover_done: bool
+    clusters: list[ClusterStatus]
+    links: list[LinkStatus]
+    consumer_groups: list[GroupStatus]
+    last_failover: LastFailover | None
+    problems: list[str]
+    """:func:`status_problems` of the rest."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: keys that do not apply to an entry are absent, not null."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
 def status_report(
     *, stack: str, stack_path: Path, state: Path, isr: bool = False, snapshot: bool = True
-) -> dict[str, Any]:
-    """The status of ``stack`` as a JSON-able dict (see the module doc)."""
+) -> StatusReport:
+    """The status of ``stack`` (see the module doc)."""
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
     seen = _Seen()
     clusters = [_cluster_entry(estate, c, seen, isr=isr, snapshot=snapshot) for c in topology.clusters]
     journal = Journal.load(Path(state))
-    report = {
-        "stack": stack,
-        "failover_done": topology.failover_done,
-        "clusters": clusters,
-        "links": [_link_entry(estate, link, seen.ends) for link in topology.links],
-        "consumer_groups": [
+    report = StatusReport(
+        stack=stack,
+        failover_done=topology.failover_done,
+        clusters=clusters,
+        links=[_link_entry(estate, link, seen.ends) for link in topology.links],
+        consumer_groups=[
             _group_entry(topology, app, seen) for app in topology.principals.applications if app.consumer_group
         ],
-        "last_failover": LastFailover.of(journal, lock_held(Path(state))).model_dump(mode="json")
-        if journal is not None
-        else None,
-    }
-    report["problems"] = status_problems(report)
+        last_failover=LastFailover.of(journal, lock_held(Path(state))) if journal is not None else None,
+        problems=[],
+    )
+    report.problems = status_problems(report)
     return report
 
 
@@ -105,22 +251,27 @@ class _Seen:
     ends: dict[str, Offsets] = field(default_factory=dict)
 
 
-def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool) -> dict[str, Any]:
+def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool) -> ClusterStatus:
     """One cluster: role, process (local), health and end offsets (recorded for the RPO estimate)."""
-    entry: dict[str, Any] = {"name": c.name, "role": c.role.value, "kind": c.kind.value}
     if c.kind is Kind.LOCAL:
         lc = estate.local_cluster(c.name)
-        entry.update(
-            process=lc.state(), bootstrap=lc.bootstrap, brokers_declared=c.brokers, running_nodes=lc.running_nodes()
+        entry = ClusterStatus(
+            name=c.name,
+            role=c.role,
+            kind=c.kind,
+            process=lc.state(),
+            bootstrap=lc.bootstrap,
+            brokers_declared=c.brokers,
+            running_nodes=lc.running_nodes(),
         )
-        if entry["process"] in ("absent", "stopped"):
+        if entry.process in ("absent", "stopped"):
             return entry
     else:
-        entry["bootstrap"] = c.bootstrap_servers
+        entry = ClusterStatus(name=c.name, role=c.role, kind=c.kind, bootstrap=c.bootstrap_servers)
     try:
         ep = estate.endpoint(c.name)
     except ConfigError as exc:
-        entry["error"] = exc.problem
+        entry.error = exc.problem
         return entry
     topics = [t.name for t in estate.topology.topics]
     health = cluster_health(
@@ -129,63 +280,53 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
         topics=topics if c.holds_topics else None,
         isr=isr,
     )
-    h = health.to_dict()
-    if not isr:
-        h.pop("partitions")
-    entry["health"] = h
+    entry.health = HealthStatus.of(health, isr=isr)
     if health.reachable:
         seen.endpoints[c.name] = ep
         try:
             seen.ends[c.name] = end_offsets(ep, topics)
-            entry["end_offsets"] = encode_offsets(seen.ends[c.name])
+            entry.end_offsets = encode_offsets(seen.ends[c.name])
             if snapshot and c.role in (Role.ACTIVE, Role.PASSIVE):
                 record_offsets(estate.state, c.name, seen.ends[c.name])
         except ClusterError as exc:
-            entry["error"] = exc.problem
+            entry.error = exc.problem
     return entry
 
 
-def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> dict[str, Any]:
+def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkStatus:
     """One link: state, engine, whether it runs (process or connectors) and its lag per partition."""
     topology = estate.topology
-    entry: dict[str, Any] = {
-        "name": link.name,
-        "source": link.source,
-        "target": link.target,
-        "state": link.state.value,
-        "engine": link.engine.value,
-    }
+    entry = LinkStatus(name=link.name, source=link.source, target=link.target, state=link.state, engine=link.engine)
     if link.is_running and topology.runs_on_connect(link):
-        entry.update(_connect_link(estate, link.name, link.connect or ""))
+        _connect_link(entry, estate, link.connect or "")
     elif topology.both_local(link):
-        entry["process"] = "running" if estate.mirror(link.name).alive() else "stopped"
+        entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
         per = {tp: n for tp, n in lag(ends[link.source], ends[link.target]).items() if tp[0] in wanted}
-        entry.update(lag=encode_offsets(per), total_lag=sum(per.values()))
+        entry.lag = encode_offsets(per)
+        entry.total_lag = sum(per.values())
     else:
-        entry["error"] = "lag unknown: a side is unreachable"
+        entry.error = "lag unknown: a side is unreachable"
     return entry
 
 
-def _group_entry(topology: Topology, app: Application, seen: _Seen) -> dict[str, Any]:
+def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStatus:
     """One application's consumer group: committed offsets and lag on every cluster that answers."""
     group = app.consumer_group or ""
-    entry: dict[str, Any] = {"group": group, "application": app.name, "topics": app.consumes, "positions": {}}
+    entry = GroupStatus(group=group, application=app.name, topics=app.consumes, positions={})
     for name, ep in seen.endpoints.items():
         if not topology.cluster(name).holds_topics:
             continue
         try:
             done = {tp: n for tp, n in committed_offsets(ep, group).items() if tp[0] in app.consumes}
         except ClusterError as exc:
-            entry["positions"][name] = {"error": exc.problem}
+            entry.positions[name] = GroupPosition(error=exc.problem)
             continue
         behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in seen.ends.get(name, {}).items() if tp[0] in app.consumes}
-        entry["positions"][name] = {
-            "committed": encode_offsets(done),
-            "committed_total": sum(done.values()),
-            "lag_total": sum(behind.values()),
-        }
+        entry.positions[name] = GroupPosition(
+            committed=encode_offsets(done), committed_total=sum(done.values()), lag_total=sum(behind.values())
+        )
     return entry
 
 
@@ -210,97 +351,95 @@ def lock_held(state: Path) -> bool:
         os.close(fd)
 
 
-def _cluster_problem(c: dict[str, Any]) -> str | None:
-    if c.get("role") not in ("active", "passive"):
+def _cluster_problem(c: ClusterStatus) -> str | None:
+    if c.role not in (Role.ACTIVE, Role.PASSIVE):
         return None  # a standby is not provisioned yet; a decommissioned cluster is stopped on purpose
-    what = f"cluster {c['name']} ({c['role']})"
-    if c.get("process") in ("absent", "stopped"):
-        return f"{what} is {c['process']}"
-    h = c.get("health") or {}
-    if h and not h.get("reachable"):
-        return f"{what} is unreachable: {h.get('error') or 'no answer'}"
-    if c.get("process") == "degraded":
-        return f"{what} is degraded: nodes {c.get('running_nodes')} of {c.get('brokers_declared')} brokers run"
-    if h and h.get("brokers_down"):
-        return f"{what} has {h['brokers_down']} of {h.get('expected_brokers')} brokers down"
-    if h and h.get("offline"):
-        return f"{what} has {len(h['offline'])} offline partitions"
-    if not h and c.get("error"):
-        return f"{what}: {c['error']}"
+    what = f"cluster {c.name} ({c.role})"
+    if c.process in ("absent", "stopped"):
+        return f"{what} is {c.process}"
+    h = c.health
+    if h and not h.reachable:
+        return f"{what} is unreachable: {h.error or 'no answer'}"
+    if c.process == "degraded":
+        return f"{what} is degraded: nodes {c.running_nodes} of {c.brokers_declared} brokers run"
+    if h and h.brokers_down:
+        return f"{what} has {h.brokers_down} of {h.expected_brokers} brokers down"
+    if h and h.offline:
+        return f"{what} has {len(h.offline)} offline partitions"
+    if not h and c.error:
+        return f"{what}: {c.error}"
     return None
 
 
-def _connect_link(estate: Estate, link_name: str, connect: str) -> dict[str, Any]:
+def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     """A link on a Connect cluster: each connector's and task's state (and worker), and ``process``
     ``running`` only when all run."""
     from dr.runtime.connect_link import ConnectLink, runs
 
+    entry.connect = connect
     try:
-        runner = estate.link_runner(link_name)
+        runner = estate.link_runner(entry.name)
         states = runner.states() if isinstance(runner, ConnectLink) else {}
     except (ClusterError, ConfigError) as exc:
-        return {"connect": connect, "process": "unreachable", "connect_error": exc.problem}
+        entry.process = "unreachable"
+        entry.connect_error = exc.problem
+        return
     running = all(runs(name, s) for name, s in states.items())
     bad = sorted(
         {s["state"] for s in states.values() if s["state"] != "RUNNING"}
         | {t["state"] for s in states.values() for t in s["tasks"] if t["state"] != "RUNNING"}
     )
-    return {
-        "connect": connect,
-        "connectors": states,
-        "process": "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower() or "no tasks"),
-    }
+    entry.connectors = {name: ConnectorStatus.model_validate(s) for name, s in states.items()}
+    entry.process = "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower() or "no tasks")
 
 
-def _link_problem(link: dict[str, Any]) -> str | None:
-    if link.get("state", "running") != "running":
+def _link_problem(link: LinkStatus) -> str | None:
+    if link.state is not LinkState.RUNNING:
         return None  # a cluster link kept, promoted, after a failover: it no longer replicates
-    what = f"link {link['name']} ({link['source']} → {link['target']})"
-    if link.get("process") not in (None, "running"):
-        return f"{what} is {link['process']}; the topology says it runs"
-    if "error" in link:
-        return f"{what}: {link['error']}"
+    what = f"link {link.name} ({link.source} → {link.target})"
+    if link.process not in (None, "running"):
+        return f"{what} is {link.process}; the topology says it runs"
+    if link.error is not None:
+        return f"{what}: {link.error}"
     return None
 
 
-def _failover_problem(last: dict[str, Any] | None) -> str | None:
-    if not last:
+def _failover_problem(last: LastFailover | None) -> str | None:
+    if last is None:
         return None
-    what = f"last failover {last.get('failover_id')} ({last.get('source')} → {last.get('target')})"
-    status = last.get("status")
-    failed = next((s["name"] for s in last.get("steps") or [] if s.get("status") == "failed"), None)
-    if status == "failed":
+    what = f"last failover {last.failover_id} ({last.source} → {last.target})"
+    failed = next((s.name for s in last.steps if s.status == "failed"), None)
+    if last.status == "failed":
         return f"{what} failed" + (f" at step {failed}" if failed else "")
-    if status == "interrupted" or (status == "running" and last.get("lock_held") is False):
+    if last.status == "interrupted" or (last.status == "running" and not last.lock_held):
         return f"{what} was interrupted: its journal says running, but no process holds the stack's lock"
     return None
 
 
-def status_problems(report: dict[str, Any]) -> list[str]:
-    """What is wrong in a :func:`status_report` (pure): one line per stopped or unmeasurable running link,
-    down or unreachable active/passive cluster, and a failed or interrupted last failover.
+def status_problems(report: StatusReport) -> list[str]:
+    """What is wrong in a :func:`status_report` (pure; its ``problems`` are not read): one line per stopped
+    or unmeasurable running link, down or unreachable active/passive cluster, and a failed or interrupted
+    last failover.
 
     A standby that does not exist yet, a decommissioned cluster that is stopped, and a failover whose
     decommissioning waits (``pending``) are not problems.
     """
-    found = [p for c in report.get("clusters") or [] if (p := _cluster_problem(c))]
-    found += [p for link in report.get("links") or [] if (p := _link_problem(link))]
-    if (p := _failover_problem(report.get("last_failover"))) is not None:
+    found = [p for c in report.clusters if (p := _cluster_problem(c))]
+    found += [p for link in report.links if (p := _link_problem(link))]
+    if (p := _failover_problem(report.last_failover)) is not None:
         found.append(p)
     return found
 
 
-def raise_for_problems(report: dict[str, Any]) -> None:
+def raise_for_problems(report: StatusReport) -> None:
     """Raise when the report lists problems: FailoverError (exit 6) when the last failover failed or was
     interrupted, else ClusterError (exit 4). The message lists every problem; None when there is none."""
-    problems = report.get("problems")
-    if problems is None:
-        problems = status_problems(report)
+    problems = report.problems
     if not problems:
         return
-    stack = report.get("stack")
-    last = report.get("last_failover") or {}
-    failover = _failover_problem(report.get("last_failover")) in problems
+    stack = report.stack
+    last = report.last_failover
+    failover = _failover_problem(last) in problems
     fixes = []
     if any(p.startswith("link ") and "the topology says it runs" in p for p in problems):
         fixes.append(f"start a stopped link with `drctl link start --stack {stack} --link NAME`")
@@ -309,8 +448,8 @@ def raise_for_problems(report: dict[str, Any]) -> None:
             f"start the local clusters and links that stopped, with their data: "
             f"`drctl estate up --stack {stack} --refresh`"
         )
-    if failover and last.get("status") == "failed":
-        fixes.extend(last.get("next") or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])
+    if failover and last is not None and last.status == "failed":
+        fixes.extend(last.next or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])
     elif failover:
         fixes.append(f"rerun `drctl failover --stack {stack} --yes`: it resumes where the interrupted run stopped")
     cls: type[DRError] = FailoverError if failover else ClusterError

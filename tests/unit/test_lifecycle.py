@@ -19,11 +19,22 @@ import yaml
 
 from dr import cli
 from dr.errors import ClusterError, ConfigError, FailoverError, TopologyError
+from dr.failover.health import ClusterHealth
 from dr.failover.journal import Journal, StackLock
-from dr.failover.status import lock_held, raise_for_problems, status_problems
+from dr.failover.status import (
+    ClusterStatus,
+    HealthStatus,
+    LastFailover,
+    LinkStatus,
+    StatusReport,
+    StepState,
+    lock_held,
+    raise_for_problems,
+    status_problems,
+)
 from dr.failover.steps import STEPS
 from dr.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
-from dr.topology import Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
+from dr.topology import Kind, Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
 from tests import REPO_ROOT
 
 LOCAL_DOC: dict[str, Any] = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))
@@ -232,63 +243,63 @@ def test_importing_the_lifecycle_starts_nothing() -> None:
 # -- status ----------------------------------------------------------------------------------------
 
 
-def _report(**changes: Any) -> dict[str, Any]:
-    healthy = {
-        "reachable": True,
-        "brokers": [1],
-        "expected_brokers": 1,
-        "offline": [],
-        "under_replicated": [],
-        "missing_topics": [],
-        "error": None,
-        "healthy": True,
-        "brokers_down": 0,
+def _healthy(brokers: int = 1) -> HealthStatus:
+    return HealthStatus.of(
+        ClusterHealth(True, brokers=list(range(1, brokers + 1)), expected_brokers=brokers), isr=False
+    )
+
+
+def _link(**fields: Any) -> LinkStatus:
+    base: dict[str, Any] = {
+        "name": "A-to-B",
+        "source": "A",
+        "target": "B",
+        "state": "running",
+        "engine": "mirrormaker2",
     }
-    report: dict[str, Any] = {
+    return LinkStatus.model_validate(base | fields)
+
+
+def _report(**changes: Any) -> StatusReport:
+    fields: dict[str, Any] = {
         "stack": "life",
         "failover_done": False,
         "clusters": [
-            {"name": "A", "role": "active", "kind": "local", "process": "running", "health": dict(healthy)},
-            {"name": "B", "role": "passive", "kind": "local", "process": "running", "health": dict(healthy)},
-            {"name": "C", "role": "standby", "kind": "local", "process": "absent"},
+            ClusterStatus(name="A", role=Role.ACTIVE, kind=Kind.LOCAL, process="running", health=_healthy()),
+            ClusterStatus(name="B", role=Role.PASSIVE, kind=Kind.LOCAL, process="running", health=_healthy()),
+            ClusterStatus(name="C", role=Role.STANDBY, kind=Kind.LOCAL, process="absent"),
         ],
-        "links": [
-            {
-                "name": "A-to-B",
-                "source": "A",
-                "target": "B",
-                "state": "running",
-                "engine": "mirrormaker2",
-                "process": "running",
-                "lag": {},
-                "total_lag": 0,
-            }
-        ],
+        "links": [_link(process="running", lag={}, total_lag=0)],
         "consumer_groups": [],
         "last_failover": None,
+        "problems": [],
     }
-    report.update(changes)
+    report = StatusReport(**(fields | changes))
+    report.problems = status_problems(report)
     return report
 
 
-def _last(status: str, lock: bool | None = False, failed_step: str | None = None) -> dict[str, Any]:
-    steps = [{"name": n, "status": "failed" if n == failed_step else "done"} for n in NAMES]
-    return {
-        "failover_id": "f1",
-        "mode": "planned",
-        "status": status,
-        "source": "A",
-        "target": "B",
-        "standby": "C",
-        "steps": steps,
-        "next": ["fix what step promote reported, then rerun"],
-        "lock_held": lock,
-    }
+def _last(status: str, lock: bool = False, failed_step: str | None = None) -> LastFailover:
+    return LastFailover(
+        failover_id="f1",
+        mode="planned",
+        status=status,
+        source="A",
+        target="B",
+        standby="C",
+        rto_s=None,
+        a_b_c_s=None,
+        pending=[],
+        next=["fix what step promote reported, then rerun"],
+        journal="journal.json",
+        steps=[StepState(name=n, status="failed" if n == failed_step else "done") for n in NAMES],
+        lock_held=lock,
+    )
 
 
 def test_a_healthy_estate_has_no_problem_and_status_exits_0() -> None:
     report = _report()
-    assert status_problems(report) == []
+    assert status_problems(report) == report.problems == []
     raise_for_problems(report)
     assert status_problems(_report(last_failover=_last("completed"))) == []
     assert status_problems(_report(last_failover=_last("pending"))) == [], "decommissioning may wait for A"
@@ -296,9 +307,8 @@ def test_a_healthy_estate_has_no_problem_and_status_exits_0() -> None:
 
 
 def test_a_stopped_link_is_a_problem_naming_it() -> None:
-    report = _report()
-    report["links"][0]["process"] = "stopped"
-    assert status_problems(report) == ["link A-to-B (A → B) is stopped; the topology says it runs"]
+    report = _report(links=[_link(process="stopped", lag={}, total_lag=0)])
+    assert report.problems == ["link A-to-B (A → B) is stopped; the topology says it runs"]
     with pytest.raises(ClusterError) as info:
         raise_for_problems(report)
     assert info.value.exit_code == 4 and "A-to-B" in info.value.problem
@@ -306,36 +316,22 @@ def test_a_stopped_link_is_a_problem_naming_it() -> None:
 
 
 def test_a_link_with_an_unreachable_side_and_a_down_cluster_are_problems() -> None:
-    report = _report()
-    del report["links"][0]["total_lag"]
-    report["links"][0]["error"] = "lag unknown: a side is unreachable"
-    report["clusters"][1] = {"name": "B", "role": "passive", "kind": "local", "process": "stopped"}
+    report = _report(links=[_link(process="running", error="lag unknown: a side is unreachable")])
+    report.clusters[1] = ClusterStatus(name="B", role=Role.PASSIVE, kind=Kind.LOCAL, process="stopped")
     assert status_problems(report) == [
         "cluster B (passive) is stopped",
         "link A-to-B (A → B): lag unknown: a side is unreachable",
     ]
-    report["clusters"][1] = {
-        "name": "B",
-        "role": "passive",
-        "kind": "external",
-        "health": {"reachable": False, "error": "nothing listens on b:9093"},
-    }
+    down = ClusterHealth(False, error="nothing listens on b:9093")
+    report.clusters[1] = ClusterStatus(
+        name="B", role=Role.PASSIVE, kind=Kind.EXTERNAL, health=HealthStatus.of(down, isr=False)
+    )
     assert status_problems(report)[0] == "cluster B (passive) is unreachable: nothing listens on b:9093"
 
 
 def test_decommissioned_and_standby_clusters_and_promoted_links_are_not_problems() -> None:
-    report = _report()
-    report["clusters"][0].update(role="decommissioned", process="stopped", health=None)
-    report["links"] = [
-        {
-            "name": "A-to-B",
-            "source": "A",
-            "target": "B",
-            "state": "promoted",
-            "engine": "cluster-link",
-            "error": "lag unknown: a side is unreachable",
-        }
-    ]
+    report = _report(links=[_link(state="promoted", engine="cluster-link", error="lag unknown: a side is unreachable")])
+    report.clusters[0] = ClusterStatus(name="A", role=Role.DECOMMISSIONED, kind=Kind.LOCAL, process="stopped")
     assert status_problems(report) == []
 
 
@@ -347,13 +343,12 @@ def test_decommissioned_and_standby_clusters_and_promoted_links_are_not_problems
         (_last("running", lock=False), "no process holds the stack's lock"),
     ],
 )
-def test_a_failed_or_interrupted_failover_exits_6_listing_every_problem(last: dict[str, Any], fragment: str) -> None:
-    report = _report(last_failover=last)
-    report["links"][0]["process"] = "stopped"
-    problems = status_problems(report)
+def test_a_failed_or_interrupted_failover_exits_6_listing_every_problem(last: LastFailover, fragment: str) -> None:
+    report = _report(last_failover=last, links=[_link(process="stopped", lag={}, total_lag=0)])
+    problems = report.problems
     assert len(problems) == 2 and fragment in problems[1] and "f1" in problems[1]
     with pytest.raises(FailoverError) as info:
-        raise_for_problems({**report, "problems": problems})
+        raise_for_problems(report)
     assert info.value.exit_code == 6
     assert "2 problems" in info.value.problem and "A-to-B" in info.value.problem and fragment in info.value.problem
 
@@ -449,7 +444,7 @@ def test_status_of_a_stack_not_provisioned_lists_its_problems(
 
     path = _write(env, "life", LOCAL_DOC)
     report = status_report(stack="life", stack_path=path, state=tmp_path / "state" / "life")
-    assert set(report) == {
+    assert set(report.to_json()) == {
         "stack",
         "failover_done",
         "clusters",
@@ -458,7 +453,7 @@ def test_status_of_a_stack_not_provisioned_lists_its_problems(
         "last_failover",
         "problems",
     }
-    assert report["problems"] == [
+    assert report.problems == [
         "cluster A (active) is absent",
         "cluster B (passive) is absent",
         "link A-to-B (A → B) is stopped; the topology says it runs",
