@@ -10,7 +10,8 @@ Public API::
 
 Results are pydantic models — :class:`~dr.failover.summary.FailoverSummary`,
 :class:`~dr.failover.plan.FailoverPlan`, :class:`~dr.failover.journal.JournalRecord`,
-:class:`~dr.failover.steps.StepResult`, :class:`~dr.failover.integrity.Verdict` — and ``--json``
+:class:`~dr.failover.steps.StepResult`, :class:`~dr.failover.integrity.Verdict`,
+:class:`~dr.failover.status.StatusReport` — and ``--json``
 prints their ``model_dump(mode="json")``.
 
 Modules: :mod:`~dr.failover.steps` (the eight steps), :mod:`~dr.failover.pipeline` (lock,
@@ -28,7 +29,7 @@ from dr.failover.drill import run_drill
 from dr.failover.journal import Journal, JournalRecord, StackLock
 from dr.failover.pipeline import run_failover
 from dr.failover.plan import FailoverPlan, plan_failover
-from dr.failover.status import status_report
+from dr.failover.status import StatusReport, status_report
 from dr.failover.steps import STEPS, FailoverOptions, StepResult
 from dr.failover.summary import FailoverSummary, summarize
 
@@ -42,6 +43,7 @@ __all__ = [
     "JournalRecord",
     "PulumiConverger",
     "StackLock",
+    "StatusReport",
     "StepResult",
     "plan_failover",
     "run_drill",
