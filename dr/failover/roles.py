@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dr.errors import TopologyError
 from dr.topology import Cluster, Topology
 
 __all__ = ["Roles"]
@@ -21,13 +20,7 @@ class Roles:
     @classmethod
     def of(cls, topology: Topology) -> Roles:
         """The roles of ``topology``; :class:`~dr.errors.TopologyError` when it declares no passive cluster."""
-        passive = topology.passive()
-        if passive is None:
-            raise TopologyError(
-                f"stack '{topology.name}' has no passive cluster to promote",
-                "declare a passive cluster with a link from the active cluster before failing over",
-            )
-        return cls(topology.active(), passive, topology.standby())
+        return cls(topology.active(), topology.to_promote(), topology.standby())
 
     @property
     def standby_name(self) -> str | None:

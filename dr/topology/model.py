@@ -357,6 +357,16 @@ class Topology(_Model):
         """The standby cluster, or None; TopologyError if several are declared."""
         return self._only(Role.STANDBY)
 
+    def to_promote(self) -> Cluster:
+        """The passive cluster a failover promotes; TopologyError when none is declared."""
+        found = self.passive()
+        if found is None:
+            raise TopologyError(
+                f"stack '{self.name}' has no passive cluster to promote",
+                "declare a passive cluster with a link from the active cluster before failing over",
+            )
+        return found
+
     def links_into(self, name: str) -> list[Link]:
         """Links whose target is cluster ``name``."""
         return [link for link in self.links if link.target == name]
@@ -425,12 +435,7 @@ class Topology(_Model):
         if mode not in _FAILOVER_STATES:
             raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
         old_active = self.active()
-        new_active = self.passive()
-        if new_active is None:
-            raise TopologyError(
-                f"stack '{self.name}' has no passive cluster to promote",
-                "declare a passive cluster with a link from the active cluster before failing over",
-            )
+        new_active = self.to_promote()
         new_passive = self.standby()
         into = self.links_into(new_active.name)
         feeding = [link for link in into if link.is_running] or into
