@@ -38,14 +38,22 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from dr import kafka_client
 from dr.errors import ClusterError, ConfigError, LockHeld
 from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
-from verification.audit_state import AuditState, Fingerprint, Increment, load_state, match_increment, save_state
+from verification.audit_state import (
+    AuditState,
+    Fingerprint,
+    Increment,
+    StateIdentity,
+    load_state,
+    match_increment,
+    save_state,
+)
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
 
@@ -257,17 +265,6 @@ def plan_ranges(
 
 
 # ------------------------------------------------------------------------------------ one run
-class _Identity(TypedDict):
-    """Whose state file it is: checked when it is loaded, written into a new one."""
-
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
-    source_id: str
-    target_id: str
-
-
 @dataclass(frozen=True)
 class _Read:
     """One run's reads: the offsets fixed now, the new bounds, what retention removed, what matched."""
@@ -309,7 +306,7 @@ def audit_endpoints(
     with _locked(path):
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
         dst_admin, dst_md = kafka_client.connected_admin(dst_ep, _TIMEOUT, attempt=2.0)
-        ident = _Identity(
+        ident = StateIdentity(
             stack=stack,
             link=link,
             source_cluster=source_cluster,

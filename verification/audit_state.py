@@ -31,11 +31,20 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from dr.errors import ConfigError
 
-__all__ = ["STATE_VERSION", "AuditState", "Fingerprint", "Increment", "load_state", "match_increment", "save_state"]
+__all__ = [
+    "STATE_VERSION",
+    "AuditState",
+    "Fingerprint",
+    "Increment",
+    "StateIdentity",
+    "load_state",
+    "match_increment",
+    "save_state",
+]
 
 STATE_VERSION = 1
 
@@ -53,6 +62,18 @@ class Fingerprint(NamedTuple):
 
 #: topic → partition → offset
 Offsets = dict[str, dict[int, int]]
+
+
+class StateIdentity(TypedDict):
+    """Whose state file it is (the first fields of :class:`AuditState`): checked by :func:`load_state`,
+    written into a new state."""
+
+    stack: str
+    link: str
+    source_cluster: str
+    target_cluster: str
+    source_id: str
+    target_id: str
 
 
 @dataclass(kw_only=True)
@@ -183,10 +204,11 @@ def _reset_hint(stack: str, link: str) -> str:
     )
 
 
-def load_state(
-    path: Path, *, stack: str, link: str, source_cluster: str, target_cluster: str, source_id: str, target_id: str
-) -> AuditState | None:
+def load_state(path: Path, **ident: Unpack[StateIdentity]) -> AuditState | None:
     """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
+    stack, link = ident["stack"], ident["link"]
+    source_cluster, target_cluster = ident["source_cluster"], ident["target_cluster"]
+    source_id, target_id = ident["source_id"], ident["target_id"]
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
