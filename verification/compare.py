@@ -200,6 +200,9 @@ class Differences:
     total_windows: dict[str, int] = field(default_factory=dict)
     #: topic → windows holding source records (before the cut-off)
     source_windows: dict[str, set[int]] = field(default_factory=dict)
+    #: topic → (lowest, highest) window holding records before the cut-off: it can lie outside the
+    #: grid planned from the offset bounds (a partition's first record is not always its earliest)
+    window_range: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def complete(self, topic: str) -> bool:
         """True when pass 2 re-reads every source window of ``topic`` (no whole-source lookup needed)."""
@@ -242,6 +245,8 @@ def find_differences(summary: pd.DataFrame) -> Differences:
     inwin = summary[summary["window"] != LATE_WINDOW]
     for t, n in inwin.groupby("topic")["window"].nunique().items():
         d.total_windows[t] = int(n)
+    for r in inwin.groupby("topic")["window"].agg(["min", "max"]).itertuples():
+        d.window_range[str(r.Index)] = (int(r.min), int(r.max))
     for t, grp in inwin[inwin["side"] == SOURCE].groupby("topic"):
         d.source_windows[t] = {int(w) for w in grp["window"]}
     dw = _differing(inwin, ["topic", "window"])
@@ -276,8 +281,12 @@ def select_differing(spark: SparkSession, rows: DataFrame, diff: Differences) ->
     batches whose window statistics lie outside it (a tail loss scans only the tail's batches);
     the semi-join against the differing windows then keeps exactly theirs.
     """
-    wins = [(t, w) for t, ws in diff.windows.items() for w in ws]
-    wdf = spark.createDataFrame(wins or [("", 0)], "topic string, window long")
+    wins = [(t, w) for t, ws in diff.windows.items() for w in ws] or [("", 0)]
+    # from pandas through Arrow: a local relation, no job to turn pickled Python rows into Spark rows
+    wdf = spark.createDataFrame(
+        pd.DataFrame({"topic": [t for t, _ in wins], "window": pd.array([w for _, w in wins], dtype="int64")}),
+        "topic string, window long",
+    )
     span = window_bounds(diff)
     if span is not None:
         rows = rows.where(F.col("window").between(F.lit(span[0]).cast("long"), F.lit(span[1]).cast("long")))
