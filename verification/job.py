@@ -255,13 +255,23 @@ def _window_counts(
 ) -> dict[str, Any]:
     """Windows per topic (the grid over the topic's time range), windows holding records, windows
     that differ and records re-read from Kafka (none when ``reread`` is false: pass 2 works on the
-    persisted fingerprints) — the one source of the numbers in the progress lines and the report."""
+    persisted fingerprints) — the one source of the numbers in the progress lines and the report.
+
+    Before pass 1 the grid is planned from the offset bounds (each partition's first record and
+    newest timestamp); once ``diff`` is known it also spans the windows that records fell in, so
+    "windows holding records" never exceeds "windows" (records older than a partition's first
+    one fall before the planned grid)."""
     per_topic = {}
     for t in topics:
         lo, hi = ranges.get(t, (-1, -1))
         width = grid.width.get(t, 1)
+        planned = (hi - lo) // width + 1 if 0 <= lo <= hi else 0
+        seen = diff.window_range.get(t) if diff is not None else None
+        if seen is not None:
+            first, last = (min(0, seen[0]), max(planned - 1, seen[1])) if planned else seen
+            planned = last - first + 1
         row = {
-            "windows": (hi - lo) // width + 1 if 0 <= lo <= hi else 0,
+            "windows": planned,
             "width_ms": width,
             "with_records": 0,
             "differing": 0,

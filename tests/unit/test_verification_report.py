@@ -11,6 +11,7 @@ import io
 import json
 from typing import Any, ClassVar
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
@@ -18,7 +19,7 @@ from PIL import Image
 from dr.errors import ConfigError
 from dr.kafka_client import Endpoint
 from verification import KafkaSide
-from verification.compare import SOURCE, TARGET, Differences, TimeGrid
+from verification.compare import LATE_WINDOW, SOURCE, TARGET, Differences, TimeGrid, find_differences
 from verification.job import _drop_empty, _window_counts
 from verification.report import (
     CUTOFF_COLOUR,
@@ -377,6 +378,30 @@ def test_window_counts_come_from_the_grid_and_the_differences():
     assert (counts["windows"], counts["with_records"], counts["differing"]) == (600, 400, 2)
     assert (counts["reread_source"], counts["reread_target"]) == (15, 10)
     assert window_lines(counts)[0][1].startswith("100–500 (600 in all over 3 topics")
+
+
+def test_window_counts_span_records_that_fall_outside_the_planned_grid():
+    # a partition's first record is not always its earliest: a record older than it falls in window -1,
+    # one newer than the planned range past the last window — "holding records" must not exceed "windows"
+    grid = TimeGrid.spanning({"a": (0, 999)}, 100)
+    planned = _window_counts(["a"], grid, {"a": (0, 999)})["per_topic"]["a"]["windows"]
+    diff = Differences(total_windows={"a": planned + 2}, window_range={"a": (-1, planned)})
+    row = _window_counts(["a"], grid, {"a": (0, 999)}, diff)["per_topic"]["a"]
+    assert (row["windows"], row["with_records"]) == (planned + 2, planned + 2)
+    inside = Differences(total_windows={"a": 3}, window_range={"a": (2, 40)})
+    assert _window_counts(["a"], grid, {"a": (0, 999)}, inside)["per_topic"]["a"]["windows"] == planned
+
+
+def test_find_differences_records_the_windows_records_fell_in():
+    rows = [
+        (SOURCE, "a", 0, -1, 1, 5, 0, 10, 10),
+        (SOURCE, "a", 0, 7, 1, 5, 0, 11, 11),
+        (TARGET, "a", 0, -1, 1, 5, 0, 3, 3),
+        (TARGET, "a", 0, LATE_WINDOW, 1, 9, 0, 4, 4),
+    ]
+    cols = ["side", "topic", "partition", "window", "n", "lo", "hi", "omin", "omax"]
+    d = find_differences(pd.DataFrame(rows, columns=cols))
+    assert d.window_range == {"a": (-1, 7)} and d.windows == {"a": [7]}
 
 
 def test_empty_topics_are_left_out_with_the_reason():
