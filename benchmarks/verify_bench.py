@@ -545,8 +545,8 @@ def main() -> int:
     ap.add_argument(
         "--designs",
         default="fingerprints,kafka",
-        help="verification designs to run: fingerprints (b, the default), fingerprints-memory "
-        "(b_mem, fingerprints kept in memory while they fit), kafka (b_old, the former design)",
+        help="verification designs to run: fingerprints (b, the one-read design), fingerprints-memory "
+        "(b_mem, fingerprints kept in memory while they fit), kafka (b_old, the product's default: pass 2 re-reads Kafka)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="run each contender K times, keep the fastest")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
