@@ -114,6 +114,21 @@ def kafka_errors(what: str, endpoint: Endpoint) -> Iterator[None]:
         raise translate_kafka_error(exc, what, endpoint) from exc
 
 
+#: Errors of a partition whose leader is being elected or moved (a topic just created, a broker
+#: restarting): the next attempt, a moment later, normally succeeds.
+LEADERSHIP_MOVING = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+
+
+def leadership_moving(exc: BaseException) -> bool:
+    """True when ``exc`` (a translated :class:`ClusterError`, or the KafkaException itself) says a
+    partition has no leader right now — worth waiting for, not a broken cluster."""
+    cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+    err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+    return isinstance(err, KafkaError) and err.code() in LEADERSHIP_MOVING
+
+
 def raise_kafka_error(err: KafkaError, what: str, endpoint: Endpoint) -> None:
     """Raise a :class:`KafkaError` carried by a message or a result as the product's error."""
     raise translate_kafka_error(KafkaException(err), what, endpoint)

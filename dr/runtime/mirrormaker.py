@@ -13,7 +13,15 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, acl, admin_client, create_acls, kafka_errors, upsert_scram_users
+from dr.kafka_client import (
+    Endpoint,
+    acl,
+    admin_client,
+    create_acls,
+    kafka_errors,
+    leadership_moving,
+    upsert_scram_users,
+)
 from dr.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
@@ -248,9 +256,22 @@ class MirrorMaker:
         return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
 
     def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
-        """Wait until every partition's lag is 0; return seconds waited."""
+        """Wait until every partition's lag is 0; return seconds waited.
+
+        A partition without a leader yet (MM2 has just created the topic on the target) is not
+        caught up: the wait goes on instead of failing on the first ``NOT_LEADER_FOR_PARTITION``.
+        """
         t0 = time.monotonic()
-        if not wait_until(lambda: all(v == 0 for v in self.lag(topics).values()), timeout, interval=0.2):
+
+        def caught_up() -> bool:
+            try:
+                return all(v == 0 for v in self.lag(topics).values())
+            except ClusterError as exc:
+                if leadership_moving(exc):
+                    return False
+                raise
+
+        if not wait_until(caught_up, timeout, interval=0.2):
             raise ClusterError(
                 f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
                 f"read {self.process.log_file}",
