@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +127,22 @@ def leadership_moving(exc: BaseException) -> bool:
     cause = exc if isinstance(exc, KafkaException) else exc.__cause__
     err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
     return isinstance(err, KafkaError) and err.code() in LEADERSHIP_MOVING
+
+
+def until_leaders_settle(check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check`` for a ``wait_until`` loop over offsets: a partition without a leader yet (a topic
+    MirrorMaker 2 has just created, a broker restarting) reads as "not yet", any other error ends
+    the wait."""
+
+    def settled_check() -> bool:
+        try:
+            return check()
+        except ClusterError as exc:
+            if leadership_moving(exc):
+                return False
+            raise
+
+    return settled_check
 
 
 def raise_kafka_error(err: KafkaError, what: str, endpoint: Endpoint) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from dr.errors import ClusterError
 from dr.estate import Estate, Progress
 from dr.failover.metrics import encode_offsets, lag
-from dr.kafka_client import Endpoint
+from dr.kafka_client import Endpoint, until_leaders_settle
 from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config
@@ -87,9 +87,10 @@ def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeou
     to the source.
     """
     watermark = end_offsets(source, topics)
-    if not wait_until(
-        lambda: all(end_offsets(target, topics).get(tp, 0) >= n for tp, n in watermark.items()), timeout, interval=0.25
-    ):
+    copied = until_leaders_settle(
+        lambda: all(end_offsets(target, topics).get(tp, 0) >= n for tp, n in watermark.items())
+    )
+    if not wait_until(copied, timeout, interval=0.25):
         behind = lag(watermark, end_offsets(target, topics))
         raise ClusterError(
             f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "

@@ -19,7 +19,7 @@ from dr.kafka_client import (
     admin_client,
     create_acls,
     kafka_errors,
-    leadership_moving,
+    until_leaders_settle,
     upsert_scram_users,
 )
 from dr.offsets import partition_lag
@@ -262,15 +262,7 @@ class MirrorMaker:
         caught up: the wait goes on instead of failing on the first ``NOT_LEADER_FOR_PARTITION``.
         """
         t0 = time.monotonic()
-
-        def caught_up() -> bool:
-            try:
-                return all(v == 0 for v in self.lag(topics).values())
-            except ClusterError as exc:
-                if leadership_moving(exc):
-                    return False
-                raise
-
+        caught_up = until_leaders_settle(lambda: all(v == 0 for v in self.lag(topics).values()))
         if not wait_until(caught_up, timeout, interval=0.2):
             raise ClusterError(
                 f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
