@@ -317,10 +317,10 @@ def audit_endpoints(
         if reset and path.exists():
             path.unlink()
             progress(f"{link}: state file {path} removed; this run is a full audit")
-        loaded = load_state(path, **ident)
+        loaded = load_state(path, ident)
         first = loaded is None
         now_ms = int(time.time() * 1000)
-        state = AuditState(**ident, created_ms=now_ms) if loaded is None else loaded
+        state = AuditState(**vars(ident), created_ms=now_ms) if loaded is None else loaded
         topics = _topics(src_md, select)
         # Source first, then target: every copy of a source record up to the source bound can be on
         # the target by the time its bound is fixed; later copies wait in the target residue.

@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict, Unpack
+from typing import Any, NamedTuple
 
 from dr.errors import ConfigError
 
@@ -64,7 +64,8 @@ class Fingerprint(NamedTuple):
 Offsets = dict[str, dict[int, int]]
 
 
-class StateIdentity(TypedDict):
+@dataclass(kw_only=True)
+class StateIdentity:
     """Whose state file it is (the first fields of :class:`AuditState`): checked by :func:`load_state`,
     written into a new state."""
 
@@ -77,15 +78,9 @@ class StateIdentity(TypedDict):
 
 
 @dataclass(kw_only=True)
-class AuditState:
+class AuditState(StateIdentity):
     """What one link's audits have established so far (see the module docstring)."""
 
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
-    source_id: str
-    target_id: str
     source_bounds: Offsets = field(default_factory=dict)
     target_bounds: Offsets = field(default_factory=dict)
     frontier: Offsets = field(default_factory=dict)
@@ -204,11 +199,11 @@ def _reset_hint(stack: str, link: str) -> str:
     )
 
 
-def load_state(path: Path, **ident: Unpack[StateIdentity]) -> AuditState | None:
+def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
     """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
-    stack, link = ident["stack"], ident["link"]
-    source_cluster, target_cluster = ident["source_cluster"], ident["target_cluster"]
-    source_id, target_id = ident["source_id"], ident["target_id"]
+    stack, link = ident.stack, ident.link
+    source_cluster, target_cluster = ident.source_cluster, ident.target_cluster
+    source_id, target_id = ident.source_id, ident.target_id
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from dr.errors import ConfigError
-from verification.audit_state import AuditState, Fingerprint, Offsets, load_state, match_increment
+from verification.audit_state import AuditState, Fingerprint, Offsets, StateIdentity, load_state, match_increment
 from verification.classes import CLASSES
 from verification.progress import Reporter, quiet
 from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, utc_text, write_empty_offending, write_report
@@ -406,12 +406,14 @@ def _plan_from_state(
     try:
         state = load_state(
             state_file,
-            stack=stack,
-            link=link,
-            source_cluster=clusters[0],
-            target_cluster=clusters[1],
-            source_id=cluster_id(src_admin, source.endpoint),
-            target_id=cluster_id(dst_admin, target.endpoint),
+            StateIdentity(
+                stack=stack,
+                link=link,
+                source_cluster=clusters[0],
+                target_cluster=clusters[1],
+                source_id=cluster_id(src_admin, source.endpoint),
+                target_id=cluster_id(dst_admin, target.endpoint),
+            ),
         )
     except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _Fallback(f"the audit state cannot be used: {exc}") from exc

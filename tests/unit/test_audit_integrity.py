@@ -21,7 +21,7 @@ from dr.errors import ConfigError
 from dr.failover import integrity
 from verification import audit as audit_mod
 from verification import from_audit
-from verification.audit_state import AuditState, Fingerprint, load_state
+from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state
 from verification.fingerprint import checksum, key_hash
 from verification.recover import SourceRecord
 from verification.report import load_summary
@@ -232,7 +232,10 @@ def start(
 def saved(path: Path) -> AuditState:
     """The state an audit of the link between the fake clusters left in ``path``."""
     state = load_state(
-        path, stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
+        path,
+        StateIdentity(
+            stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
+        ),
     )
     assert state is not None
     return state

@@ -10,7 +10,7 @@ import pytest
 
 from dr.errors import ConfigError
 from verification.audit import plan_ranges
-from verification.audit_state import AuditState, Fingerprint, load_state, match_increment, save_state
+from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state, match_increment, save_state
 
 
 def fp(offset: int, key: int, value: int, *, partition: int = 0, topic: str = "orders", ts: int = 1000) -> Fingerprint:
@@ -146,12 +146,12 @@ def test_state_round_trip_atomic_0600(tmp_path: Path) -> None:
     path = tmp_path / "audit" / "A-to-B.json"
     save_state(path, _state())
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_state(path, **IDS) == _state()
+    assert load_state(path, StateIdentity(**IDS)) == _state()
     assert [p.name for p in path.parent.iterdir()] == ["A-to-B.json"]  # no temporary file left
 
 
 def test_no_state_file_means_first_run(tmp_path: Path) -> None:
-    assert load_state(tmp_path / "none.json", **IDS) is None
+    assert load_state(tmp_path / "none.json", StateIdentity(**IDS)) is None
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_damaged_state_is_a_config_error_naming_file_and_reset(tmp_path: Path, t
     path = tmp_path / "A-to-B.json"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
-        load_state(path, **IDS)
+        load_state(path, StateIdentity(**IDS))
     assert str(path) in str(err.value) and "--reset" in str(err.value)
 
 
@@ -171,7 +171,7 @@ def test_damaged_residue_entry_is_refused(tmp_path: Path) -> None:
     data["residue"]["source"][0][2] = "x"
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="damaged"):
-        load_state(path, **IDS)
+        load_state(path, StateIdentity(**IDS))
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_foreign_state_is_refused(tmp_path: Path, change: dict[str, str]) -> Non
     path = tmp_path / "A-to-B.json"
     save_state(path, _state())
     with pytest.raises(ConfigError) as err:
-        load_state(path, **{**IDS, **change})
+        load_state(path, StateIdentity(**{**IDS, **change}))
     assert str(path) in str(err.value) and "--reset" in str(err.value)
 
 
@@ -197,12 +197,12 @@ def test_max_ts_round_trip_and_absent_in_older_files(tmp_path: Path) -> None:
     state = _state()
     state.max_ts = {"source": 1_700_000_000_000, "target": -1}
     save_state(path, state)
-    assert load_state(path, **IDS).max_ts == state.max_ts
+    assert load_state(path, StateIdentity(**IDS)).max_ts == state.max_ts
     data = json.loads(path.read_text())
     del data["max_ts"]
     path.write_text(json.dumps(data))
-    assert load_state(path, **IDS).max_ts is None  # unknown, not an error
+    assert load_state(path, StateIdentity(**IDS)).max_ts is None  # unknown, not an error
     data["max_ts"] = {"source": "x", "target": 1}
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="max_ts"):
-        load_state(path, **IDS)
+        load_state(path, StateIdentity(**IDS))
