@@ -24,7 +24,9 @@ times, interleaved, and the fastest run counts (all are kept in the JSON):
     source and offset bounds, ``count()`` of both sides); ``--skip-spark-count`` leaves it out.
 
 A third profile, ``audit`` (topic ``bench-audit``, its own target cluster), measures the incremental
-audit: N records copied by MirrorMaker 2, a first (full) ``drctl audit``, then 1 % new records on
+audit: N records copied by MirrorMaker 2, a first (full) ``drctl audit`` — in one Python process
+(``--first-run python``, the baseline), then again on Spark (``--first-run spark --reset``; the
+benchmark checks both find the same figures) — then 1 % new records on
 both sides (written by the benchmark on both, standing in for the link, so MM2 is not restarted);
 timed: the audit of that 1 %, the failover's integrity check started from that audit, and a full
 ``drctl verify`` of the same topic. Printed: audit / full verification (the aim is ≤ 10 %), and the
@@ -406,6 +408,7 @@ def audit_main(argv: list[str]) -> None:
     p.add_argument("what", choices=["audit", "from-audit"])
     p.add_argument("--source"), p.add_argument("--target"), p.add_argument("--credentials")
     p.add_argument("--topic"), p.add_argument("--state-dir", type=Path), p.add_argument("--out", type=Path)
+    p.add_argument("--first-run", default="auto"), p.add_argument("--reset", action="store_true")
     a = p.parse_args(argv)
     src, dst = endpoint_from_file(a.source, a.credentials), endpoint_from_file(a.target, a.credentials)
     if a.what == "audit":
@@ -418,6 +421,8 @@ def audit_main(argv: list[str]) -> None:
             source_cluster="benchA",
             target_cluster="benchD",
             select=lambda t: t == a.topic,
+            first_run=a.first_run,
+            reset=a.reset,
         )
         print(json.dumps(r.to_dict()))
         return
@@ -456,8 +461,8 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
     ]
     me = [sys.executable, str(Path(__file__).resolve())]
 
-    def audit_run(label: str) -> dict:
-        r = run_measured([*me, "audit", *common])
+    def audit_run(label: str, *extra: str) -> dict:
+        r = run_measured([*me, "audit", *common, *extra])
         if r["rc"] not in (0, 1):
             raise RuntimeError(f"audit failed: {r['stderr'][-3000:]}")
         out = json.loads(r["stdout"].strip().splitlines()[-1])
@@ -479,7 +484,14 @@ def audit_case(a, target, n: int, args, work: Path, creds: Path, t0: int) -> dic
     produce(a.endpoint(), AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0)
     rate = replicate(a, target, n, work, topic=AUDIT_TOPIC)
     print(f"[audit] MirrorMaker 2 replicated {n:,} records at {rate:,.0f} rec/s", flush=True)
-    row: dict = {"records": n, "first": audit_run("first (full) audit")}
+    # the first (full) audit both ways on the same data: one Python process (the baseline), then one
+    # Spark verification turned into the same state (what --first-run auto picks at this size)
+    row: dict = {"records": n, "first_python": audit_run("first (full) audit in Python", "--first-run", "python")}
+    row["first"] = audit_run("first (full) audit on Spark", "--first-run", "spark", "--reset")
+    same = ("read_source", "read_target", "verified", "in_flight", "missing")
+    if any(row["first"][k] != row["first_python"][k] for k in same):
+        raise RuntimeError(f"first audits differ: Spark {row['first']}, Python {row['first_python']}")
+    row["first_spark_over_python"] = row["first"]["seconds"] / row["first_python"]["seconds"]
     inc = max(1, n // 100)
     for ep in (a.endpoint(), target.endpoint()):  # the link's part, written by the benchmark on both sides
         produce(ep, AUDIT_TOPIC, n, args.partitions, args.value_bytes, t0, start=n, stop=n + inc)
@@ -772,10 +784,12 @@ def main() -> int:
     print(f"{'profile':<10} {'contender':<32} {'seconds':>8} {'records/s':>11} {'peak MB':>8}")
     for profile, row in results["profiles"].items():
         if profile == "audit":
-            print(
-                f"{'audit':<10} {'first (full) audit':<32} {row['first']['seconds']:8.1f} "
-                f"{n / row['first']['seconds']:11,.0f} {row['first']['peak_mb']:8.0f}"
-            )
+            for k, name in (("first_python", "first (full) audit, Python"), ("first", "first (full) audit, Spark")):
+                print(
+                    f"{'audit' if k == 'first_python' else '':<10} {name:<32} {row[k]['seconds']:8.1f} "
+                    f"{n / row[k]['seconds']:11,.0f} {row[k]['peak_mb']:8.0f}"
+                )
+            print(f"{'':<10} first audit on Spark / in Python = {row['first_spark_over_python']:.3f}")
             for k, name in (
                 ("incremental", "audit after 1% new data"),
                 ("integrity_from_audit", "integrity from the audit"),

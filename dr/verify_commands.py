@@ -243,9 +243,17 @@ def recover(
 
 # -------------------------------------------------------------------------------------- audit
 def audit_link(
-    stack: str, link_name: str, *, reset: bool = False, progress: Reporter = lambda _m: None, sample: int = 10
+    stack: str,
+    link_name: str,
+    *,
+    reset: bool = False,
+    progress: Reporter = lambda _m: None,
+    sample: int = 10,
+    first_run: str = "auto",
+    master: str | None = None,
 ) -> AuditResult:
-    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all)."""
+    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all,
+    on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`)."""
     from dr.estate import Estate
     from verification.audit import audit_endpoints
 
@@ -270,11 +278,19 @@ def audit_link(
         progress=progress,
         sample=sample,
         started=started,
+        first_run=first_run,
+        master=master,
     )
 
 
 def audit_stack(
-    stack: str, links: list[str] | None = None, *, reset: bool = False, progress: Reporter = lambda _m: None
+    stack: str,
+    links: list[str] | None = None,
+    *,
+    reset: bool = False,
+    progress: Reporter = lambda _m: None,
+    first_run: str = "auto",
+    master: str | None = None,
 ) -> list[AuditResult]:
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
     from dr.estate import Estate
@@ -282,7 +298,9 @@ def audit_stack(
     names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
     if not names:
         raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
-    return [audit_link(stack, name, reset=reset, progress=progress) for name in names]
+    return [
+        audit_link(stack, name, reset=reset, progress=progress, first_run=first_run, master=master) for name in names
+    ]
 
 
 def _age(seconds: float | None) -> str:
@@ -328,14 +346,39 @@ def _audit_lines(r: AuditResult) -> list[str]:
     help="Repeat every N seconds until interrupted (Ctrl-C ends with the last run's exit code).",
 )
 @click.option("--reset", is_flag=True, help="Discard the audit state first: the next run is a full audit.")
+@click.option(
+    "--first-run",
+    type=click.Choice(["auto", "spark", "python"]),
+    default="auto",
+    show_default=True,
+    help="Where a link's first (full) audit runs: one Spark verification of everything, or one Python "
+    "process; auto takes Spark above 500,000 offsets. Later runs read only the increment, in Python.",
+)
+@click.option(
+    "--master",
+    metavar="URL",
+    default=None,
+    help="Spark master for a first audit on Spark (default local[2]; spark://HOST:PORT for a standalone cluster).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each run's results as one JSON line on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @exit_codes
-def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, as_json: bool, quiet: bool) -> None:
+def audit(
+    stack: str,
+    links: tuple[str, ...],
+    every: float | None,
+    reset: bool,
+    first_run: str,
+    master: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Verify only what each link copied since the last audit; exit 1 when records are missing.
 
     A record the target lacks is in flight while the link has not copied a later record of its
-    partition, and missing once it has.
+    partition, and missing once it has. A link's first audit verifies everything; above 500,000
+    offsets it runs as one Spark verification (``--first-run``, ``--master``), whose report is kept
+    next to the state file.
     """
     if every is not None and every <= 0:
         raise ConfigError(f"--every must be positive, not {every}.", "leave it out for a single run")
@@ -343,7 +386,9 @@ def audit(stack: str, links: tuple[str, ...], every: float | None, reset: bool, 
     missing = 0
     try:
         while True:
-            results = audit_stack(stack, list(links) or None, reset=reset, progress=progress)
+            results = audit_stack(
+                stack, list(links) or None, reset=reset, progress=progress, first_run=first_run, master=master
+            )
             reset = False
             missing = sum(r.missing for r in results)
             if as_json:

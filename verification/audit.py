@@ -19,6 +19,10 @@ Each run, per link of a stack:
    compacted), and it is exact: a late record is never called missing;
 4. saves the new bounds, frontier and residue atomically (:mod:`verification.audit_state`).
 
+A link's first run reads everything. Above :data:`~verification.audit_spark.SPARK_FIRST_ABOVE`
+offsets (``--first-run auto``), or with ``--first-run spark``, it is one Spark verification on
+``--master`` instead of steps 2–3, turned into the same state (:mod:`verification.audit_spark`).
+
 Measured on one machine (local A → B, 1 broker each, 300,000 records of ~90 bytes in ``orders``):
 ``drctl verify`` 48.8 s; ``drctl audit`` after 1% new data 3.1 s (6%, 1.8 s of it the audit itself);
 the first (full) audit 34.8 s, since fingerprints are computed in Python (~44,000 records/s). The
@@ -57,7 +61,7 @@ from verification.audit_state import (
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
 
-__all__ = ["AuditResult", "audit_endpoints", "state_file"]
+__all__ = ["FIRST_RUN_CHOICES", "AuditResult", "audit_endpoints", "read_fingerprints", "state_file"]
 
 Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
@@ -275,8 +279,10 @@ class _Read:
     dst_bounds: dict[str, dict[int, int]]
     lost: int
     dst_lost: int
-    new_src: list[Fingerprint]
-    new_dst: list[Fingerprint]
+    read_source: int
+    read_target: int
+    #: newest record timestamp read per side (-1: none read)
+    max_ts: dict[str, int]
     inc: Increment
 
 
@@ -294,6 +300,8 @@ def audit_endpoints(
     progress: Reporter = lambda _m: None,
     sample: int = 10,
     started: float | None = None,
+    first_run: str = "auto",
+    master: str | None = None,
 ) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
     its memory in ``path`` (``drctl audit`` — :func:`dr.verify_commands.audit_link` — resolves a stack's
@@ -301,7 +309,11 @@ def audit_endpoints(
 
     The steps, under the state file's lock: load the state (or start one), fix the offsets now, read
     and match what came since the last run (:func:`_read_increment`), record it (:func:`_advance`);
-    then the run's figures (:func:`_result`)."""
+    then the run's figures (:func:`_result`).
+
+    ``first_run`` says where a first (full) run reads: ``python`` (here), ``spark`` (one verification
+    on ``master``, :mod:`verification.audit_spark`) or ``auto`` (Spark above
+    :data:`~verification.audit_spark.SPARK_FIRST_ABOVE` offsets). Later runs always read here."""
     started = time.monotonic() if started is None else started
     with _locked(path):
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
@@ -314,10 +326,9 @@ def audit_endpoints(
             source_id=cluster_id(src_admin, src_ep),
             target_id=cluster_id(dst_admin, dst_ep),
         )
-        if reset and path.exists():
-            path.unlink()
-            progress(f"{link}: state file {path} removed; this run is a full audit")
-        loaded = load_state(path, ident)
+        if reset and path.exists():  # replaced only when this run succeeds: a failed run loses nothing
+            progress(f"{link}: state file {path} set aside; this run is a full audit")
+        loaded = None if reset else load_state(path, ident)
         first = loaded is None
         now_ms = int(time.time() * 1000)
         state = AuditState(**vars(ident), created_ms=now_ms) if loaded is None else loaded
@@ -326,7 +337,14 @@ def audit_endpoints(
         # the target by the time its bound is fixed; later copies wait in the target residue.
         src_now = _offsets(src_admin, src_ep, topics)
         dst_now = _offsets(dst_admin, dst_ep, {t: n for t, n in _topics(dst_md).items() if t in topics})
-        read = _read_increment(state, (src_ep, dst_ep), (src_now, dst_now), path=path, first=first, progress=progress)
+        if first and topics and _first_on_spark(first_run, (src_now, dst_now)):
+            read = _read_on_spark(
+                state, (src_ep, dst_ep), sorted(topics), (src_now, dst_now), path=path, master=master, progress=progress
+            )
+        else:
+            read = _read_increment(
+                state, (src_ep, dst_ep), (src_now, dst_now), path=path, first=first, progress=progress
+            )
         _advance(state, read, first=first, now_ms=now_ms)
         save_state(path, state)
     return _result(state, read, first=first, now_ms=now_ms, sample=sample, started=started, path=path)
@@ -360,18 +378,76 @@ def _read_increment(
     new_src = read_fingerprints(src_ep, src_ranges)
     new_dst = read_fingerprints(dst_ep, dst_ranges)
     inc = match_increment([*state.source_residue, *new_src], [*state.target_residue, *new_dst], state.frontier)
-    return _Read(src_now, dst_now, src_bounds, dst_bounds, lost, dst_lost, new_src, new_dst, inc)
+    newest = {
+        "source": max((f.ts for f in new_src), default=-1),
+        "target": max((f.ts for f in new_dst), default=-1),
+    }
+    return _Read(src_now, dst_now, src_bounds, dst_bounds, lost, dst_lost, len(new_src), len(new_dst), newest, inc)
+
+
+def _read_on_spark(
+    state: AuditState,
+    endpoints: tuple[Endpoint, Endpoint],
+    topics: list[str],
+    now: tuple[dict[tuple[str, int], tuple[int, int]], dict[tuple[str, int], tuple[int, int]]],
+    *,
+    path: Path,
+    master: str | None,
+    progress: Reporter,
+) -> _Read:
+    """The first run as one Spark verification of everything (:mod:`verification.audit_spark`).
+
+    Topics the verification left out as empty keep the offsets fixed in ``now`` (earlier than its
+    own): the next run reads them from there."""
+    from verification.audit_spark import first_run_on_spark
+
+    progress(
+        f"{state.link}: first (full) audit on Spark ({master or 'local'}): verifying every record of "
+        f"{len(topics):,} topics on {state.source_cluster} and {state.target_cluster}"
+    )
+    run = first_run_on_spark(
+        *endpoints,
+        topics,
+        report_dir=path.with_name(f"{state.link}.first-audit"),
+        master=master,
+        progress=progress,
+        names=(state.source_cluster, state.target_cluster),
+    )
+    compared = {t for t, _p in run.src_now}
+    src_now = {**{k: v for k, v in now[0].items() if k[0] not in compared}, **run.src_now}
+    dst_now = {**{k: v for k, v in now[1].items() if k[0] not in compared}, **run.dst_now}
+    return _Read(
+        src_now, dst_now, _ends(src_now), _ends(dst_now), 0, 0, run.read_source, run.read_target, run.max_ts, run.inc
+    )
+
+
+def _ends(now: dict[tuple[str, int], tuple[int, int]]) -> dict[str, dict[int, int]]:
+    bounds: dict[str, dict[int, int]] = {}
+    for (t, p), (_s, e) in sorted(now.items()):
+        bounds.setdefault(t, {})[p] = e
+    return bounds
+
+
+#: ``--first-run`` choices: where the first (full) audit of a link runs.
+FIRST_RUN_CHOICES = ("auto", "spark", "python")
+
+
+def _first_on_spark(first_run: str, now: tuple[dict[tuple[str, int], tuple[int, int]], ...]) -> bool:
+    """``auto``: Spark when the first run reads more than :data:`SPARK_FIRST_ABOVE` offsets (both sides)."""
+    from verification.audit_spark import SPARK_FIRST_ABOVE
+
+    if first_run not in FIRST_RUN_CHOICES:
+        raise ConfigError(f"--first-run {first_run!r} is not one of {', '.join(FIRST_RUN_CHOICES)}.", "pick one")
+    if first_run != "auto":
+        return first_run == "spark"
+    return sum(e - s for side in now for s, e in side.values()) > SPARK_FIRST_ABOVE
 
 
 def _advance(state: AuditState, read: _Read, *, first: bool, now_ms: int) -> None:
     """Move the state past this run: bounds, frontier, residues, counts, newest timestamps."""
     if first or state.max_ts is not None:  # a file from before max_ts existed stays unknown
         prev = state.max_ts or {"source": -1, "target": -1}
-        state.max_ts = {
-            "source": max((f.ts for f in read.new_src), default=prev["source"]),
-            "target": max((f.ts for f in read.new_dst), default=prev["target"]),
-        }
-        state.max_ts = {k: max(v, prev[k]) for k, v in state.max_ts.items()}
+        state.max_ts = {k: max(read.max_ts[k], prev[k]) for k in ("source", "target")}
     inc = read.inc
     state.source_bounds, state.target_bounds, state.frontier = read.src_bounds, read.dst_bounds, inc.frontier
     state.source_residue = [*inc.in_flight, *inc.missing]
@@ -395,8 +471,8 @@ def _result(
         target=state.target_cluster,
         first_run=first,
         run=state.runs,
-        read_source=len(read.new_src),
-        read_target=len(read.new_dst),
+        read_source=read.read_source,
+        read_target=read.read_target,
         verified=inc.matched,
         in_flight=len(inc.in_flight),
         missing=len(inc.missing),

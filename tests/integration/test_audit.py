@@ -15,6 +15,7 @@ One estate (A and B with one broker each, C declared standby) on three free port
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +136,41 @@ def test_damaged_or_foreign_state_refused_and_reset_runs_a_full_audit(env: Env) 
     # B's orders-0 now starts at 105: the full audit finds everything below it missing there
     assert run["first_run"] and run["read_source"] == 150 and run["read_target"] == 45
     assert (run["verified"], run["in_flight"], run["missing"]) == (45, 0, 105)
+
+
+def test_first_audit_on_spark_equals_the_python_one_and_the_next_run_continues_from_it(env: Env) -> None:
+    """`--first-run spark`: one Spark verification of everything, turned into the same state a Python
+    first audit writes (missing and in-flight records alike); an unreachable master loses nothing."""
+    path = env.state / "audit" / "A-to-B.json"
+    assert drctl(env, "link", "stop", "--stack", STACK, "--link", "A-to-B").returncode == 0
+    produce(env, 150, 12)  # in flight behind the stopped link
+    code_py, py, err_py = audit(env, "--reset", "--first-run", "python")
+    state_py = json.loads(path.read_text())
+    before = path.read_bytes()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    code, _, err = audit(env, "--reset", "--first-run", "spark", "--master", f"spark://127.0.0.1:{closed}")
+    assert code == 4 and "cannot be reached" in err and path.read_bytes() == before, err[-2000:]
+    code_sp, sp, err_sp = audit(env, "--reset", "--first-run", "spark")
+    state_sp = json.loads(path.read_text())
+    assert code_py == code_sp == 1, (err_py[-1500:], err_sp[-3000:])
+    assert "on Spark" in err_sp and sp["first_run"]
+    figures = ("read_source", "read_target", "verified", "in_flight", "missing", "target_unmatched", "link_lag")
+    assert {k: sp[k] for k in figures} == {k: py[k] for k in figures}
+    assert (sp["verified"], sp["in_flight"], sp["missing"]) == (45, 12, 105)
+    assert sp["missing_sample"] == py["missing_sample"]
+    for k in ("bounds", "frontier", "residue"):
+        assert state_sp[k] == state_py[k], k
+    assert state_sp["max_ts"]["source"] >= state_py["max_ts"]["source"] > 0
+    report = path.with_name("A-to-B.first-audit")
+    assert (report / "report.html").is_file() and json.loads((report / "summary.json").read_text())["totals"][
+        "missing"
+    ] == 117
+    # the next run reads only the increment, in Python, from the Spark run's state
+    assert drctl(env, "link", "start", "--stack", STACK, "--link", "A-to-B").returncode == 0
+    assert synced(env)
+    code, run, err = audit(env)
+    assert code == 1, err[-2000:]
+    assert not run["first_run"] and (run["read_source"], run["read_target"]) == (0, 12)
+    assert (run["verified"], run["in_flight"], run["missing"]) == (12, 0, 105)
