@@ -324,6 +324,15 @@ def _seeded(state: Path, port_a: int, port_b: int, tmp_path_factory: pytest.Temp
         b.destroy()
 
 
+def driver_env(ports: SparkPorts, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a driver process: its ports in the window; the session chooses the driver's
+    address and the executors' Python for a master on this machine."""
+    run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{ports.driver} pyspark-shell", **(env or {})}
+    for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
+        run_env.pop(name, None)
+    return run_env
+
+
 def drctl_verify(
     s: dict, ports: SparkPorts, out: Path, master: str, env: dict[str, str] | None = None, timeout: float = 900
 ) -> tuple[subprocess.CompletedProcess, float]:
@@ -345,10 +354,7 @@ def drctl_verify(
         "--master",
         master,
     ]
-    run_env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"{ports.driver} pyspark-shell", **(env or {})}
-    # the session chooses the driver's address and the executors' Python for a master on this machine
-    for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
-        run_env.pop(name, None)
+    run_env = driver_env(ports, env)
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", "from dr.cli import main; main()", *args],
@@ -442,6 +448,52 @@ def test_the_application_ran_on_both_workers_with_the_connector_jars(
             assert (d / connector).is_file() and f"/jars/{connector}" in log, f"{d}: connector jar not fetched"
     assert ran_tasks >= 1
     print(f"\nexecutors that ran tasks: {ran_tasks} of {len(executors)}", file=sys.stderr)
+
+
+#: One audit run of the link sparkA → sparkB in its own process: source, target, credentials, state file,
+#: --first-run, master; prints the run's figures.
+AUDIT = """
+import json, sys
+from pathlib import Path
+from verification.audit import audit_endpoints
+from verification.endpoints import endpoint_from_file
+src, dst, creds, path, first, master = sys.argv[1:7]
+run = audit_endpoints(
+    endpoint_from_file(src, creds), endpoint_from_file(dst, creds), path=Path(path), stack="standalone",
+    link="A-to-B", source_cluster="sparkA", target_cluster="sparkB", first_run=first, master=master or None,
+)
+print(json.dumps(run.to_dict()))
+"""
+
+
+def test_a_first_audit_on_the_cluster_writes_the_state_a_python_first_audit_writes(
+    both_runs: dict, seeded: dict, spark_ports: SparkPorts
+) -> None:
+    """``drctl audit --first-run spark --master spark://…``: the first (full) audit as one verification on
+    the standalone cluster; same figures, bounds, frontier and residue as the one-process audit."""
+    runs = {}
+    for first, master in (("python", ""), ("spark", spark_ports.master)):
+        path = seeded["out"] / f"audit-{first}" / "A-to-B.json"
+        args = [seeded["a"].bootstrap, seeded["b"].bootstrap, str(seeded["creds"]), str(path), first, master]
+        proc = subprocess.run(
+            [sys.executable, "-c", AUDIT, *args],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=REPO,
+            env=driver_env(spark_ports),
+        )
+        assert proc.returncode == 0, f"{first}: {proc.stderr[-4000:]}"
+        runs[first] = (json.loads(proc.stdout.splitlines()[-1]), json.loads(path.read_text()))
+    (py, py_state), (sp, sp_state) = runs["python"], runs["spark"]
+    figures = ("read_source", "read_target", "verified", "in_flight", "missing", "target_unmatched", "missing_sample")
+    assert {k: sp[k] for k in figures} == {k: py[k] for k in figures}
+    # source: the records never copied; target: the second copy, the tampered one and the ghost
+    assert sp["missing"] + sp["in_flight"] == len(seeded["missing"]) and sp["target_unmatched"] == 3
+    for k in ("bounds", "frontier", "residue"):
+        assert sp_state[k] == py_state[k], k
+    summary = json.loads((seeded["out"] / "audit-spark" / "A-to-B.first-audit" / "summary.json").read_text())
+    assert summary["spark"]["master"] == spark_ports.master
 
 
 def test_an_unreachable_master_is_exit_4_within_seconds(seeded: dict, spark_ports: SparkPorts) -> None:
