@@ -352,7 +352,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
     default="auto",
     show_default=True,
     help="Where a link's first (full) audit runs: one Spark verification of everything, or one Python "
-    "process; auto takes Spark above 500,000 offsets. Later runs read only the increment, in Python.",
+    "process; auto takes Spark above 2,000,000 offsets. Later runs read only the increment, in Python.",
 )
 @click.option(
     "--master",
@@ -376,7 +376,7 @@ def audit(
     """Verify only what each link copied since the last audit; exit 1 when records are missing.
 
     A record the target lacks is in flight while the link has not copied a later record of its
-    partition, and missing once it has. A link's first audit verifies everything; above 500,000
+    partition, and missing once it has. A link's first audit verifies everything; above 2,000,000
     offsets it runs as one Spark verification (``--first-run``, ``--master``), whose report is kept
     next to the state file.
     """
