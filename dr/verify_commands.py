@@ -345,7 +345,11 @@ def _audit_lines(r: AuditResult) -> list[str]:
     metavar="N",
     help="Repeat every N seconds until interrupted (Ctrl-C ends with the last run's exit code).",
 )
-@click.option("--reset", is_flag=True, help="Discard the audit state first: the next run is a full audit.")
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Start over with a full audit; the old state file is replaced only when that run succeeds.",
+)
 @click.option(
     "--first-run",
     type=click.Choice(["auto", "spark", "python"]),
@@ -377,7 +381,7 @@ def audit(
 
     A record the target lacks is in flight while the link has not copied a later record of its
     partition, and missing once it has. A link's first audit verifies everything; above 2,000,000
-    offsets it runs as one Spark verification (``--first-run``, ``--master``), whose report is kept
+    offsets it runs as one Spark verification (see --first-run and --master), whose report is kept
     next to the state file.
     """
     if every is not None and every <= 0:
