@@ -22,6 +22,7 @@ import click
 
 from dr.errors import ConfigError, VerificationFailed
 from dr.kafka_client import Endpoint
+from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 from verification.command import (
     CUTOFF_HELP,
     NAME_OPTIONS,
@@ -352,11 +353,11 @@ def _audit_lines(r: AuditResult) -> list[str]:
 )
 @click.option(
     "--first-run",
-    type=click.Choice(["auto", "spark", "python"]),
+    type=click.Choice(FIRST_RUN_CHOICES),
     default="auto",
     show_default=True,
     help="Where a link's first (full) audit runs: one Spark verification of everything, or one Python "
-    "process; auto takes Spark above 2,000,000 offsets. Later runs read only the increment, in Python.",
+    f"process; auto takes Spark above {SPARK_FIRST_ABOVE:,} offsets. Later runs read only the increment, in Python.",
 )
 @click.option(
     "--master",

@@ -61,7 +61,7 @@ from verification.audit_state import (
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
 
-__all__ = ["FIRST_RUN_CHOICES", "AuditResult", "audit_endpoints", "read_fingerprints", "state_file"]
+__all__ = ["AuditResult", "audit_endpoints", "read_fingerprints", "state_file"]
 
 Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
@@ -428,13 +428,9 @@ def _ends(now: dict[tuple[str, int], tuple[int, int]]) -> dict[str, dict[int, in
     return bounds
 
 
-#: ``--first-run`` choices: where the first (full) audit of a link runs.
-FIRST_RUN_CHOICES = ("auto", "spark", "python")
-
-
 def _first_on_spark(first_run: str, now: tuple[dict[tuple[str, int], tuple[int, int]], ...]) -> bool:
     """``auto``: Spark when the first run reads more than :data:`SPARK_FIRST_ABOVE` offsets (both sides)."""
-    from verification.audit_spark import SPARK_FIRST_ABOVE
+    from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 
     if first_run not in FIRST_RUN_CHOICES:
         raise ConfigError(f"--first-run {first_run!r} is not one of {', '.join(FIRST_RUN_CHOICES)}.", "pick one")

@@ -33,10 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from dr.kafka_client import Endpoint
-from verification.audit_state import Fingerprint, Increment, Offsets
+from verification.audit_state import Fingerprint, Increment, Offsets, split_by_frontier
 
-__all__ = ["SPARK_FIRST_ABOVE", "SparkFirstRun", "first_run_on_spark", "frontier_outside", "residue_from_offending"]
+__all__ = [
+    "FIRST_RUN_CHOICES",
+    "SPARK_FIRST_ABOVE",
+    "SparkFirstRun",
+    "first_run_on_spark",
+    "frontier_outside",
+    "residue_from_offending",
+]
 
+#: ``--first-run`` choices: where the first (full) audit of a link runs.
+FIRST_RUN_CHOICES = ("auto", "spark", "python")
 #: ``--first-run auto`` audits on Spark when the first run would read more offsets than this (both sides).
 #: Measured (``benchmarks/verify_bench.py --profiles audit``): 1M + 1M records took 22.7 s in one Python
 #: process and 17.8 s on ``local[2]``; 5M + 5M 123.5 s and 26.7 s. Spark's fixed cost makes it the
@@ -166,8 +175,7 @@ def first_run_on_spark(
     read_target = sum(int(v["target_compared"]) for v in per_topic)
     progress(f"first audit on Spark: reading back the end of {len(src_now):,} source partitions for the frontier")
     frontier = frontier_outside(lambda r: read_fingerprints(src_ep, r), src_now, src_res)
-    missing = [f for f in src_res if f.offset < frontier.get(f.topic, {}).get(f.partition, -1)]
-    in_flight = [f for f in src_res if f.offset >= frontier.get(f.topic, {}).get(f.partition, -1)]
+    missing, in_flight = split_by_frontier(src_res, frontier)
     inc = Increment(
         matched=read_source - len(src_res),
         in_flight=in_flight,

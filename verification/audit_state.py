@@ -44,6 +44,7 @@ __all__ = [
     "load_state",
     "match_increment",
     "save_state",
+    "split_by_frontier",
 ]
 
 STATE_VERSION = 1
@@ -262,6 +263,18 @@ class Increment:
     frontier: Offsets
 
 
+def split_by_frontier(
+    unmatched: Iterable[Fingerprint], frontier: Offsets
+) -> tuple[list[Fingerprint], list[Fingerprint]]:
+    """Unmatched source records → (missing, in flight): missing below their partition's frontier (the
+    link copied a later record of that partition), in flight at or above it."""
+    missing: list[Fingerprint] = []
+    in_flight: list[Fingerprint] = []
+    for f in unmatched:
+        (missing if f.offset < frontier.get(f.topic, {}).get(f.partition, -1) else in_flight).append(f)
+    return missing, in_flight
+
+
 def match_increment(source: Iterable[Fingerprint], target: Iterable[Fingerprint], frontier: Offsets) -> Increment:
     """Match source records (residue + new) against target records (residue + new).
 
@@ -290,10 +303,7 @@ def match_increment(source: Iterable[Fingerprint], target: Iterable[Fingerprint]
                 parts[f.partition] = f.offset
         unmatched_source.extend(src[n:])
         unmatched_target.extend(dst[n:])
-    missing: list[Fingerprint] = []
-    in_flight: list[Fingerprint] = []
-    for f in unmatched_source:
-        (missing if f.offset < new_frontier.get(f.topic, {}).get(f.partition, -1) else in_flight).append(f)
+    missing, in_flight = split_by_frontier(unmatched_source, new_frontier)
     return Increment(
         matched=matched,
         in_flight=sorted(in_flight),
