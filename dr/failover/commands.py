@@ -207,7 +207,8 @@ def drill(
     failover publishes, as applications watching a config source would; each one's RTO is measured
     on its own traffic. With --cycles N the lifecycle repeats: the lost site is rebuilt as the next
     standby and the next failover runs."""
-    from dr.failover.drill import DrillOptions, dump, render_drill, run_drill
+    from dr.failover.drill import DrillOptions, dump, run_drill
+    from dr.failover.drill_render import render_drill
 
     out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
     result = run_drill(
@@ -224,8 +225,8 @@ def drill(
         progress,
     )
     click.echo(dump(result) if as_json else render_drill(result))
-    if not str(result.get("grade", "")).startswith("PASS"):
-        raise FailoverError(f"the drill failed: {result.get('grade')}.", f"read {Path(result['out']) / 'drill.json'}")
+    if not result.passed:
+        raise FailoverError(f"the drill failed: {result.grade}.", f"read {Path(result.out) / 'drill.json'}")
 
 
 def failover_commands() -> list[click.Command]:

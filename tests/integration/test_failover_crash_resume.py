@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from dr.estate import Estate
-from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
+from dr.failover.traffic import read_keys
 from dr.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.stack import EstateStack

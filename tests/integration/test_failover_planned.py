@@ -21,9 +21,9 @@ from confluent_kafka import Consumer
 
 from dr.estate import Estate
 from dr.failover.clients import client_files
-from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
+from dr.failover.traffic import read_keys
 from dr.kafka_client import Endpoint
 from dr.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until

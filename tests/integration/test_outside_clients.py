@@ -22,8 +22,8 @@ import pytest
 
 from dr.estate import Estate
 from dr.failover.clients import client_files
-from dr.failover.drill import read_keys
 from dr.failover.probe import PROBE_KEY
+from dr.failover.traffic import read_keys
 from dr.offsets import end_offsets
 from dr.runtime.process import java_command, pid_alive
 from dr.stack import EstateStack

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dr.failover.drill import ConfigSource, _gap
 from dr.failover.metrics import utc_text
+from dr.failover.traffic import ConfigSource, _gap
 
 
 def _publish(state: Path, app: str, bootstrap: str) -> None:
@@ -45,9 +45,9 @@ def test_application_rto_is_last_on_source_to_first_on_target() -> None:
         "A",
         "B",
     )
-    assert gap["rto_s"] == pytest.approx(5.75)
-    assert gap["measured"] == "last write acknowledged on A → first write acknowledged on B"
-    assert _gap("g", "reads", "x", [1.0], "y", [], "A", "B")["rto_s"] is None, "never resumed: no RTO"
+    assert gap.rto_s == pytest.approx(5.75)
+    assert gap.measured == "last write acknowledged on A → first write acknowledged on B"
+    assert _gap("g", "reads", "x", [1.0], "y", [], "A", "B").rto_s is None, "never resumed: no RTO"
 
 
 def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
@@ -59,7 +59,7 @@ def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
 def test_a_commit_of_the_old_client_after_the_move_is_not_the_applications(tmp_path: Path) -> None:
     from confluent_kafka import TopicPartition
 
-    from dr.failover.drill import ConsumerLoop
+    from dr.failover.traffic import ConsumerLoop
 
     loop = ConsumerLoop({"bootstrap.servers": "127.0.0.1:1"}, "A", "orders", ConfigSource(tmp_path, "billing", {}))
     on_a = loop.commit_recorder("A")
