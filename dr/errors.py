@@ -176,6 +176,11 @@ def exit_codes_help() -> str:
     return "\b\nExit codes:\n" + "\n".join(f"  {row.code:>{width}}  {row.meaning}" for row in EXIT_CODES)
 
 
+def exit_codes_by_code() -> dict[str, str]:
+    """The table as JSON documents carry it (the verification's ``summary.json``): code → meaning."""
+    return {str(row.code): row.meaning for row in EXIT_CODES}
+
+
 def exit_codes_markdown() -> str:
     """The table as README.md holds it between its ``exit-codes`` marker comments."""
     lines = ["| code | meaning | raised as |", "|---|---|---|"]

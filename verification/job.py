@@ -49,7 +49,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from dr.errors import ConfigError, DRError
+from dr.errors import ConfigError, DRError, exit_codes_by_code
 from verification.command import (
     NAME_OPTIONS,
     RUN_OPTIONS,
@@ -884,17 +884,6 @@ def _method(s: _Scope, p1: _Pass1, p2: _Pass2) -> dict[str, Any]:
     }
 
 
-#: ``summary["exit_codes"]``: what each exit code of ``drctl verify`` means.
-EXIT_CODES = {
-    "0": "clean",
-    "1": "differences found (VerificationFailed)",
-    "2": "bad input (ConfigError)",
-    "3": "toolchain missing",
-    "4": "cluster unreachable or read failed (ClusterError)",
-    "5": "credentials refused (AuthError)",
-}
-
-
 def _summary(
     run: _Run,
     s: _Scope,
@@ -926,7 +915,7 @@ def _summary(
         method=_method(s, p1, p2),
         spark={"master": spark.sparkContext.master, "version": spark.version},
     )
-    summary["exit_codes"] = dict(EXIT_CODES)
+    summary["exit_codes"] = exit_codes_by_code()
     return summary
 
 

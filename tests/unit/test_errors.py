@@ -72,3 +72,12 @@ def test_main_turns_an_unexpected_exception_into_the_internal_error_code(
         dr.cli.main([])
     assert info.value.code == InternalError.exit_code
     assert "internal error" in capsys.readouterr().err
+
+
+def test_the_verification_summary_carries_the_one_table() -> None:
+    """summary.json's ``exit_codes`` is rendered from EXIT_CODES, not kept as a second copy (issue 25 §5)."""
+    from dr.errors import exit_codes_by_code
+
+    table = exit_codes_by_code()
+    assert set(table) == {str(row.code) for row in EXIT_CODES}
+    assert table["1"] == next(row.meaning for row in EXIT_CODES if row.code == 1)
