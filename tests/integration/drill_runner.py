@@ -1,22 +1,67 @@
-"""``drctl drill`` as the integration tests run it: a subprocess on a stack file written under a temporary directory."""
+"""``drctl drill`` as the integration tests run it: a subprocess on a stack file written under a temporary
+directory, printing the text a person reads; the figures are read back from ``<out>/drill.json``."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests import REPO_ROOT
 
 
 def drctl_drill(stack_dir: Path, stack: str, out: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run ``drctl drill --stack STACK --out OUT ARGS... --json`` with the stack file in ``stack_dir``."""
+    """Run ``drctl drill --stack STACK --out OUT ARGS...`` (text output) with the stack file in ``stack_dir``."""
     return subprocess.run(
-        [sys.executable, "-m", "dr.cli", "drill", "--stack", stack, "--out", str(out), *args, "--json"],
+        [sys.executable, "-m", "dr.cli", "drill", "--stack", stack, "--out", str(out), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "KDR_STACK_DIR": str(stack_dir)},
         timeout=timeout,
         cwd=REPO_ROOT,
     )
+
+
+def drill_json(out: Path) -> dict[str, Any]:
+    """The drill's result as ``drill.json`` holds it ({} when the drill wrote none)."""
+    path = out / "drill.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _secs(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}s"
+
+
+def assert_drill_text(text: str, r: dict[str, Any]) -> None:
+    """The printed summary holds every line README's "What `make demo` shows" §6 lists, with drill.json's figures:
+    the grade, RTO per application on its own traffic, the RTO probe, A→B→C, time per step, the verification
+    cut-off (UTC and epoch ms), RPO, messages lost before and after recovery, records read twice, the HTML report."""
+    lines = text.splitlines()
+    header = f"DRILL ({r['mode']}) on stack {r['stack']}: {r['grade']}"
+    assert any(line.startswith(header) for line in lines), f"no line starts {header!r} in:\n{text}"
+    assert f"drill result: {Path(r['out']) / 'drill.json'}" in text, text
+    for c in r["cycles"]:
+        s = c["failover"]
+        for app in c["application_rto"]:
+            line = f"application RTO {app['application']} ({app['kind']}): {_secs(app['rto_s'])} — {app['measured']}"
+            assert line in text, f"missing {line!r} in:\n{text}"
+        assert f"RTO probe {_secs(s['rto_s'])} (supplement) · {c['chain']} {_secs(s['a_b_c_s'])}" in text, text
+        assert f"A→B→C ({s['source']} → {s['target']}" in text, text
+        for step in s["steps"]:
+            assert re.search(rf"^\s+\d+\. {re.escape(step['name'])}\s+{re.escape(step['status'])}\b", text, re.M), (
+                f"step {step['name']} is not printed with its status {step['status']}:\n{text}"
+            )
+        if s["cutoff_ms"] is not None:
+            assert f"verification cut-off: {s['cutoff_utc']} ({s['cutoff_ms']} ms)" in text, text
+        assert (
+            f"never reached {c['target']} {c['rpo']['actual_never_replicated']}; acknowledged and lost before "
+            f"recovery {c['lost_before_recovery']}; after recovery {c['lost_after_recovery']}"
+        ) in text, text
+        if c["consumer"]:
+            assert f"{c['consumer']['read_twice']} read twice, {c['consumer']['skipped']} skipped" in text, text
+        assert f"HTML report: {c['report_html']}" in text, text
+        assert c["report_html"] and Path(c["report_html"]).is_file(), c["report_html"]

@@ -8,10 +8,9 @@ the benchmarks', not this test's: it asserts that they are measured and ordered 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.integration.drill_runner import drctl_drill
+from tests.integration.drill_runner import assert_drill_text, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "cycles"
@@ -23,7 +22,7 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
     out = tmp_path / "drill"
     res = drctl_drill(tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", timeout=1800)
     try:
-        r = json.loads(res.stdout) if res.stdout.strip() else {}
+        r = drill_json(out)
         cycles = r.get("cycles", [])
         for c in cycles:
             f = c.get("failover") or {}
@@ -34,6 +33,9 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
                 f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s"
             )
         assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A", "C→A→B"], res.stderr[-5000:]
+        assert_drill_text(res.stdout, r)
+        for c in cycles:
+            assert f"cycle {c['number']}: {c['chain']} — {c['grade']}" in res.stdout
         for c in cycles:
             failed = [k["check"] for k in c["checks"] if k["result"] == "FAIL" and not k["check"].startswith(RTO_AIM)]
             assert not failed, (c["chain"], failed)

@@ -5,10 +5,9 @@ that never reached B; recovery replays them; nothing acknowledged is lost in the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.integration.drill_runner import drctl_drill
+from tests.integration.drill_runner import assert_drill_text, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "gameday"
@@ -22,7 +21,8 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
     res = drctl_drill(tmp_path, STACK, out, "--unplanned", "--warmup", "4", timeout=900)
     try:
         assert res.returncode == 0, res.stderr[-5000:]
-        r = json.loads(res.stdout)
+        r = drill_json(out)
+        assert_drill_text(res.stdout, r)
         f = r["failover"]
         print(
             f"\nunplanned drill: RTO {f['rto_s']}s, A→B→C {f['a_b_c_s']}s, total {f['total_s']}s; "
