@@ -49,6 +49,7 @@ from dr.failover.summary import FailoverSummary, summarize
 from dr.failover.traffic import Traffic, application_rto, consumer_report, read_keys, start_traffic
 from dr.offsets import committed_offsets
 from dr.runtime.cluster import LocalCluster
+from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import port_free, wait_until
 from dr.stack import EstateStack
 from dr.topology import Topology, load_stack_file
@@ -256,9 +257,13 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
     time.sleep(options.warmup_s)
     if traffic.group:
         progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
-        if not wait_until(lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), 60, interval=0.5):
+        links = estate.topology.links_into(B)
+        within = group_offsets_translated_within(links[0].intervals.model_dump() if links else None)
+        if not wait_until(
+            lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), within, interval=0.5
+        ):
             raise ClusterError(
-                f"the link never synced group {traffic.group} to {B} within 60s.",
+                f"the link never synced group {traffic.group} to {B} within {within:.0f}s.",
                 "read the MirrorMaker 2 log under <out>/state/links/",
             )
     if options.unplanned:

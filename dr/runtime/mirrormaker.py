@@ -69,6 +69,37 @@ def grant_replicator(source: LocalCluster, target: LocalCluster) -> None:
         create_acls(admin, replicator_acls(is_source))
 
 
+DEFAULT_INTERVALS: dict[str, int] = {
+    "emit_checkpoints_s": 1,
+    "sync_group_offsets_s": 1,
+    "refresh_topics_s": 5,
+    "refresh_groups_s": 5,
+    "emit_heartbeats_s": 1,
+}
+"""The link's intervals (seconds) where the topology sets none: short, so drills and tests converge fast."""
+
+OFFSET_FLUSH_S = 1
+"""Seconds between the worker's task commits, each of which promotes the source task's delayed offset syncs."""
+
+TASK_RESTART_S = 10
+"""Allowance for the checkpoint connector to restart its tasks when the link discovers a new group."""
+
+
+def group_offsets_translated_within(intervals: dict[str, int] | None = None) -> float:
+    """Seconds after a group's last commit on the source by which the link has translated it onto the
+    target, derived from the intervals it runs with (pure).
+
+    One round: the link discovers the group (``refresh_groups_s``), the source task promotes the offset
+    sync of its last record at its next commit (:data:`OFFSET_FLUSH_S`), the checkpoint task emits a
+    checkpoint (``emit_checkpoints_s``) and writes it to the idle group on the target
+    (``sync_group_offsets_s``). Each may start just after its tick, and a newly discovered group makes
+    the connector restart its checkpoint tasks, which start over: two rounds plus that restart.
+    """
+    iv = {**DEFAULT_INTERVALS, **(intervals or {})}
+    one_round = iv["refresh_groups_s"] + OFFSET_FLUSH_S + iv["emit_checkpoints_s"] + iv["sync_group_offsets_s"]
+    return float(2 * one_round + TASK_RESTART_S)
+
+
 def mm2_properties(
     source_alias: str,
     source: Endpoint,
@@ -85,14 +116,7 @@ def mm2_properties(
     ``extra`` is laid over the result (e.g. producer tuning or a Connect transform); keys that
     would change the flow itself (``clusters`` or the replication policy) are refused.
     """
-    iv = {
-        "emit_checkpoints_s": 1,
-        "sync_group_offsets_s": 1,
-        "refresh_topics_s": 5,
-        "refresh_groups_s": 5,
-        "emit_heartbeats_s": 1,
-        **(intervals or {}),
-    }
+    iv = {**DEFAULT_INTERVALS, **(intervals or {})}
     rf = str(min(3, target_brokers))
     props = {
         "clusters": f"{source_alias},{target_alias}",
@@ -110,8 +134,10 @@ def mm2_properties(
         "refresh.groups.interval.seconds": str(iv["refresh_groups_s"]),
         # an offset sync for every record: exact translation of committed group offsets
         "offset.lag.max": "0",
-        # delayed offset syncs are promoted at each task commit: commit every second
-        "offset.flush.interval.ms": "1000",
+        # delayed offset syncs are promoted at each task commit: commit every second. The dedicated-mode
+        # worker reads its own settings from the target cluster's prefix; a top-level value never reaches
+        # it (the worker then commits every 60 s and exact translation of group offsets waits that long)
+        f"{target_alias}.offset.flush.interval.ms": str(OFFSET_FLUSH_S * 1000),
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "true",
         "tasks.max": "2",

@@ -145,3 +145,22 @@ def test_published_client_properties_carry_any_password_exactly(tmp_path) -> Non
     assert value == jaas
     quoted = re.search(r'password="((?:[^"\\]|\\.)*)"', value).group(1)
     assert re.sub(r"\\(.)", r"\1", quoted) == password  # StreamTokenizer's reading of the quoted string
+
+
+def test_the_dedicated_worker_commits_every_second_under_the_target_prefix() -> None:
+    """A top-level offset.flush.interval.ms never reaches MirrorMaker 2's dedicated worker (it read 60000 in
+    its log): the setting goes under the target cluster's prefix, so the last offset sync is promoted in a second."""
+    from dr.runtime.mirrormaker import OFFSET_FLUSH_S, mm2_properties
+
+    props = mm2_properties("A", Endpoint("127.0.0.1:1", "admin", "x"), "B", Endpoint("127.0.0.1:2", "admin", "y"))
+    assert props["B.offset.flush.interval.ms"] == str(OFFSET_FLUSH_S * 1000)
+    assert "offset.flush.interval.ms" not in props
+
+
+def test_the_group_translation_bound_follows_the_link_intervals() -> None:
+    from dr.runtime.mirrormaker import group_offsets_translated_within
+
+    fast = group_offsets_translated_within()
+    slow = group_offsets_translated_within({"refresh_groups_s": 60, "sync_group_offsets_s": 60})
+    assert fast < slow
+    assert slow - fast == 2 * ((60 - 5) + (60 - 1)), "two rounds of the longer intervals"
