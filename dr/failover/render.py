@@ -39,7 +39,7 @@ def render_summary(s: FailoverSummary) -> str:
     runs = f"{s.runs} runs" + (f", {s.interrupted_runs} interrupted" if s.interrupted_runs else "")
     lines.append(
         f"RTO probe (the run that fenced {s.source} → first probe write acknowledged by {s.target}): {_s(s.rto_s)}"
-        + (f"  [{runs}; this run: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
+        + (f"  [{runs}; from the start of the run that measured it: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
     )
     if s.write_outage_s is not None:
         lines.append(f"writes refused everywhere (fence → first ack): {_s(s.write_outage_s)}")
