@@ -48,8 +48,8 @@ from verification.result import VerificationResult
 
 DATA = Path(__file__).resolve().parent / "data"
 
-#: Words that would mean a credential reached the text (the products' texts name paths, never contents).
-SECRET_MARKERS = ("password", "sasl.jaas.config", "scram-sha-512 ", "secret", "credentials.json")
+#: Words that would mean a credential reached the text (the texts name files by path, never their contents).
+SECRET_MARKERS = ("password", "sasl.jaas.config", "sasl.password", "secret", "credentials.json")
 
 
 def _no_secret(text: str) -> None:
