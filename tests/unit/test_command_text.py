@@ -262,6 +262,21 @@ def test_drill_unplanned() -> None:
     )
 
 
+def test_drill_two_cycles() -> None:
+    """`--cycles 2`: A→B→C then B→C→A, each graded with its own figures, A rebuilt as the standby between."""
+    r = _drill("cycles")
+    assert [c.chain for c in r.cycles] == ["A→B→C", "B→C→A"]
+    text = render_drill(r)
+    assert_snapshot("drill-cycles", text)
+    _assert_drill_lines(r, text)
+    assert text.splitlines()[0] == f"DRILL (planned) on stack local: {r.grade} — A→B→C then B→C→A"
+    rebuild = r.cycles[0].standby_rebuild
+    assert rebuild is not None
+    assert f"then A declared, wiped, as the next standby ({rebuild.seconds:.1f}s)" in text
+    assert "cycle 2: B→C→A — " in text and "planned failover" in text
+    assert "RTO probe (the run that fenced B → first probe write acknowledged by C)" in text
+
+
 # ------------------------------------------------------------------------------------------ status
 def _stack(tmp_path: Path, journal: str | None, config: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """``Pulumi.local.yaml`` (the repository's, or ``config``) in ``tmp_path/stacks`` and the stack's state
