@@ -35,7 +35,11 @@ def estate() -> None:
 @click.option("--refresh", is_flag=True, help="Read the real estate first (after a restart: start what stopped).")
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
 def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
-    """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares."""
+    """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares.
+
+    Then every application's client configuration for the active cluster is written to
+    <state>/clients/<app>.properties (Java) and <app>.json (librdkafka), mode 0600 — they hold
+    passwords, so only their paths are printed (stderr). Prints the time per step."""
     from dr.estate import Estate, load_stack, state_dir
     from dr.failover.clients import publish_clients
     from dr.stack import EstateStack
@@ -122,6 +126,9 @@ def estate_status(stack: str, as_json: bool) -> None:
     for link in status["links"]:
         detail = link.get("error") or f"lag {link.get('total_lag')} records"
         click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
+        for partition, n in (link.get("lag") or {}).items():
+            if n:
+                click.echo(f"      {partition:<24} lag {n}")
 
 
 @estate.command("standby")

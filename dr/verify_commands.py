@@ -313,6 +313,8 @@ def _age(seconds: float | None) -> str:
 
 
 def _audit_lines(r: AuditResult) -> list[str]:
+    from verification.report import utc_text
+
     kind = "first (full) audit" if r.first_run else f"run {r.run}"
     lines = [
         f"{r.link} ({r.source} → {r.target}), {kind} in {r.seconds:.2f} s: read {r.read_source:,} new on "
@@ -332,7 +334,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
             "them; the source records they copied will be reported missing"
         )
     for m in r.missing_sample:
-        lines.append(f"  missing: {m['topic']}-{m['partition']}@{m['offset']} (ts {m['ts']})")
+        lines.append(f"  missing: {m['topic']}-{m['partition']}@{m['offset']} (ts {m['ts']} = {utc_text(m['ts'])})")
     return lines
 
 

@@ -200,3 +200,10 @@ class DrillResult(_Model):
         if len(self.cycles) == 1:
             doc.update({k: v for k, v in doc["cycles"][0].items() if k not in ("number", "grade")})
         return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> DrillResult:
+        """The result a ``drill.json`` holds (:meth:`to_json`): a one-cycle drill's copies of its
+        cycle's fields at the top level are left out, anything else unknown is refused."""
+        copied = set(DrillCycle.model_fields) - set(cls.model_fields) if len(doc.get("cycles") or []) == 1 else set()
+        return cls.model_validate({k: v for k, v in doc.items() if k not in copied})

@@ -192,7 +192,7 @@ def plan_failover(
     stack_path, state = Path(stack_path), Path(state)
     journal = Journal.load(state)
     if already_finished(journal, stack_path):
-        return FinishedPlan(stack=stack, summary=summarize(journal))
+        return FinishedPlan(stack=stack, summary=summarize(journal, already_finished=True))
     original, desired, resuming = topologies(stack, stack_path, journal, options.mode)
     resumed = journal if resuming else None
     mode = options.mode or (resumed.mode if resumed else "planned")

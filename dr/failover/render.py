@@ -29,14 +29,17 @@ def render_summary(s: FailoverSummary) -> str:
         f"{s.mode} failover {s.failover_id} of stack {s.stack}: {chain} — {s.status.upper()}"
         + (f" ({s.runs} runs)" if s.runs > 1 else "")
     )
-    width = max(len(st.name) for st in s.steps)
+    width = max((len(st.name) for st in s.steps), default=0)
     for i, st in enumerate(s.steps, 1):
         secs = "" if st.seconds is None else f"{st.seconds:6.1f}s"
-        lines.append(f"  {i}. {st.name:<{width}}  {st.status:<11} {secs:>7}  {st.summary}")
+        head = f"  {i}. {st.name:<{width}}  {st.status:<11} {secs:>7}  "
+        # A refused step's summary is its error, whose "next step:" is a second line: keep it in the column.
+        text = ("\n" + " " * len(head)).join(line.strip() for line in st.summary.splitlines())
+        lines.append((head + text).rstrip())
     runs = f"{s.runs} runs" + (f", {s.interrupted_runs} interrupted" if s.interrupted_runs else "")
     lines.append(
-        f"RTO probe (the run that fenced A → first probe write acknowledged by {s.target}): {_s(s.rto_s)}"
-        + (f"  [{runs}; this run: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
+        f"RTO probe (the run that fenced {s.source} → first probe write acknowledged by {s.target}): {_s(s.rto_s)}"
+        + (f"  [{runs}; from the start of the run that measured it: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
     )
     if s.write_outage_s is not None:
         lines.append(f"writes refused everywhere (fence → first ack): {_s(s.write_outage_s)}")
@@ -113,7 +116,7 @@ def render_status(st: StatusReport) -> str:
     for c in st.clusters:
         h = c.health
         if c.process in ("absent", "stopped"):
-            detail = c.process
+            detail = ""  # the process column says it
         elif h:
             detail = (
                 f"{len(h.brokers)}/{h.expected_brokers or '?'} brokers, {len(h.offline)} offline, "
@@ -123,7 +126,9 @@ def render_status(st: StatusReport) -> str:
             )
         else:
             detail = c.error or ""
-        lines.append(f"  cluster {c.name:<6} {c.role:<14} {c.process or c.kind:<9} {c.bootstrap or '':<40} {detail}")
+        lines.append(
+            f"  cluster {c.name:<6} {c.role:<14} {c.process or c.kind:<9} {c.bootstrap or '':<40} {detail}".rstrip()
+        )
         for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
             lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
     for link in st.links:

@@ -441,8 +441,8 @@ def raise_for_problems(report: StatusReport) -> None:
     last = report.last_failover
     failover = _failover_problem(last) in problems
     fixes = []
-    if any(p.startswith("link ") and "the topology says it runs" in p for p in problems):
-        fixes.append(f"start a stopped link with `drctl link start --stack {stack} --link NAME`")
+    stopped = [link.name for link in report.links if (p := _link_problem(link)) and "the topology says it runs" in p]
+    fixes += [f"start link {name} again: `drctl link start --stack {stack} --link {name}`" for name in stopped]
     if any(p.startswith("cluster ") for p in problems) or any("unreachable" in p for p in problems):
         fixes.append(
             f"start the local clusters and links that stopped, with their data: "

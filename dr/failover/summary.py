@@ -145,6 +145,13 @@ def _next_steps(journal: Journal, pending: list[str], verdict: Verdict | None) -
     if record.status == "failed":
         failed = next((n for n, e in record.steps.items() if e.status == "failed"), pending[0])
         return [f"fix what step {failed} reported, then rerun `drctl failover --stack {stack}`: it resumes there"]
+    if record.status in ("running", "interrupted"):
+        # The journal cannot tell a live run from a killed one; `drctl status` can (the stack's lock).
+        at = next((n for n in pending if record.steps[n].status in ("running", "interrupted")), pending[0])
+        return [
+            f"if the run was interrupted (`drctl status --stack {stack}` says so and exits 6), rerun "
+            f"`drctl failover --stack {stack}`: it resumes at step {at}"
+        ]
     if verdict and not verdict.clean:
         return [f"drctl recover --report {verdict.report_dir}", f"drctl failover --stack {stack}"]
     return [

@@ -312,7 +312,7 @@ def test_a_stopped_link_is_a_problem_naming_it() -> None:
     with pytest.raises(ClusterError) as info:
         raise_for_problems(report)
     assert info.value.exit_code == 4 and "A-to-B" in info.value.problem
-    assert "drctl link start --stack life --link NAME" in str(info.value.fix)
+    assert "`drctl link start --stack life --link A-to-B`" in str(info.value.fix)
 
 
 def test_a_link_with_an_unreachable_side_and_a_down_cluster_are_problems() -> None:
