@@ -1,7 +1,7 @@
 """The estate as one Pulumi program: read and validate the topology, build the components, export.
 
 :func:`run` is both the body of ``stacks/__main__.py`` (``pulumi up`` from the repository root) and
-the inline program ``drctl`` runs through the Automation API (:mod:`dr.stack`), so there is one
+the inline program ``drctl`` runs through the Automation API (:mod:`dr.estate.stack`), so there is one
 way the estate is provisioned and changed.
 
 What each role gets:
@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 from pydantic.alias_generators import to_camel
 
-from dr.errors import DRError
+from dr.base.errors import DRError
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER
 from dr.topology.stackconfig import CONFIG_KEYS
@@ -52,7 +52,7 @@ def load() -> Topology:
 def _refuse_plaintext_secrets(topology: Topology) -> None:
     """A password written in plain text in the stack file is refused here as by every ``drctl``
     command: the engine marks a config key secret when any value inside it is ``secure:``."""
-    from dr.errors import ConfigError
+    from dr.base.errors import ConfigError
 
     plain = [
         path
@@ -89,7 +89,7 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
         from dr.runtime.credentials import ADMIN_USER
 
         return ADMIN_USER, credentials.password(ADMIN_USER)
-    from dr.estate import external_endpoint
+    from dr.estate.estate import external_endpoint
 
     ep = external_endpoint(cluster)
     return ep.username, ep.password
@@ -235,7 +235,7 @@ def run(state_dir: Path | None = None) -> None:
     ``state_dir`` is where local clusters keep their data and generated credentials (default:
     ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project).
     """
-    from dr.estate import state_dir as default_state_dir
+    from dr.estate.estate import state_dir as default_state_dir
 
     topology = load()
     for key, value in build(topology, state_dir or default_state_dir(topology.name)).items():

@@ -46,9 +46,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from dr import kafka_client
-from dr.errors import ClusterError, ConfigError, LockHeld
-from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
+from dr.base.errors import ClusterError, ConfigError, LockHeld
+from dr.kafka import client as kafka_client
+from dr.kafka.client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
 from verification.audit_state import (
     AuditState,
     Fingerprint,
@@ -304,7 +304,7 @@ def audit_endpoints(
     master: str | None = None,
 ) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
-    its memory in ``path`` (``drctl audit`` — :func:`dr.verify_commands.audit_link` — resolves a stack's
+    its memory in ``path`` (``drctl audit`` — :func:`dr.cli.verify.audit_link` — resolves a stack's
     link into these; the benchmark passes them directly).
 
     The steps, under the state file's lock: load the state (or start one), fix the offsets now, read

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dr.kafka_client import Endpoint
+from dr.kafka.client import Endpoint
 from verification.audit_state import Fingerprint, Increment, Offsets, split_by_frontier
 
 __all__ = [

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dr.toolchain import kdr_home, toolchain
+from dr.base.toolchain import kdr_home, toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
 

@@ -7,7 +7,7 @@ archive stays a driver-only option, and the executors take Spark's defaults (``s
 1g, every core of their worker) unless ``extra`` or the Spark configuration says otherwise. The master
 is checked with a TCP connection before the driver starts, and the first executor is awaited for a
 bounded time: an unreachable master, one that refuses the application, or a cluster without room for
-an executor is a :class:`~dr.errors.ClusterError` naming the master, never a hang.
+an executor is a :class:`~dr.base.errors.ClusterError` naming the master, never a hang.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.errors import ClusterError, ConfigError
-from dr.toolchain import toolchain
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.toolchain import toolchain
 
 if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
     from pyspark.sql import SparkSession

@@ -6,7 +6,7 @@ from the new topology in place, keeping the user's comments, key order and forma
 :class:`Converger` then makes the estate match it.
 
 The converger is :class:`PulumiConverger`: ``pulumi up`` of the stack through the Automation API
-(:class:`dr.stack.EstateStack`, the same program ``pulumi up`` runs from the repository root), then
+(:class:`dr.estate.stack.EstateStack`, the same program ``pulumi up`` runs from the repository root), then
 a wait until every local link has copied what its source held. The :class:`Converger` protocol lets
 a test or another backend stand in without touching the pipeline.
 """
@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from dr.errors import ClusterError
-from dr.estate import Estate, Progress
+from dr.base.errors import ClusterError
+from dr.estate.estate import Estate, Progress
 from dr.failover.metrics import encode_offsets, lag
-from dr.kafka_client import Endpoint, until_leaders_settle
-from dr.offsets import end_offsets
+from dr.kafka.client import Endpoint, until_leaders_settle
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config
 from dr.topology.stackfile import write_stack_config
@@ -40,7 +40,7 @@ class Converger(Protocol):
 
 
 class PulumiConverger:
-    """Converges with ``pulumi up`` of the stack (:class:`dr.stack.EstateStack`, the program of
+    """Converges with ``pulumi up`` of the stack (:class:`dr.estate.stack.EstateStack`, the program of
     ``stacks/`` through the Automation API), then waits until each local link has copied what its
     source held when the ``up`` ended."""
 
@@ -54,7 +54,7 @@ class PulumiConverger:
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
-        from dr.stack import EstateStack
+        from dr.estate.stack import EstateStack
 
         timings = dict(
             EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(

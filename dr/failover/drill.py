@@ -1,7 +1,7 @@
 """``drctl drill``: a game day on the local estate — traffic, a failover A→B→C, proof, a grade.
 
 1. Copy the stack file into ``<out>/stack/`` (the stack's own file is never touched) and provision
-   A and B with their link (``pulumi up`` of the stack, :class:`dr.stack.EstateStack`), state under ``<out>/state/``.
+   A and B with their link (``pulumi up`` of the stack, :class:`dr.estate.stack.EstateStack`), state under ``<out>/state/``.
 2. Traffic: ``orders-app`` (the first producing application) writes keyed records with
    ``acks=all`` and keeps a delivery ledger; the ``billing`` group (the first consuming group)
    consumes and commits; A's end offsets are snapshotted five times a second (the RPO estimate's input).
@@ -32,8 +32,9 @@ import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 import dr.failover.integrity as integrity
-from dr.errors import AuthError, ClusterError, ConfigError, FailoverError
-from dr.estate import Estate, Progress, stack_file
+from dr.base.errors import AuthError, ClusterError, ConfigError, FailoverError
+from dr.estate.estate import Estate, Progress, stack_file
+from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files, publish_clients
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
@@ -44,11 +45,10 @@ from dr.failover.roles import Roles
 from dr.failover.snapshots import record_offsets
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.failover.summary import FailoverSummary, summarize
-from dr.kafka_client import SILENT, Endpoint
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import SILENT, Endpoint
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import port_free, wait_until
-from dr.stack import EstateStack
 from dr.topology import Application, Kind, Topology, load_stack_file
 
 __all__ = ["ConfigSource", "DrillOptions", "application_rto", "read_keys", "restart", "run_drill"]
@@ -556,7 +556,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
     """Run the game day (see the module doc); return the graded result (also in ``<out>/drill.json``).
 
     With ``cycles`` > 1 the old active cluster is declared, wiped, as the next standby after each
-    cycle (:func:`dr.lifecycle.make_standby`) and the next cycle fails the new active over:
+    cycle (:func:`dr.failover.lifecycle.make_standby`) and the next cycle fails the new active over:
     A→B→C, B→C→A, C→A→B... Each cycle is graded on its own; the drill passes when all do.
     """
     stack_path, state = _prepare(options)
@@ -579,7 +579,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
         publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
         for number in range(1, options.cycles + 1):
             if number > 1:
-                from dr.lifecycle import make_standby
+                from dr.failover.lifecycle import make_standby
 
                 old = result["cycles"][-1]["source"]
                 progress(f"drill: declaring {old}, wiped, as the next standby (`drctl estate standby`)")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dr.errors import ConfigError, LockHeld
+from dr.base.errors import ConfigError, LockHeld
 from dr.failover.probe import ProbeResult
 
 if TYPE_CHECKING:

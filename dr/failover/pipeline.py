@@ -1,7 +1,7 @@
 """Run the failover: lock, journal, resume, RTO probe, the eight steps, the summary.
 
 ``run_failover`` holds the stack's lock for the whole run, so two failovers of one stack never
-run at once (:class:`~dr.errors.LockHeld`, exit 7). It journals every step before going on; a
+run at once (:class:`~dr.base.errors.LockHeld`, exit 7). It journals every step before going on; a
 rerun skips what is done and continues — also after ``kill -9``. A finished failover run again
 reports that it is finished and changes nothing.
 
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeGuard
 
-from dr.errors import DRError, FailoverError
-from dr.estate import Progress
+from dr.base.errors import DRError, FailoverError
+from dr.estate.estate import Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
@@ -129,8 +129,8 @@ def run_failover(
 ) -> FailoverSummary:
     """Fail ``stack`` over (or resume its failover); return the summary (see :func:`summarize`).
 
-    Raises :class:`~dr.errors.FailoverError` when a step refuses (the journal keeps what was done;
-    a rerun resumes) and :class:`~dr.errors.LockHeld` when another run holds the lock. ``on_step``
+    Raises :class:`~dr.base.errors.FailoverError` when a step refuses (the journal keeps what was done;
+    a rerun resumes) and :class:`~dr.base.errors.LockHeld` when another run holds the lock. ``on_step``
     is called after each step's outcome is journaled.
     """
     stack_path, state = Path(stack_path), Path(state)

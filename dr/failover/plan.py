@@ -13,15 +13,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dr.errors import ClusterError, ConfigError, FailoverError
-from dr.estate import Estate
+from dr.base.errors import ClusterError, ConfigError, FailoverError
+from dr.estate.estate import Estate
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.failover.summary import FailoverSummary, summarize
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Topology
 from dr.topology.stackfile import stack_file_diff
 
@@ -35,8 +35,8 @@ def desired_state_diff(stack_path: Path, desired: Topology) -> str:
 
 def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology) -> dict[str, Any]:
     """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
-    from dr.errors import DRError
-    from dr.stack import EstateStack
+    from dr.base.errors import DRError
+    from dr.estate.stack import EstateStack
 
     es = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state)
     if not es.exists():

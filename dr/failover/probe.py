@@ -27,8 +27,8 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dr.errors import InternalError
-from dr.kafka_client import PROBE_KEY, SILENT, Endpoint
+from dr.base.errors import InternalError
+from dr.kafka.client import PROBE_KEY, SILENT, Endpoint
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
 

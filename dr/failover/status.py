@@ -21,15 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dr.errors import ClusterError, ConfigError, DRError, FailoverError
-from dr.estate import Estate
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.estate.estate import Estate
 from dr.failover.health import ClusterHealth, cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
-from dr.kafka_client import Endpoint
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
 from dr.topology.kinds import LinkState
 

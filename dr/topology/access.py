@@ -4,7 +4,7 @@ Application principals write only on the active cluster (and read what they cons
 on a passive cluster only the replicator writes, as with read-only mirror topics in Cluster
 Linking. The replicator reads on a link's source and writes on its target. The Pulumi program
 (:mod:`stacks.access`) declares these rules as ``pulumi_kafka.Acl`` resources; the failover's
-promote step grants the same rules at once through the admin API (:func:`dr.estate.application_acls`).
+promote step grants the same rules at once through the admin API (:func:`dr.estate.estate.application_acls`).
 """
 
 from __future__ import annotations

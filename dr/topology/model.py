@@ -2,8 +2,8 @@
 
 Every model is frozen and rejects unknown keys. Keys may be written in snake_case or camelCase
 (``base_port`` or ``basePort``). Building a :class:`Topology` runs every rule of
-:mod:`dr.topology.validation`; a broken rule raises :class:`~dr.errors.TopologyError`, a malformed
-value (wrong type, missing key, unknown key) raises :class:`~dr.errors.ConfigError`.
+:mod:`dr.topology.validation`; a broken rule raises :class:`~dr.base.errors.TopologyError`, a malformed
+value (wrong type, missing key, unknown key) raises :class:`~dr.base.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from dr.errors import ConfigError, InternalError, TopologyError
+from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
 from dr.topology.validation import raise_for_violations

@@ -15,8 +15,8 @@ import argparse
 import os
 import sys
 
-from dr.errors import DRError
-from dr.estate import stack_file, state_dir
+from dr.base.errors import DRError
+from dr.estate.estate import stack_file, state_dir
 from dr.failover.pipeline import run_failover
 from dr.failover.steps import FailoverOptions, StepResult
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from dr.errors import ClusterError
-from dr.estate import Estate
+from dr.base.errors import ClusterError
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.converge import wait_copied
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, produce, provisioned, write_local_stack
 from tests.integration.ports import windows

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from dr.estate import Estate
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
-from dr.stack import EstateStack
 from tests.integration.helpers import StackEnv, consume_all, drctl, produce, write_local_stack
 
 

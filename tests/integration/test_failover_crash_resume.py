@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dr.estate import Estate
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import CRASH_EXIT

@@ -19,15 +19,15 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
-from dr.estate import Estate
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
 from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
-from dr.kafka_client import Endpoint
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.helpers import produce

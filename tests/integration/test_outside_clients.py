@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from dr.estate import Estate
+from dr.base.toolchain import toolchain
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
 from dr.failover.drill import read_keys
 from dr.failover.probe import PROBE_KEY
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import java_command, pid_alive
-from dr.stack import EstateStack
-from dr.toolchain import toolchain
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
 

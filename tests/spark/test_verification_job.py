@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import verification.job as job
-from dr.errors import ConfigError, VerificationFailed
+from dr.base.errors import ConfigError, VerificationFailed
 from verification import ArchiveSide, run_verification
 from verification.archive import write_records
 from verification.session import spark_session

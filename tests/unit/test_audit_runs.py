@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from dr import verify_commands
-from dr.errors import ConfigError
-from dr.verify_commands import audit as audit_cmd
+from dr.base.errors import ConfigError
+from dr.cli import verify as verify_commands
+from dr.cli.verify import audit as audit_cmd
 from verification import audit as audit_mod
 from verification.audit_state import Fingerprint
 
@@ -78,9 +78,9 @@ class FakeLink:
             def endpoint(self, name: str) -> str:
                 return name
 
-        import dr.estate
+        import dr.estate.estate
 
-        mp.setattr(dr.estate, "Estate", Estate)
+        mp.setattr(dr.estate.estate, "Estate", Estate)
         mp.setattr(audit_mod.kafka_client, "connected_admin", connected_admin)
         mp.setattr(audit_mod, "cluster_id", lambda admin, _ep: self.ids[admin])
         mp.setattr(audit_mod, "_offsets", offsets)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from dr.errors import ConfigError
-from dr.estate import load_stack, stack_dir, stack_file, state_dir
-from dr.project import find_project_dir
-from dr.pulumi_env import project_dir, state_base
-from dr.toolchain import versions
+from dr.base.errors import ConfigError
+from dr.base.project import find_project_dir
+from dr.base.pulumi_env import project_dir, state_base
+from dr.base.toolchain import versions
+from dr.estate.estate import load_stack, stack_dir, stack_file, state_dir
 from tests import REPO_ROOT
 
 
@@ -85,7 +85,7 @@ def test_drctl_runs_from_a_copy_of_the_project(project: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert isinstance(json.loads(res.stdout), dict)
     pins = subprocess.run(
-        [sys.executable, "-c", "from dr.toolchain import versions; print(versions()['KAFKA_VERSION'])"],
+        [sys.executable, "-c", "from dr.base.toolchain import versions; print(versions()['KAFKA_VERSION'])"],
         cwd=project,
         capture_output=True,
         text=True,

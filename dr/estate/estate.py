@@ -4,7 +4,7 @@ This is the foundation runtime driven by the topology (start/stop clusters, SCRA
 topics, MirrorMaker 2 links). Stack files (``Pulumi.<stack>.yaml``) live in the Pulumi project
 directory — the nearest ``Pulumi.yaml`` from the current directory up, or ``$KDR_STACK_DIR``; each
 stack keeps its state — data, logs, generated credentials — under ``<project>/.state/<stack>/``
-(or ``$KDR_STATE_DIR/<stack>``). See :mod:`dr.pulumi_env`.
+(or ``$KDR_STATE_DIR/<stack>``). See :mod:`dr.base.pulumi_env`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
-from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, acl
-from dr.offsets import partition_lag
-from dr.pulumi_env import project_dir, state_base
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.pulumi_env import project_dir, state_base
+from dr.kafka.client import Endpoint, acl
+from dr.kafka.offsets import partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker
 from dr.topology import Cluster, Link, Role, Topology, load_stack_file
 
 if TYPE_CHECKING:
-    from dr.connect_rest import ConnectRest
+    from dr.kafka.connect_rest import ConnectRest
     from dr.runtime.connect import LocalConnectCluster
     from dr.runtime.connect_link import ConnectLink
 
@@ -69,7 +69,7 @@ class EstateStatus(TypedDict):
 
 
 def stack_dir() -> Path:
-    """Where stack files live: the Pulumi project directory (:func:`dr.pulumi_env.project_dir`)."""
+    """Where stack files live: the Pulumi project directory (:func:`dr.base.pulumi_env.project_dir`)."""
     return project_dir()
 
 
@@ -86,7 +86,7 @@ def stack_file(stack: str, root: Path | None = None) -> Path:
 
 
 def state_dir(stack: str) -> Path:
-    """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.pulumi_env.state_base`)."""
+    """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.base.pulumi_env.state_base`)."""
     path = state_base() / stack
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
@@ -169,7 +169,7 @@ class Estate:
     def connect_rest(self, name: str) -> ConnectRest:
         """A REST client for a declared Connect cluster (local: generated credentials; external: the
         stack's ``url`` and, when set, its decrypted basic-auth password)."""
-        from dr.connect_rest import ConnectRest as _Rest
+        from dr.kafka.connect_rest import ConnectRest as _Rest
 
         cc = self.topology.connect_cluster(name)
         if cc.is_local:
@@ -220,7 +220,7 @@ class Estate:
     def stop(self, progress: Progress = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).
 
-        Provisioning and deleting are the stack's (:class:`dr.stack.EstateStack`); this only stops
+        Provisioning and deleting are the stack's (:class:`dr.estate.stack.EstateStack`); this only stops
         processes, as a machine shutdown would: ``up --refresh`` starts them again.
         """
         for link in self.topology.links:

@@ -195,8 +195,8 @@ _MASK = "**********"
 
 
 def _state_base() -> Path | None:
-    """The state directory of the project (:func:`dr.project.state_base_or_none`), None outside any project."""
-    from dr.project import state_base_or_none
+    """The state directory of the project (:func:`dr.base.project.state_base_or_none`), None outside any project."""
+    from dr.base.project import state_base_or_none
 
     return state_base_or_none()
 

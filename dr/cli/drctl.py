@@ -1,4 +1,4 @@
-"""``drctl``: the command line. Every command exits with the codes documented in :mod:`dr.errors`."""
+"""``drctl``: the command line. Every command exits with the codes documented in :mod:`dr.base.errors`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from dr.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
-from dr.failover.commands import progress
+from dr.base.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
+from dr.cli.failover import progress
 
 
 def _printed_json(value: object, as_json: bool) -> bool:
@@ -36,9 +36,9 @@ def estate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
 def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
     """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares."""
-    from dr.estate import Estate, load_stack, state_dir
+    from dr.estate.estate import Estate, load_stack, state_dir
+    from dr.estate.stack import EstateStack
     from dr.failover.clients import publish_clients
-    from dr.stack import EstateStack
 
     topology = load_stack(stack)  # a broken rule stops here, before the engine starts
     timings = EstateStack(stack).up(topology, refresh=refresh, progress=progress)
@@ -57,8 +57,8 @@ def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
 @click.option("--expect-no-changes", is_flag=True, help="Exit 4 when the preview proposes any change.")
 def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
     """`pulumi preview` of the stack: what an `up` would change now."""
-    from dr.errors import ClusterError
-    from dr.stack import EstateStack
+    from dr.base.errors import ClusterError
+    from dr.estate.stack import EstateStack
 
     summary = EstateStack(stack).preview(refresh=refresh)
     click.echo(summary.text)
@@ -75,8 +75,8 @@ def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
 def estate_start(stack: str, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
-    from dr.errors import ClusterError
-    from dr.estate import Estate
+    from dr.base.errors import ClusterError
+    from dr.estate.estate import Estate
     from dr.failover.drill import restart
 
     cluster = Estate.for_stack(stack).local_cluster(cluster_name)
@@ -95,8 +95,8 @@ def estate_start(stack: str, cluster_name: str) -> None:
 def estate_down(stack: str, destroy: bool) -> None:
     """Stop links and clusters cleanly, data kept (`drctl estate up --refresh` brings them back);
     with --destroy, `pulumi destroy` the stack."""
-    from dr.estate import Estate
-    from dr.stack import EstateStack
+    from dr.estate.estate import Estate
+    from dr.estate.stack import EstateStack
 
     if destroy:
         EstateStack(stack).destroy(progress)
@@ -109,7 +109,7 @@ def estate_down(stack: str, destroy: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def estate_status(stack: str, as_json: bool) -> None:
     """Roles, process state, bootstrap servers and link lag per partition."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     status = Estate.for_stack(stack).status()
     if _printed_json(status, as_json):
@@ -146,9 +146,9 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
     completed — its data may hold records recovery still needs — or when the cluster is not
     decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
     """
-    from dr.errors import FailoverError
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import make_standby, standby_plan
+    from dr.base.errors import FailoverError
+    from dr.estate.estate import stack_file, state_dir
+    from dr.failover.lifecycle import make_standby, standby_plan
 
     path, state = stack_file(stack), state_dir(stack)
     if dry_run:
@@ -217,8 +217,8 @@ def _link_result(result: dict[str, object], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def link_stop_cmd(stack: str, link_name: str, as_json: bool) -> None:
     """Stop the link's MirrorMaker 2; it keeps its positions. `drctl status` exits 4 until it runs again."""
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import link_stop
+    from dr.estate.estate import stack_file, state_dir
+    from dr.failover.lifecycle import link_stop
 
     _link_result(link_stop(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
 
@@ -234,8 +234,8 @@ def link_start_cmd(stack: str, link_name: str, as_json: bool) -> None:
     to the target would be copied a second time. Declare that cluster the next standby instead
     (`drctl estate standby`).
     """
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import link_start
+    from dr.estate.estate import stack_file, state_dir
+    from dr.failover.lifecycle import link_start
 
     _link_result(link_start(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
 
@@ -245,8 +245,8 @@ def link_start_cmd(stack: str, link_name: str, as_json: bool) -> None:
 @click.option("--link", "link_name", help="Only this link (default: every external link).")
 def connect_config(stack: str, link_name: str | None) -> None:
     """Print the MirrorMaker 2 connector configs (JSON) to PUT on a Kafka Connect cluster."""
-    from dr.connect_config import connector_configs
-    from dr.estate import load_stack
+    from dr.estate.estate import load_stack
+    from dr.topology.connect_config import connector_configs
 
     topo = load_stack(stack)
     links = [lk for lk in topo.links if link_name in (None, lk.name)]
@@ -263,7 +263,7 @@ def connect_config(stack: str, link_name: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def toolchain_cmd(as_json: bool) -> None:
     """Show the pinned versions and where the cached builds are."""
-    from dr.toolchain import kdr_home, toolchain, versions
+    from dr.base.toolchain import kdr_home, toolchain, versions
     from verification.class_archive import archive_path, usable
 
     tc = toolchain()
@@ -283,8 +283,8 @@ def toolchain_cmd(as_json: bool) -> None:
 
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
-    from dr.failover.commands import failover_commands
-    from dr.verify_commands import verification_commands
+    from dr.cli.failover import failover_commands
+    from dr.cli.verify import verification_commands
 
     for command in [*failover_commands(), *verification_commands()]:
         cli.add_command(command)
@@ -296,7 +296,7 @@ _attach_commands()
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``drctl`` console script: the only place exceptions become exit codes.
 
-    A :class:`DRError` exits with its documented code (:data:`dr.errors.EXIT_CODES`); a usage error
+    A :class:`DRError` exits with its documented code (:data:`dr.base.errors.EXIT_CODES`); a usage error
     exits as bad input; any other exception is a bug: it exits with :class:`InternalError`'s code
     and one paragraph naming the exception and the 0600 file holding its traceback (printed as
     well with ``KDR_DEBUG=1``), never the traceback itself or a secret.

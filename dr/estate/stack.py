@@ -2,7 +2,7 @@
 
 ``drctl`` runs the program of ``stacks/`` (:func:`stacks.program.run`) inline, on the stack file
 ``Pulumi.<stack>.yaml`` of the stack directory, with the locally built CLI, the local ``file://``
-backend and passphrase secrets (:mod:`dr.pulumi_env`). ``pulumi up`` from the repository root runs
+backend and passphrase secrets (:mod:`dr.base.pulumi_env`). ``pulumi up`` from the repository root runs
 the very same function through the Python language host.
 
 :meth:`EstateStack.up` first *forgets* (removes from the stack's state, without touching the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.base.errors import ClusterError, ConfigError, DRError, ToolchainError
 from dr.topology import NAMESPACE, Topology
 
 if TYPE_CHECKING:
@@ -62,9 +62,9 @@ class EstateStack:
         """``stack_dir`` holds ``Pulumi.<stack>.yaml`` (default: the Pulumi project); ``state_dir`` is the
         stack's local state (default ``<state base>/<stack>``). The backend and the passphrase file
         live beside it: ``<state_dir>/../pulumi`` and ``<state_dir>/../passphrase``."""
-        from dr.estate import stack_dir as default_stack_dir
-        from dr.estate import stack_file
-        from dr.estate import state_dir as default_state_dir
+        from dr.estate.estate import stack_dir as default_stack_dir
+        from dr.estate.estate import stack_file
+        from dr.estate.estate import state_dir as default_state_dir
 
         self.name = stack
         self.stack_dir = Path(stack_dir or default_stack_dir())
@@ -77,7 +77,7 @@ class EstateStack:
     def _stack(self) -> Stack:
         from pulumi import automation as auto
 
-        from dr.pulumi_env import pulumi_command, pulumi_env
+        from dr.base.pulumi_env import pulumi_command, pulumi_env
         from stacks.program import run
 
         state_dir = self.state_dir

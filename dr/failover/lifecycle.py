@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 
 if TYPE_CHECKING:
     from dr.failover.journal import StackLock
@@ -215,7 +215,7 @@ def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Pr
     The stack still declares the link: ``drctl status`` then exits non-zero until it runs again
     (``drctl link start``, or ``drctl estate up --refresh``).
     """
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     stack_path, state = Path(stack_path), Path(state)
     t0 = time.monotonic()
@@ -276,7 +276,7 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
     topology does not declare, an external link, a link whose source was failed over
     (:func:`restart_refusal`), and a link whose source or target cluster is not running.
     """
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     stack_path, state = Path(stack_path), Path(state)
     t0 = time.monotonic()
@@ -386,7 +386,7 @@ def _standby_inputs(stack_path: Path, state: Path, cluster: str) -> tuple[Topolo
 def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, preview: bool = True) -> dict[str, Any]:
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
     from dr.topology import stack_file_diff
 
     stack_path, state = Path(stack_path), Path(state)
@@ -402,7 +402,7 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, pre
         "stack_file_diff": stack_file_diff(stack_path, desired),
     }
     if preview:
-        from dr.stack import EstateStack
+        from dr.estate.stack import EstateStack
 
         try:
             summary = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview_of(desired)
@@ -425,9 +425,9 @@ def make_standby(
     Returns ``cluster``, ``old_role``, ``new_role``, ``stack_file_changed``, ``data_removed``
     (the directory that is gone), ``stopped_pids``, ``seconds`` and ``next``.
     """
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
+    from dr.estate.stack import EstateStack
     from dr.runtime.process import pid_alive
-    from dr.stack import EstateStack
     from dr.topology import write_stack_config
 
     stack_path, state = Path(stack_path), Path(state)

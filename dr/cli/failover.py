@@ -2,7 +2,7 @@
 
 This module never imports :mod:`dr.cli`: the group imports the commands, not the other way round.
 
-Exit codes (:mod:`dr.errors`): 0 done — also when a failover is already finished, or finished
+Exit codes (:mod:`dr.base.errors`): 0 done — also when a failover is already finished, or finished
 with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluster could not be
 reached · 5 credentials refused · 6 a failover step refused (the journal is kept: rerun to
 resume) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.errors import FailoverError
+from dr.base.errors import FailoverError
 
 if TYPE_CHECKING:
     from click.decorators import FC
@@ -43,7 +43,7 @@ def _shown(*decls: str, **attrs: Any) -> Callable[[FC], FC]:
 
 
 def _paths(stack: str) -> tuple[Path, Path]:
-    from dr.estate import stack_file, state_dir
+    from dr.estate.estate import stack_file, state_dir
 
     return stack_file(stack), state_dir(stack)
 

@@ -5,7 +5,7 @@ state files, its last failover into the default cut-off — so that :mod:`verifi
 resolved endpoints and paths. The options the submitted Spark job shares (sides, run, printed
 result) come from :mod:`verification.command`.
 
-Exit codes (from :mod:`dr.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
+Exit codes (from :mod:`dr.base.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
 2 bad input (``ConfigError``) · 3 toolchain missing · 4 cluster unreachable or a read/write failed
 (``ClusterError``) · 5 credentials refused (``AuthError``). Progress goes to stderr, the result to
 stdout (``--json`` for machines). Passwords are never printed.
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dr.errors import ConfigError, VerificationFailed
-from dr.kafka_client import Endpoint
+from dr.base.errors import ConfigError, VerificationFailed
+from dr.kafka.client import Endpoint
 from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 from verification.command import (
     CUTOFF_HELP,
@@ -55,15 +55,15 @@ __all__ = [
 
 # ------------------------------------------------------------------------------ stack resolution
 def stack_endpoint(stack: str, cluster: str) -> Endpoint:
-    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.resolve_endpoint`)."""
-    from dr.estate import resolve_endpoint
+    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.estate.resolve_endpoint`)."""
+    from dr.estate.estate import resolve_endpoint
 
     return resolve_endpoint(stack, cluster)
 
 
 def state_path(stack: str, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
-    from dr.estate import state_dir
+    from dr.estate.estate import state_dir
     from verification.audit import state_file
 
     return state_file(state_dir(stack), link)
@@ -81,7 +81,7 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None if text.strip().lower() == "none" else parse_cutoff(text)
     if not (stack and source and target):
         return None
-    from dr.estate import state_dir
+    from dr.estate.estate import state_dir
     from dr.failover.journal import Journal
     from dr.failover.metrics import utc_text
 
@@ -255,7 +255,7 @@ def audit_link(
 ) -> AuditResult:
     """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`)."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
     from verification.audit import audit_endpoints
 
     started = time.monotonic()
@@ -294,7 +294,7 @@ def audit_stack(
     master: str | None = None,
 ) -> list[AuditResult]:
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
     if not names:
