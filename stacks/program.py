@@ -89,7 +89,7 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
         from dr.runtime.credentials import ADMIN_USER
 
         return ADMIN_USER, credentials.password(ADMIN_USER)
-    from dr.estate.estate import external_endpoint
+    from dr.topology.external import external_endpoint
 
     ep = external_endpoint(cluster)
     return ep.username, ep.password
@@ -235,7 +235,7 @@ def run(state_dir: Path | None = None) -> None:
     ``state_dir`` is where local clusters keep their data and generated credentials (default:
     ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project).
     """
-    from dr.estate.estate import state_dir as default_state_dir
+    from dr.base.stackref import state_dir as default_state_dir
 
     topology = load()
     for key, value in build(topology, state_dir or default_state_dir(topology.name)).items():

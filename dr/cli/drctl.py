@@ -36,7 +36,8 @@ def estate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
 def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
     """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares."""
-    from dr.estate.estate import Estate, load_stack, state_dir
+    from dr.base.stackref import state_dir
+    from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
     from dr.failover.clients import publish_clients
 
@@ -147,7 +148,7 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
     decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
     """
     from dr.base.errors import FailoverError
-    from dr.estate.estate import stack_file, state_dir
+    from dr.base.stackref import stack_file, state_dir
     from dr.failover.lifecycle import make_standby, standby_plan
 
     path, state = stack_file(stack), state_dir(stack)
@@ -217,7 +218,7 @@ def _link_result(result: dict[str, object], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def link_stop_cmd(stack: str, link_name: str, as_json: bool) -> None:
     """Stop the link's MirrorMaker 2; it keeps its positions. `drctl status` exits 4 until it runs again."""
-    from dr.estate.estate import stack_file, state_dir
+    from dr.base.stackref import stack_file, state_dir
     from dr.failover.lifecycle import link_stop
 
     _link_result(link_stop(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
@@ -234,7 +235,7 @@ def link_start_cmd(stack: str, link_name: str, as_json: bool) -> None:
     to the target would be copied a second time. Declare that cluster the next standby instead
     (`drctl estate standby`).
     """
-    from dr.estate.estate import stack_file, state_dir
+    from dr.base.stackref import stack_file, state_dir
     from dr.failover.lifecycle import link_start
 
     _link_result(link_start(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)

@@ -43,7 +43,7 @@ def _shown(*decls: str, **attrs: Any) -> Callable[[FC], FC]:
 
 
 def _paths(stack: str) -> tuple[Path, Path]:
-    from dr.estate.estate import stack_file, state_dir
+    from dr.base.stackref import stack_file, state_dir
 
     return stack_file(stack), state_dir(stack)
 

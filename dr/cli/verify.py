@@ -63,7 +63,7 @@ def stack_endpoint(stack: str, cluster: str) -> Endpoint:
 
 def state_path(stack: str, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
-    from dr.estate.estate import state_dir
+    from dr.base.stackref import state_dir
     from verification.audit import state_file
 
     return state_file(state_dir(stack), link)
@@ -81,7 +81,7 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None if text.strip().lower() == "none" else parse_cutoff(text)
     if not (stack and source and target):
         return None
-    from dr.estate.estate import state_dir
+    from dr.base.stackref import state_dir
     from dr.failover.journal import Journal
     from dr.failover.metrics import utc_text
 

@@ -14,6 +14,8 @@ need. Its fenced ACLs stay as the failover left them.
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.base.pulumi_env import pulumi_command, pulumi_env
+from dr.base.stackref import stack_dir as default_stack_dir
+from dr.base.stackref import stack_file
+from dr.base.stackref import state_dir as default_state_dir
 from dr.topology import NAMESPACE, Topology
+from dr.topology.stackfile import render_stack_config
 
 if TYPE_CHECKING:
     from pulumi.automation import OpType, Stack
@@ -62,9 +69,6 @@ class EstateStack:
         """``stack_dir`` holds ``Pulumi.<stack>.yaml`` (default: the Pulumi project); ``state_dir`` is the
         stack's local state (default ``<state base>/<stack>``). The backend and the passphrase file
         live beside it: ``<state_dir>/../pulumi`` and ``<state_dir>/../passphrase``."""
-        from dr.estate.estate import stack_dir as default_stack_dir
-        from dr.estate.estate import stack_file
-        from dr.estate.estate import state_dir as default_state_dir
 
         self.name = stack
         self.stack_dir = Path(stack_dir or default_stack_dir())
@@ -77,7 +81,6 @@ class EstateStack:
     def _stack(self) -> Stack:
         from pulumi import automation as auto
 
-        from dr.base.pulumi_env import pulumi_command, pulumi_env
         from stacks.program import run
 
         state_dir = self.state_dir
@@ -143,10 +146,6 @@ class EstateStack:
     def preview_of(self, topology: Topology) -> PreviewSummary:
         """``pulumi preview`` of ``topology`` written as the stack file would be — in a scratch copy
         of the stack directory, so neither the stack file nor the state changes."""
-        import shutil
-        import tempfile
-
-        from dr.topology.stackfile import render_stack_config
 
         with tempfile.TemporaryDirectory(prefix="kdr-preview-") as tmp:
             scratch = Path(tmp)

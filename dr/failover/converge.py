@@ -19,11 +19,12 @@ from typing import Any, Protocol
 
 from dr.base.errors import ClusterError
 from dr.estate.estate import Estate, Progress
+from dr.estate.stack import EstateStack
 from dr.failover.metrics import encode_offsets, lag
 from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import Topology, dump_stack_config
+from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
@@ -54,7 +55,6 @@ class PulumiConverger:
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
-        from dr.estate.stack import EstateStack
 
         timings = dict(
             EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(
@@ -101,6 +101,5 @@ def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeou
 
 def read_stack_config(path: Path) -> dict[str, Any]:
     """The ``kafka-dr:`` entries of a stack file, normalised through the topology model."""
-    from dr.topology import load_stack_file
 
     return dump_stack_config(load_stack_file(path))

@@ -33,7 +33,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 import dr.failover.integrity as integrity
 from dr.base.errors import AuthError, ClusterError, ConfigError, FailoverError
-from dr.estate.estate import Estate, Progress, stack_file
+from dr.base.stackref import stack_file
+from dr.estate.estate import Estate, Progress
 from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files, publish_clients
 from dr.failover.health import listening

@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
+from dr.estate.stack import EstateStack
+from dr.runtime.process import pid_alive
+from dr.topology import Engine, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
 
 if TYPE_CHECKING:
     from dr.failover.journal import StackLock
-    from dr.topology import Link, Topology
+    from dr.topology import Link
 
 __all__ = [
     "find_link",
@@ -59,6 +62,8 @@ def journals(state: Path) -> list[dict[str, Any]]:
     The current journal is read with :meth:`dr.failover.journal.Journal.load` (a damaged one is a
     ConfigError); an archived one that cannot be read is left out.
     """
+    # The journal loads the Kafka client (its probe results): only when read, so importing this module
+    # loads neither confluent-kafka nor Pulumi.
     from dr.failover.journal import Journal
 
     found: list[dict[str, Any]] = []
@@ -138,7 +143,6 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
     only), ConfigError when no such link is declared (naming the declared ones) or when either
     end is not a local cluster (naming the tooling that runs it).
     """
-    from dr.topology import Engine
 
     link = next((lk for lk in topology.links if lk.name == name), None)
     if link is None:
@@ -174,7 +178,6 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
 def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]]) -> FailoverError | None:
     """Why ``link`` must not be started again, or None: its source is decommissioned in the stack,
     or the last failover (``history[0]``) failed it over and got as far as stopping the link."""
-    from dr.topology import Role
 
     source = topology.cluster(link.source)
     last = history[0] if history else None
@@ -193,8 +196,6 @@ def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]
 
 # ------------------------------------------------------------------------------------ links (commands)
 def _load(stack_path: Path) -> Topology:
-    from dr.topology import load_stack_file
-
     return load_stack_file(stack_path)
 
 
@@ -323,7 +324,6 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
     ``completed`` — until then its data may hold records recovery still needs (FailoverError).
     A cluster already ``standby`` is not refused (the command then only finishes the convergence).
     """
-    from dr.topology import Role
 
     stack = topology.name
     try:
@@ -365,7 +365,6 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
 
 def standby_topology(topology: Topology, cluster: str) -> Topology:
     """``topology`` with ``cluster``'s role set to ``standby``, validated again (pure)."""
-    from dr.topology import Role, Topology
 
     clusters = [c.model_copy(update={"role": Role.STANDBY}) if c.name == cluster else c for c in topology.clusters]
     return Topology.model_validate(
@@ -387,7 +386,6 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, pre
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
     from dr.estate.estate import Estate
-    from dr.topology import stack_file_diff
 
     stack_path, state = Path(stack_path), Path(state)
     topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
@@ -402,8 +400,6 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, pre
         "stack_file_diff": stack_file_diff(stack_path, desired),
     }
     if preview:
-        from dr.estate.stack import EstateStack
-
         try:
             summary = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview_of(desired)
             plan["pulumi_preview"] = {"changes": summary.changes, "text": summary.text}
@@ -426,9 +422,6 @@ def make_standby(
     (the directory that is gone), ``stopped_pids``, ``seconds`` and ``next``.
     """
     from dr.estate.estate import Estate
-    from dr.estate.stack import EstateStack
-    from dr.runtime.process import pid_alive
-    from dr.topology import write_stack_config
 
     stack_path, state = Path(stack_path), Path(state)
     t0 = time.monotonic()

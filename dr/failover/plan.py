@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dr.base.errors import ClusterError, ConfigError, FailoverError
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
 from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
+from dr.failover.pipeline import already_finished, topologies
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.failover.summary import FailoverSummary, summarize
@@ -35,8 +37,6 @@ def desired_state_diff(stack_path: Path, desired: Topology) -> str:
 
 def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology) -> dict[str, Any]:
     """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
-    from dr.base.errors import DRError
-    from dr.estate.stack import EstateStack
 
     es = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state)
     if not es.exists():
@@ -187,7 +187,6 @@ def plan_failover(
     *, stack: str, stack_path: Path, state: Path, options: FailoverOptions, observe: bool = True
 ) -> FailoverPlan | FinishedPlan:
     """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
-    from dr.failover.pipeline import already_finished, topologies
 
     stack_path, state = Path(stack_path), Path(state)
     journal = Journal.load(state)

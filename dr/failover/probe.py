@@ -25,6 +25,7 @@ import threading
 import time
 from typing import IO, Any
 
+from confluent_kafka import Producer
 from pydantic import BaseModel, ConfigDict
 
 from dr.base.errors import InternalError
@@ -55,8 +56,6 @@ class ProbeResult(BaseModel):
 
 
 def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult | None, str | None]:
-    from confluent_kafka import Producer
-
     outcome: list[tuple[Any, Any]] = []
     producer = Producer(
         endpoint.config(

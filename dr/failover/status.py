@@ -30,6 +30,7 @@ from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
+from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
 from dr.topology.kinds import LinkState
 
@@ -374,7 +375,6 @@ def _cluster_problem(c: ClusterStatus) -> str | None:
 def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     """A link on a Connect cluster: each connector's and task's state (and worker), and ``process``
     ``running`` only when all run."""
-    from dr.runtime.connect_link import ConnectLink, runs
 
     entry.connect = connect
     try:

@@ -33,7 +33,7 @@ from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, wait_until
-from dr.topology.access import CONNECT_USER
+from dr.runtime.reserved import CONNECT_USER
 
 #: The workers' own Kafka principal on their home cluster.
 #: The user of the workers' REST API (HTTP basic auth; not a Kafka principal).

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dr.runtime.reserved import CONNECT_USER
 from dr.topology.model import Cluster, Role, Topology
-from dr.topology.principals import CONNECT_USER
 
 __all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
 

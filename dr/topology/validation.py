@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
+from dr.runtime.reserved import CONNECT_USER
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, Profile, Role
-from dr.topology.principals import CONNECT_USER
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topology

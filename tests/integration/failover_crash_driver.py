@@ -16,7 +16,7 @@ import os
 import sys
 
 from dr.base.errors import DRError
-from dr.estate.estate import stack_file, state_dir
+from dr.base.stackref import stack_file, state_dir
 from dr.failover.pipeline import run_failover
 from dr.failover.steps import FailoverOptions, StepResult
 

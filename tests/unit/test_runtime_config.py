@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka.admin import AclOperation
 
 from dr.base.errors import ClusterError, ConfigError
-from dr.estate.estate import application_acls, stack_file
+from dr.base.stackref import stack_file
+from dr.estate.estate import application_acls
 from dr.kafka.client import Endpoint, cluster_metadata
 from dr.runtime.cluster import ClusterSpec, server_properties
 from dr.runtime.credentials import Credentials

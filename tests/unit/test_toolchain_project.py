@@ -19,8 +19,9 @@ import pytest
 from dr.base.errors import ConfigError
 from dr.base.project import find_project_dir
 from dr.base.pulumi_env import project_dir, state_base
+from dr.base.stackref import stack_dir, stack_file, state_dir
 from dr.base.toolchain import versions
-from dr.estate.estate import load_stack, stack_dir, stack_file, state_dir
+from dr.estate.estate import load_stack
 from tests import REPO_ROOT
 
 
