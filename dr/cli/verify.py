@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dr.base.errors import ConfigError, VerificationFailed
+from dr.base.stackref import StackRef
+from dr.cli.options import STACK
 from dr.kafka.client import Endpoint
 from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 from verification.command import (
@@ -55,18 +57,18 @@ __all__ = [
 
 # ------------------------------------------------------------------------------ stack resolution
 def stack_endpoint(stack: str, cluster: str) -> Endpoint:
-    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.estate.resolve_endpoint`)."""
+    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.estate.resolve_endpoint`): the
+    verification's resolver, which names the stack given with ``--stack`` or recorded in a report."""
     from dr.estate.estate import resolve_endpoint
 
-    return resolve_endpoint(stack, cluster)
+    return resolve_endpoint(StackRef.resolve(stack), cluster)
 
 
-def state_path(stack: str, link: str) -> Path:
+def state_path(ref: StackRef, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
-    from dr.base.stackref import state_dir
     from verification.audit import state_file
 
-    return state_file(state_dir(stack), link)
+    return state_file(ref.made_state_dir(), link)
 
 
 def _cutoff(text: str | None, stack: str | None, source: str | None, target: str | None, quiet: bool) -> int | None:
@@ -81,11 +83,10 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None if text.strip().lower() == "none" else parse_cutoff(text)
     if not (stack and source and target):
         return None
-    from dr.base.stackref import state_dir
     from dr.failover.journal import Journal
     from dr.failover.metrics import utc_text
 
-    journal = Journal.load(state_dir(stack))
+    journal = Journal.load(StackRef.resolve(stack).made_state_dir())
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
         return None
     ms = journal.cutoff_ms()
@@ -244,7 +245,7 @@ def recover(
 
 # -------------------------------------------------------------------------------------- audit
 def audit_link(
-    stack: str,
+    ref: StackRef,
     link_name: str,
     *,
     reset: bool = False,
@@ -253,13 +254,14 @@ def audit_link(
     first_run: str = "auto",
     master: str | None = None,
 ) -> AuditResult:
-    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all,
+    """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`)."""
     from dr.estate.estate import Estate
     from verification.audit import audit_endpoints
 
     started = time.monotonic()
-    estate = Estate.for_stack(stack)
+    stack = ref.name
+    estate = Estate.for_stack(ref)
     link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
     if link is None:
         raise ConfigError(
@@ -269,7 +271,7 @@ def audit_link(
     return audit_endpoints(
         estate.endpoint(link.source),
         estate.endpoint(link.target),
-        path=state_path(stack, link.name),
+        path=state_path(ref, link.name),
         stack=stack,
         link=link.name,
         source_cluster=link.source,
@@ -285,7 +287,7 @@ def audit_link(
 
 
 def audit_stack(
-    stack: str,
+    ref: StackRef,
     links: list[str] | None = None,
     *,
     reset: bool = False,
@@ -296,12 +298,11 @@ def audit_stack(
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
     from dr.estate.estate import Estate
 
-    names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
+    stack = ref.name
+    names = links or [lk.name for lk in Estate.for_stack(ref).topology.links]
     if not names:
         raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
-    return [
-        audit_link(stack, name, reset=reset, progress=progress, first_run=first_run, master=master) for name in names
-    ]
+    return [audit_link(ref, name, reset=reset, progress=progress, first_run=first_run, master=master) for name in names]
 
 
 def _age(seconds: float | None) -> str:
@@ -337,7 +338,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
 
 
 @click.command("audit")
-@click.option("--stack", required=True, help="Stack whose links to audit.")
+@click.option("--stack", "ref", type=STACK, required=True, help="Stack whose links to audit.")
 @click.option("--link", "links", multiple=True, help="Link to audit (repeatable); default: every link of the stack.")
 @click.option(
     "--every",
@@ -369,7 +370,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @exit_codes
 def audit(
-    stack: str,
+    ref: StackRef,
     links: tuple[str, ...],
     every: float | None,
     reset: bool,
@@ -392,7 +393,7 @@ def audit(
     try:
         while True:
             results = audit_stack(
-                stack, list(links) or None, reset=reset, progress=progress, first_run=first_run, master=master
+                ref, list(links) or None, reset=reset, progress=progress, first_run=first_run, master=master
             )
             reset = False
             missing = sum(r.missing for r in results)

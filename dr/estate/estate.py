@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
-from dr.base.stackref import stack_file, state_dir
+from dr.base.stackref import StackRef
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import partition_lag
@@ -67,9 +67,9 @@ class EstateStatus(TypedDict):
     links: list[LinkStatus]
 
 
-def load_stack(stack: str) -> Topology:
+def load_stack(stack: StackRef) -> Topology:
     """The validated topology of a stack."""
-    return load_stack_file(stack_file(stack))
+    return load_stack_file(stack.existing_stack_file())
 
 
 @dataclass
@@ -84,9 +84,9 @@ class Estate:
         self.credentials = Credentials(self.state)
 
     @classmethod
-    def for_stack(cls, stack: str) -> Estate:
+    def for_stack(cls, stack: StackRef) -> Estate:
         """The estate of ``Pulumi.<stack>.yaml``."""
-        return cls(load_stack(stack), state_dir(stack))
+        return cls(load_stack(stack), stack.made_state_dir())
 
     # ---------------------------------------------------------------- lookups
     def local_cluster(self, name: str) -> LocalCluster:
@@ -239,7 +239,7 @@ class Estate:
         return {"stack": self.topology.name, "clusters": clusters, "links": links}
 
 
-def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
+def resolve_endpoint(stack: StackRef, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
     """Bootstrap and credentials of ``cluster_name`` in ``stack`` (used by ``drctl verify``)."""
     return Estate.for_stack(stack).endpoint(cluster_name, user)
 

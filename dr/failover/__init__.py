@@ -3,11 +3,12 @@
 Public API (each name from its module, so that importing one of them — e.g. the lifecycle behind
 ``drctl link`` — loads neither Pulumi nor the Kafka client)::
 
+    from dr.base.stackref import StackRef
     from dr.failover.pipeline import run_failover
     from dr.failover.steps import FailoverOptions
 
-    summary = run_failover(stack="local", stack_path=path, state=state_dir,
-                           options=FailoverOptions(mode="planned"), progress=print)
+    stack = StackRef.resolve("local")   # which stack: name, stack file, state directory, backend
+    summary = run_failover(stack, options=FailoverOptions(mode="planned"), progress=print)
     summary.rto_s, summary.a_b_c_s, summary.steps, summary.verdict   # a FailoverSummary
 
 Results are pydantic models — :class:`~dr.failover.summary.FailoverSummary`,

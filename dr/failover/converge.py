@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dr.base.errors import ClusterError
+from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress
 from dr.estate.stack import EstateStack
 from dr.failover.metrics import encode_offsets, lag
@@ -47,21 +48,15 @@ class PulumiConverger:
 
     name = "pulumi"
 
-    def __init__(self, stack: str, stack_path: Path, state: Path, *, catch_up_timeout: float = 120.0) -> None:
+    def __init__(self, stack: StackRef, *, catch_up_timeout: float = 120.0) -> None:
         self.stack = stack
-        self.stack_path = Path(stack_path)
-        self.state = Path(state)
         self.catch_up_timeout = catch_up_timeout
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
 
-        timings = dict(
-            EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(
-                topology, progress=progress
-            )
-        )
-        estate = Estate(topology, self.state)
+        timings = dict(EstateStack(self.stack).up(topology, progress=progress))
+        estate = Estate(topology, self.stack.state_dir)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
             if not topology.both_local(link):

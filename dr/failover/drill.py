@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 import dr.failover.integrity as integrity
 from dr.base.errors import AuthError, ClusterError, ConfigError, FailoverError
-from dr.base.stackref import stack_file
+from dr.base.stackref import StackRef, stack_file
 from dr.estate.estate import Estate, Progress
 from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files, publish_clients
@@ -574,9 +574,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
         roles = Roles.of(seen[0])
         A, B = roles.source.name, roles.target.name
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
-        result["provision_s"] = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
-            seen[0], progress=progress
-        )
+        result["provision_s"] = EstateStack(StackRef(stack, stack_path.parent, state)).up(seen[0], progress=progress)
         publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
         for number in range(1, options.cycles + 1):
             if number > 1:
@@ -584,7 +582,9 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> di
 
                 old = result["cycles"][-1]["source"]
                 progress(f"drill: declaring {old}, wiped, as the next standby (`drctl estate standby`)")
-                result["cycles"][-1]["standby_rebuild"] = make_standby(stack, stack_path, state, old, progress)
+                result["cycles"][-1]["standby_rebuild"] = make_standby(
+                    StackRef(stack, stack_path.parent, state), old, progress
+                )
             topology = load_stack_file(stack_path)
             seen.append(topology)
             cycle = _cycle(options, stack_path, state, topology, number, progress)
@@ -656,7 +656,7 @@ def _cycle(
             mode="json", include={"status", "rto_s", "a_b_c_s", "rpo_estimate"}
         )
         summary = _prove_and_recover(options, stack_path, state, estate, traffic, holdings, summary, result, progress)
-        preview = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview()
+        preview = EstateStack(StackRef(stack, stack_path.parent, state)).preview()
         result["preview_after_failover"] = preview.changes
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
@@ -789,7 +789,7 @@ def _teardown(stack: str, stack_path: Path, state: Path, topologies: tuple[Any, 
     """``pulumi destroy`` of the drill's stack; should it fail, stop every process the drill's
     topologies name anyway, so that no JVM outlives the drill."""
     try:
-        EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).destroy(progress)
+        EstateStack(StackRef(stack, stack_path.parent, state)).destroy(progress)
         return
     except Exception as exc:  # noqa: BLE001 - teardown must go on
         progress(f"drill: `pulumi destroy` failed ({str(exc).splitlines()[0]}); stopping the processes directly")
@@ -809,7 +809,7 @@ def _failover(
     """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
     try:
         return run_failover(
-            stack=stack, stack_path=stack_path, state=state, options=options, progress=progress, on_step=on_step
+            StackRef(stack, stack_path.parent, state), options=options, progress=progress, on_step=on_step
         )
     except FailoverError as exc:
         journal = Journal.load(state)

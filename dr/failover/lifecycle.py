@@ -29,6 +29,7 @@ from dr.runtime.process import pid_alive
 from dr.topology import Engine, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
 
 if TYPE_CHECKING:
+    from dr.base.stackref import StackRef
     from dr.failover.journal import StackLock
     from dr.topology import Link
 
@@ -210,7 +211,7 @@ def _locked(state: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Stop the MirrorMaker 2 process of link ``name`` (its positions stay on the target); return what was done.
 
     The stack still declares the link: ``drctl status`` then exits non-zero until it runs again
@@ -218,7 +219,7 @@ def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Pr
     """
     from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"stop link {name}")
     try:
@@ -270,7 +271,7 @@ def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) 
     )
 
 
-def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Start the MirrorMaker 2 process of link ``name`` again; return what was done.
 
     It resumes from the positions it had reached (kept on the target). Refused: a link the
@@ -279,7 +280,7 @@ def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: P
     """
     from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"start link {name}")
     try:
@@ -382,12 +383,12 @@ def _standby_inputs(stack_path: Path, state: Path, cluster: str) -> tuple[Topolo
     return topology, standby_topology(topology, cluster), topology.cluster(cluster).role.value
 
 
-def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, preview: bool = True) -> dict[str, Any]:
+def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[str, Any]:
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
     from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
     local = Estate(topology, state).local_cluster(cluster)
     plan: dict[str, Any] = {
@@ -401,16 +402,14 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, pre
     }
     if preview:
         try:
-            summary = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview_of(desired)
+            summary = EstateStack(ref).preview_of(desired)
             plan["pulumi_preview"] = {"changes": summary.changes, "text": summary.text}
         except DRError as exc:
             plan["pulumi_preview"] = {"error": exc.problem}
     return plan
 
 
-def make_standby(
-    stack: str, stack_path: Path, state: Path, cluster: str, progress: Progress = _quiet
-) -> dict[str, Any]:
+def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Wipe the decommissioned local cluster ``cluster`` and declare it the stack's next standby.
 
     Checks :func:`standby_refusal`; rewrites the cluster's role to ``standby`` in the stack file
@@ -423,7 +422,7 @@ def make_standby(
     """
     from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"declare cluster {cluster} standby")
     try:
@@ -436,7 +435,7 @@ def make_standby(
             + ("" if changed else " (already written)")
         )
         progress(f"cluster {cluster}: `pulumi up` deletes its cluster resource (processes stopped, data removed)")
-        timings = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(desired, progress=progress)
+        timings = EstateStack(ref).up(desired, progress=progress)
         removed_by = "pulumi up"
         if local.dir.exists() or local.running_nodes():
             # The stack's state did not hold the cluster (e.g. started outside Pulumi): remove it here.

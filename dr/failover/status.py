@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.failover.health import ClusterHealth, cluster_health
 from dr.failover.journal import Journal
@@ -219,10 +220,9 @@ class StatusReport(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def status_report(
-    *, stack: str, stack_path: Path, state: Path, isr: bool = False, snapshot: bool = True
-) -> StatusReport:
-    """The status of ``stack`` (see the module doc)."""
+def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) -> StatusReport:
+    """The status of the stack ``ref`` (see the module doc)."""
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
     seen = _Seen()

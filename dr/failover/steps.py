@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 import dr.failover.integrity as integrity
 from dr.base.errors import AuthError, ClusterError, FailoverError
+from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress, application_acls
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, write_stack_config
@@ -102,9 +103,8 @@ class StepResult(BaseModel):
 class Context:
     """Everything a step needs. ``original`` is the topology before the failover (from the journal)."""
 
-    stack: str
-    stack_path: Path
-    state: Path
+    ref: StackRef
+    """Which stack: its name, stack file and state directory."""
     original: Topology
     desired: Topology
     mode: str
@@ -112,6 +112,21 @@ class Context:
     journal: Journal
     converger: Converger
     progress: Progress
+
+    @property
+    def stack(self) -> str:
+        """The stack's name."""
+        return self.ref.name
+
+    @property
+    def stack_path(self) -> Path:
+        """The stack file (``Pulumi.<stack>.yaml``) the failover rewrites."""
+        return self.ref.stack_file
+
+    @property
+    def state(self) -> Path:
+        """The stack's state directory (journal, snapshots, client files)."""
+        return self.ref.state_dir
 
     @cached_property
     def roles(self) -> Roles:

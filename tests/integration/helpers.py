@@ -75,11 +75,12 @@ def _poll_into(consumer: Consumer, keys: list[str]) -> int:
 
 def teardown_stack(stack: str, original, state) -> None:  # noqa: ANN001 - Topology, Path
     """`pulumi destroy` of a test stack; then stop whatever either side of a failover left running."""
+    from dr.base.stackref import StackRef, stack_dir
     from dr.estate.estate import Estate
     from dr.estate.stack import EstateStack
 
     try:
-        EstateStack(stack, state_dir=state).destroy()
+        EstateStack(StackRef(stack, stack_dir(), state)).destroy()
     finally:
         for topology in (original.after_failover(), original):
             estate = Estate(topology, state)

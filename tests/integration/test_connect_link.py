@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from dr.base.errors import ClusterError
+from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.converge import wait_copied
@@ -46,7 +47,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Ite
         d, STACK, ports[:3], one_broker=("A", "B", "C"), example="Pulumi.local-connect.yaml", connect_ports=ports[3:]
     )
     e = StackEnv(d, STACK)
-    with provisioned(e, up=lambda: EstateStack(STACK).up(load_stack_file(e.stack_file))):
+    with provisioned(e, up=lambda: EstateStack(StackRef.resolve(STACK)).up(load_stack_file(e.stack_file))):
         yield e
 
 

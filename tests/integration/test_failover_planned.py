@@ -19,6 +19,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
+from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
@@ -51,7 +52,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, i
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            EstateStack(STACK).up(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"))
+            EstateStack(StackRef.resolve(STACK)).up(
+                load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml")
+            )
             yield env
         finally:  # A, B and C, whatever the tests left running
             _teardown(STACK, original, state)

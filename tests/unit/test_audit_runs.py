@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from dr.base.errors import ConfigError
+from dr.base.stackref import StackRef
 from dr.cli import verify as verify_commands
 from dr.cli.verify import audit as audit_cmd
 from verification import audit as audit_mod
@@ -72,7 +73,7 @@ class FakeLink:
             )
 
             @classmethod
-            def for_stack(cls, _stack: str) -> Estate:
+            def for_stack(cls, _stack: StackRef) -> Estate:
                 return cls()
 
             def endpoint(self, name: str) -> str:
@@ -96,7 +97,7 @@ def link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeLink:
 
 
 def run(**kw: object) -> audit_mod.AuditResult:
-    return verify_commands.audit_link("s", "A-to-B", **kw)
+    return verify_commands.audit_link(StackRef.resolve("s"), "A-to-B", **kw)
 
 
 def test_three_runs_in_flight_then_missing_reads_only_new_data(link: FakeLink) -> None:

@@ -19,6 +19,7 @@ import yaml
 
 from dr import cli
 from dr.base.errors import ClusterError, ConfigError, FailoverError, TopologyError
+from dr.base.stackref import StackRef
 from dr.failover.health import ClusterHealth
 from dr.failover.journal import Journal, StackLock
 from dr.failover.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
@@ -443,7 +444,7 @@ def test_status_of_a_stack_not_provisioned_lists_its_problems(
     from dr.failover.status import status_report
 
     path = _write(env, "life", LOCAL_DOC)
-    report = status_report(stack="life", stack_path=path, state=tmp_path / "state" / "life")
+    report = status_report(StackRef.of_file(path, tmp_path / "state" / "life"))
     assert set(report.to_json()) == {
         "stack",
         "failover_done",

@@ -19,7 +19,7 @@ import pytest
 from dr.base.errors import ConfigError
 from dr.base.project import find_project_dir
 from dr.base.pulumi_env import project_dir, state_base
-from dr.base.stackref import stack_dir, stack_file, state_dir
+from dr.base.stackref import StackRef, stack_dir, stack_file, state_dir
 from dr.base.toolchain import versions
 from dr.estate.estate import load_stack
 from tests import REPO_ROOT
@@ -45,7 +45,7 @@ def test_the_project_is_found_from_a_subdirectory(project: Path, monkeypatch: py
     assert stack_file("local") == project / "Pulumi.local.yaml"
     assert state_base() == project / ".state"
     assert state_dir("local") == project / ".state" / "local" and (project / ".state" / "local").is_dir()
-    assert load_stack("local").name == "local"
+    assert load_stack(StackRef.resolve("local")).name == "local"
 
 
 def test_no_project_is_bad_input_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
