@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 
-from dr.base.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
+from dr.base.errors import (
+    EXIT_INTERRUPTED,
+    ClusterError,
+    ConfigError,
+    DRError,
+    FailoverError,
+    InternalError,
+    exit_codes_help,
+)
 from dr.base.stackref import StackRef
-from dr.cli.failover import progress
+from dr.cli.failover import failover_commands, progress
 from dr.cli.options import STACK
+from dr.cli.verify import verification_commands
 
 
 def _printed_json(value: object, as_json: bool) -> bool:
@@ -61,7 +71,6 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
 @click.option("--expect-no-changes", is_flag=True, help="Exit 4 when the preview proposes any change.")
 def estate_preview(ref: StackRef, refresh: bool, expect_no_changes: bool) -> None:
     """`pulumi preview` of the stack: what an `up` would change now."""
-    from dr.base.errors import ClusterError
     from dr.estate.stack import EstateStack
 
     stack = ref.name
@@ -80,7 +89,6 @@ def estate_preview(ref: StackRef, refresh: bool, expect_no_changes: bool) -> Non
 def estate_start(ref: StackRef, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
-    from dr.base.errors import ClusterError
     from dr.estate.estate import Estate
     from dr.failover.drill import restart
 
@@ -152,7 +160,6 @@ def estate_standby(ref: StackRef, cluster_name: str, dry_run: bool, yes: bool, a
     completed — its data may hold records recovery still needs — or when the cluster is not
     decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
     """
-    from dr.base.errors import FailoverError
     from dr.failover.lifecycle import make_standby, standby_plan
 
     stack = ref.name
@@ -286,8 +293,6 @@ def toolchain_cmd(as_json: bool) -> None:
 
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
-    from dr.cli.failover import failover_commands
-    from dr.cli.verify import verification_commands
 
     for command in [*failover_commands(), *verification_commands()]:
         cli.add_command(command)
@@ -304,7 +309,6 @@ def main(argv: list[str] | None = None) -> None:
     and one paragraph naming the exception and the 0600 file holding its traceback (printed as
     well with ``KDR_DEBUG=1``), never the traceback itself or a secret.
     """
-    import os
 
     try:
         cli.main(args=argv, standalone_mode=False)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.errors import FailoverError
 from dr.estate.estate import Progress
+from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 
 __all__ = ["CLASSES", "Verdict", "missing_records", "recover", "verify"]
@@ -129,9 +130,8 @@ def verify(
 
 def _topics_to_verify(source: Endpoint, target: Endpoint, topics: list[str]) -> list[str] | None:
     """The topics the job gets (on the source, or with records on the target); None when no topic holds a record."""
-    from dr.kafka.offsets import end_offsets
 
-    ends = [end_offsets(source, topics), end_offsets(target, topics)]
+    ends = [offsets.end_offsets(source, topics), offsets.end_offsets(target, topics)]
     with_records = {t for side in ends for (t, _p), n in side.items() if n}
     if not with_records:
         return None
