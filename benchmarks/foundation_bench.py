@@ -18,10 +18,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from dr.offsets import partition_lag
-from dr.perf import consumer_perf, producer_perf
+from dr.kafka.offsets import partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from dr.runtime.perf import consumer_perf, producer_perf
 from dr.runtime.process import wait_until
 
 

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import yaml
 
-from dr.pulumi_env import pulumi_env
+from dr.base.pulumi_env import pulumi_env
+from dr.base.toolchain import toolchain
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.toolchain import toolchain
 
 BASE = 29100
 #: The clone this benchmark runs from: its Pulumi.yaml, example stack and stacks/ program are copied.

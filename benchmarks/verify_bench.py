@@ -242,7 +242,7 @@ def replicate(
 ) -> float:
     """Run MirrorMaker 2 from ``source`` to ``target`` until the target topic holds ``expected``
     records, then stop it; return the records/s it replicated at."""
-    from dr.offsets import end_offsets
+    from dr.kafka.offsets import end_offsets
     from dr.runtime.mirrormaker import MirrorMaker
 
     # the contenders' consumer groups are not the benchmark's business: leave them on A
@@ -566,8 +566,8 @@ def main() -> int:
     ap.add_argument("--reports", type=Path, help="copy each profile's verification report here")
     args = ap.parse_args()
 
+    from dr.base.toolchain import toolchain
     from dr.runtime.cluster import ClusterSpec, LocalCluster
-    from dr.toolchain import toolchain
 
     tc = toolchain()
     work = Path(tempfile.mkdtemp(prefix="kdr-bench-"))

@@ -3,7 +3,7 @@
 Public API is curated here; submodules prefixed with ``_`` are private.
 """
 
-from dr.errors import DRError
+from dr.base.errors import DRError
 
 __all__ = ["DRError"]
 __version__ = "0.1.0"

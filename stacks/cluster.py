@@ -16,7 +16,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kafka as kafka
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.topology import Cluster, Kind
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 

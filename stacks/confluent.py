@@ -42,7 +42,7 @@ import pulumi
 import pulumi_confluentcloud as confluentcloud
 import pulumi_kafka as kafka
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.topology.model import Cluster, Confluent, Engine, Kind, Link, LinkState, Topology
 
 __all__ = [

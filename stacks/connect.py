@@ -27,7 +27,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from dr.errors import TopologyError
+from dr.base.errors import TopologyError
 from dr.runtime.connect_link import wait_running
 from dr.topology import ConnectCluster, Link, Topology
 
@@ -65,7 +65,7 @@ def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.c
 
 
 def _start_workers(props: dict[str, Any]) -> dict[str, Any]:
-    from dr.errors import DRError
+    from dr.base.errors import DRError
 
     connect = local_connect_runtime(props)
     try:
@@ -144,9 +144,9 @@ class LocalConnectWorkers(Resource):
 # ---------------------------------------------------------------------------------------- connectors
 
 
-def connect_rest(props: dict[str, Any]):  # noqa: ANN201 - dr.connect_rest.ConnectRest
+def connect_rest(props: dict[str, Any]):  # noqa: ANN201 - dr.kafka.connect_rest.ConnectRest
     """A REST client for the Connect cluster a connector resource names (local: generated credentials)."""
-    from dr.connect_rest import ConnectRest
+    from dr.kafka.connect_rest import ConnectRest
 
     if props.get("local"):
         return local_connect_runtime(props["workers_props"]).rest()
@@ -269,7 +269,7 @@ class ConnectMirrorLink(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ConnectMirrorLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:ConnectMirrorLink", name, None, opts)
-        from dr.connect_config import connector_configs
+        from dr.topology.connect_config import connector_configs
 
         connect = args.topology.link_connect(args.link)
         if connect is None:

@@ -45,7 +45,7 @@ def _outs(props: dict[str, Any], running: bool) -> dict[str, Any]:
 
 def _start(props: dict[str, Any], *, fresh: bool) -> None:
     """Start the cluster; on failure stop what started and (when ``fresh``) remove its data."""
-    from dr.errors import DRError
+    from dr.base.errors import DRError
 
     cluster = _runtime(props)
     try:

@@ -56,7 +56,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
 
 
 def _start(props: dict[str, Any]) -> dict[str, Any]:
-    from dr.errors import DRError
+    from dr.base.errors import DRError
 
     mirror = _runtime(props)
     try:

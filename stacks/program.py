@@ -1,7 +1,7 @@
 """The estate as one Pulumi program: read and validate the topology, build the components, export.
 
 :func:`run` is both the body of ``stacks/__main__.py`` (``pulumi up`` from the repository root) and
-the inline program ``drctl`` runs through the Automation API (:mod:`dr.stack`), so there is one
+the inline program ``drctl`` runs through the Automation API (:mod:`dr.estate.stack`), so there is one
 way the estate is provisioned and changed.
 
 What each role gets:
@@ -19,7 +19,9 @@ from typing import Any
 import pulumi
 from pydantic.alias_generators import to_camel
 
-from dr.errors import DRError
+from dr.base.errors import ConfigError, DRError
+from dr.base.stackref import state_dir as default_state_dir
+from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER
 from dr.topology.stackconfig import CONFIG_KEYS
@@ -52,7 +54,6 @@ def load() -> Topology:
 def _refuse_plaintext_secrets(topology: Topology) -> None:
     """A password written in plain text in the stack file is refused here as by every ``drctl``
     command: the engine marks a config key secret when any value inside it is ``secure:``."""
-    from dr.errors import ConfigError
 
     plain = [
         path
@@ -86,10 +87,8 @@ def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[
 
 def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
     if cluster.is_local:
-        from dr.runtime.credentials import ADMIN_USER
-
         return ADMIN_USER, credentials.password(ADMIN_USER)
-    from dr.estate import external_endpoint
+    from dr.topology.external import external_endpoint
 
     ep = external_endpoint(cluster)
     return ep.username, ep.password
@@ -97,12 +96,9 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
 
 def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     """Register every resource of ``topology``; return what the stack exports."""
-    from dr.runtime.credentials import Credentials
 
     credentials = Credentials(state_dir)
     if any(c.is_local for c in topology.clusters):
-        from dr.runtime.credentials import ADMIN_USER, BROKER_USER
-
         for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers
             credentials.password(user)
     passwords = _passwords(topology, credentials)
@@ -235,7 +231,6 @@ def run(state_dir: Path | None = None) -> None:
     ``state_dir`` is where local clusters keep their data and generated credentials (default:
     ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project).
     """
-    from dr.estate import state_dir as default_state_dir
 
     topology = load()
     for key, value in build(topology, state_dir or default_state_dir(topology.name)).items():

@@ -13,7 +13,7 @@ Modules: :mod:`~verification.sources` (read a side), :mod:`~verification.fingerp
 checksums, JVM built-ins + Python reference), :mod:`~verification.compare` (two-pass multiset
 comparison), :mod:`~verification.report` (JSON, HTML, Parquet), :mod:`~verification.recover`
 (replay), :mod:`~verification.job` (entry point, also for ``spark-submit``), :mod:`~verification.command`
-(the options ``drctl verify`` — :mod:`dr.verify_commands` — shares with the submitted job).
+(the options ``drctl verify`` — :mod:`dr.cli.verify` — shares with the submitted job).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from dr.kafka_client import Endpoint
+from dr.kafka.client import Endpoint
 from verification.sources import bounds_to_ranges, kafka_bounds, read_kafka
 
 __all__ = ["ARCHIVE_SCHEMA", "archive_kafka", "write_records"]

@@ -46,9 +46,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from dr import kafka_client
-from dr.errors import ClusterError, ConfigError, LockHeld
-from dr.kafka_client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
+from dr.base.errors import ClusterError, ConfigError, LockHeld
+from dr.kafka import client as kafka_client
+from dr.kafka.client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
+from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE, first_run_on_spark
 from verification.audit_state import (
     AuditState,
     Fingerprint,
@@ -304,7 +305,7 @@ def audit_endpoints(
     master: str | None = None,
 ) -> AuditResult:
     """One audit run of the link ``source_cluster`` → ``target_cluster`` reached at ``src_ep`` / ``dst_ep``,
-    its memory in ``path`` (``drctl audit`` — :func:`dr.verify_commands.audit_link` — resolves a stack's
+    its memory in ``path`` (``drctl audit`` — :func:`dr.cli.verify.audit_link` — resolves a stack's
     link into these; the benchmark passes them directly).
 
     The steps, under the state file's lock: load the state (or start one), fix the offsets now, read
@@ -399,7 +400,6 @@ def _read_on_spark(
 
     Topics the verification left out as empty keep the offsets fixed in ``now`` (earlier than its
     own): the next run reads them from there."""
-    from verification.audit_spark import first_run_on_spark
 
     progress(
         f"{state.link}: first (full) audit on Spark ({master or 'local'}): verifying every record of "
@@ -412,6 +412,7 @@ def _read_on_spark(
         master=master,
         progress=progress,
         names=(state.source_cluster, state.target_cluster),
+        read_back=lambda ranges: read_fingerprints(endpoints[0], ranges),
     )
     compared = {t for t, _p in run.src_now}
     src_now = {**{k: v for k, v in now[0].items() if k[0] not in compared}, **run.src_now}
@@ -430,7 +431,6 @@ def _ends(now: dict[tuple[str, int], tuple[int, int]]) -> dict[str, dict[int, in
 
 def _first_on_spark(first_run: str, now: tuple[dict[tuple[str, int], tuple[int, int]], ...]) -> bool:
     """``auto``: Spark when the first run reads more than :data:`SPARK_FIRST_ABOVE` offsets (both sides)."""
-    from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 
     if first_run not in FIRST_RUN_CHOICES:
         raise ConfigError(f"--first-run {first_run!r} is not one of {', '.join(FIRST_RUN_CHOICES)}.", "pick one")

@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dr.kafka_client import Endpoint
+from dr.kafka.client import Endpoint
 from verification.audit_state import Fingerprint, Increment, Offsets, split_by_frontier
+from verification.cluster import kafka_bounds
+from verification.report import OFFENDING_DIR
+from verification.sides import KafkaSide
 
 __all__ = [
     "FIRST_RUN_CHOICES",
@@ -131,8 +134,6 @@ def _now(offsets: dict[str, dict[str, dict[str, int]]]) -> Now:
 
 
 def _newest(endpoint: Endpoint, topics: list[str]) -> int:
-    from verification.cluster import kafka_bounds
-
     return max((b.max_ts for ps in kafka_bounds(endpoint, topics).values() for b in ps.values()), default=-1)
 
 
@@ -145,15 +146,17 @@ def first_run_on_spark(
     master: str | None,
     progress: Reporter,
     names: tuple[str, str],
+    read_back: Callable[[dict[str, dict[int, tuple[int, int]]]], list[Fingerprint]],
 ) -> SparkFirstRun:
-    """Verify ``topics`` of the link on Spark and derive the first audit's bounds, residue and frontier."""
+    """Verify ``topics`` of the link on Spark and derive the first audit's bounds, residue and frontier.
+
+    ``read_back`` returns the source's fingerprints of ``{topic: {partition: (start, end)}}`` (the
+    audit's own reader), which the frontier is read back with."""
+    # Loaded here, not at the top: the audit's Python runs must not pay for pyspark and pyarrow.
     import pyarrow.parquet as pq
 
-    from verification.audit import read_fingerprints
     from verification.job import run_verification
-    from verification.report import OFFENDING_DIR
     from verification.session import DEFAULT_MASTER
-    from verification.sides import KafkaSide
 
     shutil.rmtree(report_dir, ignore_errors=True)
     report_dir.mkdir(mode=0o700, parents=True)
@@ -174,7 +177,7 @@ def first_run_on_spark(
     read_source = sum(int(v["source_compared"]) for v in per_topic)
     read_target = sum(int(v["target_compared"]) for v in per_topic)
     progress(f"first audit on Spark: reading back the end of {len(src_now):,} source partitions for the frontier")
-    frontier = frontier_outside(lambda r: read_fingerprints(src_ep, r), src_now, src_res)
+    frontier = frontier_outside(read_back, src_now, src_res)
     missing, in_flight = split_by_frontier(src_res, frontier)
     inc = Increment(
         matched=read_source - len(src_res),

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 
 __all__ = [
     "STATE_VERSION",

@@ -22,12 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from dr.toolchain import kdr_home, toolchain
+from dr.base.toolchain import kdr_home, toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
 
@@ -104,7 +105,6 @@ def discard(jars: list[str]) -> None:
 
 def build(force: bool = False) -> Path | None:
     """Build the archive for the current toolchain unless it exists; return its path (None on failure)."""
-    import subprocess
 
     path = archive_path([str(p) for p in toolchain().spark_kafka_jars])  # the jars the driver loads
     if usable(path) and not force:

@@ -7,10 +7,10 @@ from typing import Any
 from confluent_kafka import Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from dr import kafka_client
-from dr.errors import ClusterError
-from dr.kafka_client import Endpoint
-from dr.offsets import list_offsets, partitions_of
+from dr.base.errors import ClusterError
+from dr.kafka import client as kafka_client
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import list_offsets, partitions_of
 from verification.sides import PartitionBounds, SideBounds
 
 __all__ = [

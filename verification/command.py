@@ -2,9 +2,9 @@
 command line: the options naming the sides and the run, error → exit code, and the printed result.
 
 Stack-free on purpose: resolving a stack's cluster is the ``drctl`` layer's job
-(:mod:`dr.verify_commands`), which adds ``--stack`` to these options.
+(:mod:`dr.cli.verify`), which adds ``--stack`` to these options.
 
-Exit codes (from :mod:`dr.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
+Exit codes (from :mod:`dr.base.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
 2 bad input (``ConfigError``) · 3 toolchain missing · 4 cluster unreachable or a read/write failed
 (``ClusterError``) · 5 credentials refused (``AuthError``). Progress goes to stderr, the result to
 stdout (``--json`` for machines). Passwords are never printed.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from dr.errors import ConfigError, DRError
+from dr.base.errors import ConfigError, DRError
 from verification.classes import CLASSES
 from verification.endpoints import StackResolver, resolve_side
 from verification.progress import Progress

@@ -38,7 +38,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from dr.kafka_client import PROBE_KEY
+from dr.kafka.client import PROBE_KEY
 from verification.classes import CLASSES
 from verification.fingerprint import record_hash_col
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dr.errors import ConfigError
-from dr.kafka_client import Endpoint
+from dr.base.errors import ConfigError
+from dr.kafka.client import Endpoint
 from verification.sides import ArchiveSide, KafkaSide, Side
 
 __all__ = ["StackResolver", "endpoint_from_file", "load_credentials", "parse_cutoff", "resolve_side"]

@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, StateIdentity, load_state, match_increment
 from verification.classes import CLASSES
 from verification.progress import Reporter, quiet
@@ -396,7 +396,7 @@ def _plan_from_state(
     Raises :class:`_Fallback` when there is no usable state, it was audited after the cut-off, or
     reading everything again is faster.
     """
-    from dr import kafka_client
+    from dr.kafka import client as kafka_client
     from verification.audit import _offsets, _topics, cluster_id
 
     if not state_file.exists():

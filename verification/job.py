@@ -49,7 +49,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from dr.errors import ConfigError, DRError, exit_codes_by_code
+from dr.base.errors import ConfigError, DRError, exit_codes_by_code
 from verification.command import (
     NAME_OPTIONS,
     RUN_OPTIONS,

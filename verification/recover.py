@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import SILENT, Endpoint, admin_client, kafka_errors, raise_kafka_error
+from dr.base.errors import ClusterError, ConfigError
+from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors, raise_kafka_error
 from verification.cluster import cluster_metadata, offset_ranges
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from verification.classes import CLASSES
 
 if TYPE_CHECKING:  # matplotlib is imported when a chart is drawn

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dr.errors import ConfigError, VerificationFailed
+from dr.base.errors import ConfigError, VerificationFailed
 from verification.classes import CLASSES, totals_of
 from verification.report import OFFENDING_DIR, iso, utc_text
 from verification.sides import Side

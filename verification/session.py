@@ -7,7 +7,7 @@ archive stays a driver-only option, and the executors take Spark's defaults (``s
 1g, every core of their worker) unless ``extra`` or the Spark configuration says otherwise. The master
 is checked with a TCP connection before the driver starts, and the first executor is awaited for a
 bounded time: an unreachable master, one that refuses the application, or a cluster without room for
-an executor is a :class:`~dr.errors.ClusterError` naming the master, never a hang.
+an executor is a :class:`~dr.base.errors.ClusterError` naming the master, never a hang.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.errors import ClusterError, ConfigError
-from dr.toolchain import toolchain
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.toolchain import toolchain
+from verification.class_archive import crashed_on_archive, discard, java_options
 
 if TYPE_CHECKING:  # pyspark is imported when a session is built, not by the command line's start-up
     from pyspark.sql import SparkSession
@@ -235,8 +236,6 @@ def _launch(
     java_opts = [o for o in [_log4j_option(), "-XX:+UseParallelGC", *driver_options] if o]
     archive_opts: list[str] = []
     if use_archive and not submitted:
-        from verification.class_archive import java_options
-
         archive_opts = java_options(jars)
     return _Launch(
         master=master,
@@ -261,7 +260,6 @@ def _start(launch: _Launch) -> SparkSession:
     except Exception as exc:  # a damaged archive can stop the JVM before it says hello
         if not launch.archive_opts or "JAVA_GATEWAY_EXITED" not in str(exc):
             raise
-        from verification.class_archive import crashed_on_archive, discard
 
         # Only a JVM that crashed mapping the archive condemns it; one that exited for another
         # reason (a machine under load, a killed parent) leaves it for the next start.

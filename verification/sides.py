@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dr.kafka_client import Endpoint
+from dr.kafka.client import Endpoint
 
 __all__ = ["ArchiveSide", "KafkaSide", "PartitionBounds", "Side", "SideBounds"]
 

@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dr.errors import AuthError, ClusterError, ConfigError
-from dr.kafka_client import Endpoint
+from dr.base.errors import AuthError, ClusterError, ConfigError
+from dr.kafka.client import Endpoint
 from verification.cluster import (
     cluster_metadata,
     is_internal_topic,

@@ -1,11 +1,14 @@
 """The failover pipeline: A→B→C as a change of desired state, then convergence (issue 5).
 
-Public API::
+Public API (each name from its module, so that importing one of them — e.g. the lifecycle behind
+``drctl link`` — loads neither Pulumi nor the Kafka client)::
 
-    from dr.failover import FailoverOptions, run_failover, plan_failover, status_report, run_drill
+    from dr.base.stackref import StackRef
+    from dr.failover.pipeline import run_failover
+    from dr.failover.steps import FailoverOptions
 
-    summary = run_failover(stack="local", stack_path=path, state=state_dir,
-                           options=FailoverOptions(mode="planned"), progress=print)
+    stack = StackRef.resolve("local")   # which stack: name, stack file, state directory, backend
+    summary = run_failover(stack, options=FailoverOptions(mode="planned"), progress=print)
     summary.rto_s, summary.a_b_c_s, summary.steps, summary.verdict   # a FailoverSummary
 
 Results are pydantic models — :class:`~dr.failover.summary.FailoverSummary`,
@@ -21,34 +24,5 @@ journal, resume, RTO probe), :mod:`~dr.failover.summary`, :mod:`~dr.failover.jou
 :mod:`~dr.failover.groups`, :mod:`~dr.failover.clients`, :mod:`~dr.failover.integrity` (the
 verification adapter), :mod:`~dr.failover.metrics` (pure RPO/RTO/re-read computations),
 :mod:`~dr.failover.plan` (``--dry-run``), :mod:`~dr.failover.status`, :mod:`~dr.failover.drill`,
-:mod:`~dr.failover.commands` (``drctl failover|status|drill``).
+:mod:`~dr.failover.lifecycle` (standby, link stop/start); the commands are :mod:`~dr.cli.failover`.
 """
-
-from dr.failover.converge import Converger, PulumiConverger, write_stack_config
-from dr.failover.drill import run_drill
-from dr.failover.journal import Journal, JournalRecord, StackLock
-from dr.failover.pipeline import run_failover
-from dr.failover.plan import FailoverPlan, plan_failover
-from dr.failover.status import StatusReport, status_report
-from dr.failover.steps import STEPS, FailoverOptions, StepResult
-from dr.failover.summary import FailoverSummary, summarize
-
-__all__ = [
-    "STEPS",
-    "Converger",
-    "FailoverOptions",
-    "FailoverPlan",
-    "FailoverSummary",
-    "Journal",
-    "JournalRecord",
-    "PulumiConverger",
-    "StackLock",
-    "StatusReport",
-    "StepResult",
-    "plan_failover",
-    "run_drill",
-    "run_failover",
-    "status_report",
-    "summarize",
-    "write_stack_config",
-]

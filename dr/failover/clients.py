@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dr.estate import Estate
-from dr.kafka_client import Endpoint
+from dr.estate.estate import Estate
+from dr.kafka.client import Endpoint
 from dr.runtime.cluster import properties_escape
 from dr.topology import Application, Kind
 

@@ -6,7 +6,7 @@ from the new topology in place, keeping the user's comments, key order and forma
 :class:`Converger` then makes the estate match it.
 
 The converger is :class:`PulumiConverger`: ``pulumi up`` of the stack through the Automation API
-(:class:`dr.stack.EstateStack`, the same program ``pulumi up`` runs from the repository root), then
+(:class:`dr.estate.stack.EstateStack`, the same program ``pulumi up`` runs from the repository root), then
 a wait until every local link has copied what its source held. The :class:`Converger` protocol lets
 a test or another backend stand in without touching the pipeline.
 """
@@ -17,13 +17,15 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from dr.errors import ClusterError
-from dr.estate import Estate, Progress
+from dr.base.errors import ClusterError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate, Progress
+from dr.estate.stack import EstateStack
 from dr.failover.metrics import encode_offsets, lag
-from dr.kafka_client import Endpoint, until_leaders_settle
-from dr.offsets import end_offsets
+from dr.kafka.client import Endpoint, until_leaders_settle
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import Topology, dump_stack_config
+from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
@@ -40,28 +42,21 @@ class Converger(Protocol):
 
 
 class PulumiConverger:
-    """Converges with ``pulumi up`` of the stack (:class:`dr.stack.EstateStack`, the program of
+    """Converges with ``pulumi up`` of the stack (:class:`dr.estate.stack.EstateStack`, the program of
     ``stacks/`` through the Automation API), then waits until each local link has copied what its
     source held when the ``up`` ended."""
 
     name = "pulumi"
 
-    def __init__(self, stack: str, stack_path: Path, state: Path, *, catch_up_timeout: float = 120.0) -> None:
+    def __init__(self, stack: StackRef, *, catch_up_timeout: float = 120.0) -> None:
         self.stack = stack
-        self.stack_path = Path(stack_path)
-        self.state = Path(state)
         self.catch_up_timeout = catch_up_timeout
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
-        from dr.stack import EstateStack
 
-        timings = dict(
-            EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(
-                topology, progress=progress
-            )
-        )
-        estate = Estate(topology, self.state)
+        timings = dict(EstateStack(self.stack).up(topology, progress=progress))
+        estate = Estate(topology, self.stack.state_dir)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
             if not topology.both_local(link):
@@ -101,6 +96,5 @@ def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeou
 
 def read_stack_config(path: Path) -> dict[str, Any]:
     """The ``kafka-dr:`` entries of a stack file, normalised through the topology model."""
-    from dr.topology import load_stack_file
 
     return dump_stack_config(load_stack_file(path))

@@ -27,8 +27,10 @@ from pathlib import Path
 import yaml
 
 import dr.failover.integrity as integrity
-from dr.errors import ClusterError, ConfigError, FailoverError
-from dr.estate import Estate, Progress, stack_file
+from dr.base.errors import ClusterError, ConfigError, FailoverError
+from dr.base.stackref import StackRef, stack_file
+from dr.estate.estate import Estate, Progress
+from dr.estate.stack import EstateStack
 from dr.failover.clients import publish_clients
 from dr.failover.drill_grade import DEFAULT_AIMS, grade
 from dr.failover.drill_result import (
@@ -42,16 +44,16 @@ from dr.failover.drill_result import (
 )
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
+from dr.failover.lifecycle import make_standby
 from dr.failover.pipeline import OnStep, run_failover
 from dr.failover.roles import Roles
 from dr.failover.steps import FailoverOptions, StepResult
 from dr.failover.summary import FailoverSummary, summarize
 from dr.failover.traffic import Traffic, application_rto, consumer_report, read_keys, start_traffic
-from dr.offsets import committed_offsets
+from dr.kafka.offsets import committed_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import port_free, wait_until
-from dr.stack import EstateStack
 from dr.topology import Topology, load_stack_file
 
 __all__ = ["DrillOptions", "dump", "restart", "run_drill"]
@@ -117,6 +119,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     A→B→C, B→C→A, C→A→B... Each cycle is graded on its own; the drill passes when all do.
     """
     stack_path, state = _prepare(options)
+    ref = StackRef.of_file(stack_path, state)
     stack = options.stack
     seen = [load_stack_file(stack_path)]
     result = DrillResult(
@@ -127,22 +130,16 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         roles = Roles.of(seen[0])
         A, B = roles.source.name, roles.target.name
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
-        result.provision_s = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(
-            seen[0], progress=progress
-        )
+        result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
         publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
         for number in range(1, options.cycles + 1):
             if number > 1:
-                from dr.lifecycle import make_standby
-
                 previous = result.cycles[-1]
                 progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
-                previous.standby_rebuild = StandbyRebuild.model_validate(
-                    make_standby(stack, stack_path, state, previous.source, progress)
-                )
+                previous.standby_rebuild = StandbyRebuild.model_validate(make_standby(ref, previous.source, progress))
             topology = load_stack_file(stack_path)
             seen.append(topology)
-            cycle = _cycle(options, stack_path, state, topology, number, progress)
+            cycle = _cycle(options, ref, topology, number, progress)
             result.cycles.append(cycle)
             if not cycle.passed:
                 break
@@ -150,7 +147,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         result.seconds = round(time.monotonic() - t_start, 3)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            _teardown(stack, stack_path, state, (*seen, *_current(stack_path)), progress)
+            _teardown(ref, (*seen, *_current(stack_path)), progress)
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result
@@ -176,26 +173,23 @@ class _Proof:
     recovery: RecoveryReport | None
 
 
-def _cycle(
-    options: DrillOptions, stack_path: Path, state: Path, original: Topology, number: int, progress: Progress
-) -> DrillCycle:
+def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int, progress: Progress) -> DrillCycle:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
-    stack = options.stack
     roles = Roles.of(original)
     A, B, C = roles.source.name, roles.target.name, roles.standby_name
-    estate = Estate(original, state)
+    estate = Estate(original, ref.state_dir)
     chain = f"{A}→{B}" + (f"→{C}" if C else "")
     prefix = f"drill-c{number}"
-    traffic = start_traffic(estate, state, options.rate, prefix)
+    traffic = start_traffic(estate, ref.state_dir, options.rate, prefix)
     try:
         progress(
             f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {traffic.topic} at "
             f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
         )
         _fail_source(options, estate, traffic, A, B, progress)
-        holdings, first = _fail_over(options, stack_path, state, estate, traffic, progress)
-        proof = _prove_and_recover(options, stack_path, state, estate, traffic, holdings, first, A, B, progress)
-        preview = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview()
+        holdings, first = _fail_over(options, ref, estate, traffic, progress)
+        proof = _prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
+        preview = EstateStack(ref).preview()
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
         final_b = read_keys(estate.endpoint(B), traffic.topic)
@@ -276,7 +270,7 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
 
 
 def _fail_over(
-    options: DrillOptions, stack_path: Path, state: Path, estate: Estate, traffic: Traffic, progress: Progress
+    options: DrillOptions, ref: StackRef, estate: Estate, traffic: Traffic, progress: Progress
 ) -> tuple[dict[str, Counter[str]], FailoverSummary]:
     """Run the failover; unplanned: it completes without A, then A comes back and is verified.
 
@@ -293,18 +287,16 @@ def _fail_over(
             )
 
     mode = "unplanned" if options.unplanned else "planned"
-    summary = _failover(options.stack, stack_path, state, FailoverOptions(mode=mode), progress, on_step)
+    summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step)
     if options.unplanned:
         progress(f"drill: bringing {A} back (restarting its brokers)")
         restart(estate.local_cluster(A))
-        summary = _failover(options.stack, stack_path, state, FailoverOptions(), progress, on_step)
+        summary = _failover(ref, FailoverOptions(), progress, on_step)
     return holdings, summary
 
 
 def _prove_and_recover(
-    options: DrillOptions,
-    stack_path: Path,
-    state: Path,
+    ref: StackRef,
     estate: Estate,
     traffic: Traffic,
     holdings: dict[str, Counter[str]],
@@ -314,7 +306,7 @@ def _prove_and_recover(
     progress: Progress,
 ) -> _Proof:
     """What the verification lists against what really never reached B; recover it; verify again."""
-    verdict = _verdict(state)
+    verdict = _verdict(ref.state_dir)
     verdicts = [verdict] if verdict else []
     a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
     never = set(a_keys) - set(b_keys)
@@ -331,8 +323,8 @@ def _prove_and_recover(
                 verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
             )
         )
-        summary = _failover(options.stack, stack_path, state, FailoverOptions(), progress, None)
-        verdict = _verdict(state)
+        summary = _failover(ref, FailoverOptions(), progress, None)
+        verdict = _verdict(ref.state_dir)
         if verdict:
             verdicts.append(verdict)
     return _Proof(
@@ -345,16 +337,16 @@ def _prove_and_recover(
     )
 
 
-def _teardown(stack: str, stack_path: Path, state: Path, topologies: tuple[Topology, ...], progress: Progress) -> None:
+def _teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progress) -> None:
     """``pulumi destroy`` of the drill's stack; should it fail, stop every process the drill's
     topologies name anyway, so that no JVM outlives the drill."""
     try:
-        EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).destroy(progress)
+        EstateStack(ref).destroy(progress)
         return
     except Exception as exc:  # noqa: BLE001 - teardown must go on
         progress(f"drill: `pulumi destroy` failed ({str(exc).splitlines()[0]}); stopping the processes directly")
     for topology in topologies:
-        Estate(topology, state).stop()
+        Estate(topology, ref.state_dir).stop()
 
 
 def _verdict(state: Path) -> integrity.Verdict | None:
@@ -363,16 +355,12 @@ def _verdict(state: Path) -> integrity.Verdict | None:
     return journal.verdict() if journal is not None else None
 
 
-def _failover(
-    stack: str, stack_path: Path, state: Path, options: FailoverOptions, progress: Progress, on_step: OnStep | None
-) -> FailoverSummary:
+def _failover(ref: StackRef, options: FailoverOptions, progress: Progress, on_step: OnStep | None) -> FailoverSummary:
     """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
     try:
-        return run_failover(
-            stack=stack, stack_path=stack_path, state=state, options=options, progress=progress, on_step=on_step
-        )
+        return run_failover(ref, options=options, progress=progress, on_step=on_step)
     except FailoverError as exc:
-        journal = Journal.load(state)
+        journal = Journal.load(ref.state_dir)
         if journal is None or journal.step("integrity").status != "differences":
             raise
         progress(f"drill: failover stopped as designed: {exc.problem}")

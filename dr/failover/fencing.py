@@ -19,7 +19,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from dr.kafka_client import Endpoint, admin_client, create_acls, delete_acls, kafka_errors
+from dr.base.errors import FailoverError
+from dr.kafka.client import Endpoint, admin_client, create_acls, delete_acls, kafka_errors
 
 __all__ = ["binding_from_dict", "binding_to_dict", "fence", "unfence", "write_bindings"]
 
@@ -87,8 +88,6 @@ def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
         delete_acls(endpoint, [_write_filter(p) for p in principals])
     left = write_bindings(endpoint, principals)
     if left:
-        from dr.errors import FailoverError
-
         raise FailoverError(
             f"{len(left)} application write ACLs are still present on {endpoint.bootstrap} after deleting them.",
             "check who re-creates them (a running `drctl estate up`?) and rerun the failover",

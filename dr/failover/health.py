@@ -12,8 +12,8 @@ from typing import Any
 
 from confluent_kafka.admin import ClusterMetadata
 
-from dr.errors import AuthError, ClusterError
-from dr.kafka_client import Endpoint, cluster_metadata
+from dr.base.errors import AuthError, ClusterError
+from dr.kafka.client import Endpoint, cluster_metadata
 
 __all__ = ["ClusterHealth", "cluster_health", "listening", "metadata", "reachability"]
 
@@ -32,7 +32,7 @@ def listening(bootstrap: str, timeout: float = 0.5) -> bool:
 
 def metadata(endpoint: Endpoint, timeout: float) -> tuple[ClusterMetadata | None, str | None]:
     """``(metadata, None)`` or ``(None, why)``: a refused login told apart from an unreachable
-    cluster, from a client that logs nothing (:func:`dr.kafka_client.cluster_metadata`)."""
+    cluster, from a client that logs nothing (:func:`dr.kafka.client.cluster_metadata`)."""
     try:
         return cluster_metadata(endpoint, timeout), None
     except (AuthError, ClusterError) as exc:

@@ -2,7 +2,7 @@
 
 The pipeline only calls :func:`verify`, :func:`recover` and :func:`missing_records`. The
 ``verification`` package (PySpark) is imported lazily, on the first call: when it cannot be
-imported, the integrity step fails loudly with :class:`~dr.errors.FailoverError` — it never
+imported, the integrity step fails loudly with :class:`~dr.base.errors.FailoverError` — it never
 passes silently.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dr.errors import FailoverError
-from dr.estate import Progress
-from dr.kafka_client import Endpoint
+from dr.base.errors import FailoverError
+from dr.estate.estate import Progress
+from dr.kafka import offsets
+from dr.kafka.client import Endpoint
 
 __all__ = ["CLASSES", "Verdict", "missing_records", "recover", "verify"]
 
@@ -129,9 +130,8 @@ def verify(
 
 def _topics_to_verify(source: Endpoint, target: Endpoint, topics: list[str]) -> list[str] | None:
     """The topics the job gets (on the source, or with records on the target); None when no topic holds a record."""
-    from dr.offsets import end_offsets
 
-    ends = [end_offsets(source, topics), end_offsets(target, topics)]
+    ends = [offsets.end_offsets(source, topics), offsets.end_offsets(target, topics)]
     with_records = {t for side in ends for (t, _p), n in side.items() if n}
     if not with_records:
         return None

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dr.errors import ConfigError, LockHeld
+from dr.base.errors import ConfigError, LockHeld
+from dr.failover.integrity import Verdict
+from dr.failover.metrics import cutoff_ms
 from dr.failover.probe import ProbeResult
 
 if TYPE_CHECKING:
@@ -365,7 +367,6 @@ class Journal:
     def cutoff_ms(self) -> int | None:
         """The verification cut-off of this failover: the last millisecond before anything could be
         written on the target (:func:`dr.failover.metrics.cutoff_ms`)."""
-        from dr.failover.metrics import cutoff_ms
 
         m = self.record.measurements
         return cutoff_ms(m.writable_from_ms, m.probe.timestamp_ms if m.probe else None)
@@ -376,7 +377,6 @@ class Journal:
 
     def verdict(self) -> Verdict | None:
         """The verdict of the integrity step, if it has one."""
-        from dr.failover.integrity import Verdict
 
         found = self.outcome("integrity").get("verdict")
         return Verdict.model_validate(found) if found else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -143,6 +143,5 @@ def utc_text(epoch_ms: int | None) -> str | None:
     """Epoch milliseconds as readable UTC (``2026-11-22 10:04:05.123 UTC``), or None."""
     if epoch_ms is None:
         return None
-    from datetime import datetime
 
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"

@@ -1,7 +1,7 @@
 """Run the failover: lock, journal, resume, RTO probe, the eight steps, the summary.
 
 ``run_failover`` holds the stack's lock for the whole run, so two failovers of one stack never
-run at once (:class:`~dr.errors.LockHeld`, exit 7). It journals every step before going on; a
+run at once (:class:`~dr.base.errors.LockHeld`, exit 7). It journals every step before going on; a
 rerun skips what is done and continues — also after ``kill -9``. A finished failover run again
 reports that it is finished and changes nothing.
 
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeGuard
 
-from dr.errors import DRError, FailoverError
-from dr.estate import Progress
+from dr.base.errors import DRError, FailoverError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
@@ -36,16 +37,15 @@ OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
 
 
-def topologies(
-    stack: str, stack_path: Path, journal: Journal | None, mode: str | None = None
-) -> tuple[Topology, Topology, bool]:
-    """``(original, desired, resuming)`` for a failover of ``stack``.
+def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) -> tuple[Topology, Topology, bool]:
+    """``(original, desired, resuming)`` for a failover of the stack ``ref``.
 
     A journal of an unfinished failover fixes both topologies; otherwise the stack file is the
     original and :meth:`Topology.after_failover` gives the desired one. A stack file that is
     neither the journal's original nor its desired state means someone changed it mid-failover:
     refused.
     """
+    stack, stack_path = ref.name, ref.stack_file
     current = load_stack_file(stack_path)
     if journal is None or journal.finished:
         return current, current.after_failover(mode=mode or "planned"), False
@@ -118,22 +118,20 @@ def already_finished(journal: Journal | None, stack_path: Path) -> TypeGuard[Jou
 
 
 def run_failover(
+    ref: StackRef,
     *,
-    stack: str,
-    stack_path: Path,
-    state: Path,
     options: FailoverOptions,
     converger: Converger | None = None,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
 ) -> FailoverSummary:
-    """Fail ``stack`` over (or resume its failover); return the summary (see :func:`summarize`).
+    """Fail the stack ``ref`` over (or resume its failover); return the summary (see :func:`summarize`).
 
-    Raises :class:`~dr.errors.FailoverError` when a step refuses (the journal keeps what was done;
-    a rerun resumes) and :class:`~dr.errors.LockHeld` when another run holds the lock. ``on_step``
+    Raises :class:`~dr.base.errors.FailoverError` when a step refuses (the journal keeps what was done;
+    a rerun resumes) and :class:`~dr.base.errors.LockHeld` when another run holds the lock. ``on_step``
     is called after each step's outcome is journaled.
     """
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     with StackLock(state, stack):
         journal = Journal.load(state)
         if already_finished(journal, stack_path):
@@ -141,19 +139,17 @@ def run_failover(
             return summarize(journal, already_finished=True)
         resuming = journal is not None and not journal.finished
         mode = _mode(options, journal, resuming)
-        original, desired, resuming = topologies(stack, stack_path, journal, mode)
+        original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
             journal = _create_journal(stack, state, mode, original, desired)
         ctx = Context(
-            stack=stack,
-            stack_path=stack_path,
-            state=state,
+            ref=ref,
             original=original,
             desired=desired,
             mode=mode,
             options=options,
             journal=journal,
-            converger=converger or PulumiConverger(stack, stack_path, state, catch_up_timeout=options.catch_up_timeout),
+            converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
             progress=progress,
         )
         journal.begin_run(mode=mode, options=options.to_dict())

@@ -13,15 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dr.errors import ClusterError, ConfigError, FailoverError
-from dr.estate import Estate
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.health import cluster_health, reachability
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
+from dr.failover.pipeline import already_finished, topologies
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.failover.summary import FailoverSummary, summarize
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Topology
 from dr.topology.stackfile import stack_file_diff
 
@@ -33,12 +36,10 @@ def desired_state_diff(stack_path: Path, desired: Topology) -> str:
     return stack_file_diff(stack_path, desired)
 
 
-def pulumi_preview(stack: str, stack_path: Path, state: Path, desired: Topology) -> dict[str, Any]:
+def pulumi_preview(ref: StackRef, desired: Topology) -> dict[str, Any]:
     """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
-    from dr.errors import DRError
-    from dr.stack import EstateStack
-
-    es = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state)
+    stack = ref.name
+    es = EstateStack(ref)
     if not es.exists():
         return {"error": f"stack {stack!r} was never provisioned here: run `drctl estate up --stack {stack}` first"}
     try:
@@ -183,17 +184,13 @@ class FailoverPlan(BaseModel):
     pulumi_preview: dict[str, Any] | None = None
 
 
-def plan_failover(
-    *, stack: str, stack_path: Path, state: Path, options: FailoverOptions, observe: bool = True
-) -> FailoverPlan | FinishedPlan:
-    """The failover plan of ``stack`` (resuming its journal if one is unfinished); writes nothing."""
-    from dr.failover.pipeline import already_finished, topologies
-
-    stack_path, state = Path(stack_path), Path(state)
+def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> FailoverPlan | FinishedPlan:
+    """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing."""
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     journal = Journal.load(state)
     if already_finished(journal, stack_path):
         return FinishedPlan(stack=stack, summary=summarize(journal, already_finished=True))
-    original, desired, resuming = topologies(stack, stack_path, journal, options.mode)
+    original, desired, resuming = topologies(ref, journal, options.mode)
     resumed = journal if resuming else None
     mode = options.mode or (resumed.mode if resumed else "planned")
     if mode not in MODES:
@@ -217,5 +214,5 @@ def plan_failover(
     )
     if observe:
         plan.observations = _observe(original, state)
-        plan.pulumi_preview = pulumi_preview(stack, stack_path, state, desired)
+        plan.pulumi_preview = pulumi_preview(ref, desired)
     return plan

@@ -25,10 +25,11 @@ import threading
 import time
 from typing import IO, Any
 
+from confluent_kafka import Producer
 from pydantic import BaseModel, ConfigDict
 
-from dr.errors import InternalError
-from dr.kafka_client import PROBE_KEY, SILENT, Endpoint
+from dr.base.errors import InternalError
+from dr.kafka.client import PROBE_KEY, SILENT, Endpoint
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
 
@@ -55,8 +56,6 @@ class ProbeResult(BaseModel):
 
 
 def _attempt(endpoint: Endpoint, topic: str, value: bytes) -> tuple[ProbeResult | None, str | None]:
-    from confluent_kafka import Producer
-
     outcome: list[tuple[Any, Any]] = []
     producer = Producer(
         endpoint.config(

@@ -19,7 +19,7 @@ class Roles:
 
     @classmethod
     def of(cls, topology: Topology) -> Roles:
-        """The roles of ``topology``; :class:`~dr.errors.TopologyError` when it declares no passive cluster."""
+        """The roles of ``topology``; :class:`~dr.base.errors.TopologyError` when it declares no passive cluster."""
         return cls(topology.active(), topology.to_promote(), topology.standby())
 
     @property

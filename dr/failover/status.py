@@ -21,15 +21,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dr.errors import ClusterError, ConfigError, DRError, FailoverError
-from dr.estate import Estate
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
 from dr.failover.health import ClusterHealth, cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
-from dr.kafka_client import Endpoint
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import committed_offsets, end_offsets
+from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
 from dr.topology.kinds import LinkState
 
@@ -218,10 +220,9 @@ class StatusReport(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def status_report(
-    *, stack: str, stack_path: Path, state: Path, isr: bool = False, snapshot: bool = True
-) -> StatusReport:
-    """The status of ``stack`` (see the module doc)."""
+def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) -> StatusReport:
+    """The status of the stack ``ref`` (see the module doc)."""
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
     seen = _Seen()
@@ -374,7 +375,6 @@ def _cluster_problem(c: ClusterStatus) -> str | None:
 def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     """A link on a Connect cluster: each connector's and task's state (and worker), and ``process``
     ``running`` only when all run."""
-    from dr.runtime.connect_link import ConnectLink, runs
 
     entry.connect = connect
     try:

@@ -2,7 +2,7 @@
 
 Each step is a function of a :class:`Context` returning a :class:`StepResult`; each is idempotent
 (running it again after a crash converges to the same state) and refuses with
-:class:`~dr.errors.FailoverError` — message and next step — when it must not go on.
+:class:`~dr.base.errors.FailoverError` — message and next step — when it must not go on.
 
 1. ``preflight`` — topology valid; B healthy (brokers up, no offline partition, topics present);
    link lag per partition; whether A is reachable. Read-only.
@@ -33,8 +33,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 import dr.failover.integrity as integrity
-from dr.errors import AuthError, ClusterError, FailoverError
-from dr.estate import Estate, Progress, application_acls
+from dr.base.errors import AuthError, ClusterError, FailoverError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate, Progress, application_acls
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, write_stack_config
 from dr.failover.fencing import fence, unfence, write_bindings
@@ -44,8 +45,8 @@ from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
 from dr.failover.roles import Roles
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
-from dr.kafka_client import Endpoint, create_acls
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import Endpoint, create_acls
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 
@@ -102,9 +103,8 @@ class StepResult(BaseModel):
 class Context:
     """Everything a step needs. ``original`` is the topology before the failover (from the journal)."""
 
-    stack: str
-    stack_path: Path
-    state: Path
+    ref: StackRef
+    """Which stack: its name, stack file and state directory."""
     original: Topology
     desired: Topology
     mode: str
@@ -112,6 +112,21 @@ class Context:
     journal: Journal
     converger: Converger
     progress: Progress
+
+    @property
+    def stack(self) -> str:
+        """The stack's name."""
+        return self.ref.name
+
+    @property
+    def stack_path(self) -> Path:
+        """The stack file (``Pulumi.<stack>.yaml``) the failover rewrites."""
+        return self.ref.stack_file
+
+    @property
+    def state(self) -> Path:
+        """The stack's state directory (journal, snapshots, client files)."""
+        return self.ref.state_dir
 
     @cached_property
     def roles(self) -> Roles:
@@ -192,7 +207,7 @@ class Step:
 def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int], int]:
     try:
         return end_offsets(ep, topics)
-    except (ClusterError, AuthError) as exc:  # dr.offsets translates the client's errors
+    except (ClusterError, AuthError) as exc:  # dr.kafka.offsets translates the client's errors
         raise FailoverError(
             f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
             "check the cluster answers (`drctl status`), then rerun the failover (it resumes)",

@@ -19,16 +19,16 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from dr.errors import AuthError, ClusterError
-from dr.estate import Estate
+from dr.base.errors import AuthError, ClusterError
+from dr.estate.estate import Estate
 from dr.failover.clients import client_files
 from dr.failover.drill_result import ApplicationRto, ConsumerReport
 from dr.failover.health import listening
 from dr.failover.metrics import seconds_between
 from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
-from dr.kafka_client import SILENT, Endpoint
-from dr.offsets import end_offsets
+from dr.kafka.client import SILENT, Endpoint
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Application, Kind
 

@@ -22,13 +22,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dr.errors import AuthError, ClusterError, ConfigError
-from dr.files import write_atomic
-from dr.kafka_client import Endpoint, admin_client, kafka_errors
+from dr.base.errors import AuthError, ClusterError, ConfigError
+from dr.base.files import write_atomic
+from dr.base.toolchain import toolchain
+from dr.kafka.client import Endpoint, admin_client, kafka_errors
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, port_open, wait_until
-from dr.toolchain import toolchain
-from dr.topology.model import PORT_WINDOW
+from dr.runtime.reserved import PORT_WINDOW
 
 CONTROLLER_OFFSET = 40
 INTERNAL_OFFSET = 20

@@ -2,7 +2,7 @@
 
 The workers store their configs, offsets and statuses in the home cluster as their own principal
 (:data:`CONNECT_USER`, least privilege: its group and its three internal topics). Connectors bring
-their own clients: the MirrorMaker 2 connectors of :func:`dr.connect_config.connector_configs`
+their own clients: the MirrorMaker 2 connectors of :func:`dr.topology.connect_config.connector_configs`
 read and write as the replicator, whose credentials the workers resolve from a 0600 secrets file
 through Connect's ``FileConfigProvider`` — the connector configs only reference it.
 
@@ -26,14 +26,14 @@ from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
 
-from dr.connect_rest import ConnectRest
-from dr.errors import ClusterError, ConfigError, DRError
-from dr.kafka_client import Endpoint, acl, create_acls, upsert_scram_users
+from dr.base.errors import ClusterError, ConfigError, DRError
+from dr.base.toolchain import toolchain
+from dr.kafka.client import Endpoint, acl, create_acls, upsert_scram_users
+from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER, Credentials
 from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, wait_until
-from dr.toolchain import toolchain
-from dr.topology.access import CONNECT_USER
+from dr.runtime.reserved import CONNECT_USER
 
 #: The workers' own Kafka principal on their home cluster.
 #: The user of the workers' REST API (HTTP basic auth; not a Kafka principal).

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dr.errors import ConfigError
-from dr.files import write_atomic
+from dr.base.errors import ConfigError
+from dr.base.files import write_atomic
 
 #: Principal used between brokers and controllers (PLAIN on the internal listeners).
 BROKER_USER = "broker"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
-from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import (
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.toolchain import toolchain
+from dr.kafka.client import (
     Endpoint,
     acl,
     admin_client,
@@ -22,11 +23,10 @@ from dr.kafka_client import (
     until_leaders_settle,
     upsert_scram_users,
 )
-from dr.offsets import partition_lag
+from dr.kafka.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import JvmProcess, java_command, wait_until
-from dr.toolchain import toolchain
 
 #: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
 SOURCE_TASK_READY = re.compile(r"WorkerSourceTask\{id=MirrorSourceConnector-\d+\} Source task finished initialization")

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dr.errors import ClusterError, PortInUse
+from dr.base.errors import ClusterError, PortInUse
 
 
 def java_command(

@@ -4,7 +4,7 @@ Application principals write only on the active cluster (and read what they cons
 on a passive cluster only the replicator writes, as with read-only mirror topics in Cluster
 Linking. The replicator reads on a link's source and writes on its target. The Pulumi program
 (:mod:`stacks.access`) declares these rules as ``pulumi_kafka.Acl`` resources; the failover's
-promote step grants the same rules at once through the admin API (:func:`dr.estate.application_acls`).
+promote step grants the same rules at once through the admin API (:func:`dr.estate.estate.application_acls`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dr.runtime.reserved import CONNECT_USER
 from dr.topology.model import Cluster, Role, Topology
-from dr.topology.principals import CONNECT_USER
 
 __all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
 

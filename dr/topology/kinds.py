@@ -1,17 +1,16 @@
 """The topology's vocabulary: roles, kinds, engines, link states, profiles and the port window.
 
-Plain enums with no other import of the product, so that the model (:mod:`dr.topology.model`) and
-its rules (:mod:`dr.topology.validation`) can both use them without importing each other.
+Plain enums (and the runtime's port window, handed on) with no other import of the product, so that the
+model (:mod:`dr.topology.model`) and its rules (:mod:`dr.topology.validation`) share them.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["PORT_WINDOW", "Engine", "Kind", "LinkState", "Profile", "Role"]
+from dr.runtime.reserved import PORT_WINDOW
 
-PORT_WINDOW = 100
-"""Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""
+__all__ = ["PORT_WINDOW", "Engine", "Kind", "LinkState", "Profile", "Role"]
 
 
 class Role(StrEnum):

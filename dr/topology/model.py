@@ -2,22 +2,22 @@
 
 Every model is frozen and rejects unknown keys. Keys may be written in snake_case or camelCase
 (``base_port`` or ``basePort``). Building a :class:`Topology` runs every rule of
-:mod:`dr.topology.validation`; a broken rule raises :class:`~dr.errors.TopologyError`, a malformed
-value (wrong type, missing key, unknown key) raises :class:`~dr.errors.ConfigError`.
+:mod:`dr.topology.validation`; a broken rule raises :class:`~dr.base.errors.TopologyError`, a malformed
+value (wrong type, missing key, unknown key) raises :class:`~dr.base.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from dr.errors import ConfigError, InternalError, TopologyError
+from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
-from dr.topology.validation import raise_for_violations
 
 __all__ = [
     "PORT_WINDOW",
@@ -296,6 +296,16 @@ class Link(_Model):
         return _selects(self.consumer_groups, group)
 
 
+# The rules (dr.topology.validation) read this module's types, so this module does not import them: the
+# package registers them here when it is imported (dr/topology/__init__.py), before any Topology is built.
+_RULE_CHECKS: list[Callable[[Topology], None]] = []
+
+
+def register_rule_check(check: Callable[[Topology], None]) -> None:
+    """Run ``check`` on every :class:`Topology` constructed; it raises :class:`TopologyError` on a broken rule."""
+    _RULE_CHECKS.append(check)
+
+
 class Topology(_Model):
     """The whole estate of one stack; constructing it validates every rule at once."""
 
@@ -312,7 +322,10 @@ class Topology(_Model):
 
     @model_validator(mode="after")
     def _check_rules(self) -> Topology:
-        raise_for_violations(self)
+        if not _RULE_CHECKS:
+            raise InternalError("the topology rules are not registered (dr/topology/__init__.py registers them)")
+        for check in _RULE_CHECKS:
+            check(self)
         return self
 
     # -- lookups -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, SecretStr
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 
 __all__ = ["Secret", "StackSecret"]
 

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 from pydantic.alias_generators import to_camel, to_snake
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.topology.model import Topology
 
 __all__ = ["NAMESPACE", "dump_stack_config", "load_stack_file", "load_topology"]

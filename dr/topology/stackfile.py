@@ -52,8 +52,8 @@ from ruamel.yaml.scalarint import ScalarInt
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 from ruamel.yaml.tokens import CommentToken
 
-from dr.errors import ConfigError
-from dr.files import write_atomic
+from dr.base.errors import ConfigError
+from dr.base.files import write_atomic
 from dr.topology.model import Topology
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
 

@@ -1,7 +1,7 @@
 """The rules a topology must satisfy, checked all at once at plan time.
 
 Each rule is a small function yielding :class:`Violation` s; :func:`find_violations` runs them all
-and :func:`raise_for_violations` turns any into one :class:`~dr.errors.TopologyError` whose message
+and :func:`raise_for_violations` turns any into one :class:`~dr.base.errors.TopologyError` whose message
 lists every violation as ``field path: problem — fix``.
 
 A link that no longer runs (a ``cluster-link`` kept ``promoted``/``failed-over`` after a failover,
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dr.errors import TopologyError
+from dr.base.errors import TopologyError
+from dr.runtime.reserved import CONNECT_USER
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, Profile, Role
-from dr.topology.principals import CONNECT_USER
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topology

@@ -15,8 +15,8 @@ import argparse
 import os
 import sys
 
-from dr.errors import DRError
-from dr.estate import stack_file, state_dir
+from dr.base.errors import DRError
+from dr.base.stackref import StackRef
 from dr.failover.pipeline import run_failover
 from dr.failover.steps import FailoverOptions, StepResult
 
@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     options = FailoverOptions(mode=args.mode, skip_verify=args.skip_verify, force_decommission=args.force_decommission)
     try:
         run_failover(
-            stack=args.stack,
-            stack_path=stack_file(args.stack),
-            state=state_dir(args.stack),
+            StackRef.resolve(args.stack),
             options=options,
             progress=lambda message: print(message, file=sys.stderr, flush=True),
             on_step=crash,

@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from dr.kafka_client import Endpoint
+from dr.kafka.client import Endpoint
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
 
@@ -75,11 +75,12 @@ def _poll_into(consumer: Consumer, keys: list[str]) -> int:
 
 def teardown_stack(stack: str, original, state) -> None:  # noqa: ANN001 - Topology, Path
     """`pulumi destroy` of a test stack; then stop whatever either side of a failover left running."""
-    from dr.estate import Estate
-    from dr.stack import EstateStack
+    from dr.base.stackref import StackRef, stack_dir
+    from dr.estate.estate import Estate
+    from dr.estate.stack import EstateStack
 
     try:
-        EstateStack(stack, state_dir=state).destroy()
+        EstateStack(StackRef(stack, stack_dir(), state)).destroy()
     finally:
         for topology in (original.after_failover(), original):
             estate = Estate(topology, state)
@@ -138,9 +139,9 @@ class StackEnv(dict[str, str]):
     def state(self) -> Path:
         return Path(self["KDR_STATE_DIR"]) / self.stack
 
-    def estate(self):  # noqa: ANN201 - dr.estate.Estate, imported late like the other helpers
+    def estate(self):  # noqa: ANN201 - dr.estate.estate.Estate, imported late like the other helpers
         """The estate as the stack file declares it now."""
-        from dr.estate import Estate
+        from dr.estate.estate import Estate
         from dr.topology import load_stack_file
 
         return Estate(load_stack_file(self.stack_file), self.state)

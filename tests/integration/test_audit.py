@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from tests.integration.helpers import StackEnv as Env
 from tests.integration.helpers import drctl, provisioned, write_local_stack

@@ -18,14 +18,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from dr.errors import ClusterError
-from dr.estate import Estate
+from dr.base.errors import ClusterError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.converge import wait_copied
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, produce, provisioned, write_local_stack
 from tests.integration.ports import windows
@@ -47,7 +48,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, ...]) -> Ite
         d, STACK, ports[:3], one_broker=("A", "B", "C"), example="Pulumi.local-connect.yaml", connect_ports=ports[3:]
     )
     e = StackEnv(d, STACK)
-    with provisioned(e, up=lambda: EstateStack(STACK).up(load_stack_file(e.stack_file))):
+    with provisioned(e, up=lambda: EstateStack(StackRef.resolve(STACK)).up(load_stack_file(e.stack_file))):
         yield e
 
 

@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from dr.connect_config import connector_configs
-from dr.connect_rest import ConnectRest
-from dr.errors import AuthError, ClusterError, ConfigError
-from dr.kafka_client import Endpoint
-from dr.offsets import end_offsets
+from dr.base.errors import AuthError, ClusterError, ConfigError
+from dr.kafka.client import Endpoint
+from dr.kafka.connect_rest import ConnectRest
+from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER, ConnectSpec, LocalConnectCluster
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import grant_replicator
 from dr.runtime.process import wait_until
 from dr.topology import Topology, load_stack_file
+from dr.topology.connect_config import connector_configs
 from tests.integration.helpers import create_topic, jvms_under, write_local_stack
 from tests.integration.ports import windows
 

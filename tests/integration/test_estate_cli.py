@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from dr.estate import Estate
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
-from dr.stack import EstateStack
 from tests.integration.helpers import StackEnv, consume_all, drctl, produce, write_local_stack
 
 
@@ -27,9 +28,9 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, 
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            EstateStack("clitest").destroy()
+            EstateStack(StackRef.resolve("clitest")).destroy()
         finally:
-            Estate.for_stack("clitest").stop()
+            Estate.for_stack(StackRef.resolve("clitest")).stop()
 
 
 def test_estate_up_status_and_down_leave_nothing_running(
@@ -48,7 +49,7 @@ def test_estate_up_status_and_down_leave_nothing_running(
     assert states == {"A": "running", "B": "running", "C": "absent"}, "a standby is not provisioned"
     assert status["links"][0]["process"] == "running"
 
-    estate = Estate.for_stack("clitest")
+    estate = Estate.for_stack(StackRef.resolve("clitest"))
     app_a = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
     app_b = estate.endpoint("B").with_user("orders-app", estate.app_password("orders-app"))
     acked, errors = produce(app_a, "orders", [f"o{i}" for i in range(200)])

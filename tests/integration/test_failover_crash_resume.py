@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dr.estate import Estate
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from dr.failover.traffic import read_keys
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import CRASH_EXIT
@@ -49,8 +50,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int,
         monkeypatch.setenv(k, v)
     original = load_stack_file(stack_path)
     try:
-        EstateStack(STACK).up(original)
-        estate = Estate.for_stack(STACK)
+        EstateStack(StackRef.resolve(STACK)).up(original)
+        estate = Estate.for_stack(StackRef.resolve(STACK))
         app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
         acked, _ = produce(app, "orders", [f"c-{i}" for i in range(500)])
         assert len(acked) == 500
@@ -153,7 +154,7 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
     state = Path(env["KDR_STATE_DIR"]) / STACK
     status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
     assert status.returncode == 0, status.stderr[-2000:]
-    estate = Estate.for_stack(STACK)
+    estate = Estate.for_stack(StackRef.resolve(STACK))
     app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
     estate.mirror("A-to-B").stop()  # these 50 never reach B
     acked, _ = produce(app, "orders", [f"late-{i}" for i in range(50)])

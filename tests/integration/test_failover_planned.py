@@ -19,16 +19,17 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
-from dr.estate import Estate
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
 from dr.failover.traffic import read_keys
-from dr.kafka_client import Endpoint
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
-from dr.stack import EstateStack
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.helpers import produce
@@ -52,7 +53,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, i
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            EstateStack(STACK).up(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"))
+            EstateStack(StackRef.resolve(STACK)).up(
+                load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml")
+            )
             yield env
         finally:  # A, B and C, whatever the tests left running
             _teardown(STACK, original, state)

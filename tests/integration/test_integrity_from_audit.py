@@ -25,7 +25,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr.failover import integrity
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
 from dr.runtime.process import wait_until

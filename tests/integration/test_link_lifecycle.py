@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until
 from tests.integration.helpers import StackEnv as Env
 from tests.integration.helpers import drctl as run_drctl

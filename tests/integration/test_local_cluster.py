@@ -6,8 +6,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from dr.errors import AuthError
-from dr.kafka_client import Endpoint, probe
+from dr.base.errors import AuthError
+from dr.kafka.client import Endpoint, probe
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
 from tests.integration.helpers import _poll_into, consume_all, create_topic, produce
@@ -76,7 +76,7 @@ def test_unauthenticated_and_wrong_password_are_refused(cluster_a: LocalCluster)
 
 
 def test_authenticated_user_without_acl_cannot_write(cluster_a: LocalCluster) -> None:
-    from dr.kafka_client import upsert_scram_users
+    from dr.kafka.client import upsert_scram_users
 
     create_topic(cluster_a, "acl-check", partitions=1)
     upsert_scram_users(cluster_a.endpoint(), {"no-acl-app": "pw-no-acl-app-123"})
@@ -110,7 +110,7 @@ def test_no_jvm_left_after_stop(estate_dir, port_window: int) -> None:  # noqa: 
 def test_port_in_use_is_named(estate_dir, port_window: int) -> None:  # noqa: ANN001
     import socket
 
-    from dr.errors import PortInUse
+    from dr.base.errors import PortInUse
     from dr.runtime.cluster import ClusterSpec
 
     with socket.socket() as s:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer
 
-from dr.offsets import committed_offsets, end_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker, group_offsets_translated_within
 from dr.runtime.process import wait_until

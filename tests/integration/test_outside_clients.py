@@ -20,14 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from dr.estate import Estate
+from dr.base.stackref import StackRef
+from dr.base.toolchain import toolchain
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
 from dr.failover.probe import PROBE_KEY
 from dr.failover.traffic import read_keys
-from dr.offsets import end_offsets
+from dr.kafka.offsets import end_offsets
 from dr.runtime.process import java_command, pid_alive
-from dr.stack import EstateStack
-from dr.toolchain import toolchain
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
 
@@ -153,7 +154,7 @@ def test_before_the_failover_the_producer_is_refused_on_b_and_accepted_on_a(
     assert published.stat().st_mode & 0o777 == 0o600
     before = tmp_path / "clients-A"
     shutil.move(state / "clients", before)  # what the failover writes later is then its own
-    outputs = EstateStack(STACK).outputs()
+    outputs = EstateStack(StackRef.resolve(STACK)).outputs()
     producer, consumer = (before / client_files(state, app)[0].name for app in ("orders-app", "billing"))
     assert _props(producer)["bootstrap.servers"] == outputs["clusters"]["A"]["bootstrapServers"]
     b_bootstrap = outputs["clusters"]["B"]["bootstrapServers"]
@@ -190,7 +191,7 @@ def test_after_a_planned_failover_the_console_clients_use_what_it_published_for_
     print(f"\nplanned failover: {time.monotonic() - t0:.1f}s")
 
     after = Estate(load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), state)
-    b_bootstrap = EstateStack(STACK).outputs()["clusters"]["B"]["bootstrapServers"]
+    b_bootstrap = EstateStack(StackRef.resolve(STACK)).outputs()["clusters"]["B"]["bootstrapServers"]
     producer, consumer = (client_files(state, app)[0] for app in ("orders-app", "billing"))
     for path in (producer, consumer):
         assert path.read_text().startswith(f"# {path.stem} on cluster B ")

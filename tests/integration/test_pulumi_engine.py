@@ -6,9 +6,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from dr.pulumi_env import pulumi_command, pulumi_env
+from dr.base.pulumi_env import pulumi_command, pulumi_env
+from dr.base.toolchain import toolchain, versions
 from dr.runtime.cluster import LocalCluster
-from dr.toolchain import toolchain, versions
 
 
 def test_pulumi_version_is_the_locally_built_cli(tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from dr.estate import Estate
-from dr.pulumi_env import pulumi_env
+from dr.base.pulumi_env import pulumi_env
+from dr.base.toolchain import toolchain
+from dr.estate.estate import Estate
 from dr.runtime.process import pid_alive, wait_until
-from dr.toolchain import toolchain
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.helpers import consume_all, produce
@@ -169,7 +169,7 @@ def test_invalid_topology_stops_before_any_resource(project: Project, tmp_path: 
     p.pulumi("stack", "select", "--create", "bad")
     out = p.pulumi("up", "--yes", "--skip-preview", check=False)
     assert out.returncode != 0
-    from dr.errors import DRError
+    from dr.base.errors import DRError
     from dr.topology import load_stack_file as load
 
     with pytest.raises(DRError) as expected:

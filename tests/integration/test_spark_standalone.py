@@ -36,7 +36,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from dr.errors import ClusterError, ConfigError
+from dr.base.errors import ClusterError, ConfigError
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.process import ensure_ports_free, pid_alive, wait_until
 from tests.integration.ports import windows

@@ -26,10 +26,10 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from dr.offsets import end_offsets
+from dr.cli.verify import recover, verify
+from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.verify_commands import recover, verify
 from tests.integration.ports import windows
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dr.verify_commands import recover, verify
+from dr.cli.verify import recover, verify
 from tests.unit.test_verification_cli import T0
 from verification.archive import write_records
 from verification.session import spark_session

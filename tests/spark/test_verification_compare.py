@@ -183,7 +183,7 @@ def test_a_sum_collision_needs_equal_counts_and_both_halves(spark):
 
 @pytest.mark.parametrize("cutoff", [None, 10_000])
 def test_rto_probe_records_are_never_compared(spark, cutoff):
-    from dr.kafka_client import PROBE_KEY
+    from dr.kafka.client import PROBE_KEY
 
     src = [(0, 0, 100, b"a", b"1")]
     tgt = [(0, 0, 100, b"a", b"1"), (0, 1, 150, PROBE_KEY, b"probe"), (0, 2, 160, b"b", b"2")]

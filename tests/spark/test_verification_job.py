@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import verification.job as job
-from dr.errors import ConfigError, VerificationFailed, exit_codes_by_code
+from dr.base.errors import ConfigError, VerificationFailed, exit_codes_by_code
 from verification import ArchiveSide, run_verification
 from verification.archive import write_records
 from verification.session import spark_session
@@ -186,7 +186,7 @@ def test_topic_absent_on_the_target_is_all_missing(spark, tmp_path):
     assert result.counts("payments")["missing"] == 200 and result.counts("orders")["missing"] == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["verdict"] == "differences" and summary["exit_code"] == 1
-    assert summary["exit_codes"] == exit_codes_by_code(), "the one exit-code table (dr.errors), not a copy"
+    assert summary["exit_codes"] == exit_codes_by_code(), "the one exit-code table (dr.base.errors), not a copy"
 
 
 def test_large_reports_are_written_by_spark_with_the_same_content(spark, seeded, tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.failover import integrity
 from verification import audit as audit_mod
 from verification import from_audit
@@ -176,10 +176,10 @@ class Logs:
                 if o >= self.start[ep.name].get((t, p), 0)
             }
 
-        import dr.kafka_client
+        import dr.kafka.client
         import verification.recover
 
-        mp.setattr(dr.kafka_client, "connected_admin", connected_admin)
+        mp.setattr(dr.kafka.client, "connected_admin", connected_admin)
         mp.setattr(audit_mod, "cluster_id", lambda admin, _ep: f"id-{admin}")
         mp.setattr(audit_mod, "_offsets", offsets)
         mp.setattr(audit_mod, "read_fingerprints", read)
@@ -387,7 +387,7 @@ def test_starting_from_the_audit_finds_what_the_full_comparison_finds(logs: Logs
 def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
     logs: Logs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dr.offsets
+    import dr.kafka.offsets
     import verification.job
 
     logs.write(10)
@@ -395,7 +395,7 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
     path = audit_mod.state_file(tmp_path / "state", LINK)
     audit(path)
     path.write_text("not json")
-    monkeypatch.setattr(dr.offsets, "end_offsets", lambda ep, topics: {("orders", 0): 10})
+    monkeypatch.setattr(dr.kafka.offsets, "end_offsets", lambda ep, topics: {("orders", 0): 10})
     ran = []
 
     def full(**kw):  # noqa: ANN003, ANN202

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from dr import verify_commands
-from dr.errors import ConfigError
-from dr.verify_commands import audit as audit_cmd
+from dr.base.errors import ConfigError
+from dr.base.stackref import StackRef
+from dr.cli import verify as verify_commands
+from dr.cli.verify import audit as audit_cmd
 from verification import audit as audit_mod
 from verification.audit_state import Fingerprint
 
@@ -72,15 +73,15 @@ class FakeLink:
             )
 
             @classmethod
-            def for_stack(cls, _stack: str) -> Estate:
+            def for_stack(cls, _stack: StackRef) -> Estate:
                 return cls()
 
             def endpoint(self, name: str) -> str:
                 return name
 
-        import dr.estate
+        import dr.estate.estate
 
-        mp.setattr(dr.estate, "Estate", Estate)
+        mp.setattr(dr.estate.estate, "Estate", Estate)
         mp.setattr(audit_mod.kafka_client, "connected_admin", connected_admin)
         mp.setattr(audit_mod, "cluster_id", lambda admin, _ep: self.ids[admin])
         mp.setattr(audit_mod, "_offsets", offsets)
@@ -96,7 +97,7 @@ def link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeLink:
 
 
 def run(**kw: object) -> audit_mod.AuditResult:
-    return verify_commands.audit_link("s", "A-to-B", **kw)
+    return verify_commands.audit_link(StackRef.resolve("s"), "A-to-B", **kw)
 
 
 def test_three_runs_in_flight_then_missing_reads_only_new_data(link: FakeLink) -> None:

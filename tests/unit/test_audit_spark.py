@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from verification.audit import _first_on_spark
 from verification.audit_spark import SPARK_FIRST_ABOVE, frontier_outside, residue_from_offending
 from verification.audit_state import Fingerprint, match_increment

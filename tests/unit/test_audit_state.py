@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from verification.audit import plan_ranges
 from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state, match_increment, save_state
 

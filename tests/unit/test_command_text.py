@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dr.base.stackref import StackRef
 from dr.failover.drill_render import render_drill
 from dr.failover.drill_result import DrillResult
 from dr.failover.journal import Journal
@@ -297,7 +298,7 @@ def test_status_of_a_stack_whose_clusters_do_not_run(tmp_path: Path) -> None:
     """`status_report` itself (no cluster answers: none runs) after the refused failover: every problem
     listed, and `drctl status` prints the same text then exits 6 naming each problem and what to run."""
     stack_path, state = _stack(tmp_path, "refused-preflight")
-    report = status_report(stack="local", stack_path=stack_path, state=state)
+    report = status_report(StackRef.of_file(stack_path, state))
     text = render_status(report)
     _no_secret(text)
     assert_snapshot("status-not-running-after-refused-failover", text, tmp=tmp_path)
@@ -370,7 +371,7 @@ def test_verify_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_verify_differences(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The verification of A against B in an unplanned drill: missing records, the report, the recover
     command to run next, and exit code 1 (VerificationFailed) naming the report."""
-    from dr.errors import VerificationFailed
+    from dr.base.errors import VerificationFailed
     from verification.command import print_result
 
     result = _verification("differences", tmp_path)
@@ -417,7 +418,7 @@ def _recovery(dry_run: bool) -> RecoveryResult:
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "written"])
 def test_recover(dry_run: bool, capsys: pytest.CaptureFixture[str]) -> None:
     """`drctl recover` (and `--dry-run`): the counts a person checks, per topic, and the next step."""
-    from dr.verify_commands import _print_recovery
+    from dr.cli.verify import _print_recovery
 
     result = _recovery(dry_run)
     _print_recovery(result, dry_run=dry_run, as_json=False)
@@ -439,7 +440,7 @@ def test_recover(dry_run: bool, capsys: pytest.CaptureFixture[str]) -> None:
 def test_audit_first_run_of_a_real_link() -> None:
     """The first (full) audit of the link B-to-C after a real drill (`drctl audit --json`): what was read
     on each side, verified, in flight, missing, the link's lag and the oldest unreplicated record."""
-    from dr.verify_commands import _audit_lines
+    from dr.cli.verify import _audit_lines
     from verification.audit import AuditResult
 
     doc = _json(DATA / "audit" / "first-run.json")
@@ -461,7 +462,7 @@ def test_audit_runs_in_flight_then_missing_with_retention_warnings(
 ) -> None:
     """Later runs of `audit_link` (the in-memory link of test_audit_runs): in flight while the link is
     behind, then missing with the sample of each record, and the warnings a person must act on."""
-    from dr.verify_commands import _audit_lines, audit_link
+    from dr.cli.verify import _audit_lines, audit_link
     from tests.unit.test_audit_runs import FakeLink
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
@@ -469,13 +470,13 @@ def test_audit_runs_in_flight_then_missing_with_retention_warnings(
     link.install(monkeypatch)
     link.write(100)
     link.copy()
-    audit_link("s", "A-to-B")
+    audit_link(StackRef.resolve("s"), "A-to-B")
     link.write(30)
     link.copy(10)
-    behind = audit_link("s", "A-to-B")
+    behind = audit_link(StackRef.resolve("s"), "A-to-B")
     link.write(20)
     link.copy(drop={112, 113})
-    missing = audit_link("s", "A-to-B", sample=2)
+    missing = audit_link(StackRef.resolve("s"), "A-to-B", sample=2)
     # Retention is a property of real clusters; the in-memory link has none: set what a real run counts.
     missing = replace(missing, lost_to_retention=1200, target_lost_to_retention=3)
     texts = ["\n".join(_audit_lines(r)) for r in (behind, missing)]
@@ -523,7 +524,7 @@ def test_status_healthy_after_a_failover() -> None:
 
 def test_status_with_a_stopped_link() -> None:
     """`drctl link stop` on the kept estate, then `drctl status --json`: the problem and its exit code 4."""
-    from dr.errors import ClusterError
+    from dr.base.errors import ClusterError
     from dr.failover.status import raise_for_problems
 
     report = _captured_status("link-stopped")
@@ -596,7 +597,7 @@ def test_status_with_a_failover_interrupted_mid_step(tmp_path: Path) -> None:
     journal = Journal.load(_stack(tmp_path, "interrupted")[1])
     assert journal is not None
     stack_path, state = tmp_path / "stacks" / "Pulumi.local.yaml", tmp_path / "state" / "local"
-    report = status_report(stack="local", stack_path=stack_path, state=state)
+    report = status_report(StackRef.of_file(stack_path, state))
     assert report.last_failover is not None and not report.last_failover.lock_held
     text = render_status(report)
     _no_secret(text)

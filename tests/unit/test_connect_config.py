@@ -7,10 +7,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from dr.base.errors import ConfigError
 from dr.cli import cli
-from dr.connect_config import CONNECTORS, connector_configs
-from dr.errors import ConfigError
 from dr.topology import load_stack_file
+from dr.topology.connect_config import CONNECTORS, connector_configs
 from tests import REPO_ROOT
 
 
@@ -90,7 +90,7 @@ def test_cli_prints_the_connectors_of_every_link(stack: str, monkeypatch: pytest
 def test_the_connect_workers_principal_is_not_an_application_name() -> None:
     import yaml
 
-    from dr.errors import TopologyError
+    from dr.base.errors import TopologyError
     from dr.runtime.connect import CONNECT_USER
     from dr.topology import load_topology
 

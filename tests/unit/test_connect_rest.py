@@ -13,9 +13,9 @@ from typing import ClassVar
 
 import pytest
 
-from dr.connect_rest import ConnectRest
-from dr.errors import AuthError, ClusterError, ConfigError
-from dr.kafka_client import Endpoint
+from dr.base.errors import AuthError, ClusterError, ConfigError
+from dr.kafka.client import Endpoint
+from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.connect import BASIC_AUTH_EXTENSION, ConnectSpec, connect_acls, worker_properties
 from dr.runtime.process import port_free
 

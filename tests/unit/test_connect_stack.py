@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dr.errors import ConfigError, TopologyError
+from dr.base.errors import ConfigError, TopologyError
 from dr.topology import Role, load_stack_file, load_topology
 from dr.topology.access import CONNECT_USER, acl_rules
 from dr.topology.stackconfig import dump_stack_config
@@ -214,7 +214,7 @@ def test_the_program_reads_the_connect_clusters_from_the_engine_config(tmp_path:
 def test_no_link_copies_a_connect_clusters_internal_topics() -> None:
     import re
 
-    from dr.connect_config import connector_configs
+    from dr.topology.connect_config import connector_configs
 
     t = connect_stack().after_failover()  # B→C reads B, where mm2 keeps its internal topics
     config = connector_configs(t, t.links[0], secrets_file="/s/replicator.properties")["B-to-C-source"]

@@ -1,4 +1,4 @@
-"""The exit-code table: one copy (dr.errors.EXIT_CODES), rendered into ``drctl --help`` and README.md."""
+"""The exit-code table: one copy (dr.base.errors.EXIT_CODES), rendered into ``drctl --help`` and README.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import dr.cli
-from dr.errors import EXIT_CODES, DRError, InternalError, exit_codes_help, exit_codes_markdown
+from dr.base.errors import EXIT_CODES, DRError, InternalError, exit_codes_help, exit_codes_markdown
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKERS = re.compile(r"<!-- exit-codes:begin[^>]*-->\n(.*?)\n<!-- exit-codes:end -->", re.DOTALL)
@@ -23,7 +23,7 @@ def test_readme_holds_the_rendered_table() -> None:
     found = MARKERS.search(README.read_text(encoding="utf-8"))
     assert found, "README.md lost its <!-- exit-codes:begin --> … <!-- exit-codes:end --> markers"
     assert found.group(1) == exit_codes_markdown(), (
-        "README.md's exit-code table differs from dr.errors.EXIT_CODES; put this between its markers:\n"
+        "README.md's exit-code table differs from dr.base.errors.EXIT_CODES; put this between its markers:\n"
         + exit_codes_markdown()
     )
 
@@ -76,7 +76,7 @@ def test_main_turns_an_unexpected_exception_into_the_internal_error_code(
 
 def test_the_verification_summary_carries_the_one_table() -> None:
     """summary.json's ``exit_codes`` is rendered from EXIT_CODES, not kept as a second copy (issue 25 §5)."""
-    from dr.errors import exit_codes_by_code
+    from dr.base.errors import exit_codes_by_code
 
     table = exit_codes_by_code()
     assert set(table) == {str(row.code) for row in EXIT_CODES}

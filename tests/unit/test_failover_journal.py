@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dr.errors import ConfigError, LockHeld
+from dr.base.errors import ConfigError, LockHeld
 from dr.failover.journal import Journal, StackLock
 from dr.failover.steps import STEPS
 from dr.failover.summary import summarize

@@ -180,7 +180,7 @@ def test_write_stack_config_keeps_other_keys_and_the_header_and_is_idempotent(st
 def test_client_configurations_are_private_and_never_returned_with_the_password(stack: Path) -> None:
     import json
 
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
     from dr.failover.clients import publish_clients
 
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from dr import cli
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.topology import load_stack_file, load_topology
 from tests import REPO_ROOT
 
@@ -452,7 +452,7 @@ def test_two_standby_clusters_are_refused(drctl: Drctl) -> None:
 def test_a_plaintext_application_password_is_refused_by_every_command(
     drctl: Drctl, command: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dr.stack import EstateStack
+    from dr.estate.stack import EstateStack
 
     def engine(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the Pulumi engine was started")
@@ -497,7 +497,7 @@ def test_load_stack_file_refuses_plaintext_with_a_config_error(tmp_path: Path, p
 
 @pytest.fixture
 def broken_status(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     def explode(cls: type, stack: str) -> None:
         raise RuntimeError("status exploded: sasl.password=hunter2-xyz while reading")
@@ -527,7 +527,7 @@ def test_kdr_debug_prints_the_traceback_too(drctl: Drctl, broken_status: None, m
 
 
 def test_secrets_in_the_environment_are_masked(drctl: Drctl, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
     monkeypatch.setenv("KDR_TEST_API_SECRET", "s3cr3t-from-env")
 

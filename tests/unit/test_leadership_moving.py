@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from dr.errors import ClusterError
-from dr.kafka_client import Endpoint, leadership_moving, translate_kafka_error
+from dr.base.errors import ClusterError
+from dr.kafka.client import Endpoint, leadership_moving, translate_kafka_error
 from dr.runtime.mirrormaker import MirrorMaker
 
 EP = Endpoint(bootstrap="127.0.0.1:20200", username="admin", password="s3cret")

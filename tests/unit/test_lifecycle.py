@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from dr import cli
-from dr.errors import ClusterError, ConfigError, FailoverError, TopologyError
+from dr.base.errors import ClusterError, ConfigError, FailoverError, TopologyError
+from dr.base.stackref import StackRef
 from dr.failover.health import ClusterHealth
 from dr.failover.journal import Journal, StackLock
+from dr.failover.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
 from dr.failover.status import (
     ClusterStatus,
     HealthStatus,
@@ -33,7 +35,6 @@ from dr.failover.status import (
     status_problems,
 )
 from dr.failover.steps import STEPS
-from dr.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
 from dr.topology import Kind, Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
 from tests import REPO_ROOT
 
@@ -235,7 +236,7 @@ def test_the_stack_file_changes_by_that_one_value(after_path: Path) -> None:
 
 
 def test_importing_the_lifecycle_starts_nothing() -> None:
-    code = "import sys, dr.lifecycle; print(sorted(m for m in sys.modules if m.startswith(('pulumi', 'confluent'))))"
+    code = "import sys, dr.failover.lifecycle; print(sorted(m for m in sys.modules if m.startswith(('pulumi', 'confluent'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -443,7 +444,7 @@ def test_status_of_a_stack_not_provisioned_lists_its_problems(
     from dr.failover.status import status_report
 
     path = _write(env, "life", LOCAL_DOC)
-    report = status_report(stack="life", stack_path=path, state=tmp_path / "state" / "life")
+    report = status_report(StackRef.of_file(path, tmp_path / "state" / "life"))
     assert set(report.to_json()) == {
         "stack",
         "failover_done",

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AclOperation
 
-from dr.errors import ClusterError, ConfigError
-from dr.estate import application_acls, stack_file
-from dr.kafka_client import Endpoint, cluster_metadata
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.stackref import stack_file
+from dr.estate.estate import application_acls
+from dr.kafka.client import Endpoint, cluster_metadata
 from dr.runtime.cluster import ClusterSpec, server_properties
 from dr.runtime.credentials import Credentials
 from dr.runtime.mirrormaker import IDENTITY_POLICY, mm2_properties
@@ -135,7 +136,7 @@ def test_published_client_properties_carry_any_password_exactly(tmp_path) -> Non
     JAAS (StreamTokenizer) and once for the properties format."""
     import re
 
-    from dr.kafka_client import Endpoint
+    from dr.kafka.client import Endpoint
     from dr.runtime.cluster import properties_escape
 
     password = 'p\\a"b\\\\c'

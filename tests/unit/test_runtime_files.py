@@ -1,11 +1,11 @@
-"""dr.files.write_atomic: the one atomic file write (credentials, properties, the stack file)."""
+"""dr.base.files.write_atomic: the one atomic file write (credentials, properties, the stack file)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from dr.files import write_atomic
+from dr.base.files import write_atomic
 from dr.runtime.cluster import write_properties
 from dr.runtime.credentials import Credentials
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dr.errors import ToolchainError
-from dr.toolchain import toolchain, versions
+from dr.base.errors import ToolchainError
+from dr.base.toolchain import toolchain, versions
 from tests import REPO_ROOT
 
 

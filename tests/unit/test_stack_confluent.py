@@ -13,7 +13,7 @@ import yaml
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import SETTINGS
 
-from dr.errors import ConfigError, TopologyError
+from dr.base.errors import ConfigError, TopologyError
 from dr.topology import dump_stack_config, find_violations, load_stack_file, load_topology
 from dr.topology.model import Kind, LinkState, Role, Topology
 

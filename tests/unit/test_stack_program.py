@@ -42,7 +42,7 @@ from pulumi.runtime import config as pulumi_config
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 from pulumi.runtime.settings import SETTINGS
 
-from dr.errors import DRError
+from dr.base.errors import DRError
 from dr.topology import (
     Application,
     Cluster,

@@ -1,4 +1,4 @@
-"""``dr.stack.forget``: dropping a decommissioned cluster's ``ClusterAccess`` subtree from a deployment.
+"""``dr.estate.stack.forget``: dropping a decommissioned cluster's ``ClusterAccess`` subtree from a deployment.
 
 The deployment is hand-made (the shape ``pulumi stack export`` writes): a stack, two clusters with
 their providers, two ``ClusterAccess`` components with users/topics/ACLs, a nested component under
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dr.stack import forget
+from dr.estate.stack import forget
 
 P = "urn:pulumi:s::kafka-dr::"
 STACK = P + "pulumi:pulumi:Stack::kafka-dr-s"

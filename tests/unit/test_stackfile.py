@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.topology import Topology, load_stack_file
 from dr.topology.secret import StackSecret
 from dr.topology.stackfile import render_stack_config, stack_file_diff, write_stack_config

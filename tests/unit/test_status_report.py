@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from dr.errors import ClusterError
+from dr.base.errors import ClusterError
 from dr.failover.health import ClusterHealth
 from dr.failover.status import (
     ClusterStatus,

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from dr.errors import ConfigError
-from dr.estate import load_stack, stack_dir, stack_file, state_dir
-from dr.project import find_project_dir
-from dr.pulumi_env import project_dir, state_base
-from dr.toolchain import versions
+from dr.base.errors import ConfigError
+from dr.base.project import find_project_dir
+from dr.base.pulumi_env import project_dir, state_base
+from dr.base.stackref import StackRef, stack_dir, stack_file, state_dir
+from dr.base.toolchain import versions
+from dr.estate.estate import load_stack
 from tests import REPO_ROOT
 
 
@@ -44,7 +45,7 @@ def test_the_project_is_found_from_a_subdirectory(project: Path, monkeypatch: py
     assert stack_file("local") == project / "Pulumi.local.yaml"
     assert state_base() == project / ".state"
     assert state_dir("local") == project / ".state" / "local" and (project / ".state" / "local").is_dir()
-    assert load_stack("local").name == "local"
+    assert load_stack(StackRef.resolve("local")).name == "local"
 
 
 def test_no_project_is_bad_input_naming_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +86,7 @@ def test_drctl_runs_from_a_copy_of_the_project(project: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert isinstance(json.loads(res.stdout), dict)
     pins = subprocess.run(
-        [sys.executable, "-c", "from dr.toolchain import versions; print(versions()['KAFKA_VERSION'])"],
+        [sys.executable, "-c", "from dr.base.toolchain import versions; print(versions()['KAFKA_VERSION'])"],
         cwd=project,
         capture_output=True,
         text=True,

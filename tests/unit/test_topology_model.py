@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from dr.errors import ConfigError, TopologyError
+from dr.base.errors import ConfigError, TopologyError
 from dr.topology import (
     NAMESPACE,
     PORT_WINDOW,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dr.errors import ConfigError, TopologyError
+from dr.base.errors import ConfigError, TopologyError
 from dr.topology import Topology, find_violations, load_topology
 
 LOCAL: dict[str, Any] = {

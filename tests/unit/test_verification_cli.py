@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dr.errors import ConfigError
-from dr.verify_commands import recover, verify
+from dr.base.errors import ConfigError
+from dr.cli.verify import recover, verify
 from verification.endpoints import load_credentials, parse_cutoff, resolve_side
 
 T0 = 1_760_000_000_000
@@ -107,8 +107,8 @@ def test_recover_without_a_report_is_a_config_error(tmp_path):
 
 
 def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_clusters(tmp_path, monkeypatch):
+    from dr.cli.verify import _cutoff
     from dr.failover.journal import Journal
-    from dr.verify_commands import _cutoff
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
     j = Journal.create(

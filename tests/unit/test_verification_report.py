@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from dr.errors import ConfigError
-from dr.kafka_client import Endpoint
+from dr.base.errors import ConfigError
+from dr.kafka.client import Endpoint
 from verification import KafkaSide
 from verification.compare import LATE_WINDOW, SOURCE, TARGET, Differences, TimeGrid, find_differences
 from verification.job import _drop_empty, _window_counts
@@ -447,7 +447,7 @@ def test_loading_a_missing_report_is_a_config_error(tmp_path):
 
 # ----------------------------------------------------------------------------- the failover's integrity step
 def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monkeypatch, tmp_path):
-    import dr.offsets as mm
+    import dr.kafka.offsets as mm
     import verification.job as job
     from dr.failover import integrity
 

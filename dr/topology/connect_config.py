@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from dr.errors import ConfigError
+from dr.base.errors import ConfigError
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Link, Topology
 

@@ -1,7 +1,7 @@
 """Where the Pulumi project is: the nearest directory holding ``Pulumi.yaml``, as the pulumi CLI finds it.
 
-Kept free of the product's other modules so that :mod:`dr.errors` can name the state directory
-(for traceback files) without an import cycle; :func:`dr.pulumi_env.project_dir` adds the error
+Kept free of the product's other modules so that :mod:`dr.base.errors` can name the state directory
+(for traceback files) without an import cycle; :func:`dr.base.pulumi_env.project_dir` adds the error
 raised outside a project.
 """
 

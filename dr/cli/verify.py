@@ -5,7 +5,7 @@ state files, its last failover into the default cut-off — so that :mod:`verifi
 resolved endpoints and paths. The options the submitted Spark job shares (sides, run, printed
 result) come from :mod:`verification.command`.
 
-Exit codes (from :mod:`dr.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
+Exit codes (from :mod:`dr.base.errors`): 0 clean / done · 1 differences found (``VerificationFailed``) ·
 2 bad input (``ConfigError``) · 3 toolchain missing · 4 cluster unreachable or a read/write failed
 (``ClusterError``) · 5 credentials refused (``AuthError``). Progress goes to stderr, the result to
 stdout (``--json`` for machines). Passwords are never printed.
@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dr.errors import ConfigError, VerificationFailed
-from dr.kafka_client import Endpoint
+from dr.base.errors import ConfigError, VerificationFailed
+from dr.base.stackref import StackRef
+from dr.cli.options import STACK
+from dr.kafka.client import Endpoint
 from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 from verification.command import (
     CUTOFF_HELP,
@@ -55,18 +57,18 @@ __all__ = [
 
 # ------------------------------------------------------------------------------ stack resolution
 def stack_endpoint(stack: str, cluster: str) -> Endpoint:
-    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.resolve_endpoint`)."""
-    from dr.estate import resolve_endpoint
+    """The admin endpoint of ``cluster`` in ``stack`` (:func:`dr.estate.estate.resolve_endpoint`): the
+    verification's resolver, which names the stack given with ``--stack`` or recorded in a report."""
+    from dr.estate.estate import resolve_endpoint
 
-    return resolve_endpoint(stack, cluster)
+    return resolve_endpoint(StackRef.resolve(stack), cluster)
 
 
-def state_path(stack: str, link: str) -> Path:
+def state_path(ref: StackRef, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
-    from dr.estate import state_dir
     from verification.audit import state_file
 
-    return state_file(state_dir(stack), link)
+    return state_file(ref.made_state_dir(), link)
 
 
 def _cutoff(text: str | None, stack: str | None, source: str | None, target: str | None, quiet: bool) -> int | None:
@@ -81,11 +83,10 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None if text.strip().lower() == "none" else parse_cutoff(text)
     if not (stack and source and target):
         return None
-    from dr.estate import state_dir
     from dr.failover.journal import Journal
     from dr.failover.metrics import utc_text
 
-    journal = Journal.load(state_dir(stack))
+    journal = Journal.load(StackRef.resolve(stack).made_state_dir())
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
         return None
     ms = journal.cutoff_ms()
@@ -244,7 +245,7 @@ def recover(
 
 # -------------------------------------------------------------------------------------- audit
 def audit_link(
-    stack: str,
+    ref: StackRef,
     link_name: str,
     *,
     reset: bool = False,
@@ -253,13 +254,14 @@ def audit_link(
     first_run: str = "auto",
     master: str | None = None,
 ) -> AuditResult:
-    """Audit what arrived on ``link_name`` of ``stack`` since its last audit (the first run reads all,
+    """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`)."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
     from verification.audit import audit_endpoints
 
     started = time.monotonic()
-    estate = Estate.for_stack(stack)
+    stack = ref.name
+    estate = Estate.for_stack(ref)
     link = next((lk for lk in estate.topology.links if lk.name == link_name), None)
     if link is None:
         raise ConfigError(
@@ -269,7 +271,7 @@ def audit_link(
     return audit_endpoints(
         estate.endpoint(link.source),
         estate.endpoint(link.target),
-        path=state_path(stack, link.name),
+        path=state_path(ref, link.name),
         stack=stack,
         link=link.name,
         source_cluster=link.source,
@@ -285,7 +287,7 @@ def audit_link(
 
 
 def audit_stack(
-    stack: str,
+    ref: StackRef,
     links: list[str] | None = None,
     *,
     reset: bool = False,
@@ -294,14 +296,13 @@ def audit_stack(
     master: str | None = None,
 ) -> list[AuditResult]:
     """:func:`audit_link` for each of ``links`` (default: every link of the stack)."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
-    names = links or [lk.name for lk in Estate.for_stack(stack).topology.links]
+    stack = ref.name
+    names = links or [lk.name for lk in Estate.for_stack(ref).topology.links]
     if not names:
         raise ConfigError(f"stack {stack!r} has no links to audit.", "declare a link in its stack file")
-    return [
-        audit_link(stack, name, reset=reset, progress=progress, first_run=first_run, master=master) for name in names
-    ]
+    return [audit_link(ref, name, reset=reset, progress=progress, first_run=first_run, master=master) for name in names]
 
 
 def _age(seconds: float | None) -> str:
@@ -339,7 +340,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
 
 
 @click.command("audit")
-@click.option("--stack", required=True, help="Stack whose links to audit.")
+@click.option("--stack", "ref", type=STACK, required=True, help="Stack whose links to audit.")
 @click.option("--link", "links", multiple=True, help="Link to audit (repeatable); default: every link of the stack.")
 @click.option(
     "--every",
@@ -371,7 +372,7 @@ def _audit_lines(r: AuditResult) -> list[str]:
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @exit_codes
 def audit(
-    stack: str,
+    ref: StackRef,
     links: tuple[str, ...],
     every: float | None,
     reset: bool,
@@ -394,7 +395,7 @@ def audit(
     try:
         while True:
             results = audit_stack(
-                stack, list(links) or None, reset=reset, progress=progress, first_run=first_run, master=master
+                ref, list(links) or None, reset=reset, progress=progress, first_run=first_run, master=master
             )
             reset = False
             missing = sum(r.missing for r in results)

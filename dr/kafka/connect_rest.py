@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from dr.errors import AuthError, ClusterError, ConfigError
+from dr.base.errors import AuthError, ClusterError, ConfigError
 
 _UNREACHABLE_FIX = "start the Connect cluster or fix the connect url in the stack config"
 #: How long a request answered 409 (a rebalance or a concurrent config change) is retried.

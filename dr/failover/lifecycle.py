@@ -23,11 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
+from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
+from dr.estate.stack import EstateStack
+from dr.runtime.process import pid_alive
+from dr.topology import Engine, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
 
 if TYPE_CHECKING:
+    from dr.base.stackref import StackRef
     from dr.failover.journal import StackLock
-    from dr.topology import Link, Topology
+    from dr.topology import Link
 
 __all__ = [
     "find_link",
@@ -59,6 +63,8 @@ def journals(state: Path) -> list[dict[str, Any]]:
     The current journal is read with :meth:`dr.failover.journal.Journal.load` (a damaged one is a
     ConfigError); an archived one that cannot be read is left out.
     """
+    # The journal loads the Kafka client (its probe results): only when read, so importing this module
+    # loads neither confluent-kafka nor Pulumi.
     from dr.failover.journal import Journal
 
     found: list[dict[str, Any]] = []
@@ -138,7 +144,6 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
     only), ConfigError when no such link is declared (naming the declared ones) or when either
     end is not a local cluster (naming the tooling that runs it).
     """
-    from dr.topology import Engine
 
     link = next((lk for lk in topology.links if lk.name == name), None)
     if link is None:
@@ -174,7 +179,6 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
 def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]]) -> FailoverError | None:
     """Why ``link`` must not be started again, or None: its source is decommissioned in the stack,
     or the last failover (``history[0]``) failed it over and got as far as stopping the link."""
-    from dr.topology import Role
 
     source = topology.cluster(link.source)
     last = history[0] if history else None
@@ -193,8 +197,6 @@ def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]
 
 # ------------------------------------------------------------------------------------ links (commands)
 def _load(stack_path: Path) -> Topology:
-    from dr.topology import load_stack_file
-
     return load_stack_file(stack_path)
 
 
@@ -209,15 +211,15 @@ def _locked(state: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-def link_stop(stack: str, stack_path: Path, state: Path, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Stop the MirrorMaker 2 process of link ``name`` (its positions stay on the target); return what was done.
 
     The stack still declares the link: ``drctl status`` then exits non-zero until it runs again
     (``drctl link start``, or ``drctl estate up --refresh``).
     """
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"stop link {name}")
     try:
@@ -269,16 +271,16 @@ def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) 
     )
 
 
-def link_start(stack: str, stack_path: Path, state: Path, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Start the MirrorMaker 2 process of link ``name`` again; return what was done.
 
     It resumes from the positions it had reached (kept on the target). Refused: a link the
     topology does not declare, an external link, a link whose source was failed over
     (:func:`restart_refusal`), and a link whose source or target cluster is not running.
     """
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"start link {name}")
     try:
@@ -323,7 +325,6 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
     ``completed`` — until then its data may hold records recovery still needs (FailoverError).
     A cluster already ``standby`` is not refused (the command then only finishes the convergence).
     """
-    from dr.topology import Role
 
     stack = topology.name
     try:
@@ -365,7 +366,6 @@ def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | Non
 
 def standby_topology(topology: Topology, cluster: str) -> Topology:
     """``topology`` with ``cluster``'s role set to ``standby``, validated again (pure)."""
-    from dr.topology import Role, Topology
 
     clusters = [c.model_copy(update={"role": Role.STANDBY}) if c.name == cluster else c for c in topology.clusters]
     return Topology.model_validate(
@@ -383,13 +383,12 @@ def _standby_inputs(stack_path: Path, state: Path, cluster: str) -> tuple[Topolo
     return topology, standby_topology(topology, cluster), topology.cluster(cluster).role.value
 
 
-def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, preview: bool = True) -> dict[str, Any]:
+def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[str, Any]:
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
-    from dr.estate import Estate
-    from dr.topology import stack_file_diff
+    from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
     local = Estate(topology, state).local_cluster(cluster)
     plan: dict[str, Any] = {
@@ -402,19 +401,15 @@ def standby_plan(stack: str, stack_path: Path, state: Path, cluster: str, *, pre
         "stack_file_diff": stack_file_diff(stack_path, desired),
     }
     if preview:
-        from dr.stack import EstateStack
-
         try:
-            summary = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).preview_of(desired)
+            summary = EstateStack(ref).preview_of(desired)
             plan["pulumi_preview"] = {"changes": summary.changes, "text": summary.text}
         except DRError as exc:
             plan["pulumi_preview"] = {"error": exc.problem}
     return plan
 
 
-def make_standby(
-    stack: str, stack_path: Path, state: Path, cluster: str, progress: Progress = _quiet
-) -> dict[str, Any]:
+def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> dict[str, Any]:
     """Wipe the decommissioned local cluster ``cluster`` and declare it the stack's next standby.
 
     Checks :func:`standby_refusal`; rewrites the cluster's role to ``standby`` in the stack file
@@ -425,12 +420,9 @@ def make_standby(
     Returns ``cluster``, ``old_role``, ``new_role``, ``stack_file_changed``, ``data_removed``
     (the directory that is gone), ``stopped_pids``, ``seconds`` and ``next``.
     """
-    from dr.estate import Estate
-    from dr.runtime.process import pid_alive
-    from dr.stack import EstateStack
-    from dr.topology import write_stack_config
+    from dr.estate.estate import Estate
 
-    stack_path, state = Path(stack_path), Path(state)
+    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
     lock = _locked(state, stack, f"declare cluster {cluster} standby")
     try:
@@ -443,7 +435,7 @@ def make_standby(
             + ("" if changed else " (already written)")
         )
         progress(f"cluster {cluster}: `pulumi up` deletes its cluster resource (processes stopped, data removed)")
-        timings = EstateStack(stack, stack_dir=stack_path.parent, state_dir=state).up(desired, progress=progress)
+        timings = EstateStack(ref).up(desired, progress=progress)
         removed_by = "pulumi up"
         if local.dir.exists() or local.running_nodes():
             # The stack's state did not hold the cluster (e.g. started outside Pulumi): remove it here.

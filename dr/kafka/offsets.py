@@ -2,8 +2,8 @@
 
 The failover, the status report, the drill, the link runners and the verification all read
 offsets through these functions, so every read fails the same way — through
-:func:`dr.kafka_client.kafka_errors`, as :class:`~dr.errors.ClusterError` or
-:class:`~dr.errors.AuthError` naming the cluster.
+:func:`dr.kafka.client.kafka_errors`, as :class:`~dr.base.errors.ClusterError` or
+:class:`~dr.base.errors.AuthError` naming the cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from dr.kafka_client import SILENT, Endpoint, kafka_errors
+from dr.kafka.client import SILENT, Endpoint, kafka_errors
 
 #: ``(topic, partition) → offset``.
 Offsets = dict[tuple[str, int], int]

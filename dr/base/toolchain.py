@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dr.errors import ToolchainError
+from dr.base.errors import ToolchainError
 
 
 @functools.cache

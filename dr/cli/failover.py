@@ -2,7 +2,7 @@
 
 This module never imports :mod:`dr.cli`: the group imports the commands, not the other way round.
 
-Exit codes (:mod:`dr.errors`): 0 done — also when a failover is already finished, or finished
+Exit codes (:mod:`dr.base.errors`): 0 done — also when a failover is already finished, or finished
 with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluster could not be
 reached · 5 credentials refused · 6 a failover step refused (the journal is kept: rerun to
 resume) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.errors import FailoverError
+from dr.base.errors import FailoverError
+from dr.base.stackref import StackRef
+from dr.cli.options import STACK
 
 if TYPE_CHECKING:
     from click.decorators import FC
@@ -42,14 +44,13 @@ def _shown(*decls: str, **attrs: Any) -> Callable[[FC], FC]:
     return click.option(*decls, show_default=True, **attrs)
 
 
-def _paths(stack: str) -> tuple[Path, Path]:
-    from dr.estate import stack_file, state_dir
-
-    return stack_file(stack), state_dir(stack)
+def _paths(ref: StackRef) -> tuple[Path, Path]:
+    """The stack file (an unknown stack is refused here, first) and the state directory (created)."""
+    return ref.existing_stack_file(), ref.made_state_dir()
 
 
 @click.command("failover")
-@_shown("--stack", default="local", help="Stack whose Pulumi.<stack>.yaml to fail over.")
+@_shown("--stack", "ref", type=STACK, default="local", help="Stack whose Pulumi.<stack>.yaml to fail over.")
 @click.option(
     "--mode",
     type=click.Choice(["planned", "unplanned"]),
@@ -74,7 +75,7 @@ def _paths(stack: str) -> tuple[Path, Path]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
-    stack: str,
+    ref: StackRef,
     mode: str | None,
     dry_run: bool,
     yes: bool,
@@ -95,7 +96,7 @@ def failover(
     from dr.failover.render import render_plan
     from dr.failover.steps import FailoverOptions
 
-    stack_path, state = _paths(stack)
+    stack, (stack_path, state) = ref.name, _paths(ref)
     options = FailoverOptions(
         mode=mode,
         force=force,
@@ -104,7 +105,7 @@ def failover(
         drain_timeout=drain_timeout,
     )
     if dry_run:
-        plan = plan_failover(stack=stack, stack_path=stack_path, state=state, options=options)
+        plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return
     if not yes and not already_finished(Journal.load(state), stack_path):
@@ -116,7 +117,7 @@ def failover(
         click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
-        summary = run_failover(stack=stack, stack_path=stack_path, state=state, options=options, progress=progress)
+        summary = run_failover(ref, options=options, progress=progress)
     except FailoverError:
         # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
         from dr.failover.summary import summarize
@@ -144,10 +145,10 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 @click.command("status")
-@_shown("--stack", default="local")
+@_shown("--stack", "ref", type=STACK, default="local")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON on stdout.")
 @click.option("--isr", is_flag=True, help="Show leader, replicas and in-sync replicas of every partition.")
-def status(stack: str, as_json: bool, isr: bool) -> None:
+def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     """Roles, broker health, link lag per partition, consumer-group positions, the last failover.
 
     The full status is printed first (with --json: plus a `problems` list); then the exit code says
@@ -159,8 +160,8 @@ def status(stack: str, as_json: bool, isr: bool) -> None:
     from dr.failover.render import render_status
     from dr.failover.status import raise_for_problems, status_report
 
-    stack_path, state = _paths(stack)
-    report = status_report(stack=stack, stack_path=stack_path, state=state, isr=isr)
+    _paths(ref)
+    report = status_report(ref, isr=isr)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else render_status(report))
     raise_for_problems(report)
 

@@ -2,7 +2,7 @@
 
 ``drctl`` runs the program of ``stacks/`` (:func:`stacks.program.run`) inline, on the stack file
 ``Pulumi.<stack>.yaml`` of the stack directory, with the locally built CLI, the local ``file://``
-backend and passphrase secrets (:mod:`dr.pulumi_env`). ``pulumi up`` from the repository root runs
+backend and passphrase secrets (:mod:`dr.base.pulumi_env`). ``pulumi up`` from the repository root runs
 the very same function through the Python language host.
 
 :meth:`EstateStack.up` first *forgets* (removes from the stack's state, without touching the
@@ -14,14 +14,19 @@ need. Its fenced ACLs stay as the failover left them.
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.base.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.base.pulumi_env import pulumi_command, pulumi_env
+from dr.base.stackref import StackRef
 from dr.topology import NAMESPACE, Topology
+from dr.topology.stackfile import render_stack_config
 
 if TYPE_CHECKING:
     from pulumi.automation import OpType, Stack
@@ -58,26 +63,20 @@ def _quiet(_line: str) -> None:
 class EstateStack:
     """One stack of the ``kafka-dr`` project on the local backend."""
 
-    def __init__(self, stack: str, *, stack_dir: Path | None = None, state_dir: Path | None = None) -> None:
-        """``stack_dir`` holds ``Pulumi.<stack>.yaml`` (default: the Pulumi project); ``state_dir`` is the
-        stack's local state (default ``<state base>/<stack>``). The backend and the passphrase file
-        live beside it: ``<state_dir>/../pulumi`` and ``<state_dir>/../passphrase``."""
-        from dr.estate import stack_dir as default_stack_dir
-        from dr.estate import stack_file
-        from dr.estate import state_dir as default_state_dir
-
-        self.name = stack
-        self.stack_dir = Path(stack_dir or default_stack_dir())
-        self.stack_file = stack_file(stack, self.stack_dir)
-        self.state_dir = Path(state_dir or default_state_dir(stack))
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.backend = self.state_dir.parent / "pulumi"
+    def __init__(self, stack: StackRef) -> None:
+        """The stack file is in ``stack.project_dir``; the backend and the passphrase file live beside
+        its state directory: ``<state_dir>/../pulumi`` and ``<state_dir>/../passphrase``."""
+        self.ref = stack
+        self.name = stack.name
+        self.stack_dir = stack.project_dir
+        self.stack_file = stack.existing_stack_file()
+        self.state_dir = stack.made_state_dir()
+        self.backend = stack.backend_dir
 
     # -------------------------------------------------------------------------------- workspace
     def _stack(self) -> Stack:
         from pulumi import automation as auto
 
-        from dr.pulumi_env import pulumi_command, pulumi_env
         from stacks.program import run
 
         state_dir = self.state_dir
@@ -143,10 +142,6 @@ class EstateStack:
     def preview_of(self, topology: Topology) -> PreviewSummary:
         """``pulumi preview`` of ``topology`` written as the stack file would be — in a scratch copy
         of the stack directory, so neither the stack file nor the state changes."""
-        import shutil
-        import tempfile
-
-        from dr.topology.stackfile import render_stack_config
 
         with tempfile.TemporaryDirectory(prefix="kdr-preview-") as tmp:
             scratch = Path(tmp)
@@ -155,7 +150,7 @@ class EstateStack:
             )
             if (self.stack_dir / "Pulumi.yaml").exists():
                 shutil.copy(self.stack_dir / "Pulumi.yaml", scratch / "Pulumi.yaml")
-            return EstateStack(self.name, stack_dir=scratch, state_dir=self.state_dir).preview()
+            return EstateStack(replace(self.ref, project_dir=scratch)).preview()
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""

@@ -15,6 +15,7 @@ printed too when ``KDR_DEBUG=1``. Values that look like secrets are masked in bo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -22,6 +23,8 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+
+from dr.base.project import state_base_or_none
 
 
 class DRError(Exception):
@@ -200,8 +203,7 @@ _MASK = "**********"
 
 
 def _state_base() -> Path | None:
-    """The state directory of the project (:func:`dr.project.state_base_or_none`), None outside any project."""
-    from dr.project import state_base_or_none
+    """The state directory of the project (:func:`dr.base.project.state_base_or_none`), None outside any project."""
 
     return state_base_or_none()
 
@@ -210,8 +212,6 @@ def _known_secrets() -> set[str]:
     """Secret values this process could leak: secret-named environment variables and local passwords."""
     found = {value for name, value in os.environ.items() if _SECRET_ENV.search(name) and len(value) >= 4}
     try:
-        import json
-
         base = _state_base()
         for path in list(base.glob("*/credentials.json"))[:50] if base else []:
             data = json.loads(path.read_text())

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.errors import ConfigError, ToolchainError
-from dr.project import project_dir_or_none, state_base_or_none
-from dr.toolchain import kdr_home, toolchain, versions
+from dr.base.errors import ConfigError, ToolchainError
+from dr.base.project import project_dir_or_none, state_base_or_none
+from dr.base.toolchain import kdr_home, toolchain, versions
 
 if TYPE_CHECKING:
     from pulumi.automation import PulumiCommand

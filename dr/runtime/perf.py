@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dr.errors import ClusterError
-from dr.kafka_client import Endpoint
+from dr.base.errors import ClusterError
+from dr.base.toolchain import toolchain
+from dr.kafka.client import Endpoint
 from dr.runtime.cluster import write_properties
 from dr.runtime.process import java_command
-from dr.toolchain import toolchain
 
 
 @dataclass(frozen=True)

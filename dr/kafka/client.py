@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from dr.errors import AuthError, ClusterError
+from dr.base.errors import AuthError, ClusterError
 
 #: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the

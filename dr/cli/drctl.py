@@ -1,14 +1,26 @@
-"""``drctl``: the command line. Every command exits with the codes documented in :mod:`dr.errors`."""
+"""``drctl``: the command line. Every command exits with the codes documented in :mod:`dr.base.errors`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 
-from dr.errors import EXIT_INTERRUPTED, ConfigError, DRError, InternalError, exit_codes_help
-from dr.failover.commands import progress
+from dr.base.errors import (
+    EXIT_INTERRUPTED,
+    ClusterError,
+    ConfigError,
+    DRError,
+    FailoverError,
+    InternalError,
+    exit_codes_help,
+)
+from dr.base.stackref import StackRef
+from dr.cli.failover import failover_commands, progress
+from dr.cli.options import STACK
+from dr.cli.verify import verification_commands
 
 
 def _printed_json(value: object, as_json: bool) -> bool:
@@ -31,40 +43,42 @@ def estate() -> None:
 
 
 @estate.command("up")
-@click.option("--stack", default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to run.")
+@click.option(
+    "--stack", "ref", type=STACK, default="local", show_default=True, help="Stack whose Pulumi.<stack>.yaml to run."
+)
 @click.option("--refresh", is_flag=True, help="Read the real estate first (after a restart: start what stopped).")
 @click.option("--json", "as_json", is_flag=True, help="Print timings as JSON.")
-def estate_up(stack: str, refresh: bool, as_json: bool) -> None:
+def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares.
 
     Then every application's client configuration for the active cluster is written to
     <state>/clients/<app>.properties (Java) and <app>.json (librdkafka), mode 0600 — they hold
     passwords, so only their paths are printed (stderr). Prints the time per step."""
-    from dr.estate import Estate, load_stack, state_dir
+    from dr.estate.estate import Estate, load_stack
+    from dr.estate.stack import EstateStack
     from dr.failover.clients import publish_clients
-    from dr.stack import EstateStack
 
-    topology = load_stack(stack)  # a broken rule stops here, before the engine starts
-    timings = EstateStack(stack).up(topology, refresh=refresh, progress=progress)
-    written = publish_clients(Estate(topology, state_dir(stack)), topology.active().name)
+    topology = load_stack(ref)  # a broken rule stops here, before the engine starts
+    timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)
+    written = publish_clients(Estate(topology, ref.made_state_dir()), topology.active().name)
     progress(f"client configurations for {topology.active().name}: " + ", ".join(w["properties"] for w in written))
     if as_json:
-        click.echo(json.dumps({"stack": stack, "timings_s": timings}, indent=2))
+        click.echo(json.dumps({"stack": ref.name, "timings_s": timings}, indent=2))
     else:
         for step, secs in timings.items():
             click.echo(f"{step:<24} {secs:6.1f}s")
 
 
 @estate.command("preview")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--refresh", is_flag=True, help="Read the real estate first.")
 @click.option("--expect-no-changes", is_flag=True, help="Exit 4 when the preview proposes any change.")
-def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
+def estate_preview(ref: StackRef, refresh: bool, expect_no_changes: bool) -> None:
     """`pulumi preview` of the stack: what an `up` would change now."""
-    from dr.errors import ClusterError
-    from dr.stack import EstateStack
+    from dr.estate.stack import EstateStack
 
-    summary = EstateStack(stack).preview(refresh=refresh)
+    stack = ref.name
+    summary = EstateStack(ref).preview(refresh=refresh)
     click.echo(summary.text)
     if expect_no_changes and not summary.clean:
         raise ClusterError(
@@ -74,16 +88,16 @@ def estate_preview(stack: str, refresh: bool, expect_no_changes: bool) -> None:
 
 
 @estate.command("start")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--cluster", "cluster_name", required=True, help="The local cluster to start, e.g. the lost A.")
-def estate_start(stack: str, cluster_name: str) -> None:
+def estate_start(ref: StackRef, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
-    from dr.errors import ClusterError
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
     from dr.failover.drill import restart
 
-    cluster = Estate.for_stack(stack).local_cluster(cluster_name)
+    stack = ref.name
+    cluster = Estate.for_stack(ref).local_cluster(cluster_name)
     if cluster.state() == "absent":
         raise ClusterError(
             f"cluster {cluster_name!r} of stack {stack!r} has no data on this machine.",
@@ -94,28 +108,28 @@ def estate_start(stack: str, cluster_name: str) -> None:
 
 
 @estate.command("down")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--destroy", is_flag=True, help="`pulumi destroy`: stop everything and delete the clusters' data.")
-def estate_down(stack: str, destroy: bool) -> None:
+def estate_down(ref: StackRef, destroy: bool) -> None:
     """Stop links and clusters cleanly, data kept (`drctl estate up --refresh` brings them back);
     with --destroy, `pulumi destroy` the stack."""
-    from dr.estate import Estate
-    from dr.stack import EstateStack
+    from dr.estate.estate import Estate
+    from dr.estate.stack import EstateStack
 
     if destroy:
-        EstateStack(stack).destroy(progress)
+        EstateStack(ref).destroy(progress)
     else:
-        Estate.for_stack(stack).stop(progress=progress)
+        Estate.for_stack(ref).stop(progress=progress)
 
 
 @estate.command("status")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def estate_status(stack: str, as_json: bool) -> None:
+def estate_status(ref: StackRef, as_json: bool) -> None:
     """Roles, process state, bootstrap servers and link lag per partition."""
-    from dr.estate import Estate
+    from dr.estate.estate import Estate
 
-    status = Estate.for_stack(stack).status()
+    status = Estate.for_stack(ref).status()
     if _printed_json(status, as_json):
         return
     click.echo(f"stack {status['stack']}")
@@ -132,7 +146,7 @@ def estate_status(stack: str, as_json: bool) -> None:
 
 
 @estate.command("standby")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option(
     "--cluster",
     "cluster_name",
@@ -144,7 +158,7 @@ def estate_status(stack: str, as_json: bool) -> None:
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (its data is deleted).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_json: bool) -> None:
+def estate_standby(ref: StackRef, cluster_name: str, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Wipe a cluster a completed failover decommissioned and declare it the next standby.
 
     Its role becomes `standby` in Pulumi.<stack>.yaml (only that value changes) and `pulumi up`
@@ -153,13 +167,11 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
     completed — its data may hold records recovery still needs — or when the cluster is not
     decommissioned; exit 2 for an unknown or external cluster, 7 while a failover runs.
     """
-    from dr.errors import FailoverError
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import make_standby, standby_plan
+    from dr.failover.lifecycle import make_standby, standby_plan
 
-    path, state = stack_file(stack), state_dir(stack)
+    stack = ref.name
     if dry_run:
-        plan = standby_plan(stack, path, state, cluster_name)
+        plan = standby_plan(ref, cluster_name)
         if _printed_json(plan, as_json):
             return
         click.echo(
@@ -177,7 +189,7 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
         )
         return
     if not yes:
-        checked = standby_plan(stack, path, state, cluster_name, preview=False)  # refusals come first
+        checked = standby_plan(ref, cluster_name, preview=False)  # refusals come first
         if not sys.stdin.isatty():
             raise FailoverError(
                 f"refusing to delete cluster {cluster_name}'s data without confirmation.",
@@ -188,7 +200,7 @@ def estate_standby(stack: str, cluster_name: str, dry_run: bool, yes: bool, as_j
             f"Delete every record of cluster {cluster_name} ({where}) and declare it the standby of stack {stack}?",
             abort=True,
         )
-    result = make_standby(stack, path, state, cluster_name, progress)
+    result = make_standby(ref, cluster_name, progress)
     if _printed_json(result, as_json):
         return
     click.echo(
@@ -219,46 +231,44 @@ def _link_result(result: dict[str, object], as_json: bool) -> None:
 
 
 @link.command("stop")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--link", "link_name", required=True, help="The link's name, e.g. A-to-B.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def link_stop_cmd(stack: str, link_name: str, as_json: bool) -> None:
+def link_stop_cmd(ref: StackRef, link_name: str, as_json: bool) -> None:
     """Stop the link's MirrorMaker 2; it keeps its positions. `drctl status` exits 4 until it runs again."""
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import link_stop
+    from dr.failover.lifecycle import link_stop
 
-    _link_result(link_stop(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
+    _link_result(link_stop(ref, link_name, progress), as_json)
 
 
 @link.command("start")
-@click.option("--stack", default="local", show_default=True)
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
 @click.option("--link", "link_name", required=True, help="The link's name, e.g. A-to-B.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def link_start_cmd(stack: str, link_name: str, as_json: bool) -> None:
+def link_start_cmd(ref: StackRef, link_name: str, as_json: bool) -> None:
     """Start the link's MirrorMaker 2 again from the positions it had reached.
 
     Refused (exit 6) for a link whose source was failed over: the records `drctl recover` wrote
     to the target would be copied a second time. Declare that cluster the next standby instead
     (`drctl estate standby`).
     """
-    from dr.estate import stack_file, state_dir
-    from dr.lifecycle import link_start
+    from dr.failover.lifecycle import link_start
 
-    _link_result(link_start(stack, stack_file(stack), state_dir(stack), link_name, progress), as_json)
+    _link_result(link_start(ref, link_name, progress), as_json)
 
 
 @cli.command("connect-config")
-@click.option("--stack", required=True, help="Stack whose links join external clusters.")
+@click.option("--stack", "ref", type=STACK, required=True, help="Stack whose links join external clusters.")
 @click.option("--link", "link_name", help="Only this link (default: every external link).")
-def connect_config(stack: str, link_name: str | None) -> None:
+def connect_config(ref: StackRef, link_name: str | None) -> None:
     """Print the MirrorMaker 2 connector configs (JSON) to PUT on a Kafka Connect cluster."""
-    from dr.connect_config import connector_configs
-    from dr.estate import load_stack
+    from dr.estate.estate import load_stack
+    from dr.topology.connect_config import connector_configs
 
-    topo = load_stack(stack)
+    topo = load_stack(ref)
     links = [lk for lk in topo.links if link_name in (None, lk.name)]
     if not links:
-        raise click.BadParameter(f"no link {link_name!r} in stack {stack!r}", param_hint="--link")
+        raise click.BadParameter(f"no link {link_name!r} in stack {ref.name!r}", param_hint="--link")
     out = {}
     for link in links:
         out.update(connector_configs(topo, link))
@@ -270,7 +280,7 @@ def connect_config(stack: str, link_name: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def toolchain_cmd(as_json: bool) -> None:
     """Show the pinned versions and where the cached builds are."""
-    from dr.toolchain import kdr_home, toolchain, versions
+    from dr.base.toolchain import kdr_home, toolchain, versions
     from verification.class_archive import archive_path, usable
 
     tc = toolchain()
@@ -290,8 +300,6 @@ def toolchain_cmd(as_json: bool) -> None:
 
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
-    from dr.failover.commands import failover_commands
-    from dr.verify_commands import verification_commands
 
     for command in [*failover_commands(), *verification_commands()]:
         cli.add_command(command)
@@ -303,12 +311,11 @@ _attach_commands()
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``drctl`` console script: the only place exceptions become exit codes.
 
-    A :class:`DRError` exits with its documented code (:data:`dr.errors.EXIT_CODES`); a usage error
+    A :class:`DRError` exits with its documented code (:data:`dr.base.errors.EXIT_CODES`); a usage error
     exits as bad input; any other exception is a bug: it exits with :class:`InternalError`'s code
     and one paragraph naming the exception and the 0600 file holding its traceback (printed as
     well with ``KDR_DEBUG=1``), never the traceback itself or a secret.
     """
-    import os
 
     try:
         cli.main(args=argv, standalone_mode=False)

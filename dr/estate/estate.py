@@ -4,32 +4,31 @@ This is the foundation runtime driven by the topology (start/stop clusters, SCRA
 topics, MirrorMaker 2 links). Stack files (``Pulumi.<stack>.yaml``) live in the Pulumi project
 directory — the nearest ``Pulumi.yaml`` from the current directory up, or ``$KDR_STACK_DIR``; each
 stack keeps its state — data, logs, generated credentials — under ``<project>/.state/<stack>/``
-(or ``$KDR_STATE_DIR/<stack>``). See :mod:`dr.pulumi_env`.
+(or ``$KDR_STATE_DIR/<stack>``). See :mod:`dr.base.pulumi_env`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from confluent_kafka.admin import AclBinding, AclOperation, ResourceType
+from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
-from dr.errors import ClusterError, ConfigError
-from dr.kafka_client import Endpoint, acl
-from dr.offsets import partition_lag
-from dr.pulumi_env import project_dir, state_base
+from dr.base.errors import ClusterError, ConfigError
+from dr.base.stackref import StackRef
+from dr.kafka.client import Endpoint, acl
+from dr.kafka.connect_rest import ConnectRest
+from dr.kafka.offsets import partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
+from dr.runtime.connect import ConnectSpec, LocalConnectCluster
+from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker
-from dr.topology import Cluster, Link, Role, Topology, load_stack_file
-
-if TYPE_CHECKING:
-    from dr.connect_rest import ConnectRest
-    from dr.runtime.connect import LocalConnectCluster
-    from dr.runtime.connect_link import ConnectLink
+from dr.topology import Link, Role, Topology, load_stack_file
+from dr.topology.access import application_rules
+from dr.topology.external import external_endpoint
 
 Progress = Callable[[str], None]
 
@@ -68,34 +67,9 @@ class EstateStatus(TypedDict):
     links: list[LinkStatus]
 
 
-def stack_dir() -> Path:
-    """Where stack files live: the Pulumi project directory (:func:`dr.pulumi_env.project_dir`)."""
-    return project_dir()
-
-
-def stack_file(stack: str, root: Path | None = None) -> Path:
-    """``Pulumi.<stack>.yaml`` in the stack directory, or a clear error naming the stacks that exist."""
-    root = root or stack_dir()
-    path = root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-        raise ConfigError(
-            f"unknown stack {stack!r}: {path.name} does not exist.", f"use one of: {', '.join(known) or '(none)'}"
-        )
-    return path
-
-
-def state_dir(stack: str) -> Path:
-    """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.pulumi_env.state_base`)."""
-    path = state_base() / stack
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
-
-
-def load_stack(stack: str) -> Topology:
+def load_stack(stack: StackRef) -> Topology:
     """The validated topology of a stack."""
-    return load_stack_file(stack_file(stack))
+    return load_stack_file(stack.existing_stack_file())
 
 
 @dataclass
@@ -110,9 +84,9 @@ class Estate:
         self.credentials = Credentials(self.state)
 
     @classmethod
-    def for_stack(cls, stack: str) -> Estate:
+    def for_stack(cls, stack: StackRef) -> Estate:
         """The estate of ``Pulumi.<stack>.yaml``."""
-        return cls(load_stack(stack), state_dir(stack))
+        return cls(load_stack(stack), stack.made_state_dir())
 
     # ---------------------------------------------------------------- lookups
     def local_cluster(self, name: str) -> LocalCluster:
@@ -150,8 +124,6 @@ class Estate:
 
     def connect(self, name: str) -> LocalConnectCluster:
         """The runtime handle of a local Connect cluster of the topology."""
-        from dr.runtime.connect import ConnectSpec
-        from dr.runtime.connect import LocalConnectCluster as _Local
 
         cc = self.topology.connect_cluster(name)
         if not cc.is_local:
@@ -159,7 +131,7 @@ class Estate:
                 f"Connect cluster {name!r} is external ({cc.url}); it is not run on this machine.",
                 "manage its workers with their own tooling",
             )
-        return _Local(
+        return LocalConnectCluster(
             ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
             self.local_cluster(cc.cluster),
             self.state,
@@ -169,7 +141,6 @@ class Estate:
     def connect_rest(self, name: str) -> ConnectRest:
         """A REST client for a declared Connect cluster (local: generated credentials; external: the
         stack's ``url`` and, when set, its decrypted basic-auth password)."""
-        from dr.connect_rest import ConnectRest as _Rest
 
         cc = self.topology.connect_cluster(name)
         if cc.is_local:
@@ -184,16 +155,14 @@ class Estate:
                 f"Connect cluster {name!r}: its REST password is still encrypted.",
                 "run inside `pulumi` where secrets are decrypted",
             )
-        return _Rest(cc.url or "", username=cc.username, password=password)
+        return ConnectRest(cc.url or "", username=cc.username, password=password)
 
     def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
         """What runs a link here: its dedicated MirrorMaker 2 process, or its connectors on a Connect
         cluster (both offer ``alive``, ``stop`` and ``kill``)."""
         link = self._link(link_name)
         if self.topology.runs_on_connect(link):
-            from dr.runtime.connect_link import ConnectLink as _Link
-
-            return _Link(self.connect_rest(link.connect or ""), link.name, link.connect or "")
+            return ConnectLink(self.connect_rest(link.connect or ""), link.name, link.connect or "")
         return self.mirror(link_name)
 
     def runs_here(self, link_name: str) -> bool:
@@ -220,7 +189,7 @@ class Estate:
     def stop(self, progress: Progress = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).
 
-        Provisioning and deleting are the stack's (:class:`dr.stack.EstateStack`); this only stops
+        Provisioning and deleting are the stack's (:class:`dr.estate.stack.EstateStack`); this only stops
         processes, as a machine shutdown would: ``up --refresh`` starts them again.
         """
         for link in self.topology.links:
@@ -270,25 +239,7 @@ class Estate:
         return {"stack": self.topology.name, "clusters": clusters, "links": links}
 
 
-def external_endpoint(cluster: Cluster) -> Endpoint:
-    """The admin endpoint of an external cluster from its (decrypted) stack settings."""
-    pw = cluster.admin_password
-    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None or getattr(pw, "is_encrypted", False):
-        raise ConfigError(
-            f"cluster {cluster.name!r}: no usable admin credentials (password missing or still encrypted).",
-            "pass --source-bootstrap/--target-bootstrap and --credentials FILE, or run inside `pulumi` "
-            "where secrets are decrypted",
-        )
-    return Endpoint(
-        cluster.bootstrap_servers,
-        cluster.admin_username,
-        pw.get_secret_value(),
-        cluster.security_protocol,
-        cluster.sasl_mechanism,
-    )
-
-
-def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
+def resolve_endpoint(stack: StackRef, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:
     """Bootstrap and credentials of ``cluster_name`` in ``stack`` (used by ``drctl verify``)."""
     return Estate.for_stack(stack).endpoint(cluster_name, user)
 
@@ -296,9 +247,6 @@ def resolve_endpoint(stack: str, cluster_name: str, user: str = ADMIN_USER) -> E
 def application_acls(topology: Topology, role: Role) -> list[AclBinding]:
     """The application principals' ACL bindings on a cluster of ``role`` (the rules of
     :func:`dr.topology.access.application_rules`, as admin-API bindings)."""
-    from confluent_kafka.admin import ResourcePatternType
-
-    from dr.topology.access import application_rules
 
     kinds = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
     return [

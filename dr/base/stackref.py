@@ -1,0 +1,93 @@
+"""Which stack: one value — its name, the project directory holding ``Pulumi.<name>.yaml``, its state
+directory and the Pulumi backend beside it — resolved once, where ``drctl`` parses ``--stack``, and
+passed down instead of being looked up again.
+
+The project directory is ``$KDR_STACK_DIR``, else the nearest ``Pulumi.yaml`` upwards; the state
+directory is ``<state base>/<name>`` (``$KDR_STATE_DIR``, else ``<project>/.state``), see
+:mod:`dr.base.pulumi_env`. The backend (``file://``) and the passphrase file live beside the state
+directories of all stacks: ``<state dir>/../pulumi`` and ``<state dir>/../passphrase``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dr.base.errors import ConfigError
+from dr.base.pulumi_env import project_dir, state_base
+
+__all__ = ["StackRef", "stack_dir", "stack_file", "state_dir"]
+
+
+@dataclass(frozen=True)
+class StackRef:
+    """One stack of the project and where it lives."""
+
+    name: str
+    """The stack name (``Pulumi.<name>.yaml``)."""
+    project_dir: Path
+    """The directory holding the stack file (the Pulumi project)."""
+    state_dir: Path
+    """Where the stack keeps its local state (0700): data, logs, generated credentials, journals."""
+
+    @classmethod
+    def resolve(cls, name: str) -> StackRef:
+        """The stack ``name`` of the current project; :class:`ConfigError` outside any project."""
+        return cls(name, project_dir(), state_base() / name)
+
+    @classmethod
+    def of_file(cls, stack_file: Path, state_dir: Path) -> StackRef:
+        """The stack of an explicit ``Pulumi.<name>.yaml`` and state directory (a drill's copy, a test's)."""
+        stack_file = Path(stack_file)
+        return cls(stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml"), stack_file.parent, Path(state_dir))
+
+    @property
+    def stack_file(self) -> Path:
+        """``Pulumi.<name>.yaml`` in the project directory, whether or not it exists."""
+        return self.project_dir / f"Pulumi.{self.name}.yaml"
+
+    @property
+    def backend_dir(self) -> Path:
+        """The local Pulumi backend shared by the project's stacks: ``<state dir>/../pulumi``."""
+        return self.state_dir.parent / "pulumi"
+
+    @property
+    def backend_url(self) -> str:
+        """The backend as the Pulumi CLI names it (``file://…``)."""
+        return f"file://{self.backend_dir}"
+
+    def existing_stack_file(self) -> Path:
+        """The stack file, or a clear error naming the stacks that exist."""
+        return stack_file(self.name, self.project_dir)
+
+    def made_state_dir(self) -> Path:
+        """The state directory, created (0700) when missing."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        return self.state_dir
+
+
+def stack_dir() -> Path:
+    """Where stack files live: the Pulumi project directory (:func:`dr.base.pulumi_env.project_dir`)."""
+    return project_dir()
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    """``Pulumi.<stack>.yaml`` in the stack directory, or a clear error naming the stacks that exist."""
+    root = root or stack_dir()
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+        raise ConfigError(
+            f"unknown stack {stack!r}: {path.name} does not exist.", f"use one of: {', '.join(known) or '(none)'}"
+        )
+    return path
+
+
+def state_dir(stack: str) -> Path:
+    """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.base.pulumi_env.state_base`)."""
+    path = state_base() / stack
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,12 @@
+"""What the product itself reserves on a local estate: the principal its Connect workers run as (so the
+topology can refuse it for applications) and the ports of a local cluster.
+
+Plain constants with no other import of the product: the runtime uses them, and so does the topology above it.
+"""
+
+CONNECT_USER = "connect"
+"""The principal local Kafka Connect workers run as on their home cluster (their group and internal
+topics only: the connectors send records as the replicator, through ``producer.override.*``)."""
+
+PORT_WINDOW = 100
+"""Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""

@@ -1,0 +1,114 @@
+"""Every import goes down the layers (DESIGN.md "Layers"), and no modules import each other in a loop.
+
+The allowed directions are data (:data:`MAY_IMPORT`); the imports are read with :mod:`ast` from the
+source, those inside functions included, so a late import cannot hide a dependency that runs back up.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("dr", "verification", "stacks")
+
+# Each layer (a package, or the root ``dr`` package's face) and the layers it may import besides itself,
+# from the ground up.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "dr.base": frozenset(),
+    "dr.kafka": frozenset({"dr.base"}),
+    "dr.runtime": frozenset({"dr.base", "dr.kafka"}),
+    "dr.topology": frozenset({"dr.base", "dr.kafka", "dr.runtime"}),
+    # The Pulumi program never imports what drives it (estate, failover, cli).
+    "stacks": frozenset({"dr.base", "dr.kafka", "dr.runtime", "dr.topology"}),
+    "dr.estate": frozenset({"dr.base", "dr.kafka", "dr.runtime", "dr.topology", "stacks"}),
+    # The verification job runs in Spark's driver: it needs only the base and the Kafka client.
+    "verification": frozenset({"dr.base", "dr.kafka"}),
+    "dr.failover": frozenset(
+        {"dr.base", "dr.kafka", "dr.runtime", "dr.topology", "stacks", "dr.estate", "verification"}
+    ),
+    "dr.cli": frozenset(
+        {"dr.base", "dr.kafka", "dr.runtime", "dr.topology", "stacks", "dr.estate", "verification", "dr.failover"}
+    ),
+    "dr": frozenset({"dr.base"}),  # dr/__init__.py hands DRError on
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a module of the product: the longest name in :data:`MAY_IMPORT` it starts with."""
+    found = [layer for layer in MAY_IMPORT if module == layer or module.startswith(layer + ".")]
+    return max(found, key=len) if found else None
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for package in PACKAGES for path in sorted((REPO_ROOT / package).rglob("*.py"))}
+
+
+def _imports(module: str, path: Path, known: set[str]) -> Iterator[tuple[int, str]]:
+    """(line, imported module of the product) for every import in ``path``, at any depth."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name`` the module mod.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target.split(".")[0] in PACKAGES:
+                yield node.lineno, target
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    modules = _modules()
+    known = set(modules)
+    return {
+        module: {target: line for line, target in _imports(module, path, known) if target != module}
+        for module, path in modules.items()
+    }
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    assert [module for module in _modules() if _layer(module) is None] == []
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    wrong = [
+        f"{module} imports {target} (line {line}): {_layer(module)} may not import {_layer(target)}"
+        for module, targets in sorted(_graph().items())
+        for target, line in sorted(targets.items())
+        if _layer(target) != _layer(module) and _layer(target) not in MAY_IMPORT[_layer(module) or ""]
+    ]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_modules_import_each_other_in_a_loop() -> None:
+    graph = _graph()
+    done: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            loops.append([*path[path.index(module) :], module])
+            return
+        if module in done or module not in graph:
+            return
+        for target in sorted(graph[module]):
+            # ``import pkg.mod`` runs pkg/__init__.py as well; a package's own face is not a loop with it
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert loops == [], "\n".join(" -> ".join(loop) for loop in loops)
