@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,3 +63,26 @@ def test_a_local_connect_cluster_in_the_ephemeral_range_is_refused() -> None:
     line = next(x for x in text.splitlines() if "connect_clusters[0].base_port" in x)
     assert "REST ports 32767..32768 leave the range 1024..32767" in line
     assert "choose a base_port between 1024 and 32766" in line
+
+
+def test_estate_up_with_an_out_of_range_connect_url_exits_2_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from dr.cli import main
+    from tests import REPO_ROOT
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local-connect.yaml").read_text())
+    doc["config"]["kafka-dr:connectClusters"].append({"name": "far", "cluster": "B", "url": "http://connect:99999"})
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.unit.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.setenv("KDR_STACK_DIR", str(stacks))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as info:
+        main(["estate", "up", "--stack", "unit"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert "connect_clusters[1].url: port 99999 of 'http://connect:99999' is outside 1..65535" in err
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("pid"))
