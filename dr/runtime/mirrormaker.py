@@ -25,7 +25,7 @@ from dr.kafka_client import (
 from dr.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
-from dr.runtime.process import JvmProcess, fatal_cause, java_command, last_exception, wait_until
+from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
 from dr.toolchain import toolchain
 
 #: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
@@ -211,11 +211,13 @@ class MirrorMaker:
         log_start = self.process.log_size()
         self.process.start(cmd)
 
+        watch = FatalWatch()
+
         def running() -> bool:
             text = self.process.log_since(log_start)
             # A connector or task that failed to start stays down while the process lives on:
-            # name its cause now rather than after the whole timeout.
-            cause = fatal_cause(text)
+            # name its cause within seconds rather than after the whole timeout.
+            cause, final = watch.check(text)
             if cause is None and not self.process.alive():
                 text = self.process.log_since(log_start)  # what it wrote before it exited
                 cause = fatal_cause(text) or last_exception(text) or "no exception in its log"
@@ -223,6 +225,8 @@ class MirrorMaker:
                     f"MirrorMaker 2 {self.name} exited during start-up: {cause}",
                     f"fix the cause; the whole log is {self.process.log_file}",
                 )
+            if cause is not None and not final:
+                return False  # a restart with the new config may still supersede it
             if cause is not None:
                 elapsed = time.monotonic() - t0
                 self.process.stop(timeout=30)

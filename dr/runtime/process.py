@@ -45,6 +45,8 @@ def fatal_cause(log_text: str, *, connectors: bool = True) -> str | None:
         subject = next((f"{kind} {m.group(1)}" for rx, kind in _SUBJECTS if (m := rx.search(line))), "the worker")
         if not connectors and subject != "the worker":
             continue
+        if _superseded(subject, lines[i + 1 :]):
+            continue
         trace = []
         for follow in lines[i + 1 :]:
             if _RECORD.match(follow):
@@ -52,6 +54,39 @@ def fatal_cause(log_text: str, *, connectors: bool = True) -> str | None:
             trace.append(follow)
         return mask_secrets(f"{subject}: {root_cause(chr(10).join(trace)) or match.group(1)}")
     return None
+
+
+def _superseded(subject: str, later: list[str]) -> bool:
+    """True when a later record starts ``subject`` again: MirrorMaker 2 first starts the connectors
+    of the config it stored last time, then writes its new config and restarts them."""
+    kind, _, name = subject.partition(" ")
+    marks: tuple[str, ...]
+    if kind == "connector":
+        marks = (f"starting connector {name}".lower(), f"restarting connector {name}".lower())
+    elif kind == "task":
+        marks = (f"starting task {name}".lower(),)
+    else:
+        return False
+    return any(mark in line.lower() for line in later for mark in marks)
+
+
+class FatalWatch:
+    """Reports a fatal start-up record only once it has stood for ``settle`` seconds without a later
+    restart of what failed (a stale config's failure is superseded within a second or so)."""
+
+    def __init__(self, settle: float = 3.0, *, connectors: bool = True) -> None:
+        self.settle = settle
+        self.connectors = connectors
+        self._cause: str | None = None
+        self._since = 0.0
+
+    def check(self, log_text: str) -> tuple[str | None, bool]:
+        """(cause, final): the current fatal cause, and whether it has stood long enough to report."""
+        cause = fatal_cause(log_text, connectors=self.connectors)
+        now = time.monotonic()
+        if cause != self._cause:
+            self._cause, self._since = cause, now
+        return cause, cause is not None and now - self._since >= self.settle
 
 
 def last_exception(log_text: str) -> str | None:

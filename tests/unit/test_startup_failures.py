@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from dr.connect_rest import root_cause
-from dr.runtime.process import fatal_cause, last_exception
+from dr.runtime.process import FatalWatch, fatal_cause, last_exception
 
 # Lines as MirrorMaker 2 (Kafka 4.3.1, slf4j-simple) wrote them for topics "(?#x)orders".
 _MM2_LOG = """9058 [MirrorHerder-A->B-1] INFO org.apache.kafka.connect.runtime.distributed.DistributedHerder - Herder started
@@ -53,3 +55,19 @@ def test_root_cause_of_a_connect_status_trace() -> None:
     trace = _MM2_LOG.split("9364 ", 1)[1].split("9648 ", 1)[0].split("\n", 1)[1]
     assert root_cause(trace) == "java.util.regex.PatternSyntaxException: Unknown inline modifier near index 2"
     assert root_cause("no exception here") is None
+
+
+def test_a_failure_of_the_stale_config_superseded_by_a_restart_is_not_fatal() -> None:
+    restarted = _MM2_LOG + (
+        "9800 [StartAndStopExecutor-A->B-1] INFO org.apache.kafka.connect.runtime.distributed.DistributedHerder - "
+        "[Worker clientId=A->B, groupId=A-mm2] Starting connector MirrorSourceConnector\n"
+    )
+    assert fatal_cause(restarted) is None
+
+
+def test_a_fatal_record_is_final_only_once_it_has_stood_for_the_settle_time() -> None:
+    watch = FatalWatch(settle=0.2)
+    assert watch.check(_MM2_LOG) == (fatal_cause(_MM2_LOG), False)
+    time.sleep(0.25)
+    assert watch.check(_MM2_LOG)[1] is True
+    assert watch.check("") == (None, False)
