@@ -222,6 +222,11 @@ def _known_secrets() -> set[str]:
     return found
 
 
+def mask_secrets(text: str) -> str:
+    """``text`` with every secret this process knows of, and every ``password=...``-like value, masked."""
+    return _scrub(text, _known_secrets())
+
+
 def _scrub(text: str, secrets: set[str]) -> str:
     """``text`` with every known secret and every ``password=...``-like value masked."""
     for secret in sorted(secrets, key=len, reverse=True):

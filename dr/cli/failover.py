@@ -179,9 +179,9 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 @_shown("--warmup", type=click.FloatRange(min=1), default=6.0, help="Seconds of traffic before A fails.")
 @click.option(
     "--base-port",
-    type=click.IntRange(1024, 65000),
+    type=click.IntRange(1024, 32468),
     default=None,
-    help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports.",
+    help="Run the clusters at BASE, BASE+100, ... instead of the stack's ports (below 32768, Linux's ephemeral range).",
 )
 @click.option("--keep", is_flag=True, help="Leave the drill's clusters running at the end.")
 @_shown(

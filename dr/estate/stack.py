@@ -250,13 +250,43 @@ def _translate(exc: Exception, what: str) -> DRError:
         )
     if "no resource plugin" in text or "no language plugin" in text:
         return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")
+    done = _engine_changes(text)
     if "error: error:" in text:
+        if not done:
+            nothing = "nothing was destroyed" if "destroy" in what else "nothing was created"
+            return ConfigError(
+                f"{what} refused the topology ({nothing}): {detail}",
+                "correct the stack file as the message says, then run again",
+            )
         return ConfigError(
-            f"{what} refused the topology: {detail}", "correct the stack file as the message says; nothing was created"
+            f"{what}: {done}, then refused the topology: {detail}",
+            "correct the stack file as the message says, then run the same command again (it converges from there)",
+        )
+    if done:
+        return ClusterError(
+            f"{what}: {done}, then failed: {detail}",
+            "read the resource error above, fix its cause and run it again (it converges)",
         )
     return ClusterError(
         f"{what} failed: {detail}", "read the resource error above, fix its cause and run it again (it converges)"
     )
+
+
+_SUMMARY_LINE = re.compile(r"^\s*(?:\+\+|\+-|-\+|[+~-])?\s*(\d+) (created|updated|deleted|replaced)\s*$", re.MULTILINE)
+
+
+def _engine_changes(text: str) -> str:
+    """What the engine reports it changed before it stopped (``1 resource created``), from the
+    ``Resources:`` summary of its output; empty when it changed nothing."""
+    if "Resources:" not in text:
+        return ""
+    summary = text.rsplit("Resources:", 1)[1].split("Duration:", 1)[0]
+    parts = []
+    for count, verb in _SUMMARY_LINE.findall(summary):
+        n = int(count)
+        if n:
+            parts.append(f"{n} resource{'s' if n != 1 else ''} {verb}")
+    return ", ".join(parts)
 
 
 def _tail(text: str, lines: int = 25) -> str:

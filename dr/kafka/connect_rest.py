@@ -28,6 +28,20 @@ _CONFLICT_RETRY_S = 15.0
 _UNADDRESSABLE = re.compile(r"[/\\%;\x00-\x1f\x7f]")
 
 
+_EXCEPTION_LINE = re.compile(r"(?:Caused by: )?((?:[A-Za-z_$][\w$]*\.)+[\w$]*(?:Exception|Error)\b(?::\s*.*)?)")
+
+
+def root_cause(trace: str) -> str | None:
+    """The deepest exception of a Java stack trace (its last ``Caused by:``, else its first line that
+    names an exception), as ``class: message`` on one line; None when the text names none."""
+    found = None
+    for line in trace.splitlines():
+        match = _EXCEPTION_LINE.fullmatch(line.strip())
+        if match:
+            found = match.group(1)
+    return found
+
+
 def _clean_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -289,8 +303,8 @@ class ConnectRest:
                 if state != "FAILED":
                     for part, what in ((connector, "connector"), *((t, f"task {t.get('id')}") for t in tasks)):
                         if part.get("state") == "FAILED":
-                            trace = (part.get("trace") or "").strip().splitlines()
-                            first = self._scrub(trace[0]) if trace else "(no trace)"
+                            trace = (part.get("trace") or "").strip()
+                            first = self._scrub(root_cause(trace) or trace.split("\n", 1)[0] or "(no trace)")
                             raise ClusterError(
                                 f"Kafka Connect {what} of {name!r} FAILED on {part.get('worker_id')}: {first}",
                                 f"fix the cause (GET {self.url}/connectors/{_seg(name)}/status has the "

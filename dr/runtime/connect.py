@@ -32,7 +32,7 @@ from dr.kafka.client import Endpoint, acl, create_acls, upsert_scram_users
 from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER, Credentials
-from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, wait_until
+from dr.runtime.process import JvmProcess, ensure_ports_free, fatal_cause, java_command, last_exception, wait_until
 from dr.runtime.reserved import CONNECT_USER
 
 #: The workers' own Kafka principal on their home cluster.
@@ -289,19 +289,22 @@ class LocalConnectCluster:
         down = [i for i in range(self.spec.workers) if not self.process(i).alive()]
         ensure_ports_free([self.spec.port(i) for i in down], f"Connect cluster {self.name}")
         jaas = self._prepare()
+        log_starts = {i: self.process(i).log_size() for i in down}
         for i in down:
             self._launch(i, jaas)
-        self._wait_members(list(range(self.spec.workers)), timeout)
+        self._wait_members(list(range(self.spec.workers)), timeout, log_starts)
         return time.monotonic() - t0
 
     def start_worker(self, i: int, timeout: float = 120.0) -> float:
         """Start worker ``i`` (if down) and wait until it has joined the group; return seconds."""
         t0 = time.monotonic()
+        log_starts = {i: self.process(i).log_size()}
         self._launch(i, self._prepare())
-        self._wait_members([i], timeout)
+        self._wait_members([i], timeout, log_starts)
         return time.monotonic() - t0
 
-    def _wait_members(self, workers: list[int], timeout: float) -> None:
+    def _wait_members(self, workers: list[int], timeout: float, log_starts: dict[int, int] | None = None) -> None:
+        log_starts = log_starts or {}
         password = self.credentials.password(CONNECT_REST_USER)
         clients = {
             i: ConnectRest(self.urls[i], username=CONNECT_REST_USER, password=password, timeout=5) for i in workers
@@ -311,10 +314,19 @@ class LocalConnectCluster:
         def joined() -> bool:
             for i in workers:
                 proc = self.process(i)
-                if not proc.alive():
+                text = proc.log_since(log_starts.get(i, 0))
+                cause = fatal_cause(text, connectors=False)
+                if cause is None and not proc.alive():
+                    text = proc.log_since(log_starts.get(i, 0))
+                    cause = fatal_cause(text, connectors=False) or last_exception(text) or "no exception in its log"
                     raise ClusterError(
-                        f"Connect cluster {self.name} worker {i} exited during start-up:\n{proc.log_tail()}",
-                        f"read {proc.log_file}",
+                        f"Connect cluster {self.name} worker {i} exited during start-up: {cause}",
+                        f"fix the cause; the whole log is {proc.log_file}",
+                    )
+                if cause is not None:
+                    raise ClusterError(
+                        f"Connect cluster {self.name} worker {i} failed to start: {cause}",
+                        f"fix the cause; the whole log is {proc.log_file}",
                     )
                 try:
                     clients[i].info()

@@ -26,7 +26,7 @@ from dr.kafka.client import (
 from dr.kafka.offsets import partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
-from dr.runtime.process import JvmProcess, java_command, wait_until
+from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
 
 #: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
 SOURCE_TASK_READY = re.compile(r"WorkerSourceTask\{id=MirrorSourceConnector-\d+\} Source task finished initialization")
@@ -234,18 +234,33 @@ class MirrorMaker:
                 "-Dlog4j2.level=warn",
             ],
         )
-        log_start = self.process.log_file.stat().st_size if self.process.log_file.exists() else 0
+        log_start = self.process.log_size()
         self.process.start(cmd)
 
+        watch = FatalWatch()
+
         def running() -> bool:
-            if not self.process.alive():
+            text = self.process.log_since(log_start)
+            # A connector or task that failed to start stays down while the process lives on:
+            # name its cause within seconds rather than after the whole timeout.
+            cause, final = watch.check(text)
+            if cause is None and not self.process.alive():
+                text = self.process.log_since(log_start)  # what it wrote before it exited
+                cause = fatal_cause(text) or last_exception(text) or "no exception in its log"
                 raise ClusterError(
-                    f"MirrorMaker 2 {self.name} exited during start-up:\n{self.process.log_tail()}",
-                    f"read {self.process.log_file}",
+                    f"MirrorMaker 2 {self.name} exited during start-up: {cause}",
+                    f"fix the cause; the whole log is {self.process.log_file}",
                 )
-            with open(self.process.log_file, "rb") as f:
-                f.seek(log_start)
-                text = f.read().decode(errors="replace")
+            if cause is not None and not final:
+                return False  # a restart with the new config may still supersede it
+            if cause is not None:
+                elapsed = time.monotonic() - t0
+                self.process.stop(timeout=30)
+                raise ClusterError(
+                    f"MirrorMaker 2 {self.name} failed to start ({elapsed:.1f}s after launch; stopped): {cause}",
+                    f"fix the cause (the link's topics/groups or extra properties); the whole trace is in "
+                    f"{self.process.log_file}",
+                )
             if SOURCE_TASK_READY.search(text):
                 return True
             return HEARTBEAT_READY.search(text) is not None and not self._source_has_topics()

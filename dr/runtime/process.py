@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -10,7 +11,88 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dr.base.errors import ClusterError, PortInUse
+from dr.base.errors import ClusterError, PortInUse, mask_secrets
+from dr.kafka.connect_rest import root_cause
+
+# ERROR records of Kafka Connect (MirrorMaker 2 runs on it) after which a connector, a task or the
+# worker stays down until someone acts: a start-up wait can stop there instead of timing out.
+_FATAL = re.compile(
+    r"\bERROR\b.*?(Error while starting connector|Failed to start connector|Failed to start task"
+    r"|Task threw an uncaught and unrecoverable exception|Stopping due to error"
+    r"|Uncaught exception in herder work thread)"
+)
+_RECORD = re.compile(r"\[?\d")
+"""A log record's first line (slf4j-simple ``<ms> [thread] LEVEL``, log4j ``[2026-...``); other lines
+belong to the previous record's stack trace."""
+_SUBJECTS = (
+    (re.compile(r"WorkerConnector\{id=([^}]+)\}"), "connector"),
+    (re.compile(r"connector '([^']+)'"), "connector"),
+    (re.compile(r"Worker\w*Task\{id=([^}]+)\}"), "task"),
+    (re.compile(r"Failed to start task (\S+)"), "task"),
+)
+
+
+def fatal_cause(log_text: str, *, connectors: bool = True) -> str | None:
+    """The first fatal start-up error of a Kafka Connect / MirrorMaker 2 log, on one line: what
+    failed and the root exception (``connector MirrorSourceConnector: java.util.regex.Pattern...``);
+    None when the log holds no such record. ``connectors=False`` looks only at the worker's own
+    errors (a Connect worker is up even when a connector it runs failed). Secrets are masked."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        match = _FATAL.search(line)
+        if match is None:
+            continue
+        subject = next((f"{kind} {m.group(1)}" for rx, kind in _SUBJECTS if (m := rx.search(line))), "the worker")
+        if not connectors and subject != "the worker":
+            continue
+        if _superseded(subject, lines[i + 1 :]):
+            continue
+        trace = []
+        for follow in lines[i + 1 :]:
+            if _RECORD.match(follow):
+                break
+            trace.append(follow)
+        return mask_secrets(f"{subject}: {root_cause(chr(10).join(trace)) or match.group(1)}")
+    return None
+
+
+def _superseded(subject: str, later: list[str]) -> bool:
+    """True when a later record starts ``subject`` again: MirrorMaker 2 first starts the connectors
+    of the config it stored last time, then writes its new config and restarts them."""
+    kind, _, name = subject.partition(" ")
+    marks: tuple[str, ...]
+    if kind == "connector":
+        marks = (f"starting connector {name}".lower(), f"restarting connector {name}".lower())
+    elif kind == "task":
+        marks = (f"starting task {name}".lower(),)
+    else:
+        return False
+    return any(mark in line.lower() for line in later for mark in marks)
+
+
+class FatalWatch:
+    """Reports a fatal start-up record only once it has stood for ``settle`` seconds without a later
+    restart of what failed (a stale config's failure is superseded within a second or so)."""
+
+    def __init__(self, settle: float = 3.0, *, connectors: bool = True) -> None:
+        self.settle = settle
+        self.connectors = connectors
+        self._cause: str | None = None
+        self._since = 0.0
+
+    def check(self, log_text: str) -> tuple[str | None, bool]:
+        """(cause, final): the current fatal cause, and whether it has stood long enough to report."""
+        cause = fatal_cause(log_text, connectors=self.connectors)
+        now = time.monotonic()
+        if cause != self._cause:
+            self._cause, self._since = cause, now
+        return cause, cause is not None and now - self._since >= self.settle
+
+
+def last_exception(log_text: str) -> str | None:
+    """The last exception a log names (``class: message``), masked; None when it names none."""
+    cause = root_cause(log_text)
+    return mask_secrets(cause) if cause else None
 
 
 def java_command(
@@ -168,6 +250,22 @@ class JvmProcess:
             raise ClusterError(f"{self.name} (pid {pid}) survived SIGKILL.", "check the machine's process table")
         self.pid_file.unlink(missing_ok=True)
         self._popen = None
+
+    def log_since(self, offset: int) -> str:
+        """The log from byte ``offset`` on (what this start wrote), decoded leniently."""
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_size(self) -> int:
+        """The log's current size in bytes (0 when absent): where a new start's lines begin."""
+        try:
+            return self.log_file.stat().st_size
+        except OSError:
+            return 0
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the process log (for error messages)."""

@@ -12,14 +12,18 @@ may join, what feeds a passive cluster, and cycles look only at running links.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import re
+import urllib.parse
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
 from dr.runtime.reserved import CONNECT_USER
+from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
@@ -30,7 +34,10 @@ __all__ = ["Violation", "find_violations", "raise_for_violations"]
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _HOST_PORT = re.compile(r"[^\s:,]+:\d{1,5}|\[[0-9a-fA-F:.]+\]:\d{1,5}")
-_FIRST_PORT, _LAST_PORT = 1024, 65535
+_FIRST_PORT, _LAST_PORT = 1024, 32767
+"""Local ports: above the privileged range, below Linux's ephemeral range (32768+), where any client
+socket of the machine may hold a port a cluster is about to bind."""
+_MAX_PORT = 65535
 _DEFAULT_BASE_PORT = 19100
 _RULE_OWNED_CONFIGS = {"min.insync.replicas": "min_insync_replicas", "replication.factor": "replication_factor"}
 
@@ -601,7 +608,8 @@ def _link_ends(t: Topology) -> Iterator[Violation]:
 
 
 def _pattern_problem(pattern: str) -> tuple[str, str] | None:
-    """(problem, fix) when MirrorMaker 2 could not use ``pattern`` as a Java regular expression."""
+    """(problem, fix) when ``pattern`` cannot be written into MirrorMaker 2's settings or Python's
+    ``re`` refuses it (the product matches declared names with it); Java's reading is checked after."""
     if not pattern:
         return "is empty, so it selects nothing", "remove it, or write a name or a regular expression"
     if not pattern.isprintable():
@@ -620,7 +628,7 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
             "uses Python-only named-group syntax (?P...), which Java's regular expressions (MirrorMaker 2) refuse"
         ), "use (?<name>...) or a plain group (...)"
     try:
-        re.compile(pattern)
+        _python_regex(pattern)
     except re.error as exc:
         return (
             f"{_short(pattern)} is not a valid regular expression ({exc})",
@@ -631,13 +639,118 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
     return None
 
 
+def _python_regex(pattern: str) -> re.Pattern[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "possible nested set" and friends: Java's reading is checked
+        return re.compile(pattern)
+
+
+_BACK_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]")
+_PATTERN_FIELDS = {"topics": "topic", "consumer_groups": "consumer group"}
+_PORTABLE_FIX = (
+    "write it in the syntax both share (no POSIX classes like [[:alpha:]], no class intersections "
+    "like [a-z&&[^e]], no \\Q..\\E, \\p{..}, \\h or (?#..)), or list the names one by one"
+)
+
+
+def _probes(pattern: str, names: list[str]) -> list[str]:
+    """Strings on which Java's and Python's readings of ``pattern`` are compared: the names the
+    product asks about (declared topics or groups), every printable ASCII character, and strings
+    built from the pattern's own characters (where dialects differ, e.g. ``[[:alpha:]]``)."""
+    probes = list(names) + [chr(c) for c in range(0x20, 0x7F)]
+    probes += [pattern, f"{pattern}]"] + [c + c for c in dict.fromkeys(pattern)]
+    probes += [f"{c}]" for c in dict.fromkeys(pattern)] + [f"{n}-x" for n in names] + [f"x.{n}" for n in names]
+    return list(dict.fromkeys(p for p in probes if p.isprintable()))
+
+
+def _meaning_problem(pattern: str, matches: dict[str, bool]) -> tuple[str, str] | None:
+    compiled = _python_regex(pattern)
+    for probe, java in matches.items():
+        if java != bool(compiled.fullmatch(probe)):
+            engine, other = ("Java", "Python") if java else ("Python", "Java")
+            return (
+                f"{_short(pattern)} means different things to Java's regular expressions (MirrorMaker 2 runs "
+                f"it) and Python's (drctl reads it): {engine} matches {probe!r}, {other} does not",
+                _PORTABLE_FIX,
+            )
+    return None
+
+
 def _link_patterns(t: Topology) -> Iterator[Violation]:
+    """Each pattern valid for both engines with one meaning, and each link's list, joined into the
+    alternation MirrorMaker 2 compiles, selecting exactly what the patterns do one by one."""
+    declared = {
+        "topics": [topic.name for topic in t.topics],
+        "consumer_groups": [app.consumer_group for app in t.principals.applications if app.consumer_group],
+    }
+    for_java: list[tuple[str, str, str, list[str]]] = []  # (path, pattern, field, probes)
     for j, link in enumerate(t.links):
-        for field in ("topics", "consumer_groups"):
-            for k, pattern in enumerate(getattr(link, field)):
+        for field in _PATTERN_FIELDS:
+            patterns: list[str] = getattr(link, field)
+            fine = True
+            for k, pattern in enumerate(patterns):
                 found = _pattern_problem(pattern)
                 if found is not None:
+                    fine = False
                     yield Violation(f"links[{j}].{field}[{k}]", *found)
+                elif not same_in_both(pattern):
+                    for_java.append((f"links[{j}].{field}[{k}]", pattern, field, _probes(pattern, declared[field])))
+            if fine and len(patterns) > 1:
+                for k, pattern in enumerate(patterns):
+                    if _BACK_REFERENCE.search(pattern):
+                        fine = False
+                        yield Violation(
+                            f"links[{j}].{field}[{k}]",
+                            f"{_short(pattern)} holds a numbered back-reference; MirrorMaker 2 joins the list "
+                            "into one expression, where the group numbers of later patterns shift",
+                            "drop the back-reference, or make this the link's only pattern",
+                        )
+            if fine and len(patterns) > 1 and not all(same_in_both(p) for p in patterns):
+                joined = "|".join(f"(?:{p})" for p in patterns)
+                for_java.append((f"links[{j}].{field}", joined, field, _probes(joined, declared[field])))
+    if not for_java:
+        return
+    probes = [p for _, _, _, ps in for_java for p in ps]
+    verdicts = java_verdicts((pattern for _, pattern, _, _ in for_java), probes)
+    refused: set[str] = set()
+    for path, pattern, field, wanted in for_java:
+        verdict = verdicts[pattern]
+        if path.endswith("]"):
+            if verdict.error is not None:
+                refused.add(path.rsplit("[", 1)[0])
+                yield Violation(
+                    path,
+                    f"{_short(pattern)} is refused by Java's regular expressions, which MirrorMaker 2 compiles it "
+                    f"with ({verdict.error})",
+                    _PORTABLE_FIX,
+                )
+                continue
+            found = _meaning_problem(pattern, {p: verdict.matches[p] for p in wanted})
+            if found is not None:
+                refused.add(path.rsplit("[", 1)[0])
+                yield Violation(path, *found)
+        elif path not in refused:
+            yield from _joined_problem(t, path, field, pattern, verdict, wanted)
+
+
+def _joined_problem(
+    t: Topology, path: str, field: str, joined: str, verdict: JavaVerdict, probes: list[str]
+) -> Iterator[Violation]:
+    j = int(path.split("[", 1)[1].split("]", 1)[0])
+    patterns: list[str] = getattr(t.links[j], field)
+    compiled = [_python_regex(p) for p in patterns]
+    for probe in probes:
+        one_by_one = any(c.fullmatch(probe) for c in compiled)
+        java = verdict.error is None and verdict.matches[probe]
+        if java != one_by_one:
+            yield Violation(
+                path,
+                f"joined as MirrorMaker 2 joins them ({_short(joined)}), the {_PATTERN_FIELDS[field]} patterns "
+                f"{'match' if java else 'do not match'} {probe!r}, which one by one they "
+                f"{'do not' if java else 'do'} (a back-reference or group number crosses patterns)",
+                "make each pattern stand alone: no back-references (\\1) or numbered groups",
+            )
+            return
 
 
 def _find_cycle(start: str, edges: dict[str, list[tuple[str, int]]], members: set[str]) -> list[int]:
@@ -776,7 +889,7 @@ def _local_clusters(t: Topology) -> Iterator[Violation]:
             yield Violation(
                 f"clusters[{i}].base_port",
                 f"window {c.base_port}..{c.base_port + PORT_WINDOW - 1} of local cluster {c.name!r} "
-                f"leaves the range {_FIRST_PORT}..{_LAST_PORT}",
+                f"leaves the range {_FIRST_PORT}..{_LAST_PORT} (from 32768 on, Linux hands ports to client sockets)",
                 f"choose a base_port between {_FIRST_PORT} and {_LAST_PORT - PORT_WINDOW + 1}",
             )
         for r, rack in enumerate(c.racks):
@@ -843,6 +956,12 @@ def _remote_clusters(t: Topology) -> Iterator[Violation]:
                         f"{entry!r} of cluster {c.name!r} is not host:port",
                         "list the brokers as host:port, comma-separated",
                     )
+                elif not 1 <= int(entry.rsplit(":", 1)[1]) <= _MAX_PORT:
+                    yield Violation(
+                        f"clusters[{i}].bootstrap_servers",
+                        f"port {entry.rsplit(':', 1)[1]} of {entry!r} (cluster {c.name!r}) is outside 1..{_MAX_PORT}",
+                        "use the brokers' real port (1-65535)",
+                    )
         if c.base_port is not None:
             yield Violation(
                 f"clusters[{i}].base_port",
@@ -899,6 +1018,39 @@ def _cluster_link_destinations(t: Topology) -> Iterator[Violation]:
 
 _CONNECT_URL = re.compile(r"https?://(?:[A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\])(?::\d{1,5})?(?:/[A-Za-z0-9._~/-]*)?")
 """An http(s) URL without credentials, query or fragment: passwords go in ``password`` (a secret)."""
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+
+
+def _connect_url_problem(url: str) -> str | None:
+    """What is wrong with a Connect REST URL (scheme, host, port range, form), or None."""
+    shown = _short(url)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        return f"{shown} is not an http(s) URL of a Connect REST API (scheme {scheme or 'missing'})"
+    if not _CONNECT_URL.fullmatch(url):
+        return f"{shown} is not an http(s) URL of the form http(s)://host[:port][/path] (no query, fragment or spaces)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # urlsplit checks a bracketed host itself
+        return f"{shown} has no valid IPv6 address"
+    host = parts.hostname or ""
+    if not host.startswith("[") and ":" not in host and not _HOST_NAME.fullmatch(host):
+        return f"{shown} has no valid host name ({host!r})"
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"{shown} has no valid IPv6 address ({host!r})"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= _MAX_PORT:
+        raw = parts.netloc.rsplit(":", 1)[1]
+        return f"port {raw} of {shown} is outside 1..{_MAX_PORT}"
+    return None
 
 
 def _connect_clusters(t: Topology) -> Iterator[Violation]:
@@ -947,8 +1099,8 @@ def _connect_clusters(t: Topology) -> Iterator[Violation]:
                 yield Violation(
                     f"{where}.base_port",
                     f"REST ports {cc.base_port}..{cc.base_port + cc.workers - 1} "
-                    f"leave the range {_FIRST_PORT}..{_LAST_PORT}",
-                    "choose another base_port",
+                    f"leave the range {_FIRST_PORT}..{_LAST_PORT} (from 32768 on, Linux hands ports to client sockets)",
+                    f"choose a base_port between {_FIRST_PORT} and {_LAST_PORT - cc.workers + 1}",
                 )
             else:
                 ports = cc.rest_ports or range(0)
@@ -978,12 +1130,8 @@ def _connect_clusters(t: Topology) -> Iterator[Violation]:
                 "holds credentials (user:password@host)",
                 "remove them from the url; set username and password (the password a secret)",
             )
-        elif not _CONNECT_URL.fullmatch(cc.url or ""):
-            yield Violation(
-                f"{where}.url",
-                f"{_short(cc.url or '')} is not an http(s) URL of a Connect REST API",
-                "use http(s)://host:port (credentials go in username/password, the password a secret)",
-            )
+        elif (url_problem := _connect_url_problem(cc.url or "")) is not None:
+            yield Violation(f"{where}.url", url_problem, "use http(s)://host:port with a port of 1-65535")
         elif (cc.username is None) != (cc.password is None):
             yield Violation(
                 f"{where}.password", "username and password of a Connect REST API go together", "set both or neither"

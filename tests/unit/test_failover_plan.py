@@ -18,7 +18,7 @@ from tests import REPO_ROOT
 from tests.unit.failover_helpers import lock_held_elsewhere, new_journal
 
 # Ports nothing listens on during the unit tests: every cluster is "down".
-PORTS = (49100, 49200, 49300)
+PORTS = (32100, 32200, 32300)  # below the ephemeral range, above the integration tests' windows: nothing listens
 
 
 @pytest.fixture
@@ -190,10 +190,10 @@ def test_client_configurations_are_private_and_never_returned_with_the_password(
     password = estate.app_password("billing")
     assert password not in json.dumps(written)
     conf = json.loads((state / "clients" / "billing.json").read_text())
-    assert conf["bootstrap.servers"] == "127.0.0.1:49200" and conf["sasl.username"] == "billing"
+    assert conf["bootstrap.servers"] == f"127.0.0.1:{PORTS[1]}" and conf["sasl.username"] == "billing"
     assert conf["sasl.password"] == password and conf["group.id"] == "billing"
     props = (state / "clients" / "billing.properties").read_text()
-    assert "sasl.jaas.config=" in props and "bootstrap.servers=127.0.0.1:49200" in props
+    assert "sasl.jaas.config=" in props and f"bootstrap.servers=127.0.0.1:{PORTS[1]}" in props
     for f in (state / "clients").iterdir():
         assert oct(f.stat().st_mode & 0o777) == "0o600", f
     assert oct((state / "clients").stat().st_mode & 0o777) == "0o700"

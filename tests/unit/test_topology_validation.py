@@ -410,8 +410,19 @@ def test_port_window_outside_the_port_range() -> None:
         _error(LOCAL, _set("clusters", 2, base_port=65500)),
         "clusters[2].base_port",
         "65500..65599",
-        "choose a base_port between 1024 and 65436",
+        "choose a base_port between 1024 and 32668",
     )
+
+
+def test_port_window_in_the_ephemeral_range_is_refused() -> None:
+    _line(
+        _error(LOCAL, _set("clusters", 2, base_port=32700)),
+        "clusters[2].base_port",
+        "32700..32799",
+        "leaves the range 1024..32767",
+        "choose a base_port between 1024 and 32668",
+    )
+    _load(LOCAL, _set("clusters", 2, base_port=32668))  # the last window that fits is fine
 
 
 # -- rule 14: racks per broker ----------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""MirrorMaker 2 failing to start for a cause validation cannot see is named within seconds, not after
+the 120 s readiness wait, and leaves no process behind."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from dr.base.errors import ClusterError
+from dr.runtime.cluster import LocalCluster
+from dr.runtime.mirrormaker import MirrorMaker
+from dr.runtime.process import pid_alive
+from tests.integration.helpers import create_topic
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        # A regex the JVM reads that no stack field carries (the topology validates topics/groups).
+        (
+            {"A->B.topics.exclude": "(?#not java)orders"},
+            "connector MirrorSourceConnector: java.util.regex.PatternSyntaxException: Unknown inline modifier",
+        ),
+        # Run second, it also meets the first one's config, which MirrorMaker 2 stored on B and starts
+        # before writing its own: that stale failure is superseded, this one is named.
+        (
+            {"A->B.groups.exclude": "(?#not java)console-.*"},
+            "connector MirrorCheckpointConnector: java.util.regex.PatternSyntaxException: Unknown inline modifier",
+        ),
+    ],
+    ids=["topics-exclude", "groups-exclude"],
+)
+def test_a_failed_mm2_start_names_its_cause_within_seconds(
+    cluster_a: LocalCluster,
+    cluster_b: LocalCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    extra: dict[str, str],
+    named: str,
+) -> None:
+    # A topic on the source: the process cannot pass for "running with nothing to copy".
+    create_topic(cluster_a, f"start-failure-{request.node.callspec.id}", partitions=1)
+    mirror = MirrorMaker(cluster_a, cluster_b, tmp_path, extra=extra)
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError) as info:
+        mirror.start(timeout=120)
+    elapsed = time.monotonic() - t0
+    print(f"{extra}: named after {elapsed:.1f}s: {info.value.problem}")
+    assert named in info.value.problem
+    assert "failed to start" in info.value.problem or "exited during start-up" in info.value.problem
+    assert elapsed < 45, f"the cause took {elapsed:.1f}s to be named (the readiness wait is 120 s)"
+    assert str(mirror.process.log_file) in str(info.value)
+    pid_file = mirror.dir / "pid"
+    assert not mirror.alive() and not (pid_file.exists() and pid_alive(int(pid_file.read_text())))

@@ -1,0 +1,73 @@
+"""A MirrorMaker 2 / Connect start-up failure is recognised in the log and named by its root cause."""
+
+from __future__ import annotations
+
+import time
+
+from dr.kafka.connect_rest import root_cause
+from dr.runtime.process import FatalWatch, fatal_cause, last_exception
+
+# Lines as MirrorMaker 2 (Kafka 4.3.1, slf4j-simple) wrote them for topics "(?#x)orders".
+_MM2_LOG = """9058 [MirrorHerder-A->B-1] INFO org.apache.kafka.connect.runtime.distributed.DistributedHerder - Herder started
+8842 [MirrorHerder-A->B-1] INFO org.apache.kafka.connect.runtime.distributed.WorkerCoordinator - rebalance failed due to 'The coordinator is loading and hence can't process requests.' (CoordinatorLoadInProgressException)
+9342 [connector-thread-MirrorSourceConnector] ERROR org.apache.kafka.connect.runtime.WorkerConnector - WorkerConnector{id=MirrorSourceConnector} Error while starting connector
+java.util.regex.PatternSyntaxException: Unknown inline modifier near index 2
+(?#x)orders
+  ^
+\tat java.base/java.util.regex.Pattern.error(Pattern.java:2028)
+\tat java.base/java.util.regex.Pattern.group0(Pattern.java:3039)
+9364 [connector-thread-MirrorSourceConnector] ERROR org.apache.kafka.connect.runtime.distributed.DistributedHerder - [Worker clientId=A->B, groupId=A-mm2] Failed to start connector 'MirrorSourceConnector'
+org.apache.kafka.connect.errors.ConnectException: Failed to start connector: MirrorSourceConnector
+\tat org.apache.kafka.connect.runtime.distributed.DistributedHerder.lambda$startConnector$0(DistributedHerder.java:2084)
+Caused by: org.apache.kafka.connect.errors.ConnectException: Failed to transition connector MirrorSourceConnector to state STARTED
+\t... 9 more
+Caused by: java.util.regex.PatternSyntaxException: Unknown inline modifier near index 2
+(?#x)orders
+  ^
+9648 [task-thread-MirrorHeartbeatConnector-0] INFO org.apache.kafka.connect.runtime.AbstractWorkerSourceTask - WorkerSourceTask{id=MirrorHeartbeatConnector-0} Source task finished initialization and start
+"""
+
+
+def test_the_first_fatal_record_is_named_with_its_root_cause() -> None:
+    assert fatal_cause(_MM2_LOG) == (
+        "connector MirrorSourceConnector: java.util.regex.PatternSyntaxException: Unknown inline modifier near index 2"
+    )
+
+
+def test_transient_errors_and_connector_failures_of_a_worker_are_not_fatal_to_the_worker() -> None:
+    assert fatal_cause(_MM2_LOG.split("9342 ", 1)[0]) is None  # INFO lines, a retried rebalance
+    assert fatal_cause(_MM2_LOG, connectors=False) is None  # a Connect worker runs on with a failed connector
+
+
+def test_a_worker_that_stops_on_an_error_names_it_and_masks_secrets() -> None:
+    log = (
+        "2100 [main] ERROR org.apache.kafka.connect.cli.AbstractConnectCli - Stopping due to error\n"
+        "org.apache.kafka.common.config.ConfigException: Invalid value password=hunter22 for configuration x\n"
+        "\tat org.apache.kafka.common.config.ConfigDef.parseType(ConfigDef.java:1)\n"
+    )
+    cause = fatal_cause(log, connectors=False)
+    assert cause is not None and cause.startswith("the worker: org.apache.kafka.common.config.ConfigException")
+    assert "hunter22" not in cause
+    assert last_exception(log) is not None and "hunter22" not in (last_exception(log) or "")
+
+
+def test_root_cause_of_a_connect_status_trace() -> None:
+    trace = _MM2_LOG.split("9364 ", 1)[1].split("9648 ", 1)[0].split("\n", 1)[1]
+    assert root_cause(trace) == "java.util.regex.PatternSyntaxException: Unknown inline modifier near index 2"
+    assert root_cause("no exception here") is None
+
+
+def test_a_failure_of_the_stale_config_superseded_by_a_restart_is_not_fatal() -> None:
+    restarted = _MM2_LOG + (
+        "9800 [StartAndStopExecutor-A->B-1] INFO org.apache.kafka.connect.runtime.distributed.DistributedHerder - "
+        "[Worker clientId=A->B, groupId=A-mm2] Starting connector MirrorSourceConnector\n"
+    )
+    assert fatal_cause(restarted) is None
+
+
+def test_a_fatal_record_is_final_only_once_it_has_stood_for_the_settle_time() -> None:
+    watch = FatalWatch(settle=0.2)
+    assert watch.check(_MM2_LOG) == (fatal_cause(_MM2_LOG), False)
+    time.sleep(0.25)
+    assert watch.check(_MM2_LOG)[1] is True
+    assert watch.check("") == (None, False)
