@@ -51,16 +51,16 @@ class PulumiConverger:
         self.stack_path = Path(stack_path)
         self.state = Path(state)
         self.catch_up_timeout = catch_up_timeout
+        self.recovered: list[str] = []
+        """What the last ``up`` repaired first (a killed engine's lock, plugins, interrupted operations)."""
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
         from dr.stack import EstateStack
 
-        timings = dict(
-            EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state).up(
-                topology, progress=progress
-            )
-        )
+        estate_stack = EstateStack(self.stack, stack_dir=self.stack_path.parent, state_dir=self.state)
+        self.recovered = estate_stack.recovered  # filled as it goes: kept even when the up fails
+        timings = dict(estate_stack.up(topology, progress=progress))
         estate = Estate(topology, self.state)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
