@@ -66,7 +66,10 @@ def _start(props: dict[str, Any], *, fresh: bool) -> None:
 
 class _LocalClusterProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        existed = _runtime(props).dir.exists()
+        cluster = _runtime(props)
+        existed = cluster.dir.exists()
+        if not existed:
+            cluster.kill()  # JVMs still running after their data directory was removed under them
         _start(props, fresh=not existed)
         return CreateResult(id_=str(props["name"]), outs=_outs(props, True))
 
