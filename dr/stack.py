@@ -39,6 +39,7 @@ __all__ = ["EstateStack", "PreviewSummary", "forget"]
 Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
+_DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 _SHOWN = re.compile(
     r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
     r"|\*\*failed\*\*|^\s*(error|warning):",
@@ -254,6 +255,8 @@ class EstateStack:
             lost = {k: v for k, v in lost.items() if "is gone" in v}
         if not lost:
             return 0
+        if only_absent:
+            self._stop_links_of(deployment.deployment or {}, set(lost), progress)
         kept, dropped = forget(deployment.deployment, {f"{name}-access" for name in lost})
         if not dropped:
             return 0
@@ -266,6 +269,20 @@ class EstateStack:
                 progress,
             )
         return dropped
+
+    def _stop_links_of(self, deployment: dict[str, Any], clusters: set[str], progress: Progress) -> None:
+        """Stop the MirrorMaker 2 processes that copy from or to ``clusters`` (created again, empty): the
+        refresh then records them stopped, and the ``up`` starts them on the new cluster."""
+        from stacks.mirror_link import _runtime as mirror_runtime
+
+        for r in deployment.get("resources") or []:
+            props = r.get("outputs") or {}
+            dedicated = "source_port" in props and "topics" in props  # a MirrorMakerProcess, not a connector
+            if r.get("type") == _DYNAMIC_TYPE and dedicated and {props.get("source"), props.get("target")} & clusters:
+                mirror = mirror_runtime(props)
+                if mirror.alive():
+                    mirror.stop()
+                    self._note(f"stopped MirrorMaker 2 {mirror.name}: a cluster it copies from or to is gone", progress)
 
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:

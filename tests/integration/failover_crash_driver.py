@@ -90,7 +90,8 @@ class Kill:
     step: str
     delay_s: float
     landed: str
-    """The step the journal shows as started and unfinished, or ``between steps`` / ``not reached``."""
+    """The step the journal shows as started and unfinished, ``between steps``, or ``run completed first``
+    (the step was already done, or the run finished before the instant) / ``run exited N`` (a failure)."""
     session: int
     """The killed run's session id: every process it started (plugins too) is in it."""
     output: str
@@ -137,9 +138,10 @@ def kill_inside(
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     reader.join(10)
-    landed = _landed(state) if started.is_set() else "not reached"
-    if started.is_set() and proc.returncode != -signal.SIGKILL:
-        landed = "finished first" if proc.returncode == 0 else f"exited {proc.returncode}"
+    if proc.returncode == -signal.SIGKILL:
+        landed = _landed(state) if started.is_set() else "before the step"
+    else:  # the run ended first: 0 when the failover completed (the step was done earlier, or quick)
+        landed = "run completed first" if proc.returncode == 0 else f"run exited {proc.returncode}"
     return Kill(step, round(delay_s, 3), landed, proc.pid, "".join(lines), proc.returncode)
 
 

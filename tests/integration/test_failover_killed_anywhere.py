@@ -122,7 +122,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
                 f"  cycle {cycle} ({mode} {active}→{passive}→{standby}): kill {len(kills)} "
                 f"in {step} +{kill.delay_s:.2f}s landed in: {kill.landed}"
             )
-            assert kill.returncode == -signal.SIGKILL or kill.landed == "finished first", kill.output[-3000:]
+            assert kill.returncode in (-signal.SIGKILL, 0), kill.output[-3000:]
             flags = []  # a resumed run takes the journal's mode
             if (journal := Journal.load(state)) is not None:
                 failover_ids.add(journal.failover_id)
