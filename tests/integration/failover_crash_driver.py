@@ -78,6 +78,7 @@ STEP_SPAN = {
     "clients": 0.1,
     "consumer-groups": 0.8,
     "desired-state": 18.0,
+    "desired-state (resumed)": 10.0,
     "integrity": 0.5,
     "decommission": 2.0,
 }
@@ -96,6 +97,8 @@ class Kill:
     """The killed run's session id: every process it started (plugins too) is in it."""
     output: str
     returncode: int | None
+    engine_lock: bool = False
+    """True when the kill left a Pulumi lock: it hit an engine at work (``up``, ``refresh``, ``stack import``)."""
 
 
 def _landed(state: Path) -> str:
@@ -138,11 +141,15 @@ def kill_inside(
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     reader.join(10)
+    from dr.pulumi_locks import stack_locks
+    from dr.topology import NAMESPACE
+
+    engine_lock = bool(stack_locks(state.parent / "pulumi", NAMESPACE, state.name))
     if proc.returncode == -signal.SIGKILL:
         landed = _landed(state) if started.is_set() else "before the step"
     else:  # the run ended first: 0 when the failover completed (the step was done earlier, or quick)
         landed = "run completed first" if proc.returncode == 0 else f"run exited {proc.returncode}"
-    return Kill(step, round(delay_s, 3), landed, proc.pid, "".join(lines), proc.returncode)
+    return Kill(step, round(delay_s, 3), landed, proc.pid, "".join(lines), proc.returncode, engine_lock)
 
 
 def session_processes(session: int) -> list[tuple[int, str]]:

@@ -33,8 +33,9 @@ from dr.failover.drill import read_keys
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from dr.offsets import end_offsets
+from dr.pulumi_locks import stack_locks
 from dr.runtime.process import pid_alive, wait_until
-from dr.topology import load_stack_file
+from dr.topology import NAMESPACE, load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import STEP_SPAN, Kill, kill_inside, session_processes
 from tests.integration.helpers import produce, teardown_stack, write_local_stack
@@ -63,8 +64,8 @@ def _kill_plan(rng: random.Random, mode: str) -> list[tuple[str, float]]:
         if mode == "planned" or n != "fence-drain"
     ]
     late = rng.choice(["integrity", "decommission"])
-    steps = [rng.choice(early), "desired-state", "desired-state", late]
-    return [(s, rng.uniform(0.0, STEP_SPAN[s])) for s in steps]
+    spans = [rng.choice(early), "desired-state", "desired-state (resumed)", late]
+    return [(s.split(" ")[0], rng.uniform(0.0, STEP_SPAN[s])) for s in spans]
 
 
 def _roles(stack_path: Path) -> dict[str, str]:
@@ -96,6 +97,8 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
     print(f"\ncrash instants: KDR_CRASH_SEED={seed}")
     command = [sys.executable, "-m", "dr.cli", "failover", "--stack", STACK, "--yes", *WAIVE]
     acked_all: set[str] = set()
+    repairs: list[str] = []
+    finals: list[str] = []
     kills: list[Kill] = []
     t_all = time.monotonic()
     for cycle, (mode, lost) in enumerate(CYCLES, 1):
@@ -121,6 +124,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
             print(
                 f"  cycle {cycle} ({mode} {active}→{passive}→{standby}): kill {len(kills)} "
                 f"in {step} +{kill.delay_s:.2f}s landed in: {kill.landed}"
+                + (" (inside a Pulumi operation: the engine's lock was left)" if kill.engine_lock else "")
             )
             assert kill.returncode in (-signal.SIGKILL, 0), kill.output[-3000:]
             flags = []  # a resumed run takes the journal's mode
@@ -128,6 +132,8 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
                 failover_ids.add(journal.failover_id)
         final = _drctl(env, "failover", "--stack", STACK, "--yes", "--json", *WAIVE)
         assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-4000:]
+        finals.append(final.stderr)
+        assert not stack_locks(state.parent / "pulumi", NAMESPACE, STACK), "a Pulumi lock is left"
         summary = json.loads(final.stdout)
         assert summary["status"] == "completed", summary
 
@@ -142,6 +148,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
         assert journal is not None and journal.status == "completed" and journal.mode == mode
         assert failover_ids == {journal.failover_id}, "a resumed run started another failover"
         assert len(journal.runs) >= 2 and journal.step("promote").status == "done"
+        repairs += journal.outcome("desired-state").get("recovered") or []
         assert all(journal.is_done(n) for n in NAMES)
         # no acknowledged record lost: all on B, and C holds what B holds
         on_b = read_keys(after.endpoint(passive), "orders")
@@ -166,8 +173,15 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
         f"  {len(kills)} kills in {time.monotonic() - t_all:.0f}s; {len(inside_up)} inside desired-state; "
         f"landed: {[k.landed for k in kills]}"
     )
+    in_engine = [k for k in kills if k.engine_lock]
+    print(f"  {len(in_engine)} kills inside a Pulumi operation; repairs journaled: {len(repairs)}")
+    for line in repairs:
+        print(f"    {line}")
     assert len(kills) >= 10
     assert len(inside_up) >= 3, [(k.step, k.delay_s, k.landed) for k in kills]
+    assert in_engine, "no kill hit a Pulumi operation"
+    said = "".join(k.output for k in kills) + "".join(finals)
+    assert "removed the lock of a Pulumi engine that is gone" in said, "no resumed run removed a dead engine's lock"
 
 
 def _all_jvms(estate: Estate) -> list[int]:
