@@ -235,13 +235,27 @@ def test_after_a_total_loss_refresh_then_up_restores_and_destroy_succeeds(shared
     assert not (state / "clusters" / "B").exists()
 
 
-def test_destroy_after_a_data_directory_removed_under_running_brokers(shared) -> None:  # noqa: ANN001
+def test_pulumi_destroy_after_a_data_directory_removed_under_running_brokers(shared) -> None:  # noqa: ANN001
+    """Plain `pulumi destroy` (no drctl repair): the users, topics and ACLs go with their cluster (`deletedWith`)."""
+    from dr.pulumi_env import pulumi_env
+    from dr.toolchain import toolchain
+
     env, stack_path, state = shared
     estate = Estate(load_stack_file(stack_path), state)
     jvms = _all_jvms(estate)
     assert jvms
-    shutil.rmtree(state / "clusters" / "B")  # B's brokers still run, their pid files gone with the directory
-    down = _drctl(env, "estate", "down", "--stack", STACK, "--destroy")
-    assert down.returncode == 0, down.stderr[-4000:]
+    root = stack_path.parent
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    (root / "stacks").symlink_to(REPO_ROOT / "stacks")
+    shutil.rmtree(state / "clusters" / "B")  # B's broker still runs, its pid file gone with the directory
+    down = subprocess.run(
+        [str(toolchain().pulumi_bin / "pulumi"), "destroy", "--yes", "--skip-preview", "--stack", STACK],
+        cwd=root,
+        env={**env, **pulumi_env(state.parent / "pulumi")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-2000:]
     assert wait_until(lambda: not any(pid_alive(p) for p in jvms), 30), "a JVM of the destroyed estate still runs"
     assert not (state / "clusters").exists() or not any((state / "clusters").iterdir())
