@@ -79,7 +79,7 @@ def find_orphans(backend: Path) -> list[Orphan]:
             continue
         pid = int(entry.name)
         cmdline = _read(f"/proc/{pid}/cmdline")
-        if not any(m in cmdline for m in _PLUGIN_MARKERS):
+        if not any(m in cmdline for m in _PLUGIN_MARKERS) or _is_engine(pid):
             continue
         if marker not in _read(f"/proc/{pid}/environ").split(b"\0"):
             continue
