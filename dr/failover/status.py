@@ -219,7 +219,8 @@ class StatusReport(BaseModel):
     consumer_groups: list[GroupStatus]
     last_failover: LastFailover | None
     pulumi_locks: list[PulumiLockStatus] = []
-    """Locks of the stack in the local backend (an engine at work, or one killed mid-operation)."""
+    """Locks of the stack in the local backend (an engine at work, or one killed mid-operation); in the
+    JSON only when there is one."""
     problems: list[str]
     """:func:`status_problems` of the rest."""
 
@@ -246,9 +247,10 @@ def status_report(
             _group_entry(topology, app, seen) for app in topology.principals.applications if app.consumer_group
         ],
         last_failover=LastFailover.of(journal, lock_held(Path(state))) if journal is not None else None,
-        pulumi_locks=_pulumi_locks(stack, Path(state)),
         problems=[],
     )
+    if locks := _pulumi_locks(stack, Path(state)):
+        report.pulumi_locks = locks  # in the JSON only when there is one
     report.problems = status_problems(report)
     return report
 
