@@ -39,6 +39,10 @@ class ClusterAccessArgs:
     """False where the cluster has no SCRAM users of its own (Confluent Cloud: API keys)."""
     skip_topics: frozenset[str] = frozenset()
     """Topics owned by something else on this cluster (mirror topics of a cluster link)."""
+    deleted_with: pulumi.Resource | None = None
+    """The local cluster resource whose deletion takes these users, topics and ACLs with its data: when
+    both go (``pulumi destroy``), Kafka is not asked to delete them one by one — so a destroy succeeds
+    after the brokers were killed or their data directory removed."""
 
 
 class ClusterAccess(pulumi.ComponentResource):
@@ -52,7 +56,7 @@ class ClusterAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:ClusterAccess", name, None, opts)
         c = args.cluster
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, deleted_with=args.deleted_with)
         self.users: dict[str, kafka.UserScramCredential] = {}
         for user, password in sorted(args.passwords.items() if args.scram_users else ()):
             self.users[user] = kafka.UserScramCredential(

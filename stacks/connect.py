@@ -30,6 +30,9 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Resou
 from dr.base.errors import TopologyError
 from dr.runtime.connect_link import wait_running
 from dr.topology import ConnectCluster, Link, Topology
+from stacks.engine_watch import die_with_engine
+
+die_with_engine()  # in the provider process: exit when the engine does
 
 __all__ = [
     "ConnectMirrorLink",

@@ -19,6 +19,10 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
+from stacks.engine_watch import die_with_engine
+
+die_with_engine()  # in the provider process: exit when the engine does
+
 __all__ = ["LocalKafkaCluster", "LocalKafkaClusterArgs"]
 
 #: Inputs whose change means another cluster (new storage): replace, never update in place.
@@ -27,6 +31,7 @@ _KEEP_RUNNING = ("active", "passive")
 
 
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalCluster
+    die_with_engine()
     from dr.runtime.cluster import ClusterSpec, LocalCluster
 
     spec = ClusterSpec(
@@ -61,7 +66,10 @@ def _start(props: dict[str, Any], *, fresh: bool) -> None:
 
 class _LocalClusterProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        existed = _runtime(props).dir.exists()
+        cluster = _runtime(props)
+        existed = cluster.dir.exists()
+        if not existed:
+            cluster.kill()  # JVMs still running after their data directory was removed under them
         _start(props, fresh=not existed)
         return CreateResult(id_=str(props["name"]), outs=_outs(props, True))
 

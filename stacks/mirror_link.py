@@ -17,6 +17,10 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
+from stacks.engine_watch import die_with_engine
+
+die_with_engine()  # in the provider process: exit when the engine does
+
 __all__ = ["MirrorMakerProcess", "MirrorMakerProcessArgs"]
 
 _CONFIG = (
@@ -34,6 +38,7 @@ _CONFIG = (
 
 
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
+    die_with_engine()
     from dr.runtime.cluster import ClusterSpec, LocalCluster
     from dr.runtime.mirrormaker import MirrorMaker
 

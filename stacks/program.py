@@ -127,6 +127,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     cluster=c,
                     provider=clusters[c.name].provider,
                     passwords=passwords,
+                    deleted_with=getattr(clusters[c.name], "local", None),
                     **_confluent_access(topology, c),
                 ),
             )

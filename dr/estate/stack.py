@@ -9,6 +9,14 @@ the very same function through the Python language host.
 cluster) the users, topics and ACLs of clusters the topology now declares decommissioned: such a
 cluster may be unreachable (an unplanned failover), and its topics hold what recovery may still
 need. Its fenced ACLs stay as the failover left them.
+
+Every operation first repairs what a killed engine left (:meth:`EstateStack.repair`): plugin
+processes nobody owns are ended (:mod:`dr.estate.pulumi_orphans`), the backend lock of a dead engine is
+removed — never one of a live process (:mod:`dr.estate.pulumi_locks`) — and interrupted operations are
+settled (:func:`dr.stack_repair.settle_pending`), after which ``up`` refreshes before it updates.
+What was repaired is in :attr:`EstateStack.recovered` (the failover journals it). ``destroy`` drops
+from the state, with a warning, the users, topics and ACLs of local clusters that cannot be reached
+(brokers down, data gone): their records and metadata go with the cluster's data anyway.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.base.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.base.errors import ClusterError, ConfigError, DRError, LockHeld, ToolchainError
 from dr.base.pulumi_env import pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
 from dr.topology import NAMESPACE, Topology
@@ -36,6 +44,7 @@ __all__ = ["EstateStack", "PreviewSummary", "forget"]
 Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
+_DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 _SHOWN = re.compile(
     r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
     r"|\*\*failed\*\*|^\s*(error|warning):",
@@ -72,6 +81,8 @@ class EstateStack:
         self.stack_file = stack.existing_stack_file()
         self.state_dir = stack.made_state_dir()
         self.backend = stack.backend_dir
+        self.recovered: list[str] = []
+        """What :meth:`repair` and the loss handling did, one line each (journaled by the failover)."""
 
     # -------------------------------------------------------------------------------- workspace
     def _stack(self) -> Stack:
@@ -101,17 +112,26 @@ class EstateStack:
     def up(
         self, topology: Topology | None = None, *, refresh: bool = False, progress: Progress = _quiet
     ) -> dict[str, float]:
-        """Converge the estate to the stack file (``pulumi up``); return timings in seconds."""
+        """Converge the estate to the stack file (``pulumi up``); return timings in seconds.
+
+        After a killed engine (interrupted operations settled by :meth:`repair`) the ``up`` refreshes
+        first. With ``refresh``, the users, topics and ACLs of a local cluster whose data is gone are
+        dropped from the state first (they are created again with the cluster)."""
         stack = self._stack()
         t0 = time.monotonic()
+        settled = self.repair(stack, progress)
         forgotten = self.forget_decommissioned(stack, topology)
         if forgotten:
             progress(
                 f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters "
                 "(left on the clusters as they are)"
             )
+        if refresh:
+            self.forget_unreachable(stack, progress, only_absent=True)
+        if settled and not refresh:
+            self._note("refreshing before the update: an interrupted operation was settled", progress)
         try:
-            result = stack.up(on_output=_forward(progress), refresh=refresh, color="never")
+            result = stack.up(on_output=_forward(progress), refresh=refresh or settled, color="never")
         except Exception as exc:  # noqa: BLE001 - CommandError and friends
             raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
@@ -119,8 +139,9 @@ class EstateStack:
         return {"pulumi up": round(time.monotonic() - t0, 3)}
 
     def preview(self, *, refresh: bool = False, progress: Progress = _quiet) -> PreviewSummary:
-        """``pulumi preview``: the changes an ``up`` would make now."""
+        """``pulumi preview``: the changes an ``up`` would make now (the state is not changed)."""
         stack = self._stack()
+        self.repair(stack, progress, settle=False)
         lines: list[str] = []
 
         def on_output(line: str) -> None:
@@ -154,22 +175,109 @@ class EstateStack:
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
+        stack = self._stack()
+        self.repair(stack, progress)
         try:
-            result = self._stack().refresh(on_output=_forward(progress), color="never")
+            result = stack.refresh(on_output=_forward(progress), color="never")
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi refresh` of stack {self.name!r}") from None
         return {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
 
     def destroy(self, progress: Progress = _quiet) -> None:
-        """``pulumi destroy``: stop every process and remove the local clusters' data."""
+        """``pulumi destroy``: stop every process and remove the local clusters' data.
+
+        The users, topics and ACLs of a local cluster that cannot be reached (brokers killed or
+        stopped, data directory gone) are dropped from the state with a warning instead of blocking
+        the destroy: they live in the cluster's data, which the destroy removes."""
+        stack = self._stack()
+        self.repair(stack, progress)
+        self.forget_unreachable(stack, progress)
         try:
-            self._stack().destroy(on_output=_forward(progress), color="never")
+            stack.destroy(on_output=_forward(progress), color="never")
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
 
     def outputs(self) -> dict[str, Any]:
         """The stack outputs (secrets stay masked unless asked for by the caller's own means)."""
         return {k: v.value for k, v in self._stack().outputs().items()}
+
+    # -------------------------------------------------------------------------------- repairs
+    def _note(self, message: str, progress: Progress) -> None:
+        self.recovered.append(message)
+        progress(f"stack {self.name}: {message}")
+
+    def repair(self, stack: Any, progress: Progress = _quiet, *, settle: bool = True) -> bool:
+        """Undo what a killed engine left: orphaned plugins, its lock, interrupted operations.
+
+        Returns True when interrupted operations were settled (the caller refreshes before updating).
+        Raises :class:`~dr.errors.LockHeld` when a live process holds the stack's lock.
+        """
+        from dr.estate.pulumi_locks import clear_stale_locks
+        from dr.estate.pulumi_orphans import reap_orphans
+        from dr.estate.stack_repair import settle_pending
+
+        for orphan in reap_orphans(self.backend):
+            self._note(f"ended plugin pid {orphan.pid} left by a killed engine ({orphan.command[:80]})", progress)
+        for lock in clear_stale_locks(self.backend, NAMESPACE, self.name):
+            self._note(f"removed the lock of a Pulumi engine that is gone: {lock.holder}", progress)
+        if not settle:
+            return False
+        try:
+            deployment = stack.export_stack()
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, f"`pulumi stack export` of stack {self.name!r}") from None
+        settled, notes = settle_pending(deployment.deployment or {})
+        if not notes:
+            return False
+        deployment.deployment = settled
+        try:
+            stack.import_stack(deployment)
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, f"`pulumi stack import` of stack {self.name!r}") from None
+        for note in notes:
+            self._note(note, progress)
+        return True
+
+    def forget_unreachable(self, stack: Any, progress: Progress = _quiet, *, only_absent: bool = False) -> int:
+        """Drop from the state, with a warning, the ``ClusterAccess`` subtree of every local cluster
+        whose brokers do not all run (``only_absent``: whose data directory is gone); return how many
+        resources were dropped."""
+        from dr.estate.stack_repair import unreachable_local_clusters
+
+        deployment = stack.export_stack()
+        lost = unreachable_local_clusters(deployment.deployment or {}, _local_state)
+        if only_absent:
+            lost = {k: v for k, v in lost.items() if "is gone" in v}
+        if not lost:
+            return 0
+        if only_absent:
+            self._stop_links_of(deployment.deployment or {}, set(lost), progress)
+        kept, dropped = forget(deployment.deployment, {f"{name}-access" for name in lost})
+        if not dropped:
+            return 0
+        deployment.deployment = kept
+        stack.import_stack(deployment)
+        for name, why in sorted(lost.items()):
+            self._note(
+                f"warning: cluster {name} cannot be reached ({why}): its users, topics and ACLs were removed "
+                "from the state without touching the cluster",
+                progress,
+            )
+        return dropped
+
+    def _stop_links_of(self, deployment: dict[str, Any], clusters: set[str], progress: Progress) -> None:
+        """Stop the MirrorMaker 2 processes that copy from or to ``clusters`` (created again, empty): the
+        refresh then records them stopped, and the ``up`` starts them on the new cluster."""
+        from stacks.mirror_link import _runtime as mirror_runtime
+
+        for r in deployment.get("resources") or []:
+            props = r.get("outputs") or {}
+            dedicated = "source_port" in props and "topics" in props  # a MirrorMakerProcess, not a connector
+            if r.get("type") == _DYNAMIC_TYPE and dedicated and {props.get("source"), props.get("target")} & clusters:
+                mirror = mirror_runtime(props)
+                if mirror.alive():
+                    mirror.stop()
+                    self._note(f"stopped MirrorMaker 2 {mirror.name}: a cluster it copies from or to is gone", progress)
 
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
@@ -218,6 +326,19 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
     return {**deployment, "resources": kept}, len(gone)
 
 
+def _local_state(props: dict[str, Any]) -> str:
+    """``running``, ``degraded``, ``stopped`` or ``absent`` for a local cluster's recorded inputs."""
+    from dr.runtime.cluster import ClusterSpec, LocalCluster
+
+    spec = ClusterSpec(
+        str(props["name"]),
+        brokers=int(props["brokers"]),
+        base_port=int(props["base_port"]),
+        racks=tuple(props.get("racks") or ()),
+    )
+    return LocalCluster(spec, Path(str(props["state_dir"]))).state()
+
+
 def _forward(progress: Progress) -> Callable[[str], None]:
     def out(line: str) -> None:
         if _SHOWN.search(line):
@@ -247,6 +368,12 @@ def _translate(exc: Exception, what: str) -> DRError:
             "(its encryptionsalt was made with another passphrase).",
             "restore the passphrase file the stack was created with, or — for a stack with no "
             "state yet — delete `encryptionsalt:` from its stack file and run again",
+        )
+    if "currently locked by" in text:
+        return LockHeld(
+            f"{what} refused: another Pulumi operation holds the stack's lock.\n{detail}",
+            "wait until that operation ends, then run the command again (a lock whose process is gone "
+            "on this machine is removed by the next drctl command)",
         )
     if "no resource plugin" in text or "no language plugin" in text:
         return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")

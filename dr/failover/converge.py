@@ -51,11 +51,15 @@ class PulumiConverger:
     def __init__(self, stack: StackRef, *, catch_up_timeout: float = 120.0) -> None:
         self.stack = stack
         self.catch_up_timeout = catch_up_timeout
+        self.recovered: list[str] = []
+        """What the last ``up`` repaired first (a killed engine's lock, plugins, interrupted operations)."""
 
     def converge(self, topology: Topology, progress: Progress) -> dict[str, float]:
         """``pulumi up`` of the stack file (already holding ``topology``); wait until links catch up."""
 
-        timings = dict(EstateStack(self.stack).up(topology, progress=progress))
+        estate_stack = EstateStack(self.stack)
+        self.recovered = estate_stack.recovered  # filled as it goes: kept even when the up fails
+        timings = dict(estate_stack.up(topology, progress=progress))
         estate = Estate(topology, self.stack.state_dir)
         topics = [t.name for t in topology.topics]
         for link in topology.links:

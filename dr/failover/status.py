@@ -61,6 +61,14 @@ class StepState(BaseModel):
     status: str
 
 
+class PulumiLockStatus(BaseModel):
+    """A lock file of the stack in the ``file://`` backend: who wrote it, and whether that process lives."""
+
+    holder: str
+    alive: bool
+    path: str
+
+
 class LastFailover(BaseModel):
     """The last failover in ``drctl status``: an abridged :class:`~dr.failover.summary.FailoverSummary`."""
 
@@ -212,6 +220,9 @@ class StatusReport(BaseModel):
     links: list[LinkStatus]
     consumer_groups: list[GroupStatus]
     last_failover: LastFailover | None
+    pulumi_locks: list[PulumiLockStatus] = []
+    """Locks of the stack in the local backend (an engine at work, or one killed mid-operation); in the
+    JSON only when there is one."""
     problems: list[str]
     """:func:`status_problems` of the rest."""
 
@@ -239,8 +250,20 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
         last_failover=LastFailover.of(journal, lock_held(Path(state))) if journal is not None else None,
         problems=[],
     )
+    if locks := _pulumi_locks(stack, Path(state)):
+        report.pulumi_locks = locks  # in the JSON only when there is one
     report.problems = status_problems(report)
     return report
+
+
+def _pulumi_locks(stack: str, state: Path) -> list[PulumiLockStatus]:
+    from dr.estate.pulumi_locks import stack_locks
+    from dr.topology import NAMESPACE
+
+    return [
+        PulumiLockStatus(holder=lock.holder, alive=lock.alive(), path=str(lock.path))
+        for lock in stack_locks(state.parent / "pulumi", NAMESPACE, stack)
+    ]
 
 
 @dataclass
@@ -428,6 +451,9 @@ def status_problems(report: StatusReport) -> list[str]:
     found += [p for link in report.links if (p := _link_problem(link))]
     if (p := _failover_problem(report.last_failover)) is not None:
         found.append(p)
+    found += [
+        f"Pulumi lock left by an engine that is gone: {lock.holder}" for lock in report.pulumi_locks if not lock.alive
+    ]
     return found
 
 
@@ -447,6 +473,12 @@ def raise_for_problems(report: StatusReport) -> None:
         fixes.append(
             f"start the local clusters and links that stopped, with their data: "
             f"`drctl estate up --stack {stack} --refresh`"
+        )
+    stale_lock = any(p.startswith("Pulumi lock left") for p in problems)
+    if stale_lock and not failover:
+        fixes.append(
+            f"`drctl estate up --stack {stack}` removes that lock and settles what the killed engine left "
+            "(a `drctl failover` that was interrupted does the same when rerun)"
         )
     if failover and last is not None and last.status == "failed":
         fixes.extend(last.next or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])

@@ -558,6 +558,7 @@ def desired_state(ctx: Context) -> StepResult:
         f"converging with {ctx.converger.name}"
     )
     timings = ctx.converger.converge(ctx.desired, ctx.progress)
+    recovered = list(getattr(ctx.converger, "recovered", []))
     roles = {c.name: c.role.value for c in ctx.desired.clusters}
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
     return StepResult(
@@ -570,9 +571,11 @@ def desired_state(ctx: Context) -> StepResult:
             "timings": timings,
             "roles": roles,
             "links": links,
+            "recovered": recovered,
         },
         f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
-        f"converged by {ctx.converger.name}",
+        f"converged by {ctx.converger.name}"
+        + (f" (after repairing an interrupted run: {len(recovered)} repairs, see the journal)" if recovered else ""),
     )
 
 

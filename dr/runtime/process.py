@@ -184,8 +184,24 @@ class JvmProcess:
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
-            return None
+            return None if self.pid_file.parent.exists() else self._find()
         return pid if pid_alive(pid) and self._is_ours(pid) else None
+
+    def _find(self) -> int | None:
+        """Our JVM when its pid file is gone (its directory deleted under it): the live process whose
+        command line carries both our marker and a file of our directory (its configuration)."""
+        marker = f"-Dkdr.process={self.name}".encode()
+        home = str(self.pid_file.parent).encode() + b"/"
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline.split(b"\0") and home in cmdline and pid_alive(int(entry.name)):
+                return int(entry.name)
+        return None
 
     def _is_ours(self, pid: int) -> bool:
         try:

@@ -2,6 +2,8 @@
 and an unplanned failover through the command line with A SIGKILLed.
 
 Each case gets a fresh, cheap estate (A, B and C with one broker each).
+Kills at random instants *inside* the steps (the whole process group, inside `pulumi up` too) are in
+:mod:`tests.integration.test_failover_killed_anywhere`.
 """
 
 from __future__ import annotations

@@ -213,3 +213,21 @@ def test_problems_of_running_links_and_clusters() -> None:
 def test_an_entry_rejects_what_is_not_a_role() -> None:
     with pytest.raises(ValidationError):
         ClusterStatus.model_validate({"name": "A", "role": "primary", "kind": "local"})
+
+
+def test_a_pulumi_lock_of_a_dead_engine_is_a_problem_with_the_command_that_clears_it() -> None:
+    from dr.base.errors import ClusterError
+    from dr.failover.status import PulumiLockStatus
+
+    report = _report([], [])
+    report.pulumi_locks = [
+        PulumiLockStatus(holder="pid 4242 on host vm (user root) since 2026-11-24T10:07:55Z", alive=False, path="l"),
+        PulumiLockStatus(holder="pid 7 on host vm (user root) since 2026-11-24T10:08:00Z", alive=True, path="m"),
+    ]
+    report.problems = status_problems(report)
+    assert report.problems == [
+        "Pulumi lock left by an engine that is gone: pid 4242 on host vm (user root) since 2026-11-24T10:07:55Z"
+    ]
+    with pytest.raises(ClusterError) as err:
+        raise_for_problems(report)
+    assert "`drctl estate up --stack life` removes that lock" in str(err.value)
