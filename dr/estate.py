@@ -134,7 +134,12 @@ class Estate:
         c = self.topology.cluster(name)
         if c.is_local:
             return self.local_cluster(name).endpoint(user)
-        return external_endpoint(c)
+        from dr.stack_secrets import reveal_admin
+
+        password = None
+        if c.admin_password is not None and c.bootstrap_servers and c.admin_username:
+            password = reveal_admin(self.topology, c.name)
+        return external_endpoint(c, password)
 
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
@@ -170,21 +175,12 @@ class Estate:
         """A REST client for a declared Connect cluster (local: generated credentials; external: the
         stack's ``url`` and, when set, its decrypted basic-auth password)."""
         from dr.connect_rest import ConnectRest as _Rest
+        from dr.stack_secrets import reveal_connect
 
         cc = self.topology.connect_cluster(name)
         if cc.is_local:
             return self.connect(name).rest()
-        password = (
-            cc.password.get_secret_value()
-            if cc.password is not None and not getattr(cc.password, "is_encrypted", False)
-            else None
-        )
-        if cc.password is not None and password is None:
-            raise ConfigError(
-                f"Connect cluster {name!r}: its REST password is still encrypted.",
-                "run inside `pulumi` where secrets are decrypted",
-            )
-        return _Rest(cc.url or "", username=cc.username, password=password)
+        return _Rest(cc.url or "", username=cc.username, password=reveal_connect(self.topology, name))
 
     def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
         """What runs a link here: its dedicated MirrorMaker 2 process, or its connectors on a Connect
@@ -211,11 +207,28 @@ class Estate:
         return link
 
     def app_password(self, app: str) -> str:
-        """An application's password: the stack's secret if set, else a generated local one."""
-        declared = self.topology.principals.application(app).password
-        if declared is not None and not getattr(declared, "is_encrypted", False):
-            return declared.get_secret_value()
+        """An application's password: the stack's secret if set (decrypted as ``pulumi`` does), else
+        the one the stack generated — restored from its secret ``credentials`` output when this
+        clone has no copy yet (a second operator), generated only for a stack never provisioned."""
+        from dr.stack_secrets import reveal_application
+
+        declared = reveal_application(self.topology, app)
+        if declared is not None:
+            return declared
+        if app not in self.credentials.users():
+            self.restore_credentials()
         return self.credentials.password(app)
+
+    def restore_credentials(self) -> list[str]:
+        """Copy the stack's generated passwords (secret output ``credentials``) into this clone's
+        state where missing; the principals restored (no password)."""
+        from dr.stack import EstateStack
+
+        try:
+            es = EstateStack(self.topology.name, state_dir=self.state)
+        except ConfigError:  # no stack file here (a topology built in memory)
+            return []
+        return es.restore_credentials(self.credentials)
 
     def stop(self, progress: Progress = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).
@@ -270,19 +283,31 @@ class Estate:
         return {"stack": self.topology.name, "clusters": clusters, "links": links}
 
 
-def external_endpoint(cluster: Cluster) -> Endpoint:
-    """The admin endpoint of an external cluster from its (decrypted) stack settings."""
+def external_endpoint(cluster: Cluster, password: str | None = None) -> Endpoint:
+    """The admin endpoint of an external cluster: its stack settings and admin password (``password``,
+    decrypted by the caller, else the stack value when it is plaintext — as in the Pulumi program)."""
     pw = cluster.admin_password
-    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None or getattr(pw, "is_encrypted", False):
+    if password is None and pw is not None and not getattr(pw, "is_encrypted", False):
+        password = pw.get_secret_value()
+    lacking = [
+        what
+        for what, value in (
+            ("bootstrap_servers", cluster.bootstrap_servers),
+            ("admin_username", cluster.admin_username),
+            ("admin_password", password),
+        )
+        if not value
+    ]
+    if lacking:
         raise ConfigError(
-            f"cluster {cluster.name!r}: no usable admin credentials (password missing or still encrypted).",
-            "pass --source-bootstrap/--target-bootstrap and --credentials FILE, or run inside `pulumi` "
-            "where secrets are decrypted",
+            f"cluster {cluster.name!r} is {cluster.kind.value} and its stack settings lack {', '.join(lacking)}.",
+            "declare them under kafka-dr:clusters (the password as a secret: "
+            "`pulumi config set --path --secret 'kafka-dr:clusters[<i>].adminPassword' <password>`)",
         )
     return Endpoint(
-        cluster.bootstrap_servers,
-        cluster.admin_username,
-        pw.get_secret_value(),
+        cluster.bootstrap_servers or "",
+        cluster.admin_username or "",
+        password or "",
         cluster.security_protocol,
         cluster.sasl_mechanism,
     )

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.errors import ClusterError, ConfigError, DRError, ToolchainError
+from dr.errors import AuthError, ClusterError, ConfigError, DRError, ToolchainError
 from dr.topology import NAMESPACE, Topology
 
 if TYPE_CHECKING:
     from pulumi.automation import OpType, Stack
+
+    from dr.runtime.credentials import Credentials
 
 __all__ = ["EstateStack", "PreviewSummary", "forget"]
 
@@ -71,32 +73,37 @@ class EstateStack:
         self.stack_file = stack_file(stack, self.stack_dir)
         self.state_dir = Path(state_dir or default_state_dir(stack))
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        from dr.pulumi_env import backend_url
+
         self.backend = self.state_dir.parent / "pulumi"
+        """The local backend's directory when no other backend is configured."""
+        self.backend_url = backend_url(self.backend, self.stack_dir)
+        """The backend as ``pulumi`` picks it: ``$PULUMI_BACKEND_URL``, the project's ``backend.url``,
+        else ``file://<state>/pulumi``."""
 
     # -------------------------------------------------------------------------------- workspace
-    def _stack(self) -> Stack:
+    def _stack(self, *, create: bool = True) -> Stack:
         from pulumi import automation as auto
 
         from dr.pulumi_env import pulumi_command, pulumi_env
         from stacks.program import run
 
         state_dir = self.state_dir
-        env = pulumi_env(self.backend)
+        env = pulumi_env(self.backend_url)
         opts = auto.LocalWorkspaceOptions(
             work_dir=str(self.stack_dir),
             pulumi_home=env["PULUMI_HOME"],
             env_vars=env,
-            secrets_provider="passphrase",
+            secrets_provider=_secrets_provider(self.stack_file),
             pulumi_command=pulumi_command(),
         )
         if not (self.stack_dir / "Pulumi.yaml").exists():
             opts.project_settings = auto.ProjectSettings(name=NAMESPACE, runtime="python")
+        opener = auto.create_or_select_stack if create else auto.select_stack
         try:
-            return auto.create_or_select_stack(
-                stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts
-            )
+            return opener(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
         except auto.CommandError as exc:
-            raise _translate(exc, f"opening stack {self.name!r}") from None
+            raise _translate(exc, f"opening stack {self.name!r} in backend {_shown(self.backend_url)}") from None
 
     # -------------------------------------------------------------------------------- operations
     def up(
@@ -105,6 +112,13 @@ class EstateStack:
         """Converge the estate to the stack file (``pulumi up``); return timings in seconds."""
         stack = self._stack()
         t0 = time.monotonic()
+        from dr.runtime.credentials import Credentials as _Credentials
+
+        credentials = _Credentials(self.state_dir)
+        if not credentials.path.exists():
+            restored = self.restore_credentials(credentials)
+            if restored:
+                progress(f"stack {self.name}: restored the generated passwords of {', '.join(restored)} from its state")
         forgotten = self.forget_decommissioned(stack, topology)
         if forgotten:
             progress(
@@ -136,14 +150,38 @@ class EstateStack:
         return PreviewSummary(changes, "\n".join(line.rstrip("\n") for line in lines))
 
     def exists(self) -> bool:
-        """True when the backend holds this stack (it was provisioned, or at least selected, here)."""
-        stacks = self.backend / ".pulumi" / "stacks" / NAMESPACE
-        return any((stacks / f"{self.name}{ext}").exists() for ext in (".json", ".json.gz"))
+        """True when the backend holds this stack (it was provisioned, or at least selected, there)."""
+        if self.backend_url.startswith("file://"):
+            stacks = Path(self.backend_url.removeprefix("file://")) / ".pulumi" / "stacks" / NAMESPACE
+            return any((stacks / f"{self.name}{ext}").exists() for ext in (".json", ".json.gz"))
+        try:
+            self._stack(create=False)
+        except DRError:
+            return False
+        return True
+
+    def config(self) -> dict[str, Any]:
+        """The stack's config as ``pulumi config --show-secrets`` gives it: every secret decrypted
+        through the stack's own secrets provider and backend. Held in memory only, never printed."""
+        from pulumi import automation as auto
+
+        if not self.exists():
+            raise AuthError(
+                f"stack {self.name!r} holds encrypted secrets, but the backend {_shown(self.backend_url)} has no "
+                f"stack {self.name!r} to decrypt them with.",
+                "point PULUMI_BACKEND_URL (or the project's `backend: url:`) at the backend the stack was created "
+                "in, with its passphrase in PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE",
+            )
+        stack = self._stack(create=False)
+        try:
+            values = stack.get_all_config()
+        except auto.CommandError as exc:
+            raise _translate(exc, f"reading the secrets of stack {self.name!r}") from None
+        return {key: value.value for key, value in values.items()}
 
     def preview_of(self, topology: Topology) -> PreviewSummary:
         """``pulumi preview`` of ``topology`` written as the stack file would be — in a scratch copy
         of the stack directory, so neither the stack file nor the state changes."""
-        import shutil
         import tempfile
 
         from dr.topology.stackfile import render_stack_config
@@ -153,9 +191,10 @@ class EstateStack:
             (scratch / self.stack_file.name).write_text(
                 render_stack_config(self.stack_file, topology), encoding="utf-8"
             )
-            if (self.stack_dir / "Pulumi.yaml").exists():
-                shutil.copy(self.stack_dir / "Pulumi.yaml", scratch / "Pulumi.yaml")
-            return EstateStack(self.name, stack_dir=scratch, state_dir=self.state_dir).preview()
+            _scratch_project(self.stack_dir, scratch)
+            copy = EstateStack(self.name, stack_dir=scratch, state_dir=self.state_dir)
+            copy.backend_url = self.backend_url  # the same backend and stack, whatever the scratch dir says
+            return copy.preview()
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
@@ -173,8 +212,25 @@ class EstateStack:
             raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
 
     def outputs(self) -> dict[str, Any]:
-        """The stack outputs (secrets stay masked unless asked for by the caller's own means)."""
+        """The stack outputs, secrets decrypted (as ``pulumi stack output --show-secrets``): keep them
+        in memory, never print them."""
         return {k: v.value for k, v in self._stack().outputs().items()}
+
+    def restore_credentials(self, credentials: Credentials) -> list[str]:
+        """Copy the passwords this stack generated (its secret ``credentials`` output) into
+        ``credentials`` where they are missing — a fresh clone then uses the passwords the clusters
+        already have instead of generating new ones. Returns the principals restored (never passwords)."""
+        if not self.exists():
+            return []
+        try:
+            stored = self.outputs().get("credentials") or {}
+        except DRError:
+            return []
+        have = set(credentials.users())
+        restored = sorted(user for user in stored if user not in have and isinstance(stored[user], str))
+        for user in restored:
+            credentials.set_password(user, stored[user])
+        return restored
 
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
@@ -192,6 +248,37 @@ class EstateStack:
         deployment.deployment = kept
         stack.import_stack(deployment)
         return dropped
+
+
+def _scratch_project(project: Path, scratch: Path) -> None:
+    """A ``Pulumi.yaml`` for the scratch copy: the project's own settings without ``main`` (the
+    program runs inline there, and ``main: stacks/`` would name a directory the copy lacks)."""
+    import yaml
+
+    source = next((project / n for n in ("Pulumi.yaml", "Pulumi.yml") if (project / n).is_file()), None)
+    if source is None:
+        return
+    doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    if isinstance(doc, dict):
+        doc.pop("main", None)
+        (scratch / "Pulumi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def _secrets_provider(stack_file: Path) -> str:
+    """The stack file's ``secretsprovider:`` (how its secrets are encrypted), else ``passphrase``."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(stack_file.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return "passphrase"
+    provider = doc.get("secretsprovider") if isinstance(doc, dict) else None
+    return str(provider) if provider else "passphrase"
+
+
+def _shown(url: str) -> str:
+    """A backend URL fit for a message: any ``user:password@`` part dropped."""
+    return re.sub(r"//[^/@]*@", "//", url)
 
 
 def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str, Any], int]:
@@ -250,8 +337,9 @@ def _translate(exc: Exception, what: str) -> DRError:
         return ConfigError(
             f"{what} failed: the passphrase does not open this stack's secrets "
             "(its encryptionsalt was made with another passphrase).",
-            "restore the passphrase file the stack was created with, or — for a stack with no "
-            "state yet — delete `encryptionsalt:` from its stack file and run again",
+            "give the passphrase the stack was created with (PULUMI_CONFIG_PASSPHRASE or "
+            "PULUMI_CONFIG_PASSPHRASE_FILE, else <state>/passphrase), or — for a stack with no state yet — "
+            "delete `encryptionsalt:` from its stack file and run again",
         )
     if "no resource plugin" in text or "no language plugin" in text:
         return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")
