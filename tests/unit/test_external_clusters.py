@@ -168,3 +168,118 @@ def test_the_plan_speaks_of_external_clusters_as_running_and_kept(tmp_path: Path
 
 def test_connect_credentials_model_is_exported() -> None:
     assert ConnectCredentials(provider="env").provider_alias == "env"
+
+
+@pytest.fixture
+def production(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The production example (external clusters, encrypted placeholders) with no backend holding it."""
+    from tests import REPO_ROOT
+
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "Pulumi.prod.yaml").write_text((REPO_ROOT / "Pulumi.production-example.yaml").read_text())
+    monkeypatch.setenv("KDR_STACK_DIR", str(d))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path / 'empty-backend'}")
+    return d
+
+
+def _run(*args: str) -> int:
+    from dr.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_a_failover_that_cannot_decrypt_the_stack_is_refused_before_any_journal(
+    production: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run("failover", "--stack", "prod", "--yes") == 5
+    err = capsys.readouterr().err
+    assert "holds encrypted secrets" in err and "PULUMI_BACKEND_URL" in err and "PULUMI_CONFIG_PASSPHRASE" in err
+    assert "--source-bootstrap" not in err, "advice names only flags that exist"
+    assert not (tmp_path / "state" / "prod" / "failover" / "journal.json").exists()
+
+
+class _Worker:
+    """A stand-in for one Connect worker's validate endpoint: it resolves ``${...}`` references from
+    ``resolved`` (what its config providers hold) and echoes every value, as Connect does."""
+
+    def __init__(self, resolved: dict[str, str]) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                configs = [
+                    {"value": {"name": k, "value": outer.resolved.get(v, v), "errors": []}} for k, v in body.items()
+                ]
+                data = json.dumps({"configs": configs}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self.resolved = resolved
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.parametrize(
+    ("resolved", "expected"),
+    [
+        ({}, "cannot resolve the replicator's username ${file:/etc/kc/replicator.properties:username}"),
+        ({"${file:/etc/kc/replicator.properties:username}": "someone"}, "resolves ${file:/etc/kc/replicator.properties:username} to 'someone'"),
+        ({"${file:/etc/kc/replicator.properties:username}": "replicator"}, "cannot resolve the replicator's password"),
+        (
+            {"${file:/etc/kc/replicator.properties:username}": "replicator", "${file:/etc/kc/replicator.properties:password}": "old-pw"},
+            "is not the stack's principals.replicator_password",
+        ),
+    ],
+)  # fmt: skip
+def test_a_worker_lacking_the_replicators_credentials_is_named_before_anything_is_created(
+    resolved: dict[str, str], expected: str
+) -> None:
+    from dr.connect_credentials import check_worker_credentials
+    from dr.connect_rest import ConnectRest
+
+    worker = _Worker(resolved)
+    try:
+        t = _topology()
+        with pytest.raises(ConfigError) as info:
+            check_worker_credentials(ConnectRest(worker.url), t.connect_clusters[0], "replicator", PASSWORD)
+        text = str(info.value)
+        assert expected in text and "nothing was created" in text
+        assert PASSWORD not in text and "old-pw" not in text
+        if "cannot resolve" in expected:
+            assert "FileConfigProvider" in text and "/etc/kc/replicator.properties" in text
+    finally:
+        worker.server.shutdown()
+
+
+def test_a_worker_that_resolves_both_passes() -> None:
+    from dr.connect_credentials import check_worker_credentials
+    from dr.connect_rest import ConnectRest
+
+    worker = _Worker(
+        {
+            "${file:/etc/kc/replicator.properties:username}": "replicator",
+            "${file:/etc/kc/replicator.properties:password}": PASSWORD,
+        }
+    )
+    try:
+        check_worker_credentials(ConnectRest(worker.url), _topology().connect_clusters[0], "replicator", PASSWORD)
+    finally:
+        worker.server.shutdown()
