@@ -283,3 +283,11 @@ def test_a_worker_that_resolves_both_passes() -> None:
         check_worker_credentials(ConnectRest(worker.url), _topology().connect_clusters[0], "replicator", PASSWORD)
     finally:
         worker.server.shutdown()
+
+
+def test_the_drill_refuses_an_external_stack_before_changing_anything(
+    production: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run("drill", "--stack", "prod") == 2
+    err = capsys.readouterr().err
+    assert "dc1, dc2, dc3" in err and "local estates only" in err and "--dry-run" in err
