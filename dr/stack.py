@@ -112,13 +112,7 @@ class EstateStack:
         """Converge the estate to the stack file (``pulumi up``); return timings in seconds."""
         stack = self._stack()
         t0 = time.monotonic()
-        from dr.runtime.credentials import Credentials as _Credentials
-
-        credentials = _Credentials(self.state_dir)
-        if not credentials.path.exists():
-            restored = self.restore_credentials(credentials)
-            if restored:
-                progress(f"stack {self.name}: restored the generated passwords of {', '.join(restored)} from its state")
+        self._ensure_credentials(progress)
         forgotten = self.forget_decommissioned(stack, topology)
         if forgotten:
             progress(
@@ -133,8 +127,21 @@ class EstateStack:
         progress(f"stack {self.name}: up done ({_describe(changes)})")
         return {"pulumi up": round(time.monotonic() - t0, 3)}
 
+    def _ensure_credentials(self, progress: Progress = _quiet) -> None:
+        """Before the program runs here for the first time (a fresh clone): take the passwords the
+        stack generated from its state, so the program does not generate (and rotate to) new ones."""
+        from dr.runtime.credentials import Credentials as _Credentials
+
+        credentials = _Credentials(self.state_dir)
+        if credentials.path.exists():
+            return
+        restored = self.restore_credentials(credentials)
+        if restored:
+            progress(f"stack {self.name}: restored the generated passwords of {', '.join(restored)} from its state")
+
     def preview(self, *, refresh: bool = False, progress: Progress = _quiet) -> PreviewSummary:
         """``pulumi preview``: the changes an ``up`` would make now."""
+        self._ensure_credentials(progress)
         stack = self._stack()
         lines: list[str] = []
 
@@ -198,6 +205,7 @@ class EstateStack:
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
+        self._ensure_credentials(progress)
         try:
             result = self._stack().refresh(on_output=_forward(progress), color="never")
         except Exception as exc:  # noqa: BLE001
