@@ -347,9 +347,11 @@ def test_planned_failover_under_traffic_through_published_configs(env: Env, exis
 def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
     env: Env, existing: ExistingEstate
 ) -> None:
-    """B is active now, C passive fed by B→C. Records B acknowledged while the link was stopped never
-    reach C; B's broker is killed; the unplanned failover promotes C without touching B; once B is
-    back the verification lists exactly those records, recovery replays them, B is decommissioned."""
+    """B is active now, C passive fed by B→C. The platform team wipes A (its topics) and the operator
+    declares it the next standby. Records B acknowledged while the link was stopped never reach C;
+    B's broker is killed; the unplanned failover promotes C and builds A as the new passive (link
+    C→A) without touching B; once B is back the verification lists exactly those records, recovery
+    replays them, B is decommissioned."""
     from dr.connect_rest import ConnectRest
     from dr.offsets import end_offsets
 
@@ -358,6 +360,18 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
         return end_offsets(_admin(existing, "B"), topics) == end_offsets(_admin(existing, "C"), topics)
 
     assert wait_until(copied, 60), "the link B→C copies what B holds before it is stopped"
+    from confluent_kafka.admin import AdminClient
+
+    a_admin = AdminClient(_admin(existing, "A").config())
+    for future in a_admin.delete_topics(["orders", "payments"]).values():
+        future.result(30)
+    assert wait_until(lambda: not {"orders", "payments"} & set(a_admin.list_topics(timeout=10).topics), 30)
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    for c in doc["config"]["kafka-dr:clusters"]:
+        if c["name"] == "A":
+            c["role"] = "standby"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     rest = ConnectRest(existing.connect.url)
     rest.stop("B-to-C-source")
     assert wait_until(lambda: (rest.status("B-to-C-source") or {})["connector"]["state"] == "STOPPED", 30)
@@ -377,7 +391,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
         assert steps["integrity"] == "deferred" and steps["desired-state"] == "done", steps
         status = env.drctl("status", "--stack", STACK, "--json")
         roles = {c["name"]: c["role"] for c in json.loads(status.stdout)["clusters"]}
-        assert roles == {"A": "decommissioned", "B": "decommissioned", "C": "active"}
+        assert roles == {"A": "passive", "B": "decommissioned", "C": "active"}
     finally:
         existing.clusters["B"].restart()
     res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
@@ -397,8 +411,9 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
     assert done["status"] == "completed" and done["verdict"]["clean"]
     on_c = read_keys(_admin(existing, "C"), "orders")
     assert all(on_c[k] == 1 for k in lost), "each never-replicated record is on C exactly once after recovery"
-    from confluent_kafka.admin import AdminClient
-
+    assert wait_until(lambda: all(read_keys(_admin(existing, "A"), "orders")[k] == 1 for k in lost), 60), (
+        "C→A copies the recovered records to the new passive A"
+    )
     assert "orders" in AdminClient(_admin(existing, "B").config()).list_topics(timeout=10).topics
 
 
