@@ -15,7 +15,9 @@
   anything exists on the Connect cluster.
 
 Connector configs hold no password: they reference the replicator's credentials through the
-workers' ``FileConfigProvider`` (``${file:<path>:password}``).
+workers' config provider — a local cluster's generated file (``${file:<path>:password}``), or on
+an external Connect cluster the provider its ``replicator_credentials`` declare (file, directory
+or environment variables), checked before anything is created (:mod:`dr.topology.connect_credentials`).
 """
 
 from __future__ import annotations
@@ -265,6 +267,8 @@ class ConnectMirrorLinkArgs:
     depends_on: list[pulumi.Resource]
     workers: LocalConnectWorkers | None = None
     """The local Connect cluster's resource (None for an external Connect cluster)."""
+    internal_rf: int | None = None
+    """Replication factor of MirrorMaker 2's internal topics on the target (None: the model's default)."""
 
 
 class ConnectMirrorLink(pulumi.ComponentResource):
@@ -277,12 +281,19 @@ class ConnectMirrorLink(pulumi.ComponentResource):
         connect = args.topology.link_connect(args.link)
         if connect is None:
             raise TopologyError(f"link {args.link.name!r} names no Connect cluster", "set connect on the link")
+        refs: tuple[str, str] | None = None
         if connect.is_local:
             wp = workers_props(args.topology, connect, args.state_dir)
             secrets = str(local_connect_runtime(wp).secrets_file())
             target: dict[str, Any] = {"local": True, "workers_props": wp, "connect": connect.name}
         else:
-            secrets = "/etc/kafka-connect/secrets/replicator.properties"
+            if connect.replicator_credentials is None:  # validation refuses this; a bug if reached
+                raise TopologyError(
+                    f"Connect cluster {connect.name!r} declares no replicator_credentials",
+                    "declare the config provider its workers use",
+                )
+            secrets = ""
+            refs = connect.replicator_credentials.references()
             target = {
                 "local": False,
                 "url": connect.url,
@@ -292,7 +303,14 @@ class ConnectMirrorLink(pulumi.ComponentResource):
                 else "",
                 "connect": connect.name,
             }
-        configs = connector_configs(args.topology, args.link, secrets_file=secrets, tasks_max=connect.tasks_max)
+        configs = connector_configs(
+            args.topology,
+            args.link,
+            **({"secrets_file": secrets} if secrets else {}),
+            tasks_max=connect.tasks_max,
+            credentials=refs,
+            internal_rf=args.internal_rf,
+        )
         source_name = next(n for n in configs if n.endswith("-source"))
         deps = [*args.depends_on, *([args.workers] if args.workers is not None else [])]
         self.connectors: dict[str, MirrorConnector] = {}

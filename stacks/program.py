@@ -68,9 +68,17 @@ def _refuse_plaintext_secrets(topology: Topology) -> None:
         )
 
 
+def _declared(secret: Any) -> str | None:
+    """A secret the engine decrypted; None when not declared."""
+    return secret.get_secret_value() if secret is not None and not secret.is_encrypted else None
+
+
 def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:
+    replicator = topology.principals.replicator
     out: dict[str, pulumi.Output[str]] = {
-        topology.principals.replicator: pulumi.Output.secret(credentials.password(topology.principals.replicator))
+        replicator: pulumi.Output.secret(
+            _declared(topology.principals.replicator_password) or credentials.password(replicator)
+        )
     }
     if any(cc.is_local for cc in topology.connect_clusters):
         out[CONNECT_USER] = pulumi.Output.secret(credentials.password(CONNECT_USER))
@@ -102,6 +110,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
         for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers
             credentials.password(user)
     passwords = _passwords(topology, credentials)
+    _check_connect_workers(topology)
     clusters: dict[str, KafkaCluster] = {}
     access: dict[str, ClusterAccess] = {}
     for c in topology.clusters:
@@ -145,6 +154,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     state_dir=state_dir,
                     workers=workers.get(link.connect or ""),
                     depends_on=[access[n] for n in (link.source, link.target) if n in access],
+                    internal_rf=_internal_rf(topology, link.target, credentials),
                 ),
             )
             continue
@@ -168,7 +178,63 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 topology=topology, link=link, state_dir=state_dir, depends_on=[access[link.source], access[link.target]]
             ),
         )
-    return _outputs(topology, clusters, passwords)
+    return {**_outputs(topology, clusters, passwords), "credentials": _generated(topology, credentials)}
+
+
+def _generated(topology: Topology, credentials: Any) -> pulumi.Output[Any]:
+    """The passwords this stack generated for its principals, as one secret output: a second operator
+    with the same backend and passphrase restores them (:meth:`dr.stack.EstateStack.restore_credentials`)
+    instead of generating new ones that the clusters would not know."""
+    principals = topology.principals
+    users = [principals.replicator] if principals.replicator_password is None else []
+    users += [app.name for app in principals.applications if app.password is None]
+    if any(cc.is_local for cc in topology.connect_clusters):
+        users.append(CONNECT_USER)
+    return pulumi.Output.secret({user: credentials.password(user) for user in sorted(users)})
+
+
+def _check_connect_workers(topology: Topology) -> None:
+    """Before any resource: every external Connect cluster that runs a link resolves the replicator's
+    credentials through its declared config provider (:mod:`dr.topology.connect_credentials`)."""
+    from dr.kafka.connect_rest import ConnectRest
+    from dr.topology.connect_credentials import check_worker_credentials
+
+    used = {lk.connect for lk in topology.links if lk.connect is not None and lk.is_running}
+    password = _declared(topology.principals.replicator_password)
+    for cc in topology.connect_clusters:
+        if cc.is_local or cc.name not in used or password is None:
+            continue
+        try:
+            rest = ConnectRest(cc.url or "", username=cc.username, password=_declared(cc.password))
+            check_worker_credentials(rest, cc, topology.principals.replicator, password)
+        except DRError as exc:
+            raise pulumi.RunError(f"error: {exc}") from None
+
+
+def _internal_rf(topology: Topology, target: str, credentials: Any) -> int | None:
+    """The replication factor of MirrorMaker 2's internal topics on an external ``target``: its
+    declared value, else min(3, its broker count) read now; None for a local target (the model's
+    own rule)."""
+    c = topology.cluster(target)
+    if c.is_local or c.kind is not Kind.EXTERNAL:
+        return None
+    if c.internal_topics_replication_factor is not None:
+        return c.internal_topics_replication_factor
+    from dr.kafka.client import cluster_metadata
+
+    user, password = _admin(c, credentials)
+    from dr.kafka.client import Endpoint
+
+    ep = Endpoint(c.bootstrap_servers or "", user, password, c.security_protocol, c.sasl_mechanism)
+    try:
+        brokers = len(cluster_metadata(ep).brokers)
+    except DRError as exc:
+        raise pulumi.RunError(
+            f"error: cannot read the broker count of cluster {target!r} (the replication factor of the link's "
+            f"internal topics follows it): {exc}. Declare it instead: "
+            f"kafka-dr:clusters[{target}].internal_topics_replication_factor"
+        ) from None
+    return max(1, min(3, brokers))
 
 
 def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]) -> dict[str, Any]:

@@ -9,3 +9,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests choose their own Pulumi backend and passphrase: a developer's `source .env` (which sets
+    them for the clone's own stacks) must not send test stacks into that backend."""
+    import os
+
+    for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
+        os.environ.pop(name, None)

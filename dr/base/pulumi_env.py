@@ -54,26 +54,57 @@ def passphrase_file(directory: Path) -> Path:
     return path
 
 
-def pulumi_env(backend_dir: Path | None = None) -> dict[str, str]:
+def project_backend_url(directory: Path | None = None) -> str | None:
+    """``backend: url:`` of the project's ``Pulumi.yaml`` (the stack's backend as the project declares it), or None."""
+    import yaml
+
+    directory = directory or project_dir_or_none()
+    if directory is None:
+        return None
+    for name in ("Pulumi.yaml", "Pulumi.yml"):
+        path = directory / name
+        if path.is_file():
+            try:
+                doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError:
+                return None
+            backend = doc.get("backend") if isinstance(doc, dict) else None
+            url = backend.get("url") if isinstance(backend, dict) else None
+            return str(url) if url else None
+    return None
+
+
+def backend_url(default_dir: Path, project: Path | None = None) -> str:
+    """The backend ``pulumi`` itself would use: ``$PULUMI_BACKEND_URL``, else the project's
+    ``backend.url``, else the local ``file://`` backend in ``default_dir``."""
+    return os.environ.get("PULUMI_BACKEND_URL") or project_backend_url(project) or f"file://{default_dir}"
+
+
+def pulumi_env(backend_dir: Path | str | None = None) -> dict[str, str]:
     """Environment variables for the Pulumi CLI and the Automation API (no secret values in it).
 
-    The backend defaults to ``<state base>/pulumi``; the program and dynamic providers run with
-    this interpreter's environment (the one ``drctl`` is installed in)."""
+    ``backend_dir`` is a directory (a local ``file://`` backend) or a backend URL; the default is
+    :func:`backend_url` of ``<state base>/pulumi``. The passphrase comes from the caller's
+    ``PULUMI_CONFIG_PASSPHRASE``/``PULUMI_CONFIG_PASSPHRASE_FILE`` when set, as for ``pulumi``, else
+    from the generated ``passphrase`` file beside a local backend (or in the state base). The program
+    and dynamic providers run with this interpreter's environment (the one ``drctl`` is installed in)."""
     tc = toolchain()
     pulumi = tc.pulumi_bin / "pulumi"
     if not pulumi.is_file():
         raise ToolchainError(
             f"the Pulumi CLI v{versions()['PULUMI_VERSION']} is not built ({pulumi} missing).", "run `make setup`"
         )
-    backend = backend_dir or state_base() / "pulumi"
+    if backend_dir is None:
+        url = backend_url(state_base() / "pulumi")
+    elif isinstance(backend_dir, Path):
+        url = f"file://{backend_dir}"
+    else:
+        url = backend_dir
     python = Path(sys.executable)
-    backend.mkdir(parents=True, exist_ok=True)
-    return {
+    env = {
         "PATH": f"{tc.pulumi_bin}{os.pathsep}{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_HOME": str(kdr_home() / "pulumi-home"),
-        "PULUMI_BACKEND_URL": f"file://{backend}",
-        # beside the backend, as `.env` has it: <state>/pulumi and <state>/passphrase
-        "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file(backend.parent)),
+        "PULUMI_BACKEND_URL": url,
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
@@ -84,6 +115,14 @@ def pulumi_env(backend_dir: Path | None = None) -> dict[str, str]:
         # after the resources it depends on: a stopped cluster is started before its topics are read.
         "PULUMI_RUN_PROGRAM": "true",
     }
+    local = url.startswith("file://")
+    if local:
+        backend = Path(url.removeprefix("file://"))
+        backend.mkdir(parents=True, exist_ok=True)
+    if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+        # beside a local backend, as `.env` has it: <state>/pulumi and <state>/passphrase
+        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(passphrase_file(backend.parent if local else state_base()))
+    return env
 
 
 def pulumi_command() -> PulumiCommand:

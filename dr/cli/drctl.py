@@ -271,7 +271,9 @@ def connect_config(ref: StackRef, link_name: str | None) -> None:
         raise click.BadParameter(f"no link {link_name!r} in stack {ref.name!r}", param_hint="--link")
     out = {}
     for link in links:
-        out.update(connector_configs(topo, link))
+        connect = topo.link_connect(link)
+        creds = connect.replicator_credentials if connect is not None else None
+        out.update(connector_configs(topo, link, credentials=creds.references() if creds is not None else None))
     click.echo(json.dumps(out, indent=2, sort_keys=True))
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.base.errors import FailoverError
+from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
 
@@ -208,9 +208,18 @@ def drill(
     failover publishes, as applications watching a config source would; each one's RTO is measured
     on its own traffic. With --cycles N the lifecycle repeats: the lost site is rebuilt as the next
     standby and the next failover runs."""
+    from dr.estate.estate import load_stack
     from dr.failover.drill import DrillOptions, dump, run_drill
     from dr.failover.drill_render import render_drill
 
+    outside = [c.name for c in load_stack(StackRef.resolve(stack)).clusters if not c.is_local]
+    if outside:
+        raise ConfigError(
+            f"stack {stack!r} declares clusters this machine does not run ({', '.join(outside)}); the drill kills "
+            "and restarts A's brokers, so it runs on local estates only.",
+            f"rehearse on these clusters with `drctl failover --stack {stack} --dry-run`, then a planned failover in "
+            "a maintenance window (runbooks/planned-failover.md); nothing was changed",
+        )
     out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
     result = run_drill(
         DrillOptions(

@@ -10,7 +10,7 @@ stack keeps its state — data, logs, generated credentials — under ``<project
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -108,7 +108,12 @@ class Estate:
         c = self.topology.cluster(name)
         if c.is_local:
             return self.local_cluster(name).endpoint(user)
-        return external_endpoint(c)
+        from dr.estate.stack_secrets import reveal_admin
+
+        password = None
+        if c.admin_password is not None and c.bootstrap_servers and c.admin_username:
+            password = reveal_admin(self.topology, c.name)
+        return external_endpoint(c, password)
 
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
@@ -141,21 +146,12 @@ class Estate:
     def connect_rest(self, name: str) -> ConnectRest:
         """A REST client for a declared Connect cluster (local: generated credentials; external: the
         stack's ``url`` and, when set, its decrypted basic-auth password)."""
+        from dr.estate.stack_secrets import reveal_connect
 
         cc = self.topology.connect_cluster(name)
         if cc.is_local:
             return self.connect(name).rest()
-        password = (
-            cc.password.get_secret_value()
-            if cc.password is not None and not getattr(cc.password, "is_encrypted", False)
-            else None
-        )
-        if cc.password is not None and password is None:
-            raise ConfigError(
-                f"Connect cluster {name!r}: its REST password is still encrypted.",
-                "run inside `pulumi` where secrets are decrypted",
-            )
-        return ConnectRest(cc.url or "", username=cc.username, password=password)
+        return ConnectRest(cc.url or "", username=cc.username, password=reveal_connect(self.topology, name))
 
     def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
         """What runs a link here: its dedicated MirrorMaker 2 process, or its connectors on a Connect
@@ -180,11 +176,28 @@ class Estate:
         return link
 
     def app_password(self, app: str) -> str:
-        """An application's password: the stack's secret if set, else a generated local one."""
-        declared = self.topology.principals.application(app).password
-        if declared is not None and not getattr(declared, "is_encrypted", False):
-            return declared.get_secret_value()
+        """An application's password: the stack's secret if set (decrypted as ``pulumi`` does), else
+        the one the stack generated — restored from its secret ``credentials`` output when this
+        clone has no copy yet (a second operator), generated only for a stack never provisioned."""
+        from dr.estate.stack_secrets import reveal_application
+
+        declared = reveal_application(self.topology, app)
+        if declared is not None:
+            return declared
+        if app not in self.credentials.users():
+            self.restore_credentials()
         return self.credentials.password(app)
+
+    def restore_credentials(self) -> list[str]:
+        """Copy the stack's generated passwords (secret output ``credentials``) into this clone's
+        state where missing; the principals restored (no password)."""
+        from dr.estate.stack import EstateStack
+
+        try:
+            es = EstateStack(replace(StackRef.resolve(self.topology.name), state_dir=self.state))
+        except ConfigError:  # no stack file here (a topology built in memory)
+            return []
+        return es.restore_credentials(self.credentials)
 
     def stop(self, progress: Progress = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).

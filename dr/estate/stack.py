@@ -22,7 +22,6 @@ from the state, with a warning, the users, topics and ACLs of local clusters tha
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -30,14 +29,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.base.errors import ClusterError, ConfigError, DRError, LockHeld, ToolchainError
-from dr.base.pulumi_env import pulumi_command, pulumi_env
+from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError
+from dr.base.pulumi_env import backend_url, pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
 from dr.topology import NAMESPACE, Topology
 from dr.topology.stackfile import render_stack_config
 
 if TYPE_CHECKING:
     from pulumi.automation import OpType, Stack
+
+    from dr.runtime.credentials import Credentials
 
 __all__ = ["EstateStack", "PreviewSummary", "forget"]
 
@@ -83,30 +84,32 @@ class EstateStack:
         self.backend = stack.backend_dir
         self.recovered: list[str] = []
         """What :meth:`repair` and the loss handling did, one line each (journaled by the failover)."""
+        self.backend_url = backend_url(self.backend, self.stack_dir)
+        """The backend as ``pulumi`` picks it: ``$PULUMI_BACKEND_URL``, the project's ``backend.url``,
+        else ``file://<state>/pulumi``."""
 
     # -------------------------------------------------------------------------------- workspace
-    def _stack(self) -> Stack:
+    def _stack(self, *, create: bool = True) -> Stack:
         from pulumi import automation as auto
 
         from stacks.program import run
 
         state_dir = self.state_dir
-        env = pulumi_env(self.backend)
+        env = pulumi_env(self.backend_url)
         opts = auto.LocalWorkspaceOptions(
             work_dir=str(self.stack_dir),
             pulumi_home=env["PULUMI_HOME"],
             env_vars=env,
-            secrets_provider="passphrase",
+            secrets_provider=_secrets_provider(self.stack_file),
             pulumi_command=pulumi_command(),
         )
         if not (self.stack_dir / "Pulumi.yaml").exists():
             opts.project_settings = auto.ProjectSettings(name=NAMESPACE, runtime="python")
+        opener = auto.create_or_select_stack if create else auto.select_stack
         try:
-            return auto.create_or_select_stack(
-                stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts
-            )
+            return opener(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
         except auto.CommandError as exc:
-            raise _translate(exc, f"opening stack {self.name!r}") from None
+            raise _translate(exc, f"opening stack {self.name!r} in backend {_shown(self.backend_url)}") from None
 
     # -------------------------------------------------------------------------------- operations
     def up(
@@ -119,6 +122,7 @@ class EstateStack:
         dropped from the state first (they are created again with the cluster)."""
         stack = self._stack()
         t0 = time.monotonic()
+        self._ensure_credentials(progress)
         settled = self.repair(stack, progress)
         forgotten = self.forget_decommissioned(stack, topology)
         if forgotten:
@@ -138,8 +142,21 @@ class EstateStack:
         progress(f"stack {self.name}: up done ({_describe(changes)})")
         return {"pulumi up": round(time.monotonic() - t0, 3)}
 
+    def _ensure_credentials(self, progress: Progress = _quiet) -> None:
+        """Before the program runs here for the first time (a fresh clone): take the passwords the
+        stack generated from its state, so the program does not generate (and rotate to) new ones."""
+        from dr.runtime.credentials import Credentials as _Credentials
+
+        credentials = _Credentials(self.state_dir)
+        if credentials.path.exists():
+            return
+        restored = self.restore_credentials(credentials)
+        if restored:
+            progress(f"stack {self.name}: restored the generated passwords of {', '.join(restored)} from its state")
+
     def preview(self, *, refresh: bool = False, progress: Progress = _quiet) -> PreviewSummary:
         """``pulumi preview``: the changes an ``up`` would make now (the state is not changed)."""
+        self._ensure_credentials(progress)
         stack = self._stack()
         self.repair(stack, progress, settle=False)
         lines: list[str] = []
@@ -156,9 +173,34 @@ class EstateStack:
         return PreviewSummary(changes, "\n".join(line.rstrip("\n") for line in lines))
 
     def exists(self) -> bool:
-        """True when the backend holds this stack (it was provisioned, or at least selected, here)."""
-        stacks = self.backend / ".pulumi" / "stacks" / NAMESPACE
-        return any((stacks / f"{self.name}{ext}").exists() for ext in (".json", ".json.gz"))
+        """True when the backend holds this stack (it was provisioned, or at least selected, there)."""
+        if self.backend_url.startswith("file://"):
+            stacks = Path(self.backend_url.removeprefix("file://")) / ".pulumi" / "stacks" / NAMESPACE
+            return any((stacks / f"{self.name}{ext}").exists() for ext in (".json", ".json.gz"))
+        try:
+            self._stack(create=False)
+        except DRError:
+            return False
+        return True
+
+    def config(self) -> dict[str, Any]:
+        """The stack's config as ``pulumi config --show-secrets`` gives it: every secret decrypted
+        through the stack's own secrets provider and backend. Held in memory only, never printed."""
+        from pulumi import automation as auto
+
+        if not self.exists():
+            raise AuthError(
+                f"stack {self.name!r} holds encrypted secrets, but the backend {_shown(self.backend_url)} has no "
+                f"stack {self.name!r} to decrypt them with.",
+                "point PULUMI_BACKEND_URL (or the project's `backend: url:`) at the backend the stack was created "
+                "in, with its passphrase in PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE",
+            )
+        stack = self._stack(create=False)
+        try:
+            values = stack.get_all_config()
+        except auto.CommandError as exc:
+            raise _translate(exc, f"reading the secrets of stack {self.name!r}") from None
+        return {key: value.value for key, value in values.items()}
 
     def preview_of(self, topology: Topology) -> PreviewSummary:
         """``pulumi preview`` of ``topology`` written as the stack file would be — in a scratch copy
@@ -169,12 +211,14 @@ class EstateStack:
             (scratch / self.stack_file.name).write_text(
                 render_stack_config(self.stack_file, topology), encoding="utf-8"
             )
-            if (self.stack_dir / "Pulumi.yaml").exists():
-                shutil.copy(self.stack_dir / "Pulumi.yaml", scratch / "Pulumi.yaml")
-            return EstateStack(replace(self.ref, project_dir=scratch)).preview()
+            _scratch_project(self.stack_dir, scratch)
+            copy = EstateStack(replace(self.ref, project_dir=scratch))
+            copy.backend_url = self.backend_url  # the same backend and stack, whatever the scratch dir says
+            return copy.preview()
 
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
+        self._ensure_credentials(progress)
         stack = self._stack()
         self.repair(stack, progress)
         try:
@@ -198,7 +242,8 @@ class EstateStack:
             raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
 
     def outputs(self) -> dict[str, Any]:
-        """The stack outputs (secrets stay masked unless asked for by the caller's own means)."""
+        """The stack outputs, secrets decrypted (as ``pulumi stack output --show-secrets``): keep them
+        in memory, never print them."""
         return {k: v.value for k, v in self._stack().outputs().items()}
 
     # -------------------------------------------------------------------------------- repairs
@@ -279,6 +324,22 @@ class EstateStack:
                     mirror.stop()
                     self._note(f"stopped MirrorMaker 2 {mirror.name}: a cluster it copies from or to is gone", progress)
 
+    def restore_credentials(self, credentials: Credentials) -> list[str]:
+        """Copy the passwords this stack generated (its secret ``credentials`` output) into
+        ``credentials`` where they are missing — a fresh clone then uses the passwords the clusters
+        already have instead of generating new ones. Returns the principals restored (never passwords)."""
+        if not self.exists():
+            return []
+        try:
+            stored = self.outputs().get("credentials") or {}
+        except DRError:
+            return []
+        have = set(credentials.users())
+        restored = sorted(user for user in stored if user not in have and isinstance(stored[user], str))
+        for user in restored:
+            credentials.set_password(user, stored[user])
+        return restored
+
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
         """Drop from the state the ``ClusterAccess`` subtree of every cluster ``topology`` declares
@@ -295,6 +356,37 @@ class EstateStack:
         deployment.deployment = kept
         stack.import_stack(deployment)
         return dropped
+
+
+def _scratch_project(project: Path, scratch: Path) -> None:
+    """A ``Pulumi.yaml`` for the scratch copy: the project's own settings without ``main`` (the
+    program runs inline there, and ``main: stacks/`` would name a directory the copy lacks)."""
+    import yaml
+
+    source = next((project / n for n in ("Pulumi.yaml", "Pulumi.yml") if (project / n).is_file()), None)
+    if source is None:
+        return
+    doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    if isinstance(doc, dict):
+        doc.pop("main", None)
+        (scratch / "Pulumi.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def _secrets_provider(stack_file: Path) -> str:
+    """The stack file's ``secretsprovider:`` (how its secrets are encrypted), else ``passphrase``."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(stack_file.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return "passphrase"
+    provider = doc.get("secretsprovider") if isinstance(doc, dict) else None
+    return str(provider) if provider else "passphrase"
+
+
+def _shown(url: str) -> str:
+    """A backend URL fit for a message: any ``user:password@`` part dropped."""
+    return re.sub(r"//[^/@]*@", "//", url)
 
 
 def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str, Any], int]:
@@ -366,8 +458,9 @@ def _translate(exc: Exception, what: str) -> DRError:
         return ConfigError(
             f"{what} failed: the passphrase does not open this stack's secrets "
             "(its encryptionsalt was made with another passphrase).",
-            "restore the passphrase file the stack was created with, or — for a stack with no "
-            "state yet — delete `encryptionsalt:` from its stack file and run again",
+            "give the passphrase the stack was created with (PULUMI_CONFIG_PASSPHRASE or "
+            "PULUMI_CONFIG_PASSPHRASE_FILE, else <state>/passphrase), or — for a stack with no state yet — "
+            "delete `encryptionsalt:` from its stack file and run again",
         )
     if "currently locked by" in text:
         return LockHeld(

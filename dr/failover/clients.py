@@ -62,17 +62,13 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL
     for app in estate.topology.principals.applications:
-        declared = app.password
-        usable = local or (declared is not None and not getattr(declared, "is_encrypted", False))
-        password = estate.app_password(app.name) if usable else ""
+        # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
+        password = estate.app_password(app.name)
         if local:
             endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
         else:
             endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
         props, conf = _configs(endpoint, app, cluster)
-        if not usable:  # an external cluster whose secret only the Pulumi engine can decrypt
-            conf.pop("sasl.password")
-            props = props.replace('password=""', 'password="${' + app.name.upper().replace("-", "_") + '_PASSWORD}"')
         props_path, json_path = client_files(estate.state, app.name)
         _write_private(props_path, props)
         _write_private(json_path, json.dumps(conf, indent=2) + "\n")
@@ -83,7 +79,7 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
                 "bootstrap": endpoint.bootstrap,
                 "properties": str(props_path),
                 "json": str(json_path),
-                "password": "included" if usable else "not included: take it from your secret store",
+                "password": "included",
             }
         )
     return written

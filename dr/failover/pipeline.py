@@ -141,6 +141,7 @@ def run_failover(
         mode = _mode(options, journal, resuming)
         original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
+            _precheck(original, state)
             journal = _create_journal(stack, state, mode, original, desired)
         ctx = Context(
             ref=ref,
@@ -161,12 +162,25 @@ def run_failover(
         return summarize(journal)
 
 
+def _precheck(original: Topology, state: Path) -> None:
+    """What must hold before a new failover starts a journal: the credentials of A and B resolve
+    (decrypted from the stack as ``pulumi`` does). A refusal here leaves no journal behind."""
+    from dr.estate.estate import Estate
+
+    roles = Roles.of(original)
+    estate = Estate(original, state)
+    for cluster in (roles.source, roles.target):
+        if not cluster.is_local:  # a local cluster's credentials are this machine's own
+            estate.endpoint(cluster.name)
+
+
 def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
     """Every step not done yet, in order, with the RTO probe writing to B meanwhile; the run's end journaled."""
     journal = ctx.journal
-    probe = _start_probe(ctx)
+    probe: WriteProbe | None = None
     outcome = "failed"
     try:
+        probe = _start_probe(ctx)
         for number, step in enumerate(STEPS, 1):
             label = f"[{number}/{len(STEPS)}] {step.name}"
             if journal.is_done(step.name):

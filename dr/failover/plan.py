@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
@@ -79,19 +79,19 @@ def _actions(
         )
     else:
         fence = f"fence {A.name} only if it answers; no drain (unplanned)"
-    standby = (
-        f"start {C.name} ({C.brokers} broker(s)) with its users, topics and ACLs, then MirrorMaker 2 "
-        f"{B.name}-to-{C.name}"
-        if C
-        else "no standby declared: no new passive cluster"
-    )
+    standby = _standby_action(original, desired, B.name, C)
     verify = (
         "skipped (--skip-verify)"
         if options.skip_verify
         else f"verify {A.name} vs {B.name} over {', '.join(topics)} with the PySpark job when {A.name} is "
         "readable; deferred otherwise"
     )
-    decom = f"stop {A.name} (data kept)" + (
+    decom = (
+        f"stop {A.name} (data kept)"
+        if A.kind is Kind.LOCAL
+        else f"forget {A.name}'s users, topics and ACLs from the stack (nothing deleted on {A.name}: its topics "
+        "and data stay, the fence stays)"
+    ) + (
         " even without a clean verdict (--force-decommission)"
         if options.force_decommission
         else " only on a clean verdict"
@@ -110,6 +110,22 @@ def _actions(
     }
 
 
+def _standby_action(original: Topology, desired: Topology, b: str, c: Any) -> str:
+    """What converging the desired state does to C, in the words of its kind."""
+    if c is None:
+        return "no standby declared: no new passive cluster"
+    link = next((lk for lk in desired.links if lk.source == b and lk.target == c.name), None)
+    if link is not None and desired.runs_on_connect(link):
+        runner = f"the link {link.name} as MirrorMaker 2 connectors on Connect cluster {link.connect}"
+    elif link is not None and link.engine.value == "cluster-link":
+        runner = f"the cluster link {link.name}"
+    else:
+        runner = f"MirrorMaker 2 {b}-to-{c.name}"
+    if c.kind is Kind.LOCAL:
+        return f"start {c.name} ({c.brokers} broker(s)) with its users, topics and ACLs, then {runner}"
+    return f"create on {c.kind.value} cluster {c.name} (already running) its users, topics and ACLs, then {runner}"
+
+
 def _observe(original: Topology, state: Path) -> dict[str, Any]:
     roles = Roles.of(original)
     A, B = roles.source, roles.target
@@ -120,7 +136,7 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     estate = Estate(original, state)
     try:
         a_ep, b_ep = estate.endpoint(A.name), estate.endpoint(B.name)
-    except ConfigError as exc:
+    except (ConfigError, AuthError) as exc:
         return {"error": exc.problem}
     obs["source"] = {"name": A.name, **reachability(a_ep, timeout=3.0)}
     health = cluster_health(

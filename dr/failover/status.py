@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError
+from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.failover.health import ClusterHealth, cluster_health
@@ -294,7 +294,7 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
         entry = ClusterStatus(name=c.name, role=c.role, kind=c.kind, bootstrap=c.bootstrap_servers)
     try:
         ep = estate.endpoint(c.name)
-    except ConfigError as exc:
+    except (ConfigError, AuthError) as exc:
         entry.error = exc.problem
         return entry
     topics = [t.name for t in estate.topology.topics]

@@ -700,8 +700,14 @@ def decommission(ctx: Context) -> StepResult:
         outcome.update(stopped=True, data_kept=str(cluster.dir))
         text = f"{A} stopped (data kept in {cluster.dir})"
     else:
-        outcome.update(stopped=False, note=f"{A} is external: stop it with its own tooling")
-        text = f"{A} is external and fenced: stop it with its own tooling"
+        # A cluster this product does not own: access is forgotten (the stack no longer manages its
+        # users, topics and ACLs — `pulumi up` forgets them), its data and topics stay, the fence stays.
+        outcome.update(stopped=False, access_forgotten=True, data_kept=True, fenced=True)
+        text = (
+            f"{A} is {ctx.original.cluster(A).kind.value}: its users, topics and ACLs are forgotten by the stack, "
+            "nothing on it was deleted (topics and data kept, applications fenced); stop or reuse it with its own "
+            "tooling"
+        )
     write_stack_config(ctx.stack_path, ctx.desired)  # A stays declared, decommissioned, without links
     outcome["role"] = Role.DECOMMISSIONED.value
     if not clean and not integ.done:

@@ -242,6 +242,15 @@ class ConnectRest:
         status = self._call("GET", f"/connectors/{_seg(name)}/status", missing_ok=True)
         return None if status is None else _object(status, f"the status of {name!r}")
 
+    def validate_raw(self, config: dict[str, str]) -> JsonObject:
+        """Connect's whole validation answer for ``config`` (values as the worker resolved them:
+        may hold secrets — never print it)."""
+        plugin = config.get("connector.class")
+        if not plugin:
+            raise ConfigError("the connector config has no connector.class.", "set connector.class")
+        body = {"name": "kdr-validate", **{k: str(v) for k, v in config.items()}}
+        return _object(self._call("PUT", f"/connector-plugins/{_seg(plugin)}/config/validate", body), "validate")
+
     def validate(self, config: dict[str, str]) -> list[str]:
         """What Connect finds wrong with ``config``, as ``["field: message", ...]``; ``[]`` when valid."""
         plugin = config.get("connector.class")

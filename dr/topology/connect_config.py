@@ -46,7 +46,7 @@ def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
 
 
-def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
+def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, str]:
     bootstrap, protocol, mechanism = client_settings(cluster)
     module = (
         "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -57,10 +57,9 @@ def _client(prefix: str, cluster: Cluster, secret_ref: str) -> dict[str, str]:
         f"{prefix}.bootstrap.servers": bootstrap,
         f"{prefix}.security.protocol": protocol,
         f"{prefix}.sasl.mechanism": mechanism,
-        # Resolved by the worker's FileConfigProvider (config.providers=file): never inline.
-        f"{prefix}.sasl.jaas.config": (
-            f'{module} required username="${{file:{secret_ref}:username}}" password="${{file:{secret_ref}:password}}";'
-        ),
+        # Resolved by the workers' config provider (a file, a directory or environment variables):
+        # the config holds only the reference, never the password.
+        f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
     }
 
 
@@ -81,12 +80,19 @@ def connector_configs(
     link: Link,
     secrets_file: str = "/etc/kafka-connect/secrets/replicator.properties",
     tasks_max: int = 4,
+    *,
+    credentials: tuple[str, str] | None = None,
+    internal_rf: int | None = None,
 ) -> dict[str, dict[str, str]]:
     """The three MM2 connectors (name → config) for ``link``, its clusters local or external.
 
     ``secrets_file`` is the replicator's ``username=``/``password=`` file as the Connect workers
     see it (:meth:`dr.runtime.connect.LocalConnectCluster.secrets_file` for a local Connect
-    cluster); the configs reference it and never hold a password.
+    cluster); ``credentials`` instead gives the username and password references of another
+    config provider (:meth:`dr.topology.ConnectCredentials.references`). The configs reference the
+    credentials and never hold a password. ``internal_rf`` is the replication factor of the
+    internal topics on the target (default: the target's declared value, else min(3, brokers) of a
+    local target, else 3).
     """
     if "}" in secrets_file or ":" in secrets_file or not secrets_file.strip():
         raise ConfigError(
@@ -99,21 +105,24 @@ def connector_configs(
             f"tasks_max={tasks_max!r}: the source connector needs at least one task.", "use a positive number of tasks"
         )
     source, target = topology.cluster(link.source), topology.cluster(link.target)
+    refs = credentials or (f"${{file:{secrets_file}:username}}", f"${{file:{secrets_file}:password}}")
     iv = link.intervals
     common = {
         "source.cluster.alias": source.name,
         "target.cluster.alias": target.name,
         "replication.policy.class": IDENTITY_POLICY,
-        **_client("source.cluster", source, secrets_file),
-        **_client("target.cluster", target, secrets_file),
+        **_client("source.cluster", source, refs),
+        **_client("target.cluster", target, refs),
         # The records (and heartbeats, checkpoints) go to the link's target as the replicator,
         # wherever the workers' own Kafka cluster is.
-        **_client("producer.override", target, secrets_file),
+        **_client("producer.override", target, refs),
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     }
-    rf = str(min(3, target.brokers)) if target.is_local else "3"
+    rf = str(
+        internal_rf or target.internal_topics_replication_factor or (min(3, target.brokers) if target.is_local else 3)
+    )
     topics = ",".join(link.topics)
     groups = ",".join(link.consumer_groups)
     return {

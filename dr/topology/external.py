@@ -9,19 +9,31 @@ from dr.topology.model import Cluster
 __all__ = ["external_endpoint"]
 
 
-def external_endpoint(cluster: Cluster) -> Endpoint:
-    """The admin endpoint of an external cluster from its (decrypted) stack settings."""
+def external_endpoint(cluster: Cluster, password: str | None = None) -> Endpoint:
+    """The admin endpoint of an external cluster: its stack settings and admin password (``password``,
+    decrypted by the caller, else the stack value when it is plaintext — as in the Pulumi program)."""
     pw = cluster.admin_password
-    if not cluster.bootstrap_servers or not cluster.admin_username or pw is None or getattr(pw, "is_encrypted", False):
+    if password is None and pw is not None and not getattr(pw, "is_encrypted", False):
+        password = pw.get_secret_value()
+    lacking = [
+        what
+        for what, value in (
+            ("bootstrap_servers", cluster.bootstrap_servers),
+            ("admin_username", cluster.admin_username),
+            ("admin_password", password),
+        )
+        if not value
+    ]
+    if lacking:
         raise ConfigError(
-            f"cluster {cluster.name!r}: no usable admin credentials (password missing or still encrypted).",
-            "pass --source-bootstrap/--target-bootstrap and --credentials FILE, or run inside `pulumi` "
-            "where secrets are decrypted",
+            f"cluster {cluster.name!r} is {cluster.kind.value} and its stack settings lack {', '.join(lacking)}.",
+            "declare them under kafka-dr:clusters (the password as a secret: "
+            "`pulumi config set --path --secret 'kafka-dr:clusters[<i>].adminPassword' <password>`)",
         )
     return Endpoint(
-        cluster.bootstrap_servers,
-        cluster.admin_username,
-        pw.get_secret_value(),
+        cluster.bootstrap_servers or "",
+        cluster.admin_username or "",
+        password or "",
         cluster.security_protocol,
         cluster.sasl_mechanism,
     )

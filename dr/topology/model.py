@@ -109,6 +109,10 @@ class Cluster(_Model):
     admin_password: Secret | None = None
     confluent: Confluent | None = None
     """Confluent Cloud only (required there): environment, cloud, region, type and API key."""
+    internal_topics_replication_factor: int | None = Field(default=None, ge=1)
+    """External only: the replication factor of the internal topics replication creates on this
+    cluster (MirrorMaker 2's offset-syncs, checkpoints and heartbeats topics). Unset: the smaller of
+    3 and the cluster's broker count, read when the link is provisioned."""
 
     @model_validator(mode="before")
     @classmethod
@@ -184,6 +188,10 @@ class Principals(_Model):
 
     admin: str = Field(default="admin", min_length=1)
     replicator: str = Field(default="replicator", min_length=1)
+    replicator_password: Secret | None = None
+    """The replicator's password, as a secret. Required for a link on an external Connect cluster:
+    the platform team puts the same password where the workers' config provider reads it
+    (:class:`ConnectCredentials`). Unset, the program generates one (kept as a secret stack output)."""
     applications: list[Application] = Field(default_factory=list)
 
     def application(self, name: str) -> Application:
@@ -215,6 +223,50 @@ def _selects(patterns: list[str], name: str) -> bool:
     return False
 
 
+class ConnectCredentials(_Model):
+    """Where the workers of an external Connect cluster find the replicator's credentials: one of
+    Kafka Connect's config providers, set up on every worker by the platform team.
+
+    * ``file`` — ``path`` is a properties file with ``username=`` and ``password=`` lines
+      (``org.apache.kafka.common.config.provider.FileConfigProvider``);
+    * ``directory`` — ``path`` is a directory holding files named ``username`` and ``password``
+      (``DirectoryConfigProvider``);
+    * ``env`` — the worker's environment variables ``username_variable`` and ``password_variable``
+      (``EnvVarConfigProvider``).
+
+    ``alias`` is the provider's name in the workers' ``config.providers`` (default: the type).
+    """
+
+    provider: Literal["file", "directory", "env"]
+    alias: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    path: str | None = None
+    username_variable: str = Field(default="KDR_REPLICATOR_USERNAME", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    password_variable: str = Field(default="KDR_REPLICATOR_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _path_fits(self) -> ConnectCredentials:
+        if self.provider in ("file", "directory"):
+            if not self.path or not self.path.startswith("/"):
+                raise ValueError(f"provider {self.provider} needs `path`: an absolute path on every worker")
+            if ":" in self.path or "}" in self.path:
+                raise ValueError("`path` cannot hold ':' or '}' (they end a ${provider:path:key} reference)")
+        return self
+
+    @property
+    def provider_alias(self) -> str:
+        """The name the workers' ``config.providers`` gives the provider."""
+        return self.alias or self.provider
+
+    def references(self) -> tuple[str, str]:
+        """The ``${...}`` references of the username and the password, as connector configs hold them."""
+        a = self.provider_alias
+        if self.provider == "env":
+            return f"${{{a}:{self.username_variable}}}", f"${{{a}:{self.password_variable}}}"
+        if self.provider == "directory":
+            return f"${{{a}:{self.path}:username}}", f"${{{a}:{self.path}:password}}"
+        return f"${{{a}:{self.path}:username}}", f"${{{a}:{self.path}:password}}"
+
+
 class ConnectCluster(_Model):
     """A Kafka Connect distributed cluster that runs MirrorMaker 2 links as connectors.
 
@@ -234,6 +286,9 @@ class ConnectCluster(_Model):
     username: str | None = None
     """External only: the REST API's basic-auth user (with ``password``)."""
     password: Secret | None = None
+    replicator_credentials: ConnectCredentials | None = None
+    """External only (required there): the config provider through which the workers resolve the
+    replicator's username and password."""
     tasks_max: int = Field(default=4, ge=1, le=1000)
     """``tasks.max`` of each link's MirrorSourceConnector (at least the partitions, to spread them)."""
     heap_mb: int = Field(default=768, ge=256, le=65536)
@@ -408,6 +463,8 @@ class Topology(_Model):
                 found.append((f"clusters[{i}].admin_password", "clusters", c.admin_password))
             if c.confluent is not None and c.confluent.api_secret is not None:
                 found.append((f"clusters[{i}].confluent.api_secret", "clusters", c.confluent.api_secret))
+        if self.principals.replicator_password is not None:
+            found.append(("principals.replicator_password", "principals", self.principals.replicator_password))
         for i, app in enumerate(self.principals.applications):
             if app.password is not None:
                 found.append((f"principals.applications[{i}].password", "principals", app.password))

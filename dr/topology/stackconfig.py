@@ -232,6 +232,9 @@ def _plaintext_passwords(config: Mapping[str, Any]) -> list[tuple[str, str]]:
                         if _is_plaintext(secret):
                             found.append((f"{key}[{i}].{cname}.{name}", "encrypt"))
         else:
+            for name, secret in _fields(value, "replicator_password"):
+                if _is_plaintext(secret):
+                    found.append((f"{key}.{name}", "encrypt"))
             for apps_key, apps in _fields(value, "applications"):
                 for i, app in _items(apps):
                     for name, secret in _fields(app, "password"):

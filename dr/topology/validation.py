@@ -1178,6 +1178,37 @@ def _connect_links(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
+    """An external Connect cluster's workers must find the replicator's credentials through a
+    declared config provider, and they hold the password the stack declares (nothing generated)."""
+    used = {link.connect for link in t.links if link.connect is not None}
+    for i, cc in enumerate(t.connect_clusters):
+        if cc.is_local:
+            if cc.replicator_credentials is not None:
+                yield Violation(
+                    f"connect_clusters[{i}].replicator_credentials",
+                    f"is set on local Connect cluster {cc.name!r}, whose workers get a generated secrets file",
+                    "remove it",
+                )
+            continue
+        if cc.replicator_credentials is None:
+            yield Violation(
+                f"connect_clusters[{i}].replicator_credentials",
+                f"external Connect cluster {cc.name!r} does not say how its workers find the replicator's credentials",
+                "declare the config provider the platform team set up on every worker, e.g. "
+                "`replicator_credentials: {provider: file, path: /etc/kafka-connect/secrets/replicator.properties}` "
+                "(README: Using it on real clusters)",
+            )
+        if cc.name in used and t.principals.replicator_password is None:
+            yield Violation(
+                "principals.replicator_password",
+                f"links run on external Connect cluster {cc.name!r}, whose workers need the replicator's "
+                "password before the first `pulumi up`",
+                "set it as a secret (`pulumi config set --path --secret 'kafka-dr:principals.replicatorPassword' "
+                "<password>`) and put the same password where the workers' config provider reads it",
+            )
+
+
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
     _principals,
@@ -1203,6 +1234,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _cluster_link_destinations,
     _connect_clusters,
     _connect_links,
+    _external_connect_credentials,
 )
 
 

@@ -13,7 +13,13 @@ from tests.unit.test_topology_validation import PRODUCTION
 
 
 def _far(url: str) -> dict[str, Any]:
-    return config_with(connectClusters=[*connect_entry(), {"name": "far", "cluster": "B", "url": url}])
+    far = {
+        "name": "far",
+        "cluster": "B",
+        "url": url,
+        "replicatorCredentials": {"provider": "file", "path": "/etc/kafka-connect/secrets/replicator.properties"},
+    }
+    return config_with(connectClusters=[*connect_entry(), far])
 
 
 @pytest.mark.parametrize(

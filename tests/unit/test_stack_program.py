@@ -686,6 +686,13 @@ def test_outputs_describe_clusters_links_and_client_configs(local: Run) -> None:
         assert cfg["sasl.password"] == creds[app], f"clientConfigs[{app}].sasl.password"
 
 
+def test_generated_passwords_are_kept_as_one_secret_output(local: Run) -> None:
+    """A second operator (fresh clone, same backend) restores them instead of generating new ones."""
+    creds = local.credentials()
+    assert local.secret_outputs["credentials"] is True, "the generated passwords must be a secret output"
+    assert local.outputs["credentials"] == {u: creds[u] for u in ("billing", "orders-app", "replicator")}
+
+
 # -- external clusters --------------------------------------------------------------------------
 
 

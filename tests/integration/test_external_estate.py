@@ -1,0 +1,430 @@
+"""Existing (``kind: external``) clusters, first-class: an estate started OUTSIDE the product.
+
+The fixture (:mod:`tests.integration.existing_estate`) starts three plain KRaft clusters with SCRAM
+and the ACL authorizer (A, B, C: one node each, to fit this 2-core machine) and one plain
+distributed Connect worker homed on B, as the README tells a platform team. The stack declares
+them ``kind: external`` in a project directory of its own (not the repository), its passwords set
+with ``pulumi config set --path --secret``, its state in a backend named by ``PULUMI_BACKEND_URL``
+with the passphrase in ``PULUMI_CONFIG_PASSPHRASE_FILE`` — no ``<state>/pulumi`` default. One
+estate for the module; the tests run in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import KafkaException, Producer
+
+from dr.base.pulumi_env import pulumi_env
+from dr.failover.drill import read_keys
+from dr.kafka.client import Endpoint
+from dr.runtime.process import wait_until
+from tests import REPO_ROOT
+from tests.integration.existing_estate import ExistingEstate
+from tests.integration.ports import windows
+
+STACK = "existing"
+
+
+def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
+    clusters = [
+        {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": estate.clusters[name].bootstrap,
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "security_protocol": "SASL_PLAINTEXT",
+            "admin_username": "admin",
+        }
+        for name, role in (("A", "active"), ("B", "passive"), ("C", "standby"))
+    ]
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:failoverDone": False,
+            "kafka-dr:clusters": clusters,
+            "kafka-dr:topics": [
+                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
+                {"name": "payments", "partitions": 1, "replication_factor": 1, "min_insync_replicas": 1},
+            ],
+            "kafka-dr:principals": {
+                "admin": "admin",
+                "replicator": "replicator",
+                "applications": [
+                    {
+                        "name": "orders-app",
+                        "produces": ["orders"],
+                        "consumes": ["payments"],
+                        "consumer_group": "orders-app",
+                    },
+                    {"name": "billing", "consumes": ["orders"], "consumer_group": "billing"},
+                ],
+            },
+            "kafka-dr:links": [
+                {
+                    "name": "A-to-B",
+                    "source": "A",
+                    "target": "B",
+                    "topics": [".*"],
+                    "consumer_groups": [".*"],
+                    "connect": "platform",
+                }
+            ],
+            "kafka-dr:connectClusters": [
+                {
+                    "name": "platform",
+                    "cluster": "C",
+                    "url": estate.connect.url,
+                    "tasks_max": 3,
+                    "replicator_credentials": {"provider": "file", "path": str(estate.connect.secrets_file)},
+                }
+            ],
+        }
+    }
+
+
+class Env:
+    """The operator's environment: project dir, state, backend URL and passphrase file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "project"
+        self.vars = {
+            "KDR_STACK_DIR": str(self.project),
+            "KDR_STATE_DIR": str(root / "state"),
+            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
+        }
+
+    @property
+    def state(self) -> Path:
+        return Path(self.vars["KDR_STATE_DIR"]) / STACK
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
+        return subprocess.run(
+            ["pulumi", *args, "--cwd", str(self.project), "--non-interactive"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    def drctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [sys.executable, "-m", "dr.cli", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.vars},
+            timeout=timeout,
+            cwd=REPO_ROOT,
+        )
+        OUTPUTS.append(res.stdout + res.stderr)
+        return res
+
+
+OUTPUTS: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def existing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExistingEstate]:
+    """The platform team's estate, started by hand; stopped at the end (no process left)."""
+    root = tmp_path_factory.mktemp("existing-estate")
+    with windows(3) as ports:
+        estate = ExistingEstate(root, (ports[0], ports[1], ports[2]))
+        try:
+            estate.start()
+            yield estate
+        finally:
+            estate.stop()
+            assert not estate.pids(), "a process of the existing estate was left running"
+
+
+@pytest.fixture(scope="module")
+def env(existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """The stack, declared in its own project directory with ``pulumi config set --secret``."""
+    e = Env(tmp_path_factory.mktemp("existing-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(existing), sort_keys=False))
+    (e.root / "backend").mkdir()
+    res = e.pulumi("stack", "init", STACK)
+    assert res.returncode == 0, res.stderr
+    for i, name in enumerate("ABC"):
+        res = e.pulumi(
+            "config", "set", "--stack", STACK, "--path", "--secret",
+            f"kafka-dr:clusters[{i}].adminPassword", existing.clusters[name].admin_password,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+    res = e.pulumi(
+        "config", "set", "--stack", STACK, "--path", "--secret",
+        "kafka-dr:principals.replicatorPassword", existing.connect.replicator_password,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
+    assert existing.clusters["A"].admin_password not in text and "secure:" in text
+    return e
+
+
+def _app(estate: ExistingEstate, cluster: str, user: str, password: str) -> Endpoint:
+    return Endpoint(estate.clusters[cluster].bootstrap, user, password, "SASL_PLAINTEXT", "SCRAM-SHA-512")
+
+
+def _admin(estate: ExistingEstate, cluster: str) -> Endpoint:
+    return _app(estate, cluster, "admin", estate.clusters[cluster].admin_password)
+
+
+def test_first_pulumi_up_of_the_existing_estate_succeeds(env: Env, existing: ExistingEstate) -> None:
+    t0 = time.monotonic()
+    res = env.drctl("estate", "up", "--stack", STACK)
+    print(f"\nfirst up of the external estate: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stderr[-4000:]
+    connectors = json.loads(
+        subprocess.run(
+            ["curl", "-s", f"{existing.connect.url}/connectors?expand=status"], capture_output=True, text=True
+        ).stdout
+    )
+    assert sorted(connectors) == ["A-to-B-checkpoint", "A-to-B-heartbeat", "A-to-B-source"]
+    assert all(c["status"]["connector"]["state"] == "RUNNING" for c in connectors.values())
+    # the internal topics follow B's size (1 broker), not 3
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient(_admin(existing, "B").config()).list_topics(timeout=10)
+    assert "heartbeats" in md.topics or wait_until(
+        lambda: "heartbeats" in AdminClient(_admin(existing, "B").config()).list_topics(timeout=10).topics, 30
+    )
+
+
+def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
+    res = env.drctl("status", "--stack", STACK, "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive", "C": "standby"}
+
+
+def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Same backend and passphrase, a fresh project copy, no state: the generated passwords come back
+    from the stack's secret output, identical to the first operator's."""
+    import shutil
+
+    second = Env(tmp_path_factory.mktemp("second-operator"))
+    shutil.copytree(env.project, second.project)
+    second.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
+    second.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    res = second.drctl("status", "--stack", STACK, "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    res = second.drctl("failover", "--stack", STACK, "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "error" not in (json.loads(res.stdout)["pulumi_preview"] or {})
+    mine = json.loads((env.state / "credentials.json").read_text())
+    from dr.estate.estate import Estate
+    from dr.topology import load_stack_file
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in second.vars.items():
+            mp.setenv(k, v)
+        estate = Estate(load_stack_file(second.project / f"Pulumi.{STACK}.yaml"), second.state)
+        same = estate.app_password("orders-app") == mine["orders-app"]  # never let pytest print a password
+        assert same, "the second operator got another orders-app password than the clusters have"
+    theirs = json.loads((second.state / "credentials.json").read_text())
+    same = all(theirs[u] == mine[u] for u in ("orders-app", "billing", "replicator") if u in mine)
+    assert same, "the restored passwords differ from the first operator's"
+    assert (second.state / "credentials.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_dry_run_shows_pulumi_preview_and_a_plan_for_external_clusters(env: Env) -> None:
+    res = env.drctl("failover", "--stack", STACK, "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    plan = json.loads(res.stdout)
+    assert "error" not in (plan["pulumi_preview"] or {}), plan["pulumi_preview"]
+    assert plan["pulumi_preview"]["changes"], "the preview proposes C's users, topics, ACLs and the link B→C"
+    actions = " ".join(step["action"] for step in plan["steps"])
+    assert "broker(s)" not in actions and "start C" not in actions
+    assert "already running" in actions and "forget A's users" in actions
+    assert not (env.state / "failover" / "journal.json").exists(), "a dry run writes no journal"
+
+
+def test_planned_failover_under_traffic_through_published_configs(env: Env, existing: ExistingEstate) -> None:
+    # the application's published configuration before the failover: the stack's secret output
+    res = env.pulumi("stack", "output", "clientConfigs", "--show-secrets", "--json", "--stack", STACK)
+    assert res.returncode == 0, res.stderr
+    client = json.loads(res.stdout)["orders-app"]
+    assert client["bootstrap.servers"] == existing.clusters["A"].bootstrap
+    published = env.state / "clients" / "orders-app.json"
+
+    acked: list[str] = []
+    acked_on_b: list[str] = []
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        """orders-app as an application that watches its published configuration: A until the
+        failover publishes B's, then B. A write refused by the fence is retried, never dropped."""
+        settings = {"acks": "all", "linger.ms": 5, "message.timeout.ms": 3000, "log_level": 0}
+        producer = Producer({**client, **settings})
+        on_b = False
+        pending: list[str] = []
+        i = 0
+        while not stop.is_set():
+            if not on_b and published.exists():
+                producer.flush(5)
+                producer = Producer({**json.loads(published.read_text()), **settings})
+                on_b = True
+            if not pending:
+                pending.append(f"t-{i}")
+                i += 1
+            key = pending[0]
+
+            def done(err: Any, msg: Any, key: str = key, on_b: bool = on_b) -> None:
+                if err is None:
+                    acked.append(key)
+                    if on_b:
+                        acked_on_b.append(key)
+                else:
+                    refused.append(key)
+
+            try:
+                producer.produce("orders", key=key, value=b"x", on_delivery=done)
+                pending.pop(0)
+            except KafkaException:  # the fence: retried until B's configuration is published
+                refused.append(key)
+                time.sleep(0.05)
+            except BufferError:
+                time.sleep(0.05)
+            producer.poll(0.01)
+            time.sleep(0.01)
+        producer.flush(10)
+
+    thread = threading.Thread(target=traffic, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: len(acked) > 200, 60)
+        res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
+        assert res.returncode == 0, res.stderr[-5000:]
+        summary = json.loads(res.stdout)
+        assert wait_until(lambda: published.exists() and len(acked) > 0, 30)
+        time.sleep(3)  # a few more records on B
+    finally:
+        stop.set()
+        thread.join(30)
+    print(
+        f"\nexternal planned: RTO {summary['rto_s']}s, A→B→C {summary['a_b_c_s']}s, "
+        + ", ".join(f"{st['name']} {st['seconds']}s" for st in summary["steps"])
+    )
+    assert summary["status"] == "completed"
+    assert len(acked_on_b) > 20, "orders-app moved to B through its published configuration and wrote there"
+    assert refused, "the fence refused orders-app's writes on A until it moved"
+    assert summary["verdict"]["clean"] and summary["verdict"]["counts"]["missing"] == 0
+    assert (published.stat().st_mode & 0o777) == 0o600
+    conf = json.loads(published.read_text())
+    assert conf["bootstrap.servers"] == existing.clusters["B"].bootstrap and conf["sasl.password"]
+    props = (env.state / "clients" / "orders-app.properties").read_text()
+    assert "${" not in props and 'username="orders-app"' in props
+    on_b = read_keys(_admin(existing, "B"), "orders")
+    lost = [k for k in acked if k not in on_b]
+    assert not lost, f"{len(lost)} acknowledged records are not on B: {lost[:10]}"
+    # B→C runs on the same Connect cluster; A keeps its topics (never deleted on a cluster not owned)
+    from confluent_kafka.admin import AdminClient
+
+    assert "orders" in AdminClient(_admin(existing, "A").config()).list_topics(timeout=10).topics
+    preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+
+
+def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
+    env: Env, existing: ExistingEstate
+) -> None:
+    """B is active now, C passive fed by B→C. The platform team wipes A (its topics) and the operator
+    declares it the next standby. Records B acknowledged while the link was stopped never reach C;
+    B's broker is killed; the unplanned failover promotes C and builds A as the new passive (link
+    C→A) without touching B; once B is back the verification lists exactly those records, recovery
+    replays them, B is decommissioned."""
+    from dr.kafka.connect_rest import ConnectRest
+    from dr.kafka.offsets import end_offsets
+
+    def copied() -> bool:
+        topics = ["orders", "payments"]
+        return end_offsets(_admin(existing, "B"), topics) == end_offsets(_admin(existing, "C"), topics)
+
+    assert wait_until(copied, 60), "the link B→C copies what B holds before it is stopped"
+    from confluent_kafka.admin import AdminClient
+
+    a_admin = AdminClient(_admin(existing, "A").config())
+    for future in a_admin.delete_topics(["orders", "payments"]).values():
+        future.result(30)
+    assert wait_until(lambda: not {"orders", "payments"} & set(a_admin.list_topics(timeout=10).topics), 30)
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    for c in doc["config"]["kafka-dr:clusters"]:
+        if c["name"] == "A":
+            c["role"] = "standby"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rest = ConnectRest(existing.connect.url)
+    rest.stop("B-to-C-source")
+
+    def stopped() -> bool:  # the connector's state turns STOPPED before its tasks are gone
+        st = rest.status("B-to-C-source") or {}
+        return st.get("connector", {}).get("state") == "STOPPED" and not st.get("tasks")
+
+    assert wait_until(stopped, 60)
+    time.sleep(2)  # a task shutting down may still hand over a last batch
+    conf = json.loads((env.state / "clients" / "orders-app.json").read_text())
+    assert conf["bootstrap.servers"] == existing.clusters["B"].bootstrap
+    producer = Producer({**conf, "acks": "all"})
+    lost = [f"u-{i}" for i in range(50)]
+    for key in lost:
+        producer.produce("orders", key=key, value=b"never-replicated")
+    assert producer.flush(30) == 0
+    existing.clusters["B"].kill()
+    try:
+        res = env.drctl("failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json")
+        assert res.returncode == 0, res.stderr[-5000:]
+        first = json.loads(res.stdout)
+        steps = {st["name"]: st["status"] for st in first["steps"]}
+        assert steps["integrity"] == "deferred" and steps["desired-state"] == "done", steps
+        status = env.drctl("status", "--stack", STACK, "--json")
+        roles = {c["name"]: c["role"] for c in json.loads(status.stdout)["clusters"]}
+        assert roles == {"A": "passive", "B": "decommissioned", "C": "active"}
+    finally:
+        existing.clusters["B"].restart()
+    res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
+    assert res.returncode == 6, res.stdout[-3000:] + res.stderr[-3000:]
+    from dr.failover.journal import Journal
+
+    journal = Journal.load(env.state)
+    verdict = journal.verdict() if journal is not None else None
+    assert verdict is not None and verdict.counts["missing"] == len(lost), verdict and verdict.counts
+    report_dir = verdict.report_dir
+    assert f"drctl recover --report {report_dir}" in res.stderr
+    res = env.drctl("recover", "--report", report_dir)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
+    assert res.returncode == 0, res.stderr[-5000:]
+    done = json.loads(res.stdout)
+    assert done["status"] == "completed" and done["verdict"]["clean"]
+    on_c = read_keys(_admin(existing, "C"), "orders")
+    assert all(on_c[k] == 1 for k in lost), "each never-replicated record is on C exactly once after recovery"
+    assert wait_until(lambda: all(read_keys(_admin(existing, "A"), "orders")[k] == 1 for k in lost), 60), (
+        "C→A copies the recovered records to the new passive A"
+    )
+    assert "orders" in AdminClient(_admin(existing, "B").config()).list_topics(timeout=10).topics
+
+
+def test_no_password_in_any_output(existing: ExistingEstate) -> None:
+    secrets = [b.admin_password for b in existing.clusters.values()] + [existing.connect.replicator_password]
+    for out in OUTPUTS:
+        for s in secrets:
+            assert s not in out
