@@ -318,10 +318,8 @@ def _prove_and_recover(
     recovery = None
     if verdict and not verdict.clean:
         progress(f"drill: the verification lists {verdict.counts['missing']} missing records; recovering them")
-        recovery = RecoveryReport.model_validate(
-            integrity.recover(
-                verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
-            )
+        recovery = integrity.recover(
+            verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
         )
         summary = _failover(ref, FailoverOptions(), progress, None)
         verdict = _verdict(ref.state_dir)

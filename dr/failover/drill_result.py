@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dr.failover.integrity import Verdict
+from dr.failover.integrity import RecoveryReport, Verdict
 from dr.failover.summary import FailoverSummary
 
 __all__ = [
@@ -86,21 +86,6 @@ class RpoFigures(_Model):
     estimate_basis: str | None
     actual_never_replicated: int
     acknowledged_lost_before_recovery: int
-
-
-class RecoveryReport(_Model):
-    """What recovery replayed (:class:`verification.recover.RecoveryResult`, as JSON)."""
-
-    report_dir: str
-    dry_run: bool
-    missing: int
-    already_present: int
-    to_write: int
-    written: int
-    per_topic: dict[str, dict[str, int]]
-    ledger: str | None
-    run_id: str
-    seconds: float
 
 
 class StandbyRebuild(_Model):
