@@ -40,7 +40,6 @@ from dr.failover.drill_result import (
     ProducerReport,
     RecoveryReport,
     RpoFigures,
-    StandbyRebuild,
 )
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
@@ -136,7 +135,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
             if number > 1:
                 previous = result.cycles[-1]
                 progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
-                previous.standby_rebuild = StandbyRebuild.model_validate(make_standby(ref, previous.source, progress))
+                previous.standby_rebuild = make_standby(ref, previous.source, progress)
             topology = load_stack_file(stack_path)
             seen.append(topology)
             cycle = _cycle(options, ref, topology, number, progress)
