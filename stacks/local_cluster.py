@@ -18,32 +18,57 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pydantic import BaseModel, ConfigDict
 
-__all__ = ["LocalKafkaCluster", "LocalKafkaClusterArgs"]
+__all__ = ["LocalClusterProps", "LocalKafkaCluster", "LocalKafkaClusterArgs"]
 
 #: Inputs whose change means another cluster (new storage): replace, never update in place.
 _IDENTITY = ("name", "brokers", "base_port", "racks", "state_dir")
 _KEEP_RUNNING = ("active", "passive")
 
 
-def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalCluster
+class LocalClusterProps(BaseModel):
+    """The resource's properties as the engine hands them to the provider: the inputs
+    (:class:`LocalKafkaClusterArgs`) and, once created, the outputs ``bootstrap_servers`` and ``running``.
+
+    Numbers arrive as floats (the engine's wire format) and are read as ints. Keys the engine adds
+    (its serialised provider) are kept as they came and handed back with the outputs.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    role: str
+    brokers: int
+    base_port: int
+    racks: list[str] | None = None
+    state_dir: str
+    bootstrap_servers: str | None = None
+    running: bool | None = None
+
+    @classmethod
+    def of(cls, props: dict[str, Any]) -> LocalClusterProps:
+        """The properties the engine passed, typed."""
+        return cls.model_validate(props)
+
+    def outs(self, running: bool) -> dict[str, Any]:
+        """The outputs: the inputs as given, the cluster's bootstrap servers and whether it runs."""
+        return self.model_copy(update={"bootstrap_servers": _runtime(self).bootstrap, "running": running}).model_dump()
+
+
+def _runtime(props: LocalClusterProps):  # noqa: ANN202 - dr.runtime.cluster.LocalCluster
     from dr.runtime.cluster import ClusterSpec, LocalCluster
 
-    spec = ClusterSpec(
-        str(props["name"]),
-        brokers=int(props["brokers"]),
-        base_port=int(props["base_port"]),
-        racks=tuple(props.get("racks") or ()),
-    )
-    return LocalCluster(spec, Path(props["state_dir"]))
+    spec = ClusterSpec(props.name, brokers=props.brokers, base_port=props.base_port, racks=tuple(props.racks or ()))
+    return LocalCluster(spec, Path(props.state_dir))
 
 
 def _outs(props: dict[str, Any], running: bool) -> dict[str, Any]:
-    cluster = _runtime(props)
-    return {**props, "bootstrap_servers": cluster.bootstrap, "running": running}
+    """The outputs for the engine's properties ``props`` (the create result, without the start)."""
+    return LocalClusterProps.of(props).outs(running)
 
 
-def _start(props: dict[str, Any], *, fresh: bool) -> None:
+def _start(props: LocalClusterProps, *, fresh: bool) -> None:
     """Start the cluster; on failure stop what started and (when ``fresh``) remove its data."""
     from dr.base.errors import DRError
 
@@ -56,21 +81,25 @@ def _start(props: dict[str, Any], *, fresh: bool) -> None:
         finally:
             reason = str(exc) if isinstance(exc, DRError) else f"{type(exc).__name__}: {exc}"
             left = "its new data was removed" if fresh else "its data is kept"
-            raise RuntimeError(f"cluster {props['name']} could not start ({left}): {reason}") from None
+            raise RuntimeError(f"cluster {props.name} could not start ({left}): {reason}") from None
 
 
 class _LocalClusterProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        existed = _runtime(props).dir.exists()
-        _start(props, fresh=not existed)
-        return CreateResult(id_=str(props["name"]), outs=_outs(props, True))
+        p = LocalClusterProps.of(props)
+        existed = _runtime(p).dir.exists()
+        _start(p, fresh=not existed)
+        return CreateResult(id_=p.name, outs=p.outs(True))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        cluster = _runtime(props)
+        p = LocalClusterProps.of(props)
+        cluster = _runtime(p)
         if not cluster.dir.exists():
             return ReadResult(None, {})  # data gone: the next `up` creates it again
-        return ReadResult(id_, _outs(props, cluster.state() == "running"))
+        return ReadResult(id_, p.outs(cluster.state() == "running"))
 
+    # diff reads the raw properties: during a preview an input may still be unknown (a placeholder
+    # string), which the typed properties would refuse; diff only compares values.
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in _IDENTITY if olds.get(k) != news.get(k)]
         changed = replaces + [k for k in ("role",) if olds.get(k) != news.get(k)]
@@ -79,15 +108,16 @@ class _LocalClusterProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=replaces, stables=["name"], delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        cluster = _runtime(news)
-        if news.get("role") in _KEEP_RUNNING:
+        p = LocalClusterProps.of(news)
+        cluster = _runtime(p)
+        if p.role in _KEEP_RUNNING:
             if cluster.state() != "running":
-                _start(news, fresh=False)
-            return UpdateResult(outs=_outs(news, True))
-        return UpdateResult(outs=_outs(news, cluster.state() == "running"))
+                _start(p, fresh=False)
+            return UpdateResult(outs=p.outs(True))
+        return UpdateResult(outs=p.outs(cluster.state() == "running"))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        _runtime(props).destroy()
+        _runtime(LocalClusterProps.of(props)).destroy()
 
 
 class LocalKafkaClusterArgs(dict):

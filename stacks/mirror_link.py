@@ -16,8 +16,9 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MirrorMakerProcess", "MirrorMakerProcessArgs"]
+__all__ = ["MirrorMakerProcess", "MirrorMakerProcessArgs", "MirrorMakerProps"]
 
 _CONFIG = (
     "source",
@@ -33,29 +34,57 @@ _CONFIG = (
 )
 
 
-def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
+class MirrorMakerProps(BaseModel):
+    """The resource's properties as the engine hands them to the provider: the inputs
+    (:class:`MirrorMakerProcessArgs`) and, once created, the output ``running``.
+
+    Numbers arrive as floats (the engine's wire format) and are read as ints. Keys the engine adds
+    (its serialised provider) are kept as they came and handed back with the outputs.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    source: str
+    target: str
+    source_brokers: int
+    target_brokers: int
+    source_port: int
+    target_port: int
+    topics: str
+    groups: str
+    intervals: dict[str, int] | None = None
+    state_dir: str
+    running: bool | None = None
+
+    @classmethod
+    def of(cls, props: dict[str, Any]) -> MirrorMakerProps:
+        """The properties the engine passed, typed."""
+        return cls.model_validate(props)
+
+    def outs(self, running: bool) -> dict[str, Any]:
+        """The outputs: the inputs as given and whether the process runs."""
+        return self.model_copy(update={"running": running}).model_dump()
+
+
+def _runtime(props: MirrorMakerProps):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
     from dr.runtime.cluster import ClusterSpec, LocalCluster
     from dr.runtime.mirrormaker import MirrorMaker
 
-    state = Path(props["state_dir"])
-    source = LocalCluster(
-        ClusterSpec(props["source"], brokers=int(props["source_brokers"]), base_port=int(props["source_port"])), state
-    )
-    target = LocalCluster(
-        ClusterSpec(props["target"], brokers=int(props["target_brokers"]), base_port=int(props["target_port"])), state
-    )
+    state = Path(props.state_dir)
+    source = LocalCluster(ClusterSpec(props.source, brokers=props.source_brokers, base_port=props.source_port), state)
+    target = LocalCluster(ClusterSpec(props.target, brokers=props.target_brokers, base_port=props.target_port), state)
     return MirrorMaker(
         source,
         target,
         state,
-        topics=props["topics"],
-        groups=props["groups"],
-        intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
+        topics=props.topics,
+        groups=props.groups,
+        intervals=dict(props.intervals or {}),
         grant=False,
     )
 
 
-def _start(props: dict[str, Any]) -> dict[str, Any]:
+def _start(props: MirrorMakerProps) -> dict[str, Any]:
     from dr.base.errors import DRError
 
     mirror = _runtime(props)
@@ -65,17 +94,21 @@ def _start(props: dict[str, Any]) -> dict[str, Any]:
         mirror.stop()
         reason = str(exc) if isinstance(exc, DRError) else f"{type(exc).__name__}: {exc}"
         raise RuntimeError(f"MirrorMaker 2 {mirror.name} could not start (process stopped): {reason}") from None
-    return {**props, "running": True}
+    return props.outs(True)
 
 
 class _MirrorMakerProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = _start(props)
-        return CreateResult(id_=_runtime(props).name, outs=outs)
+        p = MirrorMakerProps.of(props)
+        outs = _start(p)
+        return CreateResult(id_=_runtime(p).name, outs=outs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_, {**props, "running": _runtime(props).alive()})
+        p = MirrorMakerProps.of(props)
+        return ReadResult(id_, p.outs(_runtime(p).alive()))
 
+    # diff reads the raw properties: during a preview an input may still be unknown (a placeholder
+    # string), which the typed properties would refuse; diff only compares values.
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in ("source", "target") if olds.get(k) != news.get(k)]
         changed = [k for k in _CONFIG if olds.get(k) != news.get(k)]
@@ -86,11 +119,11 @@ class _MirrorMakerProvider(ResourceProvider):
         )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        _runtime(olds).stop()
-        return UpdateResult(outs=_start(news))
+        _runtime(MirrorMakerProps.of(olds)).stop()
+        return UpdateResult(outs=_start(MirrorMakerProps.of(news)))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        _runtime(props).stop()
+        _runtime(MirrorMakerProps.of(props)).stop()
 
 
 class MirrorMakerProcessArgs(dict):
