@@ -61,8 +61,9 @@ from verification.audit_state import (
 )
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
+from verification.route import AuditRequest, RouteResult
 
-__all__ = ["AuditResult", "audit_endpoints", "read_fingerprints", "state_file"]
+__all__ = ["AuditResult", "audit_endpoints", "read_fingerprints", "run", "state_file"]
 
 Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
@@ -73,7 +74,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 @dataclass
-class AuditResult:
+class AuditResult(RouteResult):
     """What one audit run of one link found."""
 
     stack: str
@@ -101,6 +102,25 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
         return dict(self.__dict__)
+
+    @property
+    def verdict(self) -> str:
+        """``clean``, or ``missing`` when records are missing beyond the link's lag."""
+        return "missing" if self.missing else "clean"
+
+    @property
+    def report(self) -> Path:
+        """The link's audit state file."""
+        return Path(self.state_file)
+
+    def counts(self) -> dict[str, int]:
+        """Records verified, in flight, missing, and only on the target, in this run."""
+        return {
+            "verified": self.verified,
+            "in_flight": self.in_flight,
+            "missing": self.missing,
+            "target_unmatched": self.target_unmatched,
+        }
 
 
 def state_file(stack_state_dir: Path, link: str) -> Path:
@@ -349,6 +369,26 @@ def audit_endpoints(
         _advance(state, read, first=first, now_ms=now_ms)
         save_state(path, state)
     return _result(state, read, first=first, now_ms=now_ms, sample=sample, started=started, path=path)
+
+
+def run(request: AuditRequest, *, progress: Reporter | None = None) -> AuditResult:
+    """The audit's route (:mod:`verification.route`): :func:`audit_endpoints` of ``request``."""
+    return audit_endpoints(
+        request.source,
+        request.target,
+        path=request.state_file,
+        stack=request.stack,
+        link=request.link,
+        source_cluster=request.source_cluster,
+        target_cluster=request.target_cluster,
+        select=request.select,
+        reset=request.reset,
+        progress=progress or (lambda _m: None),
+        sample=request.sample,
+        started=request.started,
+        first_run=request.first_run,
+        master=request.master,
+    )
 
 
 def _read_increment(

@@ -44,7 +44,7 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from verification.classes import CLASSES
 from verification.progress import Reporter, quiet
 from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, utc_text, write_empty_offending, write_report
 from verification.result import VerificationResult, safe_context, summary_document
+from verification.route import FromAuditRequest, FullVerificationNeeded
 from verification.sides import KafkaSide
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "audited_after_cutoff",
     "compare",
     "plan",
+    "run",
     "verify_from_audit",
     "worth_it",
 ]
@@ -378,6 +380,30 @@ def verify_from_audit(
         + f"; report in {result.out_dir}"
     )
     return FromAudit(result, origin)
+
+
+def run(request: FromAuditRequest, *, progress: Reporter | None = None) -> VerificationResult:
+    """The route started from an audit (:mod:`verification.route`): :func:`verify_from_audit` of ``request``;
+    the result's ``started_from`` describes the audit. Raises :class:`FullVerificationNeeded` (saying why)
+    when the audit state cannot be used."""
+    started = verify_from_audit(
+        source=request.source,
+        target=request.target,
+        out_dir=request.out_dir,
+        topics=request.topics,
+        cutoff_ms=request.cutoff_ms,
+        state_file=request.state_file,
+        stack=request.stack,
+        link=request.link,
+        source_cluster=request.source_cluster,
+        target_cluster=request.target_cluster,
+        progress=progress,
+        context=request.context,
+        sample_size=request.sample_size,
+    )
+    if started.result is None:
+        raise FullVerificationNeeded(str(started.started_from["reason"]))
+    return replace(started.result, started_from=started.started_from)
 
 
 def _plan_from_state(

@@ -91,6 +91,7 @@ from verification.report import (
     write_report,
 )
 from verification.result import CHECKSUM_DESCRIPTION, VerificationResult, safe_context, summary_document
+from verification.route import VerifyRequest
 from verification.session import DEFAULT_MASTER, kafka_jars, prefer_kafka_v2, spark_session
 from verification.sources import (
     KafkaSide,
@@ -106,7 +107,7 @@ from verification.sources import (
     translate_spark_error,
 )
 
-__all__ = ["CHECKSUM_DESCRIPTION", "LEFT_OUT", "VerificationResult", "main", "run_verification"]
+__all__ = ["CHECKSUM_DESCRIPTION", "LEFT_OUT", "VerificationResult", "main", "run", "run_verification"]
 
 #: Why a topic was not compared: ``summary["topics_left_out"][topic]["reason"]`` → the words the report shows.
 LEFT_OUT = {
@@ -830,6 +831,21 @@ def run_verification(
     tot = summary["totals"]
     say(f"verdict: {summary['verdict']} — " + ", ".join(f"{tot[c]:,} {c}" for c in CLASSES) + f"; report in {out}")
     return VerificationResult(summary, out)
+
+
+def run(request: VerifyRequest, *, progress: Reporter | None = None) -> VerificationResult:
+    """The full verification's route (:mod:`verification.route`): :func:`run_verification` of ``request``."""
+    return run_verification(
+        source=request.source,
+        target=request.target,
+        out_dir=request.out_dir,
+        topics=request.topics,
+        cutoff_ms=request.cutoff_ms,
+        master=request.master,
+        windows=request.windows,
+        progress=progress,
+        context=request.context,
+    )
 
 
 def _topic_rows(s: _Scope, diff: Differences, counts: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:

@@ -39,8 +39,9 @@ from verification.cluster import cluster_metadata, offset_ranges
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
 from verification.report import load_summary, read_offending
+from verification.route import RecoverRequest, RouteResult
 
-__all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover"]
+__all__ = ["LEDGER_FILE", "RecoveryResult", "SourceRecord", "recover", "run"]
 
 LEDGER_FILE = "recovery-ledger.jsonl"
 RUNS_FILE = "recovery-runs.json"
@@ -62,7 +63,7 @@ class SourceRecord:
 
 
 @dataclass
-class RecoveryResult:
+class RecoveryResult(RouteResult):
     """What one recovery run found and did."""
 
     report_dir: Path
@@ -82,6 +83,25 @@ class RecoveryResult:
         d["report_dir"] = str(self.report_dir)
         d["ledger"] = str(self.ledger) if self.ledger else None
         return d
+
+    @property
+    def verdict(self) -> str:
+        """``done``, or ``planned`` for a dry run."""
+        return "planned" if self.dry_run else "done"
+
+    @property
+    def report(self) -> Path:
+        """The report directory the records were replayed from."""
+        return self.report_dir
+
+    def counts(self) -> dict[str, int]:
+        """Records missing in the report, already in the target, to write, and written."""
+        return {
+            "missing": self.missing,
+            "already_present": self.already_present,
+            "to_write": self.to_write,
+            "written": self.written,
+        }
 
 
 # ----------------------------------------------------------------------------- Kafka helpers
@@ -573,3 +593,15 @@ def recover(
     fetched = _read_back(source, source_archive, plan, say)  # 4.
     _replay(target, plan, fetched, parts, result, say, t0)  # 5.
     return result
+
+
+def run(request: RecoverRequest, *, progress: Reporter | None = None) -> RecoveryResult:
+    """The recovery's route (:mod:`verification.route`): :func:`recover` of ``request``."""
+    return recover(
+        request.report_dir,
+        target=request.target,
+        source=request.source,
+        source_archive=request.source_archive,
+        dry_run=request.dry_run,
+        progress=progress,
+    )

@@ -16,6 +16,7 @@ from typing import Any
 from dr.base.errors import ConfigError, VerificationFailed
 from verification.classes import CLASSES, totals_of
 from verification.report import OFFENDING_DIR, iso, utc_text
+from verification.route import RouteResult
 from verification.sides import Side
 
 __all__ = ["CHECKSUM_DESCRIPTION", "KEY_HASH_DESCRIPTION", "VerificationResult", "safe_context", "summary_document"]
@@ -31,21 +32,30 @@ _SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
 
 
 @dataclass(frozen=True)
-class VerificationResult:
-    """The outcome of one verification: the summary (as written) and where the report is."""
+class VerificationResult(RouteResult):
+    """The outcome of one verification (the full job, or started from an audit): the summary (as
+    written), where the report is, and — started from an audit — what the audit spared."""
 
     summary: dict[str, Any]
     out_dir: Path
+    started_from: dict[str, Any] | None = None
+    """``{"audit": True, ...}`` (:func:`verification.from_audit.started_from`) or ``{"audit": False,
+    "reason": ...}`` when the full job ran in place of an audit that could not be used; None otherwise."""
+
+    @property
+    def verdict(self) -> str:
+        """``clean`` or ``differences``, as ``summary.json`` says."""
+        return str(self.summary["verdict"])
+
+    @property
+    def report(self) -> Path:
+        """The report directory."""
+        return self.out_dir
 
     @property
     def clean(self) -> bool:
         """True when no record is missing, unexpected, duplicated or corrupted."""
         return bool(self.summary["verdict"] == "clean")
-
-    @property
-    def exit_code(self) -> int:
-        """0 when clean, 1 (:class:`VerificationFailed`) otherwise."""
-        return 0 if self.clean else VerificationFailed.exit_code
 
     def counts(self, topic: str | None = None) -> dict[str, int]:
         """Counts per class, for one topic or in total."""

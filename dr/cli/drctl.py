@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,9 @@ from dr.base.stackref import StackRef
 from dr.cli.failover import failover_commands, progress
 from dr.cli.options import STACK
 from dr.cli.verify import verification_commands
+
+if TYPE_CHECKING:  # the lifecycle loads when a lifecycle command runs
+    from dr.failover.lifecycle import LinkChange
 
 
 def _printed_json(value: object, as_json: bool) -> bool:
@@ -201,13 +205,13 @@ def estate_standby(ref: StackRef, cluster_name: str, dry_run: bool, yes: bool, a
             abort=True,
         )
     result = make_standby(ref, cluster_name, progress)
-    if _printed_json(result, as_json):
+    if _printed_json(result.model_dump(mode="json"), as_json):
         return
     click.echo(
-        f"cluster {result['cluster']} of stack {stack}: {result['old_role']} → {result['new_role']} "
-        f"in {result['seconds']:.1f}s; data removed ({result['data_removed']}) by {result['removed_by']}"
+        f"cluster {result.cluster} of stack {stack}: {result.old_role} → {result.new_role} "
+        f"in {result.seconds:.1f}s; data removed ({result.data_removed}) by {result.removed_by}"
     )
-    for line in result["next"]:
+    for line in result.next:
         click.echo(f"next: {line}")
 
 
@@ -222,11 +226,11 @@ def link() -> None:
     """
 
 
-def _link_result(result: dict[str, object], as_json: bool) -> None:
-    if not _printed_json(result, as_json):
+def _link_result(result: LinkChange, as_json: bool) -> None:
+    if not _printed_json(result.model_dump(mode="json"), as_json):
         click.echo(
-            f"link {result['link']} ({result['source']} → {result['target']}): {result['was']} → "
-            f"{result['now']} in {result['seconds']:.1f}s"
+            f"link {result.link} ({result.source} → {result.target}): {result.was} → "
+            f"{result.now} in {result.seconds:.1f}s"
         )
 
 

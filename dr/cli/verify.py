@@ -24,6 +24,7 @@ from dr.base.errors import ConfigError, VerificationFailed
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
 from dr.kafka.client import Endpoint
+from verification import routes
 from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE
 from verification.command import (
     CUTOFF_HELP,
@@ -39,9 +40,11 @@ from verification.command import (
 )
 from verification.endpoints import endpoint_from_file, parse_cutoff
 from verification.progress import Progress, Reporter
+from verification.route import AuditRequest, RecoverRequest, VerifyRequest
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
     from verification.audit import AuditResult
+    from verification.recover import RecoveryResult
 
 __all__ = [
     "audit",
@@ -125,14 +128,12 @@ def verify(
     **sides: Any,
 ) -> None:
     """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
-    from verification.job import run_verification
-
     source, target = resolve_sides(stack=stack, stack_endpoint=stack_endpoint, **sides)
     cutoff_ms = _cutoff(cutoff, stack, sides["source_name"], sides["target_name"], quiet)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
-    print_result(
-        run_verification(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run), as_json=as_json
-    )
+    progress = run.pop("progress")
+    request = VerifyRequest(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run)
+    print_result(routes.run(request, progress=progress), as_json=as_json)
 
 
 # ------------------------------------------------------------------------------------ recover
@@ -155,7 +156,7 @@ def _recovery_endpoint(
     )
 
 
-def _print_recovery(result: Any, *, dry_run: bool, as_json: bool) -> None:
+def _print_recovery(result: RecoveryResult, *, dry_run: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -207,7 +208,6 @@ def recover(
     quiet: bool,
 ) -> None:
     """Replay the records a verification found missing into the target; a second run writes nothing."""
-    from verification.recover import recover as run_recovery
     from verification.report import load_summary
 
     summary = load_summary(report_dir)
@@ -232,14 +232,10 @@ def recover(
             "source", src, stack=stack, bootstrap=source_bootstrap, credentials=source_credentials or credentials
         )
     )
-    result = run_recovery(
-        report_dir,
-        target=target,
-        source=source,
-        source_archive=archive,
-        dry_run=dry_run,
-        progress=Progress("recover", enabled=not quiet),
+    request = RecoverRequest(
+        report_dir=report_dir, target=target, source=source, source_archive=archive, dry_run=dry_run
     )
+    result = routes.run(request, progress=Progress("recover", enabled=not quiet))
     _print_recovery(result, dry_run=dry_run, as_json=as_json)
 
 
@@ -255,9 +251,9 @@ def audit_link(
     master: str | None = None,
 ) -> AuditResult:
     """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
-    on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`)."""
+    on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`), through
+    :func:`verification.routes.run`."""
     from dr.estate.estate import Estate
-    from verification.audit import audit_endpoints
 
     started = time.monotonic()
     stack = ref.name
@@ -268,22 +264,22 @@ def audit_link(
             f"stack {stack!r} has no link {link_name!r}.",
             f"use one of: {', '.join(lk.name for lk in estate.topology.links) or '(none)'}",
         )
-    return audit_endpoints(
-        estate.endpoint(link.source),
-        estate.endpoint(link.target),
-        path=state_path(ref, link.name),
+    request = AuditRequest(
+        source=estate.endpoint(link.source),
+        target=estate.endpoint(link.target),
+        state_file=state_path(ref, link.name),
         stack=stack,
         link=link.name,
         source_cluster=link.source,
         target_cluster=link.target,
         select=link.selects_topic,
         reset=reset,
-        progress=progress,
         sample=sample,
         started=started,
         first_run=first_run,
         master=master,
     )
+    return routes.run(request, progress=progress)
 
 
 def audit_stack(

@@ -13,8 +13,9 @@ Public API (each name from its module, so that importing one of them — e.g. th
 
 Results are pydantic models — :class:`~dr.failover.summary.FailoverSummary`,
 :class:`~dr.failover.plan.FailoverPlan`, :class:`~dr.failover.journal.JournalRecord`,
-:class:`~dr.failover.steps.StepResult`, :class:`~dr.failover.integrity.Verdict`,
-:class:`~dr.failover.status.StatusReport` — and ``--json``
+:class:`~dr.failover.steps.StepResult` (its outcome one of :mod:`~dr.failover.outcomes`),
+:class:`~dr.failover.integrity.Verdict`, :class:`~dr.failover.integrity.RecoveryReport`,
+:class:`~dr.failover.lifecycle.StandbyRebuild`, :class:`~dr.failover.status.StatusReport` — and ``--json``
 prints their ``model_dump(mode="json")``.
 
 Modules: :mod:`~dr.failover.steps` (the eight steps), :mod:`~dr.failover.pipeline` (lock,

@@ -40,7 +40,6 @@ from dr.failover.drill_result import (
     ProducerReport,
     RecoveryReport,
     RpoFigures,
-    StandbyRebuild,
 )
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
@@ -136,7 +135,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
             if number > 1:
                 previous = result.cycles[-1]
                 progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
-                previous.standby_rebuild = StandbyRebuild.model_validate(make_standby(ref, previous.source, progress))
+                previous.standby_rebuild = make_standby(ref, previous.source, progress)
             topology = load_stack_file(stack_path)
             seen.append(topology)
             cycle = _cycle(options, ref, topology, number, progress)
@@ -318,10 +317,8 @@ def _prove_and_recover(
     recovery = None
     if verdict and not verdict.clean:
         progress(f"drill: the verification lists {verdict.counts['missing']} missing records; recovering them")
-        recovery = RecoveryReport.model_validate(
-            integrity.recover(
-                verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
-            )
+        recovery = integrity.recover(
+            verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
         )
         summary = _failover(ref, FailoverOptions(), progress, None)
         verdict = _verdict(ref.state_dir)

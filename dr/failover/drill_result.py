@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dr.failover.integrity import Verdict
+from dr.failover.integrity import RecoveryReport, Verdict
+from dr.failover.lifecycle import StandbyRebuild
 from dr.failover.summary import FailoverSummary
 
 __all__ = [
@@ -86,38 +87,6 @@ class RpoFigures(_Model):
     estimate_basis: str | None
     actual_never_replicated: int
     acknowledged_lost_before_recovery: int
-
-
-class RecoveryReport(_Model):
-    """What recovery replayed (:class:`verification.recover.RecoveryResult`, as JSON)."""
-
-    report_dir: str
-    dry_run: bool
-    missing: int
-    already_present: int
-    to_write: int
-    written: int
-    per_topic: dict[str, dict[str, int]]
-    ledger: str | None
-    run_id: str
-    seconds: float
-
-
-class StandbyRebuild(_Model):
-    """The old active cluster declared, wiped, as the next standby (:func:`dr.lifecycle.make_standby`)."""
-
-    stack: str
-    cluster: str
-    old_role: str
-    new_role: str
-    stack_file: str
-    stack_file_changed: bool
-    data_removed: str
-    removed_by: str
-    stopped_pids: list[int]
-    pulumi_up_s: float | None
-    seconds: float
-    next: list[str]
 
 
 class FirstRun(_Model):

@@ -1,14 +1,17 @@
-"""The failover's gate: the verification job (``verification/``, issue 4) behind a small adapter.
+"""The failover's gate: the verification (``verification/``, issue 4) behind a small adapter.
 
-The pipeline only calls :func:`verify`, :func:`recover` and :func:`missing_records`. The
-``verification`` package (PySpark) is imported lazily, on the first call: when it cannot be
-imported, the integrity step fails loudly with :class:`~dr.base.errors.FailoverError` — it never
-passes silently.
+The pipeline only calls :func:`verify`, :func:`recover` and :func:`missing_records`. They build typed
+requests (:mod:`verification.route`) and hand them to the one place that chooses a route,
+:func:`verification.routes.run`; both are imported with this module (they load no Spark: the route
+modules load when a request runs). When a route cannot be imported (pyspark missing), the
+integrity step fails loudly with :class:`~dr.base.errors.FailoverError` — it never passes silently.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +21,11 @@ from dr.base.errors import FailoverError
 from dr.estate.estate import Progress
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
+from verification import routes
+from verification.route import AuditStart, RecoverRequest, VerifyRequest
+from verification.sides import KafkaSide
 
-__all__ = ["CLASSES", "Verdict", "missing_records", "recover", "verify"]
+__all__ = ["CLASSES", "RecoveryReport", "Verdict", "missing_records", "recover", "verify"]
 
 #: The verification's classes of offending records.
 CLASSES = ("missing", "unexpected", "duplicated", "corrupted")
@@ -47,9 +53,32 @@ class Verdict(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _import_verification() -> Any:
+class RecoveryReport(BaseModel):
+    """What recovery replayed (:class:`verification.recover.RecoveryResult`, as JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    report_dir: str
+    dry_run: bool
+    missing: int
+    already_present: int
+    to_write: int
+    written: int
+    per_topic: dict[str, dict[str, int]]
+    ledger: str | None
+    run_id: str
+    seconds: float
+
+    def __getitem__(self, name: str) -> Any:
+        """A figure by name, as the dict this adapter returned before (``report["written"]``)."""
+        return getattr(self, name)
+
+
+@contextmanager
+def _route_loaded() -> Iterator[None]:
+    """A route that cannot be imported (pyspark or pyarrow missing) fails the step, loudly."""
     try:
-        import verification
+        yield
     except ImportError as exc:
         raise FailoverError(
             f"the verification job is not available: importing `verification` failed ({exc}).",
@@ -57,7 +86,6 @@ def _import_verification() -> Any:
             "step cannot pass — rerun with --skip-verify only if you verify by other means, and "
             "decommission with --force-decommission",
         ) from exc
-    return verification
 
 
 def verify(
@@ -91,7 +119,6 @@ def verify(
     source lacks cannot be verified). ``context`` — the failover's id, mode, source, target,
     ``rto_s``, ``rpo_estimate`` and journal path — is shown at the top of the report.
     """
-    v = _import_verification()
     t0 = time.monotonic()
     topics_read = _topics_to_verify(source, target, topics)
     if topics_read is None:
@@ -102,19 +129,26 @@ def verify(
             report_dir="",
             html="(no records on either side: nothing to verify)",
         )
-    job: dict[str, Any] = {
-        "source": v.KafkaSide(endpoint=source, name=source_name, stack=stack),
-        "target": v.KafkaSide(endpoint=target, name=target_name, stack=stack),
-        "out_dir": out_dir,
-        "topics": topics_read,
-        "cutoff_ms": cutoff_ms,
-        "progress": progress,
-    }
-    result, started_from = None, None
+    audit = None
     if audit_link and stack and state_dir is not None and source_name and target_name:
-        result, started_from = _from_audit(job, context, Path(state_dir), stack, audit_link, source_name, target_name)
-    if result is None:
-        result = v.run_verification(**job, context=context)
+        audit = AuditStart(
+            state_dir=Path(state_dir),
+            stack=stack,
+            link=audit_link,
+            source_cluster=source_name,
+            target_cluster=target_name,
+        )
+    request = VerifyRequest(
+        source=KafkaSide(endpoint=source, name=source_name, stack=stack),
+        target=KafkaSide(endpoint=target, name=target_name, stack=stack),
+        out_dir=Path(out_dir),
+        topics=topics_read,
+        cutoff_ms=cutoff_ms,
+        context=context,
+        audit=audit,
+    )
+    with _route_loaded():
+        result = routes.run(request, progress=progress)
     per_topic = {t: {c: int(row[c]) for c in CLASSES} for t, row in result.summary["topics"].items()}
     return Verdict(
         clean=result.clean,
@@ -124,7 +158,7 @@ def verify(
         html=str(Path(result.out_dir) / "report.html"),
         cutoff_ms=cutoff_ms,
         seconds=round(time.monotonic() - t0, 3),
-        started_from=started_from,
+        started_from=getattr(result, "started_from", None),
     )
 
 
@@ -139,52 +173,20 @@ def _topics_to_verify(source: Endpoint, target: Endpoint, topics: list[str]) -> 
     return [t for t in topics if t in on_source or t in with_records]
 
 
-def _from_audit(
-    job: dict[str, Any],
-    context: dict[str, Any] | None,
-    state_dir: Path,
-    stack: str,
-    link: str,
-    source_name: str,
-    target_name: str,
-) -> tuple[Any, dict[str, Any] | None]:
-    """The check started from the link's last audit: ``(result, started_from)``; the result is None when
-    no audit state can be used (``started_from`` then says why, or is None when the job decides later)."""
-    from verification.audit import state_file
-    from verification.from_audit import verify_from_audit
-
-    try:
-        path = state_file(state_dir, link)
-    except Exception as exc:  # a link name that cannot name a file: no audit state to use
-        return None, {"audit": False, "reason": str(exc)}
-    started = verify_from_audit(
-        **job,
-        state_file=path,
-        stack=stack,
-        link=link,
-        source_cluster=source_name,
-        target_cluster=target_name,
-        context=context,
-    )
-    return started.result, started.started_from
-
-
 def recover(
     report_dir: Path | str, *, source: Endpoint, target: Endpoint, progress: Progress = lambda _m: None
-) -> dict[str, Any]:
+) -> RecoveryReport:
     """Replay the records a verification found missing (idempotent: a second run writes nothing)."""
-    _import_verification()
-    # by name from its module: once the submodule verification.recover is imported (the check
-    # started from an audit reads records back with it), the package attribute is that module
-    from verification.recover import recover as replay
-
-    return replay(report_dir, source=source, target=target, progress=progress).to_dict()
+    request = RecoverRequest(report_dir=Path(report_dir), source=source, target=target)
+    with _route_loaded():
+        result = routes.run(request, progress=progress)
+    return RecoveryReport.model_validate(result.to_dict())
 
 
 def missing_records(report_dir: Path | str) -> list[dict[str, Any]]:
     """The ``missing`` rows of a report: topic, partition, offset (source coordinates), key."""
-    _import_verification()
-    from verification.report import read_offending
+    with _route_loaded():  # pyarrow, loaded when a report is read rather than with the failover
+        from verification.report import read_offending
 
     table = read_offending(Path(report_dir), ["missing"])
     rows: list[dict[str, Any]] = table.select(["topic", "partition", "offset", "key"]).to_pylist()

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from dr.topology import Link
 
 __all__ = [
+    "LinkChange",
+    "StandbyRebuild",
     "find_link",
     "former_link",
     "journals",
@@ -211,7 +215,40 @@ def _locked(state: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+class LinkChange(BaseModel):
+    """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stack: str
+    link: str
+    source: str
+    target: str
+    was: str
+    now: str
+    seconds: float
+
+
+class StandbyRebuild(BaseModel):
+    """The old active cluster declared, wiped, as the next standby (:func:`make_standby`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stack: str
+    cluster: str
+    old_role: str
+    new_role: str
+    stack_file: str
+    stack_file_changed: bool
+    data_removed: str
+    removed_by: str
+    stopped_pids: list[int]
+    pulumi_up_s: float | None
+    seconds: float
+    next: list[str]
+
+
+def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChange:
     """Stop the MirrorMaker 2 process of link ``name`` (its positions stay on the target); return what was done.
 
     The stack still declares the link: ``drctl status`` then exits non-zero until it runs again
@@ -241,17 +278,16 @@ def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str
     return _link_result(stack, name, link, was, "stopped", t0)
 
 
-def _link_result(stack: str, name: str, link: Link, was: str, now: str, t0: float) -> dict[str, Any]:
-    """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
-    return {
-        "stack": stack,
-        "link": name,
-        "source": link.source,
-        "target": link.target,
-        "was": was,
-        "now": now,
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+def _link_result(stack: str, name: str, link: Link, was: str, now: str, t0: float) -> LinkChange:
+    return LinkChange(
+        stack=stack,
+        link=name,
+        source=link.source,
+        target=link.target,
+        was=was,
+        now=now,
+        seconds=round(time.monotonic() - t0, 3),
+    )
 
 
 def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) -> None:
@@ -271,7 +307,7 @@ def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) 
     )
 
 
-def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> dict[str, Any]:
+def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChange:
     """Start the MirrorMaker 2 process of link ``name`` again; return what was done.
 
     It resumes from the positions it had reached (kept on the target). Refused: a link the
@@ -409,7 +445,7 @@ def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[s
     return plan
 
 
-def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> dict[str, Any]:
+def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> StandbyRebuild:
     """Wipe the decommissioned local cluster ``cluster`` and declare it the stack's next standby.
 
     Checks :func:`standby_refusal`; rewrites the cluster's role to ``standby`` in the stack file
@@ -417,8 +453,8 @@ def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> di
     resource — every node stopped, its data directory removed — and checks both. Holds the
     stack's failover lock throughout. Running it again after an interruption finishes the job.
 
-    Returns ``cluster``, ``old_role``, ``new_role``, ``stack_file_changed``, ``data_removed``
-    (the directory that is gone), ``stopped_pids``, ``seconds`` and ``next``.
+    Returns the :class:`StandbyRebuild`: ``cluster``, ``old_role``, ``new_role``, ``stack_file_changed``,
+    ``data_removed`` (the directory that is gone), ``stopped_pids``, ``seconds`` and ``next``.
     """
     from dr.estate.estate import Estate
 
@@ -456,20 +492,20 @@ def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> di
     finally:
         lock.release()
     progress(f"cluster {cluster}: absent (no process, no data); it is the standby of the next failover")
-    return {
-        "stack": stack,
-        "cluster": cluster,
-        "old_role": old_role,
-        "new_role": "standby",
-        "stack_file": str(stack_path),
-        "stack_file_changed": changed,
-        "data_removed": str(local.dir),
-        "removed_by": removed_by,
-        "stopped_pids": pids,
-        "pulumi_up_s": timings.get("pulumi up"),
-        "seconds": round(time.monotonic() - t0, 3),
-        "next": [
+    return StandbyRebuild(
+        stack=stack,
+        cluster=cluster,
+        old_role=old_role,
+        new_role="standby",
+        stack_file=str(stack_path),
+        stack_file_changed=changed,
+        data_removed=str(local.dir),
+        removed_by=removed_by,
+        stopped_pids=pids,
+        pulumi_up_s=timings.get("pulumi up"),
+        seconds=round(time.monotonic() - t0, 3),
+        next=[
             f"`drctl failover --stack {stack} --dry-run` shows {cluster} as the standby of the next "
             "failover, which provisions it as the passive cluster"
         ],
-    }
+    )

@@ -43,6 +43,23 @@ from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
+from dr.failover.outcomes import (
+    ClientsOutcome,
+    ConsumerGroupsOutcome,
+    DecommissionDeferred,
+    DecommissionOutcome,
+    DesiredStateOutcome,
+    Drained,
+    FenceOnly,
+    FenceSkipped,
+    IntegrityDeferred,
+    IntegrityOutcome,
+    IntegritySkipped,
+    LinkState,
+    Outcome,
+    PreflightOutcome,
+    PromoteOutcome,
+)
 from dr.failover.roles import Roles
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
@@ -86,17 +103,17 @@ class StepResult(BaseModel):
     """A step's result: ``done``, ``skipped``, ``deferred`` (retried by the next run) or ``differences``."""
 
     status: StepStatus
-    outcome: dict[str, Any] = Field(default_factory=dict)
-    """What the step found and did, as JSON (journaled as the step's ``outcome``)."""
+    outcome: Outcome = Field(default_factory=Outcome)
+    """What the step found and did (:mod:`dr.failover.outcomes`; journaled as the step's ``outcome``)."""
     summary: str = ""
     """One line for the operator."""
 
-    def __init__(self, status: StepStatus, outcome: dict[str, Any] | None = None, summary: str = "") -> None:
-        super().__init__(status=status, outcome=outcome or {}, summary=summary)
+    def __init__(self, status: StepStatus, outcome: Outcome | None = None, summary: str = "") -> None:
+        super().__init__(status=status, outcome=outcome or Outcome(), summary=summary)
 
     def journaled(self) -> dict[str, Any]:
-        """The outcome as the journal keeps it: with the summary line."""
-        return {**self.outcome, "summary": self.summary}
+        """The outcome as the journal keeps it: its JSON with the summary line."""
+        return {**self.outcome.journaled(), "summary": self.summary}
 
 
 @dataclass
@@ -254,32 +271,31 @@ def preflight(ctx: Context) -> StepResult:
             f"--mode unplanned`; {nothing}",
         )
     b_end = _offsets(ctx.b_ep, ctx.topics, B)
-    outcome: dict[str, Any] = {
-        "source": {"name": A, **a},
-        "target": {"name": B, **b.to_dict()},
-        "link": {"name": ctx.link.name},
-        "target_end_offsets": encode_offsets(b_end),
-    }
+    link = LinkState(name=ctx.link.name)
     if ctx.before.runs_here(ctx.link.name):
         runner = ctx.before.link_runner(ctx.link.name)
-        outcome["link"]["process"] = "running" if runner.alive() else "stopped"
+        link.process = "running" if runner.alive() else "stopped"
         if ctx.link.connect:
-            outcome["link"]["connect"] = ctx.link.connect
+            link.connect = ctx.link.connect
+    outcome = PreflightOutcome(
+        source={"name": A, **a},
+        target={"name": B, **b.to_dict()},
+        link=link,
+        target_end_offsets=encode_offsets(b_end),
+    )
     if a["reachable"]:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
         per_partition = lag(a_end, b_end)
-        outcome.update(
-            source_end_offsets=encode_offsets(a_end),
-            lag=encode_offsets(per_partition),
-            lag_total=sum(per_partition.values()),
-        )
+        outcome.source_end_offsets = encode_offsets(a_end)
+        outcome.lag = encode_offsets(per_partition)
+        outcome.lag_total = sum(per_partition.values())
         rpo = {
             "records": sum(per_partition.values()),
             "basis": "live link lag at preflight",
             "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v}),
         }
-        lag_text = f"link lag {outcome['lag_total']} records"
+        lag_text = f"link lag {outcome.lag_total} records"
     else:
         at, last = last_offsets(ctx.state, A)
         rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time(), write_rate=write_rate(ctx.state, A))
@@ -289,7 +305,7 @@ def preflight(ctx: Context) -> StepResult:
             if rpo["records"] is not None
             else "RPO unknown (no snapshot of A's offsets)"
         )
-    outcome["rpo_estimate"] = rpo
+    outcome.rpo_estimate = rpo
     if ctx.mode == "unplanned":
         ctx.journal.measure(rpo_estimate=rpo)
     state_a = "reachable" if a["reachable"] else "UNREACHABLE"
@@ -370,12 +386,12 @@ def fence_drain(ctx: Context) -> StepResult:
             removed = _fence_a(ctx)
             return StepResult(
                 "done",
-                {"fenced": True, "removed_acls": len(removed), "drained": False},
+                FenceOnly(fenced=True, removed_acls=len(removed), drained=False),
                 f"{A} answers: fenced ({len(removed)} write ACLs removed); no drain (unplanned)",
             )
         return StepResult(
             "skipped",
-            {"fenced": False, "drained": False, "reason": f"{A} unreachable"},
+            FenceSkipped(fenced=False, drained=False, reason=f"{A} unreachable"),
             f"{A} unreachable: not fenced now (fenced when it returns, before verification)",
         )
     removed = _fence_a(ctx)
@@ -420,22 +436,22 @@ def fence_drain(ctx: Context) -> StepResult:
             "per_partition": encode_offsets(behind),
         }
     )
-    outcome = {
-        "fenced": True,
-        "removed_acls": len(removed),
-        "drained": not behind,
-        "drain_s": drain_s,
-        "residual_lag": encode_offsets(behind),
-        "source_end_offsets": encode_offsets(a_end),
+    outcome = Drained(
+        fenced=True,
+        removed_acls=len(removed),
+        drained=not behind,
+        drain_s=drain_s,
+        residual_lag=encode_offsets(behind),
+        source_end_offsets=encode_offsets(a_end),
         **groups,
-    }
+    )
     text = (
         f"{A} fenced; drained in {drain_s:.1f}s"
         if not behind
         else f"{A} fenced; --force: {residual} records NOT drained"
     )
-    if not groups["groups_synced"]:
-        text += f"; group offsets not fully synced: {', '.join(groups['groups_pending'])}"
+    if not outcome.groups_synced:
+        text += f"; group offsets not fully synced: {', '.join(outcome.groups_pending)}"
     return StepResult("done", outcome, text)
 
 
@@ -474,14 +490,14 @@ def promote(ctx: Context) -> StepResult:
         )
     return StepResult(
         "done",
-        {
-            "link_stopped": link.name,
-            "link_was_running": was_running,
-            "link_stop_s": stop_s,
-            "link_stop": how,
-            "acls_granted": len(grants),
-            "writable_from_ms": writable_from_ms,
-        },
+        PromoteOutcome(
+            link_stopped=link.name,
+            link_was_running=was_running,
+            link_stop_s=stop_s,
+            link_stop=how,
+            acls_granted=len(grants),
+            writable_from_ms=writable_from_ms,
+        ),
         f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
         f"{', '.join(producers) or 'no producing application'}",
     )
@@ -535,13 +551,13 @@ def consumer_groups(ctx: Context) -> StepResult:
         text += f"; WOULD SKIP records: {', '.join(skips)}"
     return StepResult(
         "done",
-        {
-            "groups": groups,
-            "without_offsets": gaps,
-            "would_skip": skips,
-            "rereads_total": sum(rereads) if rereads else None,
-            "source_readable": a_ok,
-        },
+        ConsumerGroupsOutcome(
+            groups=groups,
+            without_offsets=gaps,
+            would_skip=skips,
+            rereads_total=sum(rereads) if rereads else None,
+            source_readable=a_ok,
+        ),
         text,
     )
 
@@ -563,16 +579,16 @@ def desired_state(ctx: Context) -> StepResult:
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
     return StepResult(
         "done",
-        {
-            "stack_file": str(ctx.stack_path),
-            "written": written,
-            "backup": str(backup),
-            "converger": ctx.converger.name,
-            "timings": timings,
-            "roles": roles,
-            "links": links,
-            "recovered": recovered,
-        },
+        DesiredStateOutcome(
+            stack_file=str(ctx.stack_path),
+            written=written,
+            backup=str(backup),
+            converger=ctx.converger.name,
+            timings=timings,
+            roles=roles,
+            links=links,
+            recovered=recovered,
+        ),
         f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
         f"converged by {ctx.converger.name}"
         + (f" (after repairing an interrupted run: {len(recovered)} repairs, see the journal)" if recovered else ""),
@@ -584,7 +600,9 @@ def clients(ctx: Context) -> StepResult:
     """Publish B's client configuration for every application (files 0600; passwords never printed)."""
     written = publish_clients(ctx.after, ctx.target)
     return StepResult(
-        "done", {"files": written}, f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}"
+        "done",
+        ClientsOutcome(files=written),
+        f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}",
     )
 
 
@@ -605,13 +623,13 @@ def integrity_check(ctx: Context) -> StepResult:
     if ctx.options.skip_verify:
         return StepResult(
             "skipped",
-            {"verdict": None, "reason": "--skip-verify", "fenced_on_return": len(removed)},
+            IntegritySkipped(verdict=None, reason="--skip-verify", fenced_on_return=len(removed)),
             "verification skipped (--skip-verify): no verdict",
         )
     if not a["reachable"]:
         return StepResult(
             "deferred",
-            {"verdict": None, "reason": f"{A} unreadable: {a['error']}"},
+            IntegrityDeferred(verdict=None, reason=f"{A} unreadable: {a['error']}"),
             f"{A} unreadable: verification deferred until it is back",
         )
     cutoff = ctx.journal.cutoff_ms()
@@ -649,13 +667,13 @@ def integrity_check(ctx: Context) -> StepResult:
     )
     counts = ", ".join(f"{n} {c}" for c, n in verdict.counts.items())
     origin = verdict.started_from or {}
-    outcome = {
-        "verdict": verdict.to_dict(),
-        "fenced_on_return": len(removed),
-        "cutoff_ms": cutoff,
-        "cutoff_utc": utc_text(cutoff),
-        "started_from": origin or None,
-    }
+    outcome = IntegrityOutcome(
+        verdict=verdict,
+        fenced_on_return=len(removed),
+        cutoff_ms=cutoff,
+        cutoff_utc=utc_text(cutoff),
+        started_from=origin or None,
+    )
     if origin.get("audit"):
         how = (
             f"started from audit run {origin['audit_runs']} of {ctx.link.name} ({origin['audited_at_utc']}): "
@@ -689,27 +707,27 @@ def decommission(ctx: Context) -> StepResult:
         reason = ctx.journal.outcome("integrity").get("reason") or "no verdict"
         return StepResult(
             "deferred",
-            {"reason": reason, "stopped": False},
+            DecommissionDeferred(reason=reason, stopped=False),
             f"{A} kept ({reason}); when it is readable rerun `drctl failover --stack {ctx.stack}` "
             f"to verify and decommission it, or pass --force-decommission",
         )
-    outcome: dict[str, Any] = {"forced": not clean}
+    outcome = DecommissionOutcome(forced=not clean)
     if ctx.original.cluster(A).kind is Kind.LOCAL:
         cluster = ctx.before.local_cluster(A)
         cluster.stop()
-        outcome.update(stopped=True, data_kept=str(cluster.dir))
+        outcome.stopped, outcome.data_kept = True, str(cluster.dir)
         text = f"{A} stopped (data kept in {cluster.dir})"
     else:
         # A cluster this product does not own: access is forgotten (the stack no longer manages its
         # users, topics and ACLs — `pulumi up` forgets them), its data and topics stay, the fence stays.
-        outcome.update(stopped=False, access_forgotten=True, data_kept=True, fenced=True)
+        outcome.stopped, outcome.access_forgotten, outcome.data_kept, outcome.fenced = False, True, True, True
         text = (
             f"{A} is {ctx.original.cluster(A).kind.value}: its users, topics and ACLs are forgotten by the stack, "
             "nothing on it was deleted (topics and data kept, applications fenced); stop or reuse it with its own "
             "tooling"
         )
     write_stack_config(ctx.stack_path, ctx.desired)  # A stays declared, decommissioned, without links
-    outcome["role"] = Role.DECOMMISSIONED.value
+    outcome.role = Role.DECOMMISSIONED.value
     if not clean and not integ.done:
         # The operator waived the verdict: the failover is complete, the step keeps what it found.
         before = integ.outcome or {}

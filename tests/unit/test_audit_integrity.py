@@ -25,6 +25,7 @@ from verification.audit_state import AuditState, Fingerprint, StateIdentity, loa
 from verification.fingerprint import checksum, key_hash
 from verification.recover import SourceRecord
 from verification.report import load_summary
+from verification.result import VerificationResult
 from verification.sides import KafkaSide
 
 STACK, LINK = "s", "A-to-B"
@@ -400,12 +401,8 @@ def test_integrity_verify_runs_the_full_job_when_the_state_is_damaged(
 
     def full(**kw):  # noqa: ANN003, ANN202
         ran.append(kw["topics"])
-        return SimpleNamespace(
-            clean=True,
-            counts=lambda: {c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")},
-            summary={"topics": {}},
-            out_dir=kw["out_dir"],
-        )
+        zeros = {c: 0 for c in ("missing", "unexpected", "duplicated", "corrupted")}
+        return VerificationResult({"verdict": "clean", "topics": {}, "totals": zeros}, Path(kw["out_dir"]))
 
     monkeypatch.setattr(verification.job, "run_verification", full)
     v = integrity_verify(tmp_path / "r", tmp_path / "state")
