@@ -13,6 +13,7 @@ need. Its fenced ACLs stay as the failover left them.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -31,7 +32,7 @@ from dr.topology.stackfile import render_stack_config
 if TYPE_CHECKING:
     from pulumi.automation import OpType, Stack
 
-__all__ = ["EstateStack", "PreviewSummary", "forget"]
+__all__ = ["EstateStack", "PreviewSummary", "forget", "parallelism"]
 
 Progress = Callable[[str], None]
 
@@ -54,6 +55,23 @@ class PreviewSummary:
     def clean(self) -> bool:
         """True when the preview proposes no change at all."""
         return not self.changes
+
+
+def parallelism() -> int | None:
+    """``KDR_PULUMI_PARALLEL``: resource operations the engine runs at once (None: the engine's default, 8).
+
+    Every operation here is a short admin request to a broker, so a large estate converges faster
+    with more in flight than the machine has cores.
+    """
+    text = os.environ.get("KDR_PULUMI_PARALLEL", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(
+            f"KDR_PULUMI_PARALLEL={text!r} is not a whole number of at least 1.",
+            "set it to how many resource operations Pulumi may run at once (e.g. 32), or unset it",
+        )
+    return int(text)
 
 
 def _quiet(_line: str) -> None:
@@ -111,7 +129,7 @@ class EstateStack:
                 "(left on the clusters as they are)"
             )
         try:
-            result = stack.up(on_output=_forward(progress), refresh=refresh, color="never")
+            result = stack.up(on_output=_forward(progress), refresh=refresh, color="never", parallel=parallelism())
         except Exception as exc:  # noqa: BLE001 - CommandError and friends
             raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
@@ -128,7 +146,9 @@ class EstateStack:
             progress(line.rstrip())
 
         try:
-            result = stack.preview(on_output=on_output, refresh=refresh, color="never", diff=True)
+            result = stack.preview(
+                on_output=on_output, refresh=refresh, color="never", diff=True, parallel=parallelism()
+            )
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.change_summary).items() if k != "same" and v}
@@ -155,7 +175,7 @@ class EstateStack:
     def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
         try:
-            result = self._stack().refresh(on_output=_forward(progress), color="never")
+            result = self._stack().refresh(on_output=_forward(progress), color="never", parallel=parallelism())
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi refresh` of stack {self.name!r}") from None
         return {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
@@ -163,7 +183,7 @@ class EstateStack:
     def destroy(self, progress: Progress = _quiet) -> None:
         """``pulumi destroy``: stop every process and remove the local clusters' data."""
         try:
-            self._stack().destroy(on_output=_forward(progress), color="never")
+            self._stack().destroy(on_output=_forward(progress), color="never", parallel=parallelism())
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
 
