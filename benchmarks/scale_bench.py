@@ -266,13 +266,66 @@ def _growth(rows: list[dict[str, Any]], key: str) -> str:
     return f"{values[-1] / values[0]:.1f}×"
 
 
+def _s(value: Any) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The figures as docs/scale.md's table (one column per size and shape) and the peak memory."""
+    heads = [
+        f"{r['n_topics']} topics / {r['n_applications']} apps, {r['shape']} (-p {r['pulumi_parallel']})" for r in rows
+    ]
+    lines = ["| step | " + " | ".join(heads) + " |", "|---|" + "---|" * len(rows)]
+
+    def row(label: str, cells: list[str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("resources after the failover", [str(r["resources_after_failover"]) for r in rows])
+    row("`pulumi up` from nothing (s)", [_s(r["up_s"]) for r in rows])
+    row("no-op preview (s)", [_s(r["noop_preview_s"]) for r in rows])
+    row("refresh (s)", [_s(r["refresh_s"]) for r in rows])
+    for label in sorted({k for r in rows for k in r["application_rto"]}, key=lambda k: "reads" in k):
+        kind = "writes" if "writes" in label else "reads"
+        row(
+            f"application RTO, {kind} (s)",
+            [_s(next((v for k, v in r["application_rto"].items() if kind in k), None)) for r in rows],
+        )
+        if kind == "reads":
+            break
+    row("RTO probe (s)", [_s(r["rto_probe_s"]) for r in rows])
+    row("A→B→C (s)", [_s(r["a_b_c_s"]) for r in rows])
+    for step in dict.fromkeys(k for r in rows for k in r["steps_s"]):
+        row(f"· step {step} (s)", [_s(r["steps_s"].get(step)) for r in rows])
+    row("`destroy` (s)", [_s(r["destroy_s"]) for r in rows])
+    row("preview after the failover", [str(r["preview_after_failover"] or "clean") for r in rows])
+    row("preview after an ACL deleted behind Pulumi", [str(r["drift_seen"] or "NOT SEEN") for r in rows])
+    row("acknowledged records lost", [str(r["lost_after_recovery"]) for r in rows])
+    row("drill grade", [r["grade"].split(" (")[0] for r in rows])
+    kinds = sorted({k for r in rows for phase in r["peak_rss_mb"].values() for k in phase})
+    for kind in kinds:
+        row(
+            f"peak RSS {kind} (MB, up / failover / destroy)",
+            [
+                " / ".join(_s(r["peak_rss_mb"].get(ph, {}).get(kind)) for ph in ("up", "failover", "destroy"))
+                for r in rows
+            ],
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,100", help="comma-separated topic counts (N/5 applications each)")
     ap.add_argument("--shapes", default="named,prefix", help="named (one ACL per topic) and/or prefix")
     ap.add_argument("--rate", type=int, default=500, help="records per second of the drill's producer")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    ap.add_argument(
+        "--table", type=Path, nargs="+", default=None, help="print the table of these --json files; run nothing"
+    )
     args = ap.parse_args()
+    if args.table:
+        print(markdown([row for path in args.table for row in json.loads(path.read_text())]))
+        return
     # a `timeout` or Ctrl-C still runs the teardown in `measure`'s finally: no JVM outlives the run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows = []
@@ -284,6 +337,7 @@ def main() -> None:
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows, indent=2))
+    print(markdown(rows))
     for shape in args.shapes.split(","):
         mine = [r for r in rows if f"{r['shape']}@{r['pulumi_parallel']}".startswith(shape)]
         print(f"growth {mine[0]['n_topics']}→{mine[-1]['n_topics']} topics ({shape}):", end=" ")
