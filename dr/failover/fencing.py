@@ -73,8 +73,9 @@ def write_bindings(endpoint: Endpoint, principals: list[str]) -> list[AclBinding
     if not principals:
         return []
     wanted = {f"User:{p}" for p in principals}
+    admin = admin_client(endpoint)  # held until the result is in: a collected client fails its futures
     with kafka_errors("listing the application write ACLs", endpoint):
-        every = admin_client(endpoint).describe_acls(_write_filter(None)).result(timeout=30)
+        every = admin.describe_acls(_write_filter(None)).result(timeout=30)
     return [b for b in every if b.principal in wanted]
 
 
