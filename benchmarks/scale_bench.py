@@ -134,11 +134,11 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.phase = "idle"
         self.peaks: dict[str, dict[str, float]] = {}
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         me = os.getpid()
-        while not self._stop.wait(0.25):
+        while not self._halt.wait(0.25):
             parents = _children()
             below = {me}
             grew = True
@@ -158,7 +158,7 @@ class MemorySampler(threading.Thread):
                 peaks[kind] = round(max(peaks.get(kind, 0.0), mb), 1)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
 
 # ---------------------------------------------------------------------------------- one run
