@@ -21,6 +21,7 @@ from the state, with a warning, the users, topics and ACLs of local clusters tha
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from dr.runtime.credentials import Credentials
 
-__all__ = ["EstateStack", "PreviewSummary", "forget"]
+__all__ = ["EstateStack", "PreviewSummary", "forget", "parallelism"]
 
 Progress = Callable[[str], None]
 
@@ -64,6 +65,23 @@ class PreviewSummary:
     def clean(self) -> bool:
         """True when the preview proposes no change at all."""
         return not self.changes
+
+
+def parallelism() -> int | None:
+    """``KDR_PULUMI_PARALLEL``: resource operations the engine runs at once (None: the engine's default, 8).
+
+    Every operation here is a short admin request to a broker, so a large estate converges faster
+    with more in flight than the machine has cores.
+    """
+    text = os.environ.get("KDR_PULUMI_PARALLEL", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(
+            f"KDR_PULUMI_PARALLEL={text!r} is not a whole number of at least 1.",
+            "set it to how many resource operations Pulumi may run at once (e.g. 32), or unset it",
+        )
+    return int(text)
 
 
 def _quiet(_line: str) -> None:
@@ -135,7 +153,9 @@ class EstateStack:
         if settled and not refresh:
             self._note("refreshing before the update: an interrupted operation was settled", progress)
         try:
-            result = stack.up(on_output=_forward(progress), refresh=refresh or settled, color="never")
+            result = stack.up(
+                on_output=_forward(progress), refresh=refresh or settled, color="never", parallel=parallelism()
+            )
         except Exception as exc:  # noqa: BLE001 - CommandError and friends
             raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
@@ -166,7 +186,9 @@ class EstateStack:
             progress(line.rstrip())
 
         try:
-            result = stack.preview(on_output=on_output, refresh=refresh, color="never", diff=True)
+            result = stack.preview(
+                on_output=on_output, refresh=refresh, color="never", diff=True, parallel=parallelism()
+            )
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi preview` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.change_summary).items() if k != "same" and v}
@@ -222,7 +244,7 @@ class EstateStack:
         stack = self._stack()
         self.repair(stack, progress)
         try:
-            result = stack.refresh(on_output=_forward(progress), color="never")
+            result = stack.refresh(on_output=_forward(progress), color="never", parallel=parallelism())
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi refresh` of stack {self.name!r}") from None
         return {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
@@ -237,7 +259,7 @@ class EstateStack:
         self.repair(stack, progress)
         self.forget_unreachable(stack, progress)
         try:
-            stack.destroy(on_output=_forward(progress), color="never")
+            stack.destroy(on_output=_forward(progress), color="never", parallel=parallelism())
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi destroy` of stack {self.name!r}") from None
 

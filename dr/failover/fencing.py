@@ -25,12 +25,12 @@ from dr.kafka.client import Endpoint, admin_client, create_acls, delete_acls, ka
 __all__ = ["binding_from_dict", "binding_to_dict", "fence", "unfence", "write_bindings"]
 
 
-def _write_filter(principal: str) -> AclBindingFilter:
+def _write_filter(principal: str | None) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.TOPIC,
         None,  # type: ignore[arg-type]  # None matches any name in a filter; the stub says str
         ResourcePatternType.ANY,
-        f"User:{principal}",
+        None if principal is None else f"User:{principal}",  # type: ignore[arg-type]  # None: any principal
         None,  # type: ignore[arg-type]  # any host
         AclOperation.WRITE,
         AclPermissionType.ALLOW,
@@ -69,13 +69,14 @@ def binding_from_dict(d: dict[str, str]) -> AclBinding:
 
 
 def write_bindings(endpoint: Endpoint, principals: list[str]) -> list[AclBinding]:
-    """Every ``ALLOW WRITE`` topic ACL of ``principals`` on the cluster."""
-    admin = admin_client(endpoint)
-    found: list[AclBinding] = []
-    for principal in principals:
-        with kafka_errors(f"listing the write ACLs of {principal!r}", endpoint):
-            found += admin.describe_acls(_write_filter(principal)).result(timeout=30)
-    return found
+    """Every ``ALLOW WRITE`` topic ACL of ``principals`` on the cluster (one DescribeAcls call for all)."""
+    if not principals:
+        return []
+    wanted = {f"User:{p}" for p in principals}
+    admin = admin_client(endpoint)  # held until the result is in: a collected client fails its futures
+    with kafka_errors("listing the application write ACLs", endpoint):
+        every = admin.describe_acls(_write_filter(None)).result(timeout=30)
+    return [b for b in every if b.principal in wanted]
 
 
 def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
@@ -84,8 +85,8 @@ def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
     Raises when a write ACL is still present afterwards, so a fence is never assumed.
     """
     present = write_bindings(endpoint, principals)
-    if present:
-        delete_acls(endpoint, [_write_filter(p) for p in principals])
+    if present:  # one DeleteAcls request carrying one filter per principal that holds any
+        delete_acls(endpoint, [_write_filter(p) for p in sorted({b.principal.removeprefix("User:") for b in present})])
     left = write_bindings(endpoint, principals)
     if left:
         raise FailoverError(

@@ -88,11 +88,11 @@ def _create_journal(stack: str, state: Path, mode: str, original: Topology, desi
 def _start_probe(ctx: Context) -> WriteProbe | None:
     if not ctx.options.probe or ctx.journal.measurements.probe:
         return None
-    producer = next((app for app in ctx.original.principals.applications if app.produces), None)
+    producer = next((app for app in ctx.original.principals.applications if ctx.original.produced_by(app)), None)
     if producer is None:
         return None
     endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
-    probe = WriteProbe(endpoint, producer.produces[0], failover_id=ctx.journal.failover_id)
+    probe = WriteProbe(endpoint, ctx.original.produced_by(producer)[0], failover_id=ctx.journal.failover_id)
     probe.start()
     return probe
 

@@ -66,7 +66,7 @@ def _actions(
     link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
     link_name = link.name if link else f"{A.name}-to-{B.name} (MISSING)"
     apps = [a.name for a in original.principals.applications]
-    producers = [a.name for a in original.principals.applications if a.produces]
+    producers = [a.name for a in original.principals.applications if a.writes]
     groups = [a.consumer_group for a in original.principals.applications if a.consumer_group]
     topics = [t.name for t in (original.topics_for(link) if link else original.topics)]
     new_links = ", ".join(f"{lk.source}→{lk.target}" for lk in desired.links) or "none"

@@ -338,16 +338,17 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
 def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStatus:
     """One application's consumer group: committed offsets and lag on every cluster that answers."""
     group = app.consumer_group or ""
-    entry = GroupStatus(group=group, application=app.name, topics=app.consumes, positions={})
+    consumes = topology.consumed_by(app)
+    entry = GroupStatus(group=group, application=app.name, topics=consumes, positions={})
     for name, ep in seen.endpoints.items():
         if not topology.cluster(name).holds_topics:
             continue
         try:
-            done = {tp: n for tp, n in committed_offsets(ep, group).items() if tp[0] in app.consumes}
+            done = {tp: n for tp, n in committed_offsets(ep, group).items() if tp[0] in consumes}
         except ClusterError as exc:
             entry.positions[name] = GroupPosition(error=exc.problem)
             continue
-        behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in seen.ends.get(name, {}).items() if tp[0] in app.consumes}
+        behind = {tp: max(0, n - done.get(tp, 0)) for tp, n in seen.ends.get(name, {}).items() if tp[0] in consumes}
         entry.positions[name] = GroupPosition(
             committed=encode_offsets(done), committed_total=sum(done.values()), lag_total=sum(behind.values())
         )

@@ -63,7 +63,7 @@ from dr.failover.outcomes import (
 from dr.failover.roles import Roles
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
-from dr.kafka.offsets import committed_offsets, end_offsets
+from dr.kafka.offsets import committed_offsets, committed_offsets_of, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 
@@ -480,7 +480,7 @@ def promote(ctx: Context) -> StepResult:
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
     grants = application_acls(ctx.desired, Role.ACTIVE)
     create_acls(ctx.b_ep, grants)
-    producers = [app.name for app in ctx.original.principals.applications if app.produces]
+    producers = [app.name for app in ctx.original.principals.applications if app.writes]
     have = {b.principal.removeprefix("User:") for b in write_bindings(ctx.b_ep, producers)}
     lacking = sorted(set(producers) - have)
     if lacking:
@@ -511,18 +511,21 @@ def consumer_groups(ctx: Context) -> StepResult:
     a_end = _offsets(ctx.a_ep, ctx.topics, ctx.source) if a_ok else None
     groups = []
     declared = {t.name for t in ctx.original.topics}
+    names = [app.consumer_group for app in ctx.original.principals.applications if app.consumer_group]
+    try:  # one batch per cluster, not one round trip per group and cluster
+        on_b = committed_offsets_of(ctx.b_ep, names)
+        on_a = committed_offsets_of(ctx.a_ep, names) if a_ok else None
+    except ClusterError as exc:
+        raise FailoverError(
+            f"cannot read the offsets of the consumer groups: {exc.problem}",
+            "check the clusters answer, then rerun the failover (it resumes here)",
+        ) from exc
     for app in ctx.original.principals.applications:
         if not app.consumer_group:
             continue
-        topics = [t for t in app.consumes if t in declared]
-        try:
-            target_committed = committed_offsets(ctx.b_ep, app.consumer_group)
-            source_committed = committed_offsets(ctx.a_ep, app.consumer_group) if a_ok else None
-        except ClusterError as exc:
-            raise FailoverError(
-                f"cannot read the offsets of group {app.consumer_group!r}: {exc.problem}",
-                "check the clusters answer, then rerun the failover (it resumes here)",
-            ) from exc
+        topics = [t for t in ctx.original.consumed_by(app) if t in declared]
+        target_committed = on_b[app.consumer_group]
+        source_committed = None if on_a is None else on_a[app.consumer_group]
         groups.append(
             describe_group(
                 group=app.consumer_group,

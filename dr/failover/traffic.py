@@ -410,9 +410,11 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
     consumer group that reads that topic, and the offsets snapshotter."""
     topology = estate.topology
     A = topology.active().name
-    producer_app = next(a for a in topology.principals.applications if a.produces)
-    topic = producer_app.produces[0]
-    consumer_app = next((a for a in topology.principals.applications if a.consumer_group and topic in a.consumes), None)
+    producer_app = next(a for a in topology.principals.applications if topology.produced_by(a))
+    topic = topology.produced_by(producer_app)[0]
+    consumer_app = next(
+        (a for a in topology.principals.applications if a.consumer_group and topic in topology.consumed_by(a)), None
+    )
     clusters = {estate.local_cluster(c.name).bootstrap: c.name for c in topology.clusters if c.kind is Kind.LOCAL}
     producer_ep = estate.endpoint(A).with_user(producer_app.name, estate.app_password(producer_app.name))
     producer = ProducerLoop(

@@ -59,6 +59,14 @@ def _replicator_target(user: str) -> list[AclRule]:
     ]
 
 
+def _prefixed(principal: str, prefix: str, operation: str) -> set[AclRule]:
+    """One prefixed binding per operation: as many ACLs for 1,000 topics under ``prefix`` as for one."""
+    return {
+        AclRule(principal, "Topic", prefix, operation, "Prefixed"),
+        AclRule(principal, "Topic", prefix, "Describe", "Prefixed"),
+    }
+
+
 def application_rules(topology: Topology, role: Role) -> set[AclRule]:
     """The application principals' ACLs on a cluster of ``role``."""
     rules: set[AclRule] = set()
@@ -66,8 +74,12 @@ def application_rules(topology: Topology, role: Role) -> set[AclRule]:
         if role is Role.ACTIVE:
             for topic in app.produces:
                 rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
+            if app.produces_prefix:
+                rules |= _prefixed(app.name, app.produces_prefix, "Write")
         for topic in app.consumes:
             rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
+        if app.consumes_prefix:
+            rules |= _prefixed(app.name, app.consumes_prefix, "Read")
         if app.consumer_group:
             rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
     return rules

@@ -174,13 +174,27 @@ class Topic(_Model):
 
 
 class Application(_Model):
-    """An application principal and the topics it may produce to and consume from."""
+    """An application principal and the topics it may produce to and consume from.
+
+    ``produces``/``consumes`` name topics (one ACL per topic and operation). An application that
+    owns a family of topics declares its prefix instead (``produces_prefix``/``consumes_prefix``):
+    one prefixed ACL per operation covers every topic whose name starts with it, however many there are.
+    """
 
     name: str = Field(min_length=1)
     produces: list[str] = Field(default_factory=list)
     consumes: list[str] = Field(default_factory=list)
+    produces_prefix: str | None = Field(default=None, min_length=1)
+    """Every topic whose name starts with this may be written (one prefixed ACL, not one per topic)."""
+    consumes_prefix: str | None = Field(default=None, min_length=1)
+    """Every topic whose name starts with this may be read (one prefixed ACL, not one per topic)."""
     consumer_group: str | None = None
     password: Secret | None = None
+
+    @property
+    def writes(self) -> bool:
+        """True when the application produces anything (named topics or a prefix)."""
+        return bool(self.produces or self.produces_prefix)
 
 
 class Principals(_Model):
@@ -356,6 +370,12 @@ class Link(_Model):
 _RULE_CHECKS: list[Callable[[Topology], None]] = []
 
 
+def _with_prefix(named: list[str], prefix: str | None, topics: list[Topic]) -> list[str]:
+    if prefix is None:
+        return list(named)
+    return list(named) + [t.name for t in topics if t.name.startswith(prefix) and t.name not in named]
+
+
 def register_rule_check(check: Callable[[Topology], None]) -> None:
     """Run ``check`` on every :class:`Topology` constructed; it raises :class:`TopologyError` on a broken rule."""
     _RULE_CHECKS.append(check)
@@ -485,6 +505,14 @@ class Topology(_Model):
     def runs_on_connect(self, link: Link) -> bool:
         """True when ``link`` runs as MirrorMaker 2 connectors on a declared Connect cluster."""
         return link.engine == Engine.MIRRORMAKER2 and link.connect is not None
+
+    def produced_by(self, app: Application) -> list[str]:
+        """The declared topics ``app`` may write: its named topics, then those under its prefix."""
+        return _with_prefix(app.produces, app.produces_prefix, self.topics)
+
+    def consumed_by(self, app: Application) -> list[str]:
+        """The declared topics ``app`` may read: its named topics, then those under its prefix."""
+        return _with_prefix(app.consumes, app.consumes_prefix, self.topics)
 
     def topics_for(self, link: Link) -> list[Topic]:
         """The declared topics a link replicates."""

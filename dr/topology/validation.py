@@ -863,6 +863,14 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
                         f"application {app.name!r} {verb} undeclared topic {name!r}",
                         f"declare {name!r} under kafka-dr:topics, or use one of: {known}",
                     )
+        for field, verb in (("produces_prefix", "produces to"), ("consumes_prefix", "consumes from")):
+            prefix = getattr(app, field)
+            if prefix is not None and not any(name.startswith(prefix) for name in declared):
+                yield Violation(
+                    f"principals.applications[{i}].{field}",
+                    f"application {app.name!r} {verb} prefix {prefix!r}, which no declared topic starts with",
+                    f"declare a topic named {prefix}<something> under kafka-dr:topics, or fix the prefix",
+                )
 
 
 # -- clusters ---------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ RESERVED: tuple[range, ...] = (
     range(22500, 23000),  # benchmarks/verify_bench.py (--base-port 22500, A + 3 targets)
     range(23100, 23400),  # benchmarks/foundation_bench.py
     range(24500, 25000),  # benchmarks/connect_bench.py (A + 4 targets, Connect at +50)
+    range(25000, 25300),  # benchmarks/scale_bench.py (A, B, C at +0/+100/+200)
     range(29100, 29400),  # benchmarks/pulumi_bench.py: the stack
     range(29600, 29800),  # benchmarks/pulumi_bench.py: the runtime baseline
     range(30100, 30400),  # benchmarks/pulumi_bench.py: the drill

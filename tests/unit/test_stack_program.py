@@ -612,6 +612,45 @@ def test_an_application_producing_and_consuming_one_topic_gets_each_acl_once(tmp
     assert ops == ["Describe", "Read", "Write"], f"echo's topic ACLs on A: {ops}"
 
 
+def test_an_application_owning_a_prefix_gets_one_acl_per_operation_whatever_the_topic_count(tmp_path: Path) -> None:
+    def estate(topics: int) -> Topology:
+        return Topology(
+            name="local",
+            clusters=[
+                Cluster(name="A", role="active", base_port=19100),
+                Cluster(name="B", role="passive", base_port=19200),
+            ],
+            topics=[Topic(name=f"sales.t{i}", partitions=1, replication_factor=1) for i in range(topics)],
+            principals=Principals(
+                applications=[
+                    Application(name="sales", produces_prefix="sales.", consumes_prefix="sales.", consumer_group="s")
+                ]
+            ),
+            links=[Link(name="A-to-B", source="A", target="B")],
+        )
+
+    small, large = estate(2), estate(50)
+    for name, role_ops in (("A", ["Describe", "Read", "Write"]), ("B", ["Describe", "Read"])):
+        rules = [
+            r for r in acl_rules(large, large.cluster(name)) if r.principal == "sales" and r.resource_type == "Topic"
+        ]
+        assert sorted(r.operation for r in rules) == role_ops, f"sales on {name}: {rules}"
+        assert {(r.resource_name, r.pattern) for r in rules} == {("sales.", "Prefixed")}, rules
+        assert acl_rules(small, small.cluster(name)) == acl_rules(large, large.cluster(name))
+    run = run_program(large, tmp_path)
+    on_a = [r for r in run.of_type(ACL) if owner_cluster(r) == "A" and r.inputs["aclPrincipal"] == "User:sales"]
+    prefixed = sorted(r.inputs["aclOperation"] for r in on_a if r.inputs["resourcePatternTypeFilter"] == "Prefixed")
+    assert prefixed == ["Describe", "Read", "Write"], f"sales' prefixed ACL resources on A: {prefixed}"
+
+
+def test_named_topics_keep_their_literal_acls(local: Run) -> None:
+    """Stack files without prefixes get exactly the per-topic ACLs they always had."""
+    rules = acl_rules(local.topology, local.topology.cluster("A"))
+    apps = [r for r in rules if r.principal in ("orders-app", "billing")]
+    assert apps and all(r.pattern == "Literal" for r in apps), apps
+    assert ("orders-app", "orders", "Write") in {(r.principal, r.resource_name, r.operation) for r in apps}
+
+
 # -- secrets ------------------------------------------------------------------------------------
 
 

@@ -212,3 +212,20 @@ def test_several_clusters_at_once() -> None:
 def test_an_empty_deployment() -> None:
     assert forget({}, {"A-access"}) == ({}, 0)
     assert forget({"resources": []}, {"A-access"}) == ({"resources": []}, 0)
+
+
+def test_pulumi_parallelism_comes_from_the_environment_and_bad_values_say_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dr.base.errors import ConfigError
+    from dr.estate.stack import parallelism
+
+    monkeypatch.delenv("KDR_PULUMI_PARALLEL", raising=False)
+    assert parallelism() is None
+    monkeypatch.setenv("KDR_PULUMI_PARALLEL", "32")
+    assert parallelism() == 32
+    for bad in ("0", "many", "-3"):
+        monkeypatch.setenv("KDR_PULUMI_PARALLEL", bad)
+        with pytest.raises(ConfigError) as info:
+            parallelism()
+        assert "KDR_PULUMI_PARALLEL" in str(info.value) and "e.g. 32" in str(info.value)

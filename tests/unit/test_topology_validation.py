@@ -362,6 +362,29 @@ def test_application_produces_unknown_topic() -> None:
     )
 
 
+def test_application_prefix_that_no_topic_starts_with() -> None:
+    def mutate(config: dict[str, Any]) -> None:
+        config["kafka-dr:principals"]["applications"][1]["consumes_prefix"] = "refund."
+
+    _line(
+        _error(LOCAL, mutate),
+        "principals.applications[1].consumes_prefix",
+        "prefix 'refund.', which no declared topic starts with",
+        "declare a topic named refund.<something>",
+    )
+
+
+def test_application_prefix_resolves_to_the_declared_topics_it_covers() -> None:
+    def mutate(config: dict[str, Any]) -> None:
+        config["kafka-dr:principals"]["applications"][0].update(produces=[], produces_prefix="ord")
+        config["kafka-dr:principals"]["applications"][1].update(consumes=["payments"], consumes_prefix="o")
+
+    t = _load(LOCAL, mutate)
+    orders_app, billing = t.principals.applications
+    assert t.produced_by(orders_app) == ["orders"] and orders_app.writes
+    assert t.consumed_by(billing) == ["payments", "orders"]
+
+
 def test_application_consumes_unknown_topic() -> None:
     def mutate(config: dict[str, Any]) -> None:
         config["kafka-dr:principals"]["applications"][1]["consumes"] = ["refunds"]
