@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dr.failover.drill_result import DrillCycle, DrillResult
-from dr.failover.render import render_summary
+from dr.failover.render import render_summary, seconds_text
 
 __all__ = ["render_drill"]
 
@@ -27,20 +27,22 @@ def render_drill(r: DrillResult) -> str:
     return "\n".join(lines)
 
 
-def _s(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}s"
-
-
 def _render_cycle(c: DrillCycle) -> list[str]:
     A, B = c.source, c.target
     lines = [f"  [{k.result:>4}] {k.check}" for k in c.checks]
     for app in c.application_rto:
         lines.append(
-            f"application RTO {app.application} ({app.kind}): {_s(app.rto_s)} — {app.measured}"
-            + (f"; last record read on {A} → first on {B}: {_s(app.data_gap_s)}" if app.data_gap_s is not None else "")
+            f"application RTO {app.application} ({app.kind}): {seconds_text(app.rto_s)} — {app.measured}"
+            + (
+                f"; last record read on {A} → first on {B}: {seconds_text(app.data_gap_s)}"
+                if app.data_gap_s is not None
+                else ""
+            )
         )
     s = c.failover
-    lines.append(f"RTO probe {_s(s.rto_s)} (supplement) · {c.chain} {_s(s.a_b_c_s)} · failover total {_s(s.total_s)}")
+    lines.append(
+        f"RTO probe {seconds_text(s.rto_s)} (supplement) · {c.chain} {seconds_text(s.a_b_c_s)} · failover total {seconds_text(s.total_s)}"
+    )
     rpo = c.rpo
     hi = rpo.estimate_upper_bound
     estimate = (

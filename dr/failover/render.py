@@ -12,10 +12,11 @@ if TYPE_CHECKING:
     from dr.failover.status import StatusReport
     from dr.failover.summary import FailoverSummary
 
-__all__ = ["render_plan", "render_status", "render_summary"]
+__all__ = ["render_plan", "render_status", "render_summary", "seconds_text"]
 
 
-def _s(value: float | None) -> str:
+def seconds_text(value: float | None) -> str:
+    """Seconds as printed (``4.7s``), or ``—`` when not measured."""
     return "—" if value is None else f"{value:.1f}s"
 
 
@@ -38,14 +39,18 @@ def render_summary(s: FailoverSummary) -> str:
         lines.append((head + text).rstrip())
     runs = f"{s.runs} runs" + (f", {s.interrupted_runs} interrupted" if s.interrupted_runs else "")
     lines.append(
-        f"RTO probe (the run that fenced {s.source} → first probe write acknowledged by {s.target}): {_s(s.rto_s)}"
-        + (f"  [{runs}; from the start of the run that measured it: {_s(s.rto_this_run_s)}]" if s.runs > 1 else "")
+        f"RTO probe (the run that fenced {s.source} → first probe write acknowledged by {s.target}): {seconds_text(s.rto_s)}"
+        + (
+            f"  [{runs}; from the start of the run that measured it: {seconds_text(s.rto_this_run_s)}]"
+            if s.runs > 1
+            else ""
+        )
     )
     if s.write_outage_s is not None:
-        lines.append(f"writes refused everywhere (fence → first ack): {_s(s.write_outage_s)}")
+        lines.append(f"writes refused everywhere (fence → first ack): {seconds_text(s.write_outage_s)}")
     lines.append(
-        f"A→B→C ({chain}, fencing run start → {s.standby or s.target} converged): {_s(s.a_b_c_s)}"
-        f"   total: {_s(s.total_s)}"
+        f"A→B→C ({chain}, fencing run start → {s.standby or s.target} converged): {seconds_text(s.a_b_c_s)}"
+        f"   total: {seconds_text(s.total_s)}"
     )
     if s.cutoff_ms is not None:
         lines.append(
@@ -157,8 +162,8 @@ def render_status(st: StatusReport) -> str:
     if last:
         steps = " ".join(f"{s.name}={s.status}" for s in last.steps)
         lines.append(
-            f"  last failover {last.failover_id} ({last.mode}): {last.status}; RTO {_s(last.rto_s)}; "
-            f"A→B→C {_s(last.a_b_c_s)}"
+            f"  last failover {last.failover_id} ({last.mode}): {last.status}; RTO {seconds_text(last.rto_s)}; "
+            f"A→B→C {seconds_text(last.a_b_c_s)}"
         )
         lines.append(f"      {steps}")
         lines.extend(f"      next: {n}" for n in last.next)
