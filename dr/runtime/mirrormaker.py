@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
@@ -31,6 +32,41 @@ from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command
 #: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
 SOURCE_TASK_READY = re.compile(r"WorkerSourceTask\{id=MirrorSourceConnector-\d+\} Source task finished initialization")
 HEARTBEAT_READY = re.compile(r"WorkerSourceTask\{id=MirrorHeartbeatConnector-\d+\} Source task finished initialization")
+CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+"""The connectors a dedicated MirrorMaker 2 runs for one flow."""
+_CONFIG_WRITTEN = re.compile(r"MirrorHerder - (Mirror\w+Connector) connector configured for ")
+_CONFIG_UP_TO_DATE = re.compile(
+    r"MirrorHerder - This node is a leader for \S+ and configuration for (Mirror\w+Connector) is already"
+)
+
+
+def config_in_effect(log_text: str) -> dict[str, int]:
+    """Per connector, the offset in ``log_text`` from which it runs the configuration this start wrote (pure).
+
+    On becoming its group's leader MirrorMaker 2 compares each connector's stored configuration (the one an
+    earlier run left on the target) with its own: an equal one is "already up to date" and what runs since
+    launch is ours (offset 0); a different one is written and the connector restarts, so only what the log
+    says after that record is ours. A connector missing from the result has not been decided yet.
+    """
+    marks: dict[str, int] = {}
+    for match in _CONFIG_UP_TO_DATE.finditer(log_text):
+        marks.setdefault(match.group(1), 0)
+    for match in _CONFIG_WRITTEN.finditer(log_text):
+        marks[match.group(1)] = match.end()
+    return marks
+
+
+def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
+    """True once every connector runs this start's configuration and a replication task has started
+    under it; with no topic to copy, the heartbeat task stands for it (pure but for the callback)."""
+    marks = config_in_effect(log_text)
+    if any(name not in marks for name in CONNECTORS):
+        return False
+    if SOURCE_TASK_READY.search(log_text, marks["MirrorSourceConnector"]):
+        return True
+    return HEARTBEAT_READY.search(log_text, marks["MirrorHeartbeatConnector"]) is not None and not source_has_topics()
+
+
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
@@ -251,7 +287,7 @@ class MirrorMaker:
                     f"MirrorMaker 2 {self.name} exited during start-up: {cause}",
                     f"fix the cause; the whole log is {self.process.log_file}",
                 )
-            if cause is not None and not final:
+            if cause is not None and (not final or len(config_in_effect(text)) < len(CONNECTORS)):
                 return False  # a restart with the new config may still supersede it
             if cause is not None:
                 elapsed = time.monotonic() - t0
@@ -261,11 +297,16 @@ class MirrorMaker:
                     f"fix the cause (the link's topics/groups or extra properties); the whole trace is in "
                     f"{self.process.log_file}",
                 )
-            if SOURCE_TASK_READY.search(text):
-                return True
-            return HEARTBEAT_READY.search(text) is not None and not self._source_has_topics()
+            return tasks_ready(text, self._source_has_topics)
 
         if not wait_until(running, timeout, interval=0.25):
+            decided = config_in_effect(self.process.log_since(log_start))
+            if len(decided) < len(CONNECTORS):
+                raise ClusterError(
+                    f"MirrorMaker 2 {self.name} did not configure its connectors in {timeout:.0f}s (it never led its "
+                    f"Connect group on {self.target.name}: another MirrorMaker 2 of this link may be running).",
+                    f"stop any other MirrorMaker 2 process of {self.name}, then read {self.process.log_file}",
+                )
             raise ClusterError(
                 f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.", f"read {self.process.log_file}"
             )

@@ -17,18 +17,22 @@ from tests.integration.helpers import create_topic
 
 
 @pytest.mark.parametrize(
-    ("extra", "named"),
+    ("extra", "named", "after_a_good_run"),
     [
-        # A regex the JVM reads that no stack field carries (the topology validates topics/groups).
+        # A regex the JVM reads that no stack field carries (the topology validates topics/groups). Run first,
+        # after a working run of the link: MirrorMaker 2 starts that run's stored config, whose tasks start
+        # fine, before it writes the new one; those tasks must not pass for this start's.
         (
             {"A->B.topics.exclude": "(?#not java)orders"},
             "java.util.regex.PatternSyntaxException: Unknown inline modifier",
+            True,
         ),
         # Run second, it also meets the first one's config, which MirrorMaker 2 stored on B and starts
         # before writing its own: that stale failure is superseded, this one is named.
         (
             {"A->B.groups.exclude": "(?#not java)console-.*"},
             "java.util.regex.PatternSyntaxException: Unknown inline modifier",
+            False,
         ),
     ],
     ids=["topics-exclude", "groups-exclude"],
@@ -40,13 +44,21 @@ def test_a_failed_mm2_start_names_its_cause_within_seconds(
     request: pytest.FixtureRequest,
     extra: dict[str, str],
     named: str,
+    after_a_good_run: bool,
 ) -> None:
     # A topic on the source: the process cannot pass for "running with nothing to copy".
     create_topic(cluster_a, f"start-failure-{request.node.callspec.id}", partitions=1)
+    if after_a_good_run:
+        good = MirrorMaker(cluster_a, cluster_b, tmp_path / "good")
+        good.start(timeout=120)
+        good.stop()
     mirror = MirrorMaker(cluster_a, cluster_b, tmp_path, extra=extra)
     t0 = time.monotonic()
-    with pytest.raises(ClusterError) as info:
-        mirror.start(timeout=120)
+    try:
+        with pytest.raises(ClusterError) as info:
+            mirror.start(timeout=120)
+    finally:
+        mirror.stop()  # a start that wrongly succeeded must not lead the next one's Connect group
     elapsed = time.monotonic() - t0
     print(f"{extra}: named after {elapsed:.1f}s: {info.value.problem}")
     assert named in info.value.problem

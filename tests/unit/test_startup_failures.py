@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from dr.kafka.connect_rest import root_cause
+from dr.runtime.mirrormaker import config_in_effect, tasks_ready
 from dr.runtime.process import FatalWatch, fatal_cause, last_exception
 
 # Lines as MirrorMaker 2 (Kafka 4.3.1, slf4j-simple) wrote them for topics "(?#x)orders".
@@ -71,3 +72,42 @@ def test_a_fatal_record_is_final_only_once_it_has_stood_for_the_settle_time() ->
     time.sleep(0.25)
     assert watch.check(_MM2_LOG)[1] is True
     assert watch.check("") == (None, False)
+
+
+# How MirrorMaker 2 (Kafka 4.3.1) says which configuration its connectors run, from real logs.
+_UP_TO_DATE = "".join(
+    f"5194 [MirrorHerder-A->B-1] INFO org.apache.kafka.connect.mirror.MirrorHerder - This node is a leader for A->B "
+    f"and configuration for {name} is already up to date.\n"
+    for name in ("MirrorSourceConnector", "MirrorHeartbeatConnector", "MirrorCheckpointConnector")
+)
+_SOURCE_READY = (
+    "6114 [task-thread-MirrorSourceConnector-0] INFO org.apache.kafka.connect.runtime.AbstractWorkerSourceTask - "
+    "WorkerSourceTask{id=MirrorSourceConnector-0} Source task finished initialization and start\n"
+)
+_HEARTBEAT_READY = _SOURCE_READY.replace("MirrorSourceConnector", "MirrorHeartbeatConnector")
+
+
+def _configured(name: str) -> str:
+    return f"4927 [MirrorHerder-A->B-1] INFO org.apache.kafka.connect.mirror.MirrorHerder - {name} connector configured for A->B.\n"
+
+
+def test_an_unchanged_config_runs_from_launch_so_its_first_tasks_are_this_starts() -> None:
+    log = _SOURCE_READY + _UP_TO_DATE
+    assert config_in_effect(log) == dict.fromkeys(
+        ("MirrorSourceConnector", "MirrorHeartbeatConnector", "MirrorCheckpointConnector"), 0
+    )
+    assert tasks_ready(log, lambda: True)
+
+
+def test_tasks_of_a_stale_config_started_before_the_new_one_was_written_do_not_count() -> None:
+    written = _configured("MirrorCheckpointConnector") + _configured("MirrorHeartbeatConnector")
+    stale_then_written = _SOURCE_READY + written + _configured("MirrorSourceConnector")
+    assert not tasks_ready(stale_then_written, lambda: True)
+    assert not tasks_ready(_SOURCE_READY + written, lambda: True)  # the source connector is not decided yet
+    assert tasks_ready(stale_then_written + _SOURCE_READY, lambda: True)
+
+
+def test_with_nothing_to_copy_the_heartbeat_task_of_this_config_stands_for_readiness() -> None:
+    log = _UP_TO_DATE + _HEARTBEAT_READY
+    assert tasks_ready(log, lambda: False)
+    assert not tasks_ready(log, lambda: True)  # topics to copy: wait for a replication task
