@@ -18,7 +18,7 @@ lint: setup
 	@$(PY) -m mypy dr verification
 
 test: setup lint
-	@$(PY) -m pytest -q -p no:cacheprovider tests
+	@$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 # The unit tests alone (tests/unit): no Java, Spark, Kafka or toolchain jars needed; the Spark tests are
 # in tests/spark, run by `make test` with everything else.

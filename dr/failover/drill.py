@@ -41,6 +41,7 @@ from dr.failover.drill_result import (
     RecoveryReport,
     RpoFigures,
 )
+from dr.failover.groups import translated_within
 from dr.failover.health import listening
 from dr.failover.journal import Journal, atomic_write_json
 from dr.failover.lifecycle import make_standby
@@ -51,7 +52,6 @@ from dr.failover.summary import FailoverSummary, summarize
 from dr.failover.traffic import Traffic, application_rto, consumer_report, read_keys, start_traffic
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.cluster import LocalCluster
-from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import port_free, wait_until
 from dr.topology import Topology, load_stack_file
 
@@ -250,8 +250,7 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
     time.sleep(options.warmup_s)
     if traffic.group:
         progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
-        links = estate.topology.links_into(B)
-        within = group_offsets_translated_within(links[0].intervals.model_dump() if links else None)
+        within = translated_within(estate.topology, B)
         if not wait_until(
             lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), within, interval=0.5
         ):

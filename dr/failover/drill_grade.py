@@ -23,7 +23,8 @@ def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[
     ]
     found += [
         (
-            f"{A}→{B}→{s.standby or '—'} ≤ {aims['a_b_c_s']:.0f}s",
+            f"{A}→{B}→{s.standby or '—'} ≤ {aims['a_b_c_s']:.0f}s"
+            + (f" ({s.a_b_c_s:.1f}s)" if s.a_b_c_s is not None else " (not measured)"),
             s.a_b_c_s is not None and s.a_b_c_s <= aims["a_b_c_s"],
         ),
         (f"failover completed ({A} decommissioned)", s.status == "completed"),

@@ -16,8 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from dr.failover.metrics import Offsets, group_positions
+from dr.runtime.mirrormaker import group_offsets_translated_within
+from dr.topology import Topology
 
-__all__ = ["describe_group", "fallback_text"]
+__all__ = ["describe_group", "fallback_text", "translated_within"]
+
+
+def translated_within(topology: Topology, target: str) -> float:
+    """Seconds after a group's last commit by which the link into ``target`` has translated it there,
+    from that link's intervals (the defaults when no link leads there)."""
+    links = topology.links_into(target)
+    return group_offsets_translated_within(links[0].intervals.model_dump() if links else None)
 
 
 def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str]) -> str:

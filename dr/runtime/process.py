@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from dr.base.errors import ClusterError, PortInUse, mask_secrets
@@ -140,10 +141,11 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def ensure_ports_free(ports: Sequence[int], owner: str) -> None:
-    """Raise :class:`PortInUse` naming the first taken port."""
+def ensure_ports_free(ports: Sequence[int], owner: str, grace: float = 10.0) -> None:
+    """Raise :class:`PortInUse` naming the first port still taken after ``grace`` seconds (a JVM just
+    killed or shutting down releases its ports within a few)."""
     for port in ports:
-        if not port_free(port):
+        if not port_free(port) and not wait_until(partial(port_free, port), grace, interval=0.25):
             raise PortInUse(
                 f"port 127.0.0.1:{port} needed by {owner} is already in use by another process.",
                 f"stop that process (`ss -ltnp 'sport = :{port}'` shows it) or choose another base_port",
@@ -184,7 +186,9 @@ class JvmProcess:
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
-            return None if self.pid_file.parent.exists() else self._find()
+            # The pid file is gone with its directory, and the JVM may have recreated that directory
+            # (a broker writing a segment): look for our JVM itself.
+            return self._find()
         return pid if pid_alive(pid) and self._is_ours(pid) else None
 
     def _find(self) -> int | None:

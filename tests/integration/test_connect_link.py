@@ -23,9 +23,9 @@ from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.converge import wait_copied
+from dr.failover.groups import translated_within
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
-from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, produce, provisioned, write_local_stack
@@ -132,7 +132,7 @@ def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(e
     read_on_a = read_and_commit(app(e, "A", "billing").config(**{"group.id": "billing"}), "orders", 1000)
     assert len(read_on_a) >= 1000
     # the checkpoint connector (tasks appear once the group exists) syncs the group's offsets to B
-    within = group_offsets_translated_within(e.topology.links_into("B")[0].intervals.model_dump())
+    within = translated_within(e.topology, "B")
     assert wait_until(lambda: bool(committed_offsets(e.endpoint("B"), "billing")), within, interval=1.0)
     res = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -23,12 +23,12 @@ from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.clients import client_files
+from dr.failover.groups import translated_within
 from dr.failover.journal import Journal
 from dr.failover.probe import PROBE_KEY
 from dr.failover.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
-from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
@@ -160,7 +160,7 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
     read_on_a = _read_group(billing_a, "orders", until=1700)  # the group is half-way when A is failed over
     assert len(read_on_a) >= 1700
     # as the runbook says: start once the link shows the group's position on B
-    within = group_offsets_translated_within(estate.topology.links_into("B")[0].intervals.model_dump())
+    within = translated_within(estate.topology, "B")
     assert wait_until(lambda: bool(committed_offsets(estate.endpoint("B"), "billing")), within, interval=0.5)
 
     res = drctl(env, "failover", "--stack", STACK, "--yes", "--json")

@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from dr.base.stackref import StackRef
+from dr.failover.drill_grade import DEFAULT_AIMS, grade
 from dr.failover.drill_render import render_drill
 from dr.failover.drill_result import DrillResult
 from dr.failover.journal import Journal
@@ -636,3 +637,13 @@ def test_last_failover_of_each_kind_in_status(tmp_path: Path) -> None:
     text = "\n".join(lines)
     _no_secret(text)
     assert_snapshot("status-last-failover-kinds", text, tmp=tmp_path)
+
+
+def test_regrading_a_real_cycle_names_each_measured_figure_in_its_check() -> None:
+    cycle = _drill("planned").cycles[0]
+    grade(cycle, DEFAULT_AIMS, planned=True)
+    chain = next(k for k in cycle.checks if "→" in k.check and "≤" in k.check)
+    assert chain.check == f"A→B→C ≤ 120s ({cycle.failover.a_b_c_s:.1f}s)", chain.check
+    slow = cycle.model_copy(deep=True)
+    grade(slow, {**DEFAULT_AIMS, "a_b_c_s": (cycle.failover.a_b_c_s or 0) / 2}, planned=True)
+    assert slow.grade.startswith("FAIL (1 of"), slow.grade
