@@ -379,6 +379,33 @@ def test_planned_failover_under_traffic_through_published_configs(
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
 
 
+def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A third operator clones the repository (its `Pulumi.yaml`, `main: stacks/`) with the stack file,
+    the same backend and passphrase, no state, and runs `pulumi preview` itself — no `drctl` first.
+    The program reads the passwords it generated back from the stack's last `credentials` output, so
+    nothing changes (new ones would change every SCRAM credential and client configuration)."""
+    import shutil
+
+    clone = Env(tmp_path_factory.mktemp("bare-clone"))
+    clone.project.mkdir()
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", clone.project / "Pulumi.yaml")
+    (clone.project / "stacks").symlink_to(REPO_ROOT / "stacks")
+    shutil.copy(env.project / f"Pulumi.{STACK}.yaml", clone.project / f"Pulumi.{STACK}.yaml")
+    clone.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
+    clone.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    assert not (clone.state / "credentials.json").exists()
+    res = clone.pulumi("preview", "--stack", STACK, "--expect-no-changes", "--diff")
+    OUTPUTS.append(res.stdout + res.stderr)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
+    kept = json.loads((clone.state / "credentials.json").read_text())
+    mine = json.loads((env.state / "credentials.json").read_text())
+    same = all(kept[u] == mine[u] for u in ("orders-app", "billing", "replicator") if u in kept)
+    assert same and "orders-app" in kept, "the fresh clone holds other passwords than the stack generated"
+    assert (clone.state / "credentials.json").stat().st_mode & 0o777 == 0o600
+
+
 def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
     env: Env, existing: ExistingEstate
 ) -> None:
