@@ -177,7 +177,8 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].",
+    help="Directory for the drill's estate, journal and reports (an external stack keeps its own journal; "
+    "only drill.json goes here) [default: out/drill-<time>].",
 )
 @_shown("--rate", type=click.IntRange(min=1), default=500, help="Records per second.")
 @_shown("--warmup", type=click.FloatRange(min=1), default=6.0, help="Seconds of traffic before A fails.")

@@ -362,7 +362,7 @@ def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStat
 
 
 def lock_held(home: Path) -> bool:
-    """True while a process holds the stack's failover lock (``<state>/failover.lock``, see
+    """True while a process holds the stack's failover lock (``<home>/failover.lock``, see
     :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once."""
     path = Path(home) / "failover.lock"
     try:
