@@ -27,6 +27,7 @@ from dr.topology.access import CONNECT_USER
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
+from stacks.kept_passwords import generated_users, keep_generated
 from stacks.link import ReplicationLink, ReplicationLinkArgs
 
 __all__ = ["build", "load", "run"]
@@ -182,15 +183,11 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
 
 
 def _generated(topology: Topology, credentials: Any) -> pulumi.Output[Any]:
-    """The passwords this stack generated for its principals, as one secret output: a second operator
-    with the same backend and passphrase restores them (:meth:`dr.stack.EstateStack.restore_credentials`)
-    instead of generating new ones that the clusters would not know."""
-    principals = topology.principals
-    users = [principals.replicator] if principals.replicator_password is None else []
-    users += [app.name for app in principals.applications if app.password is None]
-    if any(cc.is_local for cc in topology.connect_clusters):
-        users.append(CONNECT_USER)
-    return pulumi.Output.secret({user: credentials.password(user) for user in sorted(users)})
+    """The passwords this stack generated for its principals, as one secret output: a fresh clone with
+    the same backend and passphrase reads them back (:mod:`stacks.kept_passwords`, and ``drctl``'s
+    :meth:`dr.estate.stack.EstateStack.restore_credentials`) instead of generating new ones that the
+    clusters would not know."""
+    return pulumi.Output.secret({user: credentials.password(user) for user in generated_users(topology)})
 
 
 def _check_connect_workers(topology: Topology) -> None:
@@ -300,5 +297,13 @@ def run(state_dir: Path | None = None) -> None:
     """
 
     topology = load()
-    for key, value in build(topology, state_dir or default_state_dir(topology.name)).items():
+    state = state_dir or default_state_dir(topology.name)
+    if state_dir is None:  # `pulumi up` itself (drctl restores them before it runs the program inline)
+        try:
+            kept = keep_generated(topology, Credentials(state))
+        except DRError as exc:
+            raise pulumi.RunError(f"error: {exc}") from None
+        if kept:
+            pulumi.log.info(f"kept the passwords this stack generated for {', '.join(kept)} (its `credentials` output)")
+    for key, value in build(topology, state).items():
         pulumi.export(key, value)

@@ -6,6 +6,9 @@ The project directory is ``$KDR_STACK_DIR``, else the nearest ``Pulumi.yaml`` up
 directory is ``<state base>/<name>`` (``$KDR_STATE_DIR``, else ``<project>/.state``), see
 :mod:`dr.base.pulumi_env`. The backend (``file://``) and the passphrase file live beside the state
 directories of all stacks: ``<state dir>/../pulumi`` and ``<state dir>/../passphrase``.
+
+The failover journal and the lock that serialises runs live with the stack's backend
+(:attr:`StackRef.failover_home`), so that any clone with the same backend resumes a failover.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dr.base.errors import ConfigError
-from dr.base.pulumi_env import project_dir, state_base
+from dr.base.pulumi_env import backend_url, project_dir, state_base
 
 __all__ = ["StackRef", "stack_dir", "stack_file", "state_dir"]
+
+_PROJECT = "kafka-dr"
+"""The Pulumi project (``dr.topology.stackconfig.NAMESPACE``), as the backend names its stacks."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,34 @@ class StackRef:
     def backend_url(self) -> str:
         """The backend as the Pulumi CLI names it (``file://…``)."""
         return f"file://{self.backend_dir}"
+
+    @property
+    def failover_home(self) -> Path:
+        """Where the stack's failover journal, lock and reports live (``failover.lock``, ``failover/``).
+
+        With a ``file://`` backend (the local default, or a shared directory or NFS mount): beside the
+        stack's state in the backend, ``<backend>/.pulumi/kdr/<project>/<stack>`` — every clone
+        that uses that backend finds the journal and resumes the failover. With any other backend
+        (``s3://``, Pulumi Cloud...) Pulumi offers no place for it: the stack's state directory,
+        which operators who resume each other's failovers must then share (``KDR_STATE_DIR``).
+        Nothing is created here.
+        """
+        url = backend_url(self.backend_dir, self.project_dir)
+        if not url.startswith("file://"):
+            return self.state_dir
+        return Path(url.removeprefix("file://")).expanduser() / ".pulumi" / "kdr" / _PROJECT / self.name
+
+    @property
+    def journal_shared(self) -> bool:
+        """True when :attr:`failover_home` is in the stack's backend (a ``file://`` one)."""
+        return self.failover_home != self.state_dir
+
+    def made_failover_home(self) -> Path:
+        """:attr:`failover_home`, created (0700) when missing."""
+        home = self.failover_home
+        home.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o700)
+        return home
 
     def existing_stack_file(self) -> Path:
         """The stack file, or a clear error naming the stacks that exist."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.base.errors import ConfigError, FailoverError
+from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
 
@@ -96,7 +96,7 @@ def failover(
     from dr.failover.render import render_plan
     from dr.failover.steps import FailoverOptions
 
-    stack, (stack_path, state) = ref.name, _paths(ref)
+    stack, (stack_path, _state) = ref.name, _paths(ref)
     options = FailoverOptions(
         mode=mode,
         force=force,
@@ -108,7 +108,7 @@ def failover(
         plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return
-    if not yes and not already_finished(Journal.load(state), stack_path):
+    if not yes and not already_finished(Journal.load(ref.failover_home), stack_path):
         if not sys.stdin.isatty():
             raise FailoverError(
                 f"refusing to fail over stack '{stack}' without confirmation.",
@@ -122,7 +122,7 @@ def failover(
         # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
         from dr.failover.summary import summarize
 
-        journal = Journal.load(state)
+        journal = Journal.load(ref.failover_home)
         if journal is not None:
             click.echo(_result(summarize(journal), as_json))
         raise
@@ -167,13 +167,18 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 
 
 @click.command("drill")
-@_shown("--stack", default="local", help="Stack file to copy for the drill.")
+@_shown(
+    "--stack",
+    default="local",
+    help="The stack: a local one is copied for the drill; one with external clusters is drilled itself.",
+)
 @click.option("--unplanned", is_flag=True, help="SIGKILL A mid-traffic instead of a planned failover.")
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Directory for the drill's estate, journal and reports [default: out/drill-<time>].",
+    help="Directory for the drill's estate, journal and reports (an external stack keeps its own journal; "
+    "only drill.json goes here) [default: out/drill-<time>].",
 )
 @_shown("--rate", type=click.IntRange(min=1), default=500, help="Records per second.")
 @_shown("--warmup", type=click.FloatRange(min=1), default=6.0, help="Seconds of traffic before A fails.")
@@ -207,33 +212,29 @@ def drill(
     The applications (a producer and a consumer group member) follow the client configuration the
     failover publishes, as applications watching a config source would; each one's RTO is measured
     on its own traffic. With --cycles N the lifecycle repeats: the lost site is rebuilt as the next
-    standby and the next failover runs."""
+    standby and the next failover runs.
+
+    On a stack with external clusters the drill is one planned failover of that stack itself, its
+    applications on their published client configurations; it stops no broker, so --unplanned and
+    --cycles above 1 are refused there, naming the next step."""
     from dr.estate.estate import load_stack
-    from dr.failover.drill import DrillOptions, dump, run_drill
+    from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.failover.drill_render import render_drill
 
-    outside = [c.name for c in load_stack(StackRef.resolve(stack)).clusters if not c.is_local]
-    if outside:
-        raise ConfigError(
-            f"stack {stack!r} declares clusters this machine does not run ({', '.join(outside)}); the drill kills "
-            "and restarts A's brokers, so it runs on local estates only.",
-            f"rehearse on these clusters with `drctl failover --stack {stack} --dry-run`, then a planned failover in "
-            "a maintenance window (runbooks/planned-failover.md); nothing was changed",
-        )
-    out = out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}"
-    result = run_drill(
-        DrillOptions(
-            stack=stack,
-            out=out,
-            unplanned=unplanned,
-            rate=rate,
-            warmup_s=warmup,
-            base_port=base_port,
-            keep=keep,
-            cycles=cycles,
-        ),
-        progress,
+    options = DrillOptions(
+        stack=stack,
+        out=out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}",
+        unplanned=unplanned,
+        rate=rate,
+        warmup_s=warmup,
+        base_port=base_port,
+        keep=keep,
+        cycles=cycles,
     )
+    refusal = external_refusal(options, load_stack(StackRef.resolve(stack)))
+    if refusal is not None:
+        raise refusal
+    result = run_drill(options, progress)
     click.echo(dump(result) if as_json else render_drill(result))
     if not result.passed:
         raise FailoverError(f"the drill failed: {result.grade}.", f"read {Path(result.out) / 'drill.json'}")

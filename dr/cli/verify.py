@@ -89,7 +89,7 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
     from dr.failover.journal import Journal
     from dr.failover.metrics import utc_text
 
-    journal = Journal.load(StackRef.resolve(stack).made_state_dir())
+    journal = Journal.load(StackRef.resolve(stack).failover_home)
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
         return None
     ms = journal.cutoff_ms()

@@ -1,4 +1,6 @@
-"""``drctl drill``: a game day on the local estate — traffic, a failover A→B→C, proof, a grade.
+"""``drctl drill``: a game day — traffic, a failover A→B→C, proof, a grade.
+
+On a local estate:
 
 1. Copy the stack file into ``<out>/stack/`` (the stack's own file is never touched) and provision
    A and B with their link (``pulumi up`` of the stack, :class:`dr.stack.EstateStack`), state under ``<out>/state/``.
@@ -13,6 +15,15 @@
 6. Grade: RTO, A→B→C, RPO (estimate and actual), acknowledged records lost before and after
    recovery, records the consumer read twice, records it skipped (must be 0), time per step,
    the HTML report. Everything is torn down at the end unless ``keep``.
+
+On a stack with external clusters (clusters the product does not run) the drill is a real, planned
+game day on that stack itself: nothing is copied, provisioned or torn down, no broker is stopped.
+The applications start from the stack's published client configurations (``<state>/clients/``),
+the pipeline fences A by ACLs, drains and fails over A→B→C, the verification proves it, and the
+cycle is graded like a local one. Afterwards B is active (as after ``drctl failover``). Refused
+before anything changes (:func:`external_refusal`): ``--unplanned`` (the drill would have to stop
+brokers it does not own), ``--cycles`` above 1 (the old active must be wiped by its own tooling
+before it can be the next standby), ``--base-port``.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import port_free, wait_until
 from dr.topology import Topology, load_stack_file
 
-__all__ = ["DrillOptions", "dump", "restart", "run_drill"]
+__all__ = ["DrillOptions", "dump", "external_refusal", "restart", "run_drill"]
 
 MARKER = ".kdr-drill"
 
@@ -91,6 +102,50 @@ def restart(cluster: LocalCluster, timeout: float = 90.0) -> None:
 
 
 # ------------------------------------------------------------------------------------------ the drill
+def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError | None:
+    """Why the drill may not run on ``topology`` (a stack with external clusters) as asked, or None.
+
+    Pure: the CLI and :func:`run_drill` both call it before anything changes."""
+    outside = [c.name for c in topology.clusters if not c.is_local]
+    if not outside:
+        return None
+    stack = options.stack
+    A = topology.active().name
+    if options.unplanned:
+        return ConfigError(
+            f"stack {stack!r} runs on clusters this machine does not own ({', '.join(outside)}): the drill "
+            f"will not stop {A}'s brokers for an unplanned drill.",
+            f"make {A} unreachable yourself (stop its brokers or block its listeners), then run "
+            f"`drctl failover --stack {stack} --mode unplanned` (runbooks/unplanned-failover.md); "
+            f"a planned drill (`drctl drill --stack {stack}`) needs nothing stopped. Nothing was changed",
+        )
+    if options.cycles > 1:
+        return ConfigError(
+            f"stack {stack!r} runs on external clusters: after a cycle the old active keeps its topics, and "
+            "the drill never deletes topics on clusters it does not own, so it cannot be the next standby.",
+            f"run one cycle (`drctl drill --stack {stack}`), wipe the old active with your own tooling and "
+            f'declare it `role: standby` (README "Using it on real clusters"), then drill again. Nothing was changed',
+        )
+    if options.base_port is not None:
+        return ConfigError(
+            f"--base-port moves clusters this machine runs; stack {stack!r} declares external ones "
+            f"({', '.join(outside)}).",
+            f"run `drctl drill --stack {stack}` without --base-port. Nothing was changed",
+        )
+    return None
+
+
+def _prepare_out(options: DrillOptions) -> Path:
+    out = options.out.resolve()
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ConfigError(
+            f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by drctl drill\n")
+    return out
+
+
 def _prepare(options: DrillOptions) -> tuple[Path, Path]:
     out = options.out.resolve()
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
@@ -117,6 +172,10 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     cycle (:func:`dr.lifecycle.make_standby`) and the next cycle fails the new active over:
     A→B→C, B→C→A, C→A→B... Each cycle is graded on its own; the drill passes when all do.
     """
+    own = StackRef.resolve(options.stack)
+    topology = load_stack_file(own.existing_stack_file())
+    if any(not c.is_local for c in topology.clusters):
+        return _run_external(options, own, topology, progress)
     stack_path, state = _prepare(options)
     ref = StackRef.of_file(stack_path, state)
     stack = options.stack
@@ -149,6 +208,31 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
             _teardown(ref, (*seen, *_current(stack_path)), progress)
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
+    return result
+
+
+def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, progress: Progress) -> DrillResult:
+    """The drill on a stack with external clusters: one planned cycle on the stack itself (module doc)."""
+    refusal = external_refusal(options, topology)
+    if refusal is not None:
+        raise refusal
+    out = _prepare_out(options)
+    result = DrillResult(stack=options.stack, mode="planned", out=str(out))
+    t_start = time.monotonic()
+    try:
+        A = Roles.of(topology).source.name
+        state = ref.made_state_dir()
+        progress(
+            f"drill: stack {options.stack} runs on external clusters: a planned game day on the stack itself "
+            f"(nothing provisioned or torn down); the applications start from their published configurations for {A}"
+        )
+        publish_clients(Estate(topology, state), A)  # what `drctl estate up` published; rewritten alike
+        cycle = _cycle(options, ref, topology, 1, progress)
+        result.cycles.append(cycle)
+    finally:
+        result.seconds = round(time.monotonic() - t_start, 3)
+        result.conclude(1)
+        atomic_write_json(out / "drill.json", result.to_json())
     return result
 
 
@@ -304,7 +388,7 @@ def _prove_and_recover(
     progress: Progress,
 ) -> _Proof:
     """What the verification lists against what really never reached B; recover it; verify again."""
-    verdict = _verdict(ref.state_dir)
+    verdict = _verdict(ref.failover_home)
     verdicts = [verdict] if verdict else []
     a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
     never = set(a_keys) - set(b_keys)
@@ -320,7 +404,7 @@ def _prove_and_recover(
             verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
         )
         summary = _failover(ref, FailoverOptions(), progress, None)
-        verdict = _verdict(ref.state_dir)
+        verdict = _verdict(ref.failover_home)
         if verdict:
             verdicts.append(verdict)
     return _Proof(
@@ -345,9 +429,9 @@ def _teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progres
         Estate(topology, ref.state_dir).stop()
 
 
-def _verdict(state: Path) -> integrity.Verdict | None:
+def _verdict(home: Path) -> integrity.Verdict | None:
     """The integrity step's verdict in the drill's journal."""
-    journal = Journal.load(state)
+    journal = Journal.load(home)
     return journal.verdict() if journal is not None else None
 
 
@@ -356,7 +440,7 @@ def _failover(ref: StackRef, options: FailoverOptions, progress: Progress, on_st
     try:
         return run_failover(ref, options=options, progress=progress, on_step=on_step)
     except FailoverError as exc:
-        journal = Journal.load(ref.state_dir)
+        journal = Journal.load(ref.failover_home)
         if journal is None or journal.step("integrity").status != "differences":
             raise
         progress(f"drill: failover stopped as designed: {exc.problem}")

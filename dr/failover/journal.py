@@ -1,6 +1,8 @@
 """The per-stack failover journal (JSON, written atomically) and the lock that serialises runs.
 
-Layout under the stack's state directory::
+Layout under the stack's failover home (:attr:`dr.base.stackref.StackRef.failover_home`: beside the
+stack in its ``file://`` backend, so every clone using that backend sees and resumes the failover;
+the stack's state directory with any other backend)::
 
     failover.lock              flock'ed by the running failover; holds its pid
     failover/journal.json      the current failover: inputs, every step's outcome and timings
@@ -52,9 +54,10 @@ DONE_STATES = frozenset({"done", "skipped"})
 JOURNAL_VERSION = 1
 
 
-def failover_dir(state: Path) -> Path:
-    """``<state>/failover`` (0700), where the journal and verification reports live."""
-    path = Path(state) / "failover"
+def failover_dir(home: Path) -> Path:
+    """``<home>/failover`` (0700), where the journal, the stack file's backups and the verification
+    reports live (``home``: :attr:`dr.base.stackref.StackRef.failover_home`)."""
+    path = Path(home) / "failover"
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
@@ -74,7 +77,7 @@ def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
 
 
 class StackLock:
-    """An exclusive ``flock`` on ``<state>/failover.lock``; refuses a second holder with :class:`LockHeld`.
+    """An exclusive ``flock`` on ``<home>/failover.lock``; refuses a second holder with :class:`LockHeld`.
 
     The kernel releases the lock when the holding process exits, however it exits, so a crashed
     run never leaves a stale lock behind.

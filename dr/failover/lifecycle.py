@@ -61,8 +61,8 @@ def _quiet(_message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ journals
-def journals(state: Path) -> list[dict[str, Any]]:
-    """The stack's failover journals as data, the current one first, then the archived ones newest first.
+def journals(home: Path) -> list[dict[str, Any]]:
+    """The stack's failover journals (under ``home``: :attr:`dr.base.stackref.StackRef.failover_home`) as data, the current one first, then the archived ones newest first.
 
     The current journal is read with :meth:`dr.failover.journal.Journal.load` (a damaged one is a
     ConfigError); an archived one that cannot be read is left out.
@@ -72,10 +72,10 @@ def journals(state: Path) -> list[dict[str, Any]]:
     from dr.failover.journal import Journal
 
     found: list[dict[str, Any]] = []
-    current = Journal.load(Path(state))
+    current = Journal.load(Path(home))
     if current is not None:
         found.append(current.record.to_json())
-    archive = Path(state) / "failover"
+    archive = Path(home) / "failover"
     older = (
         sorted(archive.glob("journal-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         if archive.is_dir()
@@ -204,10 +204,10 @@ def _load(stack_path: Path) -> Topology:
     return load_stack_file(stack_path)
 
 
-def _locked(state: Path, stack: str, what: str) -> StackLock:
+def _locked(home: Path, stack: str, what: str) -> StackLock:
     from dr.failover.journal import StackLock
 
-    lock = StackLock(state, stack)
+    lock = StackLock(home, stack)
     try:
         lock.acquire()
     except LockHeld as exc:
@@ -258,10 +258,10 @@ def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChan
 
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
-    lock = _locked(state, stack, f"stop link {name}")
+    lock = _locked(ref.made_failover_home(), stack, f"stop link {name}")
     try:
         topology = _load(stack_path)
-        link = find_link(topology, name, journals(state))
+        link = find_link(topology, name, journals(ref.failover_home))
         mirror = Estate(topology, state).link_runner(link.name)
         was = "running" if mirror.alive() else "stopped"
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
@@ -318,10 +318,10 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
 
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
-    lock = _locked(state, stack, f"start link {name}")
+    lock = _locked(ref.made_failover_home(), stack, f"start link {name}")
     try:
         topology = _load(stack_path)
-        history = journals(state)
+        history = journals(ref.failover_home)
         link = find_link(topology, name, history)
         refusal = restart_refusal(topology, link, history)
         if refusal is not None:
@@ -410,9 +410,9 @@ def standby_topology(topology: Topology, cluster: str) -> Topology:
 
 
 # ------------------------------------------------------------------------------------ standby (commands)
-def _standby_inputs(stack_path: Path, state: Path, cluster: str) -> tuple[Topology, Topology, str]:
+def _standby_inputs(stack_path: Path, home: Path, cluster: str) -> tuple[Topology, Topology, str]:
     topology = _load(stack_path)
-    history = journals(state)
+    history = journals(home)
     refusal = standby_refusal(topology, cluster, history[0] if history else None)
     if refusal is not None:
         raise refusal
@@ -425,7 +425,7 @@ def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[s
     from dr.estate.estate import Estate
 
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
+    topology, desired, old_role = _standby_inputs(stack_path, ref.failover_home, cluster)
     local = Estate(topology, state).local_cluster(cluster)
     plan: dict[str, Any] = {
         "stack": stack,
@@ -460,9 +460,9 @@ def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> St
 
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     t0 = time.monotonic()
-    lock = _locked(state, stack, f"declare cluster {cluster} standby")
+    lock = _locked(ref.made_failover_home(), stack, f"declare cluster {cluster} standby")
     try:
-        topology, desired, old_role = _standby_inputs(stack_path, state, cluster)
+        topology, desired, old_role = _standby_inputs(stack_path, ref.failover_home, cluster)
         local = Estate(topology, state).local_cluster(cluster)
         pids = sorted(local.pids().values()) if local.dir.exists() else []
         changed = write_stack_config(stack_path, desired)

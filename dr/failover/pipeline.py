@@ -132,8 +132,9 @@ def run_failover(
     is called after each step's outcome is journaled.
     """
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    with StackLock(state, stack):
-        journal = Journal.load(state)
+    home = ref.made_failover_home()
+    with StackLock(home, stack):
+        journal = Journal.load(home)
         if already_finished(journal, stack_path):
             progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
             return summarize(journal, already_finished=True)
@@ -142,7 +143,7 @@ def run_failover(
         original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
             _precheck(original, state)
-            journal = _create_journal(stack, state, mode, original, desired)
+            journal = _create_journal(stack, home, mode, original, desired)
         ctx = Context(
             ref=ref,
             original=original,

@@ -203,7 +203,7 @@ class FailoverPlan(BaseModel):
 def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> FailoverPlan | FinishedPlan:
     """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing."""
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    journal = Journal.load(state)
+    journal = Journal.load(ref.failover_home)
     if already_finished(journal, stack_path):
         return FinishedPlan(stack=stack, summary=summarize(journal, already_finished=True))
     original, desired, resuming = topologies(ref, journal, options.mode)

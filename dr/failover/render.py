@@ -169,6 +169,12 @@ def render_status(st: StatusReport) -> str:
         lines.extend(f"      next: {n}" for n in last.next)
     else:
         lines.append("  no failover recorded")
+    if st.journal_shared is False:
+        lines.append(
+            f"  failover journal: {st.journal_home}/failover/ — in this machine's state, not in the backend "
+            "(not file://): an operator who resumes a failover from another clone must use this same "
+            "KDR_STATE_DIR (shared storage)"
+        )
     if st.problems:
         lines.append(f"problems ({len(st.problems)}):")
         lines.extend(f"  - {p}" for p in st.problems)

@@ -225,6 +225,11 @@ class StatusReport(BaseModel):
     JSON only when there is one."""
     problems: list[str]
     """:func:`status_problems` of the rest."""
+    journal_home: str | None = None
+    """Where the failover journal and lock live (:attr:`dr.base.stackref.StackRef.failover_home`)."""
+    journal_shared: bool | None = None
+    """True when that is in the stack's (``file://``) backend, so any clone using it resumes a failover;
+    False when it is this machine's state directory, which other operators must then share."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: keys that do not apply to an entry are absent, not null."""
@@ -238,7 +243,7 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
     estate = Estate(topology, Path(state))
     seen = _Seen()
     clusters = [_cluster_entry(estate, c, seen, isr=isr, snapshot=snapshot) for c in topology.clusters]
-    journal = Journal.load(Path(state))
+    journal = Journal.load(ref.failover_home)
     report = StatusReport(
         stack=stack,
         failover_done=topology.failover_done,
@@ -247,9 +252,10 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
         consumer_groups=[
             _group_entry(topology, app, seen) for app in topology.principals.applications if app.consumer_group
         ],
-        last_failover=LastFailover.of(journal, lock_held(Path(state))) if journal is not None else None,
+        last_failover=LastFailover.of(journal, lock_held(ref.failover_home)) if journal is not None else None,
         problems=[],
     )
+    report.journal_home, report.journal_shared = str(ref.failover_home), ref.journal_shared
     if locks := _pulumi_locks(stack, Path(state)):
         report.pulumi_locks = locks  # in the JSON only when there is one
     report.problems = status_problems(report)
@@ -355,10 +361,10 @@ def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStat
     return entry
 
 
-def lock_held(state: Path) -> bool:
-    """True while a process holds the stack's failover lock (``<state>/failover.lock``, see
+def lock_held(home: Path) -> bool:
+    """True while a process holds the stack's failover lock (``<home>/failover.lock``, see
     :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once."""
-    path = Path(state) / "failover.lock"
+    path = Path(home) / "failover.lock"
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

@@ -142,8 +142,14 @@ class Context:
 
     @property
     def state(self) -> Path:
-        """The stack's state directory (journal, snapshots, client files)."""
+        """The stack's state directory (snapshots, client files, credentials)."""
         return self.ref.state_dir
+
+    @property
+    def home(self) -> Path:
+        """Where the journal, the stack file's backups and the verification reports live
+        (:attr:`dr.base.stackref.StackRef.failover_home`)."""
+        return self.ref.failover_home
 
     @cached_property
     def roles(self) -> Roles:
@@ -568,7 +574,7 @@ def consumer_groups(ctx: Context) -> StepResult:
 # ---------------------------------------------------------------------------------- 6 desired state
 def desired_state(ctx: Context) -> StepResult:
     """Write the new topology to the stack file and converge it (C with users, ACLs, topics, link B→C)."""
-    backup = failover_dir(ctx.state) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
+    backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
     written = write_stack_config(ctx.stack_path, ctx.desired)
@@ -637,7 +643,7 @@ def integrity_check(ctx: Context) -> StepResult:
         )
     cutoff = ctx.journal.cutoff_ms()
     attempt = ctx.journal.step("integrity").attempts
-    out_dir = failover_dir(ctx.state) / f"verify-{ctx.journal.failover_id}-{attempt}"
+    out_dir = failover_dir(ctx.home) / f"verify-{ctx.journal.failover_id}-{attempt}"
     ctx.say(
         f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
         + (f" = {cutoff} ms" if cutoff is not None else "")

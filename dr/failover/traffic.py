@@ -405,9 +405,31 @@ class Traffic:
                 t.stop()
 
 
+def _published(state: Path, app: str) -> dict[str, Any] | None:
+    """The application's published client configuration (``<state>/clients/<app>.json``), if any."""
+    try:
+        return dict(json.loads(client_files(state, app)[1].read_text()))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _start_config(estate: Estate, state: Path, app: Application, cluster: str, bootstrap: str) -> dict[str, Any]:
+    """What ``app`` starts with: its published configuration when that names ``cluster`` (the
+    stack's own, as real applications read it), else its endpoint on ``cluster``."""
+    conf = _published(state, app.name)
+    if conf is not None and conf.get("bootstrap.servers") == bootstrap:
+        return conf
+    ep = estate.endpoint(cluster).with_user(app.name, estate.app_password(app.name))
+    return ep.config(**({"group.id": app.consumer_group} if app.consumer_group else {}))
+
+
 def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Traffic:
     """Start the first producing application on the active cluster's first topic it writes, the
-    consumer group that reads that topic, and the offsets snapshotter."""
+    consumer group that reads that topic, and the offsets snapshotter.
+
+    Each application starts from its published client configuration for the active cluster
+    (``<state>/clients/<app>.json``) and follows it when a failover publishes another cluster's —
+    for local and external clusters alike."""
     topology = estate.topology
     A = topology.active().name
     producer_app = next(a for a in topology.principals.applications if topology.produced_by(a))
@@ -415,16 +437,18 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
     consumer_app = next(
         (a for a in topology.principals.applications if a.consumer_group and topic in topology.consumed_by(a)), None
     )
-    clusters = {estate.local_cluster(c.name).bootstrap: c.name for c in topology.clusters if c.kind is Kind.LOCAL}
-    producer_ep = estate.endpoint(A).with_user(producer_app.name, estate.app_password(producer_app.name))
-    producer = ProducerLoop(
-        producer_ep.config(), A, topic, rate, ConfigSource(state, producer_app.name, clusters), key_prefix
-    )
+    clusters = {
+        (estate.local_cluster(c.name).bootstrap if c.kind is Kind.LOCAL else c.bootstrap_servers or ""): c.name
+        for c in topology.clusters
+    }
+    a_bootstrap = next(b for b, name in clusters.items() if name == A)
+    producer_conf = _start_config(estate, state, producer_app, A, a_bootstrap)
+    producer_conf.pop("group.id", None)  # a producer property only in name: librdkafka warns of it
+    producer = ProducerLoop(producer_conf, A, topic, rate, ConfigSource(state, producer_app.name, clusters), key_prefix)
     consumer = None
     if consumer_app is not None:
-        ep = estate.endpoint(A).with_user(consumer_app.name, estate.app_password(consumer_app.name))
         consumer = ConsumerLoop(
-            ep.config(**{"group.id": consumer_app.consumer_group}),
+            _start_config(estate, state, consumer_app, A, a_bootstrap),
             A,
             topic,
             ConfigSource(state, consumer_app.name, clusters),

@@ -27,6 +27,7 @@ from dr.base.errors import DRError
 from dr.base.stackref import StackRef
 from dr.failover.pipeline import run_failover
 from dr.failover.steps import FailoverOptions, StepResult
+from tests.integration.journal_home import journal_home
 
 CRASH_EXIT = 70
 
@@ -99,10 +100,10 @@ class Kill:
     """True when the kill left a Pulumi lock: it hit an engine at work (``up``, ``refresh``, ``stack import``)."""
 
 
-def _landed(state: Path) -> str:
+def _landed(home: Path) -> str:
     from dr.failover.journal import Journal
 
-    journal = Journal.load(state)
+    journal = Journal.load(home)
     if journal is None:
         return "not reached"
     running = [n for n, s in journal.record.steps.items() if s.status == "running"]
@@ -144,7 +145,7 @@ def kill_inside(
 
     engine_lock = bool(stack_locks(state.parent / "pulumi", NAMESPACE, state.name))
     if proc.returncode == -signal.SIGKILL:
-        landed = _landed(state) if started.is_set() else "before the step"
+        landed = _landed(journal_home(env, state.name)) if started.is_set() else "before the step"
     else:  # the run ended first: 0 when the failover completed (the step was done earlier, or quick)
         landed = "run completed first" if proc.returncode == 0 else f"run exited {proc.returncode}"
     return Kill(step, round(delay_s, 3), landed, proc.pid, "".join(lines), proc.returncode, engine_lock)

@@ -31,6 +31,7 @@ from dr.kafka.client import Endpoint
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
 from tests.integration.existing_estate import ExistingEstate
+from tests.integration.failover_crash_driver import CRASH_EXIT
 from tests.integration.ports import windows
 
 STACK = "existing"
@@ -111,6 +112,11 @@ class Env:
     def state(self) -> Path:
         return Path(self.vars["KDR_STATE_DIR"]) / STACK
 
+    @property
+    def home(self) -> Path:
+        """Where the failover journal and lock live: beside the stack in its file backend (README)."""
+        return Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "kdr" / "kafka-dr" / STACK
+
     def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
         return subprocess.run(
@@ -179,6 +185,18 @@ def env(existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory) -> E
     return e
 
 
+@pytest.fixture(scope="module")
+def second(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """A second operator: a fresh clone of the project (no state), the same backend and passphrase."""
+    import shutil
+
+    other = Env(tmp_path_factory.mktemp("second-operator"))
+    shutil.copytree(env.project, other.project)
+    other.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
+    other.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    return other
+
+
 def _app(estate: ExistingEstate, cluster: str, user: str, password: str) -> Endpoint:
     return Endpoint(estate.clusters[cluster].bootstrap, user, password, "SASL_PLAINTEXT", "SCRAM-SHA-512")
 
@@ -215,15 +233,9 @@ def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
     assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive", "C": "standby"}
 
 
-def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, second: Env) -> None:
     """Same backend and passphrase, a fresh project copy, no state: the generated passwords come back
     from the stack's secret output, identical to the first operator's."""
-    import shutil
-
-    second = Env(tmp_path_factory.mktemp("second-operator"))
-    shutil.copytree(env.project, second.project)
-    second.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
-    second.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
     res = second.drctl("status", "--stack", STACK, "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     res = second.drctl("failover", "--stack", STACK, "--dry-run", "--json")
@@ -254,10 +266,15 @@ def test_dry_run_shows_pulumi_preview_and_a_plan_for_external_clusters(env: Env)
     actions = " ".join(step["action"] for step in plan["steps"])
     assert "broker(s)" not in actions and "start C" not in actions
     assert "already running" in actions and "forget A's users" in actions
-    assert not (env.state / "failover" / "journal.json").exists(), "a dry run writes no journal"
+    assert not (env.home / "failover" / "journal.json").exists(), "a dry run writes no journal"
 
 
-def test_planned_failover_under_traffic_through_published_configs(env: Env, existing: ExistingEstate) -> None:
+def test_planned_failover_under_traffic_through_published_configs(
+    env: Env, second: Env, existing: ExistingEstate
+) -> None:
+    """The first operator's failover dies (SIGKILL-like, after its consumer-groups step: clients already
+    moved); the second operator's clone shows it interrupted and resumes it to completion — the journal
+    and its lock live with the stack in the shared file backend, not in either clone's state."""
     # the application's published configuration before the failover: the stack's secret output
     res = env.pulumi("stack", "output", "clientConfigs", "--show-secrets", "--json", "--stack", STACK)
     assert res.returncode == 0, res.stderr
@@ -312,9 +329,27 @@ def test_planned_failover_under_traffic_through_published_configs(env: Env, exis
     thread.start()
     try:
         assert wait_until(lambda: len(acked) > 200, 60)
-        res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
+        crash = subprocess.run(
+            [sys.executable, "-m", "tests.integration.failover_crash_driver", "--stack", STACK,
+             "--crash-after", "consumer-groups"],
+            capture_output=True, text=True, env={**os.environ, **env.vars}, timeout=600, cwd=REPO_ROOT,
+        )  # fmt: skip
+        OUTPUTS.append(crash.stdout + crash.stderr)
+        assert crash.returncode == CRASH_EXIT, crash.stderr[-4000:]
+        journal = env.home / "failover" / "journal.json"
+        assert journal.stat().st_mode & 0o777 == 0o600 and not (env.state / "failover" / "journal.json").exists()
+        status = second.drctl("status", "--stack", STACK, "--json")
+        last = json.loads(status.stdout)["last_failover"]
+        assert last["status"] == "running" and not last["lock_held"], last
+        assert {s["name"]: s["status"] for s in last["steps"]}["consumer-groups"] == "done"
+        assert json.loads(status.stdout)["journal_shared"] is True
+        res = second.drctl("failover", "--stack", STACK, "--yes", "--json")
         assert res.returncode == 0, res.stderr[-5000:]
+        assert "consumer-groups: done earlier — skipped" in res.stderr
         summary = json.loads(res.stdout)
+        assert summary["runs"] == 2, "the second clone resumed the first's failover, not a new one"
+        # the first operator takes the stack file the failover rewrote, as `git pull` would
+        (env.project / f"Pulumi.{STACK}.yaml").write_bytes((second.project / f"Pulumi.{STACK}.yaml").read_bytes())
         assert wait_until(lambda: published.exists() and len(acked) > 0, 30)
         time.sleep(3)  # a few more records on B
     finally:
@@ -342,6 +377,33 @@ def test_planned_failover_under_traffic_through_published_configs(env: Env, exis
     assert "orders" in AdminClient(_admin(existing, "A").config()).list_topics(timeout=10).topics
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+
+
+def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A third operator clones the repository (its `Pulumi.yaml`, `main: stacks/`) with the stack file,
+    the same backend and passphrase, no state, and runs `pulumi preview` itself — no `drctl` first.
+    The program reads the passwords it generated back from the stack's last `credentials` output, so
+    nothing changes (new ones would change every SCRAM credential and client configuration)."""
+    import shutil
+
+    clone = Env(tmp_path_factory.mktemp("bare-clone"))
+    clone.project.mkdir()
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", clone.project / "Pulumi.yaml")
+    (clone.project / "stacks").symlink_to(REPO_ROOT / "stacks")
+    shutil.copy(env.project / f"Pulumi.{STACK}.yaml", clone.project / f"Pulumi.{STACK}.yaml")
+    clone.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
+    clone.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
+    assert not (clone.state / "credentials.json").exists()
+    res = clone.pulumi("preview", "--stack", STACK, "--expect-no-changes", "--diff")
+    OUTPUTS.append(res.stdout + res.stderr)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
+    kept = json.loads((clone.state / "credentials.json").read_text())
+    mine = json.loads((env.state / "credentials.json").read_text())
+    same = all(kept[u] == mine[u] for u in ("orders-app", "billing", "replicator") if u in kept)
+    assert same and "orders-app" in kept, "the fresh clone holds other passwords than the stack generated"
+    assert (clone.state / "credentials.json").stat().st_mode & 0o777 == 0o600
 
 
 def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
@@ -404,7 +466,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
     assert res.returncode == 6, res.stdout[-3000:] + res.stderr[-3000:]
     from dr.failover.journal import Journal
 
-    journal = Journal.load(env.state)
+    journal = Journal.load(env.home)
     verdict = journal.verdict() if journal is not None else None
     assert verdict is not None and verdict.counts["missing"] == len(lost), verdict and verdict.counts
     report_dir = verdict.report_dir
@@ -421,6 +483,56 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
         "C→A copies the recovered records to the new passive A"
     )
     assert "orders" in AdminClient(_admin(existing, "B").config()).list_topics(timeout=10).topics
+
+
+def test_the_drill_runs_on_the_external_stack_itself_through_published_configs(
+    env: Env, existing: ExistingEstate, tmp_path: Path
+) -> None:
+    """C is active, A passive (C→A), B decommissioned. The platform team wipes B and the operator
+    declares it the next standby; `drctl drill` then runs one planned, graded game day C→A→B on the
+    stack itself: its applications on their published client configurations, no broker stopped,
+    nothing torn down. An unplanned drill is refused first, before anything changes."""
+    from confluent_kafka.admin import AdminClient
+
+    journal = env.home / "failover" / "journal.json"
+    before = journal.read_text()
+    res = env.drctl("drill", "--stack", STACK, "--unplanned", "--out", str(tmp_path / "refused"))
+    assert res.returncode == 2 and "make C unreachable yourself" in res.stderr, res.stderr[-2000:]
+    assert journal.read_text() == before and not (tmp_path / "refused").exists()
+
+    b_admin = AdminClient(_admin(existing, "B").config())
+    for future in b_admin.delete_topics(["orders", "payments"]).values():
+        future.result(30)
+    assert wait_until(lambda: not {"orders", "payments"} & set(b_admin.list_topics(timeout=10).topics), 30)
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    for c in doc["config"]["kafka-dr:clusters"]:
+        if c["name"] == "B":
+            c["role"] = "standby"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    pids = existing.pids()
+    t0 = time.monotonic()
+    res = env.drctl(
+        "drill", "--stack", STACK, "--out", str(tmp_path / "drill"), "--warmup", "4", "--rate", "200", "--json"
+    )
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    result = json.loads(res.stdout)
+    (cycle,) = result["cycles"]
+    rto = {f"{r['application']} ({r['kind']})": r["rto_s"] for r in cycle["application_rto"]}
+    print(
+        f"\nexternal drill ({took:.0f}s): {cycle['chain']} application RTO {rto}, "
+        f"A→B→C {cycle['failover']['a_b_c_s']}s, grade {cycle['grade']}"
+    )
+    assert cycle["chain"] == "C→A→B" and result["grade"] == "PASS", cycle["checks"]
+    assert cycle["producer"]["acked_on_target"] > 0 and cycle["lost_after_recovery"] == 0
+    assert not cycle["preview_after_failover"]
+    assert existing.pids() == pids, "the drill stopped or started none of the platform team's processes"
+    status = json.loads(env.drctl("status", "--stack", STACK, "--json").stdout)
+    roles = {c["name"]: c["role"] for c in status["clusters"]}
+    assert roles == {"A": "active", "B": "passive", "C": "decommissioned"}
+    assert "orders" in AdminClient(_admin(existing, "C").config()).list_topics(timeout=10).topics
 
 
 def test_no_password_in_any_output(existing: ExistingEstate) -> None:

@@ -32,6 +32,7 @@ from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import CRASH_EXIT
 from tests.integration.helpers import produce
 from tests.integration.helpers import teardown_stack as _teardown
+from tests.integration.journal_home import journal_home
 
 STACK = "crash"
 NAMES = [s.name for s in STEPS]
@@ -113,7 +114,7 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
     for run, crash_after in enumerate(crashes, 1):
         res = crash_failover(env, crash_after, *waive)
         assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
-        journal = Journal.load(state)
+        journal = Journal.load(journal_home(env, STACK))
         assert journal is not None and journal.status == "running" and len(journal.runs) == run
         k = NAMES.index(crash_after)
         assert all(journal.is_done(n) for n in NAMES[: k + 1])
@@ -129,7 +130,7 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
     assert s["status"] == "completed" and s["runs"] == len(crashes) + 1
     assert f"{crashes[-1]}: done earlier — skipped" in final.stderr
 
-    journal = Journal.load(state)
+    journal = Journal.load(journal_home(env, STACK))
     assert journal is not None
     for name in NAMES:
         assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, C created once
@@ -153,7 +154,6 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
 
 
 def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(env: dict[str, str]) -> None:
-    state = Path(env["KDR_STATE_DIR"]) / STACK
     status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
     assert status.returncode == 0, status.stderr[-2000:]
     estate = Estate.for_stack(StackRef.resolve(STACK))
@@ -182,7 +182,7 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
     done = drctl(env, "failover", "--stack", STACK, "--json", "--yes", "--skip-verify", "--force-decommission")
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["status"] == "completed"
-    journal = Journal.load(state)
+    journal = Journal.load(journal_home(env, STACK))
     assert journal is not None and journal.outcome("integrity")["fenced_on_return"] >= 1
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]

@@ -39,6 +39,7 @@ from dr.topology import NAMESPACE, load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import STEP_SPAN, Kill, kill_inside, session_processes
 from tests.integration.helpers import produce, teardown_stack, write_local_stack
+from tests.integration.journal_home import journal_home
 
 STACK = "killed"
 NAMES = [s.name for s in STEPS]
@@ -128,7 +129,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
             )
             assert kill.returncode in (-signal.SIGKILL, 0), kill.output[-3000:]
             flags = []  # a resumed run takes the journal's mode
-            if (journal := Journal.load(state)) is not None:
+            if (journal := Journal.load(journal_home(env, STACK))) is not None:
                 failover_ids.add(journal.failover_id)
         final = _drctl(env, "failover", "--stack", STACK, "--yes", "--json", *WAIVE)
         assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-4000:]
@@ -144,7 +145,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
         assert after.local_cluster(active).state() == "stopped"
         assert after.mirror(f"{passive}-to-{standby}").alive()
         # one failover, every run of it journaled; B promoted once
-        journal = Journal.load(state)
+        journal = Journal.load(journal_home(env, STACK))
         assert journal is not None and journal.status == "completed" and journal.mode == mode
         assert failover_ids == {journal.failover_id}, "a resumed run started another failover"
         assert len(journal.runs) >= 2 and journal.step("promote").status == "done"

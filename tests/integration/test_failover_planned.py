@@ -34,6 +34,7 @@ from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.helpers import produce
 from tests.integration.helpers import teardown_stack as _teardown
+from tests.integration.journal_home import journal_home
 
 STACK = "planned"
 
@@ -126,7 +127,7 @@ def test_a_link_that_does_not_drain_is_refused_and_a_is_unfenced(env: dict[str, 
         again, errors = produce(app(estate, "A", "orders-app"), "orders", ["after-refusal"])
         assert again == ["after-refusal"] and not errors, "the refused failover gave A its write ACLs back"
         ACKED.extend(again)
-        journal = Journal.load(Path(env["KDR_STATE_DIR"]) / STACK)
+        journal = Journal.load(journal_home(env, STACK))
         assert journal is not None
         assert journal.step("fence-drain").status == "failed"
         assert journal.step("promote").status == "pending"
@@ -227,7 +228,7 @@ def test_planned_failover_loses_no_acknowledged_record_and_builds_c(env: dict[st
 
 def test_the_finished_failover_run_again_changes_nothing(env: dict[str, str]) -> None:
     stack_file = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
-    journal = Journal.path_for(Path(env["KDR_STATE_DIR"]) / STACK)
+    journal = Journal.path_for(journal_home(env, STACK))
     before = (stack_file.read_bytes(), journal.read_bytes())
     res = drctl(env, "failover", "--stack", STACK, "--yes")
     assert res.returncode == 0, res.stderr[-2000:]

@@ -13,11 +13,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dr.base.stackref import StackRef
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from tests import REPO_ROOT
 
 _UNSET: dict[str, Any] = {}
+
+
+def journal_home(stack: str = "unit") -> Path:
+    """Where ``drctl`` keeps ``stack``'s journal and failover lock (with its backend), as the
+    environment (``KDR_STACK_DIR``, ``KDR_STATE_DIR``) resolves it."""
+    return StackRef.resolve(stack).failover_home
 
 
 def new_journal(

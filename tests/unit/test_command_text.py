@@ -192,19 +192,21 @@ def test_failover_already_finished_through_drctl(tmp_path: Path) -> None:
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "Pulumi.local.yaml").write_text(yaml.safe_dump({"config": journal.record.desired_config}))
-    (tmp_path / "state").rename(tmp_path / "local")
+    home = tmp_path / "pulumi" / ".pulumi" / "kdr" / "kafka-dr" / "local"  # with the stack's (file) backend
+    home.mkdir(parents=True)
+    (tmp_path / "state" / "failover").rename(home / "failover")
     env = {"KDR_STACK_DIR": str(stacks), "KDR_STATE_DIR": str(tmp_path)}
     res = _drctl("failover", "--stack", "local", env=env)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == f"failover {journal.failover_id} of stack local (A → B → C) already finished; nothing changed."
-    assert lines[1].endswith("— COMPLETED") and lines[-1] == f"journal: {tmp_path}/local/failover/journal.json"
+    assert lines[1].endswith("— COMPLETED") and lines[-1] == f"journal: {home}/failover/journal.json"
     _no_secret(res.stdout + res.stderr)
     dry = _drctl("failover", "--stack", "local", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines()[0] == lines[0] and dry.stdout.rstrip().endswith("(dry run: nothing would change)")
     finished = FinishedPlan(stack="local", summary=summarize(journal, already_finished=True))
-    assert dry.stdout.rstrip("\n") == render_plan(finished).replace(str(tmp_path / "state"), str(tmp_path / "local"))
+    assert dry.stdout.rstrip("\n") == render_plan(finished).replace(str(tmp_path / "state"), str(home))
 
 
 # ------------------------------------------------------------------------------------------ drill
@@ -289,9 +291,11 @@ def _stack(tmp_path: Path, journal: str | None, config: dict[str, Any] | None = 
     if config is not None:
         doc["config"] = config
     (stacks / "Pulumi.local.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    (state / "failover").mkdir(parents=True)
+    state.mkdir(parents=True)
+    home = StackRef.of_file(stacks / "Pulumi.local.yaml", state).failover_home  # with the stack's backend
+    (home / "failover").mkdir(parents=True)
     if journal is not None:
-        shutil.copy(DATA / "failover" / f"{journal}.journal.json", state / "failover" / "journal.json")
+        shutil.copy(DATA / "failover" / f"{journal}.journal.json", home / "failover" / "journal.json")
     return stacks / "Pulumi.local.yaml", state
 
 
@@ -595,7 +599,8 @@ def test_status_with_each_problem_of_a_cluster() -> None:
 def test_status_with_a_failover_interrupted_mid_step(tmp_path: Path) -> None:
     """The journal of the drill's failover as it was while desired-state ran, and no process holds the
     lock: `status_report` reports the failover interrupted and `drctl status` exits 6 saying how to resume."""
-    journal = Journal.load(_stack(tmp_path, "interrupted")[1])
+    stack_path, state = _stack(tmp_path, "interrupted")
+    journal = Journal.load(StackRef.of_file(stack_path, state).failover_home)
     assert journal is not None
     stack_path, state = tmp_path / "stacks" / "Pulumi.local.yaml", tmp_path / "state" / "local"
     report = status_report(StackRef.of_file(stack_path, state))

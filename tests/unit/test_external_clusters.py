@@ -285,9 +285,51 @@ def test_a_worker_that_resolves_both_passes() -> None:
         worker.server.shutdown()
 
 
-def test_the_drill_refuses_an_external_stack_before_changing_anything(
-    production: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--unplanned",), ["will not stop", "make dc1 unreachable yourself", "--mode unplanned"]),
+        (("--cycles", "2"), ["never deletes topics", "role: standby", "one cycle"]),
+        (("--base-port", "20000"), ["--base-port", "without --base-port"]),
+    ],
+)
+def test_the_drill_on_an_external_stack_refuses_what_would_touch_brokers_it_does_not_own(
+    production: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: tuple[str, ...], said: list[str]
 ) -> None:
-    assert _run("drill", "--stack", "prod") == 2
+    """A planned one-cycle drill runs on the stack itself (tests/integration/test_external_estate.py);
+    an unplanned one, several cycles or moved ports are refused before anything changes."""
+    out = tmp_path / "drill"
+    assert _run("drill", "--stack", "prod", "--out", str(out), *flags) == 2
     err = capsys.readouterr().err
-    assert "dc1, dc2, dc3" in err and "local estates only" in err and "--dry-run" in err
+    assert all(s in err for s in said), err
+    assert "Nothing was changed" in err and not out.exists()
+
+
+def test_the_failover_journal_lives_with_a_file_backend_and_in_the_state_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``file://`` backend (shared directory, NFS) holds the journal, so any clone using it resumes a
+    failover; with another backend it stays in the state directory and `drctl status` says so."""
+    from dr.base.stackref import StackRef
+    from dr.failover.render import render_status
+    from dr.failover.status import StatusReport
+
+    ref = StackRef("prod", tmp_path / "project", tmp_path / "state" / "prod")
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}/shared")
+    assert ref.failover_home == tmp_path / "shared" / ".pulumi" / "kdr" / "kafka-dr" / "prod" and ref.journal_shared
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://team-bucket/kafka-dr")
+    assert ref.failover_home == ref.state_dir and not ref.journal_shared
+    report = StatusReport(
+        stack="prod",
+        failover_done=False,
+        clusters=[],
+        links=[],
+        consumer_groups=[],
+        last_failover=None,
+        problems=[],
+        journal_home=str(ref.failover_home),
+        journal_shared=False,
+    )
+    text = render_status(report)
+    assert f"failover journal: {ref.state_dir}/failover/" in text and "KDR_STATE_DIR" in text
+    assert "KDR_STATE_DIR" not in render_status(report.model_copy(update={"journal_shared": True}))

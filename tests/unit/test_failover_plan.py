@@ -15,7 +15,7 @@ from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
-from tests.unit.failover_helpers import lock_held_elsewhere, new_journal
+from tests.unit.failover_helpers import journal_home, lock_held_elsewhere, new_journal
 
 # Ports nothing listens on during the unit tests: every cluster is "down".
 PORTS = (32100, 32200, 32300)  # below the ephemeral range, above the integration tests' windows: nothing listens
@@ -59,7 +59,7 @@ def test_dry_run_prints_the_plan_and_the_desired_state_diff_and_changes_nothing(
     assert "pulumi preview: not available — stack 'unit' was never provisioned here" in out
     assert stack.read_bytes() == before
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
-    assert not (state / "failover" / "journal.json").exists()
+    assert not Journal.path_for(journal_home()).exists() and not (state / "failover" / "journal.json").exists()
     assert not (state / "credentials.json").exists(), "a dry run creates no credentials either"
 
 
@@ -85,7 +85,7 @@ def test_without_yes_and_without_a_terminal_the_failover_is_refused(
 ) -> None:
     assert run("failover", "--stack", "unit") == 6
     assert "--yes" in capsys.readouterr().err
-    assert not (Path(os.environ["KDR_STATE_DIR"]) / "unit" / "failover" / "journal.json").exists()
+    assert not Journal.path_for(journal_home()).exists()
 
 
 def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
@@ -97,7 +97,7 @@ def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
     assert "cluster B (the passive cluster to promote) is unreachable" in err
     assert "nothing was changed" in err and "next step:" in err
     assert stack.read_bytes() == before
-    journal = Journal.load(Path(os.environ["KDR_STATE_DIR"]) / "unit")
+    journal = Journal.load(journal_home())
     assert journal is not None and journal.status == "failed"
     assert journal.step("preflight").status == "failed"
     assert all(journal.step(s.name).status == "pending" for s in STEPS[1:])
@@ -106,22 +106,21 @@ def test_an_unreachable_passive_cluster_is_refused_and_nothing_changes(
 def test_a_concurrent_failover_of_the_same_stack_exits_7_naming_the_holder(
     stack: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
-    state.mkdir(parents=True)
-    with lock_held_elsewhere(state) as holder:
+    home = journal_home()
+    home.mkdir(parents=True)
+    with lock_held_elsewhere(home) as holder:
         assert run("failover", "--stack", "unit", "--yes") == 7
     err = capsys.readouterr().err
     assert f"pid {holder.pid}" in err and "already running" in err
-    assert Journal.load(state) is None, "the refused run wrote no journal"
+    assert Journal.load(home) is None, "the refused run wrote no journal"
 
 
 def _finished(stack: Path) -> Journal:
-    state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
     original = load_stack_file(stack)
     desired = original.after_failover()
     from dr.topology import dump_stack_config
 
-    j = new_journal(state, dump_stack_config(original), dump_stack_config(desired))
+    j = new_journal(journal_home(), dump_stack_config(original), dump_stack_config(desired))
     j.begin_run(mode="planned", options={})
     for s in STEPS:
         j.start_step(s.name, {})

@@ -37,6 +37,7 @@ from dr.failover.status import (
 from dr.failover.steps import STEPS
 from dr.topology import Kind, Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
 from tests import REPO_ROOT
+from tests.unit.failover_helpers import journal_home
 
 LOCAL_DOC: dict[str, Any] = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text(encoding="utf-8"))
 NAMES = [s.name for s in STEPS]
@@ -409,7 +410,7 @@ def test_drctl_estate_standby_refuses_before_touching_anything(
     assert code == 6 and "cluster A is active" in err and "drctl failover --stack life --dry-run" in err
     write_stack_config(path, load_stack_file(path).after_failover("planned"))
     _journal(
-        tmp_path / "state" / "life",
+        journal_home("life"),
         load_stack_file(_write(tmp_path, "life", LOCAL_DOC)),
         status="pending",
         done=NAMES[:6],
@@ -453,7 +454,11 @@ def test_status_of_a_stack_not_provisioned_lists_its_problems(
         "consumer_groups",
         "last_failover",
         "problems",
+        "journal_home",
+        "journal_shared",
     }
+    assert report.journal_shared is True, "the local file backend keeps the journal"
+    assert report.journal_home == str(tmp_path / "state" / "pulumi" / ".pulumi" / "kdr" / "kafka-dr" / "life")
     assert report.problems == [
         "cluster A (active) is absent",
         "cluster B (passive) is absent",

@@ -111,8 +111,10 @@ def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_cl
     from dr.failover.journal import Journal
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
+    from dr.base.stackref import StackRef
+
     j = Journal.create(
-        tmp_path / "s",
+        StackRef.resolve("s").failover_home,  # the journal lives with the stack's backend
         stack="s",
         mode="planned",
         source="A",
