@@ -44,6 +44,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.scale_estate import generate  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
@@ -57,31 +58,13 @@ STACK = "scale"
 
 # ---------------------------------------------------------------------------------- the estate
 def estate_doc(n: int, shape: str, base: int = BASE) -> dict[str, Any]:
-    """The generated stack file: the local stack's clusters and link, N topics, N/5 applications."""
+    """The generated stack file (:mod:`benchmarks.scale_estate`): the local stack's clusters and link,
+    N topics, N/5 applications, every one of them named (``named``) or prefix-owning (``prefix``)."""
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
     cfg = doc["config"]
     for i, c in enumerate(cfg["kafka-dr:clusters"]):
         c["base_port"] = base + 100 * i
-    domains = max(2, n // 5)
-    per = max(1, n // domains)
-    cfg["kafka-dr:topics"] = [
-        {"name": f"d{d:03d}.t{j}", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1}
-        for d in range(domains)
-        for j in range(per)
-    ]
-    apps = []
-    for d in range(domains):
-        nxt = (d + 1) % domains
-        app: dict[str, Any] = {"name": f"app{d:03d}"}
-        if shape == "prefix":
-            app |= {"produces_prefix": f"d{d:03d}.", "consumes_prefix": f"d{nxt:03d}."}
-        else:
-            app |= {
-                "produces": [f"d{d:03d}.t{j}" for j in range(per)],
-                "consumes": [f"d{nxt:03d}.t{j}" for j in range(per)],
-            }
-        apps.append(app | {"consumer_group": f"app{d:03d}"})
-    cfg["kafka-dr:principals"]["applications"] = apps
+    generate(cfg, n, named=n if shape == "named" else 0)
     return doc
 
 
@@ -176,7 +159,7 @@ def _resources(stack: EstateStack) -> int:
     return len(stack._stack().export_stack().deployment.get("resources", []))
 
 
-def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
+def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
     """One size and shape from nothing to nothing (see the module doc); ``shape@P`` runs it with
     ``KDR_PULUMI_PARALLEL=P`` (the engine's default is 8 operations at once)."""
     shape, _, parallel = shape.partition("@")
@@ -190,16 +173,20 @@ def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"kdr-scale-{n}-{shape}-") as tmp:
         root = Path(tmp)
         (root / "stacks").mkdir()
-        (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(estate_doc(n, shape), sort_keys=False))
+        (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(
+            yaml.safe_dump(estate_doc(n, shape, base), sort_keys=False)
+        )
         os.environ["KDR_STACK_DIR"] = str(root / "stacks")
         out = root / "out"
         stack_path = out / "stack" / f"Pulumi.{STACK}.yaml"
         ref: StackRef | None = StackRef.of_file(stack_path, out / "state")
 
+        t_start = time.monotonic()
+
         def progress(message: str) -> None:
             if message.startswith("drill cycle"):
                 sampler.phase = "failover"
-            print(f"  [{n}/{shape}] {message}", flush=True)
+            print(f"  [{n}/{shape} {time.monotonic() - t_start:7.1f}s] {message}", flush=True)
 
         try:
             sampler.phase = "up"
@@ -329,6 +316,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100", help="comma-separated topic counts (N/5 applications each)")
     ap.add_argument("--shapes", default="named,prefix", help="named (one ACL per topic) and/or prefix")
     ap.add_argument("--rate", type=int, default=500, help="records per second of the drill's producer")
+    ap.add_argument(
+        "--base-port",
+        default=str(BASE),
+        help="first port of A (B, C at +100/+200); 'auto': a free window of tests/integration/ports.py, "
+        "for a second run beside one at the default",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument(
         "--table", type=Path, nargs="+", default=None, help="print the table of these --json files; run nothing"
@@ -339,11 +332,17 @@ def main() -> None:
         return
     # a `timeout` or Ctrl-C still runs the teardown in `measure`'s finally: no JVM outlives the run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.base_port == "auto":
+        from tests.integration.ports import free_window
+
+        base = free_window(300)  # held by this process until it ends
+    else:
+        base = int(args.base_port)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         for shape in args.shapes.split(","):
             t0 = time.monotonic()
-            rows.append(measure(n, shape, args.rate))
+            rows.append(measure(n, shape, args.rate, base))
             print(f"{n} topics / {shape}: done in {time.monotonic() - t0:.0f}s", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=2))
