@@ -532,20 +532,29 @@ def test_replicator_reads_on_the_source_and_writes_on_the_target(local: Run) -> 
     )
 
 
-def test_link_starts_after_the_access_of_both_ends(local: Run) -> None:
+def test_link_starts_after_the_replicators_access_of_both_ends_only(local: Run) -> None:
+    """MirrorMaker 2 waits for the replicator's user and ACLs and the topics on both sides, not for the
+    applications' users and ACLs (created while it starts: the failover builds C's in parallel with B→C)."""
     process = local.named(DYNAMIC, "A-to-B-mirrormaker2")
     assert process.parent == local.named(REPLICATION_LINK, "A-to-B").urn, "A-to-B-mirrormaker2 parent"
     assert (process.inputs["source"], process.inputs["target"]) == ("A", "B"), "A-to-B-mirrormaker2 ends"
     assert (int(process.inputs["source_port"]), int(process.inputs["target_port"])) == (19100, 19200)
-    users = {r.urn for r in local.of_type(USER)}
-    acl_urns = {r.urn for r in local.of_type(ACL)}
+    replicator = local.topology.principals.replicator
     deps = set(process.dependencies)
     for name in ("A", "B"):
-        access = local.named(CLUSTER_ACCESS, f"{name}-access").urn
-        mine = {u for u in users | acl_urns if urn_name(u).startswith(f"{name}-")}
-        assert access in deps or mine <= deps, (
-            f"A-to-B-mirrormaker2 does not wait for {name}-access (dependencies: {sorted(deps)})"
-        )
+        mine = [
+            r for r in (*local.of_type(USER), *local.of_type(ACL), *local.of_type(TOPIC)) if owner_cluster(r) == name
+        ]
+        needed = {
+            r.urn
+            for r in mine
+            if r.typ == TOPIC
+            or r.inputs.get("username") == replicator
+            or r.inputs.get("aclPrincipal") == f"User:{replicator}"
+        }
+        apps = {r.urn for r in mine} - needed
+        assert needed and needed <= deps, f"A-to-B-mirrormaker2 does not wait for {sorted(needed - deps)}"
+        assert apps and not apps & deps, f"A-to-B-mirrormaker2 waits for the applications': {sorted(apps & deps)}"
 
 
 # -- after a failover ---------------------------------------------------------------------------
