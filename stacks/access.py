@@ -81,7 +81,9 @@ class ClusterAccess(pulumi.ComponentResource):
                 config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
             )
-        rules = acl_rules(args.topology, c)
+        # the replicator's first: the engine starts them first, and the link waits for them (needed_by)
+        replicator = args.topology.principals.replicator
+        rules = sorted(acl_rules(args.topology, c), key=lambda rule: rule.principal != replicator)
         self.acls: list[kafka.Acl] = [
             kafka.Acl(
                 f"{c.name}-acl-{rule.logical_name}",
