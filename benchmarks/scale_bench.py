@@ -44,6 +44,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.scale_estate import generate  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
@@ -57,31 +58,13 @@ STACK = "scale"
 
 # ---------------------------------------------------------------------------------- the estate
 def estate_doc(n: int, shape: str, base: int = BASE) -> dict[str, Any]:
-    """The generated stack file: the local stack's clusters and link, N topics, N/5 applications."""
+    """The generated stack file (:mod:`benchmarks.scale_estate`): the local stack's clusters and link,
+    N topics, N/5 applications, every one of them named (``named``) or prefix-owning (``prefix``)."""
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
     cfg = doc["config"]
     for i, c in enumerate(cfg["kafka-dr:clusters"]):
         c["base_port"] = base + 100 * i
-    domains = max(2, n // 5)
-    per = max(1, n // domains)
-    cfg["kafka-dr:topics"] = [
-        {"name": f"d{d:03d}.t{j}", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1}
-        for d in range(domains)
-        for j in range(per)
-    ]
-    apps = []
-    for d in range(domains):
-        nxt = (d + 1) % domains
-        app: dict[str, Any] = {"name": f"app{d:03d}"}
-        if shape == "prefix":
-            app |= {"produces_prefix": f"d{d:03d}.", "consumes_prefix": f"d{nxt:03d}."}
-        else:
-            app |= {
-                "produces": [f"d{d:03d}.t{j}" for j in range(per)],
-                "consumes": [f"d{nxt:03d}.t{j}" for j in range(per)],
-            }
-        apps.append(app | {"consumer_group": f"app{d:03d}"})
-    cfg["kafka-dr:principals"]["applications"] = apps
+    generate(cfg, n, named=n if shape == "named" else 0)
     return doc
 
 
@@ -176,7 +159,7 @@ def _resources(stack: EstateStack) -> int:
     return len(stack._stack().export_stack().deployment.get("resources", []))
 
 
-def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
+def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
     """One size and shape from nothing to nothing (see the module doc); ``shape@P`` runs it with
     ``KDR_PULUMI_PARALLEL=P`` (the engine's default is 8 operations at once)."""
     shape, _, parallel = shape.partition("@")
@@ -184,26 +167,33 @@ def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
         os.environ["KDR_PULUMI_PARALLEL"] = parallel
     else:
         os.environ.pop("KDR_PULUMI_PARALLEL", None)
+    # its own stack and backend (under the run's temp dir): a run beside another never meets its state
+    stack_name = STACK if base == BASE else f"{STACK}{base}"
+    os.environ.pop("PULUMI_BACKEND_URL", None)
     sampler = MemorySampler()
     sampler.start()
     times: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix=f"kdr-scale-{n}-{shape}-") as tmp:
         root = Path(tmp)
         (root / "stacks").mkdir()
-        (root / "stacks" / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(estate_doc(n, shape), sort_keys=False))
+        (root / "stacks" / f"Pulumi.{stack_name}.yaml").write_text(
+            yaml.safe_dump(estate_doc(n, shape, base), sort_keys=False)
+        )
         os.environ["KDR_STACK_DIR"] = str(root / "stacks")
         out = root / "out"
-        stack_path = out / "stack" / f"Pulumi.{STACK}.yaml"
+        stack_path = out / "stack" / f"Pulumi.{stack_name}.yaml"
         ref: StackRef | None = StackRef.of_file(stack_path, out / "state")
+
+        t_start = time.monotonic()
 
         def progress(message: str) -> None:
             if message.startswith("drill cycle"):
                 sampler.phase = "failover"
-            print(f"  [{n}/{shape}] {message}", flush=True)
+            print(f"  [{n}/{shape} {time.monotonic() - t_start:7.1f}s] {message}", flush=True)
 
         try:
             sampler.phase = "up"
-            result = run_drill(DrillOptions(stack=STACK, out=out, keep=True, rate=rate), progress)
+            result = run_drill(DrillOptions(stack=stack_name, out=out, keep=True, rate=rate), progress)
             keep = Path(tempfile.gettempdir()) / f"kdr-scale-drill-{n}-{shape}.json"
             keep.write_text((out / "drill.json").read_text())  # the drill's whole result, kept for reading
             stack = EstateStack(StackRef.of_file(stack_path, out / "state"))
@@ -211,6 +201,11 @@ def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
             resources_after_failover = _resources(stack)
             with _phase(sampler, "preview", times):
                 preview = stack.preview()
+            try:  # a refreshing preview of the failed-over estate (write-only SCRAM passwords)
+                with _phase(sampler, "preview --refresh", times):
+                    refreshing, refreshing_error = stack.preview(refresh=True).changes, None
+            except Exception as exc:  # noqa: BLE001 - a finding to report, not a reason to lose the figures
+                refreshing, refreshing_error = {}, str(exc).splitlines()[0][:300]
             topology = load_stack_file(stack_path)
             active = topology.active().name
             app = topology.principals.applications[0].name
@@ -249,6 +244,9 @@ def measure(n: int, shape: str, rate: int) -> dict[str, Any]:
         "lost_after_recovery": cycle.lost_after_recovery if cycle else None,
         "noop_preview_s": times.get("preview"),  # after the failover: B and C provisioned
         "noop_preview_changes": preview.changes,
+        "preview_refresh_s": times.get("preview --refresh"),
+        "preview_refresh_changes": refreshing,
+        "preview_refresh_error": refreshing_error,
         "refresh_s": times.get("refresh"),
         "refresh_changes": refreshed,
         "drift_acls_deleted": removed,
@@ -291,6 +289,19 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     row("`pulumi up` from nothing (s)", [_s(r["up_s"]) for r in rows])
     row("no-op preview (s)", [_s(r["noop_preview_s"]) for r in rows])
     row("refresh (s)", [_s(r["refresh_s"]) for r in rows])
+    row(
+        "`preview --refresh` after the failover",
+        [
+            "—"
+            if "preview_refresh_changes" not in r
+            else (
+                "FAILED: " + r["preview_refresh_error"]
+                if r.get("preview_refresh_error")
+                else f"{_s(r['preview_refresh_s'])} s, {r['preview_refresh_changes'] or 'clean'}"
+            )
+            for r in rows
+        ],
+    )
     for label in sorted({k for r in rows for k in r["application_rto"]}, key=lambda k: "reads" in k):
         kind = "writes" if "writes" in label else "reads"
         row(
@@ -329,6 +340,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100", help="comma-separated topic counts (N/5 applications each)")
     ap.add_argument("--shapes", default="named,prefix", help="named (one ACL per topic) and/or prefix")
     ap.add_argument("--rate", type=int, default=500, help="records per second of the drill's producer")
+    ap.add_argument(
+        "--base-port",
+        default=str(BASE),
+        help="first port of A (B, C at +100/+200); 'auto': a free window of tests/integration/ports.py, "
+        "for a second run beside one at the default",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument(
         "--table", type=Path, nargs="+", default=None, help="print the table of these --json files; run nothing"
@@ -339,11 +356,17 @@ def main() -> None:
         return
     # a `timeout` or Ctrl-C still runs the teardown in `measure`'s finally: no JVM outlives the run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.base_port == "auto":
+        from tests.integration.ports import free_window
+
+        base = free_window(300)  # held by this process until it ends
+    else:
+        base = int(args.base_port)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         for shape in args.shapes.split(","):
             t0 = time.monotonic()
-            rows.append(measure(n, shape, args.rate))
+            rows.append(measure(n, shape, args.rate, base))
             print(f"{n} topics / {shape}: done in {time.monotonic() - t0:.0f}s", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=2))

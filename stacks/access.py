@@ -81,6 +81,9 @@ class ClusterAccess(pulumi.ComponentResource):
                 config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
             )
+        # the replicator's first: the engine starts them first, and the link waits for them (needed_by)
+        replicator = args.topology.principals.replicator
+        rules = sorted(acl_rules(args.topology, c), key=lambda rule: rule.principal != replicator)
         self.acls: list[kafka.Acl] = [
             kafka.Acl(
                 f"{c.name}-acl-{rule.logical_name}",
@@ -93,6 +96,17 @@ class ClusterAccess(pulumi.ComponentResource):
                 resource_pattern_type_filter=rule.pattern,
                 opts=child,
             )
-            for rule in acl_rules(args.topology, c)
+            for rule in rules
         ]
+        self._principals = [rule.principal for rule in rules]
         self.register_outputs({"users": sorted(self.users), "topics": sorted(self.topics), "acls": len(self.acls)})
+
+    def needed_by(self, principal: str) -> list[pulumi.Resource]:
+        """What a client of ``principal`` needs on this cluster: its SCRAM user, its ACLs and every topic.
+
+        A link depends on these of the replicator on both sides, not on the whole component: the
+        applications' users and ACLs are created while MirrorMaker 2 starts (the failover's
+        desired-state step builds C's in parallel with the link B→C)."""
+        mine = [acl for acl, owner in zip(self.acls, self._principals, strict=True) if owner == principal]
+        user = [self.users[principal]] if principal in self.users else []
+        return [*user, *mine, *self.topics.values()]

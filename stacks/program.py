@@ -176,7 +176,14 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
         links[link.name] = ReplicationLink(
             link.name,
             ReplicationLinkArgs(
-                topology=topology, link=link, state_dir=state_dir, depends_on=[access[link.source], access[link.target]]
+                topology=topology,
+                link=link,
+                state_dir=state_dir,
+                depends_on=[
+                    r
+                    for name in (link.source, link.target)
+                    for r in access[name].needed_by(topology.principals.replicator)
+                ],
             ),
         )
     return {**_outputs(topology, clusters, passwords), "credentials": _generated(topology, credentials)}
