@@ -28,6 +28,7 @@ from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import MirrorMaker
 from dr.topology import Link, Role, Topology, load_stack_file
 from dr.topology.access import application_rules
+from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.external import external_endpoint
 
 Progress = Callable[[str], None]
@@ -118,13 +119,15 @@ class Estate:
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
         link = self._link(link_name)
+        peers = is_active_active(self.topology)
         return MirrorMaker(
             self.local_cluster(link.source),
             self.local_cluster(link.target),
             self.state,
-            topics=link.topics_regex,
+            topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
+            policy="default" if peers else "identity",
         )
 
     def connect(self, name: str) -> LocalConnectCluster:

@@ -133,6 +133,13 @@ def _links(t: Topology) -> Iterator[Problem]:
                 "prefixed remote topics",
                 "use engine: mirrormaker2",
             )
+        if link.connect is not None:
+            yield _v(
+                f"links[{j}].connect",
+                f"link {link.name!r} runs on Connect cluster {link.connect!r}; active-active links run as "
+                "dedicated MirrorMaker 2 processes between local peers only (for now)",
+                "remove `connect` from the link",
+            )
         if (link.target, link.source) not in pairs:
             yield _v(
                 f"links[{j}]",
