@@ -33,13 +33,16 @@ __all__ = [
     "DEFAULT_POLICY",
     "SEPARATOR",
     "Problem",
+    "after_region_failover",
     "consumes_remote",
     "is_active_active",
     "link_topics_regex",
+    "moving_applications",
     "peers",
     "remote_source",
     "remote_topic",
     "remote_topics_on",
+    "survivor_for",
     "violations",
 ]
 
@@ -234,3 +237,61 @@ def consumes_remote(t: Topology, name: str) -> bool:
         and source in {c.name for c in t.clusters}
         and original in {topic.name for topic in t.topics}
     )
+
+
+# -- region failover ------------------------------------------------------------------------------
+
+
+def survivor_for(topology: Topology, region: str) -> str:
+    """The peer that takes over ``region``'s applications: the first other active peer.
+
+    :class:`~dr.base.errors.TopologyError` when ``region`` is not an active peer or no other peer is left.
+    """
+    from dr.base.errors import TopologyError
+
+    active = peers(topology)
+    if region not in active:
+        raise TopologyError(
+            f"{region!r} is not an active peer of stack '{topology.name}' (peers: {', '.join(active) or 'none'})",
+            f"pass --region with one of: {', '.join(active) or 'none'}",
+        )
+    others = [p for p in active if p != region]
+    if not others:
+        raise TopologyError(
+            f"{region!r} is the last active peer of stack '{topology.name}': no region is left to take over",
+            "rebuild another peer first (runbooks/active-active.md, fail back)",
+        )
+    return others[0]
+
+
+def after_region_failover(topology: Topology, region: str, survivor: str) -> Topology:
+    """The desired topology once ``region`` failed over to ``survivor`` (pure; ``topology`` is unchanged).
+
+    ``region`` becomes decommissioned, every link into or out of it goes, and its applications' home
+    becomes ``survivor``: they write the survivor's local topics and read them plus the remote copies
+    (``<region>.<topic>`` stays on the survivor, readable).
+    """
+    from dr.topology.model import Topology as _Topology
+
+    clusters = [
+        c.model_copy(update={"role": Role.DECOMMISSIONED}) if c.name == region else c for c in topology.clusters
+    ]
+    apps = [
+        a.model_copy(update={"home": survivor}) if a.home == region else a for a in topology.principals.applications
+    ]
+    return _Topology(
+        name=topology.name,
+        profile=topology.profile,
+        architecture=topology.architecture,
+        clusters=clusters,
+        topics=topology.topics,
+        principals=topology.principals.model_copy(update={"applications": apps}),
+        links=[lk for lk in topology.links if region not in (lk.source, lk.target)],
+        connect_clusters=topology.connect_clusters,
+        failover_done=True,
+    )
+
+
+def moving_applications(topology: Topology, region: str) -> list[str]:
+    """The applications whose home is ``region`` (what a failover of ``region`` moves)."""
+    return [a.name for a in topology.principals.applications if a.home == region]
