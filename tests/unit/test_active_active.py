@@ -172,3 +172,66 @@ def test_acls_apps_write_their_home_only_and_read_local_and_remote_topics() -> N
         assert not [r for r in rules if r[0] != "replicator" and "." in r[1] and r[2] != "Read" and r[2] != "Describe"]
     # the replicator reads on both and writes on both (a link each way)
     assert ("replicator", "*", "All", "Literal") in on_a and ("replicator", "*", "All", "Literal") in on_b
+
+
+# -- region failover: the desired state and the plan ---------------------------------------------
+
+
+def test_after_region_failover_moves_the_region_s_applications_and_drops_its_links() -> None:
+    from dr.topology.active_active import after_region_failover, survivor_for
+
+    topology = load_topology("aa", _with())
+    assert survivor_for(topology, "A") == "B"
+    desired = after_region_failover(topology, "A", "B")
+    assert [(c.name, c.role) for c in desired.clusters] == [("A", "decommissioned"), ("B", "active")]
+    assert desired.links == [] and desired.failover_done
+    assert {a.name: a.home for a in desired.principals.applications} == {"shop-a": "B", "shop-b": "B"}
+    on_b = _rules(desired, "B")
+    assert ("shop-a", "orders", "Write", "Literal") in on_b and ("shop-a", "A.orders", "Read", "Literal") in on_b
+    assert not [r for r in on_b if r[1] == "A.orders" and r[2] == "Write"]
+
+
+def test_a_region_that_is_not_a_peer_is_refused_with_the_peers_named() -> None:
+    from dr.topology.active_active import survivor_for
+
+    with pytest.raises(TopologyError) as err:
+        survivor_for(load_topology("aa", _with()), "Z")
+    assert "'Z' is not an active peer" in str(err.value) and "A, B" in str(err.value)
+
+
+def test_the_dry_run_plan_names_who_moves_and_shows_the_stack_file_diff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from dr.base.stackref import StackRef
+    from dr.failover.region import plan_region_failover
+    from dr.failover.steps import FailoverOptions
+
+    shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    before = (tmp_path / "Pulumi.aa.yaml").read_text()
+    plan = plan_region_failover(StackRef.resolve("aa"), "A", options=FailoverOptions())
+    assert (plan.region, plan.survivor, plan.moving) == ("A", "B", ["shop-a"])
+    assert plan.links_stopped == ["A-to-B", "B-to-A"]
+    assert "-      role: active\n+      role: decommissioned" in plan.stack_file_diff
+    assert "+        home: B" in plan.stack_file_diff
+    assert (tmp_path / "Pulumi.aa.yaml").read_text() == before  # a dry run changes nothing
+    assert "applications moving: shop-a" in plan.render()
+
+
+def test_region_failover_of_an_active_passive_stack_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from dr.base.errors import FailoverError
+    from dr.base.stackref import StackRef
+    from dr.failover.region import plan_region_failover
+    from dr.failover.steps import FailoverOptions
+
+    shutil.copy(REPO / "Pulumi.local.yaml", tmp_path / "Pulumi.ap.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(FailoverError) as err:
+        plan_region_failover(StackRef.resolve("ap"), "A", options=FailoverOptions())
+    assert "active-passive" in str(err.value) and "without --region" in str(err.value)
