@@ -117,6 +117,16 @@ def failover(
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
     )
+    if region is None and not recover:
+        from dr.topology import load_stack_file
+        from dr.topology.active_active import is_active_active, peers
+
+        topology = load_stack_file(stack_path)
+        if is_active_active(topology):
+            raise ConfigError(
+                f"stack '{stack}' is active-active: a failover moves one region's applications to a peer.",
+                f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
+            )
     if region is not None or recover:
         _region_failover(ref, region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
         return

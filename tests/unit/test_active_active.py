@@ -235,3 +235,22 @@ def test_region_failover_of_an_active_passive_stack_is_refused(tmp_path: Path, m
     with pytest.raises(FailoverError) as err:
         plan_region_failover(StackRef.resolve("ap"), "A", options=FailoverOptions())
     assert "active-passive" in str(err.value) and "without --region" in str(err.value)
+
+
+def test_drctl_failover_without_region_on_an_active_active_stack_names_the_regions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from dr.cli import main
+
+    shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["failover", "--stack", "aa", "--dry-run"])
+    assert exit_.value.code == 2
+    assert "--region <A|B>" in capsys.readouterr().err
+    main(["failover", "--stack", "aa", "--region", "B", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "region failover of stack aa: B → A" in out and "applications moving: shop-b" in out
