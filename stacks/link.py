@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pulumi
 
+from dr.runtime.mirrormaker import DEFAULT_POLICY
 from dr.topology import Cluster, Link, Topology
 from dr.topology.active_active import is_active_active, link_topics_regex
 from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
@@ -51,7 +52,7 @@ class ReplicationLink(pulumi.ComponentResource):
                 groups=link.groups_regex,
                 intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir),
-                replication_policy="default" if peers else "identity",
+                replication_policy=DEFAULT_POLICY if peers else None,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )

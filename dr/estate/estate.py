@@ -25,7 +25,7 @@ from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.mirrormaker import MirrorMaker
+from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 from dr.topology import Link, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
@@ -127,7 +127,7 @@ class Estate:
             topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
-            policy="default" if peers else "identity",
+            replication_policy=DEFAULT_POLICY if peers else IDENTITY_POLICY,
         )
 
     def connect(self, name: str) -> LocalConnectCluster:

@@ -71,20 +71,11 @@ IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 """Same topic names on the target: active-passive."""
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 """Remote topics named ``<source>.<topic>`` on the target: active-active (and it never loops)."""
-POLICIES = {"identity": IDENTITY_POLICY, "default": DEFAULT_POLICY}
-"""The replication policies a link may run, by the name the topology's architecture gives it."""
 
 
-def policy_class(policy: str) -> str:
-    """The MirrorMaker 2 class of ``policy`` (``identity`` or ``default``); ConfigError for another name."""
-    if policy not in POLICIES:
-        raise ConfigError(f"unknown replication policy {policy!r}.", f"use one of: {', '.join(POLICIES)}")
-    return POLICIES[policy]
-
-
-def target_topic(policy: str, source_alias: str, topic: str) -> str:
-    """The name ``topic`` of ``source_alias`` has on the target under ``policy`` (pure)."""
-    return f"{source_alias}.{topic}" if policy == "default" else topic
+def target_topic(replication_policy: str, source_alias: str, topic: str) -> str:
+    """The name ``topic`` of ``source_alias`` has on the target under ``replication_policy`` (pure)."""
+    return f"{source_alias}.{topic}" if replication_policy == DEFAULT_POLICY else topic
 
 
 def replicator_acls(source: bool) -> list[AclBinding]:
@@ -163,12 +154,13 @@ def mm2_properties(
     target_brokers: int = 1,
     intervals: dict[str, int] | None = None,
     extra: dict[str, str] | None = None,
-    policy: str = "identity",
+    *,
+    replication_policy: str = IDENTITY_POLICY,
 ) -> dict[str, str]:
     """MirrorMaker 2 dedicated-mode configuration for one source → target flow (pure).
 
-    ``policy`` names the topics on the target: ``identity`` (same names: active → passive) or
-    ``default`` (``<source>.<topic>``: one direction of an active-active pair). ``extra`` is laid over
+    ``replication_policy`` names the topics on the target: :data:`IDENTITY_POLICY` (same names: active →
+    passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``: one direction of an active-active pair). ``extra`` is laid over
     the result (e.g. producer tuning or a Connect transform); keys that would change the flow itself
     (``clusters`` or the replication policy) are refused.
     """
@@ -180,7 +172,7 @@ def mm2_properties(
         f"{source_alias}->{target_alias}.topics": topics,
         f"{source_alias}->{target_alias}.groups": groups,
         f"{target_alias}->{source_alias}.enabled": "false",
-        "replication.policy.class": policy_class(policy),
+        "replication.policy.class": replication_policy,
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": str(iv["sync_group_offsets_s"]),
         "emit.checkpoints.enabled": "true",
@@ -232,10 +224,11 @@ class MirrorMaker:
         heap_mb: int = 384,
         extra: dict[str, str] | None = None,
         grant: bool = True,
-        policy: str = "identity",
+        *,
+        replication_policy: str = IDENTITY_POLICY,
     ) -> None:
         self.source = source
-        self.policy = policy
+        self.replication_policy = replication_policy
         self.grant = grant
         self.target = target
         self.topics = topics
@@ -264,7 +257,7 @@ class MirrorMaker:
             self.target.spec.brokers,
             self.intervals,
             self.extra,
-            self.policy,
+            replication_policy=self.replication_policy,
         )
 
     def start(self, timeout: float = 120.0) -> float:
@@ -357,11 +350,11 @@ class MirrorMaker:
     # ------------------------------------------------------------------ lag & offsets
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
         """Per (source topic, partition): source end offset − end offset of its copy on the target (exact
-        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under ``default``)."""
-        if self.policy == "identity":
+        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`)."""
+        if self.replication_policy == IDENTITY_POLICY:
             return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
         src = end_offsets(self.source.endpoint(), topics)
-        names = {t: target_topic(self.policy, self.source.name, t) for t in topics}
+        names = {t: target_topic(self.replication_policy, self.source.name, t) for t in topics}
         dst = end_offsets(self.target.endpoint(), list(names.values()))
         return {(t, p): n - dst.get((names[t], p), 0) for (t, p), n in src.items()}
 

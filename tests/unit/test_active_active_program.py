@@ -25,7 +25,7 @@ def test_both_links_run_mirrormaker_with_the_default_policy_on_declared_topics(t
     links = {r.name: r.inputs for r in run.resources if r.typ == DYNAMIC and "replication_policy" in r.inputs}
     assert set(links) == {"A-to-B-mirrormaker2", "B-to-A-mirrormaker2"}, f"links: {sorted(links)}"
     for name, inputs in links.items():
-        assert inputs["replication_policy"] == "default", name
+        assert inputs["replication_policy"] == DEFAULT_POLICY, name
         assert inputs["topics"] == "orders", f"{name} copies declared topics only, got {inputs['topics']!r}"
     assert (links["A-to-B-mirrormaker2"]["source"], links["A-to-B-mirrormaker2"]["target"]) == ("A", "B")
 
@@ -54,5 +54,7 @@ def test_each_application_gets_its_home_peer_as_bootstrap(tmp_path: Path) -> Non
 def test_the_policy_is_a_parameter_not_an_extra_override() -> None:
     ep = Endpoint("127.0.0.1:1", "replicator", "pw")
     assert mm2_properties("A", ep, "B", ep)["replication.policy.class"] == IDENTITY_POLICY
-    assert mm2_properties("A", ep, "B", ep, policy="default")["replication.policy.class"] == DEFAULT_POLICY
-    assert target_topic("default", "A", "orders") == "A.orders" and target_topic("identity", "A", "orders") == "orders"
+    props = mm2_properties("A", ep, "B", ep, replication_policy=DEFAULT_POLICY)
+    assert props["replication.policy.class"] == DEFAULT_POLICY
+    assert target_topic(DEFAULT_POLICY, "A", "orders") == "A.orders"
+    assert target_topic(IDENTITY_POLICY, "A", "orders") == "orders"
