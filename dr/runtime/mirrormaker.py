@@ -356,7 +356,8 @@ class MirrorMaker:
         src = end_offsets(self.source.endpoint(), topics)
         names = {t: target_topic(self.replication_policy, self.source.name, t) for t in topics}
         dst = end_offsets(self.target.endpoint(), list(names.values()))
-        return {(t, p): n - dst.get((names[t], p), 0) for (t, p), n in src.items()}
+        # never negative: an at-least-once copy may hold a record twice (a task restarted before its commit)
+        return {(t, p): max(0, n - dst.get((names[t], p), 0)) for (t, p), n in src.items()}
 
     def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
         """Wait until every partition's lag is 0; return seconds waited.
