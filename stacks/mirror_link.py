@@ -34,13 +34,14 @@ _CONFIG = (
     "groups",
     "intervals",
     "state_dir",
+    "replication_policy",
 )
 
 
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
     die_with_engine()
     from dr.runtime.cluster import ClusterSpec, LocalCluster
-    from dr.runtime.mirrormaker import MirrorMaker
+    from dr.runtime.mirrormaker import IDENTITY_POLICY, MirrorMaker
 
     state = Path(props["state_dir"])
     source = LocalCluster(
@@ -57,6 +58,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         groups=props["groups"],
         intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
         grant=False,
+        replication_policy=props.get("replication_policy") or IDENTITY_POLICY,
     )
 
 
@@ -114,6 +116,7 @@ class MirrorMakerProcessArgs(dict):
         groups: str,
         intervals: dict[str, int],
         state_dir: str,
+        replication_policy: str | None = None,
     ) -> None:
         super().__init__(
             source=source,
@@ -127,10 +130,15 @@ class MirrorMakerProcessArgs(dict):
             intervals=intervals,
             state_dir=state_dir,
         )
+        # Only a prefixed link carries the policy: the links of existing active-passive stacks keep their
+        # inputs exactly, so upgrading does not restart their MirrorMaker 2.
+        if replication_policy:
+            self["replication_policy"] = replication_policy
 
 
 class MirrorMakerProcess(Resource):
-    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target`` with identity topic names."""
+    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target``: identity topic names, or
+    ``<source>.<topic>`` (``replication_policy=DEFAULT_POLICY``, active-active)."""
 
     running: pulumi.Output[bool]
 

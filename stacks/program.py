@@ -24,6 +24,7 @@ from dr.base.stackref import state_dir as default_state_dir
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER
+from dr.topology.active_active import is_active_active
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
@@ -276,23 +277,21 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
             for lk in topology.links
         ],
     }
-    active = topology.active()
-    if active.name in clusters and active.kind is not Kind.CONFLUENT_CLOUD:
-        bootstrap = clusters[active.name].bootstrap_servers
-        protocol = "SASL_PLAINTEXT" if active.is_local else active.security_protocol
-        mechanism = "SCRAM-SHA-512" if active.is_local else active.sasl_mechanism
-        out["clientConfigs"] = pulumi.Output.secret(
-            {
-                app.name: {
-                    "bootstrap.servers": bootstrap,
-                    "security.protocol": protocol,
-                    "sasl.mechanism": mechanism,
-                    "sasl.username": app.name,
-                    "sasl.password": passwords[app.name],
-                }
-                for app in topology.principals.applications
-            }
-        )
+    configs: dict[str, Any] = {}
+    for app in topology.principals.applications:
+        # Active-active: each application runs against its home peer; otherwise every one against the active.
+        home = topology.cluster(app.home) if is_active_active(topology) and app.home else topology.active()
+        if home.name not in clusters or home.kind is Kind.CONFLUENT_CLOUD:
+            continue
+        configs[app.name] = {
+            "bootstrap.servers": clusters[home.name].bootstrap_servers,
+            "security.protocol": "SASL_PLAINTEXT" if home.is_local else home.security_protocol,
+            "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
+            "sasl.username": app.name,
+            "sasl.password": passwords[app.name],
+        }
+    if configs:
+        out["clientConfigs"] = pulumi.Output.secret(configs)
     return out
 
 

@@ -61,11 +61,19 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
     from dr.failover.clients import publish_clients
+    from dr.topology.active_active import is_active_active, peers
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)
-    written = publish_clients(Estate(topology, ref.made_state_dir()), topology.active().name)
-    progress(f"client configurations for {topology.active().name}: " + ", ".join(w["properties"] for w in written))
+    estate = Estate(topology, ref.made_state_dir())
+    if is_active_active(topology):  # each application against its home peer
+        for peer in peers(topology):
+            apps = [a.name for a in topology.principals.applications if a.home == peer]
+            written = publish_clients(estate, peer, apps=apps) if apps else []
+            progress(f"client configurations for {peer}: " + ", ".join(w["properties"] for w in written))
+    else:
+        written = publish_clients(estate, topology.active().name)
+        progress(f"client configurations for {topology.active().name}: " + ", ".join(w["properties"] for w in written))
     if as_json:
         click.echo(json.dumps({"stack": ref.name, "timings_s": timings}, indent=2))
     else:

@@ -73,6 +73,16 @@ def _paths(ref: StackRef) -> tuple[Path, Path]:
     default=60.0,
     help="Seconds to wait for the link lag to reach 0 (planned).",
 )
+@click.option(
+    "--region",
+    default=None,
+    help="Active-active stacks: the peer whose applications move to a surviving peer (its links stop).",
+)
+@click.option(
+    "--recover",
+    is_flag=True,
+    help="With --region: replay the region's records never replicated into their remote topics <region>.<topic>.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
     ref: StackRef,
@@ -83,12 +93,15 @@ def failover(
     force_decommission: bool,
     skip_verify: bool,
     drain_timeout: float,
+    region: str | None,
+    recover: bool,
     as_json: bool,
 ) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
 
-    Every step is journaled; rerunning resumes where a refused or crashed run stopped, and a
-    finished failover run again changes nothing.
+    On an active-active stack, --region A moves A's applications to a surviving peer instead
+    (runbooks/active-active.md). Every step is journaled; rerunning resumes where a refused or crashed
+    run stopped, and a finished failover run again changes nothing.
     """
     from dr.failover.journal import Journal
     from dr.failover.pipeline import already_finished, run_failover
@@ -104,6 +117,19 @@ def failover(
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
     )
+    if region is None and not recover:
+        from dr.topology import load_stack_file
+        from dr.topology.active_active import is_active_active, peers
+
+        topology = load_stack_file(stack_path)
+        if is_active_active(topology):
+            raise ConfigError(
+                f"stack '{stack}' is active-active: a failover moves one region's applications to a peer.",
+                f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
+            )
+    if region is not None or recover:
+        _region_failover(ref, region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        return
     if dry_run:
         plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
@@ -127,6 +153,32 @@ def failover(
             click.echo(_result(summarize(journal), as_json))
         raise
     click.echo(_result(summary, as_json))
+
+
+def _region_failover(
+    ref: StackRef, region: str | None, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
+) -> None:
+    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`)."""
+    from dr.failover.region import plan_region_failover, recover_region, run_region_failover
+
+    if region is None:
+        raise ConfigError("--recover replays the records of one region.", "pass --region <the failed peer>")
+    if recover:
+        click.echo(json.dumps(recover_region(ref, region, progress=progress), indent=2))
+        return
+    if dry_run:
+        plan = plan_region_failover(ref, region, options=options)
+        click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
+        return
+    if not yes and not sys.stdin.isatty():
+        raise FailoverError(
+            f"refusing to fail region {region} of stack '{ref.name}' over without confirmation.",
+            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --dry-run` first)",
+        )
+    if not yes:
+        click.confirm(f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?", abort=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    click.echo(_result(run_region_failover(ref, region, options=options, progress=progress), as_json))
 
 
 def _json(model: BaseModel) -> str:

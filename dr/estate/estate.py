@@ -9,7 +9,7 @@ stack keeps its state — data, logs, generated credentials — under ``<project
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -25,9 +25,10 @@ from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.mirrormaker import MirrorMaker
+from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 from dr.topology import Link, Role, Topology, load_stack_file
-from dr.topology.access import application_rules
+from dr.topology.access import AclRule, application_rules
+from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.external import external_endpoint
 
 Progress = Callable[[str], None]
@@ -118,13 +119,15 @@ class Estate:
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""
         link = self._link(link_name)
+        peers = is_active_active(self.topology)
         return MirrorMaker(
             self.local_cluster(link.source),
             self.local_cluster(link.target),
             self.state,
-            topics=link.topics_regex,
+            topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
+            replication_policy=DEFAULT_POLICY if peers else IDENTITY_POLICY,
         )
 
     def connect(self, name: str) -> LocalConnectCluster:
@@ -243,7 +246,10 @@ class Estate:
                 if not isinstance(runner, MirrorMaker):
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
+                if isinstance(runner, MirrorMaker) and is_active_active(self.topology):
+                    lag = runner.lag(topics)  # each topic against its copy <source>.<topic>
+                else:
+                    lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())
             except (ClusterError, ConfigError) as exc:
@@ -260,7 +266,11 @@ def resolve_endpoint(stack: StackRef, cluster_name: str, user: str = ADMIN_USER)
 def application_acls(topology: Topology, role: Role) -> list[AclBinding]:
     """The application principals' ACL bindings on a cluster of ``role`` (the rules of
     :func:`dr.topology.access.application_rules`, as admin-API bindings)."""
+    return acl_bindings(application_rules(topology, role))
 
+
+def acl_bindings(rules: Iterable[AclRule]) -> list[AclBinding]:
+    """ACL rules of :mod:`dr.topology.access` as admin-API bindings (sorted)."""
     kinds = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
     return [
         acl(
@@ -270,7 +280,7 @@ def application_acls(topology: Topology, role: Role) -> list[AclBinding]:
             AclOperation[_snake(r.operation)],
             ResourcePatternType[r.pattern.upper()],
         )
-        for r in sorted(application_rules(topology, role))
+        for r in sorted(rules)
     ]
 
 

@@ -53,8 +53,9 @@ def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, d
     return "\n".join(lines) + "\n", librdkafka
 
 
-def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
-    """Write every application's client configuration for ``cluster``; return what was written (no secrets)."""
+def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None) -> list[dict[str, str]]:
+    """Write every application's (or only ``apps``') client configuration for ``cluster``; return what was
+    written (no secrets)."""
     out_dir = Path(estate.state) / "clients"
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o700)
@@ -62,6 +63,8 @@ def publish_clients(estate: Estate, cluster: str) -> list[dict[str, str]]:
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL
     for app in estate.topology.principals.applications:
+        if apps is not None and app.name not in apps:
+            continue
         # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
         password = estate.app_password(app.name)
         if local:

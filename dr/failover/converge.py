@@ -26,6 +26,7 @@ from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
+from dr.topology.active_active import is_active_active
 from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
@@ -63,8 +64,8 @@ class PulumiConverger:
         estate = Estate(topology, self.stack.state_dir)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
-            if not topology.both_local(link):
-                continue
+            if not topology.both_local(link) or is_active_active(topology):
+                continue  # active-active: the peers' links ran before and go on unchanged (nothing new to copy)
             t0 = time.monotonic()
             wanted = [t.name for t in topology.topics_for(link)] or topics
             progress(f"link {link.name}: waiting until {link.target} holds what {link.source} holds now")

@@ -31,7 +31,7 @@ from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, Step
 from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
 
-__all__ = ["OnStep", "already_finished", "run_failover", "summarize", "topologies"]
+__all__ = ["OnStep", "already_finished", "run_failover", "run_step", "summarize", "topologies"]
 
 OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
@@ -189,7 +189,7 @@ def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
                 continue
             ctx.progress(f"{label}: {step.description}")
             t0 = time.monotonic()
-            result = _run_step(ctx, step)
+            result = run_step(ctx, step)
             _record_probe(journal, probe)
             ctx.progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
             if on_step is not None:
@@ -213,7 +213,7 @@ def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
         journal.end_run(outcome)
 
 
-def _run_step(ctx: Context, step: Step) -> StepResult:
+def run_step(ctx: Context, step: Step) -> StepResult:
     """Run one step and journal its start and its result — a failure too, then raised as a FailoverError."""
     journal = ctx.journal
     journal.start_step(step.name, step.inputs(ctx))

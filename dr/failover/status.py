@@ -33,6 +33,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.topology.active_active import is_active_active, remote_topic, remote_topics_on
 from dr.topology.kinds import LinkState
 
 __all__ = [
@@ -311,6 +312,8 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
         isr=isr,
     )
     entry.health = HealthStatus.of(health, isr=isr)
+    if is_active_active(estate.topology):  # the remote copies of the peers' topics, for the links' lag
+        topics = [*topics, *remote_topics_on(estate.topology, c.name)]
     if health.reachable:
         seen.endpoints[c.name] = ep
         try:
@@ -333,12 +336,21 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
         entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
-        per = {tp: n for tp, n in lag(ends[link.source], ends[link.target]).items() if tp[0] in wanted}
+        target = ends[link.target]
+        if is_active_active(topology):  # A's `orders` is `A.orders` on B: compare each with its copy
+            target = {(t, p): n for (name, p), n in target.items() if (t := _original(link.source, name)) is not None}
+        per = {tp: n for tp, n in lag(ends[link.source], target).items() if tp[0] in wanted}
         entry.lag = encode_offsets(per)
         entry.total_lag = sum(per.values())
     else:
         entry.error = "lag unknown: a side is unreachable"
     return entry
+
+
+def _original(source: str, name: str) -> str | None:
+    """``orders`` for ``<source>.orders``; None for a topic that is not a copy of ``source``'s."""
+    prefix = remote_topic(source, "")
+    return name[len(prefix) :] if name.startswith(prefix) else None
 
 
 def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStatus:

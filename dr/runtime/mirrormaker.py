@@ -24,7 +24,7 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
-from dr.kafka.offsets import partition_lag
+from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
@@ -68,6 +68,14 @@ def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
 
 
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+"""Same topic names on the target: active-passive."""
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+"""Remote topics named ``<source>.<topic>`` on the target: active-active (and it never loops)."""
+
+
+def target_topic(replication_policy: str, source_alias: str, topic: str) -> str:
+    """The name ``topic`` of ``source_alias`` has on the target under ``replication_policy`` (pure)."""
+    return f"{source_alias}.{topic}" if replication_policy == DEFAULT_POLICY else topic
 
 
 def replicator_acls(source: bool) -> list[AclBinding]:
@@ -146,11 +154,15 @@ def mm2_properties(
     target_brokers: int = 1,
     intervals: dict[str, int] | None = None,
     extra: dict[str, str] | None = None,
+    *,
+    replication_policy: str = IDENTITY_POLICY,
 ) -> dict[str, str]:
-    """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure).
+    """MirrorMaker 2 dedicated-mode configuration for one source → target flow (pure).
 
-    ``extra`` is laid over the result (e.g. producer tuning or a Connect transform); keys that
-    would change the flow itself (``clusters`` or the replication policy) are refused.
+    ``replication_policy`` names the topics on the target: :data:`IDENTITY_POLICY` (same names: active →
+    passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``: one direction of an active-active pair). ``extra`` is laid over
+    the result (e.g. producer tuning or a Connect transform); keys that would change the flow itself
+    (``clusters`` or the replication policy) are refused.
     """
     iv = {**DEFAULT_INTERVALS, **(intervals or {})}
     rf = str(min(3, target_brokers))
@@ -160,7 +172,7 @@ def mm2_properties(
         f"{source_alias}->{target_alias}.topics": topics,
         f"{source_alias}->{target_alias}.groups": groups,
         f"{target_alias}->{source_alias}.enabled": "false",
-        "replication.policy.class": IDENTITY_POLICY,
+        "replication.policy.class": replication_policy,
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": str(iv["sync_group_offsets_s"]),
         "emit.checkpoints.enabled": "true",
@@ -212,8 +224,11 @@ class MirrorMaker:
         heap_mb: int = 384,
         extra: dict[str, str] | None = None,
         grant: bool = True,
+        *,
+        replication_policy: str = IDENTITY_POLICY,
     ) -> None:
         self.source = source
+        self.replication_policy = replication_policy
         self.grant = grant
         self.target = target
         self.topics = topics
@@ -242,6 +257,7 @@ class MirrorMaker:
             self.target.spec.brokers,
             self.intervals,
             self.extra,
+            replication_policy=self.replication_policy,
         )
 
     def start(self, timeout: float = 120.0) -> float:
@@ -333,9 +349,15 @@ class MirrorMaker:
 
     # ------------------------------------------------------------------ lag & offsets
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
-        """Per (topic, partition): source end offset − target end offset (exact under identity
-        naming for non-transactional, non-compacted topics)."""
-        return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
+        """Per (source topic, partition): source end offset − end offset of its copy on the target (exact
+        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`)."""
+        if self.replication_policy == IDENTITY_POLICY:
+            return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
+        src = end_offsets(self.source.endpoint(), topics)
+        names = {t: target_topic(self.replication_policy, self.source.name, t) for t in topics}
+        dst = end_offsets(self.target.endpoint(), list(names.values()))
+        # never negative: an at-least-once copy may hold a record twice (a task restarted before its commit)
+        return {(t, p): max(0, n - dst.get((names[t], p), 0)) for (t, p), n in src.items()}
 
     def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
         """Wait until every partition's lag is 0; return seconds waited.

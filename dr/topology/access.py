@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 
 from dr.runtime.reserved import CONNECT_USER
+from dr.topology import active_active
 from dr.topology.model import Cluster, Role, Topology
 
-__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
+__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules", "peer_rules"]
 
 
 @dataclass(frozen=True, order=True)
@@ -86,6 +87,31 @@ def application_rules(topology: Topology, role: Role) -> set[AclRule]:
     return rules
 
 
+def peer_rules(topology: Topology, cluster: str) -> set[AclRule]:
+    """Active-active: the application principals' ACLs on peer ``cluster``.
+
+    An application writes its home's local topics only; a consumer reads, on every peer, its topics and
+    their remote copies (``<peer>.<topic>``), so the global view — and a region failover — needs no new
+    read grant. Remote topics get no write grant: only the replicator writes them.
+    """
+    rules: set[AclRule] = set()
+    for app in topology.principals.applications:
+        if app.home == cluster:
+            for topic in app.produces:
+                rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
+            if app.produces_prefix:
+                rules |= _prefixed(app.name, app.produces_prefix, "Write")
+        local = [t for t in app.consumes if not active_active.consumes_remote(topology, t)]
+        named = [t for t in app.consumes if t not in local]
+        for topic in [*local, *active_active.remote_topics_on(topology, cluster, local), *named]:
+            rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
+        if app.consumes_prefix:
+            rules |= _prefixed(app.name, app.consumes_prefix, "Read")
+        if app.consumer_group:
+            rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
+    return rules
+
+
 def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
     """The local Connect workers' ACLs on their home cluster: their group and internal topics."""
     rules: set[AclRule] = set()
@@ -103,7 +129,11 @@ def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
 
 def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
     """Every ACL the cluster needs for its role and its links (pure; sorted, no duplicates)."""
-    rules = application_rules(topology, cluster.role) | connect_rules(topology, cluster)
+    if active_active.is_active_active(topology):
+        apps = peer_rules(topology, cluster.name) if cluster.role is Role.ACTIVE else set()
+    else:
+        apps = application_rules(topology, cluster.role)
+    rules = apps | connect_rules(topology, cluster)
     replicator = topology.principals.replicator
     if topology.links_from(cluster.name):
         rules |= set(_replicator_source(replicator))

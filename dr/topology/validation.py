@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
 from dr.runtime.reserved import CONNECT_USER
+from dr.topology import active_active
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
-from dr.topology.kinds import PORT_WINDOW, Engine, Kind, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topology
@@ -492,6 +493,8 @@ def _one_active(t: Topology) -> Iterator[Violation]:
             "no cluster has role active",
             "set role: active on the cluster the applications write to",
         )
+    if t.architecture is Architecture.ACTIVE_ACTIVE:
+        return  # every peer is active (dr.topology.active_active)
     for i, c, first in _after_first(t, Role.ACTIVE):
         yield Violation(
             f"clusters[{i}].role",
@@ -509,6 +512,8 @@ def _after_first(t: Topology, role: Role) -> Iterator[tuple[int, Cluster, str]]:
 
 def _one_passive_one_standby(t: Topology) -> Iterator[Violation]:
     """Active-passive: one passive cluster per active, and one standby that the failover promotes next."""
+    if t.architecture is Architecture.ACTIVE_ACTIVE:
+        return  # no passive or standby cluster at all (dr.topology.active_active)
     for role, fix in (
         (Role.PASSIVE, "make {name!r} standby (the failover links it when it promotes {first!r}) or decommissioned"),
         (Role.STANDBY, "make {name!r} decommissioned, or keep it in another stack"),
@@ -782,6 +787,8 @@ def _reachable(node: str, edges: dict[str, list[tuple[str, int]]]) -> set[str]:
 
 
 def _link_cycles(t: Topology) -> Iterator[Violation]:
+    if t.architecture is Architecture.ACTIVE_ACTIVE:
+        return  # links go both ways; prefixed remote topics keep them from looping (dr.topology.active_active)
     known = [c.name for c in t.clusters]
     edges: dict[str, list[tuple[str, int]]] = {}
     for j, link in enumerate(t.links):
@@ -857,7 +864,7 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
     for i, app in enumerate(t.principals.applications):
         for field, verb in (("produces", "produces to"), ("consumes", "consumes from")):
             for k, name in enumerate(getattr(app, field)):
-                if name not in declared:
+                if name not in declared and not active_active.consumes_remote(t, name):
                     yield Violation(
                         f"principals.applications[{i}].{field}[{k}]",
                         f"application {app.name!r} {verb} undeclared topic {name!r}",
@@ -1217,6 +1224,12 @@ def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _active_active(t: Topology) -> Iterator[Violation]:
+    """The rules of an active-active stack (:mod:`dr.topology.active_active`)."""
+    for path, problem, fix in active_active.violations(t):
+        yield Violation(path, problem, fix)
+
+
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
     _principals,
@@ -1243,6 +1256,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _connect_clusters,
     _connect_links,
     _external_connect_credentials,
+    _active_active,
 )
 
 

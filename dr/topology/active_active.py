@@ -1,0 +1,297 @@
+"""Active-active: peers that each write their own local topics and replicate them both ways.
+
+Every cluster of an ``architecture: active-active`` stack is an ``active`` peer (a failed region is
+``decommissioned``). Each link copies the source's *declared* topics to the target under MirrorMaker 2's
+``DefaultReplicationPolicy`` names: A's ``orders`` is the remote topic ``A.orders`` on B, and B's
+``orders`` is ``B.orders`` on A. A link copies only declared (local) topics, so a remote topic is never
+copied again (no ``A.B.orders``) — MirrorMaker 2's own cycle check refuses ``B.orders`` going back to B.
+
+Applications declare their ``home`` peer: they write its local topics, and read those and the remote
+copies of the same topics (the global view: subscribe to ``^([^.]+\\.)?orders$``). Remote topics are
+read-only for everyone but the replicator.
+
+The rules here run only for active-active stacks (:func:`violations`); the shared rules of
+:mod:`dr.topology.validation` skip, for them, what active-passive alone demands (one active cluster, no
+link cycle).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dr.topology.kinds import Architecture, Engine, Role
+
+if TYPE_CHECKING:
+    from dr.topology.model import Link, Topology
+
+Problem = tuple[str, str, str]
+"""``(field path, problem, fix)``: :mod:`dr.topology.validation` turns each into a ``Violation``."""
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "SEPARATOR",
+    "Problem",
+    "after_region_failover",
+    "consumes_remote",
+    "is_active_active",
+    "link_topics_regex",
+    "moving_applications",
+    "peers",
+    "remote_source",
+    "remote_topic",
+    "remote_topics_on",
+    "survivor_for",
+    "violations",
+]
+
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+"""MirrorMaker 2's policy naming remote topics ``<source>.<topic>``."""
+SEPARATOR = "."
+"""``replication.policy.separator`` (MirrorMaker 2's default)."""
+
+
+def is_active_active(topology: Topology) -> bool:
+    """True for an ``architecture: active-active`` stack."""
+    return topology.architecture is Architecture.ACTIVE_ACTIVE
+
+
+def remote_topic(source: str, topic: str) -> str:
+    """The name of ``source``'s topic ``topic`` on a peer: ``<source>.<topic>``."""
+    return f"{source}{SEPARATOR}{topic}"
+
+
+def remote_source(topology: Topology, name: str) -> str | None:
+    """The cluster whose topic ``name`` is a remote copy of (``A`` for ``A.orders``), or None for a local name."""
+    source, sep, _rest = name.partition(SEPARATOR)
+    if sep and source in {c.name for c in topology.clusters}:
+        return source
+    return None
+
+
+def peers(topology: Topology) -> list[str]:
+    """The active peers, in declaration order."""
+    return [c.name for c in topology.clusters if c.role is Role.ACTIVE]
+
+
+def remote_topics_on(topology: Topology, cluster: str, topics: list[str] | None = None) -> list[str]:
+    """The remote copies ``cluster`` may hold of ``topics`` (default: every declared topic): one per other
+    declared cluster — a failed region's copies stay readable on the survivors."""
+    names = topics if topics is not None else [t.name for t in topology.topics]
+    others = [c.name for c in topology.clusters if c.name != cluster]
+    return [remote_topic(o, t) for o in others for t in names]
+
+
+def link_topics_regex(topology: Topology, link: Link) -> str:
+    """What the link's MirrorMaker 2 copies: exactly the declared topics it selects, so no remote topic
+    (whatever the link's patterns match) is ever copied on."""
+    names = [t.name for t in topology.topics_for(link)]
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def _all_remote_names(topology: Topology) -> list[str]:
+    return [remote_topic(c.name, t.name) for c in topology.clusters for t in topology.topics]
+
+
+# -- rules ----------------------------------------------------------------------------------------
+
+
+def violations(t: Topology) -> Iterator[Problem]:
+    """Every active-active rule ``t`` breaks (nothing for another architecture)."""
+    if not is_active_active(t):
+        return
+    for rule in (_roles, _links, _loops, _collisions, _homes, _remote_writes):
+        yield from rule(t)
+
+
+def _v(path: str, problem: str, fix: str) -> Problem:
+    return path, problem, fix
+
+
+def _roles(t: Topology) -> Iterator[Problem]:
+    for i, c in enumerate(t.clusters):
+        if c.role in (Role.PASSIVE, Role.STANDBY):
+            yield _v(
+                f"clusters[{i}].role",
+                f"cluster {c.name!r} is {c.role}, but every cluster of an active-active topology is an active peer",
+                f"set role: active on {c.name!r} (with links both ways), or decommissioned",
+            )
+    if len(peers(t)) < 2 and not t.failover_done:
+        yield _v(
+            "clusters",
+            f"an active-active topology needs two or more active peers; it has {len(peers(t))}",
+            "declare a second cluster with role: active and links both ways, or use architecture: active-passive",
+        )
+
+
+def _links(t: Topology) -> Iterator[Problem]:
+    running = [(j, lk) for j, lk in enumerate(t.links) if lk.is_running]
+    pairs = {(lk.source, lk.target) for _, lk in running}
+    for j, link in running:
+        if link.engine is not Engine.MIRRORMAKER2:
+            yield _v(
+                f"links[{j}].engine",
+                f"is {link.engine} on link {link.name!r}; active-active peers replicate with MirrorMaker 2's "
+                "prefixed remote topics",
+                "use engine: mirrormaker2",
+            )
+        if link.connect is not None:
+            yield _v(
+                f"links[{j}].connect",
+                f"link {link.name!r} runs on Connect cluster {link.connect!r}; active-active links run as "
+                "dedicated MirrorMaker 2 processes between local peers only (for now)",
+                "remove `connect` from the link",
+            )
+        if (link.target, link.source) not in pairs:
+            yield _v(
+                f"links[{j}]",
+                f"link {link.name!r} copies {link.source!r} to {link.target!r}, but nothing copies {link.target!r} "
+                f"back to {link.source!r}: active-active peers replicate both ways",
+                f"add a link with source {link.target!r} and target {link.source!r}",
+            )
+
+
+def _loops(t: Topology) -> Iterator[Problem]:
+    """A link pattern written to copy remote topics (``B.orders``, ``B\\..*``) would copy them on, to
+    ``A.B.orders``: refused. A catch-all (``.*``) is fine — it selects the declared topics only."""
+    remote = _all_remote_names(t)
+    declared = [topic.name for topic in t.topics]
+    for j, link in enumerate(t.links):
+        for k, pattern in enumerate(link.topics):
+            probe = link.model_copy(update={"topics": [pattern]})
+            copies = [n for n in remote if probe.selects_topic(n)]
+            if copies and not any(probe.selects_topic(n) for n in declared):
+                looped = remote_topic(link.source, copies[0])
+                yield _v(
+                    f"links[{j}].topics[{k}]",
+                    f"{pattern!r} selects remote topic {copies[0]!r}, which link {link.name!r} would copy on to "
+                    f"{link.target!r} as {looped!r}: a replication loop",
+                    "select local topics only (their names, or .*); each peer's topics reach every other peer "
+                    "through that peer's own link",
+                )
+
+
+def _collisions(t: Topology) -> Iterator[Problem]:
+    names = {c.name for c in t.clusters}
+    for i, topic in enumerate(t.topics):
+        source, sep, original = topic.name.partition(SEPARATOR)
+        if sep and source in names:
+            yield _v(
+                f"topics[{i}].name",
+                f"{topic.name!r} is the remote-topic name of {source!r}'s topic {original!r} "
+                f"(MirrorMaker 2 names remote topics <source>{SEPARATOR}<topic>): the two would collide",
+                f"rename the topic so it does not start with '{source}{SEPARATOR}' (e.g. "
+                f"{topic.name.replace(SEPARATOR, '-', 1)!r})",
+            )
+
+
+def _homes(t: Topology) -> Iterator[Problem]:
+    active = peers(t)
+    known = ", ".join(repr(n) for n in active) or "none declared"
+    for i, app in enumerate(t.principals.applications):
+        if app.home is None:
+            yield _v(
+                f"principals.applications[{i}].home",
+                f"application {app.name!r} has no home cluster; in active-active each application writes one peer",
+                f"add home: <peer> to {app.name!r}, one of: {known}",
+            )
+        elif app.home not in active:
+            what = "an unknown cluster" if app.home not in {c.name for c in t.clusters} else "not an active peer"
+            yield _v(
+                f"principals.applications[{i}].home",
+                f"application {app.name!r} has home {app.home!r}, which is {what}",
+                f"set home to one of the active peers: {known}",
+            )
+
+
+def _remote_writes(t: Topology) -> Iterator[Problem]:
+    remote = _all_remote_names(t)
+    for i, app in enumerate(t.principals.applications):
+        for k, name in enumerate(app.produces):
+            if remote_source(t, name) is not None:
+                yield _v(
+                    f"principals.applications[{i}].produces[{k}]",
+                    f"application {app.name!r} would write remote topic {name!r}; remote topics are read-only "
+                    "for everyone but the replicator",
+                    f"produce to the local topic {name.partition(SEPARATOR)[2]!r} on the application's home peer",
+                )
+        prefix = app.produces_prefix
+        hit = next((n for n in remote if prefix is not None and n.startswith(prefix)), None)
+        if hit is not None:
+            yield _v(
+                f"principals.applications[{i}].produces_prefix",
+                f"{prefix!r} would grant application {app.name!r} write on remote topic {hit!r}; remote topics "
+                "are read-only for everyone but the replicator",
+                "use a prefix no peer's name followed by '.' starts with (e.g. add a dash: 'team-')",
+            )
+
+
+def consumes_remote(t: Topology, name: str) -> bool:
+    """True when ``name`` is the remote copy of a declared topic in an active-active stack (an application
+    may consume it by name)."""
+    source, sep, original = name.partition(SEPARATOR)
+    return (
+        is_active_active(t)
+        and bool(sep)
+        and source in {c.name for c in t.clusters}
+        and original in {topic.name for topic in t.topics}
+    )
+
+
+# -- region failover ------------------------------------------------------------------------------
+
+
+def survivor_for(topology: Topology, region: str) -> str:
+    """The peer that takes over ``region``'s applications: the first other active peer.
+
+    :class:`~dr.base.errors.TopologyError` when ``region`` is not an active peer or no other peer is left.
+    """
+    from dr.base.errors import TopologyError
+
+    active = peers(topology)
+    if region not in active:
+        raise TopologyError(
+            f"{region!r} is not an active peer of stack '{topology.name}' (peers: {', '.join(active) or 'none'})",
+            f"pass --region with one of: {', '.join(active) or 'none'}",
+        )
+    others = [p for p in active if p != region]
+    if not others:
+        raise TopologyError(
+            f"{region!r} is the last active peer of stack '{topology.name}': no region is left to take over",
+            "rebuild another peer first (runbooks/active-active.md, fail back)",
+        )
+    return others[0]
+
+
+def after_region_failover(topology: Topology, region: str, survivor: str) -> Topology:
+    """The desired topology once ``region`` failed over to ``survivor`` (pure; ``topology`` is unchanged).
+
+    ``region`` becomes decommissioned, every link into or out of it goes, and its applications' home
+    becomes ``survivor``: they write the survivor's local topics and read them plus the remote copies
+    (``<region>.<topic>`` stays on the survivor, readable).
+    """
+    from dr.topology.model import Topology as _Topology
+
+    clusters = [
+        c.model_copy(update={"role": Role.DECOMMISSIONED}) if c.name == region else c for c in topology.clusters
+    ]
+    apps = [
+        a.model_copy(update={"home": survivor}) if a.home == region else a for a in topology.principals.applications
+    ]
+    return _Topology(
+        name=topology.name,
+        profile=topology.profile,
+        architecture=topology.architecture,
+        clusters=clusters,
+        topics=topology.topics,
+        principals=topology.principals.model_copy(update={"applications": apps}),
+        links=[lk for lk in topology.links if region not in (lk.source, lk.target)],
+        connect_clusters=topology.connect_clusters,
+        failover_done=True,
+    )
+
+
+def moving_applications(topology: Topology, region: str) -> list[str]:
+    """The applications whose home is ``region`` (what a failover of ``region`` moves)."""
+    return [a.name for a in topology.principals.applications if a.home == region]
