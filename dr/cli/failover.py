@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.base.errors import FailoverError
+from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
 

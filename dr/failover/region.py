@@ -338,7 +338,7 @@ def integrity(ctx: Context) -> StepResult:
     producers = [a for a in ctx.moving if ctx.original.principals.application(a).writes]
     fence(ctx.a_ep, producers)  # a region that came back must not take writes while it is compared
     found = compare_region(ctx.a_ep, ctx.b_ep, ctx.region, ctx.topics)
-    report = failover_dir(ctx.state) / f"region-{ctx.journal.failover_id}-missing.json"
+    report = failover_dir(ctx.home) / f"region-{ctx.journal.failover_id}-missing.json"
     report.write_text(json.dumps(found, indent=2) + "\n")
     n = len(found["missing"])
     counts = ", ".join(f"{t}: {v['source']} on {ctx.region}, {v['copy']} copied" for t, v in found["topics"].items())
@@ -426,9 +426,11 @@ def run_region_failover(
     on_step: OnStep | None = None,
 ) -> FailoverSummary:
     """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
-    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    with StackLock(state, stack):
-        journal = Journal.load(state)
+    stack, stack_path = ref.name, ref.existing_stack_file()
+    ref.made_state_dir()
+    home = ref.made_failover_home()
+    with StackLock(home, stack):
+        journal = Journal.load(home)
         if already_finished(journal, stack_path):
             progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
             return summarize(journal, already_finished=True)
@@ -438,7 +440,7 @@ def run_region_failover(
             raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
         if journal is None or not resuming:
             journal = Journal.create(
-                state,
+                home,
                 stack=stack,
                 mode=mode,
                 source=region,
@@ -526,7 +528,7 @@ class RegionPlan:
 def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions) -> RegionPlan:
     """The plan of a region failover; changes nothing."""
     ref.existing_stack_file()
-    original, desired, survivor, _resuming = _topologies(ref, Journal.load(ref.made_state_dir()), region)
+    original, desired, survivor, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), region)
     return RegionPlan(
         stack=ref.name,
         mode=options.mode or "planned",
@@ -548,7 +550,7 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
     headers and timestamp.
     """
-    journal = Journal.load(ref.made_state_dir())
+    journal = Journal.load(ref.made_failover_home())
     if journal is None or journal.record.source != region:
         raise FailoverError(
             f"no region failover of {region} in stack '{ref.name}' to recover.",
