@@ -8,6 +8,7 @@ stack file in place), and the verifier reads it.
 from dr.topology.model import (
     PORT_WINDOW,
     Application,
+    Architecture,
     Cluster,
     ConnectCluster,
     ConnectCredentials,
@@ -34,6 +35,7 @@ __all__ = [
     "NAMESPACE",
     "PORT_WINDOW",
     "Application",
+    "Architecture",
     "Cluster",
     "ConnectCluster",
     "ConnectCredentials",

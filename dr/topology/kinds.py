@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from dr.runtime.reserved import PORT_WINDOW
 
-__all__ = ["PORT_WINDOW", "Engine", "Kind", "LinkState", "Profile", "Role"]
+__all__ = ["PORT_WINDOW", "Architecture", "Engine", "Kind", "LinkState", "Profile", "Role"]
 
 
 class Role(StrEnum):
@@ -20,6 +20,17 @@ class Role(StrEnum):
     PASSIVE = "passive"
     STANDBY = "standby"
     DECOMMISSIONED = "decommissioned"
+    EDGE = "edge"
+    """Hub-and-spoke only: a cluster whose local topics a link aggregates into the hub (the active cluster)."""
+
+
+class Architecture(StrEnum):
+    """The shape of the estate's replication: one active and its passive copy, peers replicating both ways
+    with prefixed remote topics, or edges aggregated into a hub."""
+
+    ACTIVE_PASSIVE = "active-passive"
+    ACTIVE_ACTIVE = "active-active"
+    HUB_SPOKE = "hub-spoke"
 
 
 class Kind(StrEnum):

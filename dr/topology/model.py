@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
-from dr.topology.kinds import PORT_WINDOW, Engine, Kind, LinkState, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
 
 __all__ = [
     "PORT_WINDOW",
     "Application",
+    "Architecture",
     "Cluster",
     "Confluent",
     "Engine",
@@ -143,8 +144,8 @@ class Cluster(_Model):
 
     @property
     def holds_topics(self) -> bool:
-        """True for the active and passive clusters, which hold every declared topic."""
-        return self.role in (Role.ACTIVE, Role.PASSIVE)
+        """True for the active and passive clusters (and hub-and-spoke edges), which hold every declared topic."""
+        return self.role in (Role.ACTIVE, Role.PASSIVE, Role.EDGE)
 
 
 def _config_value(value: Any) -> Any:
@@ -190,6 +191,9 @@ class Application(_Model):
     """Every topic whose name starts with this may be read (one prefixed ACL, not one per topic)."""
     consumer_group: str | None = None
     password: Secret | None = None
+    home: str | None = None
+    """Hub-and-spoke: the cluster the application runs against (an edge, or the hub); unset means the
+    active cluster (the hub)."""
 
     @property
     def writes(self) -> bool:
@@ -387,6 +391,7 @@ class Topology(_Model):
     name: str = Field(min_length=1)
     """The stack name."""
     profile: Profile = Profile.DEV
+    architecture: Architecture = Architecture.ACTIVE_PASSIVE
     clusters: list[Cluster] = Field(default_factory=list)
     topics: list[Topic] = Field(default_factory=list)
     principals: Principals = Field(default_factory=Principals)

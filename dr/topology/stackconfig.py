@@ -34,7 +34,7 @@ import yaml
 from pydantic.alias_generators import to_camel, to_snake
 
 from dr.base.errors import ConfigError
-from dr.topology.model import Topology
+from dr.topology.model import Architecture, Topology
 
 __all__ = ["NAMESPACE", "dump_stack_config", "load_stack_file", "load_topology"]
 
@@ -45,7 +45,7 @@ _MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
 """Stack files are a few kilobytes; anything this large is not one."""
 
 _STRUCTURED = ("clusters", "topics", "principals", "links", "connect_clusters")
-_FIELDS = ("profile", "failover_done", *_STRUCTURED)
+_FIELDS = ("profile", "architecture", "failover_done", *_STRUCTURED)
 _STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/\\]+)\.ya?ml")
 
 
@@ -325,6 +325,8 @@ def dump_stack_config(topology: Topology) -> dict[str, Any]:
         _key("profile"): topology.profile.value,
         _key("failover_done"): topology.failover_done,
     }
+    if topology.architecture is not Architecture.ACTIVE_PASSIVE:  # existing stack files stay as they were
+        config[_key("architecture")] = topology.architecture.value
     for field in _STRUCTURED:
         if field == "connect_clusters" and not body.get(field):
             continue  # optional: stacks without Connect clusters keep their files as they were

@@ -852,7 +852,9 @@ def _topic_durability(t: Topology) -> Iterator[Violation]:
 
 
 def _application_topics(t: Topology) -> Iterator[Violation]:
-    declared = {topic.name for topic in t.topics}
+    from dr.topology.hub_spoke import remote_topic_names  # builds on this module's Violation
+
+    declared = {topic.name for topic in t.topics} | remote_topic_names(t)
     known = ", ".join(repr(topic.name) for topic in t.topics) or "none declared"
     for i, app in enumerate(t.principals.applications):
         for field, verb in (("produces", "produces to"), ("consumes", "consumes from")):
@@ -1248,7 +1250,9 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
 
 def find_violations(topology: Topology) -> list[Violation]:
     """Every rule ``topology`` breaks, in a stable order (empty when valid)."""
-    return [violation for rule in _RULES for violation in rule(topology)]
+    from dr.topology.hub_spoke import hub_spoke_violations  # builds on this module's Violation
+
+    return [violation for rule in (*_RULES, hub_spoke_violations) for violation in rule(topology)]
 
 
 def raise_for_violations(topology: Topology) -> None:
