@@ -11,8 +11,8 @@ What each cluster holds: every edge and the hub hold the declared topics (an app
 on its home cluster); the hub and its passive copy also hold ``<edge>.<topic>`` for every topic an
 edge's link selects, read-only for applications (only the replicator writes them).
 
-:func:`hub_spoke_violations` is one of the model's rules (:mod:`dr.topology.validation` runs it with
-the others); the helpers say which topics a cluster holds and which replication policy a link runs.
+:func:`hub_spoke_problems` lists what breaks the rules (:mod:`dr.topology.validation` reports it with the
+other rules' violations); the helpers say which topics a cluster holds and which replication policy a link runs.
 """
 
 from __future__ import annotations
@@ -24,16 +24,21 @@ from dr.topology.kinds import Architecture, Engine, Role
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topic, Topology
-    from dr.topology.validation import Violation
+
+Problem = tuple[str, str, str]
+"""``(field path, what is wrong, how to fix it)``: :mod:`dr.topology.validation` makes each a Violation."""
 
 __all__ = [
     "SEPARATOR",
+    "Problem",
     "edge_link",
     "edges",
-    "hub_spoke_violations",
+    "hub_spoke_problems",
     "is_edge_link",
+    "is_hub_spoke",
     "prefixed_link",
     "remote_topic",
+    "remote_topic_names",
     "remote_topics",
     "topics_on",
 ]
@@ -112,36 +117,34 @@ def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
 # -- rules ----------------------------------------------------------------------------------------
 
 
-def hub_spoke_violations(t: Topology) -> Iterator[Violation]:
+def hub_spoke_problems(t: Topology) -> Iterator[Problem]:
     """Every hub-and-spoke rule ``t`` breaks (and, for other architectures, any edge cluster it declares)."""
-    from dr.topology.validation import Violation
-
     if not is_hub_spoke(t):
         for i, c in enumerate(t.clusters):
             if c.role is Role.EDGE:
-                yield Violation(
+                yield (
                     f"clusters[{i}].role",
                     f"cluster {c.name!r} is an edge, but the stack's architecture is {t.architecture}",
                     "set kafka-dr:architecture: hub-spoke, or give the cluster another role",
                 )
         for i, app in enumerate(t.principals.applications):
             if app.home is not None and t.architecture is Architecture.ACTIVE_PASSIVE:
-                yield Violation(
+                yield (
                     f"principals.applications[{i}].home",
                     f"application {app.name!r} names a home cluster, but in an active-passive estate every "
                     "application runs against the active cluster",
                     "remove `home`, or declare kafka-dr:architecture: hub-spoke",
                 )
         return
-    yield from _edges_declared(t, Violation)
-    yield from _links(t, Violation)
-    yield from _prefix_collisions(t, Violation)
-    yield from _applications(t, Violation)
+    yield from _edges_declared(t)
+    yield from _links(t)
+    yield from _prefix_collisions(t)
+    yield from _applications(t)
 
 
-def _edges_declared(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
+def _edges_declared(t: Topology) -> Iterator[Problem]:
     if not edges(t):
-        yield violation(
+        yield (
             "clusters",
             "a hub-spoke estate declares no edge cluster",
             "give each cluster whose topics the hub aggregates role: edge, with a link into the hub (role active)",
@@ -150,14 +153,14 @@ def _edges_declared(t: Topology, violation: type[Violation]) -> Iterator[Violati
     for edge in edges(t):
         if edge_link(t, edge.name) is None:
             target = repr(hub[0]) if hub else "the hub"
-            yield violation(
+            yield (
                 "links",
                 f"edge {edge.name!r} has no link into the hub, so nothing aggregates its topics",
                 f"add a link with source {edge.name!r} and target {target}",
             )
 
 
-def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
+def _links(t: Topology) -> Iterator[Problem]:
     roles = {c.name: c.role for c in t.clusters}
     hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
     hub = repr(hubs[0]) if hubs else "the hub (role active)"
@@ -167,7 +170,7 @@ def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
             continue
         source, target = roles.get(link.source), roles.get(link.target)
         if target is Role.EDGE:
-            yield violation(
+            yield (
                 f"links[{j}].target",
                 f"link {link.name!r} replicates into edge {link.target!r}; in a hub-spoke estate nothing "
                 "replicates into an edge (a hub → edge link would send the edges' own records back: a loop)",
@@ -176,7 +179,7 @@ def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
             continue
         if source is not Role.EDGE:
             if source is Role.ACTIVE and target not in (Role.PASSIVE, None):
-                yield violation(
+                yield (
                     f"links[{j}].target",
                     f"link {link.name!r} replicates the hub into {link.target!r} ({target}); the hub's only "
                     "link is to its passive DR copy",
@@ -184,14 +187,14 @@ def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
                 )
             continue
         if target is not Role.ACTIVE and target is not None:
-            yield violation(
+            yield (
                 f"links[{j}].target",
                 f"edge {link.source!r} is linked to {link.target!r} ({target}), not to the hub; an edge "
                 "replicates only into the hub",
                 f"set target: {hub}",
             )
         if link.source in seen_edges:
-            yield violation(
+            yield (
                 f"links[{j}]",
                 f"edge {link.source!r} has a second link ({link.name!r}; the first is {seen_edges[link.source]!r})",
                 "keep one link per edge: it carries every topic the edge's applications write",
@@ -199,7 +202,7 @@ def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
         seen_edges.setdefault(link.source, link.name)
         if link.engine is not Engine.MIRRORMAKER2 or link.connect is not None:
             how = "on a Connect cluster" if link.connect is not None else f"with engine {link.engine}"
-            yield violation(
+            yield (
                 f"links[{j}].{'connect' if link.connect is not None else 'engine'}",
                 f"edge link {link.name!r} runs {how}; prefixed (<edge>.<topic>) links are built only as "
                 "dedicated MirrorMaker 2 processes between local clusters so far",
@@ -207,14 +210,14 @@ def _links(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
             )
 
 
-def _prefix_collisions(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
+def _prefix_collisions(t: Topology) -> Iterator[Problem]:
     edge_names = [c.name for c in edges(t)]
     for i, topic in enumerate(t.topics):
         for edge in edge_names:
             prefix = remote_topic(edge, "")
             if topic.name.startswith(prefix):
                 original = topic.name[len(prefix) :]
-                yield violation(
+                yield (
                     f"topics[{i}].name",
                     f"topic {topic.name!r} is the name the hub gives the copy of {original!r} from edge {edge!r}, "
                     "so the hub's own topic and the aggregated one would be the same topic",
@@ -222,7 +225,7 @@ def _prefix_collisions(t: Topology, violation: type[Violation]) -> Iterator[Viol
                 )
     for edge, topic in remote_topics(t):
         if len(topic.name) > _MAX_TOPIC_NAME:
-            yield violation(
+            yield (
                 "topics",
                 f"edge {edge!r}'s copy {topic.name[:40]}... on the hub is {len(topic.name)} characters; "
                 f"Kafka allows {_MAX_TOPIC_NAME}",
@@ -230,7 +233,7 @@ def _prefix_collisions(t: Topology, violation: type[Violation]) -> Iterator[Viol
             )
 
 
-def _applications(t: Topology, violation: type[Violation]) -> Iterator[Violation]:
+def _applications(t: Topology) -> Iterator[Problem]:
     roles = {c.name: c.role for c in t.clusters}
     hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
     homes = ", ".join(repr(c.name) for c in t.clusters if c.role in (Role.EDGE, Role.ACTIVE)) or "none declared"
@@ -239,7 +242,7 @@ def _applications(t: Topology, violation: type[Violation]) -> Iterator[Violation
         at = f"principals.applications[{i}]"
         for k, name in enumerate(app.produces):
             if name in remote:
-                yield violation(
+                yield (
                     f"{at}.produces[{k}]",
                     f"application {app.name!r} produces to {name!r}, an edge's topic aggregated on the hub: "
                     "it is read-only there (only the replicator writes it)",
@@ -247,7 +250,7 @@ def _applications(t: Topology, violation: type[Violation]) -> Iterator[Violation
                     "(home: that edge) instead",
                 )
         if app.produces_prefix and any(name.startswith(app.produces_prefix) for name in remote):
-            yield violation(
+            yield (
                 f"{at}.produces_prefix",
                 f"application {app.name!r}'s write prefix {app.produces_prefix!r} covers edge topics aggregated "
                 "on the hub, which are read-only there",
@@ -255,14 +258,14 @@ def _applications(t: Topology, violation: type[Violation]) -> Iterator[Violation
             )
         home = app.home if app.home is not None else (hubs[0] if hubs else None)
         if app.home is not None and app.home not in roles:
-            yield violation(
+            yield (
                 f"{at}.home",
                 f"application {app.name!r} has unknown home cluster {app.home!r}",
                 f"use one of: {homes}",
             )
             continue
         if app.home is not None and roles[app.home] not in (Role.EDGE, Role.ACTIVE):
-            yield violation(
+            yield (
                 f"{at}.home",
                 f"application {app.name!r} has home {app.home!r}, a {roles[app.home]} cluster; applications run "
                 "on an edge or on the hub",
@@ -272,7 +275,7 @@ def _applications(t: Topology, violation: type[Violation]) -> Iterator[Violation
         if home is not None and roles.get(home) is Role.EDGE:
             remote_read = [name for name in app.consumes if name in remote]
             if remote_read:
-                yield violation(
+                yield (
                     f"{at}.consumes",
                     f"application {app.name!r} lives on edge {home!r} but consumes {remote_read[0]!r}, "
                     "which only the hub and its passive copy hold",

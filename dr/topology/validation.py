@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
 from dr.runtime.reserved import CONNECT_USER
+from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Engine, Kind, Profile, Role
 
@@ -852,8 +853,6 @@ def _topic_durability(t: Topology) -> Iterator[Violation]:
 
 
 def _application_topics(t: Topology) -> Iterator[Violation]:
-    from dr.topology.hub_spoke import remote_topic_names  # builds on this module's Violation
-
     declared = {topic.name for topic in t.topics} | remote_topic_names(t)
     known = ", ".join(repr(topic.name) for topic in t.topics) or "none declared"
     for i, app in enumerate(t.principals.applications):
@@ -1250,9 +1249,12 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
 
 def find_violations(topology: Topology) -> list[Violation]:
     """Every rule ``topology`` breaks, in a stable order (empty when valid)."""
-    from dr.topology.hub_spoke import hub_spoke_violations  # builds on this module's Violation
+    return [violation for rule in (*_RULES, _hub_spoke) for violation in rule(topology)]
 
-    return [violation for rule in (*_RULES, hub_spoke_violations) for violation in rule(topology)]
+
+def _hub_spoke(t: Topology) -> Iterator[Violation]:
+    for path, problem, fix in hub_spoke_problems(t):
+        yield Violation(path, problem, fix)
 
 
 def raise_for_violations(topology: Topology) -> None:
