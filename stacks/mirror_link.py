@@ -34,13 +34,14 @@ _CONFIG = (
     "groups",
     "intervals",
     "state_dir",
+    "replication_policy",
 )
 
 
 def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
     die_with_engine()
     from dr.runtime.cluster import ClusterSpec, LocalCluster
-    from dr.runtime.mirrormaker import MirrorMaker
+    from dr.runtime.mirrormaker import IDENTITY_POLICY, MirrorMaker
 
     state = Path(props["state_dir"])
     source = LocalCluster(
@@ -57,6 +58,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         groups=props["groups"],
         intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
         grant=False,
+        replication_policy=props.get("replication_policy") or IDENTITY_POLICY,
     )
 
 
@@ -114,8 +116,12 @@ class MirrorMakerProcessArgs(dict):
         groups: str,
         intervals: dict[str, int],
         state_dir: str,
+        replication_policy: str | None = None,
     ) -> None:
+        # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
+        policy = {"replication_policy": replication_policy} if replication_policy else {}
         super().__init__(
+            **policy,
             source=source,
             target=target,
             source_brokers=source_brokers,
@@ -130,7 +136,8 @@ class MirrorMakerProcessArgs(dict):
 
 
 class MirrorMakerProcess(Resource):
-    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target`` with identity topic names."""
+    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target`` with identity topic names, or
+    ``<source>.<topic>`` when ``replication_policy`` says so (hub-and-spoke edges)."""
 
     running: pulumi.Output[bool]
 

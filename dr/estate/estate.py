@@ -25,10 +25,11 @@ from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.mirrormaker import MirrorMaker
+from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 from dr.topology import Link, Role, Topology, load_stack_file
 from dr.topology.access import application_rules
 from dr.topology.external import external_endpoint
+from dr.topology.hub_spoke import prefixed_link, topics_on
 
 Progress = Callable[[str], None]
 
@@ -125,6 +126,7 @@ class Estate:
             topics=link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
+            replication_policy=DEFAULT_POLICY if prefixed_link(self.topology, link) else IDENTITY_POLICY,
         )
 
     def connect(self, name: str) -> LocalConnectCluster:
@@ -234,8 +236,9 @@ class Estate:
                 cluster["bootstrap"] = c.bootstrap_servers
             clusters.append(cluster)
         links: list[LinkStatus] = []
-        topics = [t.name for t in self.topology.topics]
+        declared = [t.name for t in self.topology.topics]
         for link in self.topology.links:
+            topics = [t.name for t in topics_on(self.topology, self.topology.cluster(link.source))] or declared
             entry: LinkStatus = {"name": link.name, "source": link.source, "target": link.target}
             try:
                 runner = self.link_runner(link.name)
@@ -243,7 +246,10 @@ class Estate:
                 if not isinstance(runner, MirrorMaker):
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
+                if isinstance(runner, MirrorMaker):  # knows its topic naming (<edge>.<topic> out of an edge)
+                    lag = runner.lag(topics)
+                else:
+                    lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())
             except (ClusterError, ConfigError) as exc:

@@ -33,6 +33,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
 __all__ = [
@@ -297,7 +298,7 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
     except (ConfigError, AuthError) as exc:
         entry.error = exc.problem
         return entry
-    topics = [t.name for t in estate.topology.topics]
+    topics = [t.name for t in (topics_on(estate.topology, c) if c.holds_topics else estate.topology.topics)]
     health = cluster_health(
         ep,
         expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
@@ -327,7 +328,12 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
         entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
-        per = {tp: n for tp, n in lag(ends[link.source], ends[link.target]).items() if tp[0] in wanted}
+        # a prefixed link (hub-and-spoke edge) compares each source topic with its <edge>.<topic> copy
+        copied = {
+            (topic, p): ends[link.target].get((target_topic(topology, link, topic), p), 0)
+            for topic, p in ends[link.source]
+        }
+        per = {tp: n for tp, n in lag(ends[link.source], copied).items() if tp[0] in wanted}
         entry.lag = encode_offsets(per)
         entry.total_lag = sum(per.values())
     else:

@@ -1,6 +1,7 @@
 """A dedicated MirrorMaker 2 process replicating one local cluster to another (active → passive).
 
-Identity topic naming (same names on the target), checkpoints and consumer-group offset sync on,
+Identity topic naming (same names on the target) unless a link asks for ``<source>.<topic>``
+(hub-and-spoke edges), checkpoints and consumer-group offset sync on,
 intervals of about a second so tests and drills see convergence quickly.
 """
 
@@ -24,7 +25,7 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
-from dr.kafka.offsets import partition_lag
+from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
@@ -68,6 +69,8 @@ def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
 
 
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+"""Remote topics named ``<source>.<topic>`` (hub-and-spoke edges into the hub)."""
 
 
 def replicator_acls(source: bool) -> list[AclBinding]:
@@ -146,11 +149,15 @@ def mm2_properties(
     target_brokers: int = 1,
     intervals: dict[str, int] | None = None,
     extra: dict[str, str] | None = None,
+    *,
+    replication_policy: str = IDENTITY_POLICY,
 ) -> dict[str, str]:
-    """MirrorMaker 2 dedicated-mode configuration for one active → passive flow (pure).
+    """MirrorMaker 2 dedicated-mode configuration for one flow (pure).
 
-    ``extra`` is laid over the result (e.g. producer tuning or a Connect transform); keys that
-    would change the flow itself (``clusters`` or the replication policy) are refused.
+    ``replication_policy`` names the target's topics: :data:`IDENTITY_POLICY` (same names, active →
+    passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``). ``extra`` is laid over the result (e.g.
+    producer tuning or a Connect transform); keys that would change the flow itself (``clusters`` or
+    the replication policy) are refused.
     """
     iv = {**DEFAULT_INTERVALS, **(intervals or {})}
     rf = str(min(3, target_brokers))
@@ -160,7 +167,7 @@ def mm2_properties(
         f"{source_alias}->{target_alias}.topics": topics,
         f"{source_alias}->{target_alias}.groups": groups,
         f"{target_alias}->{source_alias}.enabled": "false",
-        "replication.policy.class": IDENTITY_POLICY,
+        "replication.policy.class": replication_policy,
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": str(iv["sync_group_offsets_s"]),
         "emit.checkpoints.enabled": "true",
@@ -212,6 +219,8 @@ class MirrorMaker:
         heap_mb: int = 384,
         extra: dict[str, str] | None = None,
         grant: bool = True,
+        *,
+        replication_policy: str = IDENTITY_POLICY,
     ) -> None:
         self.source = source
         self.grant = grant
@@ -221,6 +230,7 @@ class MirrorMaker:
         self.intervals = intervals
         self.heap_mb = heap_mb
         self.extra = dict(extra or {})
+        self.replication_policy = replication_policy
         self.dir = Path(state_dir or source.state_dir) / "links" / f"{source.name}-to-{target.name}"
         self.process = JvmProcess(f"mm2-{source.name}-{target.name}", self.dir / "pid", self.dir / "mm2.log")
 
@@ -242,6 +252,7 @@ class MirrorMaker:
             self.target.spec.brokers,
             self.intervals,
             self.extra,
+            replication_policy=self.replication_policy,
         )
 
     def start(self, timeout: float = 120.0) -> float:
@@ -334,8 +345,14 @@ class MirrorMaker:
     # ------------------------------------------------------------------ lag & offsets
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
         """Per (topic, partition): source end offset − target end offset (exact under identity
-        naming for non-transactional, non-compacted topics)."""
-        return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
+        naming for non-transactional, non-compacted topics). Under ``<source>.<topic>`` naming the
+        target's copy is compared, and records the target holds twice never make the lag negative."""
+        if self.replication_policy == IDENTITY_POLICY:
+            return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
+        prefix = f"{self.source.name}."
+        src = end_offsets(self.source.endpoint(), topics)
+        dst = end_offsets(self.target.endpoint(), [prefix + t for t in topics])
+        return {(t, p): max(0, n - dst.get((prefix + t, p), 0)) for (t, p), n in src.items()}
 
     def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
         """Wait until every partition's lag is 0; return seconds waited.

@@ -40,6 +40,7 @@ __all__ = [
     "remote_topic",
     "remote_topic_names",
     "remote_topics",
+    "target_topic",
     "topics_on",
 ]
 
@@ -74,6 +75,12 @@ def prefixed_link(t: Topology, link: Link) -> bool:
     """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
     than keeping the names (IdentityReplicationPolicy)."""
     return is_edge_link(t, link)
+
+
+def target_topic(t: Topology, link: Link, topic: str) -> str:
+    """The name ``link`` gives its source's ``topic`` on the target: ``<edge>.<topic>`` out of an edge, else
+    the same name."""
+    return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
 
 
 def edge_link(t: Topology, edge: str) -> Link | None:
