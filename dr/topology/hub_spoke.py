@@ -288,3 +288,52 @@ def _applications(t: Topology) -> Iterator[Problem]:
                     "which only the hub and its passive copy hold",
                     "consume it from an application whose home is the hub, or consume the edge's own topic",
                 )
+
+
+# -- hub failover -----------------------------------------------------------------------------------
+
+
+def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
+    """The desired hub-and-spoke topology once the hub's passive copy is promoted (pure).
+
+    The hub becomes decommissioned, its passive copy the hub (active), the standby its passive copy
+    (fed by ``<new hub>-to-<standby>``, shaped like the old hub's link). Every edge's link is re-pointed
+    at the new hub (``<edge>-to-<new hub>``, same topics, groups and intervals), and the applications
+    whose home was the old hub move to the new one. ``mode`` is accepted for symmetry with
+    :meth:`Topology.after_failover` (MirrorMaker 2 links keep no state across a failover).
+    """
+    if mode not in ("planned", "unplanned"):
+        from dr.base.errors import ConfigError
+
+        raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
+    old_hub = t.active()
+    new_hub = t.to_promote()
+    standby = t.standby()
+    feeding = [link for link in t.links_into(new_hub.name) if link.is_running and link.source == old_hub.name]
+    roles = {old_hub.name: Role.DECOMMISSIONED, new_hub.name: Role.ACTIVE}
+    links: list[Link] = []
+    for edge in edges(t):
+        link = edge_link(t, edge.name)
+        if link is not None:
+            links.append(link.model_copy(update={"name": f"{edge.name}-to-{new_hub.name}", "target": new_hub.name}))
+    if standby is not None and feeding:
+        roles[standby.name] = Role.PASSIVE
+        links.append(
+            feeding[0].model_copy(
+                update={"name": f"{new_hub.name}-to-{standby.name}", "source": new_hub.name, "target": standby.name}
+            )
+        )
+    clusters = [c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in t.clusters]
+    apps = [
+        app.model_copy(update={"home": new_hub.name}) if app.home == old_hub.name else app
+        for app in t.principals.applications
+    ]
+    return type(t).model_validate(
+        {
+            **{k: getattr(t, k) for k in type(t).model_fields},
+            "clusters": clusters,
+            "links": links,
+            "principals": t.principals.model_copy(update={"applications": apps}),
+            "failover_done": True,
+        }
+    )

@@ -185,3 +185,32 @@ def test_the_hub_linked_to_an_edge_shape_is_refused_even_without_the_edge_link()
 
     message = _error(mutate)
     assert "edge 'E1' has no link into the hub" in message and "links[0].target" in message
+
+
+# -- hub failover (desired state) -----------------------------------------------------------------
+
+
+def test_hub_failover_promotes_the_passive_copy_and_re_points_every_edge() -> None:
+    after = _load().after_failover("unplanned")
+    assert {c.name: c.role for c in after.clusters} == {
+        "E1": Role.EDGE,
+        "E2": Role.EDGE,
+        "H": Role.DECOMMISSIONED,
+        "P": Role.ACTIVE,
+        "S": Role.PASSIVE,
+    }
+    assert [(lk.name, lk.source, lk.target) for lk in after.links] == [
+        ("E1-to-P", "E1", "P"),
+        ("E2-to-P", "E2", "P"),
+        ("P-to-S", "P", "S"),
+    ]
+    assert after.links[0].topics == ["readings"], "an edge's link keeps its topics"
+    assert after.architecture is Architecture.HUB_SPOKE and after.failover_done
+    assert after.principals.application("aggregator").home == "P", "the hub's applications move to the new hub"
+    assert after.principals.application("sensor-e1").home == "E1", "edge applications stay on their edge"
+
+
+def test_a_second_hub_failover_moves_on_to_the_next_copy() -> None:
+    after = _load().after_failover().after_failover()
+    assert after.active().name == "S" and after.cluster("P").role is Role.DECOMMISSIONED
+    assert sorted(lk.name for lk in after.links) == ["E1-to-S", "E2-to-S"]
