@@ -17,7 +17,7 @@ from dr.runtime.reserved import CONNECT_USER
 from dr.topology.kinds import Architecture
 from dr.topology.model import Application, Cluster, Role, Topology
 
-__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules"]
+__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "applications_on", "connect_rules"]
 
 
 @dataclass(frozen=True, order=True)
@@ -69,7 +69,7 @@ def _prefixed(principal: str, prefix: str, operation: str) -> set[AclRule]:
     }
 
 
-def _applications_on(topology: Topology, role: Role, cluster: str | None) -> list[Application]:
+def applications_on(topology: Topology, role: Role, cluster: str | None) -> list[Application]:
     """The applications that get ACLs on a cluster: all of them, except in a hub-and-spoke estate, where
     an edge serves only the applications whose home it is, and the hub (and its passive copy) the rest."""
     apps = topology.principals.applications
@@ -87,7 +87,7 @@ def application_rules(topology: Topology, role: Role, cluster: str | None = None
     cluster, or on its edge; aggregated ``<edge>.<topic>`` copies are never writable (validation
     refuses a ``produces`` naming one)."""
     rules: set[AclRule] = set()
-    for app in _applications_on(topology, role, cluster):
+    for app in applications_on(topology, role, cluster):
         if role in (Role.ACTIVE, Role.EDGE):
             for topic in app.produces:
                 rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
