@@ -117,7 +117,8 @@ def _actions(
         "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
         "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
         f"; links: {new_links}) and `pulumi up` the stack: {standby}",
-        "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for {', '.join(apps)}",
+        "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for "
+        f"{', '.join(a.name for a in applications_on(desired, Role.ACTIVE, B.name))}",
         "integrity": verify,
         "decommission": decom,
     }
