@@ -214,3 +214,26 @@ def test_a_second_hub_failover_moves_on_to_the_next_copy() -> None:
     after = _load().after_failover().after_failover()
     assert after.active().name == "S" and after.cluster("P").role is Role.DECOMMISSIONED
     assert sorted(lk.name for lk in after.links) == ["E1-to-S", "E2-to-S"]
+
+
+# -- where an edge's link resumes (pure parts of dr.failover.hub) ----------------------------------
+
+
+def test_the_offset_key_is_mirrormaker_2s_own_bytes() -> None:
+    from dr.failover.hub import offset_key, offsets_topic
+
+    # Connect's JsonConverter of [connector, partition map]; Java's HashMap iterates cluster, partition, topic
+    assert (
+        offset_key("E1", "readings", 1)
+        == b'["MirrorSourceConnector",{"cluster":"E1","partition":1,"topic":"readings"}]'
+    )
+    assert offsets_topic("E1") == "mm2-offsets.E1.internal"
+
+
+def test_a_resume_point_starts_after_the_last_copied_record_or_at_the_edge_start() -> None:
+    from dr.failover.hub import ResumePoint
+
+    copied = ResumePoint("E1", "readings", 0, copied=40, last_copied=41, edge_end=50)
+    assert copied.resume_at == 42 and copied.to_dict()["to_copy"] == 8
+    empty = ResumePoint("E1", "readings", 1, copied=0, last_copied=None, edge_end=7)
+    assert empty.to_dict()["resume_at"] == "earliest" and empty.to_dict()["to_copy"] is None
