@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
 from dr.base.errors import ClusterError, FailoverError
-from dr.kafka.client import Endpoint, admin_client, kafka_errors
+from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
 from dr.kafka.offsets import list_offsets, partitions_of
 from dr.topology import Link, Role, Topology
 from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, remote_topic
@@ -112,6 +112,7 @@ def _consumer(endpoint: Endpoint) -> Consumer:
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_uncommitted",
+                **SILENT,  # its failures surface through kafka_errors, not librdkafka's own log
             }
         )
     )
