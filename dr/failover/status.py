@@ -383,7 +383,7 @@ def lock_held(state: Path) -> bool:
 
 
 def _cluster_problem(c: ClusterStatus) -> str | None:
-    if c.role not in (Role.ACTIVE, Role.PASSIVE):
+    if c.role not in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):
         return None  # a standby is not provisioned yet; a decommissioned cluster is stopped on purpose
     what = f"cluster {c.name} ({c.role})"
     if c.process in ("absent", "stopped"):
