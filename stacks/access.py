@@ -14,6 +14,7 @@ import pulumi_kafka as kafka
 
 from dr.topology import Cluster, Topology
 from dr.topology.access import AclRule, acl_rules
+from dr.topology.hub_spoke import topics_on
 
 __all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]
 
@@ -70,7 +71,7 @@ class ClusterAccess(pulumi.ComponentResource):
                 opts=child,
             )
         self.topics: dict[str, kafka.Topic] = {}
-        for topic in args.topology.topics:
+        for topic in topics_on(args.topology, c):
             if topic.name in args.skip_topics:
                 continue
             self.topics[topic.name] = kafka.Topic(

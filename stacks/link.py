@@ -15,6 +15,7 @@ import pulumi
 from dr.runtime.mirrormaker import DEFAULT_POLICY
 from dr.topology import Cluster, Link, Topology
 from dr.topology.active_active import is_active_active, link_topics_regex
+from dr.topology.hub_spoke import prefixed_link
 from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
 
 __all__ = ["ReplicationLink", "ReplicationLinkArgs"]
@@ -52,7 +53,7 @@ class ReplicationLink(pulumi.ComponentResource):
                 groups=link.groups_regex,
                 intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir),
-                replication_policy=DEFAULT_POLICY if peers else None,
+                replication_policy=DEFAULT_POLICY if prefixed_link(args.topology, link) else None,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )

@@ -118,7 +118,10 @@ class MirrorMakerProcessArgs(dict):
         state_dir: str,
         replication_policy: str | None = None,
     ) -> None:
+        # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
+        policy = {"replication_policy": replication_policy} if replication_policy else {}
         super().__init__(
+            **policy,
             source=source,
             target=target,
             source_brokers=source_brokers,
@@ -137,8 +140,8 @@ class MirrorMakerProcessArgs(dict):
 
 
 class MirrorMakerProcess(Resource):
-    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target``: identity topic names, or
-    ``<source>.<topic>`` (``replication_policy=DEFAULT_POLICY``, active-active)."""
+    """MirrorMaker 2 in dedicated mode copying ``source`` → ``target`` with identity topic names, or
+    ``<source>.<topic>`` when ``replication_policy`` says so (active-active, hub-and-spoke edges)."""
 
     running: pulumi.Output[bool]
 

@@ -205,7 +205,7 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 
     The full status is printed first (with --json: plus a `problems` list); then the exit code says
     whether anything needs a person, so monitoring can run it: 0 no problem · 4 a link the topology
-    says runs is stopped or a side of it is unreachable, or an active/passive cluster is down ·
+    says runs is stopped or a side of it is unreachable, or an active, passive or edge cluster is down ·
     6 the last failover failed or was interrupted (its journal says running, but no process holds
     the stack's lock) — 6 wins when both apply. The message lists every problem.
     """

@@ -30,6 +30,7 @@ from dr.topology import Link, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.external import external_endpoint
+from dr.topology.hub_spoke import prefixed_link, topics_on
 
 Progress = Callable[[str], None]
 
@@ -127,7 +128,7 @@ class Estate:
             topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
-            replication_policy=DEFAULT_POLICY if peers else IDENTITY_POLICY,
+            replication_policy=DEFAULT_POLICY if prefixed_link(self.topology, link) else IDENTITY_POLICY,
         )
 
     def connect(self, name: str) -> LocalConnectCluster:
@@ -237,8 +238,9 @@ class Estate:
                 cluster["bootstrap"] = c.bootstrap_servers
             clusters.append(cluster)
         links: list[LinkStatus] = []
-        topics = [t.name for t in self.topology.topics]
+        declared = [t.name for t in self.topology.topics]
         for link in self.topology.links:
+            topics = [t.name for t in topics_on(self.topology, self.topology.cluster(link.source))] or declared
             entry: LinkStatus = {"name": link.name, "source": link.source, "target": link.target}
             try:
                 runner = self.link_runner(link.name)
@@ -246,8 +248,8 @@ class Estate:
                 if not isinstance(runner, MirrorMaker):
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                if isinstance(runner, MirrorMaker) and is_active_active(self.topology):
-                    lag = runner.lag(topics)  # each topic against its copy <source>.<topic>
+                if isinstance(runner, MirrorMaker):  # knows its topic naming (<source>.<topic> over a prefixed link)
+                    lag = runner.lag(topics)
                 else:
                     lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}

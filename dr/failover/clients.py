@@ -23,7 +23,8 @@ from typing import Any
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
 from dr.runtime.cluster import properties_escape
-from dr.topology import Application, Kind
+from dr.topology import Application, Kind, Role
+from dr.topology.access import applications_on
 
 __all__ = ["client_files", "publish_clients"]
 
@@ -62,7 +63,7 @@ def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None)
     written = []
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL
-    for app in estate.topology.principals.applications:
+    for app in applications_on(estate.topology, Role.ACTIVE, cluster):  # not an edge's own applications
         if apps is not None and app.name not in apps:
             continue
         # the stack's secret (decrypted as `pulumi` does) or the password the stack generated

@@ -13,7 +13,9 @@ a test or another backend stand in without touching the pipeline.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +29,7 @@ from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.active_active import is_active_active
+from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
@@ -67,7 +70,8 @@ class PulumiConverger:
             if not topology.both_local(link) or is_active_active(topology):
                 continue  # active-active: the peers' links ran before and go on unchanged (nothing new to copy)
             t0 = time.monotonic()
-            wanted = [t.name for t in topology.topics_for(link)] or topics
+            on_source = topics_on(topology, topology.cluster(link.source))
+            wanted = [t.name for t in on_source if link.selects_topic(t.name)] or topics
             progress(f"link {link.name}: waiting until {link.target} holds what {link.source} holds now")
             wait_copied(
                 estate.endpoint(link.source),
@@ -75,23 +79,37 @@ class PulumiConverger:
                 wanted,
                 timeout=self.catch_up_timeout,
                 what=f"link {link.name}",
+                rename=functools.partial(target_topic, topology, link),
             )
             timings[f"link {link.name} caught up"] = round(time.monotonic() - t0, 3)
         return timings
 
 
-def wait_copied(source: Endpoint, target: Endpoint, topics: list[str], *, timeout: float, what: str) -> None:
+def wait_copied(
+    source: Endpoint,
+    target: Endpoint,
+    topics: list[str],
+    *,
+    timeout: float,
+    what: str,
+    rename: Callable[[str], str] = lambda topic: topic,
+) -> None:
     """Wait until the target's end offsets reach the source's end offsets *as of now*.
 
     A fixed watermark (not "lag is 0") so the wait ends even while applications keep writing
-    to the source.
+    to the source. ``rename`` gives a source topic's name on the target (``<edge>.<topic>`` for a
+    hub-and-spoke edge's link).
     """
     watermark = end_offsets(source, topics)
-    copied = until_leaders_settle(
-        lambda: all(end_offsets(target, topics).get(tp, 0) >= n for tp, n in watermark.items())
-    )
+    copies = [rename(t) for t in topics]
+
+    def on_target() -> dict[tuple[str, int], int]:
+        ends = end_offsets(target, copies)
+        return {(t, p): ends.get((rename(t), p), 0) for t, p in watermark}
+
+    copied = until_leaders_settle(lambda: all(on_target()[tp] >= n for tp, n in watermark.items()))
     if not wait_until(copied, timeout, interval=0.25):
-        behind = lag(watermark, end_offsets(target, topics))
+        behind = lag(watermark, on_target())
         raise ClusterError(
             f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "
             f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})}).",

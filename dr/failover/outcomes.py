@@ -122,6 +122,10 @@ class PromoteOutcome(Outcome):
     link_stop: str
     acls_granted: int
     writable_from_ms: int
+    edge_links_stopped: list[str] | None = None
+    """Hub-and-spoke: the edges' links into the old hub, stopped (:mod:`dr.failover.hub`)."""
+    edge_resume: list[dict[str, Any]] | None = None
+    """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
 
 
 # ---------------------------------------------------------------------------------- 4 clients

@@ -29,7 +29,8 @@ from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary, summarize
-from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
+from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
+from dr.topology.access import applications_on
 
 __all__ = ["OnStep", "already_finished", "run_failover", "run_step", "summarize", "topologies"]
 
@@ -88,7 +89,8 @@ def _create_journal(stack: str, state: Path, mode: str, original: Topology, desi
 def _start_probe(ctx: Context) -> WriteProbe | None:
     if not ctx.options.probe or ctx.journal.measurements.probe:
         return None
-    producer = next((app for app in ctx.original.principals.applications if ctx.original.produced_by(app)), None)
+    hub_apps = applications_on(ctx.original, Role.ACTIVE, ctx.source)  # not an edge's own applications
+    producer = next((app for app in hub_apps if ctx.original.produced_by(app)), None)
     if producer is None:
         return None
     endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))

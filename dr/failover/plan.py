@@ -18,6 +18,7 @@ from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.health import cluster_health, reachability
+from dr.failover.hub import edge_links_into
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.pipeline import already_finished, topologies
@@ -25,7 +26,9 @@ from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka.offsets import end_offsets
-from dr.topology import Kind, Topology
+from dr.topology import Kind, Role, Topology
+from dr.topology.access import applications_on
+from dr.topology.hub_spoke import topics_on
 from dr.topology.stackfile import stack_file_diff
 
 __all__ = ["FailoverPlan", "FinishedPlan", "PlanStep", "desired_state_diff", "plan_failover", "pulumi_preview"]
@@ -68,13 +71,17 @@ def _actions(
     apps = [a.name for a in original.principals.applications]
     producers = [a.name for a in original.principals.applications if a.writes]
     groups = [a.consumer_group for a in original.principals.applications if a.consumer_group]
-    topics = [t.name for t in (original.topics_for(link) if link else original.topics)]
+    topics = [t.name for t in topics_on(original, A) if link is None or link.selects_topic(t.name)]
+    edge_links = edge_links_into(original, A.name)
+    edges = ", ".join(f"{lk.name}" for lk in edge_links)
+    producers = [a.name for a in applications_on(desired, Role.ACTIVE, B.name) if a.writes]
     new_links = ", ".join(f"{lk.source}→{lk.target}" for lk in desired.links) or "none"
     if mode == "planned":
         fence = (
             f"delete the ALLOW WRITE topic ACLs of {', '.join(apps)} on {A.name}; wait up to "
             f"{options.drain_timeout:.0f}s until link {link_name} lags 0 on every partition of "
             f"{', '.join(topics)}; past it refuse and restore the ACLs"
+            + (f" (first stop the edge links {edges}, so {A.name} holds still)" if edge_links else "")
             + (" (--force: go on and accept the lag as loss)" if options.force else " (unless --force)")
         )
     else:
@@ -100,11 +107,18 @@ def _actions(
         "preflight": f"check {B.name} (brokers, offline partitions, topics), link {link_name} lag per partition, "
         f"{A.name} reachability",
         "fence-drain": fence,
-        "promote": f"stop link {link_name}; grant write ACLs on {B.name} to {', '.join(producers) or 'nobody'}",
+        "promote": f"stop link {link_name}; grant write ACLs on {B.name} to {', '.join(producers) or 'nobody'}"
+        + (
+            f"; stop the edge links {edges} and record, per edge partition, where {B.name}'s copy ended "
+            f"(each re-pointed edge link resumes there: no gap)"
+            if edge_links
+            else ""
+        ),
         "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
         "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
         f"; links: {new_links}) and `pulumi up` the stack: {standby}",
-        "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for {', '.join(apps)}",
+        "clients": f"write {state / 'clients'}/<app>.properties and .json (mode 0600) for "
+        f"{', '.join(a.name for a in applications_on(desired, Role.ACTIVE, B.name))}",
         "integrity": verify,
         "decommission": decom,
     }

@@ -33,7 +33,8 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
-from dr.topology.active_active import is_active_active, remote_topic, remote_topics_on
+from dr.topology.active_active import is_active_active, remote_topics_on
+from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
 __all__ = [
@@ -304,7 +305,7 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
     except (ConfigError, AuthError) as exc:
         entry.error = exc.problem
         return entry
-    topics = [t.name for t in estate.topology.topics]
+    topics = [t.name for t in (topics_on(estate.topology, c) if c.holds_topics else estate.topology.topics)]
     health = cluster_health(
         ep,
         expected_brokers=c.brokers if c.kind is Kind.LOCAL else None,
@@ -336,21 +337,17 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
         entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
-        target = ends[link.target]
-        if is_active_active(topology):  # A's `orders` is `A.orders` on B: compare each with its copy
-            target = {(t, p): n for (name, p), n in target.items() if (t := _original(link.source, name)) is not None}
-        per = {tp: n for tp, n in lag(ends[link.source], target).items() if tp[0] in wanted}
+        # a prefixed link (active-active, a hub-and-spoke edge) compares each topic with its <source>.<topic> copy
+        copied = {
+            (topic, p): ends[link.target].get((target_topic(topology, link, topic), p), 0)
+            for topic, p in ends[link.source]
+        }
+        per = {tp: n for tp, n in lag(ends[link.source], copied).items() if tp[0] in wanted}
         entry.lag = encode_offsets(per)
         entry.total_lag = sum(per.values())
     else:
         entry.error = "lag unknown: a side is unreachable"
     return entry
-
-
-def _original(source: str, name: str) -> str | None:
-    """``orders`` for ``<source>.orders``; None for a topic that is not a copy of ``source``'s."""
-    prefix = remote_topic(source, "")
-    return name[len(prefix) :] if name.startswith(prefix) else None
 
 
 def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStatus:
@@ -395,7 +392,7 @@ def lock_held(home: Path) -> bool:
 
 
 def _cluster_problem(c: ClusterStatus) -> str | None:
-    if c.role not in (Role.ACTIVE, Role.PASSIVE):
+    if c.role not in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):
         return None  # a standby is not provisioned yet; a decommissioned cluster is stopped on purpose
     what = f"cluster {c.name} ({c.role})"
     if c.process in ("absent", "stopped"):

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+import dr.failover.hub as hub
 import dr.failover.integrity as integrity
 from dr.base.errors import AuthError, ClusterError, FailoverError
 from dr.base.stackref import StackRef
@@ -66,6 +67,8 @@ from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.offsets import committed_offsets, committed_offsets_of, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
+from dr.topology.access import applications_on
+from dr.topology.hub_spoke import topics_on
 
 __all__ = ["STEPS", "Context", "FailoverOptions", "Step", "StepResult"]
 
@@ -184,8 +187,9 @@ class Context:
 
     @cached_property
     def topics(self) -> list[str]:
-        """The declared topics the link replicates (what is drained and verified)."""
-        return [t.name for t in self.original.topics_for(self.link)]
+        """The topics the link replicates (what is drained and verified): the declared ones, and on the
+        hub of a hub-and-spoke estate the edges' ``<edge>.<topic>`` copies too."""
+        return [t.name for t in topics_on(self.original, self.roles.source) if self.link.selects_topic(t.name)]
 
     @cached_property
     def before(self) -> Estate:
@@ -401,6 +405,10 @@ def fence_drain(ctx: Context) -> StepResult:
             f"{A} unreachable: not fenced now (fenced when it returns, before verification)",
         )
     removed = _fence_a(ctx)
+    if edge_links := hub.edge_links_into(ctx.original, A):
+        # the edges' links write to the hub as well: stop them so the hub holds still while it drains
+        stopped = _stop_edge_links(ctx, edge_links)
+        ctx.say(f"edge links stopped so {A} holds still: {', '.join(stopped)}")
     ctx.say(f"{A} fenced: {len(removed)} application write ACLs removed; draining link {ctx.link.name}")
     t0 = time.monotonic()
     deadline = t0 + ctx.options.drain_timeout
@@ -484,9 +492,12 @@ def promote(ctx: Context) -> StepResult:
     stop_s = round(time.monotonic() - t0, 3)
     writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
+    edge_links = hub.edge_links_into(ctx.original, ctx.source)
+    edge_stopped = _stop_edge_links(ctx, edge_links) if edge_links else None
+    edge_resume = _seed_edges(ctx, edge_links) if edge_links else None
     grants = application_acls(ctx.desired, Role.ACTIVE)
     create_acls(ctx.b_ep, grants)
-    producers = [app.name for app in ctx.original.principals.applications if app.writes]
+    producers = [app.name for app in applications_on(ctx.desired, Role.ACTIVE, ctx.target) if app.writes]
     have = {b.principal.removeprefix("User:") for b in write_bindings(ctx.b_ep, producers)}
     lacking = sorted(set(producers) - have)
     if lacking:
@@ -494,19 +505,48 @@ def promote(ctx: Context) -> StepResult:
             f"after granting, {', '.join(lacking)} still cannot write on {ctx.target}.",
             "check the cluster's authorizer and rerun the failover (it resumes here)",
         )
+    outcome = PromoteOutcome(
+        link_stopped=link.name,
+        link_was_running=was_running,
+        link_stop_s=stop_s,
+        link_stop=how,
+        acls_granted=len(grants),
+        writable_from_ms=writable_from_ms,
+    )
+    if edge_links:  # journaled only for a hub (an active-passive journal keeps its keys)
+        outcome.edge_links_stopped, outcome.edge_resume = edge_stopped, edge_resume
     return StepResult(
         "done",
-        PromoteOutcome(
-            link_stopped=link.name,
-            link_was_running=was_running,
-            link_stop_s=stop_s,
-            link_stop=how,
-            acls_granted=len(grants),
-            writable_from_ms=writable_from_ms,
-        ),
+        outcome,
         f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
-        f"{', '.join(producers) or 'no producing application'}",
+        f"{', '.join(producers) or 'no producing application'}"
+        + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else ""),
     )
+
+
+def _stop_edge_links(ctx: Context, links: list[Link]) -> list[str]:
+    """Stop each edge's link into the old hub (killed when the hub is gone: nothing is left to flush)."""
+    dead = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
+    for link in links:
+        runner = ctx.before.link_runner(link.name)
+        if dead:
+            runner.kill()
+        else:
+            runner.stop(timeout=ctx.options.link_stop_timeout)
+    return [link.name for link in links]
+
+
+def _seed_edges(ctx: Context, links: list[Link]) -> list[dict[str, Any]]:
+    """Where each edge's link resumes on the promoted hub, written where its MirrorMaker 2 reads it."""
+    points: list[hub.ResumePoint] = []
+    for link in links:
+        topics = [t.name for t in ctx.original.topics_for(link)]
+        found = hub.resume_points(link.source, ctx.before.endpoint(link.source), ctx.b_ep, topics)
+        points += found
+        to_copy = sum(p.edge_end - max(p.resume_at, 0) for p in found)
+        ctx.say(f"edge {link.source}: the copy on {ctx.target} ended {to_copy} records before the edge's end")
+    hub.seed_resume_points(ctx.b_ep, points, replication_factor=min(3, ctx.roles.target.brokers))
+    return [p.to_dict() for p in points]
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups
@@ -516,7 +556,7 @@ def consumer_groups(ctx: Context) -> StepResult:
     b_end = _offsets(ctx.b_ep, ctx.topics, ctx.target)
     a_end = _offsets(ctx.a_ep, ctx.topics, ctx.source) if a_ok else None
     groups = []
-    declared = {t.name for t in ctx.original.topics}
+    declared = {t.name for t in topics_on(ctx.original, ctx.roles.source)}
     names = [app.consumer_group for app in ctx.original.principals.applications if app.consumer_group]
     try:  # one batch per cluster, not one round trip per group and cluster
         on_b = committed_offsets_of(ctx.b_ep, names)

@@ -1,6 +1,7 @@
 """A dedicated MirrorMaker 2 process replicating one local cluster to another (active → passive).
 
-Identity topic naming (same names on the target), checkpoints and consumer-group offset sync on,
+Identity topic naming (same names on the target) unless a link asks for ``<source>.<topic>``
+(hub-and-spoke edges), checkpoints and consumer-group offset sync on,
 intervals of about a second so tests and drills see convergence quickly.
 """
 
@@ -70,7 +71,7 @@ def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 """Same topic names on the target: active-passive."""
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-"""Remote topics named ``<source>.<topic>`` on the target: active-active (and it never loops)."""
+"""Remote topics named ``<source>.<topic>`` on the target: active-active and hub-and-spoke edges (it never loops)."""
 
 
 def target_topic(replication_policy: str, source_alias: str, topic: str) -> str:
@@ -160,7 +161,7 @@ def mm2_properties(
     """MirrorMaker 2 dedicated-mode configuration for one source → target flow (pure).
 
     ``replication_policy`` names the topics on the target: :data:`IDENTITY_POLICY` (same names: active →
-    passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``: one direction of an active-active pair). ``extra`` is laid over
+    passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``: one direction of an active-active pair, or an edge into its hub). ``extra`` is laid over
     the result (e.g. producer tuning or a Connect transform); keys that would change the flow itself
     (``clusters`` or the replication policy) are refused.
     """
@@ -236,6 +237,7 @@ class MirrorMaker:
         self.intervals = intervals
         self.heap_mb = heap_mb
         self.extra = dict(extra or {})
+        self.replication_policy = replication_policy
         self.dir = Path(state_dir or source.state_dir) / "links" / f"{source.name}-to-{target.name}"
         self.process = JvmProcess(f"mm2-{source.name}-{target.name}", self.dir / "pid", self.dir / "mm2.log")
 

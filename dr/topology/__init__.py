@@ -5,9 +5,11 @@ pipeline changes it (:meth:`Topology.after_failover`, then :func:`write_stack_co
 stack file in place), and the verifier reads it.
 """
 
+from dr.topology.hub_spoke import after_hub_failover
 from dr.topology.model import (
     PORT_WINDOW,
     Application,
+    Architecture,
     Cluster,
     ConnectCluster,
     ConnectCredentials,
@@ -20,6 +22,7 @@ from dr.topology.model import (
     Role,
     Topic,
     Topology,
+    register_failover_shape,
     register_rule_check,
 )
 from dr.topology.secret import Secret, StackSecret
@@ -29,11 +32,13 @@ from dr.topology.validation import Violation, find_violations, raise_for_violati
 
 # Every Topology constructed is checked against every rule (the model does not import its rules).
 register_rule_check(raise_for_violations)
+register_failover_shape(Architecture.HUB_SPOKE, after_hub_failover)
 
 __all__ = [
     "NAMESPACE",
     "PORT_WINDOW",
     "Application",
+    "Architecture",
     "Cluster",
     "ConnectCluster",
     "ConnectCredentials",

@@ -1,6 +1,7 @@
 """Who may do what on a cluster, as pure data: the ACL rules of each role (no engine, no client).
 
-Application principals write only on the active cluster (and read what they consume everywhere);
+Application principals write only on the active cluster (and read what they consume everywhere;
+in a hub-and-spoke estate, each on its home: an edge, or the hub and its passive copy);
 on a passive cluster only the replicator writes, as with read-only mirror topics in Cluster
 Linking. The replicator reads on a link's source and writes on its target. The Pulumi program
 (:mod:`stacks.access`) declares these rules as ``pulumi_kafka.Acl`` resources; the failover's
@@ -14,9 +15,18 @@ from dataclasses import dataclass
 
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
-from dr.topology.model import Cluster, Role, Topology
+from dr.topology.kinds import Architecture
+from dr.topology.model import Application, Cluster, Role, Topology
 
-__all__ = ["CONNECT_USER", "AclRule", "acl_rules", "application_rules", "connect_rules", "peer_rules"]
+__all__ = [
+    "CONNECT_USER",
+    "AclRule",
+    "acl_rules",
+    "application_rules",
+    "applications_on",
+    "connect_rules",
+    "peer_rules",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -69,11 +79,26 @@ def _prefixed(principal: str, prefix: str, operation: str) -> set[AclRule]:
     return {AclRule(principal, "Topic", prefix, operation, "Prefixed")}
 
 
-def application_rules(topology: Topology, role: Role) -> set[AclRule]:
-    """The application principals' ACLs on a cluster of ``role``."""
+def applications_on(topology: Topology, role: Role, cluster: str | None) -> list[Application]:
+    """The applications that get ACLs on a cluster: all of them, except in a hub-and-spoke estate, where
+    an edge serves only the applications whose home it is, and the hub (and its passive copy) the rest."""
+    apps = topology.principals.applications
+    if topology.architecture is not Architecture.HUB_SPOKE:
+        return apps
+    if role is Role.EDGE:
+        return [app for app in apps if app.home == cluster]
+    hubs = {c.name for c in topology.clusters_with(Role.ACTIVE)}
+    return [app for app in apps if app.home is None or app.home in hubs]
+
+
+def application_rules(topology: Topology, role: Role, cluster: str | None = None) -> set[AclRule]:
+    """The application principals' ACLs on a cluster of ``role`` (named ``cluster``: an edge of a
+    hub-and-spoke estate serves only its own applications). An application writes only on the active
+    cluster, or on its edge; aggregated ``<edge>.<topic>`` copies are never writable (validation
+    refuses a ``produces`` naming one)."""
     rules: set[AclRule] = set()
-    for app in topology.principals.applications:
-        if role is Role.ACTIVE:
+    for app in applications_on(topology, role, cluster):
+        if role in (Role.ACTIVE, Role.EDGE):
             for topic in app.produces:
                 rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
             if app.produces_prefix:
@@ -132,7 +157,7 @@ def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
     if active_active.is_active_active(topology):
         apps = peer_rules(topology, cluster.name) if cluster.role is Role.ACTIVE else set()
     else:
-        apps = application_rules(topology, cluster.role)
+        apps = application_rules(topology, cluster.role, cluster.name)
     rules = apps | connect_rules(topology, cluster)
     replicator = topology.principals.replicator
     if topology.links_from(cluster.name):

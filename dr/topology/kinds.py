@@ -29,6 +29,8 @@ class Role(StrEnum):
     PASSIVE = "passive"
     STANDBY = "standby"
     DECOMMISSIONED = "decommissioned"
+    EDGE = "edge"
+    """Hub-and-spoke only: a cluster whose local topics a link aggregates into the hub (the active cluster)."""
 
 
 class Kind(StrEnum):

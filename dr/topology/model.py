@@ -144,8 +144,8 @@ class Cluster(_Model):
 
     @property
     def holds_topics(self) -> bool:
-        """True for the active and passive clusters, which hold every declared topic."""
-        return self.role in (Role.ACTIVE, Role.PASSIVE)
+        """True for the active and passive clusters (and hub-and-spoke edges), which hold every declared topic."""
+        return self.role in (Role.ACTIVE, Role.PASSIVE, Role.EDGE)
 
 
 def _config_value(value: Any) -> Any:
@@ -192,8 +192,9 @@ class Application(_Model):
     consumer_group: str | None = None
     password: Secret | None = None
     home: str | None = None
-    """Active-active only (required there): the cluster the application runs against — it writes that
-    cluster's local topics and reads them plus their remote copies (``<peer>.<topic>``)."""
+    """The cluster the application runs against. Active-active (required there): a peer — it writes that
+    cluster's local topics and reads them plus their remote copies (``<peer>.<topic>``). Hub-and-spoke: an
+    edge, or the hub; unset means the active cluster (the hub)."""
 
     @property
     def writes(self) -> bool:
@@ -380,6 +381,16 @@ def _with_prefix(named: list[str], prefix: str | None, topics: list[Topic]) -> l
     return list(named) + [t.name for t in topics if t.name.startswith(prefix) and t.name not in named]
 
 
+# Architectures whose failover reshapes more than A, B and C (hub-and-spoke re-points its edges): their
+# modules build on this one, so the package registers them here too (dr/topology/__init__.py).
+_FAILOVER_SHAPES: dict[Architecture, Callable[[Topology, str], Topology]] = {}
+
+
+def register_failover_shape(architecture: Architecture, after: Callable[[Topology, str], Topology]) -> None:
+    """Make :meth:`Topology.after_failover` of an ``architecture`` estate return ``after(topology, mode)``."""
+    _FAILOVER_SHAPES[architecture] = after
+
+
 def register_rule_check(check: Callable[[Topology], None]) -> None:
     """Run ``check`` on every :class:`Topology` constructed; it raises :class:`TopologyError` on a broken rule."""
     _RULE_CHECKS.append(check)
@@ -533,10 +544,13 @@ class Topology(_Model):
         running: its state becomes ``promoted`` (``mode="planned"``) or ``failed-over``
         (``mode="unplanned"``), which is how its mirror topics are promoted. Every other link is
         dropped, and one link ``<passive>-to-<standby>`` is added with the engine, topics, consumer
-        groups and intervals of the link that fed the old passive cluster.
+        groups and intervals of the link that fed the old passive cluster. A hub-and-spoke estate
+        re-points its edges too (:func:`dr.topology.hub_spoke.after_hub_failover`).
         """
         if mode not in _FAILOVER_STATES:
             raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
+        if self.architecture in _FAILOVER_SHAPES:
+            return _FAILOVER_SHAPES[self.architecture](self, mode)
         old_active = self.active()
         new_active = self.to_promote()
         new_passive = self.standby()

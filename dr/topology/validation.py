@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from dr.base.errors import TopologyError
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
+from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
 
@@ -859,7 +860,7 @@ def _topic_durability(t: Topology) -> Iterator[Violation]:
 
 
 def _application_topics(t: Topology) -> Iterator[Violation]:
-    declared = {topic.name for topic in t.topics}
+    declared = {topic.name for topic in t.topics} | remote_topic_names(t)
     known = ", ".join(repr(topic.name) for topic in t.topics) or "none declared"
     for i, app in enumerate(t.principals.applications):
         for field, verb in (("produces", "produces to"), ("consumes", "consumes from")):
@@ -1262,7 +1263,12 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
 
 def find_violations(topology: Topology) -> list[Violation]:
     """Every rule ``topology`` breaks, in a stable order (empty when valid)."""
-    return [violation for rule in _RULES for violation in rule(topology)]
+    return [violation for rule in (*_RULES, _hub_spoke) for violation in rule(topology)]
+
+
+def _hub_spoke(t: Topology) -> Iterator[Violation]:
+    for path, problem, fix in hub_spoke_problems(t):
+        yield Violation(path, problem, fix)
 
 
 def raise_for_violations(topology: Topology) -> None:

@@ -1,0 +1,340 @@
+"""Hub-and-spoke: edge clusters aggregated into a hub, and the rules such a topology must satisfy.
+
+``architecture: hub-spoke`` declares clusters with role ``edge`` (each writing its own local topics),
+one hub (role ``active``), the hub's passive DR copy and a standby. Each edge has one link into the hub,
+run with MirrorMaker 2's ``DefaultReplicationPolicy``: edge ``e1``'s topic ``orders`` is ``e1.orders`` on
+the hub, so the copies of several edges never mix and never loop back. The hub → passive link copies
+everything with identity names (``e1.orders`` stays ``e1.orders``), as the active → passive link of an
+active-passive estate does.
+
+What each cluster holds: every edge and the hub hold the declared topics (an application writes them
+on its home cluster); the hub and its passive copy also hold ``<edge>.<topic>`` for every topic an
+edge's link selects, read-only for applications (only the replicator writes them).
+
+:func:`hub_spoke_problems` lists what breaks the rules (:mod:`dr.topology.validation` reports it with the
+other rules' violations); the helpers say which topics a cluster holds and which replication policy a link runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dr.topology.kinds import Architecture, Engine, Role
+
+if TYPE_CHECKING:
+    from dr.topology.model import Cluster, Link, Topic, Topology
+
+Problem = tuple[str, str, str]
+"""``(field path, what is wrong, how to fix it)``: :mod:`dr.topology.validation` makes each a Violation."""
+
+__all__ = [
+    "SEPARATOR",
+    "Problem",
+    "edge_link",
+    "edges",
+    "hub_spoke_problems",
+    "is_edge_link",
+    "is_hub_spoke",
+    "prefixed_link",
+    "remote_topic",
+    "remote_topic_names",
+    "remote_topics",
+    "target_topic",
+    "topics_on",
+]
+
+SEPARATOR = "."
+"""MirrorMaker 2's ``replication.policy.separator`` (its default): ``<edge>.<topic>`` on the hub."""
+_MAX_TOPIC_NAME = 249
+
+
+def remote_topic(edge: str, topic: str) -> str:
+    """The name the hub gives ``edge``'s topic ``topic`` (MirrorMaker 2's DefaultReplicationPolicy)."""
+    return f"{edge}{SEPARATOR}{topic}"
+
+
+def is_hub_spoke(t: Topology) -> bool:
+    """True when ``t`` declares ``architecture: hub-spoke``."""
+    return t.architecture is Architecture.HUB_SPOKE
+
+
+def edges(t: Topology) -> list[Cluster]:
+    """The edge clusters, in declaration order."""
+    return t.clusters_with(Role.EDGE)
+
+
+def is_edge_link(t: Topology, link: Link) -> bool:
+    """True when ``link`` aggregates an edge into the hub (a hub-spoke stack's link out of an edge)."""
+    if not is_hub_spoke(t):
+        return False
+    return any(c.name == link.source and c.role is Role.EDGE for c in t.clusters)
+
+
+def prefixed_link(t: Topology, link: Link) -> bool:
+    """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
+    than keeping the names (IdentityReplicationPolicy): every link of an active-active estate, an edge's
+    link into its hub."""
+    return t.architecture is Architecture.ACTIVE_ACTIVE or is_edge_link(t, link)
+
+
+def target_topic(t: Topology, link: Link, topic: str) -> str:
+    """The name ``link`` gives its source's ``topic`` on the target: ``<source>.<topic>`` over a prefixed
+    link, else the same name."""
+    return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
+
+
+def edge_link(t: Topology, edge: str) -> Link | None:
+    """The running link out of ``edge`` (validation allows exactly one), or None."""
+    found = [link for link in t.links if link.source == edge and link.is_running]
+    return found[0] if found else None
+
+
+def remote_topics(t: Topology) -> list[tuple[str, Topic]]:
+    """``(edge, topic)`` for every declared topic an edge's running link carries into the hub, the
+    topic renamed ``<edge>.<topic>`` (its partitions and configs are the edge topic's)."""
+    if not is_hub_spoke(t):
+        return []
+    found: list[tuple[str, Topic]] = []
+    for edge in edges(t):
+        link = edge_link(t, edge.name)
+        if link is None:
+            continue
+        found += [
+            (edge.name, topic.model_copy(update={"name": remote_topic(edge.name, topic.name)}))
+            for topic in t.topics_for(link)
+        ]
+    return found
+
+
+def remote_topic_names(t: Topology) -> set[str]:
+    """The names of every remote (aggregated) topic of ``t`` on the hub and its passive copy."""
+    return {topic.name for _edge, topic in remote_topics(t)}
+
+
+def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
+    """The topics ``cluster`` holds: the declared ones, plus the aggregated edge topics on the hub and
+    its passive copy (hub-spoke only); none on a cluster that holds no topics."""
+    if not cluster.holds_topics:
+        return []
+    if cluster.role in (Role.ACTIVE, Role.PASSIVE):
+        return [*t.topics, *(topic for _edge, topic in remote_topics(t))]
+    return list(t.topics)
+
+
+# -- rules ----------------------------------------------------------------------------------------
+
+
+def hub_spoke_problems(t: Topology) -> Iterator[Problem]:
+    """Every hub-and-spoke rule ``t`` breaks (and, for other architectures, any edge cluster it declares)."""
+    if not is_hub_spoke(t):
+        for i, c in enumerate(t.clusters):
+            if c.role is Role.EDGE:
+                yield (
+                    f"clusters[{i}].role",
+                    f"cluster {c.name!r} is an edge, but the stack's architecture is {t.architecture}",
+                    "set kafka-dr:architecture: hub-spoke, or give the cluster another role",
+                )
+        for i, app in enumerate(t.principals.applications):
+            if app.home is not None and t.architecture is Architecture.ACTIVE_PASSIVE:
+                yield (
+                    f"principals.applications[{i}].home",
+                    f"application {app.name!r} names a home cluster, but in an active-passive estate every "
+                    "application runs against the active cluster",
+                    "remove `home`, or declare kafka-dr:architecture: hub-spoke",
+                )
+        return
+    yield from _edges_declared(t)
+    yield from _links(t)
+    yield from _prefix_collisions(t)
+    yield from _applications(t)
+
+
+def _edges_declared(t: Topology) -> Iterator[Problem]:
+    if not edges(t):
+        yield (
+            "clusters",
+            "a hub-spoke estate declares no edge cluster",
+            "give each cluster whose topics the hub aggregates role: edge, with a link into the hub (role active)",
+        )
+    hub = [c.name for c in t.clusters_with(Role.ACTIVE)]
+    for edge in edges(t):
+        if edge_link(t, edge.name) is None:
+            target = repr(hub[0]) if hub else "the hub"
+            yield (
+                "links",
+                f"edge {edge.name!r} has no link into the hub, so nothing aggregates its topics",
+                f"add a link with source {edge.name!r} and target {target}",
+            )
+
+
+def _links(t: Topology) -> Iterator[Problem]:
+    roles = {c.name: c.role for c in t.clusters}
+    hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
+    hub = repr(hubs[0]) if hubs else "the hub (role active)"
+    seen_edges: dict[str, str] = {}
+    for j, link in enumerate(t.links):
+        if not link.is_running:
+            continue
+        source, target = roles.get(link.source), roles.get(link.target)
+        if target is Role.EDGE:
+            yield (
+                f"links[{j}].target",
+                f"link {link.name!r} replicates into edge {link.target!r}; in a hub-spoke estate nothing "
+                "replicates into an edge (a hub → edge link would send the edges' own records back: a loop)",
+                f"remove the link; edges only send, into {hub}",
+            )
+            continue
+        if source is not Role.EDGE:
+            if source is Role.ACTIVE and target not in (Role.PASSIVE, None):
+                yield (
+                    f"links[{j}].target",
+                    f"link {link.name!r} replicates the hub into {link.target!r} ({target}); the hub's only "
+                    "link is to its passive DR copy",
+                    "set the target to the passive cluster, or remove the link",
+                )
+            continue
+        if target is not Role.ACTIVE and target is not None:
+            yield (
+                f"links[{j}].target",
+                f"edge {link.source!r} is linked to {link.target!r} ({target}), not to the hub; an edge "
+                "replicates only into the hub",
+                f"set target: {hub}",
+            )
+        if link.source in seen_edges:
+            yield (
+                f"links[{j}]",
+                f"edge {link.source!r} has a second link ({link.name!r}; the first is {seen_edges[link.source]!r})",
+                "keep one link per edge: it carries every topic the edge's applications write",
+            )
+        seen_edges.setdefault(link.source, link.name)
+        if link.engine is not Engine.MIRRORMAKER2 or link.connect is not None:
+            how = "on a Connect cluster" if link.connect is not None else f"with engine {link.engine}"
+            yield (
+                f"links[{j}].{'connect' if link.connect is not None else 'engine'}",
+                f"edge link {link.name!r} runs {how}; prefixed (<edge>.<topic>) links are built only as "
+                "dedicated MirrorMaker 2 processes between local clusters so far",
+                "use engine: mirrormaker2 without `connect`",
+            )
+
+
+def _prefix_collisions(t: Topology) -> Iterator[Problem]:
+    edge_names = [c.name for c in edges(t)]
+    for i, topic in enumerate(t.topics):
+        for edge in edge_names:
+            prefix = remote_topic(edge, "")
+            if topic.name.startswith(prefix):
+                original = topic.name[len(prefix) :]
+                yield (
+                    f"topics[{i}].name",
+                    f"topic {topic.name!r} is the name the hub gives the copy of {original!r} from edge {edge!r}, "
+                    "so the hub's own topic and the aggregated one would be the same topic",
+                    f"rename the topic so it does not start with {prefix!r}",
+                )
+    for edge, topic in remote_topics(t):
+        if len(topic.name) > _MAX_TOPIC_NAME:
+            yield (
+                "topics",
+                f"edge {edge!r}'s copy {topic.name[:40]}... on the hub is {len(topic.name)} characters; "
+                f"Kafka allows {_MAX_TOPIC_NAME}",
+                "shorten the topic or the edge's name",
+            )
+
+
+def _applications(t: Topology) -> Iterator[Problem]:
+    roles = {c.name: c.role for c in t.clusters}
+    hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
+    homes = ", ".join(repr(c.name) for c in t.clusters if c.role in (Role.EDGE, Role.ACTIVE)) or "none declared"
+    remote = remote_topic_names(t)
+    for i, app in enumerate(t.principals.applications):
+        at = f"principals.applications[{i}]"
+        for k, name in enumerate(app.produces):
+            if name in remote:
+                yield (
+                    f"{at}.produces[{k}]",
+                    f"application {app.name!r} produces to {name!r}, an edge's topic aggregated on the hub: "
+                    "it is read-only there (only the replicator writes it)",
+                    f"produce to {name.split(SEPARATOR, 1)[1]!r} on the edge {name.split(SEPARATOR, 1)[0]!r} "
+                    "(home: that edge) instead",
+                )
+        if app.produces_prefix and any(name.startswith(app.produces_prefix) for name in remote):
+            yield (
+                f"{at}.produces_prefix",
+                f"application {app.name!r}'s write prefix {app.produces_prefix!r} covers edge topics aggregated "
+                "on the hub, which are read-only there",
+                "use a prefix that no <edge>. copy starts with",
+            )
+        home = app.home if app.home is not None else (hubs[0] if hubs else None)
+        if app.home is not None and app.home not in roles:
+            yield (
+                f"{at}.home",
+                f"application {app.name!r} has unknown home cluster {app.home!r}",
+                f"use one of: {homes}",
+            )
+            continue
+        if app.home is not None and roles[app.home] not in (Role.EDGE, Role.ACTIVE):
+            yield (
+                f"{at}.home",
+                f"application {app.name!r} has home {app.home!r}, a {roles[app.home]} cluster; applications run "
+                "on an edge or on the hub",
+                f"use one of: {homes}",
+            )
+            continue
+        if home is not None and roles.get(home) is Role.EDGE:
+            remote_read = [name for name in app.consumes if name in remote]
+            if remote_read:
+                yield (
+                    f"{at}.consumes",
+                    f"application {app.name!r} lives on edge {home!r} but consumes {remote_read[0]!r}, "
+                    "which only the hub and its passive copy hold",
+                    "consume it from an application whose home is the hub, or consume the edge's own topic",
+                )
+
+
+# -- hub failover -----------------------------------------------------------------------------------
+
+
+def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
+    """The desired hub-and-spoke topology once the hub's passive copy is promoted (pure).
+
+    The hub becomes decommissioned, its passive copy the hub (active), the standby its passive copy
+    (fed by ``<new hub>-to-<standby>``, shaped like the old hub's link). Every edge's link is re-pointed
+    at the new hub (``<edge>-to-<new hub>``, same topics, groups and intervals), and the applications
+    whose home was the old hub move to the new one. ``mode`` is accepted for symmetry with
+    :meth:`Topology.after_failover` (MirrorMaker 2 links keep no state across a failover).
+    """
+    if mode not in ("planned", "unplanned"):
+        from dr.base.errors import ConfigError
+
+        raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
+    old_hub = t.active()
+    new_hub = t.to_promote()
+    standby = t.standby()
+    feeding = [link for link in t.links_into(new_hub.name) if link.is_running and link.source == old_hub.name]
+    roles = {old_hub.name: Role.DECOMMISSIONED, new_hub.name: Role.ACTIVE}
+    links: list[Link] = []
+    for edge in edges(t):
+        link = edge_link(t, edge.name)
+        if link is not None:
+            links.append(link.model_copy(update={"name": f"{edge.name}-to-{new_hub.name}", "target": new_hub.name}))
+    if standby is not None and feeding:
+        roles[standby.name] = Role.PASSIVE
+        links.append(
+            feeding[0].model_copy(
+                update={"name": f"{new_hub.name}-to-{standby.name}", "source": new_hub.name, "target": standby.name}
+            )
+        )
+    clusters = [c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in t.clusters]
+    apps = [
+        app.model_copy(update={"home": new_hub.name}) if app.home == old_hub.name else app
+        for app in t.principals.applications
+    ]
+    return type(t).model_validate(
+        {
+            **{k: getattr(t, k) for k in type(t).model_fields},
+            "clusters": clusters,
+            "links": links,
+            "principals": t.principals.model_copy(update={"applications": apps}),
+            "failover_done": True,
+        }
+    )
