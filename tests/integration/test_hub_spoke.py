@@ -110,8 +110,15 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
                     interval=0.5,
                 ), "the edges' records never reached P through the hub"
                 # MirrorMaker 2's own keys for an edge's source offsets are the ones the failover writes
-                stored = {k for k in _offset_keys(hub_ep, "E1") if k.startswith(b'["MirrorSourceConnector"')}
-                assert stored and stored <= {offset_key("E1", "readings", p) for p in (0, 1)}, stored
+                # (the worker commits its source offsets every second, after the records it copied)
+                stored: set[bytes] = set()
+
+                def committed() -> bool:
+                    stored.update(k for k in _offset_keys(hub_ep, "E1") if k.startswith(b'["MirrorSourceConnector"'))
+                    return bool(stored)
+
+                assert wait_until(committed, 60, interval=1), "MirrorMaker 2 E1-to-H never committed a source offset"
+                assert stored <= {offset_key("E1", "readings", p) for p in (0, 1)}, stored
 
                 estate.local_cluster("H").kill()  # the hub is gone; the edges go on writing
                 killed_at = time.monotonic()
