@@ -120,7 +120,8 @@ class Env:
     def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
         return subprocess.run(
-            ["pulumi", *args, "--cwd", str(self.project), "--non-interactive"],
+            # global flags first: a value after `--` (a password may start with "-") takes no flag after it
+            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
             capture_output=True,
             text=True,
             env=env,
@@ -171,12 +172,12 @@ def env(existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory) -> E
     assert res.returncode == 0, res.stderr
     for i, name in enumerate("ABC"):
         res = e.pulumi(
-            "config", "set", "--stack", STACK, "--path", "--secret",
+            "config", "set", "--stack", STACK, "--path", "--secret", "--",
             f"kafka-dr:clusters[{i}].adminPassword", existing.clusters[name].admin_password,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
     res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret",
+        "config", "set", "--stack", STACK, "--path", "--secret", "--",
         "kafka-dr:principals.replicatorPassword", existing.connect.replicator_password,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
