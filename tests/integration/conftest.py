@@ -60,7 +60,9 @@ def cluster_b(estate_dir: Path) -> Iterator[LocalCluster]:
     yield from _cluster(estate_dir, "B", 1)
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: a second MirrorMaker 2 of the same link joins this one's Connect group as a follower and
+# runs the leader's configuration, not its own (test_mm2_start_failure starts its own A-to-B).
+@pytest.fixture(scope="module")
 def mm2_ab(cluster_a: LocalCluster, cluster_b: LocalCluster, estate_dir: Path) -> Iterator[MirrorMaker]:
     """MirrorMaker 2 replicating A → B."""
     mm = MirrorMaker(cluster_a, cluster_b, estate_dir)
