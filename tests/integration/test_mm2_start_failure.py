@@ -50,8 +50,10 @@ def test_a_failed_mm2_start_names_its_cause_within_seconds(
     create_topic(cluster_a, f"start-failure-{request.node.callspec.id}", partitions=1)
     if after_a_good_run:
         good = MirrorMaker(cluster_a, cluster_b, tmp_path / "good")
-        good.start(timeout=120)
-        good.stop()
+        try:
+            good.start(timeout=120)
+        finally:
+            good.stop()  # no process left behind, started or not
     mirror = MirrorMaker(cluster_a, cluster_b, tmp_path, extra=extra)
     t0 = time.monotonic()
     try:
