@@ -98,17 +98,25 @@ def application_rules(topology: Topology, role: Role, cluster: str | None = None
     refuses a ``produces`` naming one)."""
     rules: set[AclRule] = set()
     for app in applications_on(topology, role, cluster):
-        if role in (Role.ACTIVE, Role.EDGE):
-            for topic in app.produces:
-                rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
-            if app.produces_prefix:
-                rules |= _prefixed(app.name, app.produces_prefix, "Write")
-        for topic in app.consumes:
-            rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
-        if app.consumes_prefix:
-            rules |= _prefixed(app.name, app.consumes_prefix, "Read")
-        if app.consumer_group:
-            rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
+        rules |= _grants(app, writes=role in (Role.ACTIVE, Role.EDGE), reads=app.consumes)
+    return rules
+
+
+def _grants(app: Application, *, writes: bool, reads: list[str]) -> set[AclRule]:
+    """One application's ACLs: its produced topics and prefix (when it ``writes`` there), the topics it
+    ``reads`` and its consume prefix, and its consumer group."""
+    rules: set[AclRule] = set()
+    if writes:
+        for topic in app.produces:
+            rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
+        if app.produces_prefix:
+            rules |= _prefixed(app.name, app.produces_prefix, "Write")
+    for topic in reads:
+        rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
+    if app.consumes_prefix:
+        rules |= _prefixed(app.name, app.consumes_prefix, "Read")
+    if app.consumer_group:
+        rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
     return rules
 
 
@@ -121,19 +129,10 @@ def peer_rules(topology: Topology, cluster: str) -> set[AclRule]:
     """
     rules: set[AclRule] = set()
     for app in topology.principals.applications:
-        if app.home == cluster:
-            for topic in app.produces:
-                rules |= {AclRule(app.name, "Topic", topic, "Write"), AclRule(app.name, "Topic", topic, "Describe")}
-            if app.produces_prefix:
-                rules |= _prefixed(app.name, app.produces_prefix, "Write")
         local = [t for t in app.consumes if not active_active.consumes_remote(topology, t)]
         named = [t for t in app.consumes if t not in local]
-        for topic in [*local, *active_active.remote_topics_on(topology, cluster, local), *named]:
-            rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
-        if app.consumes_prefix:
-            rules |= _prefixed(app.name, app.consumes_prefix, "Read")
-        if app.consumer_group:
-            rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
+        reads = [*local, *active_active.remote_topics_on(topology, cluster, local), *named]
+        rules |= _grants(app, writes=app.home == cluster, reads=reads)
     return rules
 
 
