@@ -176,7 +176,15 @@ def _create_connector(props: dict[str, Any]) -> dict[str, Any]:
     problems = rest.validate(dict(props["config"]))
     if problems:
         raise _refuse(f"connector {name}", problems)
-    rest.put_config(name, dict(props["config"]))
+    if rest.config(name) is None:
+        # A new connector starts from the source's beginning: source offsets a deleted namesake left
+        # in the Connect cluster's offsets topic (a link recreated under its old name, towards a
+        # rebuilt source) would make it skip the records below them.
+        rest.create_stopped(name, dict(props["config"]))
+        rest.reset_offsets(name)
+        rest.resume(name)
+    else:  # the Connect cluster already runs it (state lost or imported): same link, offsets kept
+        rest.put_config(name, dict(props["config"]))
     try:
         status = wait_running(rest, name, float(props.get("timeout_s") or 90))
     except Exception as exc:

@@ -270,6 +270,20 @@ class ConnectRest:
         """Create ``name`` or replace its configuration."""
         self._call("PUT", f"/connectors/{_seg(name)}/config", {k: str(v) for k, v in config.items()})
 
+    def create_stopped(self, name: str, config: dict[str, str]) -> None:
+        """Create ``name`` in the STOPPED state (KIP-980, Kafka ≥ 3.7): configured, no tasks yet."""
+        body = {"name": name, "config": {k: str(v) for k, v in config.items()}, "initial_state": "STOPPED"}
+        self._call("POST", "/connectors", body)
+
+    def offsets(self, name: str) -> list[JsonObject]:
+        """The connector's stored source offsets (``GET /connectors/{name}/offsets``, KIP-875)."""
+        payload = _object(self._call("GET", f"/connectors/{_seg(name)}/offsets"), f"the offsets of {name!r}")
+        return [_object(o, f"an offset of {name!r}") for o in payload.get("offsets", [])]
+
+    def reset_offsets(self, name: str) -> None:
+        """Forget every stored offset of the (stopped) connector ``name`` (KIP-875)."""
+        self._call("DELETE", f"/connectors/{_seg(name)}/offsets")
+
     def stop(self, name: str) -> None:
         """Stop ``name``: no tasks, configuration and offsets kept (Kafka ≥ 3.5)."""
         self._call("PUT", f"/connectors/{_seg(name)}/stop")

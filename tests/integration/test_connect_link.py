@@ -124,6 +124,83 @@ def test_refresh_sees_a_connector_deleted_or_stopped_behind_pulumis_back(env: St
     assert clean.returncode == 0, clean.stdout[-2000:] + clean.stderr[-2000:]
 
 
+def _recreate_topic(endpoint: Any, topic: str) -> None:
+    """Delete ``topic`` if it exists and create it again, empty (a rebuilt source's topic)."""
+    from confluent_kafka.admin import NewTopic
+
+    from dr.kafka.client import admin_client
+
+    admin = admin_client(endpoint)
+    if topic in admin.list_topics(timeout=10).topics:
+        admin.delete_topics([topic])[topic].result(30)
+        assert wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30, 0.5), f"{topic} deleted"
+    assert wait_until(lambda: _created(admin, NewTopic(topic, 1, 1)), 30, 0.5), f"{topic} created"
+
+
+def _created(admin: Any, new: Any) -> bool:
+    try:
+        admin.create_topics([new])[new.topic].result(30)
+    except Exception as exc:  # "marked for deletion" until the deletion has gone through
+        return "already exists" in str(exc)
+    return True
+
+
+def _keys_on(endpoint: Any, topic: str) -> list[str]:
+    high = end_offsets(endpoint, [topic]).get((topic, 0), 0)
+    consumer = Consumer({**endpoint.config(), "group.id": f"probe-{time.time_ns()}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    keys: list[str] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(keys) < high and time.monotonic() < deadline:
+            keys += [m.key().decode() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    return keys
+
+
+def test_a_connector_created_under_an_old_name_starts_from_the_beginning_of_a_rebuilt_source(env: StackEnv) -> None:
+    """A link recreated under its old name towards a rebuilt source copies the new records from offset 0: the
+    offsets its deleted namesake stored in the Connect cluster are forgotten (KIP-875), not reused."""
+    from stacks.connect import _create_connector, workers_props
+
+    e = estate(env)
+    rest = e.connect("mm2").rest()
+    # `.internal` topics are excluded by MirrorMaker 2's default topics.exclude, so the link A-to-B leaves it alone
+    topic, name = "reborn.internal", "reborn-source"
+    config = dict(rest.config("A-to-B-source") or {})
+    config.update({"topics": r"reborn\.internal", "topics.exclude": "^$", "tasks.max": "1", "name": name})
+    props = {
+        "local": True,
+        "connect": "mm2",
+        "workers_props": workers_props(e.topology, e.topology.connect_cluster("mm2"), e.state),
+        "connector": name,
+        "config": config,
+    }
+    a, b = e.endpoint("A"), e.endpoint("B")
+    try:
+        _recreate_topic(a, topic)
+        first, _ = produce(a, topic, [f"old-{i}" for i in range(20)])
+        _create_connector(props)
+        assert wait_until(lambda: set(first) <= set(_keys_on(b, topic)), 90, 0.5), "the first records on B"
+        rest.stop(name)  # commits the source offsets
+        rest.wait_state(name, "STOPPED", timeout=30)
+        stored = rest.offsets(name)
+        assert any(o.get("offset", {}).get("offset", -1) >= 19 for o in stored), stored
+        rest.delete(name)
+        _recreate_topic(a, topic)  # the source is rebuilt: its offsets start at 0 again
+        second, _ = produce(a, topic, [f"new-{i}" for i in range(20)])
+        assert len(second) == 20
+        _create_connector(props)
+        assert wait_until(lambda: set(second) <= set(_keys_on(b, topic)), 90, 0.5), "the rebuilt source's records on B"
+    finally:
+        rest.delete(name)
+        for endpoint in (a, b):
+            from dr.kafka.client import admin_client
+
+            admin_client(endpoint).delete_topics([topic])
+
+
 def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(env: StackEnv) -> None:
     e = estate(env)
     keys = [f"fo-{i}" for i in range(2000)]
