@@ -42,6 +42,18 @@ def _write(path: Path, props: dict[str, str]) -> None:
         f.writelines(f"{k}={v}\n" for k, v in props.items())
 
 
+def stop_group(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM ``proc``'s process group, then SIGKILL after 20 s; None, for the caller's handle."""
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return None
+
+
 @dataclass
 class Broker:
     """One cluster of the estate: a single KRaft node (broker + controller)."""
@@ -164,14 +176,7 @@ class Broker:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.proc = None
+        self.proc = stop_group(self.proc)
 
 
 @dataclass
@@ -275,14 +280,7 @@ class Worker:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.proc = None
+        self.proc = stop_group(self.proc)
 
 
 @dataclass

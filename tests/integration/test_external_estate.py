@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill import read_keys
@@ -202,6 +203,20 @@ def _app(estate: ExistingEstate, cluster: str, user: str, password: str) -> Endp
     return Endpoint(estate.clusters[cluster].bootstrap, user, password, "SASL_PLAINTEXT", "SCRAM-SHA-512")
 
 
+def wipe_and_stand_by(env: Any, existing: ExistingEstate, cluster: str) -> None:
+    """What a team does before a drill cycle comes back to its old active: delete its topics, declare it standby."""
+    admin = AdminClient(_admin(existing, cluster).config())
+    for future in admin.delete_topics(["orders", "payments"]).values():
+        future.result(30)
+    assert wait_until(lambda: not {"orders", "payments"} & set(admin.list_topics(timeout=10).topics), 30)
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    for c in doc["config"]["kafka-dr:clusters"]:
+        if c["name"] == cluster:
+            c["role"] = "standby"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
 def _admin(estate: ExistingEstate, cluster: str) -> Endpoint:
     return _app(estate, cluster, "admin", estate.clusters[cluster].admin_password)
 
@@ -219,8 +234,6 @@ def test_first_pulumi_up_of_the_existing_estate_succeeds(env: Env, existing: Exi
     assert sorted(connectors) == ["A-to-B-checkpoint", "A-to-B-heartbeat", "A-to-B-source"]
     assert all(c["status"]["connector"]["state"] == "RUNNING" for c in connectors.values())
     # the internal topics follow B's size (1 broker), not 3
-    from confluent_kafka.admin import AdminClient
-
     md = AdminClient(_admin(existing, "B").config()).list_topics(timeout=10)
     assert "heartbeats" in md.topics or wait_until(
         lambda: "heartbeats" in AdminClient(_admin(existing, "B").config()).list_topics(timeout=10).topics, 30
@@ -373,8 +386,6 @@ def test_planned_failover_under_traffic_through_published_configs(
     lost = [k for k in acked if k not in on_b]
     assert not lost, f"{len(lost)} acknowledged records are not on B: {lost[:10]}"
     # B→C runs on the same Connect cluster; A keeps its topics (never deleted on a cluster not owned)
-    from confluent_kafka.admin import AdminClient
-
     assert "orders" in AdminClient(_admin(existing, "A").config()).list_topics(timeout=10).topics
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
@@ -423,18 +434,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
         return end_offsets(_admin(existing, "B"), topics) == end_offsets(_admin(existing, "C"), topics)
 
     assert wait_until(copied, 60), "the link B→C copies what B holds before it is stopped"
-    from confluent_kafka.admin import AdminClient
-
-    a_admin = AdminClient(_admin(existing, "A").config())
-    for future in a_admin.delete_topics(["orders", "payments"]).values():
-        future.result(30)
-    assert wait_until(lambda: not {"orders", "payments"} & set(a_admin.list_topics(timeout=10).topics), 30)
-    stack_file = env.project / f"Pulumi.{STACK}.yaml"
-    doc = yaml.safe_load(stack_file.read_text())
-    for c in doc["config"]["kafka-dr:clusters"]:
-        if c["name"] == "A":
-            c["role"] = "standby"
-    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    wipe_and_stand_by(env, existing, "A")
     rest = ConnectRest(existing.connect.url)
     rest.stop("B-to-C-source")
 
@@ -493,24 +493,13 @@ def test_the_drill_runs_on_the_external_stack_itself_through_published_configs(
     declares it the next standby; `drctl drill` then runs one planned, graded game day C→A→B on the
     stack itself: its applications on their published client configurations, no broker stopped,
     nothing torn down. An unplanned drill is refused first, before anything changes."""
-    from confluent_kafka.admin import AdminClient
-
     journal = env.home / "failover" / "journal.json"
     before = journal.read_text()
     res = env.drctl("drill", "--stack", STACK, "--unplanned", "--out", str(tmp_path / "refused"))
     assert res.returncode == 2 and "make C unreachable yourself" in res.stderr, res.stderr[-2000:]
     assert journal.read_text() == before and not (tmp_path / "refused").exists()
 
-    b_admin = AdminClient(_admin(existing, "B").config())
-    for future in b_admin.delete_topics(["orders", "payments"]).values():
-        future.result(30)
-    assert wait_until(lambda: not {"orders", "payments"} & set(b_admin.list_topics(timeout=10).topics), 30)
-    stack_file = env.project / f"Pulumi.{STACK}.yaml"
-    doc = yaml.safe_load(stack_file.read_text())
-    for c in doc["config"]["kafka-dr:clusters"]:
-        if c["name"] == "B":
-            c["role"] = "standby"
-    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    wipe_and_stand_by(env, existing, "B")
 
     pids = existing.pids()
     t0 = time.monotonic()
