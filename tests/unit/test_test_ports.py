@@ -33,9 +33,11 @@ def test_two_allocations_in_one_process_never_overlap(tmp_path: Path) -> None:
     finally:
         for start in (first, second, third):
             release_window(start)
+    lowest = min(first, second, third)
     again = free_window(100, lock_dir=tmp_path)  # released: handed out again
     release_window(again)
-    assert again == min(first, second, third)
+    # unless a process outside this test bound one of its ports meanwhile (other test runs on the machine)
+    assert again == lowest or not all(ports.port_free(p) for p in range(lowest, lowest + 100)), (again, lowest)
 
 
 def test_windows_stay_below_the_ephemeral_range_and_outside_the_reserved_ranges() -> None:
