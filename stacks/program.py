@@ -138,6 +138,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     cluster=c,
                     provider=clusters[c.name].provider,
                     passwords=passwords,
+                    connection=getattr(clusters[c.name], "connection", None),
                     deleted_with=getattr(clusters[c.name], "local", None),
                     **_confluent_access(topology, c),
                 ),
