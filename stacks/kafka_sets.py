@@ -319,10 +319,19 @@ def _key(b: dict[str, Any]) -> tuple[str, str, str, str, str]:
     )
 
 
-def _native(b: dict[str, Any]):  # noqa: ANN202 - confluent_kafka AclBinding
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+def _native(b: dict[str, Any], *, as_filter: bool = False):  # noqa: ANN202 - AclBinding(Filter)
+    """The binding for confluent-kafka; ``as_filter``: a DeleteAcls filter matching exactly it."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
 
-    return AclBinding(
+    kind = AclBindingFilter if as_filter else AclBinding
+    return kind(
         ResourceType[_rtype(str(b["resource_type"]))],
         str(b["resource_name"]),
         ResourcePatternType[str(b["pattern"]).upper()],
@@ -393,7 +402,7 @@ def _delete_acls(props: dict[str, Any], bindings: list[dict[str, Any]]) -> None:
     if not bindings:
         return
     admin = _admin(props)
-    filters = [_native(b) for b in bindings]  # an exact binding is a filter matching only itself
+    filters = [_native(b, as_filter=True) for b in bindings]
     for _f, fut in admin.delete_acls(filters, request_timeout=_TIMEOUT).items():
         fut.result(timeout=_TIMEOUT)
 
