@@ -10,7 +10,9 @@ with its own group ``appNNN``):
 * ``named`` — today's format: every topic listed in ``produces``/``consumes`` (one ACL per application,
   topic and operation);
 * ``prefix`` — the same estate, each application owning its domain by ``produces_prefix``/``consumes_prefix``
-  (one prefixed ACL per application and operation).
+  (one prefixed ACL per application and operation);
+* ``batched`` — ``prefix`` with ``kafka-dr:provisioning: batched``: each cluster's topics one resource and
+  its ACLs one resource (:mod:`stacks.kafka_sets`), users still one each.
 
 Each (N, shape) runs ``drctl drill`` in process with ``keep``: ``pulumi up`` from nothing (A with 3
 brokers, B, users, topics, ACLs, MirrorMaker 2 A→B), the drill's traffic on one topic, a planned
@@ -59,12 +61,15 @@ STACK = "scale"
 # ---------------------------------------------------------------------------------- the estate
 def estate_doc(n: int, shape: str, base: int = BASE) -> dict[str, Any]:
     """The generated stack file (:mod:`benchmarks.scale_estate`): the local stack's clusters and link,
-    N topics, N/5 applications, every one of them named (``named``) or prefix-owning (``prefix``)."""
+    N topics, N/5 applications, every one of them named (``named``) or prefix-owning (``prefix``,
+    ``batched``; ``batched`` also provisions topics and ACLs as one set per cluster)."""
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
     cfg = doc["config"]
     for i, c in enumerate(cfg["kafka-dr:clusters"]):
         c["base_port"] = base + 100 * i
     generate(cfg, n, named=n if shape == "named" else 0)
+    if shape == "batched":
+        cfg["kafka-dr:provisioning"] = "batched"
     return doc
 
 
@@ -338,7 +343,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,100", help="comma-separated topic counts (N/5 applications each)")
-    ap.add_argument("--shapes", default="named,prefix", help="named (one ACL per topic) and/or prefix")
+    ap.add_argument(
+        "--shapes",
+        default="named,prefix",
+        help="named (one ACL per topic), prefix and/or batched (prefix + provisioning: batched); shape@P: P operations at once",
+    )
     ap.add_argument("--rate", type=int, default=500, help="records per second of the drill's producer")
     ap.add_argument(
         "--base-port",

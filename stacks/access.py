@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kafka as kafka
 
+from dr.base.errors import ConfigError
 from dr.topology import Cluster, Topology
 from dr.topology.access import AclRule, acl_rules
 from dr.topology.hub_spoke import topics_on
+from stacks.kafka_sets import AclSet, Connection, TopicSet, acl_binding
 
 __all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]
 
@@ -40,6 +42,10 @@ class ClusterAccessArgs:
     """False where the cluster has no SCRAM users of its own (Confluent Cloud: API keys)."""
     skip_topics: frozenset[str] = frozenset()
     """Topics owned by something else on this cluster (mirror topics of a cluster link)."""
+    connection: Connection | None = None
+    """The cluster's admin login (:attr:`stacks.cluster.KafkaCluster.connection`): with the topology's
+    ``provisioning: batched``, the topics and the ACLs are one resource each, reaching the cluster
+    through it."""
     deleted_with: pulumi.Resource | None = None
     """The local cluster resource whose deletion takes these users, topics and ACLs with its data: when
     both go (``pulumi destroy``), Kafka is not asked to delete them one by one — so a destroy succeeds
@@ -52,6 +58,10 @@ class ClusterAccess(pulumi.ComponentResource):
     Topics are created with ``retain_on_delete``: removing a topic from the topology, or destroying
     the stack of an external cluster, never deletes its records (delete a topic on purpose with
     Kafka's own tools). Passwords reach the cluster through ``password_wo`` and are never stored.
+
+    ``provisioning: batched`` (the topology's): the topics are one :class:`~stacks.kafka_sets.TopicSet`
+    and the ACLs one :class:`~stacks.kafka_sets.AclSet` (``<cluster>-topics``, ``<cluster>-acls``),
+    which retain removed topics in the same way; users stay one resource each.
     """
 
     def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -70,37 +80,78 @@ class ClusterAccess(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-        self.topics: dict[str, kafka.Topic] = {}
-        for topic in topics_on(args.topology, c):
-            if topic.name in args.skip_topics:
-                continue
-            self.topics[topic.name] = kafka.Topic(
-                f"{c.name}-topic-{topic.name}",
-                name=topic.name,
-                partitions=topic.partitions,
-                replication_factor=topic.replication_factor,
-                config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
-            )
+        declared = [t for t in topics_on(args.topology, c) if t.name not in args.skip_topics]
         # the replicator's first: the engine starts them first, and the link waits for them (needed_by)
         replicator = args.topology.principals.replicator
         rules = sorted(acl_rules(args.topology, c), key=lambda rule: rule.principal != replicator)
-        self.acls: list[kafka.Acl] = [
-            kafka.Acl(
-                f"{c.name}-acl-{rule.logical_name}",
-                acl_principal=f"User:{rule.principal}",
-                acl_host="*",
-                acl_operation=rule.operation,
-                acl_permission_type="Allow",
-                acl_resource_type=rule.resource_type,
-                acl_resource_name=rule.resource_name,
-                resource_pattern_type_filter=rule.pattern,
-                opts=child,
+        self.topics: dict[str, kafka.Topic] = {}
+        self.acls: list[kafka.Acl] = []
+        self.topic_set: TopicSet | None = None
+        self.acl_set: AclSet | None = None
+        if args.topology.provisioning == "batched":
+            if args.connection is None:
+                raise ConfigError(
+                    f"cluster {c.name!r} ({c.kind.value}) has no admin connection for batched provisioning.",
+                    "remove `kafka-dr:provisioning: batched` from the stack file, or report this as a bug",
+                )
+            sets = pulumi.ResourceOptions(parent=self, deleted_with=args.deleted_with)
+            self.topic_set = TopicSet(
+                f"{c.name}-topics",
+                connection=args.connection,
+                topics=[
+                    {
+                        "name": t.name,
+                        "partitions": t.partitions,
+                        "replication_factor": t.replication_factor,
+                        "config": {"min.insync.replicas": str(t.min_insync_replicas), **t.configs},
+                    }
+                    for t in declared
+                ],
+                opts=sets,
             )
-            for rule in rules
-        ]
-        self._principals = [rule.principal for rule in rules]
-        self.register_outputs({"users": sorted(self.users), "topics": sorted(self.topics), "acls": len(self.acls)})
+            self.acl_set = AclSet(
+                f"{c.name}-acls",
+                connection=args.connection,
+                acls=[
+                    acl_binding(
+                        principal=f"User:{rule.principal}",
+                        operation=rule.operation,
+                        resource_type=rule.resource_type,
+                        resource_name=rule.resource_name,
+                        pattern=rule.pattern,
+                    )
+                    for rule in rules
+                ],
+                opts=sets,
+            )
+        else:
+            for topic in declared:
+                self.topics[topic.name] = kafka.Topic(
+                    f"{c.name}-topic-{topic.name}",
+                    name=topic.name,
+                    partitions=topic.partitions,
+                    replication_factor=topic.replication_factor,
+                    config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
+                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+                )
+            self.acls = [
+                kafka.Acl(
+                    f"{c.name}-acl-{rule.logical_name}",
+                    acl_principal=f"User:{rule.principal}",
+                    acl_host="*",
+                    acl_operation=rule.operation,
+                    acl_permission_type="Allow",
+                    acl_resource_type=rule.resource_type,
+                    acl_resource_name=rule.resource_name,
+                    resource_pattern_type_filter=rule.pattern,
+                    opts=child,
+                )
+                for rule in rules
+            ]
+        self._principals = [rule.principal for rule in rules] if self.acl_set is None else []
+        self.register_outputs(
+            {"users": sorted(self.users), "topics": sorted(t.name for t in declared), "acls": len(rules)}
+        )
 
     def needed_by(self, principal: str) -> list[pulumi.Resource]:
         """What a client of ``principal`` needs on this cluster: its SCRAM user, its ACLs and every topic.
@@ -108,6 +159,9 @@ class ClusterAccess(pulumi.ComponentResource):
         A link depends on these of the replicator on both sides, not on the whole component: the
         applications' users and ACLs are created while MirrorMaker 2 starts (the failover's
         desired-state step builds C's in parallel with the link B→C)."""
-        mine = [acl for acl, owner in zip(self.acls, self._principals, strict=True) if owner == principal]
+        mine: list[pulumi.Resource] = [
+            acl for acl, owner in zip(self.acls, self._principals, strict=True) if owner == principal
+        ]
+        sets: list[pulumi.Resource] = [r for r in (self.acl_set, self.topic_set) if r is not None]
         user = [self.users[principal]] if principal in self.users else []
-        return [*user, *mine, *self.topics.values()]
+        return [*user, *mine, *sets, *self.topics.values()]

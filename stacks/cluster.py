@@ -18,6 +18,7 @@ import pulumi_kafka as kafka
 
 from dr.base.errors import ConfigError
 from dr.topology import Cluster, Kind
+from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 
 __all__ = ["KafkaCluster", "KafkaClusterArgs"]
@@ -40,6 +41,8 @@ class KafkaCluster(pulumi.ComponentResource):
 
     bootstrap_servers: pulumi.Output[str]
     provider: kafka.Provider
+    connection: Connection
+    """The same admin login as :attr:`provider`, for the batched topic and ACL sets (:mod:`stacks.kafka_sets`)."""
 
     def __init__(self, name: str, args: KafkaClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:KafkaCluster", name, None, opts)
@@ -74,12 +77,21 @@ class KafkaCluster(pulumi.ComponentResource):
                 f"cluster {c.name!r}: kind {c.kind.value} is built by stacks.confluent.",
                 "report this as a bug: the program should not route it here",
             )
+        mechanism = "SCRAM-SHA-512" if c.is_local else c.sasl_mechanism
+        self.connection = Connection(
+            cluster=c.name,
+            bootstrap=self.bootstrap_servers,
+            username=args.admin_username,
+            password=args.admin_password,
+            mechanism=mechanism,
+            security_protocol="SASL_SSL" if tls else "SASL_PLAINTEXT",
+        )
         self.provider = kafka.Provider(
             f"{c.name}-kafka",
             bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
             sasl_username=args.admin_username,
             sasl_password=pulumi.Output.secret(args.admin_password),
-            sasl_mechanism=_MECHANISMS["SCRAM-SHA-512" if c.is_local else c.sasl_mechanism],
+            sasl_mechanism=_MECHANISMS[mechanism],
             tls_enabled=tls,
             kafka_version="2.7.0",
             opts=pulumi.ResourceOptions(parent=self),

@@ -25,7 +25,7 @@ from dr.base.toolchain import toolchain
 from dr.topology import Topology
 from dr.topology.access import CONNECT_USER
 
-__all__ = ["generated_users", "keep_generated"]
+__all__ = ["generated_users", "keep_generated", "previous_outputs"]
 
 
 def generated_users(topology: Topology) -> list[str]:
@@ -70,6 +70,11 @@ def _previous_outputs(stack: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return outputs if isinstance(outputs, dict) else {}
+
+
+def previous_outputs(stack: str) -> dict[str, Any]:
+    """The stack's outputs from its last deployment, secrets decrypted ({} when never deployed)."""
+    return _previous_outputs(stack)
 
 
 def keep_generated(topology: Topology, credentials: Any) -> list[str]:

@@ -28,7 +28,7 @@ from dr.topology.active_active import is_active_active
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
-from stacks.kept_passwords import generated_users, keep_generated
+from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
 from stacks.link import ReplicationLink, ReplicationLinkArgs
 
 __all__ = ["build", "load", "run"]
@@ -138,6 +138,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     cluster=c,
                     provider=clusters[c.name].provider,
                     passwords=passwords,
+                    connection=getattr(clusters[c.name], "connection", None),
                     deleted_with=getattr(clusters[c.name], "local", None),
                     **_confluent_access(topology, c),
                 ),
@@ -187,7 +188,29 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 ],
             ),
         )
-    return {**_outputs(topology, clusters, passwords), "credentials": _generated(topology, credentials)}
+    out = {**_outputs(topology, clusters, passwords), "credentials": _generated(topology, credentials)}
+    if topology.provisioning == "batched":  # only then: the outputs of existing stacks stay as they were
+        out["provisioning"] = topology.provisioning
+    return out
+
+
+def _refuse_switch_to_batched(topology: Topology) -> None:
+    """A bare ``pulumi up`` of a stack deployed with individual provisioning and now declaring
+    ``batched`` would delete the old Acl resources *after* the new set created the same bindings —
+    and so the bindings. ``drctl estate up`` forgets those resources from the state first (one
+    edit, nothing on the clusters changes); the bare CLI cannot, so it stops here."""
+    if topology.provisioning != "batched":
+        return
+    previous = previous_outputs(topology.name)
+    if previous.get("clusters") and previous.get("provisioning") != "batched":
+        raise ConfigError(
+            f"stack {topology.name!r} was deployed with individual topics and ACLs and now declares "
+            "`kafka-dr:provisioning: batched`; a bare `pulumi up` would delete the old ACL resources after "
+            "the new set created the same ACLs, so nothing was changed",
+            f"switch once with `drctl estate up --stack {topology.name}` (it forgets the per-topic and per-ACL "
+            "resources from the state in one edit, leaving them on the clusters, and the sets adopt them); "
+            "plain `pulumi up` works again after that",
+        )
 
 
 def _generated(topology: Topology, credentials: Any) -> pulumi.Output[Any]:
@@ -306,6 +329,7 @@ def run(state_dir: Path | None = None) -> None:
     state = state_dir or default_state_dir(topology.name)
     if state_dir is None:  # `pulumi up` itself (drctl restores them before it runs the program inline)
         try:
+            _refuse_switch_to_batched(topology)
             kept = keep_generated(topology, Credentials(state))
         except DRError as exc:
             raise pulumi.RunError(f"error: {exc}") from None

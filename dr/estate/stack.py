@@ -41,12 +41,13 @@ if TYPE_CHECKING:
 
     from dr.runtime.credentials import Credentials
 
-__all__ = ["EstateStack", "PreviewSummary", "forget", "parallelism"]
+__all__ = ["EstateStack", "PreviewSummary", "forget", "forget_individual", "parallelism"]
 
 Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
 _DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+_ITEM_TYPES = ("kafka:index/topic:Topic", "kafka:index/acl:Acl")
 _SHOWN = re.compile(
     r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
     r"|\*\*failed\*\*|^\s*(error|warning):",
@@ -142,11 +143,11 @@ class EstateStack:
         t0 = time.monotonic()
         self._ensure_credentials(progress)
         settled = self.repair(stack, progress)
-        forgotten = self.forget_decommissioned(stack, topology)
+        forgotten = self.forget_decommissioned(stack, topology or self._stack_file_topology())
         if forgotten:
             progress(
-                f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters "
-                "(left on the clusters as they are)"
+                f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters or of individual "
+                "provisioning (left on the clusters as they are)"
             )
         if refresh:
             self.forget_unreachable(stack, progress, only_absent=True)
@@ -161,6 +162,16 @@ class EstateStack:
         changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
         progress(f"stack {self.name}: up done ({_describe(changes)})")
         return {"pulumi up": round(time.monotonic() - t0, 3)}
+
+    def _stack_file_topology(self) -> Topology | None:
+        """The stack file's topology, for the state edits before an ``up`` (None when it cannot be
+        read: the program then reports why)."""
+        from dr.topology import load_stack_file
+
+        try:
+            return load_stack_file(self.stack_file)
+        except DRError:
+            return None
 
     def _ensure_credentials(self, progress: Progress = _quiet) -> None:
         """Before the program runs here for the first time (a fresh clone): take the passwords the
@@ -365,14 +376,20 @@ class EstateStack:
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
         """Drop from the state the ``ClusterAccess`` subtree of every cluster ``topology`` declares
-        decommissioned; return how many resources were dropped. Nothing on the clusters changes."""
+        decommissioned, and with ``provisioning: batched`` every per-item Topic and Acl resource left
+        by individual provisioning (:func:`forget_individual`), in one state edit; return how many
+        resources were dropped. Nothing on the clusters changes."""
         if topology is None:
             return 0
         names = {f"{c.name}-access" for c in topology.clusters if c.role.value == "decommissioned"}
-        if not names:
+        batched = topology.provisioning == "batched"
+        if not names and not batched:
             return 0
         deployment = stack.export_stack()
         kept, dropped = forget(deployment.deployment, names)
+        if batched:  # one edit with the above: the per-item resources of an individual stack
+            kept, items = forget_individual(kept)
+            dropped += items
         if not dropped:
             return 0
         deployment.deployment = kept
@@ -423,6 +440,23 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
         before = len(gone)
         gone |= {r["urn"] for r in resources if r.get("parent") in gone}
         grew = len(gone) > before
+    return _without(deployment, gone)
+
+
+def forget_individual(deployment: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The deployment without the per-item ``pulumi_kafka`` Topic and Acl resources of every
+    ``ClusterAccess`` (pure): what switching a stack to ``provisioning: batched`` leaves behind. Their
+    topics and ACLs stay on the clusters, where the new sets adopt them; without this edit the ``up``
+    would delete the old Acl resources after the set created the same bindings, and so the bindings."""
+    resources = deployment.get("resources") or []
+    access = {r["urn"] for r in resources if r.get("type") == _ACCESS_TYPE}
+    gone = {r["urn"] for r in resources if r.get("type") in _ITEM_TYPES and r.get("parent") in access}
+    return _without(deployment, gone)
+
+
+def _without(deployment: dict[str, Any], gone: set[str]) -> tuple[dict[str, Any], int]:
+    """``deployment`` without the resources ``gone``, every reference to them removed (pure)."""
+    resources = deployment.get("resources") or []
     if not gone:
         return deployment, 0
     kept = []

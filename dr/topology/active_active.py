@@ -289,6 +289,7 @@ def after_region_failover(topology: Topology, region: str, survivor: str) -> Top
         links=[lk for lk in topology.links if region not in (lk.source, lk.target)],
         connect_clusters=topology.connect_clusters,
         failover_done=True,
+        provisioning=topology.provisioning,
     )
 
 

@@ -410,6 +410,12 @@ class Topology(_Model):
     connect_clusters: list[ConnectCluster] = Field(default_factory=list)
     failover_done: bool = False
     """True once a failover has happened (a standby may then carry a link)."""
+    provisioning: Literal["individual", "batched"] = "individual"
+    """How each cluster's topics and ACLs become Pulumi resources. ``individual`` (the default): one
+    ``pulumi_kafka`` Topic or Acl per topic and per ACL rule. ``batched``: one resource holding every
+    topic of the cluster and one holding every ACL, each created, changed and read with one admin
+    call (:mod:`stacks.kafka_sets`) — for estates of hundreds of topics. SCRAM users stay one
+    resource each either way. Local and external clusters only."""
 
     @model_validator(mode="after")
     def _check_rules(self) -> Topology:
@@ -593,6 +599,7 @@ class Topology(_Model):
             links=links,
             connect_clusters=connect_clusters,
             failover_done=True,
+            provisioning=self.provisioning,
         )
 
 

@@ -45,7 +45,7 @@ _MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
 """Stack files are a few kilobytes; anything this large is not one."""
 
 _STRUCTURED = ("clusters", "topics", "principals", "links", "connect_clusters")
-_FIELDS = ("profile", "architecture", "failover_done", *_STRUCTURED)
+_FIELDS = ("profile", "architecture", "failover_done", "provisioning", *_STRUCTURED)
 _STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/\\]+)\.ya?ml")
 
 
@@ -327,6 +327,8 @@ def dump_stack_config(topology: Topology) -> dict[str, Any]:
     }
     if topology.architecture is not Architecture.ACTIVE_PASSIVE:  # stack files without it stay as they were
         config[_key("architecture")] = topology.architecture.value
+    if topology.provisioning != "individual":  # likewise
+        config[_key("provisioning")] = topology.provisioning
     for field in _STRUCTURED:
         if field == "connect_clusters" and not body.get(field):
             continue  # optional: stacks without Connect clusters keep their files as they were

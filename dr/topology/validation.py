@@ -1003,6 +1003,20 @@ def _confluent_clusters(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _batched_provisioning(t: Topology) -> Iterator[Violation]:
+    if t.provisioning != "batched":
+        return
+    for i, c in enumerate(t.clusters):
+        if c.kind == Kind.CONFLUENT_CLOUD:
+            yield Violation(
+                f"clusters[{i}].kind",
+                f"confluent-cloud cluster {c.name!r} cannot be provisioned batched (its topics and ACLs go "
+                "through Confluent's API keys, not an admin login this program holds)",
+                "remove `kafka-dr:provisioning: batched` (individual resources work on every kind), or "
+                "keep batched for stacks of local and external clusters only",
+            )
+
+
 def _cluster_link_destinations(t: Topology) -> Iterator[Violation]:
     index = {c.name: i for i, c in enumerate(t.clusters)}
     # name -> why it must be dedicated; a standby becomes a destination when the passive is promoted
@@ -1253,6 +1267,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _port_overlaps,
     _remote_clusters,
     _confluent_clusters,
+    _batched_provisioning,
     _cluster_link_destinations,
     _connect_clusters,
     _connect_links,

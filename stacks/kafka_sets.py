@@ -1,0 +1,479 @@
+"""A cluster's topics as ONE resource and its ACLs as ONE resource (``provisioning: batched``).
+
+Python dynamic providers over confluent-kafka's AdminClient. Each operation is one admin request
+for the whole set, where ``pulumi_kafka`` makes one request (and a poll) per topic or ACL:
+
+* :class:`TopicSet` — create: one CreateTopics for every missing topic; a topic already there with
+  the declared partitions and replication factor is adopted (its configs set), one that differs is
+  refused. update: create added topics, add partitions, set changed configs. A topic removed from
+  the set is *retained* in Kafka (as ``retain_on_delete`` of the individual topics), and ``delete``
+  only forgets. read: one metadata request + one DescribeConfigs, so ``pulumi refresh`` records a
+  missing topic or a changed config as drift and the next ``up`` restores it.
+* :class:`AclSet` — the bindings as data. create: one CreateAcls; update: CreateAcls for every
+  declared binding (idempotent on the broker) and DeleteAcls for the removed ones; delete: one
+  DeleteAcls (skipped through ``deleted_with`` when the local cluster goes too). read: one
+  DescribeAcls, so an ACL deleted behind Pulumi's back shows as drift.
+
+The connection (bootstrap servers, the admin login, TLS) comes from the values the cluster's
+``kafka.Provider`` gets. The admin password is a secret input, kept as a secret output (Pulumi
+encrypts it in the state, as it does the provider's ``saslPassword``) and never put in a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from stacks.engine_watch import die_with_engine
+
+die_with_engine()  # in the provider process: exit when the engine does
+
+__all__ = ["AclSet", "Connection", "TopicSet", "acl_binding"]
+
+#: Inputs naming where and as whom: a change of these alone is an update, never a replacement.
+_CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol")
+_TIMEOUT = 60.0
+
+
+class Connection(dict):
+    """Where a set's admin requests go: the cluster's name (for messages), bootstrap servers, the
+    admin login and the security protocol (plain values or Outputs; the password a secret Output)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        bootstrap: pulumi.Input[str],
+        username: str,
+        password: pulumi.Input[str],
+        mechanism: str,
+        security_protocol: str,
+    ) -> None:
+        super().__init__(
+            cluster=cluster,
+            bootstrap=bootstrap,
+            username=username,
+            password=pulumi.Output.secret(password),
+            mechanism=mechanism,
+            security_protocol=security_protocol,
+        )
+
+
+def _endpoint(props: dict[str, Any]):  # noqa: ANN202 - dr.kafka.client.Endpoint
+    die_with_engine()
+    from dr.kafka.client import Endpoint
+
+    return Endpoint(
+        str(props["bootstrap"]),
+        str(props["username"]),
+        str(props["password"]),
+        str(props["security_protocol"]),
+        str(props["mechanism"]),
+    )
+
+
+def _admin(props: dict[str, Any]):  # noqa: ANN202 - confluent_kafka AdminClient
+    from dr.kafka.client import admin_client
+
+    return admin_client(_endpoint(props))
+
+
+def _fail(props: dict[str, Any], what: str, exc: BaseException, step: str) -> RuntimeError:
+    """The message the engine shows on the resource: the cluster, what failed, the next step.
+    Only the error's own text is kept (librdkafka never repeats a password)."""
+    from dr.base.errors import DRError
+
+    reason = str(exc) if isinstance(exc, DRError) else f"{type(exc).__name__}: {exc}"
+    return RuntimeError(f"cluster {props.get('cluster')}: {what} failed: {reason}. {step}")
+
+
+_RETRY = "Check that the cluster runs (`drctl status`), then run `pulumi up` again (it resumes)."
+
+
+def _connection_changed(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    return [k for k in _CONNECTION if olds.get(k) != news.get(k)]
+
+
+# ------------------------------------------------------------------------------------- topics
+
+
+def _observed_topics(props: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
+    """The named topics as the cluster holds them: partitions, replication factor, and the value of
+    every config the set declares for them (missing topics left out). One metadata request and one
+    DescribeConfigs."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = _admin(props)
+    metadata = admin.list_topics(timeout=_TIMEOUT)
+    present = [n for n in names if n in metadata.topics and metadata.topics[n].error is None]
+    declared = {t["name"]: t for t in props.get("topics") or []}
+    out: dict[str, dict[str, Any]] = {}
+    for name in present:
+        parts = metadata.topics[name].partitions
+        rf = len(next(iter(parts.values())).replicas) if parts else 0
+        out[name] = {"name": name, "partitions": len(parts), "replication_factor": rf, "config": {}}
+    if present:
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in present])
+        for resource, fut in futures.items():
+            entries = fut.result(timeout=_TIMEOUT)
+            wanted = (declared.get(resource.name) or {}).get("config") or {}
+            out[resource.name]["config"] = {
+                k: entries[k].value for k in wanted if k in entries and entries[k].value is not None
+            }
+    return out
+
+
+def _apply_topics(props: dict[str, Any], old: dict[str, dict[str, Any]] | None = None) -> None:
+    """Make the cluster hold every topic of ``props``: one CreateTopics for the missing, partitions
+    added, declared configs set (only where they differ). Refuses a topic whose partitions or
+    replication factor cannot be reached without losing anything."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        ResourceType,
+    )
+
+    wanted = {t["name"]: t for t in props.get("topics") or []}
+    have = _observed_topics(props, sorted(wanted))
+    admin = _admin(props)
+    refused = []
+    for name, t in sorted(wanted.items()):
+        h = have.get(name)
+        if h is None:
+            continue
+        if h["replication_factor"] != int(t["replication_factor"]):
+            refused.append(
+                f"{name}: replication factor {h['replication_factor']} on the cluster, {t['replication_factor']} declared"
+            )
+        elif h["partitions"] > int(t["partitions"]):
+            refused.append(
+                f"{name}: {h['partitions']} partitions on the cluster, {t['partitions']} declared (Kafka cannot remove partitions)"
+            )
+    if refused:
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: {len(refused)} existing topic(s) differ from the stack and were left "
+            f"as they are: {'; '.join(refused[:5])}{' …' if len(refused) > 5 else ''}. Declare them as they are "
+            "in the stack file (or change them with Kafka's own tools), then run `pulumi up` again"
+        )
+    missing = [
+        NewTopic(
+            name,
+            num_partitions=int(t["partitions"]),
+            replication_factor=int(t["replication_factor"]),
+            config=dict(t.get("config") or {}),
+        )
+        for name, t in sorted(wanted.items())
+        if name not in have
+    ]
+    errors: list[str] = []
+    if missing:
+        for name, fut in admin.create_topics(missing, operation_timeout=_TIMEOUT, request_timeout=_TIMEOUT).items():
+            try:
+                fut.result(timeout=_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - gathered, reported together below
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    errors.append(f"{name}: {exc}")
+    grow = {
+        name: NewPartitions(name, int(t["partitions"]))
+        for name, t in wanted.items()
+        if name in have and have[name]["partitions"] < int(t["partitions"])
+    }
+    if grow:
+        for name, fut in admin.create_partitions(list(grow.values()), request_timeout=_TIMEOUT).items():
+            try:
+                fut.result(timeout=_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"{name} partitions: {exc}")
+    # configs of existing topics: set what differs; unset what the previous state declared and no longer does
+    alter = []
+    for name, t in sorted(wanted.items()):
+        if name not in have:
+            continue
+        desired = dict(t.get("config") or {})
+        now = have[name]["config"]
+        dropped = set(((old or {}).get(name) or {}).get("config") or {}) - set(desired)
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in desired.items()
+            if now.get(k) != v
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(dropped)]
+        if entries:
+            alter.append(ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries))
+    if alter:
+        for resource, fut in admin.incremental_alter_configs(alter).items():
+            try:
+                fut.result(timeout=_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"{resource.name} configs: {exc}")
+    if errors:
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: {len(errors)} topic change(s) failed: {'; '.join(errors[:5])}"
+            f"{' …' if len(errors) > 5 else ''}. {_RETRY}"
+        )
+
+
+def _topic_outs(props: dict[str, Any]) -> dict[str, Any]:
+    return {**props, "count": len(props.get("topics") or [])}
+
+
+class _TopicSetProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        try:
+            _apply_topics(props)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - shown on the resource
+            raise _fail(props, f"creating {len(props.get('topics') or [])} topics", exc, _RETRY) from None
+        return CreateResult(id_=str(props["cluster"]), outs=_topic_outs(props))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        names = [t["name"] for t in props.get("topics") or []]
+        try:
+            seen = _observed_topics(props, names)
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(props, "reading the topics", exc, _RETRY) from None
+        return ReadResult(id_, {**_topic_outs(props), "topics": [seen[n] for n in names if n in seen]})
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = _connection_changed(olds, news)
+        if _topic_key(olds.get("topics")) != _topic_key(news.get("topics")):
+            changed.append("topics")
+        return DiffResult(changes=bool(changed), replaces=[], stables=["cluster"], delete_before_replace=False)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        old = {t["name"]: t for t in olds.get("topics") or []}
+        try:
+            _apply_topics(news, old)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(news, "changing the topics", exc, _RETRY) from None
+        return UpdateResult(outs=_topic_outs(news))
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        return None  # retained: the topics and their records stay in Kafka (delete them with Kafka's tools)
+
+
+def _topic_key(topics: Any) -> list[tuple[Any, ...]]:
+    return sorted(
+        (
+            str(t["name"]),
+            int(t["partitions"]),
+            int(t["replication_factor"]),
+            tuple(sorted((str(k), str(v)) for k, v in (t.get("config") or {}).items())),
+        )
+        for t in topics or []
+    )
+
+
+class TopicSet(Resource):
+    """Every topic of one cluster as one resource (created, changed and read in one admin call each)."""
+
+    count: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: Connection,
+        topics: list[dict[str, Any]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["password"])
+        super().__init__(
+            _TopicSetProvider(),
+            name,
+            {**connection, "topics": topics, "count": None},
+            pulumi.ResourceOptions.merge(opts, secret),
+        )
+
+
+# ------------------------------------------------------------------------------------- ACLs
+
+
+def acl_binding(
+    *, principal: str, operation: str, resource_type: str, resource_name: str, pattern: str
+) -> dict[str, str]:
+    """One ALLOW binding from any host as plain data (what :class:`AclSet` holds)."""
+    return {
+        "principal": principal,
+        "operation": operation,
+        "resource_type": resource_type,
+        "resource_name": resource_name,
+        "pattern": pattern,
+    }
+
+
+def _key(b: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    return (
+        str(b["principal"]),
+        str(b["resource_type"]),
+        str(b["resource_name"]),
+        str(b["pattern"]),
+        str(b["operation"]),
+    )
+
+
+def _native(b: dict[str, Any], *, as_filter: bool = False):  # noqa: ANN202 - AclBinding(Filter)
+    """The binding for confluent-kafka; ``as_filter``: a DeleteAcls filter matching exactly it."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    kind = AclBindingFilter if as_filter else AclBinding
+    return kind(
+        ResourceType[_rtype(str(b["resource_type"]))],
+        str(b["resource_name"]),
+        ResourcePatternType[str(b["pattern"]).upper()],
+        str(b["principal"]),
+        "*",
+        AclOperation[_snake(str(b["operation"]))],
+        AclPermissionType.ALLOW,
+    )
+
+
+def _rtype(name: str) -> str:
+    """pulumi_kafka's resource type → confluent-kafka's (``Cluster`` is ``BROKER`` there)."""
+    return "BROKER" if name == "Cluster" else _snake(name)
+
+
+def _snake(camel: str) -> str:
+    """``DescribeConfigs`` → ``DESCRIBE_CONFIGS`` (pulumi_kafka's operation names → confluent-kafka's)."""
+    out = "".join(f"_{ch}" if ch.isupper() and i else ch for i, ch in enumerate(camel))
+    return out.upper()
+
+
+def _observed_acls(props: dict[str, Any]) -> set[tuple[str, str, str, str, str]]:
+    """Every ALLOW binding from any host on the cluster (one DescribeAcls), as keys."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = _admin(props)
+    match_any = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ALLOW
+    )
+    found = admin.describe_acls(match_any, request_timeout=_TIMEOUT).result(timeout=_TIMEOUT)
+    return {
+        (b.principal, b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
+        for b in found
+        if b.host == "*"
+    }
+
+
+def _normal(k: tuple[str, str, str, str, str]) -> tuple[str, str, str, str, str]:
+    """A binding key in confluent-kafka's enum spelling (comparable with :func:`_observed_acls`)."""
+    principal, rtype, name, pattern, op = k
+    return (principal, _rtype(rtype), name, pattern.upper(), _snake(op))
+
+
+def _create_acls(props: dict[str, Any], bindings: list[dict[str, Any]]) -> None:
+    if not bindings:
+        return
+    admin = _admin(props)
+    errors = []
+    for binding, fut in admin.create_acls([_native(b) for b in bindings], request_timeout=_TIMEOUT).items():
+        try:
+            fut.result(timeout=_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"{binding}: {exc}")
+    if errors:
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: {len(errors)} ACL(s) not created: {'; '.join(errors[:3])}"
+            f"{' …' if len(errors) > 3 else ''}. {_RETRY}"
+        )
+
+
+def _delete_acls(props: dict[str, Any], bindings: list[dict[str, Any]]) -> None:
+    if not bindings:
+        return
+    admin = _admin(props)
+    filters = [_native(b, as_filter=True) for b in bindings]
+    for _f, fut in admin.delete_acls(filters, request_timeout=_TIMEOUT).items():
+        fut.result(timeout=_TIMEOUT)
+
+
+class _AclSetProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        acls = props.get("acls") or []
+        try:
+            _create_acls(props, acls)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(props, f"creating {len(acls)} ACLs", exc, _RETRY) from None
+        return CreateResult(id_=str(props["cluster"]), outs={**props, "count": len(acls)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        try:
+            seen = _observed_acls(props)
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(props, "reading the ACLs", exc, _RETRY) from None
+        kept = [b for b in props.get("acls") or [] if _normal(_key(b)) in seen]
+        return ReadResult(id_, {**props, "acls": kept, "count": len(kept)})
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = _connection_changed(olds, news)
+        if sorted(map(_key, olds.get("acls") or [])) != sorted(map(_key, news.get("acls") or [])):
+            changed.append("acls")
+        return DiffResult(changes=bool(changed), replaces=[], stables=["cluster"], delete_before_replace=False)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        wanted = {_key(b) for b in news.get("acls") or []}
+        removed = [b for b in olds.get("acls") or [] if _key(b) not in wanted]
+        try:
+            _create_acls(news, news.get("acls") or [])
+            _delete_acls(news, removed)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(news, "changing the ACLs", exc, _RETRY) from None
+        return UpdateResult(outs={**news, "count": len(news.get("acls") or [])})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        try:
+            _delete_acls(props, props.get("acls") or [])
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(
+                props,
+                "deleting the ACLs",
+                exc,
+                "Start the cluster and run the command again, or drop the set from the state with "
+                "`pulumi state delete <urn>` if the cluster is gone for good",
+            ) from None
+
+
+class AclSet(Resource):
+    """Every ACL of one cluster as one resource (created, changed and read in one admin call each)."""
+
+    count: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: Connection,
+        acls: list[dict[str, str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["password"])
+        super().__init__(
+            _AclSetProvider(),
+            name,
+            {**connection, "acls": acls, "count": None},
+            pulumi.ResourceOptions.merge(opts, secret),
+        )
