@@ -10,7 +10,7 @@ import pytest
 from dr.base.errors import TopologyError
 from dr.topology import Topology, dump_stack_config, load_topology
 from dr.topology.access import acl_rules
-from stacks.kafka_sets import _native, _normal, _rtype, _snake
+from stacks.kafka_sets import _normal, _rtype, _snake
 from tests.unit.test_stack_program import (
     ACL,
     CLUSTER_ACCESS,
