@@ -32,7 +32,7 @@ from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
 from dr.topology.access import applications_on
 
-__all__ = ["OnStep", "already_finished", "run_failover", "run_step", "summarize", "topologies"]
+__all__ = ["OnStep", "OpenRun", "already_finished", "run_failover", "run_frame", "run_step", "summarize", "topologies"]
 
 OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
@@ -133,19 +133,15 @@ def run_failover(
     a rerun resumes) and :class:`~dr.base.errors.LockHeld` when another run holds the lock. ``on_step``
     is called after each step's outcome is journaled.
     """
-    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    home = ref.made_failover_home()
-    with StackLock(home, stack):
-        journal = Journal.load(home)
-        if already_finished(journal, stack_path):
-            progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
-            return summarize(journal, already_finished=True)
+    state = ref.made_state_dir()
+
+    def open_run(journal: Journal | None) -> tuple[Context, bool]:
         resuming = journal is not None and not journal.finished
         mode = _mode(options, journal, resuming)
         original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
             _precheck(original, state)
-            journal = _create_journal(stack, home, mode, original, desired)
+            journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired)
         ctx = Context(
             ref=ref,
             original=original,
@@ -156,13 +152,47 @@ def run_failover(
             converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
             progress=progress,
         )
-        journal.begin_run(mode=mode, options=options.to_dict())
-        progress(
-            f"{'resuming' if resuming else 'starting'} {mode} failover {journal.failover_id} of stack {stack}: "
-            f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
-        )
-        _run_steps(ctx, on_step)
-        return summarize(journal)
+        return ctx, resuming
+
+    def title(ctx: Context) -> str:
+        chain = f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
+        return f"failover {ctx.journal.failover_id} of stack {ref.name}: {chain}"
+
+    return run_frame(ref, STEPS, open_run, title=title, progress=progress, on_step=on_step, probe=True)
+
+
+OpenRun = Callable[[Journal | None], tuple[Context, bool]]
+"""Given the stack's journal (None when it has none), the run's context — its journal loaded, or created
+for a new run — and whether the run resumes one that is unfinished."""
+
+
+def run_frame(
+    ref: StackRef,
+    steps: list[Step],
+    open_run: OpenRun,
+    *,
+    title: Callable[[Context], str],
+    progress: Progress = lambda _m: None,
+    on_step: OnStep | None = None,
+    probe: bool = False,
+) -> FailoverSummary:
+    """The frame of every journaled run of a step list (a failover, a region failover, a rejoin): the
+    stack's lock held throughout; a finished run whose desired state is the stack file's reports so and
+    changes nothing; otherwise ``open_run`` gives the context, the run is journaled, and every step not
+    done yet runs in order (``probe``: with the RTO probe writing to B meanwhile)."""
+    stack_path = ref.existing_stack_file()
+    ref.made_state_dir()
+    home = ref.made_failover_home()
+    with StackLock(home, ref.name):
+        journal = Journal.load(home)
+        if already_finished(journal, stack_path):
+            progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
+            return summarize(journal, already_finished=True)
+        ctx, resuming = open_run(journal)
+        ctx.journal.begin_run(mode=ctx.mode, options=ctx.options.to_dict())
+        progress(f"{'resuming' if resuming else 'starting'} {ctx.mode} {title(ctx)}")
+        _run_steps(ctx, steps, on_step, probe=probe)
+        return summarize(ctx.journal)
 
 
 def _precheck(original: Topology, state: Path) -> None:
@@ -177,29 +207,30 @@ def _precheck(original: Topology, state: Path) -> None:
             estate.endpoint(cluster.name)
 
 
-def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
-    """Every step not done yet, in order, with the RTO probe writing to B meanwhile; the run's end journaled."""
+def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe: bool) -> None:
+    """Every step not done yet, in order (``probe``: with the RTO probe writing to B meanwhile); the run's
+    end journaled."""
     journal = ctx.journal
-    probe: WriteProbe | None = None
+    writer: WriteProbe | None = None
     outcome = "failed"
     try:
-        probe = _start_probe(ctx)
-        for number, step in enumerate(STEPS, 1):
-            label = f"[{number}/{len(STEPS)}] {step.name}"
+        writer = _start_probe(ctx) if probe else None
+        for number, step in enumerate(steps, 1):
+            label = f"[{number}/{len(steps)}] {step.name}"
             if journal.is_done(step.name):
                 ctx.progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
                 continue
             ctx.progress(f"{label}: {step.description}")
             t0 = time.monotonic()
             result = run_step(ctx, step)
-            _record_probe(journal, probe)
+            _record_probe(journal, writer)
             ctx.progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
             if on_step is not None:
                 on_step(step.name, result)
-        if probe is not None and journal.is_done("promote"):
-            probe.acked.wait(10)
-        _record_probe(journal, probe)
-        outcome = "completed" if all(journal.is_done(s.name) for s in STEPS) else "pending"
+        if writer is not None and journal.is_done("promote"):
+            writer.acked.wait(10)
+        _record_probe(journal, writer)
+        outcome = "completed" if all(journal.is_done(s.name) for s in steps) else "pending"
         journal.set_status(outcome)
     except DRError:
         journal.set_status("failed")
@@ -209,9 +240,9 @@ def _run_steps(ctx: Context, on_step: OnStep | None) -> None:
         journal.set_status("interrupted")
         raise
     finally:
-        if probe is not None:
-            probe.stop()
-            _record_probe(journal, probe)
+        if writer is not None:
+            writer.stop()
+            _record_probe(journal, writer)
         journal.end_run(outcome)
 
 

@@ -39,13 +39,14 @@ from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, PulumiConverger, write_stack_config
 from dr.failover.fencing import fence, write_bindings
 from dr.failover.health import cluster_health, listening, reachability
-from dr.failover.journal import Journal, StackLock, failover_dir
+from dr.failover.journal import Journal, failover_dir
 from dr.failover.outcomes import Outcome
-from dr.failover.pipeline import OnStep, already_finished, run_step
+from dr.failover.pipeline import OnStep, run_frame
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
-from dr.failover.summary import FailoverSummary, summarize
+from dr.failover.summary import FailoverSummary
 from dr.kafka.client import Endpoint, create_acls
-from dr.kafka.offsets import committed_offsets, end_offsets
+from dr.kafka.offsets import committed_offsets
+from dr.kafka.records import read_to_end
 from dr.topology import Kind, Link, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import peer_rules
 from dr.topology.active_active import (
@@ -272,34 +273,13 @@ def _bytes(value: str | bytes | None) -> bytes:
 
 def _fingerprints(ep: Endpoint, topic: str, timeout: float = 120.0) -> list[tuple[int, int, str, str]]:
     """``(partition, offset, key, checksum of value and headers)`` of every record of ``topic`` now."""
-    todo = {tp: n for tp, n in end_offsets(ep, [topic]).items() if n > 0}
     out: list[tuple[int, int, str, str]] = []
-    if not todo:
-        return out
-    consumer = Consumer(
-        ep.config(**{"group.id": f"kdr-region-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, "log_level": 3})
-    )
-    consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
-    deadline = time.monotonic() + timeout
-    try:
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                tp, offset = (msg.topic(), msg.partition()), msg.offset()
-                if tp not in todo or offset is None or offset >= todo[tp]:
-                    continue
-                digest = hashlib.sha256(_bytes(msg.value()))
-                for header in list(msg.headers() or []):
-                    digest.update(_bytes(header[0]) + b"\0" + _bytes(header[1]))
-                key = _bytes(msg.key()).decode(errors="replace")
-                out.append((tp[1], offset, key, digest.hexdigest()[:16]))
-                if offset + 1 >= todo[tp]:
-                    del todo[tp]
-    finally:
-        consumer.close()
-    if todo:
-        raise ClusterError(f"could not read {topic} to its end within {timeout:.0f}s.", "check the cluster answers")
+    for msg in read_to_end(ep, topic, timeout=timeout, group="kdr-region"):
+        digest = hashlib.sha256(_bytes(msg.value()))
+        for header in list(msg.headers() or []):
+            digest.update(_bytes(header[0]) + b"\0" + _bytes(header[1]))
+        key = _bytes(msg.key()).decode(errors="replace")
+        out.append((msg.partition() or 0, msg.offset() or 0, key, digest.hexdigest()[:16]))
     return out
 
 
@@ -426,22 +406,16 @@ def run_region_failover(
     on_step: OnStep | None = None,
 ) -> FailoverSummary:
     """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
-    stack, stack_path = ref.name, ref.existing_stack_file()
-    ref.made_state_dir()
-    home = ref.made_failover_home()
-    with StackLock(home, stack):
-        journal = Journal.load(home)
-        if already_finished(journal, stack_path):
-            progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
-            return summarize(journal, already_finished=True)
+
+    def open_run(journal: Journal | None) -> tuple[Context, bool]:
         original, desired, survivor, resuming = _topologies(ref, journal, region)
         mode = options.mode or (journal.mode if resuming and journal else "planned")
         if mode not in MODES:
             raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
         if journal is None or not resuming:
             journal = Journal.create(
-                home,
-                stack=stack,
+                ref.made_failover_home(),
+                stack=ref.name,
                 mode=mode,
                 source=region,
                 target=survivor,
@@ -462,36 +436,12 @@ def run_region_failover(
             region=region,
             survivor=survivor,
         )
-        journal.begin_run(mode=mode, options=options.to_dict())
-        progress(
-            f"{'resuming' if resuming else 'starting'} {mode} region failover {journal.failover_id} of stack "
-            f"{stack}: {region}'s applications → {survivor}"
-        )
-        outcome = "failed"
-        try:
-            for number, step in enumerate(REGION_STEPS, 1):
-                label = f"[{number}/{len(REGION_STEPS)}] {step.name}"
-                if journal.is_done(step.name):
-                    progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
-                    continue
-                progress(f"{label}: {step.description}")
-                t0 = time.monotonic()
-                result = run_step(ctx, step)
-                progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
-                if on_step is not None:
-                    on_step(step.name, result)
-            outcome = "completed" if all(journal.is_done(s.name) for s in REGION_STEPS) else "pending"
-            journal.set_status(outcome)
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-            journal.set_status("interrupted")
-            raise
-        except Exception:
-            journal.set_status("failed")
-            raise
-        finally:
-            journal.end_run(outcome)
-        return summarize(journal)
+        return ctx, resuming
+
+    def title(ctx: Context) -> str:
+        return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
+
+    return run_frame(ref, REGION_STEPS, open_run, title=title, progress=progress, on_step=on_step)
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from dr.failover.probe import PROBE_KEY
 from dr.failover.snapshots import record_offsets
 from dr.kafka.client import SILENT, Endpoint
 from dr.kafka.offsets import end_offsets
+from dr.kafka.records import read_to_end
 from dr.runtime.process import wait_until
 from dr.topology import Application, Kind
 
@@ -338,39 +338,10 @@ class SnapshotLoop(threading.Thread):
 
 def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter[str]:
     """Every record key of ``topic`` (counted), read from the beginning up to the current end offsets."""
-    ends = end_offsets(endpoint, [topic])
-    todo = {tp: n for tp, n in ends.items() if n > 0}
     keys: Counter[str] = Counter()
-    if not todo:
-        return keys
-    consumer = Consumer(
-        endpoint.config(
-            **{
-                "group.id": f"kdr-drill-read-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                **SILENT,
-            }
-        )
-    )
-    consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
-    deadline = time.monotonic() + timeout
-    try:
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                tp, offset, key = (msg.topic(), msg.partition()), msg.offset(), msg.key()
-                if tp in todo and offset is not None and offset < todo[tp]:
-                    keys[key.decode() if key is not None else ""] += 1
-                    if offset + 1 >= todo[tp]:
-                        del todo[tp]
-    finally:
-        consumer.close()
-    if todo:
-        raise ClusterError(
-            f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
-        )
+    for msg in read_to_end(endpoint, topic, timeout=timeout, group="kdr-drill-read"):
+        key = msg.key()
+        keys[key.decode() if isinstance(key, bytes) else (key or "")] += 1
     return keys
 
 

@@ -1,0 +1,61 @@
+"""Reading a topic's records from its beginning up to the end offsets it has now.
+
+One reader (:func:`read_to_end`) for every caller that needs a topic's content at a moment — the
+drill's key counts, the region failover's integrity comparison — so each stops at the same bound and
+fails the same way when a partition cannot be read to its end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from dr.base.errors import ClusterError
+from dr.kafka.client import SILENT, Endpoint
+from dr.kafka.offsets import end_offsets
+
+__all__ = ["read_to_end"]
+
+
+def read_to_end(
+    endpoint: Endpoint, topic: str, *, timeout: float = 120.0, group: str = "kdr-read"
+) -> Iterator[Message]:
+    """Every record of ``topic`` below the end offsets read when the call starts, once each, partitions
+    interleaved (each in offset order). A fresh, never-committing group named ``<group>-<random>``
+    reads them. :class:`~dr.base.errors.ClusterError` when some partition is not read to that end
+    within ``timeout`` seconds."""
+    todo = {tp: n for tp, n in end_offsets(endpoint, [topic]).items() if n > 0}
+    if not todo:
+        return
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"{group}-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                **SILENT,
+            }
+        )
+    )
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in todo])
+    deadline = time.monotonic() + timeout
+    try:
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                tp, offset = (msg.topic(), msg.partition()), msg.offset()
+                if tp not in todo or offset is None or offset >= todo[tp]:
+                    continue
+                yield msg
+                if offset + 1 >= todo[tp]:
+                    del todo[tp]
+    finally:
+        consumer.close()
+    if todo:
+        raise ClusterError(
+            f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
+        )
