@@ -79,9 +79,14 @@ def _paths(ref: StackRef) -> tuple[Path, Path]:
     help="Active-active stacks: the peer whose applications move to a surviving peer (its links stop).",
 )
 @click.option(
+    "--edge",
+    default=None,
+    help="Hub-and-spoke stacks: the lost edge whose applications move to their fallbacks (its link stops).",
+)
+@click.option(
     "--recover",
     is_flag=True,
-    help="With --region: replay the region's records never replicated into their remote topics <region>.<topic>.",
+    help="With --region/--edge: replay its records never replicated into their remote topics <name>.<topic>.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
@@ -94,13 +99,15 @@ def failover(
     skip_verify: bool,
     drain_timeout: float,
     region: str | None,
+    edge: str | None,
     recover: bool,
     as_json: bool,
 ) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
 
     On an active-active stack, --region A moves A's applications to a surviving peer instead
-    (runbooks/active-active.md). Every step is journaled; rerunning resumes where a refused or crashed
+    (runbooks/active-active.md); on a hub-and-spoke stack, --edge E moves a lost edge's applications
+    to their fallbacks (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
     run stopped, and a finished failover run again changes nothing.
     """
     from dr.failover.journal import Journal
@@ -117,6 +124,9 @@ def failover(
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
     )
+    if edge is not None:
+        _edge_failover(ref, edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        return
     if region is None and not recover:
         from dr.topology import load_stack_file
         from dr.topology.active_active import is_active_active, peers
@@ -179,6 +189,30 @@ def _region_failover(
         click.confirm(f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)
     click.echo(_result(run_region_failover(ref, region, options=options, progress=progress), as_json))
+
+
+def _edge_failover(
+    ref: StackRef, edge: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
+) -> None:
+    """``drctl failover --edge E`` on a hub-and-spoke stack (:mod:`dr.failover.edge`)."""
+    from dr.failover.edge import plan_edge_failover, recover_edge, run_edge_failover
+
+    if recover:
+        click.echo(json.dumps(recover_edge(ref, edge, progress=progress), indent=2))
+        return
+    if dry_run:
+        plan = plan_edge_failover(ref, edge, options=options)
+        click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
+        return
+    if not yes and not sys.stdin.isatty():
+        raise FailoverError(
+            f"refusing to move edge {edge}'s applications of stack '{ref.name}' without confirmation.",
+            f"pass --yes (look at `drctl failover --stack {ref.name} --edge {edge} --dry-run` first)",
+        )
+    if not yes:
+        click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    click.echo(_result(run_edge_failover(ref, edge, options=options, progress=progress), as_json))
 
 
 def _json(model: BaseModel) -> str:

@@ -63,7 +63,9 @@ def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None)
     written = []
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL
-    for app in applications_on(estate.topology, Role.ACTIVE, cluster):  # not an edge's own applications
+    # the hub's applications on the hub (not an edge's own), an edge's on that edge
+    role = Role.EDGE if c.role is Role.EDGE else Role.ACTIVE
+    for app in applications_on(estate.topology, role, cluster):
         if apps is not None and app.name not in apps:
             continue
         # the stack's secret (decrypted as `pulumi` does) or the password the stack generated

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from dr.topology.kinds import Architecture, Engine, Role
 
 if TYPE_CHECKING:
-    from dr.topology.model import Cluster, Link, Topic, Topology
+    from dr.topology.model import Application, Cluster, Link, Topic, Topology
 
 Problem = tuple[str, str, str]
 """``(field path, what is wrong, how to fix it)``: :mod:`dr.topology.validation` makes each a Violation."""
@@ -31,11 +31,16 @@ Problem = tuple[str, str, str]
 __all__ = [
     "SEPARATOR",
     "Problem",
+    "after_edge_loss",
+    "check_lost_edge",
+    "edge_applications",
     "edge_link",
     "edges",
+    "fallback_of",
     "hub_spoke_problems",
     "is_edge_link",
     "is_hub_spoke",
+    "lost_edges",
     "prefixed_link",
     "remote_topic",
     "remote_topic_names",
@@ -92,7 +97,8 @@ def edge_link(t: Topology, edge: str) -> Link | None:
 
 def remote_topics(t: Topology) -> list[tuple[str, Topic]]:
     """``(edge, topic)`` for every declared topic an edge's running link carries into the hub, the
-    topic renamed ``<edge>.<topic>`` (its partitions and configs are the edge topic's)."""
+    topic renamed ``<edge>.<topic>`` (its partitions and configs are the edge topic's); a lost edge's
+    copies (its ``lost_edge_topics``) stay."""
     if not is_hub_spoke(t):
         return []
     found: list[tuple[str, Topic]] = []
@@ -104,7 +110,18 @@ def remote_topics(t: Topology) -> list[tuple[str, Topic]]:
             (edge.name, topic.model_copy(update={"name": remote_topic(edge.name, topic.name)}))
             for topic in t.topics_for(link)
         ]
+    for lost in lost_edges(t):
+        found += [
+            (lost.name, topic.model_copy(update={"name": remote_topic(lost.name, topic.name)}))
+            for topic in t.topics
+            if topic.name in lost.lost_edge_topics
+        ]
     return found
+
+
+def lost_edges(t: Topology) -> list[Cluster]:
+    """The decommissioned edges whose applications moved (``drctl failover --edge``), in declaration order."""
+    return [c for c in t.clusters if c.role is Role.DECOMMISSIONED and c.lost_edge_topics]
 
 
 def remote_topic_names(t: Topology) -> set[str]:
@@ -143,11 +160,28 @@ def hub_spoke_problems(t: Topology) -> Iterator[Problem]:
                     "application runs against the active cluster",
                     "remove `home`, or declare kafka-dr:architecture: hub-spoke",
                 )
+        for i, app in enumerate(t.principals.applications):
+            if app.fallback is not None:
+                yield (
+                    f"principals.applications[{i}].fallback",
+                    f"application {app.name!r} names a fallback cluster, but only a hub-spoke estate moves an "
+                    f"edge's applications (the stack's architecture is {t.architecture})",
+                    "remove `fallback`, or declare kafka-dr:architecture: hub-spoke",
+                )
+        for i, c in enumerate(t.clusters):
+            if c.lost_edge_topics:
+                yield (
+                    f"clusters[{i}].lost_edge_topics",
+                    f"cluster {c.name!r} lists lost-edge topics, but the stack's architecture is {t.architecture}",
+                    "remove `lost_edge_topics` (only `drctl failover --edge` of a hub-spoke stack writes it)",
+                )
         return
     yield from _edges_declared(t)
     yield from _links(t)
     yield from _prefix_collisions(t)
     yield from _applications(t)
+    yield from _fallbacks(t)
+    yield from _lost_edges(t)
 
 
 def _edges_declared(t: Topology) -> Iterator[Problem]:
@@ -291,6 +325,136 @@ def _applications(t: Topology) -> Iterator[Problem]:
                 )
 
 
+def _fallbacks(t: Topology) -> Iterator[Problem]:
+    roles = {c.name: c.role for c in t.clusters}
+    for i, app in enumerate(t.principals.applications):
+        if app.fallback is None:
+            continue
+        at = f"principals.applications[{i}].fallback"
+        targets = [c.name for c in t.clusters if c.role in (Role.EDGE, Role.ACTIVE) and c.name != app.home]
+        choose = f"use one of: {', '.join(repr(n) for n in targets) or 'none declared'}, or remove it (the hub)"
+        if app.home is None or roles.get(app.home) is not Role.EDGE:
+            yield (
+                at,
+                f"application {app.name!r} names fallback {app.fallback!r}, but its home "
+                f"{app.home or 'the hub'!r} is not an edge; only an edge's applications move when it is lost",
+                "remove `fallback` (a hub failover moves the hub's applications to the promoted copy)",
+            )
+        elif app.fallback not in roles:
+            yield (at, f"application {app.name!r} has unknown fallback cluster {app.fallback!r}", choose)
+        elif app.fallback == app.home:
+            yield (
+                at,
+                f"application {app.name!r} falls back to {app.fallback!r}, its own home edge: when that edge is "
+                "lost it would have nowhere to go",
+                choose,
+            )
+        elif roles[app.fallback] not in (Role.EDGE, Role.ACTIVE):
+            yield (
+                at,
+                f"application {app.name!r} falls back to {app.fallback!r}, a {roles[app.fallback]} cluster; an "
+                "edge's applications move to another edge or to the hub",
+                choose,
+            )
+
+
+def _lost_edges(t: Topology) -> Iterator[Problem]:
+    declared = {topic.name for topic in t.topics}
+    for i, c in enumerate(t.clusters):
+        if not c.lost_edge_topics:
+            continue
+        if c.role is not Role.DECOMMISSIONED:
+            yield (
+                f"clusters[{i}].lost_edge_topics",
+                f"cluster {c.name!r} lists lost-edge topics but is {c.role}; only a lost (decommissioned) edge "
+                "keeps its copies on the hub this way",
+                "remove `lost_edge_topics`, or set role: decommissioned",
+            )
+        unknown = [name for name in c.lost_edge_topics if name not in declared]
+        if unknown:
+            yield (
+                f"clusters[{i}].lost_edge_topics",
+                f"lost edge {c.name!r} lists {unknown[0]!r}, which is not a declared topic",
+                "list declared topics only (their <edge>.<topic> copies stay on the hub)",
+            )
+
+
+# -- loss of an edge -----------------------------------------------------------------------------------
+
+
+def fallback_of(t: Topology, app: Application) -> str:
+    """Where ``app`` moves when its home edge is lost: its ``fallback``, else the hub."""
+    return app.fallback if app.fallback is not None else t.active().name
+
+
+def edge_applications(t: Topology, edge: str) -> list[Application]:
+    """The applications whose home is ``edge`` (what the loss of ``edge`` moves)."""
+    return [app for app in t.principals.applications if app.home == edge]
+
+
+def check_lost_edge(t: Topology, edge: str) -> Link:
+    """The link out of ``edge`` when ``edge`` can be failed over (an edge of a hub-spoke stack, with its
+    link into the hub); :class:`~dr.base.errors.TopologyError` naming the choices otherwise."""
+    from dr.base.errors import TopologyError
+
+    names = [c.name for c in edges(t)]
+    if not is_hub_spoke(t):
+        raise TopologyError(
+            f"stack '{t.name}' is {t.architecture}: --edge moves the applications of a lost edge of a hub-spoke stack",
+            f"run `drctl failover --stack {t.name}` without --edge",
+        )
+    if edge not in names:
+        raise TopologyError(
+            f"{edge!r} is not an edge of stack '{t.name}' (edges: {', '.join(names) or 'none'})",
+            f"pass --edge with one of: {', '.join(names) or 'none'}",
+        )
+    link = edge_link(t, edge)
+    if link is None:  # validation refuses an edge without a link; a hand-edited file may still lack it
+        raise TopologyError(f"edge {edge!r} has no link into the hub", f"add a link with source {edge!r}")
+    return link
+
+
+def after_edge_loss(t: Topology, edge: str) -> Topology:
+    """The desired hub-and-spoke topology once ``edge`` is lost (pure; ``t`` is unchanged).
+
+    ``edge`` becomes decommissioned and its link goes; the topics that link carried are kept in the
+    edge's ``lost_edge_topics``, so their ``<edge>.<topic>`` copies stay on the hub and its passive copy.
+    Each of the edge's applications moves to its fallback (:func:`fallback_of`): it writes that
+    cluster's local topics; moved to the hub, it also reads the copies ``<edge>.<topic>`` of what it
+    consumed (its translated offsets are there). Other edges' applications whose fallback was ``edge``
+    fall back to the hub from now on.
+    """
+    link = check_lost_edge(t, edge)
+    carried = [topic.name for topic in t.topics_for(link)]
+    hub = t.active().name
+    apps = []
+    for app in t.principals.applications:
+        if app.home == edge:
+            target = fallback_of(t, app)
+            update: dict[str, object] = {"home": target, "fallback": None}
+            if target == hub:
+                extra = [remote_topic(edge, n) for n in app.consumes if n in carried]
+                update["consumes"] = [*app.consumes, *(n for n in extra if n not in app.consumes)]
+            apps.append(app.model_copy(update=update))
+        elif app.fallback == edge:
+            apps.append(app.model_copy(update={"fallback": None}))
+        else:
+            apps.append(app)
+    clusters = [
+        c.model_copy(update={"role": Role.DECOMMISSIONED, "lost_edge_topics": carried}) if c.name == edge else c
+        for c in t.clusters
+    ]
+    return type(t).model_validate(
+        {
+            **{k: getattr(t, k) for k in type(t).model_fields},
+            "clusters": clusters,
+            "links": [lk for lk in t.links if lk.source != edge],
+            "principals": t.principals.model_copy(update={"applications": apps}),
+            "failover_done": True,
+        }
+    )
+
+
 # -- hub failover -----------------------------------------------------------------------------------
 
 
@@ -329,6 +493,7 @@ def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
         app.model_copy(update={"home": new_hub.name}) if app.home == old_hub.name else app
         for app in t.principals.applications
     ]
+    apps = [app.model_copy(update={"fallback": new_hub.name}) if app.fallback == old_hub.name else app for app in apps]
     return type(t).model_validate(
         {
             **{k: getattr(t, k) for k in type(t).model_fields},

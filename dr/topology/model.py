@@ -114,6 +114,10 @@ class Cluster(_Model):
     """External only: the replication factor of the internal topics replication creates on this
     cluster (MirrorMaker 2's offset-syncs, checkpoints and heartbeats topics). Unset: the smaller of
     3 and the cluster's broker count, read when the link is provisioned."""
+    lost_edge_topics: list[str] = Field(default_factory=list)
+    """Hub-and-spoke, on a decommissioned edge (written by ``drctl failover --edge``): the topics its link
+    carried, whose ``<edge>.<topic>`` copies stay declared on the hub and its passive copy — they hold
+    the edge's history, the moved consumers read it, and recovery replays into it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -195,6 +199,9 @@ class Application(_Model):
     """The cluster the application runs against. Active-active (required there): a peer — it writes that
     cluster's local topics and reads them plus their remote copies (``<peer>.<topic>``). Hub-and-spoke: an
     edge, or the hub; unset means the active cluster (the hub)."""
+    fallback: str | None = None
+    """Hub-and-spoke, an application whose home is an edge: where it moves when that edge is lost
+    (``drctl failover --edge``) — another edge, or the hub. Unset: the hub."""
 
     @property
     def writes(self) -> bool:
