@@ -254,3 +254,40 @@ def test_drctl_failover_without_region_on_an_active_active_stack_names_the_regio
     main(["failover", "--stack", "aa", "--region", "B", "--dry-run"])
     out = capsys.readouterr().out
     assert "region failover of stack aa: B → A" in out and "applications moving: shop-b" in out
+
+
+def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back() -> None:
+    from dr.failover.rejoin import rejoin_topology
+    from dr.topology.active_active import after_region_failover
+
+    before = load_topology("aa", _with())
+    failed = after_region_failover(before, "A", "B")
+    back = rejoin_topology(failed, before, "A")
+    assert [(c.name, c.role) for c in back.clusters] == [("A", "active"), ("B", "active")]
+    assert sorted(lk.name for lk in back.links) == ["A-to-B", "B-to-A"] and not back.failover_done
+    assert {a.name: a.home for a in back.principals.applications} == {"shop-a": "A", "shop-b": "B"}
+    assert not find_violations(back)
+    on_b = _rules(back, "B")
+    assert not [r for r in on_b if r[0] == "shop-a" and r[2] == "Write"], "shop-a writes its home A again"
+
+
+def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from dr.cli import main
+
+    shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    before = (tmp_path / "Pulumi.aa.yaml").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        main(["failover", "--stack", "aa", "--region", "A", "--rejoin", "--dry-run"])
+    assert exit_.value.code == 6
+    err = capsys.readouterr().err
+    assert "no region failover of A to fail back from" in err and "drctl failover --stack aa --region A" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["failover", "--stack", "aa", "--rejoin", "--yes"])
+    assert exit_.value.code == 2 and "--region" in capsys.readouterr().err
+    assert (tmp_path / "Pulumi.aa.yaml").read_text() == before
