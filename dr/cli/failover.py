@@ -88,6 +88,11 @@ def _paths(ref: StackRef) -> tuple[Path, Path]:
     is_flag=True,
     help="With --region/--edge: replay its records never replicated into their remote topics <name>.<topic>.",
 )
+@click.option(
+    "--rejoin",
+    is_flag=True,
+    help="With --region: fail back — the rebuilt region rejoins as an active peer, its links and applications back.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
     ref: StackRef,
@@ -101,13 +106,15 @@ def failover(
     region: str | None,
     edge: str | None,
     recover: bool,
+    rejoin: bool,
     as_json: bool,
 ) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
 
-    On an active-active stack, --region A moves A's applications to a surviving peer instead
-    (runbooks/active-active.md); on a hub-and-spoke stack, --edge E moves a lost edge's applications
-    to their fallbacks (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
+    On an active-active stack, --region A moves A's applications to a surviving peer instead, and
+    --region A --rejoin brings the rebuilt A back as a peer (runbooks/active-active.md); on a
+    hub-and-spoke stack, --edge E moves a lost edge's applications to their fallbacks
+    (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
     run stopped, and a finished failover run again changes nothing.
     """
     from dr.failover.journal import Journal
@@ -125,8 +132,20 @@ def failover(
         drain_timeout=drain_timeout,
     )
     if edge is not None:
+        if rejoin or region is not None:
+            raise ConfigError(
+                "--edge moves a lost edge's applications; --region and --rejoin act on an active-active stack.",
+                f"pass either --edge or --region: `drctl failover --stack {stack} --edge {edge} --dry-run`",
+            )
         _edge_failover(ref, edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
         return
+    if region is None and (recover or rejoin):
+        raise ConfigError(
+            f"--{'recover' if recover else 'rejoin'} acts on one region of an active-active stack.",
+            f"pass --region <the failed peer>: `drctl failover --stack {stack} --region A --{'recover' if recover else 'rejoin'}`",
+        )
+    if recover and rejoin:
+        raise ConfigError("--recover and --rejoin are two steps.", "run --recover first, then --rejoin")
     if region is None and not recover:
         from dr.topology import load_stack_file
         from dr.topology.active_active import is_active_active, peers
@@ -138,6 +157,9 @@ def failover(
                 f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
             )
     if region is not None or recover:
+        if rejoin and region is not None:
+            _region_rejoin(ref, region, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+            return
         _region_failover(ref, region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
         return
     if dry_run:
@@ -213,6 +235,25 @@ def _edge_failover(
         click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)
     click.echo(_result(run_edge_failover(ref, edge, options=options, progress=progress), as_json))
+
+
+def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
+    """``drctl failover --region A --rejoin``: fail back (:mod:`dr.failover.rejoin`)."""
+    from dr.failover.rejoin import plan_region_rejoin, run_region_rejoin
+
+    if dry_run:
+        plan = plan_region_rejoin(ref, region)
+        click.echo(json.dumps(plan, indent=2) if as_json else plan["text"])
+        return
+    if not yes and not sys.stdin.isatty():
+        raise FailoverError(
+            f"refusing to bring region {region} of stack '{ref.name}' back without confirmation.",
+            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --rejoin --dry-run` first)",
+        )
+    if not yes:
+        click.confirm(f"Rebuild region {region} of stack '{ref.name}' and move its applications home?", abort=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    click.echo(_result(run_region_rejoin(ref, region, options=options, progress=progress), as_json))
 
 
 def _json(model: BaseModel) -> str:

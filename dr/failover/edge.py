@@ -25,7 +25,6 @@ that edge's local topic, which the edge's link aggregates into the hub as ``E2.r
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, StackLock, failover_dir
 from dr.failover.outcomes import Outcome
 from dr.failover.pipeline import OnStep, already_finished, run_step
-from dr.failover.region import compare_region
+from dr.failover.region import compare_region, named_roles
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
 from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka.client import Endpoint, create_acls
@@ -510,7 +509,7 @@ def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) ->
     link = check_lost_edge(original, edge)
 
     def named(text: str) -> str:
-        return re.sub(r"\bH\b", hub, re.sub(r"\bE\b", edge, text))
+        return named_roles(text, E=edge, H=hub)
 
     return EdgePlan(
         stack=ref.name,

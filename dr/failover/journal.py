@@ -375,8 +375,9 @@ class Journal:
         return cutoff_ms(m.writable_from_ms, m.probe.timestamp_ms if m.probe else None)
 
     def outcome(self, name: str) -> dict[str, Any]:
-        """What a step recorded (empty when it has not run)."""
-        return self.step(name).outcome or {}
+        """What a step recorded (empty when it has not run, or is not a step of this run's kind)."""
+        entry = self.record.steps.get(name)
+        return (entry.outcome if entry is not None else None) or {}
 
     def verdict(self) -> Verdict | None:
         """The verdict of the integrity step, if it has one."""

@@ -175,17 +175,20 @@ def run_frame(
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
     probe: bool = False,
+    is_finished: Callable[[Journal | None, Path], bool] | None = None,
 ) -> FailoverSummary:
     """The frame of every journaled run of a step list (a failover, a region failover, a rejoin): the
     stack's lock held throughout; a finished run whose desired state is the stack file's reports so and
     changes nothing; otherwise ``open_run`` gives the context, the run is journaled, and every step not
-    done yet runs in order (``probe``: with the RTO probe writing to B meanwhile)."""
+    done yet runs in order (``probe``: with the RTO probe writing to B meanwhile). ``is_finished`` tells a
+    finished run of this kind (default :func:`already_finished`)."""
     stack_path = ref.existing_stack_file()
     ref.made_state_dir()
     home = ref.made_failover_home()
     with StackLock(home, ref.name):
         journal = Journal.load(home)
-        if already_finished(journal, stack_path):
+        if (is_finished or already_finished)(journal, stack_path):
+            assert journal is not None
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
             return summarize(journal, already_finished=True)
         ctx, resuming = open_run(journal)

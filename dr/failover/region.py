@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pydantic import Field
 
 from dr.base.errors import ClusterError, FailoverError
+from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress, acl_bindings
 from dr.failover.clients import publish_clients
@@ -41,7 +44,7 @@ from dr.failover.fencing import fence, write_bindings
 from dr.failover.health import cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.outcomes import Outcome
-from dr.failover.pipeline import OnStep, run_frame
+from dr.failover.pipeline import OnStep, already_finished, run_frame
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
 from dr.failover.summary import FailoverSummary
 from dr.kafka.client import Endpoint, create_acls
@@ -314,7 +317,18 @@ def integrity(ctx: Context) -> StepResult:
     if ctx.options.skip_verify:
         return _result("skipped", "--skip-verify: not compared")
     if not listening(ctx.a_ep.bootstrap):
-        return _result("deferred", f"{ctx.region} is not readable; rerun when it is", reason=f"{ctx.region} unreadable")
+        return _result(
+            "deferred",
+            f"{ctx.region} is not readable ({ctx.a_ep.bootstrap} does not answer): its records that never reached "
+            f"{ctx.survivor} cannot be listed yet. Bring its brokers back with their data ("
+            + (
+                f"`drctl estate start --stack {ctx.stack} --cluster {ctx.region}`"
+                if ctx.original.cluster(ctx.region).kind is Kind.LOCAL
+                else "the cluster's own tooling"
+            )
+            + f"), then rerun `drctl failover --stack {ctx.stack} --region {ctx.region}`",
+            reason=f"{ctx.region} unreadable",
+        )
     producers = [a for a in ctx.moving if ctx.original.principals.application(a).writes]
     fence(ctx.a_ep, producers)  # a region that came back must not take writes while it is compared
     found = compare_region(ctx.a_ep, ctx.b_ep, ctx.region, ctx.topics)
@@ -374,6 +388,11 @@ REGION_STEPS: list[Step] = [
 def _topologies(ref: StackRef, journal: Journal | None, region: str) -> tuple[Topology, Topology, str, bool]:
     current = load_stack_file(ref.stack_file)
     if journal is not None and not journal.finished:
+        if journal.mode == "rejoin":
+            raise FailoverError(
+                f"the rejoin {journal.failover_id} of region {journal.record.source} is unfinished.",
+                f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source} --rejoin`",
+            )
         if journal.record.source != region:
             raise FailoverError(
                 f"failover {journal.failover_id} of region {journal.record.source} is unfinished.",
@@ -441,7 +460,10 @@ def run_region_failover(
     def title(ctx: Context) -> str:
         return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
 
-    return run_frame(ref, REGION_STEPS, open_run, title=title, progress=progress, on_step=on_step)
+    def finished(journal: Journal | None, stack_path: Path) -> bool:
+        return already_finished(journal, stack_path) and journal.mode != "rejoin"
+
+    return run_frame(ref, REGION_STEPS, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished)
 
 
 @dataclass
@@ -486,10 +508,7 @@ def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions
         survivor=survivor,
         moving=moving_applications(original, region),
         links_stopped=[lk.name for lk in original.links if region in (lk.source, lk.target)],
-        steps=[
-            {"name": s.name, "description": s.description.replace("A", region).replace("B", survivor)}
-            for s in REGION_STEPS
-        ],
+        steps=[{"name": s.name, "description": named_roles(s.description, A=region, B=survivor)} for s in REGION_STEPS],
         stack_file_diff=stack_file_diff(ref.stack_file, desired),
     )
 
@@ -501,7 +520,7 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
     headers and timestamp.
     """
     journal = Journal.load(ref.made_failover_home())
-    if journal is None or journal.record.source != region:
+    if journal is None or journal.record.source != region or journal.mode == "rejoin":
         raise FailoverError(
             f"no region failover of {region} in stack '{ref.name}' to recover.",
             f"run `drctl failover --stack {ref.name} --region {region}` first",
@@ -511,10 +530,20 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
 
     estate = Estate(original, ref.state_dir)
     a_ep, b_ep = estate.endpoint(region), estate.endpoint(journal.record.target)
+    if not listening(a_ep.bootstrap):
+        local = original.cluster(region).kind is Kind.LOCAL
+        raise ClusterError(
+            f"{region} does not answer at {a_ep.bootstrap}: its records that never reached "
+            f"{journal.record.target} are read from it, so nothing was replayed.",
+            "bring its brokers back with their data ("
+            + (f"`drctl estate start --stack {ref.name} --cluster {region}`" if local else "the cluster's own tooling")
+            + f"), then rerun `drctl failover --stack {ref.name} --region {region} --recover`",
+        )
     topics = [t.name for t in original.topics]
     found = compare_region(a_ep, b_ep, region, topics)
     wanted = {(m["topic"], m["partition"], m["offset"]) for m in found["missing"]}
     written = 0
+    failed: list[str] = []
     if wanted:
         producer = Producer(b_ep.config(**{"acks": "all", "enable.idempotence": True}))
         for topic, partition, offset in sorted(wanted):
@@ -538,8 +567,28 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
                 headers=msg.headers(),
                 timestamp=msg.timestamp()[1],
                 partition=partition,
+                on_delivery=lambda err, _msg: failed.append(str(err)) if err is not None else None,
             )
             written += 1
-        producer.flush(60)
+        unsent = producer.flush(60)
+        if unsent or failed:
+            raise ClusterError(
+                f"{unsent + len(failed)} of the {written} records replayed into {journal.record.target} were not "
+                f"acknowledged{': ' + failed[0] if failed else ''}.",
+                f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
+            )
     progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
+    result = {"failover_id": journal.failover_id, "replayed": written, "missing_before": len(wanted)}
+    write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(result))
     return {"replayed": written, "missing_before": len(wanted)}
+
+
+def named_roles(text: str, **names: str) -> str:
+    """``text`` with the role letters standing alone (``A``, ``B``) replaced by cluster names, in one pass
+    (so region B with peer A reads right)."""
+    return re.sub(r"\b([A-Z])\b", lambda m: names.get(m.group(1), m.group(1)), text)
+
+
+def recovered_marker(ref: StackRef, failover_id: str) -> Path:
+    """Written when a ``--recover`` of region failover ``failover_id`` left nothing of the region missing."""
+    return ref.made_failover_home() / f"recovered-{failover_id}.json"

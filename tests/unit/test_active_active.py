@@ -254,3 +254,88 @@ def test_drctl_failover_without_region_on_an_active_active_stack_names_the_regio
     main(["failover", "--stack", "aa", "--region", "B", "--dry-run"])
     out = capsys.readouterr().out
     assert "region failover of stack aa: B → A" in out and "applications moving: shop-b" in out
+
+
+def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back() -> None:
+    from dr.failover.rejoin import rejoin_topology
+    from dr.topology.active_active import after_region_failover
+
+    before = load_topology("aa", _with())
+    failed = after_region_failover(before, "A", "B")
+    back = rejoin_topology(failed, before, "A")
+    assert [(c.name, c.role) for c in back.clusters] == [("A", "active"), ("B", "active")]
+    assert sorted(lk.name for lk in back.links) == ["A-to-B", "B-to-A"] and not back.failover_done
+    assert {a.name: a.home for a in back.principals.applications} == {"shop-a": "A", "shop-b": "B"}
+    assert not find_violations(back)
+    on_b = _rules(back, "B")
+    assert not [r for r in on_b if r[0] == "shop-a" and r[2] == "Write"], "shop-a writes its home A again"
+
+
+def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from dr.cli import main
+
+    shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    before = (tmp_path / "Pulumi.aa.yaml").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        main(["failover", "--stack", "aa", "--region", "A", "--rejoin", "--dry-run"])
+    assert exit_.value.code == 6
+    err = capsys.readouterr().err
+    assert "no region failover of A to fail back from" in err and "drctl failover --stack aa --region A" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["failover", "--stack", "aa", "--rejoin", "--yes"])
+    assert exit_.value.code == 2 and "--region" in capsys.readouterr().err
+    assert (tmp_path / "Pulumi.aa.yaml").read_text() == before
+
+
+def test_plan_steps_name_the_region_and_its_peer_in_one_pass() -> None:
+    from dr.failover.region import named_roles
+
+    text = "write A active, links A↔B, apps home A; check B's health (Apps, Brokers)"
+    assert named_roles(text, A="B", B="A") == "write B active, links B↔A, apps home B; check A's health (Apps, Brokers)"
+
+
+def _journal(home: Path, mode: str, *, forced: bool = False, finished: bool = True) -> Any:
+    from dr.failover.journal import Journal
+
+    config = _with()
+    steps = ["decommission"] if mode != "rejoin" else ["rebuild"]
+    journal = Journal.create(
+        home,
+        stack="aa",
+        mode=mode,
+        source="A",
+        target="B",
+        standby=None,
+        original_config=config,
+        desired_config=config,
+        steps=steps,
+    )
+    journal.finish_step(steps[0], "done", {"details": {"forced": forced}}, 0.1)
+    journal.set_status("completed" if finished else "running")
+    return journal
+
+
+def test_rejoin_refusals_name_the_state_and_the_next_step_never_a_traceback(tmp_path: Path) -> None:
+    from dr.base.stackref import StackRef
+    from dr.failover.region import recovered_marker
+    from dr.failover.rejoin import _refusal
+
+    ref = StackRef("aa", tmp_path, tmp_path / "state")
+    home = ref.made_failover_home()
+    # after a finished rejoin (a rejoin journal has no decommission step): said, not a KeyError
+    refusal = _refusal(ref, _journal(home, "rejoin"), "A")
+    assert refusal is not None and "already rejoined" in refusal.problem, refusal
+    assert "drctl failover --stack aa --region A" in refusal.fix
+    # forced past a compare: refused until a --recover left nothing missing, then allowed
+    forced = _journal(home, "unplanned", forced=True)
+    refusal = _refusal(ref, forced, "A")
+    assert refusal is not None and "--force-decommission" in refusal.problem and "--recover" in refusal.fix
+    recovered_marker(ref, forced.failover_id).write_text('{"replayed": 3, "missing_before": 3}')
+    assert _refusal(ref, forced, "A") is None
+    assert _refusal(ref, _journal(home, "planned"), "A") is None
