@@ -44,7 +44,7 @@ def _topics(ep: Endpoint) -> dict[str, int]:
 
 
 def _retention(ep: Endpoint, topic: str) -> str | None:
-    admin = admin_client(ep)  # held: its futures fail once the client is collected
+    admin = admin_client(ep)  # kept alive until the result: a collected client ends its requests
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
     return next(iter(futures.values())).result(timeout=15)["retention.ms"].value
 
@@ -98,8 +98,8 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
             "audit",
             incremental_configs=[ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)],
         )
-        b_admin = admin_client(b)
-        for fut in b_admin.incremental_alter_configs([alter]).values():
+        admin_b = admin_client(b)
+        for fut in admin_b.incremental_alter_configs([alter]).values():
             fut.result(timeout=15)
         refreshed = stack.refresh()
         assert refreshed.get("update", 0) >= 2, f"refresh did not see both drifts: {refreshed}"

@@ -10,7 +10,7 @@ import pytest
 from dr.base.errors import TopologyError
 from dr.topology import Topology, dump_stack_config, load_topology
 from dr.topology.access import acl_rules
-from stacks.kafka_sets import _normal, _rtype, _snake
+from stacks.kafka_sets import _native, _normal, _rtype, _snake
 from tests.unit.test_stack_program import (
     ACL,
     CLUSTER_ACCESS,
@@ -214,3 +214,22 @@ def test_switching_to_batched_forgets_only_the_per_item_topics_and_acls_in_one_e
     mm2 = kept["resources"][-1]
     assert mm2["dependencies"] == [user] and mm2["propertyDependencies"] == {"x": []}
     assert forget_individual(kept) == (kept, 0), "a second run changes nothing"
+
+
+def test_a_removed_binding_is_deleted_through_an_exact_filter() -> None:
+    binding = {
+        "principal": "User:a",
+        "operation": "DescribeConfigs",
+        "resource_type": "Cluster",
+        "resource_name": "kafka-cluster",
+        "pattern": "Literal",
+    }
+    exact = _native(binding, as_filter=True)
+    assert type(exact).__name__ == "AclBindingFilter", "DeleteAcls takes filters, not bindings"
+    assert (exact.restype.name, exact.operation.name, exact.principal, exact.host) == (
+        "BROKER",
+        "DESCRIBE_CONFIGS",
+        "User:a",
+        "*",
+    )
+    assert type(_native(binding)).__name__ == "AclBinding"
