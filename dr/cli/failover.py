@@ -212,7 +212,17 @@ def _edge_failover(
     if not yes:
         click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_edge_failover(ref, edge, options=options, progress=progress), as_json))
+    try:
+        summary = run_edge_failover(ref, edge, options=options, progress=progress)
+    except FailoverError:
+        from dr.failover.journal import Journal
+        from dr.failover.summary import summarize
+
+        journal = Journal.load(ref.failover_home)  # what was done, and the next step, even when a step refused
+        if journal is not None:
+            click.echo(_result(summarize(journal), as_json))
+        raise
+    click.echo(_result(summary, as_json))
 
 
 def _json(model: BaseModel) -> str:
