@@ -312,10 +312,12 @@ def drill(
 
     On a stack with external clusters the drill is one planned failover of that stack itself, its
     applications on their published client configurations; it stops no broker, so --unplanned and
-    --cycles above 1 are refused there, naming the next step."""
+    --cycles above 1 are refused there, naming the next step. On a hub-and-spoke stack the drill is
+    a hub failover under edge traffic, graded per edge and per hub application (runbooks/hub-and-spoke.md)."""
     from dr.estate.estate import load_stack
     from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.failover.drill_render import render_drill
+    from dr.topology import Architecture
 
     options = DrillOptions(
         stack=stack,
@@ -327,7 +329,16 @@ def drill(
         keep=keep,
         cycles=cycles,
     )
-    refusal = external_refusal(options, load_stack(StackRef.resolve(stack)))
+    topology = load_stack(StackRef.resolve(stack))
+    if topology.architecture is Architecture.HUB_SPOKE:  # a hub failover game day (dr/failover/drill_hub.py)
+        from dr.failover.drill_hub import dump_hub, run_hub_drill
+
+        hub = run_hub_drill(options, progress)
+        click.echo(dump_hub(hub) if as_json else hub.render())
+        if not hub.passed:
+            raise FailoverError(f"the drill failed: {hub.grade}.", f"read {Path(hub.out) / 'drill.json'}")
+        return
+    refusal = external_refusal(options, topology)
     if refusal is not None:
         raise refusal
     result = run_drill(options, progress)

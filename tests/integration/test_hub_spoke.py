@@ -24,6 +24,7 @@ from dr.failover.hub import edge_copy_report, offset_key, offsets_topic
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
+from tests.integration.drill_runner import drctl_drill, drill_json
 from tests.integration.helpers import StackEnv, drctl, provisioned
 from tests.integration.ports import windows
 
@@ -340,3 +341,31 @@ def _keys(endpoint, topic: str) -> Counter[str]:  # noqa: ANN001 - Endpoint
         consumer.close()
     return keys
 
+
+def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(tmp_path: Path) -> None:
+    """``drctl drill --unplanned`` on a hub-and-spoke stack: edges write, the hub is killed, P takes over,
+    every acknowledged edge record is on P once, and each hub application's RTO is measured and graded."""
+    t0 = time.monotonic()
+    with windows(4) as ports:
+        _write_stack(tmp_path, ports, "hubdrill")
+        out = tmp_path / "drill"
+        res = drctl_drill(tmp_path, "hubdrill", out, "--unplanned", "--warmup", "4", "--rate", "100", timeout=1200)
+        r = drill_json(out)
+    print(f"\n{res.stdout}\nhub drill: {time.monotonic() - t0:.0f}s in all")
+    assert r, f"no drill.json: {res.stderr[-5000:]}"
+    assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
+    assert r["failover"]["status"] == "completed", r["failover"]
+    assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
+    for e in r["edges"]:
+        assert e["acknowledged"] > 0 and e["lost"] == 0, e
+        assert e["on_new_hub"] >= e["acknowledged"], e
+    kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
+    assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
+    assert all(v is not None for v in kinds.values()), kinds
+    assert r["hub_lost_after_recovery"] == 0, r
+    assert r["checks"] and (r["grade"] == "PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
+    assert f"drill of hub-and-spoke stack hubdrill (unplanned): {r['grade']}" in res.stdout, res.stdout
+    for c in r["checks"]:
+        assert f"[{c['result']}] {c['check']}" in res.stdout
+    assert res.returncode == (0 if r["grade"] == "PASS" else 6), res.stderr[-3000:]
+    assert r["grade"] == "PASS", [c for c in r["checks"] if c["result"] == "FAIL"]
