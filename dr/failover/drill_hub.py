@@ -126,6 +126,15 @@ class HubDrillResult(_Model):
                 else "did not run"
             ),
         ]
+        if self.failover is not None:
+            lines += [
+                f"  step {st.name}: {st.status} — {st.summary}"
+                for st in self.failover.steps
+                if st.status not in ("done", "skipped")
+            ]
+            v = self.failover.verdict
+            if v is not None and not v.clean:
+                lines.append(f"  verification {v.counts} per topic {v.per_topic}; report {v.report_dir}")
         for e in self.edges:
             lines.append(
                 f"edge {e.edge} ({e.application} → {e.topic}): {e.acknowledged} acknowledged "

@@ -351,7 +351,7 @@ def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_
         out = tmp_path / "drill"
         res = drctl_drill(tmp_path, "hubdrill", out, "--unplanned", "--warmup", "4", "--rate", "100", timeout=1200)
         r = drill_json(out)
-    print(f"\n{res.stdout}\nhub drill: {time.monotonic() - t0:.0f}s in all")
+    print(f"\n{res.stdout}\n{res.stderr[-4000:]}\nhub drill: {time.monotonic() - t0:.0f}s in all")
     assert r, f"no drill.json: {res.stderr[-5000:]}"
     assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
     assert r["failover"]["status"] == "completed", r["failover"]
