@@ -234,7 +234,17 @@ def _edge_failover(
     if not yes:
         click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
     signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_edge_failover(ref, edge, options=options, progress=progress), as_json))
+    try:
+        summary = run_edge_failover(ref, edge, options=options, progress=progress)
+    except FailoverError:
+        from dr.failover.journal import Journal
+        from dr.failover.summary import summarize
+
+        journal = Journal.load(ref.failover_home)  # what was done, and the next step, even when a step refused
+        if journal is not None:
+            click.echo(_result(summarize(journal), as_json))
+        raise
+    click.echo(_result(summary, as_json))
 
 
 def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
@@ -343,10 +353,12 @@ def drill(
 
     On a stack with external clusters the drill is one planned failover of that stack itself, its
     applications on their published client configurations; it stops no broker, so --unplanned and
-    --cycles above 1 are refused there, naming the next step."""
+    --cycles above 1 are refused there, naming the next step. On a hub-and-spoke stack the drill is
+    a hub failover under edge traffic, graded per edge and per hub application (runbooks/hub-and-spoke.md)."""
     from dr.estate.estate import load_stack
     from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.failover.drill_render import render_drill
+    from dr.topology import Architecture
 
     options = DrillOptions(
         stack=stack,
@@ -358,7 +370,16 @@ def drill(
         keep=keep,
         cycles=cycles,
     )
-    refusal = external_refusal(options, load_stack(StackRef.resolve(stack)))
+    topology = load_stack(StackRef.resolve(stack))
+    if topology.architecture is Architecture.HUB_SPOKE:  # a hub failover game day (dr/failover/drill_hub.py)
+        from dr.failover.drill_hub import dump_hub, run_hub_drill
+
+        hub = run_hub_drill(options, progress)
+        click.echo(dump_hub(hub) if as_json else hub.render())
+        if not hub.passed:
+            raise FailoverError(f"the drill failed: {hub.grade}.", f"read {Path(hub.out) / 'drill.json'}")
+        return
+    refusal = external_refusal(options, topology)
     if refusal is not None:
         raise refusal
     result = run_drill(options, progress)

@@ -1,6 +1,8 @@
 """Hub-and-spoke on real clusters: two edges aggregated into a hub (``<edge>.readings``), the hub copied to its
 passive P; the hub is killed under edge traffic, ``drctl failover --mode unplanned`` promotes P and re-points
 both edges at it, and every edge record is on the new hub exactly once (duplicates counted and reported).
+An edge is killed under traffic, ``drctl failover --edge E1 --mode unplanned`` moves its applications to the
+hub, and once E1 is back the records it never replicated are replayed: each acknowledged one is on the hub once.
 
 Four one-broker clusters and three MirrorMaker 2 processes (the example's standby is left out: a fifth
 cluster would add nothing this test checks, on a 2-core machine).
@@ -11,15 +13,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from dr.failover.hub import edge_copy_report, offset_key, offsets_topic
-from dr.kafka.offsets import end_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
+from tests.integration.drill_runner import drctl_drill, drill_json
 from tests.integration.helpers import StackEnv, drctl, provisioned
 from tests.integration.ports import windows
 
@@ -27,13 +32,15 @@ STACK = "hubtest"
 EDGES = ("E1", "E2")
 
 
-def _write_stack(root: Path, ports: tuple[int, ...]) -> None:
+def _write_stack(root: Path, ports: tuple[int, ...], stack: str = STACK, edit: Any = None) -> None:
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.hub-spoke.yaml").read_text())
     config = doc["config"]
+    if edit is not None:
+        edit(config)
     config["kafka-dr:clusters"] = [c for c in config["kafka-dr:clusters"] if c["role"] != "standby"]
     for c, port in zip(config["kafka-dr:clusters"], ports, strict=True):
         c["base_port"] = port
-    (root / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 class EdgeTraffic(threading.Thread):
@@ -177,3 +184,188 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
             for e in EDGES:
                 assert links[f"{e}-to-P"]["total_lag"] == 0, links[f"{e}-to-P"]
     print(f"hub-spoke test: {time.monotonic() - t0:.0f}s in all")
+
+
+EDGE_STACK = "edgetest"
+
+
+def _edge_apps(config: dict[str, Any]) -> None:
+    """E1's sensor and a reader of E1's readings, both moving to the hub (no fallback) when E1 is lost."""
+    apps = config["kafka-dr:principals"]["applications"]
+    apps[0].pop("fallback", None)
+    apps.append({"name": "panel-e1", "home": "E1", "consumes": ["readings"], "consumer_group": "panel-e1"})
+
+
+def _consume_and_commit(endpoint, seconds: float) -> int:  # noqa: ANN001 - Endpoint
+    """Read ``readings`` as group panel-e1 for ``seconds``, committing as it goes; the records read."""
+    consumer = Consumer(
+        endpoint.config(**{"group.id": "panel-e1", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    )
+    read = 0
+    try:
+        consumer.subscribe(["readings"])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            msgs = [m for m in consumer.consume(200, timeout=0.5) if m.error() is None]
+            if msgs:
+                read += len(msgs)
+                consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return read
+
+
+def _steps(stdout: str) -> dict[str, Any]:
+    """The journal's steps (status and outcome) of the failover whose ``--json`` summary is ``stdout``."""
+    steps: dict[str, Any] = json.loads(Path(json.loads(stdout)["journal"]).read_text())["steps"]
+    return steps
+
+
+def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_acked_record_once_on_the_hub(
+    tmp_path: Path,
+) -> None:
+    t0 = time.monotonic()
+    with windows(4) as ports:
+        _write_stack(tmp_path, ports, EDGE_STACK, _edge_apps)
+        env = StackEnv(tmp_path, EDGE_STACK)
+        outputs: list[str] = []
+        with provisioned(env):
+            up_s = time.monotonic() - t0
+            estate = env.estate()
+            e1_ep, hub_ep = estate.endpoint("E1"), estate.endpoint("H")
+            traffic = EdgeTraffic(e1_ep.with_user("sensor-e1", estate.app_password("sensor-e1")), "E1")
+            traffic.start()
+            try:
+                panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1"))
+                assert _consume_and_commit(panel, 4) > 0, "panel-e1 read nothing on E1"
+
+                def translated() -> bool:
+                    return any(t == "E1.readings" for (t, _p) in committed_offsets(hub_ep, "panel-e1"))
+
+                assert wait_until(translated, 60, interval=1), "MirrorMaker 2 never synced panel-e1's offsets to H"
+                # The link dies first, so that E1 surely holds acknowledged records the hub never got
+                estate.mirror("E1-to-H").kill()
+                time.sleep(2)
+                estate.local_cluster("E1").kill()  # the edge is gone mid-traffic
+                killed_at = time.monotonic()
+            finally:
+                traffic.halt.set()
+                traffic.join(60)
+            res = drctl(
+                env,
+                "failover",
+                "--stack",
+                EDGE_STACK,
+                "--edge",
+                "E1",
+                "--mode",
+                "unplanned",
+                "--yes",
+                "--json",
+                timeout=600,
+                outputs=outputs,
+            )
+            move_s = time.monotonic() - killed_at
+            assert res.returncode == 0, res.stderr[-5000:]
+            steps = _steps(res.stdout)
+            assert steps["integrity"]["status"] == "deferred", steps["integrity"]
+            assert steps["decommission"]["status"] == "deferred", steps["decommission"]
+            groups = steps["consumer-groups"]["outcome"]["details"]["groups"]
+            assert groups["panel-e1"]["translated"], f"panel-e1 has no translated offset on H: {groups}"
+
+            after = env.estate()
+            assert after.topology.cluster("E1").role.value == "decommissioned"
+            assert [lk.name for lk in after.topology.links] == ["E2-to-H", "H-to-P"]
+            assert after.topology.principals.application("sensor-e1").home == "H"
+            assert end_offsets(hub_ep, ["E1.readings"]), "pulumi up kept E1's copy on the hub"
+            # sensor-e1, on the client file the failover published, now writes the hub's own readings
+            conf = json.loads((after.state / "clients" / "sensor-e1.json").read_text())
+            assert conf["bootstrap.servers"] == hub_ep.bootstrap
+            producer = Producer({**conf, "acks": "all"})
+            acked: list[str] = []
+            producer.produce(
+                "readings", key="moved-1", value="after the move", on_delivery=lambda e, m: acked.append(str(e))
+            )
+            producer.flush(30)
+            assert acked == ["None"], f"sensor-e1 could not write on the hub: {acked}"
+
+            estate.local_cluster("E1").start()  # E1 comes back: compare, recover, decommission
+            res = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
+            integrity = _steps(res.stdout)["integrity"]
+            assert integrity["status"] == "differences", integrity
+            missing = integrity["outcome"]["details"]["missing"]
+            assert missing > 0, integrity
+            assert res.returncode == 6, "E1 is not decommissioned while records are missing"
+            assert "--recover" in res.stderr
+            rec = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--recover", outputs=outputs)
+            assert rec.returncode == 0, rec.stderr[-3000:]
+            assert json.loads(rec.stdout)["replayed"] == missing
+            again = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--recover", outputs=outputs)
+            assert json.loads(again.stdout)["replayed"] == 0, "a second recovery writes nothing"
+
+            report = edge_copy_report("E1", e1_ep, hub_ep, ["readings"])
+            on_hub = _keys(hub_ep, "E1.readings")
+            lost = [k for k in traffic.acked if k not in on_hub]
+            twice = [k for k in traffic.acked if on_hub[k] > 1]
+            print(
+                f"\nedge loss: up {up_s:.0f}s; move {move_s:.1f}s; E1 acknowledged {len(traffic.acked)}; "
+                f"{missing} never replicated, replayed; on H: {report['records']} records, {report['missing']} "
+                f"missing, {report['duplicates']} duplicates, {report['unexpected']} unexpected"
+            )
+            assert not lost, f"{len(lost)} acknowledged E1 records not on the hub, e.g. {lost[:3]}"
+            assert report["missing"] == 0 and report["unexpected"] == 0, report
+            assert not twice and report["duplicates"] == 0, f"E1 records on the hub more than once: {report}"
+
+            done = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert _steps(done.stdout)["decommission"]["status"] == "done"
+            assert not estate.local_cluster("E1").is_running(), "decommission stopped E1"
+    print(f"edge-loss test: {time.monotonic() - t0:.0f}s in all")
+
+
+def _keys(endpoint, topic: str) -> Counter[str]:  # noqa: ANN001 - Endpoint
+    """Every key of ``topic`` with its count."""
+    ends = {tp: n for tp, n in end_offsets(endpoint, [topic]).items() if n > 0}
+    consumer = Consumer(endpoint.config(**{"group.id": "kdr-test-keys", "enable.auto.commit": False}))
+    keys: Counter[str] = Counter()
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+        deadline = time.monotonic() + 60
+        while ends and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is None:
+                    keys[msg.key().decode()] += 1
+                    if (msg.offset() or 0) + 1 >= ends.get((msg.topic(), msg.partition()), 0):
+                        ends.pop((msg.topic(), msg.partition()), None)
+    finally:
+        consumer.close()
+    return keys
+
+
+def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(tmp_path: Path) -> None:
+    """``drctl drill --unplanned`` on a hub-and-spoke stack: edges write, the hub is killed, P takes over,
+    every acknowledged edge record is on P once, and each hub application's RTO is measured and graded."""
+    t0 = time.monotonic()
+    with windows(4) as ports:
+        _write_stack(tmp_path, ports, "hubdrill")
+        out = tmp_path / "drill"
+        res = drctl_drill(tmp_path, "hubdrill", out, "--unplanned", "--warmup", "4", "--rate", "100", timeout=1200)
+        r = drill_json(out)
+    print(f"\n{res.stdout}\n{res.stderr[-4000:]}\nhub drill: {time.monotonic() - t0:.0f}s in all")
+    assert r, f"no drill.json: {res.stderr[-5000:]}"
+    assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
+    assert r["failover"]["status"] == "completed", r["failover"]
+    assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
+    for e in r["edges"]:
+        assert e["acknowledged"] > 0 and e["lost"] == 0, e
+        assert e["on_new_hub"] >= e["acknowledged"], e
+    kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
+    assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
+    assert all(v is not None for v in kinds.values()), kinds
+    assert r["hub_lost_after_recovery"] == 0, r
+    assert r["checks"] and (r["grade"] == "PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
+    assert f"drill of hub-and-spoke stack hubdrill (unplanned): {r['grade']}" in res.stdout, res.stdout
+    for c in r["checks"]:
+        assert f"[{c['result']}] {c['check']}" in res.stdout
+    assert res.returncode == (0 if r["grade"] == "PASS" else 6), res.stderr[-3000:]
+    assert r["grade"] == "PASS", [c for c in r["checks"] if c["result"] == "FAIL"]
