@@ -64,7 +64,7 @@ from dr.failover.outcomes import (
 from dr.failover.roles import Roles
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
-from dr.kafka.offsets import committed_offsets, committed_offsets_of, end_offsets
+from dr.kafka.offsets import committed_offsets_of, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 from dr.topology.access import applications_on
@@ -361,9 +361,11 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
     def settled() -> bool:
         pending.clear()
         now: dict[str, Any] = {}
+        # every group at once per cluster: one client and one round trip, not two clients per group
+        on_a, on_b = committed_offsets_of(ctx.a_ep, groups), committed_offsets_of(ctx.b_ep, groups)
         for group in groups:
-            src = {tp: n for tp, n in committed_offsets(ctx.a_ep, group).items() if tp[0] in ctx.topics}
-            dst = committed_offsets(ctx.b_ep, group)
+            src = {tp: n for tp, n in on_a[group].items() if tp[0] in ctx.topics}
+            dst = on_b[group]
             now[group] = (src, dst)
             pos = group_positions(src, dst, a_end, b_end)
             if pos["rereads"] or pos["missing_on_target"]:
