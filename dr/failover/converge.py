@@ -107,7 +107,11 @@ def wait_copied(
         ends = end_offsets(target, copies)
         return {(t, p): ends.get((rename(t), p), 0) for t, p in watermark}
 
-    copied = until_leaders_settle(lambda: all(on_target()[tp] >= n for tp, n in watermark.items()))
+    def caught_up() -> bool:
+        held = on_target()  # once per poll: one offsets request for every partition, not one per partition
+        return all(held[tp] >= n for tp, n in watermark.items())
+
+    copied = until_leaders_settle(caught_up)
     if not wait_until(copied, timeout, interval=0.25):
         behind = lag(watermark, on_target())
         raise ClusterError(
