@@ -343,10 +343,15 @@ def drill(
 
     On a stack with external clusters the drill is one planned failover of that stack itself, its
     applications on their published client configurations; it stops no broker, so --unplanned and
-    --cycles above 1 are refused there, naming the next step."""
+    --cycles above 1 are refused there, naming the next step.
+
+    On an active-active stack the drill runs traffic on every peer, fails the first peer's region
+    over to the next (`failover --region`), recovers what never crossed and grades each moving
+    application's RTO and that the survivor's own applications were never interrupted."""
     from dr.estate.estate import load_stack
     from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.failover.drill_render import render_drill
+    from dr.topology.kinds import Architecture
 
     options = DrillOptions(
         stack=stack,
@@ -358,7 +363,17 @@ def drill(
         keep=keep,
         cycles=cycles,
     )
-    refusal = external_refusal(options, load_stack(StackRef.resolve(stack)))
+    topology = load_stack(StackRef.resolve(stack))
+    if topology.architecture is Architecture.ACTIVE_ACTIVE:
+        from dr.failover.drill_region import run_region_drill
+        from dr.failover.drill_region_result import render_region_drill
+
+        aa = run_region_drill(options, progress)
+        click.echo(json.dumps(aa.to_json(), indent=2) if as_json else render_region_drill(aa))
+        if not aa.passed:
+            raise FailoverError(f"the drill failed: {aa.grade}.", f"read {Path(aa.out) / 'drill.json'}")
+        return
+    refusal = external_refusal(options, topology)
     if refusal is not None:
         raise refusal
     result = run_drill(options, progress)
