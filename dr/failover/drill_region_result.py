@@ -194,6 +194,7 @@ def render_region_drill(r: RegionDrillResult) -> str:
             f"  {t.application} (home {t.home}{', moved' if t.moved else ''}): {where}; during the failover "
             f"{t.acked_during_failover} written{reads}, longest pause {seconds_text(t.longest_pause_s)}; "
             f"{t.not_acknowledged} not acknowledged"
+            + (" (refused or unanswered around the move: never counted as written)" if t.moved else "")
         )
     for c in r.consumers:
         lines.append(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dr.failover.drill import DrillOptions
+from dr.failover.drill_region import region_drill_refusal
 from dr.failover.drill_region_result import (
     AppTraffic,
     RegionDrillResult,
@@ -16,6 +19,8 @@ from dr.failover.drill_region_result import (
 )
 from dr.failover.drill_result import ApplicationRto, ConsumerReport
 from dr.failover.summary import FailoverSummary, StepLine
+from dr.topology import load_stack_file
+from tests import REPO_ROOT
 
 
 def _rto(kind: str, seconds: float | None) -> ApplicationRto:
@@ -194,7 +199,8 @@ def test_the_text_carries_the_grade_checks_and_figures() -> None:
     assert "  shop-a writes: 2.5s (last write acknowledged on A → first write acknowledged on B)" in lines
     assert (
         "  shop-a (home A, moved): 900 acknowledged on A, 400 on B after the move; during the failover 500 "
-        "written, 300 read, longest pause 4.1s; 3 not acknowledged"
+        "written, 300 read, longest pause 4.1s; 3 not acknowledged (refused or unanswered around the move: never "
+        "counted as written)"
     ) in lines
     assert "  consumer group shop-a: 800 read on A, 900 on B, 40 read twice, 0 skipped" in lines
     assert (
@@ -203,3 +209,11 @@ def test_the_text_carries_the_grade_checks_and_figures() -> None:
     ) in lines
     assert "region failover 30.2s: move 1.5s" in lines
     assert lines[-1] == "drill result: /tmp/out/drill.json (0s)"
+
+
+def test_the_region_drill_refuses_cycles_and_runs_the_example_as_is(tmp_path: Path) -> None:
+    topology = load_stack_file(REPO_ROOT / "Pulumi.active-active.yaml")
+    assert region_drill_refusal(DrillOptions(stack="active-active", out=tmp_path), topology) is None
+    refusal = region_drill_refusal(DrillOptions(stack="active-active", out=tmp_path, cycles=2), topology)
+    assert refusal is not None and "--cycles" in refusal.problem and "--rejoin" in refusal.problem
+    assert refusal.exit_code == 2 and "without --cycles" in str(refusal)
