@@ -50,7 +50,7 @@ from benchmarks.scale_estate import generate  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
-from dr.failover.drill import DrillOptions, _teardown, run_drill  # noqa: E402
+from dr.failover.drill import DrillOptions, run_drill, teardown  # noqa: E402
 from dr.kafka.client import delete_acls  # noqa: E402
 from dr.topology import load_stack_file  # noqa: E402
 
@@ -230,7 +230,7 @@ def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
             ref = None
         finally:
             if ref is not None:
-                _teardown(ref, tuple(t for t in [_load(stack_path)] if t is not None), progress)
+                teardown(ref, tuple(t for t in [_load(stack_path)] if t is not None), progress)
             sampler.stop()
     steps = {s.name: s.seconds for s in cycle.failover.steps} if cycle else {}
     return {

@@ -354,7 +354,11 @@ def drill(
     On a stack with external clusters the drill is one planned failover of that stack itself, its
     applications on their published client configurations; it stops no broker, so --unplanned and
     --cycles above 1 are refused there, naming the next step. On a hub-and-spoke stack the drill is
-    a hub failover under edge traffic, graded per edge and per hub application (runbooks/hub-and-spoke.md)."""
+    a hub failover under edge traffic, graded per edge and per hub application (runbooks/hub-and-spoke.md).
+
+    On an active-active stack the drill runs traffic on every peer, fails the first peer's region
+    over to the next (`failover --region`), recovers what never crossed and grades each moving
+    application's RTO and that the survivor's own applications were never interrupted."""
     from dr.estate.estate import load_stack
     from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.failover.drill_render import render_drill
@@ -378,6 +382,15 @@ def drill(
         click.echo(dump_hub(hub) if as_json else hub.render())
         if not hub.passed:
             raise FailoverError(f"the drill failed: {hub.grade}.", f"read {Path(hub.out) / 'drill.json'}")
+        return
+    if topology.architecture is Architecture.ACTIVE_ACTIVE:
+        from dr.failover.drill_region import run_region_drill
+        from dr.failover.drill_region_result import render_region_drill
+
+        aa = run_region_drill(options, progress)
+        click.echo(json.dumps(aa.to_json(), indent=2) if as_json else render_region_drill(aa))
+        if not aa.passed:
+            raise FailoverError(f"the drill failed: {aa.grade}.", f"read {Path(aa.out) / 'drill.json'}")
         return
     refusal = external_refusal(options, topology)
     if refusal is not None:

@@ -65,8 +65,18 @@ from dr.kafka.offsets import committed_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import port_free, wait_until
 from dr.topology import Topology, load_stack_file
+from dr.topology.kinds import Architecture
 
-__all__ = ["DrillOptions", "dump", "external_refusal", "restart", "run_drill"]
+__all__ = [
+    "DrillOptions",
+    "current_topology",
+    "dump",
+    "external_refusal",
+    "prepare_copy",
+    "restart",
+    "run_drill",
+    "teardown",
+]
 
 MARKER = ".kdr-drill"
 
@@ -146,7 +156,9 @@ def _prepare_out(options: DrillOptions) -> Path:
     return out
 
 
-def _prepare(options: DrillOptions) -> tuple[Path, Path]:
+def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
+    """Copy the stack file into ``<out>/stack/`` (moved to ``--base-port`` if given; ``<out>`` must be new,
+    empty or an earlier drill's); return the copy's path and its state directory ``<out>/state``."""
     out = options.out.resolve()
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ConfigError(
@@ -174,9 +186,14 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     """
     own = StackRef.resolve(options.stack)
     topology = load_stack_file(own.existing_stack_file())
+    if topology.architecture is Architecture.ACTIVE_ACTIVE:  # drctl drill runs run_region_drill for it
+        raise ConfigError(
+            f"stack {options.stack!r} is active-active: run_drill drills one active and its passive copy.",
+            "run `drctl drill`, or dr.failover.drill_region.run_region_drill, for an active-active stack",
+        )
     if any(not c.is_local for c in topology.clusters):
         return _run_external(options, own, topology, progress)
-    stack_path, state = _prepare(options)
+    stack_path, state = prepare_copy(options)
     ref = StackRef.of_file(stack_path, state)
     stack = options.stack
     seen = [load_stack_file(stack_path)]
@@ -205,7 +222,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         result.seconds = round(time.monotonic() - t_start, 3)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            _teardown(ref, (*seen, *_current(stack_path)), progress)
+            teardown(ref, (*seen, *current_topology(stack_path)), progress)
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result
@@ -236,7 +253,7 @@ def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, prog
     return result
 
 
-def _current(stack_path: Path) -> list[Topology]:
+def current_topology(stack_path: Path) -> list[Topology]:
     """The stack file's topology now (a failover may have rewritten it), if it still loads."""
     try:
         return [load_stack_file(stack_path)]
@@ -270,8 +287,8 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
             f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
         )
         _fail_source(options, estate, traffic, A, B, progress)
-        holdings, first = _fail_over(options, ref, estate, traffic, progress)
-        proof = _prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
+        holdings, first = fail_over(options, ref, estate, traffic, progress)
+        proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
         preview = EstateStack(ref).preview()
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
@@ -351,7 +368,7 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
     traffic.snapshots.stop()
 
 
-def _fail_over(
+def fail_over(
     options: DrillOptions, ref: StackRef, estate: Estate, traffic: Traffic, progress: Progress
 ) -> tuple[dict[str, Counter[str]], FailoverSummary]:
     """Run the failover; unplanned: it completes without A, then A comes back and is verified.
@@ -377,7 +394,7 @@ def _fail_over(
     return holdings, summary
 
 
-def _prove_and_recover(
+def prove_and_recover(
     ref: StackRef,
     estate: Estate,
     traffic: Traffic,
@@ -417,7 +434,7 @@ def _prove_and_recover(
     )
 
 
-def _teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progress) -> None:
+def teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progress) -> None:
     """``pulumi destroy`` of the drill's stack; should it fail, stop every process the drill's
     topologies name anyway, so that no JVM outlives the drill."""
     try:

@@ -32,11 +32,11 @@ from dr.estate.stack import EstateStack
 from dr.failover.clients import publish_clients
 from dr.failover.drill import (
     DrillOptions,
-    _current,
-    _fail_over,
-    _prepare,
-    _prove_and_recover,
-    _teardown,
+    current_topology,
+    fail_over,
+    prepare_copy,
+    prove_and_recover,
+    teardown,
 )
 from dr.failover.drill_grade import DEFAULT_AIMS
 from dr.failover.drill_result import ApplicationRto, Check
@@ -52,8 +52,8 @@ from dr.failover.traffic import (
     ProducerLoop,
     SnapshotLoop,
     Traffic,
-    _start_config,
     read_keys,
+    start_config,
 )
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
@@ -190,7 +190,7 @@ class _HubTraffic:
         self.edge_producers: dict[str, tuple[str, ProducerLoop]] = {}
         for e in edges(t):
             for app in [a for a in t.principals.applications if a.home == e.name and t.produced_by(a)]:
-                conf = _start_config(estate, state, app, e.name, boot[e.name])
+                conf = start_config(estate, state, app, e.name, boot[e.name])
                 conf.pop("group.id", None)
                 loop = ProducerLoop(
                     conf, e.name, t.produced_by(app)[0], rate, ConfigSource(state, app.name, clusters), app.name
@@ -198,7 +198,7 @@ class _HubTraffic:
                 self.edge_producers[app.name] = (e.name, loop)
         hub_apps = [a for a in t.principals.applications if (a.home or self.hub) == self.hub]
         writer = next(a for a in hub_apps if t.produced_by(a))
-        conf = _start_config(estate, state, writer, self.hub, boot[self.hub])
+        conf = start_config(estate, state, writer, self.hub, boot[self.hub])
         conf.pop("group.id", None)
         producer = ProducerLoop(
             conf, self.hub, t.produced_by(writer)[0], rate, ConfigSource(state, writer.name, clusters), writer.name
@@ -213,7 +213,7 @@ class _HubTraffic:
             for topic in reader.consumes:  # one member per edge copy it reads, one group
                 self.readers.append(
                     ConsumerLoop(
-                        _start_config(estate, state, reader, self.hub, boot[self.hub]),
+                        start_config(estate, state, reader, self.hub, boot[self.hub]),
                         self.hub,
                         topic,
                         ConfigSource(state, reader.name, clusters),
@@ -274,7 +274,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
     refusal = hub_drill_refusal(options, load_stack_file(own.existing_stack_file()))
     if refusal is not None:
         raise refusal
-    stack_path, state = _prepare(options)
+    stack_path, state = prepare_copy(options)
     ref = StackRef.of_file(stack_path, state)
     topology = load_stack_file(stack_path)
     if not is_hub_spoke(topology):
@@ -316,10 +316,10 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
             estate.local_cluster(H).kill()
             wait_until(lambda: not listening(estate.local_cluster(H).bootstrap), 5, interval=0.05)
         traffic.traffic.snapshots.stop()
-        holdings, first = _fail_over(options, ref, estate, traffic.traffic, progress)
+        holdings, first = fail_over(options, ref, estate, traffic.traffic, progress)
         failover_done = time.time()
-        proof = _prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress)
-        seen += _current(stack_path)
+        proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress)
+        seen += current_topology(stack_path)
         time.sleep(2)  # traffic on the new hub for a moment
         traffic.stop()
         result.failover = proof.summary
@@ -342,7 +342,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         result.seconds = round(time.monotonic() - t_start, 3)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            _teardown(ref, (*seen, *_current(stack_path)), progress)
+            teardown(ref, (*seen, *current_topology(stack_path)), progress)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result
 

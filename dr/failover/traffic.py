@@ -41,6 +41,7 @@ __all__ = [
     "application_rto",
     "consumer_report",
     "read_keys",
+    "start_config",
     "start_traffic",
 ]
 
@@ -384,7 +385,7 @@ def _published(state: Path, app: str) -> dict[str, Any] | None:
         return None
 
 
-def _start_config(estate: Estate, state: Path, app: Application, cluster: str, bootstrap: str) -> dict[str, Any]:
+def start_config(estate: Estate, state: Path, app: Application, cluster: str, bootstrap: str) -> dict[str, Any]:
     """What ``app`` starts with: its published configuration when that names ``cluster`` (the
     stack's own, as real applications read it), else its endpoint on ``cluster``."""
     conf = _published(state, app.name)
@@ -413,13 +414,13 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
         for c in topology.clusters
     }
     a_bootstrap = next(b for b, name in clusters.items() if name == A)
-    producer_conf = _start_config(estate, state, producer_app, A, a_bootstrap)
+    producer_conf = start_config(estate, state, producer_app, A, a_bootstrap)
     producer_conf.pop("group.id", None)  # a producer property only in name: librdkafka warns of it
     producer = ProducerLoop(producer_conf, A, topic, rate, ConfigSource(state, producer_app.name, clusters), key_prefix)
     consumer = None
     if consumer_app is not None:
         consumer = ConsumerLoop(
-            _start_config(estate, state, consumer_app, A, a_bootstrap),
+            start_config(estate, state, consumer_app, A, a_bootstrap),
             A,
             topic,
             ConfigSource(state, consumer_app.name, clusters),
