@@ -53,6 +53,7 @@ from dr.failover.traffic import (
     SnapshotLoop,
     Traffic,
     read_keys,
+    rto_gap,
     start_config,
 )
 from dr.kafka.offsets import committed_offsets
@@ -247,25 +248,18 @@ class _HubTraffic:
         return out
 
 
+#: What the RTO of each kind is measured between (the active-passive drill's words, :func:`traffic.rto_gap`).
+_WORDS = {
+    "writes": ("last write acknowledged", "first write acknowledged"),
+    "reads": ("last offset commit", "first record read"),
+}
+
+
 def _gap(
     who: str, kind: Literal["writes", "reads"], source: str, target: str, on_source: list[float], on_target: list[float]
 ) -> ApplicationRto:
-    last, first = max(on_source, default=None), min(on_target, default=None)
-    what = (
-        ("last write acknowledged", "first write acknowledged")
-        if kind == "writes"
-        else ("last offset commit", "first record read")
-    )
-    return ApplicationRto(
-        application=who,
-        kind=kind,
-        source=source,
-        target=target,
-        last_on_source=last,
-        first_on_target=first,
-        measured=f"{what[0]} on {source} → {what[1]} on {target}",
-        rto_s=seconds_between(last, first),
-    )
+    last_what, first_what = _WORDS[kind]
+    return rto_gap(who, kind, last_what, on_source, first_what, on_target, source, target)
 
 
 def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> HubDrillResult:

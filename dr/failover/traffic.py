@@ -256,7 +256,7 @@ def application_rto(
     ``target``. None where a side never happened.
     """
     out = [
-        _gap(
+        rto_gap(
             producer_app,
             "writes",
             "last write acknowledged",
@@ -269,7 +269,7 @@ def application_rto(
     ]
     if consumer is not None and group:
         first_reads = [t for c, _k, t in consumer.reads if c == target]
-        reads = _gap(
+        reads = rto_gap(
             group,
             "reads",
             "last offset commit",
@@ -288,7 +288,7 @@ def application_rto(
     return out
 
 
-def _gap(
+def rto_gap(
     who: str,
     kind: Literal["writes", "reads"],
     last_what: str,

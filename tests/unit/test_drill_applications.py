@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dr.failover.metrics import utc_text
-from dr.failover.traffic import ConfigSource, _gap
+from dr.failover.traffic import ConfigSource, rto_gap
 
 
 def _publish(state: Path, app: str, bootstrap: str) -> None:
@@ -35,7 +35,7 @@ def test_config_source_reports_a_move_only_to_another_known_cluster(tmp_path: Pa
 
 
 def test_application_rto_is_last_on_source_to_first_on_target() -> None:
-    gap = _gap(
+    gap = rto_gap(
         "orders-app",
         "writes",
         "last write acknowledged",
@@ -47,7 +47,7 @@ def test_application_rto_is_last_on_source_to_first_on_target() -> None:
     )
     assert gap.rto_s == pytest.approx(5.75)
     assert gap.measured == "last write acknowledged on A → first write acknowledged on B"
-    assert _gap("g", "reads", "x", [1.0], "y", [], "A", "B").rto_s is None, "never resumed: no RTO"
+    assert rto_gap("g", "reads", "x", [1.0], "y", [], "A", "B").rto_s is None, "never resumed: no RTO"
 
 
 def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
