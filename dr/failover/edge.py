@@ -40,12 +40,12 @@ from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger, PulumiConverger, write_stack_config
 from dr.failover.fencing import fence, write_bindings
 from dr.failover.health import cluster_health, listening, reachability
-from dr.failover.journal import Journal, StackLock, failover_dir
+from dr.failover.journal import Journal, failover_dir
 from dr.failover.outcomes import Outcome
-from dr.failover.pipeline import OnStep, already_finished, run_step
+from dr.failover.pipeline import OnStep, run_frame
 from dr.failover.region import compare_region, named_roles
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
-from dr.failover.summary import FailoverSummary, summarize
+from dr.failover.summary import FailoverSummary
 from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.offsets import committed_offsets
 from dr.topology import Kind, Link, Role, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
@@ -400,21 +400,16 @@ def run_edge_failover(
     on_step: OnStep | None = None,
 ) -> FailoverSummary:
     """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
-    stack, stack_path = ref.name, ref.existing_stack_file()
-    ref.made_state_dir()
-    home = ref.made_failover_home()
-    with StackLock(home, stack):
-        journal = Journal.load(home)
-        if already_finished(journal, stack_path):
-            progress(f"failover {journal.failover_id} of stack {stack} already finished; nothing to do")
-            return summarize(journal, already_finished=True)
+    stack = ref.name
+
+    def open_run(journal: Journal | None) -> tuple[Context, bool]:
         original, desired, hub, resuming = _topologies(ref, journal, edge)
         mode = options.mode or (journal.mode if resuming and journal else "planned")
         if mode not in MODES:
             raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
         if journal is None or not resuming:
             journal = Journal.create(
-                home,
+                ref.made_failover_home(),
                 stack=stack,
                 mode=mode,
                 source=edge,
@@ -436,37 +431,14 @@ def run_edge_failover(
             edge=edge,
             hub=hub,
         )
-        journal.begin_run(mode=mode, options=options.to_dict())
+        return ctx, resuming
+
+    def title(ctx: Context) -> str:
+        assert isinstance(ctx, EdgeContext)
         moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
-        progress(
-            f"{'resuming' if resuming else 'starting'} {mode} loss of edge {edge} ({journal.failover_id}) of "
-            f"stack {stack}: {moves}"
-        )
-        outcome = "failed"
-        try:
-            for number, step in enumerate(EDGE_STEPS, 1):
-                label = f"[{number}/{len(EDGE_STEPS)}] {step.name}"
-                if journal.is_done(step.name):
-                    progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
-                    continue
-                progress(f"{label}: {step.description}")
-                t0 = time.monotonic()
-                result = run_step(ctx, step)
-                progress(f"{label}: {result.status} in {time.monotonic() - t0:.1f}s — {result.summary}")
-                if on_step is not None:
-                    on_step(step.name, result)
-            outcome = "completed" if all(journal.is_done(s.name) for s in EDGE_STEPS) else "pending"
-            journal.set_status(outcome)
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-            journal.set_status("interrupted")
-            raise
-        except Exception:
-            journal.set_status("failed")
-            raise
-        finally:
-            journal.end_run(outcome)
-        return summarize(journal)
+        return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
+
+    return run_frame(ref, EDGE_STEPS, open_run, title=title, progress=progress, on_step=on_step)
 
 
 @dataclass
