@@ -5,7 +5,10 @@ Only names, numbers and paths are printed: client configurations and credentials
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dr.failover.shorten import MANY, names_text
 
 if TYPE_CHECKING:
     from dr.failover.plan import FailoverPlan, FinishedPlan
@@ -13,6 +16,29 @@ if TYPE_CHECKING:
     from dr.failover.summary import FailoverSummary
 
 __all__ = ["render_plan", "render_status", "render_summary", "seconds_text"]
+
+
+def _group_lines(s: FailoverSummary) -> list[str]:
+    """One line per group; past :data:`MANY` groups alike (same status, same outlook), one line for them."""
+    alike: dict[tuple[str, str], list[str]] = {}
+    for g in s.consumer_groups:
+        alike.setdefault((g.status, g.consumers_will or ""), []).append(g.group)
+    lines = []
+    for (status, will), groups in alike.items():
+        if len(groups) > MANY:
+            lines.append(f"groups {names_text(groups)}: {status} — {will}")
+        else:
+            lines += [f"group {group}: {status} — {will}" for group in groups]
+    return lines
+
+
+def _client_lines(s: FailoverSummary) -> list[str]:
+    """Each application's client configuration files; past :data:`MANY`, where they all are."""
+    if len(s.clients) <= MANY:
+        return [f"client config {c['application']}: {c['properties']} / {c['json']}" for c in s.clients]
+    folder = str(Path(s.clients[0]["json"]).parent)
+    apps = names_text([c["application"] for c in s.clients])
+    return [f"client configs of {apps}: {folder}/<application>.properties / .json"]
 
 
 def seconds_text(value: float | None) -> str:
@@ -65,10 +91,8 @@ def render_summary(s: FailoverSummary) -> str:
             f"RPO estimate: {span} ({rpo.get('basis')})"
             + (f"; snapshot {rpo['snapshot_age_s']}s old" if rpo.get("snapshot_age_s") is not None else "")
         )
-    for g in s.consumer_groups:
-        lines.append(f"group {g.group}: {g.status} — {g.consumers_will}")
-    for c in s.clients:
-        lines.append(f"client config {c['application']}: {c['properties']} / {c['json']}")
+    lines += _group_lines(s)
+    lines += _client_lines(s)
     v = s.verdict
     if v:
         counts = ", ".join(f"{n} {k}" for k, n in v.counts.items())

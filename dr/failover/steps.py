@@ -62,9 +62,10 @@ from dr.failover.outcomes import (
     PromoteOutcome,
 )
 from dr.failover.roles import Roles
+from dr.failover.shorten import MANY, names_text
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
-from dr.kafka.offsets import committed_offsets_of, end_offsets
+from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 from dr.topology.access import applications_on
@@ -241,6 +242,29 @@ def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int]
         ) from exc
 
 
+def _readers(ctx: Context) -> tuple[OffsetReader, OffsetReader]:
+    """A and B's offset readers for a polling loop (each: one client, its partitions looked up once)."""
+    try:
+        return OffsetReader(ctx.a_ep, ctx.topics), OffsetReader(ctx.b_ep, ctx.topics)
+    except (ClusterError, AuthError) as exc:
+        raise FailoverError(
+            f"cannot read the end offsets of {ctx.source} and {ctx.target}: {str(exc).splitlines()[0]}",
+            "check the clusters answer (`drctl status`), then rerun the failover (it resumes)",
+        ) from exc
+
+
+def _ends(ctx: Context, readers: tuple[OffsetReader, OffsetReader]) -> tuple[Offsets, Offsets]:
+    """A's and B's end offsets, both requests in flight at once."""
+    try:
+        a_end, b_end = end_offsets_together(list(readers))
+    except (ClusterError, AuthError) as exc:
+        raise FailoverError(
+            f"cannot read the end offsets of {ctx.source} and {ctx.target}: {str(exc).splitlines()[0]}",
+            "check the clusters answer (`drctl status`), then rerun the failover (it resumes)",
+        ) from exc
+    return a_end, b_end
+
+
 def _common_inputs(ctx: Context) -> dict[str, Any]:
     return {"mode": ctx.mode, "source": ctx.source, "target": ctx.target, "standby": ctx.standby, "topics": ctx.topics}
 
@@ -337,7 +361,9 @@ def _fence_a(ctx: Context) -> list[dict[str, str]]:
     return removed
 
 
-def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: float = 2.0) -> dict[str, Any]:
+def _wait_groups_synced(
+    ctx: Context, readers: tuple[OffsetReader, OffsetReader], a_end: Offsets, b_end: Offsets, stable_s: float = 2.0
+) -> dict[str, Any]:
     """Give the link a moment to copy the last committed offsets of every synced group.
 
     A group is settled when its translated offsets equal its offsets on A, or when they have not
@@ -361,8 +387,8 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
     def settled() -> bool:
         pending.clear()
         now: dict[str, Any] = {}
-        # every group at once per cluster: one client and one round trip, not two clients per group
-        on_a, on_b = committed_offsets_of(ctx.a_ep, groups), committed_offsets_of(ctx.b_ep, groups)
+        # every group at once per cluster, on the drain's clients: one round trip, not two clients per group
+        on_a, on_b = readers[0].committed(groups), readers[1].committed(groups)
         for group in groups:
             src = {tp: n for tp, n in on_a[group].items() if tp[0] in ctx.topics}
             dst = on_b[group]
@@ -392,7 +418,7 @@ def _wait_groups_synced(ctx: Context, a_end: Offsets, b_end: Offsets, stable_s: 
 
 def fence_drain(ctx: Context) -> StepResult:
     """Planned: fence A, drain the link; unplanned: fence A only if it answers."""
-    A, B = ctx.source, ctx.target
+    A = ctx.source
     if ctx.mode == "unplanned":
         if reachability(ctx.a_ep, timeout=3.0)["reachable"]:
             removed = _fence_a(ctx)
@@ -406,6 +432,7 @@ def fence_drain(ctx: Context) -> StepResult:
             FenceSkipped(fenced=False, drained=False, reason=f"{A} unreachable"),
             f"{A} unreachable: not fenced now (fenced when it returns, before verification)",
         )
+    readers = _readers(ctx)  # before the fence: the partitions' lookup stays out of the write outage
     removed = _fence_a(ctx)
     if edge_links := hub.edge_links_into(ctx.original, A):
         # the edges' links write to the hub as well: stop them so the hub holds still while it drains
@@ -416,8 +443,7 @@ def fence_drain(ctx: Context) -> StepResult:
     deadline = t0 + ctx.options.drain_timeout
     last_report = 0.0
     while True:
-        a_end = _offsets(ctx.a_ep, ctx.topics, A)
-        b_end = _offsets(ctx.b_ep, ctx.topics, B)
+        a_end, b_end = _ends(ctx, readers)
         behind = {tp: n for tp, n in lag(a_end, b_end).items() if n}
         if not behind or time.monotonic() >= deadline:
             break
@@ -443,7 +469,7 @@ def fence_drain(ctx: Context) -> StepResult:
             f"fix the link (its log is under <state>/links/{ctx.link.source}-to-{ctx.link.target}/) and rerun, "
             "give it longer with --drain-timeout, or rerun with --force to fail over and lose those records",
         )
-    groups = _wait_groups_synced(ctx, a_end, b_end)
+    groups = _wait_groups_synced(ctx, readers, a_end, b_end)
     residual = sum(behind.values())
     ctx.journal.measure(
         rpo_estimate={
@@ -521,7 +547,7 @@ def promote(ctx: Context) -> StepResult:
         "done",
         outcome,
         f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
-        f"{', '.join(producers) or 'no producing application'}"
+        f"{names_text(producers) or 'no producing application'}"
         + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else ""),
     )
 
@@ -592,12 +618,7 @@ def consumer_groups(ctx: Context) -> StepResult:
         if g["group"] in gaps:
             ctx.say(f"group {g['group']}: {g['status']} — {g['consumers_will']}")
     rereads = [g["rereads"] for g in groups if g["rereads"] is not None]
-    text = (
-        ", ".join(
-            f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "") for g in groups
-        )
-        or "no consumer groups declared"
-    )
+    text = groups_text(groups) or "no consumer groups declared"
     if skips:
         text += f"; WOULD SKIP records: {', '.join(skips)}"
     return StepResult(
@@ -611,6 +632,26 @@ def consumer_groups(ctx: Context) -> StepResult:
         ),
         text,
     )
+
+
+def groups_text(groups: list[dict[str, Any]]) -> str:
+    """``group status (n re-reads)`` per group; past :data:`MANY` groups, how many per status, then the
+    groups that re-read or lack offsets by name."""
+
+    def one(g: dict[str, Any]) -> str:
+        return f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "")
+
+    if len(groups) <= MANY:
+        return ", ".join(one(g) for g in groups)
+    counts: dict[str, int] = {}
+    for g in groups:
+        counts[g["status"]] = counts.get(g["status"], 0) + 1
+    notable = [g for g in groups if g["rereads"] or g["status"] not in ("translated", "no-commits")]
+    text = f"{len(groups)} groups: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+    if notable:
+        shown = [one(g) for g in notable[:MANY]]
+        text += "; " + ", ".join(shown) + (f", … ({len(notable)} in all)" if len(notable) > MANY else "")
+    return text
 
 
 # ---------------------------------------------------------------------------------- 6 desired state

@@ -59,6 +59,60 @@ def end_offsets(endpoint: Endpoint, topics: list[str], timeout: float = 15.0) ->
     return {tp: info.offset for tp, info in latest.items()}
 
 
+class OffsetReader:
+    """Repeated offset reads of one cluster over one admin client (a polling loop's reader).
+
+    :func:`end_offsets` and :func:`committed_offsets_of` open a client, authenticate and fetch the
+    whole cluster's metadata on every call — right for one read, wasteful in a loop that polls
+    thousands of partitions several times a second (the failover's drain inside the applications'
+    write outage). A reader looks the partitions of ``topics`` up once; each read after that is one
+    ListOffsets round trip. :func:`end_offsets_together` reads several clusters at once.
+    """
+
+    def __init__(self, endpoint: Endpoint, topics: list[str], timeout: float = 15.0) -> None:
+        self.endpoint, self.timeout = endpoint, timeout
+        self._admin = _admin(endpoint, timeout)
+        with kafka_errors("reading end offsets", endpoint):
+            metadata = self._admin.list_topics(timeout=min(timeout, 10.0))
+        self._partitions = partitions_of(metadata, topics)
+        self._has_group_offsets = "__consumer_offsets" in metadata.topics
+
+    def request_end(self) -> dict[TopicPartition, Any]:
+        """Send the ListOffsets request for every partition's end; the futures, not yet awaited."""
+        if not self._partitions:
+            return {}
+        with kafka_errors("listing partition offsets", self.endpoint):
+            return dict(
+                self._admin.list_offsets(
+                    {tp: OffsetSpec.latest() for tp in self._partitions}, request_timeout=self.timeout
+                )
+            )
+
+    def collect_end(self, futures: dict[TopicPartition, Any]) -> Offsets:
+        """The end offsets :meth:`request_end` asked for."""
+        with kafka_errors("listing partition offsets", self.endpoint):
+            return {(tp.topic, tp.partition): fut.result(timeout=self.timeout).offset for tp, fut in futures.items()}
+
+    def end_offsets(self) -> Offsets:
+        """High watermark of every partition of the reader's topics (missing topics left out)."""
+        return self.collect_end(self.request_end())
+
+    def committed(self, groups: list[str]) -> dict[str, Offsets]:
+        """Several groups' committed offsets (as :func:`committed_offsets_of`), on this reader's client."""
+        if not self._has_group_offsets:  # see committed_offsets_of: asking would crash librdkafka
+            with kafka_errors("reading the cluster's topics", self.endpoint):
+                self._has_group_offsets = "__consumer_offsets" in self._admin.list_topics(timeout=10).topics
+        if not self._has_group_offsets:
+            return {group: {} for group in groups}
+        return _group_offsets(self._admin, self.endpoint, groups)
+
+
+def end_offsets_together(readers: list[OffsetReader]) -> list[Offsets]:
+    """Each reader's end offsets, the requests of every cluster in flight at once."""
+    sent = [reader.request_end() for reader in readers]
+    return [reader.collect_end(futures) for reader, futures in zip(readers, sent, strict=True)]
+
+
 def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> Offsets:
     """Per partition: how many records the source holds beyond the target."""
     src = end_offsets(source, topics)
@@ -86,6 +140,14 @@ def committed_offsets_of(endpoint: Endpoint, groups: list[str]) -> dict[str, Off
         # such a cluster holds no committed offset, so it is not asked.
         if "__consumer_offsets" not in admin.list_topics(timeout=10).topics:
             return {group: {} for group in groups}
+    return _group_offsets(admin, endpoint, groups)
+
+
+def _group_offsets(admin: AdminClient, endpoint: Endpoint, groups: list[str]) -> dict[str, Offsets]:
+    """Every group's OffsetFetch sent at once on ``admin``, then awaited."""
+    if not groups:
+        return {}
+    with kafka_errors(f"reading offsets of groups {', '.join(map(repr, groups[:3]))}...", endpoint):
         futures = {
             g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)])[g] for g in dict.fromkeys(groups)
         }

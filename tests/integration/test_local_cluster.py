@@ -8,6 +8,7 @@ from confluent_kafka.admin import AdminClient
 
 from dr.base.errors import AuthError
 from dr.kafka.client import Endpoint, probe
+from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
 from tests.integration.helpers import _poll_into, consume_all, create_topic, produce
@@ -138,3 +139,32 @@ def test_consumer_offsets_survive_in_partition(cluster_a: LocalCluster) -> None:
     committed = consumer.committed([TopicPartition("commit-check", 0)], timeout=10)
     consumer.close()
     assert committed[0].offset == 10
+
+
+def test_an_offset_reader_reads_what_the_one_shot_reads_do_on_one_client(
+    cluster_a: LocalCluster, cluster_b: LocalCluster
+) -> None:
+    """The drain's reader: the same end and committed offsets as end_offsets/committed_offsets_of,
+    a later read sees records produced after the reader was made, two clusters read at once."""
+    create_topic(cluster_a, "reader-a", partitions=3)
+    create_topic(cluster_b, "reader-b", partitions=2)
+    a, b = OffsetReader(cluster_a.endpoint(), ["reader-a", "absent"]), OffsetReader(cluster_b.endpoint(), ["reader-b"])
+    assert a.end_offsets() == {("reader-a", p): 0 for p in range(3)}, "a missing topic is left out"
+    produce(cluster_a.endpoint(), "reader-a", [f"k{i}" for i in range(30)])
+    produce(cluster_b.endpoint(), "reader-b", [f"k{i}" for i in range(7)])
+    ends_a, ends_b = end_offsets_together([a, b])
+    assert ends_a == end_offsets(cluster_a.endpoint(), ["reader-a"]) and sum(ends_a.values()) == 30
+    assert ends_b == end_offsets(cluster_b.endpoint(), ["reader-b"]) and sum(ends_b.values()) == 7
+    consumer = Consumer(
+        cluster_a.endpoint().config(
+            **{"group.id": "reader-g", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )
+    )
+    consumer.subscribe(["reader-a"])
+    got: list[str] = []
+    wait_until(lambda: _poll_into(consumer, got) >= 30, 30, interval=0)
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    read = a.committed(["reader-g", "nobody"])
+    assert read == committed_offsets_of(cluster_a.endpoint(), ["reader-g", "nobody"])
+    assert sum(read["reader-g"].values()) == 30 and read["nobody"] == {}
