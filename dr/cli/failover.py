@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
+from dr.failover.drill_grade import DEFAULT_AIMS
 
 if TYPE_CHECKING:
     from click.decorators import FC
@@ -332,6 +333,20 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     default=1,
     help="Failovers in a row: A→B→C, then B→C→A (the old active rebuilt as standby), then C→A→B...",
 )
+@_shown(
+    "--aim-rto",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_AIMS["rto_s"],
+    help="Seconds each application may be without its cluster (the RTO check).",
+)
+@_shown(
+    "--aim-a-b-c",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_AIMS["a_b_c_s"],
+    help="Seconds from the start of the failover until the standby replicates from the new active (the A→B→C "
+    "check); "
+    "a large estate's desired-state step takes longer (docs/scale.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
 def drill(
     stack: str,
@@ -342,6 +357,8 @@ def drill(
     base_port: int | None,
     keep: bool,
     cycles: int,
+    aim_rto: float,
+    aim_a_b_c: float,
     as_json: bool,
 ) -> None:
     """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade.
@@ -373,6 +390,7 @@ def drill(
         base_port=base_port,
         keep=keep,
         cycles=cycles,
+        aims={"rto_s": aim_rto, "a_b_c_s": aim_a_b_c},
     )
     topology = load_stack(StackRef.resolve(stack))
     if topology.architecture is Architecture.HUB_SPOKE:  # a hub failover game day (dr/failover/drill_hub.py)

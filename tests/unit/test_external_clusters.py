@@ -305,6 +305,28 @@ def test_the_drill_on_an_external_stack_refuses_what_would_touch_brokers_it_does
     assert "Nothing was changed" in err and not out.exists()
 
 
+def test_the_drill_takes_its_aims_from_the_command_line(
+    production: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--aim-rto` / `--aim-a-b-c` set the checks' limits (a 1,000-topic estate's A→B→C is longer);
+    unset, the defaults; a limit of 0 is refused by the option itself."""
+    import dr.failover.drill as drill
+    from dr.base.errors import ConfigError
+
+    seen: list[dict[str, float]] = []
+
+    def stop_here(options: drill.DrillOptions, _topology: object) -> ConfigError:
+        seen.append(dict(options.aims))
+        return ConfigError("stopped by the test.", "nothing")
+
+    monkeypatch.setattr(drill, "external_refusal", stop_here)
+    out = str(tmp_path / "drill")
+    assert _run("drill", "--stack", "prod", "--out", out, "--aim-rto", "12", "--aim-a-b-c", "300") == 2
+    assert _run("drill", "--stack", "prod", "--out", out) == 2
+    assert seen == [{"rto_s": 12.0, "a_b_c_s": 300.0}, drill.DEFAULT_AIMS]
+    assert _run("drill", "--stack", "prod", "--out", out, "--aim-a-b-c", "0") == 2 and len(seen) == 2
+
+
 def test_the_failover_journal_lives_with_a_file_backend_and_in_the_state_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
