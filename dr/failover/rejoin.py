@@ -30,12 +30,12 @@ from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.estate.stack import EstateStack
-from dr.failover.clients import publish_clients
 from dr.failover.converge import read_stack_config, wait_copied, write_stack_config
-from dr.failover.health import cluster_health, reachability
+from dr.failover.health import reachability
 from dr.failover.journal import Journal, failover_dir
-from dr.failover.pipeline import OnStep, run_frame
-from dr.failover.region import RegionContext, RegionOutcome, named_roles, recovered_marker
+from dr.failover.pipeline import OnStep, new_context, run_frame
+from dr.failover.region import RegionContext, recovered_marker
+from dr.failover.site_loss import named_steps, plan_lines, published, require_healthy, result
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary
 from dr.kafka.offsets import committed_offsets, end_offsets
@@ -48,10 +48,6 @@ __all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_
 
 MODE = "rejoin"
 """The journal's mode of a rejoin (a region failover's is ``planned`` or ``unplanned``)."""
-
-
-def _result(status: Any, summary: str, **details: Any) -> StepResult:
-    return StepResult(status, RegionOutcome(details=details), summary)
 
 
 @dataclass
@@ -117,15 +113,9 @@ def _inputs(ctx: Context) -> dict[str, Any]:
 def preflight(ctx: Context) -> StepResult:
     """B healthy; changes nothing (the region failover's verdict was checked before the journal began)."""
     assert isinstance(ctx, RejoinContext)
-    b_decl = ctx.original.cluster(ctx.survivor)
-    b = cluster_health(ctx.b_ep, expected_brokers=b_decl.brokers if b_decl.is_local else None, topics=ctx.topics)
-    if not b.reachable or b.offline or b.missing_topics:
-        raise FailoverError(
-            f"peer {ctx.survivor} is not fit to link with the rejoining {ctx.region}: "
-            f"{b.error or f'offline partitions {b.offline}, missing topics {b.missing_topics}'}",
-            f"bring {ctx.survivor} back to health (`drctl status --stack {ctx.stack}`), then rerun",
-        )
-    return _result(
+    unfit = f"peer {ctx.survivor} is not fit to link with the rejoining {ctx.region}"
+    b = require_healthy(ctx, ctx.survivor, ctx.b_ep, ctx.topics, unfit)
+    return result(
         "done",
         f"{ctx.survivor} healthy; {ctx.region} rejoins; returning {', '.join(ctx.returning) or 'none'}",
         peer_brokers=b.brokers,
@@ -144,11 +134,11 @@ def rebuild(ctx: Context) -> StepResult:
                 f"bring the team's rebuilt cluster up (SASL/SCRAM, an ACL authorizer, the stack's admin "
                 f"principal), then rerun `drctl failover --stack {ctx.stack} --region {ctx.region} --rejoin`",
             )
-        return _result("done", f"{ctx.region} is external and answers: the stack provisions it as it is")
+        return result("done", f"{ctx.region} is external and answers: the stack provisions it as it is")
     local = ctx.before.local_cluster(ctx.region)
     had = local.state()
     local.destroy()
-    return _result(
+    return result(
         "done",
         f"{ctx.region}'s old data removed ({had}; every record of it is in {ctx.region}.<topic> on "
         f"{ctx.survivor}); `pulumi up` creates it fresh",
@@ -176,7 +166,7 @@ def desired_state(ctx: Context) -> StepResult:
         rename=lambda topic: remote_topic(ctx.survivor, topic),
     )
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
-    return _result(
+    return result(
         "done",
         f"{ctx.region} active; links {', '.join(links)}; {link.name} copied {ctx.survivor}'s topics in "
         f"{time.monotonic() - t0:.1f}s",
@@ -189,12 +179,7 @@ def desired_state(ctx: Context) -> StepResult:
 def clients(ctx: Context) -> StepResult:
     """A's client configuration for every returning application."""
     assert isinstance(ctx, RejoinContext)
-    written = publish_clients(ctx.after, ctx.region, apps=ctx.returning)
-    return _result(
-        "done",
-        f"{len(written)} client configurations for {ctx.region} in {ctx.state / 'clients'}",
-        files=[{k: v for k, v in w.items() if k != "password"} for w in written],
-    )
+    return published(ctx, ctx.region, ctx.returning)
 
 
 def consumer_groups(ctx: Context) -> StepResult:
@@ -240,7 +225,7 @@ def consumer_groups(ctx: Context) -> StepResult:
         summary += (
             f"; no translated offset on {ctx.region} yet for {', '.join(gaps)} — those start per auto.offset.reset"
         )
-    return _result("done", summary, groups=found, unread=unread_total, gaps=gaps)
+    return result("done", summary, groups=found, unread=unread_total, gaps=gaps)
 
 
 REJOIN_STEPS: list[Step] = [
@@ -328,19 +313,18 @@ def _open(
             desired_config=dump_stack_config(desired),
             steps=[s.name for s in REJOIN_STEPS],
         )
-    from dr.failover.converge import PulumiConverger
-
-    ctx = RejoinContext(
-        ref=ref,
-        original=original,
-        desired=desired,
-        mode=MODE,
+    ctx = new_context(
+        RejoinContext,
+        ref,
+        journal,
+        original,
+        desired,
+        MODE,
         options=options,
-        journal=journal,
-        converger=PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
+        converger=None,
         progress=progress,
-        region=region,
-        survivor=journal.record.target,
+        site=region,
+        peer=journal.record.target,
     )
     return ctx, resuming
 
@@ -361,16 +345,13 @@ def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
         desired = rejoin_topology(current, load_topology(ref.name, journal.record.original_config), region)
     peer = journal.record.target
     returning = [a.name for a in desired.principals.applications if a.home == region]
-    steps = [{"name": s.name, "description": named_roles(s.description, A=region, B=peer)} for s in REJOIN_STEPS]
+    steps = named_steps(REJOIN_STEPS, A=region, B=peer)
     diff = stack_file_diff(ref.stack_file, desired)
     text = "\n".join(
         [
             f"rejoin of region {region} in stack {ref.name} (its applications back from {peer})",
             f"applications returning: {', '.join(returning) or 'none'}",
-            "steps:",
-            *(f"  {i}. {s['name']}: {s['description']}" for i, s in enumerate(steps, 1)),
-            "stack file diff:",
-            diff or "  (none)",
+            *plan_lines(steps, diff),
         ]
     )
     return {

@@ -294,7 +294,7 @@ def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_st
 
 
 def test_plan_steps_name_the_region_and_its_peer_in_one_pass() -> None:
-    from dr.failover.region import named_roles
+    from dr.failover.site_loss import named_roles
 
     text = "write A active, links A↔B, apps home A; check B's health (Apps, Brokers)"
     assert named_roles(text, A="B", B="A") == "write B active, links B↔A, apps home B; check A's health (Apps, Brokers)"
