@@ -166,23 +166,45 @@ def failover(
         plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return
-    if not yes and not already_finished(Journal.load(ref.failover_home), stack_path):
+    _confirm_then_run(
+        ref,
+        lambda: run_failover(ref, options=options, progress=progress),
+        yes=yes or already_finished(Journal.load(ref.failover_home), stack_path),
+        refusal=(f"refusing to fail over stack '{stack}' without confirmation.", "`drctl failover --dry-run`"),
+        question=f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters",
+        as_json=as_json,
+        summary_on_refusal=True,
+    )
+
+
+def _confirm_then_run(
+    ref: StackRef,
+    run: Callable[[], FailoverSummary],
+    *,
+    yes: bool,
+    refusal: tuple[str, str],
+    question: str,
+    as_json: bool,
+    summary_on_refusal: bool = False,
+) -> None:
+    """Ask ``question`` unless ``yes`` (refused as ``refusal`` — the message and the dry run to look at
+    first — without a terminal to ask on), then ``run`` and print its summary. ``summary_on_refusal``:
+    a refused step still prints the journal's summary (what was done, the verdict, next steps)."""
+    if not yes:
         if not sys.stdin.isatty():
-            raise FailoverError(
-                f"refusing to fail over stack '{stack}' without confirmation.",
-                "pass --yes (look at `drctl failover --dry-run` first)",
-            )
-        click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
+            raise FailoverError(refusal[0], f"pass --yes (look at {refusal[1]} first)")
+        click.confirm(question, abort=True)
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
-        summary = run_failover(ref, options=options, progress=progress)
+        summary = run()
     except FailoverError:
-        # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
-        from dr.failover.summary import summarize
+        if summary_on_refusal:
+            from dr.failover.journal import Journal
+            from dr.failover.summary import summarize
 
-        journal = Journal.load(ref.failover_home)
-        if journal is not None:
-            click.echo(_result(summarize(journal), as_json))
+            journal = Journal.load(ref.failover_home)
+            if journal is not None:
+                click.echo(_result(summarize(journal), as_json))
         raise
     click.echo(_result(summary, as_json))
 
@@ -202,15 +224,17 @@ def _region_failover(
         plan = plan_region_failover(ref, region, options=options)
         click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
         return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
+    _confirm_then_run(
+        ref,
+        lambda: run_region_failover(ref, region, options=options, progress=progress),
+        yes=yes,
+        refusal=(
             f"refusing to fail region {region} of stack '{ref.name}' over without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_region_failover(ref, region, options=options, progress=progress), as_json))
+            f"`drctl failover --stack {ref.name} --region {region} --dry-run`",
+        ),
+        question=f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?",
+        as_json=as_json,
+    )
 
 
 def _edge_failover(
@@ -226,25 +250,18 @@ def _edge_failover(
         plan = plan_edge_failover(ref, edge, options=options)
         click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
         return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
+    _confirm_then_run(
+        ref,
+        lambda: run_edge_failover(ref, edge, options=options, progress=progress),
+        yes=yes,
+        refusal=(
             f"refusing to move edge {edge}'s applications of stack '{ref.name}' without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --edge {edge} --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        summary = run_edge_failover(ref, edge, options=options, progress=progress)
-    except FailoverError:
-        from dr.failover.journal import Journal
-        from dr.failover.summary import summarize
-
-        journal = Journal.load(ref.failover_home)  # what was done, and the next step, even when a step refused
-        if journal is not None:
-            click.echo(_result(summarize(journal), as_json))
-        raise
-    click.echo(_result(summary, as_json))
+            f"`drctl failover --stack {ref.name} --edge {edge} --dry-run`",
+        ),
+        question=f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?",
+        as_json=as_json,
+        summary_on_refusal=True,
+    )
 
 
 def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
@@ -255,15 +272,17 @@ def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, opti
         plan = plan_region_rejoin(ref, region)
         click.echo(json.dumps(plan, indent=2) if as_json else plan["text"])
         return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
+    _confirm_then_run(
+        ref,
+        lambda: run_region_rejoin(ref, region, options=options, progress=progress),
+        yes=yes,
+        refusal=(
             f"refusing to bring region {region} of stack '{ref.name}' back without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --rejoin --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Rebuild region {region} of stack '{ref.name}' and move its applications home?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_region_rejoin(ref, region, options=options, progress=progress), as_json))
+            f"`drctl failover --stack {ref.name} --region {region} --rejoin --dry-run`",
+        ),
+        question=f"Rebuild region {region} of stack '{ref.name}' and move its applications home?",
+        as_json=as_json,
+    )
 
 
 def _json(model: BaseModel) -> str:
