@@ -79,8 +79,6 @@ class RejoinContext(RegionContext):
 def rejoin_topology(current: Topology, before_failover: Topology, region: str) -> Topology:
     """The stack once ``region`` rejoined (pure): its role ``active``, its links as they were before the
     region failover, and the applications whose home it was back home."""
-    from dr.topology.model import Topology as _Topology
-
     homes = {a.name: a.home for a in before_failover.principals.applications}
     clusters = [c.model_copy(update={"role": Role.ACTIVE}) if c.name == region else c for c in current.clusters]
     apps = [
@@ -89,15 +87,10 @@ def rejoin_topology(current: Topology, before_failover: Topology, region: str) -
     ]
     others = [lk for lk in current.links if region not in (lk.source, lk.target)]
     restored = [lk for lk in before_failover.links if region in (lk.source, lk.target)]
-    return _Topology(
-        name=current.name,
-        profile=current.profile,
-        architecture=current.architecture,
+    return current.revised(
         clusters=clusters,
-        topics=current.topics,
         principals=current.principals.model_copy(update={"applications": apps}),
         links=[*others, *restored],
-        connect_clusters=current.connect_clusters,
         failover_done=before_failover.failover_done,
     )
 
