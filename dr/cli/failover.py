@@ -137,7 +137,7 @@ def failover(
                 "--edge moves a lost edge's applications; --region and --rejoin act on an active-active stack.",
                 f"pass either --edge or --region: `drctl failover --stack {stack} --edge {edge} --dry-run`",
             )
-        _edge_failover(ref, edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        _site_failover(ref, "edge", edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
         return
     if region is None and (recover or rejoin):
         raise ConfigError(
@@ -156,11 +156,13 @@ def failover(
                 f"stack '{stack}' is active-active: a failover moves one region's applications to a peer.",
                 f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
             )
-    if region is not None or recover:
-        if rejoin and region is not None:
+    if region is not None:  # with --recover or --rejoin it is given (refused above otherwise)
+        if rejoin:
             _region_rejoin(ref, region, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
             return
-        _region_failover(ref, region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        _site_failover(
+            ref, "region", region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json
+        )
         return
     if dry_run:
         plan = plan_failover(ref, options=options)
@@ -209,58 +211,42 @@ def _confirm_then_run(
     click.echo(_result(summary, as_json))
 
 
-def _region_failover(
-    ref: StackRef, region: str | None, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
+def _site_failover(
+    ref: StackRef, flag: str, site: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
 ) -> None:
-    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`)."""
-    from dr.failover.region import plan_region_failover, recover_region, run_region_failover
+    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`), or ``--edge E``
+    on a hub-and-spoke stack (:mod:`dr.failover.edge`): ``--recover``, ``--dry-run``, or the run."""
+    from dr.failover.edge import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
+    from dr.failover.region import RegionPlan, plan_region_failover, recover_region, run_region_failover
 
-    if region is None:
-        raise ConfigError("--recover replays the records of one region.", "pass --region <the failed peer>")
+    region = flag == "region"
     if recover:
-        click.echo(json.dumps(recover_region(ref, region, progress=progress), indent=2))
+        replayed = (recover_region if region else recover_edge)(ref, site, progress=progress)
+        click.echo(json.dumps(replayed, indent=2))
         return
     if dry_run:
-        plan = plan_region_failover(ref, region, options=options)
+        plan: RegionPlan | EdgePlan = (
+            plan_region_failover(ref, site, options=options)
+            if region
+            else plan_edge_failover(ref, site, options=options)
+        )
         click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
         return
+    if region:
+        refusing = f"refusing to fail region {site} of stack '{ref.name}' over without confirmation."
+        question = f"Move region {site}'s applications of stack '{ref.name}' to a surviving peer?"
+    else:
+        refusing = f"refusing to move edge {site}'s applications of stack '{ref.name}' without confirmation."
+        question = f"Move edge {site}'s applications of stack '{ref.name}' to their fallbacks?"
+    run = run_region_failover if region else run_edge_failover
     _confirm_then_run(
         ref,
-        lambda: run_region_failover(ref, region, options=options, progress=progress),
+        lambda: run(ref, site, options=options, progress=progress),
         yes=yes,
-        refusal=(
-            f"refusing to fail region {region} of stack '{ref.name}' over without confirmation.",
-            f"`drctl failover --stack {ref.name} --region {region} --dry-run`",
-        ),
-        question=f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?",
+        refusal=(refusing, f"`drctl failover --stack {ref.name} --{flag} {site} --dry-run`"),
+        question=question,
         as_json=as_json,
-    )
-
-
-def _edge_failover(
-    ref: StackRef, edge: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
-) -> None:
-    """``drctl failover --edge E`` on a hub-and-spoke stack (:mod:`dr.failover.edge`)."""
-    from dr.failover.edge import plan_edge_failover, recover_edge, run_edge_failover
-
-    if recover:
-        click.echo(json.dumps(recover_edge(ref, edge, progress=progress), indent=2))
-        return
-    if dry_run:
-        plan = plan_edge_failover(ref, edge, options=options)
-        click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
-        return
-    _confirm_then_run(
-        ref,
-        lambda: run_edge_failover(ref, edge, options=options, progress=progress),
-        yes=yes,
-        refusal=(
-            f"refusing to move edge {edge}'s applications of stack '{ref.name}' without confirmation.",
-            f"`drctl failover --stack {ref.name} --edge {edge} --dry-run`",
-        ),
-        question=f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?",
-        as_json=as_json,
-        summary_on_refusal=True,
+        summary_on_refusal=not region,
     )
 
 

@@ -93,11 +93,15 @@ class RegionContext(SiteContext):
         return self._link(self.region, self.survivor)
 
     def _link(self, source: str, target: str) -> Link:
-        found = [lk for lk in self.original.links if lk.source == source and lk.target == target]
+        return self._link_of(self.original, source, target, "stack", "")
+
+    def _link_of(self, topology: Topology, source: str, target: str, stack: str, then: str) -> Link:
+        """The link ``source`` → ``target`` of ``topology`` (``stack`` names it in a refusal)."""
+        found = [lk for lk in topology.links if lk.source == source and lk.target == target]
         if not found:
             raise FailoverError(
-                f"stack '{self.stack}' has no link {source} → {target}.",
-                "active-active peers replicate both ways: declare it in kafka-dr:links",
+                f"{stack} '{self.stack}' has no link {source} → {target}.",
+                f"active-active peers replicate both ways: declare it in kafka-dr:links{then}",
             )
         return found[0]
 

@@ -33,15 +33,15 @@ from dr.estate.stack import EstateStack
 from dr.failover.converge import read_stack_config, wait_copied, write_stack_config
 from dr.failover.health import reachability
 from dr.failover.journal import Journal, failover_dir
-from dr.failover.pipeline import OnStep, new_context, run_frame
+from dr.failover.pipeline import OnStep, run_frame
 from dr.failover.region import RegionContext, recovered_marker
-from dr.failover.site_loss import named_steps, plan_lines, published, require_healthy, result
+from dr.failover.site_loss import named_steps, open_site_run, plan_lines, published, require_healthy, result
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
-from dr.topology import Kind, Link, Role, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.active_active import is_active_active, remote_topic
 
 __all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin"]
@@ -67,13 +67,7 @@ class RejoinContext(RegionContext):
 
     def _link(self, source: str, target: str) -> Link:
         """A link of the stack after the rejoin (before it, the region had none)."""
-        found = [lk for lk in self.desired.links if lk.source == source and lk.target == target]
-        if not found:
-            raise FailoverError(
-                f"the rejoined stack '{self.stack}' has no link {source} → {target}.",
-                "active-active peers replicate both ways: declare it in kafka-dr:links and rerun the rejoin",
-            )
-        return found[0]
+        return self._link_of(self.desired, source, target, "the rejoined stack", " and rerun the rejoin")
 
 
 def rejoin_topology(current: Topology, before_failover: Topology, region: str) -> Topology:
@@ -280,7 +274,7 @@ def _open(
             )
         original = load_topology(ref.name, journal.record.original_config)
         desired = load_topology(ref.name, journal.record.desired_config)
-        resuming = True
+        found = (original, desired, journal.record.target, True)
     else:
         if not is_active_active(current):
             raise FailoverError(
@@ -294,32 +288,19 @@ def _open(
             raise refusal
         assert journal is not None
         before = load_topology(ref.name, journal.record.original_config)
-        original, desired, resuming = current, rejoin_topology(current, before, region), False
-        journal = Journal.create(
-            ref.made_failover_home(),
-            stack=ref.name,
-            mode=MODE,
-            source=region,
-            target=journal.record.target,
-            standby=None,
-            original_config=dump_stack_config(original),
-            desired_config=dump_stack_config(desired),
-            steps=[s.name for s in REJOIN_STEPS],
-        )
-    ctx = new_context(
+        found = (current, rejoin_topology(current, before, region), journal.record.target, False)
+    return open_site_run(
         RejoinContext,
         ref,
         journal,
-        original,
-        desired,
-        MODE,
+        region,
+        found,
+        steps=REJOIN_STEPS,
         options=options,
         converger=None,
         progress=progress,
-        site=region,
-        peer=journal.record.target,
+        mode=MODE,
     )
-    return ctx, resuming
 
 
 def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:

@@ -290,11 +290,13 @@ def open_site_run(
     options: FailoverOptions,
     converger: Converger | None,
     progress: Progress,
+    mode: str | None = None,
 ) -> tuple[S, bool]:
-    """The context of the loss of ``site`` and whether it resumes (:data:`dr.failover.pipeline.OpenRun`):
-    ``found`` is ``(original, desired, peer, resuming)``; a new run's journal is created."""
+    """The context of the loss (or the rejoin) of ``site`` and whether it resumes
+    (:data:`dr.failover.pipeline.OpenRun`): ``found`` is ``(original, desired, peer, resuming)``; a new
+    run's journal is created. ``mode``: the run's own (a rejoin's), else :func:`run_mode`'s."""
     original, desired, peer, resuming = found
-    mode = run_mode(options, journal, resuming)
+    mode = mode or run_mode(options, journal, resuming)
     if journal is None or not resuming:
         journal = Journal.create(
             ref.made_failover_home(),
