@@ -138,7 +138,7 @@ def failover(
                 "--edge moves a lost edge's applications; --region and --rejoin act on an active-active stack.",
                 f"pass either --edge or --region: `drctl failover --stack {stack} --edge {edge} --dry-run`",
             )
-        _edge_failover(ref, edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        _site_failover(ref, "edge", edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
         return
     if region is None and (recover or rejoin):
         raise ConfigError(
@@ -157,95 +157,98 @@ def failover(
                 f"stack '{stack}' is active-active: a failover moves one region's applications to a peer.",
                 f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
             )
-    if region is not None or recover:
-        if rejoin and region is not None:
+    if region is not None:  # with --recover or --rejoin it is given (refused above otherwise)
+        if rejoin:
             _region_rejoin(ref, region, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
             return
-        _region_failover(ref, region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
+        _site_failover(
+            ref, "region", region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json
+        )
         return
     if dry_run:
         plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return
-    if not yes and not already_finished(Journal.load(ref.failover_home), stack_path):
+    _confirm_then_run(
+        ref,
+        lambda: run_failover(ref, options=options, progress=progress),
+        yes=yes or already_finished(Journal.load(ref.failover_home), stack_path),
+        refusal=(f"refusing to fail over stack '{stack}' without confirmation.", "`drctl failover --dry-run`"),
+        question=f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters",
+        as_json=as_json,
+        summary_on_refusal=True,
+    )
+
+
+def _confirm_then_run(
+    ref: StackRef,
+    run: Callable[[], FailoverSummary],
+    *,
+    yes: bool,
+    refusal: tuple[str, str],
+    question: str,
+    as_json: bool,
+    summary_on_refusal: bool = False,
+) -> None:
+    """Ask ``question`` unless ``yes`` (refused as ``refusal`` — the message and the dry run to look at
+    first — without a terminal to ask on), then ``run`` and print its summary. ``summary_on_refusal``:
+    a refused step still prints the journal's summary (what was done, the verdict, next steps)."""
+    if not yes:
         if not sys.stdin.isatty():
-            raise FailoverError(
-                f"refusing to fail over stack '{stack}' without confirmation.",
-                "pass --yes (look at `drctl failover --dry-run` first)",
-            )
-        click.confirm(f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters", abort=True)
+            raise FailoverError(refusal[0], f"pass --yes (look at {refusal[1]} first)")
+        click.confirm(question, abort=True)
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
-        summary = run_failover(ref, options=options, progress=progress)
+        summary = run()
     except FailoverError:
-        # A refused step still leaves a failover worth summarising (what was done, the verdict, next steps).
-        from dr.failover.summary import summarize
+        if summary_on_refusal:
+            from dr.failover.journal import Journal
+            from dr.failover.summary import summarize
 
-        journal = Journal.load(ref.failover_home)
-        if journal is not None:
-            click.echo(_result(summarize(journal), as_json))
+            journal = Journal.load(ref.failover_home)
+            if journal is not None:
+                click.echo(_result(summarize(journal), as_json))
         raise
     click.echo(_result(summary, as_json))
 
 
-def _region_failover(
-    ref: StackRef, region: str | None, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
+def _site_failover(
+    ref: StackRef, flag: str, site: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
 ) -> None:
-    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`)."""
-    from dr.failover.region import plan_region_failover, recover_region, run_region_failover
+    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`), or ``--edge E``
+    on a hub-and-spoke stack (:mod:`dr.failover.edge`): ``--recover``, ``--dry-run``, or the run."""
+    from dr.failover.edge import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
+    from dr.failover.region import RegionPlan, plan_region_failover, recover_region, run_region_failover
 
-    if region is None:
-        raise ConfigError("--recover replays the records of one region.", "pass --region <the failed peer>")
+    region = flag == "region"
     if recover:
-        click.echo(json.dumps(recover_region(ref, region, progress=progress), indent=2))
+        replayed = (recover_region if region else recover_edge)(ref, site, progress=progress)
+        click.echo(json.dumps(replayed, indent=2))
         return
     if dry_run:
-        plan = plan_region_failover(ref, region, options=options)
+        plan: RegionPlan | EdgePlan = (
+            plan_region_failover(ref, site, options=options)
+            if region
+            else plan_edge_failover(ref, site, options=options)
+        )
         click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
         return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
-            f"refusing to fail region {region} of stack '{ref.name}' over without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Move region {region}'s applications of stack '{ref.name}' to a surviving peer?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_region_failover(ref, region, options=options, progress=progress), as_json))
-
-
-def _edge_failover(
-    ref: StackRef, edge: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
-) -> None:
-    """``drctl failover --edge E`` on a hub-and-spoke stack (:mod:`dr.failover.edge`)."""
-    from dr.failover.edge import plan_edge_failover, recover_edge, run_edge_failover
-
-    if recover:
-        click.echo(json.dumps(recover_edge(ref, edge, progress=progress), indent=2))
-        return
-    if dry_run:
-        plan = plan_edge_failover(ref, edge, options=options)
-        click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
-        return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
-            f"refusing to move edge {edge}'s applications of stack '{ref.name}' without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --edge {edge} --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        summary = run_edge_failover(ref, edge, options=options, progress=progress)
-    except FailoverError:
-        from dr.failover.journal import Journal
-        from dr.failover.summary import summarize
-
-        journal = Journal.load(ref.failover_home)  # what was done, and the next step, even when a step refused
-        if journal is not None:
-            click.echo(_result(summarize(journal), as_json))
-        raise
-    click.echo(_result(summary, as_json))
+    if region:
+        refusing = f"refusing to fail region {site} of stack '{ref.name}' over without confirmation."
+        question = f"Move region {site}'s applications of stack '{ref.name}' to a surviving peer?"
+    else:
+        refusing = f"refusing to move edge {site}'s applications of stack '{ref.name}' without confirmation."
+        question = f"Move edge {site}'s applications of stack '{ref.name}' to their fallbacks?"
+    run = run_region_failover if region else run_edge_failover
+    _confirm_then_run(
+        ref,
+        lambda: run(ref, site, options=options, progress=progress),
+        yes=yes,
+        refusal=(refusing, f"`drctl failover --stack {ref.name} --{flag} {site} --dry-run`"),
+        question=question,
+        as_json=as_json,
+        summary_on_refusal=not region,
+    )
 
 
 def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
@@ -256,15 +259,17 @@ def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, opti
         plan = plan_region_rejoin(ref, region)
         click.echo(json.dumps(plan, indent=2) if as_json else plan["text"])
         return
-    if not yes and not sys.stdin.isatty():
-        raise FailoverError(
+    _confirm_then_run(
+        ref,
+        lambda: run_region_rejoin(ref, region, options=options, progress=progress),
+        yes=yes,
+        refusal=(
             f"refusing to bring region {region} of stack '{ref.name}' back without confirmation.",
-            f"pass --yes (look at `drctl failover --stack {ref.name} --region {region} --rejoin --dry-run` first)",
-        )
-    if not yes:
-        click.confirm(f"Rebuild region {region} of stack '{ref.name}' and move its applications home?", abort=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    click.echo(_result(run_region_rejoin(ref, region, options=options, progress=progress), as_json))
+            f"`drctl failover --stack {ref.name} --region {region} --rejoin --dry-run`",
+        ),
+        question=f"Rebuild region {region} of stack '{ref.name}' and move its applications home?",
+        as_json=as_json,
+    )
 
 
 def _json(model: BaseModel) -> str:

@@ -24,31 +24,41 @@ that edge's local topic, which the edge's link aggregates into the hub as ``E2.r
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from pydantic import Field
+from confluent_kafka import Producer
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress, acl_bindings
 from dr.failover.clients import publish_clients
-from dr.failover.converge import Converger, PulumiConverger, write_stack_config
-from dr.failover.fencing import fence, write_bindings
-from dr.failover.health import cluster_health, listening, reachability
-from dr.failover.journal import Journal, failover_dir
-from dr.failover.outcomes import Outcome
+from dr.failover.converge import Converger
+from dr.failover.health import listening
+from dr.failover.journal import Journal
 from dr.failover.pipeline import OnStep, run_frame
-from dr.failover.region import compare_region, named_roles
+from dr.failover.site_loss import (
+    SiteContext,
+    compare_region,
+    decommission,
+    fence_drain,
+    integrity,
+    named_steps,
+    open_site_run,
+    plan_lines,
+    reach_and_lag,
+    read_one,
+    require_healthy,
+    require_writes,
+    result,
+    resumed_topologies,
+)
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
 from dr.failover.summary import FailoverSummary
-from dr.kafka.client import Endpoint, create_acls
+from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets
-from dr.topology import Kind, Link, Role, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import application_rules
 from dr.topology.hub_spoke import (
     after_edge_loss,
@@ -61,40 +71,28 @@ from dr.topology.hub_spoke import (
 
 __all__ = ["EDGE_STEPS", "EdgeContext", "EdgePlan", "plan_edge_failover", "recover_edge", "run_edge_failover"]
 
-MODES = ("planned", "unplanned")
-
-
-class EdgeOutcome(Outcome):
-    """What an edge step found and did (journaled as the step's ``outcome``)."""
-
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-def _result(status: Any, summary: str, **details: Any) -> StepResult:
-    return StepResult(status, EdgeOutcome(details=details), summary)
-
 
 @dataclass
-class EdgeContext(Context):
+class EdgeContext(SiteContext):
     """A step's context in the loss of an edge: A is the lost ``edge``, B the ``hub`` holding its copies."""
 
-    edge: str = ""
-    hub: str = ""
+    kind: ClassVar[str] = "edge"
+    noun: ClassVar[str] = "move"
 
     @property
-    def source(self) -> str:
+    def edge(self) -> str:
         """A: the lost edge."""
-        return self.edge
+        return self.site
 
     @property
-    def target(self) -> str:
+    def hub(self) -> str:
         """B: the hub, where the edge's copies ``<edge>.<topic>`` are."""
-        return self.hub
+        return self.peer
 
     @property
-    def standby(self) -> str | None:
-        """The loss of an edge makes no standby passive."""
-        return None
+    def named(self) -> str:
+        """The edge as a message names it."""
+        return f"edge {self.edge}"
 
     @property
     def link(self) -> Link:
@@ -102,23 +100,18 @@ class EdgeContext(Context):
         return check_lost_edge(self.original, self.edge)
 
     @property
-    def topics(self) -> list[str]:
-        """The edge's topics its link carries (drained, and compared with their copies on the hub)."""
-        return [t.name for t in self.original.topics_for(self.link)]
-
-    @property
     def moves(self) -> dict[str, str]:
         """Each of the edge's applications and the cluster it moves to."""
         return {app.name: fallback_of(self.original, app) for app in edge_applications(self.original, self.edge)}
 
     @property
-    def producers(self) -> list[str]:
-        """The moving applications that write."""
-        return [a for a in self.moves if self.original.principals.application(a).writes]
+    def moving(self) -> list[str]:
+        """The edge's applications."""
+        return list(self.moves)
 
-    def endpoint(self, cluster: str) -> Endpoint:
-        """Admin endpoint of ``cluster`` as declared before the loss."""
-        return self.before.endpoint(cluster)
+    def counted(self, topic: str, counts: dict[str, Any]) -> str:
+        """One topic's counts in the ``integrity`` step's summary, its duplicates too."""
+        return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
 
 
 def _inputs(ctx: Context) -> dict[str, Any]:
@@ -139,34 +132,14 @@ def preflight(ctx: Context) -> StepResult:
     checked: dict[str, Any] = {}
     copies = [remote_topic(ctx.edge, t) for t in ctx.topics]
     for name in sorted({ctx.hub, *ctx.moves.values()}):
-        decl = ctx.original.cluster(name)
-        health = cluster_health(
-            ctx.endpoint(name),
-            expected_brokers=decl.expected_brokers,
-            topics=copies if name == ctx.hub else ctx.topics,
-        )
-        if not health.reachable or health.offline or health.missing_topics:
-            raise FailoverError(
-                f"{name} is not fit to take edge {ctx.edge}'s applications: "
-                f"{health.error or f'offline partitions {health.offline}, missing topics {health.missing_topics}'}",
-                f"bring {name} back to health (`drctl status --stack {ctx.stack}`), then rerun; nothing was changed",
-            )
+        unfit = f"{name} is not fit to take edge {ctx.edge}'s applications"
+        topics = copies if name == ctx.hub else ctx.topics
+        health = require_healthy(ctx, name, ctx.endpoint(name), topics, unfit, after="; nothing was changed")
         checked[name] = health.brokers
-    a = reachability(ctx.a_ep)
-    lag: dict[str, int] = {}
-    if a["reachable"]:
-        try:
-            lag = {f"{t}-{p}": n for (t, p), n in sorted(ctx.before.mirror(ctx.link.name).lag(ctx.topics).items())}
-        except ClusterError as exc:
-            a = {**a, "error": str(exc).splitlines()[0]}
-    if ctx.mode == "planned" and not a["reachable"]:
-        raise FailoverError(
-            f"edge {ctx.edge} does not answer ({a['error']}); a planned move fences and drains it first.",
-            f"use --mode unplanned: `drctl failover --stack {ctx.stack} --edge {ctx.edge} --mode unplanned`",
-        )
+    a, lag = reach_and_lag(ctx)
     total = sum(lag.values())
     moves = ", ".join(f"{app} → {to}" for app, to in ctx.moves.items()) or "none"
-    return _result(
+    return result(
         "done",
         f"{', '.join(checked)} healthy; {ctx.edge} {'reachable' if a['reachable'] else 'UNREACHABLE'}; "
         f"link {ctx.link.name} lag {total if a['reachable'] else 'unknown'}; moving {moves}",
@@ -174,35 +147,6 @@ def preflight(ctx: Context) -> StepResult:
         edge=a,
         lag=lag,
         total_lag=total,
-    )
-
-
-def fence_drain(ctx: Context) -> StepResult:
-    """Planned: remove the edge's producers' write ACLs on the edge, then drain E→H to lag 0."""
-    assert isinstance(ctx, EdgeContext)
-    if ctx.mode == "unplanned":
-        return _result("skipped", f"unplanned: {ctx.edge} is gone, nothing to fence or drain")
-    removed = fence(ctx.a_ep, ctx.producers)
-    ctx.journal.measure(fenced_at=round(time.time(), 3))
-    try:
-        waited = ctx.before.mirror(ctx.link.name).wait_caught_up(ctx.topics, timeout=ctx.options.drain_timeout)
-    except ClusterError as exc:
-        if not ctx.options.force:
-            raise FailoverError(
-                f"link {ctx.link.name} did not drain within {ctx.options.drain_timeout:.0f}s: "
-                f"{str(exc).splitlines()[0]}",
-                "rerun (it resumes), raise --drain-timeout, or pass --force to go on (the lag is then lost "
-                "until the integrity step lists it for recovery)",
-            ) from exc
-        waited = ctx.options.drain_timeout
-    iv = ctx.link.intervals
-    time.sleep(iv.emit_checkpoints_s + iv.sync_group_offsets_s + 1)  # the last commits reach the hub's checkpoints
-    return _result(
-        "done",
-        f"{len(removed)} write ACLs of {', '.join(ctx.producers) or 'no producer'} removed on {ctx.edge}; "
-        f"link drained in {waited:.1f}s",
-        fenced=removed,
-        drained_s=round(waited, 3),
     )
 
 
@@ -222,15 +166,8 @@ def move(ctx: Context) -> StepResult:
         grants = acl_bindings(application_rules(ctx.desired, _role_in(ctx.desired, target), target))
         create_acls(ctx.endpoint(target), grants)
         granted[target] = len(grants)
-        producers = [a for a in ctx.producers if ctx.moves[a] == target]
-        have = {b.principal.removeprefix("User:") for b in write_bindings(ctx.endpoint(target), producers)}
-        lacking = sorted(set(producers) - have)
-        if lacking:
-            raise FailoverError(
-                f"after granting, {', '.join(lacking)} still cannot write on {target}.",
-                "check the cluster's authorizer and rerun the failover (it resumes here)",
-            )
-    return _result(
+        require_writes(ctx.endpoint(target), [a for a in ctx.producers if ctx.moves[a] == target], target)
+    return result(
         "done",
         f"link {ctx.link.name} {how}; "
         + ("; ".join(f"{n} ACLs on {t}" for t, n in granted.items()) or "no application moves"),
@@ -245,7 +182,7 @@ def clients(ctx: Context) -> StepResult:
     written: list[dict[str, str]] = []
     for target in sorted(set(ctx.moves.values())):
         written += publish_clients(ctx.after, target, apps=[a for a, t in ctx.moves.items() if t == target])
-    return _result(
+    return result(
         "done",
         f"{len(written)} client configurations in {ctx.state / 'clients'}: "
         + (", ".join(f"{w['application']} → {w['cluster']}" for w in written) or "none"),
@@ -289,55 +226,7 @@ def consumer_groups(ctx: Context) -> StepResult:
     summary = f"{len(found)} groups; {len(gaps)} without a translated offset" + (
         f" ({', '.join(gaps[:5])}) — those start per auto.offset.reset" if gaps else ""
     )
-    return _result("done", summary, groups=found, gaps=gaps)
-
-
-def integrity(ctx: Context) -> StepResult:
-    """When E is readable: compare E's topics with ``E.<topic>`` on the hub; list what was never replicated."""
-    assert isinstance(ctx, EdgeContext)
-    if ctx.options.skip_verify:
-        return _result("skipped", "--skip-verify: not compared")
-    if not listening(ctx.a_ep.bootstrap):
-        return _result("deferred", f"{ctx.edge} is not readable; rerun when it is", reason=f"{ctx.edge} unreadable")
-    fence(ctx.a_ep, ctx.producers)  # an edge that came back must not take writes while it is compared
-    found = compare_region(ctx.a_ep, ctx.b_ep, ctx.edge, ctx.topics)
-    report = failover_dir(ctx.home) / f"edge-{ctx.journal.failover_id}-missing.json"
-    report.write_text(json.dumps(found, indent=2) + "\n")
-    n = len(found["missing"])
-    counts = ", ".join(
-        f"{t}: {v['source']} on {ctx.edge}, {v['copy']} copied, {v['duplicated']} duplicated"
-        for t, v in found["topics"].items()
-    )
-    if n:
-        return _result(
-            "differences",
-            f"{n} records of {ctx.edge} never replicated ({counts}); listed in {report}; replay them with "
-            f"`drctl failover --stack {ctx.stack} --edge {ctx.edge} --recover`",
-            report=str(report),
-            missing=n,
-            topics=found["topics"],
-        )
-    return _result("done", f"nothing missing ({counts})", report=str(report), missing=0, topics=found["topics"])
-
-
-def decommission(ctx: Context) -> StepResult:
-    """Stop E — when nothing is missing, or with ``--force-decommission``."""
-    assert isinstance(ctx, EdgeContext)
-    integ = ctx.journal.step("integrity")
-    if integ.status != "done" and not ctx.options.force_decommission:
-        missing = (integ.outcome or {}).get("details", {}).get("missing")
-        if integ.status == "differences":
-            raise FailoverError(
-                f"{missing} records of edge {ctx.edge} were never replicated to {ctx.hub}; "
-                f"{ctx.edge} is NOT decommissioned.",
-                f"replay them: `drctl failover --stack {ctx.stack} --edge {ctx.edge} --recover`, then rerun; "
-                "or pass --force-decommission to accept the loss",
-            )
-        return _result("deferred", f"{ctx.edge} kept (no verdict yet); rerun when it is readable")
-    if ctx.original.cluster(ctx.edge).kind is Kind.LOCAL:
-        ctx.before.local_cluster(ctx.edge).stop()
-    write_stack_config(ctx.stack_path, ctx.desired)
-    return _result("done", f"{ctx.edge} stopped (data kept); decommissioned", forced=integ.status != "done")
+    return result("done", summary, groups=found, gaps=gaps)
 
 
 EDGE_STEPS: list[Step] = [
@@ -373,14 +262,7 @@ def _topologies(ref: StackRef, journal: Journal | None, edge: str) -> tuple[Topo
                 f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
                 f"{journal.path} names it), then move edge {edge}",
             )
-        original = load_topology(ref.name, journal.record.original_config)
-        desired = load_topology(ref.name, journal.record.desired_config)
-        if dump_stack_config(current) not in (journal.record.original_config, journal.record.desired_config):
-            raise FailoverError(
-                f"{ref.stack_file} changed while failover {journal.failover_id} was under way.",
-                f"restore it from {journal.path.parent} and rerun, so the failover can finish",
-            )
-        return original, desired, journal.record.target, True
+        return *resumed_topologies(ref, journal, current), journal.record.target, True
     if not is_hub_spoke(current):
         raise FailoverError(
             f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
@@ -403,35 +285,18 @@ def run_edge_failover(
     stack = ref.name
 
     def open_run(journal: Journal | None) -> tuple[Context, bool]:
-        original, desired, hub, resuming = _topologies(ref, journal, edge)
-        mode = options.mode or (journal.mode if resuming and journal else "planned")
-        if mode not in MODES:
-            raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
-        if journal is None or not resuming:
-            journal = Journal.create(
-                ref.made_failover_home(),
-                stack=stack,
-                mode=mode,
-                source=edge,
-                target=hub,
-                standby=None,
-                original_config=dump_stack_config(original),
-                desired_config=dump_stack_config(desired),
-                steps=[s.name for s in EDGE_STEPS],
-            )
-        ctx = EdgeContext(
-            ref=ref,
-            original=original,
-            desired=desired,
-            mode=mode,
+        found = _topologies(ref, journal, edge)
+        return open_site_run(
+            EdgeContext,
+            ref,
+            journal,
+            edge,
+            found,
+            steps=EDGE_STEPS,
             options=options,
-            journal=journal,
-            converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
+            converger=converger,
             progress=progress,
-            edge=edge,
-            hub=hub,
         )
-        return ctx, resuming
 
     def title(ctx: Context) -> str:
         assert isinstance(ctx, EdgeContext)
@@ -466,10 +331,7 @@ class EdgePlan:
             "applications moving: " + (", ".join(f"{a} → {t}" for a, t in self.moves.items()) or "none"),
             f"link stopped: {self.link_stopped}",
             f"copies kept on {self.hub} and its passive copy: {', '.join(self.copies_kept) or 'none'}",
-            "steps:",
-            *(f"  {i}. {s['name']}: {s['description']}" for i, s in enumerate(self.steps, 1)),
-            "stack file diff:",
-            self.stack_file_diff or "  (none)",
+            *plan_lines(self.steps, self.stack_file_diff),
         ]
         return "\n".join(lines)
 
@@ -480,9 +342,6 @@ def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) ->
     original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
     link = check_lost_edge(original, edge)
 
-    def named(text: str) -> str:
-        return named_roles(text, E=edge, H=hub)
-
     return EdgePlan(
         stack=ref.name,
         mode=options.mode or "planned",
@@ -491,23 +350,9 @@ def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) ->
         moves={app.name: fallback_of(original, app) for app in edge_applications(original, edge)},
         link_stopped=link.name,
         copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
-        steps=[{"name": s.name, "description": named(s.description)} for s in EDGE_STEPS],
+        steps=named_steps(EDGE_STEPS, E=edge, H=hub),
         stack_file_diff=stack_file_diff(ref.stack_file, desired),
     )
-
-
-def _read_one(ep: Endpoint, topic: str, partition: int, offset: int) -> Any:
-    consumer = Consumer(ep.config(**{"group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            got = consumer.poll(0.5)
-            if got is not None and got.error() is None:
-                return got
-    finally:
-        consumer.close()
-    return None
 
 
 def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
@@ -532,7 +377,7 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
     if wanted:
         producer = Producer(hub_ep.config(**{"acks": "all", "enable.idempotence": True}))
         for topic, partition, offset in wanted:
-            msg = _read_one(a_ep, topic, partition, offset)
+            msg = read_one(a_ep, topic, partition, offset)
             if msg is None:
                 raise ClusterError(
                     f"could not read {topic}-{partition}@{offset} on {edge}.", "rerun the recovery (it resumes)"

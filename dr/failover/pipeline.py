@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 from dr.base.errors import DRError, FailoverError
 from dr.base.stackref import StackRef
@@ -32,7 +32,18 @@ from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
 from dr.topology.access import applications_on
 
-__all__ = ["OnStep", "OpenRun", "already_finished", "run_failover", "run_frame", "run_step", "summarize", "topologies"]
+__all__ = [
+    "OnStep",
+    "OpenRun",
+    "already_finished",
+    "new_context",
+    "run_failover",
+    "run_frame",
+    "run_mode",
+    "run_step",
+    "summarize",
+    "topologies",
+]
 
 OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
@@ -63,7 +74,8 @@ def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) 
     return original, desired, True
 
 
-def _mode(options: FailoverOptions, journal: Journal | None, resuming: bool) -> str:
+def run_mode(options: FailoverOptions, journal: Journal | None, resuming: bool) -> str:
+    """The run's mode: ``--mode``, else a resumed run's own, else ``planned``; an unknown one refused."""
     mode = options.mode or (journal.mode if resuming and journal else "planned")
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
@@ -137,20 +149,13 @@ def run_failover(
 
     def open_run(journal: Journal | None) -> tuple[Context, bool]:
         resuming = journal is not None and not journal.finished
-        mode = _mode(options, journal, resuming)
+        mode = run_mode(options, journal, resuming)
         original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
             _precheck(original, state)
             journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired)
-        ctx = Context(
-            ref=ref,
-            original=original,
-            desired=desired,
-            mode=mode,
-            options=options,
-            journal=journal,
-            converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
-            progress=progress,
+        ctx = new_context(
+            Context, ref, journal, original, desired, mode, options=options, converger=converger, progress=progress
         )
         return ctx, resuming
 
@@ -159,6 +164,37 @@ def run_failover(
         return f"failover {ctx.journal.failover_id} of stack {ref.name}: {chain}"
 
     return run_frame(ref, STEPS, open_run, title=title, progress=progress, on_step=on_step, probe=True)
+
+
+C = TypeVar("C", bound=Context)
+
+
+def new_context(
+    kind: type[C],
+    ref: StackRef,
+    journal: Journal,
+    original: Topology,
+    desired: Topology,
+    mode: str,
+    *,
+    options: FailoverOptions,
+    converger: Converger | None,
+    progress: Progress,
+    **fields: Any,
+) -> C:
+    """A run's context of class ``kind`` (``fields``: its own); without ``converger``, ``pulumi up``
+    through the Automation API."""
+    return kind(
+        ref=ref,
+        original=original,
+        desired=desired,
+        mode=mode,
+        options=options,
+        journal=journal,
+        converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
+        progress=progress,
+        **fields,
+    )
 
 
 OpenRun = Callable[[Journal | None], tuple[Context, bool]]

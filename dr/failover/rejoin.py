@@ -30,28 +30,24 @@ from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.estate.stack import EstateStack
-from dr.failover.clients import publish_clients
 from dr.failover.converge import read_stack_config, wait_copied, write_stack_config
-from dr.failover.health import cluster_health, reachability
+from dr.failover.health import reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.pipeline import OnStep, run_frame
-from dr.failover.region import RegionContext, RegionOutcome, named_roles, recovered_marker
+from dr.failover.region import RegionContext, recovered_marker
+from dr.failover.site_loss import named_steps, open_site_run, plan_lines, published, require_healthy, result
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
-from dr.topology import Kind, Link, Role, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.active_active import is_active_active, remote_topic
 
 __all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin"]
 
 MODE = "rejoin"
 """The journal's mode of a rejoin (a region failover's is ``planned`` or ``unplanned``)."""
-
-
-def _result(status: Any, summary: str, **details: Any) -> StepResult:
-    return StepResult(status, RegionOutcome(details=details), summary)
 
 
 @dataclass
@@ -71,20 +67,12 @@ class RejoinContext(RegionContext):
 
     def _link(self, source: str, target: str) -> Link:
         """A link of the stack after the rejoin (before it, the region had none)."""
-        found = [lk for lk in self.desired.links if lk.source == source and lk.target == target]
-        if not found:
-            raise FailoverError(
-                f"the rejoined stack '{self.stack}' has no link {source} → {target}.",
-                "active-active peers replicate both ways: declare it in kafka-dr:links and rerun the rejoin",
-            )
-        return found[0]
+        return self._link_of(self.desired, source, target, "the rejoined stack", " and rerun the rejoin")
 
 
 def rejoin_topology(current: Topology, before_failover: Topology, region: str) -> Topology:
     """The stack once ``region`` rejoined (pure): its role ``active``, its links as they were before the
     region failover, and the applications whose home it was back home."""
-    from dr.topology.model import Topology as _Topology
-
     homes = {a.name: a.home for a in before_failover.principals.applications}
     clusters = [c.model_copy(update={"role": Role.ACTIVE}) if c.name == region else c for c in current.clusters]
     apps = [
@@ -93,15 +81,10 @@ def rejoin_topology(current: Topology, before_failover: Topology, region: str) -
     ]
     others = [lk for lk in current.links if region not in (lk.source, lk.target)]
     restored = [lk for lk in before_failover.links if region in (lk.source, lk.target)]
-    return _Topology(
-        name=current.name,
-        profile=current.profile,
-        architecture=current.architecture,
+    return current.revised(
         clusters=clusters,
-        topics=current.topics,
         principals=current.principals.model_copy(update={"applications": apps}),
         links=[*others, *restored],
-        connect_clusters=current.connect_clusters,
         failover_done=before_failover.failover_done,
     )
 
@@ -117,15 +100,9 @@ def _inputs(ctx: Context) -> dict[str, Any]:
 def preflight(ctx: Context) -> StepResult:
     """B healthy; changes nothing (the region failover's verdict was checked before the journal began)."""
     assert isinstance(ctx, RejoinContext)
-    b_decl = ctx.original.cluster(ctx.survivor)
-    b = cluster_health(ctx.b_ep, expected_brokers=b_decl.brokers if b_decl.is_local else None, topics=ctx.topics)
-    if not b.reachable or b.offline or b.missing_topics:
-        raise FailoverError(
-            f"peer {ctx.survivor} is not fit to link with the rejoining {ctx.region}: "
-            f"{b.error or f'offline partitions {b.offline}, missing topics {b.missing_topics}'}",
-            f"bring {ctx.survivor} back to health (`drctl status --stack {ctx.stack}`), then rerun",
-        )
-    return _result(
+    unfit = f"peer {ctx.survivor} is not fit to link with the rejoining {ctx.region}"
+    b = require_healthy(ctx, ctx.survivor, ctx.b_ep, ctx.topics, unfit)
+    return result(
         "done",
         f"{ctx.survivor} healthy; {ctx.region} rejoins; returning {', '.join(ctx.returning) or 'none'}",
         peer_brokers=b.brokers,
@@ -144,11 +121,11 @@ def rebuild(ctx: Context) -> StepResult:
                 f"bring the team's rebuilt cluster up (SASL/SCRAM, an ACL authorizer, the stack's admin "
                 f"principal), then rerun `drctl failover --stack {ctx.stack} --region {ctx.region} --rejoin`",
             )
-        return _result("done", f"{ctx.region} is external and answers: the stack provisions it as it is")
+        return result("done", f"{ctx.region} is external and answers: the stack provisions it as it is")
     local = ctx.before.local_cluster(ctx.region)
     had = local.state()
     local.destroy()
-    return _result(
+    return result(
         "done",
         f"{ctx.region}'s old data removed ({had}; every record of it is in {ctx.region}.<topic> on "
         f"{ctx.survivor}); `pulumi up` creates it fresh",
@@ -176,7 +153,7 @@ def desired_state(ctx: Context) -> StepResult:
         rename=lambda topic: remote_topic(ctx.survivor, topic),
     )
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
-    return _result(
+    return result(
         "done",
         f"{ctx.region} active; links {', '.join(links)}; {link.name} copied {ctx.survivor}'s topics in "
         f"{time.monotonic() - t0:.1f}s",
@@ -189,12 +166,7 @@ def desired_state(ctx: Context) -> StepResult:
 def clients(ctx: Context) -> StepResult:
     """A's client configuration for every returning application."""
     assert isinstance(ctx, RejoinContext)
-    written = publish_clients(ctx.after, ctx.region, apps=ctx.returning)
-    return _result(
-        "done",
-        f"{len(written)} client configurations for {ctx.region} in {ctx.state / 'clients'}",
-        files=[{k: v for k, v in w.items() if k != "password"} for w in written],
-    )
+    return published(ctx, ctx.region, ctx.returning)
 
 
 def consumer_groups(ctx: Context) -> StepResult:
@@ -240,7 +212,7 @@ def consumer_groups(ctx: Context) -> StepResult:
         summary += (
             f"; no translated offset on {ctx.region} yet for {', '.join(gaps)} — those start per auto.offset.reset"
         )
-    return _result("done", summary, groups=found, unread=unread_total, gaps=gaps)
+    return result("done", summary, groups=found, unread=unread_total, gaps=gaps)
 
 
 REJOIN_STEPS: list[Step] = [
@@ -302,7 +274,7 @@ def _open(
             )
         original = load_topology(ref.name, journal.record.original_config)
         desired = load_topology(ref.name, journal.record.desired_config)
-        resuming = True
+        found = (original, desired, journal.record.target, True)
     else:
         if not is_active_active(current):
             raise FailoverError(
@@ -316,33 +288,19 @@ def _open(
             raise refusal
         assert journal is not None
         before = load_topology(ref.name, journal.record.original_config)
-        original, desired, resuming = current, rejoin_topology(current, before, region), False
-        journal = Journal.create(
-            ref.made_failover_home(),
-            stack=ref.name,
-            mode=MODE,
-            source=region,
-            target=journal.record.target,
-            standby=None,
-            original_config=dump_stack_config(original),
-            desired_config=dump_stack_config(desired),
-            steps=[s.name for s in REJOIN_STEPS],
-        )
-    from dr.failover.converge import PulumiConverger
-
-    ctx = RejoinContext(
-        ref=ref,
-        original=original,
-        desired=desired,
-        mode=MODE,
+        found = (current, rejoin_topology(current, before, region), journal.record.target, False)
+    return open_site_run(
+        RejoinContext,
+        ref,
+        journal,
+        region,
+        found,
+        steps=REJOIN_STEPS,
         options=options,
-        journal=journal,
-        converger=PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout),
+        converger=None,
         progress=progress,
-        region=region,
-        survivor=journal.record.target,
+        mode=MODE,
     )
-    return ctx, resuming
 
 
 def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
@@ -361,16 +319,13 @@ def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
         desired = rejoin_topology(current, load_topology(ref.name, journal.record.original_config), region)
     peer = journal.record.target
     returning = [a.name for a in desired.principals.applications if a.home == region]
-    steps = [{"name": s.name, "description": named_roles(s.description, A=region, B=peer)} for s in REJOIN_STEPS]
+    steps = named_steps(REJOIN_STEPS, A=region, B=peer)
     diff = stack_file_diff(ref.stack_file, desired)
     text = "\n".join(
         [
             f"rejoin of region {region} in stack {ref.name} (its applications back from {peer})",
             f"applications returning: {', '.join(returning) or 'none'}",
-            "steps:",
-            *(f"  {i}. {s['name']}: {s['description']}" for i, s in enumerate(steps, 1)),
-            "stack file diff:",
-            diff or "  (none)",
+            *plan_lines(steps, diff),
         ]
     )
     return {

@@ -271,25 +271,17 @@ def after_region_failover(topology: Topology, region: str, survivor: str) -> Top
     becomes ``survivor``: they write the survivor's local topics and read them plus the remote copies
     (``<region>.<topic>`` stays on the survivor, readable).
     """
-    from dr.topology.model import Topology as _Topology
-
     clusters = [
         c.model_copy(update={"role": Role.DECOMMISSIONED}) if c.name == region else c for c in topology.clusters
     ]
     apps = [
         a.model_copy(update={"home": survivor}) if a.home == region else a for a in topology.principals.applications
     ]
-    return _Topology(
-        name=topology.name,
-        profile=topology.profile,
-        architecture=topology.architecture,
+    return topology.revised(
         clusters=clusters,
-        topics=topology.topics,
         principals=topology.principals.model_copy(update={"applications": apps}),
         links=[lk for lk in topology.links if region not in (lk.source, lk.target)],
-        connect_clusters=topology.connect_clusters,
         failover_done=True,
-        provisioning=topology.provisioning,
     )
 
 

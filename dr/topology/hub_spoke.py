@@ -444,14 +444,11 @@ def after_edge_loss(t: Topology, edge: str) -> Topology:
         c.model_copy(update={"role": Role.DECOMMISSIONED, "lost_edge_topics": carried}) if c.name == edge else c
         for c in t.clusters
     ]
-    return type(t).model_validate(
-        {
-            **{k: getattr(t, k) for k in type(t).model_fields},
-            "clusters": clusters,
-            "links": [lk for lk in t.links if lk.source != edge],
-            "principals": t.principals.model_copy(update={"applications": apps}),
-            "failover_done": True,
-        }
+    return t.revised(
+        clusters=clusters,
+        links=[lk for lk in t.links if lk.source != edge],
+        principals=t.principals.model_copy(update={"applications": apps}),
+        failover_done=True,
     )
 
 
@@ -494,12 +491,9 @@ def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
         for app in t.principals.applications
     ]
     apps = [app.model_copy(update={"fallback": new_hub.name}) if app.fallback == old_hub.name else app for app in apps]
-    return type(t).model_validate(
-        {
-            **{k: getattr(t, k) for k in type(t).model_fields},
-            "clusters": clusters,
-            "links": links,
-            "principals": t.principals.model_copy(update={"applications": apps}),
-            "failover_done": True,
-        }
+    return t.revised(
+        clusters=clusters,
+        links=links,
+        principals=t.principals.model_copy(update={"applications": apps}),
+        failover_done=True,
     )

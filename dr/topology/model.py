@@ -432,6 +432,11 @@ class Topology(_Model):
             check(self)
         return self
 
+    def revised(self, **changes: Any) -> Topology:
+        """This topology with ``changes`` (field name → new value), every other field kept; validated as
+        a new one (:meth:`model_validate`), so a broken rule is refused here."""
+        return type(self).model_validate({**{k: getattr(self, k) for k in type(self).model_fields}, **changes})
+
     # -- lookups -------------------------------------------------------------------------------
 
     def cluster(self, name: str) -> Cluster:

@@ -271,6 +271,17 @@ def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back()
     assert not [r for r in on_b if r[0] == "shop-a" and r[2] == "Write"], "shop-a writes its home A again"
 
 
+def test_a_region_failover_and_its_rejoin_keep_every_other_field_of_the_stack() -> None:
+    from dr.failover.rejoin import rejoin_topology
+    from dr.topology.active_active import after_region_failover
+
+    before = load_topology("aa", _with(provisioning="batched"))
+    failed = after_region_failover(before, "A", "B")
+    back = rejoin_topology(failed, before, "A")
+    assert (failed.provisioning, back.provisioning) == ("batched", "batched"), "the rejoin kept it too"
+    assert back.architecture == before.architecture and back.topics == before.topics
+
+
 def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -294,7 +305,7 @@ def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_st
 
 
 def test_plan_steps_name_the_region_and_its_peer_in_one_pass() -> None:
-    from dr.failover.region import named_roles
+    from dr.failover.site_loss import named_roles
 
     text = "write A active, links A↔B, apps home A; check B's health (Apps, Brokers)"
     assert named_roles(text, A="B", B="A") == "write B active, links B↔A, apps home B; check A's health (Apps, Brokers)"
