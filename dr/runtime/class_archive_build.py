@@ -25,12 +25,29 @@ def _free_base_port(low: int = 32000, high: int = 32700, window: int = 100) -> i
     raise RuntimeError(f"no free window of {window} ports in [{low}, {high})")
 
 
-def _workload(partial: Path) -> None:
-    """A one-broker cluster that starts, serves a topic, a write and a read, and stops: its JVM dumps
-    the classes it loaded to ``partial``."""
+def _serve(conf: dict[str, str]) -> None:
+    """A topic created, 100 records written and read back; the clients are gone when this returns
+    (before the broker stops, so that none of them logs its reconnection attempts)."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient(conf)  # kept referenced: a collected client fails its futures
+    admin.create_topics([NewTopic("warm", 1, 1)])["warm"].result(timeout=60)
+    producer = Producer({**conf, "acks": "all"})
+    for i in range(100):
+        producer.produce("warm", key=str(i), value=b"x")
+    producer.flush(60)
+    consumer = Consumer({**conf, "group.id": "warm", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["warm"])
+    read, deadline = 0, time.monotonic() + 60
+    while read < 100 and time.monotonic() < deadline:
+        read += sum(1 for m in consumer.consume(100, timeout=1) if m.error() is None)
+    consumer.close()
+
+
+def _workload(partial: Path) -> None:
+    """A one-broker cluster that starts, serves a topic, a write and a read, and stops: its JVM dumps
+    the classes it loaded to ``partial``."""
     from dr.runtime.cluster import ClusterSpec, LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="kdr-kafka-cds-") as tmp:
@@ -38,19 +55,7 @@ def _workload(partial: Path) -> None:
         class_archive._dump_to = partial
         try:
             cluster.start(timeout=180)
-            conf = cluster.endpoint().config()
-            admin = AdminClient(conf)  # kept referenced: a collected client fails its futures
-            admin.create_topics([NewTopic("warm", 1, 1)])["warm"].result(timeout=60)
-            producer = Producer({**conf, "acks": "all"})
-            for i in range(100):
-                producer.produce("warm", key=str(i), value=b"x")
-            producer.flush(60)
-            consumer = Consumer({**conf, "group.id": "warm", "auto.offset.reset": "earliest"})
-            consumer.subscribe(["warm"])
-            read, deadline = 0, time.monotonic() + 60
-            while read < 100 and time.monotonic() < deadline:
-                read += sum(1 for m in consumer.consume(100, timeout=1) if m.error() is None)
-            consumer.close()
+            _serve(cluster.endpoint().config())
         finally:
             class_archive._dump_to = None
             cluster.destroy()  # controlled shutdown: the JVM writes the archive as it exits
