@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from dr.base.toolchain import toolchain
 from dr.runtime import class_archive
@@ -25,7 +26,7 @@ def _free_base_port(low: int = 32000, high: int = 32700, window: int = 100) -> i
     raise RuntimeError(f"no free window of {window} ports in [{low}, {high})")
 
 
-def _serve(conf: dict[str, str]) -> None:
+def _serve(conf: dict[str, Any]) -> None:
     """A topic created, 100 records written and read back; the clients are gone when this returns
     (before the broker stops, so that none of them logs its reconnection attempts)."""
     from confluent_kafka import Consumer, Producer
