@@ -209,11 +209,24 @@ setup_spark_cds() {
   step_time "Spark driver class-data archive" "$t0"
 }
 
+# ---------------------------------------------------------------------------------------------
+# 5. The Kafka JVMs' class-data-sharing archive (dr/runtime/class_archive.py): built once per Java +
+#    Kafka jars by a throwaway one-broker cluster; every broker, controller and storage format maps
+#    it. Optional like the Spark one: without it Kafka starts the ordinary way.
+# ---------------------------------------------------------------------------------------------
+setup_kafka_cds() {
+  local t0
+  t0=$(date +%s)
+  .venv/bin/python -m dr.runtime.class_archive_build \
+    || say "the Kafka class-data archive could not be built (see above); Kafka will start without it"
+  step_time "Kafka class-data archive" "$t0"
+}
+
 main() {
-  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [spark-cds]` runs only
+  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [spark-cds] [kafka-cds]` runs only
   # the named steps (default: all, in that order).
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider spark-cds)
+  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider spark-cds kafka-cds)
   check_prereqs
   for s in "${steps[@]}"; do
     case "$s" in
@@ -223,7 +236,8 @@ main() {
       language-host) setup_language_host ;;
       kafka-provider) setup_kafka_provider ;;
       spark-cds) setup_spark_cds ;;
-      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider or spark-cds (or nothing for all)" ;;
+      kafka-cds) setup_kafka_cds ;;
+      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, spark-cds or kafka-cds (or nothing for all)" ;;
     esac
   done
   write_env

@@ -104,7 +104,10 @@ def java_command(
     heap_mb: int = 384,
     extra_jvm: Sequence[str] = (),
 ) -> list[str]:
-    """The command line for ``main`` with every jar of ``lib_dirs`` on the classpath."""
+    """The command line for ``main`` with every jar of ``lib_dirs`` on the classpath (and the Kafka
+    JVMs' class-data archive when there is one: :mod:`dr.runtime.class_archive`)."""
+    from dr.runtime.class_archive import java_options
+
     classpath = os.pathsep.join(str(d / "*") for d in lib_dirs)
     return [
         java,
@@ -115,6 +118,7 @@ def java_command(
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         "-Dslf4j.internal.verbosity=WARN",
+        *java_options(lib_dirs, main),
         *extra_jvm,
         "-cp",
         classpath,

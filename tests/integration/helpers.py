@@ -192,3 +192,54 @@ def provisioned(env: StackEnv, up: Callable[[], None] | None = None) -> Iterator
             teardown_stack(env.stack, original, env.state)
     left = jvms_under(env.root)
     assert not left, f"processes left running: {left}"
+
+
+def mm2_checkpoints(target: Endpoint, source_alias: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """The last checkpoint MirrorMaker 2 wrote for ``group`` on a link's ``target``, per partition of the
+    target's topic: ``{(topic, partition): (upstream offset, downstream offset)}``, read (as the admin)
+    from ``<source_alias>.checkpoints.internal``. The records are MirrorMaker 2's own ``Checkpoint``
+    encoding: key (group string, topic string, partition int32), value (version int16, upstream int64,
+    downstream int64, metadata string); strings are an int16 length and UTF-8 bytes."""
+    import struct
+
+    from confluent_kafka import TopicPartition
+
+    from dr.kafka.offsets import end_offsets
+
+    def strings(buf: bytes, at: int, n: int) -> tuple[list[str], int]:
+        out = []
+        for _ in range(n):
+            (size,) = struct.unpack_from(">h", buf, at)
+            out.append(buf[at + 2 : at + 2 + size].decode())
+            at += 2 + size
+        return out, at
+
+    topic = f"{source_alias}.checkpoints.internal"
+    ends = {tp: n for tp, n in end_offsets(target, [topic]).items() if n > 0}
+    found: dict[tuple[str, int], tuple[int, int]] = {}
+    if not ends:
+        return found
+    consumer = Consumer(target.config(**{"group.id": f"kdr-test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+        left = dict(ends)
+        for _ in range(60):  # each consume waits at most 0.5 s
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                tp = (msg.topic(), msg.partition())
+                if msg.offset() + 1 >= left.get(tp, 0):
+                    left.pop(tp, None)
+                key, value = msg.key(), msg.value()
+                if not key or not value:
+                    continue
+                (g, t), at = strings(key, 0, 2)
+                if g == group:
+                    (partition,) = struct.unpack_from(">i", key, at)
+                    _version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+                    found[(t, partition)] = (upstream, downstream)
+            if not left:
+                break
+    finally:
+        consumer.close()
+    return found

@@ -28,11 +28,12 @@ from dr.failover.status import status_report
 from dr.failover.steps import FailoverOptions
 from dr.failover.traffic import read_keys
 from dr.kafka.client import Endpoint, admin_client
+from dr.kafka.offsets import committed_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
-from tests.integration.helpers import jvms_under, produce
+from tests.integration.helpers import jvms_under, mm2_checkpoints, produce
 from tests.integration.ports import windows
 
 STACK = "aatest"
@@ -250,6 +251,18 @@ def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str
     print(f"rejoin {rejoin_s:.1f}s; the consumer read {len(read)} records at home for {len(want)} new")
 
 
+def _group_synced(estate: Estate, group: str, committed_on_a: dict[tuple[str, int], int]) -> bool:
+    """Link A→B has checkpointed ``group``'s commits on A's orders (upstream offset equal to the commit) and
+    written each translated offset to the group on B (B's commit at or past the checkpoint's)."""
+    checkpoints = mm2_checkpoints(estate.endpoint("B"), "A", group)
+    on_b = committed_offsets(estate.endpoint("B"), group)
+    for (_topic, partition), offset in committed_on_a.items():
+        checkpoint = checkpoints.get(("A.orders", partition))
+        if checkpoint is None or checkpoint[0] != offset or on_b.get(("A.orders", partition), -1) < checkpoint[1]:
+            return False
+    return True
+
+
 def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) -> None:
     ref = env["ref"]
     estate = Estate(load_stack_file(env["path"]), ref.state_dir)
@@ -259,7 +272,15 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     time.sleep(3)
     read_on_a = _consume(_app(estate, "A", "shop-a"), ["orders"], "shop-a", until=4)
     assert read_on_a
-    time.sleep(group_offsets_translated_within())  # the idle group's last commits reach B's checkpoints
+    # the idle group's last commits reach B's checkpoints and its group on B: waited for as an event, at most
+    # the bound the link's intervals give (what this test slept before: 26 s)
+    committed_on_a = {tp: n for tp, n in committed_offsets(estate.endpoint("A"), "shop-a").items() if tp[0] == "orders"}
+    assert committed_on_a
+    t_sync = time.monotonic()
+    synced = wait_until(
+        lambda: _group_synced(estate, "shop-a", committed_on_a), group_offsets_translated_within(), interval=0.5
+    )
+    print(f"shop-a's last commits on B's checkpoints: {synced} after {time.monotonic() - t_sync:.1f}s")
     estate.mirror("A-to-B").kill()  # the link falls behind first, so some acknowledged records never cross
     time.sleep(2)
     estate.local_cluster("A").kill()  # SIGKILL: A is gone, under traffic

@@ -1,0 +1,82 @@
+"""A class-data-sharing archive of the Kafka JVMs: every broker, controller and storage format starts sooner.
+
+A fresh Kafka JVM spends much of its start loading and verifying thousands of classes (Kafka, Scala,
+the clients). Java's dynamic CDS writes those classes, already parsed and verified, to an archive the
+next JVM maps instead (``-XX:SharedArchiveFile``); :func:`dr.runtime.process.java_command` asks
+:func:`java_options` for it whenever the classpath is exactly the Kafka jars. MirrorMaker 2 and Kafka
+Connect run on other jars and start the ordinary way.
+
+``make setup`` builds the archive once per toolchain (``python -m dr.runtime.class_archive_build``): a
+one-broker cluster on free ports outside the tests' range is started with ``-XX:ArchiveClassesAtExit``,
+creates a topic, takes a write and serves a read, and stops (controlled shutdown); the JVM writes the
+archive as it exits. It is keyed by the Java binary and the Kafka jars, lives in the cache
+(``$KDR_HOME/kafka-cds``), never in the clone, next to a stamp holding its exact size (written last).
+Without a complete archive — or when the JVM finds it does not match — the JVMs start the ordinary
+way, silently: the archive only saves time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from dr.base.toolchain import kdr_home, toolchain
+
+__all__ = ["archive_path", "java_options", "stamp", "usable"]
+
+# JVM warnings to stderr (the storage tool's stdout is read), CDS's own notes nowhere.
+_QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
+
+# Set by dr.runtime.class_archive_build alone: the broker it starts writes the archive here as it exits.
+_dump_to: Path | None = None
+
+
+def archive_path(lib: Path) -> Path:
+    """Where the archive for this Java and the Kafka jars in ``lib`` lives."""
+    java = Path(os.path.realpath(shutil.which("java") or "java"))
+    stat = java.stat() if java.exists() else None
+    jars = []
+    for jar in sorted(lib.glob("*.jar")):
+        st = jar.stat()
+        jars.append(f"{jar.name} {st.st_size} {int(st.st_mtime)}")
+    ident = "\n".join(
+        [str(java), str(stat.st_size if stat else 0), str(int(stat.st_mtime) if stat else 0), str(lib), *jars]
+    )
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
+    return kdr_home() / "kafka-cds" / f"kafka-{lib.name}-{digest}.jsa"
+
+
+def stamp(path: Path) -> Path:
+    """The completion stamp of the archive ``path`` (its exact size, written last)."""
+    return path.with_name(path.name + ".complete")
+
+
+def usable(path: Path) -> bool:
+    """True when ``path`` is an archive :mod:`dr.runtime.class_archive_build` finished: its stamp records its exact size
+    (a cut-short archive is not refused by the JVM: mapping it kills the JVM)."""
+    try:
+        return int(stamp(path).read_text().strip()) == path.stat().st_size
+    except (OSError, ValueError):
+        return False
+
+
+def java_options(lib_dirs: Sequence[Path], main: str) -> list[str]:
+    """JVM options for ``main`` on ``lib_dirs``: the archive when the classpath is the Kafka jars and a
+    complete archive exists; none otherwise."""
+    try:
+        lib = toolchain().kafka_lib
+    except Exception:  # noqa: BLE001 - no toolchain: the caller reports that itself
+        return []
+    if [Path(d) for d in lib_dirs] != [lib]:
+        return []
+    if _dump_to is not None:
+        return [f"-XX:ArchiveClassesAtExit={_dump_to}", *_QUIET] if main == "kafka.Kafka" else []
+    path = archive_path(lib)
+    if not usable(path):
+        return []
+    crash_log = Path(tempfile.gettempdir()) / "kdr-kafka-hs_err_pid%p.log"
+    return [f"-XX:SharedArchiveFile={path}", *_QUIET, f"-XX:ErrorFile={crash_log}"]
