@@ -41,6 +41,7 @@ __all__ = [
     "application_rto",
     "consumer_report",
     "read_keys",
+    "snapshot_pause",
     "start_config",
     "start_traffic",
 ]
@@ -313,7 +314,10 @@ def rto_gap(
 
 
 class SnapshotLoop(threading.Thread):
-    """Records the active cluster's end offsets five times a second (what ``drctl status`` does when run periodically)."""
+    """Records the active cluster's end offsets (what ``drctl status`` does when run periodically): five
+    times a second, or less often when a snapshot takes longer than 50 ms (thousands of partitions), so
+    that it never takes more than a fifth of the time — it shares this process, and its interpreter
+    lock, with the applications and the failover it watches."""
 
     def __init__(self, endpoint: Endpoint, state: Path, cluster: str, topics: list[str]) -> None:
         super().__init__(name="drill-snapshots", daemon=True)
@@ -328,10 +332,12 @@ class SnapshotLoop(threading.Thread):
         """Snapshot the end offsets until stopped; a dead cluster leaves the last snapshot in place."""
         reader: OffsetReader | None = None  # one client for the loop: a new one per read costs a
         # handshake and the whole cluster's metadata, five times a second (much at 1,000 topics)
-        while not self._stop_event.wait(0.2):
+        pause = 0.2
+        while not self._stop_event.wait(pause):
             if not listening(self.endpoint.bootstrap):
                 reader = None
                 continue  # the cluster is gone: the last snapshot stands
+            t0 = time.monotonic()
             try:
                 reader = reader or OffsetReader(self.endpoint, self.topics, timeout=2.0)
                 offsets = reader.end_offsets()
@@ -340,6 +346,12 @@ class SnapshotLoop(threading.Thread):
                 continue
             if not self._stop_event.is_set():
                 record_offsets(self.state, self.cluster, offsets)
+                pause = snapshot_pause(time.monotonic() - t0)
+
+
+def snapshot_pause(took_s: float) -> float:
+    """Seconds between two snapshots after one that took ``took_s``: 0.2, or four times as long as it took."""
+    return max(0.2, 4 * took_s)
 
 
 def read_keys(endpoint: Endpoint, topic: str, timeout: float = 120.0) -> Counter[str]:
