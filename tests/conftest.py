@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# Property tests assert what holds, not how fast: hypothesis's default 200 ms per example fails them
+# at random on a machine busy with the suite's JVMs (speed is benchmarks/' business).
+settings.register_profile("kdr", deadline=None)
+settings.load_profile("kdr")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
