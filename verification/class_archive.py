@@ -19,68 +19,33 @@ says so with the next step, and starts Spark without it.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from dr.base.toolchain import kdr_home, toolchain
+from dr.base.class_data import archive_file, finish, java_identity, mapping, report_build, stamp, usable
+from dr.base.toolchain import toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
-
-# Class-loading warnings go to stderr (stdout may carry JSON), CDS's own notes nowhere.
-_QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
 
 
 def archive_path(jars: list[str]) -> Path:
     """Where the archive for this Java, this pyspark and these connector ``jars`` lives."""
     import pyspark
 
-    java = Path(os.path.realpath(shutil.which("java") or "java"))
-    stat = java.stat() if java.exists() else None
     # pyspark's own location too: the archive records its jars' paths, and a dependency change that
     # builds a new virtualenv moves them (the JVM then refuses the archive with a warning on stdout).
-    ident = "\n".join(
-        [
-            str(java),
-            str(stat.st_size if stat else 0),
-            str(int(stat.st_mtime) if stat else 0),
-            pyspark.__version__,
-            os.path.realpath(os.path.dirname(pyspark.__file__)),
-            *sorted(jars),
-        ]
-    )
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
-    return kdr_home() / "spark-cds" / f"driver-{pyspark.__version__}-{digest}.jsa"
-
-
-def _stamp(path: Path) -> Path:
-    return path.with_name(path.name + ".complete")
-
-
-def usable(path: Path) -> bool:
-    """True when ``path`` is an archive :func:`build` finished: its stamp records its exact size.
-
-    A truncated archive would not be refused by the JVM: mapping it kills the driver (SIGBUS).
-    """
-    try:
-        return int(_stamp(path).read_text().strip()) == path.stat().st_size
-    except (OSError, ValueError):
-        return False
+    where = os.path.realpath(os.path.dirname(pyspark.__file__))
+    identity = [*java_identity(), pyspark.__version__, where, *sorted(jars)]
+    return archive_file("spark-cds", f"driver-{pyspark.__version__}", identity)
 
 
 def java_options(jars: list[str]) -> list[str]:
     """Driver JVM options that use the archive when a complete one exists (none otherwise)."""
     path = archive_path(jars)
-    if not usable(path):
-        return []
-    # if the archive is damaged after all, the JVM's crash log goes to the temp directory, not the cwd
-    crash_log = Path(tempfile.gettempdir()) / "kdr-spark-driver-hs_err_pid%p.log"
-    return [f"-XX:SharedArchiveFile={path}", *_QUIET, f"-XX:ErrorFile={crash_log}"]
+    return mapping(path, "kdr-spark-driver-hs_err_pid%p.log") if usable(path) else []
 
 
 def crashed_on_archive(jars: list[str], since: float) -> bool:
@@ -99,7 +64,7 @@ def crashed_on_archive(jars: list[str], since: float) -> bool:
 def discard(jars: list[str]) -> None:
     """Forget the archive for ``jars`` (the driver could not start with it); setup builds it again."""
     path = archive_path(jars)
-    _stamp(path).unlink(missing_ok=True)
+    stamp(path).unlink(missing_ok=True)
     path.unlink(missing_ok=True)
 
 
@@ -109,7 +74,7 @@ def build(force: bool = False) -> Path | None:
     path = archive_path([str(p) for p in toolchain().spark_kafka_jars])  # the jars the driver loads
     if usable(path) and not force:
         return path
-    _stamp(path).unlink(missing_ok=True)
+    stamp(path).unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".partial-{os.getpid()}")
     res = subprocess.run(
@@ -125,20 +90,12 @@ def build(force: bool = False) -> Path | None:
             f"class-data archive not built (exit {res.returncode}); Spark starts without it:\n{tail}", file=sys.stderr
         )
         return None
-    os.replace(partial, path)
-    _stamp(path).write_text(f"{path.stat().st_size}\n")
-    return path
+    return finish(partial, path)
 
 
 def main(argv: list[str]) -> int:
     """``python -m verification.class_archive [--force]`` builds the archive."""
-    t = time.monotonic()
-    path = build(force="--force" in argv)
-    if path is not None:
-        print(
-            f"Spark driver class-data archive: {path} ({path.stat().st_size // 2**20} MB, {time.monotonic() - t:.0f}s)"
-        )
-    return 0
+    return report_build("Spark driver class-data archive", lambda: build(force="--force" in argv))
 
 
 if __name__ == "__main__":

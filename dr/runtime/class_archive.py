@@ -17,19 +17,13 @@ way, silently: the archive only saves time.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from dr.base.toolchain import kdr_home, toolchain
+from dr.base.class_data import QUIET, archive_file, java_identity, mapping, stamp, usable
+from dr.base.toolchain import toolchain
 
 __all__ = ["archive_path", "java_options", "stamp", "usable"]
-
-# JVM warnings to stderr (the storage tool's stdout is read), CDS's own notes nowhere.
-_QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
 
 # Set by dr.runtime.class_archive_build alone: the broker it starts writes the archive here as it exits.
 _dump_to: Path | None = None
@@ -37,31 +31,8 @@ _dump_to: Path | None = None
 
 def archive_path(lib: Path) -> Path:
     """Where the archive for this Java and the Kafka jars in ``lib`` lives."""
-    java = Path(os.path.realpath(shutil.which("java") or "java"))
-    stat = java.stat() if java.exists() else None
-    jars = []
-    for jar in sorted(lib.glob("*.jar")):
-        st = jar.stat()
-        jars.append(f"{jar.name} {st.st_size} {int(st.st_mtime)}")
-    ident = "\n".join(
-        [str(java), str(stat.st_size if stat else 0), str(int(stat.st_mtime) if stat else 0), str(lib), *jars]
-    )
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
-    return kdr_home() / "kafka-cds" / f"kafka-{lib.name}-{digest}.jsa"
-
-
-def stamp(path: Path) -> Path:
-    """The completion stamp of the archive ``path`` (its exact size, written last)."""
-    return path.with_name(path.name + ".complete")
-
-
-def usable(path: Path) -> bool:
-    """True when ``path`` is an archive :mod:`dr.runtime.class_archive_build` finished: its stamp records its exact size
-    (a cut-short archive is not refused by the JVM: mapping it kills the JVM)."""
-    try:
-        return int(stamp(path).read_text().strip()) == path.stat().st_size
-    except (OSError, ValueError):
-        return False
+    jars = [f"{jar.name} {jar.stat().st_size} {int(jar.stat().st_mtime)}" for jar in sorted(lib.glob("*.jar"))]
+    return archive_file("kafka-cds", f"kafka-{lib.name}", [*java_identity(), str(lib), *jars])
 
 
 def java_options(lib_dirs: Sequence[Path], main: str) -> list[str]:
@@ -74,9 +45,6 @@ def java_options(lib_dirs: Sequence[Path], main: str) -> list[str]:
     if [Path(d) for d in lib_dirs] != [lib]:
         return []
     if _dump_to is not None:
-        return [f"-XX:ArchiveClassesAtExit={_dump_to}", *_QUIET] if main == "kafka.Kafka" else []
+        return [f"-XX:ArchiveClassesAtExit={_dump_to}", *QUIET] if main == "kafka.Kafka" else []
     path = archive_path(lib)
-    if not usable(path):
-        return []
-    crash_log = Path(tempfile.gettempdir()) / "kdr-kafka-hs_err_pid%p.log"
-    return [f"-XX:SharedArchiveFile={path}", *_QUIET, f"-XX:ErrorFile={crash_log}"]
+    return mapping(path, "kdr-kafka-hs_err_pid%p.log") if usable(path) else []

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dr.base.class_data import finish, report_build, stamp, usable
 from dr.base.toolchain import toolchain
 from dr.runtime import class_archive
-from dr.runtime.class_archive import archive_path, stamp, usable
+from dr.runtime.class_archive import archive_path
 from dr.runtime.process import port_free
 
 __all__ = ["build", "main"]
@@ -80,18 +81,12 @@ def build(force: bool = False) -> Path | None:
         partial.unlink(missing_ok=True)
         print("Kafka class-data archive not written by the broker; Kafka starts without it", file=sys.stderr)
         return None
-    os.replace(partial, path)
-    stamp(path).write_text(f"{path.stat().st_size}\n")
-    return path
+    return finish(partial, path)
 
 
 def main(argv: list[str]) -> int:
     """``python -m dr.runtime.class_archive_build [--force]`` builds the archive."""
-    t = time.monotonic()
-    path = build(force="--force" in argv)
-    if path is not None:
-        print(f"Kafka class-data archive: {path} ({path.stat().st_size // 2**20} MB, {time.monotonic() - t:.0f}s)")
-    return 0
+    return report_build("Kafka class-data archive", lambda: build(force="--force" in argv))
 
 
 if __name__ == "__main__":

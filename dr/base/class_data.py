@@ -1,0 +1,72 @@
+"""What the JVMs' class-data-sharing archives have in common (the Spark driver's,
+:mod:`verification.class_archive`; the Kafka JVMs', :mod:`dr.runtime.class_archive`).
+
+Each archive lives in the cache (``$KDR_HOME/<kind>/``), never in the clone, named by a digest of
+what the JVM checks it against (the Java binary, the jars); a stamp beside it holds its exact size,
+written last, because a cut-short archive is not refused by the JVM: mapping it kills the JVM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dr.base.toolchain import kdr_home
+
+__all__ = ["QUIET", "archive_file", "finish", "java_identity", "mapping", "report_build", "stamp", "usable"]
+
+#: JVM warnings to stderr (stdout may be read), CDS's own notes nowhere.
+QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
+
+
+def java_identity() -> list[str]:
+    """The ``java`` on PATH as an archive's name depends on it: its real path, size and mtime."""
+    java = Path(os.path.realpath(shutil.which("java") or "java"))
+    stat = java.stat() if java.exists() else None
+    return [str(java), str(stat.st_size if stat else 0), str(int(stat.st_mtime) if stat else 0)]
+
+
+def archive_file(kind: str, name: str, identity: list[str]) -> Path:
+    """``$KDR_HOME/<kind>/<name>-<digest of identity>.jsa``."""
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
+    return kdr_home() / kind / f"{name}-{digest}.jsa"
+
+
+def stamp(path: Path) -> Path:
+    """The completion stamp of the archive ``path`` (its exact size, written last)."""
+    return path.with_name(path.name + ".complete")
+
+
+def usable(path: Path) -> bool:
+    """True when ``path`` is an archive built to the end: its stamp records its exact size."""
+    try:
+        return int(stamp(path).read_text().strip()) == path.stat().st_size
+    except (OSError, ValueError):
+        return False
+
+
+def finish(partial: Path, path: Path) -> Path:
+    """Move the JVM's finished dump ``partial`` to ``path`` and stamp it; return ``path``."""
+    os.replace(partial, path)
+    stamp(path).write_text(f"{path.stat().st_size}\n")
+    return path
+
+
+def mapping(path: Path, crash_log: str) -> list[str]:
+    """The JVM options that map the archive ``path``; a crash log (should it be damaged after all) goes
+    to the temp directory as ``crash_log`` (``%p``: the pid), not the working directory."""
+    return [f"-XX:SharedArchiveFile={path}", *QUIET, f"-XX:ErrorFile={Path(tempfile.gettempdir()) / crash_log}"]
+
+
+def report_build(what: str, build: Callable[[], Path | None]) -> int:
+    """Run ``build`` and print the archive it made, its size and the time it took (``make setup``'s line)."""
+    t = time.monotonic()
+    path = build()
+    if path is not None:
+        print(f"{what}: {path} ({path.stat().st_size // 2**20} MB, {time.monotonic() - t:.0f}s)")
+    return 0
