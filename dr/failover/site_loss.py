@@ -15,6 +15,7 @@ import json
 import re
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -65,7 +66,7 @@ def result(status: Any, summary: str, **details: Any) -> StepResult:
 
 
 @dataclass
-class SiteContext(Context):
+class SiteContext(Context, ABC):
     """A step's context in the loss of a site: A is the lost ``site``, B the ``peer`` holding its copies."""
 
     site: str = ""
@@ -97,9 +98,9 @@ class SiteContext(Context):
         return [t.name for t in self.original.topics_for(self.link)]
 
     @property
+    @abstractmethod
     def moving(self) -> list[str]:
-        """The applications that move off the site."""
-        raise NotImplementedError
+        """The applications that move off the site (each kind of site says which)."""
 
     @property
     def producers(self) -> list[str]:
