@@ -31,8 +31,7 @@ from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
 
 #: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
-SOURCE_TASK_READY = re.compile(r"WorkerSourceTask\{id=MirrorSourceConnector-\d+\} Source task finished initialization")
-HEARTBEAT_READY = re.compile(r"WorkerSourceTask\{id=MirrorHeartbeatConnector-\d+\} Source task finished initialization")
+_TASK_STARTING = re.compile(r"Starting task ((Mirror\w+Connector)-\d+)")
 CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
 """The connectors a dedicated MirrorMaker 2 runs for one flow."""
 _CONFIG_WRITTEN = re.compile(r"MirrorHerder - (Mirror\w+Connector) connector configured for ")
@@ -63,9 +62,22 @@ def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
     marks = config_in_effect(log_text)
     if any(name not in marks for name in CONNECTORS):
         return False
-    if SOURCE_TASK_READY.search(log_text, marks["MirrorSourceConnector"]):
+    if _task_started(log_text, "MirrorSourceConnector", marks["MirrorSourceConnector"]):
         return True
-    return HEARTBEAT_READY.search(log_text, marks["MirrorHeartbeatConnector"]) is not None and not source_has_topics()
+    return (
+        _task_started(log_text, "MirrorHeartbeatConnector", marks["MirrorHeartbeatConnector"])
+        and not source_has_topics()
+    )
+
+
+def _task_started(log_text: str, connector: str, since: int) -> bool:
+    """A task of ``connector`` whose start the log records at or after offset ``since`` has finished its
+    initialization (a task of the stale configuration, started before and ready after, does not count)."""
+    for start in _TASK_STARTING.finditer(log_text, since):
+        ready = f"WorkerSourceTask{{id={start.group(1)}}} Source task finished initialization"
+        if start.group(2) == connector and ready in log_text[start.end() :]:
+            return True
+    return False
 
 
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"

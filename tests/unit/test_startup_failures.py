@@ -80,10 +80,15 @@ _UP_TO_DATE = "".join(
     f"and configuration for {name} is already up to date.\n"
     for name in ("MirrorSourceConnector", "MirrorHeartbeatConnector", "MirrorCheckpointConnector")
 )
-_SOURCE_READY = (
+_SOURCE_STARTING = (
+    "5715 [StartAndStopExecutor-A->B-4] INFO org.apache.kafka.connect.runtime.distributed.DistributedHerder - "
+    "[Worker clientId=A->B, groupId=A-mm2] Starting task MirrorSourceConnector-0\n"
+)
+_SOURCE_INITIALIZED = (
     "6114 [task-thread-MirrorSourceConnector-0] INFO org.apache.kafka.connect.runtime.AbstractWorkerSourceTask - "
     "WorkerSourceTask{id=MirrorSourceConnector-0} Source task finished initialization and start\n"
 )
+_SOURCE_READY = _SOURCE_STARTING + _SOURCE_INITIALIZED
 _HEARTBEAT_READY = _SOURCE_READY.replace("MirrorSourceConnector", "MirrorHeartbeatConnector")
 
 
@@ -105,6 +110,15 @@ def test_tasks_of_a_stale_config_started_before_the_new_one_was_written_do_not_c
     assert not tasks_ready(stale_then_written, lambda: True)
     assert not tasks_ready(_SOURCE_READY + written, lambda: True)  # the source connector is not decided yet
     assert tasks_ready(stale_then_written + _SOURCE_READY, lambda: True)
+
+
+def test_a_stale_task_started_before_the_new_config_and_ready_after_it_does_not_count() -> None:
+    """The order of a real log (CI, full run): the stale configuration's task is starting when the new
+    configuration is written, and says it finished its initialization only after that."""
+    written = "".join(_configured(name) for name in ("MirrorHeartbeatConnector", "MirrorCheckpointConnector"))
+    log = _SOURCE_STARTING + written + _configured("MirrorSourceConnector") + _SOURCE_INITIALIZED
+    assert not tasks_ready(log, lambda: True)
+    assert tasks_ready(log + _SOURCE_READY, lambda: True), "a task started under the new configuration counts"
 
 
 def test_with_nothing_to_copy_the_heartbeat_task_of_this_config_stands_for_readiness() -> None:
