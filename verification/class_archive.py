@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dr.base.class_data import archive_file, finish, java_identity, mapping, report_build, stamp, usable
+from dr.base.class_data import archive_file, build_archive, java_identity, mapping, report_build, stamp, usable, written
 from dr.base.toolchain import toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
@@ -70,27 +70,22 @@ def discard(jars: list[str]) -> None:
 
 def build(force: bool = False) -> Path | None:
     """Build the archive for the current toolchain unless it exists; return its path (None on failure)."""
-
     path = archive_path([str(p) for p in toolchain().spark_kafka_jars])  # the jars the driver loads
-    if usable(path) and not force:
-        return path
-    stamp(path).unlink(missing_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".partial-{os.getpid()}")
+    return build_archive(path, _make, force=force)
+
+
+def _make(partial: Path) -> str | None:
+    """The workload's driver dump in ``partial``, or why there is none."""
     res = subprocess.run(
         [sys.executable, "-m", "verification.class_archive_workload", str(partial)],
         capture_output=True,
         text=True,
         timeout=900,
     )
-    if res.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        tail = "\n".join(res.stderr.strip().splitlines()[-5:])
-        print(
-            f"class-data archive not built (exit {res.returncode}); Spark starts without it:\n{tail}", file=sys.stderr
-        )
+    if res.returncode == 0 and written(partial):
         return None
-    return finish(partial, path)
+    tail = "\n".join(res.stderr.strip().splitlines()[-5:])
+    return f"class-data archive not built (exit {res.returncode}); Spark starts without it:\n{tail}"
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,7 +19,17 @@ from pathlib import Path
 
 from dr.base.toolchain import kdr_home
 
-__all__ = ["QUIET", "archive_file", "finish", "java_identity", "mapping", "report_build", "stamp", "usable"]
+__all__ = [
+    "QUIET",
+    "archive_file",
+    "build_archive",
+    "java_identity",
+    "mapping",
+    "report_build",
+    "stamp",
+    "usable",
+    "written",
+]
 
 #: JVM warnings to stderr (stdout may be read), CDS's own notes nowhere.
 QUIET = ["-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr"]
@@ -50,8 +61,28 @@ def usable(path: Path) -> bool:
         return False
 
 
-def finish(partial: Path, path: Path) -> Path:
-    """Move the JVM's finished dump ``partial`` to ``path`` and stamp it; return ``path``."""
+def written(partial: Path) -> bool:
+    """True when the JVM wrote a dump to ``partial`` (it writes one only as it exits normally)."""
+    return partial.is_file() and partial.stat().st_size > 0
+
+
+def build_archive(path: Path, make: Callable[[Path], str | None], *, force: bool = False) -> Path | None:
+    """Build the archive ``path`` unless a complete one is there; return it (None on failure).
+
+    ``make(partial)`` runs a JVM that dumps its classes to ``partial`` and returns why no archive came
+    of it, or None; the dump is then moved to ``path`` and stamped last. A failure is printed (the
+    archive is optional: its JVMs start the ordinary way) and leaves nothing behind.
+    """
+    if usable(path) and not force:
+        return path
+    stamp(path).unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".partial-{os.getpid()}")
+    why = make(partial)
+    if why is not None:
+        partial.unlink(missing_ok=True)
+        print(why, file=sys.stderr)
+        return None
     os.replace(partial, path)
     stamp(path).write_text(f"{path.stat().st_size}\n")
     return path

@@ -237,29 +237,15 @@ class _HubTraffic:
         """RTO per hub application: its writes (last ack on H → first on P), its group's reads (last
         commit on H → first record read on P)."""
         p, p_app = self.traffic.producer, self.traffic.producer_app.name
-        out = [_gap(p_app, "writes", self.hub, new_hub, p.ack_times(self.hub), p.ack_times(new_hub))]
+        out = [rto_gap(p_app, "writes", p.ack_times(self.hub), p.ack_times(new_hub), self.hub, new_hub)]
         if self.group and self.readers:
             commits = [t for r in self.readers for c, t in r.commits if c == self.hub]
             firsts = [t for r in self.readers for c, _k, t in r.reads if c == new_hub]
-            reads = _gap(self.group, "reads", self.hub, new_hub, commits, firsts)
+            reads = rto_gap(self.group, "reads", commits, firsts, self.hub, new_hub)
             last_read = max((t for r in self.readers for c, _k, t in r.reads if c == self.hub), default=None)
             reads.data_gap_s = seconds_between(last_read, min(firsts, default=None))
             out.append(reads)
         return out
-
-
-#: What the RTO of each kind is measured between (the active-passive drill's words, :func:`traffic.rto_gap`).
-_WORDS = {
-    "writes": ("last write acknowledged", "first write acknowledged"),
-    "reads": ("last offset commit", "first record read"),
-}
-
-
-def _gap(
-    who: str, kind: Literal["writes", "reads"], source: str, target: str, on_source: list[float], on_target: list[float]
-) -> ApplicationRto:
-    last_what, first_what = _WORDS[kind]
-    return rto_gap(who, kind, last_what, on_source, first_what, on_target, source, target)
 
 
 def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> HubDrillResult:

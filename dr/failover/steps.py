@@ -24,7 +24,8 @@ Each step is a function of a :class:`Context` returning a :class:`StepResult`; e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -232,36 +233,33 @@ class Step:
     inputs: Callable[[Context], dict[str, Any]] = lambda ctx: {}
 
 
-def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int], int]:
+@contextmanager
+def _reading_offsets(what: str, check: str = "the cluster answers") -> Iterator[None]:
+    """A failed offset read of ``what`` as the failover's error (dr.kafka.offsets names the client's)."""
     try:
-        return end_offsets(ep, topics)
-    except (ClusterError, AuthError) as exc:  # dr.kafka.offsets translates the client's errors
+        yield
+    except (ClusterError, AuthError) as exc:
         raise FailoverError(
             f"cannot read the end offsets of {what}: {str(exc).splitlines()[0]}",
-            "check the cluster answers (`drctl status`), then rerun the failover (it resumes)",
+            f"check {check} (`drctl status`), then rerun the failover (it resumes)",
         ) from exc
+
+
+def _offsets(ep: Endpoint, topics: list[str], what: str) -> dict[tuple[str, int], int]:
+    with _reading_offsets(what):
+        return end_offsets(ep, topics)
 
 
 def _readers(ctx: Context) -> tuple[OffsetReader, OffsetReader]:
     """A and B's offset readers for a polling loop (each: one client, its partitions looked up once)."""
-    try:
+    with _reading_offsets(f"{ctx.source} and {ctx.target}", "the clusters answer"):
         return OffsetReader(ctx.a_ep, ctx.topics), OffsetReader(ctx.b_ep, ctx.topics)
-    except (ClusterError, AuthError) as exc:
-        raise FailoverError(
-            f"cannot read the end offsets of {ctx.source} and {ctx.target}: {str(exc).splitlines()[0]}",
-            "check the clusters answer (`drctl status`), then rerun the failover (it resumes)",
-        ) from exc
 
 
 def _ends(ctx: Context, readers: tuple[OffsetReader, OffsetReader]) -> tuple[Offsets, Offsets]:
     """A's and B's end offsets, both requests in flight at once."""
-    try:
+    with _reading_offsets(f"{ctx.source} and {ctx.target}", "the clusters answer"):
         a_end, b_end = end_offsets_together(list(readers))
-    except (ClusterError, AuthError) as exc:
-        raise FailoverError(
-            f"cannot read the end offsets of {ctx.source} and {ctx.target}: {str(exc).splitlines()[0]}",
-            "check the clusters answer (`drctl status`), then rerun the failover (it resumes)",
-        ) from exc
     return a_end, b_end
 
 

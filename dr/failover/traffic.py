@@ -256,30 +256,10 @@ def application_rto(
     ``target``. Consumer group: its last offset commit on ``source`` → its first record read on
     ``target``. None where a side never happened.
     """
-    out = [
-        rto_gap(
-            producer_app,
-            "writes",
-            "last write acknowledged",
-            producer.ack_times(source),
-            "first write acknowledged",
-            producer.ack_times(target),
-            source,
-            target,
-        )
-    ]
+    out = [rto_gap(producer_app, "writes", producer.ack_times(source), producer.ack_times(target), source, target)]
     if consumer is not None and group:
         first_reads = [t for c, _k, t in consumer.reads if c == target]
-        reads = rto_gap(
-            group,
-            "reads",
-            "last offset commit",
-            [t for c, t in consumer.commits if c == source],
-            "first record read",
-            first_reads,
-            source,
-            target,
-        )
+        reads = rto_gap(group, "reads", [t for c, t in consumer.commits if c == source], first_reads, source, target)
         # The group keeps committing on a fenced source while nothing new arrives there; the gap in
         # the data it sees is the other half of its outage.
         reads.data_gap_s = seconds_between(
@@ -289,18 +269,25 @@ def application_rto(
     return out
 
 
+#: What the RTO of each kind is measured between.
+_RTO_WORDS = {
+    "writes": ("last write acknowledged", "first write acknowledged"),
+    "reads": ("last offset commit", "first record read"),
+}
+
+
 def rto_gap(
     who: str,
     kind: Literal["writes", "reads"],
-    last_what: str,
     on_source: list[float],
-    first_what: str,
     on_target: list[float],
     source: str,
     target: str,
 ) -> ApplicationRto:
-    last = max(on_source, default=None)
-    first = min(on_target, default=None)
+    """``who``'s RTO of ``kind``: its last event on ``source`` (an acknowledged write, an offset commit)
+    → its first on ``target`` (an acknowledged write, a record read)."""
+    last, first = max(on_source, default=None), min(on_target, default=None)
+    last_what, first_what = _RTO_WORDS[kind]
     return ApplicationRto(
         application=who,
         kind=kind,

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from dr.base.class_data import finish, report_build, stamp, usable
+from dr.base.class_data import build_archive, report_build, written
 from dr.base.toolchain import toolchain
 from dr.runtime import class_archive
 from dr.runtime.class_archive import archive_path
@@ -65,23 +64,16 @@ def _workload(partial: Path) -> None:
 
 def build(force: bool = False) -> Path | None:
     """Build the archive for the current toolchain unless it exists; return its path (None on failure)."""
-    path = archive_path(toolchain().kafka_lib)
-    if usable(path) and not force:
-        return path
-    stamp(path).unlink(missing_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".partial-{os.getpid()}")
+    return build_archive(archive_path(toolchain().kafka_lib), _make, force=force)
+
+
+def _make(partial: Path) -> str | None:
+    """The broker's dump in ``partial``, or why there is none."""
     try:
         _workload(partial)
     except Exception as exc:  # noqa: BLE001 - optional: reported, setup goes on
-        partial.unlink(missing_ok=True)
-        print(f"Kafka class-data archive not built ({exc}); Kafka starts without it", file=sys.stderr)
-        return None
-    if not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        print("Kafka class-data archive not written by the broker; Kafka starts without it", file=sys.stderr)
-        return None
-    return finish(partial, path)
+        return f"Kafka class-data archive not built ({exc}); Kafka starts without it"
+    return None if written(partial) else "Kafka class-data archive not written by the broker; Kafka starts without it"
 
 
 def main(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
 
-#: Log lines meaning a replication task (or, with nothing to replicate yet, the herder) is running.
+#: A task's start as the herder logs it (its "finished initialization" line follows when it runs).
 _TASK_STARTING = re.compile(r"Starting task ((Mirror\w+Connector)-\d+)")
 CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
 """The connectors a dedicated MirrorMaker 2 runs for one flow."""
@@ -75,7 +75,7 @@ def _task_started(log_text: str, connector: str, since: int) -> bool:
     initialization (a task of the stale configuration, started before and ready after, does not count)."""
     for start in _TASK_STARTING.finditer(log_text, since):
         ready = f"WorkerSourceTask{{id={start.group(1)}}} Source task finished initialization"
-        if start.group(2) == connector and ready in log_text[start.end() :]:
+        if start.group(2) == connector and log_text.find(ready, start.end()) >= 0:
             return True
     return False
 

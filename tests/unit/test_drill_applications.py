@@ -35,19 +35,10 @@ def test_config_source_reports_a_move_only_to_another_known_cluster(tmp_path: Pa
 
 
 def test_application_rto_is_last_on_source_to_first_on_target() -> None:
-    gap = rto_gap(
-        "orders-app",
-        "writes",
-        "last write acknowledged",
-        [10.0, 12.5, 11.0],
-        "first write acknowledged",
-        [19.0, 18.25],
-        "A",
-        "B",
-    )
+    gap = rto_gap("orders-app", "writes", [10.0, 12.5, 11.0], [19.0, 18.25], "A", "B")
     assert gap.rto_s == pytest.approx(5.75)
     assert gap.measured == "last write acknowledged on A → first write acknowledged on B"
-    assert rto_gap("g", "reads", "x", [1.0], "y", [], "A", "B").rto_s is None, "never resumed: no RTO"
+    assert rto_gap("g", "reads", [1.0], [], "A", "B").rto_s is None, "never resumed: no RTO"
 
 
 def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
