@@ -27,6 +27,7 @@ from dr.topology.access import CONNECT_USER
 from dr.topology.active_active import is_active_active
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
+from dr.topology.provisioning import provisioning_warning
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
 from stacks.link import ReplicationLink, ReplicationLinkArgs
@@ -326,6 +327,9 @@ def run(state_dir: Path | None = None) -> None:
     """
 
     topology = load()
+    too_large = provisioning_warning(topology)
+    if too_large is not None:  # said before any resource is registered (`pulumi preview` shows it)
+        pulumi.log.warn(too_large)
     state = state_dir or default_state_dir(topology.name)
     if state_dir is None:  # `pulumi up` itself (drctl restores them before it runs the program inline)
         try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dr.base.errors import AuthError, ClusterError, ConfigError
 from dr.base.files import write_atomic
+from dr.base.java_properties import escape_value, properties_text
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, admin_client, kafka_errors
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
@@ -198,12 +199,12 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
 def properties_escape(text: str) -> str:
     """``text`` as Java's ``Properties.load`` reads it back unchanged (backslashes and line breaks
     escaped): a topic pattern ``orders\\.v1`` or a JAAS ``\\"`` must reach the JVM as written."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return escape_value(text)
 
 
 def write_properties(path: Path, props: dict[str, str]) -> None:
     """Write a Java properties file readable only by its owner (it holds the broker password)."""
-    write_atomic(path, "".join(f"{key}={properties_escape(str(value))}\n" for key, value in props.items()))
+    write_atomic(path, properties_text({key: str(value) for key, value in props.items()}))
 
 
 class LocalCluster:

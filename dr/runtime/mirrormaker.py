@@ -16,6 +16,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType,
 
 from dr.base.errors import ClusterError, ConfigError
 from dr.base.toolchain import toolchain
+from dr.topology.pattern_safety import name_matcher
 from dr.kafka.client import (
     Endpoint,
     acl,
@@ -343,7 +344,7 @@ class MirrorMaker:
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:
-        pattern = re.compile(self.topics)
+        pattern = name_matcher(self.topics)  # the link's joined patterns, matched in bounded time
         endpoint = self.source.endpoint()
         with kafka_errors(f"listing the topics of {self.source.name}", endpoint):
             md = admin_client(endpoint).list_topics(timeout=10)

@@ -26,6 +26,7 @@ from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
+from dr.topology.pattern_safety import backtracking_problem, name_matcher
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
@@ -642,6 +643,14 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
         )
     except RecursionError:
         return "is nested too deeply to compile", "simplify the pattern"
+    slow = backtracking_problem(pattern)
+    if slow is not None:
+        return (
+            f"{pattern!r} can take exponential time to match a name (catastrophic backtracking in "
+            f"java.util.regex, which MirrorMaker 2 runs it with): {slow}",
+            "rewrite it so no repeated part can match the same text two ways — e.g. (a+)+b → a+b, "
+            "(\\w+\\s?)* → [\\w\\s]*, (a|a)* → a* — or list the names one by one",
+        )
     return None
 
 
@@ -670,9 +679,9 @@ def _probes(pattern: str, names: list[str]) -> list[str]:
 
 
 def _meaning_problem(pattern: str, matches: dict[str, bool]) -> tuple[str, str] | None:
-    compiled = _python_regex(pattern)
+    compiled = name_matcher(pattern)
     for probe, java in matches.items():
-        if java != bool(compiled.fullmatch(probe)):
+        if java != compiled.fullmatch(probe):
             engine, other = ("Java", "Python") if java else ("Python", "Java")
             return (
                 f"{_short(pattern)} means different things to Java's regular expressions (MirrorMaker 2 runs "
@@ -744,7 +753,7 @@ def _joined_problem(
 ) -> Iterator[Violation]:
     j = int(path.split("[", 1)[1].split("]", 1)[0])
     patterns: list[str] = getattr(t.links[j], field)
-    compiled = [_python_regex(p) for p in patterns]
+    compiled = [name_matcher(p) for p in patterns]
     for probe in probes:
         one_by_one = any(c.fullmatch(probe) for c in compiled)
         java = verdict.error is None and verdict.matches[probe]
