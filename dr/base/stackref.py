@@ -42,6 +42,7 @@ def valid_stack_name(name: str) -> str:
         "name an existing stack (the <name> of a Pulumi.<name>.yaml file), e.g. --stack local",
     )
 
+
 _PROJECT = "kafka-dr"
 """The Pulumi project (``dr.topology.stackconfig.NAMESPACE``), as the backend names its stacks."""
 

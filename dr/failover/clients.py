@@ -57,7 +57,7 @@ def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, d
 def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None) -> list[dict[str, str]]:
     """Write every application's (or only ``apps``') client configuration for ``cluster``; return what was
     written (no secrets)."""
-    out_dir = private_dir(Path(estate.state) / "clients")
+    private_dir(Path(estate.state) / "clients")
     written = []
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL

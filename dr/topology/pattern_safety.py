@@ -51,6 +51,11 @@ _CATEGORIES: dict[Any, Callable[[str], bool]] = {
     _c.CATEGORY_NOT_LINEBREAK: lambda ch: ch != "\n",
 }
 
+
+def _anything(_ch: str) -> bool:
+    return True
+
+
 _Seq = list[tuple[Any, Any]]
 _Chars = frozenset[str]
 _EVERY: _Chars = frozenset(_ALPHABET)
@@ -65,9 +70,10 @@ def _in_class(items: _Seq, ch: str, fold: bool) -> bool:
         elif op is _c.LITERAL:
             found = found or _same(chr(av), ch, fold)
         elif op is _c.RANGE:
-            found = found or av[0] <= ord(ch) <= av[1] or (fold and av[0] <= ord(ch.swapcase()[:1] or ch) <= av[1])
+            cases = (ch, ch.lower(), ch.upper()) if fold else (ch,)
+            found = found or any(len(x) == 1 and av[0] <= ord(x) <= av[1] for x in cases)
         elif op is _c.CATEGORY:
-            found = found or _CATEGORIES.get(av, lambda _: True)(ch)
+            found = found or _CATEGORIES.get(av, _anything)(ch)
         else:
             found = True  # a charset the parser compiled away: assume it may match
     return found != negate
