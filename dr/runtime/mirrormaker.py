@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
+from dr.base.pattern_safety import name_matcher
 from dr.base.toolchain import toolchain
 from dr.kafka.client import (
     Endpoint,
@@ -29,7 +30,6 @@ from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
-from dr.topology.pattern_safety import name_matcher
 
 #: A task's start as the herder logs it (its "finished initialization" line follows when it runs).
 _TASK_STARTING = re.compile(r"Starting task ((Mirror\w+Connector)-\d+)")

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
+from dr.base.pattern_safety import name_matcher
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, LinkState, Profile, Role
-from dr.topology.pattern_safety import name_matcher
 from dr.topology.secret import Secret
 
 __all__ = [

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
+from dr.base.pattern_safety import backtracking_problem, name_matcher
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
-from dr.topology.pattern_safety import backtracking_problem, name_matcher
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topology

@@ -11,9 +11,10 @@ the name's length (48 ``a``\\ s: minutes). Two defences:
   able to match the same text (``(a|a)*``, ``(a+a+)*``), and four or more overlapping repetitions in
   a row (``.*a.*a.*a.*``: time to the fourth power). Validation refuses such a pattern before either
   engine sees it, so the check is what keeps MirrorMaker 2 safe too.
-* :func:`name_matcher` matches with RE2 (``google-re2``: linear time) whenever RE2 reads the pattern,
-  and falls back to Python's ``re`` only for the few constructs RE2 lacks (look-arounds,
-  back-references) on a pattern the check above passed; an unsafe pattern matches only itself.
+* :func:`name_matcher` matches with RE2 (``google-re2``: linear time) whenever RE2 reads the pattern
+  as Python does (ASCII names; no POSIX class), and falls back to Python's ``re`` only for what RE2
+  lacks (look-arounds, back-references) on a pattern the check above passed; a pattern neither can
+  take safely matches only its own text.
 """
 
 from __future__ import annotations
@@ -266,11 +267,20 @@ class _Literal:
 
 
 class _Compiled:
-    def __init__(self, compiled: Any) -> None:
-        self.compiled = compiled
+    """A pattern read as Python's ``re`` reads it, matched by RE2 where RE2 gives the same answer."""
+
+    def __init__(self, python: re.Pattern[str] | None, linear: Any, text: str) -> None:
+        self.python = python  # None: unsafe for a backtracking engine
+        self.linear = linear  # None: RE2 cannot read it (look-around, back-reference…)
+        self.text = text
 
     def fullmatch(self, name: str) -> bool:
-        return self.compiled.fullmatch(name) is not None
+        # RE2's \w, \d, \s, \b are ASCII, Python's Unicode: the same answer on ASCII names only
+        if self.linear is not None and (name.isascii() or self.python is None):
+            return self.linear.fullmatch(name) is not None
+        if self.python is not None:
+            return self.python.fullmatch(name) is not None
+        return name == self.text
 
 
 _RE2_OPTIONS = re2.Options()
@@ -280,18 +290,21 @@ _RE2_OPTIONS.log_errors = False
 @lru_cache(maxsize=4096)
 def name_matcher(pattern: str) -> _Literal | _Compiled:
     """What decides whether a link's ``pattern`` selects a name (``.fullmatch(name) -> bool``), in
-    bounded time: RE2 when it reads the pattern, else Python's ``re`` for a pattern
-    :func:`backtracking_problem` passes, else (invalid or unsafe) the pattern's own text."""
+    bounded time, with Python's reading: RE2 when it reads the pattern alike, else Python's ``re``
+    for a pattern :func:`backtracking_problem` passes; an invalid pattern is its own text."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             python = re.compile(pattern)
         except (re.error, RecursionError):
             return _Literal(pattern)
-    try:
-        return _Compiled(re2.compile(pattern, _RE2_OPTIONS))
-    except Exception:  # noqa: BLE001 — re2.error, or a pattern RE2's wrapper cannot take
-        pass
-    if backtracking_problem(pattern) is not None:
+    linear = None
+    if "[:" not in pattern:  # RE2 reads [[:alpha:]] as a POSIX class, Python as the characters
+        try:
+            linear = re2.compile(pattern, _RE2_OPTIONS)
+        except Exception:  # noqa: BLE001 — re2.error, or a pattern RE2's wrapper cannot take
+            linear = None
+    safe = backtracking_problem(pattern) is None
+    if linear is None and not safe:
         return _Literal(pattern)
-    return _Compiled(python)
+    return _Compiled(python if safe else None, linear, pattern)
