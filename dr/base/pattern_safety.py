@@ -204,6 +204,19 @@ def _children(op: Any, av: Any) -> list[_Seq]:
     return []
 
 
+def _flatten(seq: _Seq) -> _Seq:
+    """``seq`` with its groups opened: the items that follow each other in a match."""
+    out: _Seq = []
+    for op, av in seq:
+        if op is _c.SUBPATTERN:
+            out += _flatten(av[3])
+        elif op is _c.ATOMIC_GROUP:
+            out += _flatten(av)
+        else:
+            out.append((op, av))
+    return out
+
+
 def _walk(seq: _Seq) -> Iterator[tuple[Any, Any, _Seq]]:
     """Every item of the tree with the sequence holding it."""
     for op, av in seq:
@@ -219,6 +232,14 @@ def _repeated_problem(r: _Reader, body: _Seq) -> str | None:
     for _, av in r.tail_repeats(body):
         if r.first(av[2]) & start:
             return "a repeated part ends with a repetition of what it can start with, so the text splits between the repetitions in exponentially many ways"
+    flat = _flatten(body)
+    for i, (op, av) in enumerate(flat):
+        if op in _REPEATS and av[1] == _UNBOUNDED:
+            eats = r.chars(av[2])
+            if eats & start and all(r.chars([item]) <= eats for item in flat[i + 1 :]):
+                return "a repetition inside a repeated part can take over the rest of it and the next repeat, so the text splits between them in many ways"
+    if any(op is _c.GROUPREF for op, _, _ in _walk(body)):
+        return "a repeated part holds a back-reference"
     for op, av, _ in _walk(body):
         if op is _c.BRANCH:
             alts = av[1]

@@ -85,6 +85,8 @@ UNSAFE = [
     r"(a+){9}b",
     r"(?=(a+)+b)a",
     r".*a.*a.*a.*b",
+    r"(.*a){12}",
+    r"(?:(a)\1?)*",
 ]
 SAFE = [
     "orders",
@@ -140,6 +142,21 @@ def test_names_are_matched_in_linear_time() -> None:
     assert name_matcher(r"\w+").fullmatch("bïlling") is True  # non-ASCII: Python's Unicode \w
     assert name_matcher(r"orders\.v1").fullmatch("orders.v1") is True
     assert name_matcher("orders(").fullmatch("orders(") is True  # invalid: its own text, as before
+
+
+def test_the_java_checker_answers_a_runaway_pattern_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth: a shape the static check missed still gets an answer from the JVM, not a hang."""
+    from dr.topology import java_regex
+
+    monkeypatch.setenv("KDR_HOME", str(tmp_path))
+    monkeypatch.setattr(java_regex, "_memory", {})
+    t0 = time.monotonic()
+    verdict = java_regex.java_verdicts([r"(.*a){12}"], ["a" * 40 + "!", "orders"])[r"(.*a){12}"]
+    assert verdict.error is not None and "catastrophic backtracking" in verdict.error
+    assert time.monotonic() - t0 < 20
+    assert list((tmp_path / "java-regex").glob("*/KdrRegexCheck$*.class"))  # the compiled checker, whole
 
 
 # -- 6. names and paths -----------------------------------------------------------------------------
