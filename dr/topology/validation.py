@@ -646,8 +646,8 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
     slow = backtracking_problem(pattern)
     if slow is not None:
         return (
-            f"{pattern!r} can take exponential time to match a name (catastrophic backtracking in "
-            f"java.util.regex, which MirrorMaker 2 runs it with): {slow}",
+            f"{pattern!r} can take exponential time to match a name (catastrophic backtracking in a "
+            f"backtracking engine: Python's re, java.util.regex that MirrorMaker 2 runs): {slow}",
             "rewrite it so no repeated part can match the same text two ways — e.g. (a+)+b → a+b, "
             "(\\w+\\s?)* → [\\w\\s]*, (a|a)* → a* — or list the names one by one",
         )
