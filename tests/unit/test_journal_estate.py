@@ -119,7 +119,10 @@ def test_a_journal_on_its_own_clusters_is_not_foreign(stack: Path) -> None:
     _format("B", "same-B")
     assert foreign_reason(StackRef.resolve("unit"), j) is None
     _format("B", "other-B")
-    assert foreign_reason(StackRef.resolve("unit"), j) == "its clusters are not the ones running now (B: journal same-B, now other-B)"
+    assert (
+        foreign_reason(StackRef.resolve("unit"), j)
+        == "its clusters are not the ones running now (B: journal same-B, now other-B)"
+    )
 
 
 def test_a_cluster_whose_id_cannot_be_read_now_is_not_a_mismatch() -> None:
