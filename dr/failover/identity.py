@@ -104,12 +104,15 @@ def foreign_reason(ref: StackRef, journal: Journal) -> str | None:
 
     It does not when a cluster it recorded now has another ID (the estate was destroyed and rebuilt),
     or when the stack it recorded in the backend is gone (``pulumi stack rm``). A journal written by
-    a drctl that recorded neither (before this check existed) belongs, as it always did.
+    a drctl that recorded neither (before this check existed) belongs, as it always did; so does a
+    completed one (it is never resumed, and a fail-back reads it after its region was rebuilt).
     """
     from dr.estate.stack_state import checkpoint_file, file_backend_stacks
     from dr.topology import load_topology
 
     record = journal.record
+    if journal.finished:
+        return None  # a finished failover is never resumed: nothing of it would be skipped
     gone = file_backend_stacks(ref) is not None and checkpoint_file(ref) is None
     if record.stack_state and gone:
         return (

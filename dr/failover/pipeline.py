@@ -266,8 +266,12 @@ def _record_estate(ctx: Context) -> None:
     from dr.failover.stack_guard import file_digest
 
     state = checkpoint_file(ctx.ref)
+    names = _identified(ctx.original, {})
+    source = ctx.original.cluster(ctx.source)
+    if ctx.mode == "unplanned" and not source.is_local:  # presumed lost: asking it would only delay the run
+        names = [n for n in names if n != source.name]
     ctx.journal.record_estate(
-        clusters=cluster_ids(ctx.original, ctx.ref.state_dir, _identified(ctx.original, {})),
+        clusters=cluster_ids(ctx.original, ctx.ref.state_dir, names),
         stack_state=str(state) if state else None,
         stack_digest=file_digest(ctx.stack_path),
     )
