@@ -283,6 +283,10 @@ def _journal_and_state(ref: StackRef, journal: Journal | None, report: StatusRep
 
     if journal is not None and (reason := foreign_reason(ref, journal)) is not None:
         report.journal_foreign = reason
+        if report.last_failover is not None:  # its own "next" lines would say to resume it
+            report.last_failover.next = [
+                f"never resumed (its clusters are gone): `drctl failover --stack {ref.name} --yes` archives it"
+            ]
     if (found := Journal.last_abandoned(ref.failover_home)) is not None:
         path, data = found
         found_end = data.get("abandoned")
