@@ -82,6 +82,11 @@ class FailoverError(DRError):
     exit_code = 6
 
 
+class JournalMismatch(FailoverError):
+    """A failover journal belongs to other clusters (the estate was destroyed and rebuilt, or the stack
+    removed from its backend): it is archived, never resumed; nothing was done."""
+
+
 class LockHeld(DRError):
     """Another run already holds this stack's lock."""
 
@@ -166,7 +171,11 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     _row("toolchain missing or cache corrupt — run `make setup`", ToolchainError),
     _row("a cluster or MirrorMaker 2 process failed to start, answer or stop", ClusterError, PortInUse),
     _row("credentials refused or missing", AuthError),
-    _row("failover refused or failed (the journal allows resuming)", FailoverError),
+    _row(
+        "failover refused or failed (the journal allows resuming; one of other clusters is archived, never resumed)",
+        FailoverError,
+        JournalMismatch,
+    ),
     _row("another run holds the stack's lock", LockHeld),
     _row("internal error (a bug): the message names the file holding the traceback", InternalError),
     ExitCode(EXIT_INTERRUPTED, (), "interrupted (Ctrl-C)"),

@@ -125,12 +125,15 @@ def estate_start(ref: StackRef, cluster_name: str) -> None:
 @click.option("--destroy", is_flag=True, help="`pulumi destroy`: stop everything and delete the clusters' data.")
 def estate_down(ref: StackRef, destroy: bool) -> None:
     """Stop links and clusters cleanly, data kept (`drctl estate up --refresh` brings them back);
-    with --destroy, `pulumi destroy` the stack."""
+    with --destroy, `pulumi destroy` the stack — refused while a failover runs (exit 7) — and the
+    stack's failover journal is ended: archived as failover/abandoned-<id>-<time>.json, never resumed."""
     from dr.estate.estate import Estate
     from dr.estate.stack import EstateStack
 
     if destroy:
-        EstateStack(ref).destroy(progress)
+        from dr.failover.lifecycle import destroy_estate
+
+        destroy_estate(ref, lambda: EstateStack(ref).destroy(progress), progress)
     else:
         Estate.for_stack(ref).stop(progress=progress)
 

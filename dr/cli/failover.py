@@ -5,7 +5,8 @@ This module never imports :mod:`dr.cli`: the group imports the commands, not the
 Exit codes (:mod:`dr.base.errors`): 0 done — also when a failover is already finished, or finished
 with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluster could not be
 reached · 5 credentials refused · 6 a failover step refused (the journal is kept: rerun to
-resume) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
+resume), or the journal belongs to other clusters (archived, never resumed: the next run starts
+afresh) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
 (``--json`` for machines). Passwords are never printed.
 """
 
@@ -312,7 +313,9 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     whether anything needs a person, so monitoring can run it: 0 no problem · 4 a link the topology
     says runs is stopped or a side of it is unreachable, or an active, passive or edge cluster is down ·
     6 the last failover failed or was interrupted (its journal says running, but no process holds
-    the stack's lock) — 6 wins when both apply. The message lists every problem.
+    the stack's lock), or its journal belongs to other clusters (an estate rebuilt) or was archived
+    unfinished — 6 wins when both apply · 2 the stack's Pulumi state file cannot be read (it is named).
+    The message lists every problem.
     """
     from dr.failover.render import render_status
     from dr.failover.status import raise_for_problems, status_report

@@ -37,7 +37,7 @@ from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
 from dr.failover.health import listening
 from dr.failover.journal import Journal
-from dr.failover.pipeline import OnStep, run_frame
+from dr.failover.pipeline import OnStep, refuse_damaged_state, run_frame
 from dr.failover.site_loss import (
     SiteContext,
     compare_region,
@@ -339,6 +339,7 @@ class EdgePlan:
 def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
     """The plan of the loss of ``edge``; changes nothing."""
     ref.existing_stack_file()
+    refuse_damaged_state(ref)
     original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
     link = check_lost_edge(original, edge)
 

@@ -25,7 +25,7 @@ from verification import routes
 from verification.route import AuditStart, RecoverRequest, VerifyRequest
 from verification.sides import KafkaSide
 
-__all__ = ["CLASSES", "RecoveryReport", "Verdict", "missing_records", "recover", "verify"]
+__all__ = ["CLASSES", "RecoveryReport", "Verdict", "missing_records", "recover", "topics_left_unread", "verify"]
 
 #: The verification's classes of offending records.
 CLASSES = ("missing", "unexpected", "duplicated", "corrupted")
@@ -86,6 +86,15 @@ def _route_loaded() -> Iterator[None]:
             "step cannot pass — rerun with --skip-verify only if you verify by other means, and "
             "decommission with --force-decommission",
         ) from exc
+
+
+def topics_left_unread(topics: list[str]) -> list[str]:
+    """The topics among ``topics`` that the verification would not read (it takes them for internal
+    bookkeeping): a failover refuses them in preflight, before A is fenced, rather than at the integrity
+    step. Asks the verification's own rule (:func:`verification.cluster.is_internal_topic`)."""
+    from verification.cluster import is_internal_topic
+
+    return [t for t in topics if is_internal_topic(t)]
 
 
 def verify(

@@ -7,6 +7,9 @@ the stack's state directory with any other backend)::
     failover.lock              flock'ed by the running failover; holds its pid
     failover/journal.json      the current failover: inputs, every step's outcome and timings
     failover/journal-<id>.json earlier, finished failovers (archived when a new one starts)
+    failover/abandoned-<id>-<UTC time>.json
+                               failovers ended unfinished: their estate was destroyed (`drctl estate
+                               down --destroy`) or their clusters are not the ones running now
 
 Every write goes to a temporary file first and is moved into place with ``os.replace``, so a
 crash (even ``kill -9``) leaves either the previous or the new journal, never half of one. The
@@ -224,6 +227,18 @@ class JournalRecord(_Record):
     measurements: Measurements = Field(default_factory=Measurements)
     runs: list[RunEntry] = Field(default_factory=list)
     steps: dict[str, StepEntry] = Field(default_factory=dict)
+    clusters: dict[str, str] = Field(default_factory=dict)
+    """Cluster name → Kafka cluster ID of the clusters the run acts on, read when it began (the standby's
+    once the run built it): the journal is resumed only on these clusters (:mod:`dr.failover.identity`).
+    Empty in a journal of a drctl that did not record them: such a journal is resumed as before."""
+    stack_state: str | None = None
+    """The stack's Pulumi state file when the run began (``file://`` backends): gone later means the
+    stack was removed from its backend, and the journal with it."""
+    stack_digests: list[str] = Field(default_factory=list)
+    """SHA-256 of the stack file as the run expects it now: as it was when the run began, then as the
+    run itself last wrote it (two while a write is under way). Empty: not checked (an older journal)."""
+    abandoned: dict[str, Any] | None = None
+    """Set when the journal was ended unfinished and archived: ``at``, ``reason``, ``by``."""
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON."""
@@ -315,6 +330,38 @@ class Journal:
     def save(self) -> None:
         """Write the journal atomically."""
         atomic_write_json(self.path, self.record.to_json())
+
+    def abandon(self, reason: str, by: str) -> Path:
+        """End this journal and move it aside (never deleted): ``failover/abandoned-<id>-<UTC time>.json``,
+        with ``abandoned`` (``at``, ``reason``, ``by``) set and, when unfinished, status ``abandoned``.
+        Returns where it now is; no current journal is left, so the next failover starts afresh."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"abandoned-{self.failover_id}-{stamp}.json")
+        self.record.abandoned = {"at": _now(), "reason": reason, "by": by, "status_before": self.record.status}
+        if self.record.status != "completed":
+            self.record.status = "abandoned"
+        atomic_write_json(target, self.record.to_json())
+        self.path.unlink(missing_ok=True)
+        self.path = target
+        return target
+
+    @classmethod
+    def last_abandoned(cls, home: Path) -> tuple[Path, dict[str, Any]] | None:
+        """The newest archived abandoned journal (path, data) when it is newer than the current journal
+        (or there is none): the stack's last failover ended that way. None otherwise."""
+        archive = Path(home) / "failover"
+        found = sorted(archive.glob("abandoned-*.json"), key=lambda p: p.stat().st_mtime) if archive.is_dir() else []
+        if not found:
+            return None
+        newest = found[-1]
+        current = cls.path_for(home)
+        if current.exists() and current.stat().st_mtime >= newest.stat().st_mtime:
+            return None
+        try:
+            data = json.loads(newest.read_text())
+        except (OSError, ValueError):
+            data = {}
+        return newest, data if isinstance(data, dict) else {}
 
     # ------------------------------------------------------------------------------ queries
     @property
@@ -446,6 +493,13 @@ class Journal:
         entry = self.step(name)
         entry.status, entry.outcome, entry.seconds = status, outcome, round(seconds, 3)
         entry.finished_at, entry.error = _now(), error
+        self.save()
+
+    def record_estate(self, *, clusters: dict[str, str], stack_state: str | None, stack_digest: str | None) -> None:
+        """Record, when a run begins, which estate the journal belongs to (see :attr:`JournalRecord.clusters`)."""
+        self.record.clusters = dict(clusters)
+        self.record.stack_state = stack_state
+        self.record.stack_digests = [stack_digest] if stack_digest else []
         self.save()
 
     def measure(self, **values: Any) -> None:

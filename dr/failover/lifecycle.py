@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LinkChange",
     "StandbyRebuild",
+    "destroy_estate",
     "find_link",
     "former_link",
     "journals",
@@ -350,6 +351,32 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
     finally:
         lock.release()
     return _link_result(stack, name, link, was, "running", t0)
+
+
+# ------------------------------------------------------------------------------------ destroy
+def destroy_estate(ref: StackRef, destroy: Callable[[], None], progress: Progress = _quiet) -> Path | None:
+    """``drctl estate down --destroy``: run ``destroy`` (``pulumi destroy`` of the stack) holding the
+    stack's failover lock — never beside a failover — then end the stack's failover journal: its
+    clusters are gone, so it is archived (:meth:`dr.failover.journal.Journal.abandon`), never resumed.
+    Returns where the journal was archived (None: there was none)."""
+    from dr.failover.journal import Journal
+
+    home = ref.made_failover_home()
+    lock = _locked(home, ref.name, f"destroy the estate of stack {ref.name}")
+    try:
+        destroy()
+        journal = Journal.load(home)
+        if journal is None:
+            return None
+        status = journal.status
+        where = journal.abandon(
+            f"the estate was destroyed (`drctl estate down --destroy`) while this failover was {status}",
+            by="drctl estate down --destroy",
+        )
+    finally:
+        lock.release()
+    progress(f"failover {journal.failover_id} ({status}): its clusters are destroyed; journal archived to {where}")
+    return where
 
 
 # ------------------------------------------------------------------------------------ standby (pure)

@@ -8,6 +8,13 @@ reports that it is finished and changes nothing.
 The original topology is read from the journal on resume, never from the stack file (which the
 ``desired-state`` step rewrites): a resumed run can therefore never promote twice.
 
+A journal belongs to the estate it ran on (:mod:`dr.failover.identity`): one whose clusters are not
+the ones running now (the estate was destroyed and rebuilt) or whose stack left its backend is never
+resumed — it is archived and the run refused (:class:`~dr.base.errors.JournalMismatch`, exit 6); the
+next run starts afresh. Before any step, and so before A is fenced, a run refuses a Pulumi state file
+that cannot be read (:func:`dr.estate.stack_state.state_problem`) and a stack file changed since the
+run began (:mod:`dr.failover.stack_guard`).
+
 ``on_step`` is called after each step's outcome is journaled (the drill reads the clusters there;
 the tests' crash driver, ``tests/integration/failover_crash_driver.py``, ends the process there).
 """
@@ -19,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
-from dr.base.errors import DRError, FailoverError
+from dr.base.errors import ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
@@ -27,6 +34,7 @@ from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
 from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
+from dr.failover.stack_guard import check_unchanged
 from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary, summarize
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
@@ -37,6 +45,8 @@ __all__ = [
     "OpenRun",
     "already_finished",
     "new_context",
+    "refuse_damaged_state",
+    "refuse_foreign",
     "run_failover",
     "run_frame",
     "run_mode",
@@ -223,15 +233,90 @@ def run_frame(
     home = ref.made_failover_home()
     with StackLock(home, ref.name):
         journal = Journal.load(home)
+        if journal is not None:
+            refuse_foreign(ref, journal, progress)
         if (is_finished or already_finished)(journal, stack_path):
             assert journal is not None
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
             return summarize(journal, already_finished=True)
+        refuse_damaged_state(ref)
         ctx, resuming = open_run(journal)
+        if not resuming:
+            _record_estate(ctx)
         ctx.journal.begin_run(mode=ctx.mode, options=ctx.options.to_dict())
         progress(f"{'resuming' if resuming else 'starting'} {ctx.mode} {title(ctx)}")
         _run_steps(ctx, steps, on_step, probe=probe)
         return summarize(ctx.journal)
+
+
+#: Roles whose clusters exist when a run begins: their IDs are recorded then (a standby's once it is built).
+_RUNNING_ROLES = (Role.ACTIVE, Role.PASSIVE, Role.EDGE)
+
+
+def _identified(topology: Topology, known: dict[str, str]) -> list[str]:
+    """Clusters of ``topology`` whose ID is to be recorded: running roles, not recorded yet."""
+    return [c.name for c in topology.clusters if c.role in _RUNNING_ROLES and c.name not in known]
+
+
+def _record_estate(ctx: Context) -> None:
+    """Record in a new journal which estate it belongs to: the clusters' IDs, the Pulumi state file, the
+    stack file's digest (:meth:`Journal.record_estate`)."""
+    from dr.estate.stack_state import checkpoint_file
+    from dr.failover.identity import cluster_ids
+    from dr.failover.stack_guard import file_digest
+
+    state = checkpoint_file(ctx.ref)
+    names = _identified(ctx.original, {})
+    source = ctx.original.cluster(ctx.source)
+    if ctx.mode == "unplanned" and not source.is_local:  # presumed lost: asking it would only delay the run
+        names = [n for n in names if n != source.name]
+    ctx.journal.record_estate(
+        clusters=cluster_ids(ctx.original, ctx.ref.state_dir, names),
+        stack_state=str(state) if state else None,
+        stack_digest=file_digest(ctx.stack_path),
+    )
+
+
+def _record_built(ctx: Context) -> None:
+    """After the desired state converged: the IDs of the clusters it built (the new passive, a rebuilt peer)."""
+    from dr.failover.identity import cluster_ids
+
+    record = ctx.journal.record
+    if not record.stack_digests:  # a journal of an older drctl: it records no identities
+        return
+    new = cluster_ids(ctx.desired, ctx.ref.state_dir, _identified(ctx.desired, record.clusters))
+    if new:
+        record.clusters = {**record.clusters, **new}
+        ctx.journal.save()
+
+
+def refuse_foreign(ref: StackRef, journal: Journal, progress: Progress = lambda _m: None) -> None:
+    """When ``journal`` does not belong to the estate running now (:func:`dr.failover.identity.foreign_reason`):
+    archive it (:meth:`Journal.abandon`) and raise :class:`~dr.base.errors.JournalMismatch` — never resume it.
+    The caller holds the stack's failover lock."""
+    from dr.failover.identity import foreign_reason, refusal_text
+
+    reason = foreign_reason(ref, journal)
+    if reason is None:
+        return
+    failover_id = journal.failover_id
+    where = journal.abandon(reason, by="drctl failover: its clusters are not the ones running now")
+    progress(f"failover {failover_id}: journal archived to {where}")
+    raise JournalMismatch(
+        f"{refusal_text(ref, failover_id, reason)}. Nothing was done; the journal was archived to {where}.",
+        f"check `drctl status --stack {ref.name}`, then run `drctl failover --stack {ref.name} --dry-run`: "
+        "the next failover starts afresh from the stack file",
+    )
+
+
+def refuse_damaged_state(ref: StackRef) -> None:
+    """Refuse (ConfigError, exit 2) a run whose Pulumi state file cannot be read, naming the file —
+    before any step, so before A is fenced."""
+    from dr.estate.stack_state import state_fix, state_problem
+
+    problem = state_problem(ref)
+    if problem is not None:
+        raise ConfigError(f"{problem}; a failover needs it to converge the desired state.", state_fix(ref.name))
 
 
 def _precheck(original: Topology, state: Path) -> None:
@@ -259,6 +344,7 @@ def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe
             if journal.is_done(step.name):
                 ctx.progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
                 continue
+            check_unchanged(journal, ctx.stack_path, step.name)
             ctx.progress(f"{label}: {step.description}")
             t0 = time.monotonic()
             result = run_step(ctx, step)
@@ -304,4 +390,5 @@ def run_step(ctx: Context, step: Step) -> StepResult:
     journal.finish_step(step.name, result.status, result.journaled(), time.monotonic() - t0)
     if step.name == "desired-state":
         journal.measure(abc_done_at=round(time.time(), 3), abc_run=len(journal.runs))
+        _record_built(ctx)
     return result

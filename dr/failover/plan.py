@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
+from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
@@ -21,7 +21,7 @@ from dr.failover.health import cluster_health, reachability
 from dr.failover.hub import edge_links_into
 from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
-from dr.failover.pipeline import already_finished, topologies
+from dr.failover.pipeline import already_finished, refuse_damaged_state, topologies
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions
 from dr.failover.summary import FailoverSummary, summarize
@@ -214,12 +214,29 @@ class FailoverPlan(BaseModel):
     pulumi_preview: dict[str, Any] | None = None
 
 
+def _refuse_foreign(ref: StackRef, journal: Journal | None) -> None:
+    """A journal of other clusters is never planned as resumed (the dry run writes nothing: the next
+    ``drctl failover`` archives it)."""
+    from dr.failover.identity import foreign_reason, refusal_text
+
+    reason = foreign_reason(ref, journal) if journal is not None else None
+    if journal is None or reason is None:
+        return
+    raise JournalMismatch(
+        f"{refusal_text(ref, journal.failover_id, reason)}. Nothing was changed (a dry run writes nothing).",
+        f"`drctl failover --stack {ref.name} --yes` archives that journal and refuses; the run after it starts a "
+        f"new failover from the stack file (`drctl failover --stack {ref.name} --dry-run` then plans it)",
+    )
+
+
 def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> FailoverPlan | FinishedPlan:
     """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing."""
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     journal = Journal.load(ref.failover_home)
+    _refuse_foreign(ref, journal)
     if already_finished(journal, stack_path):
         return FinishedPlan(stack=stack, summary=summarize(journal, already_finished=True))
+    refuse_damaged_state(ref)
     original, desired, resuming = topologies(ref, journal, options.mode)
     resumed = journal if resuming else None
     mode = options.mode or (resumed.mode if resumed else "planned")

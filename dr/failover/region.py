@@ -36,7 +36,7 @@ from dr.estate.estate import Progress, acl_bindings
 from dr.failover.converge import Converger
 from dr.failover.health import listening
 from dr.failover.journal import Journal
-from dr.failover.pipeline import OnStep, already_finished, run_frame
+from dr.failover.pipeline import OnStep, already_finished, refuse_damaged_state, run_frame
 from dr.failover.site_loss import (
     SiteContext,
     compare_region,
@@ -313,6 +313,7 @@ class RegionPlan:
 def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions) -> RegionPlan:
     """The plan of a region failover; changes nothing."""
     ref.existing_stack_file()
+    refuse_damaged_state(ref)
     original, desired, survivor, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), region)
     return RegionPlan(
         stack=ref.name,

@@ -30,7 +30,7 @@ from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.estate.stack import EstateStack
-from dr.failover.converge import read_stack_config, wait_copied, write_stack_config
+from dr.failover.converge import read_stack_config, wait_copied
 from dr.failover.health import reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.pipeline import OnStep, run_frame
@@ -139,7 +139,7 @@ def desired_state(ctx: Context) -> StepResult:
     backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
-    written = write_stack_config(ctx.stack_path, ctx.desired)
+    written = ctx.write_stack(ctx.desired)
     ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); pulumi up")
     timings = EstateStack(ctx.ref).up(ctx.desired, refresh=True, progress=ctx.progress)
     t0 = time.monotonic()

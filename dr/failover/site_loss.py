@@ -27,7 +27,7 @@ from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.failover.clients import publish_clients
-from dr.failover.converge import Converger, write_stack_config
+from dr.failover.converge import Converger
 from dr.failover.fencing import fence, write_bindings
 from dr.failover.health import ClusterHealth, cluster_health, listening, reachability
 from dr.failover.journal import Journal, failover_dir
@@ -259,7 +259,7 @@ def decommission(ctx: Context) -> StepResult:
         return result("deferred", f"{ctx.site} kept (no verdict yet); rerun when it is readable")
     if ctx.original.cluster(ctx.site).kind is Kind.LOCAL:
         ctx.before.local_cluster(ctx.site).stop()
-    write_stack_config(ctx.stack_path, ctx.desired)
+    ctx.write_stack(ctx.desired)
     return result("done", f"{ctx.site} stopped (data kept); decommissioned", forced=integ.status != "done")
 
 

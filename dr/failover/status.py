@@ -6,8 +6,10 @@ later uses to estimate its RPO — so running it periodically is useful.
 
 The report's ``problems`` (:func:`status_problems`) are what monitoring acts on: a link the
 topology says runs that is stopped or cannot be measured, an active or passive cluster that is
-down or unreachable, a last failover that failed or was interrupted. :func:`raise_for_problems`
-turns them into the command's exit code (4, or 6 when the failover is among them).
+down or unreachable, a last failover that failed or was interrupted, a failover journal that belongs
+to other clusters (the estate was rebuilt) or was ended unfinished and archived, a Pulumi state file
+that cannot be read. :func:`raise_for_problems` turns them into the command's exit code (4; 6 when a
+failover is among them; 2 when the state file is, and no failover).
 """
 
 from __future__ import annotations
@@ -232,6 +234,14 @@ class StatusReport(BaseModel):
     journal_shared: bool | None = None
     """True when that is in the stack's (``file://``) backend, so any clone using it resumes a failover;
     False when it is this machine's state directory, which other operators must then share."""
+    journal_foreign: str | None = None
+    """Why the current journal belongs to other clusters (:func:`dr.failover.identity.foreign_reason`);
+    in the JSON only when it does."""
+    abandoned_journal: dict[str, Any] | None = None
+    """The last failover, ended unfinished and archived (``path``, ``failover_id``, ``reason``, ``at``);
+    in the JSON only when it is newer than any current journal."""
+    pulumi_state_error: str | None = None
+    """Why the stack's Pulumi state file cannot be read (naming it); in the JSON only when it cannot."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: keys that do not apply to an entry are absent, not null."""
@@ -260,8 +270,37 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
     report.journal_home, report.journal_shared = str(ref.failover_home), ref.journal_shared
     if locks := _pulumi_locks(stack, Path(state)):
         report.pulumi_locks = locks  # in the JSON only when there is one
+    _journal_and_state(ref, journal, report)
     report.problems = status_problems(report)
     return report
+
+
+def _journal_and_state(ref: StackRef, journal: Journal | None, report: StatusReport) -> None:
+    """Whether the journal belongs to the clusters running now, an abandoned journal newer than it, and
+    whether the Pulumi state reads (each set on ``report`` only when it applies)."""
+    from dr.estate.stack_state import state_problem
+    from dr.failover.identity import foreign_reason
+
+    if journal is not None and (reason := foreign_reason(ref, journal)) is not None:
+        report.journal_foreign = reason
+        if report.last_failover is not None:  # its own "next" lines would say to resume it
+            report.last_failover.next = [
+                f"never resumed (its clusters are gone): `drctl failover --stack {ref.name} --yes` archives it"
+            ]
+    if (found := Journal.last_abandoned(ref.failover_home)) is not None:
+        path, data = found
+        found_end = data.get("abandoned")
+        ended: dict[str, Any] = found_end if isinstance(found_end, dict) else {}
+        report.abandoned_journal = {
+            "path": str(path),
+            "failover_id": data.get("failover_id"),
+            "status_before": ended.get("status_before"),
+            "reason": ended.get("reason"),
+            "by": ended.get("by"),
+            "at": ended.get("at"),
+        }
+    if (problem := state_problem(ref)) is not None:
+        report.pulumi_state_error = problem
 
 
 def _pulumi_locks(stack: str, state: Path) -> list[PulumiLockStatus]:
@@ -470,7 +509,32 @@ def status_problems(report: StatusReport) -> list[str]:
     found += [
         f"Pulumi lock left by an engine that is gone: {lock.holder}" for lock in report.pulumi_locks if not lock.alive
     ]
+    found += [p for p in (_journal_problem(report), _abandoned_problem(report)) if p]
+    if report.pulumi_state_error:
+        found.append(report.pulumi_state_error)
     return found
+
+
+def _journal_problem(report: StatusReport) -> str | None:
+    if report.journal_foreign is None:
+        return None
+    last = report.last_failover
+    what = f"the journal of failover {last.failover_id}" if last else "the failover journal"
+    return (
+        f"{what} belongs to other clusters — {report.journal_foreign}; it will never be resumed "
+        "(the next `drctl failover` archives it and refuses; the one after starts afresh)"
+    )
+
+
+def _abandoned_problem(report: StatusReport) -> str | None:
+    ended = report.abandoned_journal
+    if ended is None or ended.get("status_before") == "completed":
+        return None
+    return (
+        f"last failover {ended.get('failover_id')} was ended unfinished ({ended.get('status_before')}) and its "
+        f"journal archived to {ended.get('path')}: {ended.get('reason')} — nothing of it applies to the clusters "
+        "running now"
+    )
 
 
 def raise_for_problems(report: StatusReport) -> None:
@@ -481,7 +545,8 @@ def raise_for_problems(report: StatusReport) -> None:
         return
     stack = report.stack
     last = report.last_failover
-    failover = _failover_problem(last) in problems
+    journal = [p for p in (_journal_problem(report), _abandoned_problem(report)) if p]
+    failover = _failover_problem(last) in problems or bool(journal)
     fixes = []
     stopped = [link.name for link in report.links if (p := _link_problem(link)) and "the topology says it runs" in p]
     fixes += [f"start link {name} again: `drctl link start --stack {stack} --link {name}`" for name in stopped]
@@ -496,11 +561,25 @@ def raise_for_problems(report: StatusReport) -> None:
             f"`drctl estate up --stack {stack}` removes that lock and settles what the killed engine left "
             "(a `drctl failover` that was interrupted does the same when rerun)"
         )
-    if failover and last is not None and last.status == "failed":
+    if report.journal_foreign is not None:
+        fixes.append(
+            f"do not resume it: `drctl failover --stack {stack} --dry-run` plans a new failover of the clusters "
+            "running now (the next `drctl failover` archives the old journal first)"
+        )
+    elif _abandoned_problem(report) is not None and report.abandoned_journal is not None:
+        fixes.append(
+            f"read {report.abandoned_journal['path']}, then move it out of its directory to acknowledge it (or start "
+            f"the next failover: `drctl failover --stack {stack} --dry-run`)"
+        )
+    elif failover and last is not None and last.status == "failed":
         fixes.extend(last.next or [f"rerun `drctl failover --stack {stack} --yes`: it resumes"])
     elif failover:
         fixes.append(f"rerun `drctl failover --stack {stack} --yes`: it resumes where the interrupted run stopped")
-    cls: type[DRError] = FailoverError if failover else ClusterError
+    if report.pulumi_state_error:
+        from dr.estate.stack_state import state_fix
+
+        fixes.append(state_fix(stack))
+    cls: type[DRError] = FailoverError if failover else ConfigError if report.pulumi_state_error else ClusterError
     count = len(problems)
     raise cls(
         f"stack {stack} has {count} problem{'s' if count != 1 else ''}:\n" + "\n".join(f"  - {p}" for p in problems),

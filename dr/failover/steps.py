@@ -39,7 +39,7 @@ from dr.base.errors import AuthError, ClusterError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress, application_acls
 from dr.failover.clients import publish_clients
-from dr.failover.converge import Converger, write_stack_config
+from dr.failover.converge import Converger
 from dr.failover.fencing import fence, unfence, write_bindings
 from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
@@ -218,6 +218,13 @@ class Context:
         """Every application principal."""
         return [app.name for app in self.original.principals.applications]
 
+    def write_stack(self, topology: Topology) -> bool:
+        """Write ``topology`` to the stack file, checked unchanged since the run began and its new digest
+        journaled (:func:`dr.failover.stack_guard.guarded_write`); True when the file changed."""
+        from dr.failover.stack_guard import guarded_write
+
+        return guarded_write(self.journal, self.stack_path, topology)
+
     def say(self, message: str) -> None:
         """One progress line."""
         self.progress(message)
@@ -268,9 +275,24 @@ def _common_inputs(ctx: Context) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- 1 preflight
+def _refuse_unverifiable(ctx: Context) -> None:
+    """Refuse, before anything changes, a replicated topic the integrity step could not verify."""
+    from dr.failover.integrity import topics_left_unread
+
+    unread = [] if ctx.options.skip_verify else topics_left_unread(ctx.topics)
+    if unread:
+        raise FailoverError(
+            f"the verification would not read the replicated topics {', '.join(unread)} (it takes them for "
+            "internal topics), so the integrity step could not pass after A was fenced and B promoted.",
+            f"rename them in Pulumi.{ctx.stack}.yaml (kafka-dr:topics), or rerun with --skip-verify if you verify "
+            "them by other means (A is then decommissioned only with --force-decommission); nothing was changed",
+        )
+
+
 def preflight(ctx: Context) -> StepResult:
     """Check the topology, B's health, the link's lag and A's reachability; change nothing."""
     A, B = ctx.source, ctx.target
+    _refuse_unverifiable(ctx)
     b_decl = ctx.original.cluster(B)
     expected = b_decl.brokers if b_decl.kind is Kind.LOCAL else None
     b = cluster_health(ctx.b_ep, expected_brokers=expected, topics=ctx.topics)
@@ -658,7 +680,7 @@ def desired_state(ctx: Context) -> StepResult:
     backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
-    written = write_stack_config(ctx.stack_path, ctx.desired)
+    written = ctx.write_stack(ctx.desired)
     ctx.say(
         f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); "
         f"converging with {ctx.converger.name}"
@@ -819,7 +841,7 @@ def decommission(ctx: Context) -> StepResult:
             "nothing on it was deleted (topics and data kept, applications fenced); stop or reuse it with its own "
             "tooling"
         )
-    write_stack_config(ctx.stack_path, ctx.desired)  # A stays declared, decommissioned, without links
+    ctx.write_stack(ctx.desired)  # A stays declared, decommissioned, without links
     outcome.role = Role.DECOMMISSIONED.value
     if not clean and not integ.done:
         # The operator waived the verdict: the failover is complete, the step keeps what it found.

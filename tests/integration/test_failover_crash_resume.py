@@ -187,3 +187,71 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
     assert estate.local_cluster("A").state() == "stopped"
+
+
+def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same_stack_file(
+    env: dict[str, str],
+) -> None:
+    """Issue 32's finding: a failover killed after promoting B and publishing the clients, the estate
+    destroyed and rebuilt from the same stack file — the old journal must not be resumed ("resuming",
+    promote skipped, exit 0 `completed` with B still passive and C never started)."""
+    state = Path(env["KDR_STATE_DIR"]) / STACK
+    home = journal_home(env, STACK)
+    res = crash_failover(env, "clients", "--skip-verify", "--force-decommission")
+    assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
+    old = Journal.load(home)
+    assert old is not None and old.is_done("promote") and not old.is_done("desired-state")
+    recorded = dict(old.record.clusters)
+    assert recorded == {"A": _cluster_id(state, "A"), "B": _cluster_id(state, "B")}, "the run recorded its clusters"
+    left_behind = old.path.read_bytes()
+
+    down = drctl(env, "estate", "down", "--stack", STACK, "--destroy")
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert Journal.load(home) is None, "the destroy ended the journal"
+    archived = sorted((home / "failover").glob(f"abandoned-{old.failover_id}-*.json"))
+    assert len(archived) == 1 and json.loads(archived[0].read_text())["status"] == "abandoned"
+    assert str(archived[0]) in down.stderr
+
+    up = drctl(env, "estate", "up", "--stack", STACK)
+    assert up.returncode == 0, up.stderr[-3000:]
+    now = {name: _cluster_id(state, name) for name in ("A", "B")}
+    assert all(now[n] and now[n] != recorded[n] for n in now), "the rebuilt clusters are new ones"
+
+    status = drctl(env, "status", "--stack", STACK)
+    assert status.returncode == 6, status.stdout[-2000:] + status.stderr[-2000:]
+    assert str(archived[0]) in status.stderr and "ended unfinished" in status.stderr
+
+    # The same journal left by a destroy drctl did not see (`pulumi destroy`, an older drctl): refused by IDs.
+    Journal.path_for(home).write_bytes(left_behind)
+    status = drctl(env, "status", "--stack", STACK)
+    assert status.returncode == 6, status.stderr[-2000:]
+    assert f"B: journal {recorded['B']}, now {now['B']}" in status.stderr
+    refused = drctl(env, "failover", "--stack", STACK, "--mode", "planned", "--yes", "--skip-verify")
+    assert refused.returncode == 6, refused.stderr[-3000:]
+    assert f"A: journal {recorded['A']}, now {now['A']}" in refused.stderr and "never resumed" in refused.stderr
+    assert "resuming" not in refused.stderr and Journal.load(home) is None
+
+    fresh = drctl(
+        env,
+        "failover",
+        "--stack",
+        STACK,
+        "--mode",
+        "planned",
+        "--yes",
+        "--json",
+        "--skip-verify",
+        "--force-decommission",
+    )
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert "resuming" not in fresh.stderr and "starting planned failover" in fresh.stderr
+    s = json.loads(fresh.stdout)
+    assert s["status"] == "completed" and s["failover_id"] != old.failover_id and s["runs"] == 1
+    topology = load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml")
+    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active", "C": "passive"}
+    after = Estate(topology, state)
+    assert after.local_cluster("C").state() == "running" and after.mirror("B-to-C").alive()
+    assert (
+        f"bootstrap.servers={after.local_cluster('B').bootstrap}"
+        in (state / "clients" / "orders-app.properties").read_text()
+    )
