@@ -399,7 +399,7 @@ def _translations(links: list[Link], cluster: str, ep: Endpoint, seen: _Seen) ->
     """Every group's translation on passive ``cluster`` from its MirrorMaker 2 links' checkpoints, read
     once; what cannot be read counts as no translation (the end offsets still bound the commits)."""
     if cluster not in seen.translations:
-        found: dict[str, Offsets] = {}
+        found: dict[str, dict[tuple[str, int], int]] = {}
         for link in links:
             if link.engine is Engine.MIRRORMAKER2:
                 try:
@@ -407,7 +407,7 @@ def _translations(links: list[Link], cluster: str, ep: Endpoint, seen: _Seen) ->
                         found.setdefault(group, {}).update(offsets)
                 except ClusterError:
                     pass
-        seen.translations[cluster] = found
+        seen.translations[cluster] = dict(found)
     return seen.translations[cluster]
 
 

@@ -70,8 +70,8 @@ def translated_offsets(target: Endpoint, source_alias: str, timeout: float = 15.
                 for msg in consumer.consume(500, timeout=0.5):
                     if msg.error() is not None:
                         continue
-                    tp = (msg.topic(), msg.partition())
-                    if msg.offset() + 1 >= left.get(tp, 0):
+                    tp = (msg.topic() or "", msg.partition() or 0)
+                    if (msg.offset() or 0) + 1 >= left.get(tp, 0):
                         left.pop(tp, None)
                     if (cp := decode_checkpoint(msg.key(), msg.value())) is not None:
                         group, t, p, _upstream, downstream = cp

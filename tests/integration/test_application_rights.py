@@ -45,9 +45,8 @@ from dr.failover.clients import client_files
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
-from dr.topology import Role
+from dr.topology import Role, load_stack_file
 from dr.topology.access import acl_rules
-from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, drctl, produce, provisioned, teardown_stack, write_local_stack
 from tests.integration.ports import windows
 
@@ -263,11 +262,17 @@ def _rights(estate: Estate, app: str, cluster: str, topics: set[str]) -> Rights:
         where = f"{app} on {cluster} ({c.role}): {rule}"
         assert rule.resource_type in ("Topic", "Group"), f"beyond its role: {where}"
         if rule.resource_type == "Group":
-            assert (rule.resource_name, rule.operation, rule.pattern) == (application.consumer_group, "Read", "Literal"), where
+            assert (rule.resource_name, rule.operation, rule.pattern) == (
+                application.consumer_group,
+                "Read",
+                "Literal",
+            ), where
             groups.add(rule.resource_name)
             continue
         covered = (
-            {t for t in topics if t.startswith(rule.resource_name)} if rule.pattern == "Prefixed" else {rule.resource_name}
+            {t for t in topics if t.startswith(rule.resource_name)}
+            if rule.pattern == "Prefixed"
+            else {rule.resource_name}
         )
         if rule.operation in ("Read", "Describe"):
             mine = consumes | produces if c.role is Role.ACTIVE else consumes
