@@ -134,11 +134,11 @@ def _fill(estate: Estate) -> None:
     _member_commit(a.with_user("billing", estate.app_password("billing")), "billing", "orders", half)
     assert wait_until(lambda: end_offsets(a, DECLARED) == end_offsets(b, DECLARED), 120, interval=0.5)
 
-    # MirrorMaker 2 translates conservatively (to the last offset sync at or before the commit): the
-    # group's offsets on B are its checkpoints, not the source's numbers
+    # MirrorMaker 2 translates conservatively (to an offset sync at or before the commit, and not every
+    # partition at once): the group's offsets on B are its checkpoints, not the source's numbers
     def synced() -> bool:
         got = committed_offsets(b, "billing")
-        return set(got) == set(half) and got == translated_offsets(b, "A").get("billing")
+        return bool(got) and got == translated_offsets(b, "A").get("billing")
 
     assert wait_until(synced, 120, interval=1), (committed_offsets(b, "billing"), translated_offsets(b, "A"))
 
