@@ -184,14 +184,15 @@ class Attacker:
         md = AdminClient(self.conf).list_topics(timeout=15)
         return {t for t, m in md.topics.items() if m.error is None}
 
-    def read(self, topic: str, partitions: int, records: int) -> KafkaError | int:
-        """Fetch every record of ``topic`` from the beginning, without a group commit; the refusal, or how
-        many records came (their bytes kept for the secret scan)."""
+    def read(self, partitions: dict[str, int], records: int, seconds: float = 20) -> KafkaError | int:
+        """Fetch every record of these topics (name → partition count) from the beginning, without a group
+        commit; the refusal, or how many records came within ``seconds`` (their bytes kept for the secret
+        scan; it stops early once ``records`` came)."""
         consumer = Consumer({**self.conf, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         got = 0
         try:
-            consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-            for _ in range(40):  # at most ~20 s
+            consumer.assign([TopicPartition(t, p, 0) for t, n in partitions.items() for p in range(n)])
+            for _ in range(int(seconds * 2)):
                 for msg in consumer.consume(500, timeout=0.5):
                     if (err := msg.error()) is not None:
                         if err.code() in REFUSED:
@@ -200,11 +201,17 @@ class Attacker:
                     got += 1
                     self.read_bytes += [msg.key() or b"", msg.value() or b""]
                     self.read_bytes += [v or b"" for _, v in msg.headers() or []]
-                if got >= records:
+                if records and got >= records:
                     break
         finally:
             consumer.close()
         return got
+
+    def described(self, topic: str) -> KafkaError | None:
+        """The topic's metadata as this application: the refusal, or None. Read and Write imply Describe,
+        so a refused Describe means the topic can be neither read nor written."""
+        md = AdminClient(self.conf).list_topics(topic=topic, timeout=15)
+        return md.topics[topic].error
 
     def write(self, topic: str) -> KafkaError | None:
         """One record to partition 0 of ``topic``, acks=all: the refusal, or None when acknowledged."""
@@ -323,14 +330,17 @@ def test_an_application_with_its_published_file_has_exactly_its_rights_on_every_
         # what it sees: its own topics, nothing else
         assert me.listed() <= rights.read | rights.write, f"{app} lists topics beyond its rights on {cluster}"
 
-        # every topic: read (internal ones included), and the records of those it may read, all of them
-        for topic, partitions in sorted(topics.items()):
+        # every topic it may read: all of its records; every other topic (internal ones included): its
+        # metadata refused, and the fetch of all of them together yields nothing
+        for topic in sorted(rights.read):
             records = sum(n for (t, _), n in ends.items() if t == topic)
-            got = me.read(topic, partitions, records)
-            if topic in rights.read:
-                assert got == records, f"{app} could not read {topic} on {cluster}: {got}"
-            else:
-                assert _refused(got), f"{app} read {topic} on {cluster}: {got}"
+            assert me.read({topic: topics[topic]}, records) == records, f"{app} could not read {topic} on {cluster}"
+        others = {t: n for t, n in topics.items() if t not in rights.read}
+        for topic in sorted(others):
+            if topic not in rights.write:
+                assert _refused(me.described(topic)), f"{app} may describe {topic} on {cluster}"
+        got = me.read(others, 0, seconds=5)
+        assert got == 0 or _refused(got), f"{app} read {got} records of {sorted(others)} on {cluster}"
 
         # every topic: write (the passive's mirrored topics, the link's internal topics included)
         for topic in sorted(topics):
