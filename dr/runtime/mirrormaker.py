@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
+from dr.base.pattern_safety import name_matcher
 from dr.base.toolchain import toolchain
 from dr.kafka.client import (
     Endpoint,
@@ -28,7 +29,15 @@ from dr.kafka.client import (
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
-from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
+from dr.runtime.process import (
+    FatalWatch,
+    JvmProcess,
+    fatal_cause,
+    java_command,
+    last_exception,
+    private_dir,
+    wait_until,
+)
 
 #: A task's start as the herder logs it (its "finished initialization" line follows when it runs).
 _TASK_STARTING = re.compile(r"Starting task ((Mirror\w+Connector)-\d+)")
@@ -247,6 +256,24 @@ def mm2_properties(
     return props
 
 
+FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
+
+
+def file_provider(allowed: Path) -> dict[str, str]:
+    """The settings that let MirrorMaker 2 (its worker and its connectors) resolve ``${file:<path>:<key>}``
+    references to files under ``allowed`` (pure)."""
+    return {
+        "config.providers": "file",
+        "config.providers.file.class": FILE_PROVIDER,
+        "config.providers.file.param.allowed.paths": str(allowed),
+    }
+
+
+def provider_reference(path: Path, key: str) -> str:
+    """The reference a config provider set up by :func:`file_provider` resolves to ``key`` of ``path`` (pure)."""
+    return f"${{file:{path}:{key}}}"
+
+
 class MirrorMaker:
     """A dedicated MirrorMaker 2 process from ``source`` to ``target`` (both local clusters)."""
 
@@ -282,9 +309,23 @@ class MirrorMaker:
         """``<source>-to-<target>``."""
         return f"{self.source.name}-to-{self.target.name}"
 
+    def secrets_file(self) -> Path:
+        """The replicator's password, the one file of this link that holds it (0600 in a 0700 directory)."""
+        return self.dir / "secrets" / "replicator.properties"
+
+    def write_secrets(self) -> Path:
+        """Write :meth:`secrets_file` from the estate's credentials; return it."""
+        path = self.secrets_file()
+        private_dir(path.parent)
+        write_properties(path, {"password": self.source.credentials.password(REPLICATOR_USER)})
+        return path
+
     def properties(self) -> dict[str, str]:
-        """The MM2 configuration this process runs with (holds the replicator password)."""
-        pw = self.source.credentials.password(REPLICATOR_USER)
+        """The MM2 configuration this process runs with (pure but for the path): the replicator's password
+        only as a reference to :meth:`secrets_file`, so the connector configurations MirrorMaker 2 stores
+        in its config topic on the target hold the reference, never the password."""
+        secrets = self.secrets_file()
+        pw = provider_reference(secrets, "password")
         return mm2_properties(
             self.source.name,
             Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
@@ -294,7 +335,7 @@ class MirrorMaker:
             self.groups,
             self.target.spec.brokers,
             self.intervals,
-            self.extra,
+            {**file_provider(secrets.parent), **self.extra},
             replication_policy=self.replication_policy,
         )
 
@@ -309,6 +350,8 @@ class MirrorMaker:
             return 0.0
         if self.grant:
             grant_replicator(self.source, self.target)
+        private_dir(self.dir)
+        self.write_secrets()
         config = self.dir / "mm2.properties"
         write_properties(config, self.properties())
         tc = toolchain()
@@ -318,6 +361,7 @@ class MirrorMaker:
             "org.apache.kafka.connect.mirror.MirrorMaker",
             [str(config), "--clusters", self.target.name],
             heap_mb=self.heap_mb,
+            crash_dir=self.dir,
             extra_jvm=[
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -367,7 +411,7 @@ class MirrorMaker:
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:
-        pattern = re.compile(self.topics)
+        pattern = name_matcher(self.topics)  # the link's joined patterns, matched in bounded time
         endpoint = self.source.endpoint()
         with kafka_errors(f"listing the topics of {self.source.name}", endpoint):
             md = admin_client(endpoint).list_topics(timeout=10)

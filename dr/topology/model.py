@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
+from dr.base.pattern_safety import name_matcher
 from dr.kafka.internal_topics import InternalTopics
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
@@ -240,14 +241,8 @@ class LinkIntervals(_Model):
 
 
 def _selects(patterns: list[str], name: str) -> bool:
-    for pattern in patterns:
-        try:
-            if re.fullmatch(pattern, name):
-                return True
-        except re.error:
-            if pattern == name:
-                return True
-    return False
+    # bounded time whatever the pattern (RE2; an invalid or backtracking one is read as its own text)
+    return any(name_matcher(pattern).fullmatch(name) for pattern in patterns)
 
 
 class ConnectCredentials(_Model):

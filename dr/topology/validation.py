@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
+from dr.base.pattern_safety import backtracking_problem, name_matcher
 from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
@@ -626,6 +627,14 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
         )
     except RecursionError:
         return "is nested too deeply to compile", "simplify the pattern"
+    slow = backtracking_problem(pattern)
+    if slow is not None:
+        return (
+            f"{pattern!r} can take exponential time to match a name (catastrophic backtracking in a "
+            f"backtracking engine: Python's re, java.util.regex that MirrorMaker 2 runs): {slow}",
+            "rewrite it so no repeated part can match the same text two ways — e.g. (a+)+b → a+b, "
+            "(\\w+\\s?)* → [\\w\\s]*, (a|a)* → a* — or list the names one by one",
+        )
     return None
 
 
@@ -654,9 +663,9 @@ def _probes(pattern: str, names: list[str]) -> list[str]:
 
 
 def _meaning_problem(pattern: str, matches: dict[str, bool]) -> tuple[str, str] | None:
-    compiled = _python_regex(pattern)
+    compiled = name_matcher(pattern)
     for probe, java in matches.items():
-        if java != bool(compiled.fullmatch(probe)):
+        if java != compiled.fullmatch(probe):
             engine, other = ("Java", "Python") if java else ("Python", "Java")
             return (
                 f"{_short(pattern)} means different things to Java's regular expressions (MirrorMaker 2 runs "
@@ -728,7 +737,7 @@ def _joined_problem(
 ) -> Iterator[Violation]:
     j = int(path.split("[", 1)[1].split("]", 1)[0])
     patterns: list[str] = getattr(t.links[j], field)
-    compiled = [_python_regex(p) for p in patterns]
+    compiled = [name_matcher(p) for p in patterns]
     for probe in probes:
         one_by_one = any(c.fullmatch(probe) for c in compiled)
         java = verdict.error is None and verdict.matches[probe]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -22,6 +23,7 @@ from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import MirrorMaker, group_offsets_translated_within
 from dr.runtime.process import wait_until
 from tests.integration.helpers import consume_all, create_topic, produce
+from tests.integration.secret_scan import files_holding, open_to_others, records, topics_holding
 
 
 def test_mm2_copies_every_message_and_translates_group_offsets(
@@ -62,6 +64,25 @@ def test_mm2_copies_every_message_and_translates_group_offsets(
     on_b = committed_offsets(cluster_b.endpoint(), "orders-app")  # read once: the message shows what was judged
     assert translated_now, f"group offsets not translated within {within:.0f}s: A={on_a}, B just after the wait={on_b}"
     assert end_offsets(cluster_a.endpoint(), [topic]) == end_offsets(cluster_b.endpoint(), [topic])
+
+
+def test_mm2_keeps_the_replicators_password_out_of_its_config_topic_and_command_line(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mm2_ab: MirrorMaker
+) -> None:
+    """Dedicated MirrorMaker 2 stores its connectors' configurations in ``mm2-configs.<source>.internal`` on
+    the target: they hold the config provider's reference, never the password (issue 32)."""
+    secret = {"replicator": cluster_a.credentials.password(REPLICATOR_USER)}
+    assert topics_holding(cluster_b.endpoint(), secret) == {}
+    assert topics_holding(cluster_a.endpoint(), secret) == {}
+    stored = records(cluster_b.endpoint(), [f"mm2-configs.{cluster_a.name}.internal"])
+    configs = [blob for _topic, blob in stored if b"sasl.jaas.config" in blob]
+    assert configs, "MirrorMaker 2 wrote its connectors' configurations to its config topic"
+    reference = f"${{file:{mm2_ab.secrets_file()}:password}}".encode()
+    assert all(reference in blob for blob in configs), "each holds the reference the provider resolves"
+    pid = mm2_ab.process.pid
+    assert pid is not None and secret["replicator"].encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert files_holding(mm2_ab.dir, secret) == {mm2_ab.secrets_file(): ["replicator"]}
+    assert open_to_others(mm2_ab.dir, [mm2_ab.secrets_file()]) == []
 
 
 def _refused_with(future: Future[object]) -> int:
