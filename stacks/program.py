@@ -25,6 +25,7 @@ from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER
 from dr.topology.active_active import is_active_active
+from dr.topology.provisioning import provisioning_warning
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
@@ -107,6 +108,9 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
 def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     """Register every resource of ``topology``; return what the stack exports."""
 
+    too_large = provisioning_warning(topology)
+    if too_large is not None:  # said before any resource is registered (`pulumi preview` shows it)
+        pulumi.log.warn(too_large)
     credentials = Credentials(state_dir)
     if any(c.is_local for c in topology.clusters):
         for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers

@@ -88,10 +88,12 @@ def build_archive(path: Path, make: Callable[[Path], str | None], *, force: bool
     return path
 
 
-def mapping(path: Path, crash_log: str) -> list[str]:
+def mapping(path: Path, crash_log: str | None) -> list[str]:
     """The JVM options that map the archive ``path``; a crash log (should it be damaged after all) goes
-    to the temp directory as ``crash_log`` (``%p``: the pid), not the working directory."""
-    return [f"-XX:SharedArchiveFile={path}", *QUIET, f"-XX:ErrorFile={Path(tempfile.gettempdir()) / crash_log}"]
+    to the temp directory as ``crash_log`` (``%p``: the pid), not the working directory. ``None``: the
+    caller names the crash log itself (the Kafka JVMs keep theirs in their own private directory)."""
+    where = [] if crash_log is None else [f"-XX:ErrorFile={Path(tempfile.gettempdir()) / crash_log}"]
+    return [f"-XX:SharedArchiveFile={path}", *QUIET, *where]
 
 
 def report_build(what: str, build: Callable[[], Path | None]) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError, ToolchainError
+from dr.base.files import private_dir
 from dr.base.project import project_dir_or_none, state_base_or_none
 from dr.base.toolchain import kdr_home, toolchain, versions
 
@@ -46,8 +47,7 @@ def passphrase_file(directory: Path) -> Path:
     """The stacks' passphrase file ``<directory>/passphrase`` (0600), created on first use."""
     path = directory / "passphrase"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
+        private_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")

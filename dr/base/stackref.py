@@ -13,14 +13,35 @@ The failover journal and the lock that serialises runs live with the stack's bac
 
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dr.base.errors import ConfigError
+from dr.base.files import private_dir
 from dr.base.pulumi_env import backend_url, project_dir, state_base
 
-__all__ = ["StackRef", "stack_dir", "stack_file", "state_dir"]
+__all__ = ["StackRef", "stack_dir", "stack_file", "state_dir", "valid_stack_name"]
+
+_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""Pulumi's rule for a stack name (its backends' ``validateStackName``: 1-100 letters, digits, ``_``,
+``.``, ``-``; so no ``/``); ``.`` and ``..`` are refused besides, as they name directories."""
+
+
+def valid_stack_name(name: str) -> str:
+    """``name`` when it is a stack name Pulumi accepts and no path step; else :class:`ConfigError`.
+
+    Checked before any path is built from it (the state directory is ``<state base>/<name>``)."""
+    if _STACK_NAME.fullmatch(name) and name not in (".", ".."):
+        return name
+    shown = repr(name if len(name) <= 40 else name[:37] + "...")
+    why = f"is {len(name)} characters long (at most 100)" if len(name) > 100 else "is not a stack name"
+    raise ConfigError(
+        f"--stack {shown} {why}: a stack name is 1-100 letters, digits, '_', '.' or '-' (Pulumi's rule), "
+        "and not '.' or '..'.",
+        "name an existing stack (the <name> of a Pulumi.<name>.yaml file), e.g. --stack local",
+    )
+
 
 _PROJECT = "kafka-dr"
 """The Pulumi project (``dr.topology.stackconfig.NAMESPACE``), as the backend names its stacks."""
@@ -39,8 +60,9 @@ class StackRef:
 
     @classmethod
     def resolve(cls, name: str) -> StackRef:
-        """The stack ``name`` of the current project; :class:`ConfigError` outside any project."""
-        return cls(name, project_dir(), state_base() / name)
+        """The stack ``name`` of the current project; :class:`ConfigError` outside any project or for
+        a name that is not a stack name (:func:`valid_stack_name`)."""
+        return cls(valid_stack_name(name), project_dir(), state_base() / name)
 
     @classmethod
     def of_file(cls, stack_file: Path, state_dir: Path) -> StackRef:
@@ -86,10 +108,7 @@ class StackRef:
 
     def made_failover_home(self) -> Path:
         """:attr:`failover_home`, created (0700) when missing."""
-        home = self.failover_home
-        home.mkdir(parents=True, exist_ok=True)
-        os.chmod(home, 0o700)
-        return home
+        return private_dir(self.failover_home)
 
     def existing_stack_file(self) -> Path:
         """The stack file, or a clear error naming the stacks that exist."""
@@ -97,9 +116,7 @@ class StackRef:
 
     def made_state_dir(self) -> Path:
         """The state directory, created (0700) when missing."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.state_dir, 0o700)
-        return self.state_dir
+        return private_dir(self.state_dir)
 
 
 def stack_dir() -> Path:
@@ -121,7 +138,4 @@ def stack_file(stack: str, root: Path | None = None) -> Path:
 
 def state_dir(stack: str) -> Path:
     """Where a stack keeps its local state (0700): ``<state base>/<stack>`` (:func:`dr.base.pulumi_env.state_base`)."""
-    path = state_base() / stack
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    return private_dir(state_base() / valid_stack_name(stack))

@@ -19,7 +19,7 @@ from dr.base.errors import (
     exit_codes_help,
 )
 from dr.base.stackref import StackRef
-from dr.cli.failover import failover_commands, progress
+from dr.cli.failover import failover_commands, progress, warn_if_too_large
 from dr.cli.options import STACK
 from dr.cli.verify import verification_commands
 
@@ -64,6 +64,7 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     from dr.topology.active_active import is_active_active, peers
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
+    warn_if_too_large(topology)
     timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)
     estate = Estate(topology, ref.made_state_dir())
     if is_active_active(topology):  # each application against its home peer

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from click.decorators import FC
 
     from dr.failover.summary import FailoverSummary
+    from dr.topology import Topology
 
 __all__ = ["drill", "failover", "failover_commands", "status"]
 
@@ -38,6 +39,16 @@ __all__ = ["drill", "failover", "failover_commands", "status"]
 def progress(message: str) -> None:
     """Progress lines go to stderr so ``--json`` output stays clean."""
     click.echo(f"[{time.strftime('%H:%M:%S')}] {message}", err=True)
+
+
+def warn_if_too_large(topology: Topology) -> None:
+    """Say on stderr, before anything runs, when the stack is larger than its provisioning was
+    measured to carry (:func:`dr.topology.provisioning.provisioning_warning`)."""
+    from dr.topology.provisioning import provisioning_warning
+
+    found = provisioning_warning(topology)
+    if found is not None:
+        click.echo(f"warning: {found}", err=True)
 
 
 def _shown(*decls: str, **attrs: Any) -> Callable[[FC], FC]:
@@ -166,6 +177,9 @@ def failover(
         )
         return
     if dry_run:
+        from dr.estate.estate import load_stack
+
+        warn_if_too_large(load_stack(ref))
         plan = plan_failover(ref, options=options)
         click.echo(_json(plan) if as_json else render_plan(plan))
         return

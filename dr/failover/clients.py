@@ -20,9 +20,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dr.base.files import private_dir
+from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
-from dr.runtime.cluster import properties_escape
 from dr.topology import Application, Kind, Role
 from dr.topology.access import applications_on
 
@@ -49,17 +50,14 @@ def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, d
     if app.consumer_group:
         java["group.id"] = librdkafka["group.id"] = app.consumer_group
     java["client.id"] = librdkafka["client.id"] = app.name
-    lines = [f"# {app.name} on cluster {cluster} (written by drctl; contains a password)"]
-    lines += [f"{k}={properties_escape(str(v))}" for k, v in java.items()]
-    return "\n".join(lines) + "\n", librdkafka
+    header = f"{app.name} on cluster {cluster} (written by drctl; contains a password)"
+    return properties_text({k: str(v) for k, v in java.items()}, header), librdkafka
 
 
 def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None) -> list[dict[str, str]]:
     """Write every application's (or only ``apps``') client configuration for ``cluster``; return what was
     written (no secrets)."""
-    out_dir = Path(estate.state) / "clients"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(out_dir, 0o700)
+    private_dir(Path(estate.state) / "clients")
     written = []
     c = estate.topology.cluster(cluster)
     local = c.kind is Kind.LOCAL

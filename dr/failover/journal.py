@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dr.base.errors import ConfigError, LockHeld
+from dr.base.files import private_dir
 from dr.failover.integrity import Verdict
 from dr.failover.metrics import cutoff_ms
 from dr.failover.probe import ProbeResult
@@ -57,10 +58,7 @@ JOURNAL_VERSION = 1
 def failover_dir(home: Path) -> Path:
     """``<home>/failover`` (0700), where the journal, the stack file's backups and the verification
     reports live (``home``: :attr:`dr.base.stackref.StackRef.failover_home`)."""
-    path = Path(home) / "failover"
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    return private_dir(Path(home) / "failover")
 
 
 def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:

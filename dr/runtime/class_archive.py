@@ -47,4 +47,5 @@ def java_options(lib_dirs: Sequence[Path], main: str) -> list[str]:
     if _dump_to is not None:
         return [f"-XX:ArchiveClassesAtExit={_dump_to}", *QUIET] if main == "kafka.Kafka" else []
     path = archive_path(lib)
-    return mapping(path, "kdr-kafka-hs_err_pid%p.log") if usable(path) else []
+    # the crash log goes to the process's own directory (java_command's crash_dir), never /tmp: it repeats the command line
+    return mapping(path, None) if usable(path) else []

@@ -24,10 +24,19 @@ from pathlib import Path
 
 from dr.base.errors import AuthError, ClusterError, ConfigError
 from dr.base.files import write_atomic
+from dr.base.java_properties import escape_value, properties_text
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, admin_client, kafka_errors
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
-from dr.runtime.process import JvmProcess, ensure_ports_free, java_command, port_open, wait_until
+from dr.runtime.process import (
+    JvmProcess,
+    argfile_text,
+    ensure_ports_free,
+    java_command,
+    port_open,
+    private_dir,
+    wait_until,
+)
 from dr.runtime.reserved import PORT_WINDOW
 
 CONTROLLER_OFFSET = 40
@@ -195,15 +204,42 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
     return props
 
 
+STORAGE_TOOL = "kafka.tools.StorageTool"
+
+
+def format_argfile(cluster_id: str, config: Path, admin_password: str) -> str:
+    """The storage format's main class and arguments as a Java argument file (pure; holds the admin
+    password: written 0600, never put on a command line)."""
+    return argfile_text(
+        [
+            STORAGE_TOOL,
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(config),
+            "--ignore-formatted",
+            "--add-scram",
+            f"SCRAM-SHA-512=[name={ADMIN_USER},password={admin_password}]",
+        ]
+    )
+
+
+def format_command(java: str, kafka_lib: Path, args_file: Path, *, crash_dir: Path) -> list[str]:
+    """The storage format's command line: its arguments come from ``args_file`` (:func:`format_argfile`),
+    its crash log goes to ``crash_dir`` (pure)."""
+    return java_command(java, [kafka_lib], STORAGE_TOOL, [], heap_mb=256, crash_dir=crash_dir, argfile=args_file)
+
+
 def properties_escape(text: str) -> str:
     """``text`` as Java's ``Properties.load`` reads it back unchanged (backslashes and line breaks
     escaped): a topic pattern ``orders\\.v1`` or a JAAS ``\\"`` must reach the JVM as written."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return escape_value(text)
 
 
 def write_properties(path: Path, props: dict[str, str]) -> None:
     """Write a Java properties file readable only by its owner (it holds the broker password)."""
-    write_atomic(path, "".join(f"{key}={properties_escape(str(value))}\n" for key, value in props.items()))
+    write_atomic(path, properties_text({key: str(value) for key, value in props.items()}))
 
 
 class LocalCluster:
@@ -253,7 +289,7 @@ class LocalCluster:
         meta = self.dir / "cluster.json"
         if meta.exists():
             return str(json.loads(meta.read_text())["cluster_id"])
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
         cid = kafka_uuid()
         meta.write_text(
             json.dumps({"cluster_id": cid, "brokers": self.spec.brokers, "base_port": self.spec.base_port}, indent=2)
@@ -277,23 +313,15 @@ class LocalCluster:
             return
         tc = toolchain()
         admin_pw = self.credentials.password(ADMIN_USER)
-        cmd = java_command(
-            tc.java,
-            [tc.kafka_lib],
-            "kafka.tools.StorageTool",
-            [
-                "format",
-                "-t",
-                cluster_id,
-                "-c",
-                str(config),
-                "--ignore-formatted",
-                "--add-scram",
-                f"SCRAM-SHA-512=[name={ADMIN_USER},password={admin_pw}]",
-            ],
-            heap_mb=256,
-        )
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # The SCRAM credential is an argument of the storage tool: it goes to a 0600 argument file in
+        # the cluster's 0700 directory (``ps`` shows only ``@<file>``), deleted once the format ran.
+        args_file = private_dir(self.dir) / f".format-{node_id}.args"
+        write_atomic(args_file, format_argfile(cluster_id, config, admin_pw))
+        try:
+            cmd = format_command(tc.java, tc.kafka_lib, args_file, crash_dir=self.dir)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        finally:
+            args_file.unlink(missing_ok=True)
         if res.returncode != 0:
             out = (res.stdout + res.stderr).replace(admin_pw, "***")
             raise ClusterError(
@@ -330,6 +358,7 @@ class LocalCluster:
             "kafka.Kafka",
             [str(config)],
             heap_mb=self.spec.heap_mb if node_id else 256,
+            crash_dir=self.node_dir(node_id),
             extra_jvm=[
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -342,7 +371,7 @@ class LocalCluster:
         """Start every node that is not running and wait until all brokers serve; return seconds."""
         t0 = time.monotonic()
         self._check_shape()
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
         self.credentials.password(ADMIN_USER)
         self.credentials.password(BROKER_USER)
         for node in self.spec.node_ids():

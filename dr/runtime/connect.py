@@ -32,7 +32,15 @@ from dr.kafka.client import Endpoint, acl, create_acls, upsert_scram_users
 from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER, Credentials
-from dr.runtime.process import JvmProcess, ensure_ports_free, fatal_cause, java_command, last_exception, wait_until
+from dr.runtime.process import (
+    JvmProcess,
+    ensure_ports_free,
+    fatal_cause,
+    java_command,
+    last_exception,
+    private_dir,
+    wait_until,
+)
 from dr.runtime.reserved import CONNECT_USER
 
 #: The workers' own Kafka principal on their home cluster.
@@ -266,6 +274,7 @@ class LocalConnectCluster:
             "org.apache.kafka.connect.cli.ConnectDistributed",
             [str(config)],
             heap_mb=self.spec.heap_mb,
+            crash_dir=self.worker_dir(i),
             extra_jvm=[
                 f"-Djava.security.auth.login.config={jaas}",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
@@ -278,7 +287,7 @@ class LocalConnectCluster:
         proc.start(cmd)
 
     def _prepare(self) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
         self.write_secrets()
         return self._write_rest_auth()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
+from dr.base.pattern_safety import name_matcher
 from dr.base.toolchain import toolchain
 from dr.kafka.client import (
     Endpoint,
@@ -28,7 +29,15 @@ from dr.kafka.client import (
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
-from dr.runtime.process import FatalWatch, JvmProcess, fatal_cause, java_command, last_exception, wait_until
+from dr.runtime.process import (
+    FatalWatch,
+    JvmProcess,
+    fatal_cause,
+    java_command,
+    last_exception,
+    private_dir,
+    wait_until,
+)
 
 #: A task's start as the herder logs it (its "finished initialization" line follows when it runs).
 _TASK_STARTING = re.compile(r"Starting task ((Mirror\w+Connector)-\d+)")
@@ -91,29 +100,53 @@ def target_topic(replication_policy: str, source_alias: str, topic: str) -> str:
     return f"{source_alias}.{topic}" if replication_policy == DEFAULT_POLICY else topic
 
 
+#: ``(resource type, name, operation, pattern, why)`` — what MirrorMaker 2 (dedicated, or as connectors
+#: on Kafka Connect) needs as the replicator on a link's source, and nothing more: read and describe, its
+#: offset-syncs topic, the groups' committed offsets (Describe, not Read: it never moves them there).
+REPLICATOR_SOURCE_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Topic", "*", "Read", "Literal", "copy the topics its pattern selects (found anew every refresh)"),
+    ("Topic", "*", "DescribeConfigs", "Literal", "copy each topic's configuration (sync.topic.configs)"),
+    ("Topic", "mm2-offset-syncs.", "Create", "Prefixed", "create its offset-syncs topic (dedicated mode)"),
+    ("Topic", "mm2-offset-syncs.", "Write", "Prefixed", "record offset syncs"),
+    ("Topic", "mm2-offset-syncs.", "Read", "Prefixed", "translate offsets for checkpoints"),
+    ("Group", "*", "Describe", "Literal", "list the groups and read their committed offsets for checkpoints"),
+    ("Cluster", "kafka-cluster", "Describe", "Literal", "list the consumer groups"),
+)
+#: The same on a link's target: write and create the mirrored and internal topics, keep their partitions
+#: and configuration in step, and sync the groups' offsets there (Read on a group is what an offset commit
+#: needs). No Delete, no broker configuration, no cluster-wide Create. (Kafka lets Read/Write/Alter imply
+#: Describe and AlterConfigs DescribeConfigs: no row for those.)
+REPLICATOR_TARGET_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Topic", "*", "Create", "Literal", "create mirrored topics and its own (checkpoints, heartbeats, mm2-*)"),
+    ("Topic", "*", "Write", "Literal", "write mirrored records, checkpoints, heartbeats and its worker's state"),
+    ("Topic", "*", "Read", "Literal", "read its internal topics; commit synced offsets of mirrored topics"),
+    ("Topic", "*", "AlterConfigs", "Literal", "keep mirrored topics' configuration in step (sync.topic.configs)"),
+    ("Topic", "*", "Alter", "Literal", "add the partitions a source topic gained"),
+    ("Group", "*", "Read", "Literal", "sync the linked groups' offsets when empty; its own worker group (dedicated)"),
+    ("Cluster", "kafka-cluster", "Describe", "Literal", "describe the cluster and its groups"),
+    ("Cluster", "kafka-cluster", "IdempotentWrite", "Literal", "idempotent producer (brokers before 2.8 ask for it)"),
+)
+
+_RESOURCES = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
+_OPERATIONS = {
+    "Read": AclOperation.READ,
+    "Write": AclOperation.WRITE,
+    "Create": AclOperation.CREATE,
+    "Alter": AclOperation.ALTER,
+    "AlterConfigs": AclOperation.ALTER_CONFIGS,
+    "Describe": AclOperation.DESCRIBE,
+    "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
+    "IdempotentWrite": AclOperation.IDEMPOTENT_WRITE,
+}
+
+
 def replicator_acls(source: bool) -> list[AclBinding]:
-    """ACLs the replicator needs on the source (read everything, own the offset-syncs topic) or
-    on the target (write and create topics, sync groups, store Connect's internal topics)."""
-    u = REPLICATOR_USER
-    if source:
-        return [
-            acl(u, ResourceType.TOPIC, "*", AclOperation.READ),
-            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE),
-            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE_CONFIGS),
-            acl(u, ResourceType.TOPIC, "mm2-", AclOperation.ALL, ResourcePatternType.PREFIXED),
-            acl(u, ResourceType.GROUP, "*", AclOperation.DESCRIBE),
-            acl(u, ResourceType.GROUP, "*", AclOperation.READ),
-            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
-            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
-        ]
+    """ACLs the replicator needs on the source (:data:`REPLICATOR_SOURCE_RIGHTS`) or on the target
+    (:data:`REPLICATOR_TARGET_RIGHTS`) — the rights the Pulumi program grants too."""
+    rights = REPLICATOR_SOURCE_RIGHTS if source else REPLICATOR_TARGET_RIGHTS
     return [
-        acl(u, ResourceType.TOPIC, "*", AclOperation.ALL),
-        acl(u, ResourceType.GROUP, "*", AclOperation.ALL),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
+        acl(REPLICATOR_USER, _RESOURCES[kind], name, _OPERATIONS[op], ResourcePatternType[pattern.upper()])
+        for kind, name, op, pattern, _why in rights
     ]
 
 
@@ -223,6 +256,24 @@ def mm2_properties(
     return props
 
 
+FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
+
+
+def file_provider(allowed: Path) -> dict[str, str]:
+    """The settings that let MirrorMaker 2 (its worker and its connectors) resolve ``${file:<path>:<key>}``
+    references to files under ``allowed`` (pure)."""
+    return {
+        "config.providers": "file",
+        "config.providers.file.class": FILE_PROVIDER,
+        "config.providers.file.param.allowed.paths": str(allowed),
+    }
+
+
+def provider_reference(path: Path, key: str) -> str:
+    """The reference a config provider set up by :func:`file_provider` resolves to ``key`` of ``path`` (pure)."""
+    return f"${{file:{path}:{key}}}"
+
+
 class MirrorMaker:
     """A dedicated MirrorMaker 2 process from ``source`` to ``target`` (both local clusters)."""
 
@@ -258,9 +309,23 @@ class MirrorMaker:
         """``<source>-to-<target>``."""
         return f"{self.source.name}-to-{self.target.name}"
 
+    def secrets_file(self) -> Path:
+        """The replicator's password, the one file of this link that holds it (0600 in a 0700 directory)."""
+        return self.dir / "secrets" / "replicator.properties"
+
+    def write_secrets(self) -> Path:
+        """Write :meth:`secrets_file` from the estate's credentials; return it."""
+        path = self.secrets_file()
+        private_dir(path.parent)
+        write_properties(path, {"password": self.source.credentials.password(REPLICATOR_USER)})
+        return path
+
     def properties(self) -> dict[str, str]:
-        """The MM2 configuration this process runs with (holds the replicator password)."""
-        pw = self.source.credentials.password(REPLICATOR_USER)
+        """The MM2 configuration this process runs with (pure but for the path): the replicator's password
+        only as a reference to :meth:`secrets_file`, so the connector configurations MirrorMaker 2 stores
+        in its config topic on the target hold the reference, never the password."""
+        secrets = self.secrets_file()
+        pw = provider_reference(secrets, "password")
         return mm2_properties(
             self.source.name,
             Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
@@ -270,7 +335,7 @@ class MirrorMaker:
             self.groups,
             self.target.spec.brokers,
             self.intervals,
-            self.extra,
+            {**file_provider(secrets.parent), **self.extra},
             replication_policy=self.replication_policy,
         )
 
@@ -285,6 +350,8 @@ class MirrorMaker:
             return 0.0
         if self.grant:
             grant_replicator(self.source, self.target)
+        private_dir(self.dir)
+        self.write_secrets()
         config = self.dir / "mm2.properties"
         write_properties(config, self.properties())
         tc = toolchain()
@@ -294,6 +361,7 @@ class MirrorMaker:
             "org.apache.kafka.connect.mirror.MirrorMaker",
             [str(config), "--clusters", self.target.name],
             heap_mb=self.heap_mb,
+            crash_dir=self.dir,
             extra_jvm=[
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -343,7 +411,7 @@ class MirrorMaker:
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:
-        pattern = re.compile(self.topics)
+        pattern = name_matcher(self.topics)  # the link's joined patterns, matched in bounded time
         endpoint = self.source.endpoint()
         with kafka_errors(f"listing the topics of {self.source.name}", endpoint):
             md = admin_client(endpoint).list_topics(timeout=10)

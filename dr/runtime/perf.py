@@ -36,7 +36,9 @@ def _run_tool(main: str, args: list[str], endpoint: Endpoint, timeout: float) ->
     with tempfile.TemporaryDirectory(prefix="kdr-perf-") as tmp:
         config = Path(tmp) / "client.properties"
         write_properties(config, endpoint.java_config())
-        cmd = java_command(tc.java, [tc.kafka_lib], main, [*args, "--command-config", str(config)], heap_mb=1024)
+        cmd = java_command(
+            tc.java, [tc.kafka_lib], main, [*args, "--command-config", str(config)], heap_mb=1024, crash_dir=Path(tmp)
+        )
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     out = (res.stdout + res.stderr).replace(endpoint.password, "***")
     if res.returncode != 0:

@@ -103,9 +103,19 @@ def java_command(
     args: Sequence[str],
     heap_mb: int = 384,
     extra_jvm: Sequence[str] = (),
+    *,
+    crash_dir: Path,
+    argfile: Path | None = None,
 ) -> list[str]:
     """The command line for ``main`` with every jar of ``lib_dirs`` on the classpath (and the Kafka
-    JVMs' class-data archive when there is one: :mod:`dr.runtime.class_archive`)."""
+    JVMs' class-data archive when there is one: :mod:`dr.runtime.class_archive`) (pure).
+
+    A crash log (``hs_err_pid<pid>.log``, which repeats the command line and the JVM's state) goes to
+    ``crash_dir``, the process's own private directory — never the temp or working directory. With
+    ``argfile`` the command line ends with ``@<argfile>`` instead of ``main`` and ``args``: the Java
+    launcher reads them from that file (written by the caller with :func:`argfile_text`, mode 0600),
+    so an argument holding a secret is never visible in ``ps``.
+    """
     from dr.runtime.class_archive import java_options
 
     classpath = os.pathsep.join(str(d / "*") for d in lib_dirs)
@@ -118,13 +128,30 @@ def java_command(
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         "-Dslf4j.internal.verbosity=WARN",
+        f"-XX:ErrorFile={crash_dir / 'hs_err_pid%p.log'}",
         *java_options(lib_dirs, main),
         *extra_jvm,
         "-cp",
         classpath,
-        main,
-        *args,
+        *([f"@{argfile}"] if argfile is not None else [main, *args]),
     ]
+
+
+def argfile_text(words: Sequence[str]) -> str:
+    """``words`` as a Java launcher argument file (``java @file``) reads them back, one per line (pure):
+    each quoted, its backslashes and double quotes escaped."""
+    return "".join(
+        '"' + w.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"\n'
+        for w in words
+    )
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and its parents) if needed and make it 0700: the product's own directory for a
+    process's configuration, secrets and crash logs. Return it."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

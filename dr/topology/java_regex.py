@@ -94,6 +94,9 @@ def _command(java: str, directory: Path) -> list[str]:
                 [javac, "-d", build, str(_SOURCE)], capture_output=True, text=True, timeout=_TIMEOUT_S, check=False
             )
             if done.returncode == 0:
+                # its nested classes first: the main class's presence marks a complete build
+                for nested in Path(build).glob(f"{_CHECKER}$*.class"):
+                    os.replace(nested, directory / nested.name)
                 os.replace(Path(build) / f"{_CHECKER}.class", directory / f"{_CHECKER}.class")
                 return [java, *fast, "-cp", str(directory), _CHECKER]
     return [java, *fast, str(_SOURCE)]  # JDK 11+ single-file source launch (compiles in memory each run)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
+from dr.base.pattern_safety import backtracking_problem, name_matcher
+from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
@@ -67,12 +69,6 @@ beyond 10 000 replicas per broker one machine runs out of maps (vm.max_map_count
 _MAX_REPLICATION_FACTOR = 32_767  # CreateTopics carries the replication factor as an INT16
 _MAX_GROUP_NAME = 255
 
-_INTERNAL_TOPICS = {
-    "__consumer_offsets": "Kafka's consumer offsets topic",
-    "__transaction_state": "Kafka's transaction state topic",
-    "__share_group_state": "Kafka's share group state topic",
-    "__cluster_metadata": "the KRaft metadata log",
-}
 _GROUP_FILTER_PREFIXES = ("console-consumer-", "connect-", "__")
 """MirrorMaker 2's default ``groups.exclude``: offsets of these groups are never synced."""
 
@@ -293,24 +289,13 @@ def _cluster_names(t: Topology) -> Iterator[Violation]:
 
 
 def _reserved_topic(name: str) -> str | None:
-    """Why Kafka or MirrorMaker 2 keeps ``name`` for itself, or None."""
-    if name in _INTERNAL_TOPICS:
-        return f"is {_INTERNAL_TOPICS[name]}"
-    if name.startswith("__"):
-        return "starts with '__', which Kafka reserves for its internal topics"
-    if name.startswith("mm2-"):
-        return "starts with 'mm2-', which MirrorMaker 2 uses for its internal topics (and the replicator may write)"
-    if name == "heartbeats" or name.endswith(".heartbeats"):
-        return "is a MirrorMaker 2 heartbeats topic name"
-    if name.endswith((".internal", "-internal")):
-        return (
-            "ends with '.internal'/'-internal': MirrorMaker 2 names its internal topics so "
-            "(<alias>.checkpoints.internal, mm2-*.internal) and skips such topics"
-        )
+    """Why Kafka, MirrorMaker 2 or Connect keeps ``name`` for itself (:mod:`dr.kafka.internal_topics`, the
+    definition grants and the verification share), or why MirrorMaker 2 would never copy it; else None."""
+    why = why_internal(name)
+    if why is not None:
+        return why
     if name.endswith(".replica"):
         return "ends with '.replica', which MirrorMaker 2's default topics.exclude skips: it would never be replicated"
-    if name.startswith("."):
-        return "starts with '.', which MirrorMaker 2 treats as an internal topic: it would never be replicated"
     return None
 
 
@@ -642,6 +627,14 @@ def _pattern_problem(pattern: str) -> tuple[str, str] | None:
         )
     except RecursionError:
         return "is nested too deeply to compile", "simplify the pattern"
+    slow = backtracking_problem(pattern)
+    if slow is not None:
+        return (
+            f"{pattern!r} can take exponential time to match a name (catastrophic backtracking in a "
+            f"backtracking engine: Python's re, java.util.regex that MirrorMaker 2 runs): {slow}",
+            "rewrite it so no repeated part can match the same text two ways — e.g. (a+)+b → a+b, "
+            "(\\w+\\s?)* → [\\w\\s]*, (a|a)* → a* — or list the names one by one",
+        )
     return None
 
 
@@ -670,9 +663,9 @@ def _probes(pattern: str, names: list[str]) -> list[str]:
 
 
 def _meaning_problem(pattern: str, matches: dict[str, bool]) -> tuple[str, str] | None:
-    compiled = _python_regex(pattern)
+    compiled = name_matcher(pattern)
     for probe, java in matches.items():
-        if java != bool(compiled.fullmatch(probe)):
+        if java != compiled.fullmatch(probe):
             engine, other = ("Java", "Python") if java else ("Python", "Java")
             return (
                 f"{_short(pattern)} means different things to Java's regular expressions (MirrorMaker 2 runs "
@@ -744,7 +737,7 @@ def _joined_problem(
 ) -> Iterator[Violation]:
     j = int(path.split("[", 1)[1].split("]", 1)[0])
     patterns: list[str] = getattr(t.links[j], field)
-    compiled = [_python_regex(p) for p in patterns]
+    compiled = [name_matcher(p) for p in patterns]
     for probe in probes:
         one_by_one = any(c.fullmatch(probe) for c in compiled)
         java = verdict.error is None and verdict.matches[probe]
@@ -878,6 +871,43 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
                     f"principals.applications[{i}].{field}",
                     f"application {app.name!r} {verb} prefix {prefix!r}, which no declared topic starts with",
                     f"declare a topic named {prefix}<something> under kafka-dr:topics, or fix the prefix",
+                )
+    yield from _prefix_reach(t)
+
+
+def _prefix_reach(t: Topology) -> Iterator[Violation]:
+    """A prefixed grant reaches every topic whose name starts with its prefix, on every cluster the
+    application is granted on: no prefix may reach an internal topic (the replicator's configuration, the
+    consumer offsets, a Connect cluster's configs), nor a write prefix another application's topics."""
+    internal = t.internal_topics()
+    apps = t.principals.applications
+    for i, app in enumerate(apps):
+        for field, verb in (("produces_prefix", "write"), ("consumes_prefix", "read")):
+            prefix = getattr(app, field)
+            if prefix is None:
+                continue
+            reached = internal.reached_by(prefix)
+            if reached:
+                yield Violation(
+                    f"principals.applications[{i}].{field}",
+                    f"{prefix!r} would let application {app.name!r} {verb} internal topics {', '.join(reached)}",
+                    "use a longer prefix that only the application's own topics start with (e.g. "
+                    f"'{app.name}.'), or name its topics in {field.removesuffix('_prefix')}",
+                )
+        prefix = app.produces_prefix
+        if prefix is None:
+            continue
+        for k, other in enumerate(apps):
+            if k == i:
+                continue
+            taken = [n for n in t.produced_by(other) if n.startswith(prefix) and n not in app.produces]
+            if taken:
+                yield Violation(
+                    f"principals.applications[{i}].produces_prefix",
+                    f"{prefix!r} would let application {app.name!r} write {', '.join(map(repr, taken))}, "
+                    f"produced by application {other.name!r} (principals.applications[{k}])",
+                    "use a prefix only the application's own topics start with, or name a topic both write "
+                    "in the produces of each (a shared topic is declared by name)",
                 )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -86,7 +87,13 @@ def _props(path: Path) -> dict[str, str]:
 def _java(main: str, *args: str, stdin: str = "", timeout: float = 180) -> subprocess.CompletedProcess[str]:
     tc = toolchain()
     cmd = java_command(
-        tc.java, [tc.kafka_lib], main, args, heap_mb=256, extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+        tc.java,
+        [tc.kafka_lib],
+        main,
+        args,
+        heap_mb=256,
+        extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"],
+        crash_dir=Path(tempfile.gettempdir()),  # a test's client: no secret on its command line
     )
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
 

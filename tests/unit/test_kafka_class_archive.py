@@ -38,14 +38,14 @@ def test_kafka_jvms_map_the_archive_only_when_it_is_complete(kafka_lib: Path, tm
     path.write_bytes(b"\0" * 100)
     assert class_archive.java_options([kafka_lib], "kafka.Kafka") == [], "no completion stamp: not used"
     path.with_name(path.name + ".complete").write_text("100\n")
-    cmd = java_command("java", [kafka_lib], "kafka.tools.StorageTool", ["format"])
+    cmd = java_command("java", [kafka_lib], "kafka.tools.StorageTool", ["format"], crash_dir=tmp_path)
     assert f"-XX:SharedArchiveFile={path}" in cmd and cmd.index(f"-XX:SharedArchiveFile={path}") < cmd.index("-cp")
     assert not any(o.startswith("-Xlog") and ":stdout" in o for o in cmd), "the storage tool's stdout is read"
     other = tmp_path / "connect"
     other.mkdir()
-    assert not any("SharedArchiveFile" in o for o in java_command("java", [other, kafka_lib], "x.Main", [])), (
-        "MirrorMaker 2 / Connect classpaths do not match the archive"
-    )
+    assert not any(
+        "SharedArchiveFile" in o for o in java_command("java", [other, kafka_lib], "x.Main", [], crash_dir=tmp_path)
+    ), "MirrorMaker 2 / Connect classpaths do not match the archive"
     path.write_bytes(b"\0" * 60)  # cut short after it was stamped: mapping it would kill the JVM
     assert class_archive.java_options([kafka_lib], "kafka.Kafka") == []
 
