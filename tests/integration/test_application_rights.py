@@ -225,24 +225,22 @@ class Attacker:
         return result[0]
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> KafkaError | None:
-        """Commit ``offset`` for ``group`` as this application (a consumer of that group, never joining)."""
-        consumer = Consumer({**self.conf, "group.id": group, "enable.auto.commit": False})
-        try:
-            consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
-        except KafkaException as exc:
-            return exc.args[0]
-        finally:
-            consumer.close()
-        return None
+        """Commit ``offset`` for ``group`` as this application (an OffsetCommit without joining, as an offset
+        sync does; a consumer's commit would wait for a coordinator forever once FindCoordinator is refused)."""
+        tp = TopicPartition(topic, partition, offset)
+        return self.admin("alter_consumer_group_offsets", [ConsumerGroupTopicPartitions(group, [tp])])
 
     def admin(self, call: str, *args: Any) -> KafkaError | None:
         """An admin API call as this application: the first refusal among its futures, or None."""
         futures = getattr(AdminClient(self.conf), call)(*args, request_timeout=15)
         for fut in futures.values():
             try:
-                fut.result(timeout=30)
+                result = fut.result(timeout=30)
             except KafkaException as exc:
                 return exc.args[0]
+            for tp in getattr(result, "topic_partitions", None) or []:
+                if tp.error is not None:
+                    return tp.error
         return None
 
 
