@@ -232,7 +232,8 @@ class Attacker:
 
     def admin(self, call: str, *args: Any) -> KafkaError | None:
         """An admin API call as this application: the first refusal among its futures, or None."""
-        futures = getattr(AdminClient(self.conf), call)(*args, request_timeout=15)
+        client = AdminClient(self.conf)  # kept until its futures are done: they die with it
+        futures = getattr(client, call)(*args, request_timeout=15)
         for fut in futures.values():
             try:
                 result = fut.result(timeout=30)
