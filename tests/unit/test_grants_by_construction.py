@@ -22,6 +22,7 @@ from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_R
 from dr.topology import Topology, load_topology
 from dr.topology.access import AclRule, acl_rules, application_rules
 from dr.topology.kinds import Role
+from tests.unit.test_active_active import AA
 from tests.unit.test_topology_validation import LOCAL
 from verification.cluster import is_internal_topic
 
@@ -303,3 +304,16 @@ def test_every_example_stack_grants_nothing_beyond_a_role_before_and_after_a_fai
     _assert_within_roles(t)
     if t.passive() is not None and t.architecture.value != "active-active":
         _assert_within_roles(t.after_failover())
+
+
+def test_applications_writing_on_different_peers_may_share_a_topic_name_under_a_prefix() -> None:
+    """Active-active: each peer's application writes its home's local ``orders``; a prefix there collides
+    with nothing on another peer."""
+    config = copy.deepcopy(AA)
+    apps = config["kafka-dr:principals"]["applications"]
+    apps[0].update(produces=[], produces_prefix="ord")
+    t = load_topology("aa", config)
+    assert t.principals.applications[0].produces_prefix == "ord"
+    apps[1].update(home="A")  # now both write on A: shop-a's prefix would write shop-b's orders
+    message = str(pytest.raises(TopologyError, load_topology, "aa", config).value)
+    _line(message, "principals.applications[0].produces_prefix", "produced by application 'shop-b'")
