@@ -315,5 +315,6 @@ def test_applications_writing_on_different_peers_may_share_a_topic_name_under_a_
     t = load_topology("aa", config)
     assert t.principals.applications[0].produces_prefix == "ord"
     apps[1].update(home="A")  # now both write on A: shop-a's prefix would write shop-b's orders
-    message = str(pytest.raises(TopologyError, load_topology, "aa", config).value)
-    _line(message, "principals.applications[0].produces_prefix", "produced by application 'shop-b'")
+    with pytest.raises(TopologyError) as info:
+        load_topology("aa", config)
+    _line(str(info.value), "principals.applications[0].produces_prefix", "produced by application 'shop-b'")
