@@ -17,6 +17,12 @@ from dataclasses import dataclass
 
 from dr.base.errors import InternalError
 from dr.kafka.internal_topics import InternalTopics
+from dr.runtime.connect import (
+    WORKER_CLUSTER_OPERATIONS,
+    WORKER_GROUP_OPERATIONS,
+    WORKER_TOPIC_OPERATIONS,
+    worker_topics,
+)
 from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
@@ -141,17 +147,16 @@ def peer_rules(topology: Topology, cluster: str) -> set[AclRule]:
 
 
 def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
-    """The local Connect workers' ACLs on their home cluster: their group and internal topics."""
+    """The local Connect workers' ACLs on their home cluster: their group and internal topics (the rights
+    :func:`dr.runtime.connect.connect_acls` grants, literal: no Delete, no other ``connect-`` topic)."""
     rules: set[AclRule] = set()
     for cc in topology.connect_clusters:
         if not cc.is_local or cc.cluster != cluster.name:
             continue
-        rules |= {
-            AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", "Read"),
-            AclRule(CONNECT_USER, "Topic", f"connect-{cc.name}-", "All", "Prefixed"),
-            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "Describe"),
-            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "DescribeConfigs"),
-        }
+        rules |= {AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", op) for op in WORKER_GROUP_OPERATIONS}
+        for topic in worker_topics(cc.name).values():
+            rules |= {AclRule(CONNECT_USER, "Topic", topic, op) for op in WORKER_TOPIC_OPERATIONS}
+        rules |= {AclRule(CONNECT_USER, "Cluster", "kafka-cluster", op) for op in WORKER_CLUSTER_OPERATIONS}
     return rules
 
 

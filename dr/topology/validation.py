@@ -31,7 +31,7 @@ from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
-    from dr.topology.model import Cluster, Link, Topology
+    from dr.topology.model import Application, Cluster, Link, Topology
 
 __all__ = ["Violation", "find_violations", "raise_for_violations"]
 
@@ -875,6 +875,12 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
     yield from _prefix_reach(t)
 
 
+def _writes_on(t: Topology, app: Application) -> str | None:
+    """Where ``app`` writes: its home in an active-active or hub-and-spoke estate (unset: the hub), else the
+    active cluster (None). Applications writing on different clusters never write the same topic."""
+    return app.home if t.architecture is not Architecture.ACTIVE_PASSIVE else None
+
+
 def _prefix_reach(t: Topology) -> Iterator[Violation]:
     """A prefixed grant reaches every topic whose name starts with its prefix, on every cluster the
     application is granted on: no prefix may reach an internal topic (the replicator's configuration, the
@@ -898,7 +904,7 @@ def _prefix_reach(t: Topology) -> Iterator[Violation]:
         if prefix is None:
             continue
         for k, other in enumerate(apps):
-            if k == i:
+            if k == i or _writes_on(t, other) != _writes_on(t, app):
                 continue
             taken = [n for n in t.produced_by(other) if n.startswith(prefix) and n not in app.produces]
             if taken:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_R
 from dr.topology import Topology, load_topology
 from dr.topology.access import AclRule, acl_rules, application_rules
 from dr.topology.kinds import Role
+from tests.unit.test_active_active import AA
 from tests.unit.test_topology_validation import LOCAL
 from verification.cluster import is_internal_topic
 
@@ -261,6 +263,12 @@ def test_no_grant_of_an_accepted_topology_reaches_beyond_its_role(config: dict[s
     except (TopologyError, ConfigError):
         assume(False)
         return
+    _assert_within_roles(t)
+
+
+def _assert_within_roles(t: Topology) -> None:
+    """No application grant reaches an internal topic, another application's writes, or beyond Read on a
+    passive; no replicator grant deletes, holds All, configures brokers or reads a source's groups."""
     internal = t.internal_topics()
     apps = {app.name: app for app in t.principals.applications}
     for cluster in t.clusters:
@@ -285,3 +293,28 @@ def test_no_grant_of_an_accepted_topology_reaches_beyond_its_role(config: dict[s
                 ), rule
                 if rule.resource_type == "Group" and not t.links_into(cluster.name):
                     assert rule.operation == "Describe", rule
+            else:
+                assert rule.operation != "All" and rule.pattern == "Literal", rule
+
+
+@pytest.mark.parametrize("stack_file", sorted(p.name for p in REPO.glob("Pulumi.*.yaml")))
+def test_every_example_stack_grants_nothing_beyond_a_role_before_and_after_a_failover(stack_file: str) -> None:
+    config = yaml.safe_load((REPO / stack_file).read_text(encoding="utf-8"))["config"]
+    t = load_topology(stack_file.split(".")[1], config)
+    _assert_within_roles(t)
+    if t.passive() is not None and t.architecture.value != "active-active":
+        _assert_within_roles(t.after_failover())
+
+
+def test_applications_writing_on_different_peers_may_share_a_topic_name_under_a_prefix() -> None:
+    """Active-active: each peer's application writes its home's local ``orders``; a prefix there collides
+    with nothing on another peer."""
+    config = copy.deepcopy(AA)
+    apps = config["kafka-dr:principals"]["applications"]
+    apps[0].update(produces=[], produces_prefix="ord")
+    t = load_topology("aa", config)
+    assert t.principals.applications[0].produces_prefix == "ord"
+    apps[1].update(home="A")  # now both write on A: shop-a's prefix would write shop-b's orders
+    with pytest.raises(TopologyError) as info:
+        load_topology("aa", config)
+    _line(str(info.value), "principals.applications[0].produces_prefix", "produced by application 'shop-b'")
