@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from dr.base.errors import ClusterError
 from dr.kafka import client as kafka_client
 from dr.kafka.client import Endpoint
+from dr.kafka.internal_topics import is_internal
 from dr.kafka.offsets import list_offsets, partitions_of
 from verification.sides import PartitionBounds, SideBounds
 
@@ -27,15 +28,10 @@ _ADMIN_TIMEOUT = 30.0
 
 
 def is_internal_topic(name: str) -> bool:
-    """Kafka, Connect and MirrorMaker 2 bookkeeping topics, never compared by default."""
-    return (
-        name.startswith("_")
-        or name.endswith(".internal")
-        or name.startswith("mm2-")
-        or name in ("heartbeats",)
-        or name.endswith(".heartbeats")
-        or name.startswith("connect-")
-    )
+    """Kafka, Connect and MirrorMaker 2 bookkeeping topics, never compared by default — the definition
+    validation and the grants use (:func:`dr.kafka.internal_topics.is_internal`): a declared topic is never
+    internal."""
+    return is_internal(name)
 
 
 def cluster_metadata(endpoint: Endpoint, timeout: float = _ADMIN_TIMEOUT) -> Any:

@@ -19,7 +19,7 @@ from dr.failover.metrics import Offsets, group_positions
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.topology import Topology
 
-__all__ = ["describe_group", "fallback_text", "translated_within"]
+__all__ = ["describe_group", "fallback_text", "offsets_ahead", "translated_within"]
 
 
 def translated_within(topology: Topology, target: str) -> float:
@@ -88,3 +88,25 @@ def describe_group(
             f", reading {positions['rereads']} records a second time" if positions["rereads"] else ""
         )
     return entry
+
+
+def offsets_ahead(group: str, cluster: str, committed: Offsets, translated: Offsets, end: Offsets) -> list[str]:
+    """The committed offsets of a synced ``group`` on passive ``cluster`` that no translation explains
+    (pure): one line per partition whose offset is beyond the partition's ``end`` offset there, or ahead
+    of ``translated`` (the link's checkpoint of the group's source commit). The link only ever writes
+    translated offsets on a passive cluster, so such an offset was committed by someone else — after a
+    failover the group's consumers would skip the records in between. A partition with no translation
+    (or no known end) is judged by what is known."""
+    found = []
+    for (topic, partition), offset in sorted(committed.items()):
+        where = f"consumer group {group!r} on passive cluster {cluster}, {topic}:{partition}"
+        if (topic, partition) in end and offset > end[(topic, partition)]:
+            found.append(
+                f"{where}: committed offset {offset} is beyond the partition's end offset {end[(topic, partition)]}"
+            )
+        elif (topic, partition) in translated and offset > translated[(topic, partition)]:
+            found.append(
+                f"{where}: committed offset {offset} is ahead of the translation of its source commit "
+                f"({translated[(topic, partition)]})"
+            )
+    return found

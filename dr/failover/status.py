@@ -8,8 +8,10 @@ The report's ``problems`` (:func:`status_problems`) are what monitoring acts on:
 topology says runs that is stopped or cannot be measured, an active or passive cluster that is
 down or unreachable, a last failover that failed or was interrupted, a failover journal that belongs
 to other clusters (the estate was rebuilt) or was ended unfinished and archived, a Pulumi state file
-that cannot be read. :func:`raise_for_problems` turns them into the command's exit code (4; 6 when a
-failover is among them; 2 when the state file is, and no failover).
+that cannot be read, a synced group's committed offset on a passive cluster that its link's
+translation does not explain (:func:`~dr.failover.groups.offsets_ahead`). :func:`raise_for_problems`
+turns them into the command's exit code (4; 6 when a failover is among them; 2 when the state file
+is, and no failover).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from pydantic import BaseModel
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
+from dr.failover.groups import offsets_ahead
 from dr.failover.health import ClusterHealth, cluster_health
 from dr.failover.journal import Journal
 from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
+from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
@@ -203,6 +207,9 @@ class GroupPosition(BaseModel):
     committed: dict[str, int] | None = None
     committed_total: int | None = None
     lag_total: int | None = None
+    ahead: list[str] | None = None
+    """Passive clusters only: committed offsets beyond the partition's end or ahead of the link's
+    translation of the source commit (each a problem)."""
     error: str | None = None
 
 
@@ -320,6 +327,8 @@ class _Seen:
 
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     ends: dict[str, Offsets] = field(default_factory=dict)
+    translations: dict[str, dict[str, Offsets]] = field(default_factory=dict)
+    """Passive cluster → group → the translation of its source commit (read once per cluster)."""
 
 
 def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool) -> ClusterStatus:
@@ -406,7 +415,40 @@ def _group_entry(topology: Topology, app: Application, seen: _Seen) -> GroupStat
         entry.positions[name] = GroupPosition(
             committed=encode_offsets(done), committed_total=sum(done.values()), lag_total=sum(behind.values())
         )
+        links = [link for link in topology.links_into(name) if link.selects_group(group)]
+        if topology.cluster(name).role is Role.PASSIVE and links:
+            translated = _translations(links, name, ep, seen).get(group, {})
+            ahead = offsets_ahead(group, name, done, translated, seen.ends.get(name, {}))
+            if ahead:  # the link may have copied and synced since the ends and checkpoints were read: again, fresh
+                seen.translations.pop(name)
+                translated = _translations(links, name, ep, seen).get(group, {})
+                ends = _fresh_ends(ep, sorted({tp[0] for tp in done}), seen.ends.get(name, {}))
+                ahead = offsets_ahead(group, name, done, translated, ends)
+            entry.positions[name].ahead = ahead
     return entry
+
+
+def _fresh_ends(ep: Endpoint, topics: list[str], known: Offsets) -> Offsets:
+    try:
+        return end_offsets(ep, topics)
+    except ClusterError:
+        return dict(known)
+
+
+def _translations(links: list[Link], cluster: str, ep: Endpoint, seen: _Seen) -> dict[str, Offsets]:
+    """Every group's translation on passive ``cluster`` from its MirrorMaker 2 links' checkpoints, read
+    once; what cannot be read counts as no translation (the end offsets still bound the commits)."""
+    if cluster not in seen.translations:
+        found: dict[str, dict[tuple[str, int], int]] = {}
+        for link in links:
+            if link.engine is Engine.MIRRORMAKER2:
+                try:
+                    for group, offsets in translated_offsets(ep, link.source).items():
+                        found.setdefault(group, {}).update(offsets)
+                except ClusterError:
+                    pass
+        seen.translations[cluster] = dict(found)
+    return seen.translations[cluster]
 
 
 def lock_held(home: Path) -> bool:
@@ -496,14 +538,15 @@ def _failover_problem(last: LastFailover | None) -> str | None:
 
 def status_problems(report: StatusReport) -> list[str]:
     """What is wrong in a :func:`status_report` (pure; its ``problems`` are not read): one line per stopped
-    or unmeasurable running link, down or unreachable active/passive cluster, and a failed or interrupted
-    last failover.
+    or unmeasurable running link, down or unreachable active/passive cluster, committed offset on a
+    passive cluster that its translation does not explain, and a failed or interrupted last failover.
 
     A standby that does not exist yet, a decommissioned cluster that is stopped, and a failover whose
     decommissioning waits (``pending``) are not problems.
     """
     found = [p for c in report.clusters if (p := _cluster_problem(c))]
     found += [p for link in report.links if (p := _link_problem(link))]
+    found += [p for g in report.consumer_groups for pos in g.positions.values() for p in pos.ahead or []]
     if (p := _failover_problem(report.last_failover)) is not None:
         found.append(p)
     found += [
@@ -554,6 +597,12 @@ def raise_for_problems(report: StatusReport) -> None:
         fixes.append(
             f"start the local clusters and links that stopped, with their data: "
             f"`drctl estate up --stack {stack} --refresh`"
+        )
+    if any(p.startswith("consumer group ") for p in problems):
+        fixes.append(
+            "only the replicator writes a passive cluster's group offsets: find who committed these (the "
+            "brokers' authorizer log), then delete the group there as the admin "
+            "(`kafka-consumer-groups --delete --group <group>`) so the link writes its translation again"
         )
     stale_lock = any(p.startswith("Pulumi lock left") for p in problems)
     if stale_lock and not failover:

@@ -86,7 +86,7 @@ class ConnectSpec:
     @property
     def topics(self) -> dict[str, str]:
         """The internal topics by role: ``configs``, ``offsets``, ``status``."""
-        return {kind: f"connect-{self.name}-{kind}" for kind in ("configs", "offsets", "status")}
+        return worker_topics(self.name)
 
     def port(self, i: int) -> int:
         """The REST port of worker ``i``."""
@@ -97,22 +97,33 @@ class ConnectSpec:
         return [self.port(i) for i in range(self.workers)]
 
 
+#: What :data:`CONNECT_USER` may do on its three internal topics (literal names), on its group, and on the
+#: cluster — and nothing else (no Delete, no other topic): the Pulumi program grants the same
+#: (:func:`dr.topology.access.connect_rules`).
+WORKER_TOPIC_OPERATIONS = ("Create", "Read", "Write", "Describe", "DescribeConfigs")
+WORKER_GROUP_OPERATIONS = ("Read", "Describe")
+WORKER_CLUSTER_OPERATIONS = ("Describe",)
+_OPERATION = {
+    "Create": AclOperation.CREATE,
+    "Read": AclOperation.READ,
+    "Write": AclOperation.WRITE,
+    "Describe": AclOperation.DESCRIBE,
+    "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
+}
+
+
+def worker_topics(name: str) -> dict[str, str]:
+    """The internal topics of Connect cluster ``name`` by role: ``connect-<name>-configs|offsets|status``."""
+    return {kind: f"connect-{name}-{kind}" for kind in ("configs", "offsets", "status")}
+
+
 def connect_acls(spec: ConnectSpec) -> list[AclBinding]:
     """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe."""
     u = CONNECT_USER
-    bindings = [acl(u, ResourceType.GROUP, spec.group_id, op) for op in (AclOperation.READ, AclOperation.DESCRIBE)]
+    bindings = [acl(u, ResourceType.GROUP, spec.group_id, _OPERATION[op]) for op in WORKER_GROUP_OPERATIONS]
     for topic in spec.topics.values():
-        bindings += [
-            acl(u, ResourceType.TOPIC, topic, op)
-            for op in (
-                AclOperation.CREATE,
-                AclOperation.READ,
-                AclOperation.WRITE,
-                AclOperation.DESCRIBE,
-                AclOperation.DESCRIBE_CONFIGS,
-            )
-        ]
-    bindings.append(acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+        bindings += [acl(u, ResourceType.TOPIC, topic, _OPERATION[op]) for op in WORKER_TOPIC_OPERATIONS]
+    bindings += [acl(u, ResourceType.BROKER, "kafka-cluster", _OPERATION[op]) for op in WORKER_CLUSTER_OPERATIONS]
     return bindings
 
 

@@ -100,29 +100,53 @@ def target_topic(replication_policy: str, source_alias: str, topic: str) -> str:
     return f"{source_alias}.{topic}" if replication_policy == DEFAULT_POLICY else topic
 
 
+#: ``(resource type, name, operation, pattern, why)`` — what MirrorMaker 2 (dedicated, or as connectors
+#: on Kafka Connect) needs as the replicator on a link's source, and nothing more: read and describe, its
+#: offset-syncs topic, the groups' committed offsets (Describe, not Read: it never moves them there).
+REPLICATOR_SOURCE_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Topic", "*", "Read", "Literal", "copy the topics its pattern selects (found anew every refresh)"),
+    ("Topic", "*", "DescribeConfigs", "Literal", "copy each topic's configuration (sync.topic.configs)"),
+    ("Topic", "mm2-offset-syncs.", "Create", "Prefixed", "create its offset-syncs topic (dedicated mode)"),
+    ("Topic", "mm2-offset-syncs.", "Write", "Prefixed", "record offset syncs"),
+    ("Topic", "mm2-offset-syncs.", "Read", "Prefixed", "translate offsets for checkpoints"),
+    ("Group", "*", "Describe", "Literal", "list the groups and read their committed offsets for checkpoints"),
+    ("Cluster", "kafka-cluster", "Describe", "Literal", "list the consumer groups"),
+)
+#: The same on a link's target: write and create the mirrored and internal topics, keep their partitions
+#: and configuration in step, and sync the groups' offsets there (Read on a group is what an offset commit
+#: needs). No Delete, no broker configuration, no cluster-wide Create. (Kafka lets Read/Write/Alter imply
+#: Describe and AlterConfigs DescribeConfigs: no row for those.)
+REPLICATOR_TARGET_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Topic", "*", "Create", "Literal", "create mirrored topics and its own (checkpoints, heartbeats, mm2-*)"),
+    ("Topic", "*", "Write", "Literal", "write mirrored records, checkpoints, heartbeats and its worker's state"),
+    ("Topic", "*", "Read", "Literal", "read its internal topics; commit synced offsets of mirrored topics"),
+    ("Topic", "*", "AlterConfigs", "Literal", "keep mirrored topics' configuration in step (sync.topic.configs)"),
+    ("Topic", "*", "Alter", "Literal", "add the partitions a source topic gained"),
+    ("Group", "*", "Read", "Literal", "sync the linked groups' offsets when empty; its own worker group (dedicated)"),
+    ("Cluster", "kafka-cluster", "Describe", "Literal", "describe the cluster and its groups"),
+    ("Cluster", "kafka-cluster", "IdempotentWrite", "Literal", "idempotent producer (brokers before 2.8 ask for it)"),
+)
+
+_RESOURCES = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
+_OPERATIONS = {
+    "Read": AclOperation.READ,
+    "Write": AclOperation.WRITE,
+    "Create": AclOperation.CREATE,
+    "Alter": AclOperation.ALTER,
+    "AlterConfigs": AclOperation.ALTER_CONFIGS,
+    "Describe": AclOperation.DESCRIBE,
+    "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
+    "IdempotentWrite": AclOperation.IDEMPOTENT_WRITE,
+}
+
+
 def replicator_acls(source: bool) -> list[AclBinding]:
-    """ACLs the replicator needs on the source (read everything, own the offset-syncs topic) or
-    on the target (write and create topics, sync groups, store Connect's internal topics)."""
-    u = REPLICATOR_USER
-    if source:
-        return [
-            acl(u, ResourceType.TOPIC, "*", AclOperation.READ),
-            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE),
-            acl(u, ResourceType.TOPIC, "*", AclOperation.DESCRIBE_CONFIGS),
-            acl(u, ResourceType.TOPIC, "mm2-", AclOperation.ALL, ResourcePatternType.PREFIXED),
-            acl(u, ResourceType.GROUP, "*", AclOperation.DESCRIBE),
-            acl(u, ResourceType.GROUP, "*", AclOperation.READ),
-            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
-            acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
-        ]
+    """ACLs the replicator needs on the source (:data:`REPLICATOR_SOURCE_RIGHTS`) or on the target
+    (:data:`REPLICATOR_TARGET_RIGHTS`) — the rights the Pulumi program grants too."""
+    rights = REPLICATOR_SOURCE_RIGHTS if source else REPLICATOR_TARGET_RIGHTS
     return [
-        acl(u, ResourceType.TOPIC, "*", AclOperation.ALL),
-        acl(u, ResourceType.GROUP, "*", AclOperation.ALL),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
-        acl(u, ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
+        acl(REPLICATOR_USER, _RESOURCES[kind], name, _OPERATIONS[op], ResourcePatternType[pattern.upper()])
+        for kind, name, op, pattern, _why in rights
     ]
 
 

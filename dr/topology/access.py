@@ -3,7 +3,9 @@
 Application principals write only on the active cluster (and read what they consume everywhere;
 in a hub-and-spoke estate, each on its home: an edge, or the hub and its passive copy);
 on a passive cluster only the replicator writes, as with read-only mirror topics in Cluster
-Linking. The replicator reads on a link's source and writes on its target. The Pulumi program
+Linking; there an application only reads what it consumes. The replicator reads on a link's source and
+writes on its target — exactly :data:`dr.runtime.mirrormaker.REPLICATOR_SOURCE_RIGHTS` and
+``REPLICATOR_TARGET_RIGHTS`` (docs/security.md tabulates every right and why). The Pulumi program
 (:mod:`stacks.access`) declares these rules as ``pulumi_kafka.Acl`` resources; the failover's
 promote step grants the same rules at once through the admin API (:func:`dr.estate.estate.application_acls`).
 """
@@ -13,6 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dr.base.errors import InternalError
+from dr.kafka.internal_topics import InternalTopics
+from dr.runtime.connect import (
+    WORKER_CLUSTER_OPERATIONS,
+    WORKER_GROUP_OPERATIONS,
+    WORKER_TOPIC_OPERATIONS,
+    worker_topics,
+)
+from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.kinds import Architecture
@@ -47,27 +58,11 @@ class AclRule:
 
 
 def _replicator_source(user: str) -> list[AclRule]:
-    return [
-        AclRule(user, "Topic", "*", "Read"),
-        AclRule(user, "Topic", "*", "Describe"),
-        AclRule(user, "Topic", "*", "DescribeConfigs"),
-        AclRule(user, "Topic", "mm2-", "All", "Prefixed"),
-        AclRule(user, "Group", "*", "Describe"),
-        AclRule(user, "Group", "*", "Read"),
-        AclRule(user, "Cluster", "kafka-cluster", "Describe"),
-        AclRule(user, "Cluster", "kafka-cluster", "DescribeConfigs"),
-    ]
+    return [AclRule(user, kind, name, op, pattern) for kind, name, op, pattern, _ in REPLICATOR_SOURCE_RIGHTS]
 
 
 def _replicator_target(user: str) -> list[AclRule]:
-    return [
-        AclRule(user, "Topic", "*", "All"),
-        AclRule(user, "Group", "*", "All"),
-        *(
-            AclRule(user, "Cluster", "kafka-cluster", op)
-            for op in ("Describe", "DescribeConfigs", "Create", "AlterConfigs", "IdempotentWrite")
-        ),
-    ]
+    return [AclRule(user, kind, name, op, pattern) for kind, name, op, pattern, _ in REPLICATOR_TARGET_RIGHTS]
 
 
 def _prefixed(principal: str, prefix: str, operation: str) -> set[AclRule]:
@@ -95,16 +90,30 @@ def application_rules(topology: Topology, role: Role, cluster: str | None = None
     """The application principals' ACLs on a cluster of ``role`` (named ``cluster``: an edge of a
     hub-and-spoke estate serves only its own applications). An application writes only on the active
     cluster, or on its edge; aggregated ``<edge>.<topic>`` copies are never writable (validation
-    refuses a ``produces`` naming one)."""
+    refuses a ``produces`` naming one). On any other cluster (passive) it only reads what it consumes:
+    no group there, whose offsets the replicator alone keeps (the promote step grants the group)."""
     rules: set[AclRule] = set()
+    serving = role in (Role.ACTIVE, Role.EDGE)
+    internal = topology.internal_topics()
     for app in applications_on(topology, role, cluster):
-        rules |= _grants(app, writes=role in (Role.ACTIVE, Role.EDGE), reads=app.consumes)
+        rules |= _grants(app, internal, writes=serving, reads=app.consumes, group=serving)
     return rules
 
 
-def _grants(app: Application, *, writes: bool, reads: list[str]) -> set[AclRule]:
+def _grants(
+    app: Application, internal: InternalTopics, *, writes: bool, reads: list[str], group: bool = True
+) -> set[AclRule]:
     """One application's ACLs: its produced topics and prefix (when it ``writes`` there), the topics it
-    ``reads`` and its consume prefix, and its consumer group."""
+    ``reads`` and its consume prefix, and its consumer group (when ``group``). A prefix that would reach an
+    internal topic is a bug here: validation refuses it (:mod:`dr.kafka.internal_topics`)."""
+    for prefix in (app.produces_prefix if writes else None, app.consumes_prefix):
+        reached = internal.reached_by(prefix) if prefix else []
+        if reached:
+            raise InternalError(
+                f"application {app.name!r}'s prefix {prefix!r} reaches internal topics {', '.join(reached)}, "
+                "yet the topology passed validation.",
+                "report this as a bug, with the stack file",
+            )
     rules: set[AclRule] = set()
     if writes:
         for topic in app.produces:
@@ -115,7 +124,7 @@ def _grants(app: Application, *, writes: bool, reads: list[str]) -> set[AclRule]
         rules |= {AclRule(app.name, "Topic", topic, "Read"), AclRule(app.name, "Topic", topic, "Describe")}
     if app.consumes_prefix:
         rules |= _prefixed(app.name, app.consumes_prefix, "Read")
-    if app.consumer_group:
+    if app.consumer_group and group:
         rules.add(AclRule(app.name, "Group", app.consumer_group, "Read"))
     return rules
 
@@ -128,26 +137,26 @@ def peer_rules(topology: Topology, cluster: str) -> set[AclRule]:
     read grant. Remote topics get no write grant: only the replicator writes them.
     """
     rules: set[AclRule] = set()
+    internal = topology.internal_topics()
     for app in topology.principals.applications:
         local = [t for t in app.consumes if not active_active.consumes_remote(topology, t)]
         named = [t for t in app.consumes if t not in local]
         reads = [*local, *active_active.remote_topics_on(topology, cluster, local), *named]
-        rules |= _grants(app, writes=app.home == cluster, reads=reads)
+        rules |= _grants(app, internal, writes=app.home == cluster, reads=reads)
     return rules
 
 
 def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
-    """The local Connect workers' ACLs on their home cluster: their group and internal topics."""
+    """The local Connect workers' ACLs on their home cluster: their group and internal topics (the rights
+    :func:`dr.runtime.connect.connect_acls` grants, literal: no Delete, no other ``connect-`` topic)."""
     rules: set[AclRule] = set()
     for cc in topology.connect_clusters:
         if not cc.is_local or cc.cluster != cluster.name:
             continue
-        rules |= {
-            AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", "Read"),
-            AclRule(CONNECT_USER, "Topic", f"connect-{cc.name}-", "All", "Prefixed"),
-            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "Describe"),
-            AclRule(CONNECT_USER, "Cluster", "kafka-cluster", "DescribeConfigs"),
-        }
+        rules |= {AclRule(CONNECT_USER, "Group", f"connect-{cc.name}", op) for op in WORKER_GROUP_OPERATIONS}
+        for topic in worker_topics(cc.name).values():
+            rules |= {AclRule(CONNECT_USER, "Topic", topic, op) for op in WORKER_TOPIC_OPERATIONS}
+        rules |= {AclRule(CONNECT_USER, "Cluster", "kafka-cluster", op) for op in WORKER_CLUSTER_OPERATIONS}
     return rules
 
 

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.base.pattern_safety import name_matcher
+from dr.kafka.internal_topics import InternalTopics
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
 
@@ -534,6 +535,11 @@ class Topology(_Model):
     def runs_on_connect(self, link: Link) -> bool:
         """True when ``link`` runs as MirrorMaker 2 connectors on a declared Connect cluster."""
         return link.engine == Engine.MIRRORMAKER2 and link.connect is not None
+
+    def internal_topics(self) -> InternalTopics:
+        """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of
+        which a link may join after a failover, and of every Connect cluster."""
+        return InternalTopics.of((c.name for c in self.clusters), (cc.name for cc in self.connect_clusters))
 
     def produced_by(self, app: Application) -> list[str]:
         """The declared topics ``app`` may write: its named topics, then those under its prefix."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
 from dr.base.pattern_safety import backtracking_problem, name_matcher
+from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
@@ -30,7 +31,7 @@ from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
 
 if TYPE_CHECKING:
-    from dr.topology.model import Cluster, Link, Topology
+    from dr.topology.model import Application, Cluster, Link, Topology
 
 __all__ = ["Violation", "find_violations", "raise_for_violations"]
 
@@ -68,12 +69,6 @@ beyond 10 000 replicas per broker one machine runs out of maps (vm.max_map_count
 _MAX_REPLICATION_FACTOR = 32_767  # CreateTopics carries the replication factor as an INT16
 _MAX_GROUP_NAME = 255
 
-_INTERNAL_TOPICS = {
-    "__consumer_offsets": "Kafka's consumer offsets topic",
-    "__transaction_state": "Kafka's transaction state topic",
-    "__share_group_state": "Kafka's share group state topic",
-    "__cluster_metadata": "the KRaft metadata log",
-}
 _GROUP_FILTER_PREFIXES = ("console-consumer-", "connect-", "__")
 """MirrorMaker 2's default ``groups.exclude``: offsets of these groups are never synced."""
 
@@ -294,24 +289,13 @@ def _cluster_names(t: Topology) -> Iterator[Violation]:
 
 
 def _reserved_topic(name: str) -> str | None:
-    """Why Kafka or MirrorMaker 2 keeps ``name`` for itself, or None."""
-    if name in _INTERNAL_TOPICS:
-        return f"is {_INTERNAL_TOPICS[name]}"
-    if name.startswith("__"):
-        return "starts with '__', which Kafka reserves for its internal topics"
-    if name.startswith("mm2-"):
-        return "starts with 'mm2-', which MirrorMaker 2 uses for its internal topics (and the replicator may write)"
-    if name == "heartbeats" or name.endswith(".heartbeats"):
-        return "is a MirrorMaker 2 heartbeats topic name"
-    if name.endswith((".internal", "-internal")):
-        return (
-            "ends with '.internal'/'-internal': MirrorMaker 2 names its internal topics so "
-            "(<alias>.checkpoints.internal, mm2-*.internal) and skips such topics"
-        )
+    """Why Kafka, MirrorMaker 2 or Connect keeps ``name`` for itself (:mod:`dr.kafka.internal_topics`, the
+    definition grants and the verification share), or why MirrorMaker 2 would never copy it; else None."""
+    why = why_internal(name)
+    if why is not None:
+        return why
     if name.endswith(".replica"):
         return "ends with '.replica', which MirrorMaker 2's default topics.exclude skips: it would never be replicated"
-    if name.startswith("."):
-        return "starts with '.', which MirrorMaker 2 treats as an internal topic: it would never be replicated"
     return None
 
 
@@ -887,6 +871,49 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
                     f"principals.applications[{i}].{field}",
                     f"application {app.name!r} {verb} prefix {prefix!r}, which no declared topic starts with",
                     f"declare a topic named {prefix}<something> under kafka-dr:topics, or fix the prefix",
+                )
+    yield from _prefix_reach(t)
+
+
+def _writes_on(t: Topology, app: Application) -> str | None:
+    """Where ``app`` writes: its home in an active-active or hub-and-spoke estate (unset: the hub), else the
+    active cluster (None). Applications writing on different clusters never write the same topic."""
+    return app.home if t.architecture is not Architecture.ACTIVE_PASSIVE else None
+
+
+def _prefix_reach(t: Topology) -> Iterator[Violation]:
+    """A prefixed grant reaches every topic whose name starts with its prefix, on every cluster the
+    application is granted on: no prefix may reach an internal topic (the replicator's configuration, the
+    consumer offsets, a Connect cluster's configs), nor a write prefix another application's topics."""
+    internal = t.internal_topics()
+    apps = t.principals.applications
+    for i, app in enumerate(apps):
+        for field, verb in (("produces_prefix", "write"), ("consumes_prefix", "read")):
+            prefix = getattr(app, field)
+            if prefix is None:
+                continue
+            reached = internal.reached_by(prefix)
+            if reached:
+                yield Violation(
+                    f"principals.applications[{i}].{field}",
+                    f"{prefix!r} would let application {app.name!r} {verb} internal topics {', '.join(reached)}",
+                    "use a longer prefix that only the application's own topics start with (e.g. "
+                    f"'{app.name}.'), or name its topics in {field.removesuffix('_prefix')}",
+                )
+        prefix = app.produces_prefix
+        if prefix is None:
+            continue
+        for k, other in enumerate(apps):
+            if k == i or _writes_on(t, other) != _writes_on(t, app):
+                continue
+            taken = [n for n in t.produced_by(other) if n.startswith(prefix) and n not in app.produces]
+            if taken:
+                yield Violation(
+                    f"principals.applications[{i}].produces_prefix",
+                    f"{prefix!r} would let application {app.name!r} write {', '.join(map(repr, taken))}, "
+                    f"produced by application {other.name!r} (principals.applications[{k}])",
+                    "use a prefix only the application's own topics start with, or name a topic both write "
+                    "in the produces of each (a shared topic is declared by name)",
                 )
 
 

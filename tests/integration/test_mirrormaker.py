@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
-from confluent_kafka import Consumer
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    ResourceType,
+)
 
+from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.credentials import REPLICATOR_USER
@@ -72,3 +83,58 @@ def test_mm2_keeps_the_replicators_password_out_of_its_config_topic_and_command_
     assert pid is not None and secret["replicator"].encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert files_holding(mm2_ab.dir, secret) == {mm2_ab.secrets_file(): ["replicator"]}
     assert open_to_others(mm2_ab.dir, [mm2_ab.secrets_file()]) == []
+
+
+def _refused_with(future: Future[object]) -> int:
+    """The error code an admin future failed with (it must fail)."""
+    with pytest.raises(KafkaException) as info:
+        future.result(timeout=30)
+    return int(info.value.args[0].code())
+
+
+def test_the_replicator_grows_partitions_but_cannot_delete_configure_brokers_or_move_source_offsets(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, mm2_ab: MirrorMaker
+) -> None:
+    """Issue 32: the replicator holds what MirrorMaker 2 needs (it adds the partitions a source topic
+    gained) and no more — on the target no topic or group deletion and no broker configuration, on the
+    source no offset commit for an application's group."""
+    topic = "grown"
+    create_topic(cluster_a, topic, partitions=1)
+    acked, errors = produce(cluster_a.endpoint(), topic, [f"g{i}" for i in range(100)])
+    assert not errors and len(acked) == 100
+    mm2_ab.wait_caught_up([topic], timeout=120)
+    admin_a = AdminClient(cluster_a.endpoint().config())
+    admin_a.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+
+    def partitions_on_b() -> int:
+        return len(cluster_metadata(cluster_b.endpoint(), 10.0).topics[topic].partitions)
+
+    assert wait_until(lambda: partitions_on_b() == 3, 90, interval=1.0), f"B has {partitions_on_b()} partitions"
+
+    password = cluster_a.credentials.password(REPLICATOR_USER)
+    as_replicator_b = AdminClient(Endpoint(cluster_b.bootstrap, REPLICATOR_USER, password).config())
+    as_replicator_a = AdminClient(Endpoint(cluster_a.bootstrap, REPLICATOR_USER, password).config())
+    assert _refused_with(as_replicator_b.delete_topics([topic])[topic]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    group = "billing-x"
+    consumer = Consumer(cluster_b.endpoint().config(**{"group.id": group, "enable.auto.commit": False}))
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+    assert _refused_with(as_replicator_b.delete_consumer_groups([group])[group]) == (
+        KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    broker = str(next(iter(cluster_metadata(cluster_b.endpoint(), 10.0).brokers)))
+    broker_config = ConfigResource(
+        ResourceType.BROKER,
+        broker,
+        incremental_configs=[ConfigEntry("log.cleaner.threads", "2", incremental_operation=AlterConfigOpType.SET)],
+    )
+    (future,) = as_replicator_b.incremental_alter_configs([broker_config]).values()
+    assert _refused_with(future) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    moved = ConsumerGroupTopicPartitions("orders-app", [TopicPartition("mirrored", 0, 0)])
+    (future,) = as_replicator_a.alter_consumer_group_offsets([moved]).values()
+    try:  # the broker answers per partition: librdkafka raises or hands the error on each one
+        codes = {tp.error.code() if tp.error else None for tp in future.result(timeout=30).topic_partitions}
+    except KafkaException as exc:
+        codes = {exc.args[0].code()}
+    assert codes == {KafkaError.GROUP_AUTHORIZATION_FAILED}, codes
+    assert committed_offsets(cluster_a.endpoint(), "orders-app")[("mirrored", 0)] > 0, "the replicator moved it"

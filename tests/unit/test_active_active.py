@@ -171,7 +171,8 @@ def test_acls_apps_write_their_home_only_and_read_local_and_remote_topics() -> N
     for rules in (on_a, on_b):
         assert not [r for r in rules if r[0] != "replicator" and "." in r[1] and r[2] != "Read" and r[2] != "Describe"]
     # the replicator reads on both and writes on both (a link each way)
-    assert ("replicator", "*", "All", "Literal") in on_a and ("replicator", "*", "All", "Literal") in on_b
+    assert ("replicator", "*", "Write", "Literal") in on_a and ("replicator", "*", "Write", "Literal") in on_b
+    assert not [r for r in (*on_a, *on_b) if r[0] == "replicator" and r[2] in ("All", "Delete")]
 
 
 # -- region failover: the desired state and the plan ---------------------------------------------

@@ -125,12 +125,17 @@ def test_two_connect_clusters_may_not_share_rest_ports() -> None:
 def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cluster_only() -> None:
     t = connect_stack()
     on_b = {r for r in acl_rules(t, t.cluster("B")) if r.principal == CONNECT_USER}
+    topic_ops = ("Create", "Read", "Write", "Describe", "DescribeConfigs")
     assert {(r.resource_type, r.resource_name, r.operation, r.pattern) for r in on_b} == {
         ("Group", "connect-mm2", "Read", "Literal"),
-        ("Topic", "connect-mm2-", "All", "Prefixed"),
+        ("Group", "connect-mm2", "Describe", "Literal"),
+        *(
+            ("Topic", f"connect-mm2-{kind}", op, "Literal")
+            for kind in ("configs", "offsets", "status")
+            for op in topic_ops
+        ),
         ("Cluster", "kafka-cluster", "Describe", "Literal"),
-        ("Cluster", "kafka-cluster", "DescribeConfigs", "Literal"),
-    }
+    }, "the Connect workers hold exactly their group and three topics (no Delete, no other connect- topic)"
     assert not [r for r in acl_rules(t, t.cluster("A")) if r.principal == CONNECT_USER]
 
 

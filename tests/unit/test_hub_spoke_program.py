@@ -72,7 +72,8 @@ def test_applications_write_only_on_their_home_and_never_the_aggregated_copies(h
 def test_the_replicator_reads_on_edges_and_writes_on_the_hub(hub: Run) -> None:
     assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(hub, "E1")
     assert ("User:replicator", "Topic", "*", "All", "Literal") not in acls(hub, "E1")
-    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(hub, "H")
+    assert ("User:replicator", "Topic", "*", "Write", "Literal") in acls(hub, "H")
+    assert not [a for a in acls(hub, "H") if a[0] == "User:replicator" and a[3] in ("All", "Delete")]
 
 
 def test_mm2_properties_take_the_replication_policy_as_a_parameter() -> None:

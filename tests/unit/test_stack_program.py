@@ -521,8 +521,11 @@ def test_passive_cluster_lets_no_application_write(local: Run) -> None:
 
 
 def test_replicator_reads_on_the_source_and_writes_on_the_target(local: Run) -> None:
-    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(local, "B"), (
-        "B-access: replicator All on Topic *"
+    assert ("User:replicator", "Topic", "*", "Write", "Literal") in acls(local, "B"), (
+        "B-access: replicator Write on Topic *"
+    )
+    assert not [a for a in acls(local, "B") if a[0] == "User:replicator" and a[3] in ("All", "Delete")], (
+        "B-access: the replicator must not delete, nor hold All, on the target"
     )
     assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(local, "A"), (
         "A-access: replicator Read on Topic *"
@@ -571,8 +574,8 @@ def test_after_failover_B_is_active_C_passive_and_A_keeps_only_its_cluster(faile
         "B-access (active) lacks orders-app Write on orders"
     )
     assert application_writes(failed_over, "C") == set(), "C-access (passive) lets an application write"
-    assert ("User:replicator", "Topic", "*", "All", "Literal") in acls(failed_over, "C"), (
-        "C-access (target of B-to-C) lacks replicator All on Topic *"
+    assert ("User:replicator", "Topic", "*", "Write", "Literal") in acls(failed_over, "C"), (
+        "C-access (target of B-to-C) lacks replicator Write on Topic *"
     )
     assert ("User:replicator", "Topic", "*", "Read", "Literal") in acls(failed_over, "B"), (
         "B-access (source of B-to-C) lacks replicator Read on Topic *"
