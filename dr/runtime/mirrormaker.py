@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
+from dr.base.files import write_atomic
 from dr.base.pattern_safety import name_matcher
 from dr.base.toolchain import toolchain
 from dr.kafka.client import (
@@ -49,26 +50,33 @@ _CONFIG_UP_TO_DATE = re.compile(
 )
 
 
-def config_in_effect(log_text: str) -> dict[str, int]:
+def config_in_effect(log_text: str, *, same_as_before: bool = False) -> dict[str, int]:
     """Per connector, the offset in ``log_text`` from which it runs the configuration this start wrote (pure).
 
     On becoming its group's leader MirrorMaker 2 compares each connector's stored configuration (the one an
     earlier run left on the target) with its own: an equal one is "already up to date" and what runs since
     launch is ours (offset 0); a different one is written and the connector restarts, so only what the log
     says after that record is ours. A connector missing from the result has not been decided yet.
+
+    ``same_as_before``: this start's ``mm2.properties`` is the one the previous start ran. MirrorMaker 2
+    compares the stored configuration *resolved* through the config provider with its own *unresolved*
+    one (``${file:…}``), so it rewrites an unchanged configuration at every start; the rewrite yields the
+    same task configurations, the tasks started at launch keep running and no task starts after it. What
+    runs since launch is then ours (offset 0) whatever the log says.
     """
     marks: dict[str, int] = {}
     for match in _CONFIG_UP_TO_DATE.finditer(log_text):
         marks.setdefault(match.group(1), 0)
     for match in _CONFIG_WRITTEN.finditer(log_text):
-        marks[match.group(1)] = match.end()
+        marks[match.group(1)] = 0 if same_as_before else match.end()
     return marks
 
 
-def tasks_ready(log_text: str, source_has_topics: Callable[[], bool]) -> bool:
+def tasks_ready(log_text: str, source_has_topics: Callable[[], bool], *, same_as_before: bool = False) -> bool:
     """True once every connector runs this start's configuration and a replication task has started
-    under it; with no topic to copy, the heartbeat task stands for it (pure but for the callback)."""
-    marks = config_in_effect(log_text)
+    under it; with no topic to copy, the heartbeat task stands for it (pure but for the callback).
+    ``same_as_before`` as in :func:`config_in_effect`."""
+    marks = config_in_effect(log_text, same_as_before=same_as_before)
     if any(name not in marks for name in CONNECTORS):
         return False
     if _task_started(log_text, "MirrorSourceConnector", marks["MirrorSourceConnector"]):
@@ -354,6 +362,10 @@ class MirrorMaker:
         self.write_secrets()
         config = self.dir / "mm2.properties"
         write_properties(config, self.properties())
+        # What the last start that came up ran: a start cut short may have left its file without its
+        # configuration ever reaching the target.
+        started = self.dir / "mm2.properties.started"
+        same_as_before = started.exists() and started.read_text() == config.read_text()
         tc = toolchain()
         cmd = java_command(
             tc.java,
@@ -395,7 +407,7 @@ class MirrorMaker:
                     f"fix the cause (the link's topics/groups or extra properties); the whole trace is in "
                     f"{self.process.log_file}",
                 )
-            return tasks_ready(text, self._source_has_topics)
+            return tasks_ready(text, self._source_has_topics, same_as_before=same_as_before)
 
         if not wait_until(running, timeout, interval=0.25):
             decided = config_in_effect(self.process.log_since(log_start))
@@ -408,6 +420,7 @@ class MirrorMaker:
             raise ClusterError(
                 f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.", f"read {self.process.log_file}"
             )
+        write_atomic(started, config.read_text())
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from dr.kafka.connect_rest import root_cause
-from dr.runtime.mirrormaker import config_in_effect, tasks_ready
+from dr.runtime.mirrormaker import CONNECTORS, config_in_effect, tasks_ready
 from dr.runtime.process import FatalWatch, fatal_cause, last_exception
 
 # Lines as MirrorMaker 2 (Kafka 4.3.1, slf4j-simple) wrote them for topics "(?#x)orders".
@@ -125,3 +125,16 @@ def test_with_nothing_to_copy_the_heartbeat_task_of_this_config_stands_for_readi
     log = _UP_TO_DATE + _HEARTBEAT_READY
     assert tasks_ready(log, lambda: False)
     assert not tasks_ready(log, lambda: True)  # topics to copy: wait for a replication task
+
+
+def test_a_restart_with_the_same_properties_counts_the_tasks_started_at_launch() -> None:
+    """With the password behind a config provider, MirrorMaker 2 compares the stored configuration resolved
+    with its own unresolved one and rewrites it at every start; the task configurations come out the same,
+    so the tasks started at launch run on and none starts after the rewrite (seen: a stop and start of a
+    link timed out after 120 s). The configuration the last successful start ran is the one in effect."""
+    written = "".join(_configured(name) for name in CONNECTORS)
+    log = _SOURCE_READY + written
+    assert not tasks_ready(log, lambda: True), "a changed configuration still waits for a task after it"
+    assert tasks_ready(log, lambda: True, same_as_before=True)
+    assert config_in_effect(log, same_as_before=True) == dict.fromkeys(CONNECTORS, 0)
+    assert not tasks_ready(written, lambda: True, same_as_before=True), "still needs a started task"
