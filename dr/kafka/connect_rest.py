@@ -105,6 +105,14 @@ class _Unreachable(Exception):
         self.reason = reason
 
 
+def _try_again(status: int, message: str) -> bool:
+    """Connect's answers that mean "not now": 409 (a rebalance in progress or a concurrent change), and
+    the 500 a worker gives while it knows a rebalance is coming (``RebalanceNeededException``: "Request
+    cannot be completed because a rebalance is expected" — seen when several connectors of one link are
+    created at once)."""
+    return status == 409 or (status == 500 and "rebalance is expected" in message)
+
+
 class ConnectRest:
     """Client of one Kafka Connect cluster's REST API.
 
@@ -209,7 +217,7 @@ class ConnectRest:
                     "check the Connect REST username and password (local: the estate's "
                     "credentials.json, user connect-rest)",
                 )
-            if status == 409 and time.monotonic() < deadline:
+            if _try_again(status, message) and time.monotonic() < deadline:
                 time.sleep(0.5)  # a rebalance or a concurrent change: Connect asks to try again
                 continue
             if status == 404:

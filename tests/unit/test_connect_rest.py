@@ -116,6 +116,10 @@ def test_http_errors_map_to_the_product_errors_and_never_hold_the_password(serve
     # 409 (a rebalance) is retried; the answer after it counts.
     _Connect.answers[("PUT", "/connectors/x/stop")] = [(409, {"message": "rebalance"}), (204, None)]
     rest.stop("x")
+    # so is the 500 of a worker that expects a rebalance (seen creating a link's three connectors at once)
+    expected = "Request cannot be completed because a rebalance is expected"
+    _Connect.answers[("GET", "/connectors/x/config")] = [(500, {"error_code": 500, "message": expected}), (200, {})]
+    assert rest.config("x") == {}
     _Connect.answers[("PUT", "/connectors/x/resume")] = [(400, None)]
     with pytest.raises(ClusterError, match="HTTP 400: Bad Request"):
         rest.resume("x")
