@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr.kafka.client import Endpoint
@@ -45,9 +45,18 @@ def produce(endpoint: Endpoint, topic: str, keys: list[str], **extra: object) ->
 
 
 def consume_all(
-    endpoint: Endpoint, topic: str, expected: int, timeout: float = 60, group: str | None = None
+    endpoint: Endpoint,
+    topic: str,
+    expected: int,
+    timeout: float = 60,
+    group: str | None = None,
+    *,
+    assigned: bool = False,
 ) -> list[str]:
-    """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys."""
+    """Read a topic from the beginning until ``expected`` records or ``timeout``; return keys.
+
+    ``assigned``: take every partition by assignment, never joining a group — how an application reads
+    a passive cluster, where it holds no group right (only the replicator keeps offsets there)."""
     consumer = Consumer(
         endpoint.config(
             **{
@@ -57,7 +66,11 @@ def consume_all(
             }
         )
     )
-    consumer.subscribe([topic])
+    if assigned:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)])
+    else:
+        consumer.subscribe([topic])
     keys: list[str] = []
     try:
         wait_until(lambda: _poll_into(consumer, keys) >= expected, timeout, interval=0)
