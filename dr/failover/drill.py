@@ -39,6 +39,7 @@ import yaml
 
 import dr.failover.integrity as integrity
 from dr.base.errors import ClusterError, ConfigError, FailoverError
+from dr.base.files import private_dir
 from dr.base.stackref import StackRef, stack_file
 from dr.estate.estate import Estate, Progress
 from dr.estate.stack import EstateStack
@@ -151,7 +152,7 @@ def _prepare_out(options: DrillOptions) -> Path:
         raise ConfigError(
             f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)  # it holds the drill's stack state, credentials and passphrase
     (out / MARKER).write_text("written by drctl drill\n")
     return out
 
@@ -166,7 +167,7 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
         )
     for sub in ("stack", "state", "pulumi"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "stack").mkdir(parents=True)
+    private_dir(out / "stack")  # <out> holds the drill's stack state, credentials and passphrase
     (out / MARKER).write_text("written by drctl drill\n")
     doc = yaml.safe_load(stack_file(options.stack).read_text())
     if options.base_port is not None:

@@ -387,3 +387,20 @@ def test_the_program_warns_in_pulumi_preview(tmp_path: Path, monkeypatch: pytest
     said.clear()
     run_program(_topology(_sized(10, 2), "local"), tmp_path / "state2")
     assert not any("provisioning: batched" in m for m in said)
+
+
+def test_the_drills_output_directory_is_made_private(tmp_path: Path) -> None:
+    """``drctl drill --out`` holds the drill's stack state, credentials and passphrase: made 0700 when the
+    drill creates it (the secret scan of the unplanned drill found it 0755 once directories stopped being
+    re-moded); one that exists keeps its mode."""
+    from types import SimpleNamespace
+
+    from dr.failover.drill import _prepare_out
+
+    made = _prepare_out(SimpleNamespace(out=tmp_path / "new" / "drill"))  # type: ignore[arg-type]
+    assert made.stat().st_mode & 0o777 == 0o700 and (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+    existing = tmp_path / "mine"
+    existing.mkdir(mode=0o750)
+    existing.chmod(0o750)
+    _prepare_out(SimpleNamespace(out=existing))  # type: ignore[arg-type]
+    assert existing.stat().st_mode & 0o777 == 0o750
