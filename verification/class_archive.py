@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from dr.base.class_data import archive_file, build_archive, java_identity, mapping, report_build, stamp, usable, written
+from dr.base.files import private_dir
 from dr.base.toolchain import toolchain
 
 __all__ = ["archive_path", "build", "discard", "java_options", "usable"]
@@ -45,14 +45,21 @@ def archive_path(jars: list[str]) -> Path:
 def java_options(jars: list[str]) -> list[str]:
     """Driver JVM options that use the archive when a complete one exists (none otherwise)."""
     path = archive_path(jars)
-    return mapping(path, "kdr-spark-driver-hs_err_pid%p.log") if usable(path) else []
+    return mapping(path, crash_dir(path) / "hs_err_pid%p.log") if usable(path) else []
+
+
+def crash_dir(archive: Path) -> Path:
+    """Where driver JVMs that map ``archive`` write their crash logs: beside it in the product's cache,
+    0700 (a crash log holds the JVM's whole command line; never a shared temp directory)."""
+    return private_dir(archive.parent / "crash")
 
 
 def crashed_on_archive(jars: list[str], since: float) -> bool:
     """True when a driver JVM started after ``since`` left a crash log naming this archive (a
     damaged archive kills the JVM with SIGBUS while it maps it)."""
-    path = str(archive_path(jars))
-    for log in Path(tempfile.gettempdir()).glob("kdr-spark-driver-hs_err_pid*.log"):
+    archive = archive_path(jars)
+    path = str(archive)
+    for log in crash_dir(archive).glob("hs_err_pid*.log"):
         try:
             if log.stat().st_mtime >= since - 1 and path in log.read_text(errors="replace"):
                 return True

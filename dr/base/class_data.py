@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,11 +87,12 @@ def build_archive(path: Path, make: Callable[[Path], str | None], *, force: bool
     return path
 
 
-def mapping(path: Path, crash_log: str | None) -> list[str]:
+def mapping(path: Path, crash_log: Path | None) -> list[str]:
     """The JVM options that map the archive ``path``; a crash log (should it be damaged after all) goes
-    to the temp directory as ``crash_log`` (``%p``: the pid), not the working directory. ``None``: the
-    caller names the crash log itself (the Kafka JVMs keep theirs in their own private directory)."""
-    where = [] if crash_log is None else [f"-XX:ErrorFile={Path(tempfile.gettempdir()) / crash_log}"]
+    to ``crash_log`` (``%p``: the pid; in a directory of the product's own, 0700), not the working
+    directory. ``None``: the caller names the crash log itself (the Kafka JVMs keep theirs in their own
+    private directory)."""
+    where = [] if crash_log is None else [f"-XX:ErrorFile={crash_log}"]
     return [f"-XX:SharedArchiveFile={path}", *QUIET, *where]
 
 

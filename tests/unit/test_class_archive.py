@@ -32,6 +32,11 @@ def test_driver_options_map_the_archive_only_when_it_exists(tmp_path: Path, monk
     opts = class_archive.java_options(jars)
     assert f"-XX:SharedArchiveFile={path}" in opts
     assert not any(o.startswith("-Xlog") and ":stdout" in o for o in opts), "stdout may carry --json output"
+    crash = path.parent / "crash"
+    assert f"-XX:ErrorFile={crash / 'hs_err_pid%p.log'}" in opts, "crash logs stay out of the shared /tmp"
+    assert crash.stat().st_mode & 0o777 == 0o700
+    (crash / "hs_err_pid7.log").write_text(f"Command Line: -XX:SharedArchiveFile={path}\n")
+    assert class_archive.crashed_on_archive(jars, since=0), "the crash is found where the driver writes it"
     path.write_bytes(b"\0" * 60)  # truncated after it was stamped: mapping it would kill the JVM
     assert class_archive.java_options(jars) == []
     class_archive.discard(jars)
