@@ -33,7 +33,9 @@ def test_duplicates_and_order_do_not_matter_and_every_offset_is_covered_once() -
         assert all(a < b for a, b in spans) and all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))
         wanted_here = {o for t, p, o in wanted if (t, p) == (topic, partition)}
         assert all(any(a <= o < b for a, b in spans) for o in wanted_here)
-        assert all(a in wanted_here and b - 1 in wanted_here for a, b in spans), "ranges start and end on a wanted record"
+        assert all(a in wanted_here and b - 1 in wanted_here for a, b in spans), (
+            "ranges start and end on a wanted record"
+        )
         assert all(spans[i + 1][0] - (spans[i][1] - 1) > 50 for i in range(len(spans) - 1)), "gaps wider than max_gap"
 
 
