@@ -81,7 +81,7 @@ def read_ranges(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 30.
     if not todo:
         return
     consumer = _consumer(endpoint)
-    # a partition re-positioned at a later range may still deliver records fetched before: dropped
+    # the next offset each partition may yield: records fetched before a re-positioning are dropped
     floor = {tp: spans[0][0] for tp, spans in todo.items()}
     try:
         consumer.assign([TopicPartition(t, p, floor[(t, p)]) for t, p in todo])
@@ -105,6 +105,7 @@ def read_ranges(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 30.
                 spans = todo.get(tp)
                 if spans is None or offset < floor[tp]:
                     continue
+                floor[tp] = offset + 1
                 while spans and offset >= spans[0][1]:  # past this range (its last records may be gone)
                     spans.pop(0)
                 if spans and offset >= spans[0][0]:
