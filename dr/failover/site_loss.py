@@ -373,6 +373,7 @@ def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str
     for topic in topics:
         source = _fingerprints(a_ep, topic)
         copies = Counter((k, c) for _p, _o, k, c in _fingerprints(b_ep, remote_topic(region, topic)))
+        originals = Counter((k, c) for _p, _o, k, c in source)  # counted once: per copy, the comparison was quadratic
         left = Counter(copies)
         lost = []
         for partition, offset, key, checksum in source:
@@ -384,7 +385,7 @@ def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str
             "source": len(source),
             "copy": sum(copies.values()),
             "missing": len(lost),
-            "duplicated": sum(max(0, n - Counter((k, c) for _p, _o, k, c in source)[kc]) for kc, n in copies.items()),
+            "duplicated": sum(max(0, n - originals[kc]) for kc, n in copies.items()),
         }
         missing += lost
     return {"topics": per_topic, "missing": missing}
