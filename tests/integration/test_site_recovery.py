@@ -5,8 +5,8 @@ A holds 20,000 records of ``recovery`` in 8 partitions; B holds the copies a lin
 loss, as ``A.recovery``: each partition's first 1,200 records but two (offsets 5 and 7). So 10,416
 records are missing, in two offset ranges per partition more than a thousand offsets apart. The
 recovery writes each of them once, keeping partition, key, value, headers and timestamp, within a
-bound set from benchmarks/recovery_bench.py (the former one-consumer-per-record path managed 50 records/s, one a
-20 ms: over 3 minutes here); a second run writes nothing.
+bound set from benchmarks/recovery_bench.py (the former path, one consumer per record, managed 50
+records/s: over 3 minutes here); a second run writes nothing.
 """
 
 from __future__ import annotations
