@@ -28,9 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from confluent_kafka import Producer
-
-from dr.base.errors import ClusterError, FailoverError
+from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress, acl_bindings
 from dr.failover.clients import publish_clients
@@ -40,7 +38,6 @@ from dr.failover.journal import Journal
 from dr.failover.pipeline import OnStep, refuse_damaged_state, run_frame
 from dr.failover.site_loss import (
     SiteContext,
-    compare_region,
     decommission,
     fence_drain,
     integrity,
@@ -48,7 +45,7 @@ from dr.failover.site_loss import (
     open_site_run,
     plan_lines,
     reach_and_lag,
-    read_one,
+    recover_site,
     require_healthy,
     require_writes,
     result,
@@ -372,29 +369,13 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
     estate = Estate(original, ref.state_dir)
     a_ep, hub_ep = estate.endpoint(edge), estate.endpoint(journal.record.target)
     topics = [t.name for t in original.topics_for(check_lost_edge(original, edge))]
-    progress(f"comparing {edge}'s {', '.join(topics)} with {edge}.<topic> on {journal.record.target}")
-    found = compare_region(a_ep, hub_ep, edge, topics)
-    wanted = sorted({(m["topic"], m["partition"], m["offset"]) for m in found["missing"]})
-    if wanted:
-        producer = Producer(hub_ep.config(**{"acks": "all", "enable.idempotence": True}))
-        for topic, partition, offset in wanted:
-            msg = read_one(a_ep, topic, partition, offset)
-            if msg is None:
-                raise ClusterError(
-                    f"could not read {topic}-{partition}@{offset} on {edge}.", "rerun the recovery (it resumes)"
-                )
-            producer.produce(
-                remote_topic(edge, topic),
-                key=msg.key(),
-                value=msg.value(),
-                headers=msg.headers(),
-                timestamp=msg.timestamp()[1],
-                partition=partition,
-            )
-        if producer.flush(60):
-            raise ClusterError(
-                f"the replay into {journal.record.target} did not finish within 60s.",
-                "rerun the recovery (it writes only what is still missing)",
-            )
-    progress(f"replayed {len(wanted)} records of {edge} into {edge}.<topic> on {journal.record.target}")
-    return {"replayed": len(wanted), "missing_before": len(wanted), "topics": found["topics"]}
+    done = recover_site(
+        a_ep,
+        hub_ep,
+        edge,
+        topics,
+        rerun=f"rerun `drctl failover --stack {ref.name} --edge {edge} --recover` (it writes only what is still missing)",
+        progress=progress,
+    )
+    progress(f"replayed {done['replayed']} records of {edge} into {edge}.<topic> on {journal.record.target}")
+    return done

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from confluent_kafka import Producer
-
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
@@ -39,7 +37,6 @@ from dr.failover.journal import Journal
 from dr.failover.pipeline import OnStep, already_finished, refuse_damaged_state, run_frame
 from dr.failover.site_loss import (
     SiteContext,
-    compare_region,
     decommission,
     fence_drain,
     integrity,
@@ -48,7 +45,7 @@ from dr.failover.site_loss import (
     plan_lines,
     published,
     reach_and_lag,
-    read_one,
+    recover_site,
     require_healthy,
     require_writes,
     result,
@@ -354,37 +351,19 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
             + f"), then rerun `drctl failover --stack {ref.name} --region {region} --recover`",
         )
     topics = [t.name for t in original.topics]
-    found = compare_region(a_ep, b_ep, region, topics)
-    wanted = {(m["topic"], m["partition"], m["offset"]) for m in found["missing"]}
-    written = 0
-    failed: list[str] = []
-    if wanted:
-        producer = Producer(b_ep.config(**{"acks": "all", "enable.idempotence": True}))
-        for topic, partition, offset in sorted(wanted):
-            msg = read_one(a_ep, topic, partition, offset)
-            if msg is None:
-                raise ClusterError(f"could not read {topic}-{partition}@{offset} on {region}.", "rerun the recovery")
-            producer.produce(
-                remote_topic(region, topic),
-                key=msg.key(),
-                value=msg.value(),
-                headers=msg.headers(),
-                timestamp=msg.timestamp()[1],
-                partition=partition,
-                on_delivery=lambda err, _msg: failed.append(str(err)) if err is not None else None,
-            )
-            written += 1
-        unsent = producer.flush(60)
-        if unsent or failed:
-            raise ClusterError(
-                f"{unsent + len(failed)} of the {written} records replayed into {journal.record.target} were not "
-                f"acknowledged{': ' + failed[0] if failed else ''}.",
-                f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
-            )
+    done = recover_site(
+        a_ep,
+        b_ep,
+        region,
+        topics,
+        rerun=f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
+        progress=progress,
+    )
+    written, missing = done["replayed"], done["missing_before"]
     progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
-    marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": len(wanted)}
+    marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": missing}
     write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(marker))
-    return {"replayed": written, "missing_before": len(wanted)}
+    return done
 
 
 def recovered_marker(ref: StackRef, failover_id: str) -> Path:
