@@ -24,17 +24,18 @@ import os
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
-from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors, raise_kafka_error
+from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
+from dr.kafka.records import consume_while
 from verification.cluster import cluster_metadata, offset_ranges
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
@@ -142,7 +143,7 @@ def _scan(
     consumer = _consumer(endpoint)
     try:
         consumer.assign([TopicPartition(t, p, r[0]) for (t, p), r in todo.items()])
-        for m in _messages(consumer, endpoint, todo, idle_timeout):
+        for m in consume_while(consumer, endpoint, todo, idle_timeout, stalled=_stalled(endpoint, todo)):
             k = (m.topic(), m.partition())
             r = todo.get(k)
             if r is None or m.offset() >= r[1]:
@@ -155,31 +156,13 @@ def _scan(
         consumer.close()
 
 
-def _messages(
-    consumer: Consumer, endpoint: Endpoint, unfinished: dict[tuple[str, int], Any], idle_timeout: float
-) -> Iterator[Any]:
-    """Messages from ``consumer`` while ``unfinished`` (partitions the caller still waits for) is not empty.
-
-    End-of-partition events are skipped, other errors raised; no message for ``idle_timeout``
-    seconds while partitions are unfinished is a stall (:class:`ClusterError`).
-    """
-    last = time.monotonic()
-    while unfinished:
-        msgs = consumer.consume(num_messages=5000, timeout=1.0)
-        if not msgs and time.monotonic() - last > idle_timeout:
-            raise ClusterError(
-                f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished "
-                f"({sorted(unfinished)[:5]}...).",
-                "check the cluster is healthy and re-run",
-            )
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise_kafka_error(err, "reading records", endpoint)
-            last = time.monotonic()
-            yield m
+def _stalled(endpoint: Endpoint, unfinished: dict[tuple[str, int], Any]) -> Callable[[], tuple[str, str]]:
+    """The stall's message and next step for :func:`~dr.kafka.records.consume_while` (read when it stalls)."""
+    return lambda: (
+        f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished "
+        f"({sorted(unfinished)[:5]}...).",
+        "check the cluster is healthy and re-run",
+    )
 
 
 def _fetch_kafka(
@@ -204,7 +187,7 @@ def _fetch_kafka(
             return out
         consumer.assign([TopicPartition(t, p, q[0]) for (t, p), q in pending.items()])
         skip_below: dict[tuple[str, int], int] = {}
-        for m in _messages(consumer, endpoint, pending, idle_timeout):
+        for m in consume_while(consumer, endpoint, pending, idle_timeout, stalled=_stalled(endpoint, pending)):
             k = (m.topic(), m.partition())
             q = pending.get(k)
             off = m.offset()

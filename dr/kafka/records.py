@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sized
+from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from dr.base.errors import ClusterError
-from dr.kafka.client import SILENT, Endpoint
+from dr.kafka.client import SILENT, Endpoint, raise_kafka_error
 from dr.kafka.offsets import end_offsets
 
 __all__ = ["read_to_end"]
@@ -59,3 +60,42 @@ def read_to_end(
         raise ClusterError(
             f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
         )
+
+
+def consume_while(
+    consumer: Consumer,
+    endpoint: Endpoint,
+    unfinished: Sized,
+    idle_timeout: float,
+    *,
+    batch: int = 5000,
+    doing: str = "reading records",
+    stalled: Callable[[], tuple[str, str]] | None = None,
+) -> Iterator[Any]:
+    """Messages from ``consumer`` while ``unfinished`` (what the caller still waits for) is not empty.
+
+    End-of-partition events are skipped, other errors raised (``doing`` says what was being done); no
+    message for ``idle_timeout`` seconds is a stall: :class:`ClusterError` with ``stalled()``'s message
+    and next step (default: the unfinished count).
+    """
+    last = time.monotonic()
+    while unfinished:
+        msgs = consumer.consume(num_messages=batch, timeout=1.0)
+        if not msgs and time.monotonic() - last > idle_timeout:
+            message, fix = (
+                stalled()
+                if stalled is not None
+                else (
+                    f"reading {endpoint.bootstrap} stalled with {len(unfinished)} partitions unfinished.",
+                    "check the cluster is healthy and re-run",
+                )
+            )
+            raise ClusterError(message, fix)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise_kafka_error(err, doing, endpoint)
+            last = time.monotonic()
+            yield m

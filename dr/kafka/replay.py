@@ -10,16 +10,16 @@ caller's comparison before it, which sees the copies a first run wrote.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from dr.base.errors import ClusterError
-from dr.kafka.client import SILENT, Endpoint, raise_kafka_error
+from dr.kafka.client import SILENT, Endpoint
+from dr.kafka.records import consume_while
 
 __all__ = ["MAX_GAP", "Coordinates", "Ranges", "plan_ranges", "read_ranges", "replay"]
 
@@ -85,41 +85,36 @@ def read_ranges(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 30.
     floor = {tp: spans[0][0] for tp, spans in todo.items()}
     try:
         consumer.assign([TopicPartition(t, p, floor[(t, p)]) for t, p in todo])
-        last = time.monotonic()
-        while todo:
-            batch = consumer.consume(num_messages=10000, timeout=1.0)
-            if not batch and time.monotonic() - last > idle_timeout:
-                raise ClusterError(
-                    f"reading {endpoint.bootstrap} stalled for {idle_timeout:.0f}s with {len(todo)} partitions "
-                    f"unfinished (first: {min(todo)}).",
-                    "check the cluster answers, then rerun the recovery (it writes only what is still missing)",
-                )
-            for msg in batch:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise_kafka_error(err, "reading records to replay", endpoint)
-                last = time.monotonic()
-                tp, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
-                spans = todo.get(tp)
-                if spans is None or offset < floor[tp]:
+
+        def stalled() -> tuple[str, str]:
+            return (
+                f"reading {endpoint.bootstrap} stalled for {idle_timeout:.0f}s with {len(todo)} partitions "
+                f"unfinished (first: {min(todo)}).",
+                "check the cluster answers, then rerun the recovery (it writes only what is still missing)",
+            )
+
+        for msg in consume_while(
+            consumer, endpoint, todo, idle_timeout, batch=10000, doing="reading records to replay", stalled=stalled
+        ):
+            tp, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
+            spans = todo.get(tp)
+            if spans is None or offset < floor[tp]:
+                continue
+            floor[tp] = offset + 1
+            while spans and offset >= spans[0][1]:  # past this range (its last records may be gone)
+                spans.pop(0)
+            if spans and offset >= spans[0][0]:
+                yield msg
+                if offset + 1 < spans[0][1]:
                     continue
-                floor[tp] = offset + 1
-                while spans and offset >= spans[0][1]:  # past this range (its last records may be gone)
-                    spans.pop(0)
-                if spans and offset >= spans[0][0]:
-                    yield msg
-                    if offset + 1 < spans[0][1]:
-                        continue
-                    spans.pop(0)
-                if not spans:
-                    del todo[tp]
-                    consumer.incremental_unassign([TopicPartition(*tp)])
-                elif offset + 1 < spans[0][0]:
-                    floor[tp] = spans[0][0]
-                    consumer.incremental_unassign([TopicPartition(*tp)])
-                    consumer.incremental_assign([TopicPartition(tp[0], tp[1], floor[tp])])
+                spans.pop(0)
+            if not spans:
+                del todo[tp]
+                consumer.incremental_unassign([TopicPartition(*tp)])
+            elif offset + 1 < spans[0][0]:
+                floor[tp] = spans[0][0]
+                consumer.incremental_unassign([TopicPartition(*tp)])
+                consumer.incremental_assign([TopicPartition(tp[0], tp[1], floor[tp])])
     finally:
         consumer.close()
 
