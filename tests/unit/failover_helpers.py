@@ -70,3 +70,18 @@ def lock_held_elsewhere(state: Path) -> Iterator[subprocess.Popen[str]]:
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
+
+
+def local_stack_copy(tmp_path: Path, ports: tuple[int, ...], header: str = "") -> Path:
+    """``Pulumi.local.yaml`` copied as stack ``unit`` under ``tmp_path/stacks`` with its clusters on
+    ``ports`` (idle during the unit tests), ``header`` written above it; returns the copy's path. The
+    caller points ``KDR_STACK_DIR``/``KDR_STATE_DIR`` at it."""
+    import yaml
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    for c, port in zip(doc["config"]["kafka-dr:clusters"], ports, strict=True):
+        c["base_port"] = port
+    path = tmp_path / "stacks" / "Pulumi.unit.yaml"
+    path.parent.mkdir()
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False))
+    return path

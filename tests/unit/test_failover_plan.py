@@ -14,8 +14,7 @@ from dr.failover.converge import read_stack_config, write_stack_config
 from dr.failover.journal import Journal
 from dr.failover.steps import STEPS
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
-from tests.unit.failover_helpers import journal_home, lock_held_elsewhere, new_journal
+from tests.unit.failover_helpers import journal_home, local_stack_copy, lock_held_elsewhere, new_journal
 
 # Ports nothing listens on during the unit tests: every cluster is "down".
 PORTS = (32100, 32200, 32300)  # below the ephemeral range, above the integration tests' windows: nothing listens
@@ -24,12 +23,7 @@ PORTS = (32100, 32200, 32300)  # below the ephemeral range, above the integratio
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A copy of the local stack on idle ports, with its own stack and state directories."""
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-    path = tmp_path / "stacks" / "Pulumi.unit.yaml"
-    path.parent.mkdir()
-    path.write_text("# header comment kept\n" + yaml.safe_dump(doc, sort_keys=False))
+    path = local_stack_copy(tmp_path, PORTS, header="# header comment kept\n")
     monkeypatch.setenv("KDR_STACK_DIR", str(path.parent))
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     yield path

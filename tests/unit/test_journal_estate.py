@@ -32,15 +32,10 @@ PORTS = (32110, 32210, 32310)  # nothing listens there during the unit tests
 
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The local stack on idle ports, its own stack and state directories (as tests/unit/test_failover_plan.py)."""
-    from tests import REPO_ROOT
+    """The local stack on idle ports, its own stack and state directories."""
+    from tests.unit.failover_helpers import local_stack_copy
 
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-    path = tmp_path / "stacks" / "Pulumi.unit.yaml"
-    path.parent.mkdir()
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path = local_stack_copy(tmp_path, PORTS)
     monkeypatch.setenv("KDR_STACK_DIR", str(path.parent))
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
