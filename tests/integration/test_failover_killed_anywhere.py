@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -58,7 +59,10 @@ def _drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.
     )
 
 
-def _kill_plan(rng: random.Random, mode: str) -> list[tuple[str, float]]:
+def _kill_plan(rng: random.Random, mode: str, seen: dict[str, float]) -> list[tuple[str, float]]:
+    """Four kill instants for one failover; a step's span is the driver's estimate, shortened to 80 % of the
+    shortest run of that step seen so far in this estate (a CI machine faster than the estimate would
+    otherwise draw instants after the step's end, and the kills meant for desired-state would land nowhere)."""
     early = [
         n
         for n in ("preflight", "fence-drain", "promote", "clients", "consumer-groups")
@@ -66,7 +70,17 @@ def _kill_plan(rng: random.Random, mode: str) -> list[tuple[str, float]]:
     ]
     late = rng.choice(["integrity", "decommission"])
     spans = [rng.choice(early), "desired-state", "desired-state (resumed)", late]
-    return [(s.split(" ")[0], rng.uniform(0.0, STEP_SPAN[s])) for s in spans]
+
+    def span(s: str) -> float:
+        step = s.split(" ")[0]
+        return min(STEP_SPAN[s], 0.8 * seen[step]) if step in seen and s == step else STEP_SPAN[s]
+
+    return [(s.split(" ")[0], rng.uniform(0.0, span(s))) for s in spans]
+
+
+def _durations(output: str) -> dict[str, float]:
+    """The steps a run finished, with their time (its ``[k/n] step: done in 12.3s — …`` lines)."""
+    return {m[1]: float(m[2]) for m in re.finditer(r"\[\d+/\d+\] (\S+): done in ([\d.]+)s", output)}
 
 
 def _roles(stack_path: Path) -> dict[str, str]:
@@ -101,6 +115,7 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
     repairs: list[str] = []
     finals: list[str] = []
     kills: list[Kill] = []
+    seen: dict[str, float] = {}  # the shortest run of each step so far
     t_all = time.monotonic()
     for cycle, (mode, lost) in enumerate(CYCLES, 1):
         topology = load_stack_file(stack_path)
@@ -119,9 +134,11 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
             estate.local_cluster(active).kill()
         flags = ["--mode", mode]
         failover_ids = set()
-        for step, delay in _kill_plan(rng, mode):
+        for step, delay in _kill_plan(rng, mode, seen):
             kill = kill_inside([*command, *flags], env, state, step, delay, cwd=REPO_ROOT)
             kills.append(kill)
+            for name, took in _durations(kill.output).items():
+                seen[name] = min(took, seen.get(name, took))
             print(
                 f"  cycle {cycle} ({mode} {active}→{passive}→{standby}): kill {len(kills)} "
                 f"in {step} +{kill.delay_s:.2f}s landed in: {kill.landed}"
@@ -134,6 +151,8 @@ def test_a_failover_killed_at_random_instants_inside_its_steps_converges(shared)
         final = _drctl(env, "failover", "--stack", STACK, "--yes", "--json", *WAIVE)
         assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-4000:]
         finals.append(final.stderr)
+        for name, took in _durations(final.stderr).items():
+            seen[name] = min(took, seen.get(name, took))
         assert not stack_locks(state.parent / "pulumi", NAMESPACE, STACK), "a Pulumi lock is left"
         summary = json.loads(final.stdout)
         assert summary["status"] == "completed", summary
