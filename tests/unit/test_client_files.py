@@ -43,6 +43,10 @@ def _hub_stages() -> dict[str, tuple[Topology, dict[str, str]]]:
             after_edge_loss(t, "E2"),
             {"sensor-e1": "E1", "sensor-e2": "H", "aggregator": "H"},
         ),
+        "E2 lost, then hub failover": (
+            after_hub_failover(after_edge_loss(t, "E2")),
+            {"sensor-e1": "E1", "sensor-e2": "P", "aggregator": "P"},
+        ),
         "hub failover, then E2 lost": (
             after_edge_loss(hub_failed, "E2"),
             {"sensor-e1": "E1", "sensor-e2": "P", "aggregator": "P"},
