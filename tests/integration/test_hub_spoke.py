@@ -282,7 +282,7 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             up_s = time.monotonic() - t0
             estate = env.estate()
             e1_ep, hub_ep = estate.endpoint("E1"), estate.endpoint("H")
-            traffic = EdgeTraffic(e1_ep.with_user("sensor-e1", estate.app_password("sensor-e1")), "E1")
+            traffic = EdgeTraffic(published(env.state, "sensor-e1"), "E1")  # its file names E1
             traffic.start()
             try:
                 panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1"))
