@@ -23,8 +23,7 @@ from dr.base.errors import ConfigError, DRError
 from dr.base.stackref import state_dir as default_state_dir
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
-from dr.topology.access import CONNECT_USER
-from dr.topology.active_active import is_active_active
+from dr.topology.access import CONNECT_USER, client_cluster
 from dr.topology.provisioning import provisioning_warning
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
@@ -306,8 +305,8 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
     }
     configs: dict[str, Any] = {}
     for app in topology.principals.applications:
-        # Active-active: each application runs against its home peer; otherwise every one against the active.
-        home = topology.cluster(app.home) if is_active_active(topology) and app.home else topology.active()
+        # where its grants are (its home peer, its edge, the active): the cluster its published file names
+        home = topology.cluster(client_cluster(topology, app))
         if home.name not in clusters or home.kind is Kind.CONFLUENT_CLOUD:
             continue
         configs[app.name] = {

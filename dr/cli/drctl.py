@@ -55,26 +55,22 @@ def estate() -> None:
 def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     """`pulumi up` of the stack: clusters, users, topics, ACLs and links as the stack file declares.
 
-    Then every application's client configuration for the active cluster is written to
+    Then every application's client configuration for the cluster its grants are on (the active
+    cluster; an edge's applications their edge; an active-active application its home) is written to
     <state>/clients/<app>.properties (Java) and <app>.json (librdkafka), mode 0600 — they hold
     passwords, so only their paths are printed (stderr). Prints the time per step."""
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
     from dr.failover.clients import publish_clients
-    from dr.topology.active_active import is_active_active, peers
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     warn_if_too_large(topology)
     timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)
-    estate = Estate(topology, ref.made_state_dir())
-    if is_active_active(topology):  # each application against its home peer
-        for peer in peers(topology):
-            apps = [a.name for a in topology.principals.applications if a.home == peer]
-            written = publish_clients(estate, peer, apps=apps) if apps else []
-            progress(f"client configurations for {peer}: " + ", ".join(w["properties"] for w in written))
-    else:
-        written = publish_clients(estate, topology.active().name)
-        progress(f"client configurations for {topology.active().name}: " + ", ".join(w["properties"] for w in written))
+    # each application against the cluster its grants are on: the active, its edge, its home peer
+    written = publish_clients(Estate(topology, ref.made_state_dir()))
+    for cluster in dict.fromkeys(w["cluster"] for w in written):
+        files = ", ".join(w["properties"] for w in written if w["cluster"] == cluster)
+        progress(f"client configurations for {cluster}: {files}")
     if as_json:
         click.echo(json.dumps({"stack": ref.name, "timings_s": timings}, indent=2))
     else:

@@ -1,8 +1,9 @@
-"""Client configuration of every application for the active cluster.
+"""Client configuration of every application, for the cluster where its grants are.
 
-Written by ``drctl estate up`` (and ``pulumi up`` through it) for the active cluster, and by the
-failover's ``clients`` step for the new active one right after its promotion — applications that
-reload their settings from these files follow the failover by themselves.
+Written by ``drctl estate up`` for every application — the active cluster's, each edge's own on its
+edge, each active-active peer's on its home (:func:`dr.topology.access.client_cluster`) — and by every
+failover's ``clients`` step right after the move (promotion, region or edge loss, rejoin): applications
+that reload their settings from these files follow the failover by themselves.
 
 For each application principal two files are written under ``<state>/clients/`` (directory 0700,
 files 0600, written atomically):
@@ -24,8 +25,8 @@ from dr.base.files import private_dir
 from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
-from dr.topology import Application, Kind, Role
-from dr.topology.access import applications_on
+from dr.topology import Application, Kind
+from dr.topology.access import client_cluster
 
 __all__ = ["client_files", "publish_clients"]
 
@@ -54,36 +55,40 @@ def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, d
     return properties_text({k: str(v) for k, v in java.items()}, header), librdkafka
 
 
-def publish_clients(estate: Estate, cluster: str, apps: list[str] | None = None) -> list[dict[str, str]]:
-    """Write every application's (or only ``apps``') client configuration for ``cluster``; return what was
-    written (no secrets)."""
+def publish_clients(estate: Estate, cluster: str | None = None, apps: list[str] | None = None) -> list[dict[str, str]]:
+    """Write each application's client configuration for the cluster its grants are on
+    (:func:`~dr.topology.access.client_cluster` of ``estate``'s topology: edges' applications on their
+    edge, active-active ones on their home peer); return what was written (no secrets).
+
+    Every application by default; only those ``apps``, and only those whose cluster is ``cluster``, when
+    given (a failover step publishing one cluster's moved applications)."""
     private_dir(Path(estate.state) / "clients")
     written = []
-    c = estate.topology.cluster(cluster)
-    local = c.kind is Kind.LOCAL
-    # the hub's applications on the hub (not an edge's own), an edge's on that edge
-    role = Role.EDGE if c.role is Role.EDGE else Role.ACTIVE
-    for app in applications_on(estate.topology, role, cluster):
-        if apps is not None and app.name not in apps:
+    for app in estate.topology.principals.applications:
+        name = client_cluster(estate.topology, app)
+        if (apps is not None and app.name not in apps) or (cluster is not None and name != cluster):
             continue
-        # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
-        password = estate.app_password(app.name)
-        if local:
-            endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
-        else:
-            endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
-        props, conf = _configs(endpoint, app, cluster)
-        props_path, json_path = client_files(estate.state, app.name)
-        _write_private(props_path, props)
-        _write_private(json_path, json.dumps(conf, indent=2) + "\n")
-        written.append(
-            {
-                "application": app.name,
-                "cluster": cluster,
-                "bootstrap": endpoint.bootstrap,
-                "properties": str(props_path),
-                "json": str(json_path),
-                "password": "included",
-            }
-        )
+        written.append(_publish(estate, app, name))
     return written
+
+
+def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
+    c = estate.topology.cluster(cluster)
+    # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
+    password = estate.app_password(app.name)
+    if c.kind is Kind.LOCAL:
+        endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
+    else:
+        endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
+    props, conf = _configs(endpoint, app, cluster)
+    props_path, json_path = client_files(estate.state, app.name)
+    _write_private(props_path, props)
+    _write_private(json_path, json.dumps(conf, indent=2) + "\n")
+    return {
+        "application": app.name,
+        "cluster": cluster,
+        "bootstrap": endpoint.bootstrap,
+        "properties": str(props_path),
+        "json": str(json_path),
+        "password": "included",
+    }

@@ -709,12 +709,17 @@ def desired_state(ctx: Context) -> StepResult:
 
 # ---------------------------------------------------------------------------------- 4 clients
 def clients(ctx: Context) -> StepResult:
-    """Publish B's client configuration for every application (files 0600; passwords never printed)."""
-    written = publish_clients(ctx.after, ctx.target)
+    """Publish B's client configuration for every application (files 0600; passwords never printed);
+    a hub's edges' applications get theirs again, for their own edge."""
+    written = publish_clients(ctx.after)
+    on_b = sum(1 for w in written if w["cluster"] == ctx.target)
+    others = sorted({w["cluster"] for w in written} - {ctx.target})
     return StepResult(
         "done",
         ClientsOutcome(files=written),
-        f"{len(written)} client configurations for {ctx.target} in {ctx.state / 'clients'}",
+        f"{on_b} client configurations for {ctx.target}"
+        + (f", {len(written) - on_b} for {', '.join(others)}" if others else "")
+        + f" in {ctx.state / 'clients'}",
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "acl_rules",
     "application_rules",
     "applications_on",
+    "client_cluster",
     "connect_rules",
     "peer_rules",
 ]
@@ -84,6 +85,21 @@ def applications_on(topology: Topology, role: Role, cluster: str | None) -> list
         return [app for app in apps if app.home == cluster]
     hubs = {c.name for c in topology.clusters_with(Role.ACTIVE)}
     return [app for app in apps if app.home is None or app.home in hubs]
+
+
+def client_cluster(topology: Topology, app: Application) -> str:
+    """The cluster an application's client configuration names: where its write grants are.
+
+    Its ``home`` in an active-active estate (the peer whose local topics it writes) and in a hub-and-spoke
+    one (its edge, or the hub); the active cluster otherwise (active-passive, or a hub application
+    declared without ``home``). Every failover rewrites ``home`` in the desired topology (a region's
+    applications to the survivor, a lost edge's to their fallback, the hub's to the promoted copy), so
+    the same function names the cluster after it. The publisher (:mod:`dr.failover.clients`) and the
+    stack's ``clientConfigs`` output both ask it.
+    """
+    if topology.architecture is Architecture.ACTIVE_PASSIVE or app.home is None:
+        return topology.active().name
+    return app.home
 
 
 def application_rules(topology: Topology, role: Role, cluster: str | None = None) -> set[AclRule]:

@@ -20,6 +20,9 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from dr.base.stackref import StackRef
+from dr.estate.stack import EstateStack
+from dr.failover.clients import client_files
 from dr.failover.hub import edge_copy_report, offset_key, offsets_topic
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
@@ -43,19 +46,31 @@ def _write_stack(root: Path, ports: tuple[int, ...], stack: str = STACK, edit: A
     (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-class EdgeTraffic(threading.Thread):
-    """An edge application writing ``readings`` on its edge until stopped; keeps what was acknowledged."""
+def published(state: Path, app: str) -> dict[str, Any]:
+    """An application's published client settings (``<app>.json``, librdkafka) — all its team is handed —
+    once both its files are checked private and naming the same servers."""
+    props, conf = client_files(state, app)
+    for f in (props, conf):
+        assert f.stat().st_mode & 0o777 == 0o600, f"{f} is not private"
+    settings: dict[str, Any] = json.loads(conf.read_text())
+    assert f"bootstrap.servers={settings['bootstrap.servers']}" in props.read_text().splitlines(), props
+    return settings
 
-    def __init__(self, endpoint, edge: str) -> None:  # noqa: ANN001 - Endpoint
+
+class EdgeTraffic(threading.Thread):
+    """An edge application writing ``readings`` until stopped, started only from its published client
+    settings (``conf``); keeps what was acknowledged."""
+
+    def __init__(self, conf: dict[str, Any], edge: str) -> None:
         super().__init__(daemon=True)
-        self.endpoint, self.edge = endpoint, edge
+        self.conf, self.edge = conf, edge
         self.acked: list[str] = []
         self.halt = threading.Event()
         #: How long the last flush waits for outstanding acknowledgements once halted.
         self.flush_s = 30.0
 
     def run(self) -> None:
-        producer = Producer(self.endpoint.config(**{"acks": "all", "linger.ms": 5}))
+        producer = Producer({**self.conf, "acks": "all", "linger.ms": 5})
 
         def delivered(err, msg) -> None:  # noqa: ANN001
             if err is None:
@@ -70,6 +85,32 @@ class EdgeTraffic(threading.Thread):
             producer.poll(0)
             time.sleep(0.05)
         producer.flush(self.flush_s)
+
+
+def _started_from_the_republished_files(env: StackEnv, after: Any, written_at: dict[str, int]) -> None:
+    """After the hub failover: every edge application's file was written again and still names its edge
+    (the hub's application's names P, and so does the stack's ``clientConfigs``); a producer started
+    only from it has its writes acknowledged there."""
+    outputs = EstateStack(StackRef.resolve(STACK)).outputs()["clientConfigs"]
+    assert published(env.state, "aggregator")["bootstrap.servers"] == after.local_cluster("P").bootstrap
+    assert outputs["aggregator"]["bootstrap.servers"] == after.local_cluster("P").bootstrap
+    for e in EDGES:
+        app = f"sensor-{e.lower()}"
+        assert client_files(env.state, app)[1].stat().st_mtime_ns > written_at[e], f"{app}'s file not republished"
+        conf = published(env.state, app)
+        assert conf["bootstrap.servers"] == after.local_cluster(e).bootstrap, f"{app} after the failover: {conf}"
+        assert outputs[app]["bootstrap.servers"] == conf["bootstrap.servers"], f"clientConfigs[{app}]"
+        acked = _produce(conf, [f"{e}-restarted-{n}" for n in range(10)])
+        assert acked == [None] * 10, f"{app}, started from its file after the failover: {acked}"
+
+
+def _produce(conf: dict[str, Any], keys: list[str]) -> list[Any]:
+    """Each key written to ``readings`` by a producer built from ``conf`` alone: its delivery errors."""
+    producer, errors = Producer({**conf, "acks": "all"}), []
+    for key in keys:
+        producer.produce("readings", key=key, value=b"x", on_delivery=lambda err, _msg: errors.append(err))
+    left = producer.flush(30)
+    return errors + ["unacknowledged"] * left
 
 
 def _offset_keys(endpoint, edge: str) -> set[bytes]:  # noqa: ANN001 - Endpoint
@@ -100,12 +141,12 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
         with provisioned(env):
             up_s = time.monotonic() - t0
             estate = env.estate()
-            traffic = {
-                e: EdgeTraffic(
-                    estate.endpoint(e).with_user(f"sensor-{e.lower()}", estate.app_password(f"sensor-{e.lower()}")), e
-                )
-                for e in EDGES
-            }
+            # each edge team starts its producer from the file `estate up` published, nothing else
+            files = {e: published(env.state, f"sensor-{e.lower()}") for e in EDGES}
+            for e, conf in files.items():
+                assert conf["bootstrap.servers"] == estate.local_cluster(e).bootstrap, f"sensor-{e.lower()}: {conf}"
+            written_at = {e: client_files(env.state, f"sensor-{e.lower()}")[1].stat().st_mtime_ns for e in EDGES}
+            traffic = {e: EdgeTraffic(files[e], e) for e in EDGES}
             for t in traffic.values():
                 t.start()
             try:
@@ -147,6 +188,7 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
                 )
                 failover_s = time.monotonic() - killed_at
                 assert res.returncode == 0, res.stderr[-5000:]
+                acked_at_failover = {e: len(t.acked) for e, t in traffic.items()}
                 time.sleep(2)  # edge traffic now flows into P through the re-pointed links
             finally:
                 for t in traffic.values():
@@ -156,6 +198,9 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
 
             after = env.estate()
             assert after.topology.active().name == "P"
+            for e, t in traffic.items():
+                assert len(t.acked) > acked_at_failover[e] > 0, f"{e}'s producer wrote nothing after the failover"
+            _started_from_the_republished_files(env, after, written_at)
             assert sorted(lk.name for lk in after.topology.links) == ["E1-to-P", "E2-to-P"]
             for e in EDGES:
                 after.mirror(f"{e}-to-P").wait_caught_up(["readings"], timeout=90)
@@ -173,6 +218,8 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
             )
             for e, r in reports.items():
                 assert r["records"] >= len(traffic[e].acked) > 0, (e, r)
+                acked = {*traffic[e].acked, *(f"{e}-restarted-{n}" for n in range(10))}
+                assert not acked - set(_keys(after.endpoint(e), "readings")), f"sensor-{e.lower()}'s acks not on {e}"
                 assert r["missing"] == 0, f"edge {e}: records never copied to the new hub: {r}"
                 assert r["unexpected"] == 0, f"edge {e}: records on P that {e} never held: {r}"
                 assert r["duplicates"] == 0, f"edge {e}: records copied twice to the new hub: {r}"
@@ -235,7 +282,7 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             up_s = time.monotonic() - t0
             estate = env.estate()
             e1_ep, hub_ep = estate.endpoint("E1"), estate.endpoint("H")
-            traffic = EdgeTraffic(e1_ep.with_user("sensor-e1", estate.app_password("sensor-e1")), "E1")
+            traffic = EdgeTraffic(published(env.state, "sensor-e1"), "E1")  # its file names E1
             traffic.start()
             try:
                 panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1"))
