@@ -345,7 +345,7 @@ def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe
                 ctx.progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
                 continue
             check_unchanged(journal, ctx.stack_path, step.name)
-            ctx.progress(f"{label}: {step.description}")
+            ctx.progress(f"{label}: {ctx.described(step)}")
             t0 = time.monotonic()
             result = run_step(ctx, step)
             _record_probe(journal, writer)
