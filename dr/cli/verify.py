@@ -141,7 +141,8 @@ def verify(
     record is missing there, there twice, or there but not on E."""
     if edge is not None:
         extra = {"cutoff": cutoff, "out": out, "windows": windows}
-        given = [f"--{k.replace('_', '-')}" for k, v in {**sides, **extra}.items() if v is not None]
+        flags = {"source_name": "source", "target_name": "target"}
+        given = [f"--{flags.get(k, k).replace('_', '-')}" for k, v in {**sides, **extra}.items() if v is not None]
         if stack is None or given:
             raise ConfigError(
                 f"--edge compares an edge of a stack with the hub its link feeds; {', '.join(given) or '--stack'} "
@@ -174,7 +175,7 @@ def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> di
             f"stack {ref.name!r} is {topology.architecture}: --edge compares an edge of a hub-spoke stack.",
             "compare two clusters with --source and --target",
         )
-    link = edge_link(topology, edge)
+    link = edge_link(topology, edge) if edge in {c.name for c in edges(topology)} else None
     if link is None:
         lost = edge in {c.name for c in lost_edges(topology)}
         raise ConfigError(

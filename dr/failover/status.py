@@ -614,7 +614,7 @@ def _lost_cluster_fix(report: StatusReport, c: ClusterStatus) -> str | None:
         return (
             None
             if c.kind is Kind.LOCAL
-            else f"wait for {c.name}: drctl does not restart a {c.kind.value} cluster; its links resume when it answers"
+            else f"wait for {c.name} ({c.kind.value}: drctl does not restart it); its links resume when it answers"
         )
     stack, last = report.stack, report.last_failover
     if last is not None and last.source == c.name and last.status not in ("completed", "pending"):
