@@ -267,3 +267,21 @@ def test_the_hub_plan_verifies_what_the_run_compares(stacks: Path, monkeypatch: 
     assert compared["topics"] == planned == ["readings"]
     assert "E1.readings, E2.readings are not compared with H" in action
     assert "`drctl verify --stack hub --edge E1`" in action
+
+
+def test_a_hub_failover_does_not_resume_an_unfinished_edge_loss(
+    stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = _drctl(capsys, "failover", "--stack", "hub", "--edge", "E1", "--mode", "unplanned", "--yes")
+    assert code == 6
+    home = StackRef.resolve("hub").failover_home
+    before = Journal.load(home)
+    assert before is not None
+    for args in (["--yes", "--json"], ["--dry-run"]):
+        code, out, err = _drctl(capsys, "failover", "--stack", "hub", *args)
+        assert code == 6, err
+        assert f"failover {before.failover_id} of E1 (unplanned) is unfinished" in err
+        assert "finish it first: `drctl failover --stack hub --edge E1 --yes`" in err
+        assert out == "", "main resumed the edge loss's journal as a hub failover and printed it"
+    after = Journal.load(home)
+    assert after is not None and len(after.record.runs) == len(before.record.runs), "no run began"
