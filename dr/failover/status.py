@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
@@ -227,8 +227,9 @@ class StatusReport(BaseModel):
 
     stack: str
     failover_done: bool
-    architecture: Architecture = Architecture.ACTIVE_PASSIVE
-    """The stack's architecture: which failover takes over from a lost cluster (the advice for it)."""
+    architecture: Architecture = Field(default=Architecture.ACTIVE_PASSIVE, exclude=True)
+    """The stack's architecture: which failover takes over from a lost cluster (the advice for it); not in
+    the JSON."""
     clusters: list[ClusterStatus]
     links: list[LinkStatus]
     consumer_groups: list[GroupStatus]
