@@ -149,6 +149,13 @@ def failover(
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
     )
+    if recover and dry_run:  # the replay would run: a dry run changes nothing
+        raise ConfigError(
+            "--recover replays records now; it has no --dry-run.",
+            "what it would replay is what the failover's integrity step listed (the `integrity` step of "
+            f"`drctl failover --stack {stack} --{'edge' if edge else 'region'} <site> --json`, and "
+            "<region|edge>-<id>-missing.json next to the journal); run --recover without --dry-run to replay it",
+        )
     if edge is not None:
         if rejoin or region is not None:
             raise ConfigError(

@@ -285,3 +285,11 @@ def test_a_hub_failover_does_not_resume_an_unfinished_edge_loss(
         assert out == "", "main resumed the edge loss's journal as a hub failover and printed it"
     after = Journal.load(home)
     assert after is not None and len(after.record.runs) == len(before.record.runs), "no run began"
+
+
+@pytest.mark.parametrize("site", [["--stack", "aa", "--region", "A"], ["--stack", "hub", "--edge", "E1"]])
+def test_recover_has_no_dry_run(stacks: Path, capsys: pytest.CaptureFixture[str], site: list[str]) -> None:
+    """On main ``--recover --dry-run`` ran the replay (the dry run was never looked at)."""
+    code, out, err = _drctl(capsys, "failover", *site, "--recover", "--dry-run")
+    assert code == 2, err
+    assert "error: --recover replays records now; it has no --dry-run." in err and out == ""
