@@ -7,7 +7,11 @@ with A's decommissioning pending · 2 bad input (unknown stack...) · 4 a cluste
 reached · 5 credentials refused · 6 a failover step refused (the journal is kept: rerun to
 resume), or the journal belongs to other clusters (archived, never resumed: the next run starts
 afresh) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
-(``--json`` for machines). Passwords are never printed.
+(``--json`` for machines). Every failover path (active-passive or hub, ``--region``, ``--rejoin``,
+``--edge``) prints the one result :class:`~dr.failover.summary.FailoverSummary`, also when a step fails
+(then with ``status`` failed and the step's ``error``, and that error's exit code); a run refused before
+it began (no confirmation, another run holding the lock, a bad flag) prints nothing on stdout.
+Passwords are never printed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from pydantic import BaseModel
 
-from dr.base.errors import ConfigError, FailoverError
+from dr.base.errors import ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
 from dr.failover.drill_grade import DEFAULT_AIMS
@@ -31,6 +35,7 @@ from dr.failover.drill_grade import DEFAULT_AIMS
 if TYPE_CHECKING:
     from click.decorators import FC
 
+    from dr.failover.journal import Journal
     from dr.failover.summary import FailoverSummary
     from dr.topology import Topology
 
@@ -144,6 +149,13 @@ def failover(
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
     )
+    if recover and dry_run:  # the replay would run: a dry run changes nothing
+        raise ConfigError(
+            "--recover replays records now; it has no --dry-run.",
+            "what it would replay is what the failover's integrity step listed (the `integrity` step of "
+            f"`drctl failover --stack {stack} --{'edge' if edge else 'region'} <site> --json`, and "
+            "<region|edge>-<id>-missing.json next to the journal); run --recover without --dry-run to replay it",
+        )
     if edge is not None:
         if rejoin or region is not None:
             raise ConfigError(
@@ -191,7 +203,6 @@ def failover(
         refusal=(f"refusing to fail over stack '{stack}' without confirmation.", "`drctl failover --dry-run`"),
         question=f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters",
         as_json=as_json,
-        summary_on_refusal=True,
     )
 
 
@@ -203,28 +214,34 @@ def _confirm_then_run(
     refusal: tuple[str, str],
     question: str,
     as_json: bool,
-    summary_on_refusal: bool = False,
 ) -> None:
     """Ask ``question`` unless ``yes`` (refused as ``refusal`` — the message and the dry run to look at
-    first — without a terminal to ask on), then ``run`` and print its summary. ``summary_on_refusal``:
-    a refused step still prints the journal's summary (what was done, the verdict, next steps)."""
+    first — without a terminal to ask on), then ``run`` and print its summary: the one result of every
+    failover path, on success and when a step fails (``status`` failed, ``error`` the step's error; the
+    exit code is the error's). A run refused before it journaled anything prints nothing on stdout."""
     if not yes:
         if not sys.stdin.isatty():
             raise FailoverError(refusal[0], f"pass --yes (look at {refusal[1]} first)")
         click.confirm(question, abort=True)
+    from dr.failover.journal import Journal
+
+    before = _run_mark(Journal.load(ref.failover_home))
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
         summary = run()
-    except FailoverError:
-        if summary_on_refusal:
-            from dr.failover.journal import Journal
-            from dr.failover.summary import summarize
+    except DRError:
+        from dr.failover.summary import summarize
 
-            journal = Journal.load(ref.failover_home)
-            if journal is not None:
-                click.echo(_result(summarize(journal), as_json))
+        journal = Journal.load(ref.failover_home)
+        if journal is not None and _run_mark(journal) != before:  # this run was journaled, then refused
+            click.echo(_result(summarize(journal), as_json))
         raise
     click.echo(_result(summary, as_json))
+
+
+def _run_mark(journal: Journal | None) -> tuple[str, int] | None:
+    """Which failover a journal holds and how many runs it counts: a run that began changes it."""
+    return None if journal is None else (journal.failover_id, len(journal.record.runs))
 
 
 def _site_failover(
@@ -262,7 +279,6 @@ def _site_failover(
         refusal=(refusing, f"`drctl failover --stack {ref.name} --{flag} {site} --dry-run`"),
         question=question,
         as_json=as_json,
-        summary_on_refusal=not region,
     )
 
 

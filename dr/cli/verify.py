@@ -36,6 +36,7 @@ from verification.command import (
     print_result,
     resolve_sides,
     run_arguments,
+    split_topics,
     with_options,
 )
 from verification.endpoints import endpoint_from_file, parse_cutoff
@@ -107,6 +108,12 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
 @with_options(
     [
         click.option("--stack", help="Stack whose clusters --source/--target name."),
+        click.option(
+            "--edge",
+            metavar="NAME",
+            help="Hub-and-spoke, with --stack only: compare edge NAME's topics with their copies NAME.<topic> on "
+            "the hub its link feeds — every record there exactly once (read whole, in Python).",
+        ),
         *NAME_OPTIONS,
         *SIDE_OPTIONS,
         cutoff_option(
@@ -118,6 +125,7 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
 @exit_codes
 def verify(
     stack: str | None,
+    edge: str | None,
     topics: tuple[str, ...],
     cutoff: str | None,
     out: Path | None,
@@ -127,13 +135,87 @@ def verify(
     quiet: bool,
     **sides: Any,
 ) -> None:
-    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean."""
+    """Compare SOURCE and TARGET record by record (key + checksum); exit 0 only when clean.
+
+    With --edge E (hub-and-spoke): E's topics against their copies E.<topic> on the hub; exit 1 when a
+    record is missing there, there twice, or there but not on E."""
+    if edge is not None:
+        extra = {"cutoff": cutoff, "out": out, "windows": windows}
+        flags = {"source_name": "source", "target_name": "target"}
+        given = [f"--{flags.get(k, k).replace('_', '-')}" for k, v in {**sides, **extra}.items() if v is not None]
+        if stack is None or given:
+            raise ConfigError(
+                f"--edge compares an edge of a stack with the hub its link feeds; {', '.join(given) or '--stack'} "
+                + ("does not apply." if given else "is missing."),
+                f"`drctl verify --stack <stack> --edge {edge}`",
+            )
+        report = edge_copies(StackRef.resolve(stack), edge, split_topics(topics))
+        _print_edge_copies(report, as_json=as_json)
+        return
     source, target = resolve_sides(stack=stack, stack_endpoint=stack_endpoint, **sides)
     cutoff_ms = _cutoff(cutoff, stack, sides["source_name"], sides["target_name"], quiet)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
     progress = run.pop("progress")
     request = VerifyRequest(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run)
     print_result(routes.run(request, progress=progress), as_json=as_json)
+
+
+def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
+    """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
+    (:func:`dr.failover.hub.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
+    its link carries, or those of them named in ``topics``."""
+    from dr.estate.estate import Estate
+    from dr.failover.hub import edge_copy_report
+    from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, lost_edges
+
+    estate = Estate.for_stack(ref)
+    topology = estate.topology
+    if not is_hub_spoke(topology):
+        raise ConfigError(
+            f"stack {ref.name!r} is {topology.architecture}: --edge compares an edge of a hub-spoke stack.",
+            "compare two clusters with --source and --target",
+        )
+    link = edge_link(topology, edge) if edge in {c.name for c in edges(topology)} else None
+    if link is None:
+        lost = edge in {c.name for c in lost_edges(topology)}
+        raise ConfigError(
+            f"stack {ref.name!r} has "
+            + (f"lost edge {edge!r}: no link of it feeds the hub." if lost else f"no edge {edge!r} with a link."),
+            f"its loss compares it with its copies: `drctl failover --stack {ref.name} --edge {edge}`"
+            if lost
+            else f"use one of: {', '.join(c.name for c in edges(topology)) or '(none)'}",
+        )
+    carried = [t.name for t in topology.topics_for(link)]
+    unknown = sorted(set(topics or ()) - set(carried))
+    if unknown:
+        raise ConfigError(
+            f"link {link.name} does not carry {', '.join(unknown)}.",
+            f"name topics it carries ({', '.join(carried) or 'none'}), or leave --topics out",
+        )
+    compared = topics or carried
+    report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
+    return {**report, "hub": link.target, "topics": compared}
+
+
+def _print_edge_copies(report: dict[str, Any], *, as_json: bool) -> None:
+    """Print :func:`edge_copies`' report; raise :class:`VerificationFailed` unless every record is there once."""
+    edge, hub = report["edge"], report["hub"]
+    bad = {k: report[k] for k in ("missing", "duplicates", "unexpected") if report[k]}
+    if as_json:
+        click.echo(json.dumps({**report, "clean": not bad}, indent=2))
+    else:
+        click.echo(
+            f"edge {edge} → {hub} ({', '.join(f'{edge}.{t}' for t in report['topics'])}): "
+            f"{'CLEAN' if not bad else 'DIFFERENCES'} — {report['records']:,} records on {edge}, "
+            f"{report['missing']:,} missing on {hub}, {report['duplicates']:,} there twice or more, "
+            f"{report['unexpected']:,} on {hub} but not on {edge}"
+        )
+    if bad:
+        raise VerificationFailed(
+            f"edge {edge}'s copies on {hub} differ: {', '.join(f'{n:,} {k}' for k, n in bad.items())}.",
+            f"records missing on {hub}: `drctl status --stack <stack>` shows whether link {edge}-to-{hub} still "
+            "lags; once it is at 0, copy them again (MirrorMaker 2 offsets on the hub: runbooks/hub-and-spoke.md)",
+        )
 
 
 # ------------------------------------------------------------------------------------ recover

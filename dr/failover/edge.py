@@ -106,6 +106,10 @@ class EdgeContext(SiteContext):
         """The edge's applications."""
         return list(self.moves)
 
+    def role_names(self) -> dict[str, str]:
+        """The role letters of the edge steps' descriptions: E the edge, H the hub."""
+        return {"E": self.edge, "H": self.hub}
+
     def counted(self, topic: str, counts: dict[str, Any]) -> str:
         """One topic's counts in the ``integrity`` step's summary, its duplicates too."""
         return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"

@@ -36,7 +36,7 @@ from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
 from dr.failover.stack_guard import check_unchanged
 from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
-from dr.failover.summary import FailoverSummary, summarize
+from dr.failover.summary import FailoverSummary, rerun_command, summarize
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
 from dr.topology.access import applications_on
 
@@ -71,6 +71,12 @@ def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) 
     current = load_stack_file(stack_path)
     if journal is None or journal.finished:
         return current, current.after_failover(mode=mode or "planned"), False
+    if rerun_command(journal) != f"drctl failover --stack {stack}":  # a region's or an edge's loss, a rejoin
+        raise FailoverError(
+            f"failover {journal.failover_id} of {journal.record.source} ({journal.mode}) is unfinished, and is not "
+            f"a failover of the stack's active cluster: it is not resumed as one.",
+            f"finish it first: `{rerun_command(journal)} --yes`",
+        )
     original = load_topology(stack, journal.record.original_config)
     desired = load_topology(stack, journal.record.desired_config)
     now = dump_stack_config(current)
@@ -345,7 +351,7 @@ def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe
                 ctx.progress(f"{label}: {journal.step(step.name).status} earlier — skipped")
                 continue
             check_unchanged(journal, ctx.stack_path, step.name)
-            ctx.progress(f"{label}: {step.description}")
+            ctx.progress(f"{label}: {ctx.described(step)}")
             t0 = time.monotonic()
             result = run_step(ctx, step)
             _record_probe(journal, writer)

@@ -23,7 +23,7 @@ from dr.failover.journal import Journal
 from dr.failover.metrics import encode_offsets, lag
 from dr.failover.pipeline import already_finished, refuse_damaged_state, topologies
 from dr.failover.roles import Roles
-from dr.failover.steps import MODES, STEPS, FailoverOptions
+from dr.failover.steps import MODES, STEPS, FailoverOptions, verified_topics
 from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Role, Topology
@@ -87,11 +87,21 @@ def _actions(
     else:
         fence = f"fence {A.name} only if it answers; no drain (unplanned)"
     standby = _standby_action(original, desired, B.name, C)
+    compared = verified_topics(original, A.name, topics)
+    copies = [t for t in topics if t not in compared]
     verify = (
         "skipped (--skip-verify)"
         if options.skip_verify
-        else f"verify {A.name} vs {B.name} over {', '.join(topics)} with the PySpark job when {A.name} is "
-        "readable; deferred otherwise"
+        else f"verify {A.name} vs {B.name} over {', '.join(compared) or 'no topic'} with the PySpark job when "
+        f"{A.name} is readable; deferred otherwise"
+        + (
+            f" (the edge copies {', '.join(copies)} are not compared with {A.name}: on {B.name} they gain what "
+            f"the edges wrote after {A.name} was lost; check them against their edges: "
+            + ", ".join(f"`drctl verify --stack {original.name} --edge {lk.source}`" for lk in edge_links)
+            + ")"
+            if copies
+            else ""
+        )
     )
     decom = (
         f"stop {A.name} (data kept)"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -31,7 +30,7 @@ from dr.failover.health import ClusterHealth, cluster_health, listening, reachab
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.outcomes import Outcome
 from dr.failover.pipeline import new_context, run_mode
-from dr.failover.steps import Context, FailoverOptions, Step, StepResult
+from dr.failover.steps import Context, FailoverOptions, Step, StepResult, named_roles
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
@@ -323,12 +322,6 @@ def open_site_run(
         peer=peer,
     )
     return ctx, resuming
-
-
-def named_roles(text: str, **names: str) -> str:
-    """``text`` with the role letters standing alone (``A``, ``B``) replaced by cluster names, in one pass
-    (so region B with peer A reads right)."""
-    return re.sub(r"\b([A-Z])\b", lambda m: names.get(m.group(1), m.group(1)), text)
 
 
 def named_steps(steps: list[Step], **names: str) -> list[dict[str, str]]:

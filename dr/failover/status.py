@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
@@ -38,7 +38,7 @@ from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
-from dr.topology import Application, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.topology import Application, Architecture, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
 from dr.topology.active_active import is_active_active, remote_topics_on
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
@@ -227,6 +227,9 @@ class StatusReport(BaseModel):
 
     stack: str
     failover_done: bool
+    architecture: Architecture = Field(default=Architecture.ACTIVE_PASSIVE, exclude=True)
+    """The stack's architecture: which failover takes over from a lost cluster (the advice for it); not in
+    the JSON."""
     clusters: list[ClusterStatus]
     links: list[LinkStatus]
     consumer_groups: list[GroupStatus]
@@ -266,6 +269,7 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
     report = StatusReport(
         stack=stack,
         failover_done=topology.failover_done,
+        architecture=topology.architecture,
         clusters=clusters,
         links=[_link_entry(estate, link, seen.ends) for link in topology.links],
         consumer_groups=[
@@ -580,6 +584,53 @@ def _abandoned_problem(report: StatusReport) -> str | None:
     )
 
 
+_RUNBOOKS = {
+    Architecture.ACTIVE_PASSIVE: "runbooks/unplanned-failover.md",
+    Architecture.ACTIVE_ACTIVE: "runbooks/active-active.md",
+    Architecture.HUB_SPOKE: "runbooks/hub-and-spoke.md",
+}
+
+
+def _failover_flag(architecture: Architecture, c: ClusterStatus) -> str | None:
+    """The ``drctl failover`` flags that take over from cluster ``c`` when it is lost ('' for the stack's
+    own failover), or None when no failover does (a passive cluster, a standby)."""
+    if c.role is Role.EDGE:
+        return f" --edge {c.name}"
+    if c.role is not Role.ACTIVE:
+        return None
+    return f" --region {c.name}" if architecture is Architecture.ACTIVE_ACTIVE else ""
+
+
+def _lost_cluster_fix(report: StatusReport, c: ClusterStatus) -> str | None:
+    """What to do about a cluster that is gone (stopped with its data, or unreachable). An active or edge cluster,
+    whose loss a failover takes over: start it again if it can come back (wait for it, when it is not
+    this machine's), else fail it over — or, when its failover is under way, let that finish. An
+    external passive cluster: wait for it. None otherwise (the generic restart advice covers a local
+    passive cluster and the other problems)."""
+    gone = c.process == "stopped" or (c.health is not None and not c.health.reachable)  # absent: never built here
+    flag = _failover_flag(report.architecture, c)
+    if not gone or _cluster_problem(c) is None:
+        return None
+    if flag is None:  # a passive cluster: no failover takes over from it
+        return (
+            None
+            if c.kind is Kind.LOCAL
+            else f"wait for {c.name} ({c.kind.value}: drctl does not restart it); its links resume when it answers"
+        )
+    stack, last = report.stack, report.last_failover
+    if last is not None and last.source == c.name and last.status not in ("completed", "pending"):
+        if last.status == "running" and last.lock_held:
+            return f"failover {last.failover_id} of {c.name} is running: let it finish (`drctl status --stack {stack}`)"
+        return None  # its failed or interrupted failover is a problem of its own, with its rerun command
+    back = (
+        f"if {c.name} can come back, start it with its data (`drctl estate start --stack {stack} --cluster {c.name}`)"
+        if c.kind is Kind.LOCAL
+        else f"wait for {c.name} if it is coming back (its own operators restart it; drctl does not)"
+    )
+    dry_run = f"drctl failover --stack {stack}{flag} --mode unplanned --dry-run"
+    return f"{back}; if it is lost, fail over: `{dry_run}`, then the same without --dry-run ({_RUNBOOKS[report.architecture]})"
+
+
 def raise_for_problems(report: StatusReport) -> None:
     """Raise when the report lists problems: FailoverError (exit 6) when the last failover failed or was
     interrupted, else ClusterError (exit 4). The message lists every problem; None when there is none."""
@@ -591,9 +642,20 @@ def raise_for_problems(report: StatusReport) -> None:
     journal = [p for p in (_journal_problem(report), _abandoned_problem(report)) if p]
     failover = _failover_problem(last) in problems or bool(journal)
     fixes = []
-    stopped = [link.name for link in report.links if (p := _link_problem(link)) and "the topology says it runs" in p]
+    lost = {c.name: fix for c in report.clusters if (fix := _lost_cluster_fix(report, c))}
+    stopped = [
+        link.name
+        for link in report.links
+        if (p := _link_problem(link))
+        and "the topology says it runs" in p
+        and not {link.source, link.target} & set(lost)
+    ]
     fixes += [f"start link {name} again: `drctl link start --stack {stack} --link {name}`" for name in stopped]
-    if any(p.startswith("cluster ") for p in problems) or any("unreachable" in p for p in problems):
+    fixes += lost.values()
+    if any(p.startswith("cluster ") and p.split()[1] not in lost for p in problems) or any(
+        link.source not in lost and link.target not in lost and "unreachable" in (_link_problem(link) or "")
+        for link in report.links
+    ):
         fixes.append(
             f"start the local clusters and links that stopped, with their data: "
             f"`drctl estate up --stack {stack} --refresh`"

@@ -23,6 +23,7 @@ Each step is a function of a :class:`Context` returning a :class:`StepResult`; e
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -72,7 +73,7 @@ from dr.topology import Kind, Link, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.hub_spoke import remote_topic_names, topics_on
 
-__all__ = ["STEPS", "Context", "FailoverOptions", "Step", "StepResult"]
+__all__ = ["STEPS", "Context", "FailoverOptions", "Step", "StepResult", "named_roles", "verified_topics"]
 
 MODES = ("planned", "unplanned")
 
@@ -228,6 +229,20 @@ class Context:
     def say(self, message: str) -> None:
         """One progress line."""
         self.progress(message)
+
+    def role_names(self) -> dict[str, str]:
+        """The role letters of this run's step descriptions and the clusters they stand for: A, B, C."""
+        return {"A": self.source, "B": self.target, **({"C": self.standby} if self.standby else {})}
+
+    def described(self, step: Step) -> str:
+        """``step``'s description with this run's cluster names for its role letters (a progress line)."""
+        return named_roles(step.description, **self.role_names())
+
+
+def named_roles(text: str, **names: str) -> str:
+    """``text`` with the role letters standing alone (``A``, ``B``) replaced by cluster names, in one pass
+    (so region B with peer A reads right)."""
+    return re.sub(r"\b([A-Z])\b", lambda m: names.get(m.group(1), m.group(1)), text)
 
 
 @dataclass(frozen=True)
@@ -758,14 +773,11 @@ def integrity_check(ctx: Context) -> StepResult:
         + f") into {out_dir}"
     )
     m = ctx.journal.measurements
-    # A hub's edge copies are proven against their edges, not against the old hub: the re-pointed edge
-    # links carry into B records the old hub never received (they would all count as unexpected).
-    edge_copies = remote_topic_names(ctx.original) if hub.edge_links_into(ctx.original, A) else set()
     verdict = integrity.verify(
         source=ctx.a_ep,
         target=ctx.b_ep,
         out_dir=out_dir,
-        topics=[t for t in ctx.topics if t not in edge_copies],
+        topics=verified_topics(ctx.original, A, ctx.topics),
         cutoff_ms=cutoff,
         stack=ctx.stack,
         source_name=A,
@@ -806,6 +818,15 @@ def integrity_check(ctx: Context) -> StepResult:
     if verdict.clean:
         return StepResult("done", outcome, f"verdict CLEAN ({counts}; {how}); report {verdict.html}")
     return StepResult("differences", outcome, f"verdict: DIFFERENCES ({counts}; {how}); report {verdict.html}")
+
+
+def verified_topics(original: Topology, source: str, topics: list[str]) -> list[str]:
+    """Which of ``topics`` (the link A→B's) the integrity step compares, A = ``source``: all of them, but
+    on a hub not the edges' copies ``<edge>.<topic>`` — those are proven against their edges
+    (``drctl verify --edge``), not against the old hub: the re-pointed edge links carry into B records
+    the old hub never received (they would all count as unexpected)."""
+    edge_copies = remote_topic_names(original) if hub.edge_links_into(original, source) else set()
+    return [t for t in topics if t not in edge_copies]
 
 
 # ---------------------------------------------------------------------------------- 8 decommission

@@ -14,7 +14,7 @@ from dr.failover.integrity import Verdict
 from dr.failover.journal import Journal
 from dr.failover.metrics import seconds_between, utc_text
 
-__all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "summarize"]
+__all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "rerun_command", "summarize"]
 
 
 class StepLine(BaseModel):
@@ -49,7 +49,11 @@ class GroupLine(BaseModel):
 
 
 class FailoverSummary(BaseModel):
-    """Per-step times, RTO, A→B→C time, RPO, groups, clients, verdict and next steps of one failover."""
+    """Per-step times, RTO, A→B→C time, RPO, groups, clients, verdict and next steps of one failover.
+
+    The one result of every failover path — active-passive or hub, ``--region``, ``--region --rejoin``,
+    ``--edge`` — printed by ``drctl failover`` (``--json``: this model) whether the run finished or a step
+    failed (then ``status`` is ``failed`` and ``error`` the step's error)."""
 
     stack: str
     failover_id: str
@@ -79,6 +83,10 @@ class FailoverSummary(BaseModel):
     verdict: Verdict | None
     """The integrity step's verdict."""
     pending: list[str]
+    error: str | None = None
+    """The failed step's error (problem and next step), when a step failed."""
+    failed_step: str | None = None
+    """The step that failed, when one did."""
     journal: str
     next: list[str]
     """What the operator does next, as commands."""
@@ -103,6 +111,7 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> FailoverSu
     outage = journal.outage_run()
     verdict = journal.verdict()
     pending = [s.name for s in steps if s.status not in ("done", "skipped")]
+    failed = next((name for name, entry in record.steps.items() if entry.status == "failed"), None)
     return FailoverSummary(
         stack=record.stack,
         failover_id=record.failover_id,
@@ -129,14 +138,29 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> FailoverSu
         clients=journal.outcome("clients").get("files") or [],
         verdict=verdict,
         pending=pending,
+        error=record.steps[failed].error if failed else None,
+        failed_step=failed,
         journal=str(journal.path),
         next=_next_steps(journal, pending, verdict),
     )
 
 
+def rerun_command(journal: Journal) -> str:
+    """The ``drctl failover`` command that resumes ``journal``'s run: with ``--region`` (``--rejoin``) or
+    ``--edge`` when it is the loss of a site (its steps include ``move``) or a rejoin."""
+    record = journal.record
+    command = f"drctl failover --stack {record.stack}"
+    if record.mode == "rejoin":
+        return f"{command} --region {record.source} --rejoin"
+    if "move" not in record.steps:  # an active-passive or hub failover
+        return command
+    edge = record.original_config.get("kafka-dr:architecture") == "hub-spoke"
+    return f"{command} --{'edge' if edge else 'region'} {record.source}"
+
+
 def _next_steps(journal: Journal, pending: list[str], verdict: Verdict | None) -> list[str]:
     record = journal.record
-    stack, source = record.stack, record.source
+    stack, source, rerun = record.stack, record.source, rerun_command(journal)
     if not pending:
         return [
             f"point applications at {record.target}: configurations in the clients/ directory of the stack's state",
@@ -144,17 +168,17 @@ def _next_steps(journal: Journal, pending: list[str], verdict: Verdict | None) -
         ]
     if record.status == "failed":
         failed = next((n for n, e in record.steps.items() if e.status == "failed"), pending[0])
-        return [f"fix what step {failed} reported, then rerun `drctl failover --stack {stack}`: it resumes there"]
+        return [f"fix what step {failed} reported, then rerun `{rerun}`: it resumes there"]
     if record.status in ("running", "interrupted"):
         # The journal cannot tell a live run from a killed one; `drctl status` can (the stack's lock).
         at = next((n for n in pending if record.steps[n].status in ("running", "interrupted")), pending[0])
         return [
             f"if the run was interrupted (`drctl status --stack {stack}` says so and exits 6), rerun "
-            f"`drctl failover --stack {stack}`: it resumes at step {at}"
+            f"`{rerun}`: it resumes at step {at}"
         ]
     if verdict and not verdict.clean:
-        return [f"drctl recover --report {verdict.report_dir}", f"drctl failover --stack {stack}"]
+        return [f"drctl recover --report {verdict.report_dir}", rerun]
     return [
-        f"when {source} is readable again: `drctl failover --stack {stack}` verifies {source} vs "
+        f"when {source} is readable again: `{rerun}` verifies {source} vs "
         f"{record.target} and decommissions {source} on a clean verdict"
     ]

@@ -205,7 +205,8 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
             for e in EDGES:
                 after.mirror(f"{e}-to-P").wait_caught_up(["readings"], timeout=90)
 
-            reports = {e: edge_copy_report(e, after.endpoint(e), after.endpoint("P"), ["readings"]) for e in EDGES}
+            checks = {e: drctl(env, "verify", "--stack", STACK, "--edge", e, "--json", outputs=outputs) for e in EDGES}
+            reports = {e: json.loads(res_e.stdout) for e, res_e in checks.items()}  # the runbook's proof, as run
             print(
                 f"\nhub-spoke: up {up_s:.0f}s; failover {failover_s:.1f}s; acknowledged "
                 + ", ".join(f"{e} {len(t.acked)}" for e, t in traffic.items())
@@ -217,6 +218,8 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
                 )
             )
             for e, r in reports.items():
+                assert (r["hub"], r["topics"], r["clean"]) == ("P", ["readings"], True), (e, r)
+                assert checks[e].returncode == 0, checks[e].stderr[-2000:]
                 assert r["records"] >= len(traffic[e].acked) > 0, (e, r)
                 acked = {*traffic[e].acked, *(f"{e}-restarted-{n}" for n in range(10))}
                 assert not acked - set(_keys(after.endpoint(e), "readings")), f"sensor-{e.lower()}'s acks not on {e}"
@@ -225,6 +228,8 @@ def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_ne
                 assert r["duplicates"] == 0, f"edge {e}: records copied twice to the new hub: {r}"
 
             summary = json.loads(res.stdout)
+            assert (summary["status"], summary["error"]) == ("completed", None)
+            assert "[8/8] decommission: stop H (" in res.stderr, "the progress lines name the hub, not the letter A"
             text = json.dumps(summary)
             assert "edge_resume" in text or "resume into P" in text, "the failover reported where each edge resumed"
 
