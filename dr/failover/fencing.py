@@ -7,6 +7,7 @@ returned in JSON form so that a refused failover can put exactly those bindings 
 
 from __future__ import annotations
 
+import time
 from enum import Enum
 from typing import Any
 
@@ -79,6 +80,10 @@ def write_bindings(endpoint: Endpoint, principals: list[str]) -> list[AclBinding
     return [b for b in every if b.principal in wanted]
 
 
+#: How long a deleted ACL may still be reported by a broker that has not applied the deletion yet.
+PROPAGATION_S = 10.0
+
+
 def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
     """Delete the topic write ACLs of ``principals``; return what was deleted (idempotent: [] the 2nd time).
 
@@ -88,6 +93,12 @@ def fence(endpoint: Endpoint, principals: list[str]) -> list[dict[str, str]]:
     if present:  # one DeleteAcls request carrying one filter per principal that holds any
         delete_acls(endpoint, [_write_filter(p) for p in sorted({b.principal.removeprefix("User:") for b in present})])
     left = write_bindings(endpoint, principals)
+    deadline = time.monotonic() + PROPAGATION_S
+    while left and time.monotonic() < deadline:
+        # the brokers apply the deletion from the metadata log one by one; the one that answers the
+        # DescribeAcls may not have it yet (seen on a loaded 3-broker hub): look again before refusing
+        time.sleep(0.25)
+        left = write_bindings(endpoint, principals)
     if left:
         raise FailoverError(
             f"{len(left)} application write ACLs are still present on {endpoint.bootstrap} after deleting them.",
