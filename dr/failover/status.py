@@ -169,6 +169,8 @@ class TaskStatus(BaseModel):
     id: int | None
     state: str | None
     worker: str | None
+    error: str | None = None
+    """The root cause of the task's failure, as Connect reports it."""
 
 
 class ConnectorStatus(BaseModel):
@@ -177,6 +179,8 @@ class ConnectorStatus(BaseModel):
     state: str
     """``ABSENT`` when the connector is not on the Connect cluster (then ``worker`` is unset)."""
     worker: str | None = None
+    error: str | None = None
+    """The root cause of the connector's failure, as Connect reports it."""
     tasks: list[TaskStatus]
 
 
@@ -515,14 +519,30 @@ def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     )
     entry.connectors = {name: ConnectorStatus.model_validate(s) for name, s in states.items()}
     entry.process = "running" if running else ("stopped" if bad == ["STOPPED"] else "/".join(bad).lower() or "no tasks")
+    if not running:
+        entry.connect_error = next((e for e in _connector_errors(entry.connectors)), None)
+
+
+def _connector_errors(connectors: dict[str, ConnectorStatus]) -> list[str]:
+    """Each failed connector's and task's reason, as ``<connector> [task <id>]: <root cause>``."""
+    out = [f"{name}: {c.error}" for name, c in connectors.items() if c.error]
+    out += [f"{name} task {t.id}: {t.error}" for name, c in connectors.items() for t in c.tasks if t.error]
+    return out
 
 
 def _link_problem(link: LinkStatus) -> str | None:
     if link.state is not LinkState.RUNNING:
         return None  # a cluster link kept, promoted, after a failover: it no longer replicates
     what = f"link {link.name} ({link.source} → {link.target})"
+    if link.process == "no tasks":
+        return (
+            f"{what} is running with no tasks: it replicates nothing; the Connect worker's log says why (often "
+            "it cannot reach, authenticate to or trust a cluster: check the link's TLS and SASL settings)"
+        )
     if link.process not in (None, "running"):
-        return f"{what} is {link.process}; the topology says it runs"
+        return f"{what} is {link.process}; the topology says it runs" + (
+            f" ({link.connect_error})" if link.connect_error else ""
+        )
     if link.error is not None:
         return f"{what}: {link.error}"
     return None

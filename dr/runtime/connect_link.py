@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from dr.base.errors import ClusterError
-from dr.kafka.connect_rest import ConnectRest
+from dr.kafka.connect_rest import ConnectRest, root_cause
 
 __all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
 
@@ -52,6 +52,14 @@ def runs(connector: str, state: dict[str, Any]) -> bool:
     )
 
 
+def _cause(trace: object) -> str | None:
+    """One line for a Connect trace: its root cause, else its first line (traces carry no secret: the
+    connectors' passwords are config-provider references)."""
+    if not isinstance(trace, str) or not trace.strip():
+        return None
+    return root_cause(trace) or trace.strip().splitlines()[0]
+
+
 class ConnectLink:
     """The connectors of one link on one Connect cluster (``rest``)."""
 
@@ -65,8 +73,9 @@ class ConnectLink:
         return f"ConnectLink({self.name!r} on Connect cluster {self.connect_name!r})"
 
     def states(self) -> dict[str, dict[str, Any]]:
-        """Per connector: ``state`` (``ABSENT`` when not on the Connect cluster) and its tasks
-        (``id``, ``state``, ``worker``)."""
+        """Per connector: ``state`` (``ABSENT`` when not on the Connect cluster), its ``error`` and its tasks
+        (``id``, ``state``, ``worker``, ``error``); an error is the root cause of the trace Connect reports
+        for a failed connector or task (one line, None when there is none)."""
         out: dict[str, dict[str, Any]] = {}
         for name in self.connectors:
             status = self.rest.status(name)
@@ -76,8 +85,14 @@ class ConnectLink:
             out[name] = {
                 "state": status["connector"]["state"],
                 "worker": status["connector"].get("worker_id"),
+                "error": _cause(status["connector"].get("trace")),
                 "tasks": [
-                    {"id": t.get("id"), "state": t.get("state"), "worker": t.get("worker_id")}
+                    {
+                        "id": t.get("id"),
+                        "state": t.get("state"),
+                        "worker": t.get("worker_id"),
+                        "error": _cause(t.get("trace")),
+                    }
                     for t in status.get("tasks", [])
                 ],
             }

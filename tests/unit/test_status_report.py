@@ -231,3 +231,31 @@ def test_a_pulumi_lock_of_a_dead_engine_is_a_problem_with_the_command_that_clear
     with pytest.raises(ClusterError) as err:
         raise_for_problems(report)
     assert "`drctl estate up --stack life` removes that lock" in str(err.value)
+
+
+def test_a_failed_task_is_quoted_and_a_connector_without_tasks_is_explained() -> None:
+    from dr.failover.status import _connector_errors
+    from dr.runtime.connect_link import _cause
+
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: task failed\n\tat org.apache.kafka.Foo.bar(Foo.java:1)\n"
+        "Caused by: javax.net.ssl.SSLHandshakeException: PKIX path building failed\n\tat x.y(Z.java:2)"
+    )
+    assert _cause(trace) == "javax.net.ssl.SSLHandshakeException: PKIX path building failed"
+    assert _cause(None) is None and _cause("  ") is None
+    connectors = {
+        "A-to-B-source": ConnectorStatus.model_validate(
+            {"state": "RUNNING", "tasks": [{"id": 0, "state": "FAILED", "worker": "w1", "error": _cause(trace)}]}
+        )
+    }
+    failed = _lagging()
+    failed.process, failed.connect = "failed", "mm2"
+    failed.connect_error = _connector_errors(connectors)[0]
+    assert _report([_running("A", Role.ACTIVE)], [failed]).problems == [
+        "link A-to-B (A → B) is failed; the topology says it runs (A-to-B-source task 0: "
+        "javax.net.ssl.SSLHandshakeException: PKIX path building failed)"
+    ]
+    idle = _lagging()
+    idle.process = "no tasks"
+    (problem,) = _report([_running("A", Role.ACTIVE)], [idle]).problems
+    assert "running with no tasks: it replicates nothing" in problem and "TLS and SASL" in problem
