@@ -25,6 +25,8 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +127,7 @@ class TeamStore:
         self.url = url
         self.shown = mask_url(url)
         self._ready = False
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ connection and schema
     def connect(self) -> psycopg.Connection[Any]:
@@ -132,7 +135,7 @@ class TeamStore:
         import psycopg
 
         try:
-            conn = psycopg.connect(_libpq_url(self.url), connect_timeout=5, autocommit=False)
+            conn = psycopg.connect(_libpq_url(self.url), connect_timeout=5, autocommit=True)
         except psycopg.OperationalError as exc:
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise StateStoreError(
@@ -144,6 +147,25 @@ class TeamStore:
             self._migrate(conn)
             self._ready = True
         return conn
+
+    @contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """This thread's connection (opened once, autocommit: a write is one ``conn.transaction()``); a
+        connection lost meanwhile is dropped and reported as :class:`StateStoreError`, the next call reconnects."""
+        import psycopg
+
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._local.conn = self.connect()
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            self._local.conn = None
+            conn.close()
+            raise StateStoreError(
+                f"the team database {self.shown} went away: {str(exc).strip().replace(self.url, self.shown)}.",
+                "rerun when PostgreSQL answers again: the journal holds every step finished so far",
+            ) from None
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
@@ -166,26 +188,26 @@ class TeamStore:
 
     def schema_version(self) -> int:
         """The newest migration applied."""
-        with self.connect() as conn:
+        with self.session() as conn:
             row = conn.execute("SELECT max(version) FROM kdr_schema").fetchone()
             return int(row[0]) if row and row[0] is not None else 0
 
     # ------------------------------------------------------------------ journal rows
     def load(self, stack: str) -> dict[str, Any] | None:
         """The stack's current journal record, or None."""
-        with self.connect() as conn:
+        with self.session() as conn:
             row = conn.execute("SELECT record FROM kdr_failover WHERE stack = %s AND current", (stack,)).fetchone()
             return dict(row[0]) if row else None
 
     def version(self, stack: str) -> int | None:
         """The write count of the stack's current journal row (None: no current failover)."""
-        with self.connect() as conn:
+        with self.session() as conn:
             row = conn.execute("SELECT version FROM kdr_failover WHERE stack = %s AND current", (stack,)).fetchone()
             return int(row[0]) if row else None
 
     def create(self, stack: str, record: dict[str, Any]) -> None:
         """Make ``record`` the stack's current failover (the previous one stays, no longer current); one transaction."""
-        with self.connect() as conn, conn.transaction():
+        with self.session() as conn, conn.transaction():
             conn.execute("UPDATE kdr_failover SET current = false WHERE stack = %s AND current", (stack,))
             conn.execute(
                 "INSERT INTO kdr_failover (stack, failover_id, status, record) VALUES (%s, %s, %s, %s)",
@@ -194,7 +216,7 @@ class TeamStore:
 
     def save(self, stack: str, record: dict[str, Any], *, current: bool = True) -> None:
         """Write ``record`` over its row (version + 1) in one transaction."""
-        with self.connect() as conn, conn.transaction():
+        with self.session() as conn, conn.transaction():
             cur = conn.execute(
                 "UPDATE kdr_failover SET record = %s, status = %s, current = %s, version = version + 1, "
                 "updated_at = now() WHERE stack = %s AND failover_id = %s",
@@ -208,7 +230,7 @@ class TeamStore:
 
     def history(self, stack: str) -> list[dict[str, Any]]:
         """Every failover of the stack, the newest first."""
-        with self.connect() as conn:
+        with self.session() as conn:
             rows = conn.execute(
                 "SELECT record FROM kdr_failover WHERE stack = %s ORDER BY created_at DESC", (stack,)
             ).fetchall()
@@ -217,7 +239,7 @@ class TeamStore:
     # ------------------------------------------------------------------ lease
     def lease(self, stack: str) -> Lease | None:
         """The stack's lease, if anybody holds one."""
-        with self.connect() as conn:
+        with self.session() as conn:
             row = conn.execute(
                 "SELECT holder, host, pid, purpose, extract(epoch FROM acquired_at), "
                 "extract(epoch FROM now() - heartbeat_at) FROM kdr_lease WHERE stack = %s",
@@ -232,7 +254,7 @@ class TeamStore:
         and journaled; otherwise :class:`LockHeld` naming the holder."""
         me, host, pid = operator_identity(), socket.gethostname(), os.getpid()
         for _ in range(3):
-            with self.connect() as conn, conn.transaction():
+            with self.session() as conn, conn.transaction():
                 # the insert decides between simultaneous starts: the primary key admits exactly one
                 cur = conn.execute(
                     "INSERT INTO kdr_lease (stack, holder, host, pid, purpose) VALUES (%s, %s, %s, %s, %s) "
@@ -283,7 +305,7 @@ class TeamStore:
 
     def renew(self, stack: str, holder: str, pid: int) -> bool:
         """Renew the heartbeat; False when the lease is no longer ours."""
-        with self.connect() as conn, conn.transaction():
+        with self.session() as conn, conn.transaction():
             cur = conn.execute(
                 "UPDATE kdr_lease SET heartbeat_at = now() WHERE stack = %s AND holder = %s AND pid = %s",
                 (stack, holder, pid),
@@ -292,7 +314,7 @@ class TeamStore:
 
     def release(self, stack: str, holder: str, pid: int) -> None:
         """Give the lease back (a no-op when it was taken over meanwhile)."""
-        with self.connect() as conn, conn.transaction():
+        with self.session() as conn, conn.transaction():
             cur = conn.execute(
                 "DELETE FROM kdr_lease WHERE stack = %s AND holder = %s AND pid = %s", (stack, holder, pid)
             )
@@ -301,7 +323,7 @@ class TeamStore:
 
     def events(self, stack: str) -> list[dict[str, Any]]:
         """The stack's lease events, oldest first."""
-        with self.connect() as conn:
+        with self.session() as conn:
             rows = conn.execute(
                 "SELECT extract(epoch FROM at), kind, actor, detail FROM kdr_event WHERE stack = %s ORDER BY id",
                 (stack,),
