@@ -137,7 +137,7 @@ class TeamStore:
         try:
             conn = psycopg.connect(_libpq_url(self.url), connect_timeout=5, autocommit=True)
         except psycopg.OperationalError as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            reason = " ".join(str(exc).split())[:300] or type(exc).__name__
             raise StateStoreError(
                 f"the team database {self.shown} is unreachable: {reason.replace(self.url, self.shown)}.",
                 "check that PostgreSQL runs and the URL, user and password in PULUMI_BACKEND_URL are right; "

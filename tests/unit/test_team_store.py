@@ -148,3 +148,21 @@ def test_mask_url_and_the_backend_password_in_messages(monkeypatch: pytest.Monke
     assert mask_url("file:///x/y") == "file:///x/y"
     monkeypatch.setenv("PULUMI_BACKEND_URL", "postgres://u:pw-1234@h/db")
     assert "pw-1234" not in mask_secrets("could not log in to the state backend postgres://u:pw-1234@h/db")
+
+
+@pytest.mark.parametrize("command", [["status"], ["failover", "--yes"]])
+def test_cli_refuses_an_unreachable_database_before_anything(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dr.cli.drctl import main
+    from tests import REPO_ROOT
+
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "postgres://kdr:Sup3rSecret@127.0.0.1:1/kdr")
+    monkeypatch.setenv("KDR_STACK_DIR", str(REPO_ROOT))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--stack", "local"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 8, err
+    assert "team database postgres://kdr:***@127.0.0.1:1/kdr is unreachable" in err and "Sup3rSecret" not in err
+    assert not list((tmp_path / "state").rglob("journal*.json")), "nothing written"
