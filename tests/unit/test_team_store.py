@@ -166,3 +166,25 @@ def test_cli_refuses_an_unreachable_database_before_anything(
     assert exit_.value.code == 8, err
     assert "team database postgres://kdr:***@127.0.0.1:1/kdr is unreachable" in err and "Sup3rSecret" not in err
     assert not list((tmp_path / "state").rglob("journal*.json")), "nothing written"
+
+
+def test_status_names_the_holder_the_step_and_since_when(team: str, tmp_path: Path) -> None:
+    from dr.failover.status import LastFailover, _with_holder, lock_held
+
+    home = tmp_path / "s7"
+    journal = _new(home, "s7")
+    journal.begin_run(mode="planned", options={})
+    journal.start_step("fence-drain", {})
+    with ts.team_store(team).session() as conn, conn.transaction():  # op1 died 60 s ago inside fence-drain
+        conn.execute(
+            "INSERT INTO kdr_lease (stack, holder, host, pid, acquired_at, heartbeat_at) "
+            "VALUES ('s7', 'op1', 'laptop', 77, now() - interval '90 seconds', now() - interval '60 seconds')"
+        )
+    assert not lock_held(home)
+    loaded = Journal.load(tmp_path / "elsewhere" / "s7")
+    assert loaded is not None
+    last = _with_holder(LastFailover.of(loaded, lock_held(home)), loaded)
+    assert last.holder is not None
+    assert last.holder.startswith("op1 (pid 77 on laptop) since ") and "STALE" in last.holder
+    assert last.holder.endswith("step fence-drain")
+    assert "holder" in last.model_dump(exclude_unset=True)
