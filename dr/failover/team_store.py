@@ -352,8 +352,8 @@ class LeaseHandle:
             try:
                 if not self.store.renew(self.stack, self.holder, self.pid):
                     return
-            except StateStoreError:
-                continue  # the database is away: the lease goes stale if it stays away; the run goes on
+            except Exception:  # noqa: BLE001 — the database is away: the lease goes stale if it stays away; the run goes on
+                continue
 
     def release(self) -> None:
         """Stop renewing and give the lease back."""
