@@ -93,6 +93,13 @@ class LockHeld(DRError):
     exit_code = 7
 
 
+class StateStoreError(DRError):
+    """The team database (a ``postgres://`` backend) is unreachable or refuses the run's state: nothing
+    was changed by the command that failed; rerun it when the database is back."""
+
+    exit_code = 8
+
+
 class InternalError(DRError):
     """An unexpected exception (a bug, not bad input): reported with a traceback file."""
 
@@ -177,6 +184,10 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         JournalMismatch,
     ),
     _row("another run holds the stack's lock", LockHeld),
+    _row(
+        "the team database (postgres:// backend) is unreachable — nothing changed; rerun when it is back",
+        StateStoreError,
+    ),
     _row("internal error (a bug): the message names the file holding the traceback", InternalError),
     ExitCode(EXIT_INTERRUPTED, (), "interrupted (Ctrl-C)"),
 )
@@ -220,6 +231,10 @@ def _state_base() -> Path | None:
 def _known_secrets() -> set[str]:
     """Secret values this process could leak: secret-named environment variables and local passwords."""
     found = {value for name, value in os.environ.items() if _SECRET_ENV.search(name) and len(value) >= 4}
+    # the password of a postgres://user:password@host backend URL
+    auth = os.environ.get("PULUMI_BACKEND_URL", "").partition("://")[2].rpartition("@")[0]
+    if ":" in auth and len(password := auth.split(":", 1)[1]) >= 4:
+        found.add(password)
     try:
         base = _state_base()
         for path in list(base.glob("*/credentials.json"))[:50] if base else []:

@@ -54,6 +54,17 @@ def passphrase_file(directory: Path) -> Path:
     return path
 
 
+def mask_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part replaced by ``***`` (for every message and log)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    auth, at, host = rest.rpartition("@")
+    if not at or ":" not in auth:
+        return url
+    return f"{scheme}://{auth.split(':', 1)[0]}:***@{host}"
+
+
 def project_backend_url(directory: Path | None = None) -> str | None:
     """``backend: url:`` of the project's ``Pulumi.yaml`` (the stack's backend as the project declares it), or None."""
     import yaml

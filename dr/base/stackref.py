@@ -103,8 +103,10 @@ class StackRef:
 
     @property
     def journal_shared(self) -> bool:
-        """True when :attr:`failover_home` is in the stack's backend (a ``file://`` one)."""
-        return self.failover_home != self.state_dir
+        """True when the journal is in the stack's backend: a ``file://`` one (:attr:`failover_home`), or
+        the team database of a ``postgres://`` one (:mod:`dr.failover.team_store`)."""
+        url = backend_url(self.backend_dir, self.project_dir)
+        return self.failover_home != self.state_dir or url.startswith(("postgres://", "postgresql://"))
 
     def made_failover_home(self) -> Path:
         """:attr:`failover_home`, created (0700) when missing."""

@@ -17,6 +17,7 @@ from dr.base.errors import (
     FailoverError,
     InternalError,
     exit_codes_help,
+    mask_secrets,
 )
 from dr.base.stackref import StackRef
 from dr.cli.failover import failover_commands, progress, warn_if_too_large
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, standalone_mode=False)
     except DRError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {mask_secrets(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

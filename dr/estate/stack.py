@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError
+from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError, mask_secrets
 from dr.base.pulumi_env import backend_url, pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
 from dr.topology import NAMESPACE, Topology
@@ -490,7 +490,7 @@ def _local_state(props: dict[str, Any]) -> str:
 def _forward(progress: Progress) -> Callable[[str], None]:
     def out(line: str) -> None:
         if _SHOWN.search(line):
-            progress(line.rstrip())
+            progress(mask_secrets(line.rstrip()))
 
     return out
 

@@ -11,6 +11,11 @@ the stack's state directory with any other backend)::
                                failovers ended unfinished: their estate was destroyed (`drctl estate
                                down --destroy`) or their clusters are not the ones running now
 
+With a ``postgres://`` backend the journal and the lock live in that database instead
+(:mod:`dr.failover.team_store`: one row per failover, a transaction per write, the lock a lease with a
+heartbeat), so any operator with the URL and the passphrase sees and resumes the failover; the reports
+stay in the stack's state directory. One interface (:class:`Journal`, :class:`StackLock`), two stores.
+
 Every write goes to a temporary file first and is moved into place with ``os.replace``, so a
 crash (even ``kill -9``) leaves either the previous or the new journal, never half of one. The
 file is a :class:`JournalRecord` (steps :class:`StepEntry`, runs :class:`RunEntry`,
@@ -32,9 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dr.base.errors import ConfigError, LockHeld
 from dr.base.files import private_dir
+from dr.base.pulumi_env import project_backend_url
 from dr.failover.integrity import Verdict
 from dr.failover.metrics import cutoff_ms
 from dr.failover.probe import ProbeResult
+from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, team_store
 
 if TYPE_CHECKING:
     from dr.failover.integrity import Verdict
@@ -64,6 +71,14 @@ def failover_dir(home: Path) -> Path:
     return private_dir(Path(home) / "failover")
 
 
+def team_store_for(home: Path) -> TeamStore | None:
+    """The team database holding the journal and lock of the stack whose failover home is ``home``
+    (with a ``postgres://`` backend the home is the stack's state directory, named after the stack),
+    or None for the file store."""
+    url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
+    return team_store(url) if url and is_team_url(url) else None
+
+
 def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
     """Write ``data`` as JSON to ``path`` atomically (temporary file + ``os.replace``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +103,8 @@ class StackLock:
         self.path = Path(state) / "failover.lock"
         self.stack = stack
         self._fd: int | None = None
+        self.store = team_store_for(Path(state))
+        self._lease: LeaseHandle | None = None
 
     def holder(self) -> int | None:
         """The pid written by the current (or last) holder, if any."""
@@ -98,7 +115,12 @@ class StackLock:
         return int(text) if text.isdigit() else None
 
     def acquire(self) -> None:
-        """Take the lock or raise :class:`LockHeld` naming the pid that holds it."""
+        """Take the lock or raise :class:`LockHeld` naming the pid that holds it (with a team database:
+        the lease, naming its holder; a stale one is taken over only with ``KDR_TAKE_OVER_STALE_LEASE=1``)."""
+        if self.store is not None:
+            take_over = os.environ.get("KDR_TAKE_OVER_STALE_LEASE") == "1"
+            self._lease = self.store.acquire(self.path.parent.name, take_over=take_over)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -121,6 +143,9 @@ class StackLock:
 
     def release(self) -> None:
         """Release the lock (the pid stays in the file for diagnostics)."""
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -248,9 +273,15 @@ class JournalRecord(_Record):
 class Journal:
     """The record of one stack's current failover (:class:`JournalRecord`); every change is saved at once."""
 
-    def __init__(self, path: Path, record: JournalRecord) -> None:
+    def __init__(self, path: Path, record: JournalRecord, store: TeamStore | None = None) -> None:
         self.path = Path(path)
         self.record = record
+        self.store = store
+        """The team database holding the journal (None: the JSON file :attr:`path`)."""
+
+    @property
+    def _key(self) -> str:
+        return self.path.parent.parent.name  # <home>/failover/journal.json: home is named after the stack
 
     # ------------------------------------------------------------------------------ load / create
     @classmethod
@@ -262,29 +293,37 @@ class Journal:
     def load(cls, state: Path) -> Journal | None:
         """The stack's current journal, or None when no failover was ever started."""
         path = cls.path_for(state)
-        if not path.exists():
+        store = team_store_for(Path(state))
+        if store is not None:
+            data = store.load(Path(state).name)
+            if data is None:
+                return None
+            path_shown: Any = f"{store.shown} (stack {Path(state).name})"
+        elif not path.exists():
             return None
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"failover journal {path} is not valid JSON ({exc.msg}).",
-                "restore it from a backup; never edit it by hand while a failover runs",
-            ) from None
+        else:
+            path_shown = path
+            try:
+                data = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"failover journal {path} is not valid JSON ({exc.msg}).",
+                    "restore it from a backup; never edit it by hand while a failover runs",
+                ) from None
         version = data.get("version") if isinstance(data, dict) else None
         if version != JOURNAL_VERSION:
             raise ConfigError(
-                f"failover journal {path} has version {version!r}, this drctl reads version {JOURNAL_VERSION}.",
+                f"failover journal {path_shown} has version {version!r}, this drctl reads version {JOURNAL_VERSION}.",
                 "finish the failover with the drctl that started it",
             )
         try:
             record = JournalRecord.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(
-                f"failover journal {path} does not hold a failover journal: {_first_error(exc)}.",
+                f"failover journal {path_shown} does not hold a failover journal: {_first_error(exc)}.",
                 "restore it from a backup; never edit it by hand while a failover runs",
             ) from None
-        return cls(path, record)
+        return cls(path, record, store)
 
     @classmethod
     def create(
@@ -303,7 +342,8 @@ class Journal:
         """Start the journal of a new failover (an earlier, finished one is archived first)."""
         failover_dir(state)
         path = cls.path_for(state)
-        if path.exists():
+        store = team_store_for(Path(state))
+        if store is None and path.exists():
             old = json.loads(path.read_text())
             os.replace(path, path.with_name(f"journal-{old.get('failover_id', 'unknown')}.json"))
         record = JournalRecord(
@@ -323,13 +363,19 @@ class Journal:
             runs=[],
             steps={name: StepEntry(status="pending", attempts=0) for name in steps},
         )
-        journal = cls(path, record)
-        journal.save()
+        journal = cls(path, record, store)
+        if store is not None:
+            store.create(Path(state).name, record.to_json())
+        else:
+            journal.save()
         return journal
 
     def save(self) -> None:
-        """Write the journal atomically."""
-        atomic_write_json(self.path, self.record.to_json())
+        """Write the journal atomically (with a team database: one transaction, the row's version + 1)."""
+        if self.store is not None:
+            self.store.save(self._key, self.record.to_json())
+        else:
+            atomic_write_json(self.path, self.record.to_json())
 
     def abandon(self, reason: str, by: str) -> Path:
         """End this journal and move it aside (never deleted): ``failover/abandoned-<id>-<UTC time>.json``,
@@ -340,6 +386,8 @@ class Journal:
         self.record.abandoned = {"at": _now(), "reason": reason, "by": by, "status_before": self.record.status}
         if self.record.status != "completed":
             self.record.status = "abandoned"
+        if self.store is not None:  # kept in the database as a row that is no longer current
+            self.store.save(self._key, self.record.to_json(), current=False)
         atomic_write_json(target, self.record.to_json())
         self.path.unlink(missing_ok=True)
         self.path = target

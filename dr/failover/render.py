@@ -190,6 +190,8 @@ def render_status(st: StatusReport) -> str:
             f"A→B→C {seconds_text(last.a_b_c_s)}"
         )
         lines.append(f"      {steps}")
+        if last.holder:
+            lines.append(f"      lease: {last.holder}")
         lines.extend(f"      next: {n}" for n in last.next)
     else:
         lines.append("  no failover recorded")

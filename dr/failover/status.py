@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,8 @@ class LastFailover(BaseModel):
     steps: list[StepState]
     lock_held: bool
     """Whether a process holds the stack's failover lock now (a ``running`` failover without one was interrupted)."""
+    holder: str | None = None
+    """With a team database: who holds (or last held, when stale) the lease, since when, last heartbeat."""
 
     @classmethod
     def of(cls, journal: Journal, lock_held: bool) -> LastFailover:
@@ -279,7 +282,9 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
         consumer_groups=[
             _group_entry(topology, app, seen) for app in topology.principals.applications if app.consumer_group
         ],
-        last_failover=LastFailover.of(journal, lock_held(ref.failover_home)) if journal is not None else None,
+        last_failover=_with_holder(LastFailover.of(journal, lock_held(ref.failover_home)), journal)
+        if journal is not None
+        else None,
         problems=[],
     )
     report.journal_home, report.journal_shared = str(ref.failover_home), ref.journal_shared
@@ -459,9 +464,32 @@ def _translations(links: list[Link], cluster: str, ep: Endpoint, seen: _Seen) ->
     return seen.translations[cluster]
 
 
+def _with_holder(last: LastFailover, journal: Journal) -> LastFailover:
+    """``last`` with the lease holder of a team database (holder, step, since when)."""
+    if journal.store is None:
+        return last
+    lease = journal.store.lease(journal.path.parent.parent.name)
+    if lease is None:
+        return last
+    step = next((s.name for s in last.steps if s.status in ("running", "interrupted")), None)
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(lease.acquired_at))
+    state = "STALE, " if lease.stale else ""
+    last.holder = (
+        f"{lease.holder} (pid {lease.pid} on {lease.host}) since {since}, {state}heartbeat "
+        f"{lease.heartbeat_age_s:.0f} s ago" + (f", step {step}" if step else "")
+    )
+    return last
+
+
 def lock_held(home: Path) -> bool:
     """True while a process holds the stack's failover lock (``<home>/failover.lock``, see
-    :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once."""
+    :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once.
+    With a team database: while a lease with a fresh heartbeat exists."""
+    from dr.failover.journal import team_store_for
+
+    if (store := team_store_for(Path(home))) is not None:
+        lease = store.lease(Path(home).name)
+        return lease is not None and not lease.stale
     path = Path(home) / "failover.lock"
     try:
         fd = os.open(path, os.O_RDONLY)
