@@ -17,6 +17,7 @@ Passwords are never printed.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -111,6 +112,12 @@ def _paths(ref: StackRef) -> tuple[Path, Path]:
     is_flag=True,
     help="With --region: fail back — the rebuilt region rejoins as an active peer, its links and applications back.",
 )
+@click.option(
+    "--take-over",
+    is_flag=True,
+    help="postgres:// backend: take over a stale lease of another operator (journaled); a live one is never "
+    "taken. The same as KDR_TAKE_OVER_STALE_LEASE=1.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
     ref: StackRef,
@@ -125,6 +132,7 @@ def failover(
     edge: str | None,
     recover: bool,
     rejoin: bool,
+    take_over: bool,
     as_json: bool,
 ) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
@@ -141,6 +149,8 @@ def failover(
     from dr.failover.render import render_plan
     from dr.failover.steps import FailoverOptions
 
+    if take_over:  # read where the lease is taken (dr.failover.journal), for every failover path
+        os.environ["KDR_TAKE_OVER_STALE_LEASE"] = "1"
     stack, (stack_path, _state) = ref.name, _paths(ref)
     options = FailoverOptions(
         mode=mode,

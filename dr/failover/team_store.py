@@ -299,7 +299,7 @@ class TeamStore:
             raise LockHeld(
                 f"the lease on stack '{stack}' is stale: {holder} last renewed it {age:.0f} s ago "
                 f"(stale after {STALE_AFTER_S:.0f} s).",
-                "make sure that operator is gone, then rerun with KDR_TAKE_OVER_STALE_LEASE=1 to take it "
+                "make sure that operator is gone, then rerun with --take-over (or KDR_TAKE_OVER_STALE_LEASE=1) to take it "
                 f"over (recorded); `drctl status --stack {stack}` shows where the failover stopped",
             )
 

@@ -164,8 +164,9 @@ def test_failover_killed_inside_a_step_is_resumed_by_a_second_operator(
     assert json.loads(status.stdout)["journal_shared"] is True
     refused = two.drctl("failover", "--stack", STACK, "--yes")
     assert refused.returncode == 7 and "stale: op1" in refused.stderr, refused.stderr[-2000:]
+    assert "--take-over" in refused.stderr, refused.stderr[-2000:]
     t0 = time.monotonic()
-    res = two.drctl("failover", "--stack", STACK, "--yes", "--json", extra={"KDR_TAKE_OVER_STALE_LEASE": "1"})
+    res = two.drctl("failover", "--stack", STACK, "--yes", "--json", "--take-over")
     print(f"\nresume by operator 2: {time.monotonic() - t0:.1f}s")
     assert res.returncode == 0, res.stderr[-5000:]
     summary = json.loads(res.stdout)
