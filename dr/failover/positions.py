@@ -88,9 +88,15 @@ def survivor_positions(
         def at_start(rereads: int, why: str, t: str = topic, p: int = partition, f: int = first) -> Position:
             return Position(t, p, f, "start", rereads, why)
 
-        if (topic, partition) in committed_on_survivor:
-            n = committed_on_survivor[(topic, partition)]
-            found.append(Position(topic, partition, n, "kept", 0, f"{here}: committed on {survivor} already ({n})"))
+        kept = committed_on_survivor.get((topic, partition))
+        if kept is not None and topic in local_topics:
+            derived = _derived(region, survivor, topic, partition, committed_on_region, syncs, first, last)
+            if derived is not None and derived.offset > kept:  # an older stay's commit: the group read on since
+                found.append(derived)
+            else:
+                found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
+        elif kept is not None:
+            found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
         elif topic in local_topics:
             copy = f"{survivor}.{topic}"
             if committed_on_region is None:
@@ -101,29 +107,40 @@ def survivor_positions(
                 found.append(at_start(0, f"{here}: the group never committed {copy}:{partition} on {region}"))
             else:
                 read = committed_on_region[(copy, partition)]
-                origin = origin_offset(syncs.get((topic, partition), []), read)
-                if origin is None:
-                    found.append(
-                        at_start(min(read, every), f"{here}: no offset sync of {copy}:{partition} at or below {read}")
-                    )
-                else:
-                    offset = max(first, min(origin, last))
-                    found.append(
-                        Position(
-                            topic,
-                            partition,
-                            offset,
-                            "translated",
-                            0,
-                            f"{here}: {copy}:{partition} read to {read} on {region} = {offset} on {survivor}",
-                        )
-                    )
+                derived = _derived(region, survivor, topic, partition, committed_on_region, syncs, first, last)
+                found.append(
+                    derived
+                    or at_start(min(read, every), f"{here}: no offset sync of {copy}:{partition} at or below {read}")
+                )
         else:
             origin_topic = topic.partition(".")[2]
             read_there = None if committed_on_region is None else committed_on_region.get((origin_topic, partition))
             rereads = every if committed_on_region is None else min(read_there or 0, every)
             found.append(at_start(rereads, f"{here}: no translated offset from the link's checkpoints"))
     return found
+
+
+def _derived(
+    region: str,
+    survivor: str,
+    topic: str,
+    partition: int,
+    committed_on_region: Offsets | None,
+    syncs: dict[tuple[str, int], list[tuple[int, int]]],
+    first: int,
+    last: int,
+) -> Position | None:
+    """The position on the survivor's ``topic`` derived from the group's commit on its copy on the region."""
+    copy = f"{survivor}.{topic}"
+    read = (committed_on_region or {}).get((copy, partition))
+    if read is None:
+        return None
+    origin = origin_offset(syncs.get((topic, partition), []), read)
+    if origin is None:
+        return None
+    offset = max(first, min(origin, last))
+    why = f"{topic}:{partition}: {copy}:{partition} read to {read} on {region} = {offset} on {survivor}"
+    return Position(topic, partition, offset, "translated", 0, why)
 
 
 def commits_of(positions: list[Position]) -> Offsets:

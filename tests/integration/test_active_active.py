@@ -141,8 +141,10 @@ class _Writer(threading.Thread):
         producer.flush(10)
 
 
-def _consume(ep: Endpoint, topics: list[str], group: str, until: float, want: set[str] | None = None) -> list[str]:
-    consumer = Consumer(ep.config(**{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+def _consume(
+    ep: Endpoint, topics: list[str], group: str, until: float, want: set[str] | None = None, reset: str = "earliest"
+) -> list[str]:
+    consumer = Consumer(ep.config(**{"group.id": group, "auto.offset.reset": reset, "enable.auto.commit": False}))
     consumer.subscribe(topics)
     keys: list[str] = []
     deadline = time.monotonic() + until
@@ -162,9 +164,10 @@ def test_failover_of_region_a_under_traffic_loses_nothing_and_consumers_resume(e
     writer = _Writer(_app(estate, "A", "shop-a"))
     writer.start()
     time.sleep(3)
-    # shop-a's consumer reads A's local orders, commits, and stops (its group idle, so MM2 syncs it to B)
-    read_on_a = _consume(_app(estate, "A", "shop-a"), ["orders"], "shop-a", until=4)
-    assert read_on_a
+    # shop-a's consumer reads the global view on A (A's orders and B.orders, B's 300 records), commits, and
+    # stops (its group idle, so MM2 syncs it to B)
+    read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
+    assert {f"b-{i}" for i in range(300)} <= set(read_on_a)
     t0 = time.monotonic()
     summary = run_region_failover(
         ref, "A", options=FailoverOptions(mode="planned", drain_timeout=60, probe=False), progress=print
@@ -186,19 +189,37 @@ def test_failover_of_region_a_under_traffic_loses_nothing_and_consumers_resume(e
     # the moved producer writes B's local orders
     moved, errors = produce(_app(estate, "B", "shop-a"), "orders", [f"moved-{i}" for i in range(20)])
     assert not errors and len(moved) == 20
-    # the moved consumer resumes on B (local orders + A.orders) from its translated offsets: what it had
-    # not read on A is read now — nothing skipped
+    # the moved group was positioned on B before its configuration was published: on A.orders by the link's
+    # translation, on B's own orders from what it had read of B.orders on A (issue 34)
+    positions = _positions(ref)
+    assert {p["source"] for p in positions if p["topic"] == "orders"} == {"translated"}, positions
+    # the moved consumer resumes on B (local orders + A.orders) with auto.offset.reset=latest, Java's
+    # default: what it had not read on A is read now — nothing skipped — and what it had read (B's records,
+    # read there as B.orders) is not read again
     unread = set(writer.acked) - set(read_on_a)
-    read_on_b = _consume(_app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=60, want=unread | set(moved))
-    skipped = sorted(unread - set(read_on_b))
+    read_on_b = _consume(
+        _app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=60, want=unread | set(moved), reset="latest"
+    )
+    skipped = sorted((unread | set(moved)) - set(read_on_b))
     assert not skipped, f"{len(skipped)} records skipped by the resumed consumer, e.g. {skipped[:5]}"
     redelivered = len(set(read_on_a) & set(read_on_b))
+    reread_of_b = sum(1 for k in read_on_b if k.startswith("b-"))
+    assert reread_of_b == 0, f"{reread_of_b} of B's records read as B.orders on A were read again on B"
     print(
         f"up {env['up_s']:.1f}s; failover {failover_s:.1f}s; acked on A {len(writer.acked)}; "
-        f"re-read after the move {redelivered} of {len(read_on_a)}"
+        f"re-read after the move {redelivered} of {len(read_on_a)} (of B's own records: {reread_of_b}); "
+        f"skipped {len(skipped)}"
     )
     every = _topics(b_admin)
     assert not [t for t in every if t.startswith(("A.B.", "B.A."))]
+
+
+def _positions(ref: StackRef) -> list[dict[str, Any]]:
+    """The positions the last region failover's consumer-groups step gave shop-a on the survivor."""
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    details = (journal.step("consumer-groups").outcome or {})["details"]
+    return list(details["groups"]["shop-a"]["positions"])
 
 
 def _no_loop(*eps: Endpoint) -> None:
@@ -270,7 +291,7 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     wa.start()
     wb.start()
     time.sleep(3)
-    read_on_a = _consume(_app(estate, "A", "shop-a"), ["orders"], "shop-a", until=4)
+    read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
     assert read_on_a
     # the idle group's last commits reach B's checkpoints and its group on B: waited for as an event, at most
     # the bound the link's intervals give (what this test slept before: 26 s)
@@ -324,11 +345,19 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     lost = sorted(set(wa.acked) - set(on_b))
     assert not lost, f"{len(lost)} records acknowledged by A lost, e.g. {lost[:5]}"
     assert set(wb.acked) | set(moved) <= set(read_keys(b_admin, "orders"))
-    # the moved consumer resumes on B from its translated offsets: nothing it had not read is skipped
-    unread = (set(wa.acked) - set(read_on_a)) | set(moved)
-    read_on_b = _consume(_app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=90, want=unread)
+    # A was gone when the group was positioned: on B's own orders nothing can be derived, so it resumes from
+    # its commit of its first stay on B, or else the first record (said so, with the re-reads that costs) —
+    # with auto.offset.reset=latest nothing it had not read is skipped
+    positions = _positions(ref)
+    assert {p["source"] for p in positions if p["topic"] == "orders"} <= {"start", "kept"}, positions
+    unread = (set(wa.acked) - set(read_on_a)) | set(moved) | (set(wb.acked) - set(read_on_a))
+    read_on_b = _consume(
+        _app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=90, want=unread, reset="latest"
+    )
     skipped = sorted(unread - set(read_on_b))
     assert not skipped, f"{len(skipped)} records skipped by the resumed consumer, e.g. {skipped[:5]}"
+    reread = len(set(read_on_a) & set(read_on_b))
+    print(f"unplanned: re-read after the move {reread} of {len(read_on_a)} (A unreadable), skipped {len(skipped)}")
     _no_loop(b_admin)
     # fail back: A, rebuilt, rejoins; traffic both ways again
     t1 = time.monotonic()

@@ -86,3 +86,20 @@ def test_what_cannot_be_derived_starts_at_the_first_record_and_counts_its_reread
     assert beyond[("orders", 0)].offset == 120
     text = positions_text("shop-a", list(unreadable.values()))
     assert text.startswith("shop-a: 3 start") and "orders:0" in text and "re-reads at most 99" in text
+
+
+def test_an_older_commit_on_the_survivor_gives_way_to_what_the_group_read_since() -> None:
+    # the group stayed on B once before (a commit at 120 on orders:0); since, it read B.orders to 40 on A
+    older = {(p.topic, p.partition): p for p in _positions(committed_on_survivor={("orders", 0): 120})}
+    assert (older[("orders", 0)].offset, older[("orders", 0)].source) == (140, "translated")
+    assert commits_of(list(older.values()))[("orders", 0)] == 140
+    # a commit on B beyond the derivation (a resumed step, or the group's own consumers) is kept
+    ahead = {(p.topic, p.partition): p for p in _positions(committed_on_survivor={("orders", 0): 150})}
+    assert (ahead[("orders", 0)].offset, ahead[("orders", 0)].source) == (150, "kept")
+    assert ("orders", 0) not in commits_of(list(ahead.values()))
+    # the region unreadable: the commit on B is the only position known
+    blind = {
+        (p.topic, p.partition): p
+        for p in _positions(committed_on_region=None, committed_on_survivor={("orders", 0): 120})
+    }
+    assert (blind[("orders", 0)].offset, blind[("orders", 0)].source) == (120, "kept")
