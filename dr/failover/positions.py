@@ -21,7 +21,7 @@ from typing import Any
 
 from dr.kafka.offsets import Offsets
 
-__all__ = ["Position", "commits_of", "origin_offset", "positions_text", "survivor_positions"]
+__all__ = ["Position", "commits_of", "origin_offset", "positions_text", "survivor_positions", "target_offset"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,22 @@ def origin_offset(syncs: list[tuple[int, int]], committed: int) -> int | None:
     return upstream if downstream == committed else upstream + 1
 
 
+def target_offset(syncs: list[tuple[int, int]], committed: int) -> int | None:
+    """The offset on a link's copy that a group's ``committed`` offset on the link's source stands for
+    (MirrorMaker 2's own forward translation), from the link's offset ``syncs`` ``(upstream, downstream)``;
+    None when no sync is at or below it. Never beyond the true position."""
+    best: tuple[int, int] | None = None
+    for upstream, downstream in syncs:
+        if upstream > committed:
+            continue
+        if best is None or upstream > best[0] or (upstream == best[0] and downstream < best[1]):
+            best = (upstream, downstream)
+    if best is None:
+        return None
+    upstream, downstream = best
+    return downstream if upstream == committed else downstream + 1
+
+
 def survivor_positions(
     *,
     region: str,
@@ -72,75 +88,46 @@ def survivor_positions(
     committed_on_survivor: Offsets,
     start: Offsets,
     end: Offsets,
+    forward_syncs: dict[tuple[str, int], list[tuple[int, int]]] | None = None,
 ) -> list[Position]:
     """A moved group's position on every partition of ``end`` (the survivor's partitions of the group's
     topics: its ``local_topics`` and the remote copies it holds).
 
     ``committed_on_region``: the group's commits on the lost region (None: unreadable); ``syncs``: the
-    offset syncs of the link survivor → region by survivor partition; ``start``/``end``: the survivor's
-    log start and end offsets."""
+    offset syncs of the link survivor → region by survivor partition (B's ``orders`` ↔ ``B.orders`` on A);
+    ``forward_syncs``: those of the link region → survivor by region partition (A's ``orders`` ↔
+    ``A.orders`` on B); ``start``/``end``: the survivor's log start and end offsets. A commit already on the
+    survivor is kept unless the group's commits on the region say it read further since."""
     found: list[Position] = []
     for (topic, partition), last in sorted(end.items()):
         first = min(start.get((topic, partition), 0), last)
-        every = last - first
         here = f"{topic}:{partition}"
-
-        def at_start(rereads: int, why: str, t: str = topic, p: int = partition, f: int = first) -> Position:
-            return Position(t, p, f, "start", rereads, why)
-
+        if topic in local_topics:  # B's own topic: the group read it on A as B.<topic>
+            source, table, to_here = f"{survivor}.{topic}", syncs.get((topic, partition), []), origin_offset
+        elif topic.partition(".")[0] == region:  # A.<topic>: the group read it on A as <topic>
+            origin = topic.partition(".")[2]
+            source, table, to_here = origin, (forward_syncs or {}).get((origin, partition), []), target_offset
+        else:
+            source, table, to_here = "", [], origin_offset
+        read = None if committed_on_region is None or not source else committed_on_region.get((source, partition))
+        derived = None if read is None else to_here(table, read)
         kept = committed_on_survivor.get((topic, partition))
-        if kept is not None and topic in local_topics:
-            derived = _derived(region, survivor, topic, partition, committed_on_region, syncs, first, last)
-            if derived is not None and derived.offset > kept:  # an older stay's commit: the group read on since
-                found.append(derived)
-            else:
-                found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
+        if derived is not None and (kept is None or max(first, min(derived, last)) > kept):
+            offset = max(first, min(derived, last))
+            why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}"
+            found.append(Position(topic, partition, offset, "translated", 0, why))
         elif kept is not None:
             found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
-        elif topic in local_topics:
-            copy = f"{survivor}.{topic}"
-            if committed_on_region is None:
-                found.append(
-                    at_start(every, f"{here}: {region} unreadable, what the group read of {copy} there is unknown")
-                )
-            elif (copy, partition) not in committed_on_region:
-                found.append(at_start(0, f"{here}: the group never committed {copy}:{partition} on {region}"))
-            else:
-                read = committed_on_region[(copy, partition)]
-                derived = _derived(region, survivor, topic, partition, committed_on_region, syncs, first, last)
-                found.append(
-                    derived
-                    or at_start(min(read, every), f"{here}: no offset sync of {copy}:{partition} at or below {read}")
-                )
+        elif committed_on_region is None:
+            why = f"{here}: {region} unreadable, what the group read there is unknown"
+            found.append(Position(topic, partition, first, "start", last - first, why))
+        elif read is None:
+            why = f"{here}: the group never committed {source or topic}:{partition} on {region}"
+            found.append(Position(topic, partition, first, "start", 0 if source else last - first, why))
         else:
-            origin_topic = topic.partition(".")[2]
-            read_there = None if committed_on_region is None else committed_on_region.get((origin_topic, partition))
-            rereads = every if committed_on_region is None else min(read_there or 0, every)
-            found.append(at_start(rereads, f"{here}: no translated offset from the link's checkpoints"))
+            why = f"{here}: no offset sync of {source}:{partition} for its commit {read} on {region}"
+            found.append(Position(topic, partition, first, "start", min(read, last - first), why))
     return found
-
-
-def _derived(
-    region: str,
-    survivor: str,
-    topic: str,
-    partition: int,
-    committed_on_region: Offsets | None,
-    syncs: dict[tuple[str, int], list[tuple[int, int]]],
-    first: int,
-    last: int,
-) -> Position | None:
-    """The position on the survivor's ``topic`` derived from the group's commit on its copy on the region."""
-    copy = f"{survivor}.{topic}"
-    read = (committed_on_region or {}).get((copy, partition))
-    if read is None:
-        return None
-    origin = origin_offset(syncs.get((topic, partition), []), read)
-    if origin is None:
-        return None
-    offset = max(first, min(origin, last))
-    why = f"{topic}:{partition}: {copy}:{partition} read to {read} on {region} = {offset} on {survivor}"
-    return Position(topic, partition, offset, "translated", 0, why)
 
 
 def commits_of(positions: list[Position]) -> Offsets:

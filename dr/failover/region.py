@@ -188,9 +188,10 @@ def clients(ctx: Context) -> StepResult:
 
 
 def _settled_commits(ctx: RegionContext, group: str, copies: list[str], settle_s: float = 3.0) -> Offsets:
-    """The group's commits on A once its consumers there stopped advancing on ``copies`` (the links are
-    stopped, so those copies no longer grow): every committed partition at its end, no change for a
-    second, or ``settle_s`` — a later commit on A only means records read twice on B, never skipped."""
+    """The group's commits on A once its consumers there stopped advancing on ``copies`` (A's topics and
+    ``B.<topic>``: fenced and the links stopped, they no longer grow): every committed partition at its end,
+    no change for a second, or ``settle_s`` — a later commit on A only means records read twice on B,
+    never skipped."""
     deadline = time.monotonic() + settle_s
     last = committed_offsets(ctx.a_ep, group)
     still_since = time.monotonic()
@@ -221,6 +222,10 @@ def consumer_groups(ctx: Context) -> StepResult:
     syncs = read_offset_syncs(ctx.b_ep, ctx.region, local)  # link B→A in dedicated mode: on its source B
     if not syncs and a_up:
         syncs = read_offset_syncs(ctx.a_ep, ctx.region, local)  # on Kafka Connect: on its target A
+    # link A→B: on its source A in dedicated mode, on B on Kafka Connect; a lagging checkpoint is caught up
+    forward = read_offset_syncs(ctx.a_ep, ctx.survivor, local) if a_up else {}
+    if a_up and not forward:
+        forward = read_offset_syncs(ctx.b_ep, ctx.survivor, local)
     found: dict[str, Any] = {}
     gaps: list[str] = []
     refused: list[str] = []
@@ -231,7 +236,7 @@ def consumer_groups(ctx: Context) -> StepResult:
         on_a: Offsets | None = None
         if a_up:
             on_a = (
-                _settled_commits(ctx, group, copies_on_a)
+                _settled_commits(ctx, group, [*local, *copies_on_a])
                 if ctx.mode == "planned"
                 else committed_offsets(ctx.a_ep, group)
             )
@@ -247,6 +252,7 @@ def consumer_groups(ctx: Context) -> StepResult:
             committed_on_survivor=on_b,
             start=start,
             end={tp: n for tp, n in end.items() if tp[0] in mine},
+            forward_syncs=forward,
         )
         try:
             commit_group_offsets(ctx.b_ep, group, commits_of(positions))

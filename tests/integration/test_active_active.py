@@ -26,7 +26,8 @@ from dr.failover.region import recover_region, run_region_failover
 from dr.failover.rejoin import run_region_rejoin
 from dr.failover.status import status_report
 from dr.failover.steps import FailoverOptions
-from dr.failover.traffic import read_keys
+from dr.failover.summary import FailoverSummary
+from dr.failover.traffic import ConfigSource, ProducerLoop, read_keys, start_config
 from dr.kafka.client import Endpoint, admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
@@ -246,11 +247,45 @@ def _both_ways_after_rejoin(estate: Estate, tag: str) -> tuple[list[str], list[s
     return home, on_b
 
 
+def _rejoin_under_traffic(ref: StackRef, tag: str) -> tuple[FailoverSummary, float]:
+    """The rejoin of A while shop-a writes from its published file (on B, then on A once A's is published):
+    none of its writes is refused (issue 34: B's were removed before A's file was published). Returns the
+    summary and the rejoin's seconds; prints the application's figures."""
+    estate = Estate(load_stack_file(ref.stack_file), ref.state_dir)
+    clusters = {estate.local_cluster(c).bootstrap: c for c in ("A", "B")}
+    app = estate.topology.principals.application("shop-a")
+    b_bootstrap = estate.local_cluster("B").bootstrap
+    conf = start_config(estate, ref.state_dir, app, "B", b_bootstrap)
+    conf.pop("group.id", None)
+    assert conf["bootstrap.servers"] == b_bootstrap, "shop-a starts from its published file for B"
+    writer = ProducerLoop(conf, "B", "orders", 100, ConfigSource(ref.state_dir, "shop-a", clusters), tag)
+    writer.start()
+    time.sleep(1)
+    t0 = time.monotonic()
+    try:
+        summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
+    finally:
+        rejoin_s = time.monotonic() - t0
+        time.sleep(2)
+        writer.stop()
+    on_b, on_a = writer.ack_times("B"), writer.ack_times("A")
+    assert on_b and on_a, (len(on_b), len(on_a))
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    moved_within = (journal.step("rejoin-release").outcome or {})["details"]["moved_within_s"]
+    print(
+        f"rejoin under shop-a's traffic: {len(writer.failed)} writes refused or unanswered "
+        f"({sorted(set(writer.failed.values()))}); last ack on B → first on A {min(on_a) - max(on_b):+.2f}s; "
+        f"A's file published {moved_within}s before B's writes were removed"
+    )
+    assert not writer.failed, f"{len(writer.failed)} of shop-a's writes refused during the rejoin"
+    assert moved_within is not None and moved_within > 0
+    return summary, rejoin_s
+
+
 def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str, Any]) -> None:
     ref = env["ref"]
-    t0 = time.monotonic()
-    summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
-    rejoin_s = time.monotonic() - t0
+    summary, rejoin_s = _rejoin_under_traffic(ref, "rj1")
     assert all(s.status == "done" for s in summary.steps), summary.steps
     after = load_stack_file(env["path"])
     assert after.cluster("A").role == "active" and not after.failover_done
@@ -360,9 +395,7 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     print(f"unplanned: re-read after the move {reread} of {len(read_on_a)} (A unreadable), skipped {len(skipped)}")
     _no_loop(b_admin)
     # fail back: A, rebuilt, rejoins; traffic both ways again
-    t1 = time.monotonic()
-    summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
-    rejoin_s = time.monotonic() - t1
+    summary, rejoin_s = _rejoin_under_traffic(ref, "rj2")
     assert all(s.status == "done" for s in summary.steps), summary.steps
     estate = Estate(load_stack_file(env["path"]), ref.state_dir)
     _both_ways_after_rejoin(estate, "r2")

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import struct
 
-from dr.failover.positions import Position, commits_of, origin_offset, positions_text, survivor_positions
+from dr.failover.positions import (
+    Position,
+    commits_of,
+    origin_offset,
+    positions_text,
+    survivor_positions,
+    target_offset,
+)
 from dr.kafka.offset_syncs import decode_offset_sync, offset_syncs_topic
 
 
@@ -80,7 +87,7 @@ def test_what_cannot_be_derived_starts_at_the_first_record_and_counts_its_reread
     assert unreadable[("A.orders", 0)].rereads_at_most == 9
     no_sync = {(p.topic, p.partition): p for p in _positions(syncs={})}
     assert no_sync[("orders", 0)].offset == 100 and no_sync[("orders", 0)].rereads_at_most == 40
-    assert "no offset sync of B.orders:0 at or below 40" in no_sync[("orders", 0)].why
+    assert "no offset sync of B.orders:0 for its commit 40 on A" in no_sync[("orders", 0)].why
     # a translation beyond the survivor's end (records the link copied then lost with B's tail) is clamped
     beyond = {(p.topic, p.partition): p for p in _positions(end={("orders", 0): 120})}
     assert beyond[("orders", 0)].offset == 120
@@ -103,3 +110,22 @@ def test_an_older_commit_on_the_survivor_gives_way_to_what_the_group_read_since(
         for p in _positions(committed_on_region=None, committed_on_survivor={("orders", 0): 120})
     }
     assert (blind[("orders", 0)].offset, blind[("orders", 0)].source) == (120, "kept")
+
+
+def test_the_regions_own_topic_is_translated_forwards_when_the_links_checkpoint_lags() -> None:
+    syncs = [(0, 0), (1, 1), (5, 2), (6, 3)]
+    assert target_offset(syncs, 5) == 2 and target_offset(syncs, 7) == 4 and target_offset(syncs, 3) == 2
+    assert target_offset([(10, 4)], 3) is None
+    # the link's last checkpoint put shop-a at 5 on A.orders; it read on to 7 on A's orders since
+    moved = _positions(
+        committed_on_region={("B.orders", 0): 40, ("orders", 0): 7},
+        forward_syncs={("orders", 0): [(i, i) for i in range(9)]},
+    )
+    found = {(p.topic, p.partition): p for p in moved}
+    assert (found[("A.orders", 0)].offset, found[("A.orders", 0)].source) == (7, "translated")
+    assert "orders:0 read to 7 on A = 7 on B" in found[("A.orders", 0)].why
+    # another peer's copy on B (C.orders) has no translation from A: from its first record
+    other = {
+        (p.topic, p.partition): p for p in _positions(end={("C.orders", 0): 12}, start={}, committed_on_survivor={})
+    }
+    assert (other[("C.orders", 0)].offset, other[("C.orders", 0)].rereads_at_most) == (0, 12)
