@@ -215,10 +215,11 @@ def release(ctx: Context) -> StepResult:
     timings = EstateStack(ctx.ref).up(ctx.desired, progress=ctx.progress)
     removed = time.time()
     lead = None if published_at is None else round(started - published_at, 3)
+    last = None if published_at is None else round(removed - published_at, 3)
     text = f"the returning applications' writes on {ctx.survivor} removed" + (
-        f" {lead:.1f}s after {ctx.region}'s client configuration was published (refusal window 0s for an "
-        f"application that follows its file within that time)"
-        if lead is not None
+        f" {lead:.1f}–{last:.1f}s after {ctx.region}'s client configuration was published: no write refused "
+        f"for an application that follows its file within {lead:.1f}s"
+        if lead is not None and last is not None
         else ""
     )
     return result(
@@ -228,6 +229,7 @@ def release(ctx: Context) -> StepResult:
         removal_started_at=round(started, 3),
         removed_at=round(removed, 3),
         moved_within_s=lead,
+        removed_within_s=last,
         refusal_window_s=0.0 if lead is not None and lead >= 0 else None,
         timings=timings,
     )
