@@ -116,6 +116,10 @@ def survivor_positions(
             offset = max(first, min(derived, last))
             why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}"
             found.append(Position(topic, partition, offset, "translated", 0, why))
+        elif kept is not None and committed_on_region is None and source:
+            # unknown how far the group read on the region since: everything after its commit may be a re-read
+            why = f"{here}: committed on {survivor} ({kept}); {region} unreadable, it may have read further there"
+            found.append(Position(topic, partition, kept, "kept", max(0, last - kept), why))
         elif kept is not None:
             found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
         elif committed_on_region is None:

@@ -260,7 +260,7 @@ def consumer_groups(ctx: Context) -> StepResult:
         except ClusterError as exc:  # the group already has members on B: its consumers moved on their own
             refused.append(f"{group} ({str(exc).splitlines()[0]})")
             committed = False
-        started = [p for p in positions if p.source == "start" and (p.rereads_at_most or on_a is None)]
+        started = [p for p in positions if p.source != "translated" and (p.rereads_at_most or on_a is None)]
         gaps += [f"{group}:{p.topic}-{p.partition}" for p in started]
         translated = {f"{t}-{p}": n for (t, p), n in sorted(on_b.items()) if t.startswith(f"{ctx.region}.")}
         local_a = {(t, p) for (t, p) in (on_a or {}) if t in local}
@@ -276,8 +276,9 @@ def consumer_groups(ctx: Context) -> StepResult:
         }
     unknown = "" if a_up else f"; {ctx.region} unreadable: what the groups read there is unknown"
     summary = f"{len(found)} groups positioned on {ctx.survivor} before the move{unknown}; " + (
-        f"{len(gaps)} partitions without a derived position, started at their first record "
-        f"({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
+        f"{len(gaps)} partitions without a derived position, resuming from the group's commit on "
+        f"{ctx.survivor} or their first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), "
+        "re-reading at most "
         f"{sum(v['rereads_at_most'] for v in found.values())} records"
         if gaps
         else "every partition's position derived from the group's commits (nothing re-read, nothing skipped)"

@@ -385,6 +385,10 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     # with auto.offset.reset=latest nothing it had not read is skipped
     positions = _positions(ref)
     assert {p["source"] for p in positions if p["topic"] == "orders"} <= {"start", "kept"}, positions
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    details = (journal.step("consumer-groups").outcome or {})["details"]
+    assert details["gaps"] and details["groups"]["shop-a"]["rereads_at_most"] > 0, "said: not derived, may re-read"
     unread = (set(wa.acked) - set(read_on_a)) | set(moved) | (set(wb.acked) - set(read_on_a))
     read_on_b = _consume(
         _app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=90, want=unread, reset="latest"

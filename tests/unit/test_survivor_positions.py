@@ -110,6 +110,7 @@ def test_an_older_commit_on_the_survivor_gives_way_to_what_the_group_read_since(
         for p in _positions(committed_on_region=None, committed_on_survivor={("orders", 0): 120})
     }
     assert (blind[("orders", 0)].offset, blind[("orders", 0)].source) == (120, "kept")
+    assert blind[("orders", 0)].rereads_at_most == 40 and "A unreadable" in blind[("orders", 0)].why
 
 
 def test_the_regions_own_topic_is_translated_forwards_when_the_links_checkpoint_lags() -> None:
