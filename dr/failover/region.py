@@ -7,9 +7,11 @@ pipeline's own machinery (:class:`~dr.failover.journal.Journal`, :class:`~dr.fai
 1. preflight — the survivor B is healthy; A's reachability; the lag of the link A→B per partition;
 2. fence-drain — planned: A's applications lose their write ACLs on A, and the link A→B drains to lag 0;
 3. move — the links A→B and B→A stop; A's applications get their write ACLs on B (their new home);
-4. clients — B's client configuration for every application that moves;
-5. consumer-groups — the moved groups' translated offsets on the remote topics ``A.<topic>`` of B
-   (MirrorMaker 2's checkpoints and offset sync);
+4. consumer-groups — before anything is published, each moved group's position on B: on B's own
+   ``<topic>`` from what it had consumed of ``B.<topic>`` on A (the link B→A's offset syncs map it back:
+   :mod:`dr.failover.positions`), on ``A.<topic>`` MirrorMaker 2's translation (checkpoints, offset
+   sync); a partition without one starts at its first record — never skipping — and is listed;
+5. clients — B's client configuration for every application that moves;
 6. desired-state — A decommissioned, the links of A gone, the applications' home B; ``pulumi up``;
 7. integrity — A's topics against their remote copies ``A.<topic>`` on B when A is readable: the records
    never replicated are listed (``drctl failover --region A --recover`` replays them into ``A.<topic>``);
@@ -35,6 +37,7 @@ from dr.failover.converge import Converger
 from dr.failover.health import listening
 from dr.failover.journal import Journal
 from dr.failover.pipeline import OnStep, already_finished, refuse_damaged_state, run_frame
+from dr.failover.positions import commits_of, positions_text, survivor_positions
 from dr.failover.site_loss import (
     SiteContext,
     decommission,
@@ -54,7 +57,8 @@ from dr.failover.site_loss import (
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult, desired_state
 from dr.failover.summary import FailoverSummary
 from dr.kafka.client import create_acls
-from dr.kafka.offsets import committed_offsets
+from dr.kafka.offset_syncs import read_offset_syncs
+from dr.kafka.offsets import Offsets, commit_group_offsets, committed_offsets, end_offsets, start_offsets
 from dr.topology import Kind, Link, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import peer_rules
 from dr.topology.active_active import (
@@ -62,6 +66,7 @@ from dr.topology.active_active import (
     is_active_active,
     moving_applications,
     remote_topic,
+    remote_topics_on,
     survivor_for,
 )
 
@@ -182,35 +187,118 @@ def clients(ctx: Context) -> StepResult:
     return published(ctx, ctx.survivor, ctx.moving)
 
 
+def _settled_commits(ctx: RegionContext, group: str, copies: list[str], settle_s: float = 3.0) -> Offsets:
+    """The group's commits on A once its consumers there stopped advancing on ``copies`` (A's topics and
+    ``B.<topic>``: fenced and the links stopped, they no longer grow): every committed partition at its end,
+    no change for a second, or ``settle_s`` — a later commit on A only means records read twice on B,
+    never skipped."""
+    deadline = time.monotonic() + settle_s
+    last = committed_offsets(ctx.a_ep, group)
+    still_since = time.monotonic()
+    while time.monotonic() < deadline:
+        ends = end_offsets(ctx.a_ep, copies, timeout=5.0)
+        mine = {tp: n for tp, n in last.items() if tp[0] in copies}
+        if all(n >= ends.get(tp, 0) for tp, n in mine.items()) or time.monotonic() - still_since >= 1.0:
+            break
+        time.sleep(0.25)
+        now = committed_offsets(ctx.a_ep, group)
+        if now != last:
+            last, still_since = now, time.monotonic()
+    return last
+
+
 def consumer_groups(ctx: Context) -> StepResult:
-    """The moving groups' translated offsets on ``A.<topic>`` of B, against their last commits on A."""
+    """Before the moved applications' configuration is published: every moved group gets a committed
+    offset on each partition of its topics on B — B's own ``<topic>`` derived from what it had consumed
+    of ``B.<topic>`` on A (offset syncs of the link B→A), ``A.<topic>`` translated by the link A→B's
+    checkpoints — so none of its consumers falls back to ``auto.offset.reset``. What cannot be derived
+    starts at the partition's first record (never skipping) and is listed with the re-reads it may cost."""
     assert isinstance(ctx, RegionContext)
     a_up = listening(ctx.a_ep.bootstrap)
+    local = ctx.topics
+    copies_on_a = [remote_topic(ctx.survivor, t) for t in local]
+    on_survivor = [*local, *remote_topics_on(ctx.original, ctx.survivor, local)]
+    start, end = start_offsets(ctx.b_ep, on_survivor), end_offsets(ctx.b_ep, on_survivor)
+    syncs = read_offset_syncs(ctx.b_ep, ctx.region, local)  # link B→A in dedicated mode: on its source B
+    if not syncs and a_up:
+        syncs = read_offset_syncs(ctx.a_ep, ctx.region, local)  # on Kafka Connect: on its target A
+    # link A→B: on its source A in dedicated mode, on B on Kafka Connect; a lagging checkpoint is caught up
+    forward = read_offset_syncs(ctx.a_ep, ctx.survivor, local) if a_up else {}
+    if a_up and not forward:
+        forward = read_offset_syncs(ctx.b_ep, ctx.survivor, local)
     found: dict[str, Any] = {}
     gaps: list[str] = []
+    refused: list[str] = []
     for name in ctx.moving:
         group = ctx.original.principals.application(name).consumer_group
         if not group:
             continue
+        on_a: Offsets | None = None
+        if a_up:
+            on_a = (
+                _settled_commits(ctx, group, [*local, *copies_on_a])
+                if ctx.mode == "planned"
+                else committed_offsets(ctx.a_ep, group)
+            )
         on_b = committed_offsets(ctx.b_ep, group)
+        reads = [t for t in local if t in ctx.original.consumed_by(ctx.original.principals.application(name))]
+        mine = {*reads, *remote_topics_on(ctx.original, ctx.survivor, reads)}
+        positions = survivor_positions(
+            region=ctx.region,
+            survivor=ctx.survivor,
+            local_topics=reads,
+            committed_on_region=on_a,
+            syncs=syncs,
+            committed_on_survivor=on_b,
+            start=start,
+            end={tp: n for tp, n in end.items() if tp[0] in mine},
+            forward_syncs=forward,
+        )
+        try:
+            commit_group_offsets(ctx.b_ep, group, commits_of(positions))
+            committed = True
+        except ClusterError as exc:  # the group already has members on B: its consumers moved on their own
+            refused.append(f"{group} ({str(exc).splitlines()[0]})")
+            committed = False
+        started = [p for p in positions if p.source != "translated" and (p.rereads_at_most or on_a is None)]
+        gaps += [f"{group}:{p.topic}-{p.partition}" for p in started]
         translated = {f"{t}-{p}": n for (t, p), n in sorted(on_b.items()) if t.startswith(f"{ctx.region}.")}
-        on_a = committed_offsets(ctx.a_ep, group) if a_up else {}
-        local = {(t, p) for (t, p) in on_a if t in ctx.topics}
-        missing = sorted(f"{ctx.remote(t)}-{p}" for (t, p) in local if (ctx.remote(t), p) not in on_b)
-        gaps += [f"{group}:{m}" for m in missing]
-        found[group] = {"translated": translated, "committed_on_region": len(local), "untranslated": missing}
-    summary = f"{len(found)} groups; {len(gaps)} partitions without a translated offset" + (
-        f" ({', '.join(gaps[:5])}) — those start per auto.offset.reset" if gaps else ""
+        local_a = {(t, p) for (t, p) in (on_a or {}) if t in local}
+        missing = sorted(f"{ctx.remote(t)}-{p}" for (t, p) in local_a if (ctx.remote(t), p) not in on_b)
+        found[group] = {
+            "translated": translated,
+            "committed_on_region": None if on_a is None else len(local_a),
+            "untranslated": missing,
+            "positions": [p.to_json() for p in positions],
+            "positions_committed": committed,
+            "rereads_at_most": sum(p.rereads_at_most for p in positions),
+            "text": positions_text(group, positions),
+        }
+    unknown = "" if a_up else f"; {ctx.region} unreadable: what the groups read there is unknown"
+    summary = f"{len(found)} groups positioned on {ctx.survivor} before the move{unknown}; " + (
+        f"{len(gaps)} partitions without a derived position, resuming from the group's commit on "
+        f"{ctx.survivor} or their first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), "
+        "re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records"
+        if gaps
+        else "every partition's position derived from the group's commits (nothing re-read, nothing skipped)"
     )
-    return result("done", summary, groups=found, gaps=gaps)
+    if refused:
+        summary += f"; not set (the group already has members on {ctx.survivor}): {', '.join(refused)}"
+    return result("done", summary, groups=found, gaps=gaps, refused=refused)
 
 
 REGION_STEPS: list[Step] = [
     Step("preflight", preflight, "check B's health, A's reachability and the lag of A→B", _inputs),
     Step("fence-drain", fence_drain, "planned: fence A's applications on A, drain A→B to lag 0", _inputs),
     Step("move", move, "stop the links A→B and B→A; grant A's applications their writes on B", _inputs),
+    Step(
+        "consumer-groups",
+        consumer_groups,
+        "position the moved groups on B's <topic> (from B.<topic> on A) and A.<topic>, before they move",
+        _inputs,
+    ),
     Step("clients", clients, "publish B's client configuration for A's applications", _inputs),
-    Step("consumer-groups", consumer_groups, "check the moved groups' translated offsets on A.<topic>", _inputs),
     Step(
         "desired-state", desired_state, "write A decommissioned, its links gone, its apps homed on B; converge", _inputs
     ),

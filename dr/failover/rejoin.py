@@ -8,10 +8,14 @@ every record of A verified on B or replayed there). Journaled and resumable like
 2. rebuild — a local A is wiped (its old records are all in ``A.<topic>`` on B: the failover's
    integrity step proved it) so ``pulumi up`` creates it fresh; an external A is the team's rebuilt
    cluster, which must answer;
-3. desired-state — A ``active`` again, its links A→B and B→A back, the applications that moved home
-   again (``home: A``); ``pulumi up``; then the link B→A copies B's topics into ``B.<topic>`` on A;
-4. clients — A's client configuration for every returning application;
-5. consumer-groups — each returning group: what it has not read yet of ``A.<topic>`` on B (those
+3. desired-state — A ``active`` again, its links A→B and B→A back, the returning applications still
+   homed on B (their writes kept there); ``pulumi up``; then the link B→A copies B's topics into
+   ``B.<topic>`` on A;
+4. clients — the returning applications' writes granted on A, then A's client configuration published
+   for them: they move while B still takes their writes, so none is refused;
+5. release — the applications homed on A again (``home: A``); ``pulumi up`` removes their writes on B;
+   the time they had to move (publication → removal) is journaled and printed;
+6. consumer-groups — each returning group: what it has not read yet of ``A.<topic>`` on B (those
    records stay only on B: the group reads them there before it moves, or reads them there later),
    and its offsets on ``B.<topic>`` of A translated by MirrorMaker 2 from its commits on B.
 
@@ -28,23 +32,34 @@ from typing import Any
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.estate.estate import Progress, acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.converge import read_stack_config, wait_copied
 from dr.failover.health import reachability
 from dr.failover.journal import Journal, failover_dir
 from dr.failover.pipeline import OnStep, run_frame
 from dr.failover.region import RegionContext, recovered_marker
-from dr.failover.site_loss import named_steps, open_site_run, plan_lines, published, require_healthy, result
+from dr.failover.site_loss import (
+    SiteOutcome,
+    named_steps,
+    open_site_run,
+    plan_lines,
+    published,
+    require_healthy,
+    require_writes,
+    result,
+)
 from dr.failover.steps import Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary
+from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
+from dr.topology.access import peer_rules
 from dr.topology.active_active import is_active_active, remote_topic
 
-__all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin"]
+__all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin", "staged_topology"]
 
 MODE = "rejoin"
 """The journal's mode of a rejoin (a region failover's is ``planned`` or ``unplanned``)."""
@@ -133,14 +148,27 @@ def rebuild(ctx: Context) -> StepResult:
     )
 
 
+def staged_topology(desired: Topology, before: Topology) -> Topology:
+    """The rejoin's first convergence (pure): ``desired`` — A active, its links back — with every application
+    still homed where it is in ``before``, so the returning applications keep their writes on B until A's
+    client configuration is published (:func:`release`)."""
+    homes = {a.name: a.home for a in before.principals.applications}
+    apps = [a.model_copy(update={"home": homes.get(a.name, a.home)}) for a in desired.principals.applications]
+    return desired.revised(principals=desired.principals.model_copy(update={"applications": apps}))
+
+
 def desired_state(ctx: Context) -> StepResult:
-    """Write A active, its links and its applications back; ``pulumi up``; B→A catches up."""
+    """Write A active and its links back, the returning applications still homed on B (their writes kept
+    there); ``pulumi up``; B→A catches up."""
     assert isinstance(ctx, RejoinContext)
     backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
-    written = ctx.write_stack(ctx.desired)
-    ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); pulumi up")
+    written = ctx.write_stack(staged_topology(ctx.desired, ctx.original))
+    ctx.say(
+        f"{ctx.region} active with its links, the returning applications' writes still on {ctx.survivor}: written "
+        f"to {ctx.stack_path} ({'changed' if written else 'already there'}); pulumi up"
+    )
     timings = EstateStack(ctx.ref).up(ctx.desired, refresh=True, progress=ctx.progress)
     t0 = time.monotonic()
     link = ctx._link(ctx.survivor, ctx.region)
@@ -164,9 +192,47 @@ def desired_state(ctx: Context) -> StepResult:
 
 
 def clients(ctx: Context) -> StepResult:
-    """A's client configuration for every returning application."""
+    """The returning applications' writes granted on A, then A's client configuration published for them
+    — while B still takes their writes, so none is refused whichever side it reaches."""
     assert isinstance(ctx, RejoinContext)
-    return published(ctx, ctx.region, ctx.returning)
+    grants = acl_bindings(peer_rules(ctx.desired, ctx.region))
+    create_acls(ctx.a_ep, grants)  # the release's `pulumi up` adopts them as declared
+    require_writes(ctx.a_ep, [a for a in ctx.returning if ctx.desired.principals.application(a).writes], ctx.region)
+    done = published(ctx, ctx.region, ctx.returning)
+    assert isinstance(done.outcome, SiteOutcome)
+    return result(done.status, done.summary, **done.outcome.details, published_at=round(time.time(), 3))
+
+
+def release(ctx: Context) -> StepResult:
+    """The final desired state (the returning applications homed on A) written; ``pulumi up`` removes their
+    writes on B. The time between A's configuration and that removal is the applications' window to move
+    without a refused write: measured and journaled."""
+    assert isinstance(ctx, RejoinContext)
+    published_at = ctx.journal.outcome("rejoin-clients").get("details", {}).get("published_at")
+    written = ctx.write_stack(ctx.desired)
+    ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); pulumi up")
+    started = time.time()
+    timings = EstateStack(ctx.ref).up(ctx.desired, progress=ctx.progress)
+    removed = time.time()
+    lead = None if published_at is None else round(started - published_at, 3)
+    last = None if published_at is None else round(removed - published_at, 3)
+    text = f"the returning applications' writes on {ctx.survivor} removed" + (
+        f" {lead:.1f}–{last:.1f}s after {ctx.region}'s client configuration was published: no write refused "
+        f"for an application that follows its file within {lead:.1f}s"
+        if lead is not None and last is not None
+        else ""
+    )
+    return result(
+        "done",
+        text,
+        published_at=published_at,
+        removal_started_at=round(started, 3),
+        removed_at=round(removed, 3),
+        moved_within_s=lead,
+        removed_within_s=last,
+        refusal_window_s=0.0 if lead is not None and lead >= 0 else None,
+        timings=timings,
+    )
 
 
 def consumer_groups(ctx: Context) -> StepResult:
@@ -218,8 +284,11 @@ def consumer_groups(ctx: Context) -> StepResult:
 REJOIN_STEPS: list[Step] = [
     Step("rejoin-preflight", preflight, "check B's health", _inputs),
     Step("rebuild", rebuild, "local A: remove its old data (all of it is on B); external A: it answers", _inputs),
-    Step("rejoin-desired-state", desired_state, "write A active, links A↔B, apps home A; pulumi up", _inputs),
-    Step("rejoin-clients", clients, "publish A's client configuration for the returning applications", _inputs),
+    Step(
+        "rejoin-desired-state", desired_state, "write A active, links A↔B (apps' writes kept on B); pulumi up", _inputs
+    ),
+    Step("rejoin-clients", clients, "grant the returning apps' writes on A, publish A's client configuration", _inputs),
+    Step("rejoin-release", release, "write the apps home A; pulumi up removes their writes on B", _inputs),
     Step("rejoin-consumer-groups", consumer_groups, "returning groups: unread on B, translated on A", _inputs),
 ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr.kafka.client import SILENT, Endpoint, kafka_errors
@@ -111,6 +111,32 @@ def end_offsets_together(readers: list[OffsetReader]) -> list[Offsets]:
     """Each reader's end offsets, the requests of every cluster in flight at once."""
     sent = [reader.request_end() for reader in readers]
     return [reader.collect_end(futures) for reader, futures in zip(readers, sent, strict=True)]
+
+
+def start_offsets(endpoint: Endpoint, topics: list[str], timeout: float = 15.0) -> Offsets:
+    """Log start offset of every partition of ``topics`` (missing topics are left out)."""
+    admin = _admin(endpoint, timeout)
+    with kafka_errors("reading start offsets", endpoint):
+        metadata = admin.list_topics(timeout=min(timeout, 10.0))
+    first = list_offsets(
+        admin, endpoint, {tp: OffsetSpec.earliest() for tp in partitions_of(metadata, topics)}, timeout
+    )
+    return {tp: info.offset for tp, info in first.items()}
+
+
+def commit_group_offsets(endpoint: Endpoint, group: str, offsets: Offsets, timeout: float = 15.0) -> None:
+    """Commit ``offsets`` for ``group`` (as the admin: AlterConsumerGroupOffsets). Kafka refuses it while
+    the group has members; that refusal is raised as :class:`~dr.base.errors.ClusterError`."""
+    if not offsets:
+        return
+    admin = _admin(endpoint, timeout)
+    parts = [TopicPartition(t, p, n) for (t, p), n in sorted(offsets.items())]
+    with kafka_errors(f"committing offsets of group {group!r}", endpoint):
+        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, parts)])
+        done = futures[group].result(timeout=timeout)
+        failed = [tp for tp in done.topic_partitions if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
 
 
 def partition_lag(source: Endpoint, target: Endpoint, topics: list[str]) -> Offsets:

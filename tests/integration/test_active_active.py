@@ -26,7 +26,8 @@ from dr.failover.region import recover_region, run_region_failover
 from dr.failover.rejoin import run_region_rejoin
 from dr.failover.status import status_report
 from dr.failover.steps import FailoverOptions
-from dr.failover.traffic import read_keys
+from dr.failover.summary import FailoverSummary
+from dr.failover.traffic import ConfigSource, ProducerLoop, read_keys, start_config
 from dr.kafka.client import Endpoint, admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
@@ -141,8 +142,10 @@ class _Writer(threading.Thread):
         producer.flush(10)
 
 
-def _consume(ep: Endpoint, topics: list[str], group: str, until: float, want: set[str] | None = None) -> list[str]:
-    consumer = Consumer(ep.config(**{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+def _consume(
+    ep: Endpoint, topics: list[str], group: str, until: float, want: set[str] | None = None, reset: str = "earliest"
+) -> list[str]:
+    consumer = Consumer(ep.config(**{"group.id": group, "auto.offset.reset": reset, "enable.auto.commit": False}))
     consumer.subscribe(topics)
     keys: list[str] = []
     deadline = time.monotonic() + until
@@ -162,9 +165,10 @@ def test_failover_of_region_a_under_traffic_loses_nothing_and_consumers_resume(e
     writer = _Writer(_app(estate, "A", "shop-a"))
     writer.start()
     time.sleep(3)
-    # shop-a's consumer reads A's local orders, commits, and stops (its group idle, so MM2 syncs it to B)
-    read_on_a = _consume(_app(estate, "A", "shop-a"), ["orders"], "shop-a", until=4)
-    assert read_on_a
+    # shop-a's consumer reads the global view on A (A's orders and B.orders, B's 300 records), commits, and
+    # stops (its group idle, so MM2 syncs it to B)
+    read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
+    assert {f"b-{i}" for i in range(300)} <= set(read_on_a)
     t0 = time.monotonic()
     summary = run_region_failover(
         ref, "A", options=FailoverOptions(mode="planned", drain_timeout=60, probe=False), progress=print
@@ -186,19 +190,37 @@ def test_failover_of_region_a_under_traffic_loses_nothing_and_consumers_resume(e
     # the moved producer writes B's local orders
     moved, errors = produce(_app(estate, "B", "shop-a"), "orders", [f"moved-{i}" for i in range(20)])
     assert not errors and len(moved) == 20
-    # the moved consumer resumes on B (local orders + A.orders) from its translated offsets: what it had
-    # not read on A is read now — nothing skipped
+    # the moved group was positioned on B before its configuration was published: on A.orders by the link's
+    # translation, on B's own orders from what it had read of B.orders on A (issue 34)
+    positions = _positions(ref)
+    assert {p["source"] for p in positions if p["topic"] == "orders"} == {"translated"}, positions
+    # the moved consumer resumes on B (local orders + A.orders) with auto.offset.reset=latest, Java's
+    # default: what it had not read on A is read now — nothing skipped — and what it had read (B's records,
+    # read there as B.orders) is not read again
     unread = set(writer.acked) - set(read_on_a)
-    read_on_b = _consume(_app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=60, want=unread | set(moved))
-    skipped = sorted(unread - set(read_on_b))
+    read_on_b = _consume(
+        _app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=60, want=unread | set(moved), reset="latest"
+    )
+    skipped = sorted((unread | set(moved)) - set(read_on_b))
     assert not skipped, f"{len(skipped)} records skipped by the resumed consumer, e.g. {skipped[:5]}"
     redelivered = len(set(read_on_a) & set(read_on_b))
+    reread_of_b = sum(1 for k in read_on_b if k.startswith("b-"))
+    assert reread_of_b == 0, f"{reread_of_b} of B's records read as B.orders on A were read again on B"
     print(
         f"up {env['up_s']:.1f}s; failover {failover_s:.1f}s; acked on A {len(writer.acked)}; "
-        f"re-read after the move {redelivered} of {len(read_on_a)}"
+        f"re-read after the move {redelivered} of {len(read_on_a)} (of B's own records: {reread_of_b}); "
+        f"skipped {len(skipped)}"
     )
     every = _topics(b_admin)
     assert not [t for t in every if t.startswith(("A.B.", "B.A."))]
+
+
+def _positions(ref: StackRef) -> list[dict[str, Any]]:
+    """The positions the last region failover's consumer-groups step gave shop-a on the survivor."""
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    details = (journal.step("consumer-groups").outcome or {})["details"]
+    return list(details["groups"]["shop-a"]["positions"])
 
 
 def _no_loop(*eps: Endpoint) -> None:
@@ -225,11 +247,45 @@ def _both_ways_after_rejoin(estate: Estate, tag: str) -> tuple[list[str], list[s
     return home, on_b
 
 
+def _rejoin_under_traffic(ref: StackRef, tag: str) -> tuple[FailoverSummary, float]:
+    """The rejoin of A while shop-a writes from its published file (on B, then on A once A's is published):
+    none of its writes is refused (issue 34: B's were removed before A's file was published). Returns the
+    summary and the rejoin's seconds; prints the application's figures."""
+    estate = Estate(load_stack_file(ref.stack_file), ref.state_dir)
+    clusters = {estate.local_cluster(c).bootstrap: c for c in ("A", "B")}
+    app = estate.topology.principals.application("shop-a")
+    b_bootstrap = estate.local_cluster("B").bootstrap
+    conf = start_config(estate, ref.state_dir, app, "B", b_bootstrap)
+    conf.pop("group.id", None)
+    assert conf["bootstrap.servers"] == b_bootstrap, "shop-a starts from its published file for B"
+    writer = ProducerLoop(conf, "B", "orders", 100, ConfigSource(ref.state_dir, "shop-a", clusters), tag)
+    writer.start()
+    time.sleep(1)
+    t0 = time.monotonic()
+    try:
+        summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
+    finally:
+        rejoin_s = time.monotonic() - t0
+        time.sleep(2)
+        writer.stop()
+    on_b, on_a = writer.ack_times("B"), writer.ack_times("A")
+    assert on_b and on_a, (len(on_b), len(on_a))
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    moved_within = (journal.step("rejoin-release").outcome or {})["details"]["moved_within_s"]
+    print(
+        f"rejoin under shop-a's traffic: {len(writer.failed)} writes refused or unanswered "
+        f"({sorted(set(writer.failed.values()))}); last ack on B → first on A {min(on_a) - max(on_b):+.2f}s; "
+        f"A's file published {moved_within}s before B's writes were removed"
+    )
+    assert not writer.failed, f"{len(writer.failed)} of shop-a's writes refused during the rejoin"
+    assert moved_within is not None and moved_within > 0
+    return summary, rejoin_s
+
+
 def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str, Any]) -> None:
     ref = env["ref"]
-    t0 = time.monotonic()
-    summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
-    rejoin_s = time.monotonic() - t0
+    summary, rejoin_s = _rejoin_under_traffic(ref, "rj1")
     assert all(s.status == "done" for s in summary.steps), summary.steps
     after = load_stack_file(env["path"])
     assert after.cluster("A").role == "active" and not after.failover_done
@@ -270,7 +326,7 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     wa.start()
     wb.start()
     time.sleep(3)
-    read_on_a = _consume(_app(estate, "A", "shop-a"), ["orders"], "shop-a", until=4)
+    read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
     assert read_on_a
     # the idle group's last commits reach B's checkpoints and its group on B: waited for as an event, at most
     # the bound the link's intervals give (what this test slept before: 26 s)
@@ -324,16 +380,26 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     lost = sorted(set(wa.acked) - set(on_b))
     assert not lost, f"{len(lost)} records acknowledged by A lost, e.g. {lost[:5]}"
     assert set(wb.acked) | set(moved) <= set(read_keys(b_admin, "orders"))
-    # the moved consumer resumes on B from its translated offsets: nothing it had not read is skipped
-    unread = (set(wa.acked) - set(read_on_a)) | set(moved)
-    read_on_b = _consume(_app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=90, want=unread)
+    # A was gone when the group was positioned: on B's own orders nothing can be derived, so it resumes from
+    # its commit of its first stay on B, or else the first record (said so, with the re-reads that costs) —
+    # with auto.offset.reset=latest nothing it had not read is skipped
+    positions = _positions(ref)
+    assert {p["source"] for p in positions if p["topic"] == "orders"} <= {"start", "kept"}, positions
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    details = (journal.step("consumer-groups").outcome or {})["details"]
+    assert details["gaps"] and details["groups"]["shop-a"]["rereads_at_most"] > 0, "said: not derived, may re-read"
+    unread = (set(wa.acked) - set(read_on_a)) | set(moved) | (set(wb.acked) - set(read_on_a))
+    read_on_b = _consume(
+        _app(estate, "B", "shop-a"), ["^(A\\.)?orders$"], "shop-a", until=90, want=unread, reset="latest"
+    )
     skipped = sorted(unread - set(read_on_b))
     assert not skipped, f"{len(skipped)} records skipped by the resumed consumer, e.g. {skipped[:5]}"
+    reread = len(set(read_on_a) & set(read_on_b))
+    print(f"unplanned: re-read after the move {reread} of {len(read_on_a)} (A unreadable), skipped {len(skipped)}")
     _no_loop(b_admin)
     # fail back: A, rebuilt, rejoins; traffic both ways again
-    t1 = time.monotonic()
-    summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
-    rejoin_s = time.monotonic() - t1
+    summary, rejoin_s = _rejoin_under_traffic(ref, "rj2")
     assert all(s.status == "done" for s in summary.steps), summary.steps
     estate = Estate(load_stack_file(env["path"]), ref.state_dir)
     _both_ways_after_rejoin(estate, "r2")

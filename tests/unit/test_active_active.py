@@ -272,6 +272,24 @@ def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back()
     assert not [r for r in on_b if r[0] == "shop-a" and r[2] == "Write"], "shop-a writes its home A again"
 
 
+def test_the_rejoin_keeps_the_returning_writes_on_the_peer_until_its_clients_are_published() -> None:
+    """Issue 34: the first convergence of a rejoin leaves shop-a writing B; A's file is published (shop-a's
+    writes granted on A) before the release's convergence removes them from B."""
+    from dr.failover.rejoin import REJOIN_STEPS, rejoin_topology, staged_topology
+    from dr.topology.active_active import after_region_failover
+
+    before = load_topology("aa", _with())
+    failed = after_region_failover(before, "A", "B")
+    back = rejoin_topology(failed, before, "A")
+    staged = staged_topology(back, failed)
+    assert {a.name: a.home for a in staged.principals.applications} == {"shop-a": "B", "shop-b": "B"}
+    assert [(c.name, c.role) for c in staged.clusters] == [("A", "active"), ("B", "active")]
+    assert sorted(lk.name for lk in staged.links) == ["A-to-B", "B-to-A"] and not find_violations(staged)
+    assert [r for r in _rules(staged, "B") if r[0] == "shop-a" and r[2] == "Write"], "still writes B"
+    names = [s.name for s in REJOIN_STEPS]
+    assert names.index("rejoin-clients") < names.index("rejoin-release") < names.index("rejoin-consumer-groups")
+
+
 def test_a_region_failover_and_its_rejoin_keep_every_other_field_of_the_stack() -> None:
     from dr.failover.rejoin import rejoin_topology
     from dr.topology.active_active import after_region_failover
