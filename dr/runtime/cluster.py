@@ -271,7 +271,7 @@ class LocalCluster:
 
     def endpoint(self, user: str = ADMIN_USER) -> Endpoint:
         """How to reach this cluster as ``user`` (its password from the estate credentials)."""
-        return Endpoint(self.bootstrap, user, self.credentials.password(user))
+        return Endpoint(self.bootstrap, user, self.credentials.password(user), cluster=self.name)
 
     def node_dir(self, node_id: int) -> Path:
         """Directory of one node: config, data, pid and log."""
