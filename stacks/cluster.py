@@ -19,6 +19,7 @@ import pulumi_kafka as kafka
 
 from dr.base.errors import ConfigError
 from dr.kafka.tls import provider_tls, uses_sasl
+from dr.runtime.local_tls import local_tls_files
 from dr.topology import Cluster, Kind
 from dr.topology.transport import tls_files
 from stacks.kafka_sets import Connection
@@ -61,11 +62,12 @@ class KafkaCluster(pulumi.ComponentResource):
                     base_port=c.base_port or 0,
                     racks=list(c.racks),
                     state_dir=str(args.state_dir),
+                    tls=c.local_tls,
                 ),
                 pulumi.ResourceOptions(parent=self),
             )
             self.bootstrap_servers = self.local.bootstrap_servers
-            protocol, files = "SASL_PLAINTEXT", None
+            protocol, files = c.client_protocol, local_tls_files(args.state_dir) if c.local_tls else None
         elif c.kind is Kind.EXTERNAL:
             self.local = None
             if not c.bootstrap_servers:

@@ -294,14 +294,17 @@ def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
 def _client_tls(home: Any, state_dir: Path) -> dict[str, str]:
     """The trust settings an application's client needs for ``home`` (the CA as a path, never a key)."""
     from dr.kafka.tls import TlsFiles, java_tls
+    from dr.runtime.local_tls import local_tls_files
     from dr.topology.transport import tls_files
 
-    files = None if home.is_local else tls_files(home, state_dir)
+    files = tls_files(home, state_dir)
+    if home.is_local and home.local_tls:
+        files = local_tls_files(state_dir)
     if files is None:
         return {}
     ca_only = TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
     return {
-        **java_tls(home.security_protocol, ca_only),
+        **java_tls(home.client_protocol, ca_only),
         **({"ssl.ca.location": files.ca_location} if files.ca_location else {}),
     }
 
@@ -327,7 +330,7 @@ def _outputs(
             continue
         configs[app.name] = {
             "bootstrap.servers": clusters[home.name].bootstrap_servers,
-            "security.protocol": "SASL_PLAINTEXT" if home.is_local else home.security_protocol,
+            "security.protocol": home.client_protocol,
             "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
             "sasl.username": app.name,
             "sasl.password": passwords[app.name],

@@ -100,7 +100,7 @@ class Estate:
                 "manage external clusters with their own tooling; only local ones run here",
             )
         return LocalCluster(
-            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks)),
+            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks), tls=c.local_tls),
             self.state,
             self.credentials,
         )

@@ -121,6 +121,8 @@ def _kept_json(path: Path, written: frozenset[str] = frozenset()) -> dict[str, A
 
 def _app_tls(estate: Estate, cluster: str, app: str) -> TlsFiles | None:
     """The application's TLS files: the cluster's CA, and under mutual TLS where its own certificate goes."""
+    if estate.topology.cluster(cluster).is_local:
+        return None
     files = tls_files(estate.topology.cluster(cluster), Path(estate.state))
     if files is None:
         return None
@@ -168,7 +170,8 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
     # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
     password = estate.app_password(app.name)
     if c.kind is Kind.LOCAL:
-        endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
+        # the local cluster's protocol and CA (local_tls), as the application
+        endpoint = estate.local_cluster(cluster).endpoint().with_user(app.name, password)
     else:
         endpoint = Endpoint(
             c.bootstrap_servers or "",

@@ -149,6 +149,10 @@ class Cluster(_Model):
     """Local only: one rack name per broker (default ``rack-1`` .. ``rack-N``)."""
     base_port: int | None = None
     """Local only: first port of the cluster's 100-port window."""
+    local_tls: bool = False
+    """Local only: serve clients SASL_SSL with a certificate of a CA the product makes for the estate
+    (``<state>/tls/local-ca.pem``, which every client of the product verifies); inter-broker and controller
+    traffic stays SASL_PLAINTEXT on 127.0.0.1."""
     bootstrap_servers: str | None = None
     """External only (optional for Confluent Cloud, whose endpoint the program exports): ``host:port,...``."""
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
@@ -189,6 +193,14 @@ class Cluster(_Model):
         """How many brokers a health check expects: the declared count of a local cluster; None for
         another kind, whose size this project does not declare."""
         return self.brokers if self.is_local else None
+
+    @property
+    def client_protocol(self) -> str:
+        """The security protocol clients use: a local cluster's own (SASL_SSL with ``local_tls``, else
+        SASL_PLAINTEXT), the declared one otherwise."""
+        if self.is_local:
+            return "SASL_SSL" if self.local_tls else "SASL_PLAINTEXT"
+        return self.security_protocol
 
     @property
     def port_window(self) -> range | None:

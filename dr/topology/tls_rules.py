@@ -33,10 +33,32 @@ def tls_problems(t: Topology) -> Iterator[Problem]:
     """(field path, problem, fix) of every broken transport rule of ``t``'s clusters."""
     for i, c in enumerate(t.clusters):
         yield from _cluster_problems(f"clusters[{i}]", c)
+    tls_local = {c.name for c in t.clusters if c.is_local and c.local_tls}
+    for i, cc in enumerate(t.connect_clusters):
+        if cc.is_local and cc.cluster in tls_local:
+            yield (
+                f"connect_clusters[{i}].cluster",
+                f"local Connect cluster {cc.name!r} lives on cluster {cc.cluster!r}, which runs local_tls: "
+                "local Connect workers over TLS are not supported yet",
+                "run the link as dedicated MirrorMaker 2 (no `connect`), or drop local_tls",
+            )
+    for i, link in enumerate(t.links):
+        if link.connect and {link.source, link.target} & tls_local:
+            yield (
+                f"links[{i}].connect",
+                f"link {link.name!r} runs on Connect between clusters of which one runs local_tls: not supported yet",
+                "remove `connect` (dedicated MirrorMaker 2 runs over TLS), or drop local_tls",
+            )
 
 
 def _cluster_problems(at: str, c: Cluster) -> Iterator[Problem]:
     name, tls = c.name, c.tls
+    if c.local_tls and not c.is_local:
+        yield (
+            f"{at}.local_tls",
+            f"is set on {c.kind} cluster {name!r}; only local clusters have a CA made by the product",
+            "remove it, and declare security_protocol and tls (its CA bundle) instead",
+        )
     if c.is_local:
         if tls is not None:
             yield (
