@@ -92,13 +92,17 @@ def admin_client(endpoint: Endpoint) -> AdminClient:
     return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, **SILENT}))
 
 
+#: What every TLS failure's message says (``drctl status`` tells it from a cluster that is gone).
+TLS_FAILED = "TLS to the brokers failed"
+
+
 def transport_failure(texts: Iterable[str], endpoint: Endpoint) -> ClusterError | None:
     """A :class:`ClusterError` naming the TLS cause among librdkafka's error texts (a certificate that
     does not verify, a handshake failure, a protocol that does not match the listener), with the step
     that fixes it; None when none of them is about TLS."""
     for text in texts:
         low = text.lower()
-        where = f"{endpoint.label}: TLS to the brokers failed: {text}"
+        where = f"{endpoint.label}: {TLS_FAILED}: {text}"
         if "certificate verify failed" in low or "unable to get local issuer" in low or "self-signed" in low:
             ca = endpoint.tls.ca_location if endpoint.tls is not None else None
             return ClusterError(
