@@ -59,9 +59,9 @@ class Connection(dict):
             password=pulumi.Output.secret(password),
             mechanism=mechanism,
             security_protocol=security_protocol,
-            # file paths and a flag only (dr.kafka.tls.TlsFiles): the key stays in its 0600 file
-            tls=tls,
         )
+        if tls:  # file paths and a flag only (dr.kafka.tls.TlsFiles): the key stays in its 0600 file
+            self["tls"] = tls
 
 
 def _endpoint(props: dict[str, Any]):  # noqa: ANN202 - dr.kafka.client.Endpoint

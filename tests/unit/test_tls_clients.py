@@ -265,3 +265,16 @@ def test_the_program_gives_each_provider_its_clusters_tls(tmp_path: Path, ca: Is
     assert not [v for v in plain_leaves(b) if "PRIVATE KEY" in str(v)]
     client = run.outputs["clientConfigs"]["app"]
     assert client["ssl.truststore.type"] == "PEM" and client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+
+
+def test_the_batched_sets_reach_the_cluster_with_its_tls_files() -> None:
+    from dataclasses import asdict
+
+    from stacks.kafka_sets import Connection, _endpoint
+
+    conn = Connection(
+        cluster="A", bootstrap="a:9093", username="u", password="p", mechanism="PLAIN", security_protocol="SASL_SSL"
+    )
+    assert "tls" not in conn  # a stack without TLS keeps the inputs it had
+    props = {**conn, "password": "p", "tls": asdict(TlsFiles("/ca.pem"))}
+    assert _endpoint(props).config()["ssl.ca.location"] == "/ca.pem"
