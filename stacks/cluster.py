@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kafka as kafka
 
 from dr.base.errors import ConfigError
+from dr.kafka.tls import provider_tls, uses_sasl
+from dr.runtime.local_tls import local_tls_files
 from dr.topology import Cluster, Kind
+from dr.topology.transport import tls_files
 from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 
@@ -58,11 +62,12 @@ class KafkaCluster(pulumi.ComponentResource):
                     base_port=c.base_port or 0,
                     racks=list(c.racks),
                     state_dir=str(args.state_dir),
+                    tls=c.local_tls,
                 ),
                 pulumi.ResourceOptions(parent=self),
             )
             self.bootstrap_servers = self.local.bootstrap_servers
-            tls = False
+            protocol, files = c.client_protocol, local_tls_files(args.state_dir) if c.local_tls else None
         elif c.kind is Kind.EXTERNAL:
             self.local = None
             if not c.bootstrap_servers:
@@ -71,7 +76,9 @@ class KafkaCluster(pulumi.ComponentResource):
                     f"set kafka-dr:clusters[{c.name}].bootstrapServers in the stack file",
                 )
             self.bootstrap_servers = pulumi.Output.from_input(c.bootstrap_servers)
-            tls = c.security_protocol == "SASL_SSL"
+            protocol = c.security_protocol
+            # PEMs declared in the stack (decrypted by the engine) become 0600 files under the state dir
+            files = tls_files(c, args.state_dir)
         else:
             raise ConfigError(
                 f"cluster {c.name!r}: kind {c.kind.value} is built by stacks.confluent.",
@@ -84,16 +91,25 @@ class KafkaCluster(pulumi.ComponentResource):
             username=args.admin_username,
             password=args.admin_password,
             mechanism=mechanism,
-            security_protocol="SASL_SSL" if tls else "SASL_PLAINTEXT",
+            security_protocol=protocol,
+            tls=asdict(files) if files is not None else None,
         )
+        tls: dict[str, Any] = provider_tls(protocol, files)
+        if "client_key" in tls:
+            tls["client_key"] = pulumi.Output.secret(tls["client_key"])
+        login: dict[str, Any] = {}
+        if uses_sasl(protocol):  # mutual TLS (SSL): the client certificate is the login
+            login = {
+                "sasl_username": args.admin_username,
+                "sasl_password": pulumi.Output.secret(args.admin_password),
+                "sasl_mechanism": _MECHANISMS[mechanism],
+            }
         self.provider = kafka.Provider(
             f"{c.name}-kafka",
             bootstrap_servers=self.bootstrap_servers.apply(lambda s: s.split(",")),
-            sasl_username=args.admin_username,
-            sasl_password=pulumi.Output.secret(args.admin_password),
-            sasl_mechanism=_MECHANISMS[mechanism],
-            tls_enabled=tls,
             kafka_version="2.7.0",
             opts=pulumi.ResourceOptions(parent=self),
+            **login,
+            **tls,
         )
         self.register_outputs({"role": self.role, "bootstrap_servers": self.bootstrap_servers})

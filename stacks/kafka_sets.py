@@ -33,7 +33,7 @@ die_with_engine()  # in the provider process: exit when the engine does
 __all__ = ["AclSet", "Connection", "TopicSet", "acl_binding"]
 
 #: Inputs naming where and as whom: a change of these alone is an update, never a replacement.
-_CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol")
+_CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol", "tls")
 _TIMEOUT = 60.0
 
 
@@ -50,6 +50,7 @@ class Connection(dict):
         password: pulumi.Input[str],
         mechanism: str,
         security_protocol: str,
+        tls: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             cluster=cluster,
@@ -59,18 +60,23 @@ class Connection(dict):
             mechanism=mechanism,
             security_protocol=security_protocol,
         )
+        if tls:  # file paths and a flag only (dr.kafka.tls.TlsFiles): the key stays in its 0600 file
+            self["tls"] = tls
 
 
 def _endpoint(props: dict[str, Any]):  # noqa: ANN202 - dr.kafka.client.Endpoint
     die_with_engine()
     from dr.kafka.client import Endpoint
+    from dr.kafka.tls import TlsFiles
 
+    tls = props.get("tls")
     return Endpoint(
         str(props["bootstrap"]),
         str(props["username"]),
         str(props["password"]),
         str(props["security_protocol"]),
         str(props["mechanism"]),
+        TlsFiles(**tls) if tls else None,
     )
 
 

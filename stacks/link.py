@@ -54,6 +54,8 @@ class ReplicationLink(pulumi.ComponentResource):
                 intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir),
                 replication_policy=DEFAULT_POLICY if prefixed_link(args.topology, link) else None,
+                source_tls=source.local_tls,
+                target_tls=target.local_tls,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )

@@ -26,7 +26,7 @@ die_with_engine()  # in the provider process: exit when the engine does
 __all__ = ["LocalKafkaCluster", "LocalKafkaClusterArgs"]
 
 #: Inputs whose change means another cluster (new storage): replace, never update in place.
-_IDENTITY = ("name", "brokers", "base_port", "racks", "state_dir")
+_IDENTITY = ("name", "brokers", "base_port", "racks", "state_dir", "tls")
 _KEEP_RUNNING = ("active", "passive")
 
 
@@ -39,6 +39,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalC
         brokers=int(props["brokers"]),
         base_port=int(props["base_port"]),
         racks=tuple(props.get("racks") or ()),
+        tls=bool(props.get("tls")),
     )
     return LocalCluster(spec, Path(props["state_dir"]))
 
@@ -101,8 +102,12 @@ class _LocalClusterProvider(ResourceProvider):
 class LocalKafkaClusterArgs(dict):
     """Inputs of :class:`LocalKafkaCluster` (plain values: the dynamic provider serialises them)."""
 
-    def __init__(self, *, name: str, role: str, brokers: int, base_port: int, racks: list[str], state_dir: str) -> None:
+    def __init__(
+        self, *, name: str, role: str, brokers: int, base_port: int, racks: list[str], state_dir: str, tls: bool = False
+    ) -> None:
         super().__init__(name=name, role=role, brokers=brokers, base_port=base_port, racks=racks, state_dir=state_dir)
+        if tls:  # only a TLS cluster carries the key: plaintext stacks keep the inputs they had
+            self["tls"] = True
 
 
 class LocalKafkaCluster(Resource):

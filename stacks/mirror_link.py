@@ -35,6 +35,8 @@ _CONFIG = (
     "intervals",
     "state_dir",
     "replication_policy",
+    "source_tls",
+    "target_tls",
 )
 
 
@@ -45,10 +47,22 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
 
     state = Path(props["state_dir"])
     source = LocalCluster(
-        ClusterSpec(props["source"], brokers=int(props["source_brokers"]), base_port=int(props["source_port"])), state
+        ClusterSpec(
+            props["source"],
+            brokers=int(props["source_brokers"]),
+            base_port=int(props["source_port"]),
+            tls=bool(props.get("source_tls")),
+        ),
+        state,
     )
     target = LocalCluster(
-        ClusterSpec(props["target"], brokers=int(props["target_brokers"]), base_port=int(props["target_port"])), state
+        ClusterSpec(
+            props["target"],
+            brokers=int(props["target_brokers"]),
+            base_port=int(props["target_port"]),
+            tls=bool(props.get("target_tls")),
+        ),
+        state,
     )
     return MirrorMaker(
         source,
@@ -117,6 +131,8 @@ class MirrorMakerProcessArgs(dict):
         intervals: dict[str, int],
         state_dir: str,
         replication_policy: str | None = None,
+        source_tls: bool = False,
+        target_tls: bool = False,
     ) -> None:
         # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
         policy = {"replication_policy": replication_policy} if replication_policy else {}
@@ -137,6 +153,10 @@ class MirrorMakerProcessArgs(dict):
         # inputs exactly, so upgrading does not restart their MirrorMaker 2.
         if replication_policy:
             self["replication_policy"] = replication_policy
+        # likewise only the TLS end of a link carries its flag
+        for key, tls in (("source_tls", source_tls), ("target_tls", target_tls)):
+            if tls:
+                self[key] = True
 
 
 class MirrorMakerProcess(Resource):

@@ -100,7 +100,7 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
         return ADMIN_USER, credentials.password(ADMIN_USER)
     from dr.topology.external import external_endpoint
 
-    ep = external_endpoint(cluster)
+    ep = external_endpoint(cluster, state=Path(credentials.path).parent)
     return ep.username, ep.password
 
 
@@ -191,7 +191,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 ],
             ),
         )
-    out = {**_outputs(topology, clusters, passwords), "credentials": _generated(topology, credentials)}
+    out = {**_outputs(topology, clusters, passwords, state_dir), "credentials": _generated(topology, credentials)}
     if topology.provisioning == "batched":  # only then: the outputs of existing stacks stay as they were
         out["provisioning"] = topology.provisioning
     return out
@@ -252,11 +252,10 @@ def _internal_rf(topology: Topology, target: str, credentials: Any) -> int | Non
     if c.internal_topics_replication_factor is not None:
         return c.internal_topics_replication_factor
     from dr.kafka.client import cluster_metadata
+    from dr.topology.external import external_endpoint
 
-    user, password = _admin(c, credentials)
-    from dr.kafka.client import Endpoint
-
-    ep = Endpoint(c.bootstrap_servers or "", user, password, c.security_protocol, c.sasl_mechanism)
+    _user, password = _admin(c, credentials)
+    ep = external_endpoint(c, password, Path(credentials.path).parent)
     try:
         brokers = len(cluster_metadata(ep).brokers)
     except DRError as exc:
@@ -292,7 +291,27 @@ def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
     return {"scram_users": False, "skip_topics": frozenset(mirrored_topics(topology, cluster.name))}
 
 
-def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]]) -> dict[str, Any]:
+def _client_tls(home: Any, state_dir: Path) -> dict[str, str]:
+    """The trust settings an application's client needs for ``home`` (the CA as a path, never a key)."""
+    from dr.kafka.tls import TlsFiles, java_tls
+    from dr.runtime.local_tls import local_tls_files
+    from dr.topology.transport import tls_files
+
+    files = tls_files(home, state_dir)
+    if home.is_local and home.local_tls:
+        files = local_tls_files(state_dir)
+    if files is None:
+        return {}
+    ca_only = TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
+    return {
+        **java_tls(home.client_protocol, ca_only),
+        **({"ssl.ca.location": files.ca_location} if files.ca_location else {}),
+    }
+
+
+def _outputs(
+    topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]], state_dir: Path
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "clusters": {
             name: {"role": topology.cluster(name).role.value, "bootstrapServers": k.bootstrap_servers}
@@ -311,10 +330,11 @@ def _outputs(topology: Topology, clusters: dict[str, Any], passwords: dict[str, 
             continue
         configs[app.name] = {
             "bootstrap.servers": clusters[home.name].bootstrap_servers,
-            "security.protocol": "SASL_PLAINTEXT" if home.is_local else home.security_protocol,
+            "security.protocol": home.client_protocol,
             "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
             "sasl.username": app.name,
             "sasl.password": passwords[app.name],
+            **_client_tls(home, state_dir),
         }
     if configs:
         out["clientConfigs"] = pulumi.Output.secret(configs)

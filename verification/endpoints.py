@@ -1,7 +1,10 @@
 """Turn command-line choices into sides: a stack's cluster (resolved by the caller), explicit bootstrap + credentials, or an archive.
 
 Credentials files are JSON ``{"username": ..., "password": ...}`` (optionally
-``"security_protocol"`` and ``"sasl_mechanism"``) and must be readable by their owner only (0600).
+``"security_protocol"`` and ``"sasl_mechanism"``, and over TLS ``"ssl_ca_location"`` — the CA bundle's
+PEM path — with, for mutual TLS, ``"ssl_certificate_location"``, ``"ssl_key_location"`` and
+``"ssl_keystore_location"``, and ``"ssl_hostname_verification": false`` to turn the host check off) and
+must be readable by their owner only (0600).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 from dr.base.errors import ConfigError
 from dr.kafka.client import Endpoint
+from dr.kafka.tls import TlsFiles
 from verification.sides import ArchiveSide, KafkaSide, Side
 
 __all__ = ["StackResolver", "endpoint_from_file", "load_credentials", "parse_cutoff", "resolve_side"]
@@ -71,7 +75,17 @@ def endpoint_from_file(
         creds["password"],
         creds.get("security_protocol", security_protocol),
         creds.get("sasl_mechanism", sasl_mechanism),
+        _tls(creds),
     )
+
+
+def _tls(creds: dict[str, str]) -> TlsFiles | None:
+    keys = ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location", "ssl_keystore_location")
+    if not any(creds.get(k) for k in (*keys, "ssl_hostname_verification")):
+        return None
+    ca, cert, key, keystore = (creds.get(k) or None for k in keys)
+    verify = str(creds.get("ssl_hostname_verification", "true")).lower() != "false"
+    return TlsFiles(ca, cert, key, keystore, hostname_verification=verify)
 
 
 def resolve_side(

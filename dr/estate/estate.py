@@ -100,7 +100,7 @@ class Estate:
                 "manage external clusters with their own tooling; only local ones run here",
             )
         return LocalCluster(
-            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks)),
+            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks), tls=c.local_tls),
             self.state,
             self.credentials,
         )
@@ -110,12 +110,12 @@ class Estate:
         c = self.topology.cluster(name)
         if c.is_local:
             return self.local_cluster(name).endpoint(user)
-        from dr.estate.stack_secrets import reveal_admin
+        from dr.estate.stack_secrets import reveal_admin, reveal_tls_key
 
         password = None
         if c.admin_password is not None and c.bootstrap_servers and c.admin_username:
             password = reveal_admin(self.topology, c.name)
-        return external_endpoint(c, password)
+        return external_endpoint(c, password, self.state, reveal_tls_key(self.topology, c.name))
 
     def mirror(self, link_name: str) -> MirrorMaker:
         """The MirrorMaker 2 process of a link between two local clusters."""

@@ -483,6 +483,7 @@ def _local_state(props: dict[str, Any]) -> str:
         brokers=int(props["brokers"]),
         base_port=int(props["base_port"]),
         racks=tuple(props.get("racks") or ()),
+        tls=bool(props.get("tls")),
     )
     return LocalCluster(spec, Path(str(props["state_dir"]))).state()
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from dr.base.errors import AuthError
 from dr.topology import Topology, load_topology
 
-__all__ = ["StackSecrets", "reveal_admin", "reveal_application", "reveal_connect", "stack_secrets"]
+__all__ = ["StackSecrets", "reveal_admin", "reveal_application", "reveal_connect", "reveal_tls_key", "stack_secrets"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class StackSecrets:
     admin: dict[str, str] = field(default_factory=dict, repr=False)
     applications: dict[str, str] = field(default_factory=dict, repr=False)
     connect: dict[str, str] = field(default_factory=dict, repr=False)
+    tls_keys: dict[str, str] = field(default_factory=dict, repr=False)
+    """Each cluster's ``tls.client_key_pem``, by cluster name."""
 
 
 _cache: dict[tuple[str, str], StackSecrets] = {}
@@ -66,6 +68,8 @@ def _collect(plain: Topology) -> StackSecrets:
     for c in plain.clusters:
         if (v := value(c.admin_password)) is not None:
             found.admin[c.name] = v
+        if c.tls is not None and (v := value(c.tls.client_key_pem)) is not None:
+            found.tls_keys[c.name] = v
     for app in plain.principals.applications:
         if (v := value(app.password)) is not None:
             found.applications[app.name] = v
@@ -91,6 +95,16 @@ def reveal_admin(topology: Topology, cluster: str) -> str:
             topology.name, f"the admin password of cluster {cluster!r}", f"kafka-dr:clusters[{index}].adminPassword"
         )
     return found
+
+
+def reveal_tls_key(topology: Topology, cluster: str) -> str | None:
+    """An external ``cluster``'s declared ``tls.client_key_pem``, decrypted; None when it declares none."""
+    tls = topology.cluster(cluster).tls
+    if tls is None or tls.client_key_pem is None:
+        return None
+    if not tls.client_key_pem.is_encrypted:
+        return tls.client_key_pem.get_secret_value()
+    return stack_secrets(topology).tls_keys.get(cluster)
 
 
 def reveal_application(topology: Topology, app: str) -> str | None:

@@ -12,6 +12,12 @@ files 0600, written atomically):
 * ``<app>.json`` — librdkafka / confluent-kafka settings.
 
 Both hold the password, so they are never printed; the failover summary names only the paths.
+
+Over TLS both carry the cluster's CA bundle (a path) and hostname verification; under mutual TLS
+(``SSL``) they name where the application's own certificate and key go
+(``<state>/clients/<app>.crt``/``.key``, and ``<app>.keystore.pem`` — key then certificate — for Java):
+the product never holds an application's private key. A rewrite (a failover) keeps every key of the
+old file that the product does not write (a team's own ``ssl.*`` or tuning settings).
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from dr.base.files import private_dir
 from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
+from dr.kafka.tls import TlsFiles
 from dr.topology import Application, Kind
 from dr.topology.access import client_cluster
+from dr.topology.transport import tls_files
 
 __all__ = ["client_files", "publish_clients"]
 
@@ -43,6 +51,91 @@ def client_files(state: Path, app: str) -> tuple[Path, Path]:
     """Paths of an application's ``.properties`` and ``.json`` client configuration."""
     d = Path(state) / "clients"
     return d / f"{app}.properties", d / f"{app}.json"
+
+
+#: Keys the product always owns in a client file, whatever the cluster's protocol: on a rewrite a key of
+#: the old file among these, or among the keys written this time, is replaced or dropped; any other key
+#: (a team's tuning, its own keystore under SASL_SSL) is the team's and is kept.
+OWNED_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.ca.location",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "group.id",
+        "client.id",
+    }
+)
+
+
+def _properties_key(line: str) -> str:
+    key, escaped = [], False
+    for ch in line.lstrip():
+        if escaped:
+            key.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in "=: \t\f":
+            break
+        else:
+            key.append(ch)
+    return "".join(key)
+
+
+def _kept_properties(path: Path, written: frozenset[str] = frozenset()) -> list[str]:
+    """The lines of an existing properties file that set keys the product does not own (comments and
+    the product's keys dropped; a continued value kept whole)."""
+    if not path.is_file():
+        return []
+    kept: list[str] = []
+    keep = False
+    continued = False
+    for line in path.read_text(encoding="latin-1").splitlines():
+        if not continued:
+            stripped = line.lstrip()
+            key = _properties_key(line)
+            keep = bool(stripped) and stripped[0] not in "#!" and key not in OWNED_KEYS and key not in written
+        if keep:
+            kept.append(line)
+        continued = (len(line) - len(line.rstrip("\\"))) % 2 == 1
+    return kept
+
+
+def _kept_json(path: Path, written: frozenset[str] = frozenset()) -> dict[str, Any]:
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(old, dict):
+        return {}
+    return {k: v for k, v in old.items() if k not in OWNED_KEYS and k not in written}
+
+
+def _app_tls(estate: Estate, cluster: str, app: str) -> TlsFiles | None:
+    """The application's TLS files: the cluster's CA, and under mutual TLS where its own certificate goes."""
+    if estate.topology.cluster(cluster).is_local:
+        return None
+    files = tls_files(estate.topology.cluster(cluster), Path(estate.state))
+    if files is None:
+        return None
+    if estate.topology.cluster(cluster).security_protocol != "SSL":
+        return TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
+    d = Path(estate.state) / "clients"
+    return TlsFiles(
+        files.ca_location,
+        str(d / f"{app}.crt"),
+        str(d / f"{app}.key"),
+        str(d / f"{app}.keystore.pem"),
+        files.hostname_verification,
+    )
 
 
 def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, dict[str, Any]]:
@@ -77,13 +170,22 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
     # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
     password = estate.app_password(app.name)
     if c.kind is Kind.LOCAL:
-        endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
+        # the local cluster's protocol and CA (local_tls), as the application
+        endpoint = estate.local_cluster(cluster).endpoint().with_user(app.name, password)
     else:
-        endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
+        endpoint = Endpoint(
+            c.bootstrap_servers or "",
+            app.name,
+            password,
+            c.security_protocol,
+            c.sasl_mechanism,
+            _app_tls(estate, cluster, app.name),
+        )
     props, conf = _configs(endpoint, app, cluster)
     props_path, json_path = client_files(estate.state, app.name)
-    _write_private(props_path, props)
-    _write_private(json_path, json.dumps(conf, indent=2) + "\n")
+    kept = _kept_properties(props_path, frozenset(endpoint.java_config()))
+    _write_private(props_path, props + "".join(f"{line}\n" for line in kept))
+    _write_private(json_path, json.dumps({**_kept_json(json_path, frozenset(conf)), **conf}, indent=2) + "\n")
     return {
         "application": app.name,
         "cluster": cluster,

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from typing import IO, Any
 
 from confluent_kafka import Producer
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dr.base.errors import InternalError
 from dr.kafka.client import PROBE_KEY, SILENT, Endpoint
+from dr.kafka.tls import TlsFiles
 
 __all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
 
@@ -156,6 +158,7 @@ class WriteProbe:
                     "password": ep.password,
                     "security_protocol": ep.security_protocol,
                     "sasl_mechanism": ep.sasl_mechanism,
+                    "tls": asdict(ep.tls) if ep.tls is not None else None,
                     "topic": self.topic,
                     "failover_id": self.failover_id,
                     "interval": self.interval,
@@ -198,8 +201,9 @@ class WriteProbe:
 
 def _main() -> None:
     conf = json.loads(sys.stdin.readline())
+    tls = TlsFiles(**conf["tls"]) if conf.get("tls") else None
     endpoint = Endpoint(
-        conf["bootstrap"], conf["username"], conf["password"], conf["security_protocol"], conf["sasl_mechanism"]
+        conf["bootstrap"], conf["username"], conf["password"], conf["security_protocol"], conf["sasl_mechanism"], tls
     )
 
     def report(attempts: int, error: str | None) -> None:

@@ -36,7 +36,7 @@ from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
-from dr.kafka.client import Endpoint
+from dr.kafka.client import TLS_FAILED, Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Architecture, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
@@ -659,6 +659,12 @@ def _lost_cluster_fix(report: StatusReport, c: ClusterStatus) -> str | None:
     flag = _failover_flag(report.architecture, c)
     if not gone or _cluster_problem(c) is None:
         return None
+    if c.health is not None and TLS_FAILED in (c.health.error or ""):  # it answers: neither lost nor stopped
+        return (
+            f"{c.name}'s brokers answer but TLS fails: check that the CA the stack gives for {c.name} (tls.ca_file/"
+            "ca_pem; local_tls: tls/local-ca.pem under the stack's state) signed its brokers' certificates, that "
+            "they are not expired, and that they name the host dialled — no failover is needed for this"
+        )
     if flag is None:  # a passive cluster: no failover takes over from it
         return (
             None

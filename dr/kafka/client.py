@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from dr.base.errors import AuthError, ClusterError
+from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, uses_sasl
 
 #: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
@@ -45,38 +46,45 @@ class Endpoint:
     password: str = field(repr=False)
     security_protocol: str = "SASL_PLAINTEXT"
     sasl_mechanism: str = "SCRAM-SHA-512"
+    tls: TlsFiles | None = None
+    """The CA bundle (and, under mutual TLS, the client certificate) of a TLS protocol (:mod:`dr.kafka.tls`)."""
+    cluster: str = ""
+    """The cluster's name in the stack, for messages (empty when unknown)."""
+
+    @property
+    def label(self) -> str:
+        """``cluster 'A' (host:port,...)`` — or the bootstrap servers alone when the name is unknown."""
+        return f"cluster {self.cluster!r} ({self.bootstrap})" if self.cluster else self.bootstrap
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka configuration for this endpoint, plus ``extra`` (values: str, int, bool or a callback)."""
-        return {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanisms": self.sasl_mechanism,
-            "sasl.username": self.username,
-            "sasl.password": self.password,
-            **extra,
-        }
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol}
+        if uses_sasl(self.security_protocol):
+            conf |= {"sasl.mechanisms": self.sasl_mechanism, "sasl.username": self.username}
+            conf["sasl.password"] = self.password
+        return {**conf, **librdkafka_tls(self.security_protocol, self.tls), **extra}
 
     def java_config(self) -> dict[str, str]:
         """The same settings for a JVM client (MirrorMaker 2, kafka-tools, Spark)."""
-        module = (
-            "org.apache.kafka.common.security.scram.ScramLoginModule"
-            if self.sasl_mechanism.startswith("SCRAM")
-            else "org.apache.kafka.common.security.plain.PlainLoginModule"
-        )
-        # JAAS reads quoted strings with Java's StreamTokenizer: backslash and quote are escapes.
-        user = self.username.replace("\\", "\\\\").replace('"', '\\"')
-        pw = self.password.replace("\\", "\\\\").replace('"', '\\"')
-        return {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.jaas.config": f'{module} required username="{user}" password="{pw}";',
-        }
+        props = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol}
+        if uses_sasl(self.security_protocol):
+            module = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule"
+                if self.sasl_mechanism.startswith("SCRAM")
+                else "org.apache.kafka.common.security.plain.PlainLoginModule"
+            )
+            # JAAS reads quoted strings with Java's StreamTokenizer: backslash and quote are escapes.
+            user = self.username.replace("\\", "\\\\").replace('"', '\\"')
+            pw = self.password.replace("\\", "\\\\").replace('"', '\\"')
+            props["sasl.mechanism"] = self.sasl_mechanism
+            props["sasl.jaas.config"] = f'{module} required username="{user}" password="{pw}";'
+        return {**props, **java_tls(self.security_protocol, self.tls)}
 
     def with_user(self, username: str, password: str) -> Endpoint:
-        """The same cluster as another principal."""
-        return Endpoint(self.bootstrap, username, password, self.security_protocol, self.sasl_mechanism)
+        """The same cluster as another principal (the same TLS material)."""
+        return Endpoint(
+            self.bootstrap, username, password, self.security_protocol, self.sasl_mechanism, self.tls, self.cluster
+        )
 
 
 def admin_client(endpoint: Endpoint) -> AdminClient:
@@ -84,10 +92,48 @@ def admin_client(endpoint: Endpoint) -> AdminClient:
     return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, **SILENT}))
 
 
+#: What every TLS failure's message says (``drctl status`` tells it from a cluster that is gone).
+TLS_FAILED = "TLS to the brokers failed"
+
+
+def transport_failure(texts: Iterable[str], endpoint: Endpoint) -> ClusterError | None:
+    """A :class:`ClusterError` naming the TLS cause among librdkafka's error texts (a certificate that
+    does not verify, a handshake failure, a protocol that does not match the listener), with the step
+    that fixes it; None when none of them is about TLS."""
+    for text in texts:
+        low = text.lower()
+        where = f"{endpoint.label}: {TLS_FAILED}: {text}"
+        if "certificate verify failed" in low or "unable to get local issuer" in low or "self-signed" in low:
+            ca = endpoint.tls.ca_location if endpoint.tls is not None else None
+            return ClusterError(
+                where,
+                f"check that the cluster's tls.ca_file/ca_pem ({ca or 'none declared: the system roots were used'}) "
+                "is the CA that signed the brokers' certificates, that the certificates are not expired, and "
+                "(hostname verification on) that they name the host dialled; "
+                "`openssl s_client -connect <host:port> -CAfile <ca>` shows the chain the brokers send",
+            )
+        if "ssl" in low or "certificate" in low or "handshake" in low:
+            return ClusterError(
+                where,
+                "check the cluster's security_protocol and tls settings in the stack match the brokers' "
+                "listener (mutual TLS: the client certificate and key)",
+            )
+        if "security.protocol" in low:
+            return ClusterError(
+                f"{endpoint.label}: the brokers dropped the connection: {text}",
+                f"check security_protocol ({endpoint.security_protocol}) matches the brokers' listener "
+                "(SASL_SSL, SSL or SASL_PLAINTEXT) and the port",
+            )
+    return None
+
+
 def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) -> Exception:
     """Map a librdkafka error to our family, naming the cluster (never the password)."""
     err = exc.args[0] if exc.args else None
     text = str(err) if err is not None else str(exc)
+    tls = transport_failure([text], endpoint)
+    if tls is not None:
+        return ClusterError(f"{what}: {tls.problem}", tls.fix)
     if "Authentication" in text or "SASL" in text or "authentication" in text:
         return AuthError(
             f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
@@ -240,6 +286,9 @@ def connected_admin(
                     "check the username and password (local estate: .state/estate/credentials.json; "
                     "a stack: its credentials file)",
                 ) from None
+            tls = transport_failure((e.str() for e in errors), endpoint)
+            if tls is not None:
+                raise tls from None
             if time.monotonic() >= deadline:
                 err = exc.args[0] if exc.args else exc
                 raise ClusterError(

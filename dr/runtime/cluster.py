@@ -2,7 +2,7 @@
 
 Port layout from ``base_port`` (P), broker ids 1..N:
 
-* client listener (SASL_PLAINTEXT, SCRAM-SHA-512): ``P + id - 1``
+* client listener (SASL_PLAINTEXT, SCRAM-SHA-512; SASL_SSL with ``tls``): ``P + id - 1``
 * inter-broker listener (SASL_PLAINTEXT, PLAIN as ``broker``): ``P + 20 + id - 1``
 * controller listener (SASL_PLAINTEXT, PLAIN): ``P + 40`` (+ node index)
 
@@ -27,7 +27,9 @@ from dr.base.files import write_atomic
 from dr.base.java_properties import escape_value, properties_text
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, admin_client, kafka_errors
+from dr.runtime.certificates import Issued
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
+from dr.runtime.local_tls import broker_certificate, local_tls_files
 from dr.runtime.process import (
     JvmProcess,
     argfile_text,
@@ -53,6 +55,8 @@ class ClusterSpec:
     racks: tuple[str, ...] = ()
     heap_mb: int = 384
     extra_config: dict[str, str] = field(default_factory=dict)
+    tls: bool = False
+    """Serve clients SASL_SSL with a certificate of the estate's CA (:mod:`dr.runtime.local_tls`)."""
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):
@@ -133,8 +137,12 @@ def _plain_jaas(password: str) -> str:
     )
 
 
-def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_password: str) -> dict[str, str]:
-    """The broker/controller configuration of one node (pure; tested without a JVM)."""
+def server_properties(
+    spec: ClusterSpec, node_id: int, data_dir: Path, broker_password: str, certificate: Issued | None = None
+) -> dict[str, str]:
+    """The broker/controller configuration of one node (pure; tested without a JVM). ``certificate``: the
+    brokers' TLS certificate and key when ``spec.tls`` (the client listener is then SASL_SSL; inter-broker
+    and controller traffic stays SASL_PLAINTEXT on 127.0.0.1)."""
     is_broker = node_id in spec.broker_ids()
     is_controller = node_id == spec.controller_id()
     roles = [r for r, yes in (("broker", is_broker), ("controller", is_controller)) if yes]
@@ -155,7 +163,8 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
         "controller.quorum.voters": f"{spec.controller_id()}@127.0.0.1:{spec.controller_port()}",
         "controller.listener.names": "CONTROLLER",
         "listeners": ",".join(listeners),
-        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "listener.security.protocol.map": f"CLIENT:{'SASL_SSL' if spec.tls else 'SASL_PLAINTEXT'},"
+        "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": jaas,
@@ -200,6 +209,18 @@ def server_properties(spec: ClusterSpec, node_id: int, data_dir: Path, broker_pa
                 "broker.rack": spec.rack_names[node_id - 1],
             }
         )
+        if spec.tls:
+            if certificate is None:
+                raise ConfigError(f"cluster {spec.name!r} runs TLS but no certificate was made for it.", "report this")
+            # Inline PEM (this file is 0600 and holds passwords already): a PEM keystore *file* would need
+            # an encrypted key and its password.
+            props.update(
+                {
+                    "listener.name.client.ssl.keystore.type": "PEM",
+                    "listener.name.client.ssl.keystore.certificate.chain": certificate.certificate_pem.decode(),
+                    "listener.name.client.ssl.keystore.key": certificate.key_pem.decode(),
+                }
+            )
     props.update(spec.extra_config)
     return props
 
@@ -271,7 +292,16 @@ class LocalCluster:
 
     def endpoint(self, user: str = ADMIN_USER) -> Endpoint:
         """How to reach this cluster as ``user`` (its password from the estate credentials)."""
-        return Endpoint(self.bootstrap, user, self.credentials.password(user))
+        return self.endpoint_as(user, self.credentials.password(user))
+
+    def endpoint_as(self, user: str, password: str) -> Endpoint:
+        """How to reach this cluster as ``user`` with ``password`` (or a reference to it): its client
+        listener's protocol, and with ``tls`` the estate's CA."""
+        if self.spec.tls:
+            return Endpoint(
+                self.bootstrap, user, password, "SASL_SSL", tls=local_tls_files(self.state_dir), cluster=self.name
+            )
+        return Endpoint(self.bootstrap, user, password, cluster=self.name)
 
     def node_dir(self, node_id: int) -> Path:
         """Directory of one node: config, data, pid and log."""
@@ -332,7 +362,8 @@ class LocalCluster:
     def _prepare_node(self, node_id: int, cluster_id: str) -> Path:
         d = self.node_dir(node_id)
         config = d / "server.properties"
-        props = server_properties(self.spec, node_id, d / "data", self.credentials.password(BROKER_USER))
+        certificate = broker_certificate(self.state_dir, self.name) if self.spec.tls else None
+        props = server_properties(self.spec, node_id, d / "data", self.credentials.password(BROKER_USER), certificate)
         write_properties(config, props)
         self._format(node_id, cluster_id, config)
         return config

@@ -336,9 +336,9 @@ class MirrorMaker:
         pw = provider_reference(secrets, "password")
         return mm2_properties(
             self.source.name,
-            Endpoint(self.source.bootstrap, REPLICATOR_USER, pw),
+            self.source.endpoint_as(REPLICATOR_USER, pw),
             self.target.name,
-            Endpoint(self.target.bootstrap, REPLICATOR_USER, pw),
+            self.target.endpoint_as(REPLICATOR_USER, pw),
             self.topics,
             self.groups,
             self.target.spec.brokers,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from dr.base.errors import ConfigError
+from dr.kafka.tls import uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Link, Topology
 
@@ -46,6 +47,28 @@ def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
 
 
+def _tls(prefix: str, cluster: Cluster) -> dict[str, str]:
+    """The connector's trust settings for ``cluster``: its CA as a PEM truststore — the declared file's
+    path (the same path on every worker) or the declared PEM inline (a CA certificate is public) — never
+    a worker's JVM ``cacerts``."""
+    if cluster.is_local or not uses_tls(cluster.security_protocol):
+        return {}
+    if cluster.security_protocol == "SSL":
+        raise ConfigError(
+            f"cluster {cluster.name!r} uses mutual TLS (SSL), which MirrorMaker 2 on Connect does not support yet.",
+            "use SASL_SSL for this cluster, or run the link as dedicated MirrorMaker 2",
+        )
+    tls = cluster.tls
+    out = {
+        f"{prefix}.ssl.endpoint.identification.algorithm": "https" if tls is None or tls.hostname_verification else ""
+    }
+    if tls is not None and tls.ca_file:
+        out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.location": tls.ca_file}
+    elif tls is not None and tls.ca_pem:
+        out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.certificates": tls.ca_pem}
+    return out
+
+
 def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, str]:
     bootstrap, protocol, mechanism = client_settings(cluster)
     module = (
@@ -60,6 +83,7 @@ def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, s
         # Resolved by the workers' config provider (a file, a directory or environment variables):
         # the config holds only the reference, never the password.
         f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
+        **_tls(prefix, cluster),
     }
 
 

@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dr.base.errors import ConfigError
+from dr.base.pulumi_env import state_base
 from dr.kafka.client import Endpoint
 from dr.topology.model import Cluster
+from dr.topology.transport import tls_files
 
 __all__ = ["external_endpoint"]
 
 
-def external_endpoint(cluster: Cluster, password: str | None = None) -> Endpoint:
+def external_endpoint(
+    cluster: Cluster, password: str | None = None, state: Path | None = None, key_pem: str | None = None
+) -> Endpoint:
     """The admin endpoint of an external cluster: its stack settings and admin password (``password``,
-    decrypted by the caller, else the stack value when it is plaintext — as in the Pulumi program)."""
+    decrypted by the caller, else the stack value when it is plaintext — as in the Pulumi program), and
+    its TLS files (PEMs declared in the stack are written under ``state``/tls, default the state base;
+    ``key_pem``: the decrypted client key secret). Under mutual TLS (``SSL``) the certificate is the
+    login: no username or password is needed."""
     pw = cluster.admin_password
     if password is None and pw is not None and not getattr(pw, "is_encrypted", False):
         password = pw.get_secret_value()
-    lacking = [
-        what
-        for what, value in (
-            ("bootstrap_servers", cluster.bootstrap_servers),
-            ("admin_username", cluster.admin_username),
-            ("admin_password", password),
-        )
-        if not value
-    ]
+    needed = [("bootstrap_servers", cluster.bootstrap_servers)]
+    if cluster.security_protocol != "SSL":
+        needed += [("admin_username", cluster.admin_username), ("admin_password", password)]
+    lacking = [what for what, value in needed if not value]
     if lacking:
         raise ConfigError(
             f"cluster {cluster.name!r} is {cluster.kind.value} and its stack settings lack {', '.join(lacking)}.",
@@ -36,4 +40,6 @@ def external_endpoint(cluster: Cluster, password: str | None = None) -> Endpoint
         password or "",
         cluster.security_protocol,
         cluster.sasl_mechanism,
+        tls_files(cluster, state or state_base(), key_pem),
+        cluster.name,
     )

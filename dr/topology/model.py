@@ -35,6 +35,7 @@ __all__ = [
     "Principals",
     "Profile",
     "Role",
+    "Tls",
     "Topic",
     "Topology",
 ]
@@ -92,6 +93,50 @@ class Confluent(_Model):
     api_secret: Secret | None = None
 
 
+class Tls(_Model):
+    """How the product's clients trust a cluster's brokers and, under mutual TLS, prove who they are.
+
+    Every client of the product (the Kafka provider, ``drctl``, MirrorMaker 2, the Spark verification)
+    takes these settings from here; none uses a system trust store or a JVM's ``cacerts``
+    (:mod:`dr.kafka.tls` renders them for each). Files are paths on the machine running the product;
+    the ``*_pem`` forms carry the PEM text in the stack instead (the key only as a Pulumi secret), and
+    the product writes them to 0600 files under the stack's state directory.
+    """
+
+    ca_file: str | None = None
+    """The CA bundle (PEM) that signed the brokers' certificates."""
+    ca_pem: str | None = None
+    """The same CA bundle as PEM text in the stack config (a CA certificate is public)."""
+    client_certificate_file: str | None = None
+    """Mutual TLS: the certificate (PEM) the product's clients present; its mapped DN is the admin principal."""
+    client_certificate_pem: str | None = None
+    """The same certificate as PEM text in the stack config."""
+    client_key_file: str | None = None
+    """Mutual TLS: the unencrypted PEM private key of ``client_certificate_*`` (a 0600 file)."""
+    client_key_pem: Secret | None = None
+    """The same key as a Pulumi secret (``pulumi config set --path --secret ...clientKeyPem``)."""
+    hostname_verification: bool = True
+    """Check that each broker's certificate names the host dialled. Off only when declared so."""
+    principal_mapping_rules: str | None = None
+    """The brokers' ``ssl.principal.mapping.rules`` (e.g. ``RULE:^CN=([^,]+).*$/$1/,DEFAULT``): how a
+    certificate's DN becomes ``User:<name>``, so the ACLs the product writes name the mapped principal."""
+
+    @property
+    def has_ca(self) -> bool:
+        """True when a CA bundle is declared (else the client library's own default roots are used)."""
+        return bool(self.ca_file or self.ca_pem)
+
+    @property
+    def has_client_certificate(self) -> bool:
+        """True when a client certificate is declared (file or PEM)."""
+        return bool(self.client_certificate_file or self.client_certificate_pem)
+
+    @property
+    def has_client_key(self) -> bool:
+        """True when a client private key is declared (file or secret)."""
+        return bool(self.client_key_file or self.client_key_pem is not None)
+
+
 class Cluster(_Model):
     """One Kafka cluster and its role. Local clusters are run by the project on 127.0.0.1."""
 
@@ -104,10 +149,18 @@ class Cluster(_Model):
     """Local only: one rack name per broker (default ``rack-1`` .. ``rack-N``)."""
     base_port: int | None = None
     """Local only: first port of the cluster's 100-port window."""
+    local_tls: bool = False
+    """Local only: serve clients SASL_SSL with a certificate of a CA the product makes for the estate
+    (``<state>/tls/local-ca.pem``, which every client of the product verifies); inter-broker and controller
+    traffic stays SASL_PLAINTEXT on 127.0.0.1."""
     bootstrap_servers: str | None = None
     """External only (optional for Confluent Cloud, whose endpoint the program exports): ``host:port,...``."""
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
-    security_protocol: Literal["SASL_SSL", "SASL_PLAINTEXT"] = "SASL_SSL"
+    security_protocol: Literal["SASL_SSL", "SSL", "SASL_PLAINTEXT"] = "SASL_SSL"
+    """How clients reach the cluster: SASL over TLS, mutual TLS (``SSL``: the principal is the client
+    certificate's mapped DN, no SASL), or SASL without encryption. Local clusters run SASL_PLAINTEXT."""
+    tls: Tls | None = None
+    """The CA bundle, client certificate and hostname verification of a TLS protocol (:class:`Tls`)."""
     admin_username: str | None = None
     admin_password: Secret | None = None
     confluent: Confluent | None = None
@@ -140,6 +193,14 @@ class Cluster(_Model):
         """How many brokers a health check expects: the declared count of a local cluster; None for
         another kind, whose size this project does not declare."""
         return self.brokers if self.is_local else None
+
+    @property
+    def client_protocol(self) -> str:
+        """The security protocol clients use: a local cluster's own (SASL_SSL with ``local_tls``, else
+        SASL_PLAINTEXT), the declared one otherwise."""
+        if self.is_local:
+            return "SASL_SSL" if self.local_tls else "SASL_PLAINTEXT"
+        return self.security_protocol
 
     @property
     def port_window(self) -> range | None:
@@ -511,6 +572,8 @@ class Topology(_Model):
         for i, c in enumerate(self.clusters):
             if c.admin_password is not None:
                 found.append((f"clusters[{i}].admin_password", "clusters", c.admin_password))
+            if c.tls is not None and c.tls.client_key_pem is not None:
+                found.append((f"clusters[{i}].tls.client_key_pem", "clusters", c.tls.client_key_pem))
             if c.confluent is not None and c.confluent.api_secret is not None:
                 found.append((f"clusters[{i}].confluent.api_secret", "clusters", c.confluent.api_secret))
         if self.principals.replicator_password is not None:

@@ -227,6 +227,10 @@ def _plaintext_passwords(config: Mapping[str, Any]) -> list[tuple[str, str]]:
                                 "remove it (local clusters generate their passwords)" if local else "encrypt",
                             )
                         )
+                for tname, tls in _fields(cluster, "tls"):
+                    for name, secret in _fields(tls, "client_key_pem"):
+                        if _is_plaintext(secret):
+                            found.append((f"{key}[{i}].{tname}.{name}", "encrypt"))
                 for cname, settings in _fields(cluster, "confluent"):
                     for name, secret in _fields(settings, "api_secret"):
                         if _is_plaintext(secret):

@@ -29,6 +29,7 @@ from dr.topology import active_active
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
+from dr.topology.tls_rules import tls_problems
 
 if TYPE_CHECKING:
     from dr.topology.model import Application, Cluster, Link, Topology
@@ -1281,6 +1282,11 @@ def _active_active(t: Topology) -> Iterator[Violation]:
         yield Violation(path, problem, fix)
 
 
+def _transport(t: Topology) -> Iterator[Violation]:
+    for path, problem, fix in tls_problems(t):
+        yield Violation(path, problem, fix)
+
+
 _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _duplicate_names,
     _principals,
@@ -1302,6 +1308,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _local_clusters,
     _port_overlaps,
     _remote_clusters,
+    _transport,
     _confluent_clusters,
     _batched_provisioning,
     _cluster_link_destinations,

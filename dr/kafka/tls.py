@@ -1,0 +1,108 @@
+"""What each client of the product needs to speak TLS to one cluster, from the files that hold its PEMs.
+
+Pure renderers: given a security protocol and a :class:`TlsFiles` (paths of the CA bundle, and under
+mutual TLS of the client certificate, its key, and a keystore PEM holding both), they return the
+settings of each client — librdkafka (``drctl``, status, recovery, drill probes), a Java client
+(MirrorMaker 2, Kafka Connect connectors, kafka tools), Spark's Kafka source (``kafka.`` options) and
+the Pulumi Kafka provider. Every setting is a file *path*: private keys never appear inline in a
+config, a connector, a command line or a log. No setting falls back to a system trust store or a
+JVM's ``cacerts``: a declared CA is the only trust anchor each client gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "TLS_PROTOCOLS",
+    "TlsFiles",
+    "java_tls",
+    "librdkafka_tls",
+    "provider_tls",
+    "spark_tls",
+    "uses_sasl",
+    "uses_tls",
+]
+
+TLS_PROTOCOLS = frozenset({"SASL_SSL", "SSL"})
+
+
+def uses_tls(protocol: str) -> bool:
+    """True for the protocols that encrypt (``SASL_SSL``, ``SSL``)."""
+    return protocol in TLS_PROTOCOLS
+
+
+def uses_sasl(protocol: str) -> bool:
+    """True for the protocols that log in with SASL (``SSL`` authenticates by client certificate)."""
+    return protocol.startswith("SASL_")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Where one cluster's TLS material lives on this machine (PEM files; keys 0600)."""
+
+    ca_location: str | None = None
+    """The CA bundle that signed the brokers' certificates; None: the client library's default roots."""
+    certificate_location: str | None = None
+    """Mutual TLS: the client certificate (chain)."""
+    key_location: str | None = None
+    """Mutual TLS: the certificate's unencrypted private key."""
+    keystore_location: str | None = None
+    """Mutual TLS, for Java clients: one PEM file holding the key and the certificate chain."""
+    hostname_verification: bool = True
+
+    @property
+    def mutual(self) -> bool:
+        """True when a client certificate is presented."""
+        return self.certificate_location is not None
+
+
+def librdkafka_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:
+    """librdkafka (confluent-kafka) settings for ``protocol`` with ``tls``; empty for a plaintext protocol."""
+    if not uses_tls(protocol):
+        return {}
+    tls = tls or TlsFiles()
+    conf = {"ssl.endpoint.identification.algorithm": "https" if tls.hostname_verification else "none"}
+    if tls.ca_location:
+        conf["ssl.ca.location"] = tls.ca_location
+    if tls.certificate_location and tls.key_location:
+        conf["ssl.certificate.location"] = tls.certificate_location
+        conf["ssl.key.location"] = tls.key_location
+    return conf
+
+
+def java_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:
+    """Java client properties for ``protocol`` with ``tls`` (PEM trust and key stores, read from files)."""
+    if not uses_tls(protocol):
+        return {}
+    tls = tls or TlsFiles()
+    props = {"ssl.endpoint.identification.algorithm": "https" if tls.hostname_verification else ""}
+    if tls.ca_location:
+        props["ssl.truststore.type"] = "PEM"
+        props["ssl.truststore.location"] = tls.ca_location
+    if tls.keystore_location:
+        props["ssl.keystore.type"] = "PEM"
+        props["ssl.keystore.location"] = tls.keystore_location
+    return props
+
+
+def spark_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:
+    """The same as Spark Kafka source options (``kafka.``-prefixed)."""
+    return {f"kafka.{key}": value for key, value in java_tls(protocol, tls).items()}
+
+
+def provider_tls(protocol: str, tls: TlsFiles | None) -> dict[str, object]:
+    """Arguments of the Pulumi Kafka provider (``pulumi_kafka.Provider``): ``tls_enabled``, the PEM text of
+    ``ca_cert`` and ``client_cert`` read from their files, and ``client_key`` (the caller makes it a
+    Pulumi secret). The Go provider has no separate hostname check: verification off is ``skip_tls_verify``."""
+    if not uses_tls(protocol):
+        return {"tls_enabled": False}
+    tls = tls or TlsFiles()
+    args: dict[str, object] = {"tls_enabled": True, "skip_tls_verify": not tls.hostname_verification}
+    if tls.ca_location:
+        args["ca_cert"] = Path(tls.ca_location).read_text(encoding="utf-8")
+    if tls.certificate_location and tls.key_location:
+        args["client_cert"] = Path(tls.certificate_location).read_text(encoding="utf-8")
+        args["client_key"] = Path(tls.key_location).read_text(encoding="utf-8")
+    return args
