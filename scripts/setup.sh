@@ -167,6 +167,8 @@ setup_pulumi() {
 source "$ROOT/scripts/setup_language_host.sh"
 # shellcheck source=scripts/setup_kafka_provider.sh
 source "$ROOT/scripts/setup_kafka_provider.sh"
+# shellcheck source=scripts/setup_haproxy.sh
+source "$ROOT/scripts/setup_haproxy.sh"
 
 # ---------------------------------------------------------------------------------------------
 # 4. The environment file: `source .env` puts pulumi and drctl on PATH with safe Pulumi defaults.
@@ -223,10 +225,10 @@ setup_kafka_cds() {
 }
 
 main() {
-  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [spark-cds] [kafka-cds]` runs only
+  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [haproxy] [spark-cds] [kafka-cds]` runs only
   # the named steps (default: all, in that order).
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider spark-cds kafka-cds)
+  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider haproxy spark-cds kafka-cds)
   check_prereqs
   for s in "${steps[@]}"; do
     case "$s" in
@@ -235,9 +237,10 @@ main() {
       pulumi) setup_pulumi ;;
       language-host) setup_language_host ;;
       kafka-provider) setup_kafka_provider ;;
+      haproxy) setup_haproxy ;;
       spark-cds) setup_spark_cds ;;
       kafka-cds) setup_kafka_cds ;;
-      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, spark-cds or kafka-cds (or nothing for all)" ;;
+      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, haproxy, spark-cds or kafka-cds (or nothing for all)" ;;
     esac
   done
   write_env
