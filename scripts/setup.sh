@@ -4,7 +4,7 @@
 # Everything it builds is cached outside the clone under $KDR_HOME (default ~/.cache/kafka-dr),
 # keyed by the versions in toolchain/versions.env, and published atomically: each item is built in
 # a "*.partial" directory and renamed only when complete, so an interrupted run resumes cleanly and a
-# half-written cache is never used. Only the reachable registries are used: PyPI, Maven Central and
+# half-written cache is never used. Only the reachable registries are used: PyPI, Maven Central, Debian's packages and
 # the Go module proxy.
 set -euo pipefail
 

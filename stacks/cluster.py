@@ -18,6 +18,7 @@ import pulumi_kafka as kafka
 
 from dr.base.errors import ConfigError
 from dr.topology import Cluster, Kind
+from dr.topology.model import ClientEndpoint
 from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 
@@ -34,6 +35,8 @@ class KafkaClusterArgs:
     state_dir: Path
     admin_username: str
     admin_password: pulumi.Output[str]
+    endpoint: ClientEndpoint | None = None
+    """The estate's client endpoint: a local cluster then runs an endpoint listener advertising it."""
 
 
 class KafkaCluster(pulumi.ComponentResource):
@@ -58,6 +61,11 @@ class KafkaCluster(pulumi.ComponentResource):
                     base_port=c.base_port or 0,
                     racks=list(c.racks),
                     state_dir=str(args.state_dir),
+                    endpoint=(
+                        {"address": args.endpoint.address, "ports": list(args.endpoint.broker_ports)}
+                        if args.endpoint is not None
+                        else None
+                    ),
                 ),
                 pulumi.ResourceOptions(parent=self),
             )

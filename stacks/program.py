@@ -130,7 +130,11 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             clusters[c.name] = KafkaCluster(
                 c.name,
                 KafkaClusterArgs(
-                    cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)
+                    cluster=c,
+                    state_dir=state_dir,
+                    admin_username=user,
+                    admin_password=pulumi.Output.secret(password),
+                    endpoint=topology.endpoint,
                 ),
             )
         if c.role is not Role.DECOMMISSIONED:

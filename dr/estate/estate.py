@@ -99,8 +99,16 @@ class Estate:
                 f"cluster {name!r} is {c.kind.value}, not local.",
                 "manage external clusters with their own tooling; only local ones run here",
             )
+        e = self.topology.endpoint
         return LocalCluster(
-            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks)),
+            ClusterSpec(
+                c.name,
+                brokers=c.brokers,
+                base_port=c.base_port or 0,
+                racks=tuple(c.racks),
+                endpoint_ports=tuple(e.broker_ports) if e is not None else (),
+                endpoint_address=e.address if e is not None else "127.0.0.1",
+            ),
             self.state,
             self.credentials,
         )

@@ -1,0 +1,71 @@
+"""The client endpoint's model and rules (issue 31): bad ports are refused naming both sides."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from dr.base.errors import TopologyError
+from dr.topology import load_topology
+from tests.unit.test_topology_validation import LOCAL
+
+ENDPOINT = {"address": "127.0.0.1", "bootstrapPort": 19900, "brokerPorts": [19901, 19902, 19903]}
+
+
+def _with(endpoint: dict[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(LOCAL)
+    config["kafka-dr:endpoint"] = endpoint
+    return config
+
+
+def test_endpoint_loads_with_its_ports() -> None:
+    t = load_topology("local", _with(ENDPOINT))
+    assert t.endpoint is not None
+    assert t.endpoint.bootstrap == "127.0.0.1:19900"
+    assert t.endpoint.ports == [19900, 19901, 19902, 19903]
+    assert t.endpoint.advertised(2) == "127.0.0.1:19902"
+
+
+def test_port_on_a_broker_is_refused_naming_both() -> None:
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "bootstrapPort": 19201}))
+    assert err.value.exit_code == 2
+    text = str(err.value)
+    assert "endpoint.bootstrap_port" in text and "19201" in text
+    # 19201 is not a bound port of the 1-broker B, but it is inside B's window; 19100 is A's broker 1.
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "brokerPorts": [19100, 19902, 19903]}))
+    assert "endpoint.broker_ports[0]" in str(err.value)
+    assert "broker 1's client port of cluster 'A'" in str(err.value)
+
+
+def test_too_few_slots_twice_the_same_port_and_remote_address_are_refused() -> None:
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "brokerPorts": [19901, 19901]}))
+    text = str(err.value)
+    assert "endpoint.broker_ports[1]: port 19901 is already endpoint.broker_ports[0]" in text
+    assert "2 broker slot(s) for cluster 'A' of 3 brokers" in text
+    with pytest.raises(TopologyError, match="not a loopback address"):
+        load_topology("local", _with({**ENDPOINT, "address": "10.0.0.5"}))
+
+
+def test_topology_without_endpoint_keeps_none() -> None:
+    assert load_topology("local", copy.deepcopy(LOCAL)).endpoint is None
+
+
+def test_broker_gets_an_endpoint_listener_advertising_the_proxy_port() -> None:
+    from pathlib import Path
+
+    from dr.runtime.cluster import ClusterSpec, server_properties
+
+    spec = ClusterSpec("A", brokers=3, base_port=19100, endpoint_ports=(19901, 19902, 19903))
+    props = server_properties(spec, 2, Path("/tmp/x"), "pw")
+    assert "ENDPOINT://127.0.0.1:19161" in props["listeners"]
+    assert "ENDPOINT://127.0.0.1:19902" in props["advertised.listeners"]
+    assert "CLIENT://127.0.0.1:19101" in props["advertised.listeners"]  # the direct listener stays
+    assert props["listener.name.endpoint.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert 19161 in spec.ports()
+    plain = server_properties(ClusterSpec("A", brokers=3, base_port=19100), 2, Path("/tmp/x"), "pw")
+    assert "ENDPOINT" not in plain["listeners"]
