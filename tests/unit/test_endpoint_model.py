@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dr.base.errors import TopologyError
+from dr.base.errors import ConfigError, TopologyError
 from dr.topology import load_topology
 from tests.unit.test_topology_validation import LOCAL
 
@@ -69,3 +70,20 @@ def test_broker_gets_an_endpoint_listener_advertising_the_proxy_port() -> None:
     assert 19161 in spec.ports()
     plain = server_properties(ClusterSpec("A", brokers=3, base_port=19100), 2, Path("/tmp/x"), "pw")
     assert "ENDPOINT" not in plain["listeners"]
+
+
+def test_proxy_config_and_switch_commands() -> None:
+    from dr.runtime.endpoint import Backend, EndpointSpec, haproxy_config, switch_commands
+
+    spec = EndpointSpec("127.0.0.1", 19900, (19901, 19902), (Backend("A", (19160, 19161)), Backend("B", (19260,))))
+    text = haproxy_config(spec, "A", Path("/s/api.sock"))
+    assert "stats socket /s/api.sock mode 600 level admin" in text
+    assert "mode tcp" in text
+    assert "    server A 127.0.0.1:19161\n" in text  # slot 2: A's broker 2, ready
+    assert "    server B 127.0.0.1:19260 disabled" in text
+    assert "kdr_slot2" in text and "server B_1" in text
+    cmds = switch_commands(spec, "B")
+    assert cmds.index("set server kdr_slot1/A state maint") < cmds.index("set server kdr_slot1/B state ready")
+    assert cmds[-1] == "shutdown sessions server kdr_slot2/A"
+    with pytest.raises(ConfigError, match="no cluster 'C'"):
+        switch_commands(spec, "C")
