@@ -12,18 +12,8 @@ from pathlib import Path
 
 from dr.base.errors import FailoverError
 from dr.runtime.endpoint import switch
-from dr.topology.client_endpoint import endpoint_api, endpoint_spec
+from dr.topology.client_endpoint import endpoint_api, endpoint_pointing, endpoint_spec
 from dr.topology.model import Topology
-
-
-def endpoint_pointing(topology: Topology, state: Path) -> list[str] | None:
-    """The clusters the endpoint points at now (None without an endpoint); FailoverError when its
-    runtime API does not answer."""
-    api = endpoint_api(topology, state)
-    spec = endpoint_spec(topology)
-    if api is None or spec is None:
-        return None
-    return api.pointing(spec)
 
 
 def check_endpoint(topology: Topology, state: Path, stack: str) -> list[str] | None:

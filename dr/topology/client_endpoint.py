@@ -43,3 +43,13 @@ def endpoint_api(topology: Topology, state: Path) -> RuntimeApi | None:
         return RuntimeApi(e.runtime_api)
     local = local_endpoint(topology, state)
     return local.api if local is not None else None
+
+
+def endpoint_pointing(topology: Topology, state: Path) -> list[str] | None:
+    """The clusters the endpoint points at now (None without an endpoint); FailoverError when its
+    runtime API does not answer."""
+    api = endpoint_api(topology, state)
+    spec = endpoint_spec(topology)
+    if api is None or spec is None:
+        return None
+    return api.pointing(spec)
