@@ -8,6 +8,7 @@ the sessions still open to A (the client reconnects through the same addresses, 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from dr.base.errors import FailoverError
@@ -34,5 +35,6 @@ def switch_endpoint(topology: Topology, state: Path, target: str) -> dict[str, o
     spec = endpoint_spec(topology)
     if api is None or spec is None:
         return None
+    at_ms = int(time.time() * 1000)
     done = switch(api, spec, target)
-    return {"before": done.before, "target": done.target, "switch_s": round(done.seconds, 4)}
+    return {"before": done.before, "target": done.target, "switched_at_ms": at_ms, "switch_s": round(done.seconds, 4)}

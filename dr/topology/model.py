@@ -651,6 +651,7 @@ class Topology(_Model):
             connect_clusters=connect_clusters,
             failover_done=True,
             provisioning=self.provisioning,
+            endpoint=self.endpoint,
         )
 
 

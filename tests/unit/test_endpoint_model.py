@@ -87,3 +87,20 @@ def test_proxy_config_and_switch_commands() -> None:
     assert cmds[-1] == "shutdown sessions server kdr_slot2/A"
     with pytest.raises(ConfigError, match="no cluster 'C'"):
         switch_commands(spec, "C")
+
+
+def test_the_endpoint_survives_the_failover_and_its_stack_file_edit(tmp_path: Path) -> None:
+    import yaml
+
+    from dr.topology import load_stack_file
+    from dr.topology.stackfile import write_stack_config
+    from tests import REPO_ROOT
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    doc["config"]["kafka-dr:endpoint"] = ENDPOINT
+    path = tmp_path / "Pulumi.local.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    after = load_stack_file(path).after_failover()
+    assert after.endpoint == load_stack_file(path).endpoint
+    assert write_stack_config(path, after)  # refused before: after_failover dropped the endpoint
+    assert load_stack_file(path).endpoint == after.endpoint
