@@ -201,6 +201,41 @@ def _gap(acks: list[float], switched: float) -> tuple[float | None, float | None
     return (max(before) - switched if before else None, min(after) - switched if after else None)
 
 
+def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``drctl <args>`` in a subprocess, as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "dr.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_a_silent_proxy_refuses_the_failover_before_the_fence_and_the_plan_shows_the_switch(
+    env: dict[str, str],
+) -> None:
+    estate = _estate(env)
+    stack_file = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
+    before = stack_file.read_bytes()
+    proxy = local_endpoint(estate.topology, estate.state)
+    assert proxy is not None and proxy.alive()
+    proxy.stop()
+    try:
+        res = drctl(env, "failover", "--stack", STACK, "--yes")
+        assert res.returncode == 6, res.stderr[-2000:]
+        assert "runtime API" in res.stderr and "does not answer" in res.stderr and "nothing was changed" in res.stderr
+        assert "fence-drain: done" not in res.stderr
+        assert stack_file.read_bytes() == before
+    finally:
+        proxy.start("A")
+    plan = drctl(env, "failover", "--stack", STACK, "--dry-run")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert f"switch the client endpoint {estate.topology.endpoint.bootstrap} to B" in plan.stdout  # type: ignore[union-attr]
+    assert "observed: client endpoint" in plan.stdout and "points at A" in plan.stdout
+
+
 def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -220,14 +255,7 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
         assert started, (
             f"librdkafka: {len(rdk.acked)} acks, errors {rdk.errors[-3:]}; java: {java_out.read_text()[-500:]}"
         )
-        res = subprocess.run(
-            [sys.executable, "-m", "dr.cli", "failover", "--stack", STACK, "--yes", "--json", "--skip-verify"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            timeout=300,
-            cwd=REPO_ROOT,
-        )
+        res = drctl(env, "failover", "--stack", STACK, "--yes", "--json", "--skip-verify")
         assert res.returncode == 0, res.stderr[-3000:]
         summary = json.loads(res.stdout)
         after = _estate(env)
@@ -280,4 +308,6 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
         )
         assert not lost, f"{name}: {len(lost)} acknowledged records are not on B, e.g. {sorted(lost)[:5]}"
         assert first_b is not None, f"{name} was not acknowledged on B"
+    status = drctl(env, "status", "--stack", STACK)
+    assert "endpoint 127.0.0.1:" in status.stdout and "points at B (proxy running)" in status.stdout, status.stdout
     print(f"promote: {promote['summary']}; RTO {summary.get('rto_s')}s; test {time.monotonic() - t0:.0f}s")
