@@ -164,6 +164,24 @@ def _verifiable_producer(bootstrap: str, password: str, workdir: Path) -> tuple[
         return subprocess.Popen(cmd, stdout=sink, stderr=err, stdin=subprocess.DEVNULL), out
 
 
+def _verifiable_consumer(bootstrap: str, password: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """Kafka's own VerifiableConsumer (group billing, committing), on the endpoint: observed, not asserted."""
+    config = workdir / "verifiable-consumer.properties"
+    write_atomic(
+        config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="billing" password="{password}";\n',
+    )
+    out = workdir / "verifiable-consumer.jsonl"
+    tc = toolchain()
+    cmd = [tc.java, "-Xmx256m", "-cp", f"{tc.kafka_lib}/*", "org.apache.kafka.tools.VerifiableConsumer"]
+    cmd += ["--bootstrap-server", bootstrap, "--topic", TOPIC, "--group-id", "billing", "--reset-policy", "earliest"]
+    cmd += ["--command-config", str(config)]
+    with open(out, "wb") as sink, open(workdir / "verifiable-consumer.err", "wb") as err:
+        return subprocess.Popen(cmd, stdout=sink, stderr=err, stdin=subprocess.DEVNULL), out
+
+
 def _events(path: Path) -> list[dict[str, Any]]:
     events = []
     for line in path.read_text(errors="replace").splitlines():
@@ -248,6 +266,7 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
     password = estate.app_password(APP)
 
     java, java_out = _verifiable_producer(bootstrap, password, tmp_path)
+    reader, reader_out = _verifiable_consumer(bootstrap, estate.app_password("billing"), tmp_path)
     rdk = LibrdkafkaProducer(bootstrap, password)
     rdk.start()
     try:
@@ -276,6 +295,8 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
         rdk.join(60)
         java.terminate()
         java.wait(30)
+        reader.terminate()
+        reader.wait(30)
 
     journal = Journal.load(journal_home(env, STACK))
     assert journal is not None
@@ -308,6 +329,27 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
         )
         assert not lost, f"{name}: {len(lost)} acknowledged records are not on B, e.g. {sorted(lost)[:5]}"
         assert first_b is not None, f"{name} was not acknowledged on B"
+    consumed = [e for e in _events(reader_out) if e.get("name") == "records_consumed"]
+    on_a = [p for e in consumed if e["timestamp"] <= switched * 1000 for p in e["partitions"]]
+    on_b_read = [p for e in consumed if e["timestamp"] > switched * 1000 for p in e["partitions"]]
+    others = sorted({str(e.get("name")) for e in _events(reader_out)} - {"records_consumed", "offsets_committed"})
+    print(
+        f"VerifiableConsumer: {sum(p['count'] for p in on_a)} records read before the switch, "
+        f"{sum(p['count'] for p in on_b_read)} after; other events {others}; first reads on B "
+        f"{sorted((p['partition'], p['minOffset']) for p in on_b_read)[:6]}"
+    )
     status = drctl(env, "status", "--stack", STACK)
     assert "endpoint 127.0.0.1:" in status.stdout and "points at B (proxy running)" in status.stdout, status.stdout
     print(f"promote: {promote['summary']}; RTO {summary.get('rto_s')}s; test {time.monotonic() - t0:.0f}s")
+
+
+def test_a_killed_proxy_comes_back_pointing_at_the_active_cluster(env: dict[str, str]) -> None:
+    estate = _estate(env)  # after the failover: B active in the stack file
+    assert estate.topology.active().name == "B"
+    proxy = local_endpoint(estate.topology, estate.state)
+    assert proxy is not None
+    proxy.kill()
+    assert not proxy.alive()
+    EstateStack(StackRef.resolve(STACK)).up(estate.topology)  # what `drctl estate up` runs
+    assert proxy.alive()
+    assert endpoint_pointing(estate.topology, estate.state) == ["B"]
