@@ -350,6 +350,6 @@ def test_a_killed_proxy_comes_back_pointing_at_the_active_cluster(env: dict[str,
     assert proxy is not None
     proxy.kill()
     assert not proxy.alive()
-    EstateStack(StackRef.resolve(STACK)).up(estate.topology)  # what `drctl estate up` runs
+    EstateStack(StackRef.resolve(STACK)).up(estate.topology, refresh=True)  # `drctl estate up --refresh`
     assert proxy.alive()
     assert endpoint_pointing(estate.topology, estate.state) == ["B"]
