@@ -12,7 +12,7 @@
 HAPROXY_LIBS=(liblua5.3-0 libopentracing-c-wrapper0 libopentracing1)
 
 setup_haproxy() {
-  local t0 out missing
+  local t0 out missing said
   t0=$(date +%s)
   out="$KDR_HOME/haproxy/$HAPROXY_VERSION"
   if [ ! -f "$out/.complete" ]; then
@@ -36,7 +36,9 @@ setup_haproxy() {
     [ -z "$missing" ] || die "haproxy still lacks shared libraries: $missing" "install them with apt-get, or add their package to HAPROXY_LIBS in scripts/setup_haproxy.sh"
     publish "$out"
   fi
-  LD_LIBRARY_PATH="$out/usr/lib/x86_64-linux-gnu" "$out/usr/sbin/haproxy" -v | grep -q "version ${HAPROXY_VERSION%%-*}" \
+  # Captured first: `grep -q` stopping early would kill haproxy with SIGPIPE, failing the pipeline.
+  said=$(LD_LIBRARY_PATH="$out/usr/lib/x86_64-linux-gnu" "$out/usr/sbin/haproxy" -v 2>&1 || true)
+  [[ "$said" == *"version ${HAPROXY_VERSION%%-*}"* ]] \
     || die "the cached haproxy does not run or report ${HAPROXY_VERSION%%-*}." "delete $out and re-run make setup"
   step_time "HAProxy $HAPROXY_VERSION" "$t0"
 }
