@@ -346,6 +346,8 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
 def test_a_killed_proxy_comes_back_pointing_at_the_active_cluster(env: dict[str, str]) -> None:
     estate = _estate(env)  # after the failover: B active in the stack file
     assert estate.topology.active().name == "B"
+    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, (preview.stdout + preview.stderr)[-2000:]  # the endpoint's target is B already
     proxy = local_endpoint(estate.topology, estate.state)
     assert proxy is not None
     proxy.kill()
