@@ -22,6 +22,7 @@ from dr.kafka.tls import provider_tls, uses_sasl
 from dr.runtime.local_tls import local_tls_files
 from dr.topology import Cluster, Kind
 from dr.topology.transport import tls_files
+from dr.topology.model import ClientEndpoint
 from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 
@@ -38,6 +39,8 @@ class KafkaClusterArgs:
     state_dir: Path
     admin_username: str
     admin_password: pulumi.Output[str]
+    endpoint: ClientEndpoint | None = None
+    """The estate's client endpoint: a local cluster then runs an endpoint listener advertising it."""
 
 
 class KafkaCluster(pulumi.ComponentResource):
@@ -63,6 +66,11 @@ class KafkaCluster(pulumi.ComponentResource):
                     racks=list(c.racks),
                     state_dir=str(args.state_dir),
                     tls=c.local_tls,
+                    endpoint=(
+                        {"address": args.endpoint.address, "ports": list(args.endpoint.broker_ports)}
+                        if args.endpoint is not None
+                        else None
+                    ),
                 ),
                 pulumi.ResourceOptions(parent=self),
             )

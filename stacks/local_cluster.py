@@ -40,8 +40,16 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalC
         base_port=int(props["base_port"]),
         racks=tuple(props.get("racks") or ()),
         tls=bool(props.get("tls")),
+        **endpoint_settings(props.get("endpoint")),
     )
     return LocalCluster(spec, Path(props["state_dir"]))
+
+
+def endpoint_settings(endpoint: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``ClusterSpec`` keywords of a recorded ``endpoint`` input (address and broker-slot ports)."""
+    if not endpoint:
+        return {}
+    return {"endpoint_address": str(endpoint["address"]), "endpoint_ports": tuple(int(p) for p in endpoint["ports"])}
 
 
 def _outs(props: dict[str, Any], running: bool) -> dict[str, Any]:
@@ -82,13 +90,16 @@ class _LocalClusterProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in _IDENTITY if olds.get(k) != news.get(k)]
-        changed = replaces + [k for k in ("role",) if olds.get(k) != news.get(k)]
+        changed = replaces + [k for k in ("role", "endpoint") if olds.get(k) != news.get(k)]
         if news.get("role") in _KEEP_RUNNING and olds.get("running") is False:
             changed.append("running")
         return DiffResult(changes=bool(changed), replaces=replaces, stables=["name"], delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         cluster = _runtime(news)
+        if olds.get("endpoint") != news.get("endpoint") and cluster.state() in ("running", "degraded"):
+            cluster.stop()  # the endpoint listener is in server.properties: restart with it (data kept)
+            _start(news, fresh=False)
         if news.get("role") in _KEEP_RUNNING:
             if cluster.state() != "running":
                 _start(news, fresh=False)
@@ -103,11 +114,22 @@ class LocalKafkaClusterArgs(dict):
     """Inputs of :class:`LocalKafkaCluster` (plain values: the dynamic provider serialises them)."""
 
     def __init__(
-        self, *, name: str, role: str, brokers: int, base_port: int, racks: list[str], state_dir: str, tls: bool = False
+        self,
+        *,
+        name: str,
+        role: str,
+        brokers: int,
+        base_port: int,
+        racks: list[str],
+        state_dir: str,
+        tls: bool = False,
+        endpoint: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name=name, role=role, brokers=brokers, base_port=base_port, racks=racks, state_dir=state_dir)
         if tls:  # only a TLS cluster carries the key: plaintext stacks keep the inputs they had
             self["tls"] = True
+        if endpoint is not None:  # only then: the inputs of a stack without an endpoint stay as they were
+            self["endpoint"] = endpoint
 
 
 class LocalKafkaCluster(Resource):

@@ -130,7 +130,11 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             clusters[c.name] = KafkaCluster(
                 c.name,
                 KafkaClusterArgs(
-                    cluster=c, state_dir=state_dir, admin_username=user, admin_password=pulumi.Output.secret(password)
+                    cluster=c,
+                    state_dir=state_dir,
+                    admin_username=user,
+                    admin_password=pulumi.Output.secret(password),
+                    endpoint=topology.endpoint,
                 ),
             )
         if c.role is not Role.DECOMMISSIONED:
@@ -192,9 +196,30 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             ),
         )
     out = {**_outputs(topology, clusters, passwords, state_dir), "credentials": _generated(topology, credentials)}
+    proxy = _endpoint_proxy(topology, state_dir, clusters)
+    if proxy is not None:  # only then: the outputs of stacks without an endpoint stay as they were
+        out["endpoint"] = topology.endpoint.bootstrap if topology.endpoint is not None else None
     if topology.provisioning == "batched":  # only then: the outputs of existing stacks stay as they were
         out["provisioning"] = topology.provisioning
     return out
+
+
+def _endpoint_proxy(topology: Topology, state_dir: Path, clusters: dict[str, Any]) -> Any:
+    """The client endpoint's HAProxy of a local estate, pointing at the active cluster, started after
+    the local clusters (None without an endpoint or for external clusters, whose proxy the platform runs)."""
+    from dr.topology.client_endpoint import endpoint_spec
+
+    spec = endpoint_spec(topology)
+    if spec is None or not spec.backends or topology.endpoint is None or topology.endpoint.runtime_api is not None:
+        return None
+    from stacks.endpoint_proxy import EndpointProxy, endpoint_proxy_args
+
+    local = [getattr(c, "local", None) for c in clusters.values()]
+    return EndpointProxy(
+        "client-endpoint",
+        endpoint_proxy_args(spec, topology.active().name, state_dir),
+        pulumi.ResourceOptions(depends_on=[r for r in local if r is not None]),
+    )
 
 
 def _refuse_switch_to_batched(topology: Topology) -> None:

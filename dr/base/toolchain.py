@@ -85,3 +85,25 @@ def toolchain() -> Toolchain:
         pulumi_bin=home / "pulumi" / v["PULUMI_VERSION"] / "bin",
         java=java,
     )
+
+
+@dataclass(frozen=True)
+class HAProxy:
+    """Debian's haproxy unpacked in the cache (``scripts/setup_haproxy.sh``): the binary and the
+    directory of the shared libraries it needs that a base system lacks (``LD_LIBRARY_PATH``)."""
+
+    binary: Path
+    lib_dir: Path
+
+    def env(self) -> dict[str, str]:
+        """The environment to run :attr:`binary` with."""
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(self.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
+        return env
+
+
+def haproxy() -> HAProxy:
+    """The cached HAProxy of the pinned ``HAPROXY_VERSION``, raising :class:`ToolchainError` when absent."""
+    version = versions()["HAPROXY_VERSION"]
+    root = _complete(kdr_home() / "haproxy" / version, f"HAProxy {version}")
+    return HAProxy(binary=root / "usr" / "sbin" / "haproxy", lib_dir=root / "usr" / "lib" / "x86_64-linux-gnu")

@@ -156,6 +156,10 @@ def estate_status(ref: StackRef, as_json: bool) -> None:
         for partition, n in (link.get("lag") or {}).items():
             if n:
                 click.echo(f"      {partition:<24} lag {n}")
+    ep = status.get("endpoint")
+    if ep is not None:
+        where = ep.get("error") or f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}"
+        click.echo(f"  endpoint {ep['bootstrap']} proxy {ep.get('proxy', 'external')}: {where}")
 
 
 @estate.command("standby")

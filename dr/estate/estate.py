@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
-from dr.base.errors import ClusterError, ConfigError
+from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
@@ -29,6 +29,7 @@ from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 from dr.topology import Link, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
+from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
 from dr.topology.hub_spoke import prefixed_link, topics_on
 
@@ -61,12 +62,13 @@ class LinkStatus(TypedDict, total=False):
     error: str
 
 
-class EstateStatus(TypedDict):
-    """What ``drctl estate status --json`` prints."""
+class EstateStatus(TypedDict, total=False):
+    """What ``drctl estate status --json`` prints (``endpoint`` only with a client endpoint)."""
 
-    stack: str
-    clusters: list[ClusterStatus]
-    links: list[LinkStatus]
+    stack: Required[str]
+    clusters: Required[list[ClusterStatus]]
+    links: Required[list[LinkStatus]]
+    endpoint: dict[str, Any]
 
 
 def load_stack(stack: StackRef) -> Topology:
@@ -99,8 +101,17 @@ class Estate:
                 f"cluster {name!r} is {c.kind.value}, not local.",
                 "manage external clusters with their own tooling; only local ones run here",
             )
+        e = self.topology.endpoint
         return LocalCluster(
-            ClusterSpec(c.name, brokers=c.brokers, base_port=c.base_port or 0, racks=tuple(c.racks), tls=c.local_tls),
+            ClusterSpec(
+                c.name,
+                brokers=c.brokers,
+                base_port=c.base_port or 0,
+                racks=tuple(c.racks),
+                tls=c.local_tls,
+                endpoint_ports=tuple(e.broker_ports) if e is not None else (),
+                endpoint_address=e.address if e is not None else "127.0.0.1",
+            ),
             self.state,
             self.credentials,
         )
@@ -209,6 +220,10 @@ class Estate:
         Provisioning and deleting are the stack's (:class:`dr.estate.stack.EstateStack`); this only stops
         processes, as a machine shutdown would: ``up --refresh`` starts them again.
         """
+        proxy = local_endpoint(self.topology, self.state)
+        if proxy is not None:
+            progress("client endpoint stopping")
+            proxy.stop()
         for link in self.topology.links:
             if self.topology.runs_dedicated(link):
                 self.mirror(link.name).stop()
@@ -257,7 +272,25 @@ class Estate:
             except (ClusterError, ConfigError) as exc:
                 entry["error"] = str(exc).splitlines()[0]
             links.append(entry)
-        return {"stack": self.topology.name, "clusters": clusters, "links": links}
+        out: EstateStatus = {"stack": self.topology.name, "clusters": clusters, "links": links}
+        if self.topology.endpoint is not None:  # only then: the status of estates without one is unchanged
+            out["endpoint"] = self.endpoint_status()
+        return out
+
+    def endpoint_status(self) -> dict[str, Any]:
+        """The client endpoint: its bootstrap address, whether its proxy runs, where it points."""
+        e = self.topology.endpoint
+        if e is None:
+            return {}
+        out: dict[str, Any] = {"bootstrap": e.bootstrap}
+        proxy = local_endpoint(self.topology, self.state)
+        if proxy is not None:
+            out["proxy"] = "running" if proxy.alive() else "stopped"
+        try:
+            out["points_at"] = endpoint_pointing(self.topology, self.state)
+        except DRError as exc:
+            out["error"] = exc.problem
+        return out
 
 
 def resolve_endpoint(stack: StackRef, cluster_name: str, user: str = ADMIN_USER) -> Endpoint:

@@ -126,6 +126,8 @@ class PromoteOutcome(Outcome):
     """Hub-and-spoke: the edges' links into the old hub, stopped (:mod:`dr.failover.hub`)."""
     edge_resume: list[dict[str, Any]] | None = None
     """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
+    endpoint: dict[str, Any] | None = None
+    """With a client endpoint: where it pointed before, the cluster it points at now, the switch's seconds."""
 
 
 # ---------------------------------------------------------------------------------- 4 clients

@@ -28,6 +28,7 @@ from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Role, Topology
 from dr.topology.access import applications_on
+from dr.topology.client_endpoint import endpoint_pointing
 from dr.topology.hub_spoke import topics_on
 from dr.topology.stackfile import stack_file_diff
 
@@ -123,6 +124,12 @@ def _actions(
             f"(each re-pointed edge link resumes there: no gap)"
             if edge_links
             else ""
+        )
+        + (
+            f"; switch the client endpoint {original.endpoint.bootstrap} to {B.name} and close its sessions "
+            f"to {A.name} (HAProxy runtime API, no restart)"
+            if original.endpoint is not None
+            else ""
         ),
         "consumer-groups": f"check translated offsets on {B.name} of groups {', '.join(groups) or '(none)'}",
         "desired-state": f"write {stack_path} (roles: {', '.join(f'{c.name}={c.role.value}' for c in desired.clusters)}"
@@ -175,6 +182,14 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
         "missing_topics": health.missing_topics,
         "error": health.error,
     }
+    if original.endpoint is not None:  # only then: the plan of estates without one is unchanged
+        try:
+            obs["endpoint"] = {
+                "bootstrap": original.endpoint.bootstrap,
+                "points_at": endpoint_pointing(original, state),
+            }
+        except DRError as exc:
+            obs["endpoint"] = {"bootstrap": original.endpoint.bootstrap, "error": exc.problem}
     if obs["source"]["reachable"] and health.reachable:
         topics = [t.name for t in original.topics]
         try:

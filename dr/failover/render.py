@@ -6,7 +6,7 @@ Only names, numbers and paths are printed: client configurations and credentials
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dr.failover.shorten import MANY, names_text
 
@@ -136,7 +136,18 @@ def render_plan(p: FailoverPlan | FinishedPlan) -> str:
                 f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
                 + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else "")
             )
+        if ep := obs.get("endpoint"):
+            lines.append(f"observed: client endpoint {ep['bootstrap']} {_endpoint_text(ep)}")
     return "\n".join(lines)
+
+
+def _endpoint_text(ep: dict[str, Any]) -> str:
+    """Where the client endpoint points, or why that is unknown."""
+    if ep.get("error"):
+        return f"UNKNOWN ({ep['error']})"
+    return f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}" + (
+        f" (proxy {ep['proxy']})" if ep.get("proxy") else ""
+    )
 
 
 def render_status(st: StatusReport) -> str:
@@ -160,6 +171,8 @@ def render_status(st: StatusReport) -> str:
         )
         for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
             lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
+    if st.endpoint is not None:
+        lines.append(f"  endpoint {st.endpoint['bootstrap']} {_endpoint_text(st.endpoint)}")
     for link in st.links:
         detail = f"lag {link.total_lag} records" if link.total_lag is not None else link.error or ""
         process = link.process or link.engine or "?"

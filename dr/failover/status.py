@@ -259,6 +259,8 @@ class StatusReport(BaseModel):
     in the JSON only when it is newer than any current journal."""
     pulumi_state_error: str | None = None
     """Why the stack's Pulumi state file cannot be read (naming it); in the JSON only when it cannot."""
+    endpoint: dict[str, Any] | None = None
+    """The client endpoint (bootstrap, proxy, points_at or error); in the JSON only when declared."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: keys that do not apply to an entry are absent, not null."""
@@ -291,6 +293,8 @@ def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) ->
     if locks := _pulumi_locks(stack, Path(state)):
         report.pulumi_locks = locks  # in the JSON only when there is one
     _journal_and_state(ref, journal, report)
+    if topology.endpoint is not None:
+        report.endpoint = estate.endpoint_status()
     report.problems = status_problems(report)
     return report
 

@@ -41,6 +41,7 @@ from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress, application_acls
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
+from dr.failover.endpoint_switch import check_endpoint, switch_endpoint
 from dr.failover.fencing import fence, unfence, write_bindings
 from dr.failover.groups import describe_group
 from dr.failover.health import cluster_health, listening, reachability
@@ -339,6 +340,7 @@ def preflight(ctx: Context) -> StepResult:
             f"if {A} is lost, run an unplanned failover: `drctl failover --stack {ctx.stack} "
             f"--mode unplanned`; {nothing}",
         )
+    endpoint_at = check_endpoint(ctx.original, ctx.state, ctx.stack)  # refused here when its API is silent
     b_end = _offsets(ctx.b_ep, ctx.topics, B)
     link = LinkState(name=ctx.link.name)
     if ctx.before.runs_here(ctx.link.name):
@@ -382,7 +384,8 @@ def preflight(ctx: Context) -> StepResult:
         "done",
         outcome,
         f"{B} healthy ({len(b.brokers)} broker(s), 0 offline partitions, "
-        f"{len(b.under_replicated)} under-replicated); {A} {state_a}; {lag_text}",
+        f"{len(b.under_replicated)} under-replicated); {A} {state_a}; {lag_text}"
+        + (f"; client endpoint points at {', '.join(endpoint_at) or 'nothing'}" if endpoint_at is not None else ""),
     )
 
 
@@ -578,12 +581,17 @@ def promote(ctx: Context) -> StepResult:
     )
     if edge_links:  # journaled only for a hub (an active-passive journal keeps its keys)
         outcome.edge_links_stopped, outcome.edge_resume = edge_stopped, edge_resume
+    # B is writable: the endpoint moves to it now, before the client files are published.
+    switched = switch_endpoint(ctx.original, ctx.state, ctx.target)
+    if switched is not None:  # journaled only with an endpoint
+        outcome.endpoint = switched
     return StepResult(
         "done",
         outcome,
         f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
         f"{names_text(producers) or 'no producing application'}"
-        + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else ""),
+        + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else "")
+        + (f"; client endpoint switched to {ctx.target}, sessions to {ctx.source} closed" if switched else ""),
     )
 
 
@@ -939,7 +947,12 @@ STEPS: list[Step] = [
         "fence A (remove application write ACLs); planned: drain the link to lag 0",
         lambda ctx: {**_common_inputs(ctx), "drain_timeout": ctx.options.drain_timeout, "force": ctx.options.force},
     ),
-    Step("promote", promote, "stop the link A→B; grant application write ACLs on B", _common_inputs),
+    Step(
+        "promote",
+        promote,
+        "stop the link A→B; grant application write ACLs on B; point the client endpoint (if any) at B",
+        _common_inputs,
+    ),
     Step("clients", clients, "publish B's client configuration for every application", _common_inputs),
     Step("consumer-groups", consumer_groups, "check translated committed offsets of every group on B", _common_inputs),
     Step(

@@ -5,6 +5,9 @@ Port layout from ``base_port`` (P), broker ids 1..N:
 * client listener (SASL_PLAINTEXT, SCRAM-SHA-512; SASL_SSL with ``tls``): ``P + id - 1``
 * inter-broker listener (SASL_PLAINTEXT, PLAIN as ``broker``): ``P + 20 + id - 1``
 * controller listener (SASL_PLAINTEXT, PLAIN): ``P + 40`` (+ node index)
+* endpoint listener, only with a client endpoint (SASL_PLAINTEXT, SCRAM-SHA-512): ``P + 60 + id - 1``,
+  advertising the endpoint proxy's port of its broker slot, so clients of the proxy only learn
+  the proxy's addresses (:mod:`dr.runtime.endpoint`)
 
 A 1-broker cluster runs one combined broker+controller node. A 3-broker cluster runs a dedicated
 controller (node 0) and three brokers, so killing brokers never loses the metadata quorum — the
@@ -39,7 +42,7 @@ from dr.runtime.process import (
     private_dir,
     wait_until,
 )
-from dr.runtime.reserved import PORT_WINDOW
+from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET, PORT_WINDOW
 
 CONTROLLER_OFFSET = 40
 INTERNAL_OFFSET = 20
@@ -57,6 +60,10 @@ class ClusterSpec:
     extra_config: dict[str, str] = field(default_factory=dict)
     tls: bool = False
     """Serve clients SASL_SSL with a certificate of the estate's CA (:mod:`dr.runtime.local_tls`)."""
+    endpoint_ports: tuple[int, ...] = ()
+    """The client endpoint's port of each broker slot (empty: no endpoint listener)."""
+    endpoint_address: str = "127.0.0.1"
+    """The client endpoint's address, advertised by the endpoint listener."""
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):
@@ -101,6 +108,10 @@ class ClusterSpec:
         """The inter-broker listener of a broker."""
         return self.base_port + INTERNAL_OFFSET + broker_id - 1
 
+    def endpoint_listener_port(self, broker_id: int) -> int:
+        """The listener of a broker behind the client endpoint's proxy."""
+        return self.base_port + ENDPOINT_LISTENER_OFFSET + broker_id - 1
+
     def controller_port(self) -> int:
         """The (single) controller listener."""
         return self.base_port + CONTROLLER_OFFSET
@@ -114,6 +125,8 @@ class ClusterSpec:
         ports = [self.controller_port()]
         for b in self.broker_ids():
             ports += [self.client_port(b), self.internal_port(b)]
+            if self.endpoint_ports:
+                ports.append(self.endpoint_listener_port(b))
         return ports
 
     @property
@@ -154,6 +167,9 @@ def server_properties(
             f"INTERNAL://127.0.0.1:{spec.internal_port(node_id)}",
         ]
         advertised = list(listeners)
+        if spec.endpoint_ports:
+            listeners.append(f"ENDPOINT://127.0.0.1:{spec.endpoint_listener_port(node_id)}")
+            advertised.append(f"ENDPOINT://{spec.endpoint_address}:{spec.endpoint_ports[node_id - 1]}")
     if is_controller:
         listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port()}")
     jaas = _plain_jaas(broker_password)
@@ -164,7 +180,7 @@ def server_properties(
         "controller.listener.names": "CONTROLLER",
         "listeners": ",".join(listeners),
         "listener.security.protocol.map": f"CLIENT:{'SASL_SSL' if spec.tls else 'SASL_PLAINTEXT'},"
-        "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT,ENDPOINT:SASL_PLAINTEXT",
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": jaas,
@@ -204,6 +220,8 @@ def server_properties(
                 "sasl.mechanism.inter.broker.protocol": "PLAIN",
                 "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
                 "listener.name.client.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "listener.name.endpoint.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.endpoint.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
                 "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
                 "listener.name.internal.plain.sasl.jaas.config": jaas,
                 "broker.rack": spec.rack_names[node_id - 1],
@@ -378,6 +396,8 @@ class LocalCluster:
             if node_id in self.spec.broker_ids()
             else []
         )
+        if node_id in self.spec.broker_ids() and self.spec.endpoint_ports:
+            ports.append(self.spec.endpoint_listener_port(node_id))
         if node_id == self.spec.controller_id():
             ports.append(self.spec.controller_port())
         ensure_ports_free(ports, f"cluster {self.name} node {node_id}")

@@ -10,3 +10,7 @@ topics only: the connectors send records as the replicator, through ``producer.o
 
 PORT_WINDOW = 100
 """Ports reserved per local cluster: ``base_port`` .. ``base_port + PORT_WINDOW - 1``."""
+
+ENDPOINT_LISTENER_OFFSET = 60
+"""A local broker's endpoint listener (behind the client endpoint's proxy) is ``base_port + 60 + id - 1``,
+inside its cluster's window."""

@@ -215,6 +215,41 @@ class Cluster(_Model):
         return self.role in (Role.ACTIVE, Role.PASSIVE, Role.EDGE)
 
 
+class ClientEndpoint(_Model):
+    """A stable client address that follows the active cluster (issue 31): an HAProxy in TCP mode with
+    a bootstrap port and one port per broker slot; each cluster's endpoint listener advertises these
+    ports, so every address a client learns goes through the proxy, and a failover switches the proxy's
+    backends to the new active cluster (runtime API, no restart).
+
+    Local estates: the product runs the proxy (``address`` must be a loopback address) and its runtime
+    API on a unix socket in the state directory. External clusters: the platform team runs both, and
+    ``runtime_api`` says where the runtime API answers (``host:port`` or a socket path)."""
+
+    address: str = "127.0.0.1"
+    """The address clients connect to (and the proxy binds, for a local estate)."""
+    bootstrap_port: int
+    """The port clients bootstrap from (any broker of the active cluster behind it)."""
+    broker_ports: list[int] = Field(min_length=1, max_length=3)
+    """One port per broker slot: port ``i`` reaches broker id ``i + 1`` of the active cluster."""
+    runtime_api: str | None = None
+    """Where HAProxy's runtime API answers: ``host:port`` or the path of a unix socket. Local estates:
+    leave it out (a socket in the state directory)."""
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port the proxy binds: the bootstrap port, then the broker slots."""
+        return [self.bootstrap_port, *self.broker_ports]
+
+    def advertised(self, broker_id: int) -> str:
+        """``host:port`` a cluster's endpoint listener advertises for broker ``broker_id``."""
+        return f"{self.address}:{self.broker_ports[broker_id - 1]}"
+
+    @property
+    def bootstrap(self) -> str:
+        """The only bootstrap address applications need."""
+        return f"{self.address}:{self.bootstrap_port}"
+
+
 def _config_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -472,6 +507,9 @@ class Topology(_Model):
     principals: Principals = Field(default_factory=Principals)
     links: list[Link] = Field(default_factory=list)
     connect_clusters: list[ConnectCluster] = Field(default_factory=list)
+    endpoint: ClientEndpoint | None = None
+    """The stable client endpoint that follows the active cluster (None: clients use each cluster's
+    own bootstrap servers, published by the failover)."""
     failover_done: bool = False
     """True once a failover has happened (a standby may then carry a link)."""
     provisioning: Literal["individual", "batched"] = "individual"
@@ -676,6 +714,7 @@ class Topology(_Model):
             connect_clusters=connect_clusters,
             failover_done=True,
             provisioning=self.provisioning,
+            endpoint=self.endpoint,
         )
 
 

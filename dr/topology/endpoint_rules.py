@@ -1,0 +1,111 @@
+"""The rules of the stable client endpoint (``endpoint:``, issue 31), as ``(path, problem, fix)``.
+
+Every port the proxy binds must be its own: not a port of a local broker, controller or Connect worker,
+not twice in the endpoint, inside the range the local estate uses. There is one broker slot for each
+broker of the largest cluster that may become active, and a local estate's proxy listens on loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
+from dr.topology.kinds import Architecture, Role
+
+if TYPE_CHECKING:
+    from dr.topology.model import Cluster, Topology
+
+_FIRST_PORT, _LAST_PORT = 1024, 32767
+_MAY_BE_ACTIVE = (Role.ACTIVE, Role.PASSIVE, Role.STANDBY)
+
+
+def _named_ports(c: Cluster) -> dict[int, str]:
+    """The ports a local cluster binds, each with what binds it (mirrors dr.runtime.cluster's layout)."""
+    base = c.base_port or 0
+    named = {base + 40: f"the controller port of cluster {c.name!r}"}
+    for b in range(1, c.brokers + 1):
+        named[base + b - 1] = f"broker {b}'s client port of cluster {c.name!r}"
+        named[base + 20 + b - 1] = f"broker {b}'s inter-broker port of cluster {c.name!r}"
+        named[base + ENDPOINT_LISTENER_OFFSET + b - 1] = f"broker {b}'s endpoint listener of cluster {c.name!r}"
+    return named
+
+
+def _owner(t: Topology, port: int) -> str | None:
+    """What else on the estate holds ``port``, or None."""
+    for c in t.clusters:
+        window = c.port_window
+        if window is None or port not in window:
+            continue
+        return _named_ports(c).get(port, f"the port window {window.start}..{window.stop - 1} of cluster {c.name!r}")
+    for cc in t.connect_clusters:
+        rest = cc.rest_ports
+        if rest is not None and port in rest:
+            return f"a REST port of Connect cluster {cc.name!r}"
+    return None
+
+
+def endpoint_problems(t: Topology) -> Iterator[tuple[str, str, str]]:
+    """Every broken rule of ``t.endpoint`` (nothing when no endpoint is declared)."""
+    e = t.endpoint
+    if e is None:
+        return
+    if t.architecture != Architecture.ACTIVE_PASSIVE:
+        yield (
+            "endpoint",
+            f"a client endpoint follows the one active cluster of an active-passive estate; this one is {t.architecture}",
+            "remove endpoint, or use architecture: active-passive",
+        )
+    fields = [("endpoint.bootstrap_port", e.bootstrap_port)] + [
+        (f"endpoint.broker_ports[{i}]", p) for i, p in enumerate(e.broker_ports)
+    ]
+    seen: dict[int, str] = {}
+    for path, port in fields:
+        if not _FIRST_PORT <= port <= _LAST_PORT:
+            yield path, f"port {port} is outside {_FIRST_PORT}..{_LAST_PORT}", "choose a free port in that range"
+        elif port in seen:
+            yield (
+                path,
+                f"port {port} is already {seen[port]}",
+                "give the bootstrap port and each broker slot its own port",
+            )
+        elif (owner := _owner(t, port)) is not None:
+            yield (
+                path,
+                f"port {port} collides with {owner}",
+                "choose a port outside every local cluster's window and Connect REST ports",
+            )
+        seen.setdefault(port, path)
+    candidates = [c for c in t.clusters if c.role in _MAY_BE_ACTIVE]
+    widest = max(candidates, key=lambda c: c.brokers, default=None)
+    if widest is not None and widest.is_local and len(e.broker_ports) < widest.brokers:
+        yield (
+            "endpoint.broker_ports",
+            f"{len(e.broker_ports)} broker slot(s) for cluster {widest.name!r} of {widest.brokers} brokers",
+            f"list {widest.brokers} ports, one per broker",
+        )
+    local = any(c.is_local for c in t.clusters)
+    if local:
+        try:
+            loopback = ipaddress.ip_address(e.address).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            yield (
+                "endpoint.address",
+                f"{e.address!r} is not a loopback address; a local estate's proxy listens on this machine only",
+                "use 127.0.0.1",
+            )
+        if e.runtime_api is not None:
+            yield (
+                "endpoint.runtime_api",
+                "is set on a local estate, whose proxy's runtime API is a socket in the state directory",
+                "remove it (set it only for a proxy the platform team runs in front of external clusters)",
+            )
+    elif e.runtime_api is None:
+        yield (
+            "endpoint.runtime_api",
+            "is missing: the proxy of external clusters is run by the platform team, and failover needs its runtime API",
+            "set it to the runtime API's host:port or unix socket path",
+        )

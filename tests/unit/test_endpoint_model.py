@@ -1,0 +1,106 @@
+"""The client endpoint's model and rules (issue 31): bad ports are refused naming both sides."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr.base.errors import ConfigError, TopologyError
+from dr.topology import load_topology
+from tests.unit.test_topology_validation import LOCAL
+
+ENDPOINT = {"address": "127.0.0.1", "bootstrapPort": 19900, "brokerPorts": [19901, 19902, 19903]}
+
+
+def _with(endpoint: dict[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(LOCAL)
+    config["kafka-dr:endpoint"] = endpoint
+    return config
+
+
+def test_endpoint_loads_with_its_ports() -> None:
+    t = load_topology("local", _with(ENDPOINT))
+    assert t.endpoint is not None
+    assert t.endpoint.bootstrap == "127.0.0.1:19900"
+    assert t.endpoint.ports == [19900, 19901, 19902, 19903]
+    assert t.endpoint.advertised(2) == "127.0.0.1:19902"
+
+
+def test_port_on_a_broker_is_refused_naming_both() -> None:
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "bootstrapPort": 19201}))
+    assert err.value.exit_code == 2
+    text = str(err.value)
+    assert "endpoint.bootstrap_port" in text and "19201" in text
+    # 19201 is not a bound port of the 1-broker B, but it is inside B's window; 19100 is A's broker 1.
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "brokerPorts": [19100, 19902, 19903]}))
+    assert "endpoint.broker_ports[0]" in str(err.value)
+    assert "broker 1's client port of cluster 'A'" in str(err.value)
+
+
+def test_too_few_slots_twice_the_same_port_and_remote_address_are_refused() -> None:
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", _with({**ENDPOINT, "brokerPorts": [19901, 19901]}))
+    text = str(err.value)
+    assert "endpoint.broker_ports[1]: port 19901 is already endpoint.broker_ports[0]" in text
+    assert "2 broker slot(s) for cluster 'A' of 3 brokers" in text
+    with pytest.raises(TopologyError, match="not a loopback address"):
+        load_topology("local", _with({**ENDPOINT, "address": "10.0.0.5"}))
+
+
+def test_topology_without_endpoint_keeps_none() -> None:
+    assert load_topology("local", copy.deepcopy(LOCAL)).endpoint is None
+
+
+def test_broker_gets_an_endpoint_listener_advertising_the_proxy_port() -> None:
+    from pathlib import Path
+
+    from dr.runtime.cluster import ClusterSpec, server_properties
+
+    spec = ClusterSpec("A", brokers=3, base_port=19100, endpoint_ports=(19901, 19902, 19903))
+    props = server_properties(spec, 2, Path("/tmp/x"), "pw")
+    assert "ENDPOINT://127.0.0.1:19161" in props["listeners"]
+    assert "ENDPOINT://127.0.0.1:19902" in props["advertised.listeners"]
+    assert "CLIENT://127.0.0.1:19101" in props["advertised.listeners"]  # the direct listener stays
+    assert props["listener.name.endpoint.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert 19161 in spec.ports()
+    plain = server_properties(ClusterSpec("A", brokers=3, base_port=19100), 2, Path("/tmp/x"), "pw")
+    assert "ENDPOINT" not in plain["listeners"]
+
+
+def test_proxy_config_and_switch_commands() -> None:
+    from dr.runtime.endpoint import Backend, EndpointSpec, haproxy_config, switch_commands
+
+    spec = EndpointSpec("127.0.0.1", 19900, (19901, 19902), (Backend("A", (19160, 19161)), Backend("B", (19260,))))
+    text = haproxy_config(spec, "A", Path("/s/api.sock"))
+    assert "stats socket /s/api.sock mode 600 level admin" in text
+    assert "mode tcp" in text
+    assert "    server A 127.0.0.1:19161\n" in text  # slot 2: A's broker 2, ready
+    assert "    server B 127.0.0.1:19260 disabled" in text
+    assert "kdr_slot2" in text and "server B_1" in text
+    cmds = switch_commands(spec, "B")
+    assert cmds.index("set server kdr_slot1/A state maint") < cmds.index("set server kdr_slot1/B state ready")
+    assert cmds[-1] == "shutdown sessions server kdr_slot2/A"
+    with pytest.raises(ConfigError, match="no cluster 'C'"):
+        switch_commands(spec, "C")
+
+
+def test_the_endpoint_survives_the_failover_and_its_stack_file_edit(tmp_path: Path) -> None:
+    import yaml
+
+    from dr.topology import load_stack_file
+    from dr.topology.stackfile import write_stack_config
+    from tests import REPO_ROOT
+
+    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    doc["config"]["kafka-dr:endpoint"] = ENDPOINT
+    path = tmp_path / "Pulumi.local.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    after = load_stack_file(path).after_failover()
+    assert after.endpoint == load_stack_file(path).endpoint
+    assert write_stack_config(path, after)  # refused before: after_failover dropped the endpoint
+    assert load_stack_file(path).endpoint == after.endpoint
