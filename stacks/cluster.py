@@ -21,8 +21,8 @@ from dr.base.errors import ConfigError
 from dr.kafka.tls import provider_tls, uses_sasl
 from dr.runtime.local_tls import local_tls_files
 from dr.topology import Cluster, Kind
-from dr.topology.transport import tls_files
 from dr.topology.model import ClientEndpoint
+from dr.topology.transport import tls_files
 from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
 

@@ -180,7 +180,8 @@ def server_properties(
         "controller.listener.names": "CONTROLLER",
         "listeners": ",".join(listeners),
         "listener.security.protocol.map": f"CLIENT:{'SASL_SSL' if spec.tls else 'SASL_PLAINTEXT'},"
-        "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT,ENDPOINT:SASL_PLAINTEXT",
+        "INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+        + (",ENDPOINT:SASL_PLAINTEXT" if spec.endpoint_ports else ""),
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": jaas,

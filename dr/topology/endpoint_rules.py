@@ -57,6 +57,13 @@ def endpoint_problems(t: Topology) -> Iterator[tuple[str, str, str]]:
             f"a client endpoint follows the one active cluster of an active-passive estate; this one is {t.architecture}",
             "remove endpoint, or use architecture: active-passive",
         )
+    for c in t.clusters:
+        if c.is_local and c.local_tls:
+            yield (
+                f"clusters[{c.name}].local_tls",
+                "the client endpoint's listener serves SASL_PLAINTEXT; a local TLS cluster behind it is not built yet",
+                "remove endpoint or local_tls from this stack",
+            )
     fields = [("endpoint.bootstrap_port", e.bootstrap_port)] + [
         (f"endpoint.broker_ports[{i}]", p) for i, p in enumerate(e.broker_ports)
     ]

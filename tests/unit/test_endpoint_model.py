@@ -104,3 +104,12 @@ def test_the_endpoint_survives_the_failover_and_its_stack_file_edit(tmp_path: Pa
     assert after.endpoint == load_stack_file(path).endpoint
     assert write_stack_config(path, after)  # refused before: after_failover dropped the endpoint
     assert load_stack_file(path).endpoint == after.endpoint
+
+
+def test_an_endpoint_in_front_of_a_local_tls_cluster_is_refused() -> None:
+    config = _with(ENDPOINT)
+    config["kafka-dr:clusters"][0]["local_tls"] = True
+    with pytest.raises(TopologyError) as err:
+        load_topology("local", config)
+    assert err.value.exit_code == 2
+    assert "clusters[A].local_tls" in str(err.value) and "SASL_PLAINTEXT" in str(err.value)
