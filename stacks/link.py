@@ -54,6 +54,7 @@ class ReplicationLink(pulumi.ComponentResource):
                 intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir),
                 replication_policy=DEFAULT_POLICY if prefixed_link(args.topology, link) else None,
+                delivery=args.topology.delivery_of(link).value,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )

@@ -35,6 +35,7 @@ _CONFIG = (
     "intervals",
     "state_dir",
     "replication_policy",
+    "delivery",
 )
 
 
@@ -59,6 +60,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
         grant=False,
         replication_policy=props.get("replication_policy") or IDENTITY_POLICY,
+        exactly_once=props.get("delivery") == "exactly-once",
     )
 
 
@@ -117,6 +119,7 @@ class MirrorMakerProcessArgs(dict):
         intervals: dict[str, int],
         state_dir: str,
         replication_policy: str | None = None,
+        delivery: str = "exactly-once",
     ) -> None:
         # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
         policy = {"replication_policy": replication_policy} if replication_policy else {}
@@ -132,6 +135,7 @@ class MirrorMakerProcessArgs(dict):
             groups=groups,
             intervals=intervals,
             state_dir=state_dir,
+            delivery=delivery,
         )
         # Only a prefixed link carries the policy: the links of existing active-passive stacks keep their
         # inputs exactly, so upgrading does not restart their MirrorMaker 2.

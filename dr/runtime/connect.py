@@ -112,18 +112,26 @@ _OPERATION = {
 }
 
 
+def worker_transactional_id(name: str) -> str:
+    """The transactional id with which the leader of Connect cluster ``name`` writes its config topic under
+    exactly-once source support: ``connect-cluster-<group>`` (Connect's naming)."""
+    return f"connect-cluster-connect-{name}"
+
+
 def worker_topics(name: str) -> dict[str, str]:
     """The internal topics of Connect cluster ``name`` by role: ``connect-<name>-configs|offsets|status``."""
     return {kind: f"connect-{name}-{kind}" for kind in ("configs", "offsets", "status")}
 
 
 def connect_acls(spec: ConnectSpec) -> list[AclBinding]:
-    """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe."""
+    """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe, and
+    its leader's transactional id (:func:`worker_transactional_id`)."""
     u = CONNECT_USER
     bindings = [acl(u, ResourceType.GROUP, spec.group_id, _OPERATION[op]) for op in WORKER_GROUP_OPERATIONS]
     for topic in spec.topics.values():
         bindings += [acl(u, ResourceType.TOPIC, topic, _OPERATION[op]) for op in WORKER_TOPIC_OPERATIONS]
     bindings += [acl(u, ResourceType.BROKER, "kafka-cluster", _OPERATION[op]) for op in WORKER_CLUSTER_OPERATIONS]
+    bindings.append(acl(u, ResourceType.TRANSACTIONAL_ID, worker_transactional_id(spec.name), AclOperation.WRITE))
     return bindings
 
 
@@ -156,6 +164,9 @@ def worker_properties(
         "session.timeout.ms": "6000",
         "heartbeat.interval.ms": "1500",
         "offset.flush.interval.ms": "1000",
+        # Source tasks commit their records and source offsets in one transaction (KIP-618): a link that
+        # asks for exactly-once (exactly.once.support=required) runs here.
+        "exactly.once.source.support": "enabled",
         "config.providers": "file",
         "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
         "config.providers.file.param.allowed.paths": str(secrets_dir),

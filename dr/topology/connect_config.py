@@ -15,7 +15,7 @@ import re
 
 from dr.base.errors import ConfigError
 from dr.runtime.mirrormaker import IDENTITY_POLICY
-from dr.topology import Cluster, Link, Topology
+from dr.topology import Cluster, Delivery, Link, Topology
 
 CONNECTORS = {
     "source": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
@@ -60,6 +60,20 @@ def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, s
         # Resolved by the workers' config provider (a file, a directory or environment variables):
         # the config holds only the reference, never the password.
         f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
+    }
+
+
+def exactly_once_settings(target: Cluster, refs: tuple[str, str]) -> dict[str, str]:
+    """What makes a link's source connector exactly-once (KIP-618) on workers with
+    ``exactly.once.source.support=enabled``: Connect refuses to create it elsewhere (``required``); a
+    transaction per poll of the source; only committed source records read (MirrorSourceConnector's
+    condition); and the connector's admin client on the target as the replicator, where Connect fences
+    the link's earlier tasks by their transactional ids."""
+    return {
+        "exactly.once.support": "required",
+        "transaction.boundary": "poll",
+        "source.consumer.isolation.level": "read_committed",
+        **_client("admin.override", target, refs),
     }
 
 
@@ -128,6 +142,7 @@ def connector_configs(
     return {
         f"{link.name}-source": {
             **common,
+            **(exactly_once_settings(target, refs) if topology.delivery_of(link) == Delivery.EXACTLY_ONCE else {}),
             "connector.class": CONNECTORS["source"],
             "tasks.max": str(tasks_max),
             "topics": topics,
