@@ -11,6 +11,9 @@ files 0600, written atomically):
 * ``<app>.properties`` — Java clients (``sasl.jaas.config`` carries the credentials);
 * ``<app>.json`` — librdkafka / confluent-kafka settings.
 
+A consumer on a cluster that holds a link's copies (passive, promoted) reads committed records
+(``isolation.level=read_committed``): an exactly-once link writes in transactions.
+
 Both hold the password, so they are never printed; the failover summary names only the paths.
 """
 
@@ -25,7 +28,7 @@ from dr.base.files import private_dir
 from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
-from dr.topology import Application, Kind
+from dr.topology import Application, Kind, Topology
 from dr.topology.access import client_cluster
 
 __all__ = ["client_files", "publish_clients"]
@@ -45,11 +48,22 @@ def client_files(state: Path, app: str) -> tuple[Path, Path]:
     return d / f"{app}.properties", d / f"{app}.json"
 
 
-def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, dict[str, Any]]:
+def reads_copies(topology: Topology, cluster: str) -> bool:
+    """True when ``cluster`` holds records a link wrote — it receives a link (a passive cluster, an
+    active-active peer, a hub) or was promoted by a failover: an exactly-once link writes them in
+    transactions, so its consumers read committed records only (never an aborted copy)."""
+    return bool(topology.links_into(cluster)) or topology.failover_done
+
+
+def _configs(
+    endpoint: Endpoint, app: Application, cluster: str, read_committed: bool = False
+) -> tuple[str, dict[str, Any]]:
     java = dict(endpoint.java_config())
     librdkafka: dict[str, Any] = dict(endpoint.config())
     if app.consumer_group:
         java["group.id"] = librdkafka["group.id"] = app.consumer_group
+    if read_committed and (app.consumes or app.consumes_prefix or app.consumer_group):
+        java["isolation.level"] = librdkafka["isolation.level"] = "read_committed"
     java["client.id"] = librdkafka["client.id"] = app.name
     header = f"{app.name} on cluster {cluster} (written by drctl; contains a password)"
     return properties_text({k: str(v) for k, v in java.items()}, header), librdkafka
@@ -80,7 +94,7 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
         endpoint = Endpoint(estate.local_cluster(cluster).bootstrap, app.name, password)
     else:
         endpoint = Endpoint(c.bootstrap_servers or "", app.name, password, c.security_protocol, c.sasl_mechanism)
-    props, conf = _configs(endpoint, app, cluster)
+    props, conf = _configs(endpoint, app, cluster, reads_copies(estate.topology, cluster))
     props_path, json_path = client_files(estate.state, app.name)
     _write_private(props_path, props)
     _write_private(json_path, json.dumps(conf, indent=2) + "\n")

@@ -27,6 +27,7 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
+from dr.kafka.copied import dedicated_offsets_topic, stored_positions
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
@@ -510,9 +511,20 @@ class MirrorMaker:
         return self.process.alive()
 
     # ------------------------------------------------------------------ lag & offsets
+    def copied(self) -> dict[tuple[str, int], int]:
+        """Per source ``(topic, partition)``, the next offset this process will copy: the source offsets it
+        stored with its last committed copies, in its offsets topic on the target (:mod:`dr.kafka.copied`)."""
+        return stored_positions(self.target.endpoint(), dedicated_offsets_topic(self.source.name))
+
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
         """Per (source topic, partition): source end offset − end offset of its copy on the target (exact
-        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`)."""
+        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`).
+        An exactly-once process's target end offsets also count commit markers: its lag is measured from
+        the source offsets it committed with its copies instead (:meth:`copied`)."""
+        if self.exactly_once:
+            src = end_offsets(self.source.endpoint(), topics)
+            copied = self.copied()
+            return {tp: max(0, n - copied.get(tp, 0)) for tp, n in src.items()}
         if self.replication_policy == IDENTITY_POLICY:
             return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
         src = end_offsets(self.source.endpoint(), topics)

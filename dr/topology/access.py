@@ -27,7 +27,7 @@ from dr.runtime.connect import (
 from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS, transaction_rights
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
-from dr.topology.kinds import Architecture, Delivery, Engine
+from dr.topology.kinds import Architecture
 from dr.topology.model import Application, Cluster, Role, Topology
 
 __all__ = [
@@ -186,11 +186,7 @@ def transaction_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
     source task's producer is transactional whatever the connector asks."""
     rules: set[AclRule] = set()
     for link in topology.links_into(cluster.name):
-        if link.engine != Engine.MIRRORMAKER2:
-            continue
-        connect = next((cc for cc in topology.connect_clusters if cc.name == link.connect), None)
-        transactional_workers = connect is not None and (connect.is_local or connect.exactly_once_source)
-        if topology.delivery_of(link) != Delivery.EXACTLY_ONCE and not transactional_workers:
+        if not topology.writes_in_transactions(link):
             continue
         for kind, name, op, pattern in transaction_rights(link.source, link.name, link.connect):
             rules.add(AclRule(topology.principals.replicator, kind, name, op, pattern))

@@ -525,6 +525,16 @@ class Topology(_Model):
             return Delivery.AT_LEAST_ONCE
         return Delivery.EXACTLY_ONCE
 
+    def writes_in_transactions(self, link: Link) -> bool:
+        """True when ``link`` (MirrorMaker 2) writes its copies in transactions: it is exactly-once, or runs
+        on Connect workers with exactly-once source support, where every source task's producer is
+        transactional whatever the connector asks."""
+        if link.engine != Engine.MIRRORMAKER2:
+            return False
+        connect = next((cc for cc in self.connect_clusters if cc.name == link.connect), None)
+        workers = connect is not None and (connect.is_local or connect.exactly_once_source)
+        return workers or self.delivery_of(link) == Delivery.EXACTLY_ONCE
+
     def secret_fields(self) -> list[tuple[str, str, Any]]:
         """Every secret set in the topology: (field path, top-level config key, value)."""
         found: list[tuple[str, str, Any]] = []
