@@ -119,7 +119,7 @@ class MirrorMakerProcessArgs(dict):
         intervals: dict[str, int],
         state_dir: str,
         replication_policy: str | None = None,
-        delivery: str = "exactly-once",
+        delivery: str = "at-least-once",
     ) -> None:
         # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
         policy = {"replication_policy": replication_policy} if replication_policy else {}
@@ -135,12 +135,14 @@ class MirrorMakerProcessArgs(dict):
             groups=groups,
             intervals=intervals,
             state_dir=state_dir,
-            delivery=delivery,
         )
         # Only a prefixed link carries the policy: the links of existing active-passive stacks keep their
         # inputs exactly, so upgrading does not restart their MirrorMaker 2.
         if replication_policy:
             self["replication_policy"] = replication_policy
+        # Likewise only an exactly-once link carries its delivery.
+        if delivery == "exactly-once":
+            self["delivery"] = delivery
 
 
 class MirrorMakerProcess(Resource):

@@ -142,7 +142,13 @@ class Estate:
                 "manage its workers with their own tooling",
             )
         return LocalConnectCluster(
-            ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
+            ConnectSpec(
+                cc.name,
+                workers=cc.workers,
+                base_port=cc.base_port or 0,
+                heap_mb=cc.heap_mb,
+                exactly_once=self.topology.connect_exactly_once(cc),
+            ),
             self.local_cluster(cc.cluster),
             self.state,
             self.credentials,

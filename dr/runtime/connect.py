@@ -61,6 +61,9 @@ class ConnectSpec:
     workers: int = 2
     base_port: int = field(kw_only=True)
     heap_mb: int = field(default=768, kw_only=True)
+    exactly_once: bool = field(default=False, kw_only=True)
+    """The workers run with ``exactly.once.source.support=enabled``: every source task then writes in
+    transactions (KIP-618), and a connector may require it."""
     """JVM heap per worker. Each MirrorSourceConnector task holds a consumer's fetch buffers and a
     producer's buffer: 384 MB ran out of heap with 6 tasks copying a 1M-record backlog."""
 
@@ -125,13 +128,14 @@ def worker_topics(name: str) -> dict[str, str]:
 
 def connect_acls(spec: ConnectSpec) -> list[AclBinding]:
     """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe, and
-    its leader's transactional id (:func:`worker_transactional_id`)."""
+    with exactly-once source support, its leader's transactional id (:func:`worker_transactional_id`)."""
     u = CONNECT_USER
     bindings = [acl(u, ResourceType.GROUP, spec.group_id, _OPERATION[op]) for op in WORKER_GROUP_OPERATIONS]
     for topic in spec.topics.values():
         bindings += [acl(u, ResourceType.TOPIC, topic, _OPERATION[op]) for op in WORKER_TOPIC_OPERATIONS]
     bindings += [acl(u, ResourceType.BROKER, "kafka-cluster", _OPERATION[op]) for op in WORKER_CLUSTER_OPERATIONS]
-    bindings.append(acl(u, ResourceType.TRANSACTIONAL_ID, worker_transactional_id(spec.name), AclOperation.WRITE))
+    if spec.exactly_once:
+        bindings.append(acl(u, ResourceType.TRANSACTIONAL_ID, worker_transactional_id(spec.name), AclOperation.WRITE))
     return bindings
 
 
@@ -164,9 +168,6 @@ def worker_properties(
         "session.timeout.ms": "6000",
         "heartbeat.interval.ms": "1500",
         "offset.flush.interval.ms": "1000",
-        # Source tasks commit their records and source offsets in one transaction (KIP-618): a link that
-        # asks for exactly-once (exactly.once.support=required) runs here.
-        "exactly.once.source.support": "enabled",
         "config.providers": "file",
         "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
         "config.providers.file.param.allowed.paths": str(secrets_dir),
@@ -178,6 +179,10 @@ def worker_properties(
     }
     for prefix in ("producer.", "consumer.", "admin."):
         props.update({prefix + k: v for k, v in client.items()})
+    if spec.exactly_once:
+        # Source tasks commit their records and source offsets in one transaction (KIP-618): a link that
+        # asks for exactly-once (exactly.once.support=required) runs here.
+        props["exactly.once.source.support"] = "enabled"
     if rest_auth:
         props["rest.extension.classes"] = BASIC_AUTH_EXTENSION
     return props

@@ -208,7 +208,7 @@ def transaction_acls(source_alias: str, link_name: str, connect: str | None) -> 
 
 
 def grant_replicator(
-    source: LocalCluster, target: LocalCluster, *, exactly_once: bool = True, connect: str | None = None
+    source: LocalCluster, target: LocalCluster, *, exactly_once: bool = False, connect: str | None = None
 ) -> None:
     """Create the replicator's SCRAM user and ACLs on both clusters (idempotent); ``exactly_once`` adds the
     transactional ids of link ``<source>-to-<target>`` (dedicated, or on Connect cluster ``connect``)."""
@@ -363,7 +363,7 @@ class MirrorMaker:
         grant: bool = True,
         *,
         replication_policy: str = IDENTITY_POLICY,
-        exactly_once: bool = True,
+        exactly_once: bool = False,
     ) -> None:
         self.source = source
         self.exactly_once = exactly_once

@@ -174,8 +174,8 @@ def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
         for topic in worker_topics(cc.name).values():
             rules |= {AclRule(CONNECT_USER, "Topic", topic, op) for op in WORKER_TOPIC_OPERATIONS}
         rules |= {AclRule(CONNECT_USER, "Cluster", "kafka-cluster", op) for op in WORKER_CLUSTER_OPERATIONS}
-        # the workers run with exactly-once source support: their leader writes the config topic in transactions
-        rules.add(AclRule(CONNECT_USER, "TransactionalID", worker_transactional_id(cc.name), "Write"))
+        if topology.connect_exactly_once(cc):  # their leader writes the config topic in transactions
+            rules.add(AclRule(CONNECT_USER, "TransactionalID", worker_transactional_id(cc.name), "Write"))
     return rules
 
 
