@@ -22,6 +22,7 @@ from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER, ConnectSpec, LocalConnectCluster
+from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import grant_replicator
 from dr.runtime.process import wait_until
@@ -223,6 +224,11 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
     # from the offsets committed with the last committed records: nothing is copied twice.
     if DELIVERY == Delivery.EXACTLY_ONCE:
         assert duplicates == 0, f"{duplicates} records of A are on B twice after a worker was killed"
+        # what the drain reads: the source offsets committed with the copies, exactly A's ends (B's end
+        # offsets are beyond them by the commit markers)
+        copied = ConnectLink(connect.rest(), link.name, connect.name).copied()
+        assert copied == a_ends, (copied, a_ends)
+        assert sum(end_offsets(b.endpoint(), [TOPIC]).values()) > RECORDS
 
     # The killed worker comes back and rejoins; the connectors keep running.
     connect.start_worker(0)
