@@ -278,7 +278,9 @@ def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: Env)
     config = connector_configs(env.topology, link, secrets_file=str(env.connect.secrets_file()))[
         f"{link.name}-heartbeat"
     ]
-    name = "probe ä x?#"  # percent-encoded in every path
+    # percent-encoded in every path; under the link's name, whose transactional ids (exactly-once workers:
+    # every source task's producer is transactional) the replicator may use
+    name = f"{link.name}-probe ä x?#"
     rest.put_config(name, config)
     # A follower worker's connector list follows the config topic, so it may lag the PUT briefly.
     assert wait_until(lambda: name in rest.connectors(), 30, interval=0.2), rest.connectors()
