@@ -45,7 +45,17 @@ __all__ = [
     "local_connect_runtime",
 ]
 
-_WORKER_CONFIG = ("name", "workers", "base_port", "heap_mb", "home", "home_brokers", "home_port", "state_dir")
+_WORKER_CONFIG = (
+    "name",
+    "workers",
+    "base_port",
+    "heap_mb",
+    "home",
+    "home_brokers",
+    "home_port",
+    "state_dir",
+    "exactly_once",
+)
 
 
 def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.connect.LocalConnectCluster
@@ -63,6 +73,7 @@ def local_connect_runtime(props: dict[str, Any]):  # noqa: ANN201 - dr.runtime.c
             workers=int(props["workers"]),
             base_port=int(props["base_port"]),
             heap_mb=int(props.get("heap_mb") or 768),
+            exactly_once=bool(props.get("exactly_once")),
         ),
         home,
         state,
@@ -123,6 +134,7 @@ class LocalConnectWorkersArgs(dict):
         home_brokers: int,
         home_port: int,
         state_dir: str,
+        exactly_once: bool = False,
     ) -> None:
         super().__init__(
             name=name,
@@ -134,6 +146,9 @@ class LocalConnectWorkersArgs(dict):
             home_port=home_port,
             state_dir=state_dir,
         )
+        # Only workers with exactly-once source support carry the flag: existing stacks keep their inputs.
+        if exactly_once:
+            self["exactly_once"] = True
 
 
 class LocalConnectWorkers(Resource):
@@ -261,6 +276,7 @@ def workers_props(topology: Topology, connect: ConnectCluster, state_dir: Path) 
             home_brokers=home.brokers,
             home_port=home.base_port or 0,
             state_dir=str(state_dir),
+            exactly_once=topology.connect_exactly_once(connect),
         )
     )
 

@@ -350,7 +350,7 @@ def _native(b: dict[str, Any], *, as_filter: bool = False):  # noqa: ANN202 - Ac
 
 def _rtype(name: str) -> str:
     """pulumi_kafka's resource type → confluent-kafka's (``Cluster`` is ``BROKER`` there)."""
-    return "BROKER" if name == "Cluster" else _snake(name)
+    return {"Cluster": "BROKER", "TransactionalID": "TRANSACTIONAL_ID"}.get(name) or _snake(name)
 
 
 def _snake(camel: str) -> str:

@@ -56,6 +56,7 @@ class ReplicationLink(pulumi.ComponentResource):
                 replication_policy=DEFAULT_POLICY if prefixed_link(args.topology, link) else None,
                 source_tls=source.local_tls,
                 target_tls=target.local_tls,
+                delivery=args.topology.delivery_of(link).value,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )

@@ -37,6 +37,7 @@ _CONFIG = (
     "replication_policy",
     "source_tls",
     "target_tls",
+    "delivery",
 )
 
 
@@ -73,6 +74,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
         grant=False,
         replication_policy=props.get("replication_policy") or IDENTITY_POLICY,
+        exactly_once=props.get("delivery") == "exactly-once",
     )
 
 
@@ -133,6 +135,7 @@ class MirrorMakerProcessArgs(dict):
         replication_policy: str | None = None,
         source_tls: bool = False,
         target_tls: bool = False,
+        delivery: str = "at-least-once",
     ) -> None:
         # Only a prefixed link carries the policy: identity links keep the inputs (and state) they had.
         policy = {"replication_policy": replication_policy} if replication_policy else {}
@@ -157,6 +160,9 @@ class MirrorMakerProcessArgs(dict):
         for key, tls in (("source_tls", source_tls), ("target_tls", target_tls)):
             if tls:
                 self[key] = True
+        # Likewise only an exactly-once link carries its delivery.
+        if delivery == "exactly-once":
+            self["delivery"] = delivery
 
 
 class MirrorMakerProcess(Resource):

@@ -26,7 +26,7 @@ from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
-from dr.topology import Link, Role, Topology, load_stack_file
+from dr.topology import Delivery, Link, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
@@ -140,6 +140,7 @@ class Estate:
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
             replication_policy=DEFAULT_POLICY if prefixed_link(self.topology, link) else IDENTITY_POLICY,
+            exactly_once=self.topology.delivery_of(link) == Delivery.EXACTLY_ONCE,
         )
 
     def connect(self, name: str) -> LocalConnectCluster:
@@ -152,7 +153,13 @@ class Estate:
                 "manage its workers with their own tooling",
             )
         return LocalConnectCluster(
-            ConnectSpec(cc.name, workers=cc.workers, base_port=cc.base_port or 0, heap_mb=cc.heap_mb),
+            ConnectSpec(
+                cc.name,
+                workers=cc.workers,
+                base_port=cc.base_port or 0,
+                heap_mb=cc.heap_mb,
+                exactly_once=self.topology.connect_exactly_once(cc),
+            ),
             self.local_cluster(cc.cluster),
             self.state,
             self.credentials,
@@ -306,7 +313,12 @@ def application_acls(topology: Topology, role: Role) -> list[AclBinding]:
 
 def acl_bindings(rules: Iterable[AclRule]) -> list[AclBinding]:
     """ACL rules of :mod:`dr.topology.access` as admin-API bindings (sorted)."""
-    kinds = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
+    kinds = {
+        "Topic": ResourceType.TOPIC,
+        "Group": ResourceType.GROUP,
+        "Cluster": ResourceType.BROKER,
+        "TransactionalID": ResourceType.TRANSACTIONAL_ID,
+    }
     return [
         acl(
             r.principal,

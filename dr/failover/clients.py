@@ -11,6 +11,9 @@ files 0600, written atomically):
 * ``<app>.properties`` — Java clients (``sasl.jaas.config`` carries the credentials);
 * ``<app>.json`` — librdkafka / confluent-kafka settings.
 
+A consumer on a cluster that holds a link's copies (passive, promoted) reads committed records
+(``isolation.level=read_committed``): an exactly-once link writes in transactions.
+
 Both hold the password, so they are never printed; the failover summary names only the paths.
 
 Over TLS both carry the cluster's CA bundle (a path) and hostname verification; under mutual TLS
@@ -32,7 +35,7 @@ from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
 from dr.kafka.tls import TlsFiles
-from dr.topology import Application, Kind
+from dr.topology import Application, Kind, Topology
 from dr.topology.access import client_cluster
 from dr.topology.transport import tls_files
 
@@ -71,6 +74,7 @@ OWNED_KEYS = frozenset(
         "ssl.truststore.location",
         "group.id",
         "client.id",
+        "isolation.level",
     }
 )
 
@@ -138,11 +142,22 @@ def _app_tls(estate: Estate, cluster: str, app: str) -> TlsFiles | None:
     )
 
 
-def _configs(endpoint: Endpoint, app: Application, cluster: str) -> tuple[str, dict[str, Any]]:
+def reads_copies(topology: Topology, cluster: str) -> bool:
+    """True when ``cluster`` holds records a link wrote — it receives a link (a passive cluster, an
+    active-active peer, a hub) or was promoted by a failover: an exactly-once link writes them in
+    transactions, so its consumers read committed records only (never an aborted copy)."""
+    return bool(topology.links_into(cluster)) or topology.failover_done
+
+
+def _configs(
+    endpoint: Endpoint, app: Application, cluster: str, read_committed: bool = False
+) -> tuple[str, dict[str, Any]]:
     java = dict(endpoint.java_config())
     librdkafka: dict[str, Any] = dict(endpoint.config())
     if app.consumer_group:
         java["group.id"] = librdkafka["group.id"] = app.consumer_group
+    if read_committed and (app.consumes or app.consumes_prefix or app.consumer_group):
+        java["isolation.level"] = librdkafka["isolation.level"] = "read_committed"
     java["client.id"] = librdkafka["client.id"] = app.name
     header = f"{app.name} on cluster {cluster} (written by drctl; contains a password)"
     return properties_text({k: str(v) for k, v in java.items()}, header), librdkafka
@@ -181,7 +196,7 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
             c.sasl_mechanism,
             _app_tls(estate, cluster, app.name),
         )
-    props, conf = _configs(endpoint, app, cluster)
+    props, conf = _configs(endpoint, app, cluster, reads_copies(estate.topology, cluster))
     props_path, json_path = client_files(estate.state, app.name)
     kept = _kept_properties(props_path, frozenset(endpoint.java_config()))
     _write_private(props_path, props + "".join(f"{line}\n" for line in kept))

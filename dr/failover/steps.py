@@ -454,6 +454,21 @@ def _wait_groups_synced(
     }
 
 
+def _copied_positions(ctx: Context) -> Callable[[], Offsets] | None:
+    """How far the link has copied, when it writes in transactions and runs here: B's end offsets then
+    count commit markers too and would end the drain before the last records are on B, so the drain
+    compares A's ends with the source offsets the link committed with its copies (:mod:`dr.kafka.copied`)."""
+    if not ctx.original.writes_in_transactions(ctx.link) or not ctx.before.runs_here(ctx.link.name):
+        return None
+    runner = ctx.before.link_runner(ctx.link.name)
+
+    def positions() -> Offsets:
+        with _reading_offsets(f"the offsets link {ctx.link.name} committed", "the link's runner answers"):
+            return runner.copied()
+
+    return positions
+
+
 def fence_drain(ctx: Context) -> StepResult:
     """Planned: fence A, drain the link; unplanned: fence A only if it answers."""
     A = ctx.source
@@ -480,9 +495,10 @@ def fence_drain(ctx: Context) -> StepResult:
     t0 = time.monotonic()
     deadline = t0 + ctx.options.drain_timeout
     last_report = 0.0
+    copied = _copied_positions(ctx)
     while True:
         a_end, b_end = _ends(ctx, readers)
-        behind = {tp: n for tp, n in lag(a_end, b_end).items() if n}
+        behind = {tp: n for tp, n in lag(a_end, copied() if copied else b_end).items() if n}
         if not behind or time.monotonic() >= deadline:
             break
         if time.monotonic() - last_report >= 2:

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from dr.kafka.client import SILENT, Endpoint, kafka_errors
 from dr.kafka.offsets import Offsets, end_offsets
+from dr.kafka.records import reached
 
 __all__ = ["Checkpoint", "checkpoints_topic", "decode_checkpoint", "translated_offsets"]
 
@@ -60,7 +61,14 @@ def translated_offsets(target: Endpoint, source_alias: str, timeout: float = 15.
     if not ends:
         return found
     consumer = Consumer(
-        target.config(**{"group.id": f"kdr-status-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, **SILENT})
+        target.config(
+            **{
+                "group.id": f"kdr-status-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                **SILENT,
+            }
+        )
     )
     with kafka_errors(f"reading {topic}", target):
         try:
@@ -76,6 +84,8 @@ def translated_offsets(target: Endpoint, source_alias: str, timeout: float = 15.
                     if (cp := decode_checkpoint(msg.key(), msg.value())) is not None:
                         group, t, p, _upstream, downstream = cp
                         found.setdefault(group, {})[(t, p)] = downstream
+                for done in reached(consumer, left):  # a commit marker ends it (transactional checkpoints)
+                    left.pop(done, None)
                 if not left:
                     break
         finally:

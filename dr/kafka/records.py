@@ -18,7 +18,7 @@ from dr.base.errors import ClusterError
 from dr.kafka.client import SILENT, Endpoint, raise_kafka_error
 from dr.kafka.offsets import end_offsets
 
-__all__ = ["read_to_end"]
+__all__ = ["reached", "read_to_end"]
 
 
 def read_to_end(
@@ -26,8 +26,10 @@ def read_to_end(
 ) -> Iterator[Message]:
     """Every record of ``topic`` below the end offsets read when the call starts, once each, partitions
     interleaved (each in offset order). A fresh, never-committing group named ``<group>-<random>``
-    reads them. :class:`~dr.base.errors.ClusterError` when some partition is not read to that end
-    within ``timeout`` seconds."""
+    reads them, committed records only (``read_committed``: an exactly-once link's copies come in
+    transactions, whose commit markers take offsets but are no records, so a partition is done once the
+    consumer's position reaches its end). :class:`~dr.base.errors.ClusterError` when some partition is not
+    read to that end within ``timeout`` seconds."""
     todo = {tp: n for tp, n in end_offsets(endpoint, [topic]).items() if n > 0}
     if not todo:
         return
@@ -37,6 +39,7 @@ def read_to_end(
                 "group.id": f"{group}-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
                 **SILENT,
             }
         )
@@ -54,12 +57,23 @@ def read_to_end(
                 yield msg
                 if offset + 1 >= todo[tp]:
                     del todo[tp]
+            for done in reached(consumer, todo):
+                del todo[done]
     finally:
         consumer.close()
     if todo:
         raise ClusterError(
             f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
         )
+
+
+def reached(consumer: Consumer, ends: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+    """The partitions of ``ends`` whose position in ``consumer`` is at or past their end: read whole even
+    when their last offsets are transaction markers (or aborted records) a consumer never sees."""
+    if not ends:
+        return []
+    positions = consumer.position([TopicPartition(t, p) for (t, p) in ends])
+    return [(tp.topic, tp.partition) for tp in positions if tp.offset >= ends[(tp.topic, tp.partition)]]
 
 
 def consume_while(

@@ -61,6 +61,9 @@ class ConnectSpec:
     workers: int = 2
     base_port: int = field(kw_only=True)
     heap_mb: int = field(default=768, kw_only=True)
+    exactly_once: bool = field(default=False, kw_only=True)
+    """The workers run with ``exactly.once.source.support=enabled``: every source task then writes in
+    transactions (KIP-618), and a connector may require it."""
     """JVM heap per worker. Each MirrorSourceConnector task holds a consumer's fetch buffers and a
     producer's buffer: 384 MB ran out of heap with 6 tasks copying a 1M-record backlog."""
 
@@ -112,18 +115,27 @@ _OPERATION = {
 }
 
 
+def worker_transactional_id(name: str) -> str:
+    """The transactional id with which the leader of Connect cluster ``name`` writes its config topic under
+    exactly-once source support: ``connect-cluster-<group>`` (Connect's naming)."""
+    return f"connect-cluster-connect-{name}"
+
+
 def worker_topics(name: str) -> dict[str, str]:
     """The internal topics of Connect cluster ``name`` by role: ``connect-<name>-configs|offsets|status``."""
     return {kind: f"connect-{name}-{kind}" for kind in ("configs", "offsets", "status")}
 
 
 def connect_acls(spec: ConnectSpec) -> list[AclBinding]:
-    """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe."""
+    """What :data:`CONNECT_USER` may do on the home cluster: its group, its internal topics, describe, and
+    with exactly-once source support, its leader's transactional id (:func:`worker_transactional_id`)."""
     u = CONNECT_USER
     bindings = [acl(u, ResourceType.GROUP, spec.group_id, _OPERATION[op]) for op in WORKER_GROUP_OPERATIONS]
     for topic in spec.topics.values():
         bindings += [acl(u, ResourceType.TOPIC, topic, _OPERATION[op]) for op in WORKER_TOPIC_OPERATIONS]
     bindings += [acl(u, ResourceType.BROKER, "kafka-cluster", _OPERATION[op]) for op in WORKER_CLUSTER_OPERATIONS]
+    if spec.exactly_once:
+        bindings.append(acl(u, ResourceType.TRANSACTIONAL_ID, worker_transactional_id(spec.name), AclOperation.WRITE))
     return bindings
 
 
@@ -167,6 +179,10 @@ def worker_properties(
     }
     for prefix in ("producer.", "consumer.", "admin."):
         props.update({prefix + k: v for k, v in client.items()})
+    if spec.exactly_once:
+        # Source tasks commit their records and source offsets in one transaction (KIP-618): a link that
+        # asks for exactly-once (exactly.once.support=required) runs here.
+        props["exactly.once.source.support"] = "enabled"
     if rest_auth:
         props["rest.extension.classes"] = BASIC_AUTH_EXTENSION
     return props

@@ -16,6 +16,8 @@ from typing import Any
 
 from dr.base.errors import ClusterError
 from dr.kafka.connect_rest import ConnectRest, root_cause
+from dr.kafka.copied import next_to_copy
+from dr.kafka.offsets import Offsets
 
 __all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
 
@@ -124,6 +126,12 @@ class ConnectLink:
                     self.rest.stop(name)
             except ClusterError:
                 continue
+
+    def copied(self) -> Offsets:
+        """Per source ``(topic, partition)``, the next offset the source connector will copy: the offsets
+        it stored with its last committed copies (KIP-875's offsets API; :mod:`dr.kafka.copied`)."""
+        stored = self.rest.offsets(f"{self.name}-source")
+        return next_to_copy((o.get("partition"), o.get("offset")) for o in stored)
 
     def resume(self, timeout: float = 60.0) -> None:
         """Resume stopped connectors and wait until they run."""

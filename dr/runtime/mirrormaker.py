@@ -27,6 +27,7 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
+from dr.kafka.copied import dedicated_offsets_topic, stored_positions
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.credentials import REPLICATOR_USER
@@ -135,7 +136,47 @@ REPLICATOR_TARGET_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
     ("Cluster", "kafka-cluster", "IdempotentWrite", "Literal", "idempotent producer (brokers before 2.8 ask for it)"),
 )
 
-_RESOURCES = {"Topic": ResourceType.TOPIC, "Group": ResourceType.GROUP, "Cluster": ResourceType.BROKER}
+#: What an exactly-once link adds on its target, run as connectors on Kafka Connect: the transactional
+#: producers of its three connectors' tasks, ``<worker group>-<connector>-<task>`` (Connect's naming), under
+#: a prefix of that link alone; Connect fences an earlier generation's tasks with the same right
+#: (the connectors' admin client acts as the replicator). Write implies Describe: no row for that.
+REPLICATOR_CONNECT_TRANSACTION_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "TransactionalID",
+        "connect-<connect cluster>-<link>-",
+        "Write",
+        "Prefixed",
+        "commit the link's copies and source offsets in transactions; fence its earlier tasks",
+    ),
+)
+#: The same for a dedicated MirrorMaker 2, whose worker (group ``<source>-mm2``) runs as the replicator:
+#: its tasks' producers and the config-topic producer of its leader.
+REPLICATOR_DEDICATED_TRANSACTION_RIGHTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("TransactionalID", "<source>-mm2-", "Write", "Prefixed", "commit the link's copies in transactions"),
+    ("TransactionalID", "connect-cluster-<source>-mm2", "Write", "Literal", "its worker's config-topic producer"),
+)
+
+
+def transaction_rights(source_alias: str, link_name: str, connect: str | None) -> list[tuple[str, str, str, str]]:
+    """``(resource type, name, operation, pattern)`` of an exactly-once link's transactional ids on its
+    target: the Connect rows for a link on Connect cluster ``connect``, else the dedicated ones (pure)."""
+    rows = REPLICATOR_CONNECT_TRANSACTION_RIGHTS if connect else REPLICATOR_DEDICATED_TRANSACTION_RIGHTS
+    names = {"<connect cluster>": connect or "", "<link>": link_name, "<source>": source_alias}
+    out = []
+    for kind, template, op, pattern, _why in rows:
+        name = template
+        for placeholder, value in names.items():
+            name = name.replace(placeholder, value)
+        out.append((kind, name, op, pattern))
+    return out
+
+
+_RESOURCES = {
+    "Topic": ResourceType.TOPIC,
+    "Group": ResourceType.GROUP,
+    "Cluster": ResourceType.BROKER,
+    "TransactionalID": ResourceType.TRANSACTIONAL_ID,
+}
 _OPERATIONS = {
     "Read": AclOperation.READ,
     "Write": AclOperation.WRITE,
@@ -158,13 +199,27 @@ def replicator_acls(source: bool) -> list[AclBinding]:
     ]
 
 
-def grant_replicator(source: LocalCluster, target: LocalCluster) -> None:
-    """Create the replicator's SCRAM user and ACLs on both clusters (idempotent)."""
+def transaction_acls(source_alias: str, link_name: str, connect: str | None) -> list[AclBinding]:
+    """The ACLs of :func:`transaction_rights` for the replicator, on an exactly-once link's target."""
+    return [
+        acl(REPLICATOR_USER, _RESOURCES[kind], name, _OPERATIONS[op], ResourcePatternType[pattern.upper()])
+        for kind, name, op, pattern in transaction_rights(source_alias, link_name, connect)
+    ]
+
+
+def grant_replicator(
+    source: LocalCluster, target: LocalCluster, *, exactly_once: bool = False, connect: str | None = None
+) -> None:
+    """Create the replicator's SCRAM user and ACLs on both clusters (idempotent); ``exactly_once`` adds the
+    transactional ids of link ``<source>-to-<target>`` (dedicated, or on Connect cluster ``connect``)."""
     password = source.credentials.password(REPLICATOR_USER)
     for cluster, is_source in ((source, True), (target, False)):
         admin = cluster.endpoint()
         upsert_scram_users(admin, {REPLICATOR_USER: password})
-        create_acls(admin, replicator_acls(is_source))
+        bindings = replicator_acls(is_source)
+        if exactly_once and not is_source:
+            bindings += transaction_acls(source.name, f"{source.name}-to-{target.name}", connect)
+        create_acls(admin, bindings)
 
 
 DEFAULT_INTERVALS: dict[str, int] = {
@@ -210,8 +265,13 @@ def mm2_properties(
     extra: dict[str, str] | None = None,
     *,
     replication_policy: str = IDENTITY_POLICY,
+    exactly_once: bool = False,
 ) -> dict[str, str]:
     """MirrorMaker 2 dedicated-mode configuration for one source → target flow (pure).
+
+    ``exactly_once``: the worker writing to the target runs with exactly-once source support (KIP-618, in
+    dedicated mode since Kafka 3.5): each task's records and source offsets commit in one transaction,
+    and the source is read committed, so a killed process copies nothing twice.
 
     ``replication_policy`` names the topics on the target: :data:`IDENTITY_POLICY` (same names: active →
     passive) or :data:`DEFAULT_POLICY` (``<source>.<topic>``: one direction of an active-active pair, or an edge into its hub). ``extra`` is laid over
@@ -254,6 +314,11 @@ def mm2_properties(
     for alias, ep in ((source_alias, source), (target_alias, target)):
         for key, value in ep.java_config().items():
             props[f"{alias}.{key}"] = value
+    if exactly_once:
+        # the worker's setting, read (like its offset flush) from the target cluster's prefix
+        props[f"{target_alias}.exactly.once.source.support"] = "enabled"
+        # only committed source records are copied (MirrorSourceConnector's condition for exactly-once)
+        props[f"{source_alias}.consumer.isolation.level"] = "read_committed"
     fixed = {"clusters", "replication.policy.class"} & set(extra or {})
     if fixed:
         raise ConfigError(
@@ -298,8 +363,10 @@ class MirrorMaker:
         grant: bool = True,
         *,
         replication_policy: str = IDENTITY_POLICY,
+        exactly_once: bool = False,
     ) -> None:
         self.source = source
+        self.exactly_once = exactly_once
         self.replication_policy = replication_policy
         self.grant = grant
         self.target = target
@@ -345,6 +412,7 @@ class MirrorMaker:
             self.intervals,
             {**file_provider(secrets.parent), **self.extra},
             replication_policy=self.replication_policy,
+            exactly_once=self.exactly_once,
         )
 
     def start(self, timeout: float = 120.0) -> float:
@@ -357,7 +425,7 @@ class MirrorMaker:
         if self.process.alive():
             return 0.0
         if self.grant:
-            grant_replicator(self.source, self.target)
+            grant_replicator(self.source, self.target, exactly_once=self.exactly_once)
         private_dir(self.dir)
         self.write_secrets()
         config = self.dir / "mm2.properties"
@@ -443,9 +511,20 @@ class MirrorMaker:
         return self.process.alive()
 
     # ------------------------------------------------------------------ lag & offsets
+    def copied(self) -> dict[tuple[str, int], int]:
+        """Per source ``(topic, partition)``, the next offset this process will copy: the source offsets it
+        stored with its last committed copies, in its offsets topic on the target (:mod:`dr.kafka.copied`)."""
+        return stored_positions(self.target.endpoint(), dedicated_offsets_topic(self.source.name))
+
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
         """Per (source topic, partition): source end offset − end offset of its copy on the target (exact
-        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`)."""
+        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`).
+        An exactly-once process's target end offsets also count commit markers: its lag is measured from
+        the source offsets it committed with its copies instead (:meth:`copied`)."""
+        if self.exactly_once:
+            src = end_offsets(self.source.endpoint(), topics)
+            copied = self.copied()
+            return {tp: max(0, n - copied.get(tp, 0)) for tp, n in src.items()}
         if self.replication_policy == IDENTITY_POLICY:
             return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
         src = end_offsets(self.source.endpoint(), topics)

@@ -22,8 +22,9 @@ from dr.runtime.connect import (
     WORKER_GROUP_OPERATIONS,
     WORKER_TOPIC_OPERATIONS,
     worker_topics,
+    worker_transactional_id,
 )
-from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS
+from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS, transaction_rights
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.kinds import Architecture
@@ -46,7 +47,7 @@ class AclRule:
     """One ALLOW binding for ``User:<principal>`` from any host, in ``pulumi_kafka`` terms."""
 
     principal: str
-    resource_type: str  # Topic | Group | Cluster
+    resource_type: str  # Topic | Group | Cluster | TransactionalID
     resource_name: str
     operation: str  # Read | Write | Describe | DescribeConfigs | All | Create | AlterConfigs | IdempotentWrite
     pattern: str = "Literal"  # Literal | Prefixed
@@ -173,6 +174,22 @@ def connect_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
         for topic in worker_topics(cc.name).values():
             rules |= {AclRule(CONNECT_USER, "Topic", topic, op) for op in WORKER_TOPIC_OPERATIONS}
         rules |= {AclRule(CONNECT_USER, "Cluster", "kafka-cluster", op) for op in WORKER_CLUSTER_OPERATIONS}
+        if topology.connect_exactly_once(cc):  # their leader writes the config topic in transactions
+            rules.add(AclRule(CONNECT_USER, "TransactionalID", worker_transactional_id(cc.name), "Write"))
+    return rules
+
+
+def transaction_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
+    """The replicator's transactional ids on ``cluster`` for every MirrorMaker 2 link into it that writes in
+    transactions (:func:`dr.runtime.mirrormaker.transaction_rights`: a prefix of each link alone): an
+    exactly-once link, and any link on Connect workers with exactly-once source support, whose every
+    source task's producer is transactional whatever the connector asks."""
+    rules: set[AclRule] = set()
+    for link in topology.links_into(cluster.name):
+        if not topology.writes_in_transactions(link):
+            continue
+        for kind, name, op, pattern in transaction_rights(link.source, link.name, link.connect):
+            rules.add(AclRule(topology.principals.replicator, kind, name, op, pattern))
     return rules
 
 
@@ -187,5 +204,5 @@ def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
     if topology.links_from(cluster.name):
         rules |= set(_replicator_source(replicator))
     if topology.links_into(cluster.name):
-        rules |= set(_replicator_target(replicator))
+        rules |= set(_replicator_target(replicator)) | transaction_rules(topology, cluster)
     return sorted(rules)

@@ -16,7 +16,7 @@ import re
 from dr.base.errors import ConfigError
 from dr.kafka.tls import uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
-from dr.topology import Cluster, Link, Topology
+from dr.topology import Cluster, Delivery, Link, Topology
 
 CONNECTORS = {
     "source": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
@@ -87,6 +87,20 @@ def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, s
     }
 
 
+def exactly_once_settings(target: Cluster, refs: tuple[str, str]) -> dict[str, str]:
+    """What makes a link's source connector exactly-once (KIP-618) on workers with
+    ``exactly.once.source.support=enabled``: Connect refuses to create it elsewhere (``required``); a
+    transaction per poll of the source; only committed source records read (MirrorSourceConnector's
+    condition); and the connector's admin client on the target as the replicator, where Connect fences
+    the link's earlier tasks by their transactional ids."""
+    return {
+        "exactly.once.support": "required",
+        "transaction.boundary": "poll",
+        "source.consumer.isolation.level": "read_committed",
+        **_client("admin.override", target, refs),
+    }
+
+
 MM2_DEFAULT_EXCLUDES = (r".*[\-\.]internal", r".*\.replica", r"__.*")
 """MirrorMaker 2's own ``topics.exclude`` default (kept: setting the key replaces it)."""
 
@@ -152,6 +166,7 @@ def connector_configs(
     return {
         f"{link.name}-source": {
             **common,
+            **(exactly_once_settings(target, refs) if topology.delivery_of(link) == Delivery.EXACTLY_ONCE else {}),
             "connector.class": CONNECTORS["source"],
             "tasks.max": str(tasks_max),
             "topics": topics,

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from dr.runtime.reserved import PORT_WINDOW
 
-__all__ = ["PORT_WINDOW", "Architecture", "Engine", "Kind", "LinkState", "Profile", "Role"]
+__all__ = ["PORT_WINDOW", "Architecture", "Delivery", "Engine", "Kind", "LinkState", "Profile", "Role"]
 
 
 class Architecture(StrEnum):
@@ -46,6 +46,18 @@ class Engine(StrEnum):
 
     MIRRORMAKER2 = "mirrormaker2"
     CLUSTER_LINK = "cluster-link"
+
+
+class Delivery(StrEnum):
+    """What a link promises about each record of its source on its target.
+
+    ``exactly-once``: every record once, written in transactions (Kafka Connect's exactly-once source
+    support, KIP-618); consumers of the target read committed records. ``at-least-once``: a replicator
+    that dies between copying records and committing its position copies them again.
+    """
+
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
 
 
 class LinkState(StrEnum):

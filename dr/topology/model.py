@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.base.pattern_safety import name_matcher
 from dr.kafka.internal_topics import InternalTopics
-from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, LinkState, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Profile, Role
 from dr.topology.secret import Secret
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Architecture",
     "Cluster",
     "Confluent",
+    "Delivery",
     "Engine",
     "Kind",
     "Link",
@@ -41,6 +42,11 @@ __all__ = [
 ]
 
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
+
+DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
+"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once. At-least-once
+for now: an exactly-once copy's offsets run ahead of the source's by its commit markers, and parts of
+the failover and of the tests still read "B's end offsets equal A's" as "caught up" (issue 35)."""
 
 
 class _Model(BaseModel):
@@ -409,6 +415,10 @@ class ConnectCluster(_Model):
     replicator's username and password."""
     tasks_max: int = Field(default=4, ge=1, le=1000)
     """``tasks.max`` of each link's MirrorSourceConnector (at least the partitions, to spread them)."""
+    exactly_once_source: bool = False
+    """External only: the workers run with ``exactly.once.source.support=enabled`` (a worker setting the
+    platform team makes), so its links may be exactly-once. Local workers enable it when one of their
+    links is exactly-once."""
     heap_mb: int = Field(default=768, ge=256, le=65536)
     """Local only: JVM heap of each worker (every source task buffers a consumer's fetches and a
     producer's batches; size it with ``tasks_max``)."""
@@ -441,6 +451,10 @@ class Link(_Model):
     connect: str | None = None
     """``engine: mirrormaker2`` only: the name of a declared Connect cluster (``kafka-dr:connectClusters``)
     that runs the link as three connectors; unset, local links run a dedicated MirrorMaker 2 process."""
+    delivery: Delivery | None = None
+    """``exactly-once`` or ``at-least-once`` (MirrorMaker 2 only). Unset: :data:`DEFAULT_DELIVERY` where
+    the link's runner allows exactly-once (a dedicated MirrorMaker 2, a local Connect cluster, an external
+    one declaring ``exactly_once_source``), else at-least-once (:meth:`Topology.delivery_of`)."""
     state: LinkState = LinkState.RUNNING
     """``running`` replicates; ``promoted``/``failed-over`` (cluster-link only) is a link kept after a
     failover so that its mirror topics stay, promoted, on the cluster that took over."""
@@ -603,6 +617,38 @@ class Topology(_Model):
     def link_connect(self, link: Link) -> ConnectCluster | None:
         """The Connect cluster running ``link``, or None for a dedicated MirrorMaker 2 / cluster link."""
         return self.connect_cluster(link.connect) if link.connect else None
+
+    def delivery_of(self, link: Link) -> Delivery:
+        """How ``link`` delivers: its declared ``delivery``, else :data:`DEFAULT_DELIVERY` where its engine and
+        Connect cluster allow exactly-once. A cluster link copies the log itself (offsets, transactions):
+        exactly-once."""
+        if link.engine == Engine.CLUSTER_LINK:
+            return Delivery.EXACTLY_ONCE
+        if link.delivery is not None:
+            return link.delivery
+        connect = self.link_connect(link) if link.connect else None
+        if connect is not None and not connect.is_local and not connect.exactly_once_source:
+            return Delivery.AT_LEAST_ONCE
+        return DEFAULT_DELIVERY
+
+    def connect_exactly_once(self, connect: ConnectCluster) -> bool:
+        """True when the workers of ``connect`` run with exactly-once source support: an external cluster
+        that declares it; a local one when a link on it is exactly-once (the product then enables it)."""
+        if not connect.is_local:
+            return connect.exactly_once_source
+        return any(
+            link.connect == connect.name and self.delivery_of(link) == Delivery.EXACTLY_ONCE for link in self.links
+        )
+
+    def writes_in_transactions(self, link: Link) -> bool:
+        """True when ``link`` (MirrorMaker 2) writes its copies in transactions: it is exactly-once, or runs
+        on Connect workers with exactly-once source support, where every source task's producer is
+        transactional whatever the connector asks."""
+        if link.engine != Engine.MIRRORMAKER2:
+            return False
+        connect = next((cc for cc in self.connect_clusters if cc.name == link.connect), None)
+        workers = connect is not None and self.connect_exactly_once(connect)
+        return workers or self.delivery_of(link) == Delivery.EXACTLY_ONCE
 
     def secret_fields(self) -> list[tuple[str, str, Any]]:
         """Every secret set in the topology: (field path, top-level config key, value)."""

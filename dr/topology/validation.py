@@ -29,7 +29,7 @@ from dr.topology import active_active
 from dr.topology.endpoint_rules import endpoint_problems
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
-from dr.topology.kinds import PORT_WINDOW, Architecture, Engine, Kind, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, Profile, Role
 from dr.topology.tls_rules import tls_problems
 
 if TYPE_CHECKING:
@@ -1246,6 +1246,32 @@ def _connect_links(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _link_delivery(t: Topology) -> Iterator[Violation]:
+    """``delivery: exactly-once`` only where the link's runner can honour it: an external Connect cluster
+    must declare that its workers enable exactly-once source support; a cluster link has no choice."""
+    declared = {cc.name: cc for cc in t.connect_clusters}
+    for i, link in enumerate(t.links):
+        where = f"links[{i}].delivery"
+        if link.delivery is None:
+            continue
+        if link.engine != Engine.MIRRORMAKER2:
+            yield Violation(
+                where,
+                f"link {link.name!r} is a {link.engine}, which copies the log itself (exactly once)",
+                "remove delivery",
+            )
+            continue
+        cc = declared.get(link.connect or "")
+        if link.delivery == Delivery.EXACTLY_ONCE and cc is not None and not cc.is_local and not cc.exactly_once_source:
+            yield Violation(
+                where,
+                f"link {link.name!r} asks for exactly-once, but the workers of Connect cluster {cc.name!r} are not "
+                "declared to run with exactly.once.source.support=enabled",
+                f"set exactly.once.source.support=enabled on every worker of {cc.name!r} and declare "
+                "exactly_once_source: true on it, or declare delivery: at-least-once on the link",
+            )
+
+
 def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
     """An external Connect cluster's workers must find the replicator's credentials through a
     declared config provider, and they hold the password the stack declares (nothing generated)."""
@@ -1315,6 +1341,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _cluster_link_destinations,
     _connect_clusters,
     _connect_links,
+    _link_delivery,
     _external_connect_credentials,
     _active_active,
 )

@@ -4,6 +4,7 @@ record of A. Ports: four free windows from tests/integration/ports.py (A, B, C, 
 
 from __future__ import annotations
 
+import os
 import stat
 import threading
 import time
@@ -21,16 +22,19 @@ from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER, ConnectSpec, LocalConnectCluster
+from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import grant_replicator
 from dr.runtime.process import wait_until
-from dr.topology import Topology, load_stack_file
+from dr.topology import Delivery, Topology, load_stack_file
 from dr.topology.connect_config import connector_configs
 from tests.integration.helpers import create_topic, jvms_under, write_local_stack
 from tests.integration.ports import windows
 
 TOPIC = "orders"  # declared in Pulumi.local.yaml with 6 partitions
 RECORDS = 20_000
+DELIVERY = Delivery(os.environ.get("KDR_TEST_DELIVERY", "exactly-once"))
+"""The link's delivery (``KDR_TEST_DELIVERY=at-least-once`` shows the duplicates it leaves, for contrast)."""
 
 
 @dataclass
@@ -63,9 +67,13 @@ def _env(
 ) -> Iterator[Env]:
     state = tmp_path_factory.mktemp("connect-runtime")
     topology = load_stack_file(write_local_stack(state, "connect", (A_PORT, B_PORT, C_PORT), one_broker=("A",)))
+    # the link exactly-once (KIP-618): workers with exactly-once source support, a connector requiring it
+    link = topology.links[0].model_copy(update={"delivery": DELIVERY})
+    topology = topology.revised(links=[link, *topology.links[1:]])
     a = LocalCluster(ClusterSpec("A", brokers=1, base_port=A_PORT), state)
     b = LocalCluster(ClusterSpec("B", brokers=1, base_port=B_PORT), state)
-    connect = LocalConnectCluster(ConnectSpec("dr", workers=2, base_port=CONNECT_PORT), b, state)
+    eos = DELIVERY == Delivery.EXACTLY_ONCE
+    connect = LocalConnectCluster(ConnectSpec("dr", workers=2, base_port=CONNECT_PORT, exactly_once=eos), b, state)
     try:
         starts = [threading.Thread(target=c.start) for c in (a, b)]
         for t in starts:
@@ -74,7 +82,7 @@ def _env(
             t.join()
         a.wait_ready(60)
         b.wait_ready(60)
-        grant_replicator(a, b)
+        grant_replicator(a, b, exactly_once=eos, connect="dr")
         connect.grant()
         connect.write_secrets()
         start_s = connect.start()
@@ -107,27 +115,30 @@ def _produce_slowly(
 
 
 def _keys_by_partition(endpoint: Endpoint, ends: dict[tuple[str, int], int]) -> dict[int, list[str]]:
-    """Every key of every partition up to its end offset, in offset order."""
+    """Every committed key of every partition below its end offset, in offset order (read_committed: a
+    transactional copy's commit markers take offsets but are no records, and aborted records are skipped)."""
     consumer = Consumer(
         endpoint.config(
             **{
                 "group.id": f"reader-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
                 "log_level": 0,
             }
         )
     )
-    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    tps = [TopicPartition(t, p, 0) for (t, p) in ends]
+    consumer.assign(tps)
     out: dict[int, list[str]] = {p: [] for (_, p) in ends}
-    todo = sum(ends.values())
     deadline = time.monotonic() + 120
     try:
-        while todo > 0 and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=1):
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
                 if msg.error() is None and msg.offset() < ends[(msg.topic(), msg.partition())]:
                     out[msg.partition()].append(msg.key().decode())
-                    todo -= 1
+            if all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in consumer.position(tps)):
+                break
     finally:
         consumer.close()
     return out
@@ -166,9 +177,12 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
     password = connect.credentials.password(REPLICATOR_USER)
     assert "${file:" in stored["source.cluster.sasl.jaas.config"] and password not in str(stored)
 
-    worker0, worker1 = connect.worker_id(0), connect.worker_id(1)
     held = {name: [t["worker_id"] for t in rest.status(name)["tasks"]] for name in configs}
     print(f"tasks before the kill: {held}")
+    # the worker killed is one that runs a source task: its uncommitted copies are what could repeat
+    victim = next(i for i in range(2) if connect.worker_id(i) in held[f"{link.name}-source"])
+    survivor = 1 - victim
+    worker0, worker1 = connect.worker_id(victim), connect.worker_id(survivor)
 
     keys = [f"k{i:05d}" for i in range(RECORDS)]
     progress: list[int] = []
@@ -176,40 +190,51 @@ def test_mm2_connectors_survive_a_killed_worker_and_copy_every_record(env: Env) 
     producer.start()
     assert wait_until(lambda: bool(progress) and progress[-1] >= RECORDS // 3, 60)
     killed_at = time.monotonic()
-    connect.kill_worker(0)
-    assert connect.alive_workers() == [1]
+    connect.kill_worker(victim)
+    assert connect.alive_workers() == [survivor]
 
     rest = connect.rest()
     assert wait_until(lambda: all(_on(rest.status(n), worker1) for n in configs), 90, interval=0.2), (
-        f"tasks did not all move to worker 1: { {n: rest.status(n) for n in configs} }"
+        f"tasks did not all move to worker {survivor}: { {n: rest.status(n) for n in configs} }"
     )
     moved_s = time.monotonic() - killed_at
     producer.join(120)
     assert progress[-1] >= RECORDS
-    print(f"tasks moved to worker 1 {moved_s:.1f}s after worker 0 was killed")
+    print(f"tasks moved to worker {survivor} {moved_s:.1f}s after worker {victim} was killed")
     assert worker0 not in str({n: rest.status(n) for n in configs})
 
     a_ends = end_offsets(a.endpoint(), [TOPIC])
     assert sum(a_ends.values()) == RECORDS
-    caught_up = wait_until(
-        lambda: all(end_offsets(b.endpoint(), [TOPIC]).get(tp, 0) >= n for tp, n in a_ends.items()), 120, interval=0.5
-    )
-    b_ends = end_offsets(b.endpoint(), [TOPIC])
-    assert caught_up, f"B never caught up: A {a_ends}, B {b_ends}"
     on_a = _keys_by_partition(a.endpoint(), a_ends)
-    on_b = _keys_by_partition(b.endpoint(), b_ends)
+    # B's end offsets also count the copy's commit markers: B has caught up once its committed records
+    # hold every key of A (read committed, as the published client configurations do).
+    on_b: dict[int, list[str]] = {}
+
+    def holds_a() -> bool:
+        on_b.update(_keys_by_partition(b.endpoint(), end_offsets(b.endpoint(), [TOPIC])))
+        return all(set(on_b.get(p, [])) >= set(keys) for p, keys in on_a.items())
+
+    assert wait_until(holds_a, 120, interval=0.5), (
+        f"B never caught up: A {a_ends}, B {end_offsets(b.endpoint(), [TOPIC])}"
+    )
     duplicates = 0
     for p, keys_a in on_a.items():
         keys_b = on_b[p]
-        assert len(keys_b) == b_ends[(TOPIC, p)]
-        # At-least-once: a crashed task replays from its last committed offset, so B may repeat a
-        # suffix, but in first-seen order it is exactly A's partition.
         assert list(dict.fromkeys(keys_b)) == keys_a, f"partition {p} differs"
         duplicates += len(keys_b) - len(keys_a)
-    print(f"B holds all {RECORDS} records of A ({duplicates} replayed after the crash)")
+    print(f"B holds all {RECORDS} records of A ({duplicates} copied twice after the crash)")
+    # Exactly-once (KIP-618): the killed worker's open transactions were aborted and the tasks resumed
+    # from the offsets committed with the last committed records: nothing is copied twice.
+    if DELIVERY == Delivery.EXACTLY_ONCE:
+        assert duplicates == 0, f"{duplicates} records of A are on B twice after a worker was killed"
+        # what the drain reads: the source offsets committed with the copies, exactly A's ends (B's end
+        # offsets are beyond them by the commit markers)
+        copied = ConnectLink(connect.rest(), link.name, connect.name).copied()
+        assert copied == a_ends, (copied, a_ends)
+        assert sum(end_offsets(b.endpoint(), [TOPIC]).values()) > RECORDS
 
     # The killed worker comes back and rejoins; the connectors keep running.
-    connect.start_worker(0)
+    connect.start_worker(victim)
     assert connect.alive()
     for name in configs:
         connect.rest().wait_running(name, timeout=60)
@@ -256,7 +281,9 @@ def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: Env)
     config = connector_configs(env.topology, link, secrets_file=str(env.connect.secrets_file()))[
         f"{link.name}-heartbeat"
     ]
-    name = "probe ä x?#"  # percent-encoded in every path
+    # percent-encoded in every path; under the link's name, whose transactional ids (exactly-once workers:
+    # every source task's producer is transactional) the replicator may use
+    name = f"{link.name}-probe ä x?#"
     rest.put_config(name, config)
     # A follower worker's connector list follows the config topic, so it may lag the PUT briefly.
     assert wait_until(lambda: name in rest.connectors(), 30, interval=0.2), rest.connectors()
