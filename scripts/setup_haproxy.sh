@@ -25,6 +25,10 @@ setup_haproxy() {
       say "apt-get download failed; refreshing the package lists (apt-get update) and retrying"
       apt-get update -q >> "$out.partial.log" 2>&1 || true
       ( cd "$out.partial/debs" && apt-get download -q "haproxy=$HAPROXY_VERSION" "${HAPROXY_LIBS[@]}" ) >> "$out.partial.log" 2>&1 \
+        || { # Debian's security archive keeps only its newest bookworm build: take it when it is the same
+             # upstream release (the version check below holds it to ${HAPROXY_VERSION%%-*})
+             say "haproxy=$HAPROXY_VERSION is no longer served; trying the bookworm build Debian serves now"
+             ( cd "$out.partial/debs" && rm -f ./*.deb && apt-get download -q haproxy "${HAPROXY_LIBS[@]}" ) >> "$out.partial.log" 2>&1; } \
         || { tail -5 "$out.partial.log" >&2
              die "apt-get could not download haproxy=$HAPROXY_VERSION (log: $out.partial.log)." \
                  "check 'apt-cache policy haproxy'; if Debian now serves a newer bookworm version, set HAPROXY_VERSION in dr/versions.env to it"; }
