@@ -11,13 +11,10 @@ someone else wrote it.
 from __future__ import annotations
 
 import struct
-import uuid
 
-from confluent_kafka import Consumer, TopicPartition
-
-from dr.kafka.client import SILENT, Endpoint, kafka_errors
-from dr.kafka.offsets import Offsets, end_offsets
-from dr.kafka.records import reached
+from dr.kafka.client import Endpoint, kafka_errors
+from dr.kafka.offsets import Offsets
+from dr.kafka.records import read_to_end
 
 __all__ = ["Checkpoint", "checkpoints_topic", "decode_checkpoint", "translated_offsets"]
 
@@ -56,38 +53,10 @@ def translated_offsets(target: Endpoint, source_alias: str, timeout: float = 15.
     downstream offset}}``, read (as ``target``'s principal, the admin) from the checkpoints topic of the
     link from ``source_alias``. Empty when that topic does not exist or holds nothing."""
     topic = checkpoints_topic(source_alias)
-    ends = {tp: n for tp, n in end_offsets(target, [topic], timeout).items() if n > 0}
     found: dict[str, Offsets] = {}
-    if not ends:
-        return found
-    consumer = Consumer(
-        target.config(
-            **{
-                "group.id": f"kdr-status-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                **SILENT,
-            }
-        )
-    )
     with kafka_errors(f"reading {topic}", target):
-        try:
-            consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
-            left = dict(ends)
-            for _ in range(int(timeout / 0.5) + 1):
-                for msg in consumer.consume(500, timeout=0.5):
-                    if msg.error() is not None:
-                        continue
-                    tp = (msg.topic() or "", msg.partition() or 0)
-                    if (msg.offset() or 0) + 1 >= left.get(tp, 0):
-                        left.pop(tp, None)
-                    if (cp := decode_checkpoint(msg.key(), msg.value())) is not None:
-                        group, t, p, _upstream, downstream = cp
-                        found.setdefault(group, {})[(t, p)] = downstream
-                for done in reached(consumer, left):  # a commit marker ends it (transactional checkpoints)
-                    left.pop(done, None)
-                if not left:
-                    break
-        finally:
-            consumer.close()
+        for msg in read_to_end(target, topic, timeout=timeout, group="kdr-status", strict=False):
+            if (cp := decode_checkpoint(msg.key(), msg.value())) is not None:
+                group, t, p, _upstream, downstream = cp
+                found.setdefault(group, {})[(t, p)] = downstream
     return found

@@ -14,12 +14,9 @@ for links on Kafka Connect (``offset-syncs.topic.location=target``).
 from __future__ import annotations
 
 import struct
-import uuid
 
-from confluent_kafka import Consumer, TopicPartition
-
-from dr.kafka.client import SILENT, Endpoint, kafka_errors
-from dr.kafka.offsets import end_offsets
+from dr.kafka.client import Endpoint, kafka_errors
+from dr.kafka.records import read_to_end
 
 __all__ = ["OffsetSync", "decode_offset_sync", "offset_syncs_topic", "read_offset_syncs"]
 
@@ -56,30 +53,11 @@ def read_offset_syncs(
     """The offset syncs of the link into ``target_alias`` held on ``endpoint`` for the source ``topics``:
     ``{(topic, partition): [(upstream, downstream), …]}`` in the order written. Empty when the topic does
     not exist there or holds nothing."""
-    topic = offset_syncs_topic(target_alias)
-    ends = {tp: n for tp, n in end_offsets(endpoint, [topic], timeout).items() if n > 0}
     found: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    if not ends:
-        return found
-    consumer = Consumer(
-        endpoint.config(**{"group.id": f"kdr-syncs-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, **SILENT})
-    )
+    topic = offset_syncs_topic(target_alias)
     with kafka_errors(f"reading {topic}", endpoint):
-        try:
-            consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
-            left = dict(ends)
-            for _ in range(int(timeout / 0.5) + 1):
-                for msg in consumer.consume(1000, timeout=0.5):
-                    if msg.error() is not None:
-                        continue
-                    tp = (msg.topic() or "", msg.partition() or 0)
-                    if (msg.offset() or 0) + 1 >= left.get(tp, 0):
-                        left.pop(tp, None)
-                    sync = decode_offset_sync(msg.key(), msg.value())
-                    if sync is not None and sync[0] in topics:
-                        found.setdefault((sync[0], sync[1]), []).append((sync[2], sync[3]))
-                if not left:
-                    break
-        finally:
-            consumer.close()
+        for msg in read_to_end(endpoint, topic, timeout=timeout, group="kdr-syncs", strict=False):
+            sync = decode_offset_sync(msg.key(), msg.value())
+            if sync is not None and sync[0] in topics:
+                found.setdefault((sync[0], sync[1]), []).append((sync[2], sync[3]))
     return found

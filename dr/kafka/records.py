@@ -22,15 +22,16 @@ __all__ = ["reached", "read_to_end"]
 
 
 def read_to_end(
-    endpoint: Endpoint, topic: str, *, timeout: float = 120.0, group: str = "kdr-read"
+    endpoint: Endpoint, topic: str, *, timeout: float = 120.0, group: str = "kdr-read", strict: bool = True
 ) -> Iterator[Message]:
     """Every record of ``topic`` below the end offsets read when the call starts, once each, partitions
     interleaved (each in offset order). A fresh, never-committing group named ``<group>-<random>``
     reads them, committed records only (``read_committed``: an exactly-once link's copies come in
     transactions, whose commit markers take offsets but are no records, so a partition is done once the
     consumer's position reaches its end). :class:`~dr.base.errors.ClusterError` when some partition is not
-    read to that end within ``timeout`` seconds."""
-    todo = {tp: n for tp, n in end_offsets(endpoint, [topic]).items() if n > 0}
+    read to that end within ``timeout`` seconds — unless not ``strict``: then what was read in time is
+    all (a reader of a link's internal topics that reports what it found)."""
+    todo = {tp: n for tp, n in end_offsets(endpoint, [topic], min(timeout, 30.0)).items() if n > 0}
     if not todo:
         return
     consumer = Consumer(
@@ -61,7 +62,7 @@ def read_to_end(
                 del todo[done]
     finally:
         consumer.close()
-    if todo:
+    if todo and strict:
         raise ClusterError(
             f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
         )
