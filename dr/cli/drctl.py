@@ -286,7 +286,8 @@ def connect_config(ref: StackRef, link_name: str | None) -> None:
     for link in links:
         connect = topo.link_connect(link)
         creds = connect.replicator_credentials if connect is not None else None
-        out.update(connector_configs(topo, link, credentials=creds.references() if creds is not None else None))
+        refs = creds.references() if creds is not None else None
+        out.update(connector_configs(topo, link, credentials=refs, keystore=creds))
     click.echo(json.dumps(out, indent=2, sort_keys=True))
 
 

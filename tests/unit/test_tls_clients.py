@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from pulumi.runtime import config as pulumi_config
 
-from dr.base.errors import ClusterError, ConfigError
+from dr.base.errors import ClusterError, ConfigError, TopologyError
 from dr.failover.clients import _kept_json, _kept_properties
 from dr.kafka.client import Endpoint, connected_admin
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark_tls
@@ -41,7 +41,9 @@ def admin(ca: Issued) -> Issued:
     return issue(ca, "admin")
 
 
-def _topology(a: dict[str, Any], b: dict[str, Any] | None = None, **extra: Any) -> Topology:
+def _topology(
+    a: dict[str, Any], b: dict[str, Any] | None = None, keystore: str | None = None, **extra: Any
+) -> Topology:
     def ext(name: str, role: str, more: dict[str, Any]) -> dict[str, Any]:
         return {
             "name": name,
@@ -70,7 +72,8 @@ def _topology(a: dict[str, Any], b: dict[str, Any] | None = None, **extra: Any) 
                             "name": "dr",
                             "cluster": "B",
                             "url": "http://connect.example:8083",
-                            "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"},
+                            "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"}
+                            | ({"keystore_file": keystore} if keystore else {}),
                         }
                     ]
                 }
@@ -166,18 +169,29 @@ def test_connectors_trust_the_declared_ca_without_a_key_inline(tmp_path: Path, c
     assert not any("PRIVATE KEY" in v or "keystore" in k for k, v in source.items())
 
 
-def test_connectors_refuse_mutual_tls_for_now(tmp_path: Path, admin: Issued) -> None:
+def test_connectors_under_mutual_tls_use_the_replicators_keystore_on_the_workers(tmp_path: Path, admin: Issued) -> None:
     (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
     (tmp_path / "c.key").write_bytes(admin.key_pem)
-    t = _topology(
-        {
-            "security_protocol": "SSL",
-            "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
-        },
-        connect="dr",
-    )
-    with pytest.raises(ConfigError, match="mutual TLS"):
-        connector_configs(t, t.links[0])
+    a = {
+        "security_protocol": "SSL",
+        "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
+    }
+    with pytest.raises(TopologyError, match=r"links\[0\].connect: .*A uses mutual TLS.*keystore_file"):
+        _topology(a, connect="dr")
+    t = _topology(a, keystore="/etc/kc/replicator.p12", connect="dr")
+    creds = t.connect_clusters[0].replicator_credentials
+    assert creds is not None
+    with pytest.raises(ConfigError, match=r"mutual TLS.*\n.*replicator_credentials.keystore_file"):
+        connector_configs(t, t.links[0], credentials=creds.references())  # a caller that forgets it
+    source = connector_configs(t, t.links[0], credentials=creds.references(), keystore=creds)["A-to-B-source"]
+    assert source["source.cluster.security.protocol"] == "SSL"
+    assert not [k for k in source if k.startswith("source.cluster.sasl")]  # the certificate is the login
+    assert source["source.cluster.ssl.keystore.type"] == "PKCS12"
+    assert source["source.cluster.ssl.keystore.location"] == "/etc/kc/replicator.p12"
+    password_ref = "${file:/etc/kc/r.properties:password}"
+    assert source["source.cluster.ssl.key.password"] == source["source.cluster.ssl.keystore.password"] == password_ref
+    assert source["target.cluster.sasl.mechanism"] == "SCRAM-SHA-512"  # B stays SASL_SSL
+    assert "target.cluster.ssl.keystore.location" not in source and "PRIVATE" not in json.dumps(source)
 
 
 def test_a_rewritten_client_file_keeps_the_keys_the_product_does_not_own(tmp_path: Path) -> None:
