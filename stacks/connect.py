@@ -334,6 +334,7 @@ class ConnectMirrorLink(pulumi.ComponentResource):
             tasks_max=connect.tasks_max,
             credentials=refs,
             internal_rf=args.internal_rf,
+            keystore=connect.replicator_credentials,
         )
         source_name = next(n for n in configs if n.endswith("-source"))
         deps = [*args.depends_on, *([args.workers] if args.workers is not None else [])]

@@ -100,6 +100,12 @@ class StateStoreError(DRError):
     exit_code = 8
 
 
+class CertificateExpiring(DRError):
+    """``drctl tls --within N``: a certificate the stack uses expires within N days (or has expired)."""
+
+    exit_code = 9
+
+
 class InternalError(DRError):
     """An unexpected exception (a bug, not bad input): reported with a traceback file."""
 
@@ -188,6 +194,7 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "the team database (postgres:// backend) is unreachable — nothing changed; rerun when it is back",
         StateStoreError,
     ),
+    _row("a certificate the stack uses expires within `drctl tls --within` days", CertificateExpiring),
     _row("internal error (a bug): the message names the file holding the traceback", InternalError),
     ExitCode(EXIT_INTERRUPTED, (), "interrupted (Ctrl-C)"),
 )

@@ -290,8 +290,53 @@ def connect_config(ref: StackRef, link_name: str | None) -> None:
     for link in links:
         connect = topo.link_connect(link)
         creds = connect.replicator_credentials if connect is not None else None
-        out.update(connector_configs(topo, link, credentials=creds.references() if creds is not None else None))
+        refs = creds.references() if creds is not None else None
+        out.update(connector_configs(topo, link, credentials=refs, keystore=creds))
     click.echo(json.dumps(out, indent=2, sort_keys=True))
+
+
+# ------------------------------------------------------------------------------------------ tls
+@cli.command("tls")
+@click.option("--stack", "ref", type=STACK, default="local", show_default=True)
+@click.option(
+    "--within",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Exit 9 when a certificate expires within this many days.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the certificates as JSON on stdout.")
+def tls_cmd(ref: StackRef, within: float, as_json: bool) -> None:
+    """When each certificate the stack uses expires: every entry of each declared CA bundle, the client
+    certificates, and a local TLS estate's CA and broker certificates. Reads files only; connects to
+    nothing. Exit 9 when one expires within --within days (the table is printed first); a certificate
+    already expired in the declaration is refused with its date (exit 2) by every command."""
+    from dr.base.errors import CertificateExpiring
+    from dr.estate.estate import load_stack
+    from dr.topology.cert_expiry import certificate_expiries, expiring
+
+    entries = certificate_expiries(load_stack(ref), ref.state_dir)
+    soon = expiring(entries, within)
+    if as_json:
+        rows = [{**e.model_dump(mode="json"), "within": e in soon} for e in entries]
+        click.echo(json.dumps({"stack": ref.name, "within_days": within, "certificates": rows}, indent=2))
+    elif not entries:
+        click.echo(f"stack {ref.name}: no certificate (no TLS cluster, or the local estate's CA is not made yet)")
+    else:
+        click.echo(f"{'cluster':<10} {'use':<19} {'expires (UTC)':<17} {'days':>7}  subject — source")
+        for e in entries:
+            flag = f"  << within {within:g} days" if e in soon else ""
+            click.echo(
+                f"{e.cluster:<10} {e.use:<19} {e.not_after:%Y-%m-%d %H:%M} {e.days_left:>7.1f}  "
+                f"{e.subject} — {e.source}{flag}"
+            )
+    if soon:
+        first = soon[0]
+        raise CertificateExpiring(
+            f"{len(soon)} certificate(s) of stack {ref.name!r} expire within {within:g} days; the first: "
+            f"{first.use} {first.subject} of cluster {first.cluster} on {first.not_after:%Y-%m-%d %H:%M} UTC",
+            "renew them (runbooks/certificate-rotation.md: a new CA is added to the bundle before the brokers change)",
+        )
 
 
 # ------------------------------------------------------------------------------------ toolchain

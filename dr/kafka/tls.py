@@ -18,6 +18,7 @@ __all__ = [
     "TLS_PROTOCOLS",
     "TlsFiles",
     "java_tls",
+    "key_password_reference",
     "librdkafka_tls",
     "provider_tls",
     "spark_tls",
@@ -51,6 +52,9 @@ class TlsFiles:
     keystore_location: str | None = None
     """Mutual TLS, for Java clients: one PEM file holding the key and the certificate chain."""
     hostname_verification: bool = True
+    key_password_location: str | None = None
+    """Mutual TLS, for Java clients: a 0600 properties file whose ``password=`` opens ``keystore_location``,
+    then a PKCS#12 keystore (the product's own copy of the key, encrypted); without it the keystore is PEM."""
 
     @property
     def mutual(self) -> bool:
@@ -82,9 +86,30 @@ def java_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:
         props["ssl.truststore.type"] = "PEM"
         props["ssl.truststore.location"] = tls.ca_location
     if tls.keystore_location:
-        props["ssl.keystore.type"] = "PEM"
+        props["ssl.keystore.type"] = "PKCS12" if tls.key_password_location else "PEM"
         props["ssl.keystore.location"] = tls.keystore_location
+        if tls.key_password_location:
+            props |= key_password_reference(tls.key_password_location)
     return props
+
+
+#: The config provider a Java client of the product resolves its key password with (a name of its own, so
+#: it never replaces the ``file`` provider a worker or a team declares).
+KEY_PASSWORD_PROVIDER = "kdrtls"
+
+
+def key_password_reference(path: str) -> dict[str, str]:
+    """``ssl.keystore.password`` and ``ssl.key.password`` as references to the ``password`` of the 0600
+    properties file ``path``, and the config provider (Kafka's ``FileConfigProvider``) that resolves them:
+    the password itself is in no config, command line or log."""
+    p = KEY_PASSWORD_PROVIDER
+    ref = f"${{{p}:{path}:password}}"
+    return {
+        "config.providers": p,
+        f"config.providers.{p}.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+        "ssl.keystore.password": ref,
+        "ssl.key.password": ref,
+    }
 
 
 def spark_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:

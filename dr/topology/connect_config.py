@@ -17,6 +17,7 @@ from dr.base.errors import ConfigError
 from dr.kafka.tls import uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Delivery, Link, Topology
+from dr.topology.model import ConnectCredentials
 
 CONNECTORS = {
     "source": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
@@ -47,17 +48,13 @@ def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
 
 
-def _tls(prefix: str, cluster: Cluster) -> dict[str, str]:
-    """The connector's trust settings for ``cluster``: its CA as a PEM truststore — the declared file's
+def _tls(prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, password_ref: str) -> dict[str, str]:
+    """The connector's TLS settings for ``cluster``: its CA as a PEM truststore — the declared file's
     path (the same path on every worker) or the declared PEM inline (a CA certificate is public) — never
-    a worker's JVM ``cacerts``."""
+    a worker's JVM ``cacerts``; under mutual TLS the replicator's keystore on the workers, opened with the
+    password the workers' config provider resolves (``password_ref``), never written here."""
     if cluster.is_local or not uses_tls(cluster.security_protocol):
         return {}
-    if cluster.security_protocol == "SSL":
-        raise ConfigError(
-            f"cluster {cluster.name!r} uses mutual TLS (SSL), which MirrorMaker 2 on Connect does not support yet.",
-            "use SASL_SSL for this cluster, or run the link as dedicated MirrorMaker 2",
-        )
     tls = cluster.tls
     out = {
         f"{prefix}.ssl.endpoint.identification.algorithm": "https" if tls is None or tls.hostname_verification else ""
@@ -66,11 +63,34 @@ def _tls(prefix: str, cluster: Cluster) -> dict[str, str]:
         out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.location": tls.ca_file}
     elif tls is not None and tls.ca_pem:
         out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.certificates": tls.ca_pem}
+    if cluster.security_protocol == "SSL":
+        if keystore is None or not keystore.keystore_file:
+            raise ConfigError(
+                f"cluster {cluster.name!r} uses mutual TLS (SSL): MirrorMaker 2 on Connect needs the replicator's "
+                "certificate on the workers.",
+                "set replicator_credentials.keystore_file of the link's Connect cluster: the path on every worker "
+                "of the replicator's keystore (PKCS#12 or PEM), encrypted with the password its provider resolves",
+            )
+        out |= {
+            f"{prefix}.ssl.keystore.type": keystore.keystore_type,
+            f"{prefix}.ssl.keystore.location": keystore.keystore_file,
+            f"{prefix}.ssl.key.password": password_ref,
+        }
+        if keystore.keystore_type == "PKCS12":
+            out[f"{prefix}.ssl.keystore.password"] = password_ref
     return out
 
 
-def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, str]:
+def _client(
+    prefix: str, cluster: Cluster, refs: tuple[str, str], keystore: ConnectCredentials | None = None
+) -> dict[str, str]:
     bootstrap, protocol, mechanism = client_settings(cluster)
+    if protocol == "SSL":  # mutual TLS: the replicator's certificate is its login
+        return {
+            f"{prefix}.bootstrap.servers": bootstrap,
+            f"{prefix}.security.protocol": protocol,
+            **_tls(prefix, cluster, keystore, refs[1]),
+        }
     module = (
         "org.apache.kafka.common.security.plain.PlainLoginModule"
         if mechanism == "PLAIN"
@@ -83,7 +103,7 @@ def _client(prefix: str, cluster: Cluster, refs: tuple[str, str]) -> dict[str, s
         # Resolved by the workers' config provider (a file, a directory or environment variables):
         # the config holds only the reference, never the password.
         f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
-        **_tls(prefix, cluster),
+        **_tls(prefix, cluster, keystore, refs[1]),
     }
 
 
@@ -121,6 +141,7 @@ def connector_configs(
     *,
     credentials: tuple[str, str] | None = None,
     internal_rf: int | None = None,
+    keystore: ConnectCredentials | None = None,
 ) -> dict[str, dict[str, str]]:
     """The three MM2 connectors (name → config) for ``link``, its clusters local or external.
 
@@ -130,7 +151,8 @@ def connector_configs(
     config provider (:meth:`dr.topology.ConnectCredentials.references`). The configs reference the
     credentials and never hold a password. ``internal_rf`` is the replication factor of the
     internal topics on the target (default: the target's declared value, else min(3, brokers) of a
-    local target, else 3).
+    local target, else 3). ``keystore``: the Connect cluster's replicator credentials whose
+    ``keystore_file`` a mutual-TLS end needs.
     """
     if "}" in secrets_file or ":" in secrets_file or not secrets_file.strip():
         raise ConfigError(
@@ -149,11 +171,11 @@ def connector_configs(
         "source.cluster.alias": source.name,
         "target.cluster.alias": target.name,
         "replication.policy.class": IDENTITY_POLICY,
-        **_client("source.cluster", source, refs),
-        **_client("target.cluster", target, refs),
+        **_client("source.cluster", source, refs, keystore),
+        **_client("target.cluster", target, refs, keystore),
         # The records (and heartbeats, checkpoints) go to the link's target as the replicator,
         # wherever the workers' own Kafka cluster is.
-        **_client("producer.override", target, refs),
+        **_client("producer.override", target, refs, keystore),
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",

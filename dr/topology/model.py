@@ -366,9 +366,17 @@ class ConnectCredentials(_Model):
     path: str | None = None
     username_variable: str = Field(default="KDR_REPLICATOR_USERNAME", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     password_variable: str = Field(default="KDR_REPLICATOR_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    keystore_file: str | None = None
+    """Mutual TLS (a link end with ``security_protocol: SSL``): the replicator's keystore at this absolute
+    path on every worker — PKCS#12 (``.p12``/``.pfx``) or PEM — holding its certificate (whose mapped DN
+    is the replicator principal) and its key, encrypted with the ``password`` the provider resolves."""
 
     @model_validator(mode="after")
     def _path_fits(self) -> ConnectCredentials:
+        if self.keystore_file is not None and (
+            not self.keystore_file.startswith("/") or any(ch in self.keystore_file for ch in ":}")
+        ):
+            raise ValueError("`keystore_file` must be an absolute path on every worker, without ':' or '}'")
         if self.provider in ("file", "directory"):
             if not self.path or not self.path.startswith("/"):
                 raise ValueError(f"provider {self.provider} needs `path`: an absolute path on every worker")
@@ -389,6 +397,11 @@ class ConnectCredentials(_Model):
         if self.provider == "directory":
             return f"${{{a}:{self.path}:username}}", f"${{{a}:{self.path}:password}}"
         return f"${{{a}:{self.path}:username}}", f"${{{a}:{self.path}:password}}"
+
+    @property
+    def keystore_type(self) -> str:
+        """``PKCS12`` for a ``.p12``/``.pfx`` keystore file, else ``PEM``."""
+        return "PKCS12" if (self.keystore_file or "").lower().endswith((".p12", ".pfx")) else "PEM"
 
 
 class ConnectCluster(_Model):

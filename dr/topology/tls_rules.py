@@ -42,7 +42,20 @@ def tls_problems(t: Topology) -> Iterator[Problem]:
                 "local Connect workers over TLS are not supported yet",
                 "run the link as dedicated MirrorMaker 2 (no `connect`), or drop local_tls",
             )
+    mutual = {c.name for c in t.clusters if not c.is_local and c.security_protocol == "SSL"}
+    connects = {cc.name: cc for cc in t.connect_clusters}
     for i, link in enumerate(t.links):
+        on = connects.get(link.connect or "")
+        creds = on.replicator_credentials if on is not None else None
+        ends = sorted({link.source, link.target} & mutual)
+        if on is not None and not on.is_local and ends and (creds is None or not creds.keystore_file):
+            yield (
+                f"links[{i}].connect",
+                f"link {link.name!r} runs on Connect cluster {on.name!r} and {', '.join(ends)} uses mutual TLS (SSL), "
+                "but the workers are given no replicator certificate",
+                f"set replicator_credentials.keystore_file of Connect cluster {on.name!r}: the path on every worker of "
+                "the replicator's keystore (PKCS#12 or PEM), encrypted with the password its provider resolves",
+            )
         if link.connect and {link.source, link.target} & tls_local:
             yield (
                 f"links[{i}].connect",

@@ -3,19 +3,30 @@
 Paths declared in the stack are used as they are. PEM text declared in the stack (``ca_pem``,
 ``client_certificate_pem``, the ``client_key_pem`` secret) is written to 0600 files under the stack's
 state directory (``<state>/tls/``), rewritten only when it changed; so is, under mutual TLS, the one
-PEM file (key + certificate) a Java keystore of type PEM reads. Nothing is written elsewhere, and no
-system trust store is read or changed.
+keystore Java clients read: the product's own copy of the key and the certificate chain in PKCS#12,
+encrypted (Kafka reads a keystore's key only with ``ssl.key.password``) with a random password kept in a
+0600 file beside it, which Java clients resolve through a config provider. (A PEM keystore would need a
+PBES1-encrypted key: Java 17 cannot decrypt the PBES2 keys ``cryptography`` and OpenSSL write.) The
+declared key stays as it is. Nothing is written elsewhere, and no system trust store is read or changed.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import pkcs12
+
+from dr.base.errors import ConfigError
 from dr.base.files import private_dir, write_atomic
 from dr.kafka.tls import TlsFiles, uses_tls
 from dr.topology.model import Cluster
 
-__all__ = ["tls_files"]
+__all__ = ["java_keystore", "tls_files"]
 
 
 def _materialised(state: Path, name: str, text: str) -> str:
@@ -49,8 +60,47 @@ def tls_files(cluster: Cluster, state: Path, key_pem: str | None = None) -> TlsF
         key_pem = secret.get_secret_value()
     if key_pem is not None:
         key = _materialised(state, f"{cluster.name}-client.key", key_pem)
-    keystore = None
+    keystore = password_file = None
     if cert and key:
-        both = Path(key).read_text(encoding="utf-8").rstrip("\n") + "\n" + Path(cert).read_text(encoding="utf-8")
-        keystore = _materialised(state, f"{cluster.name}-keystore.pem", both)
-    return TlsFiles(ca, cert, key, keystore, tls.hostname_verification)
+        keystore, password_file = java_keystore(state, cluster.name, Path(key), Path(cert))
+    return TlsFiles(ca, cert, key, keystore, tls.hostname_verification, password_file)
+
+
+def java_keystore(state: Path, name: str, key_path: Path, cert_path: Path) -> tuple[str, str]:
+    """``(keystore, password file)`` under ``<state>/tls``: ``<name>-keystore.p12``, a PKCS#12 keystore of
+    the key of ``key_path`` and the certificate chain of ``cert_path``, encrypted with the random password
+    of ``<name>-keystore.password`` (0600, ``password=...``). Kept while it still holds that key and that
+    chain, remade otherwise."""
+    tls_dir = private_dir(state / "tls")
+    keystore, password_file = tls_dir / f"{name}-keystore.p12", tls_dir / f"{name}-keystore.password"
+    key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    chain = x509.load_pem_x509_certificates(cert_path.read_bytes())
+    try:
+        password = password_file.read_text(encoding="utf-8").removeprefix("password=").strip()
+        kept_key, kept_cert, kept_more = pkcs12.load_key_and_certificates(keystore.read_bytes(), password.encode())
+        raw = serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        if (
+            kept_key is not None
+            and kept_key.private_bytes(*raw) == key.private_bytes(*raw)
+            and [kept_cert, *kept_more] == chain
+        ):
+            return str(keystore), str(password_file)
+    except (OSError, ValueError, TypeError):
+        pass  # missing, foreign or stale: made again below
+    if not isinstance(
+        key, (rsa.RSAPrivateKey, dsa.DSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey)
+    ):
+        raise ConfigError(
+            f"cluster {name!r}: the client key {key_path} is of a type a PKCS#12 keystore cannot hold",
+            "give an RSA, EC or Ed25519 key",
+        )
+    password = secrets.token_urlsafe(24)
+    write_atomic(password_file, f"password={password}\n", 0o600)
+    data = pkcs12.serialize_key_and_certificates(
+        b"kafka-dr", key, chain[0], chain[1:] or None, serialization.BestAvailableEncryption(password.encode())
+    )
+    fd = os.open(keystore.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(keystore.with_suffix(".tmp"), keystore)
+    return str(keystore), str(password_file)

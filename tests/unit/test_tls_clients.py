@@ -15,9 +15,11 @@ from typing import Any
 
 import pulumi
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 from pulumi.runtime import config as pulumi_config
 
-from dr.base.errors import ClusterError, ConfigError
+from dr.base.errors import ClusterError, ConfigError, TopologyError
 from dr.failover.clients import _kept_json, _kept_properties
 from dr.kafka.client import Endpoint, connected_admin
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark_tls
@@ -25,7 +27,7 @@ from dr.runtime.certificates import Issued, issue, make_ca
 from dr.topology import Topology, load_topology
 from dr.topology.connect_config import connector_configs
 from dr.topology.external import external_endpoint
-from dr.topology.transport import tls_files
+from dr.topology.transport import java_keystore, tls_files
 from tests.unit.test_stack_program import PROVIDER, is_secret, plain_leaves, provider_input, run_program
 
 
@@ -39,7 +41,9 @@ def admin(ca: Issued) -> Issued:
     return issue(ca, "admin")
 
 
-def _topology(a: dict[str, Any], b: dict[str, Any] | None = None, **extra: Any) -> Topology:
+def _topology(
+    a: dict[str, Any], b: dict[str, Any] | None = None, keystore: str | None = None, **extra: Any
+) -> Topology:
     def ext(name: str, role: str, more: dict[str, Any]) -> dict[str, Any]:
         return {
             "name": name,
@@ -68,7 +72,8 @@ def _topology(a: dict[str, Any], b: dict[str, Any] | None = None, **extra: Any) 
                             "name": "dr",
                             "cluster": "B",
                             "url": "http://connect.example:8083",
-                            "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"},
+                            "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"}
+                            | ({"keystore_file": keystore} if keystore else {}),
                         }
                     ]
                 }
@@ -133,7 +138,16 @@ def test_pems_in_the_stack_become_0600_files_under_the_state_dir(tmp_path: Path,
     for path in (files.ca_location, files.certificate_location, files.key_location, files.keystore_location):
         p = Path(str(path))
         assert p.parent == tmp_path / "tls" and stat.S_IMODE(p.stat().st_mode) == 0o600
-    assert Path(files.keystore_location).read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    assert files.key_password_location and files.keystore_location.endswith(".p12")
+    password = Path(files.key_password_location).read_text().removeprefix("password=").strip()
+    with pytest.raises(ValueError):  # the product's copy of the key is encrypted ...
+        pkcs12.load_key_and_certificates(Path(files.keystore_location).read_bytes(), None)
+    _key, cert, _ = pkcs12.load_key_and_certificates(Path(files.keystore_location).read_bytes(), password.encode())
+    assert cert is not None and cert.public_bytes(serialization.Encoding.PEM) == admin.certificate_pem
+    java = java_tls("SSL", files)  # ... and Java clients resolve its password through a config provider
+    assert java["ssl.keystore.type"] == "PKCS12" and password not in str(java)
+    assert java["ssl.key.password"] == f"${{kdrtls:{files.key_password_location}:password}}"
+    assert java["config.providers.kdrtls.class"].endswith("FileConfigProvider")
     ep = external_endpoint(t.cluster("A"), state=tmp_path)
     assert ep.cluster == "A" and ep.config()["ssl.ca.location"] == files.ca_location
     assert "PRIVATE" not in repr(ep)
@@ -155,18 +169,29 @@ def test_connectors_trust_the_declared_ca_without_a_key_inline(tmp_path: Path, c
     assert not any("PRIVATE KEY" in v or "keystore" in k for k, v in source.items())
 
 
-def test_connectors_refuse_mutual_tls_for_now(tmp_path: Path, admin: Issued) -> None:
+def test_connectors_under_mutual_tls_use_the_replicators_keystore_on_the_workers(tmp_path: Path, admin: Issued) -> None:
     (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
     (tmp_path / "c.key").write_bytes(admin.key_pem)
-    t = _topology(
-        {
-            "security_protocol": "SSL",
-            "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
-        },
-        connect="dr",
-    )
-    with pytest.raises(ConfigError, match="mutual TLS"):
-        connector_configs(t, t.links[0])
+    a = {
+        "security_protocol": "SSL",
+        "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
+    }
+    with pytest.raises(TopologyError, match=r"links\[0\].connect: .*A uses mutual TLS.*keystore_file"):
+        _topology(a, connect="dr")
+    t = _topology(a, keystore="/etc/kc/replicator.p12", connect="dr")
+    creds = t.connect_clusters[0].replicator_credentials
+    assert creds is not None
+    with pytest.raises(ConfigError, match=r"mutual TLS.*\n.*replicator_credentials.keystore_file"):
+        connector_configs(t, t.links[0], credentials=creds.references())  # a caller that forgets it
+    source = connector_configs(t, t.links[0], credentials=creds.references(), keystore=creds)["A-to-B-source"]
+    assert source["source.cluster.security.protocol"] == "SSL"
+    assert not [k for k in source if k.startswith("source.cluster.sasl")]  # the certificate is the login
+    assert source["source.cluster.ssl.keystore.type"] == "PKCS12"
+    assert source["source.cluster.ssl.keystore.location"] == "/etc/kc/replicator.p12"
+    password_ref = "${file:/etc/kc/r.properties:password}"
+    assert source["source.cluster.ssl.key.password"] == source["source.cluster.ssl.keystore.password"] == password_ref
+    assert source["target.cluster.sasl.mechanism"] == "SCRAM-SHA-512"  # B stays SASL_SSL
+    assert "target.cluster.ssl.keystore.location" not in source and "PRIVATE" not in json.dumps(source)
 
 
 def test_a_rewritten_client_file_keeps_the_keys_the_product_does_not_own(tmp_path: Path) -> None:
@@ -278,3 +303,23 @@ def test_the_batched_sets_reach_the_cluster_with_its_tls_files() -> None:
     assert "tls" not in conn  # a stack without TLS keeps the inputs it had
     props = {**conn, "password": "p", "tls": asdict(TlsFiles("/ca.pem"))}
     assert _endpoint(props).config()["ssl.ca.location"] == "/ca.pem"
+
+
+def test_the_java_keystore_is_kept_while_key_and_certificate_are_the_same(
+    tmp_path: Path, ca: Issued, admin: Issued
+) -> None:
+    key, cert = tmp_path / "admin.key", tmp_path / "admin.pem"
+    key.write_bytes(admin.key_pem)
+    cert.write_bytes(admin.certificate_pem)
+    first = java_keystore(tmp_path, "A", key, cert)
+    made = Path(first[0]).read_bytes(), Path(first[1]).read_text()
+    assert java_keystore(tmp_path, "A", key, cert) == first
+    assert (Path(first[0]).read_bytes(), Path(first[1]).read_text()) == made  # not re-encrypted at each call
+    renewed = issue(ca, "admin")
+    key.write_bytes(renewed.key_pem)
+    cert.write_bytes(renewed.certificate_pem)
+    java_keystore(tmp_path, "A", key, cert)
+    password = Path(first[1]).read_text().removeprefix("password=").strip()
+    _, got, _ = pkcs12.load_key_and_certificates(Path(first[0]).read_bytes(), password.encode())
+    assert got is not None and got.public_bytes(serialization.Encoding.PEM) == renewed.certificate_pem
+    assert stat.S_IMODE(Path(first[0]).stat().st_mode) == stat.S_IMODE(Path(first[1]).stat().st_mode) == 0o600

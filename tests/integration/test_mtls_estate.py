@@ -1,0 +1,191 @@
+"""Mutual TLS end to end on an estate started outside the product (:mod:`tests.integration.mtls_estate`).
+
+A, B, C: SSL client listeners with ``ssl.client.auth=required``, signed by the platform team's private
+CA, the DN mapped to a short principal; a Connect worker homed on C holding the replicator's keystore.
+The stack declares them ``kind: external``, ``security_protocol: SSL`` with the admin's certificate and
+key as files, and the link on the Connect cluster with the replicator's keystore path. One estate for
+the module, the tests in order: ``drctl estate up`` from nothing, MirrorMaker 2 replicating A→B over
+mutual TLS, ``drctl status`` exit 0, ``drctl tls``, then a planned failover.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import end_offsets
+from dr.kafka.tls import TlsFiles
+from tests.integration.mtls_estate import MAPPING_RULES, MtlsEstate
+from tests.integration.ports import windows
+from tests.integration.test_external_estate import Env
+
+pytestmark = pytest.mark.integration
+
+STACK = "mtls"
+
+
+class MtlsEnv(Env):
+    """The operator's environment of :mod:`tests.integration.test_external_estate`, for this stack."""
+
+    @property
+    def state(self) -> Path:
+        return Path(self.vars["KDR_STATE_DIR"]) / STACK
+
+
+def _stack_doc(estate: MtlsEstate) -> dict[str, Any]:
+    team = estate.team
+    tls = {
+        "ca_file": str(team.ca_file),
+        "client_certificate_file": str(team.root / "pki" / "admin.pem"),
+        "client_key_file": str(team.root / "pki" / "admin.key"),
+        "principal_mapping_rules": MAPPING_RULES,
+    }
+    clusters = [
+        {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": estate.clusters[name].bootstrap,
+            "security_protocol": "SSL",
+            "tls": tls,
+        }
+        for name, role in (("A", "active"), ("B", "passive"), ("C", "standby"))
+    ]
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:failoverDone": False,
+            "kafka-dr:clusters": clusters,
+            "kafka-dr:topics": [
+                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
+            ],
+            "kafka-dr:principals": {
+                "admin": "admin",
+                "replicator": "replicator",
+                "applications": [{"name": "orders-app", "produces": ["orders"], "consumer_group": "orders-app"}],
+            },
+            "kafka-dr:links": [
+                {
+                    "name": "A-to-B",
+                    "source": "A",
+                    "target": "B",
+                    "topics": ["orders"],
+                    "consumer_groups": [".*"],
+                    "connect": "platform",
+                }
+            ],
+            "kafka-dr:connectClusters": [
+                {
+                    "name": "platform",
+                    "cluster": "C",
+                    "url": estate.connect.url,
+                    "tasks_max": 1,
+                    "replicator_credentials": {
+                        "provider": "file",
+                        "path": str(estate.connect.secrets_file),
+                        "keystore_file": str(estate.connect.replicator_keystore),
+                    },
+                }
+            ],
+        }
+    }
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MtlsEstate]:
+    root = tmp_path_factory.mktemp("mtls-estate")
+    with windows(3) as ports:
+        e = MtlsEstate(root, (ports[0], ports[1], ports[2]))
+        e.team.pem("admin")  # the admin's certificate and key, handed to the operator as files
+        try:
+            e.start()
+            yield e
+        finally:
+            e.stop()
+            assert not e.pids(), "a process of the mTLS estate was left running"
+
+
+@pytest.fixture(scope="module")
+def env(estate: MtlsEstate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    e = MtlsEnv(tmp_path_factory.mktemp("mtls-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
+    (e.root / "backend").mkdir()
+    assert e.pulumi("stack", "init", STACK).returncode == 0
+    res = e.pulumi(
+        "config", "set", "--stack", STACK, "--path", "--secret", "--",
+        "kafka-dr:principals.replicatorPassword", estate.connect.replicator_password,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return e
+
+
+def _admin(estate: MtlsEstate, name: str) -> Endpoint:
+    pki = estate.team.root / "pki"
+    files = TlsFiles(str(estate.team.ca_file), str(pki / "admin.pem"), str(pki / "admin.key"))
+    return Endpoint(estate.clusters[name].bootstrap, "", "", "SSL", tls=files, cluster=name)
+
+
+def _produce(endpoint: Endpoint, n: int, tag: str) -> None:
+    errors: list[object] = []
+    p = Producer(endpoint.config(**{"enable.idempotence": True}))
+    for i in range(n):
+        p.produce("orders", key=f"{tag}-{i}".encode(), value=b"v", on_delivery=lambda e, _m: e and errors.append(e))
+    assert p.flush(30) == 0 and not errors, errors[:3]
+
+
+def _copied(estate: MtlsEstate, src: str, dst: str, timeout: float = 60) -> int:
+    want = sum(end_offsets(_admin(estate, src), ["orders"]).values())
+    deadline = time.monotonic() + timeout
+    while (got := sum(end_offsets(_admin(estate, dst), ["orders"]).values())) < want:
+        assert time.monotonic() < deadline, f"{dst} has {got} of {src}'s {want} records after {timeout} s"
+        time.sleep(1)
+    return want
+
+
+def test_up_from_nothing_over_mutual_tls(env: Env) -> None:
+    res = env.drctl("estate", "up", "--stack", STACK, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
+    published = json.loads((env.state / "clients" / "orders-app.json").read_text())
+    assert published["security.protocol"] == "SSL" and published["ssl.ca.location"].endswith("ca.pem")
+
+
+def test_the_link_replicates_over_mutual_tls_and_status_is_clean(env: Env, estate: MtlsEstate) -> None:
+    _produce(_admin(estate, "A"), 200, "before")
+    assert _copied(estate, "A", "B") >= 200
+    res = env.drctl("status", "--stack", STACK)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    tls = env.drctl("tls", "--stack", STACK, "--json")
+    assert tls.returncode == 0, tls.stderr[-2000:]
+    uses = {(row["cluster"], row["use"]) for row in json.loads(tls.stdout)["certificates"]}
+    assert {("A", "CA bundle"), ("A", "client certificate")} <= uses
+
+
+def test_planned_failover_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
+    res = env.drctl("failover", "--stack", STACK, "--yes", timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert "COMPLETED" in res.stdout and "verdict CLEAN" in res.stdout, res.stdout[-4000:]
+    _produce(_admin(estate, "B"), 50, "after")
+    assert _copied(estate, "B", "C") >= 250  # the failover's link B→C runs on Connect over mutual TLS too
+    preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
+    print(res.stdout[-3000:])
+
+
+def test_no_key_or_password_in_any_output(env: Env, estate: MtlsEstate) -> None:
+    from tests.integration.test_external_estate import OUTPUTS
+
+    text = "\n".join(OUTPUTS)
+    assert "PRIVATE KEY" not in text and estate.connect.replicator_password not in text
