@@ -30,12 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from dr.base.errors import ClusterError, ConfigError
 from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
-from dr.kafka.records import consume_while
+from dr.kafka.records import consume_while, range_consumer
 from verification.cluster import cluster_metadata, offset_ranges
 from verification.fingerprint import checksum
 from verification.progress import Reporter, quiet
@@ -106,21 +106,6 @@ class RecoveryResult(RouteResult):
 
 
 # ----------------------------------------------------------------------------- Kafka helpers
-def _consumer(endpoint: Endpoint) -> Consumer:
-    return Consumer(
-        endpoint.config(
-            **{
-                **SILENT,
-                "group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                "socket.timeout.ms": 15000,
-            }
-        )
-    )
 
 
 def _offset_ranges(endpoint: Endpoint, tps: list[TopicPartition]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -140,7 +125,7 @@ def _scan(
     todo = {k: r for k, r in ranges.items() if r[1] > r[0]}
     if not todo:
         return
-    consumer = _consumer(endpoint)
+    consumer = range_consumer(endpoint, "recover", **{"socket.timeout.ms": 15000})
     try:
         consumer.assign([TopicPartition(t, p, r[0]) for (t, p), r in todo.items()])
         for m in consume_while(consumer, endpoint, todo, idle_timeout, stalled=_stalled(endpoint, todo)):
@@ -174,7 +159,7 @@ def _fetch_kafka(
     offset; an offset that no longer exists (compaction, retention) is simply not returned.
     """
     out: dict[tuple[str, int, int], SourceRecord] = {}
-    consumer = _consumer(endpoint)
+    consumer = range_consumer(endpoint, "recover", **{"socket.timeout.ms": 15000})
     try:
         pending: dict[tuple[str, int], deque[int]] = {}
         bounds = _offset_ranges(endpoint, [TopicPartition(t, p) for t, p in wanted])

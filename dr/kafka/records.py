@@ -18,7 +18,7 @@ from dr.base.errors import ClusterError
 from dr.kafka.client import SILENT, Endpoint, raise_kafka_error
 from dr.kafka.offsets import end_offsets
 
-__all__ = ["reached", "read_to_end"]
+__all__ = ["range_consumer", "reached", "read_to_end"]
 
 
 def read_to_end(
@@ -66,6 +66,25 @@ def read_to_end(
         raise ClusterError(
             f"could not read {topic} to its end within {timeout:.0f}s (left: {todo}).", "check the cluster answers"
         )
+
+
+def range_consumer(endpoint: Endpoint, purpose: str, **overrides: Any) -> Consumer:
+    """A consumer for reading assigned offset ranges in bulk: a fresh, never-committing group named
+    ``kdr-<purpose>-<random>``, large fetches; ``overrides`` laid over (e.g. a socket timeout)."""
+    return Consumer(
+        endpoint.config(
+            **{
+                **SILENT,
+                "group.id": f"kdr-{purpose}-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                **overrides,
+            }
+        )
+    )
 
 
 def reached(consumer: Consumer, ends: dict[tuple[str, int], int]) -> list[tuple[str, int]]:

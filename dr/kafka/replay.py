@@ -10,16 +10,15 @@ caller's comparison before it, which sees the copies a first run wrote.
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Message, Producer, TopicPartition
 
 from dr.base.errors import ClusterError
 from dr.kafka.client import SILENT, Endpoint
-from dr.kafka.records import consume_while
+from dr.kafka.records import consume_while, range_consumer
 
 __all__ = ["MAX_GAP", "Coordinates", "Ranges", "plan_ranges", "read_ranges", "replay"]
 
@@ -53,22 +52,6 @@ def plan_ranges(wanted: Iterable[Coordinates], max_gap: int = MAX_GAP) -> Ranges
     return ranges
 
 
-def _consumer(endpoint: Endpoint) -> Consumer:
-    return Consumer(
-        endpoint.config(
-            **{
-                **SILENT,
-                "group.id": f"kdr-replay-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 8 * 1024 * 1024,
-            }
-        )
-    )
-
-
 def read_ranges(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 30.0) -> Iterator[Message]:
     """Every record of ``ranges`` on ``endpoint``, each once, each partition in offset order, read by
     one consumer that starts every partition at its first range and stops it after its last.
@@ -80,7 +63,7 @@ def read_ranges(endpoint: Endpoint, ranges: Ranges, *, idle_timeout: float = 30.
     todo = {tp: list(spans) for tp, spans in ranges.items() if spans}
     if not todo:
         return
-    consumer = _consumer(endpoint)
+    consumer = range_consumer(endpoint, "replay")
     # the next offset each partition may yield: records fetched before a re-positioning are dropped
     floor = {tp: spans[0][0] for tp, spans in todo.items()}
     try:

@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from dr.base.toolchain import toolchain
 from dr.runtime.certificates import Issued, issue, make_ca
 from tests.integration.existing_estate import Broker, ExistingEstate, Worker
 
@@ -152,14 +151,6 @@ class MtlsEstate(ExistingEstate):
         self.team = TeamCa(self.root)
         self.clusters = {n: MtlsBroker(n, p, self.root, team=self.team) for n, p in zip("ABC", self.ports, strict=True)}
         self.connect = MtlsWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
-
-    def start(self) -> None:
-        tc = toolchain()
-        for b in self.clusters.values():
-            b.format(tc.java, tc.kafka_lib)
-            b.start(tc.java, tc.kafka_lib)
-        self.connect.write_secrets()
-        self.connect.start(tc.java, tc.mm2_lib)
 
 
 __all__ = ["MAPPING_RULES", "MtlsEstate", "TeamCa"]
