@@ -34,7 +34,7 @@ from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between
 from dr.failover.probe import WriteProbe
 from dr.failover.roles import Roles
-from dr.failover.stack_guard import check_unchanged
+from dr.failover.stack_guard import check_unchanged, refuse_finished_elsewhere
 from dr.failover.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
 from dr.failover.summary import FailoverSummary, rerun_command, summarize
 from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
@@ -241,6 +241,7 @@ def run_frame(
         journal = Journal.load(home)
         if journal is not None:
             refuse_foreign(ref, journal, progress)
+            refuse_finished_elsewhere(journal, stack_path)
         if (is_finished or already_finished)(journal, stack_path):
             assert journal is not None
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
