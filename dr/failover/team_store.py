@@ -355,7 +355,7 @@ class TeamStore:
     def save(self, stack: str, record: dict[str, Any], *, current: bool = True) -> None:
         """Write ``record`` over its row (version + 1) in one transaction, fenced by this process's lease."""
 
-        def write() -> None:
+        def write() -> int:
             with self.session() as conn, conn.transaction():
                 epoch = self._fence(conn, stack)
                 cur = conn.execute(
@@ -364,13 +364,13 @@ class TeamStore:
                     (json.dumps(record, default=str), record["status"], current, epoch, self.project, stack,
                      record["failover_id"]),
                 )  # fmt: skip
-                if cur.rowcount != 1:
-                    raise StateStoreError(
-                        f"failover {record['failover_id']} of stack '{stack}' is not in the team database {self.shown}.",
-                        "run `drctl status` to see the stack's current failover",
-                    )
+                return int(cur.rowcount)
 
-        self._waiting(write)
+        if self._waiting(write) != 1:
+            raise StateStoreError(
+                f"failover {record['failover_id']} of stack '{stack}' is not in the team database {self.shown}.",
+                "run `drctl status` to see the stack's current failover",
+            )
 
     def _fence(self, conn: psycopg.Connection[Any], stack: str) -> int:
         """Inside a write's transaction: the epoch of this process's lease on ``stack``, checked still to be
