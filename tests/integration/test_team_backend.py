@@ -38,6 +38,7 @@ from tests.pg_server import PgUrl, pg_server
 STACK = "existing"
 OUTPUTS: list[str] = []
 REPORTS: list[str] = []
+WINNER: list[Operator] = []
 
 
 class Operator:
@@ -203,7 +204,7 @@ def test_audit_and_recovery_continue_from_the_second_clone(
     one, two = ops
     first = one.drctl("audit", "--stack", STACK, "--json", "--first-run", "python")
     assert first.returncode in (0, 1), first.stderr[-3000:]
-    [run1] = [json.loads(line) for line in first.stdout.splitlines() if line.startswith("{")]
+    [run1] = json.loads(first.stdout.strip().splitlines()[-1])["links"]
     assert run1["first_run"] and run1["run"] == 1, run1
     acked, _ = produce(_admin(existing, run1["source"]), "orders", [f"audit-{i}" for i in range(40)])
     assert len(acked) == 40
@@ -211,7 +212,7 @@ def test_audit_and_recovery_continue_from_the_second_clone(
     assert not (two.root / "state" / STACK / "audit").exists()
     second = two.drctl("audit", "--stack", STACK, "--json")
     assert second.returncode in (0, 1), second.stderr[-3000:]
-    [run2] = [json.loads(line) for line in second.stdout.splitlines() if line.startswith("{")]
+    [run2] = json.loads(second.stdout.strip().splitlines()[-1])["links"]
     assert not run2["first_run"] and run2["run"] == 2, run2
     assert run2["read_source"] == 40, "operator 2 read only what came after operator 1's bounds"
     assert not (two.root / "state" / STACK / "audit").exists(), "no local state file: the database holds it"
@@ -284,6 +285,7 @@ def test_simultaneous_starts_and_postgresql_stopped_mid_failover(
     assert record is not None and record["status"] == "running" and record["steps"]["preflight"]["status"] == "done"
     assert "promote" in [n for n, s in record["steps"].items() if s["status"] == "running"], record["steps"]
     op = one if winner == "op1" else two
+    WINNER.append(op)
     res = op.drctl("failover", "--stack", STACK, "--yes", "--json")
     print(f"\nsimultaneous starts, PostgreSQL stop/start and resume: {time.monotonic() - t0:.1f}s")
     assert res.returncode == 0, res.stderr[-5000:]
@@ -294,6 +296,31 @@ def test_simultaneous_starts_and_postgresql_stopped_mid_failover(
     assert not [k for k in acked if k not in on_c], "acknowledged records lost"
     preview = op.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+
+
+def test_the_drill_runs_with_its_journal_in_postgresql(
+    ops: tuple[Operator, Operator], existing: ExistingEstate, pg_url: str, tmp_path: Path
+) -> None:
+    """C active, A passive, B decommissioned: B is wiped and declared the next standby, and `drctl drill`
+    runs one graded planned game day C→A→B with its journal and lease in the database."""
+    assert WINNER, "the previous test ran the failover"
+    op = WINNER[0]
+    wipe_and_stand_by(op, existing, "B")
+    t0 = time.monotonic()
+    res = op.drctl(
+        "drill", "--stack", STACK, "--out", str(tmp_path / "drill"), "--warmup", "4", "--rate", "200", "--json"
+    )
+    print(f"\ndrill with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    result = json.loads(res.stdout)
+    (cycle,) = result["cycles"]
+    assert cycle["chain"] == "C→A→B" and result["grade"] == "PASS", cycle["checks"]
+    assert cycle["lost_after_recovery"] == 0
+    store = TeamStore(pg_url)
+    record = store.load(STACK)
+    assert record is not None and record["status"] == "completed" and (record["source"], record["target"]) == ("C", "A")
+    assert store.lease(STACK) is None
+    assert not list((op.root / "state").rglob("journal*.json")), "the journal is in the database, not in a file"
 
 
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:
