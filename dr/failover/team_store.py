@@ -438,8 +438,8 @@ class TeamStore:
 
     def acquire(self, stack: str, purpose: str = "failover", *, take_over: bool = False) -> LeaseHandle:
         """Take the stack's lease (one transaction), with a new epoch: free → taken; stale and ``take_over``
-        (or stale and left by this operator's own dead process on this machine) → taken over and
-        journaled; otherwise :class:`LockHeld` naming the holder."""
+        → taken over, or left by this operator's own process on this machine that is gone → reclaimed
+        (both journaled); otherwise :class:`LockHeld` naming the holder."""
         me, host, pid = operator_identity(), socket.gethostname(), os.getpid()
         key = (self.project, stack)
         for _ in range(3):
@@ -465,8 +465,10 @@ class TeamStore:
                 ).fetchone()
                 if row is None:  # released between the two statements: try again
                     continue
+                # this operator's own run on this machine, gone (the database went away under it): no wait
                 own = (row[0], row[1]) == (me, host) and not _alive(int(row[2]))
-                self._refuse_unless_stale(stack, row, take_over or own)
+                if not own:
+                    self._refuse_unless_stale(stack, row, take_over)
                 epoch = int(
                     conn.execute(
                         "UPDATE kdr_lease SET holder = %s, host = %s, pid = %s, purpose = %s, acquired_at = now(), "
