@@ -323,3 +323,28 @@ def test_a_write_waits_for_the_database_to_come_back(team: str, pg_url: object) 
     store.save("w1", _record("W1", "completed", "a"))
     restart.join()
     assert store.load("w1")["status"] == "completed" and store.version("w1") == 2  # type: ignore[index]
+
+
+def test_an_operator_back_with_the_old_stack_file_is_refused_naming_who_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dr.failover.converge import read_stack_config
+    from dr.failover.stack_guard import refuse_finished_elsewhere
+    from tests import REPO_ROOT
+
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    stack_file = REPO_ROOT / "Pulumi.local.yaml"
+    journal = Journal.create(
+        tmp_path / "local", stack="local", mode="planned", source="A", target="B", standby="C",
+        original_config=read_stack_config(stack_file), desired_config={"changed": True}, steps=["preflight"],
+    )  # fmt: skip
+    monkeypatch.setenv("KDR_OPERATOR", "op2")
+    journal.begin_run(mode="planned", options={})
+    journal.set_status("completed")
+    refuse_finished_elsewhere(journal, stack_file)  # op2 itself: nothing to refuse
+    monkeypatch.setenv("KDR_OPERATOR", "op1")
+    with pytest.raises(LockHeld, match=rf"failover {journal.failover_id} of stack 'local' was finished by op2 at "):
+        refuse_finished_elsewhere(journal, stack_file)
+    journal.record.desired_config = read_stack_config(stack_file)  # op1 pulled the file op2's run wrote
+    journal.record.original_config = {"before": True}
+    refuse_finished_elsewhere(journal, stack_file)
