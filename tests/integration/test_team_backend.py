@@ -325,6 +325,20 @@ def test_the_drill_runs_with_its_journal_in_postgresql(
     assert not list((op.root / "state").rglob("journal*.json")), "the journal is in the database, not in a file"
 
 
+def test_verify_resolves_the_stack_through_postgresql(ops: tuple[Operator, Operator], tmp_path: Path) -> None:
+    """`drctl verify --stack` from the second clone: endpoints and the default cut-off come from the database."""
+    _, two = ops
+    shutil.copyfile(WINNER[0].project / f"Pulumi.{STACK}.yaml", two.project / f"Pulumi.{STACK}.yaml")
+    t0 = time.monotonic()
+    res = two.drctl(
+        "verify", "--stack", STACK, "--source", "A", "--target", "B", "--topics", "orders", "--json", "--quiet",
+        "--out", str(tmp_path / "verify"),
+    )  # fmt: skip
+    print(f"\nverify with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["totals"]["missing"] == 0
+
+
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:
     password = pg_url.partition("://")[2].rpartition("@")[0].split(":", 1)[1]
     secrets = [password, *(b.admin_password for b in existing.clusters.values())]
