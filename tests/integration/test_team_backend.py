@@ -300,6 +300,20 @@ def test_simultaneous_starts_and_postgresql_stopped_mid_failover(
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
 
 
+def test_verify_resolves_the_stack_through_postgresql(ops: tuple[Operator, Operator], tmp_path: Path) -> None:
+    """`drctl verify --stack` from the second clone: endpoints and the default cut-off come from the database."""
+    _, two = ops
+    shutil.copyfile(WINNER[0].project / f"Pulumi.{STACK}.yaml", two.project / f"Pulumi.{STACK}.yaml")
+    t0 = time.monotonic()
+    res = two.drctl(
+        "verify", "--stack", STACK, "--source", "C", "--target", "A", "--topics", "orders", "--json", "--quiet",
+        "--out", str(tmp_path / "verify"),
+    )  # fmt: skip
+    print(f"\nverify with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["totals"]["missing"] == 0
+
+
 def test_the_drill_runs_with_its_journal_in_postgresql(
     ops: tuple[Operator, Operator], existing: ExistingEstate, pg_url: str, tmp_path: Path
 ) -> None:
@@ -310,7 +324,17 @@ def test_the_drill_runs_with_its_journal_in_postgresql(
     wipe_and_stand_by(op, existing, "B")
     t0 = time.monotonic()
     res = op.drctl(
-        "drill", "--stack", STACK, "--out", str(tmp_path / "drill"), "--warmup", "4", "--rate", "200", "--json"
+        "drill",
+        "--stack",
+        STACK,
+        "--out",
+        str(tmp_path / "drill"),
+        "--warmup",
+        "4",
+        "--rate",
+        "200",
+        "--json",
+        extra={"PYTHONFAULTHANDLER": "1"},
     )
     print(f"\ndrill with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
@@ -323,20 +347,6 @@ def test_the_drill_runs_with_its_journal_in_postgresql(
     assert record is not None and record["status"] == "completed" and (record["source"], record["target"]) == ("C", "A")
     assert store.lease(STACK) is None
     assert not list((op.root / "state").rglob("journal*.json")), "the journal is in the database, not in a file"
-
-
-def test_verify_resolves_the_stack_through_postgresql(ops: tuple[Operator, Operator], tmp_path: Path) -> None:
-    """`drctl verify --stack` from the second clone: endpoints and the default cut-off come from the database."""
-    _, two = ops
-    shutil.copyfile(WINNER[0].project / f"Pulumi.{STACK}.yaml", two.project / f"Pulumi.{STACK}.yaml")
-    t0 = time.monotonic()
-    res = two.drctl(
-        "verify", "--stack", STACK, "--source", "A", "--target", "B", "--topics", "orders", "--json", "--quiet",
-        "--out", str(tmp_path / "verify"),
-    )  # fmt: skip
-    print(f"\nverify with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert json.loads(res.stdout)["totals"]["missing"] == 0
 
 
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:
