@@ -29,19 +29,17 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from dr.base.errors import ConfigError
-
-if TYPE_CHECKING:
-    from dr.failover.team_store import TeamStore
 
 __all__ = [
     "STATE_VERSION",
     "AuditState",
+    "AuditStore",
     "Fingerprint",
     "Increment",
     "StateIdentity",
@@ -270,14 +268,31 @@ def save_state(path: Path, state: AuditState) -> None:
         raise
 
 
-def _team_store() -> TeamStore | None:
-    """The team database when the stack's Pulumi backend is ``postgres://`` (:mod:`dr.failover.team_store`):
-    the audit state lives there, so an audit from any machine continues at the bounds the last one reached."""
-    from dr.base.pulumi_env import project_backend_url
-    from dr.failover.team_store import is_team_url, team_store
+class AuditStore(Protocol):
+    """Where audit states live instead of files: the team database (:class:`dr.failover.team_store.TeamStore`)."""
 
-    url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
-    return team_store(url) if url and is_team_url(url) else None
+    shown: str
+
+    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+        """The state document of ``link``, or None."""
+
+    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+        """Write the state document of ``link``."""
+
+
+def _no_team_store() -> AuditStore | None:
+    return None
+
+
+team_store_hook: Callable[[], AuditStore | None] = _no_team_store
+"""The team database when the stack's Pulumi backend is ``postgres://``, else None: set by
+:mod:`dr.failover.team_store` when drctl loads it (this package imports nothing above ``dr.kafka``).
+With one, the audit state is a row there, so an audit from any machine continues at the bounds the
+last one reached."""
+
+
+def _team_store() -> AuditStore | None:
+    return team_store_hook()
 
 
 @dataclass

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from dr.base.errors import ConfigError, LockHeld, StateStoreError
 from dr.base.project import project_dir_or_none
 from dr.base.pulumi_env import mask_url
+from verification import audit_state
 
 if TYPE_CHECKING:
     import psycopg
@@ -659,3 +660,14 @@ _LIBPQ_KEYS = frozenset(
 def team_store(url: str) -> TeamStore:
     """The store of the database ``url`` (one per URL per process)."""
     return TeamStore(url)
+
+
+def _audit_store() -> TeamStore | None:
+    """The team database of the stack's backend, when it is ``postgres://`` (the audit state's home)."""
+    from dr.base.pulumi_env import project_backend_url
+
+    url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
+    return team_store(url) if url and is_team_url(url) else None
+
+
+audit_state.team_store_hook = _audit_store
