@@ -6,7 +6,12 @@ machine). Operator 1 runs ``drctl estate up`` with ``PULUMI_BACKEND_URL=postgres
 failover that is SIGKILLed (its whole process group) inside a step; operator 2 — another clone of the
 project, its own empty ``KDR_STATE_DIR``, only the URL and the passphrase — sees it in ``drctl status``
 (holder, step, since when), is refused while it has not asked to take the stale lease over, then resumes
-it to completion. One estate, one database for the module; the tests run in order.
+it to completion; operator 1, back with its old stack file, is refused naming operator 2. Then: the
+audit continued from clone 2 at the bounds clone 1 reached (audit state in the database), recovery and
+`drctl verify` resolving the stack through the database, two failovers started at the same instant
+(one runs, the other exits 7), PostgreSQL stopped (`pg_ctl stop`) inside promote and started again
+(the run stops with exit 8, the rerun resumes and converges), and a drill. One estate, one database for
+the module; the tests run in order.
 """
 
 from __future__ import annotations
