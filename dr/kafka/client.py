@@ -251,6 +251,10 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
     return removed
 
 
+#: The first metadata try of :func:`connected_admin` (seconds) before the error callback is read.
+FIRST_ATTEMPT_S = 1.0
+
+
 def connected_admin(
     endpoint: Endpoint, timeout: float = 10.0, attempt: float | None = None
 ) -> tuple[AdminClient, ClusterMetadata]:
@@ -260,7 +264,7 @@ def connected_admin(
     :class:`ClusterError` when it cannot be reached within ``timeout``. librdkafka reports a refused
     SASL login only through its error callback (the metadata call itself fails as a transport
     error or times out), so the callback is read after every failed attempt; ``attempt`` (default:
-    all of ``timeout``) is how long each try may take before the callback is checked again.
+    1 s, doubling each try) is how long each try may take before the callback is checked again.
     """
     errors: list[KafkaError] = []
     admin = AdminClient(
@@ -274,11 +278,16 @@ def connected_admin(
         )
     )
     deadline = time.monotonic() + timeout
+    # Without ``attempt`` the tries grow 1, 2, 4 … s: a TLS or login failure (known only through the
+    # callback) is read after a second, while a slow cluster keeps its connection between tries and
+    # gets ever longer ones, up to all of ``timeout``.
+    step = attempt or FIRST_ATTEMPT_S
     while True:
         left = deadline - time.monotonic()
         try:
-            return admin, admin.list_topics(timeout=max(0.5, min(attempt or left, left)))
+            return admin, admin.list_topics(timeout=max(0.5, min(step, left)))
         except KafkaException as exc:
+            step = attempt or step * 2
             admin.poll(0.2)  # error callbacks are served by poll()
             if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
                 raise AuthError(
