@@ -9,6 +9,7 @@ import socket
 import ssl
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,19 @@ def test_a_wrong_ca_reads_as_certificate_verify_failed(tmp_path: Path, ca: Issue
     text = str(info.value)
     assert "cluster 'A'" in text and f"127.0.0.1:{tls_listener}" in text and "certificate verify failed" in text
     assert "cannot reach" not in text and "tls.ca_file" in text and str(tmp_path / "ca.pem") in text
+
+
+def test_a_tls_failure_comes_back_in_seconds_not_after_the_whole_timeout(
+    tmp_path: Path, ca: Issued, tls_listener: int
+) -> None:
+    """``drctl status`` of a cluster whose handshake fails: the error callback is read after a first short
+    try, not after all of the timeout (it was 10 s per cluster)."""
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    ep = Endpoint(f"127.0.0.1:{tls_listener}", "admin", "pw", "SASL_SSL", tls=TlsFiles(str(tmp_path / "ca.pem")))
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match="certificate verify failed"):
+        connected_admin(ep, timeout=10)
+    assert time.monotonic() - t0 < 4
 
 
 # -- the Pulumi program: the provider gets the CA and (secret) client key, SASL only where it applies ----
