@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 
 from dr.base.errors import AuthError, ClusterError
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, uses_sasl
+from dr.kafka.tls_diagnosis import verify_reason
 
 #: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
@@ -105,8 +106,9 @@ def transport_failure(texts: Iterable[str], endpoint: Endpoint) -> ClusterError 
         where = f"{endpoint.label}: {TLS_FAILED}: {text}"
         if "certificate verify failed" in low or "unable to get local issuer" in low or "self-signed" in low:
             ca = endpoint.tls.ca_location if endpoint.tls is not None else None
+            reason = verify_reason(endpoint.bootstrap, endpoint.tls)  # librdkafka does not say why
             return ClusterError(
-                where,
+                f"{where} ({reason})" if reason else where,
                 f"check that the cluster's tls.ca_file/ca_pem ({ca or 'none declared: the system roots were used'}) "
                 "is the CA that signed the brokers' certificates, that the certificates are not expired, and "
                 "(hostname verification on) that they name the host dialled; "
