@@ -30,6 +30,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import issue
+from dr.runtime.process import wait_until
 from tests.integration.mtls_estate import MAPPING_RULES, MtlsEstate, p12, private_file
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import Env
@@ -265,10 +266,19 @@ def test_planned_failover_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
 
 
 def test_unplanned_failover_over_mutual_tls_with_b_killed(env: Env, estate: MtlsEstate) -> None:
-    """B active, C fed by B→C. B's broker killed: the unplanned failover promotes C (no standby is declared:
-    no new passive) and defers the integrity check; with B back it completes CLEAN, and orders-app writes
-    to C through the file the failover rewrote, as written."""
+    """B active, C fed by B→C. The team wipes A and declares it the next standby (a finished failover's
+    stack file must change for another to run); B's broker killed: the unplanned failover promotes C
+    (C→A over mutual TLS) and defers the integrity check; with B back it completes CLEAN, and orders-app
+    writes to C through the file the failover rewrote, as written."""
     assert _copied(estate, "B", "C") >= 250
+    admin_a = AdminClient(_admin(estate, "A").config())
+    for future in admin_a.delete_topics(["orders"]).values():
+        future.result(30)
+    assert wait_until(lambda: "orders" not in admin_a.list_topics(timeout=10).topics, 30)
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    doc["config"]["kafka-dr:clusters"][0]["role"] = "standby"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     estate.clusters["B"].kill()
     try:
         res = env.drctl("failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json", timeout=600)
