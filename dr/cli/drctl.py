@@ -62,8 +62,8 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     passwords, so only their paths are printed (stderr). Prints the time per step."""
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
-    from dr.estate.tls_check import refuse_tls_failures
     from dr.failover.clients import publish_clients
+    from dr.failover.tls_check import refuse_tls_failures
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     warn_if_too_large(topology)
