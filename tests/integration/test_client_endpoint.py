@@ -41,6 +41,9 @@ from tests.integration.ports import windows
 STACK = "endpoint"
 APP = "orders-app"
 TOPIC = "orders"
+COOP = "billing-coop"  # a VerifiableConsumer with the cooperative-sticky assignor
+RDK_GROUP = "billing-rdk"  # a confluent-kafka consumer
+MARKERS = 60  # committed transactions written on A first: their markers shift B's offsets below A's
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +55,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         doc = yaml.safe_load(path.read_text())
         cfg = doc["config"]
         cfg["kafka-dr:clusters"] = [c for c in cfg["kafka-dr:clusters"] if c["name"] != "C"]
+        # one consumer group per client measured on the endpoint (billing: the eager Java consumer)
+        cfg["kafka-dr:principals"]["applications"] += [
+            {"name": name, "consumes": [TOPIC], "consumer_group": name} for name in (COOP, RDK_GROUP)
+        ]
         cfg["kafka-dr:endpoint"] = {"address": "127.0.0.1", "bootstrapPort": ports[3], "brokerPorts": [ports[3] + 1]}
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
@@ -164,22 +171,108 @@ def _verifiable_producer(bootstrap: str, password: str, workdir: Path) -> tuple[
         return subprocess.Popen(cmd, stdout=sink, stderr=err, stdin=subprocess.DEVNULL), out
 
 
-def _verifiable_consumer(bootstrap: str, password: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """Kafka's own VerifiableConsumer (group billing, committing), on the endpoint: observed, not asserted."""
-    config = workdir / "verifiable-consumer.properties"
+def _verifiable_consumer(
+    bootstrap: str, group: str, password: str, workdir: Path, strategy: str | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Kafka's own VerifiableConsumer (its own group, principal = group, committing after each poll) on the
+    endpoint; ``strategy`` its assignor (the default list: eager range)."""
+    config = workdir / f"{group}.properties"
     write_atomic(
         config,
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="billing" password="{password}";\n',
+        f'username="{group}" password="{password}";\n',
     )
-    out = workdir / "verifiable-consumer.jsonl"
+    out = workdir / f"{group}.jsonl"
     tc = toolchain()
     cmd = [tc.java, "-Xmx256m", "-cp", f"{tc.kafka_lib}/*", "org.apache.kafka.tools.VerifiableConsumer"]
-    cmd += ["--bootstrap-server", bootstrap, "--topic", TOPIC, "--group-id", "billing", "--reset-policy", "earliest"]
-    cmd += ["--command-config", str(config)]
-    with open(out, "wb") as sink, open(workdir / "verifiable-consumer.err", "wb") as err:
+    cmd += ["--bootstrap-server", bootstrap, "--topic", TOPIC, "--group-id", group, "--reset-policy", "earliest"]
+    cmd += ["--command-config", str(config), "--verbose"]
+    if strategy:
+        cmd += ["--assignment-strategy", strategy]
+    with open(out, "wb") as sink, open(workdir / f"{group}.err", "wb") as err:
         return subprocess.Popen(cmd, stdout=sink, stderr=err, stdin=subprocess.DEVNULL), out
+
+
+class LibrdkafkaConsumer(threading.Thread):
+    """confluent-kafka consumer in its own group, subscribed, auto-committing (the defaults); keeps
+    (partition, offset, value, time) of every record read."""
+
+    def __init__(self, bootstrap: str, password: str) -> None:
+        super().__init__(daemon=True)
+        self.conf = {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": RDK_GROUP,
+            "sasl.password": password,
+            "group.id": RDK_GROUP,
+            "auto.offset.reset": "earliest",
+        }
+        self.read: list[tuple[int, int, str, float]] = []
+        self.errors: list[str] = []
+        self.stop_flag = threading.Event()
+
+    def run(self) -> None:
+        consumer = Consumer(self.conf)
+        consumer.subscribe([TOPIC])
+        try:
+            while not self.stop_flag.is_set():
+                for m in consumer.consume(500, timeout=0.2):
+                    if m.error() is not None:
+                        self.errors.append(str(m.error()))
+                    elif m.value() is not None:
+                        self.read.append((m.partition(), m.offset(), m.value().decode(), time.time()))
+        finally:
+            consumer.close()
+
+
+def _shift_offsets(estate: Estate) -> None:
+    """Commit :data:`MARKERS` one-record transactions on A (as admin): each leaves a marker that takes an
+    offset on A and is not copied, so B's offsets of every later record are lower than A's."""
+    producer = Producer(estate.endpoint("A").config(**{"transactional.id": f"shift-{time.time()}"}))
+    producer.init_transactions(30)
+    for i in range(MARKERS):
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=f"t-{i}".encode(), partition=i % 6)
+        producer.commit_transaction(30)
+
+
+def _log(estate: Estate, cluster: str) -> dict[tuple[int, int], str]:
+    """(partition, offset) → value of every record of the topic on ``cluster`` (admin, from the start)."""
+    conf = estate.endpoint(cluster).config(**{"group.id": f"log-{time.time()}", "auto.offset.reset": "earliest"})
+    consumer = Consumer({**conf, "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    log: dict[tuple[int, int], str] = {}
+    idle = time.monotonic()
+    try:
+        while time.monotonic() - idle < 5:
+            batch = consumer.consume(1000, timeout=0.5)
+            for m in batch:
+                if m.error() is None and m.value() is not None:
+                    log[(m.partition(), m.offset())] = m.value().decode()
+            if batch:
+                idle = time.monotonic()
+    finally:
+        consumer.close()
+    return log
+
+
+def _java_reads(out: Path) -> list[str]:
+    """The value of every record a VerifiableConsumer read, in order (``--verbose``: one ``record_data``
+    event per record)."""
+    return [str(e["value"]) for e in _events(out) if e.get("name") == "record_data"]
+
+
+def _consumer_figures(values: list[str], on_b: set[str]) -> tuple[int, list[str], int]:
+    """(records read, values skipped, records read twice): skipped = records on B — which holds every
+    record of A the link copied and every record written after the switch — the consumer never read."""
+    seen: set[str] = set()
+    twice = 0
+    for v in values:
+        twice += v in seen
+        seen.add(v)
+    return len(values), sorted(on_b - seen), twice
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -264,15 +357,33 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
     assert endpoint_pointing(topology, estate.state) == ["A"]
     bootstrap = topology.endpoint.bootstrap
     password = estate.app_password(APP)
+    _shift_offsets(estate)
 
     java, java_out = _verifiable_producer(bootstrap, password, tmp_path)
-    reader, reader_out = _verifiable_consumer(bootstrap, estate.app_password("billing"), tmp_path)
+    readers = {
+        group: _verifiable_consumer(bootstrap, group, estate.app_password(group), tmp_path, strategy)
+        for group, strategy in (
+            ("billing", None),
+            (COOP, "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
+        )
+    }
     rdk = LibrdkafkaProducer(bootstrap, password)
     rdk.start()
+    rdk_reader = LibrdkafkaConsumer(bootstrap, estate.app_password(RDK_GROUP))
+    rdk_reader.start()
     try:
-        started = wait_until(lambda: len(rdk.acked) > 200 and '"producer_send_success"' in java_out.read_text(), 60)
+        started = wait_until(
+            lambda: (
+                len(rdk.acked) > 200
+                and '"producer_send_success"' in java_out.read_text()
+                and len(rdk_reader.read) > 100
+                and all(len(_java_reads(out)) > 100 for _, out in readers.values())
+            ),
+            60,
+        )
         assert started, (
-            f"librdkafka: {len(rdk.acked)} acks, errors {rdk.errors[-3:]}; java: {java_out.read_text()[-500:]}"
+            f"librdkafka: {len(rdk.acked)} acks, errors {rdk.errors[-3:]}; java: {java_out.read_text()[-500:]}; "
+            f"consumers: {len(rdk_reader.read)} {rdk_reader.errors[-3:]} {[str(o.read_text()[-300:]) for _, o in readers.values()]}"
         )
         res = drctl(env, "failover", "--stack", STACK, "--yes", "--json", "--skip-verify")
         assert res.returncode == 0, res.stderr[-3000:]
@@ -290,20 +401,34 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
             return len({e["partition"] for e in fresh if e["timestamp"] > switched_ms}) == 6
 
         wait_until(every_partition_on_b, 45, interval=1)
+        rdk.stop_flag.set()
+        rdk.join(60)
+        java.terminate()
+        java.wait(30)
+        on_b = _values_on(after, "B")  # the producers are stopped: all there is to read
+
+        def all_read() -> bool:
+            return all(on_b <= set(_java_reads(out)) for _, out in readers.values()) and on_b <= {
+                v for _, _, v, _ in rdk_reader.read
+            }
+
+        wait_until(all_read, 60, interval=1)  # measured below, not asserted here
     finally:
         rdk.stop_flag.set()
         rdk.join(60)
         java.terminate()
         java.wait(30)
-        reader.terminate()
-        reader.wait(30)
+        rdk_reader.stop_flag.set()
+        rdk_reader.join(30)
+        for proc, _ in readers.values():
+            proc.terminate()
+            proc.wait(30)
 
     journal = Journal.load(journal_home(env, STACK))
     assert journal is not None
     promote = journal.outcome("promote")
     assert promote["endpoint"]["before"] == ["A"] and promote["endpoint"]["target"] == "B"
     switched = promote["endpoint"]["switched_at_ms"] / 1000
-    on_b = _values_on(after, "B")
 
     events = _events(java_out)
     java_acked = [(str(e["value"]), e["timestamp"] / 1000) for e in events if e.get("name") == "producer_send_success"]
@@ -329,15 +454,23 @@ def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
         )
         assert not lost, f"{name}: {len(lost)} acknowledged records are not on B, e.g. {sorted(lost)[:5]}"
         assert first_b is not None, f"{name} was not acknowledged on B"
-    consumed = [e for e in _events(reader_out) if e.get("name") == "records_consumed"]
-    on_a = [p for e in consumed if e["timestamp"] <= switched * 1000 for p in e["partitions"]]
-    on_b_read = [p for e in consumed if e["timestamp"] > switched * 1000 for p in e["partitions"]]
-    others = sorted({str(e.get("name")) for e in _events(reader_out)} - {"records_consumed", "offsets_committed"})
-    print(
-        f"VerifiableConsumer: {sum(p['count'] for p in on_a)} records read before the switch, "
-        f"{sum(p['count'] for p in on_b_read)} after; other events {others}; first reads on B "
-        f"{sorted((p['partition'], p['minOffset']) for p in on_b_read)[:6]}"
-    )
+    log_a, log_b = _log(after, "A"), _log(after, "B")
+    where_a = {v: po for po, v in log_a.items()}
+    shifts = sorted({where_a[v][1] - o for (p, o), v in log_b.items() if v in where_a and where_a[v][0] == p})
+    print(f"offsets on A minus offsets on B of the same record: {shifts[:3]}…{shifts[-3:]}")
+    assert shifts and max(shifts) > 0, "B's offsets were meant to differ from A's"
+    runs_c = [
+        (f"VerifiableConsumer {group} ({'cooperative-sticky' if group == COOP else 'eager range'})", _java_reads(out))
+        for group, (_, out) in readers.items()
+    ]
+    runs_c.append(("librdkafka consumer (eager range, auto-commit)", [v for _, _, v, _ in rdk_reader.read]))
+    failures = []
+    for name, values in runs_c:
+        n, skipped, twice = _consumer_figures(values, on_b)
+        print(f"{name}: read {n}, skipped {len(skipped)} {skipped[:5]}, read twice {twice}")
+        if skipped:
+            failures.append(f"{name} skipped {len(skipped)} records, e.g. {skipped[:5]}")
+    assert not failures, failures
     status = drctl(env, "status", "--stack", STACK)
     assert "endpoint 127.0.0.1:" in status.stdout and "points at B (proxy running)" in status.stdout, status.stdout
     print(f"promote: {promote['summary']}; RTO {summary.get('rto_s')}s; test {time.monotonic() - t0:.0f}s")
