@@ -30,6 +30,7 @@ from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.journal import Journal
+from dr.runtime.endpoint import switch
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
@@ -54,7 +55,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         path = write_local_stack(d, STACK, ports[:3], one_broker=("A",))
         doc = yaml.safe_load(path.read_text())
         cfg = doc["config"]
-        cfg["kafka-dr:clusters"] = [c for c in cfg["kafka-dr:clusters"] if c["name"] != "C"]
         # one consumer group per client measured on the endpoint (billing: the eager Java consumer)
         cfg["kafka-dr:principals"]["applications"] += [
             {"name": name, "consumes": [TOPIC], "consumer_group": name} for name in (COOP, RDK_GROUP)
@@ -88,8 +88,9 @@ def _estate(env: dict[str, str]) -> Estate:
 class LibrdkafkaProducer(threading.Thread):
     """confluent-kafka, acks=all and idempotent, one record every 10 ms; keeps (value, ack time) of each ack."""
 
-    def __init__(self, bootstrap: str, password: str) -> None:
+    def __init__(self, bootstrap: str, password: str, prefix: int) -> None:
         super().__init__(daemon=True)
+        self.prefix = prefix
         self.conf = {
             "bootstrap.servers": bootstrap,
             "security.protocol": "SASL_PLAINTEXT",
@@ -121,7 +122,7 @@ class LibrdkafkaProducer(threading.Thread):
         i = 0
         while not self.stop_flag.is_set() and self.fatal is None:
             try:
-                producer.produce(TOPIC, value=f"c-{i}".encode(), on_delivery=done)
+                producer.produce(TOPIC, value=f"c{self.prefix}-{i}".encode(), on_delivery=done)
                 i += 1
             except BufferError:
                 pass
@@ -131,7 +132,9 @@ class LibrdkafkaProducer(threading.Thread):
         producer.flush(30)
 
 
-def _verifiable_producer(bootstrap: str, password: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def _verifiable_producer(
+    bootstrap: str, password: str, workdir: Path, prefix: int
+) -> tuple[subprocess.Popen[bytes], Path]:
     """Kafka's own VerifiableProducer, unmodified, on the endpoint: acks=all, idempotent, 100 records/s."""
     config = workdir / "verifiable-producer.properties"
     write_atomic(
@@ -163,7 +166,7 @@ def _verifiable_producer(bootstrap: str, password: str, workdir: Path) -> tuple[
         "--max-messages",
         "12000",
         "--value-prefix",
-        "7",
+        str(prefix),
         "--command-config",
         str(config),
     ]
@@ -227,10 +230,10 @@ class LibrdkafkaConsumer(threading.Thread):
             consumer.close()
 
 
-def _shift_offsets(estate: Estate) -> None:
-    """Commit :data:`MARKERS` one-record transactions on A (as admin): each leaves a marker that takes an
-    offset on A and is not copied, so B's offsets of every later record are lower than A's."""
-    producer = Producer(estate.endpoint("A").config(**{"transactional.id": f"shift-{time.time()}"}))
+def _shift_offsets(estate: Estate, cluster: str) -> None:
+    """Commit :data:`MARKERS` one-record transactions on ``cluster`` (as admin): each leaves a marker that
+    takes an offset there and is not copied, so the copy's offsets of every later record are lower."""
+    producer = Producer(estate.endpoint(cluster).config(**{"transactional.id": f"shift-{time.time()}"}))
     producer.init_transactions(30)
     for i in range(MARKERS):
         producer.begin_transaction()
@@ -347,144 +350,217 @@ def test_a_silent_proxy_refuses_the_failover_before_the_fence_and_the_plan_shows
     assert "observed: client endpoint" in plan.stdout and "points at A" in plan.stdout
 
 
-def test_producers_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost(
+class Fleet:
+    """The clients started once on the endpoint and never restarted: Kafka's VerifiableProducer and a
+    librdkafka producer (both into :data:`TOPIC`), two VerifiableConsumers (eager range and
+    cooperative-sticky, committing after each poll) and a librdkafka consumer (auto-commit), each
+    consumer in its own group."""
+
+    def __init__(self, estate: Estate, workdir: Path, prefix: int) -> None:
+        self.prefix = prefix  # in every value this fleet produces: its records, told from earlier ones
+        assert estate.topology.endpoint is not None
+        bootstrap = estate.topology.endpoint.bootstrap
+        password = estate.app_password(APP)
+        self.java, self.java_out = _verifiable_producer(bootstrap, password, workdir, prefix)
+        self.readers = {
+            group: _verifiable_consumer(bootstrap, group, estate.app_password(group), workdir, strategy)
+            for group, strategy in (
+                ("billing", None),
+                (COOP, "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
+            )
+        }
+        self.rdk = LibrdkafkaProducer(bootstrap, password, prefix)
+        self.rdk.start()
+        self.rdk_reader = LibrdkafkaConsumer(bootstrap, estate.app_password(RDK_GROUP))
+        self.rdk_reader.start()
+
+    def running(self) -> bool:
+        """Every producer acknowledged and every consumer read something."""
+        return (
+            len(self.rdk.acked) > 200
+            and '"producer_send_success"' in self.java_out.read_text()
+            and len(self.rdk_reader.read) > 100
+            and all(len(_java_reads(out)) > 100 for _, out in self.readers.values())
+        )
+
+    def describe(self) -> str:
+        return (
+            f"librdkafka: {len(self.rdk.acked)} acks, errors {self.rdk.errors[-3:]}; "
+            f"java: {self.java_out.read_text()[-300:]}; rdk consumer {len(self.rdk_reader.read)} "
+            f"{self.rdk_reader.errors[-3:]}; java consumers {[o.read_text()[-300:] for _, o in self.readers.values()]}"
+        )
+
+    def java_acked(self) -> list[tuple[str, float, int]]:
+        return [
+            (str(e["value"]), e["timestamp"] / 1000, int(e["partition"]))
+            for e in _events(self.java_out)
+            if e.get("name") == "producer_send_success"
+        ]
+
+    def on_every_partition_after(self, switched: float) -> bool:
+        """The Java producer was acknowledged on every partition after ``switched``."""
+        return len({p for _, t, p in self.java_acked() if t > switched}) == 6
+
+    def stop_producers(self) -> None:
+        self.rdk.stop_flag.set()
+        self.rdk.join(60)
+        if self.java.poll() is None:
+            self.java.terminate()
+            self.java.wait(30)
+
+    def consumed(self) -> dict[str, list[str]]:
+        """Per consumer, the values it read in order."""
+        out = {
+            f"VerifiableConsumer {group} ({'cooperative-sticky' if group == COOP else 'eager range'})": _java_reads(o)
+            for group, (_, o) in self.readers.items()
+        }
+        out["librdkafka consumer (range, auto-commit)"] = [v for _, _, v, _ in self.rdk_reader.read]
+        return out
+
+    def stop(self) -> None:
+        self.stop_producers()
+        self.rdk_reader.stop_flag.set()
+        self.rdk_reader.join(30)
+        for proc, _ in self.readers.values():
+            proc.terminate()
+            proc.wait(30)
+
+    def measure(self, switched: float, target: str, on_target: set[str], lost_ok: float = 0.0) -> None:
+        """Print and assert the figures: per producer the acknowledged records not on ``target`` (none
+        acknowledged more than ``lost_ok`` seconds before the switch) and the gap around the switch; per
+        consumer the records on ``target`` it never read (none; this fleet's and the ``t-`` ones) and the
+        records it read twice."""
+        ours = {v for v in on_target if v.startswith((f"{self.prefix}.", f"c{self.prefix}-", "t-"))}
+        java_errors = [e.get("exception") for e in _events(self.java_out) if e.get("name") == "producer_send_error"]
+        java = self.java_acked()
+        runs = (
+            ("VerifiableProducer", [(v, t) for v, t, _ in java], [p for _, _, p in java], java_errors),
+            ("librdkafka producer", self.rdk.acked, self.rdk.partitions, self.rdk.errors),
+        )
+        failures = []
+        for name, acked, parts, errors in runs:
+            lost = {v: t for v, t in acked if v not in on_target}
+            last_a, first_b = _gap(sorted(t for _, t in acked), switched)
+            first_per_partition: dict[int, float] = {}
+            for (_, t), p in zip(acked, parts, strict=True):
+                if t > switched:
+                    first_per_partition[p] = min(first_per_partition.get(p, t), t)
+            worst = {p: round(t - switched, 2) for p, t in sorted(first_per_partition.items())}
+            gap = None if last_a is None or first_b is None else round(first_b - last_a, 2)
+            print(
+                f"\n{name}: acked {len(acked)}, lost {len(lost)} (acked {sorted(round(t - switched, 2) for t in lost.values())[:5]}"
+                f" s from the switch), errors {len(errors)} ({sorted({str(e)[:80] for e in errors})[:2]}), last ack "
+                f"before the switch {last_a}, first on {target} {first_b}: gap {gap} s; first ack per partition {worst}"
+            )
+            if [v for v, t in lost.items() if t < switched - lost_ok] or (lost and not lost_ok):
+                failures.append(f"{name}: {len(lost)} acknowledged records are not on {target}: {sorted(lost)[:5]}")
+            if first_b is None:
+                failures.append(f"{name} was not acknowledged on {target}")
+        for name, values in self.consumed().items():
+            n, skipped, twice = _consumer_figures(values, ours)
+            print(f"{name}: read {n}, skipped {len(skipped)} {skipped[:5]}, read twice {twice}")
+            if skipped:
+                failures.append(f"{name} skipped {len(skipped)} records on {target}, e.g. {skipped[:5]}")
+        assert not failures, failures
+
+    def wait_all_read(self, on_target: set[str], within: float = 60) -> None:
+        """Until every consumer has read every value of ``on_target`` this fleet should read (measured
+        after, not asserted here)."""
+        ours = {v for v in on_target if v.startswith((f"{self.prefix}.", f"c{self.prefix}-", "t-"))}
+        wait_until(lambda: all(ours <= set(v) for v in self.consumed().values()), within, interval=1)
+
+
+def test_clients_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost_or_skipped(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
     estate = _estate(env)
-    topology = estate.topology
-    assert topology.endpoint is not None
-    assert endpoint_pointing(topology, estate.state) == ["A"]
-    bootstrap = topology.endpoint.bootstrap
-    password = estate.app_password(APP)
-    _shift_offsets(estate)
-
-    java, java_out = _verifiable_producer(bootstrap, password, tmp_path)
-    readers = {
-        group: _verifiable_consumer(bootstrap, group, estate.app_password(group), tmp_path, strategy)
-        for group, strategy in (
-            ("billing", None),
-            (COOP, "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
-        )
-    }
-    rdk = LibrdkafkaProducer(bootstrap, password)
-    rdk.start()
-    rdk_reader = LibrdkafkaConsumer(bootstrap, estate.app_password(RDK_GROUP))
-    rdk_reader.start()
+    assert endpoint_pointing(estate.topology, estate.state) == ["A"]
+    fleet = Fleet(estate, tmp_path, 7)
     try:
-        started = wait_until(
-            lambda: (
-                len(rdk.acked) > 200
-                and '"producer_send_success"' in java_out.read_text()
-                and len(rdk_reader.read) > 100
-                and all(len(_java_reads(out)) > 100 for _, out in readers.values())
-            ),
-            60,
-        )
-        assert started, (
-            f"librdkafka: {len(rdk.acked)} acks, errors {rdk.errors[-3:]}; java: {java_out.read_text()[-500:]}; "
-            f"consumers: {len(rdk_reader.read)} {rdk_reader.errors[-3:]} {[str(o.read_text()[-300:]) for _, o in readers.values()]}"
-        )
+        assert wait_until(fleet.running, 60), fleet.describe()
         res = drctl(env, "failover", "--stack", STACK, "--yes", "--json", "--skip-verify")
         assert res.returncode == 0, res.stderr[-3000:]
         summary = json.loads(res.stdout)
         after = _estate(env)
         assert endpoint_pointing(after.topology, after.state) == ["B"]
-        acked_before_wait = len(rdk.acked)
-        assert wait_until(lambda: len(rdk.acked) > acked_before_wait + 200, 60), (
-            f"librdkafka producer did not continue on B: errors {rdk.errors[-5:]}, fatal {rdk.fatal}"
-        )
-        switched_ms = Journal.load(journal_home(env, STACK)).outcome("promote")["endpoint"]["switched_at_ms"]  # type: ignore[union-attr]
-
-        def every_partition_on_b() -> bool:  # measured, not asserted: how long a stalled partition takes
-            fresh = [e for e in _events(java_out) if e.get("name") == "producer_send_success"]
-            return len({e["partition"] for e in fresh if e["timestamp"] > switched_ms}) == 6
-
-        wait_until(every_partition_on_b, 45, interval=1)
-        rdk.stop_flag.set()
-        rdk.join(60)
-        java.terminate()
-        java.wait(30)
+        promote = Journal.load(journal_home(env, STACK)).outcome("promote")  # type: ignore[union-attr]
+        assert promote["endpoint"]["before"] == ["A"] and promote["endpoint"]["target"] == "B"
+        switched = promote["endpoint"]["switched_at_ms"] / 1000
+        wait_until(lambda: fleet.on_every_partition_after(switched), 45, interval=1)  # measured, not asserted
+        fleet.stop_producers()
         on_b = _values_on(after, "B")  # the producers are stopped: all there is to read
-
-        def all_read() -> bool:
-            return all(on_b <= set(_java_reads(out)) for _, out in readers.values()) and on_b <= {
-                v for _, _, v, _ in rdk_reader.read
-            }
-
-        wait_until(all_read, 60, interval=1)  # measured below, not asserted here
+        fleet.wait_all_read(on_b)
     finally:
-        rdk.stop_flag.set()
-        rdk.join(60)
-        java.terminate()
-        java.wait(30)
-        rdk_reader.stop_flag.set()
-        rdk_reader.join(30)
-        for proc, _ in readers.values():
-            proc.terminate()
-            proc.wait(30)
-
-    journal = Journal.load(journal_home(env, STACK))
-    assert journal is not None
-    promote = journal.outcome("promote")
-    assert promote["endpoint"]["before"] == ["A"] and promote["endpoint"]["target"] == "B"
-    switched = promote["endpoint"]["switched_at_ms"] / 1000
-
-    events = _events(java_out)
-    java_acked = [(str(e["value"]), e["timestamp"] / 1000) for e in events if e.get("name") == "producer_send_success"]
-    java_parts = [int(e["partition"]) for e in events if e.get("name") == "producer_send_success"]
-    java_errors = [e.get("exception") for e in events if e.get("name") == "producer_send_error"]
-    runs = (
-        ("VerifiableProducer", java_acked, java_parts, java_errors),
-        ("librdkafka", rdk.acked, rdk.partitions, rdk.errors),
-    )
-    for name, acked, parts, errors in runs:
-        lost = {v for v, _ in acked} - on_b
-        times = sorted(t for _, t in acked)
-        last_a, first_b = _gap(times, switched)
-        first_per_partition: dict[int, float] = {}
-        for (_, t), p in zip(acked, parts, strict=True):
-            if t > switched:
-                first_per_partition[p] = min(first_per_partition.get(p, t), t)
-        worst = {p: round(t - switched, 2) for p, t in sorted(first_per_partition.items())}
-        print(
-            f"\n{name}: acked {len(acked)}, lost {len(lost)}, errors {len(errors)} "
-            f"({sorted({str(e)[:80] for e in errors})[:3]}), last ack before switch {last_a}, first after {first_b}, "
-            f"first ack after the switch per partition {worst}"
-        )
-        assert not lost, f"{name}: {len(lost)} acknowledged records are not on B, e.g. {sorted(lost)[:5]}"
-        assert first_b is not None, f"{name} was not acknowledged on B"
-    log_a, log_b = _log(after, "A"), _log(after, "B")
-    where_a = {v: po for po, v in log_a.items()}
-    shifts = sorted({where_a[v][1] - o for (p, o), v in log_b.items() if v in where_a and where_a[v][0] == p})
-    print(f"offsets on A minus offsets on B of the same record: {shifts[:3]}…{shifts[-3:]}")
-    assert shifts and max(shifts) > 0, "B's offsets were meant to differ from A's"
-    runs_c = [
-        (f"VerifiableConsumer {group} ({'cooperative-sticky' if group == COOP else 'eager range'})", _java_reads(out))
-        for group, (_, out) in readers.items()
-    ]
-    runs_c.append(("librdkafka consumer (eager range, auto-commit)", [v for _, _, v, _ in rdk_reader.read]))
-    failures = []
-    for name, values in runs_c:
-        n, skipped, twice = _consumer_figures(values, on_b)
-        print(f"{name}: read {n}, skipped {len(skipped)} {skipped[:5]}, read twice {twice}")
-        if skipped:
-            failures.append(f"{name} skipped {len(skipped)} records, e.g. {skipped[:5]}")
-    assert not failures, failures
+        fleet.stop()
+    fleet.measure(switched, "B", on_b)
     status = drctl(env, "status", "--stack", STACK)
     assert "endpoint 127.0.0.1:" in status.stdout and "points at B (proxy running)" in status.stdout, status.stdout
     print(f"promote: {promote['summary']}; RTO {summary.get('rto_s')}s; test {time.monotonic() - t0:.0f}s")
 
 
-def test_a_killed_proxy_comes_back_pointing_at_the_active_cluster(env: dict[str, str]) -> None:
+def test_a_proxy_switched_away_is_flagged_and_a_killed_one_comes_back_pointing_at_the_active_cluster(
+    env: dict[str, str],
+) -> None:
+    t0 = time.monotonic()
     estate = _estate(env)  # after the failover: B active in the stack file
     assert estate.topology.active().name == "B"
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, (preview.stdout + preview.stderr)[-2000:]  # the endpoint's target is B already
     proxy = local_endpoint(estate.topology, estate.state)
     assert proxy is not None
+    switch(proxy.api, proxy.spec, "A")  # by hand, behind the product's back
+    drift = "points at A, not at the active cluster B"
+    fix = f"`drctl estate up --stack {STACK} --refresh` points it back at B"
+    for args in (("status", "--stack", STACK), ("estate", "status", "--stack", STACK)):
+        res = drctl(env, *args)
+        assert drift in res.stdout and fix in res.stdout, res.stdout[-2000:]
+    EstateStack(StackRef.resolve(STACK)).up(estate.topology, refresh=True)  # `drctl estate up --refresh`
+    assert endpoint_pointing(estate.topology, estate.state) == ["B"]
+    assert drift not in drctl(env, "estate", "status", "--stack", STACK).stdout
     proxy.kill()
     assert not proxy.alive()
-    EstateStack(StackRef.resolve(STACK)).up(estate.topology, refresh=True)  # `drctl estate up --refresh`
+    EstateStack(StackRef.resolve(STACK)).up(estate.topology, refresh=True)
     assert proxy.alive()
     assert endpoint_pointing(estate.topology, estate.state) == ["B"]
+    print(f"test {time.monotonic() - t0:.0f}s")
+
+
+def test_an_unplanned_second_failover_moves_the_clients_to_c_from_translated_offsets(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """B→C, B killed under the clients (the second cycle), with C's offsets below B's: committed
+    transactions on B leave markers the link does not copy."""
+    t0 = time.monotonic()
+    estate = _estate(env)
+    assert estate.topology.active().name == "B" and endpoint_pointing(estate.topology, estate.state) == ["B"]
+    _shift_offsets(estate, "B")
+    fleet = Fleet(estate, tmp_path, 8)
+    try:
+        assert wait_until(fleet.running, 60), fleet.describe()
+        time.sleep(3)  # the consumers commit on B and the link translates their offsets onto C
+        estate.local_cluster("B").kill()
+        killed = time.time()
+        res = drctl(env, "failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json", "--skip-verify")
+        assert res.returncode == 0, res.stderr[-3000:]
+        summary = json.loads(res.stdout)
+        after = _estate(env)
+        assert after.topology.active().name == "C" and endpoint_pointing(after.topology, after.state) == ["C"]
+        promote = Journal.load(journal_home(env, STACK)).outcome("promote")  # type: ignore[union-attr]
+        assert promote["endpoint"]["before"] == ["B"] and promote["endpoint"]["target"] == "C"
+        switched = promote["endpoint"]["switched_at_ms"] / 1000
+        wait_until(lambda: fleet.on_every_partition_after(switched), 45, interval=1)
+        fleet.stop_producers()
+        on_c = _values_on(after, "C")
+        fleet.wait_all_read(on_c)
+    finally:
+        fleet.stop()
+    log_c = _log(after, "C")
+    t_on_c = sorted(o for (p, o), v in log_c.items() if v.startswith("t-") and p == 0)
+    print(f"C's offsets of B's transactional records on partition 0 (on B each is followed by a marker): {t_on_c[:5]}")
+    assert len(t_on_c) == MARKERS // 6 and t_on_c[1] - t_on_c[0] == 1, "C's offsets were meant to differ from B's"
+    # unplanned: what B acknowledged after the link's last copy is lost (RPO), nothing acknowledged before
+    fleet.measure(switched, "C", on_c, lost_ok=switched - killed + 2.0)
+    print(
+        f"unplanned B→C: RTO {summary.get('rto_s')}s; B killed {switched - killed:.1f}s before the switch; test {time.monotonic() - t0:.0f}s"
+    )
