@@ -187,8 +187,16 @@ def _verifiable_consumer(
         f'username="{group}" password="{password}";\n',
     )
     out = workdir / f"{group}.jsonl"
+    logs = workdir / "consumer-log4j2.properties"  # the group coordinator's INFO lines on stderr: what it did
+    logs.write_text(
+        "appender.e.type=Console\nappender.e.name=E\nappender.e.target=SYSTEM_ERR\n"
+        "appender.e.layout.type=PatternLayout\nappender.e.layout.pattern=%d{HH:mm:ss.SSS} %c{1} %m%n\n"
+        "rootLogger.level=WARN\nrootLogger.appenderRef.e.ref=E\n"
+        "logger.c.name=org.apache.kafka.clients.consumer.internals\nlogger.c.level=INFO\n"
+    )
     tc = toolchain()
-    cmd = [tc.java, "-Xmx256m", "-cp", f"{tc.kafka_lib}/*", "org.apache.kafka.tools.VerifiableConsumer"]
+    cmd = [tc.java, "-Xmx256m", f"-Dlog4j2.configurationFile={logs}", "-cp", f"{tc.kafka_lib}/*"]
+    cmd += ["org.apache.kafka.tools.VerifiableConsumer"]
     cmd += ["--bootstrap-server", bootstrap, "--topic", TOPIC, "--group-id", group, "--reset-policy", "earliest"]
     cmd += ["--command-config", str(config), "--verbose"]
     if strategy:
@@ -361,6 +369,9 @@ def test_a_silent_proxy_refuses_the_failover_before_the_fence_and_the_plan_shows
     assert "observed: client endpoint" in plan.stdout and "points at A" in plan.stdout
 
 
+_SAID = ("lost", "nknown member", "UNKNOWN_MEMBER", "ILLEGAL_GENERATION", "Found no committed offset", "Setting offset")
+
+
 class Fleet:
     """The clients started once on the endpoint and never restarted: Kafka's VerifiableProducer and a
     librdkafka producer (both into :data:`TOPIC`), two VerifiableConsumers (eager range and
@@ -467,6 +478,10 @@ class Fleet:
                 failures.append(f"{name}: {len(lost)} acknowledged records are not on {target}: {sorted(lost)[:5]}")
             if first_b is None:
                 failures.append(f"{name} was not acknowledged on {target}")
+        for group, (_, out) in self.readers.items():  # what the Java coordinator said about the move
+            said = out.with_suffix(".err").read_text(errors="replace").splitlines()
+            seen = [line for line in said if any(k in line for k in _SAID)]
+            print(f"{group} coordinator: " + " | ".join(line[:160] for line in seen[-8:]))
         for name, values in self.consumed().items():
             n, skipped, twice = _consumer_figures(values, ours)
             print(f"{name}: read {n}, skipped {len(skipped)} {skipped[:5]}, read twice {twice}")
