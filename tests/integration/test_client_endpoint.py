@@ -505,7 +505,8 @@ def test_clients_on_the_endpoint_move_to_b_with_nothing_acknowledged_lost_or_ski
     fleet = Fleet(estate, tmp_path, 7)
     try:
         assert wait_until(fleet.running, 60), fleet.describe()
-        res = drctl(env, "failover", "--stack", STACK, "--yes", "--json", "--skip-verify")
+        # --force-decommission: A is stopped and the failover completes, so the next one (B→C) starts afresh
+        res = drctl(env, "failover", "--stack", STACK, "--yes", "--json", "--skip-verify", "--force-decommission")
         assert res.returncode == 0, res.stderr[-3000:]
         summary = json.loads(res.stdout)
         after = _estate(env)
@@ -568,11 +569,23 @@ def test_an_unplanned_second_failover_moves_the_clients_to_c_from_translated_off
         time.sleep(3)  # the consumers commit on B and the link translates their offsets onto C
         estate.local_cluster("B").kill()
         killed = time.time()
-        res = drctl(env, "failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json", "--skip-verify")
+        res = drctl(
+            env,
+            "failover",
+            "--stack",
+            STACK,
+            "--mode",
+            "unplanned",
+            "--yes",
+            "--json",
+            "--skip-verify",
+            "--force-decommission",
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         summary = json.loads(res.stdout)
         after = _estate(env)
-        assert after.topology.active().name == "C" and endpoint_pointing(after.topology, after.state) == ["C"]
+        assert after.topology.active().name == "C", res.stdout[-2000:] + res.stderr[-2000:]
+        assert endpoint_pointing(after.topology, after.state) == ["C"]
         promote = Journal.load(journal_home(env, STACK)).outcome("promote")  # type: ignore[union-attr]
         assert promote["endpoint"]["before"] == ["B"] and promote["endpoint"]["target"] == "C"
         switched = promote["endpoint"]["switched_at_ms"] / 1000
