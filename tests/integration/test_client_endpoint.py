@@ -1,11 +1,16 @@
-"""Clients that know only the endpoint's address, through a planned failover (issue 31).
+"""Clients that know only the endpoint's address, through a planned and an unplanned failover (issue 31).
 
-The local stack (A and B of one broker, no standby) with ``kafka-dr:endpoint``: ``pulumi up`` starts
-HAProxy in front of A. An unmodified Kafka VerifiableProducer (acks=all, idempotent) and a
-confluent-kafka (librdkafka) producer are started once on the endpoint and never restarted; the
-failover fences A, switches the endpoint to B and closes the sessions to A. Asserted: every record
-either producer saw acknowledged is on B, and both go on being acknowledged after the switch. Printed:
-the gap between the last acknowledgement before the switch and the first after it, per producer.
+The local stack (A, B and C of one broker) with ``kafka-dr:endpoint``: ``pulumi up`` starts HAProxy in
+front of A. A fleet of unmodified clients is started on the endpoint and never restarted: Kafka's
+VerifiableProducer (acks=all, idempotent) and a confluent-kafka producer, two VerifiableConsumers
+(eager range and cooperative-sticky, committing) and a confluent-kafka consumer, each in its own group.
+A planned failover A→B fences A, switches the endpoint to B and closes the sessions to A; then, A
+rebuilt as the standby, B is killed under a second fleet and an unplanned failover moves the endpoint
+to C, whose offsets are below B's (transaction markers on B the link does not copy). Asserted per
+client: no acknowledged record lost (unplanned: none acknowledged before B died), none skipped by a
+consumer, each acknowledged again after the switch. Printed: the gap around the switch and the
+records read twice. Between the failovers, a proxy switched away by hand is flagged by both status
+commands and switched back by ``estate up --refresh``, and a killed one comes back.
 """
 
 from __future__ import annotations
