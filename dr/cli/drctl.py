@@ -143,6 +143,7 @@ def estate_down(ref: StackRef, destroy: bool) -> None:
 def estate_status(ref: StackRef, as_json: bool) -> None:
     """Roles, process state, bootstrap servers and link lag per partition."""
     from dr.estate.estate import Estate
+    from dr.topology.client_endpoint import endpoint_drift
 
     status = Estate.for_stack(ref).status()
     if _printed_json(status, as_json):
@@ -162,6 +163,12 @@ def estate_status(ref: StackRef, as_json: bool) -> None:
     if ep is not None:
         where = ep.get("error") or f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}"
         click.echo(f"  endpoint {ep['bootstrap']} proxy {ep.get('proxy', 'external')}: {where}")
+        from dr.failover.journal import Journal
+
+        journal = Journal.load(ref.failover_home)
+        unfinished = journal is not None and journal.status in ("running", "failed", "interrupted")
+        if drift := endpoint_drift(ep, ref.name, unfinished):
+            click.echo(f"  PROBLEM: {drift}")
 
 
 @estate.command("standby")

@@ -285,7 +285,8 @@ class Estate:
         return out
 
     def endpoint_status(self) -> dict[str, Any]:
-        """The client endpoint: its bootstrap address, whether its proxy runs, where it points."""
+        """The client endpoint: its bootstrap address, whether its proxy runs, where it points, the active
+        cluster (where it should point)."""
         e = self.topology.endpoint
         if e is None:
             return {}
@@ -297,6 +298,7 @@ class Estate:
             out["points_at"] = endpoint_pointing(self.topology, self.state)
         except DRError as exc:
             out["error"] = exc.problem
+        out["active"] = self.topology.active().name
         return out
 
 

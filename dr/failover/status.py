@@ -41,6 +41,7 @@ from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import ConnectLink, runs
 from dr.topology import Application, Architecture, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
 from dr.topology.active_active import is_active_active, remote_topics_on
+from dr.topology.client_endpoint import endpoint_drift
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
@@ -611,7 +612,13 @@ def status_problems(report: StatusReport) -> list[str]:
     found += [p for p in (_journal_problem(report), _abandoned_problem(report)) if p]
     if report.pulumi_state_error:
         found.append(report.pulumi_state_error)
+    if report.endpoint and (p := endpoint_drift(report.endpoint, report.stack, _unfinished(report.last_failover))):
+        found.append(p)
     return found
+
+
+def _unfinished(last: LastFailover | None) -> bool:
+    return last is not None and last.status in ("running", "failed", "interrupted")
 
 
 def _journal_problem(report: StatusReport) -> str | None:
