@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
-from dr.topology import Engine, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
+from dr.topology import Engine, Placement, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
 
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
@@ -169,7 +169,7 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
             "it is managed by Confluent Cloud through the stack (`pulumi up`); pause or resume its mirror "
             "topics with the Confluent CLI (`confluent kafka mirror pause|resume`)",
         )
-    if not topology.both_local(link) and not topology.runs_on_connect(link):
+    if topology.placement(link) is Placement.ELSEWHERE:
         outside = [n for n in (link.source, link.target) if not topology.cluster(n).is_local]
         raise ConfigError(
             f"link {name} ({link.source} → {link.target}) joins {' and '.join(outside)}, which "
@@ -268,11 +268,7 @@ def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChan
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
         mirror.stop()
         if mirror.alive():
-            where = (
-                f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}"
-                if hasattr(mirror, "process")
-                else f"look at `drctl status --stack {stack}` (connector states)"
-            )
+            where = mirror.log_hint() or f"look at `drctl status --stack {stack}` (connector states)"
             raise ClusterError(f"link {name} is still running after the stop.", where)
     finally:
         lock.release()
@@ -327,8 +323,6 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
         refusal = restart_refusal(topology, link, history)
         if refusal is not None:
             raise refusal
-        from dr.runtime.mirrormaker import MirrorMaker
-
         estate = Estate(topology, state)
         mirror = estate.link_runner(link.name)
         if mirror.alive():
@@ -338,16 +332,9 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
             was = "stopped"
             _cluster_ready(stack, estate, link.source, "source", name)
             _cluster_ready(stack, estate, link.target, "target", name)
-            if isinstance(mirror, MirrorMaker):
-                mirror.grant = False  # the stack declares the replicator's user and ACLs (stacks/access.py)
-                progress(f"link {name} ({link.source} → {link.target}): starting MirrorMaker 2")
-                mirror.start()
-            else:
-                progress(
-                    f"link {name} ({link.source} → {link.target}): resuming its connectors on "
-                    f"Connect cluster {link.connect}"
-                )
-                mirror.resume()
+            # the stack declares the replicator's user and ACLs (stacks/access.py): resume grants nothing
+            progress(f"link {name} ({link.source} → {link.target}): {mirror.resuming()}")
+            mirror.resume()
     finally:
         lock.release()
     return _link_result(stack, name, link, was, "running", t0)

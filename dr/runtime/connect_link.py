@@ -12,12 +12,15 @@ without the link).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from dr.base.errors import ClusterError
+from dr.base.errors import ClusterError, ConfigError
+from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.connect_rest import ConnectRest, root_cause
 from dr.kafka.copied import next_to_copy
-from dr.kafka.offsets import Offsets
+from dr.kafka.offsets import Offsets, partition_lag
+from dr.runtime.process import wait_until
 
 __all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
 
@@ -65,11 +68,18 @@ def _cause(trace: object) -> str | None:
 class ConnectLink:
     """The connectors of one link on one Connect cluster (``rest``)."""
 
-    def __init__(self, rest: ConnectRest, link_name: str, connect_name: str) -> None:
+    def __init__(
+        self,
+        rest: ConnectRest,
+        link_name: str,
+        connect_name: str,
+        ends: Callable[[], tuple[Endpoint, Endpoint]] | None = None,
+    ) -> None:
         self.rest = rest
         self.name = link_name
         self.connect_name = connect_name
         self.connectors = connector_names(link_name)
+        self._ends = ends
 
     def __repr__(self) -> str:
         return f"ConnectLink({self.name!r} on Connect cluster {self.connect_name!r})"
@@ -139,3 +149,30 @@ class ConnectLink:
             self.rest.resume(name)
         for name in self.connectors:
             wait_running(self.rest, name, timeout)
+
+    def resuming(self) -> str:
+        """What :meth:`resume` does, for a progress line."""
+        return f"resuming its connectors on Connect cluster {self.connect_name}"
+
+    def log_hint(self) -> None:
+        """None: a link on Connect is read through its connector states (``drctl status``), not a log here."""
+        return None
+
+    def lag(self, topics: list[str]) -> Offsets:
+        """Per (source topic, partition): source end offset − end offset of the topic of the same name on
+        the target (the link's ``ends``)."""
+        if self._ends is None:
+            raise ConfigError(f"{self!r} was built without its source and target.", "build it with `ends`")
+        source, target = self._ends()
+        return partition_lag(source, target, topics)
+
+    def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
+        """Wait until every partition's :meth:`lag` is 0; return seconds waited."""
+        t0 = time.monotonic()
+        caught_up = until_leaders_settle(lambda: all(v == 0 for v in self.lag(topics).values()))
+        if not wait_until(caught_up, timeout, interval=0.2):
+            raise ClusterError(
+                f"link {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
+                f"read its connector states: GET /connectors/<name>/status on Connect cluster {self.connect_name}",
+            )
+        return time.monotonic() - t0
