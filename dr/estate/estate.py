@@ -9,7 +9,7 @@ stack keeps its state — data, logs, generated credentials — under ``<project
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Required, TypedDict
@@ -18,6 +18,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType,
 
 from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
+from dr.base.types import Reporter
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import ClusterSpec, LocalCluster
@@ -30,8 +31,6 @@ from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
 from dr.topology.hub_spoke import prefixed_link, topics_on
-
-Progress = Callable[[str], None]
 
 
 class ClusterStatus(TypedDict, total=False):
@@ -225,7 +224,7 @@ class Estate:
             return []
         return es.restore_credentials(self.credentials)
 
-    def stop(self, progress: Progress = lambda _m: None) -> None:
+    def stop(self, progress: Reporter = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).
 
         Provisioning and deleting are the stack's (:class:`dr.estate.stack.EstateStack`); this only stops

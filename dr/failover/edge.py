@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate, acl_bindings
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
 from dr.failover.health import listening

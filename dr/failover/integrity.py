@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.errors import FailoverError
-from dr.estate.estate import Progress
+from dr.base.types import Model
+from dr.base.types import Reporter as Progress
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes
@@ -53,10 +54,8 @@ class Verdict(BaseModel):
         return self.model_dump(mode="json")
 
 
-class RecoveryReport(BaseModel):
+class RecoveryReport(Model):
     """What recovery replayed (:class:`verification.recover.RecoveryResult`, as JSON)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     report_dir: str
     dry_run: bool

@@ -32,7 +32,8 @@ from typing import Any, ClassVar
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import acl_bindings
 from dr.failover.converge import Converger
 from dr.failover.health import listening
 from dr.failover.journal import Journal

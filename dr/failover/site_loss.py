@@ -22,7 +22,7 @@ from pydantic import Field
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.base.types import Reporter as Progress
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
 from dr.failover.fencing import fence, write_bindings

@@ -12,11 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.base.pattern_safety import name_matcher
+from dr.base.types import Model
 from dr.kafka.internal_topics import InternalTopics
 from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Placement, Profile, Role
 from dr.topology.secret import Secret
@@ -50,9 +51,8 @@ for now: an exactly-once copy's offsets run ahead of the source's by its commit 
 the failover and of the tests still read "B's end offsets equal A's" as "caught up" (issue 35)."""
 
 
-class _Model(BaseModel):
+class _Model(Model):
     model_config = ConfigDict(
-        extra="forbid",
         frozen=True,
         alias_generator=to_camel,
         validate_by_name=True,
