@@ -23,9 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SkipValidation
+from pydantic import ConfigDict, SkipValidation
 
 from dr.base.errors import VerificationFailed
+from dr.base.types import Model
 from dr.kafka.client import Endpoint
 from verification.session import DEFAULT_MASTER
 from verification.sides import KafkaSide, Side
@@ -71,11 +72,11 @@ class RouteResult(ABC):
         return 0 if self.clean else VerificationFailed.exit_code
 
 
-class _Request(BaseModel):
+class _Request(Model):
     """A route's request. Its sides and endpoints are taken as given (``SkipValidation``): they are
     resolved objects holding credentials, never copied or re-validated here."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
 
 class AuditStart(_Request):
