@@ -28,6 +28,7 @@ from pydantic import ConfigDict, SkipValidation
 from dr.base.errors import VerificationFailed
 from dr.base.types import Model
 from dr.kafka.client import Endpoint
+from verification.link_ref import LinkRef
 from verification.session import DEFAULT_MASTER
 from verification.sides import KafkaSide, Side
 
@@ -84,10 +85,8 @@ class AuditStart(_Request):
 
     state_dir: Path
     """The stack's state directory: the audit's state file is ``<state_dir>/audit/<link>.json``."""
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
 
 
 class VerifyRequest(_Request):
@@ -114,10 +113,8 @@ class FromAuditRequest(_Request):
     topics: list[str]
     cutoff_ms: int | None
     state_file: Path
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
     context: dict[str, Any] | None = None
     sample_size: int = 20
 
@@ -128,10 +125,8 @@ class AuditRequest(_Request):
     source: SkipValidation[Endpoint]
     target: SkipValidation[Endpoint]
     state_file: Path
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
     select: Callable[[str], bool] | None = None
     reset: bool = False
     sample: int = 10

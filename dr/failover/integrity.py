@@ -23,6 +23,7 @@ from dr.base.types import Reporter as Progress
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes
+from verification.link_ref import LinkRef
 from verification.route import AuditStart, RecoverRequest, VerifyRequest
 from verification.sides import KafkaSide
 
@@ -141,10 +142,7 @@ def verify(
     if audit_link and stack and state_dir is not None and source_name and target_name:
         audit = AuditStart(
             state_dir=Path(state_dir),
-            stack=stack,
-            link=audit_link,
-            source_cluster=source_name,
-            target_cluster=target_name,
+            ref=LinkRef(stack=stack, link=audit_link, source=source_name, target=target_name),
         )
     request = VerifyRequest(
         source=KafkaSide(endpoint=source, name=source_name, stack=stack),
