@@ -24,7 +24,7 @@ from dr.kafka.connect_rest import ConnectRest
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.links import LinkRunner, connect_runner, dedicated_runner
+from dr.runtime.links import ConnectorState, LinkRunner, connect_runner, dedicated_runner
 from dr.topology import Delivery, Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
@@ -53,7 +53,7 @@ class LinkStatus(TypedDict, total=False):
     target: str
     process: str
     connect: str | None
-    connectors: dict[str, dict[str, Any]]
+    connectors: dict[str, ConnectorState]
     lag: dict[str, int]
     total_lag: int
     error: str

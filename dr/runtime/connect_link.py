@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from dr.base.errors import ClusterError, ConfigError
 from dr.kafka.client import Endpoint, until_leaders_settle
@@ -22,7 +22,35 @@ from dr.kafka.copied import next_to_copy
 from dr.kafka.offsets import Offsets, partition_lag
 from dr.runtime.process import wait_until
 
-__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
+__all__ = [
+    "CONNECTOR_KINDS",
+    "ConnectLink",
+    "ConnectorState",
+    "TaskState",
+    "connector_names",
+    "needs_tasks",
+    "runs",
+    "wait_running",
+]
+
+
+class TaskState(TypedDict):
+    """One task of a connector, as :meth:`ConnectLink.states` reports it."""
+
+    id: int
+    state: str
+    worker: str | None
+    error: str | None
+
+
+class ConnectorState(TypedDict, total=False):
+    """One connector, as :meth:`ConnectLink.states` reports it (``ABSENT``: only ``state`` and ``tasks``)."""
+
+    state: Required[str]
+    worker: str | None
+    error: str | None
+    tasks: Required[list[TaskState]]
+
 
 CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
 """Stopped in this order: the source first, so the checkpoints still emitted cover its last records."""
@@ -47,7 +75,7 @@ def wait_running(rest: ConnectRest, connector: str, timeout: float) -> dict[str,
     return rest.wait_state(connector, "RUNNING", timeout=timeout)
 
 
-def runs(connector: str, state: dict[str, Any]) -> bool:
+def runs(connector: str, state: ConnectorState) -> bool:
     """True when a connector's state (as :meth:`ConnectLink.states` gives it) and all its tasks run."""
     tasks = state.get("tasks") or []
     return (
@@ -84,11 +112,11 @@ class ConnectLink:
     def __repr__(self) -> str:
         return f"ConnectLink({self.name!r} on Connect cluster {self.connect_name!r})"
 
-    def states(self) -> dict[str, dict[str, Any]]:
+    def states(self) -> dict[str, ConnectorState]:
         """Per connector: ``state`` (``ABSENT`` when not on the Connect cluster), its ``error`` and its tasks
         (``id``, ``state``, ``worker``, ``error``); an error is the root cause of the trace Connect reports
         for a failed connector or task (one line, None when there is none)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, ConnectorState] = {}
         for name in self.connectors:
             status = self.rest.status(name)
             if status is None:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from dr.kafka.client import Endpoint
 from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import Offsets
 from dr.runtime.cluster import LocalCluster
-from dr.runtime.connect_link import ConnectLink
+from dr.runtime.connect_link import ConnectLink, ConnectorState
 from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 
-__all__ = ["LinkRunner", "connect_runner", "dedicated_runner"]
+__all__ = ["ConnectorState", "LinkRunner", "connect_runner", "dedicated_runner"]
 
 
 class LinkRunner(Protocol):
@@ -62,7 +62,7 @@ class LinkRunner(Protocol):
         """Per source ``(topic, partition)``, the next offset the link will copy (its stored positions)."""
         ...
 
-    def states(self) -> dict[str, dict[str, Any]]:
+    def states(self) -> dict[str, ConnectorState]:
         """Per connector its state and tasks (``{}`` for a dedicated process, which has no connectors to show)."""
         ...
 

@@ -11,7 +11,6 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
@@ -31,6 +30,7 @@ from dr.kafka.client import (
 from dr.kafka.copied import dedicated_offsets_topic, stored_positions
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
+from dr.runtime.connect_link import ConnectorState
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import (
     FatalWatch,
@@ -520,7 +520,7 @@ class MirrorMaker:
         """What :meth:`resume` does, for a progress line."""
         return "starting MirrorMaker 2"
 
-    def states(self) -> dict[str, dict[str, Any]]:
+    def states(self) -> dict[str, ConnectorState]:
         """``{}``: a dedicated process shows no connectors (its state is :meth:`alive`)."""
         return {}
 
