@@ -4,7 +4,7 @@ It offers what the failover and ``drctl status`` use of a dedicated MirrorMaker 
 (:class:`dr.runtime.mirrormaker.MirrorMaker`): ``alive``, a graceful ``stop`` and an immediate
 ``kill`` — here through the Connect REST API, on the link's three connectors
 (``<link>-source``, ``<link>-checkpoint``, ``<link>-heartbeat``, the names
-:func:`dr.topology.connect_config.connector_configs` gives them). Stopping keeps the connectors' configs
+:func:`stacks.links.connect_config.connector_configs` gives them). Stopping keeps the connectors' configs
 (``PUT /connectors/<name>/stop``); removing them is the stack's (``pulumi up`` of the topology
 without the link).
 """

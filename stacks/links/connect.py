@@ -34,10 +34,10 @@ def component(args: LinkArgs) -> pulumi.Resource:
 
 def check_workers(topology: Topology, declared: Callable[[Any], str | None]) -> None:
     """Before any resource: every external Connect cluster that runs a link resolves the replicator's
-    credentials through its declared config provider (:mod:`dr.topology.connect_credentials`);
+    credentials through its declared config provider (:mod:`stacks.links.connect_credentials`);
     ``declared`` reads a secret the engine decrypted (None when not declared)."""
     from dr.kafka.connect_rest import ConnectRest
-    from dr.topology.connect_credentials import check_worker_credentials
+    from stacks.links.connect_credentials import check_worker_credentials
 
     used = {lk.connect for lk in topology.links if lk.connect is not None and lk.is_running}
     password = declared(topology.principals.replicator_password)

@@ -219,7 +219,7 @@ def test_the_program_reads_the_connect_clusters_from_the_engine_config(tmp_path:
 def test_no_link_copies_a_connect_clusters_internal_topics() -> None:
     import re
 
-    from dr.topology.connect_config import connector_configs
+    from stacks.links.connect_config import connector_configs
 
     t = connect_stack().after_failover()  # B→C reads B, where mm2 keeps its internal topics
     config = connector_configs(t, t.links[0], secrets_file="/s/replicator.properties")["B-to-C-source"]
