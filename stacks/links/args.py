@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulumi
+
+from dr.runtime.credentials import Credentials
 from dr.topology import Link, Topology
 
 __all__ = ["LinkArgs"]
@@ -18,9 +21,9 @@ class LinkArgs:
     topology: Topology
     link: Link
     state_dir: Path
-    credentials: Any
-    """The stack's generated passwords (:class:`dr.runtime.credentials.Credentials`)."""
-    clusters: dict[str, Any]
+    credentials: Credentials
+    """The stack's generated passwords."""
+    clusters: dict[str, pulumi.Resource]
     """The cluster components, by cluster name."""
     access: dict[str, Any]
     """The :class:`~stacks.access.ClusterAccess` of each provisioned cluster, by cluster name."""
