@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,6 +46,7 @@ __all__ = [
     "OFFENDING_SCHEMA",
     "SUMMARY_FILE",
     "TIMING_LABELS",
+    "OffendingRow",
     "TimelineBin",
     "load_summary",
     "read_offending",
@@ -78,6 +79,22 @@ OFFENDING_SCHEMA = pa.schema(
         ("checksum", pa.int64()),
     ]
 )
+
+OffendingRow = TypedDict(
+    "OffendingRow",
+    {
+        "class": str,
+        "side": str,
+        "topic": str,
+        "partition": int,
+        "offset": int,
+        "timestamp": int,
+        "key": bytes | None,
+        "key_hash": int,
+        "checksum": int,
+    },
+)
+"""One row of :data:`OFFENDING_SCHEMA` as Python builds it ("class" is a keyword: the functional form)."""
 
 #: Colour of the cut-off line on the chart.
 CUTOFF_COLOUR = "#c62828"
