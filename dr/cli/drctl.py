@@ -289,7 +289,7 @@ def link_start_cmd(ref: StackRef, link_name: str, as_json: bool) -> None:
 def connect_config(ref: StackRef, link_name: str | None) -> None:
     """Print the MirrorMaker 2 connector configs (JSON) to PUT on a Kafka Connect cluster."""
     from dr.estate.estate import load_stack
-    from dr.topology.connect_config import connector_configs
+    from stacks.links.connect_config import connector_configs
 
     topo = load_stack(ref)
     links = [lk for lk in topo.links if link_name in (None, lk.name)]

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from dr.base.errors import ClusterError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.metrics import encode_offsets, lag
 from dr.kafka.client import Endpoint, until_leaders_settle

@@ -41,7 +41,8 @@ import dr.failover.integrity as integrity
 from dr.base.errors import ClusterError, ConfigError, FailoverError
 from dr.base.files import private_dir
 from dr.base.stackref import StackRef, stack_file
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.clients import publish_clients
 from dr.failover.drill_grade import DEFAULT_AIMS, grade

@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate, acl_bindings
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
 from dr.failover.health import listening
@@ -154,7 +155,7 @@ def preflight(ctx: Context) -> StepResult:
 def move(ctx: Context) -> StepResult:
     """Stop the link E→H (kill it when E is gone); grant each moving application its ACLs on its fallback."""
     assert isinstance(ctx, EdgeContext)
-    runner = ctx.before.mirror(ctx.link.name)
+    runner = ctx.before.link_runner(ctx.link.name)
     if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
         runner.kill()  # a graceful stop would wait on the dead edge
         how = "killed"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from dr.base.types import Model
 from dr.failover.integrity import Verdict
 
 __all__ = [
@@ -33,10 +34,8 @@ __all__ = [
 ]
 
 
-class Outcome(BaseModel):
+class Outcome(Model):
     """A step's outcome; :meth:`journaled` is the JSON the journal keeps."""
-
-    model_config = ConfigDict(extra="forbid")
 
     def journaled(self) -> dict[str, Any]:
         """The fields that were set, in declaration order, as JSON (nested outcomes likewise)."""
@@ -159,7 +158,7 @@ class DesiredStateOutcome(Outcome):
     timings: dict[str, float]
     roles: dict[str, str]
     links: list[str]
-    recovered: list[str] = []
+    recovered: list[str] = Field(default_factory=list)
     """What the stack driver repaired after a killed engine (stale lock, interrupted operations), one line each."""
 
 

@@ -28,7 +28,7 @@ from typing import Any, TypeGuard, TypeVar
 
 from dr.base.errors import ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.base.types import Reporter as Progress
 from dr.failover.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.journal import Journal, StackLock
 from dr.failover.metrics import seconds_between

@@ -26,7 +26,7 @@ from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions, verified_topics
 from dr.failover.summary import FailoverSummary, summarize
 from dr.kafka.offsets import end_offsets
-from dr.topology import Kind, Role, Topology
+from dr.topology import Kind, Placement, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.client_endpoint import endpoint_pointing
 from dr.topology.hub_spoke import topics_on
@@ -146,7 +146,7 @@ def _standby_action(original: Topology, desired: Topology, b: str, c: Any) -> st
     if c is None:
         return "no standby declared: no new passive cluster"
     link = next((lk for lk in desired.links if lk.source == b and lk.target == c.name), None)
-    if link is not None and desired.runs_on_connect(link):
+    if link is not None and desired.placement(link) is Placement.CONNECT:
         runner = f"the link {link.name} as MirrorMaker 2 connectors on Connect cluster {link.connect}"
     elif link is not None and link.engine.value == "cluster-link":
         runner = f"the cluster link {link.name}"

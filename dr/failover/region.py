@@ -32,7 +32,8 @@ from typing import Any, ClassVar
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import acl_bindings
 from dr.failover.converge import Converger
 from dr.failover.health import listening
 from dr.failover.journal import Journal
@@ -162,7 +163,7 @@ def move(ctx: Context) -> StepResult:
     stopped: dict[str, str] = {}
     gone = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
     for link in (ctx.link, ctx._link(ctx.survivor, ctx.region)):
-        runner = ctx.before.mirror(link.name)
+        runner = ctx.before.link_runner(link.name)
         if gone:
             runner.kill()  # a graceful stop would wait on the dead side
             stopped[link.name] = "killed"

@@ -32,7 +32,8 @@ from typing import Any
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.converge import read_stack_config, wait_copied
 from dr.failover.health import reachability

@@ -38,8 +38,19 @@ from dr.failover.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import TLS_FAILED, Endpoint
 from dr.kafka.offsets import committed_offsets, end_offsets
-from dr.runtime.connect_link import ConnectLink, runs
-from dr.topology import Application, Architecture, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.runtime.connect_link import runs
+from dr.topology import (
+    Application,
+    Architecture,
+    Cluster,
+    Engine,
+    Kind,
+    Link,
+    Placement,
+    Role,
+    Topology,
+    load_stack_file,
+)
 from dr.topology.active_active import is_active_active, remote_topics_on
 from dr.topology.client_endpoint import endpoint_drift
 from dr.topology.hub_spoke import target_topic, topics_on
@@ -178,7 +189,7 @@ class TaskStatus(BaseModel):
 
 
 class ConnectorStatus(BaseModel):
-    """One connector of a link on a Connect cluster (:meth:`~dr.runtime.connect_link.ConnectLink.states`)."""
+    """One connector of a link on a Connect cluster (:meth:`~dr.runtime.links.LinkRunner.states`)."""
 
     state: str
     """``ABSENT`` when the connector is not on the Connect cluster (then ``worker`` is unset)."""
@@ -397,10 +408,10 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
     """One link: state, engine, whether it runs (process or connectors) and its lag per partition."""
     topology = estate.topology
     entry = LinkStatus(name=link.name, source=link.source, target=link.target, state=link.state, engine=link.engine)
-    if link.is_running and topology.runs_on_connect(link):
+    if link.is_running and topology.placement(link) is Placement.CONNECT:
         _connect_link(entry, estate, link.connect or "")
     elif topology.both_local(link):
-        entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
+        entry.process = "running" if estate.link_runner(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
         # a prefixed link (active-active, a hub-and-spoke edge) compares each topic with its <source>.<topic> copy
@@ -540,7 +551,7 @@ def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     entry.connect = connect
     try:
         runner = estate.link_runner(entry.name)
-        states = runner.states() if isinstance(runner, ConnectLink) else {}
+        states = runner.states()
     except (ClusterError, ConfigError) as exc:
         entry.process = "unreachable"
         entry.connect_error = exc.problem

@@ -38,7 +38,8 @@ import dr.failover.hub as hub
 import dr.failover.integrity as integrity
 from dr.base.errors import AuthError, ClusterError, FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress, application_acls
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate, application_acls
 from dr.failover.clients import publish_clients
 from dr.failover.converge import Converger
 from dr.failover.endpoint_switch import check_endpoint, switch_endpoint

@@ -30,6 +30,7 @@ from dr.kafka.client import (
 from dr.kafka.copied import dedicated_offsets_topic, stored_positions
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
+from dr.runtime.connect_link import ConnectorState
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import (
     FatalWatch,
@@ -509,6 +510,23 @@ class MirrorMaker:
     def alive(self) -> bool:
         """True while the MM2 process runs."""
         return self.process.alive()
+
+    def resume(self) -> None:
+        """Start the process again from the positions it reached, its user and ACLs left to the stack."""
+        self.grant = False
+        self.start()
+
+    def resuming(self) -> str:
+        """What :meth:`resume` does, for a progress line."""
+        return "starting MirrorMaker 2"
+
+    def states(self) -> dict[str, ConnectorState]:
+        """``{}``: a dedicated process shows no connectors (its state is :meth:`alive`)."""
+        return {}
+
+    def log_hint(self) -> str:
+        """Its log and pid file."""
+        return f"read {self.process.log_file}; its pid file is {self.process.pid_file}"
 
     # ------------------------------------------------------------------ lag & offsets
     def copied(self) -> dict[tuple[str, int], int]:

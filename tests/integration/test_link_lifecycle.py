@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 
-import pytest
 import yaml
 
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until
 from tests.integration.helpers import StackEnv as Env
 from tests.integration.helpers import drctl as run_drctl
-from tests.integration.helpers import produce, provisioned, write_local_stack
+from tests.integration.helpers import produce
 
 STACK = "lifecycle"
 TOPICS = ["orders", "payments"]
@@ -30,14 +28,6 @@ OUTPUTS: list[str] = []
 
 def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return run_drctl(env, *args, timeout=timeout, outputs=OUTPUTS)
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("link-lifecycle")
-    write_local_stack(root, STACK, stack_ports)
-    with provisioned(Env(root, STACK)) as e:
-        yield e
 
 
 def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - Endpoint

@@ -14,27 +14,18 @@ import shutil
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
 from dr.kafka.offsets import end_offsets
 from dr.runtime.certificates import make_ca
-from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
+from tests.integration.helpers import StackEnv, drctl
 
 pytestmark = pytest.mark.integration
 
 STACK = "tlsestate"
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[StackEnv]:
-    d = tmp_path_factory.mktemp("tls-estate")
-    write_local_stack(d, STACK, stack_ports, example="Pulumi.local-tls.yaml")
-    e = StackEnv(d, STACK)
-    with provisioned(e):
-        yield e
+LOCAL_EXAMPLE = "Pulumi.local-tls.yaml"
 
 
 def _write_through_published_file(env: StackEnv, app: str, count: int, tag: str) -> int:
