@@ -20,7 +20,7 @@ from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
-from dr.kafka.offsets import partition_lag
+from dr.kafka.offsets import Offsets, end_offsets, partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.connect_link import ConnectLink
@@ -183,6 +183,14 @@ class Estate:
             return ConnectLink(self.connect_rest(link.connect or ""), link.name, link.connect or "")
         return self.mirror(link_name)
 
+    def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
+        """How far a link that writes in transactions and runs here has copied: per source partition, the
+        next offset to copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`).
+        None for any other link, whose target end offsets count only its records (markers aside)."""
+        if not self.topology.writes_in_transactions(self._link(link_name)) or not self.runs_here(link_name):
+            return None
+        return self.link_runner(link_name).copied
+
     def runs_here(self, link_name: str) -> bool:
         """True when this drctl can stop and watch the link (dedicated local process or Connect connectors)."""
         link = self._link(link_name)
@@ -272,6 +280,10 @@ class Estate:
                     entry["connectors"] = runner.states()
                 if isinstance(runner, MirrorMaker):  # knows its topic naming (<source>.<topic> over a prefixed link)
                     lag = runner.lag(topics)
+                elif self.topology.writes_in_transactions(link):  # B's ends count commit markers: ask the link
+                    stored = runner.copied()
+                    ends = end_offsets(self.endpoint(link.source), topics)
+                    lag = {tp: max(0, n - stored.get(tp, 0)) for tp, n in ends.items()}
                 else:
                     lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}

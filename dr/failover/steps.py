@@ -357,7 +357,8 @@ def preflight(ctx: Context) -> StepResult:
     if a["reachable"]:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
-        per_partition = lag(a_end, b_end)
+        copied = _copied_positions(ctx)  # a transactional link: B's ends count commit markers too
+        per_partition = lag(a_end, copied() if copied else b_end)
         outcome.source_end_offsets = encode_offsets(a_end)
         outcome.lag = encode_offsets(per_partition)
         outcome.lag_total = sum(per_partition.values())
@@ -431,7 +432,7 @@ def _wait_groups_synced(
             src = {tp: n for tp, n in on_a[group].items() if tp[0] in ctx.topics}
             dst = on_b[group]
             now[group] = (src, dst)
-            pos = group_positions(src, dst, a_end, b_end)
+            pos = group_positions(src, dst, a_end, b_end, aligned=not ctx.original.writes_in_transactions(ctx.link))
             if pos["rereads"] or pos["missing_on_target"]:
                 pending[group] = {
                     "rereads": pos["rereads"],
@@ -669,6 +670,7 @@ def consumer_groups(ctx: Context) -> StepResult:
                 target_committed=target_committed,
                 source_end=a_end,
                 target_end=b_end,
+                aligned=not ctx.original.writes_in_transactions(ctx.link),
             )
         )
     gaps = [g["group"] for g in groups if g["status"] not in ("translated", "no-commits")]
