@@ -20,6 +20,7 @@ from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import Offsets, end_offsets, partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster
@@ -281,9 +282,8 @@ class Estate:
                 if isinstance(runner, MirrorMaker):  # knows its topic naming (<source>.<topic> over a prefixed link)
                     lag = runner.lag(topics)
                 elif self.topology.writes_in_transactions(link):  # B's ends count commit markers: ask the link
-                    stored = runner.copied()
-                    ends = end_offsets(self.endpoint(link.source), topics)
-                    lag = {tp: max(0, n - stored.get(tp, 0)) for tp, n in ends.items()}
+                    source = self.endpoint(link.source)
+                    lag = uncopied(source, end_offsets(source, topics), runner.copied())
                 else:
                     lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}

@@ -25,6 +25,7 @@ from dr.estate.estate import Estate, Progress
 from dr.estate.stack import EstateStack
 from dr.failover.metrics import Offsets, encode_offsets, lag
 from dr.kafka.client import Endpoint, until_leaders_settle
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
@@ -108,9 +109,9 @@ def wait_copied(
     copies = [rename(t) for t in topics]
 
     def on_target() -> dict[tuple[str, int], int]:
-        if copied is not None:
-            stored = copied() if watermark else {}
-            return {tp: stored.get(tp, 0) for tp in watermark}
+        if copied is not None:  # a gap of only markers or aborted records on the source is copied
+            behind = uncopied(source, watermark, copied()) if watermark else {}
+            return {tp: n - behind.get(tp, 0) for tp, n in watermark.items()}
         ends = end_offsets(target, copies)
         return {(t, p): ends.get((rename(t), p), 0) for t, p in watermark}
 

@@ -68,6 +68,7 @@ from dr.failover.roles import Roles
 from dr.failover.shorten import MANY, names_text
 from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
@@ -357,8 +358,7 @@ def preflight(ctx: Context) -> StepResult:
     if a["reachable"]:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
-        copied = _copied_positions(ctx)  # a transactional link: B's ends count commit markers too
-        per_partition = lag(a_end, copied() if copied else b_end)
+        per_partition = _link_lag(ctx)(a_end, b_end)
         outcome.source_end_offsets = encode_offsets(a_end)
         outcome.lag = encode_offsets(per_partition)
         outcome.lag_total = sum(per_partition.values())
@@ -455,19 +455,20 @@ def _wait_groups_synced(
     }
 
 
-def _copied_positions(ctx: Context) -> Callable[[], Offsets] | None:
-    """How far the link has copied, when it writes in transactions and runs here: B's end offsets then
-    count commit markers too and would end the drain before the last records are on B, so the drain
-    compares A's ends with the source offsets the link committed with its copies (:mod:`dr.kafka.copied`)."""
+def _link_lag(ctx: Context) -> Callable[[Offsets, Offsets], Offsets]:
+    """The link's lag per partition from A's and B's ends. A link that writes in transactions and runs
+    here: B's end offsets then count commit markers too and would end the drain before the last records
+    are on B, so A's ends are compared with the source offsets the link committed with its copies, a gap
+    of only markers or aborted records on A counting as copied (:mod:`dr.kafka.copied`)."""
     if not ctx.original.writes_in_transactions(ctx.link) or not ctx.before.runs_here(ctx.link.name):
-        return None
+        return lag
     runner = ctx.before.link_runner(ctx.link.name)
 
-    def positions() -> Offsets:
+    def committed_lag(a_end: Offsets, _b_end: Offsets) -> Offsets:
         with _reading_offsets(f"the offsets link {ctx.link.name} committed", "the link's runner answers"):
-            return runner.copied()
+            return uncopied(ctx.a_ep, a_end, runner.copied())
 
-    return positions
+    return committed_lag
 
 
 def fence_drain(ctx: Context) -> StepResult:
@@ -496,10 +497,10 @@ def fence_drain(ctx: Context) -> StepResult:
     t0 = time.monotonic()
     deadline = t0 + ctx.options.drain_timeout
     last_report = 0.0
-    copied = _copied_positions(ctx)
+    link_lag = _link_lag(ctx)
     while True:
         a_end, b_end = _ends(ctx, readers)
-        behind = {tp: n for tp, n in lag(a_end, copied() if copied else b_end).items() if n}
+        behind = {tp: n for tp, n in link_lag(a_end, b_end).items() if n}
         if not behind or time.monotonic() >= deadline:
             break
         if time.monotonic() - last_report >= 2:
