@@ -70,6 +70,7 @@ from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
+from dr.kafka.transactions import abort_open, open_transactions
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Link, Role, Topology
 from dr.topology.access import applications_on
@@ -574,6 +575,7 @@ def promote(ctx: Context) -> StepResult:
         mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed
         how = "stopped"
     stop_s = round(time.monotonic() - t0, 3)
+    transactions = close_open_transactions(ctx) if ctx.original.writes_in_transactions(link) else None
     writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
     edge_links = hub.edge_links_into(ctx.original, ctx.source)
@@ -599,6 +601,8 @@ def promote(ctx: Context) -> StepResult:
     )
     if edge_links:  # journaled only for a hub (an active-passive journal keeps its keys)
         outcome.edge_links_stopped, outcome.edge_resume = edge_stopped, edge_resume
+    if transactions is not None:  # journaled only for a link writing in transactions
+        outcome.open_transactions = transactions
     # B is writable: the endpoint moves to it now, before the client files are published.
     switched = switch_endpoint(ctx.original, ctx.state, ctx.target)
     if switched is not None:  # journaled only with an endpoint
@@ -611,6 +615,40 @@ def promote(ctx: Context) -> StepResult:
         + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else "")
         + (f"; client endpoint switched to {ctx.target}, sessions to {ctx.source} closed" if switched else ""),
     )
+
+
+def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any]:
+    """No transaction of the stopped link left open on B: its consumers read committed and would stop at
+    an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
+    its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
+    (:func:`dr.kafka.transactions.abort_open`). Refused when one is still open after that."""
+    t0 = time.monotonic()
+    try:
+        found = open_transactions(ctx.b_ep, ctx.topics)
+        opened = dict(found)
+        while opened and time.monotonic() - t0 < wait_s:
+            time.sleep(0.5)
+            opened = open_transactions(ctx.b_ep, ctx.topics)
+        if opened:
+            ctx.say(f"link {ctx.link.name} left transactions open on {ctx.target}: aborting {encode_offsets(opened)}")
+            abort_open(ctx.b_ep, opened)
+        left = open_transactions(ctx.b_ep, ctx.topics) if opened else {}
+    except ClusterError as exc:
+        raise FailoverError(
+            f"cannot check the transactions link {ctx.link.name} left on {ctx.target}: {exc.problem}",
+            f"check {ctx.target} answers, then rerun the failover (it resumes here)",
+        ) from exc
+    if left:
+        raise FailoverError(
+            f"transactions of link {ctx.link.name} are still open on {ctx.target} after aborting them: "
+            f"{encode_offsets(left)}; consumers reading committed would stop there.",
+            f"abort them with kafka-transactions.sh abort (--topic, --partition, --start-offset) on {ctx.target}, "
+            "or wait for the transaction timeout, then rerun the failover (it resumes here)",
+        )
+    waited = round(time.monotonic() - t0, 3)
+    if found:
+        ctx.say(f"no transaction of link {ctx.link.name} left open on {ctx.target} ({waited:.1f}s)")
+    return {"found": encode_offsets(found), "aborted": encode_offsets(opened), "waited_s": waited}
 
 
 def _stop_edge_links(ctx: Context, links: list[Link]) -> list[str]:
