@@ -432,7 +432,8 @@ def test_a_transaction_a_killed_producer_left_open_is_found_and_aborted(estate):
     from dr.kafka.transactions import abort_open, open_transactions
 
     b = estate[1].endpoint()
-    AdminClient(b.config()).create_topics([NewTopic("hanging", 1, 1)])["hanging"].result(timeout=30)
+    admin = AdminClient(b.config())  # kept referenced until the future resolves
+    admin.create_topics([NewTopic("hanging", 1, 1)])["hanging"].result(timeout=30)
     produce(b, "hanging", [(b"before", b"x", None)])
     conf = b.config()
     args = [conf["bootstrap.servers"], conf["security.protocol"], conf["sasl.mechanisms"], conf["sasl.username"]]
