@@ -34,7 +34,7 @@ def _write(cluster: LocalCluster, done: list[int]) -> None:
         producer.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode())
         if i % 200 == 0:
             producer.poll(0)
-            time.sleep(0.01)  # ~10 s of traffic: the kill lands mid-copy
+            time.sleep(0.1)  # ~10 s of traffic: the kill lands while A is written and B copies
         done.append(i)
     assert producer.flush(60) == 0
 
@@ -54,14 +54,17 @@ def test_a_dedicated_mirrormaker_killed_mid_copy_leaves_no_duplicate_and_nothing
             lambda: sum(committed_counts(cluster_b.endpoint(), [TOPIC]).values()) >= 2000, 90, interval=0.5
         )
         mm.kill()  # SIGKILL: open transactions stay open on B until aborted or timed out
-        killed_at = len(done)
+        written, on_b = len(done), sum(committed_counts(cluster_b.endpoint(), [TOPIC]).values())
         mm.start()
         writer.join(120)
         assert len(done) == RECORDS
         mm.wait_caught_up([TOPIC], timeout=180)
     finally:
         mm.stop()
-    print(f"killed after {killed_at} records written; caught up {time.monotonic() - t0:.1f}s after the start")
+    print(
+        f"killed with {written} records written to A, {on_b} on B; caught up {time.monotonic() - t0:.1f}s after start"
+    )
+    assert on_b < RECORDS, "the kill came after the copy ended"
 
     creds = tmp_path / "admin.json"
     fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
