@@ -107,10 +107,16 @@ def wait_copied(
     """
     watermark = end_offsets(source, topics)
     copies = [rename(t) for t in topics]
+    unanswered: list[str] = []  # the link's last unanswered question about its committed offsets
 
     def on_target() -> dict[tuple[str, int], int]:
         if copied is not None:  # a gap of only markers or aborted records on the source is copied
-            behind = uncopied(source, watermark, copied()) if watermark else {}
+            try:
+                behind = uncopied(source, watermark, copied()) if watermark else {}
+            except ClusterError as exc:  # Connect busy rebalancing the connectors just created: not yet
+                unanswered[:] = [exc.problem]
+                return dict.fromkeys(watermark, 0)
+            unanswered.clear()
             return {tp: n - behind.get(tp, 0) for tp, n in watermark.items()}
         ends = end_offsets(target, copies)
         return {(t, p): ends.get((rename(t), p), 0) for t, p in watermark}
@@ -123,7 +129,9 @@ def wait_copied(
         behind = lag(watermark, on_target())
         raise ClusterError(
             f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "
-            f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})}).",
+            f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})})"
+            + (f"; its committed offsets unread: {unanswered[0]}" if unanswered else "")
+            + ".",
             "check the MirrorMaker 2 log under <state>/links/, then rerun the failover (it resumes)",
         )
 
