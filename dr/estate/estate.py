@@ -20,10 +20,10 @@ from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
-from dr.kafka.copied import uncopied
+from dr.kafka.copied import stored_positions, uncopied
 from dr.kafka.offsets import Offsets, end_offsets, partition_lag
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.connect import ConnectSpec, LocalConnectCluster
+from dr.runtime.connect import ConnectSpec, LocalConnectCluster, worker_topics
 from dr.runtime.connect_link import ConnectLink
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
@@ -187,9 +187,19 @@ class Estate:
     def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
         """How far a link that writes in transactions and runs here has copied: per source partition, the
         next offset to copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`).
-        None for any other link, whose target end offsets count only its records (markers aside)."""
-        if not self.topology.writes_in_transactions(self._link(link_name)) or not self.runs_here(link_name):
+        None for any other link, whose target end offsets count only its records (markers aside).
+
+        A link on a local Connect cluster: read from the offsets topic on the link's target, where its tasks
+        commit them with the copies (a connector writing to another cluster than the workers' keeps its own
+        there, KIP-618) — Connect's offsets API did not answer within 90 s for such a connector (B→C on
+        workers homed on B) under Kafka 4.3.1. An external Connect cluster: its offsets API."""
+        link = self._link(link_name)
+        if not self.topology.writes_in_transactions(link) or not self.runs_here(link_name):
             return None
+        connect = self.topology.link_connect(link)
+        if connect is not None and connect.is_local:
+            target, topic, connector = self.endpoint(link.target), worker_topics(connect.name)["offsets"], link.name
+            return lambda: stored_positions(target, topic, f"{connector}-source")
         return self.link_runner(link_name).copied
 
     def runs_here(self, link_name: str) -> bool:
@@ -281,9 +291,9 @@ class Estate:
                     entry["connectors"] = runner.states()
                 if isinstance(runner, MirrorMaker):  # knows its topic naming (<source>.<topic> over a prefixed link)
                     lag = runner.lag(topics)
-                elif self.topology.writes_in_transactions(link):  # B's ends count commit markers: ask the link
+                elif (stored := self.copied_positions(link.name)) is not None:  # B's ends count commit markers
                     source = self.endpoint(link.source)
-                    lag = uncopied(source, end_offsets(source, topics), runner.copied())
+                    lag = uncopied(source, end_offsets(source, topics), stored())
                 else:
                     lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}

@@ -461,13 +461,13 @@ def _link_lag(ctx: Context) -> Callable[[Offsets, Offsets], Offsets]:
     here: B's end offsets then count commit markers too and would end the drain before the last records
     are on B, so A's ends are compared with the source offsets the link committed with its copies, a gap
     of only markers or aborted records on A counting as copied (:mod:`dr.kafka.copied`)."""
-    if not ctx.original.writes_in_transactions(ctx.link) or not ctx.before.runs_here(ctx.link.name):
+    copied = ctx.before.copied_positions(ctx.link.name)
+    if copied is None:
         return lag
-    runner = ctx.before.link_runner(ctx.link.name)
 
     def committed_lag(a_end: Offsets, _b_end: Offsets) -> Offsets:
         with _reading_offsets(f"the offsets link {ctx.link.name} committed", "the link's runner answers"):
-            return uncopied(ctx.a_ep, a_end, runner.copied())
+            return uncopied(ctx.a_ep, a_end, copied())
 
     return committed_lag
 
