@@ -70,8 +70,8 @@ from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
-from dr.kafka.transactions import abort_open, open_transactions
 from dr.runtime.process import wait_until
+from dr.runtime.transactions import abort_open, open_transactions
 from dr.topology import Kind, Link, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.hub_spoke import remote_topic_names, topics_on
@@ -621,7 +621,7 @@ def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any
     """No transaction of the stopped link left open on B: its consumers read committed and would stop at
     an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
     its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
-    (:func:`dr.kafka.transactions.abort_open`). Refused when one is still open after that."""
+    (:func:`dr.runtime.transactions.abort_open`). Refused when one is still open after that."""
     t0 = time.monotonic()
     try:
         found = open_transactions(ctx.b_ep, ctx.topics)

@@ -429,7 +429,7 @@ os._exit(0)  # like a replicator SIGKILLed mid-transaction: no commit, no abort
 def test_a_transaction_a_killed_producer_left_open_is_found_and_aborted(estate):
     """What promote does after stopping an exactly-once link (issue 35): a transaction left open holds
     the last stable offset back (read-committed consumers stop there); it is found and aborted."""
-    from dr.kafka.transactions import abort_open, open_transactions
+    from dr.runtime.transactions import abort_open, open_transactions
 
     b = estate[1].endpoint()
     admin = AdminClient(b.config())  # kept referenced until the future resolves

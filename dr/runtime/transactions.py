@@ -25,6 +25,8 @@ from dr.base.errors import ClusterError
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, connected_admin
 from dr.kafka.offsets import Offsets, list_offsets, partitions_of
+from dr.runtime.cluster import write_properties
+from dr.runtime.process import java_command
 
 __all__ = ["abort_open", "open_transactions"]
 
@@ -45,9 +47,6 @@ def abort_open(endpoint: Endpoint, opened: Offsets, timeout: float = 60.0) -> No
     """Abort the transaction starting at ``opened[(topic, partition)]`` on each partition, with Kafka's
     ``TransactionsCommand abort`` (the admin's client configuration in a 0600 file, never on the command
     line). ClusterError naming the partition when the tool fails."""
-    from dr.runtime.cluster import write_properties
-    from dr.runtime.process import java_command
-
     tc = toolchain()
     with tempfile.TemporaryDirectory(prefix="kdr-txn-") as tmp:
         config = Path(tmp) / "admin.properties"
