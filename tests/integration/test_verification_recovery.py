@@ -32,6 +32,7 @@ from dr.cli.verify import recover, verify
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from tests.integration.helpers import committed_counts
 from tests.integration.ports import windows
 
 pytestmark = pytest.mark.integration
@@ -216,9 +217,11 @@ def test_summary_records_the_exact_offset_bounds_read(first_report, seeded):
     summary = json.loads((out / "summary.json").read_text())
     for side, cluster in (("source", seeded["a"]), ("target", seeded["b"])):
         ends = end_offsets(cluster.endpoint(), TOPICS)
+        records = committed_counts(cluster.endpoint(), TOPICS)  # an aborted record and its marker: 2 offsets, 0 read
         for (topic, p), end in ends.items():
             bounds = summary["offsets"][side][topic][str(p)]
-            assert bounds["end"] == end and bounds["start"] == 0 and bounds["read"] == end
+            assert bounds["end"] == end and bounds["start"] == 0 and bounds["read"] == records[(topic, p)]
+    assert sum(ends.values()) - sum(records.values()) == 2, "the target's aborted transaction takes two offsets"
 
 
 def test_report_has_html_chart_parquet_and_no_secret(first_report, seeded):
