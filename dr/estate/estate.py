@@ -9,7 +9,7 @@ stack keeps its state — data, logs, generated credentials — under ``<project
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Required, TypedDict
@@ -21,8 +21,10 @@ from dr.base.stackref import StackRef
 from dr.base.types import Reporter
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
+from dr.kafka.copied import stored_positions, uncopied
+from dr.kafka.offsets import Offsets, end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.connect import ConnectSpec, LocalConnectCluster
+from dr.runtime.connect import ConnectSpec, LocalConnectCluster, worker_topics
 from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.links import ConnectorState, LinkRunner, connect_runner, dedicated_runner
 from dr.topology import Delivery, Link, Placement, Role, Topology, load_stack_file
@@ -187,6 +189,24 @@ class Estate:
             )
         return self.mirror(link_name)
 
+    def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
+        """How far a link that writes in transactions and runs here has copied: per source partition, the
+        next offset to copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`).
+        None for any other link, whose target end offsets count only its records (markers aside).
+
+        A link on a local Connect cluster: read from the offsets topic on the link's target, where its tasks
+        commit them with the copies (a connector writing to another cluster than the workers' keeps its own
+        there, KIP-618) — Connect's offsets API did not answer within 90 s for such a connector (B→C on
+        workers homed on B) under Kafka 4.3.1. An external Connect cluster: its offsets API."""
+        link = self._link(link_name)
+        if not self.topology.writes_in_transactions(link) or not self.runs_here(link_name):
+            return None
+        connect = self.topology.link_connect(link)
+        if connect is not None and connect.is_local:
+            target, topic, connector = self.endpoint(link.target), worker_topics(connect.name)["offsets"], link.name
+            return lambda: stored_positions(target, topic, f"{connector}-source")
+        return self.link_runner(link_name).copied
+
     def runs_here(self, link_name: str) -> bool:
         """True when this drctl can stop and watch the link (dedicated local process or Connect connectors)."""
         return self.topology.placement(self._link(link_name)) in (Placement.CONNECT, Placement.DEDICATED)
@@ -273,7 +293,11 @@ class Estate:
                 if self.topology.placement(link) is Placement.CONNECT:
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                lag = runner.lag(topics)  # a dedicated one knows its topic naming (<source>.<topic> when prefixed)
+                if (stored := self.copied_positions(link.name)) is not None:  # B's ends count commit markers
+                    source = self.endpoint(link.source)
+                    lag = uncopied(source, end_offsets(source, topics), stored())
+                else:  # a dedicated runner knows its topic naming (<source>.<topic> over a prefixed link)
+                    lag = runner.lag(topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())
             except (ClusterError, ConfigError) as exc:

@@ -127,6 +127,9 @@ class PromoteOutcome(Outcome):
     """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
     endpoint: dict[str, Any] | None = None
     """With a client endpoint: where it pointed before, the cluster it points at now, the switch's seconds."""
+    open_transactions: dict[str, Any] | None = None
+    """A link writing in transactions: what it left open on B once stopped (partition → first offset),
+    what was aborted, and the seconds waited (:func:`dr.failover.steps.close_open_transactions`)."""
 
 
 # ---------------------------------------------------------------------------------- 4 clients

@@ -25,6 +25,7 @@ from dr.failover.pipeline import already_finished, refuse_damaged_state, topolog
 from dr.failover.roles import Roles
 from dr.failover.steps import MODES, STEPS, FailoverOptions, verified_topics
 from dr.failover.summary import FailoverSummary, summarize
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Placement, Role, Topology
 from dr.topology.access import applications_on
@@ -193,7 +194,11 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     if obs["source"]["reachable"] and health.reachable:
         topics = [t.name for t in original.topics]
         try:
-            per = lag(end_offsets(a_ep, topics), end_offsets(b_ep, topics))
+            link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
+            stored = estate.copied_positions(link.name) if link and estate.runs_here(link.name) else None
+            a_end = end_offsets(a_ep, topics)
+            # a link writing in transactions: B's ends count commit markers; its committed positions do not
+            per = uncopied(a_ep, a_end, stored()) if stored else lag(a_end, end_offsets(b_ep, topics))
             obs["lag_total"] = sum(per.values())
             obs["lag"] = encode_offsets(per)
         except ClusterError as exc:

@@ -180,6 +180,7 @@ def desired_state(ctx: Context) -> StepResult:
         timeout=ctx.options.catch_up_timeout,
         what=f"link {link.name}",
         rename=lambda topic: remote_topic(ctx.survivor, topic),
+        copied=ctx.after.copied_positions(link.name),
     )
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
     return result(

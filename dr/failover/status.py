@@ -37,6 +37,7 @@ from dr.failover.snapshots import record_offsets
 from dr.failover.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import TLS_FAILED, Endpoint
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import runs
 from dr.topology import (
@@ -420,6 +421,13 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
             for topic, p in ends[link.source]
         }
         per = {tp: n for tp, n in lag(ends[link.source], copied).items() if tp[0] in wanted}
+        stored = estate.copied_positions(link.name) if link.is_running else None
+        if stored is not None:  # writes in transactions: the target's ends count commit markers too
+            try:
+                behind = uncopied(estate.endpoint(link.source), ends[link.source], stored())
+                per = {tp: n for tp, n in behind.items() if tp[0] in wanted}
+            except ClusterError as exc:
+                entry.error = f"lag unknown: {exc.problem}"
         entry.lag = encode_offsets(per)
         entry.total_lag = sum(per.values())
     else:

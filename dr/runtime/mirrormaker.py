@@ -27,7 +27,7 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
-from dr.kafka.copied import dedicated_offsets_topic, stored_positions
+from dr.kafka.copied import dedicated_offsets_topic, stored_positions, uncopied
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.connect_link import ConnectorState
@@ -540,9 +540,8 @@ class MirrorMaker:
         An exactly-once process's target end offsets also count commit markers: its lag is measured from
         the source offsets it committed with its copies instead (:meth:`copied`)."""
         if self.exactly_once:
-            src = end_offsets(self.source.endpoint(), topics)
-            copied = self.copied()
-            return {tp: max(0, n - copied.get(tp, 0)) for tp, n in src.items()}
+            source = self.source.endpoint()
+            return uncopied(source, end_offsets(source, topics), self.copied())
         if self.replication_policy == IDENTITY_POLICY:
             return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
         src = end_offsets(self.source.endpoint(), topics)

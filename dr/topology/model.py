@@ -45,10 +45,11 @@ __all__ = [
 
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
-DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
-"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once. At-least-once
-for now: an exactly-once copy's offsets run ahead of the source's by its commit markers, and parts of
-the failover and of the tests still read "B's end offsets equal A's" as "caught up" (issue 35)."""
+DEFAULT_DELIVERY = Delivery.EXACTLY_ONCE
+"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once: a dedicated
+process, or a local Connect cluster (the product enables the workers' setting). A link on an external
+Connect cluster that does not declare ``exactly_once_source`` stays at-least-once unless it says
+otherwise: its workers are not ours to reconfigure (:meth:`Topology.delivery_of`)."""
 
 
 class _Model(Model):

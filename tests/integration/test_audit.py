@@ -21,10 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from dr.kafka.offsets import end_offsets
-from dr.runtime.process import wait_until
 from tests.integration.helpers import StackEnv as Env
-from tests.integration.helpers import drctl
+from tests.integration.helpers import drctl, link_copied
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +53,7 @@ def produce(env: Env, start: int, n: int, partition: int = 0) -> None:
 
 def synced(env: Env, timeout: float = 120) -> bool:
     estate = env.estate()
-    return wait_until(
-        lambda: end_offsets(estate.endpoint("A"), TOPICS) == end_offsets(estate.endpoint("B"), TOPICS),
-        timeout,
-        interval=0.5,
-    )
+    return link_copied(estate, "A-to-B", TOPICS, timeout)
 
 
 def test_first_audit_verifies_everything_copied(env: Env) -> None:

@@ -15,11 +15,10 @@ import subprocess
 
 import yaml
 
-from dr.kafka.offsets import end_offsets
-from dr.runtime.process import pid_alive, wait_until
+from dr.runtime.process import pid_alive
 from tests.integration.helpers import StackEnv as Env
 from tests.integration.helpers import drctl as run_drctl
-from tests.integration.helpers import produce
+from tests.integration.helpers import link_copied, produce
 
 STACK = "lifecycle"
 TOPICS = ["orders", "payments"]
@@ -37,11 +36,7 @@ def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - En
 
 def _same_ends(env: Env, a: str, b: str, timeout: float = 90) -> bool:
     estate = env.estate()
-    return wait_until(
-        lambda: end_offsets(estate.endpoint(a), TOPICS) == end_offsets(estate.endpoint(b), TOPICS),
-        timeout,
-        interval=0.5,
-    )
+    return link_copied(estate, f"{a}-to-{b}", TOPICS, timeout)
 
 
 def test_a_stopped_link_makes_status_exit_non_zero_naming_it(env: Env) -> None:
