@@ -45,11 +45,13 @@ __all__ = [
 
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
-DEFAULT_DELIVERY = Delivery.EXACTLY_ONCE
-"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once: a dedicated
-process, or a local Connect cluster (the product enables the workers' setting). A link on an external
-Connect cluster that does not declare ``exactly_once_source`` stays at-least-once unless it says
-otherwise: its workers are not ours to reconfigure (:meth:`Topology.delivery_of`)."""
+DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
+"""What a MirrorMaker 2 link without ``delivery`` gets. At-least-once until three things hold under an
+exactly-once link upstream (measured 2026-11-29, README "Replication on a Kafka Connect cluster"): an at-least-once link
+reading a source that holds commit markers cannot be judged caught up by end offsets; the hub's resume
+points read the last record of a copy that may end in a marker; an exactly-once connector writing away
+from its workers' home did not restart its tasks after a worker loss. ``delivery: exactly-once`` is
+honoured wherever the runner allows it (:meth:`Topology.delivery_of`)."""
 
 
 class _Model(Model):

@@ -172,8 +172,9 @@ def test_a_connector_created_under_an_old_name_starts_from_the_beginning_of_a_re
 
     e = estate(env)
     rest = e.connect("mm2").rest()
-    # `.internal` topics are excluded by MirrorMaker 2's default topics.exclude, so the link A-to-B leaves it alone
-    topic, name = "reborn.internal", "reborn-source"
+    # `.internal` topics are excluded by MirrorMaker 2's default topics.exclude, so the link A-to-B leaves it alone;
+    # the name stays under the link's own transactional ids (the workers run exactly-once source support)
+    topic, name = "reborn.internal", "A-to-B-reborn-source"
     config = dict(rest.config("A-to-B-source") or {})
     config.update({"topics": r"reborn\.internal", "topics.exclude": "^$", "tasks.max": "1", "name": name})
     props = {

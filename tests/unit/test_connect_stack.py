@@ -135,8 +135,6 @@ def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cl
             for op in topic_ops
         ),
         ("Cluster", "kafka-cluster", "Describe", "Literal"),
-        # exactly-once links by default: the workers' config-topic producer is transactional (KIP-618)
-        ("TransactionalID", "connect-cluster-connect-mm2", "Write", "Literal"),
     }, "the Connect workers hold exactly their group and three topics (no Delete, no other connect- topic)"
     assert not [r for r in acl_rules(t, t.cluster("A")) if r.principal == CONNECT_USER]
 
