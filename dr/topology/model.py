@@ -47,7 +47,7 @@ _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED
 
 DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
 """What a MirrorMaker 2 link without ``delivery`` gets. At-least-once until three things hold under an
-exactly-once link upstream (measured 2026-11-29, README "Replication on a Kafka Connect cluster"): an at-least-once link
+exactly-once link upstream (measured 2026-11-29, README "A link on a Kafka Connect cluster"): an at-least-once link
 reading a source that holds commit markers cannot be judged caught up by end offsets; the hub's resume
 points read the last record of a copy that may end in a marker; an exactly-once connector writing away
 from its workers' home did not restart its tasks after a worker loss. ``delivery: exactly-once`` is
