@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dr.failover.journal import Journal
+from dr.failover.frame.journal import Journal
 from tests.pg_server import pg_server
 
 

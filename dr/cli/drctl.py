@@ -62,7 +62,7 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     passwords, so only their paths are printed (stderr). Prints the time per step."""
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
-    from dr.failover.clients import publish_clients
+    from dr.failover.act.clients import publish_clients
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     warn_if_too_large(topology)
@@ -104,7 +104,7 @@ def estate_start(ref: StackRef, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
     from dr.estate.estate import Estate
-    from dr.failover.drill import restart
+    from dr.failover.kinds.active_passive.drill import restart
 
     stack = ref.name
     cluster = Estate.for_stack(ref).local_cluster(cluster_name)

@@ -8,7 +8,7 @@ reached · 5 credentials refused · 6 a failover step refused (the journal is ke
 resume), or the journal belongs to other clusters (archived, never resumed: the next run starts
 afresh) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
 (``--json`` for machines). Every failover path (active-passive or hub, ``--region``, ``--rejoin``,
-``--edge``) prints the one result :class:`~dr.failover.summary.FailoverSummary`, also when a step fails
+``--edge``) prints the one result :class:`~dr.failover.frame.summary.FailoverSummary`, also when a step fails
 (then with ``status`` failed and the step's ``error``, and that error's exit code); a run refused before
 it began (no confirmation, another run holding the lock, a bad flag) prints nothing on stdout.
 Passwords are never printed.
@@ -31,13 +31,13 @@ from pydantic import BaseModel
 from dr.base.errors import ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
-from dr.failover.drill_grade import DEFAULT_AIMS
+from dr.failover.drill.grade import DEFAULT_AIMS
 
 if TYPE_CHECKING:
     from click.decorators import FC
 
-    from dr.failover.journal import Journal
-    from dr.failover.summary import FailoverSummary
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
 
 __all__ = ["drill", "failover", "failover_commands", "status"]
@@ -143,13 +143,13 @@ def failover(
     (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
     run stopped, and a finished failover run again changes nothing.
     """
-    from dr.failover.journal import Journal
-    from dr.failover.pipeline import already_finished, run_failover
-    from dr.failover.plan import plan_failover
-    from dr.failover.render import render_plan
-    from dr.failover.steps import FailoverOptions
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.render import render_plan
+    from dr.failover.frame.run import already_finished, run_failover
+    from dr.failover.kinds.active_passive.plan import plan_failover
+    from dr.failover.kinds.active_passive.steps import FailoverOptions
 
-    if take_over:  # read where the lease is taken (dr.failover.journal), for every failover path
+    if take_over:  # read where the lease is taken (dr.failover.frame.journal), for every failover path
         os.environ["KDR_TAKE_OVER_STALE_LEASE"] = "1"
     stack, (stack_path, _state) = ref.name, _paths(ref)
     options = FailoverOptions(
@@ -233,14 +233,14 @@ def _confirm_then_run(
         if not sys.stdin.isatty():
             raise FailoverError(refusal[0], f"pass --yes (look at {refusal[1]} first)")
         click.confirm(question, abort=True)
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     before = _run_mark(Journal.load(ref.failover_home))
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
         summary = run()
     except DRError:
-        from dr.failover.summary import summarize
+        from dr.failover.frame.summary import summarize
 
         journal = Journal.load(ref.failover_home)
         if journal is not None and _run_mark(journal) != before:  # this run was journaled, then refused
@@ -257,10 +257,15 @@ def _run_mark(journal: Journal | None) -> tuple[str, int] | None:
 def _site_failover(
     ref: StackRef, flag: str, site: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
 ) -> None:
-    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`), or ``--edge E``
-    on a hub-and-spoke stack (:mod:`dr.failover.edge`): ``--recover``, ``--dry-run``, or the run."""
-    from dr.failover.edge import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
-    from dr.failover.region import RegionPlan, plan_region_failover, recover_region, run_region_failover
+    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.kinds.active_active.steps`), or ``--edge E``
+    on a hub-and-spoke stack (:mod:`dr.failover.kinds.hub_spoke.steps`): ``--recover``, ``--dry-run``, or the run."""
+    from dr.failover.kinds.active_active.steps import (
+        RegionPlan,
+        plan_region_failover,
+        recover_region,
+        run_region_failover,
+    )
+    from dr.failover.kinds.hub_spoke.steps import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
 
     region = flag == "region"
     if recover:
@@ -293,8 +298,8 @@ def _site_failover(
 
 
 def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
-    """``drctl failover --region A --rejoin``: fail back (:mod:`dr.failover.rejoin`)."""
-    from dr.failover.rejoin import plan_region_rejoin, run_region_rejoin
+    """``drctl failover --region A --rejoin``: fail back (:mod:`dr.failover.kinds.active_active.rejoin`)."""
+    from dr.failover.kinds.active_active.rejoin import plan_region_rejoin, run_region_rejoin
 
     if dry_run:
         plan = plan_region_rejoin(ref, region)
@@ -319,7 +324,7 @@ def _json(model: BaseModel) -> str:
 
 
 def _result(summary: FailoverSummary, as_json: bool) -> str:
-    from dr.failover.render import render_summary
+    from dr.failover.frame.render import render_summary
 
     return _json(summary) if as_json else render_summary(summary)
 
@@ -343,7 +348,7 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     unfinished — 6 wins when both apply · 2 the stack's Pulumi state file cannot be read (it is named).
     The message lists every problem.
     """
-    from dr.failover.render import render_status
+    from dr.failover.frame.render import render_status
     from dr.failover.status import raise_for_problems, status_report
 
     _paths(ref)
@@ -425,8 +430,8 @@ def drill(
     over to the next (`failover --region`), recovers what never crossed and grades each moving
     application's RTO and that the survivor's own applications were never interrupted."""
     from dr.estate.estate import load_stack
-    from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
-    from dr.failover.drill_render import render_drill
+    from dr.failover.drill.render import render_drill
+    from dr.failover.kinds.active_passive.drill import DrillOptions, dump, external_refusal, run_drill
     from dr.topology import Architecture
 
     options = DrillOptions(
@@ -441,8 +446,10 @@ def drill(
         aims={"rto_s": aim_rto, "a_b_c_s": aim_a_b_c},
     )
     topology = load_stack(StackRef.resolve(stack))
-    if topology.architecture is Architecture.HUB_SPOKE:  # a hub failover game day (dr/failover/drill_hub.py)
-        from dr.failover.drill_hub import dump_hub, run_hub_drill
+    if (
+        topology.architecture is Architecture.HUB_SPOKE
+    ):  # a hub failover game day (dr/failover/kinds/hub_spoke/drill.py)
+        from dr.failover.kinds.hub_spoke.drill import dump_hub, run_hub_drill
 
         hub = run_hub_drill(options, progress)
         click.echo(dump_hub(hub) if as_json else hub.render())
@@ -450,8 +457,8 @@ def drill(
             raise FailoverError(f"the drill failed: {hub.grade}.", f"read {Path(hub.out) / 'drill.json'}")
         return
     if topology.architecture is Architecture.ACTIVE_ACTIVE:
-        from dr.failover.drill_region import run_region_drill
-        from dr.failover.drill_region_result import render_region_drill
+        from dr.failover.kinds.active_active.drill import run_region_drill
+        from dr.failover.kinds.active_active.drill_result import render_region_drill
 
         aa = run_region_drill(options, progress)
         click.echo(json.dumps(aa.to_json(), indent=2) if as_json else render_region_drill(aa))

@@ -3,7 +3,7 @@
 One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and, in tables of its own
 (``kdr_*``), what the failover needs to be resumed from any machine with the URL and the passphrase:
 
-``kdr_failover``  one row per failover of a stack: the :class:`~dr.failover.journal.JournalRecord` as
+``kdr_failover``  one row per failover of a stack: the :class:`~dr.failover.frame.journal.JournalRecord` as
                   JSON, its status, a version bumped by every write; ``current`` marks the stack's live one.
                   Each write is one transaction, so a crash leaves the previous or the new record.
 ``kdr_lease``     the lock that serialises failovers of a stack, as a lease: holder, host, pid, since,

@@ -206,8 +206,8 @@ def test_the_dry_run_plan_names_who_moves_and_shows_the_stack_file_diff(
     import shutil
 
     from dr.base.stackref import StackRef
-    from dr.failover.region import plan_region_failover
-    from dr.failover.steps import FailoverOptions
+    from dr.failover.kinds.active_active.steps import plan_region_failover
+    from dr.failover.kinds.active_passive.steps import FailoverOptions
 
     shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
     monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
@@ -227,8 +227,8 @@ def test_region_failover_of_an_active_passive_stack_is_refused(tmp_path: Path, m
 
     from dr.base.errors import FailoverError
     from dr.base.stackref import StackRef
-    from dr.failover.region import plan_region_failover
-    from dr.failover.steps import FailoverOptions
+    from dr.failover.kinds.active_active.steps import plan_region_failover
+    from dr.failover.kinds.active_passive.steps import FailoverOptions
 
     shutil.copy(REPO / "Pulumi.local.yaml", tmp_path / "Pulumi.ap.yaml")
     monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
@@ -258,7 +258,7 @@ def test_drctl_failover_without_region_on_an_active_active_stack_names_the_regio
 
 
 def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back() -> None:
-    from dr.failover.rejoin import rejoin_topology
+    from dr.failover.kinds.active_active.rejoin import rejoin_topology
     from dr.topology.active_active import after_region_failover
 
     before = load_topology("aa", _with())
@@ -275,7 +275,7 @@ def test_rejoin_topology_brings_the_region_its_links_and_its_applications_back()
 def test_the_rejoin_keeps_the_returning_writes_on_the_peer_until_its_clients_are_published() -> None:
     """Issue 34: the first convergence of a rejoin leaves shop-a writing B; A's file is published (shop-a's
     writes granted on A) before the release's convergence removes them from B."""
-    from dr.failover.rejoin import REJOIN_STEPS, rejoin_topology, staged_topology
+    from dr.failover.kinds.active_active.rejoin import REJOIN_STEPS, rejoin_topology, staged_topology
     from dr.topology.active_active import after_region_failover
 
     before = load_topology("aa", _with())
@@ -291,7 +291,7 @@ def test_the_rejoin_keeps_the_returning_writes_on_the_peer_until_its_clients_are
 
 
 def test_a_region_failover_and_its_rejoin_keep_every_other_field_of_the_stack() -> None:
-    from dr.failover.rejoin import rejoin_topology
+    from dr.failover.kinds.active_active.rejoin import rejoin_topology
     from dr.topology.active_active import after_region_failover
 
     before = load_topology("aa", _with(provisioning="batched"))
@@ -324,14 +324,14 @@ def test_rejoin_without_a_finished_region_failover_is_refused_naming_the_next_st
 
 
 def test_plan_steps_name_the_region_and_its_peer_in_one_pass() -> None:
-    from dr.failover.site_loss import named_roles
+    from dr.failover.frame.site_loss import named_roles
 
     text = "write A active, links A↔B, apps home A; check B's health (Apps, Brokers)"
     assert named_roles(text, A="B", B="A") == "write B active, links B↔A, apps home B; check A's health (Apps, Brokers)"
 
 
 def _journal(home: Path, mode: str, *, forced: bool = False, finished: bool = True) -> Any:
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     config = _with()
     steps = ["decommission"] if mode != "rejoin" else ["rebuild"]
@@ -353,8 +353,8 @@ def _journal(home: Path, mode: str, *, forced: bool = False, finished: bool = Tr
 
 def test_rejoin_refusals_name_the_state_and_the_next_step_never_a_traceback(tmp_path: Path) -> None:
     from dr.base.stackref import StackRef
-    from dr.failover.region import recovered_marker
-    from dr.failover.rejoin import _refusal
+    from dr.failover.kinds.active_active.rejoin import _refusal
+    from dr.failover.kinds.active_active.steps import recovered_marker
 
     ref = StackRef("aa", tmp_path, tmp_path / "state")
     home = ref.made_failover_home()

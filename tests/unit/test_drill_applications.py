@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dr.failover.metrics import utc_text
-from dr.failover.traffic import ConfigSource, rto_gap
+from dr.failover.drill.traffic import ConfigSource, rto_gap
+from dr.failover.frame.metrics import utc_text
 
 
 def _publish(state: Path, app: str, bootstrap: str) -> None:
@@ -50,7 +50,7 @@ def test_utc_text_is_readable_and_exact_to_the_millisecond() -> None:
 def test_a_commit_of_the_old_client_after_the_move_is_not_the_applications(tmp_path: Path) -> None:
     from confluent_kafka import TopicPartition
 
-    from dr.failover.traffic import ConsumerLoop
+    from dr.failover.drill.traffic import ConsumerLoop
 
     loop = ConsumerLoop({"bootstrap.servers": "127.0.0.1:1"}, "A", "orders", ConfigSource(tmp_path, "billing", {}))
     on_a = loop.commit_recorder("A")
@@ -63,7 +63,7 @@ def test_a_commit_of_the_old_client_after_the_move_is_not_the_applications(tmp_p
 
 def test_the_snapshotter_never_takes_more_than_a_fifth_of_the_time() -> None:
     """Five snapshots a second of a small estate; at 1,000 topics, where one takes longer, less often."""
-    from dr.failover.traffic import snapshot_pause
+    from dr.failover.drill.traffic import snapshot_pause
 
     assert snapshot_pause(0.01) == 0.2 and snapshot_pause(0.05) == 0.2
     assert snapshot_pause(0.3) == 1.2

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from dr.failover.drill import DrillOptions
-from dr.failover.drill_region import region_drill_refusal
-from dr.failover.drill_region_result import (
+from dr.failover.drill.result import ApplicationRto, ConsumerReport
+from dr.failover.frame.summary import FailoverSummary, StepLine
+from dr.failover.kinds.active_active.drill import region_drill_refusal
+from dr.failover.kinds.active_active.drill_result import (
     AppTraffic,
     RegionDrillResult,
     grade_region_drill,
@@ -17,8 +18,7 @@ from dr.failover.drill_region_result import (
     loop_topics,
     render_region_drill,
 )
-from dr.failover.drill_result import ApplicationRto, ConsumerReport
-from dr.failover.summary import FailoverSummary, StepLine
+from dr.failover.kinds.active_passive.drill import DrillOptions
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 

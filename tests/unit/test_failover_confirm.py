@@ -13,7 +13,7 @@ import yaml
 
 from dr.base.stackref import StackRef
 from dr.cli import main
-from dr.failover.journal import Journal
+from dr.failover.frame.journal import Journal
 from tests import REPO_ROOT
 
 PORTS = (32100, 32200, 32300, 32400, 32500)  # nothing listens: nothing could run if the refusal failed

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dr.base.errors import ConfigError, LockHeld
-from dr.failover.journal import Journal, StackLock
-from dr.failover.steps import STEPS
-from dr.failover.summary import summarize
+from dr.failover.frame.journal import Journal, StackLock
+from dr.failover.frame.summary import summarize
+from dr.failover.kinds.active_passive.steps import STEPS
 from tests.unit.failover_helpers import lock_held_elsewhere, new_journal
 
 NAMES = [s.name for s in STEPS]
@@ -158,7 +158,7 @@ def test_rto_and_abc_count_from_the_first_run_of_a_resumed_failover(tmp_path: Pa
 
 
 def test_decommission_refusal_advice_fits_the_classes_found() -> None:
-    from dr.failover.steps import refusal_advice
+    from dr.failover.kinds.active_passive.steps import refusal_advice
 
     def advice(missing: int = 0, unexpected: int = 0, duplicated: int = 0, corrupted: int = 0) -> str:
         counts = {"missing": missing, "unexpected": unexpected, "duplicated": duplicated, "corrupted": corrupted}

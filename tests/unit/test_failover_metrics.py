@@ -7,8 +7,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dr.failover.groups import describe_group
-from dr.failover.metrics import (
+from dr.failover.act.groups import describe_group
+from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
+from dr.failover.frame.metrics import (
     cutoff_ms,
     decode_offsets,
     encode_offsets,
@@ -17,7 +18,6 @@ from dr.failover.metrics import (
     rpo_estimate,
     seconds_between,
 )
-from dr.failover.snapshots import last_offsets, record_offsets, write_rate
 
 offsets = st.dictionaries(
     st.tuples(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 50)),

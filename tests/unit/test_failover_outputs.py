@@ -1,5 +1,5 @@
 """One result for every failover path: ``drctl failover --json`` prints the same
-:class:`~dr.failover.summary.FailoverSummary` for the active-passive, hub, ``--region``, ``--rejoin`` and
+:class:`~dr.failover.frame.summary.FailoverSummary` for the active-passive, hub, ``--region``, ``--rejoin`` and
 ``--edge`` paths — when they finish and when a step fails (``status`` failed, the step's ``error``, exit 6);
 progress lines name the real clusters; the hub plan verifies what the run compares.
 
@@ -21,12 +21,12 @@ import yaml
 
 from dr.base.stackref import StackRef
 from dr.cli import main
-from dr.failover.edge import EDGE_STEPS, EdgeContext
-from dr.failover.journal import Journal
-from dr.failover.region import REGION_STEPS
-from dr.failover.rejoin import REJOIN_STEPS
-from dr.failover.steps import STEPS, Context, FailoverOptions, Step, named_roles
-from dr.failover.summary import FailoverSummary
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.summary import FailoverSummary
+from dr.failover.kinds.active_active.rejoin import REJOIN_STEPS
+from dr.failover.kinds.active_active.steps import REGION_STEPS
+from dr.failover.kinds.active_passive.steps import STEPS, Context, FailoverOptions, Step, named_roles
+from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
 from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.active_active import after_region_failover
 from dr.topology.hub_spoke import after_edge_loss
@@ -227,8 +227,8 @@ def test_every_role_letter_of_every_step_has_a_cluster(
 
 
 def test_the_hub_plan_verifies_what_the_run_compares(stacks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dr.failover.steps as steps
-    from dr.failover.plan import FailoverPlan, plan_failover
+    import dr.failover.kinds.active_passive.steps as steps
+    from dr.failover.kinds.active_passive.plan import FailoverPlan, plan_failover
 
     ref = StackRef.resolve("hub")
     options = FailoverOptions(mode="unplanned")

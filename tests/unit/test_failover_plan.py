@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from dr.cli import main
-from dr.failover.converge import read_stack_config, write_stack_config
-from dr.failover.journal import Journal
-from dr.failover.steps import STEPS
+from dr.failover.frame.converge import read_stack_config, write_stack_config
+from dr.failover.frame.journal import Journal
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import load_stack_file
 from tests.unit.failover_helpers import journal_home, local_stack_copy, lock_held_elsewhere, new_journal
 
@@ -174,7 +174,7 @@ def test_client_configurations_are_private_and_never_returned_with_the_password(
     import json
 
     from dr.estate.estate import Estate
-    from dr.failover.clients import publish_clients
+    from dr.failover.act.clients import publish_clients
 
     state = Path(os.environ["KDR_STATE_DIR"]) / "unit"
     estate = Estate(load_stack_file(stack).after_failover(), state)

@@ -2,7 +2,7 @@
 
 Without clusters: a local cluster's identity is its storage's ``cluster.json``, written here as the
 estate would; the Pulumi state is a file in the stack's ``file://`` backend; the steps of the
-stack-file test are stand-ins run by the real frame (:func:`dr.failover.pipeline.run_frame`).
+stack-file test are stand-ins run by the real frame (:func:`dr.failover.frame.run.run_frame`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import yaml
 
 from dr.base.errors import FailoverError, LockHeld
 from dr.base.stackref import StackRef
-from dr.failover.journal import Journal
-from dr.failover.pipeline import new_context, run_frame
-from dr.failover.stack_guard import file_digest
-from dr.failover.steps import Context, FailoverOptions, Step, StepResult
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.run import new_context, run_frame
+from dr.failover.frame.stack_guard import file_digest
+from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult
 from dr.topology import Topology, dump_stack_config, load_stack_file
 from tests.unit.failover_helpers import journal_home, lock_held_elsewhere, new_journal
 from tests.unit.test_failover_plan import run
@@ -107,7 +107,7 @@ def test_a_journal_of_other_clusters_is_refused_naming_both_ids_archived_and_nev
 
 
 def test_a_journal_on_its_own_clusters_is_not_foreign(stack: Path) -> None:
-    from dr.failover.identity import foreign_reason
+    from dr.failover.frame.identity import foreign_reason
 
     j = _pending_journal(stack, {"A": "same-A", "B": "same-B"})
     _format("A", "same-A")
@@ -122,7 +122,7 @@ def test_a_journal_on_its_own_clusters_is_not_foreign(stack: Path) -> None:
 
 def test_a_cluster_whose_id_cannot_be_read_now_is_not_a_mismatch() -> None:
     """An unreachable A (unplanned failover) or a standby not built yet proves nothing either way."""
-    from dr.failover.identity import mismatches
+    from dr.failover.frame.identity import mismatches
 
     assert mismatches({"A": "a1", "B": "b1"}, {"B": "b1"}) == []
     assert [str(m) for m in mismatches({"A": "a1", "B": "b1"}, {"A": "a2", "B": "b1"})] == ["A: journal a1, now a2"]
@@ -131,7 +131,7 @@ def test_a_cluster_whose_id_cannot_be_read_now_is_not_a_mismatch() -> None:
 def test_a_journal_of_an_older_drctl_without_ids_is_resumed_as_before(stack: Path) -> None:
     """Decision: a journal that recorded no identities (and no stack state) cannot be checked; it loads and
     is not refused, so a failover started before the upgrade can still be finished."""
-    from dr.failover.identity import foreign_reason
+    from dr.failover.frame.identity import foreign_reason
 
     j = _pending_journal(stack, None)
     raw = json.loads(j.path.read_text())
@@ -146,7 +146,7 @@ def test_a_journal_of_an_older_drctl_without_ids_is_resumed_as_before(stack: Pat
 
 def test_a_stack_removed_from_its_backend_makes_its_journal_foreign(stack: Path) -> None:
     from dr.estate.stack_state import file_backend_stacks
-    from dr.failover.identity import foreign_reason
+    from dr.failover.frame.identity import foreign_reason
 
     ref = StackRef.resolve("unit")
     stacks = file_backend_stacks(ref)
@@ -303,8 +303,8 @@ def test_a_readable_state_and_no_state_are_not_problems(stack: Path) -> None:
 
 def test_preflight_refuses_a_replicated_topic_the_verification_would_not_read() -> None:
     """Asked of the verification's own rule (one small call): refused in step 1, before the fence."""
-    from dr.failover.integrity import topics_left_unread
-    from dr.failover.steps import _refuse_unverifiable
+    from dr.failover.act.integrity import topics_left_unread
+    from dr.failover.kinds.active_passive.steps import _refuse_unverifiable
 
     # One definition of "internal" (dr.kafka.internal_topics): `_ledger` and `connect-audit` are ordinary
     # topics the verification reads (they stopped the failover at the integrity step before); only a name

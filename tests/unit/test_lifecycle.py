@@ -2,7 +2,7 @@
 a cluster may be wiped and declared standby, and the problems that make ``drctl status`` exit non-zero.
 
 Topologies come from stack files written into a temporary directory; journals are real ones
-(:class:`~dr.failover.journal.Journal`) in a temporary state directory. No cluster is needed.
+(:class:`~dr.failover.frame.journal.Journal`) in a temporary state directory. No cluster is needed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import yaml
 from dr import cli
 from dr.base.errors import ClusterError, ConfigError, FailoverError, TopologyError
 from dr.base.stackref import StackRef
-from dr.failover.health import ClusterHealth
-from dr.failover.journal import Journal, StackLock
+from dr.failover.act.health import ClusterHealth
+from dr.failover.frame.journal import Journal, StackLock
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.failover.lifecycle import find_link, former_link, journals, restart_refusal, standby_refusal, standby_topology
 from dr.failover.status import (
     ClusterStatus,
@@ -34,7 +35,6 @@ from dr.failover.status import (
     raise_for_problems,
     status_problems,
 )
-from dr.failover.steps import STEPS
 from dr.topology import Kind, Role, Topology, dump_stack_config, load_stack_file, stack_file_diff, write_stack_config
 from tests import REPO_ROOT
 from tests.unit.failover_helpers import journal_home

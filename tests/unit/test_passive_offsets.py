@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from dr.base.errors import ClusterError
-from dr.failover.groups import offsets_ahead
+from dr.failover.act.groups import offsets_ahead
 from dr.failover.status import GroupPosition, GroupStatus, StatusReport, raise_for_problems, status_problems
 from dr.kafka.checkpoints import checkpoints_topic, decode_checkpoint
 

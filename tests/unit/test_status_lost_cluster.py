@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dr.base.errors import ClusterError, DRError
-from dr.failover.health import ClusterHealth
+from dr.failover.act.health import ClusterHealth
 from dr.failover.status import (
     ClusterStatus,
     HealthStatus,

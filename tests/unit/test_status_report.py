@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from dr.base.errors import ClusterError
-from dr.failover.health import ClusterHealth
+from dr.failover.act.health import ClusterHealth
 from dr.failover.status import (
     ClusterStatus,
     ConnectorStatus,

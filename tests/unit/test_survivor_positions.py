@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from dr.failover.positions import (
+from dr.failover.act.positions import (
     Position,
     commits_of,
     origin_offset,

@@ -12,7 +12,7 @@ import pytest
 from dr.base.errors import LockHeld, StateStoreError, mask_secrets
 from dr.base.pulumi_env import mask_url
 from dr.failover import team_store as ts
-from dr.failover.journal import Journal, StackLock
+from dr.failover.frame.journal import Journal, StackLock
 from tests.pg_server import pg_server
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dr.failover import converge
+from dr.failover.frame import converge
 from dr.kafka.client import Endpoint
 
 SOURCE = Endpoint("127.0.0.1:1", "admin", "pw", "SASL_PLAINTEXT", "SCRAM-SHA-512")

@@ -1,0 +1,385 @@
+"""Loss of an edge of a hub-and-spoke stack: move the edge's applications where the stack says.
+
+``drctl failover --edge E1`` runs these steps, journaled and resumable with the pipeline's own
+machinery (:class:`~dr.failover.frame.journal.Journal`, :class:`~dr.failover.frame.journal.StackLock`,
+:func:`dr.failover.frame.run.run_step`, the ``desired-state`` step itself). H is the hub; each of E1's
+applications moves to its ``fallback`` (another edge, or the hub when unset):
+
+1. preflight — H and every fallback healthy; E1's reachability; the lag of the link E1→H per partition;
+2. fence-drain — planned: E1's producers lose their write ACLs on E1, and E1→H drains to lag 0;
+3. move — the link E1→H stops (killed when E1 is gone); each application gets its ACLs on its fallback;
+4. clients — each fallback's client configuration for the applications moving there;
+5. consumer-groups — the moved groups' translated offsets on the hub's copies ``E1.<topic>``
+   (MirrorMaker 2's checkpoints and offset sync); a group moved to another edge has none there;
+6. desired-state — E1 decommissioned (its ``lost_edge_topics`` keep ``E1.<topic>`` declared on the hub
+   and its passive copy), its link gone, the applications homed on their fallbacks; ``pulumi up``;
+7. integrity — when E1 is readable: E1's topics against ``E1.<topic>`` on the hub, every record never
+   replicated listed (``drctl failover --edge E1 --recover`` replays them into ``E1.<topic>``);
+8. decommission — stop E1 (nothing missing, or ``--force-decommission``).
+
+A producer moved to the hub writes the hub's own topic (``readings``); a consumer moved there reads it
+and ``E1.readings`` (the stack adds the copy to what it consumes). Moved to another edge, both use
+that edge's local topic, which the edge's link aggregates into the hub as ``E2.readings``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dr.base.errors import FailoverError
+from dr.base.stackref import StackRef
+from dr.estate.estate import Estate, Progress, acl_bindings
+from dr.failover.act.clients import publish_clients
+from dr.failover.act.health import listening
+from dr.failover.frame.converge import Converger
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.run import OnStep, refuse_damaged_state, run_frame
+from dr.failover.frame.site_loss import (
+    SiteContext,
+    decommission,
+    fence_drain,
+    integrity,
+    named_steps,
+    open_site_run,
+    plan_lines,
+    reach_and_lag,
+    recover_site,
+    require_healthy,
+    require_writes,
+    result,
+    resumed_topologies,
+)
+from dr.failover.frame.summary import FailoverSummary
+from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult, desired_state
+from dr.kafka.client import create_acls
+from dr.kafka.offsets import committed_offsets
+from dr.topology import Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
+from dr.topology.access import application_rules
+from dr.topology.hub_spoke import (
+    after_edge_loss,
+    check_lost_edge,
+    edge_applications,
+    fallback_of,
+    is_hub_spoke,
+    remote_topic,
+)
+
+__all__ = ["EDGE_STEPS", "EdgeContext", "EdgePlan", "plan_edge_failover", "recover_edge", "run_edge_failover"]
+
+
+@dataclass
+class EdgeContext(SiteContext):
+    """A step's context in the loss of an edge: A is the lost ``edge``, B the ``hub`` holding its copies."""
+
+    kind: ClassVar[str] = "edge"
+    noun: ClassVar[str] = "move"
+
+    @property
+    def edge(self) -> str:
+        """A: the lost edge."""
+        return self.site
+
+    @property
+    def hub(self) -> str:
+        """B: the hub, where the edge's copies ``<edge>.<topic>`` are."""
+        return self.peer
+
+    @property
+    def named(self) -> str:
+        """The edge as a message names it."""
+        return f"edge {self.edge}"
+
+    @property
+    def link(self) -> Link:
+        """The link E→H."""
+        return check_lost_edge(self.original, self.edge)
+
+    @property
+    def moves(self) -> dict[str, str]:
+        """Each of the edge's applications and the cluster it moves to."""
+        return {app.name: fallback_of(self.original, app) for app in edge_applications(self.original, self.edge)}
+
+    @property
+    def moving(self) -> list[str]:
+        """The edge's applications."""
+        return list(self.moves)
+
+    def role_names(self) -> dict[str, str]:
+        """The role letters of the edge steps' descriptions: E the edge, H the hub."""
+        return {"E": self.edge, "H": self.hub}
+
+    def counted(self, topic: str, counts: dict[str, Any]) -> str:
+        """One topic's counts in the ``integrity`` step's summary, its duplicates too."""
+        return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
+
+
+def _inputs(ctx: Context) -> dict[str, Any]:
+    assert isinstance(ctx, EdgeContext)
+    return {"mode": ctx.mode, "edge": ctx.edge, "hub": ctx.hub, "moves": ctx.moves}
+
+
+def _role_in(topology: Topology, cluster: str) -> Role:
+    return topology.cluster(cluster).role
+
+
+# ---------------------------------------------------------------------------------- steps
+
+
+def preflight(ctx: Context) -> StepResult:
+    """The hub and every fallback healthy; the edge's reachability; the lag of E→H. Changes nothing."""
+    assert isinstance(ctx, EdgeContext)
+    checked: dict[str, Any] = {}
+    copies = [remote_topic(ctx.edge, t) for t in ctx.topics]
+    for name in sorted({ctx.hub, *ctx.moves.values()}):
+        unfit = f"{name} is not fit to take edge {ctx.edge}'s applications"
+        topics = copies if name == ctx.hub else ctx.topics
+        health = require_healthy(ctx, name, ctx.endpoint(name), topics, unfit, after="; nothing was changed")
+        checked[name] = health.brokers
+    a, lag = reach_and_lag(ctx)
+    total = sum(lag.values())
+    moves = ", ".join(f"{app} → {to}" for app, to in ctx.moves.items()) or "none"
+    return result(
+        "done",
+        f"{', '.join(checked)} healthy; {ctx.edge} {'reachable' if a['reachable'] else 'UNREACHABLE'}; "
+        f"link {ctx.link.name} lag {total if a['reachable'] else 'unknown'}; moving {moves}",
+        healthy=checked,
+        edge=a,
+        lag=lag,
+        total_lag=total,
+    )
+
+
+def move(ctx: Context) -> StepResult:
+    """Stop the link E→H (kill it when E is gone); grant each moving application its ACLs on its fallback."""
+    assert isinstance(ctx, EdgeContext)
+    runner = ctx.before.mirror(ctx.link.name)
+    if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
+        runner.kill()  # a graceful stop would wait on the dead edge
+        how = "killed"
+    else:
+        runner.stop(timeout=ctx.options.link_stop_timeout)
+        how = "stopped"
+    ctx.journal.measure(writable_from_ms=ctx.journal.measurements.writable_from_ms or int(time.time() * 1000))
+    granted: dict[str, int] = {}
+    for target in sorted(set(ctx.moves.values())):
+        grants = acl_bindings(application_rules(ctx.desired, _role_in(ctx.desired, target), target))
+        create_acls(ctx.endpoint(target), grants)
+        granted[target] = len(grants)
+        require_writes(ctx.endpoint(target), [a for a in ctx.producers if ctx.moves[a] == target], target)
+    return result(
+        "done",
+        f"link {ctx.link.name} {how}; "
+        + ("; ".join(f"{n} ACLs on {t}" for t, n in granted.items()) or "no application moves"),
+        link=how,
+        acls_granted=granted,
+    )
+
+
+def clients(ctx: Context) -> StepResult:
+    """Publish each fallback's client configuration for the applications moving there."""
+    assert isinstance(ctx, EdgeContext)
+    written: list[dict[str, str]] = []
+    for target in sorted(set(ctx.moves.values())):
+        written += publish_clients(ctx.after, target, apps=[a for a, t in ctx.moves.items() if t == target])
+    return result(
+        "done",
+        f"{len(written)} client configurations in {ctx.state / 'clients'}: "
+        + (", ".join(f"{w['application']} → {w['cluster']}" for w in written) or "none"),
+        files=[{k: v for k, v in w.items() if k != "password"} for w in written],
+    )
+
+
+def consumer_groups(ctx: Context) -> StepResult:
+    """The moved groups' translated offsets on the hub's ``E.<topic>``, against their last commits on E."""
+    assert isinstance(ctx, EdgeContext)
+    edge_up = listening(ctx.a_ep.bootstrap)
+    found: dict[str, Any] = {}
+    gaps: list[str] = []
+    for name, target in ctx.moves.items():
+        group = ctx.original.principals.application(name).consumer_group
+        if not group:
+            continue
+        on_edge = committed_offsets(ctx.a_ep, group) if edge_up else {}
+        local = sorted((t, p) for (t, p) in on_edge if t in ctx.topics)
+        if target != ctx.hub:
+            found[group] = {
+                "moved_to": target,
+                "translated": {},
+                "note": f"{target} holds no copy of {ctx.edge}'s topics: the group starts per auto.offset.reset",
+            }
+            gaps.append(f"{group}@{target}")
+            continue
+        on_hub = committed_offsets(ctx.b_ep, group)
+        prefix = remote_topic(ctx.edge, "")
+        translated = {f"{t}-{p}": n for (t, p), n in sorted(on_hub.items()) if t.startswith(prefix)}
+        missing = [
+            f"{remote_topic(ctx.edge, t)}-{p}" for (t, p) in local if (remote_topic(ctx.edge, t), p) not in on_hub
+        ]
+        gaps += [f"{group}:{m}" for m in missing]
+        found[group] = {
+            "moved_to": target,
+            "translated": translated,
+            "committed_on_edge": len(local),
+            "untranslated": missing,
+        }
+    summary = f"{len(found)} groups; {len(gaps)} without a translated offset" + (
+        f" ({', '.join(gaps[:5])}) — those start per auto.offset.reset" if gaps else ""
+    )
+    return result("done", summary, groups=found, gaps=gaps)
+
+
+EDGE_STEPS: list[Step] = [
+    Step(
+        "preflight", preflight, "check the hub's and the fallbacks' health, E's reachability, the lag of E→H", _inputs
+    ),
+    Step("fence-drain", fence_drain, "planned: fence E's producers on E, drain E→H to lag 0", _inputs),
+    Step("move", move, "stop the link E→H; grant E's applications their ACLs on their fallbacks", _inputs),
+    Step("clients", clients, "publish each fallback's client configuration for E's applications", _inputs),
+    Step("consumer-groups", consumer_groups, "check the moved groups' translated offsets on E.<topic>", _inputs),
+    Step(
+        "desired-state",
+        desired_state,
+        "write E decommissioned (its copies kept), its link gone, its apps on their fallbacks; converge",
+        _inputs,
+    ),
+    Step("integrity", integrity, "compare E's topics with their copies E.<topic> on the hub", _inputs),
+    Step("decommission", decommission, "stop E (nothing missing, or --force-decommission)", _inputs),
+]
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+def _topologies(ref: StackRef, journal: Journal | None, edge: str) -> tuple[Topology, Topology, str, bool]:
+    """``(original, desired, hub, resuming)``: from the journal of an unfinished loss of ``edge``, else
+    from the stack file."""
+    current = load_stack_file(ref.stack_file)
+    if journal is not None and not journal.finished:
+        if journal.record.source != edge:
+            raise FailoverError(
+                f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
+                f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
+                f"{journal.path} names it), then move edge {edge}",
+            )
+        return *resumed_topologies(ref, journal, current), journal.record.target, True
+    if not is_hub_spoke(current):
+        raise FailoverError(
+            f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
+            "hub-spoke stack.",
+            f"run `drctl failover --stack {ref.name}` without --edge",
+        )
+    return current, after_edge_loss(current, edge), current.active().name, False
+
+
+def run_edge_failover(
+    ref: StackRef,
+    edge: str,
+    *,
+    options: FailoverOptions,
+    converger: Converger | None = None,
+    progress: Progress = lambda _m: None,
+    on_step: OnStep | None = None,
+) -> FailoverSummary:
+    """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
+    stack = ref.name
+
+    def open_run(journal: Journal | None) -> tuple[Context, bool]:
+        found = _topologies(ref, journal, edge)
+        return open_site_run(
+            EdgeContext,
+            ref,
+            journal,
+            edge,
+            found,
+            steps=EDGE_STEPS,
+            options=options,
+            converger=converger,
+            progress=progress,
+        )
+
+    def title(ctx: Context) -> str:
+        assert isinstance(ctx, EdgeContext)
+        moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
+        return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
+
+    return run_frame(ref, EDGE_STEPS, open_run, title=title, progress=progress, on_step=on_step)
+
+
+@dataclass
+class EdgePlan:
+    """What ``drctl failover --edge E --dry-run`` shows: the steps, who moves where, the stack-file diff."""
+
+    stack: str
+    mode: str
+    edge: str
+    hub: str
+    moves: dict[str, str]
+    link_stopped: str
+    copies_kept: list[str]
+    steps: list[dict[str, str]]
+    stack_file_diff: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as ``--json`` prints it."""
+        return dict(self.__dict__)
+
+    def render(self) -> str:
+        """The plan for a person."""
+        lines = [
+            f"{self.mode} loss of edge {self.edge} of stack {self.stack} (hub {self.hub})",
+            "applications moving: " + (", ".join(f"{a} → {t}" for a, t in self.moves.items()) or "none"),
+            f"link stopped: {self.link_stopped}",
+            f"copies kept on {self.hub} and its passive copy: {', '.join(self.copies_kept) or 'none'}",
+            *plan_lines(self.steps, self.stack_file_diff),
+        ]
+        return "\n".join(lines)
+
+
+def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
+    """The plan of the loss of ``edge``; changes nothing."""
+    ref.existing_stack_file()
+    refuse_damaged_state(ref)
+    original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
+    link = check_lost_edge(original, edge)
+
+    return EdgePlan(
+        stack=ref.name,
+        mode=options.mode or "planned",
+        edge=edge,
+        hub=hub,
+        moves={app.name: fallback_of(original, app) for app in edge_applications(original, edge)},
+        link_stopped=link.name,
+        copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
+        steps=named_steps(EDGE_STEPS, E=edge, H=hub),
+        stack_file_diff=stack_file_diff(ref.stack_file, desired),
+    )
+
+
+def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+    """Replay into ``<edge>.<topic>`` on the hub the records of ``edge`` never replicated.
+
+    The comparison runs again first, so a second run writes nothing. Records keep their key, value,
+    headers, timestamp and partition.
+    """
+    journal = Journal.load(ref.made_failover_home())
+    original = load_topology(ref.name, journal.record.original_config) if journal is not None else None
+    if journal is None or original is None or journal.record.source != edge or not is_hub_spoke(original):
+        raise FailoverError(
+            f"no loss of edge {edge} in stack '{ref.name}' to recover.",
+            f"run `drctl failover --stack {ref.name} --edge {edge}` first",
+        )
+    estate = Estate(original, ref.state_dir)
+    a_ep, hub_ep = estate.endpoint(edge), estate.endpoint(journal.record.target)
+    topics = [t.name for t in original.topics_for(check_lost_edge(original, edge))]
+    done = recover_site(
+        a_ep,
+        hub_ep,
+        edge,
+        topics,
+        rerun=f"rerun `drctl failover --stack {ref.name} --edge {edge} --recover` (it writes only what is still missing)",
+        progress=progress,
+    )
+    progress(f"replayed {done['replayed']} records of {edge} into {edge}.<topic> on {journal.record.target}")
+    return done
