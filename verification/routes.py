@@ -77,7 +77,8 @@ def _from_audit(request: VerifyRequest) -> FromAuditRequest:
     from verification.sides import KafkaSide
 
     start = request.audit
-    assert start is not None
+    if start is None:
+        raise FullVerificationNeeded("the request names no audit")
     if not (isinstance(request.source, KafkaSide) and isinstance(request.target, KafkaSide)):
         raise FullVerificationNeeded("an audit reads Kafka clusters, not archives")
     try:

@@ -145,9 +145,10 @@ def failover(
     """
     from dr.failover.frame.journal import Journal
     from dr.failover.frame.render import render_plan
-    from dr.failover.frame.run import already_finished, run_failover
+    from dr.failover.frame.run import already_finished
+    from dr.failover.frame.step import FailoverOptions
     from dr.failover.kinds.active_passive.plan import plan_failover
-    from dr.failover.kinds.active_passive.steps import FailoverOptions
+    from dr.failover.kinds.active_passive.run import run_failover
 
     if take_over:  # read where the lease is taken (dr.failover.frame.journal), for every failover path
         os.environ["KDR_TAKE_OVER_STALE_LEASE"] = "1"

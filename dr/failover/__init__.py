@@ -4,8 +4,8 @@ Public API (each name from its module, so that importing one of them — e.g. th
 ``drctl link`` — loads neither Pulumi nor the Kafka client)::
 
     from dr.base.stackref import StackRef
-    from dr.failover.frame.run import run_failover
-    from dr.failover.kinds.active_passive.steps import FailoverOptions
+    from dr.failover.kinds.active_passive.run import run_failover
+    from dr.failover.frame.step import FailoverOptions
 
     stack = StackRef.resolve("local")   # which stack: name, stack file, state directory, backend
     summary = run_failover(stack, options=FailoverOptions(mode="planned"), progress=print)
@@ -13,7 +13,7 @@ Public API (each name from its module, so that importing one of them — e.g. th
 
 Results are pydantic models — :class:`~dr.failover.frame.summary.FailoverSummary`,
 :class:`~dr.failover.kinds.active_passive.plan.FailoverPlan`, :class:`~dr.failover.frame.journal.JournalRecord`,
-:class:`~dr.failover.kinds.active_passive.steps.StepResult` (its outcome one of :mod:`~dr.failover.frame.outcomes`),
+:class:`~dr.failover.frame.step.StepResult` (its outcome one of :mod:`~dr.failover.frame.outcomes`),
 :class:`~dr.failover.act.integrity.Verdict`, :class:`~dr.failover.act.integrity.RecoveryReport`,
 :class:`~dr.failover.lifecycle.StandbyRebuild`, :class:`~dr.failover.status.StatusReport` — and ``--json``
 prints their ``model_dump(mode="json")``.

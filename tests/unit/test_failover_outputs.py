@@ -22,10 +22,11 @@ import yaml
 from dr.base.stackref import StackRef
 from dr.cli import main
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.step import Context, FailoverOptions, Step, named_roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.rejoin import REJOIN_STEPS
 from dr.failover.kinds.active_active.steps import REGION_STEPS
-from dr.failover.kinds.active_passive.steps import STEPS, Context, FailoverOptions, Step, named_roles
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
 from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.active_active import after_region_failover

@@ -31,7 +31,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,6 +45,8 @@ from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, team_sto
 
 if TYPE_CHECKING:
     from dr.failover.act.integrity import Verdict
+M = TypeVar("M", bound=BaseModel)
+
 
 __all__ = [
     "DONE_STATES",
@@ -172,7 +174,7 @@ class _Record(BaseModel):
 
 class StepEntry(_Record):
     """One step in the journal; ``outcome`` is the step's :attr:`StepResult.outcome
-    <dr.failover.kinds.active_passive.steps.StepResult.outcome>` with its ``summary`` line."""
+    <dr.failover.frame.step.StepResult.outcome>` with its ``summary`` line."""
 
     status: str = "pending"
     """``pending``, ``running``, ``done``, ``skipped``, ``deferred``, ``differences``, ``failed`` or ``interrupted``."""
@@ -471,6 +473,11 @@ class Journal:
         """What a step recorded (empty when it has not run, or is not a step of this run's kind)."""
         entry = self.record.steps.get(name)
         return (entry.outcome if entry is not None else None) or {}
+
+    def outcome_as(self, name: str, model: type[M]) -> M:
+        """What step ``name`` recorded, read back as ``model`` (its summary line left out): ``model``'s
+        defaults when the step has not run."""
+        return model.model_validate({k: v for k, v in self.outcome(name).items() if k != "summary"})
 
     def verdict(self) -> Verdict | None:
         """The verdict of the integrity step, if it has one."""

@@ -1,4 +1,4 @@
-"""What each failover step found and did, as typed models (:attr:`dr.failover.kinds.active_passive.steps.StepResult.outcome`).
+"""What each failover step found and did, as typed models (:attr:`dr.failover.frame.step.StepResult.outcome`).
 
 The journal keeps the JSON form, :meth:`Outcome.journaled`: the fields a step set, in the order they
 are declared here — the keys and order the steps wrote as dicts before, so a journal written before

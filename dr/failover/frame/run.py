@@ -22,7 +22,7 @@ the tests' crash driver, ``tests/integration/failover_crash_driver.py``, ends th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
@@ -33,11 +33,10 @@ from dr.failover.act.probe import WriteProbe
 from dr.failover.frame.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.frame.journal import Journal, StackLock
 from dr.failover.frame.metrics import seconds_between
-from dr.failover.frame.roles import Roles
 from dr.failover.frame.stack_guard import check_unchanged
-from dr.failover.frame.summary import FailoverSummary, rerun_command, summarize
-from dr.failover.kinds.active_passive.steps import MODES, STEPS, Context, FailoverOptions, Step, StepResult
-from dr.topology import Role, Topology, dump_stack_config, load_stack_file, load_topology
+from dr.failover.frame.step import MODES, Context, FailoverOptions, Step, StepResult
+from dr.failover.frame.summary import FailoverSummary, summarize
+from dr.topology import Role, Topology
 from dr.topology.access import applications_on
 
 __all__ = [
@@ -47,47 +46,14 @@ __all__ = [
     "new_context",
     "refuse_damaged_state",
     "refuse_foreign",
-    "run_failover",
     "run_frame",
     "run_mode",
     "run_step",
     "summarize",
-    "topologies",
 ]
 
 OnStep = Callable[[str, StepResult], None]
 """Called with a step's name and result once its outcome is journaled."""
-
-
-def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) -> tuple[Topology, Topology, bool]:
-    """``(original, desired, resuming)`` for a failover of the stack ``ref``.
-
-    A journal of an unfinished failover fixes both topologies; otherwise the stack file is the
-    original and :meth:`Topology.after_failover` gives the desired one. A stack file that is
-    neither the journal's original nor its desired state means someone changed it mid-failover:
-    refused.
-    """
-    stack, stack_path = ref.name, ref.stack_file
-    current = load_stack_file(stack_path)
-    if journal is None or journal.finished:
-        return current, current.after_failover(mode=mode or "planned"), False
-    if rerun_command(journal) != f"drctl failover --stack {stack}":  # a region's or an edge's loss, a rejoin
-        raise FailoverError(
-            f"failover {journal.failover_id} of {journal.record.source} ({journal.mode}) is unfinished, and is not "
-            f"a failover of the stack's active cluster: it is not resumed as one.",
-            f"finish it first: `{rerun_command(journal)} --yes`",
-        )
-    original = load_topology(stack, journal.record.original_config)
-    desired = load_topology(stack, journal.record.desired_config)
-    now = dump_stack_config(current)
-    if now not in (journal.record.original_config, journal.record.desired_config):
-        raise FailoverError(
-            f"{stack_path} changed while failover {journal.failover_id} was under way (it is neither "
-            "the topology before nor the one after the failover).",
-            f"restore it from {journal.path.parent} (the step desired-state keeps a copy) and rerun, so the "
-            "failover can finish",
-        )
-    return original, desired, True
 
 
 def run_mode(options: FailoverOptions, journal: Journal | None, resuming: bool) -> str:
@@ -96,22 +62,6 @@ def run_mode(options: FailoverOptions, journal: Journal | None, resuming: bool) 
     if mode not in MODES:
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     return mode
-
-
-def _create_journal(stack: str, state: Path, mode: str, original: Topology, desired: Topology) -> Journal:
-    """The journal of a new failover of ``original`` to ``desired``."""
-    roles = Roles.of(original)
-    return Journal.create(
-        state,
-        stack=stack,
-        mode=mode,
-        source=roles.source.name,
-        target=roles.target.name,
-        standby=roles.standby_name,
-        original_config=dump_stack_config(original),
-        desired_config=dump_stack_config(desired),
-        steps=[s.name for s in STEPS],
-    )
 
 
 def _start_probe(ctx: Context) -> WriteProbe | None:
@@ -147,41 +97,6 @@ def already_finished(journal: Journal | None, stack_path: Path) -> TypeGuard[Jou
     return journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config
 
 
-def run_failover(
-    ref: StackRef,
-    *,
-    options: FailoverOptions,
-    converger: Converger | None = None,
-    progress: Progress = lambda _m: None,
-    on_step: OnStep | None = None,
-) -> FailoverSummary:
-    """Fail the stack ``ref`` over (or resume its failover); return the summary (see :func:`summarize`).
-
-    Raises :class:`~dr.base.errors.FailoverError` when a step refuses (the journal keeps what was done;
-    a rerun resumes) and :class:`~dr.base.errors.LockHeld` when another run holds the lock. ``on_step``
-    is called after each step's outcome is journaled.
-    """
-    state = ref.made_state_dir()
-
-    def open_run(journal: Journal | None) -> tuple[Context, bool]:
-        resuming = journal is not None and not journal.finished
-        mode = run_mode(options, journal, resuming)
-        original, desired, resuming = topologies(ref, journal, mode)
-        if journal is None or not resuming:
-            _precheck(original, state)
-            journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired)
-        ctx = new_context(
-            Context, ref, journal, original, desired, mode, options=options, converger=converger, progress=progress
-        )
-        return ctx, resuming
-
-    def title(ctx: Context) -> str:
-        chain = f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
-        return f"failover {ctx.journal.failover_id} of stack {ref.name}: {chain}"
-
-    return run_frame(ref, STEPS, open_run, title=title, progress=progress, on_step=on_step, probe=True)
-
-
 C = TypeVar("C", bound=Context)
 
 
@@ -213,17 +128,17 @@ def new_context(
     )
 
 
-OpenRun = Callable[[Journal | None], tuple[Context, bool]]
+OpenRun = Callable[[Journal | None], tuple[C, bool]]
 """Given the stack's journal (None when it has none), the run's context — its journal loaded, or created
 for a new run — and whether the run resumes one that is unfinished."""
 
 
 def run_frame(
     ref: StackRef,
-    steps: list[Step],
-    open_run: OpenRun,
+    steps: Sequence[Step[C]],
+    open_run: OpenRun[C],
     *,
-    title: Callable[[Context], str],
+    title: Callable[[C], str],
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
     probe: bool = False,
@@ -241,8 +156,7 @@ def run_frame(
         journal = Journal.load(home)
         if journal is not None:
             refuse_foreign(ref, journal, progress)
-        if (is_finished or already_finished)(journal, stack_path):
-            assert journal is not None
+        if journal is not None and (is_finished or already_finished)(journal, stack_path):
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
             return summarize(journal, already_finished=True)
         refuse_damaged_state(ref)
@@ -325,19 +239,7 @@ def refuse_damaged_state(ref: StackRef) -> None:
         raise ConfigError(f"{problem}; a failover needs it to converge the desired state.", state_fix(ref.name))
 
 
-def _precheck(original: Topology, state: Path) -> None:
-    """What must hold before a new failover starts a journal: the credentials of A and B resolve
-    (decrypted from the stack as ``pulumi`` does). A refusal here leaves no journal behind."""
-    from dr.estate.estate import Estate
-
-    roles = Roles.of(original)
-    estate = Estate(original, state)
-    for cluster in (roles.source, roles.target):
-        if not cluster.is_local:  # a local cluster's credentials are this machine's own
-            estate.endpoint(cluster.name)
-
-
-def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe: bool) -> None:
+def _run_steps(ctx: C, steps: Sequence[Step[C]], on_step: OnStep | None, *, probe: bool) -> None:
     """Every step not done yet, in order (``probe``: with the RTO probe writing to B meanwhile); the run's
     end journaled."""
     journal = ctx.journal
@@ -377,7 +279,7 @@ def _run_steps(ctx: Context, steps: list[Step], on_step: OnStep | None, *, probe
         journal.end_run(outcome)
 
 
-def run_step(ctx: Context, step: Step) -> StepResult:
+def run_step(ctx: C, step: Step[C]) -> StepResult:
     """Run one step and journal its start and its result — a failure too, then raised as a FailoverError."""
     journal = ctx.journal
     journal.start_step(step.name, step.inputs(ctx))

@@ -15,6 +15,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -30,7 +31,7 @@ from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
 from dr.failover.frame.run import new_context, run_mode
-from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult, named_roles
+from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult, named_roles
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
@@ -187,9 +188,8 @@ def published(ctx: Context, cluster: str, apps: list[str]) -> StepResult:
 # ---------------------------------------------------------------------------------- steps
 
 
-def fence_drain(ctx: Context) -> StepResult:
+def fence_drain(ctx: SiteContext) -> StepResult:
     """Planned: remove the moving producers' write ACLs on A, then drain A→B to lag 0."""
-    assert isinstance(ctx, SiteContext)
     if ctx.mode == "unplanned":
         return result("skipped", f"unplanned: {ctx.site} is gone, nothing to fence or drain")
     removed = fence(ctx.a_ep, ctx.producers)
@@ -216,9 +216,8 @@ def fence_drain(ctx: Context) -> StepResult:
     )
 
 
-def integrity(ctx: Context) -> StepResult:
+def integrity(ctx: SiteContext) -> StepResult:
     """When A is readable: compare A's topics with ``A.<topic>`` on B; list what was never replicated."""
-    assert isinstance(ctx, SiteContext)
     if ctx.options.skip_verify:
         return result("skipped", "--skip-verify: not compared")
     if not listening(ctx.a_ep.bootstrap):
@@ -241,12 +240,11 @@ def integrity(ctx: Context) -> StepResult:
     return result("done", f"nothing missing ({counts})", report=str(report), missing=0, topics=found["topics"])
 
 
-def decommission(ctx: Context) -> StepResult:
+def decommission(ctx: SiteContext) -> StepResult:
     """Stop A — when nothing is missing, or with ``--force-decommission``."""
-    assert isinstance(ctx, SiteContext)
     integ = ctx.journal.step("integrity")
     if integ.status != "done" and not ctx.options.force_decommission:
-        missing = (integ.outcome or {}).get("details", {}).get("missing")
+        missing = ctx.journal.outcome_as("integrity", SiteOutcome).details.get("missing")
         if integ.status == "differences":
             raise FailoverError(
                 f"{missing} records of {ctx.named} were never replicated to {ctx.peer}; "
@@ -285,7 +283,7 @@ def open_site_run(
     site: str,
     found: tuple[Topology, Topology, str, bool],
     *,
-    steps: list[Step],
+    steps: Sequence[Step[Any]],
     options: FailoverOptions,
     converger: Converger | None,
     progress: Progress,
@@ -324,7 +322,7 @@ def open_site_run(
     return ctx, resuming
 
 
-def named_steps(steps: list[Step], **names: str) -> list[dict[str, str]]:
+def named_steps(steps: Sequence[Step[Any]], **names: str) -> list[dict[str, str]]:
     """Each step's name and description, its role letters replaced by ``names``, as a plan lists them."""
     return [{"name": s.name, "description": named_roles(s.description, **names)} for s in steps]
 

@@ -45,6 +45,8 @@ from dr.failover.drill.traffic import (
 )
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.run import OnStep
+from dr.failover.frame.site_loss import SiteOutcome
+from dr.failover.frame.step import FailoverOptions, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.kinds.active_active.drill_result import (
     AppTraffic,
@@ -55,7 +57,6 @@ from dr.failover.kinds.active_active.drill_result import (
 )
 from dr.failover.kinds.active_active.steps import recover_region, run_region_failover
 from dr.failover.kinds.active_passive.drill import DrillOptions, current_topology, prepare_copy, restart, teardown
-from dr.failover.kinds.active_passive.steps import FailoverOptions, StepResult
 from dr.kafka.client import admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
@@ -267,8 +268,7 @@ def _translated(estate: Estate, survivor: str, region: str, group: str) -> bool:
 def _listed(ref: StackRef) -> set[str]:
     """The keys the region failover's integrity step listed as never replicated."""
     journal = Journal.load(ref.failover_home)
-    step = journal.step("integrity") if journal is not None else None
-    report = ((step.outcome or {}).get("details", {}) if step is not None else {}).get("report")
+    report = journal.outcome_as("integrity", SiteOutcome).details.get("report") if journal is not None else None
     if not report or not Path(report).exists():
         return set()
     return {m["key"] for m in json.loads(Path(report).read_text())["missing"]}

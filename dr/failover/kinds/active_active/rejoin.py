@@ -48,9 +48,9 @@ from dr.failover.frame.site_loss import (
     require_writes,
     result,
 )
+from dr.failover.frame.step import FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import RegionContext, recovered_marker
-from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within
@@ -104,17 +104,15 @@ def rejoin_topology(current: Topology, before_failover: Topology, region: str) -
     )
 
 
-def _inputs(ctx: Context) -> dict[str, Any]:
-    assert isinstance(ctx, RejoinContext)
+def _inputs(ctx: RejoinContext) -> dict[str, Any]:
     return {"region": ctx.region, "peer": ctx.survivor, "returning": ctx.returning}
 
 
 # ---------------------------------------------------------------------------------- steps
 
 
-def preflight(ctx: Context) -> StepResult:
+def preflight(ctx: RejoinContext) -> StepResult:
     """B healthy; changes nothing (the region failover's verdict was checked before the journal began)."""
-    assert isinstance(ctx, RejoinContext)
     unfit = f"peer {ctx.survivor} is not fit to link with the rejoining {ctx.region}"
     b = require_healthy(ctx, ctx.survivor, ctx.b_ep, ctx.topics, unfit)
     return result(
@@ -124,9 +122,8 @@ def preflight(ctx: Context) -> StepResult:
     )
 
 
-def rebuild(ctx: Context) -> StepResult:
+def rebuild(ctx: RejoinContext) -> StepResult:
     """A local A is wiped (``pulumi up`` creates it fresh); an external A must answer."""
-    assert isinstance(ctx, RejoinContext)
     declared = ctx.original.cluster(ctx.region)
     if declared.kind is not Kind.LOCAL:
         a = reachability(ctx.a_ep)
@@ -157,10 +154,9 @@ def staged_topology(desired: Topology, before: Topology) -> Topology:
     return desired.revised(principals=desired.principals.model_copy(update={"applications": apps}))
 
 
-def desired_state(ctx: Context) -> StepResult:
+def desired_state(ctx: RejoinContext) -> StepResult:
     """Write A active and its links back, the returning applications still homed on B (their writes kept
     there); ``pulumi up``; B→A catches up."""
-    assert isinstance(ctx, RejoinContext)
     backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
     if not backup.exists():
         backup.write_text(ctx.stack_path.read_text())
@@ -191,24 +187,22 @@ def desired_state(ctx: Context) -> StepResult:
     )
 
 
-def clients(ctx: Context) -> StepResult:
+def clients(ctx: RejoinContext) -> StepResult:
     """The returning applications' writes granted on A, then A's client configuration published for them
     — while B still takes their writes, so none is refused whichever side it reaches."""
-    assert isinstance(ctx, RejoinContext)
     grants = acl_bindings(peer_rules(ctx.desired, ctx.region))
     create_acls(ctx.a_ep, grants)  # the release's `pulumi up` adopts them as declared
     require_writes(ctx.a_ep, [a for a in ctx.returning if ctx.desired.principals.application(a).writes], ctx.region)
     done = published(ctx, ctx.region, ctx.returning)
-    assert isinstance(done.outcome, SiteOutcome)
-    return result(done.status, done.summary, **done.outcome.details, published_at=round(time.time(), 3))
+    files = SiteOutcome.model_validate(done.outcome.journaled()).details
+    return result(done.status, done.summary, **files, published_at=round(time.time(), 3))
 
 
-def release(ctx: Context) -> StepResult:
+def release(ctx: RejoinContext) -> StepResult:
     """The final desired state (the returning applications homed on A) written; ``pulumi up`` removes their
     writes on B. The time between A's configuration and that removal is the applications' window to move
     without a refused write: measured and journaled."""
-    assert isinstance(ctx, RejoinContext)
-    published_at = ctx.journal.outcome("rejoin-clients").get("details", {}).get("published_at")
+    published_at = ctx.journal.outcome_as("rejoin-clients", SiteOutcome).details.get("published_at")
     written = ctx.write_stack(ctx.desired)
     ctx.say(f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); pulumi up")
     started = time.time()
@@ -235,9 +229,8 @@ def release(ctx: Context) -> StepResult:
     )
 
 
-def consumer_groups(ctx: Context) -> StepResult:
+def consumer_groups(ctx: RejoinContext) -> StepResult:
     """Each returning group: its unread records of ``A.<topic>`` on B, its translated offsets on A."""
-    assert isinstance(ctx, RejoinContext)
     groups = [
         (app, ctx.desired.principals.application(app).consumer_group)
         for app in ctx.returning
@@ -249,7 +242,8 @@ def consumer_groups(ctx: Context) -> StepResult:
     found: dict[str, Any] = {}
     unread_total = 0
     for _app, group in groups:
-        assert group is not None
+        if group is None:  # filtered above: every group here is declared
+            continue
         on_b = committed_offsets(ctx.b_ep, group)
         read_on_b = {(t, p): n for (t, p), n in on_b.items() if t in ctx.topics}
 
@@ -281,7 +275,7 @@ def consumer_groups(ctx: Context) -> StepResult:
     return result("done", summary, groups=found, unread=unread_total, gaps=gaps)
 
 
-REJOIN_STEPS: list[Step] = [
+REJOIN_STEPS: list[Step[RejoinContext]] = [
     Step("rejoin-preflight", preflight, "check B's health", _inputs),
     Step("rebuild", rebuild, "local A: remove its old data (all of it is on B); external A: it answers", _inputs),
     Step(
@@ -296,9 +290,18 @@ REJOIN_STEPS: list[Step] = [
 # ---------------------------------------------------------------------------------- running
 
 
+def _failover_undone(ref: StackRef, journal: Journal | None, region: str) -> Journal:
+    """The journal of the finished region failover of ``region`` that the rejoin undoes; refused when
+    ``region`` cannot rejoin now: its region failover must be finished, and not forced past records that
+    never reached the peer."""
+    refusal = _refusal(ref, journal, region)
+    if refusal is not None or journal is None:
+        raise refusal or FailoverError(f"stack '{ref.name}' has no region failover of {region}.", "")
+    return journal
+
+
 def _refusal(ref: StackRef, journal: Journal | None, region: str) -> FailoverError | None:
-    """Why ``region`` cannot rejoin now (None when it can): its region failover must be finished, and not
-    forced past records that never reached the peer."""
+    """Why ``region`` cannot rejoin now (None when it can)."""
     again = f"`drctl failover --stack {ref.name} --region {region}`"
     if journal is None or journal.record.source != region:
         return FailoverError(
@@ -321,7 +324,7 @@ def _refusal(ref: StackRef, journal: Journal | None, region: str) -> FailoverErr
             f"finish it first: bring {region} back readable if it is not (`drctl estate start --stack {ref.name} "
             f"--cluster {region}`) and rerun {again}",
         )
-    forced = journal.outcome("decommission").get("details", {}).get("forced")
+    forced = journal.outcome_as("decommission", SiteOutcome).details.get("forced")
     if forced and not recovered_marker(ref, journal.failover_id).exists():
         return FailoverError(
             f"{region} was decommissioned with --force-decommission: its data may hold records never "
@@ -333,7 +336,7 @@ def _refusal(ref: StackRef, journal: Journal | None, region: str) -> FailoverErr
 
 def _open(
     ref: StackRef, journal: Journal | None, region: str, options: FailoverOptions, progress: Progress
-) -> tuple[Context, bool]:
+) -> tuple[RejoinContext, bool]:
     current = load_stack_file(ref.stack_file)
     if journal is not None and not journal.finished and journal.mode == MODE:
         if journal.record.source != region:
@@ -352,10 +355,7 @@ def _open(
                 f"for an active-passive stack rebuild the old cluster as the standby: `drctl estate standby "
                 f"--stack {ref.name} --cluster {region}`",
             )
-        refusal = _refusal(ref, journal, region)
-        if refusal is not None:
-            raise refusal
-        assert journal is not None
+        journal = _failover_undone(ref, journal, region)
         before = load_topology(ref.name, journal.record.original_config)
         found = (current, rejoin_topology(current, before, region), journal.record.target, False)
     return open_site_run(
@@ -381,10 +381,7 @@ def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
     if journal is not None and not journal.finished and journal.mode == MODE:
         desired = load_topology(ref.name, journal.record.desired_config)
     else:
-        refusal = _refusal(ref, journal, region)
-        if refusal is not None:
-            raise refusal
-        assert journal is not None
+        journal = _failover_undone(ref, journal, region)
         desired = rejoin_topology(current, load_topology(ref.name, journal.record.original_config), region)
     peer = journal.record.target
     returning = [a.name for a in desired.principals.applications if a.home == region]
@@ -428,7 +425,7 @@ def run_region_rejoin(
     """Bring region ``region`` back into the active-active stack ``ref`` as an active peer (or resume that)."""
     ref.existing_stack_file()
 
-    def title(ctx: Context) -> str:
+    def title(ctx: RejoinContext) -> str:
         return f"of region {region} (journal {ctx.journal.failover_id}) in stack {ref.name}: back from {ctx.target}"
 
     return run_frame(

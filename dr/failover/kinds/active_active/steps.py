@@ -54,8 +54,9 @@ from dr.failover.frame.site_loss import (
     result,
     resumed_topologies,
 )
+from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary
-from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult, desired_state
+from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
 from dr.kafka.offsets import Offsets, commit_group_offsets, committed_offsets, end_offsets, start_offsets
@@ -130,17 +131,15 @@ class RegionContext(SiteContext):
         )
 
 
-def _inputs(ctx: Context) -> dict[str, Any]:
-    assert isinstance(ctx, RegionContext)
+def _inputs(ctx: RegionContext) -> dict[str, Any]:
     return {"mode": ctx.mode, "region": ctx.region, "survivor": ctx.survivor, "moving": ctx.moving}
 
 
 # ---------------------------------------------------------------------------------- steps
 
 
-def preflight(ctx: Context) -> StepResult:
+def preflight(ctx: RegionContext) -> StepResult:
     """B healthy; A's reachability; the lag of A→B per partition (when A answers). Changes nothing."""
-    assert isinstance(ctx, RegionContext)
     unfit = f"survivor {ctx.survivor} is not fit to take {ctx.region}'s applications"
     b = require_healthy(ctx, ctx.survivor, ctx.b_ep, ctx.topics, unfit)
     a, lag = reach_and_lag(ctx)
@@ -156,9 +155,8 @@ def preflight(ctx: Context) -> StepResult:
     )
 
 
-def move(ctx: Context) -> StepResult:
+def move(ctx: RegionContext) -> StepResult:
     """Stop the links A→B and B→A; grant the moving applications their writes on B."""
-    assert isinstance(ctx, RegionContext)
     stopped: dict[str, str] = {}
     gone = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
     for link in (ctx.link, ctx._link(ctx.survivor, ctx.region)):
@@ -181,9 +179,8 @@ def move(ctx: Context) -> StepResult:
     )
 
 
-def clients(ctx: Context) -> StepResult:
+def clients(ctx: RegionContext) -> StepResult:
     """Publish B's client configuration for every moving application."""
-    assert isinstance(ctx, RegionContext)
     return published(ctx, ctx.survivor, ctx.moving)
 
 
@@ -207,13 +204,12 @@ def _settled_commits(ctx: RegionContext, group: str, copies: list[str], settle_s
     return last
 
 
-def consumer_groups(ctx: Context) -> StepResult:
+def consumer_groups(ctx: RegionContext) -> StepResult:
     """Before the moved applications' configuration is published: every moved group gets a committed
     offset on each partition of its topics on B — B's own ``<topic>`` derived from what it had consumed
     of ``B.<topic>`` on A (offset syncs of the link B→A), ``A.<topic>`` translated by the link A→B's
     checkpoints — so none of its consumers falls back to ``auto.offset.reset``. What cannot be derived
     starts at the partition's first record (never skipping) and is listed with the re-reads it may cost."""
-    assert isinstance(ctx, RegionContext)
     a_up = listening(ctx.a_ep.bootstrap)
     local = ctx.topics
     copies_on_a = [remote_topic(ctx.survivor, t) for t in local]
@@ -288,7 +284,7 @@ def consumer_groups(ctx: Context) -> StepResult:
     return result("done", summary, groups=found, gaps=gaps, refused=refused)
 
 
-REGION_STEPS: list[Step] = [
+REGION_STEPS: list[Step[RegionContext]] = [
     Step("preflight", preflight, "check B's health, A's reachability and the lag of A→B", _inputs),
     Step("fence-drain", fence_drain, "planned: fence A's applications on A, drain A→B to lag 0", _inputs),
     Step("move", move, "stop the links A→B and B→A; grant A's applications their writes on B", _inputs),
@@ -344,7 +340,7 @@ def run_region_failover(
 ) -> FailoverSummary:
     """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
 
-    def open_run(journal: Journal | None) -> tuple[Context, bool]:
+    def open_run(journal: Journal | None) -> tuple[RegionContext, bool]:
         found = _topologies(ref, journal, region)
         return open_site_run(
             RegionContext,

@@ -58,9 +58,10 @@ from dr.failover.drill.result import (
 from dr.failover.drill.traffic import Traffic, application_rto, consumer_report, read_keys, start_traffic
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.roles import Roles
-from dr.failover.frame.run import OnStep, run_failover
+from dr.failover.frame.run import OnStep
+from dr.failover.frame.step import FailoverOptions, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
-from dr.failover.kinds.active_passive.steps import FailoverOptions, StepResult
+from dr.failover.kinds.active_passive.run import run_failover
 from dr.failover.lifecycle import make_standby
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.cluster import LocalCluster

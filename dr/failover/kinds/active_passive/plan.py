@@ -22,9 +22,11 @@ from dr.failover.act.health import cluster_health, reachability
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.metrics import encode_offsets, lag
 from dr.failover.frame.roles import Roles
-from dr.failover.frame.run import already_finished, refuse_damaged_state, topologies
+from dr.failover.frame.run import already_finished, refuse_damaged_state
+from dr.failover.frame.step import MODES, FailoverOptions
 from dr.failover.frame.summary import FailoverSummary, summarize
-from dr.failover.kinds.active_passive.steps import MODES, STEPS, FailoverOptions, verified_topics
+from dr.failover.kinds.active_passive.run import topologies
+from dr.failover.kinds.active_passive.steps import STEPS, verified_topics
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Role, Topology
 from dr.topology.access import applications_on

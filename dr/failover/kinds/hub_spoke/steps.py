@@ -51,8 +51,9 @@ from dr.failover.frame.site_loss import (
     result,
     resumed_topologies,
 )
+from dr.failover.frame.step import FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary
-from dr.failover.kinds.active_passive.steps import Context, FailoverOptions, Step, StepResult, desired_state
+from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets
 from dr.topology import Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
@@ -115,8 +116,7 @@ class EdgeContext(SiteContext):
         return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
 
 
-def _inputs(ctx: Context) -> dict[str, Any]:
-    assert isinstance(ctx, EdgeContext)
+def _inputs(ctx: EdgeContext) -> dict[str, Any]:
     return {"mode": ctx.mode, "edge": ctx.edge, "hub": ctx.hub, "moves": ctx.moves}
 
 
@@ -127,9 +127,8 @@ def _role_in(topology: Topology, cluster: str) -> Role:
 # ---------------------------------------------------------------------------------- steps
 
 
-def preflight(ctx: Context) -> StepResult:
+def preflight(ctx: EdgeContext) -> StepResult:
     """The hub and every fallback healthy; the edge's reachability; the lag of E→H. Changes nothing."""
-    assert isinstance(ctx, EdgeContext)
     checked: dict[str, Any] = {}
     copies = [remote_topic(ctx.edge, t) for t in ctx.topics]
     for name in sorted({ctx.hub, *ctx.moves.values()}):
@@ -151,9 +150,8 @@ def preflight(ctx: Context) -> StepResult:
     )
 
 
-def move(ctx: Context) -> StepResult:
+def move(ctx: EdgeContext) -> StepResult:
     """Stop the link E→H (kill it when E is gone); grant each moving application its ACLs on its fallback."""
-    assert isinstance(ctx, EdgeContext)
     runner = ctx.before.mirror(ctx.link.name)
     if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
         runner.kill()  # a graceful stop would wait on the dead edge
@@ -177,9 +175,8 @@ def move(ctx: Context) -> StepResult:
     )
 
 
-def clients(ctx: Context) -> StepResult:
+def clients(ctx: EdgeContext) -> StepResult:
     """Publish each fallback's client configuration for the applications moving there."""
-    assert isinstance(ctx, EdgeContext)
     written: list[dict[str, str]] = []
     for target in sorted(set(ctx.moves.values())):
         written += publish_clients(ctx.after, target, apps=[a for a, t in ctx.moves.items() if t == target])
@@ -191,9 +188,8 @@ def clients(ctx: Context) -> StepResult:
     )
 
 
-def consumer_groups(ctx: Context) -> StepResult:
+def consumer_groups(ctx: EdgeContext) -> StepResult:
     """The moved groups' translated offsets on the hub's ``E.<topic>``, against their last commits on E."""
-    assert isinstance(ctx, EdgeContext)
     edge_up = listening(ctx.a_ep.bootstrap)
     found: dict[str, Any] = {}
     gaps: list[str] = []
@@ -230,7 +226,7 @@ def consumer_groups(ctx: Context) -> StepResult:
     return result("done", summary, groups=found, gaps=gaps)
 
 
-EDGE_STEPS: list[Step] = [
+EDGE_STEPS: list[Step[EdgeContext]] = [
     Step(
         "preflight", preflight, "check the hub's and the fallbacks' health, E's reachability, the lag of E→H", _inputs
     ),
@@ -285,7 +281,7 @@ def run_edge_failover(
     """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
     stack = ref.name
 
-    def open_run(journal: Journal | None) -> tuple[Context, bool]:
+    def open_run(journal: Journal | None) -> tuple[EdgeContext, bool]:
         found = _topologies(ref, journal, edge)
         return open_site_run(
             EdgeContext,
@@ -299,8 +295,7 @@ def run_edge_failover(
             progress=progress,
         )
 
-    def title(ctx: Context) -> str:
-        assert isinstance(ctx, EdgeContext)
+    def title(ctx: EdgeContext) -> str:
         moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
         return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
 
