@@ -260,13 +260,10 @@ def _site_failover(
 ) -> None:
     """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.kinds.active_active.steps`), or ``--edge E``
     on a hub-and-spoke stack (:mod:`dr.failover.kinds.hub_spoke.steps`): ``--recover``, ``--dry-run``, or the run."""
-    from dr.failover.kinds.active_active.steps import (
-        RegionPlan,
-        plan_region_failover,
-        recover_region,
-        run_region_failover,
-    )
-    from dr.failover.kinds.hub_spoke.steps import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
+    from dr.failover.kinds.active_active.plan import RegionPlan, plan_region_failover
+    from dr.failover.kinds.active_active.run import recover_region, run_region_failover
+    from dr.failover.kinds.hub_spoke.plan import EdgePlan, plan_edge_failover
+    from dr.failover.kinds.hub_spoke.run import recover_edge, run_edge_failover
 
     region = flag == "region"
     if recover:

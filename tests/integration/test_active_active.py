@@ -25,7 +25,7 @@ from dr.failover.frame.journal import Journal
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.rejoin import run_region_rejoin
-from dr.failover.kinds.active_active.steps import recover_region, run_region_failover
+from dr.failover.kinds.active_active.run import recover_region, run_region_failover
 from dr.failover.kinds.active_passive.drill import restart
 from dr.failover.status import status_report
 from dr.kafka.client import Endpoint, admin_client

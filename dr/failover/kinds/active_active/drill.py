@@ -55,7 +55,7 @@ from dr.failover.kinds.active_active.drill_result import (
     longest_pause,
     loop_topics,
 )
-from dr.failover.kinds.active_active.steps import recover_region, run_region_failover
+from dr.failover.kinds.active_active.run import recover_region, run_region_failover
 from dr.failover.kinds.active_passive.drill import DrillOptions, current_topology, prepare_copy, restart, teardown
 from dr.kafka.client import admin_client
 from dr.kafka.offsets import committed_offsets

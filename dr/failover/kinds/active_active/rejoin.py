@@ -50,7 +50,8 @@ from dr.failover.frame.site_loss import (
 )
 from dr.failover.frame.step import FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary
-from dr.failover.kinds.active_active.steps import RegionContext, recovered_marker
+from dr.failover.kinds.active_active.run import recovered_marker
+from dr.failover.kinds.active_active.steps import RegionContext
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within

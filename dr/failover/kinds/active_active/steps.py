@@ -23,55 +23,39 @@ The moved producers write B's local topic; the moved consumers read B's local to
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from dr.base.errors import ClusterError, FailoverError
-from dr.base.files import write_atomic
-from dr.base.stackref import StackRef
-from dr.estate.estate import Progress, acl_bindings
+from dr.estate.estate import acl_bindings
 from dr.failover.act.health import listening
 from dr.failover.act.positions import commits_of, positions_text, survivor_positions
-from dr.failover.frame.converge import Converger
-from dr.failover.frame.journal import Journal
-from dr.failover.frame.run import OnStep, already_finished, refuse_damaged_state, run_frame
 from dr.failover.frame.site_loss import (
     SiteContext,
     decommission,
     fence_drain,
     integrity,
-    named_steps,
-    open_site_run,
-    plan_lines,
     published,
     reach_and_lag,
-    recover_site,
     require_healthy,
     require_writes,
     result,
-    resumed_topologies,
 )
-from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
-from dr.failover.frame.summary import FailoverSummary
+from dr.failover.frame.step import Step, StepResult
 from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
 from dr.kafka.offsets import Offsets, commit_group_offsets, committed_offsets, end_offsets, start_offsets
-from dr.topology import Kind, Link, Topology, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Kind, Link, Topology
 from dr.topology.access import peer_rules
 from dr.topology.active_active import (
-    after_region_failover,
-    is_active_active,
     moving_applications,
     remote_topic,
     remote_topics_on,
-    survivor_for,
 )
 
-__all__ = ["RegionContext", "RegionPlan", "plan_region_failover", "recover_region", "run_region_failover"]
+__all__ = ["REGION_STEPS", "RegionContext"]
 
 
 @dataclass
@@ -301,155 +285,3 @@ REGION_STEPS: list[Step[RegionContext]] = [
     Step("integrity", integrity, "compare A's topics with their remote copies A.<topic> on B", _inputs),
     Step("decommission", decommission, "stop A (nothing missing, or --force-decommission)", _inputs),
 ]
-
-
-# ---------------------------------------------------------------------------------- running
-
-
-def _topologies(ref: StackRef, journal: Journal | None, region: str) -> tuple[Topology, Topology, str, bool]:
-    current = load_stack_file(ref.stack_file)
-    if journal is not None and not journal.finished:
-        if journal.mode == "rejoin":
-            raise FailoverError(
-                f"the rejoin {journal.failover_id} of region {journal.record.source} is unfinished.",
-                f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source} --rejoin`",
-            )
-        if journal.record.source != region:
-            raise FailoverError(
-                f"failover {journal.failover_id} of region {journal.record.source} is unfinished.",
-                f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source}`",
-            )
-        return *resumed_topologies(ref, journal, current), journal.record.target, True
-    if not is_active_active(current):
-        raise FailoverError(
-            f"stack '{ref.name}' is {current.architecture}: --region fails over one peer of an active-active stack.",
-            f"run `drctl failover --stack {ref.name}` without --region",
-        )
-    survivor = survivor_for(current, region)
-    return current, after_region_failover(current, region, survivor), survivor, False
-
-
-def run_region_failover(
-    ref: StackRef,
-    region: str,
-    *,
-    options: FailoverOptions,
-    converger: Converger | None = None,
-    progress: Progress = lambda _m: None,
-    on_step: OnStep | None = None,
-) -> FailoverSummary:
-    """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
-
-    def open_run(journal: Journal | None) -> tuple[RegionContext, bool]:
-        found = _topologies(ref, journal, region)
-        return open_site_run(
-            RegionContext,
-            ref,
-            journal,
-            region,
-            found,
-            steps=REGION_STEPS,
-            options=options,
-            converger=converger,
-            progress=progress,
-        )
-
-    def title(ctx: Context) -> str:
-        return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
-
-    def finished(journal: Journal | None, stack_path: Path) -> bool:
-        return already_finished(journal, stack_path) and journal.mode != "rejoin"
-
-    return run_frame(ref, REGION_STEPS, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished)
-
-
-@dataclass
-class RegionPlan:
-    """What ``drctl failover --region A --dry-run`` shows: the steps, who moves, and the stack-file diff."""
-
-    stack: str
-    mode: str
-    region: str
-    survivor: str
-    moving: list[str]
-    links_stopped: list[str]
-    steps: list[dict[str, str]]
-    stack_file_diff: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The plan as ``--json`` prints it."""
-        return dict(self.__dict__)
-
-    def render(self) -> str:
-        """The plan for a person."""
-        lines = [
-            f"{self.mode} region failover of stack {self.stack}: {self.region} → {self.survivor}",
-            f"applications moving: {', '.join(self.moving) or 'none'}",
-            f"links stopped: {', '.join(self.links_stopped) or 'none'}",
-            *plan_lines(self.steps, self.stack_file_diff),
-        ]
-        return "\n".join(lines)
-
-
-def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions) -> RegionPlan:
-    """The plan of a region failover; changes nothing."""
-    ref.existing_stack_file()
-    refuse_damaged_state(ref)
-    original, desired, survivor, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), region)
-    return RegionPlan(
-        stack=ref.name,
-        mode=options.mode or "planned",
-        region=region,
-        survivor=survivor,
-        moving=moving_applications(original, region),
-        links_stopped=[lk.name for lk in original.links if region in (lk.source, lk.target)],
-        steps=named_steps(REGION_STEPS, A=region, B=survivor),
-        stack_file_diff=stack_file_diff(ref.stack_file, desired),
-    )
-
-
-def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
-    """Replay into ``<region>.<topic>`` on the survivor the records of ``region`` never replicated.
-
-    The comparison runs again first, so a second run writes nothing. Records keep their key, value,
-    headers and timestamp.
-    """
-    journal = Journal.load(ref.made_failover_home())
-    if journal is None or journal.record.source != region or journal.mode == "rejoin":
-        raise FailoverError(
-            f"no region failover of {region} in stack '{ref.name}' to recover.",
-            f"run `drctl failover --stack {ref.name} --region {region}` first",
-        )
-    original = load_topology(ref.name, journal.record.original_config)
-    from dr.estate.estate import Estate
-
-    estate = Estate(original, ref.state_dir)
-    a_ep, b_ep = estate.endpoint(region), estate.endpoint(journal.record.target)
-    if not listening(a_ep.bootstrap):
-        local = original.cluster(region).kind is Kind.LOCAL
-        raise ClusterError(
-            f"{region} does not answer at {a_ep.bootstrap}: its records that never reached "
-            f"{journal.record.target} are read from it, so nothing was replayed.",
-            "bring its brokers back with their data ("
-            + (f"`drctl estate start --stack {ref.name} --cluster {region}`" if local else "the cluster's own tooling")
-            + f"), then rerun `drctl failover --stack {ref.name} --region {region} --recover`",
-        )
-    topics = [t.name for t in original.topics]
-    done = recover_site(
-        a_ep,
-        b_ep,
-        region,
-        topics,
-        rerun=f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
-        progress=progress,
-    )
-    written, missing = done["replayed"], done["missing_before"]
-    progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
-    marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": missing}
-    write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(marker))
-    return done
-
-
-def recovered_marker(ref: StackRef, failover_id: str) -> Path:
-    """Written when a ``--recover`` of region failover ``failover_id`` left nothing of the region missing."""
-    return ref.made_failover_home() / f"recovered-{failover_id}.json"

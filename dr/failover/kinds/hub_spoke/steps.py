@@ -28,46 +28,33 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from dr.base.errors import FailoverError
-from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress, acl_bindings
+from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.health import listening
-from dr.failover.frame.converge import Converger
-from dr.failover.frame.journal import Journal
-from dr.failover.frame.run import OnStep, refuse_damaged_state, run_frame
 from dr.failover.frame.site_loss import (
     SiteContext,
     decommission,
     fence_drain,
     integrity,
-    named_steps,
-    open_site_run,
-    plan_lines,
     reach_and_lag,
-    recover_site,
     require_healthy,
     require_writes,
     result,
-    resumed_topologies,
 )
-from dr.failover.frame.step import FailoverOptions, Step, StepResult
-from dr.failover.frame.summary import FailoverSummary
+from dr.failover.frame.step import Step, StepResult
 from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets
-from dr.topology import Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Link, Role, Topology
 from dr.topology.access import application_rules
 from dr.topology.hub_spoke import (
-    after_edge_loss,
     check_lost_edge,
     edge_applications,
     fallback_of,
-    is_hub_spoke,
     remote_topic,
 )
 
-__all__ = ["EDGE_STEPS", "EdgeContext", "EdgePlan", "plan_edge_failover", "recover_edge", "run_edge_failover"]
+__all__ = ["EDGE_STEPS", "EdgeContext"]
 
 
 @dataclass
@@ -243,138 +230,3 @@ EDGE_STEPS: list[Step[EdgeContext]] = [
     Step("integrity", integrity, "compare E's topics with their copies E.<topic> on the hub", _inputs),
     Step("decommission", decommission, "stop E (nothing missing, or --force-decommission)", _inputs),
 ]
-
-
-# ---------------------------------------------------------------------------------- running
-
-
-def _topologies(ref: StackRef, journal: Journal | None, edge: str) -> tuple[Topology, Topology, str, bool]:
-    """``(original, desired, hub, resuming)``: from the journal of an unfinished loss of ``edge``, else
-    from the stack file."""
-    current = load_stack_file(ref.stack_file)
-    if journal is not None and not journal.finished:
-        if journal.record.source != edge:
-            raise FailoverError(
-                f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
-                f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
-                f"{journal.path} names it), then move edge {edge}",
-            )
-        return *resumed_topologies(ref, journal, current), journal.record.target, True
-    if not is_hub_spoke(current):
-        raise FailoverError(
-            f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
-            "hub-spoke stack.",
-            f"run `drctl failover --stack {ref.name}` without --edge",
-        )
-    return current, after_edge_loss(current, edge), current.active().name, False
-
-
-def run_edge_failover(
-    ref: StackRef,
-    edge: str,
-    *,
-    options: FailoverOptions,
-    converger: Converger | None = None,
-    progress: Progress = lambda _m: None,
-    on_step: OnStep | None = None,
-) -> FailoverSummary:
-    """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
-    stack = ref.name
-
-    def open_run(journal: Journal | None) -> tuple[EdgeContext, bool]:
-        found = _topologies(ref, journal, edge)
-        return open_site_run(
-            EdgeContext,
-            ref,
-            journal,
-            edge,
-            found,
-            steps=EDGE_STEPS,
-            options=options,
-            converger=converger,
-            progress=progress,
-        )
-
-    def title(ctx: EdgeContext) -> str:
-        moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
-        return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
-
-    return run_frame(ref, EDGE_STEPS, open_run, title=title, progress=progress, on_step=on_step)
-
-
-@dataclass
-class EdgePlan:
-    """What ``drctl failover --edge E --dry-run`` shows: the steps, who moves where, the stack-file diff."""
-
-    stack: str
-    mode: str
-    edge: str
-    hub: str
-    moves: dict[str, str]
-    link_stopped: str
-    copies_kept: list[str]
-    steps: list[dict[str, str]]
-    stack_file_diff: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The plan as ``--json`` prints it."""
-        return dict(self.__dict__)
-
-    def render(self) -> str:
-        """The plan for a person."""
-        lines = [
-            f"{self.mode} loss of edge {self.edge} of stack {self.stack} (hub {self.hub})",
-            "applications moving: " + (", ".join(f"{a} → {t}" for a, t in self.moves.items()) or "none"),
-            f"link stopped: {self.link_stopped}",
-            f"copies kept on {self.hub} and its passive copy: {', '.join(self.copies_kept) or 'none'}",
-            *plan_lines(self.steps, self.stack_file_diff),
-        ]
-        return "\n".join(lines)
-
-
-def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
-    """The plan of the loss of ``edge``; changes nothing."""
-    ref.existing_stack_file()
-    refuse_damaged_state(ref)
-    original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
-    link = check_lost_edge(original, edge)
-
-    return EdgePlan(
-        stack=ref.name,
-        mode=options.mode or "planned",
-        edge=edge,
-        hub=hub,
-        moves={app.name: fallback_of(original, app) for app in edge_applications(original, edge)},
-        link_stopped=link.name,
-        copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
-        steps=named_steps(EDGE_STEPS, E=edge, H=hub),
-        stack_file_diff=stack_file_diff(ref.stack_file, desired),
-    )
-
-
-def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
-    """Replay into ``<edge>.<topic>`` on the hub the records of ``edge`` never replicated.
-
-    The comparison runs again first, so a second run writes nothing. Records keep their key, value,
-    headers, timestamp and partition.
-    """
-    journal = Journal.load(ref.made_failover_home())
-    original = load_topology(ref.name, journal.record.original_config) if journal is not None else None
-    if journal is None or original is None or journal.record.source != edge or not is_hub_spoke(original):
-        raise FailoverError(
-            f"no loss of edge {edge} in stack '{ref.name}' to recover.",
-            f"run `drctl failover --stack {ref.name} --edge {edge}` first",
-        )
-    estate = Estate(original, ref.state_dir)
-    a_ep, hub_ep = estate.endpoint(edge), estate.endpoint(journal.record.target)
-    topics = [t.name for t in original.topics_for(check_lost_edge(original, edge))]
-    done = recover_site(
-        a_ep,
-        hub_ep,
-        edge,
-        topics,
-        rerun=f"rerun `drctl failover --stack {ref.name} --edge {edge} --recover` (it writes only what is still missing)",
-        progress=progress,
-    )
-    progress(f"replayed {done['replayed']} records of {edge} into {edge}.<topic> on {journal.record.target}")
-    return done
