@@ -50,7 +50,8 @@ from benchmarks.scale_estate import generate  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
-from dr.failover.kinds.active_passive.drill import DrillOptions, run_drill, teardown  # noqa: E402
+from dr.failover.drill.frame import DrillOptions, teardown  # noqa: E402
+from dr.failover.kinds.active_passive.drill import run_drill  # noqa: E402
 from dr.kafka.client import delete_acls  # noqa: E402
 from dr.topology import load_stack_file  # noqa: E402
 

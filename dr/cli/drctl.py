@@ -104,7 +104,7 @@ def estate_start(ref: StackRef, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
     from dr.estate.estate import Estate
-    from dr.failover.kinds.active_passive.drill import restart
+    from dr.failover.drill.frame import restart
 
     stack = ref.name
     cluster = Estate.for_stack(ref).local_cluster(cluster_name)

@@ -12,7 +12,7 @@ Public API (each name from its module, so that importing one of them — e.g. th
     summary.rto_s, summary.a_b_c_s, summary.steps, summary.verdict   # a FailoverSummary
 
 Results are pydantic models — :class:`~dr.failover.frame.summary.FailoverSummary`,
-:class:`~dr.failover.kinds.active_passive.plan.FailoverPlan`, :class:`~dr.failover.frame.journal.JournalRecord`,
+:class:`~dr.failover.frame.plan.FailoverPlan`, :class:`~dr.failover.frame.journal.JournalRecord`,
 :class:`~dr.failover.frame.step.StepResult` (its outcome one of :mod:`~dr.failover.frame.outcomes`),
 :class:`~dr.failover.act.integrity.Verdict`, :class:`~dr.failover.act.integrity.RecoveryReport`,
 :class:`~dr.failover.lifecycle.StandbyRebuild`, :class:`~dr.failover.status.StatusReport` — and ``--json``

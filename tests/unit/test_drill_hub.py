@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
+from dr.failover.drill.frame import DrillOptions
 from dr.failover.drill.result import ApplicationRto
-from dr.failover.kinds.active_passive.drill import DrillOptions
 from dr.failover.kinds.hub_spoke.drill import EdgeProof, HubDrillResult, _grade, hub_drill_refusal
 from tests import REPO_ROOT
 from tests.unit.test_hub_spoke import _load

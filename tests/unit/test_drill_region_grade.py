@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dr.failover.drill.frame import DrillOptions
 from dr.failover.drill.result import ApplicationRto, ConsumerReport
 from dr.failover.frame.summary import FailoverSummary, StepLine
 from dr.failover.kinds.active_active.drill import region_drill_refusal
@@ -18,7 +19,6 @@ from dr.failover.kinds.active_active.drill_result import (
     loop_topics,
     render_region_drill,
 )
-from dr.failover.kinds.active_passive.drill import DrillOptions
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 

@@ -312,10 +312,12 @@ def test_the_drill_takes_its_aims_from_the_command_line(
     unset, the defaults; a limit of 0 is refused by the option itself."""
     import dr.failover.kinds.active_passive.drill as drill
     from dr.base.errors import ConfigError
+    from dr.failover.drill.frame import DrillOptions
+    from dr.failover.drill.grade import DEFAULT_AIMS
 
     seen: list[dict[str, float]] = []
 
-    def stop_here(options: drill.DrillOptions, _topology: object) -> ConfigError:
+    def stop_here(options: DrillOptions, _topology: object) -> ConfigError:
         seen.append(dict(options.aims))
         return ConfigError("stopped by the test.", "nothing")
 
@@ -323,7 +325,7 @@ def test_the_drill_takes_its_aims_from_the_command_line(
     out = str(tmp_path / "drill")
     assert _run("drill", "--stack", "prod", "--out", out, "--aim-rto", "12", "--aim-a-b-c", "300") == 2
     assert _run("drill", "--stack", "prod", "--out", out) == 2
-    assert seen == [{"rto_s": 12.0, "a_b_c_s": 300.0}, drill.DEFAULT_AIMS]
+    assert seen == [{"rto_s": 12.0, "a_b_c_s": 300.0}, DEFAULT_AIMS]
     assert _run("drill", "--stack", "prod", "--out", out, "--aim-a-b-c", "0") == 2 and len(seen) == 2
 
 

@@ -6,16 +6,15 @@ Only names, numbers and paths are printed: client configurations and credentials
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dr.failover.frame.shorten import MANY, names_text
 
 if TYPE_CHECKING:
     from dr.failover.frame.summary import FailoverSummary
-    from dr.failover.kinds.active_passive.plan import FailoverPlan, FinishedPlan
     from dr.failover.status import StatusReport
 
-__all__ = ["render_plan", "render_status", "render_summary", "seconds_text"]
+__all__ = ["endpoint_text", "render_plan", "render_status", "render_summary", "seconds_text"]
 
 
 def _group_lines(s: FailoverSummary) -> list[str]:
@@ -105,49 +104,13 @@ def render_summary(s: FailoverSummary) -> str:
     return "\n".join(lines)
 
 
-def render_plan(p: FailoverPlan | FinishedPlan) -> str:
-    """The dry-run plan: steps, the desired-state diff, observations."""
-    if p.already_finished:
-        return render_summary(p.summary) + "\n(dry run: nothing would change)"
-    chain = f"{p.source} → {p.target}" + (f" → {p.standby}" if p.standby else "")
-    head = "resume" if p.resuming else "plan"
-    lines = [f"DRY RUN — {head} of a {p.mode} failover of stack {p.stack}: {chain}; nothing is changed"]
-    for i, st in enumerate(p.steps, 1):
-        lines.append(f"  {i}. {st.name:<15} [{st.status}] {st.action}")
-    lines.append(f"converger: {p.converger}")
-    lines.append("desired state (stack file) diff:")
-    lines.append(p.desired_state_diff.rstrip() or "  (no change)")
-    preview = p.pulumi_preview or {}
-    if preview.get("error"):
-        lines.append(f"pulumi preview: not available — {preview['error']}")
-    elif preview:
-        lines.append("pulumi preview of the desired state:")
-        lines.append(preview["text"].rstrip())
-        if preview.get("note"):
-            lines.append(f"note: {preview['note']}")
-    obs = p.observations
-    if obs:
-        if obs.get("error"):
-            lines.append(f"observed: {obs['error']}")
-        else:
-            src, tgt = obs["source"], obs["target"]
-            lines.append(
-                f"observed: {src['name']} {'reachable' if src['reachable'] else 'UNREACHABLE'}; "
-                f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
-                + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else "")
-            )
-        if ep := obs.get("endpoint"):
-            lines.append(f"observed: client endpoint {ep['bootstrap']} {_endpoint_text(ep)}")
-    return "\n".join(lines)
+class _Plan(Protocol):
+    def render(self) -> str: ...
 
 
-def _endpoint_text(ep: dict[str, Any]) -> str:
-    """Where the client endpoint points, or why that is unknown."""
-    if ep.get("error"):
-        return f"UNKNOWN ({ep['error']})"
-    return f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}" + (
-        f" (proxy {ep['proxy']})" if ep.get("proxy") else ""
-    )
+def render_plan(p: _Plan) -> str:
+    """The dry-run plan for a person (:meth:`dr.failover.frame.plan.FailoverPlan.render`)."""
+    return p.render()
 
 
 def render_status(st: StatusReport) -> str:
@@ -172,7 +135,7 @@ def render_status(st: StatusReport) -> str:
         for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
             lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
     if st.endpoint is not None:
-        lines.append(f"  endpoint {st.endpoint['bootstrap']} {_endpoint_text(st.endpoint)}")
+        lines.append(f"  endpoint {st.endpoint['bootstrap']} {endpoint_text(st.endpoint)}")
     for link in st.links:
         detail = f"lag {link.total_lag} records" if link.total_lag is not None else link.error or ""
         process = link.process or link.engine or "?"
@@ -220,3 +183,12 @@ def render_status(st: StatusReport) -> str:
     else:
         lines.append("problems: none")
     return "\n".join(lines)
+
+
+def endpoint_text(ep: dict[str, Any]) -> str:
+    """Where the client endpoint points, or why that is unknown."""
+    if ep.get("error"):
+        return f"UNKNOWN ({ep['error']})"
+    return f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}" + (
+        f" (proxy {ep['proxy']})" if ep.get("proxy") else ""
+    )

@@ -47,7 +47,6 @@ __all__ = [
     "integrity",
     "named_roles",
     "open_site_run",
-    "plan_lines",
     "recover_site",
     "resumed_topologies",
 ]
@@ -325,16 +324,6 @@ def open_site_run(
 def named_steps(steps: Sequence[Step[Any]], **names: str) -> list[dict[str, str]]:
     """Each step's name and description, its role letters replaced by ``names``, as a plan lists them."""
     return [{"name": s.name, "description": named_roles(s.description, **names)} for s in steps]
-
-
-def plan_lines(steps: list[dict[str, str]], diff: str) -> list[str]:
-    """The steps, numbered, and the stack file's diff: how a plan for a person ends."""
-    return [
-        "steps:",
-        *(f"  {i}. {s['name']}: {s['description']}" for i, s in enumerate(steps, 1)),
-        "stack file diff:",
-        diff or "  (none)",
-    ]
 
 
 # ---------------------------------------------------------------------------------- comparison, recovery

@@ -34,6 +34,7 @@ from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
+from dr.failover.drill.frame import DrillOptions, current_topology, prepare_copy, restart, teardown
 from dr.failover.drill.traffic import (
     ConfigSource,
     ConsumerLoop,
@@ -56,7 +57,6 @@ from dr.failover.kinds.active_active.drill_result import (
     loop_topics,
 )
 from dr.failover.kinds.active_active.run import recover_region, run_region_failover
-from dr.failover.kinds.active_passive.drill import DrillOptions, current_topology, prepare_copy, restart, teardown
 from dr.kafka.client import admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until

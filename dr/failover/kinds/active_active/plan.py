@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from dr.base.stackref import StackRef
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import refuse_damaged_state
 from dr.failover.frame.site_loss import (
     named_steps,
-    plan_lines,
 )
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.active_active.run import _topologies
@@ -23,11 +20,9 @@ from dr.topology.active_active import (
 __all__ = ["RegionPlan", "plan_region_failover"]
 
 
-@dataclass
-class RegionPlan:
+class RegionPlan(FailoverPlan):
     """What ``drctl failover --region A --dry-run`` shows: the steps, who moves, and the stack-file diff."""
 
-    stack: str
     mode: str
     region: str
     survivor: str
@@ -35,10 +30,6 @@ class RegionPlan:
     links_stopped: list[str]
     steps: list[dict[str, str]]
     stack_file_diff: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The plan as ``--json`` prints it."""
-        return dict(self.__dict__)
 
     def render(self) -> str:
         """The plan for a person."""

@@ -37,12 +37,12 @@ from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
 from dr.failover.frame.converge import read_stack_config, wait_copied
 from dr.failover.frame.journal import Journal, failover_dir
+from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import OnStep, run_frame
 from dr.failover.frame.site_loss import (
     SiteOutcome,
     named_steps,
     open_site_run,
-    plan_lines,
     published,
     require_healthy,
     require_writes,
@@ -373,9 +373,24 @@ def _open(
     )
 
 
-def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
-    """What ``--rejoin --dry-run`` shows (``text`` for a person): the steps and the stack-file diff; changes
-    nothing. Refused as the rejoin itself would be."""
+class RejoinPlan(FailoverPlan):
+    """What ``--rejoin --dry-run`` shows: the steps and the stack-file diff (``text``: for a person)."""
+
+    region: str
+    peer: str
+    returning: list[str]
+    steps: list[dict[str, str]]
+    stack_file_diff: str
+    text: str
+
+    def render(self) -> str:
+        """The plan for a person."""
+        return self.text
+
+
+def plan_region_rejoin(ref: StackRef, region: str) -> RejoinPlan:
+    """What ``--rejoin --dry-run`` shows: the steps and the stack-file diff; changes nothing. Refused as the
+    rejoin itself would be."""
     ref.existing_stack_file()
     journal = Journal.load(ref.made_failover_home())
     current = load_stack_file(ref.stack_file)
@@ -395,15 +410,9 @@ def plan_region_rejoin(ref: StackRef, region: str) -> dict[str, Any]:
             *plan_lines(steps, diff),
         ]
     )
-    return {
-        "stack": ref.name,
-        "region": region,
-        "peer": peer,
-        "returning": returning,
-        "steps": steps,
-        "stack_file_diff": diff,
-        "text": text,
-    }
+    return RejoinPlan(
+        stack=ref.name, region=region, peer=peer, returning=returning, steps=steps, stack_file_diff=diff, text=text
+    )
 
 
 def _finished(journal: Journal | None, stack_path: Any) -> bool:

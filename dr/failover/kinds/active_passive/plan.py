@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
@@ -21,10 +19,12 @@ from dr.failover.act.edge_resume import edge_links_into
 from dr.failover.act.health import cluster_health, reachability
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.metrics import encode_offsets, lag
+from dr.failover.frame.plan import FailoverPlan, FinishedPlan, PlanStep
+from dr.failover.frame.render import endpoint_text
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.run import already_finished, refuse_damaged_state
 from dr.failover.frame.step import MODES, FailoverOptions
-from dr.failover.frame.summary import FailoverSummary, summarize
+from dr.failover.frame.summary import summarize
 from dr.failover.kinds.active_passive.run import topologies
 from dr.failover.kinds.active_passive.steps import STEPS, verified_topics
 from dr.kafka.offsets import end_offsets
@@ -34,7 +34,7 @@ from dr.topology.client_endpoint import endpoint_pointing
 from dr.topology.hub_spoke import topics_on
 from dr.topology.stackfile import stack_file_diff
 
-__all__ = ["FailoverPlan", "FinishedPlan", "PlanStep", "desired_state_diff", "plan_failover", "pulumi_preview"]
+__all__ = ["ActivePassivePlan", "desired_state_diff", "plan_failover", "pulumi_preview"]
 
 
 def desired_state_diff(stack_path: Path, desired: Topology) -> str:
@@ -203,27 +203,9 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     return obs
 
 
-class PlanStep(BaseModel):
-    """One step of the plan: its journal status and what it would do."""
-
-    name: str
-    status: str
-    action: str
-
-
-class FinishedPlan(BaseModel):
-    """The plan of a stack whose failover already finished: nothing would change."""
-
-    stack: str
-    dry_run: Literal[True] = True
-    already_finished: Literal[True] = True
-    summary: FailoverSummary
-
-
-class FailoverPlan(BaseModel):
+class ActivePassivePlan(FailoverPlan):
     """What ``drctl failover`` would do (``--dry-run``), step by step, with the stack-file diff."""
 
-    stack: str
     dry_run: Literal[True] = True
     already_finished: Literal[False] = False
     mode: str
@@ -239,6 +221,10 @@ class FailoverPlan(BaseModel):
     observations: dict[str, Any] | None = None
     """Reachability, B's health and link lag, read when the clusters answer (None: not observed)."""
     pulumi_preview: dict[str, Any] | None = None
+
+    def render(self) -> str:
+        """The plan for a person."""
+        return _render(self)
 
 
 def _refuse_foreign(ref: StackRef, journal: Journal | None) -> None:
@@ -256,7 +242,7 @@ def _refuse_foreign(ref: StackRef, journal: Journal | None) -> None:
     )
 
 
-def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> FailoverPlan | FinishedPlan:
+def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> ActivePassivePlan | FinishedPlan:
     """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing."""
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     journal = Journal.load(ref.failover_home)
@@ -271,7 +257,7 @@ def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = Tr
         raise FailoverError(f"unknown mode {mode!r}.", "use --mode planned or --mode unplanned")
     roles = Roles.of(original)
     actions = _actions(original, desired, mode, options, state, stack_path)
-    plan = FailoverPlan(
+    plan = ActivePassivePlan(
         stack=stack,
         mode=mode,
         resuming=resuming,
@@ -290,3 +276,37 @@ def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = Tr
         plan.observations = _observe(original, state)
         plan.pulumi_preview = pulumi_preview(ref, desired)
     return plan
+
+
+def _render(p: ActivePassivePlan) -> str:
+    """The dry-run plan: steps, the desired-state diff, observations."""
+    chain = f"{p.source} → {p.target}" + (f" → {p.standby}" if p.standby else "")
+    head = "resume" if p.resuming else "plan"
+    lines = [f"DRY RUN — {head} of a {p.mode} failover of stack {p.stack}: {chain}; nothing is changed"]
+    for i, st in enumerate(p.steps, 1):
+        lines.append(f"  {i}. {st.name:<15} [{st.status}] {st.action}")
+    lines.append(f"converger: {p.converger}")
+    lines.append("desired state (stack file) diff:")
+    lines.append(p.desired_state_diff.rstrip() or "  (no change)")
+    preview = p.pulumi_preview or {}
+    if preview.get("error"):
+        lines.append(f"pulumi preview: not available — {preview['error']}")
+    elif preview:
+        lines.append("pulumi preview of the desired state:")
+        lines.append(preview["text"].rstrip())
+        if preview.get("note"):
+            lines.append(f"note: {preview['note']}")
+    obs = p.observations
+    if obs:
+        if obs.get("error"):
+            lines.append(f"observed: {obs['error']}")
+        else:
+            src, tgt = obs["source"], obs["target"]
+            lines.append(
+                f"observed: {src['name']} {'reachable' if src['reachable'] else 'UNREACHABLE'}; "
+                f"{tgt['name']} {'healthy' if tgt['healthy'] else 'NOT healthy'}"
+                + (f"; link lag {obs['lag_total']} records" if "lag_total" in obs else "")
+            )
+        if ep := obs.get("endpoint"):
+            lines.append(f"observed: client endpoint {ep['bootstrap']} {endpoint_text(ep)}")
+    return "\n".join(lines)

@@ -32,6 +32,7 @@ from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
+from dr.failover.drill.frame import DrillOptions, current_topology, prepare_copy, teardown
 from dr.failover.drill.grade import DEFAULT_AIMS
 from dr.failover.drill.result import ApplicationRto, Check
 from dr.failover.drill.traffic import (
@@ -48,14 +49,7 @@ from dr.failover.frame.journal import atomic_write_json
 from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.summary import FailoverSummary
-from dr.failover.kinds.active_passive.drill import (
-    DrillOptions,
-    current_topology,
-    fail_over,
-    prepare_copy,
-    prove_and_recover,
-    teardown,
-)
+from dr.failover.kinds.active_passive.drill import fail_over, prove_and_recover
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Topology, load_stack_file

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from dr.base.stackref import StackRef
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import refuse_damaged_state
 from dr.failover.frame.site_loss import (
     named_steps,
-    plan_lines,
 )
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.hub_spoke.run import _topologies
@@ -26,11 +23,9 @@ from dr.topology.hub_spoke import (
 __all__ = ["EdgePlan", "plan_edge_failover"]
 
 
-@dataclass
-class EdgePlan:
+class EdgePlan(FailoverPlan):
     """What ``drctl failover --edge E --dry-run`` shows: the steps, who moves where, the stack-file diff."""
 
-    stack: str
     mode: str
     edge: str
     hub: str
@@ -39,10 +34,6 @@ class EdgePlan:
     copies_kept: list[str]
     steps: list[dict[str, str]]
     stack_file_diff: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The plan as ``--json`` prints it."""
-        return dict(self.__dict__)
 
     def render(self) -> str:
         """The plan for a person."""
