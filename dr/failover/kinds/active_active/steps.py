@@ -31,6 +31,7 @@ from dr.base.errors import ClusterError, FailoverError
 from dr.estate.estate import acl_bindings
 from dr.failover.act.health import listening
 from dr.failover.act.positions import commits_of, positions_text, survivor_positions
+from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
     decommission,
@@ -43,7 +44,6 @@ from dr.failover.frame.site_loss import (
     result,
 )
 from dr.failover.frame.step import Step, StepResult
-from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
 from dr.kafka.offsets import Offsets, commit_group_offsets, committed_offsets, end_offsets, start_offsets

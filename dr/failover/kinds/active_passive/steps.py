@@ -38,6 +38,7 @@ from dr.failover.act.fencing import fence, unfence, write_bindings
 from dr.failover.act.groups import describe_group
 from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
+from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.journal import failover_dir
 from dr.failover.frame.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
 from dr.failover.frame.outcomes import (
@@ -45,7 +46,6 @@ from dr.failover.frame.outcomes import (
     ConsumerGroupsOutcome,
     DecommissionDeferred,
     DecommissionOutcome,
-    DesiredStateOutcome,
     Drained,
     FenceOnly,
     FenceSkipped,
@@ -526,38 +526,6 @@ def groups_text(groups: list[dict[str, Any]]) -> str:
 
 
 # ---------------------------------------------------------------------------------- 6 desired state
-def desired_state(ctx: Context) -> StepResult:
-    """Write the new topology to the stack file and converge it (C with users, ACLs, topics, link B→C)."""
-    backup = failover_dir(ctx.home) / f"{ctx.stack_path.name}.before-{ctx.journal.failover_id}"
-    if not backup.exists():
-        backup.write_text(ctx.stack_path.read_text())
-    written = ctx.write_stack(ctx.desired)
-    ctx.say(
-        f"desired state written to {ctx.stack_path} ({'changed' if written else 'already there'}); "
-        f"converging with {ctx.converger.name}"
-    )
-    timings = ctx.converger.converge(ctx.desired, ctx.progress)
-    recovered = list(getattr(ctx.converger, "recovered", []))
-    roles = {c.name: c.role.value for c in ctx.desired.clusters}
-    links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
-    return StepResult(
-        "done",
-        DesiredStateOutcome(
-            stack_file=str(ctx.stack_path),
-            written=written,
-            backup=str(backup),
-            converger=ctx.converger.name,
-            timings=timings,
-            roles=roles,
-            links=links,
-            recovered=recovered,
-        ),
-        f"roles {', '.join(f'{k}={v}' for k, v in roles.items())}; links {', '.join(links) or 'none'}; "
-        f"converged by {ctx.converger.name}"
-        + (f" (after repairing an interrupted run: {len(recovered)} repairs, see the journal)" if recovered else ""),
-    )
-
-
 # ---------------------------------------------------------------------------------- 4 clients
 def clients(ctx: Context) -> StepResult:
     """Publish B's client configuration for every application (files 0600; passwords never printed);

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.health import listening
+from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
     decommission,
@@ -42,7 +43,6 @@ from dr.failover.frame.site_loss import (
     result,
 )
 from dr.failover.frame.step import Step, StepResult
-from dr.failover.kinds.active_passive.steps import desired_state
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets
 from dr.topology import Link, Role, Topology
