@@ -24,8 +24,8 @@ from dr.failover.frame.run import new_context, run_frame
 from dr.failover.frame.stack_guard import file_digest
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
 from dr.topology import Topology, dump_stack_config, load_stack_file
+from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 from tests.unit.failover_helpers import journal_home, lock_held_elsewhere, new_journal
-from tests.unit.test_failover_plan import run
 
 PORTS = (32110, 32210, 32310)  # nothing listens there during the unit tests
 

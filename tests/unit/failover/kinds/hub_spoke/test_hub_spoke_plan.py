@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests import REPO_ROOT
-from tests.unit.test_failover_plan import run
+from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 
 PORTS = (32100, 32200, 32300, 32400, 32500)  # nothing listens: every cluster is "down"
 

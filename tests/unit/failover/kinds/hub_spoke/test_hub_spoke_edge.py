@@ -14,7 +14,7 @@ from dr.topology import Role, dump_stack_config, load_topology
 from dr.topology.access import application_rules
 from dr.topology.hub_spoke import after_edge_loss, after_hub_failover, remote_topic_names, topics_on
 from tests import REPO_ROOT
-from tests.unit.test_failover_plan import run
+from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 from tests.unit.test_hub_spoke import HUB, _error, _load
 
 PORTS = (32100, 32200, 32300, 32400, 32500)  # nothing listens: every cluster is "down"

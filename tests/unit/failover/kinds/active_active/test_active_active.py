@@ -13,7 +13,7 @@ from dr.topology import Topology, find_violations, load_stack_file, load_topolog
 from dr.topology.access import acl_rules
 from dr.topology.active_active import link_topics_regex, remote_topic, remote_topics_on
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[5]
 
 AA: dict[str, Any] = {
     "kafka-dr:architecture": "active-active",
