@@ -18,12 +18,14 @@ Results are pydantic models — :class:`~dr.failover.frame.summary.FailoverSumma
 :class:`~dr.failover.lifecycle.StandbyRebuild`, :class:`~dr.failover.status.StatusReport` — and ``--json``
 prints their ``model_dump(mode="json")``.
 
-Modules: :mod:`~dr.failover.kinds.active_passive.steps` (the eight steps), :mod:`~dr.failover.frame.run` (lock,
-journal, resume, RTO probe), :mod:`~dr.failover.frame.summary`, :mod:`~dr.failover.frame.journal`, :mod:`~dr.failover.frame.converge`
-(stack-file write-back and the :class:`Converger` protocol; ``pulumi up`` of the stack converges),
-:mod:`~dr.failover.act.fencing`,
-:mod:`~dr.failover.act.groups`, :mod:`~dr.failover.act.clients`, :mod:`~dr.failover.act.integrity` (the
-verification adapter), :mod:`~dr.failover.frame.metrics` (pure RPO/RTO/re-read computations),
-:mod:`~dr.failover.kinds.active_passive.plan` (``--dry-run``), :mod:`~dr.failover.status`, :mod:`~dr.failover.kinds.active_passive.drill`,
-:mod:`~dr.failover.lifecycle` (standby, link stop/start); the commands are :mod:`~dr.cli.failover`.
+Rooms: :mod:`~dr.failover.frame` — what every run shares, never asking the architecture (the
+steps' vocabulary :mod:`~dr.failover.frame.step`, the run loop :mod:`~dr.failover.frame.run`: lock, journal,
+resume, RTO probe; :mod:`~dr.failover.frame.journal`, :mod:`~dr.failover.frame.summary`,
+:mod:`~dr.failover.frame.plan`, :mod:`~dr.failover.frame.kind`); :mod:`~dr.failover.act` — what touches
+Kafka (fencing, clients, groups, health, probe, the verification adapter
+:mod:`~dr.failover.act.integrity`); :mod:`~dr.failover.kinds` — ``KINDS``, one
+:class:`~dr.failover.frame.kind.FailoverKind` per architecture, each a folder with ``steps.py``,
+``run.py``, ``plan.py``, ``drill.py``; :mod:`~dr.failover.drill` — what every drill shares;
+:mod:`~dr.failover.lifecycle` (standby, link stop/start), :mod:`~dr.failover.status`,
+:mod:`~dr.failover.team_store`. The commands are :mod:`~dr.cli.failover`.
 """
