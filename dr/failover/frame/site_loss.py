@@ -15,8 +15,9 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
@@ -30,8 +31,9 @@ from dr.failover.act.health import ClusterHealth, cluster_health, listening, rea
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
-from dr.failover.frame.run import new_context, run_mode
+from dr.failover.frame.run import OnStep, new_context, run_frame, run_mode
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult, named_roles
+from dr.failover.frame.summary import FailoverSummary
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
@@ -49,6 +51,7 @@ __all__ = [
     "open_site_run",
     "recover_site",
     "resumed_topologies",
+    "run_site_loss",
 ]
 
 
@@ -319,6 +322,40 @@ def open_site_run(
         peer=peer,
     )
     return ctx, resuming
+
+
+def run_site_loss(
+    context: type[S],
+    ref: StackRef,
+    site: str,
+    steps: Sequence[Step[S]],
+    topologies: Callable[[Journal | None], tuple[Topology, Topology, str, bool]],
+    *,
+    title: Callable[[S], str],
+    options: FailoverOptions,
+    converger: Converger | None,
+    progress: Progress,
+    on_step: OnStep | None,
+    is_finished: Callable[[Journal | None, Path], bool] | None = None,
+) -> FailoverSummary:
+    """The loss of ``site`` run through the frame (:func:`dr.failover.frame.run.run_frame`) — whichever the
+    kind of site: ``context`` is its steps' context, ``topologies`` gives ``(original, desired, peer,
+    resuming)`` from the stack's journal (or refuses), ``title`` names the run in its first line."""
+
+    def open_run(journal: Journal | None) -> tuple[S, bool]:
+        return open_site_run(
+            context,
+            ref,
+            journal,
+            site,
+            topologies(journal),
+            steps=steps,
+            options=options,
+            converger=converger,
+            progress=progress,
+        )
+
+    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, is_finished=is_finished)
 
 
 def named_steps(steps: Sequence[Step[Any]], **names: str) -> list[dict[str, str]]:

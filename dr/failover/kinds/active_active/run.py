@@ -13,13 +13,13 @@ from dr.estate.estate import Progress
 from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.run import OnStep, already_finished, run_frame
+from dr.failover.frame.run import OnStep, already_finished
 from dr.failover.frame.site_loss import (
-    open_site_run,
     recover_site,
     resumed_topologies,
+    run_site_loss,
 )
-from dr.failover.frame.step import Context, FailoverOptions
+from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
 from dr.topology import Kind, Topology, load_stack_file, load_topology
@@ -69,27 +69,25 @@ def run_region_failover(
 ) -> FailoverSummary:
     """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
 
-    def open_run(journal: Journal | None) -> tuple[RegionContext, bool]:
-        found = _topologies(ref, journal, region)
-        return open_site_run(
-            RegionContext,
-            ref,
-            journal,
-            region,
-            found,
-            steps=REGION_STEPS,
-            options=options,
-            converger=converger,
-            progress=progress,
-        )
-
-    def title(ctx: Context) -> str:
+    def title(ctx: RegionContext) -> str:
         return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
 
     def finished(journal: Journal | None, stack_path: Path) -> bool:
         return already_finished(journal, stack_path) and journal.mode != "rejoin"
 
-    return run_frame(ref, REGION_STEPS, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished)
+    return run_site_loss(
+        RegionContext,
+        ref,
+        region,
+        REGION_STEPS,
+        lambda journal: _topologies(ref, journal, region),
+        title=title,
+        options=options,
+        converger=converger,
+        progress=progress,
+        on_step=on_step,
+        is_finished=finished,
+    )
 
 
 def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from dr.base.stackref import StackRef
 from dr.estate.estate import Estate, Progress
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.run import OnStep, run_frame
+from dr.failover.frame.run import OnStep
 from dr.failover.frame.site_loss import (
-    open_site_run,
     recover_site,
     resumed_topologies,
+    run_site_loss,
 )
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
@@ -64,25 +64,22 @@ def run_edge_failover(
     """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
     stack = ref.name
 
-    def open_run(journal: Journal | None) -> tuple[EdgeContext, bool]:
-        found = _topologies(ref, journal, edge)
-        return open_site_run(
-            EdgeContext,
-            ref,
-            journal,
-            edge,
-            found,
-            steps=EDGE_STEPS,
-            options=options,
-            converger=converger,
-            progress=progress,
-        )
-
     def title(ctx: EdgeContext) -> str:
         moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
         return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
 
-    return run_frame(ref, EDGE_STEPS, open_run, title=title, progress=progress, on_step=on_step)
+    return run_site_loss(
+        EdgeContext,
+        ref,
+        edge,
+        EDGE_STEPS,
+        lambda journal: _topologies(ref, journal, edge),
+        title=title,
+        options=options,
+        converger=converger,
+        progress=progress,
+        on_step=on_step,
+    )
 
 
 def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
