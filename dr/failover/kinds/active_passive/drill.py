@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,9 +58,10 @@ from dr.failover.drill.traffic import Traffic, application_rto, consumer_report,
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.step import FailoverOptions, StepResult
+from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.kinds.active_passive.run import run_failover
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.failover.lifecycle import make_standby
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
@@ -302,7 +304,12 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
 
 
 def fail_over(
-    options: DrillOptions, ref: StackRef, estate: Estate, traffic: Traffic, progress: Progress
+    options: DrillOptions,
+    ref: StackRef,
+    estate: Estate,
+    traffic: Traffic,
+    progress: Progress,
+    steps: Sequence[Step[Context]] = STEPS,
 ) -> tuple[dict[str, Counter[str]], FailoverSummary]:
     """Run the failover; unplanned: it completes without A, then A comes back and is verified.
 
@@ -319,11 +326,11 @@ def fail_over(
             )
 
     mode = "unplanned" if options.unplanned else "planned"
-    summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step)
+    summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step, steps)
     if options.unplanned:
         progress(f"drill: bringing {A} back (restarting its brokers)")
         restart(estate.local_cluster(A))
-        summary = _failover(ref, FailoverOptions(), progress, on_step)
+        summary = _failover(ref, FailoverOptions(), progress, on_step, steps)
     return holdings, summary
 
 
@@ -336,6 +343,7 @@ def prove_and_recover(
     A: str,
     B: str,
     progress: Progress,
+    steps: Sequence[Step[Context]] = STEPS,
 ) -> _Proof:
     """What the verification lists against what really never reached B; recover it; verify again."""
     verdict = _verdict(ref.failover_home)
@@ -353,7 +361,7 @@ def prove_and_recover(
         recovery = integrity.recover(
             verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
         )
-        summary = _failover(ref, FailoverOptions(), progress, None)
+        summary = _failover(ref, FailoverOptions(), progress, None, steps)
         verdict = _verdict(ref.failover_home)
         if verdict:
             verdicts.append(verdict)
@@ -373,10 +381,16 @@ def _verdict(home: Path) -> integrity.Verdict | None:
     return journal.verdict() if journal is not None else None
 
 
-def _failover(ref: StackRef, options: FailoverOptions, progress: Progress, on_step: OnStep | None) -> FailoverSummary:
+def _failover(
+    ref: StackRef,
+    options: FailoverOptions,
+    progress: Progress,
+    on_step: OnStep | None,
+    steps: Sequence[Step[Context]] = STEPS,
+) -> FailoverSummary:
     """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
     try:
-        return run_failover(ref, options=options, progress=progress, on_step=on_step)
+        return run_failover(ref, options=options, progress=progress, on_step=on_step, steps=steps)
     except FailoverError as exc:
         journal = Journal.load(ref.failover_home)
         if journal is None or journal.step("integrity").status != "differences":

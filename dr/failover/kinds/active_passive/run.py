@@ -6,6 +6,7 @@ journal, the check of A's and B's credentials before a journal is started, and :
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from dr.base.errors import FailoverError
@@ -15,7 +16,7 @@ from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.run import OnStep, new_context, run_frame, run_mode
-from dr.failover.frame.step import Context, FailoverOptions
+from dr.failover.frame.step import Context, FailoverOptions, Step
 from dr.failover.frame.summary import FailoverSummary, rerun_command
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
@@ -54,7 +55,9 @@ def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) 
     return original, desired, True
 
 
-def _create_journal(stack: str, state: Path, mode: str, original: Topology, desired: Topology) -> Journal:
+def _create_journal(
+    stack: str, state: Path, mode: str, original: Topology, desired: Topology, steps: Sequence[Step[Context]]
+) -> Journal:
     """The journal of a new failover of ``original`` to ``desired``."""
     roles = Roles.of(original)
     return Journal.create(
@@ -66,7 +69,7 @@ def _create_journal(stack: str, state: Path, mode: str, original: Topology, desi
         standby=roles.standby_name,
         original_config=dump_stack_config(original),
         desired_config=dump_stack_config(desired),
-        steps=[s.name for s in STEPS],
+        steps=[s.name for s in steps],
     )
 
 
@@ -77,8 +80,12 @@ def run_failover(
     converger: Converger | None = None,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
+    steps: Sequence[Step[Context]] = STEPS,
 ) -> FailoverSummary:
     """Fail the stack ``ref`` over (or resume its failover); return the summary (see :func:`summarize`).
+
+    ``steps``: the active-passive :data:`~dr.failover.kinds.active_passive.steps.STEPS`, or a kind's that
+    wraps them (a hub's, :data:`dr.failover.kinds.hub_spoke.steps.HUB_STEPS`).
 
     Raises :class:`~dr.base.errors.FailoverError` when a step refuses (the journal keeps what was done;
     a rerun resumes) and :class:`~dr.base.errors.LockHeld` when another run holds the lock. ``on_step``
@@ -92,7 +99,7 @@ def run_failover(
         original, desired, resuming = topologies(ref, journal, mode)
         if journal is None or not resuming:
             _precheck(original, state)
-            journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired)
+            journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired, steps)
         ctx = new_context(
             Context, ref, journal, original, desired, mode, options=options, converger=converger, progress=progress
         )
@@ -102,7 +109,7 @@ def run_failover(
         chain = f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
         return f"failover {ctx.journal.failover_id} of stack {ref.name}: {chain}"
 
-    return run_frame(ref, STEPS, open_run, title=title, progress=progress, on_step=on_step, probe=True)
+    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, probe=True)
 
 
 def _precheck(original: Topology, state: Path) -> None:

@@ -61,11 +61,11 @@ from dr.failover.frame.step import Context, Step, StepResult
 from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
 from dr.runtime.process import wait_until
-from dr.topology import Kind, Link, Role, Topology
+from dr.topology import Kind, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.hub_spoke import remote_topic_names, topics_on
 
-__all__ = ["STEPS", "verified_topics"]
+__all__ = ["STEPS", "fence_drain", "promote", "verified_topics"]
 
 
 @contextmanager
@@ -299,10 +299,6 @@ def fence_drain(ctx: Context) -> StepResult:
         )
     readers = _readers(ctx)  # before the fence: the partitions' lookup stays out of the write outage
     removed = _fence_a(ctx)
-    if edge_links := hub.edge_links_into(ctx.original, A):
-        # the edges' links write to the hub as well: stop them so the hub holds still while it drains
-        stopped = _stop_edge_links(ctx, edge_links)
-        ctx.say(f"edge links stopped so {A} holds still: {', '.join(stopped)}")
     ctx.say(f"{A} fenced: {len(removed)} application write ACLs removed; draining link {ctx.link.name}")
     t0 = time.monotonic()
     deadline = t0 + ctx.options.drain_timeout
@@ -386,9 +382,6 @@ def promote(ctx: Context) -> StepResult:
     stop_s = round(time.monotonic() - t0, 3)
     writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
-    edge_links = hub.edge_links_into(ctx.original, ctx.source)
-    edge_stopped = _stop_edge_links(ctx, edge_links) if edge_links else None
-    edge_resume = _seed_edges(ctx, edge_links) if edge_links else None
     grants = application_acls(ctx.desired, Role.ACTIVE)
     create_acls(ctx.b_ep, grants)
     producers = [app.name for app in applications_on(ctx.desired, Role.ACTIVE, ctx.target) if app.writes]
@@ -407,8 +400,6 @@ def promote(ctx: Context) -> StepResult:
         acls_granted=len(grants),
         writable_from_ms=writable_from_ms,
     )
-    if edge_links:  # journaled only for a hub (an active-passive journal keeps its keys)
-        outcome.edge_links_stopped, outcome.edge_resume = edge_stopped, edge_resume
     # B is writable: the endpoint moves to it now, before the client files are published.
     switched = switch_endpoint(ctx.original, ctx.state, ctx.target)
     if switched is not None:  # journaled only with an endpoint
@@ -418,34 +409,8 @@ def promote(ctx: Context) -> StepResult:
         outcome,
         f"link {link.name} {how} ({stop_s:.1f}s); {ctx.target} writable for "
         f"{names_text(producers) or 'no producing application'}"
-        + (f"; edges {', '.join(lk.source for lk in edge_links)} resume into {ctx.target}" if edge_links else "")
         + (f"; client endpoint switched to {ctx.target}, sessions to {ctx.source} closed" if switched else ""),
     )
-
-
-def _stop_edge_links(ctx: Context, links: list[Link]) -> list[str]:
-    """Stop each edge's link into the old hub (killed when the hub is gone: nothing is left to flush)."""
-    dead = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
-    for link in links:
-        runner = ctx.before.link_runner(link.name)
-        if dead:
-            runner.kill()
-        else:
-            runner.stop(timeout=ctx.options.link_stop_timeout)
-    return [link.name for link in links]
-
-
-def _seed_edges(ctx: Context, links: list[Link]) -> list[dict[str, Any]]:
-    """Where each edge's link resumes on the promoted hub, written where its MirrorMaker 2 reads it."""
-    points: list[hub.ResumePoint] = []
-    for link in links:
-        topics = [t.name for t in ctx.original.topics_for(link)]
-        found = hub.resume_points(link.source, ctx.before.endpoint(link.source), ctx.b_ep, topics)
-        points += found
-        to_copy = sum(p.edge_end - max(p.resume_at, 0) for p in found)
-        ctx.say(f"edge {link.source}: the copy on {ctx.target} ended {to_copy} records before the edge's end")
-    hub.seed_resume_points(ctx.b_ep, points, replication_factor=min(3, ctx.roles.target.brokers))
-    return [p.to_dict() for p in points]
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups

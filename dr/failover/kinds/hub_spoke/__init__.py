@@ -54,8 +54,11 @@ class HubSpoke:
 
     def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
         """The hub failover, or the loss of an edge (:mod:`~dr.failover.kinds.hub_spoke.run`)."""
-        if request.site is None:
-            return ACTIVE_PASSIVE.run(ref, request, options=options, progress=progress)
+        if request.site is None:  # the hub's failover: the active-passive one, with its edges' links around it
+            from dr.failover.kinds.active_passive.run import run_failover
+            from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
+
+            return run_failover(ref, options=options, progress=progress, steps=HUB_STEPS)
         from dr.failover.kinds.hub_spoke.run import run_edge_failover
 
         return run_edge_failover(ref, request.site, options=options, progress=progress)

@@ -50,6 +50,7 @@ from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_passive.drill import fail_over, prove_and_recover
+from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Topology, load_stack_file
@@ -290,9 +291,9 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
             estate.local_cluster(H).kill()
             wait_until(lambda: not listening(estate.local_cluster(H).bootstrap), 5, interval=0.05)
         traffic.traffic.snapshots.stop()
-        holdings, first = fail_over(options, ref, estate, traffic.traffic, progress)
+        holdings, first = fail_over(options, ref, estate, traffic.traffic, progress, HUB_STEPS)
         failover_done = time.time()
-        proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress)
+        proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress, HUB_STEPS)
         seen += current_topology(stack_path)
         time.sleep(2)  # traffic on the new hub for a moment
         traffic.stop()

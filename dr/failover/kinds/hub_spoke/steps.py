@@ -25,11 +25,12 @@ that edge's local topic, which the edge's link aggregates into the hub as ``E2.r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
+from dr.failover.act.edge_resume import ResumePoint, edge_links_into, resume_points, seed_resume_points
 from dr.failover.act.health import listening
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
@@ -42,7 +43,8 @@ from dr.failover.frame.site_loss import (
     require_writes,
     result,
 )
-from dr.failover.frame.step import Step, StepResult
+from dr.failover.frame.step import Context, Step, StepResult
+from dr.failover.kinds.active_passive import steps as active_passive
 from dr.kafka.client import create_acls
 from dr.kafka.offsets import committed_offsets
 from dr.topology import Link, Role, Topology
@@ -54,7 +56,7 @@ from dr.topology.hub_spoke import (
     remote_topic,
 )
 
-__all__ = ["EDGE_STEPS", "EdgeContext"]
+__all__ = ["EDGE_STEPS", "HUB_STEPS", "EdgeContext"]
 
 
 @dataclass
@@ -229,4 +231,66 @@ EDGE_STEPS: list[Step[EdgeContext]] = [
     ),
     Step("integrity", integrity, "compare E's topics with their copies E.<topic> on the hub", _inputs),
     Step("decommission", decommission, "stop E (nothing missing, or --force-decommission)", _inputs),
+]
+
+
+# ---------------------------------------------------------------------------------- the hub's failover
+# The hub fails over as an active-passive pair (its steps, :data:`HUB_STEPS`, are the active-passive
+# ones); around two of them the edges' links into it: stopped while it drains, and re-pointed at the
+# promoted hub from where its copy of each edge ended.
+
+
+def hub_fence_drain(ctx: Context) -> StepResult:
+    """Planned: the edges' links into the hub stopped, so the hub holds still while it drains; then the
+    active-passive fence and drain."""
+    if ctx.mode != "unplanned" and (links := edge_links_into(ctx.original, ctx.source)):
+        # the edges' links write to the hub as well: stop them so the hub holds still while it drains
+        stopped = stop_edge_links(ctx, links)
+        ctx.say(f"edge links stopped so {ctx.source} holds still: {', '.join(stopped)}")
+    return active_passive.fence_drain(ctx)
+
+
+def hub_promote(ctx: Context) -> StepResult:
+    """The active-passive promote; then each edge's link into the old hub stopped and the point where it
+    resumes into the promoted hub written (journaled with the promote's outcome)."""
+    done = active_passive.promote(ctx)
+    links = edge_links_into(ctx.original, ctx.source)
+    if not links:
+        return done
+    stopped = stop_edge_links(ctx, links)
+    resume = seed_edges(ctx, links)
+    outcome = done.outcome.model_copy(update={"edge_links_stopped": stopped, "edge_resume": resume})
+    edges = ", ".join(lk.source for lk in links)
+    return StepResult(done.status, outcome, f"{done.summary}; edges {edges} resume into {ctx.target}")
+
+
+def stop_edge_links(ctx: Context, links: list[Link]) -> list[str]:
+    """Stop each edge's link into the old hub (killed when the hub is gone: nothing is left to flush)."""
+    dead = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
+    for link in links:
+        runner = ctx.before.link_runner(link.name)
+        if dead:
+            runner.kill()
+        else:
+            runner.stop(timeout=ctx.options.link_stop_timeout)
+    return [link.name for link in links]
+
+
+def seed_edges(ctx: Context, links: list[Link]) -> list[dict[str, Any]]:
+    """Where each edge's link resumes on the promoted hub, written where its MirrorMaker 2 reads it."""
+    points: list[ResumePoint] = []
+    for link in links:
+        topics = [t.name for t in ctx.original.topics_for(link)]
+        found = resume_points(link.source, ctx.before.endpoint(link.source), ctx.b_ep, topics)
+        points += found
+        to_copy = sum(p.edge_end - max(p.resume_at, 0) for p in found)
+        ctx.say(f"edge {link.source}: the copy on {ctx.target} ended {to_copy} records before the edge's end")
+    seed_resume_points(ctx.b_ep, points, replication_factor=min(3, ctx.roles.target.brokers))
+    return [p.to_dict() for p in points]
+
+
+#: The hub's failover: the active-passive steps, fence-drain and promote wrapped for the edges' links.
+HUB_STEPS: list[Step[Context]] = [
+    replace(s, run={"fence-drain": hub_fence_drain, "promote": hub_promote}.get(s.name, s.run))
+    for s in active_passive.STEPS
 ]
