@@ -171,3 +171,18 @@ def test_every_architecture_has_the_same_files() -> None:
     assert missing == []
     assert set(KINDS) == set(Architecture)
     assert sorted(type(kind).__module__.rpartition(".")[2] for kind in KINDS.values()) == folders
+
+
+def test_the_frame_never_asks_the_architecture() -> None:
+    """No module of ``dr/failover/frame`` tests which architecture it runs (``Architecture``,
+    ``is_active_active``, ``is_hub_spoke``, ``.architecture``): what varies is a kind's."""
+    import re
+
+    asks = re.compile(r"\bArchitecture\b|\bis_active_active\b|\bis_hub_spoke\b|\.architecture\b")
+    bad = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for path in sorted((REPO_ROOT / "dr" / "failover" / "frame").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
+    ]
+    assert bad == [], "\n".join(bad)

@@ -28,7 +28,6 @@ from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
-from dr.topology.active_active import is_active_active
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.stackfile import write_stack_config
 
@@ -48,13 +47,15 @@ class Converger(Protocol):
 class PulumiConverger:
     """Converges with ``pulumi up`` of the stack (:class:`dr.estate.stack.EstateStack`, the program of
     ``stacks/`` through the Automation API), then waits until each local link has copied what its
-    source held when the ``up`` ended."""
+    source held when the ``up`` ended (``wait_for_links`` False: it does not — an active-active region's
+    surviving links ran before and go on unchanged, with nothing new to copy)."""
 
     name = "pulumi"
 
-    def __init__(self, stack: StackRef, *, catch_up_timeout: float = 120.0) -> None:
+    def __init__(self, stack: StackRef, *, catch_up_timeout: float = 120.0, wait_for_links: bool = True) -> None:
         self.stack = stack
         self.catch_up_timeout = catch_up_timeout
+        self.wait_for_links = wait_for_links
         self.recovered: list[str] = []
         """What the last ``up`` repaired first (a killed engine's lock, plugins, interrupted operations)."""
 
@@ -67,8 +68,8 @@ class PulumiConverger:
         estate = Estate(topology, self.stack.state_dir)
         topics = [t.name for t in topology.topics]
         for link in topology.links:
-            if not topology.both_local(link) or is_active_active(topology):
-                continue  # active-active: the peers' links ran before and go on unchanged (nothing new to copy)
+            if not self.wait_for_links or not topology.both_local(link):
+                continue
             t0 = time.monotonic()
             on_source = topics_on(topology, topology.cluster(link.source))
             wanted = [t.name for t in on_source if link.selects_topic(t.name)] or topics

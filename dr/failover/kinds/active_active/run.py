@@ -11,7 +11,7 @@ from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
 from dr.estate.estate import Progress
 from dr.failover.act.health import listening
-from dr.failover.frame.converge import Converger
+from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep, already_finished
 from dr.failover.frame.site_loss import (
@@ -83,7 +83,7 @@ def run_region_failover(
         lambda journal: _topologies(ref, journal, region),
         title=title,
         options=options,
-        converger=converger,
+        converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout, wait_for_links=False),
         progress=progress,
         on_step=on_step,
         is_finished=finished,
