@@ -296,8 +296,13 @@ def _failover_undone(ref: StackRef, journal: Journal | None, region: str) -> Jou
     ``region`` cannot rejoin now: its region failover must be finished, and not forced past records that
     never reached the peer."""
     refusal = _refusal(ref, journal, region)
-    if refusal is not None or journal is None:
-        raise refusal or FailoverError(f"stack '{ref.name}' has no region failover of {region}.", "")
+    if refusal is not None:
+        raise refusal
+    if journal is None:  # _refusal refuses a stack without one; this keeps the type honest
+        raise FailoverError(
+            f"stack '{ref.name}' has no region failover of {region} to fail back from.",
+            f"a region rejoins after `drctl failover --stack {ref.name} --region {region}` decommissioned it",
+        )
     return journal
 
 
