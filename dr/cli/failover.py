@@ -180,6 +180,12 @@ def failover(
     topology = load_stack_file(stack_path)
     kind = KINDS[topology.architecture]  # the one place a command learns the stack's architecture
     flag, site = ("edge", edge) if edge is not None else ("region", region)
+    if site is not None and kind.site_flag != flag and rejoin:
+        raise FailoverError(
+            f"stack '{stack}' is {topology.architecture}: --rejoin brings a region of an active-active stack back.",
+            f"for an active-passive stack rebuild the old cluster as the standby: `drctl estate standby "
+            f"--stack {stack} --cluster {site}`",
+        )
     if site is not None and kind.site_flag != flag:
         raise FailoverError(
             f"stack '{stack}' is {topology.architecture}: --{flag} {_SITE_FLAGS[flag]}.",
