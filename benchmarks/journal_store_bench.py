@@ -3,7 +3,8 @@ store (one PostgreSQL transaction), measured in one run on this machine.
 
     .venv/bin/python -m benchmarks.journal_store_bench [--steps 200]
 
-A "step" is what the pipeline writes for one step: ``start_step`` then ``finish_step`` (two writes).
+A "step" is what the pipeline writes for one step: ``start_step`` then ``finish_step`` (two writes),
+under the stack's lock as a failover holds it (PostgreSQL: each write checks the lease's epoch).
 PostgreSQL is the throwaway server of :mod:`tests.pg_server` (127.0.0.1, fsync off as in the tests:
 a production server with fsync on adds its WAL flush to each commit).
 """
@@ -17,11 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from dr.failover.frame.journal import Journal
+from dr.failover.frame.journal import Journal, StackLock
 from tests.pg_server import pg_server
 
 
 def _per_step(home: Path, steps: int) -> list[float]:
+    with StackLock(home, home.name):  # as a failover writes: under the stack's lock (PostgreSQL: fenced by its lease)
+        return _writes(home, steps)
+
+
+def _writes(home: Path, steps: int) -> list[float]:
     names = [f"s{i}" for i in range(steps)]
     journal = Journal.create(
         home, stack=home.name, mode="planned", source="A", target="B", standby=None,

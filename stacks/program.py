@@ -276,7 +276,7 @@ def _internal_rf(topology: Topology, target: str, credentials: Any) -> int | Non
         return None
     if c.internal_topics_replication_factor is not None:
         return c.internal_topics_replication_factor
-    from dr.kafka.client import cluster_metadata
+    from dr.kafka.client import TLS_FAILED, cluster_metadata
     from dr.topology.external import external_endpoint
 
     _user, password = _admin(c, credentials)
@@ -284,10 +284,15 @@ def _internal_rf(topology: Topology, target: str, credentials: Any) -> int | Non
     try:
         brokers = len(cluster_metadata(ep).brokers)
     except DRError as exc:
+        # a failing TLS handshake fails every call to the cluster: declaring the factor would not help
+        instead = (
+            ""
+            if TLS_FAILED in str(exc)
+            else f". Declare it instead: kafka-dr:clusters[{target}].internal_topics_replication_factor"
+        )
         raise pulumi.RunError(
             f"error: cannot read the broker count of cluster {target!r} (the replication factor of the link's "
-            f"internal topics follows it): {exc}. Declare it instead: "
-            f"kafka-dr:clusters[{target}].internal_topics_replication_factor"
+            f"internal topics follows it): {exc}{instead}"
         ) from None
     return max(1, min(3, brokers))
 

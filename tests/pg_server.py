@@ -58,8 +58,24 @@ def _link_tree(src: Path, dst: Path) -> None:
         shutil.copytree(src, dst, symlinks=True)
 
 
+class PgUrl(str):
+    """The server's URL; :meth:`stop` and :meth:`start` stop it (``pg_ctl stop -m fast``) and start it
+    again on the same port and data directory (the database going away mid-failover)."""
+
+    ctl: list[str]
+    env: dict[str, str]
+
+    def stop(self) -> None:
+        """Stop the server (clients are disconnected; it stays down until :meth:`start`)."""
+        subprocess.run([*self.ctl, "-m", "fast", "-w", "stop"], env=self.env, check=True, capture_output=True)
+
+    def start(self) -> None:
+        """Start the stopped server again."""
+        subprocess.run([*self.ctl, "-w", "-t", "60", "start"], env=self.env, check=True, capture_output=True)
+
+
 @contextmanager
-def pg_server() -> Iterator[str]:
+def pg_server() -> Iterator[PgUrl]:
     """Start a PostgreSQL server in a temporary directory and yield its URL; stop it and remove it at the end."""
     cached, major = _cached_root()
     work = Path(tempfile.mkdtemp(prefix="kdr-pg-"))
@@ -104,7 +120,10 @@ def pg_server() -> Iterator[str]:
 
             with psycopg.connect(f"postgresql://kdr:{password}@127.0.0.1:{port}/postgres", autocommit=True) as conn:
                 conn.execute("CREATE DATABASE kdr")
-            yield f"postgres://kdr:{password}@127.0.0.1:{port}/kdr?sslmode=disable"
+            url = PgUrl(f"postgres://kdr:{password}@127.0.0.1:{port}/kdr?sslmode=disable")
+            url.ctl = [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(work / "pg.log"), "-o", opts]
+            url.env = env
+            yield url
         finally:
             subprocess.run(
                 [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],

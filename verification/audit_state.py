@@ -1,6 +1,7 @@
 """The incremental audit's memory: one state file per link, and the pure matching of one increment.
 
-A state file (``<state dir>/audit/<link>.json``, 0600, written atomically) holds
+A state file (``<state dir>/audit/<link>.json``, 0600, written atomically; with a ``postgres://`` backend a
+row of the team database instead, :mod:`dr.failover.team_store`) holds
 
 * ``stack``, ``link`` and both clusters' names and cluster ids — a file copied from another
   stack, or kept across a re-created cluster, is refused (:class:`ConfigError`, never a silent
@@ -28,16 +29,17 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from dr.base.errors import ConfigError
 
 __all__ = [
     "STATE_VERSION",
     "AuditState",
+    "AuditStore",
     "Fingerprint",
     "Increment",
     "StateIdentity",
@@ -205,31 +207,40 @@ def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
     stack, link = ident.stack, ident.link
     source_cluster, target_cluster = ident.source_cluster, ident.target_cluster
     source_id, target_id = ident.source_id, ident.target_id
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"audit state file {path} cannot be read ({exc}).", _reset_hint(stack, link)) from exc
+    store = _team_store()
+    if store is not None:  # a postgres:// backend: the state is the team's, in its database
+        where = f"audit state of link {link} in {store.shown}"
+        doc = store.load_audit(stack, link)
+        if doc is None:
+            return None
+        text = json.dumps(doc)
+    else:
+        where = f"audit state file {path}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where} cannot be read ({exc}).", _reset_hint(stack, link)) from exc
     try:
         state = AuditState.from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
-            f"audit state file {path} is damaged ({type(exc).__name__}: {exc}); no audit was run.",
+            f"{where} is damaged ({type(exc).__name__}: {exc}); no audit was run.",
             _reset_hint(stack, link),
         ) from exc
     mine = (stack, link, source_cluster, target_cluster)
     theirs = (state.stack, state.link, state.source_cluster, state.target_cluster)
     if mine != theirs:
         raise ConfigError(
-            f"audit state file {path} belongs to stack {state.stack!r}, link {state.link!r} "
+            f"{where} belongs to stack {state.stack!r}, link {state.link!r} "
             f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",
             _reset_hint(stack, link),
         )
     for role, recorded, now in (("source", state.source_id, source_id), ("target", state.target_id, target_id)):
         if recorded != now:
             raise ConfigError(
-                f"audit state file {path} was written for {role} cluster id {recorded!r}, but "
+                f"{where} was written for {role} cluster id {recorded!r}, but "
                 f"the {role} cluster now has id {now!r} (re-created?); its offsets mean nothing there.",
                 _reset_hint(stack, link),
             )
@@ -237,7 +248,12 @@ def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
 
 
 def save_state(path: Path, state: AuditState) -> None:
-    """Write ``state`` atomically (temporary file in the same directory, fsync, rename), mode 0600."""
+    """Write ``state`` atomically (temporary file in the same directory, fsync, rename), mode 0600; with a
+    ``postgres://`` backend in the team database instead, in one transaction (``kdr_audit_state``)."""
+    store = _team_store()
+    if store is not None:
+        store.save_audit(state.stack, state.link, state.to_dict())
+        return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -250,6 +266,33 @@ def save_state(path: Path, state: AuditState) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class AuditStore(Protocol):
+    """Where audit states live instead of files: the team database (:class:`dr.failover.team_store.TeamStore`)."""
+
+    shown: str
+
+    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+        """The state document of ``link``, or None."""
+
+    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+        """Write the state document of ``link``."""
+
+
+def _no_team_store() -> AuditStore | None:
+    return None
+
+
+team_store_hook: Callable[[], AuditStore | None] = _no_team_store
+"""The team database when the stack's Pulumi backend is ``postgres://``, else None: set by
+:mod:`dr.failover.team_store` when drctl loads it (this package imports nothing above ``dr.kafka``).
+With one, the audit state is a row there, so an audit from any machine continues at the bounds the
+last one reached."""
+
+
+def _team_store() -> AuditStore | None:
+    return team_store_hook()
 
 
 @dataclass

@@ -63,9 +63,11 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
     from dr.failover.act.clients import publish_clients
+    from dr.failover.act.tls_check import refuse_tls_failures
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     warn_if_too_large(topology)
+    refuse_tls_failures(Estate(topology, ref.made_state_dir()))  # ... and a failing TLS handshake here
     timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)
     # each application against the cluster its grants are on: the active, its edge, its home peer
     written = publish_clients(Estate(topology, ref.made_state_dir()))

@@ -335,6 +335,7 @@ def audit_link(
     """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`), through
     :func:`verification.routes.run`."""
+    import dr.failover.team_store  # noqa: F401 — with a postgres:// backend the audit state is in its database
     from dr.estate.estate import Estate
 
     started = time.monotonic()

@@ -10,7 +10,24 @@ One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and
                   heartbeat. A lease whose heartbeat is older than :data:`STALE_AFTER_S` is stale; it is
                   taken over only when asked for (``KDR_TAKE_OVER_STALE_LEASE=1``), and the take-over is
                   recorded in ``kdr_event``. A live lease is never taken.
-``kdr_event``     an append-only log: lease taken, released, taken over.
+``kdr_event``     an append-only log: lease taken, released, taken over, reclaimed.
+``kdr_audit_state`` each link's audit state (:mod:`verification.audit_state`: verified bounds, frontier,
+                  residue), so ``drctl audit`` on any machine continues at the bounds the last one reached.
+``kdr_verification`` each failover run's verification summary: its verdict and the SHA-256 of its report
+                  files (the reports themselves stay in the state directory of the machine that wrote them).
+
+Every row is keyed by the Pulumi project and the stack (``project``: ``name:`` of ``Pulumi.yaml``).
+
+**Fencing.** Each lease taken gets a new ``epoch`` (a sequence). A journal write by a lease holder is
+made in one transaction with a check that the stack's lease still carries the writer's epoch: an
+operator whose stale lease was taken over (its process frozen, cut off, then back) writes nothing and
+is refused (:class:`~dr.base.errors.LockHeld`, exit 7) with the name of the operator who took over.
+
+**The database going away mid-run.** A write retries for :data:`WAIT_S` seconds (the step in flight
+finishes meanwhile: it does not need the database), then the run stops with
+:class:`~dr.base.errors.StateStoreError` (exit 8); the journal holds every step finished before. The
+lease left behind goes stale; the same operator on the same machine takes it back without
+``--take-over`` (the process that held it is gone), anybody else needs ``--take-over``.
 
 The schema is created on first use by versioned, idempotent migrations (``kdr_schema``), serialised
 by a transaction-level advisory lock so two first users do not race. The URL's password is never in
@@ -21,17 +38,21 @@ from __future__ import annotations
 
 import functools
 import getpass
+import hashlib
 import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import ConfigError, LockHeld, StateStoreError
+from dr.base.project import project_dir_or_none
 from dr.base.pulumi_env import mask_url
+from verification import audit_state
 
 if TYPE_CHECKING:
     import psycopg
@@ -42,8 +63,11 @@ __all__ = [
     "Lease",
     "LeaseHandle",
     "TeamStore",
+    "finished_by",
     "is_team_url",
     "operator_identity",
+    "project_name",
+    "report_digest",
     "team_store",
 ]
 
@@ -51,6 +75,9 @@ STALE_AFTER_S = float(os.environ.get("KDR_LEASE_STALE_S", "30"))
 """A lease whose heartbeat is older than this many seconds belongs to a dead (or cut-off) operator."""
 
 HEARTBEAT_S = max(0.5, STALE_AFTER_S / 6)
+
+WAIT_S = float(os.environ.get("KDR_TEAM_DB_WAIT_S", "20"))
+"""How long a journal write waits for the database to answer again before the run stops (exit 8)."""
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -87,6 +114,46 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        2,
+        # rows keyed by (project, stack); rows of version 1 belong to the project of the default name
+        """
+        ALTER TABLE kdr_failover ADD COLUMN IF NOT EXISTS project text NOT NULL DEFAULT 'kafka-dr';
+        ALTER TABLE kdr_failover ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
+        ALTER TABLE kdr_failover DROP CONSTRAINT IF EXISTS kdr_failover_pkey;
+        ALTER TABLE kdr_failover ADD PRIMARY KEY (project, stack, failover_id);
+        DROP INDEX IF EXISTS kdr_failover_current;
+        CREATE UNIQUE INDEX kdr_failover_current ON kdr_failover (project, stack) WHERE current;
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS project text NOT NULL DEFAULT 'kafka-dr';
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
+        ALTER TABLE kdr_lease DROP CONSTRAINT IF EXISTS kdr_lease_pkey;
+        ALTER TABLE kdr_lease ADD PRIMARY KEY (project, stack);
+        ALTER TABLE kdr_event ADD COLUMN IF NOT EXISTS project text NOT NULL DEFAULT 'kafka-dr';
+        CREATE SEQUENCE IF NOT EXISTS kdr_lease_epoch;
+        CREATE TABLE IF NOT EXISTS kdr_audit_state (
+            project    text        NOT NULL,
+            stack      text        NOT NULL,
+            link       text        NOT NULL,
+            runs       integer     NOT NULL,
+            state      jsonb       NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (project, stack, link)
+        );
+        CREATE TABLE IF NOT EXISTS kdr_verification (
+            project       text        NOT NULL,
+            stack         text        NOT NULL,
+            failover_id   text        NOT NULL,
+            run           integer     NOT NULL,
+            at            timestamptz NOT NULL DEFAULT now(),
+            operator      text        NOT NULL,
+            clean         boolean     NOT NULL,
+            verdict       jsonb       NOT NULL,
+            report_dir    text        NOT NULL,
+            report_digest text        NOT NULL,
+            PRIMARY KEY (project, stack, failover_id, run)
+        );
+        """,
+    ),
 ]
 """(version, SQL) in order; each is applied once, in its own transaction, and recorded in ``kdr_schema``."""
 
@@ -96,6 +163,34 @@ _MIGRATION_LOCK = 0x6B6472  # "kdr": the advisory lock that serialises first-use
 def is_team_url(url: str | None) -> bool:
     """True for a PostgreSQL backend URL (``postgres://`` or ``postgresql://``)."""
     return bool(url) and str(url).startswith(("postgres://", "postgresql://"))
+
+
+def project_name() -> str:
+    """The Pulumi project's name (``name:`` of the project's ``Pulumi.yaml``), ``kafka-dr`` when there is none."""
+    import yaml
+
+    directory = project_dir_or_none()
+    path = directory / "Pulumi.yaml" if directory is not None else None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        doc = None
+    name = doc.get("name") if isinstance(doc, dict) else None
+    return str(name) if name else "kafka-dr"
+
+
+def report_digest(report_dir: str | os.PathLike[str]) -> str:
+    """SHA-256 over a report directory's files (relative name and content, in name order); ``""`` when absent."""
+    from pathlib import Path
+
+    root = Path(report_dir)
+    if not str(report_dir) or not root.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def operator_identity() -> str:
@@ -113,6 +208,8 @@ class Lease:
     purpose: str
     acquired_at: float
     heartbeat_age_s: float
+    epoch: int = 0
+    """Bumped by every take: the journal writes of an older epoch are refused (fencing)."""
 
     @property
     def stale(self) -> bool:
@@ -121,13 +218,18 @@ class Lease:
 
 
 class TeamStore:
-    """Journal rows, leases and events of the stacks in one PostgreSQL database (``url``)."""
+    """Journal rows, leases, events, audit states and verification summaries of one project's stacks in
+    one PostgreSQL database (``url``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, project: str | None = None) -> None:
         self.url = url
         self.shown = mask_url(url)
+        self.project = project or project_name()
         self._ready = False
         self._local = threading.local()
+        self._epochs: dict[str, int] = {}
+        """stack → epoch of the lease this process holds on it: its journal writes are fenced by it."""
+        self._gave_up = False
 
     # ------------------------------------------------------------------ connection and schema
     def connect(self) -> psycopg.Connection[Any]:
@@ -167,6 +269,22 @@ class TeamStore:
                 "rerun when PostgreSQL answers again: the journal holds every step finished so far",
             ) from None
 
+    def _waiting(self, write: Any) -> Any:
+        """``write()``, retried while the database is away, for :data:`WAIT_S` seconds (once only after a
+        write of this process already gave up: the run is stopping)."""
+        deadline = time.monotonic() + (0 if self._gave_up else WAIT_S)
+        while True:
+            try:
+                result = write()
+            except StateStoreError:
+                if time.monotonic() >= deadline:
+                    self._gave_up = True
+                    raise
+                time.sleep(1)
+                continue
+            self._gave_up = False
+            return result
+
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -196,43 +314,113 @@ class TeamStore:
     def load(self, stack: str) -> dict[str, Any] | None:
         """The stack's current journal record, or None."""
         with self.session() as conn:
-            row = conn.execute("SELECT record FROM kdr_failover WHERE stack = %s AND current", (stack,)).fetchone()
+            row = conn.execute(
+                "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s AND current", (self.project, stack)
+            ).fetchone()
             return dict(row[0]) if row else None
 
     def version(self, stack: str) -> int | None:
         """The write count of the stack's current journal row (None: no current failover)."""
         with self.session() as conn:
-            row = conn.execute("SELECT version FROM kdr_failover WHERE stack = %s AND current", (stack,)).fetchone()
+            row = conn.execute(
+                "SELECT version FROM kdr_failover WHERE project = %s AND stack = %s AND current", (self.project, stack)
+            ).fetchone()
             return int(row[0]) if row else None
 
     def create(self, stack: str, record: dict[str, Any]) -> None:
-        """Make ``record`` the stack's current failover (the previous one stays, no longer current); one transaction."""
-        with self.session() as conn, conn.transaction():
-            conn.execute("UPDATE kdr_failover SET current = false WHERE stack = %s AND current", (stack,))
-            conn.execute(
-                "INSERT INTO kdr_failover (stack, failover_id, status, record) VALUES (%s, %s, %s, %s)",
-                (stack, record["failover_id"], record["status"], json.dumps(record, default=str)),
-            )
+        """Make ``record`` the stack's current failover (the previous one stays, no longer current); one
+        transaction, fenced by this process's lease on the stack."""
+
+        def write() -> None:
+            with self.session() as conn, conn.transaction():
+                epoch = self._fence(conn, stack)
+                conn.execute(
+                    "UPDATE kdr_failover SET current = false WHERE project = %s AND stack = %s AND current",
+                    (self.project, stack),
+                )
+                conn.execute(
+                    "INSERT INTO kdr_failover (project, stack, failover_id, status, record, epoch) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    (
+                        self.project,
+                        stack,
+                        record["failover_id"],
+                        record["status"],
+                        json.dumps(record, default=str),
+                        epoch,
+                    ),
+                )
+
+        self._waiting(write)
 
     def save(self, stack: str, record: dict[str, Any], *, current: bool = True) -> None:
-        """Write ``record`` over its row (version + 1) in one transaction."""
-        with self.session() as conn, conn.transaction():
-            cur = conn.execute(
-                "UPDATE kdr_failover SET record = %s, status = %s, current = %s, version = version + 1, "
-                "updated_at = now() WHERE stack = %s AND failover_id = %s",
-                (json.dumps(record, default=str), record["status"], current, stack, record["failover_id"]),
+        """Write ``record`` over its row (version + 1) in one transaction, fenced by this process's lease."""
+
+        def write() -> int:
+            with self.session() as conn, conn.transaction():
+                epoch = self._fence(conn, stack)
+                cur = conn.execute(
+                    "UPDATE kdr_failover SET record = %s, status = %s, current = %s, version = version + 1, "
+                    "epoch = %s, updated_at = now() WHERE project = %s AND stack = %s AND failover_id = %s",
+                    (json.dumps(record, default=str), record["status"], current, epoch, self.project, stack,
+                     record["failover_id"]),
+                )  # fmt: skip
+                return int(cur.rowcount)
+
+        if self._waiting(write) != 1:
+            raise StateStoreError(
+                f"failover {record['failover_id']} of stack '{stack}' is not in the team database {self.shown}.",
+                "run `drctl status` to see the stack's current failover",
             )
-            if cur.rowcount != 1:
-                raise StateStoreError(
-                    f"failover {record['failover_id']} of stack '{stack}' is not in the team database {self.shown}.",
-                    "run `drctl status` to see the stack's current failover",
-                )
+
+    def _fence(self, conn: psycopg.Connection[Any], stack: str) -> int:
+        """Inside a write's transaction: the epoch of this process's lease on ``stack``, checked still to be
+        the lease's (row locked until the commit); :class:`LockHeld` naming who took it over otherwise.
+        0 when this process holds no lease on the stack (``estate down`` archiving a journal)."""
+        mine = self._epochs.get(stack)
+        if mine is None:
+            return 0
+        row = conn.execute(
+            "SELECT epoch, holder, host, pid FROM kdr_lease WHERE project = %s AND stack = %s FOR SHARE",
+            (self.project, stack),
+        ).fetchone()
+        if row is not None and int(row[0]) == mine:
+            return mine
+        raise LockHeld(
+            f"this run lost the lease on stack '{stack}': {self._taken_by(conn, stack, mine, row)}; "
+            "nothing was written to the journal.",
+            f"the failover is theirs now: `drctl status --stack {stack}` shows where it stands; "
+            "do not rerun it from here unless they hand it back",
+        )
+
+    def _taken_by(self, conn: psycopg.Connection[Any], stack: str, epoch: int, lease: Any) -> str:
+        """Who took the lease of ``epoch`` over, and what became of the failover since."""
+        row = conn.execute(
+            "SELECT actor, detail->>'host', detail->>'pid', at FROM kdr_event WHERE project = %s AND stack = %s "
+            "AND kind = 'lease-taken-over' AND (detail->>'from_epoch')::bigint = %s ORDER BY id DESC LIMIT 1",
+            (self.project, stack, epoch),
+        ).fetchone()
+        who = (
+            f"{row[0]} took it over at {row[3]:%Y-%m-%d %H:%M:%S %Z}"
+            if row
+            else (f"{lease[1]} (pid {lease[3]} on {lease[2]}) holds it now" if lease else "it was released")
+        )
+        current = conn.execute(
+            "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s AND current", (self.project, stack)
+        ).fetchone()
+        record = dict(current[0]) if current else {}
+        if record.get("status") == "completed":
+            who += f"; failover {record.get('failover_id')} was finished by {finished_by(record) or 'them'}"
+        elif lease is not None and row is not None:
+            who += f" and {lease[1]} holds it now"
+        return who
 
     def history(self, stack: str) -> list[dict[str, Any]]:
         """Every failover of the stack, the newest first."""
         with self.session() as conn:
             rows = conn.execute(
-                "SELECT record FROM kdr_failover WHERE stack = %s ORDER BY created_at DESC", (stack,)
+                "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s ORDER BY created_at DESC",
+                (self.project, stack),
             ).fetchall()
             return [dict(r[0]) for r in rows]
 
@@ -242,48 +430,66 @@ class TeamStore:
         with self.session() as conn:
             row = conn.execute(
                 "SELECT holder, host, pid, purpose, extract(epoch FROM acquired_at), "
-                "extract(epoch FROM now() - heartbeat_at) FROM kdr_lease WHERE stack = %s",
-                (stack,),
+                "extract(epoch FROM now() - heartbeat_at), epoch FROM kdr_lease WHERE project = %s AND stack = %s",
+                (self.project, stack),
             ).fetchone()
         if row is None:
             return None
-        return Lease(str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), float(row[5]))
+        return Lease(str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), float(row[5]), int(row[6]))
 
     def acquire(self, stack: str, purpose: str = "failover", *, take_over: bool = False) -> LeaseHandle:
-        """Take the stack's lease (one transaction): free → taken; stale and ``take_over`` → taken over
-        and journaled; otherwise :class:`LockHeld` naming the holder."""
+        """Take the stack's lease (one transaction), with a new epoch: free → taken; stale and ``take_over``
+        → taken over, or left by this operator's own process on this machine that is gone → reclaimed
+        (both journaled); otherwise :class:`LockHeld` naming the holder."""
         me, host, pid = operator_identity(), socket.gethostname(), os.getpid()
+        key = (self.project, stack)
         for _ in range(3):
             with self.session() as conn, conn.transaction():
                 # the insert decides between simultaneous starts: the primary key admits exactly one
                 cur = conn.execute(
-                    "INSERT INTO kdr_lease (stack, holder, host, pid, purpose) VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (stack) DO NOTHING",
-                    (stack, me, host, pid, purpose),
+                    "INSERT INTO kdr_lease (project, stack, holder, host, pid, purpose, epoch) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, nextval('kdr_lease_epoch')) "
+                    "ON CONFLICT (project, stack) DO NOTHING RETURNING epoch",
+                    (*key, me, host, pid, purpose),
                 )
-                if cur.rowcount == 1:
-                    self._event(conn, stack, "lease-taken", me, {"host": host, "pid": pid, "purpose": purpose})
-                    return LeaseHandle(self, stack, me, pid)
+                taken = cur.fetchone()
+                if taken is not None:
+                    epoch = int(taken[0])
+                    self._event(
+                        conn, stack, "lease-taken", me, {"host": host, "pid": pid, "purpose": purpose, "epoch": epoch}
+                    )
+                    return self._held(stack, me, pid, epoch)
                 row = conn.execute(
-                    "SELECT holder, host, pid, extract(epoch FROM now() - heartbeat_at), acquired_at "
-                    "FROM kdr_lease WHERE stack = %s FOR UPDATE",
-                    (stack,),
+                    "SELECT holder, host, pid, extract(epoch FROM now() - heartbeat_at), acquired_at, epoch "
+                    "FROM kdr_lease WHERE project = %s AND stack = %s FOR UPDATE",
+                    key,
                 ).fetchone()
                 if row is None:  # released between the two statements: try again
                     continue
-                self._refuse_unless_stale(stack, row, take_over)
-                conn.execute(
-                    "UPDATE kdr_lease SET holder = %s, host = %s, pid = %s, purpose = %s, acquired_at = now(), "
-                    "heartbeat_at = now() WHERE stack = %s",
-                    (me, host, pid, purpose, stack),
+                # this operator's own run on this machine, gone (the database went away under it): no wait
+                own = (row[0], row[1]) == (me, host) and not _alive(int(row[2]))
+                if not own:
+                    self._refuse_unless_stale(stack, row, take_over)
+                epoch = int(
+                    conn.execute(
+                        "UPDATE kdr_lease SET holder = %s, host = %s, pid = %s, purpose = %s, acquired_at = now(), "
+                        "heartbeat_at = now(), epoch = nextval('kdr_lease_epoch') WHERE project = %s AND stack = %s "
+                        "RETURNING epoch",
+                        (me, host, pid, purpose, *key),
+                    ).fetchone()[0]  # type: ignore[index]
                 )
-                detail = {"from": row[0], "host": row[1], "pid": row[2], "age_s": round(float(row[3]), 1)}
-                self._event(conn, stack, "lease-taken-over", me, detail)
-                return LeaseHandle(self, stack, me, pid)
+                detail = {"from": row[0], "host": host, "pid": pid, "from_host": row[1], "from_pid": row[2],
+                          "from_epoch": int(row[5]), "epoch": epoch, "age_s": round(float(row[3]), 1)}  # fmt: skip
+                self._event(conn, stack, "lease-reclaimed" if own and not take_over else "lease-taken-over", me, detail)
+                return self._held(stack, me, pid, epoch)
         raise LockHeld(
             f"the lease on stack '{stack}' changed hands three times while this run tried to take it.",
             f"rerun; `drctl status --stack {stack}` shows who holds it",
         )
+
+    def _held(self, stack: str, holder: str, pid: int, epoch: int) -> LeaseHandle:
+        self._epochs[stack] = epoch
+        return LeaseHandle(self, stack, holder, pid, epoch)
 
     @staticmethod
     def _refuse_unless_stale(stack: str, row: Any, take_over: bool) -> None:
@@ -303,46 +509,119 @@ class TeamStore:
                 f"over (recorded); `drctl status --stack {stack}` shows where the failover stopped",
             )
 
-    def renew(self, stack: str, holder: str, pid: int) -> bool:
-        """Renew the heartbeat; False when the lease is no longer ours."""
+    def renew(self, stack: str, epoch: int) -> bool:
+        """Renew the heartbeat; False when the lease is no longer ours (another epoch)."""
         with self.session() as conn, conn.transaction():
             cur = conn.execute(
-                "UPDATE kdr_lease SET heartbeat_at = now() WHERE stack = %s AND holder = %s AND pid = %s",
-                (stack, holder, pid),
+                "UPDATE kdr_lease SET heartbeat_at = now() WHERE project = %s AND stack = %s AND epoch = %s",
+                (self.project, stack, epoch),
             )
             return cur.rowcount == 1
 
-    def release(self, stack: str, holder: str, pid: int) -> None:
+    def release(self, stack: str, holder: str, epoch: int) -> None:
         """Give the lease back (a no-op when it was taken over meanwhile)."""
+        if self._epochs.get(stack) == epoch:
+            del self._epochs[stack]
         with self.session() as conn, conn.transaction():
             cur = conn.execute(
-                "DELETE FROM kdr_lease WHERE stack = %s AND holder = %s AND pid = %s", (stack, holder, pid)
+                "DELETE FROM kdr_lease WHERE project = %s AND stack = %s AND epoch = %s", (self.project, stack, epoch)
             )
             if cur.rowcount:
-                self._event(conn, stack, "lease-released", holder, {"pid": pid})
+                self._event(conn, stack, "lease-released", holder, {"pid": os.getpid(), "epoch": epoch})
 
     def events(self, stack: str) -> list[dict[str, Any]]:
         """The stack's lease events, oldest first."""
         with self.session() as conn:
             rows = conn.execute(
-                "SELECT extract(epoch FROM at), kind, actor, detail FROM kdr_event WHERE stack = %s ORDER BY id",
-                (stack,),
+                "SELECT extract(epoch FROM at), kind, actor, detail FROM kdr_event WHERE project = %s AND stack = %s "
+                "ORDER BY id",
+                (self.project, stack),
             ).fetchall()
         return [{"at": float(r[0]), "kind": r[1], "actor": r[2], "detail": r[3]} for r in rows]
 
-    @staticmethod
-    def _event(conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: dict[str, Any]) -> None:
+    def _event(self, conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: dict[str, Any]) -> None:
         conn.execute(
-            "INSERT INTO kdr_event (stack, kind, actor, detail) VALUES (%s, %s, %s, %s)",
-            (stack, kind, actor, json.dumps(detail, default=str)),
+            "INSERT INTO kdr_event (project, stack, kind, actor, detail) VALUES (%s, %s, %s, %s, %s)",
+            (self.project, stack, kind, actor, json.dumps(detail, default=str)),
         )
+
+    # ------------------------------------------------------------------ audit state and verification summaries
+    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+        """The audit state document of ``link`` (:meth:`verification.audit_state.AuditState.to_dict`), or None."""
+        with self.session() as conn:
+            row = conn.execute(
+                "SELECT state FROM kdr_audit_state WHERE project = %s AND stack = %s AND link = %s",
+                (self.project, stack, link),
+            ).fetchone()
+            return dict(row[0]) if row else None
+
+    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+        """Write the audit state of ``link`` (one transaction). A run that continued run N is written only
+        while the row still holds run N: an audit of the same link finished meanwhile on another machine
+        is :class:`LockHeld` (its bounds stay)."""
+        runs = int(state["runs"])
+        with self.session() as conn, conn.transaction():
+            cur = conn.execute(
+                "INSERT INTO kdr_audit_state (project, stack, link, runs, state) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (project, stack, link) DO UPDATE SET runs = excluded.runs, state = excluded.state, "
+                "updated_at = now() WHERE %s OR kdr_audit_state.runs = %s",
+                (self.project, stack, link, runs, json.dumps(state), runs <= 1, runs - 1),
+            )
+            if cur.rowcount != 1:
+                raise LockHeld(
+                    f"another audit of link {link} (stack '{stack}') saved its run meanwhile in {self.shown}; "
+                    "this run's bounds were not written.",
+                    "run the audit again: it continues from the bounds the other one reached",
+                )
+
+    def record_verification(self, stack: str, failover_id: str, run: int, verdict: dict[str, Any]) -> None:
+        """Record a failover run's verification: its verdict and the digest of its report files."""
+        digest = report_digest(str(verdict.get("report_dir") or ""))
+        with self.session() as conn, conn.transaction():
+            self._fence(conn, stack)
+            conn.execute(
+                "INSERT INTO kdr_verification (project, stack, failover_id, run, operator, clean, verdict, report_dir, "
+                "report_digest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (project, stack, failover_id, run) "
+                "DO UPDATE SET at = now(), operator = excluded.operator, clean = excluded.clean, "
+                "verdict = excluded.verdict, report_dir = excluded.report_dir, report_digest = excluded.report_digest",
+                (self.project, stack, failover_id, run, operator_identity(), bool(verdict.get("clean")),
+                 json.dumps(verdict, default=str), str(verdict.get("report_dir") or ""), digest),
+            )  # fmt: skip
+
+    def verifications(self, stack: str) -> list[dict[str, Any]]:
+        """The stack's recorded verification summaries, oldest first."""
+        with self.session() as conn:
+            rows = conn.execute(
+                "SELECT failover_id, run, operator, clean, verdict, report_dir, report_digest FROM kdr_verification "
+                "WHERE project = %s AND stack = %s ORDER BY at",
+                (self.project, stack),
+            ).fetchall()
+        keys = ("failover_id", "run", "operator", "clean", "verdict", "report_dir", "report_digest")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def finished_by(record: dict[str, Any]) -> str | None:
+    """The operator of a journal record's last run (``operator`` of :class:`~dr.failover.frame.journal.RunEntry`)."""
+    runs = record.get("runs") or []
+    last = runs[-1] if runs and isinstance(runs[-1], dict) else {}
+    return str(last["operator"]) if last.get("operator") else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class LeaseHandle:
     """A held lease, renewed by a daemon thread every :data:`HEARTBEAT_S` until :meth:`release`."""
 
-    def __init__(self, store: TeamStore, stack: str, holder: str, pid: int) -> None:
-        self.store, self.stack, self.holder, self.pid = store, stack, holder, pid
+    def __init__(self, store: TeamStore, stack: str, holder: str, pid: int, epoch: int) -> None:
+        self.store, self.stack, self.holder, self.pid, self.epoch = store, stack, holder, pid, epoch
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"kdr-lease-{stack}", daemon=True)
         self._thread.start()
@@ -350,16 +629,19 @@ class LeaseHandle:
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
             try:
-                if not self.store.renew(self.stack, self.holder, self.pid):
-                    return
+                if not self.store.renew(self.stack, self.epoch):
+                    return  # taken over: the next journal write of this run is refused (fenced)
             except Exception:  # noqa: BLE001 — the database is away: the lease goes stale if it stays away; the run goes on
                 continue
 
     def release(self) -> None:
-        """Stop renewing and give the lease back."""
+        """Stop renewing and give the lease back (with the database away: left to go stale, reclaimable)."""
         self._stop.set()
         self._thread.join(timeout=5)
-        self.store.release(self.stack, self.holder, self.pid)
+        try:
+            self.store.release(self.stack, self.holder, self.epoch)
+        except StateStoreError:
+            self.store._epochs.pop(self.stack, None)
 
 
 def _libpq_url(url: str) -> str:
@@ -378,3 +660,14 @@ _LIBPQ_KEYS = frozenset(
 def team_store(url: str) -> TeamStore:
     """The store of the database ``url`` (one per URL per process)."""
     return TeamStore(url)
+
+
+def _audit_store() -> TeamStore | None:
+    """The team database of the stack's backend, when it is ``postgres://`` (the audit state's home)."""
+    from dr.base.pulumi_env import project_backend_url
+
+    url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
+    return team_store(url) if url and is_team_url(url) else None
+
+
+audit_state.team_store_hook = _audit_store

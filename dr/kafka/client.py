@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 
 from dr.base.errors import AuthError, ClusterError
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, uses_sasl
+from dr.kafka.tls_diagnosis import verify_reason
 
 #: librdkafka settings that keep a client's own log lines off stderr. A client whose cluster died
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
@@ -105,8 +106,9 @@ def transport_failure(texts: Iterable[str], endpoint: Endpoint) -> ClusterError 
         where = f"{endpoint.label}: {TLS_FAILED}: {text}"
         if "certificate verify failed" in low or "unable to get local issuer" in low or "self-signed" in low:
             ca = endpoint.tls.ca_location if endpoint.tls is not None else None
+            reason = verify_reason(endpoint.bootstrap, endpoint.tls)  # librdkafka does not say why
             return ClusterError(
-                where,
+                f"{where} ({reason})" if reason else where,
                 f"check that the cluster's tls.ca_file/ca_pem ({ca or 'none declared: the system roots were used'}) "
                 "is the CA that signed the brokers' certificates, that the certificates are not expired, and "
                 "(hostname verification on) that they name the host dialled; "
@@ -251,6 +253,10 @@ def delete_acls(endpoint: Endpoint, filters: Iterable[AclBindingFilter]) -> int:
     return removed
 
 
+#: The first metadata try of :func:`connected_admin` (seconds) before the error callback is read.
+FIRST_ATTEMPT_S = 1.0
+
+
 def connected_admin(
     endpoint: Endpoint, timeout: float = 10.0, attempt: float | None = None
 ) -> tuple[AdminClient, ClusterMetadata]:
@@ -260,7 +266,7 @@ def connected_admin(
     :class:`ClusterError` when it cannot be reached within ``timeout``. librdkafka reports a refused
     SASL login only through its error callback (the metadata call itself fails as a transport
     error or times out), so the callback is read after every failed attempt; ``attempt`` (default:
-    all of ``timeout``) is how long each try may take before the callback is checked again.
+    1 s, doubling each try) is how long each try may take before the callback is checked again.
     """
     errors: list[KafkaError] = []
     admin = AdminClient(
@@ -274,11 +280,16 @@ def connected_admin(
         )
     )
     deadline = time.monotonic() + timeout
+    # Without ``attempt`` the tries grow 1, 2, 4 … s: a TLS or login failure (known only through the
+    # callback) is read after a second, while a slow cluster keeps its connection between tries and
+    # gets ever longer ones, up to all of ``timeout``.
+    step = attempt or FIRST_ATTEMPT_S
     while True:
         left = deadline - time.monotonic()
         try:
-            return admin, admin.list_topics(timeout=max(0.5, min(attempt or left, left)))
+            return admin, admin.list_topics(timeout=max(0.5, min(step, left)))
         except KafkaException as exc:
+            step = attempt or step * 2
             admin.poll(0.2)  # error callbacks are served by poll()
             if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
                 raise AuthError(

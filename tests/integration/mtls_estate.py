@@ -1,4 +1,9 @@
-"""An existing estate with mutual TLS, started OUTSIDE the product as a platform team runs one.
+"""Existing estates over TLS, started OUTSIDE the product as a platform team runs them.
+
+:class:`MtlsEstate`: mutual TLS. :class:`SaslSslEstate`: SCRAM over TLS (``SASL_SSL``), the brokers'
+certificates signed by the team's private CA and naming ``127.0.0.1`` only (so dialling ``localhost`` is a
+hostname mismatch), the Connect worker trusting that CA alone. Both share :class:`TeamCa` and the listener
+settings below.
 
 The same plain KRaft nodes and Connect worker as :mod:`tests.integration.existing_estate`, but the
 clients' listener is ``SSL`` with ``ssl.client.auth=required``, signed by the team's private CA (made
@@ -29,7 +34,8 @@ from tests.integration.existing_estate import Broker, ExistingEstate, Worker
 MAPPING_RULES = "RULE:^CN=([^,]+)$/$1/,DEFAULT"
 
 
-def _private(path: Path, data: bytes) -> Path:
+def private_file(path: Path, data: bytes) -> Path:
+    """``data`` at ``path``, 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -45,7 +51,7 @@ def p12(path: Path, made: Issued, password: str) -> Path:
     data = pkcs12.serialize_key_and_certificates(
         b"k", key, cert, None, serialization.BestAvailableEncryption(password.encode())
     )
-    return _private(path, data)
+    return private_file(path, data)
 
 
 @dataclass
@@ -60,19 +66,31 @@ class TeamCa:
         return self.root / "pki" / "ca.pem"
 
     def __post_init__(self) -> None:
-        _private(self.ca_file, self.ca.certificate_pem)
+        private_file(self.ca_file, self.ca.certificate_pem)
 
     def pem(self, name: str, hosts: tuple[str, ...] = ()) -> tuple[Path, Path]:
         """A certificate ``CN=<name>`` and its key as PEM files."""
         made = issue(self.ca, name, hosts)
         return (
-            _private(self.root / "pki" / f"{name}.pem", made.certificate_pem),
-            _private(self.root / "pki" / f"{name}.key", made.key_pem),
+            private_file(self.root / "pki" / f"{name}.pem", made.certificate_pem),
+            private_file(self.root / "pki" / f"{name}.key", made.key_pem),
         )
 
     def keystore(self, name: str, password: str, hosts: tuple[str, ...] = ()) -> Path:
         """A PKCS#12 keystore of a certificate ``CN=<name>``."""
         return p12(self.root / "pki" / f"{name}.p12", issue(self.ca, name, hosts), password)
+
+
+def _server_tls(keystore: Path, password: str, ca_file: Path) -> dict[str, str]:
+    """The client listener's own keystore and the CA it trusts (for client certificates)."""
+    return {
+        "listener.name.client.ssl.keystore.type": "PKCS12",
+        "listener.name.client.ssl.keystore.location": str(keystore),
+        "listener.name.client.ssl.keystore.password": password,
+        "listener.name.client.ssl.key.password": password,
+        "listener.name.client.ssl.truststore.type": "PEM",
+        "listener.name.client.ssl.truststore.location": str(ca_file),
+    }
 
 
 @dataclass
@@ -93,13 +111,8 @@ class MtlsBroker(Broker):
         )
         props.update(
             {
+                **_server_tls(keystore, self.store_password, self.team.ca_file),
                 "listener.name.client.ssl.client.auth": "required",
-                "listener.name.client.ssl.keystore.type": "PKCS12",
-                "listener.name.client.ssl.keystore.location": str(keystore),
-                "listener.name.client.ssl.keystore.password": self.store_password,
-                "listener.name.client.ssl.key.password": self.store_password,
-                "listener.name.client.ssl.truststore.type": "PEM",
-                "listener.name.client.ssl.truststore.location": str(self.team.ca_file),
                 "ssl.principal.mapping.rules": MAPPING_RULES,
                 "super.users": "User:broker;User:admin;User:connect",
             }
@@ -153,4 +166,52 @@ class MtlsEstate(ExistingEstate):
         self.connect = MtlsWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
 
 
-__all__ = ["MAPPING_RULES", "MtlsEstate", "TeamCa"]
+@dataclass
+class SaslSslBroker(Broker):
+    """One node whose client listener is SCRAM over TLS (``SASL_SSL``), its certificate naming 127.0.0.1 only."""
+
+    team: TeamCa | None = None
+    store_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
+
+    def properties(self) -> dict[str, str]:
+        assert self.team is not None
+        keystore = self.team.keystore(f"broker-{self.name}", self.store_password, ("127.0.0.1",))
+        props = super().properties()
+        props["listener.security.protocol.map"] = props["listener.security.protocol.map"].replace(
+            "CLIENT:SASL_PLAINTEXT", "CLIENT:SASL_SSL"
+        )
+        props.update(_server_tls(keystore, self.store_password, self.team.ca_file))
+        return props
+
+
+@dataclass
+class SaslSslWorker(Worker):
+    """The Connect worker: SCRAM over TLS to its home cluster, trusting the team's CA alone (no cacerts)."""
+
+    team: TeamCa | None = None
+
+    def properties(self) -> dict[str, str]:
+        assert self.team is not None
+        props = super().properties()
+        client = {
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.team.ca_file),
+        }
+        for prefix in ("", "producer.", "consumer.", "admin."):
+            props.update({prefix + k: v for k, v in client.items()})
+        return props
+
+
+class SaslSslEstate(ExistingEstate):
+    """A, B, C with SASL_SSL client listeners signed by the team's CA, and a Connect worker homed on C."""
+
+    def __post_init__(self) -> None:
+        self.team = TeamCa(self.root)
+        self.clusters = {
+            n: SaslSslBroker(n, p, self.root, team=self.team) for n, p in zip("ABC", self.ports, strict=True)
+        }
+        self.connect = SaslSslWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
+
+
+__all__ = ["MAPPING_RULES", "MtlsEstate", "SaslSslEstate", "TeamCa", "p12", "private_file"]

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from dr.base.pulumi_env import pulumi_env
-from dr.failover.kinds.active_passive.drill import read_keys
+from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT

@@ -31,8 +31,8 @@ import pytest
 
 from dr.estate.estate import Estate
 from dr.estate.pulumi_locks import stack_locks
+from dr.failover.drill.traffic import read_keys
 from dr.failover.frame.journal import Journal
-from dr.failover.kinds.active_passive.drill import read_keys
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import pid_alive, wait_until

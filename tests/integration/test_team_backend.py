@@ -6,7 +6,12 @@ machine). Operator 1 runs ``drctl estate up`` with ``PULUMI_BACKEND_URL=postgres
 failover that is SIGKILLed (its whole process group) inside a step; operator 2 — another clone of the
 project, its own empty ``KDR_STATE_DIR``, only the URL and the passphrase — sees it in ``drctl status``
 (holder, step, since when), is refused while it has not asked to take the stale lease over, then resumes
-it to completion. One estate, one database for the module; the tests run in order.
+it to completion; operator 1, back with its old stack file, is refused naming operator 2. Then: the
+audit continued from clone 2 at the bounds clone 1 reached (audit state in the database), recovery and
+`drctl verify` resolving the stack through the database, two failovers started at the same instant
+(one runs, the other exits 7), PostgreSQL stopped (`pg_ctl stop`) inside promote and started again
+(the run stops with exit 8, the rerun resumes and converges). One estate, one database for the module;
+the tests run in order.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,18 +30,20 @@ import pytest
 import yaml
 
 from dr.base.pulumi_env import pulumi_env
-from dr.failover.kinds.active_passive.drill import read_keys
+from dr.failover.drill.traffic import read_keys
 from dr.failover.team_store import TeamStore
 from tests import REPO_ROOT
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import kill_inside
 from tests.integration.helpers import produce
 from tests.integration.ports import windows
-from tests.integration.test_external_estate import _admin, _stack_doc
-from tests.pg_server import pg_server
+from tests.integration.test_external_estate import _admin, _stack_doc, wipe_and_stand_by
+from tests.pg_server import PgUrl, pg_server
 
 STACK = "existing"
 OUTPUTS: list[str] = []
+REPORTS: list[str] = []
+WINNER: list[Operator] = []
 
 
 class Operator:
@@ -73,7 +81,7 @@ class Operator:
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
+def pg_url() -> Iterator[PgUrl]:
     with pg_server() as url:
         yield url
 
@@ -177,10 +185,138 @@ def test_failover_killed_inside_a_step_is_resumed_by_a_second_operator(
     assert store.lease(STACK) is None
     on_b = read_keys(_admin(existing, "B"), "orders")
     assert not [k for k in acked if k not in on_b], "acknowledged records lost"
+    # the run's verification summary is in the database: its verdict and the digest of its report files
+    [checked] = [v for v in store.verifications(STACK) if v["failover_id"] == summary["failover_id"]]
+    assert checked["operator"] == "op2" and checked["clean"] and len(checked["report_digest"]) == 64
+    REPORTS.append(checked["report_dir"])
+    # operator 1 comes back with the stack file its failover started from: refused, naming who finished it
+    back = one.drctl("failover", "--stack", STACK, "--yes")
+    assert back.returncode == 7, back.stdout[-2000:] + back.stderr[-2000:]
+    assert f"failover {summary['failover_id']} of stack '{STACK}' was finished by op2" in back.stderr, back.stderr
+    assert store.load(STACK)["status"] == "completed" and store.lease(STACK) is None  # type: ignore[index]
     # operator 1 takes the stack file the failover rewrote (git pull) and finds nothing left to do
     (one.project / f"Pulumi.{STACK}.yaml").write_bytes((two.project / f"Pulumi.{STACK}.yaml").read_bytes())
     preview = one.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+
+
+def test_audit_and_recovery_continue_from_the_second_clone(
+    ops: tuple[Operator, Operator], existing: ExistingEstate, pg_url: str
+) -> None:
+    """The link's audit state lives in the database: operator 2 (empty state directory) continues the
+    audit at the bounds operator 1's run reached, reading only what came since; recovery resolves the
+    stack through the PostgreSQL backend."""
+    one, two = ops
+    first = one.drctl("audit", "--stack", STACK, "--json", "--first-run", "python")
+    assert first.returncode in (0, 1), first.stderr[-3000:]
+    [run1] = json.loads(first.stdout.strip().splitlines()[-1])["links"]
+    assert run1["first_run"] and run1["run"] == 1, run1
+    acked, _ = produce(_admin(existing, run1["source"]), "orders", [f"audit-{i}" for i in range(40)])
+    assert len(acked) == 40
+    shutil.copytree(one.project, two.project, dirs_exist_ok=True)
+    assert not (two.root / "state" / STACK / "audit").exists()
+    second = two.drctl("audit", "--stack", STACK, "--json")
+    assert second.returncode in (0, 1), second.stderr[-3000:]
+    [run2] = json.loads(second.stdout.strip().splitlines()[-1])["links"]
+    assert not run2["first_run"] and run2["run"] == 2, run2
+    assert run2["read_source"] == 40, "operator 2 read only what came after operator 1's bounds"
+    assert not (two.root / "state" / STACK / "audit" / f"{run1['link']}.json").exists(), "the database holds it"
+    row = TeamStore(pg_url).load_audit(STACK, run1["link"])
+    assert row is not None and row["runs"] == 2
+    assert REPORTS, "the failover recorded its verification"
+    dry = two.drctl("recover", "--report", REPORTS[0], "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert json.loads(dry.stdout)["written"] == 0
+
+
+def _start(op: Operator, *args: str, extra: dict[str, str]) -> tuple[subprocess.Popen[str], list[str]]:
+    """``drctl failover`` of ``op`` in the background; its output lines collected as they come."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dr.cli", "failover", "--stack", STACK, "--yes", *args],
+        env={**op.env(), **extra}, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
+
+
+def test_simultaneous_starts_and_postgresql_stopped_mid_failover(
+    ops: tuple[Operator, Operator], existing: ExistingEstate, pg_url: PgUrl
+) -> None:
+    """Both operators start the next failover at the same instant: exactly one runs, the other exits 7
+    naming it. PostgreSQL is stopped (pg_ctl stop) while the winner's promote step runs: the step
+    finishes, its journal write waits (KDR_TEAM_DB_WAIT_S=2), then the run stops cleanly (exit 8).
+    PostgreSQL started again, the winner reruns: it takes its own dead lease back, resumes after the
+    last journaled step and converges; nothing acknowledged is lost."""
+    one, two = ops
+    wipe_and_stand_by(one, existing, "A")  # the next standby for the passive the failover builds
+    shutil.copyfile(one.project / f"Pulumi.{STACK}.yaml", two.project / f"Pulumi.{STACK}.yaml")
+    acked, _ = produce(_admin(existing, "B"), "orders", [f"next-{i}" for i in range(200)])
+    assert len(acked) == 200
+    store = TeamStore(pg_url)
+    extra = {"KDR_TEAM_DB_WAIT_S": "2"}
+    t0 = time.monotonic()
+    runs = {"op1": _start(one, extra=extra), "op2": _start(two, extra=extra)}
+    deadline = time.monotonic() + 60
+    while all(p.poll() is None for p, _ in runs.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [loser] = [name for name, (p, _) in runs.items() if p.poll() is not None]
+    winner = "op2" if loser == "op1" else "op1"
+    refused = "".join(runs[loser][1])
+    OUTPUTS.append(refused)
+    assert runs[loser][0].returncode == 7 and f"held by {winner}" in refused, refused[-2000:]
+    proc, lines = runs[winner]
+    deadline = time.monotonic() + 300
+    while not any("] promote: " in line for line in lines) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "".join(lines)[-3000:]
+    pg_url.stop()
+    stopped = time.monotonic()
+    proc.wait(timeout=300)
+    out = "".join(lines)
+    OUTPUTS.append(out)
+    print(
+        f"\nPostgreSQL stopped in promote; the run stopped {time.monotonic() - stopped:.1f}s later, exit {proc.returncode}"
+    )
+    assert proc.returncode == 8 and ("went away" in out or "unreachable" in out), out[-3000:]
+    pg_url.start()
+    store = TeamStore(pg_url)  # the old connection went with the server
+    record = store.load(STACK)
+    assert record is not None and record["status"] == "running" and record["steps"]["fence-drain"]["status"] == "done"
+    # promote's start or its end was the write that found the database gone: the row holds the one before
+    assert record["steps"]["promote"]["status"] in ("pending", "running"), record["steps"]["promote"]
+    op = one if winner == "op1" else two
+    WINNER.append(op)
+    res = op.drctl("failover", "--stack", STACK, "--yes", "--json")
+    print(f"\nsimultaneous starts, PostgreSQL stop/start and resume: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stderr[-5000:]
+    summary = json.loads(res.stdout)
+    assert summary["status"] == "completed" and summary["runs"] == 2 and summary["verdict"]["clean"], summary
+    assert ("lease-reclaimed", winner) in [(e["kind"], e["actor"]) for e in store.events(STACK)]
+    on_c = read_keys(_admin(existing, "C"), "orders")
+    assert not [k for k in acked if k not in on_c], "acknowledged records lost"
+    preview = op.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+
+
+def test_verify_resolves_the_stack_through_postgresql(ops: tuple[Operator, Operator], tmp_path: Path) -> None:
+    """`drctl verify --stack` from the second clone: endpoints and the default cut-off come from the database."""
+    _, two = ops
+    shutil.copyfile(WINNER[0].project / f"Pulumi.{STACK}.yaml", two.project / f"Pulumi.{STACK}.yaml")
+    t0 = time.monotonic()
+    res = two.drctl(
+        "verify", "--stack", STACK, "--source", "C", "--target", "A", "--topics", "orders", "--json", "--quiet",
+        "--out", str(tmp_path / "verify"),
+    )  # fmt: skip
+    print(f"\nverify with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["totals"]["missing"] == 0
 
 
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:

@@ -9,7 +9,9 @@ import socket
 import ssl
 import stat
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -211,11 +213,9 @@ def test_a_rewritten_client_file_keeps_the_keys_the_product_does_not_own(tmp_pat
 # -- a real TLS handshake refused: the error names the cluster, the endpoint and the TLS cause ----------
 
 
-@pytest.fixture
-def tls_listener(tmp_path: Path) -> Iterator[int]:
-    """A TLS server on 127.0.0.1 whose certificate an unrelated CA signed (it only completes handshakes)."""
-    server_ca = make_ca("someone else's CA")
-    leaf = issue(server_ca, "localhost", ("127.0.0.1", "localhost"))
+@contextmanager
+def _serving(tmp_path: Path, leaf: Issued) -> Iterator[int]:
+    """A TLS server on 127.0.0.1 presenting ``leaf`` (it only completes handshakes); its port."""
     (tmp_path / "srv.pem").write_bytes(leaf.certificate_pem)
     (tmp_path / "srv.key").write_bytes(leaf.key_pem)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -245,6 +245,23 @@ def tls_listener(tmp_path: Path) -> Iterator[int]:
     sock.close()
 
 
+@pytest.fixture
+def tls_listener(tmp_path: Path) -> Iterator[int]:
+    """A TLS server on 127.0.0.1 whose certificate an unrelated CA signed."""
+    with _serving(tmp_path, issue(make_ca("someone else's CA"), "localhost", ("127.0.0.1", "localhost"))) as port:
+        yield port
+
+
+def test_a_certificate_naming_another_host_reads_as_a_hostname_mismatch(tmp_path: Path, ca: Issued) -> None:
+    """librdkafka says only "certificate verify failed"; the error adds OpenSSL's reason."""
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    with _serving(tmp_path, issue(ca, "broker", ("localhost",))) as port:
+        ep = Endpoint(f"127.0.0.1:{port}", "admin", "pw", "SASL_SSL", tls=TlsFiles(str(tmp_path / "ca.pem")))
+        with pytest.raises(ClusterError) as info:
+            connected_admin(ep, timeout=8)
+    assert "certificate verify failed" in str(info.value) and "IP address mismatch" in str(info.value)
+
+
 def test_a_wrong_ca_reads_as_certificate_verify_failed(tmp_path: Path, ca: Issued, tls_listener: int) -> None:
     (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
     ep = Endpoint(
@@ -255,6 +272,19 @@ def test_a_wrong_ca_reads_as_certificate_verify_failed(tmp_path: Path, ca: Issue
     text = str(info.value)
     assert "cluster 'A'" in text and f"127.0.0.1:{tls_listener}" in text and "certificate verify failed" in text
     assert "cannot reach" not in text and "tls.ca_file" in text and str(tmp_path / "ca.pem") in text
+
+
+def test_a_tls_failure_comes_back_in_seconds_not_after_the_whole_timeout(
+    tmp_path: Path, ca: Issued, tls_listener: int
+) -> None:
+    """``drctl status`` of a cluster whose handshake fails: the error callback is read after a first short
+    try, not after all of the timeout (it was 10 s per cluster)."""
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    ep = Endpoint(f"127.0.0.1:{tls_listener}", "admin", "pw", "SASL_SSL", tls=TlsFiles(str(tmp_path / "ca.pem")))
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match="certificate verify failed"):
+        connected_admin(ep, timeout=10)
+    assert time.monotonic() - t0 < 4
 
 
 # -- the Pulumi program: the provider gets the CA and (secret) client key, SASL only where it applies ----

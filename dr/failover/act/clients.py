@@ -17,9 +17,12 @@ A consumer on a cluster that holds a link's copies (passive, promoted) reads com
 Both hold the password, so they are never printed; the failover summary names only the paths.
 
 Over TLS both carry the cluster's CA bundle (a path) and hostname verification; under mutual TLS
-(``SSL``) they name where the application's own certificate and key go
-(``<state>/clients/<app>.crt``/``.key``, and ``<app>.keystore.pem`` — key then certificate — for Java):
-the product never holds an application's private key. A rewrite (a failover) keeps every key of the
+(``SSL``) they name where the application's own certificate and key go: librdkafka reads
+``<state>/clients/<app>.crt`` and the unencrypted ``<app>.key``; Java reads the PKCS#12 keystore
+``<app>.p12``, whose password it resolves through Kafka's ``FileConfigProvider`` from the line
+``password=...`` of ``<app>.p12.password`` (a Java client cannot read a PEM keystore file without
+``ssl.key.password``, so the file names where the password is instead of holding it). The application
+team writes those files; the product never holds an application's private key or its password. A rewrite (a failover) keeps every key of the
 old file that the product does not write (a team's own ``ssl.*`` or tuning settings).
 """
 
@@ -137,8 +140,9 @@ def _app_tls(estate: Estate, cluster: str, app: str) -> TlsFiles | None:
         files.ca_location,
         str(d / f"{app}.crt"),
         str(d / f"{app}.key"),
-        str(d / f"{app}.keystore.pem"),
+        str(d / f"{app}.p12"),
         files.hostname_verification,
+        str(d / f"{app}.p12.password"),
     )
 
 

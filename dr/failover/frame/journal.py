@@ -41,7 +41,7 @@ from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
 from dr.failover.frame.metrics import cutoff_ms
-from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, team_store
+from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 
 if TYPE_CHECKING:
     from dr.failover.act.integrity import Verdict
@@ -205,6 +205,8 @@ class RunEntry(_Record):
     outcome: str = "running"
     """``running``, ``completed``, ``pending``, ``failed`` or ``interrupted``."""
     resumed: bool = False
+    operator: str | None = None
+    """Who ran it (``$KDR_OPERATOR``, else ``<user>@<host>``): a run refused for another operator's names them."""
     seconds: float | None = None
     interrupted_noticed_at: float | None = None
 
@@ -501,6 +503,7 @@ class Journal:
             options=options,
             outcome="running",
             resumed=bool(self.record.runs),
+            operator=operator_identity(),
         )
         self.record.runs.append(run)
         self.record.mode = mode
@@ -549,6 +552,9 @@ class Journal:
         entry.status, entry.outcome, entry.seconds = status, outcome, round(seconds, 3)
         entry.finished_at, entry.error = _now(), error
         self.save()
+        verdict = (outcome or {}).get("verdict")
+        if self.store is not None and name == "integrity" and isinstance(verdict, dict):
+            self.store.record_verification(self._key, self.failover_id, len(self.record.runs), verdict)
 
     def record_estate(self, *, clusters: dict[str, str], stack_state: str | None, stack_digest: str | None) -> None:
         """Record, when a run begins, which estate the journal belongs to (see :attr:`JournalRecord.clusters`)."""

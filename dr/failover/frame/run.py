@@ -33,7 +33,7 @@ from dr.failover.act.probe import WriteProbe
 from dr.failover.frame.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.frame.journal import Journal, StackLock
 from dr.failover.frame.metrics import seconds_between
-from dr.failover.frame.stack_guard import check_unchanged
+from dr.failover.frame.stack_guard import check_unchanged, refuse_finished_elsewhere
 from dr.failover.frame.step import MODES, Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.topology import Role, Topology
@@ -156,6 +156,7 @@ def run_frame(
         journal = Journal.load(home)
         if journal is not None:
             refuse_foreign(ref, journal, progress)
+            refuse_finished_elsewhere(journal, stack_path)
         if journal is not None and (is_finished or already_finished)(journal, stack_path):
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
             return summarize(journal, already_finished=True)

@@ -12,17 +12,18 @@ while the write is under way, so a run killed in between resumes).
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.base.errors import FailoverError
+from dr.base.errors import FailoverError, LockHeld
 from dr.topology.stackfile import render_stack_config, write_stack_config
 
 if TYPE_CHECKING:
     from dr.failover.frame.journal import Journal
     from dr.topology import Topology
 
-__all__ = ["check_unchanged", "file_digest", "guarded_write", "text_digest"]
+__all__ = ["check_unchanged", "file_digest", "guarded_write", "refuse_finished_elsewhere", "text_digest"]
 
 
 def text_digest(text: str) -> str:
@@ -33,6 +34,28 @@ def text_digest(text: str) -> str:
 def file_digest(path: Path) -> str:
     """SHA-256 (hex) of the file's bytes."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def refuse_finished_elsewhere(journal: Journal, path: Path) -> None:
+    """Refuse (:class:`LockHeld`, exit 7) an operator coming back to a failover another operator finished,
+    with the stack file that failover started from (not the one it wrote): running from it would start
+    a failover of an estate that is no longer as the file says. Names who finished it and when."""
+    from dr.failover.frame.converge import read_stack_config
+    from dr.failover.team_store import finished_by, operator_identity
+
+    record = journal.record
+    who = finished_by(record.to_json())
+    if not journal.finished or who in (None, operator_identity()):
+        return
+    if read_stack_config(path) != record.original_config or record.original_config == record.desired_config:
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.finished_at or 0))
+    raise LockHeld(
+        f"failover {journal.failover_id} of stack '{record.stack}' was finished by {who} at {when}; "
+        f"{path.name} here is still the stack file it started from.",
+        f"take the stack file {who}'s failover wrote (git pull), then `drctl status --stack {record.stack}`; "
+        "nothing was changed",
+    )
 
 
 def check_unchanged(journal: Journal, path: Path, step: str) -> None:

@@ -188,3 +188,163 @@ def test_status_names_the_holder_the_step_and_since_when(team: str, tmp_path: Pa
     assert last.holder.startswith("op1 (pid 77 on laptop) since ") and "STALE" in last.holder
     assert last.holder.endswith("step fence-drain")
     assert "holder" in last.model_dump(exclude_unset=True)
+
+
+def _record(failover_id: str, status: str, operator: str) -> dict[str, object]:
+    return {"failover_id": failover_id, "status": status, "runs": [{"operator": operator}]}
+
+
+def test_a_writer_whose_lease_was_taken_over_is_fenced(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """op1's process freezes (no heartbeat); op2 takes the stale lease over and finishes; op1 wakes up and
+    writes its journal: refused, naming op2, and op2's row is untouched."""
+    op1, op2 = ts.TeamStore(team), ts.TeamStore(team)  # two processes
+    monkeypatch.setenv("KDR_OPERATOR", "op1")
+    frozen = op1.acquire("f1")
+    frozen._stop.set()  # SIGSTOP: no more heartbeats
+    op1.create("f1", _record("F1", "running", "op1"))
+    with op1.session() as conn, conn.transaction():
+        conn.execute("UPDATE kdr_lease SET heartbeat_at = now() - interval '60 seconds' WHERE stack = 'f1'")
+    monkeypatch.setenv("KDR_OPERATOR", "op2")
+    taker = op2.acquire("f1", take_over=True)
+    assert taker.epoch > frozen.epoch
+    op2.save("f1", _record("F1", "completed", "op2"))
+    version = op2.version("f1")
+    with pytest.raises(LockHeld, match=r"lost the lease on stack 'f1': op2 took it over at .*finished by op2"):
+        op1.save("f1", _record("F1", "failed", "op1"))  # the stale writer
+    assert op2.load("f1") == _record("F1", "completed", "op2") and op2.version("f1") == version
+    assert not op1.renew("f1", frozen.epoch), "a heartbeat of the old epoch renews nothing"
+    taker.release()
+    with pytest.raises(LockHeld, match="op2 took it over"):  # also once op2 released the lease
+        op1.save("f1", _record("F1", "failed", "op1"))
+
+
+def test_own_dead_lease_is_reclaimed_without_take_over(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run stopped by the database going away leaves its lease; the same operator on the same machine
+    takes it back once that process is gone, anybody else still needs --take-over."""
+    import socket
+
+    store = ts.TeamStore(team)
+    with store.session() as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO kdr_lease (stack, holder, host, pid, epoch, heartbeat_at) "
+            "VALUES ('r1', 'erin', %s, 999999, 1, now() - interval '60 seconds')",
+            (socket.gethostname(),),
+        )
+    monkeypatch.setenv("KDR_OPERATOR", "frank")
+    with pytest.raises(LockHeld, match="stale: erin"):
+        store.acquire("r1")
+    monkeypatch.setenv("KDR_OPERATOR", "erin")
+    store.acquire("r1").release()
+    assert [e["kind"] for e in store.events("r1")] == ["lease-reclaimed", "lease-released"]
+
+
+def test_rows_are_keyed_by_project_and_stack(team: str) -> None:
+    one, other = ts.TeamStore(team, "proj-one"), ts.TeamStore(team, "proj-two")
+    one.create("same", _record("P1", "running", "a"))
+    other.create("same", _record("P2", "running", "b"))
+    assert one.load("same")["failover_id"] == "P1" and other.load("same")["failover_id"] == "P2"  # type: ignore[index]
+    one.acquire("same")
+    other.acquire("same")  # another project's stack of the same name: its own lease
+
+
+def test_migration_2_keeps_the_rows_of_a_version_1_database(pg_url: str) -> None:
+    import psycopg
+
+    admin = pg_url.replace("/kdr?", "/postgres?")
+    with psycopg.connect(ts._libpq_url(admin), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE kdr_v1")
+    v1 = pg_url.replace("/kdr?", "/kdr_v1?")
+    with psycopg.connect(ts._libpq_url(v1), autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE kdr_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(ts.MIGRATIONS[0][1])
+        conn.execute("INSERT INTO kdr_schema (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO kdr_failover (stack, failover_id, status, record) VALUES ('old', 'F0', 'running', %s)",
+            ('{"failover_id": "F0", "status": "running"}',),
+        )
+        conn.execute("INSERT INTO kdr_lease (stack, holder, host, pid) VALUES ('old', 'gina', 'h', 1)")
+    store = ts.TeamStore(v1, "kafka-dr")
+    assert store.load("old") == {"failover_id": "F0", "status": "running"}
+    assert store.schema_version() == ts.MIGRATIONS[-1][0]
+    assert store.lease("old").holder == "gina"  # type: ignore[union-attr]
+    assert ts.TeamStore(v1, "another").load("old") is None
+    assert ts.TeamStore(v1, "kafka-dr").schema_version() == ts.MIGRATIONS[-1][0]  # applied once
+
+
+def test_audit_state_lives_in_the_database(team: str, tmp_path: Path) -> None:
+    from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state, save_state
+
+    ident = StateIdentity(
+        stack="a1", link="A-to-B", source_cluster="A", target_cluster="B", source_id="x", target_id="y"
+    )
+    state = AuditState(**vars(ident), source_bounds={"t": {0: 10}}, target_bounds={"t": {0: 9}}, runs=1)
+    state.source_residue = [Fingerprint("t", 0, 9, 5, 1, 2)]
+    save_state(tmp_path / "op1" / "audit" / "A-to-B.json", state)
+    assert not (tmp_path / "op1").exists(), "no local file"
+    again = load_state(tmp_path / "op2" / "audit" / "A-to-B.json", ident)  # another machine, empty state dir
+    assert again is not None and again.source_bounds == {"t": {0: 10}} and again.source_residue == state.source_residue
+    again.runs = 2
+    save_state(tmp_path / "op2" / "x.json", again)
+    late = AuditState(**vars(ident), runs=2)  # continued run 1 too, finished after the other
+    with pytest.raises(LockHeld, match="another audit of link A-to-B"):
+        save_state(tmp_path / "op1" / "x.json", late)
+    assert load_state(tmp_path / "op3" / "x.json", ident).runs == 2  # type: ignore[union-attr]
+
+
+def test_a_runs_verification_summary_is_recorded(team: str, tmp_path: Path) -> None:
+    import hashlib
+
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "result.json").write_text('{"clean": true}')
+    journal = Journal.create(
+        tmp_path / "v1", stack="v1", mode="planned", source="A", target="B", standby=None,
+        original_config={}, desired_config={}, steps=["integrity"],
+    )  # fmt: skip
+    journal.begin_run(mode="planned", options={})
+    verdict = {"clean": True, "counts": {"missing": 0}, "report_dir": str(report)}
+    journal.finish_step("integrity", "done", {"verdict": verdict}, 1.0)
+    [row] = ts.team_store(team).verifications("v1")
+    digest = hashlib.sha256(b"result.json\0" + b'{"clean": true}').hexdigest()
+    assert row["failover_id"] == journal.failover_id and row["run"] == 1 and row["clean"] is True
+    assert row["report_digest"] == digest and row["verdict"]["counts"] == {"missing": 0}
+
+
+def test_a_write_waits_for_the_database_to_come_back(team: str, pg_url: object) -> None:
+    """PostgreSQL stopped and started again while a run waits to write: the write lands, once."""
+    store = ts.TeamStore(team)
+    store.create("w1", _record("W1", "running", "a"))
+    store.load("w1")  # this thread's connection is open: the restart breaks it
+    pg_url.stop()  # type: ignore[attr-defined]
+    restart = threading.Timer(2.0, pg_url.start)  # type: ignore[attr-defined]
+    restart.start()
+    store.save("w1", _record("W1", "completed", "a"))
+    restart.join()
+    assert store.load("w1")["status"] == "completed" and store.version("w1") == 2  # type: ignore[index]
+
+
+def test_an_operator_back_with_the_old_stack_file_is_refused_naming_who_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dr.failover.frame.converge import read_stack_config
+    from dr.failover.frame.stack_guard import refuse_finished_elsewhere
+    from tests import REPO_ROOT
+
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    stack_file = REPO_ROOT / "Pulumi.local.yaml"
+    journal = Journal.create(
+        tmp_path / "local", stack="local", mode="planned", source="A", target="B", standby="C",
+        original_config=read_stack_config(stack_file), desired_config={"changed": True}, steps=["preflight"],
+    )  # fmt: skip
+    monkeypatch.setenv("KDR_OPERATOR", "op2")
+    journal.begin_run(mode="planned", options={})
+    journal.set_status("completed")
+    refuse_finished_elsewhere(journal, stack_file)  # op2 itself: nothing to refuse
+    monkeypatch.setenv("KDR_OPERATOR", "op1")
+    with pytest.raises(LockHeld, match=rf"failover {journal.failover_id} of stack 'local' was finished by op2 at "):
+        refuse_finished_elsewhere(journal, stack_file)
+    journal.record.desired_config = read_stack_config(stack_file)  # op1 pulled the file op2's run wrote
+    journal.record.original_config = {"before": True}
+    refuse_finished_elsewhere(journal, stack_file)

@@ -14,11 +14,7 @@ from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep, already_finished
-from dr.failover.frame.site_loss import (
-    recover_site,
-    resumed_topologies,
-    run_site_loss,
-)
+from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext

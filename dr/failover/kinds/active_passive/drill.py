@@ -44,7 +44,14 @@ from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
-from dr.failover.drill.frame import MARKER, DrillOptions, current_topology, prepare_copy, restart, teardown
+from dr.failover.drill.frame import (
+    MARKER,
+    DrillOptions,
+    current_topology,
+    prepare_copy,
+    restart,
+    teardown,
+)
 from dr.failover.drill.grade import grade
 from dr.failover.drill.result import (
     DrillCycle,
@@ -54,7 +61,13 @@ from dr.failover.drill.result import (
     RecoveryReport,
     RpoFigures,
 )
-from dr.failover.drill.traffic import Traffic, application_rto, consumer_report, read_keys, start_traffic
+from dr.failover.drill.traffic import (
+    Traffic,
+    application_rto,
+    consumer_report,
+    read_keys,
+    start_traffic,
+)
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.run import OnStep

@@ -6,9 +6,7 @@ from dr.base.stackref import StackRef
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import refuse_damaged_state
-from dr.failover.frame.site_loss import (
-    named_steps,
-)
+from dr.failover.frame.site_loss import named_steps
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.hub_spoke.run import _topologies
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS

@@ -10,11 +10,7 @@ from dr.estate.estate import Estate, Progress
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.site_loss import (
-    recover_site,
-    resumed_topologies,
-    run_site_loss,
-)
+from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext

@@ -1,0 +1,322 @@
+"""SCRAM over TLS with a private CA, on an estate started outside the product (:class:`SaslSslEstate`).
+
+A, B, C: ``SASL_SSL`` client listeners whose certificates the platform team's own CA signed (made by the
+fixture; no system trust store or JVM ``cacerts`` touched); a Connect worker homed on C trusting that CA
+alone. The stack declares them ``kind: external``, ``security_protocol: SASL_SSL``, ``tls.ca_file``. One
+estate for the module, the tests in order: ``drctl estate up`` from nothing; writes accepted on A and
+refused on B through the published client file; ``drctl status`` exit 0; a wrong CA and a hostname
+mismatch refused with the cluster, the endpoint and the TLS cause, nothing changed; a planned failover under
+traffic; an unplanned failover with B killed, ``drctl verify --stack`` listing what never reached C, and
+recovery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from dr.failover.drill.traffic import read_keys
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import end_offsets
+from dr.kafka.tls import TlsFiles
+from dr.runtime.certificates import make_ca
+from dr.runtime.process import wait_until
+from tests.integration.mtls_estate import SaslSslEstate
+from tests.integration.ports import windows
+from tests.integration.test_external_estate import OUTPUTS, Env
+
+pytestmark = pytest.mark.integration
+
+STACK = "saslssl"
+
+
+class SaslSslEnv(Env):
+    """The operator's environment of :mod:`tests.integration.test_external_estate`, for this stack."""
+
+    @property
+    def state(self) -> Path:
+        return Path(self.vars["KDR_STATE_DIR"]) / STACK
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project / f"Pulumi.{STACK}.yaml"
+
+    @property
+    def home(self) -> Path:
+        return Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "kdr" / "kafka-dr" / STACK
+
+
+def _stack_doc(estate: SaslSslEstate) -> dict[str, Any]:
+    clusters = [
+        {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": estate.clusters[name].bootstrap,
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "admin_username": "admin",
+            "tls": {"ca_file": str(estate.team.ca_file)},
+        }
+        for name, role in (("A", "active"), ("B", "passive"), ("C", "standby"))
+    ]
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:failoverDone": False,
+            "kafka-dr:clusters": clusters,
+            "kafka-dr:topics": [
+                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
+            ],
+            "kafka-dr:principals": {
+                "admin": "admin",
+                "replicator": "replicator",
+                "applications": [{"name": "orders-app", "produces": ["orders"], "consumer_group": "orders-app"}],
+            },
+            "kafka-dr:links": [
+                {
+                    "name": "A-to-B",
+                    "source": "A",
+                    "target": "B",
+                    "topics": ["orders"],
+                    "consumer_groups": [".*"],
+                    "connect": "platform",
+                }
+            ],
+            "kafka-dr:connectClusters": [
+                {
+                    "name": "platform",
+                    "cluster": "C",
+                    "url": estate.connect.url,
+                    "tasks_max": 1,
+                    "replicator_credentials": {"provider": "file", "path": str(estate.connect.secrets_file)},
+                }
+            ],
+        }
+    }
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSslEstate]:
+    root = tmp_path_factory.mktemp("saslssl-estate")
+    with windows(3) as ports:
+        e = SaslSslEstate(root, (ports[0], ports[1], ports[2]))
+        try:
+            e.start()
+            yield e
+        finally:
+            e.stop()
+            assert not e.pids(), "a process of the SASL_SSL estate was left running"
+
+
+@pytest.fixture(scope="module")
+def env(estate: SaslSslEstate, tmp_path_factory: pytest.TempPathFactory) -> SaslSslEnv:
+    e = SaslSslEnv(tmp_path_factory.mktemp("saslssl-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    e.stack_file.write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
+    (e.root / "backend").mkdir()
+    assert e.pulumi("stack", "init", STACK).returncode == 0
+    secrets = {f"kafka-dr:clusters[{i}].adminPassword": estate.clusters[n].admin_password for i, n in enumerate("ABC")}
+    secrets["kafka-dr:principals.replicatorPassword"] = estate.connect.replicator_password
+    for key, value in secrets.items():
+        res = e.pulumi("config", "set", "--stack", STACK, "--path", "--secret", "--", key, value)
+        assert res.returncode == 0, res.stderr
+    return e
+
+
+def _admin(estate: SaslSslEstate, name: str) -> Endpoint:
+    b = estate.clusters[name]
+    files = TlsFiles(str(estate.team.ca_file))
+    return Endpoint(b.bootstrap, "admin", b.admin_password, "SASL_SSL", "SCRAM-SHA-512", files, name)
+
+
+def _published(env: SaslSslEnv) -> dict[str, Any]:
+    conf: dict[str, Any] = json.loads((env.state / "clients" / "orders-app.json").read_text())
+    conf.pop("group.id", None)
+    return conf
+
+
+def _write(conf: dict[str, Any], keys: list[str]) -> list[KafkaError]:
+    errors: list[KafkaError] = []
+    p = Producer({**conf, "acks": "all", "message.timeout.ms": 10000, "log_level": 0})
+    for key in keys:
+        p.produce("orders", key=key.encode(), value=b"x", on_delivery=lambda e, _m: e and errors.append(e))
+    p.flush(30)
+    return errors
+
+
+def _edit_stack(env: SaslSslEnv, cluster: str, **fields: Any) -> None:
+    doc = yaml.safe_load(env.stack_file.read_text())
+    for c in doc["config"]["kafka-dr:clusters"]:
+        if c["name"] == cluster:
+            c.update(fields)
+    env.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_up_from_nothing_writes_accepted_on_A_refused_on_B_status_clean(env: SaslSslEnv, estate: SaslSslEstate) -> None:
+    t0 = time.monotonic()
+    res = env.drctl("estate", "up", "--stack", STACK, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
+    print(f"\nSASL_SSL external estate up: {time.monotonic() - t0:.1f}s")
+    conf = _published(env)
+    assert conf["security.protocol"] == "SASL_SSL" and conf["ssl.ca.location"] == str(estate.team.ca_file)
+    props = (env.state / "clients" / "orders-app.properties").read_text()
+    assert f"ssl.truststore.location={estate.team.ca_file}" in props and "ssl.truststore.type=PEM" in props
+    assert conf["bootstrap.servers"] == estate.clusters["A"].bootstrap
+    assert _write(conf, [f"a-{i}" for i in range(100)]) == []
+    refused = _write({**conf, "bootstrap.servers": estate.clusters["B"].bootstrap}, ["stray"])
+    assert refused and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, refused
+    want = sum(end_offsets(_admin(estate, "A"), ["orders"]).values())
+    assert wait_until(lambda: sum(end_offsets(_admin(estate, "B"), ["orders"]).values()) >= want, 60)
+    res = env.drctl("status", "--stack", STACK)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_the_cause(
+    env: SaslSslEnv, estate: SaslSslEstate
+) -> None:
+    """B declared with an impostor CA, A dialled as ``localhost`` (its certificate names 127.0.0.1 only):
+    ``drctl estate up`` stops with exit 4 before changing anything; the stack file back, all is clean."""
+    kept = env.stack_file.read_text()
+    impostor = env.root / "impostor-ca.pem"
+    impostor.write_bytes(make_ca("an impostor CA").certificate_pem)
+    a_local = f"localhost:{estate.clusters['A'].port}"
+    _edit_stack(env, "B", tls={"ca_file": str(impostor)})
+    _edit_stack(env, "A", bootstrap_servers=a_local)
+    try:
+        t0 = time.monotonic()
+        status = env.drctl("status", "--stack", STACK)
+        took = time.monotonic() - t0
+        up = env.drctl("estate", "up", "--stack", STACK, timeout=300)
+    finally:
+        env.stack_file.write_text(kept)
+    print(f"\nstatus with two TLS failures: {took:.1f}s")
+    for res in (status, up):
+        assert res.returncode == 4, res.stdout[-2000:] + res.stderr[-3000:]
+    b = estate.clusters["B"].bootstrap
+    assert (
+        f"cluster 'B' ({b}): TLS to the brokers failed" in status.stderr
+        and "certificate verify failed" in status.stderr
+    )
+    assert f"cluster 'A' ({a_local}): TLS to the brokers failed" in status.stderr, status.stderr[-3000:]
+    assert "hostname mismatch" in status.stderr.lower(), status.stderr[-3000:]
+    assert took < 12, f"status took {took:.1f}s over two TLS failures"
+    assert "TLS to the brokers failed" in up.stderr and "certificate verify failed" in up.stderr, up.stderr[-3000:]
+    preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
+
+
+def test_planned_failover_under_traffic(env: SaslSslEnv, estate: SaslSslEstate) -> None:
+    acked: list[str] = []
+    on_b: list[str] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        """orders-app on its published file, reloaded when a failover rewrites it; a refused write is retried."""
+        settings = {"acks": "all", "linger.ms": 5, "message.timeout.ms": 3000, "log_level": 0}
+        conf = _published(env)
+        producer = Producer({**conf, **settings})
+        pending: list[str] = []
+        i = 0
+        while not stop.is_set():
+            now = _published(env)
+            if now["bootstrap.servers"] != conf["bootstrap.servers"]:
+                producer.flush(5)
+                conf, producer = now, Producer({**now, **settings})
+            if not pending:
+                pending.append(f"t-{i}")
+                i += 1
+            key, there = pending[0], conf["bootstrap.servers"] == estate.clusters["B"].bootstrap
+
+            def done(err: Any, _m: Any, key: str = key, there: bool = there) -> None:
+                if err is None:
+                    acked.append(key)
+                    if there:
+                        on_b.append(key)
+
+            try:
+                producer.produce("orders", key=key, value=b"x", on_delivery=done)
+                pending.pop(0)
+            except (KafkaException, BufferError):
+                time.sleep(0.05)
+            producer.poll(0.02)
+        producer.flush(10)
+
+    thread = threading.Thread(target=traffic, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: len(acked) > 100, 60)
+        res = env.drctl("failover", "--stack", STACK, "--yes", "--json", timeout=600)
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+        assert wait_until(lambda: len(on_b) > 20, 30), "orders-app followed its published file to B"
+    finally:
+        stop.set()
+        thread.join(30)
+    summary = json.loads(res.stdout)
+    print(f"\nSASL_SSL planned: RTO {summary['rto_s']}s, A→B→C {summary['a_b_c_s']}s")
+    assert summary["status"] == "completed" and summary["verdict"]["clean"]
+    assert summary["verdict"]["counts"]["missing"] == 0
+    keys = read_keys(_admin(estate, "B"), "orders")
+    lost = [k for k in acked if k not in keys]
+    assert not lost, f"{len(lost)} acknowledged records are not on B: {lost[:10]}"
+    preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
+
+
+def test_unplanned_failover_with_b_killed_then_recovery(env: SaslSslEnv, estate: SaslSslEstate) -> None:
+    """B active, C fed by B→C. A wiped and declared the next standby; records B acknowledged while the link
+    was stopped never reach C; B killed; the unplanned failover promotes C (C→A over TLS); with B back
+    ``drctl verify --stack`` lists exactly those records, recovery replays them, the failover completes clean."""
+    from dr.kafka.connect_rest import ConnectRest
+
+    b, c = _admin(estate, "B"), _admin(estate, "C")
+    assert wait_until(lambda: end_offsets(b, ["orders"]) == end_offsets(c, ["orders"]), 60)
+    admin_a = AdminClient(_admin(estate, "A").config())
+    for future in admin_a.delete_topics(["orders"]).values():
+        future.result(30)
+    assert wait_until(lambda: "orders" not in admin_a.list_topics(timeout=10).topics, 30)
+    _edit_stack(env, "A", role="standby")
+    rest = ConnectRest(estate.connect.url)
+    rest.stop("B-to-C-source")
+    assert wait_until(lambda: not (rest.status("B-to-C-source") or {}).get("tasks"), 60)
+    time.sleep(2)  # a task shutting down may still hand over a last batch
+    lost = [f"u-{i}" for i in range(30)]
+    assert _write(_published(env), lost) == []
+    estate.clusters["B"].kill()
+    try:
+        res = env.drctl("failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json")
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+        steps = {st["name"]: st["status"] for st in json.loads(res.stdout)["steps"]}
+        assert steps["integrity"] == "deferred", steps
+    finally:
+        estate.clusters["B"].restart()
+    # the operator's own check over TLS, B back: exactly the records that never reached C
+    out = env.root / "verify-b-c"
+    res = env.drctl("verify", "--stack", STACK, "--source", "B", "--target", "C", "--out", str(out), "--json")
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["totals"]["missing"] == len(lost), res.stdout[-3000:]
+    res = env.drctl("recover", "--report", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
+    assert res.returncode == 0, res.stderr[-5000:]
+    assert json.loads(res.stdout)["verdict"]["clean"]
+    on_c = read_keys(c, "orders")
+    assert all(on_c[k] == 1 for k in lost), "each never-replicated record is on C exactly once after recovery"
+
+
+def test_no_password_in_any_output(estate: SaslSslEstate) -> None:
+    secrets = [b.admin_password for b in estate.clusters.values()] + [estate.connect.replicator_password]
+    assert not [s for s in secrets for out in OUTPUTS if s in out]
