@@ -9,13 +9,13 @@ setup:
 demo: setup
 	@$(PY) -m dr.cli drill --stack local --out out/demo
 
-# Static checks (ruff; mypy, strict on dr and verification — pyproject.toml lists the modules not yet
+# Static checks (ruff; mypy, strict on dr, verification and stacks/links — pyproject.toml lists the modules not yet
 # strict), run before the tests by `make test` and `make unit`; any finding fails the build.
 LINT_PATHS := dr verification stacks tests benchmarks
 lint: setup
 	@$(PY) -m ruff check $(LINT_PATHS)
 	@$(PY) -m ruff format --check $(LINT_PATHS)
-	@$(PY) -m mypy dr verification
+	@$(PY) -m mypy dr verification stacks/links
 
 test: setup lint
 	@$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests

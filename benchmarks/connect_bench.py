@@ -41,7 +41,7 @@ from dr.runtime.connect import ConnectSpec, LocalConnectCluster
 from dr.runtime.mirrormaker import MirrorMaker, grant_replicator
 from dr.runtime.perf import producer_perf
 from dr.topology import Cluster, Link, Role, Topic, Topology
-from dr.topology.connect_config import connector_configs
+from stacks.links.connect_config import connector_configs
 
 BASE = 24500  # below the ephemeral range; windows of 100 ports per cluster (24500-24999)
 

@@ -17,7 +17,7 @@
 Connector configs hold no password: they reference the replicator's credentials through the
 workers' config provider — a local cluster's generated file (``${file:<path>:password}``), or on
 an external Connect cluster the provider its ``replicator_credentials`` declare (file, directory
-or environment variables), checked before anything is created (:mod:`dr.topology.connect_credentials`).
+or environment variables), checked before anything is created (:mod:`stacks.links.connect_credentials`).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ class ConnectMirrorLink(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ConnectMirrorLinkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:ConnectMirrorLink", name, None, opts)
-        from dr.topology.connect_config import connector_configs
+        from stacks.links.connect_config import connector_configs
 
         connect = args.topology.link_connect(args.link)
         if connect is None:

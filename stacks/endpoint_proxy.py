@@ -2,7 +2,8 @@
 :mod:`dr.runtime.endpoint`).
 
 * create = start HAProxy pointing at the active cluster;
-* read   = is it running? (a stopped proxy is started again by the next ``up``);
+* read   = is it running, and where does it point? (a stopped proxy is started again, one pointing away
+  from the active cluster switched back, by the next ``up --refresh``);
 * update = a changed spec restarts it; a changed target switches it through the runtime API (no restart);
 * delete = stop it.
 """
@@ -44,7 +45,16 @@ class _EndpointProvider(ResourceProvider):
         return CreateResult(id_="endpoint", outs={**props, "running": True})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_, {**props, "running": _runtime(props).alive()})
+        proxy = _runtime(props)
+        outs = {**props, "running": proxy.alive()}
+        if outs["running"]:
+            try:  # switched by hand (or by an unfinished failover): the next `up` switches it back
+                at = proxy.api.pointing(proxy.spec)
+            except Exception:  # noqa: BLE001 - a silent runtime API: where it points is unknown, keep the state's
+                at = [str(props["target"])]
+            if at != [props["target"]]:
+                outs["target"] = ",".join(at)
+        return ReadResult(id_, outs)
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in (*_SPEC, "target") if olds.get(k) != news.get(k)]

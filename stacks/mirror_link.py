@@ -12,12 +12,15 @@ The replicator's SCRAM user and ACLs are ``pulumi_kafka`` resources of each clus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from stacks.engine_watch import die_with_engine
+
+if TYPE_CHECKING:
+    from dr.runtime.links import LinkRunner
 
 die_with_engine()  # in the provider process: exit when the engine does
 
@@ -41,10 +44,11 @@ _CONFIG = (
 )
 
 
-def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.MirrorMaker
+def _runtime(props: dict[str, Any]) -> LinkRunner:
     die_with_engine()
     from dr.runtime.cluster import ClusterSpec, LocalCluster
-    from dr.runtime.mirrormaker import IDENTITY_POLICY, MirrorMaker
+    from dr.runtime.links import dedicated_runner
+    from dr.runtime.mirrormaker import DEFAULT_POLICY
 
     state = Path(props["state_dir"])
     source = LocalCluster(
@@ -65,7 +69,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         ),
         state,
     )
-    return MirrorMaker(
+    return dedicated_runner(
         source,
         target,
         state,
@@ -73,7 +77,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.mirrormaker.Mi
         groups=props["groups"],
         intervals={k: int(v) for k, v in (props.get("intervals") or {}).items()},
         grant=False,
-        replication_policy=props.get("replication_policy") or IDENTITY_POLICY,
+        prefixed=props.get("replication_policy") == DEFAULT_POLICY,
         exactly_once=props.get("delivery") == "exactly-once",
     )
 
@@ -83,7 +87,7 @@ def _start(props: dict[str, Any]) -> dict[str, Any]:
 
     mirror = _runtime(props)
     try:
-        mirror.start()
+        mirror.resume()  # the stack declares the replicator's user and ACLs: nothing granted here
     except Exception as exc:
         mirror.stop()
         reason = str(exc) if isinstance(exc, DRError) else f"{type(exc).__name__}: {exc}"

@@ -22,14 +22,15 @@ from pydantic.alias_generators import to_camel
 from dr.base.errors import ConfigError, DRError
 from dr.base.stackref import state_dir as default_state_dir
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
-from dr.topology import NAMESPACE, Engine, Kind, Role, Topology, load_topology
+from dr.topology import NAMESPACE, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER, client_cluster
 from dr.topology.provisioning import provisioning_warning
 from dr.topology.stackconfig import CONFIG_KEYS
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
-from stacks.link import ReplicationLink, ReplicationLinkArgs
+from stacks.links import LinkArgs, link_component
+from stacks.links.connect import check_workers
 
 __all__ = ["build", "load", "run"]
 
@@ -115,7 +116,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
         for user in (ADMIN_USER, BROKER_USER):  # generated here, once, not by the clusters' providers
             credentials.password(user)
     passwords = _passwords(topology, credentials)
-    _check_connect_workers(topology)
+    check_workers(topology, _declared)
     clusters: dict[str, KafkaCluster] = {}
     access: dict[str, ClusterAccess] = {}
     for c in topology.clusters:
@@ -153,48 +154,18 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     workers = _connect_workers(topology, state_dir, access)
     links: dict[str, Any] = {}
     for link in topology.links:
-        if topology.runs_on_connect(link):
-            from stacks.connect import ConnectMirrorLink, ConnectMirrorLinkArgs
-
-            links[link.name] = ConnectMirrorLink(
-                link.name,
-                ConnectMirrorLinkArgs(
-                    topology=topology,
-                    link=link,
-                    state_dir=state_dir,
-                    workers=workers.get(link.connect or ""),
-                    depends_on=[access[n] for n in (link.source, link.target) if n in access],
-                    internal_rf=_internal_rf(topology, link.target, credentials),
-                ),
-            )
-            continue
-        if link.engine is Engine.CLUSTER_LINK:
-            from stacks.confluent import cluster_link
-
-            links[link.name] = cluster_link(
-                topology, link, clusters, depends_on=[access[link.source]] if link.source in access else []
-            )
-            continue
-        if not topology.both_local(link):
-            pulumi.log.warn(
-                f"link {link.name}: MirrorMaker 2 between clusters that do not run on this machine "
-                "runs on Kafka Connect; this program does not start it (`drctl connect-config "
-                f"--stack {topology.name} --link {link.name}` prints its connector configs)"
-            )
-            continue
-        links[link.name] = ReplicationLink(
-            link.name,
-            ReplicationLinkArgs(
-                topology=topology,
-                link=link,
-                state_dir=state_dir,
-                depends_on=[
-                    r
-                    for name in (link.source, link.target)
-                    for r in access[name].needed_by(topology.principals.replicator)
-                ],
-            ),
+        args = LinkArgs(
+            topology=topology,
+            link=link,
+            state_dir=state_dir,
+            credentials=credentials,
+            clusters=clusters,
+            access=access,
+            workers=workers,
         )
+        component = link_component(args)
+        if component is not None:
+            links[link.name] = component
     out = {**_outputs(topology, clusters, passwords, state_dir), "credentials": _generated(topology, credentials)}
     proxy = _endpoint_proxy(topology, state_dir, clusters)
     if proxy is not None:  # only then: the outputs of stacks without an endpoint stay as they were
@@ -247,54 +218,6 @@ def _generated(topology: Topology, credentials: Any) -> pulumi.Output[Any]:
     :meth:`dr.estate.stack.EstateStack.restore_credentials`) instead of generating new ones that the
     clusters would not know."""
     return pulumi.Output.secret({user: credentials.password(user) for user in generated_users(topology)})
-
-
-def _check_connect_workers(topology: Topology) -> None:
-    """Before any resource: every external Connect cluster that runs a link resolves the replicator's
-    credentials through its declared config provider (:mod:`dr.topology.connect_credentials`)."""
-    from dr.kafka.connect_rest import ConnectRest
-    from dr.topology.connect_credentials import check_worker_credentials
-
-    used = {lk.connect for lk in topology.links if lk.connect is not None and lk.is_running}
-    password = _declared(topology.principals.replicator_password)
-    for cc in topology.connect_clusters:
-        if cc.is_local or cc.name not in used or password is None:
-            continue
-        try:
-            rest = ConnectRest(cc.url or "", username=cc.username, password=_declared(cc.password))
-            check_worker_credentials(rest, cc, topology.principals.replicator, password)
-        except DRError as exc:
-            raise pulumi.RunError(f"error: {exc}") from None
-
-
-def _internal_rf(topology: Topology, target: str, credentials: Any) -> int | None:
-    """The replication factor of MirrorMaker 2's internal topics on an external ``target``: its
-    declared value, else min(3, its broker count) read now; None for a local target (the model's
-    own rule)."""
-    c = topology.cluster(target)
-    if c.is_local or c.kind is not Kind.EXTERNAL:
-        return None
-    if c.internal_topics_replication_factor is not None:
-        return c.internal_topics_replication_factor
-    from dr.kafka.client import TLS_FAILED, cluster_metadata
-    from dr.topology.external import external_endpoint
-
-    _user, password = _admin(c, credentials)
-    ep = external_endpoint(c, password, Path(credentials.path).parent)
-    try:
-        brokers = len(cluster_metadata(ep).brokers)
-    except DRError as exc:
-        # a failing TLS handshake fails every call to the cluster: declaring the factor would not help
-        instead = (
-            ""
-            if TLS_FAILED in str(exc)
-            else f". Declare it instead: kafka-dr:clusters[{target}].internal_topics_replication_factor"
-        )
-        raise pulumi.RunError(
-            f"error: cannot read the broker count of cluster {target!r} (the replication factor of the link's "
-            f"internal topics follows it): {exc}{instead}"
-        ) from None
-    return max(1, min(3, brokers))
 
 
 def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from dr.base.errors import ClusterError, ConfigError, LockHeld
+from dr.base.types import Reporter
 from dr.kafka import client as kafka_client
 from dr.kafka.client import PROBE_KEY, Endpoint, kafka_errors, raise_kafka_error
 from verification.audit_spark import FIRST_RUN_CHOICES, SPARK_FIRST_ABOVE, first_run_on_spark
@@ -65,7 +66,6 @@ from verification.route import AuditRequest, RouteResult
 
 __all__ = ["AuditResult", "audit_endpoints", "read_fingerprints", "run", "state_file"]
 
-Reporter = Callable[[str], None]
 #: topic → partition → (start, end)
 Ranges = dict[str, dict[int, tuple[int, int]]]
 
@@ -377,10 +377,7 @@ def run(request: AuditRequest, *, progress: Reporter | None = None) -> AuditResu
         request.source,
         request.target,
         path=request.state_file,
-        stack=request.stack,
-        link=request.link,
-        source_cluster=request.source_cluster,
-        target_cluster=request.target_cluster,
+        **request.ref.fields(),
         select=request.select,
         reset=request.reset,
         progress=progress or (lambda _m: None),

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dr.base.types import Reporter
 from dr.kafka.client import Endpoint
 from verification.audit_state import Fingerprint, Increment, Offsets, split_by_frontier
 from verification.cluster import kafka_bounds
@@ -55,7 +56,6 @@ FIRST_RUN_CHOICES = ("auto", "spark", "python")
 #: slower below about 1.5M offsets, and the Python audit's memory (~500 B per record) is under 1 GB here.
 SPARK_FIRST_ABOVE = 2_000_000
 
-Reporter = Callable[[str], None]
 #: (topic, partition) → (earliest, end)
 Now = dict[tuple[str, int], tuple[int, int]]
 

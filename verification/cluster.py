@@ -49,9 +49,11 @@ def kafka_topics(endpoint: Endpoint) -> dict[str, int]:
 def offset_ranges(
     admin: AdminClient, endpoint: Endpoint, tps: list[TopicPartition], timeout: float = _ADMIN_TIMEOUT
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """``(topic, partition) → (earliest, end)`` of every partition in ``tps``."""
+    """``(topic, partition) → (earliest, end)`` of every partition in ``tps``. The end is the last stable
+    offset: the records are read committed (:data:`verification.sources.DEFAULT_KAFKA_OPTIONS`), and a
+    transaction still open is not decided yet (its records are in flight, like any not yet written)."""
     earliest = list_offsets(admin, endpoint, {tp: OffsetSpec.earliest() for tp in tps}, timeout)
-    latest = list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps}, timeout)
+    latest = list_offsets(admin, endpoint, {tp: OffsetSpec.latest() for tp in tps}, timeout, committed=True)
     return {k: (earliest[k].offset, latest[k].offset) for k in latest}
 
 

@@ -53,7 +53,14 @@ from dr.base.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, StateIdentity, load_state, match_increment
 from verification.classes import CLASSES
 from verification.progress import Reporter, quiet
-from verification.report import OFFENDING_DIR, OFFENDING_SCHEMA, utc_text, write_empty_offending, write_report
+from verification.report import (
+    OFFENDING_DIR,
+    OFFENDING_SCHEMA,
+    OffendingRow,
+    utc_text,
+    write_empty_offending,
+    write_report,
+)
 from verification.result import VerificationResult, safe_context, summary_document
 from verification.route import FromAuditRequest, FullVerificationNeeded
 from verification.sides import KafkaSide
@@ -224,13 +231,14 @@ def compare(source: Iterable[Fingerprint], target: Iterable[Fingerprint], cutoff
 
 def offending_rows(
     missing: list[Fingerprint], fetched: dict[tuple[str, int, int], Any]
-) -> tuple[list[dict[str, Any]], int, Fingerprint | None]:
+) -> tuple[list[OffendingRow], int, Fingerprint | None]:
     """``offending.parquet`` rows for the missing records, from the source records read back by
     coordinates; also how many are gone from the source (retention, compaction), and the first
     whose content no longer matches its fingerprint (the topic was re-created), if any."""
     from verification.fingerprint import checksum, key_hash
 
-    rows, gone = [], 0
+    rows: list[OffendingRow] = []
+    gone = 0
     for f in missing:
         rec = fetched.get((f.topic, f.partition, f.offset))
         if rec is None:
@@ -311,7 +319,7 @@ class _Read:
     new_src: list[Fingerprint]
     new_dst: list[Fingerprint]
     cmp: Comparison
-    rows: list[dict[str, Any]]
+    rows: list[OffendingRow]
     gone: int
     timings: dict[str, float]
 
@@ -393,10 +401,7 @@ def run(request: FromAuditRequest, *, progress: Reporter | None = None) -> Verif
         topics=request.topics,
         cutoff_ms=request.cutoff_ms,
         state_file=request.state_file,
-        stack=request.stack,
-        link=request.link,
-        source_cluster=request.source_cluster,
-        target_cluster=request.target_cluster,
+        **request.ref.fields(),
         progress=progress,
         context=request.context,
         sample_size=request.sample_size,
@@ -564,7 +569,7 @@ def _report(
 def _per_topic(
     topics: list[str],
     cmp: Comparison,
-    rows: list[dict[str, Any]],
+    rows: list[OffendingRow],
     src_now: dict[tuple[str, int], tuple[int, int]],
     dst_now: dict[tuple[str, int], tuple[int, int]],
 ) -> dict[str, dict[str, Any]]:
@@ -589,7 +594,7 @@ def _per_topic(
     return per_topic
 
 
-def _partitions(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+def _partitions(rows: list[OffendingRow]) -> dict[str, dict[str, dict[str, int]]]:
     """``summary["partitions"]``: missing records per topic-partition (the only class found here)."""
     partitions: dict[str, dict[str, dict[str, int]]] = {}
     for r in rows:
@@ -630,7 +635,7 @@ def _method(p: Plan, origin: dict[str, Any], read_counts: dict[str, Counter[tupl
     }
 
 
-def _write_offending(out: Path, rows: list[dict[str, Any]]) -> None:
+def _write_offending(out: Path, rows: list[OffendingRow]) -> None:
     """``offending.parquet``: the missing records, replacing what an earlier run left there."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -645,7 +650,7 @@ def _write_offending(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _timeline(
-    rows: list[dict[str, Any]], ts_range: tuple[int, int] | None
+    rows: list[OffendingRow], ts_range: tuple[int, int] | None
 ) -> tuple[list[tuple[str, int, int]], int, tuple[int, int]]:
     """The missing records per topic and time bin (about 120 bins), the bin width and the chart's range."""
     now = int(time.time() * 1000)
@@ -665,7 +670,7 @@ def _write(
     requested: list[str],
     p: Plan,
     cmp: Comparison,
-    rows: list[dict[str, Any]],
+    rows: list[OffendingRow],
     origin: dict[str, Any],
     read_counts: dict[str, Counter[tuple[str, int]]],
     src_now: dict[tuple[str, int], tuple[int, int]],

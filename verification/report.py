@@ -21,18 +21,18 @@ import functools
 import html
 import io
 import json
-import os
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dr.base.errors import ConfigError
+from dr.base.files import write_atomic
 from verification.classes import CLASSES
 
 if TYPE_CHECKING:  # matplotlib is imported when a chart is drawn
@@ -46,6 +46,7 @@ __all__ = [
     "OFFENDING_SCHEMA",
     "SUMMARY_FILE",
     "TIMING_LABELS",
+    "OffendingRow",
     "TimelineBin",
     "load_summary",
     "read_offending",
@@ -78,6 +79,22 @@ OFFENDING_SCHEMA = pa.schema(
         ("checksum", pa.int64()),
     ]
 )
+
+OffendingRow = TypedDict(
+    "OffendingRow",
+    {
+        "class": str,
+        "side": str,
+        "topic": str,
+        "partition": int,
+        "offset": int,
+        "timestamp": int,
+        "key": bytes | None,
+        "key_hash": int,
+        "checksum": int,
+    },
+)
+"""One row of :data:`OFFENDING_SCHEMA` as Python builds it ("class" is a keyword: the functional form)."""
 
 #: Colour of the cut-off line on the chart.
 CUTOFF_COLOUR = "#c62828"
@@ -118,14 +135,6 @@ def show_key(key: bytes | None, limit: int = 48) -> str:
 def show_checksum(value: int) -> str:
     """A signed 64-bit checksum as 16 hex digits."""
     return f"{value & ((1 << 64) - 1):016x}"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------- chart
@@ -783,9 +792,9 @@ def write_report(
         "chart": out_dir / CHART_FILE,
         "offending": out_dir / OFFENDING_DIR,
     }
-    _write_atomic(paths["chart"], png)
-    _write_atomic(paths["summary"], (json.dumps(summary, indent=2, sort_keys=False) + "\n").encode())
-    _write_atomic(paths["html"], render_html(summary, chart_png=png, samples=samples).encode())
+    write_atomic(paths["chart"], png, 0o644)
+    write_atomic(paths["summary"], json.dumps(summary, indent=2, sort_keys=False) + "\n", 0o644)
+    write_atomic(paths["html"], render_html(summary, chart_png=png, samples=samples), 0o644)
     return paths
 
 

@@ -23,10 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SkipValidation
+from pydantic import ConfigDict, SkipValidation
 
 from dr.base.errors import VerificationFailed
+from dr.base.types import Model
 from dr.kafka.client import Endpoint
+from verification.link_ref import LinkRef
 from verification.session import DEFAULT_MASTER
 from verification.sides import KafkaSide, Side
 
@@ -71,11 +73,11 @@ class RouteResult(ABC):
         return 0 if self.clean else VerificationFailed.exit_code
 
 
-class _Request(BaseModel):
+class _Request(Model):
     """A route's request. Its sides and endpoints are taken as given (``SkipValidation``): they are
     resolved objects holding credentials, never copied or re-validated here."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
 
 class AuditStart(_Request):
@@ -83,10 +85,8 @@ class AuditStart(_Request):
 
     state_dir: Path
     """The stack's state directory: the audit's state file is ``<state_dir>/audit/<link>.json``."""
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
 
 
 class VerifyRequest(_Request):
@@ -113,10 +113,8 @@ class FromAuditRequest(_Request):
     topics: list[str]
     cutoff_ms: int | None
     state_file: Path
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
     context: dict[str, Any] | None = None
     sample_size: int = 20
 
@@ -127,10 +125,8 @@ class AuditRequest(_Request):
     source: SkipValidation[Endpoint]
     target: SkipValidation[Endpoint]
     state_file: Path
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The link, its stack and its two clusters."""
     select: Callable[[str], bool] | None = None
     reset: bool = False
     sample: int = 10

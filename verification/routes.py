@@ -82,7 +82,7 @@ def _from_audit(request: VerifyRequest) -> FromAuditRequest:
     if not (isinstance(request.source, KafkaSide) and isinstance(request.target, KafkaSide)):
         raise FullVerificationNeeded("an audit reads Kafka clusters, not archives")
     try:
-        path = state_file(start.state_dir, start.link)
+        path = state_file(start.state_dir, start.ref.link)
     except Exception as exc:  # a link name that cannot name a file: no audit state to use
         raise FullVerificationNeeded(str(exc)) from exc
     return FromAuditRequest(
@@ -92,9 +92,6 @@ def _from_audit(request: VerifyRequest) -> FromAuditRequest:
         topics=list(request.topics or []),
         cutoff_ms=request.cutoff_ms,
         state_file=path,
-        stack=start.stack,
-        link=start.link,
-        source_cluster=start.source_cluster,
-        target_cluster=start.target_cluster,
+        ref=start.ref,
         context=request.context,
     )

@@ -75,7 +75,11 @@ CANONICAL_SCHEMA = T.StructType(
 #: Consumer settings for Spark's Kafka source (overridable): batches of a few MB per fetch, small
 #: enough that the consumers Spark keeps pooled between queries hold little memory; and no 500 ms
 #: broker-side wait when a task's range ends at the end of the log (every task would pay it once).
+#: Committed records only, on both sides: an exactly-once copy holds aborted records (a replicator
+#: killed mid-transaction) and commit markers, neither of which is a record of the source; the
+#: offsets they take are gaps Spark's source skips.
 DEFAULT_KAFKA_OPTIONS: dict[str, str] = {
+    "kafka.isolation.level": "read_committed",
     "kafka.fetch.max.wait.ms": "10",
     "kafka.max.partition.fetch.bytes": str(4 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(8 * 1024 * 1024),

@@ -3,11 +3,13 @@ and private directories (the one way it makes a directory for its state)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from dr.base.errors import ConfigError
 
@@ -54,8 +56,8 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str, mode: int | None = 0o600) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part.
+def write_atomic(path: Path, text: str | bytes, mode: int | None = 0o600) -> None:
+    """Write ``text`` (or bytes) to ``path`` so a reader sees the old file or the new one, never a part.
 
     The text goes to a temporary file in the same directory (created 0600, so a secret is never
     readable by others on the way), is flushed to disk and moved over ``path`` with ``os.replace``.
@@ -68,8 +70,8 @@ def write_atomic(path: Path, text: str, mode: int | None = 0o600) -> None:
         mode = target.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode() if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -77,3 +79,8 @@ def write_atomic(path: Path, text: str, mode: int | None = 0o600) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json(path: Path, data: Any, mode: int | None = 0o600) -> None:
+    """Write ``data`` as indented JSON (values JSON does not know as their ``str``) with :func:`write_atomic`."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", mode)

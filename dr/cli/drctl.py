@@ -143,6 +143,7 @@ def estate_down(ref: StackRef, destroy: bool) -> None:
 def estate_status(ref: StackRef, as_json: bool) -> None:
     """Roles, process state, bootstrap servers and link lag per partition."""
     from dr.estate.estate import Estate
+    from dr.topology.client_endpoint import endpoint_drift
 
     status = Estate.for_stack(ref).status()
     if _printed_json(status, as_json):
@@ -162,6 +163,12 @@ def estate_status(ref: StackRef, as_json: bool) -> None:
     if ep is not None:
         where = ep.get("error") or f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}"
         click.echo(f"  endpoint {ep['bootstrap']} proxy {ep.get('proxy', 'external')}: {where}")
+        from dr.failover.frame.journal import Journal
+
+        journal = Journal.load(ref.failover_home)
+        unfinished = journal is not None and journal.status in ("running", "failed", "interrupted")
+        if drift := endpoint_drift(ep, ref.name, unfinished):
+            click.echo(f"  PROBLEM: {drift}")
 
 
 @estate.command("standby")
@@ -282,7 +289,7 @@ def link_start_cmd(ref: StackRef, link_name: str, as_json: bool) -> None:
 def connect_config(ref: StackRef, link_name: str | None) -> None:
     """Print the MirrorMaker 2 connector configs (JSON) to PUT on a Kafka Connect cluster."""
     from dr.estate.estate import load_stack
-    from dr.topology.connect_config import connector_configs
+    from stacks.links.connect_config import connector_configs
 
     topo = load_stack(ref)
     links = [lk for lk in topo.links if link_name in (None, lk.name)]

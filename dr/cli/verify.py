@@ -40,6 +40,7 @@ from verification.command import (
     with_options,
 )
 from verification.endpoints import endpoint_from_file, parse_cutoff
+from verification.link_ref import LinkRef
 from verification.progress import Progress, Reporter
 from verification.route import AuditRequest, RecoverRequest, VerifyRequest
 
@@ -351,10 +352,7 @@ def audit_link(
         source=estate.endpoint(link.source),
         target=estate.endpoint(link.target),
         state_file=state_path(ref, link.name),
-        stack=stack,
-        link=link.name,
-        source_cluster=link.source,
-        target_cluster=link.target,
+        ref=LinkRef(stack=stack, link=link.name, source=link.source, target=link.target),
         select=link.selects_topic,
         reset=reset,
         sample=sample,

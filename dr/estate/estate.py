@@ -18,22 +18,21 @@ from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType,
 
 from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
+from dr.base.types import Reporter
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
-from dr.kafka.offsets import partition_lag
+from dr.kafka.copied import stored_positions, uncopied
+from dr.kafka.offsets import Offsets, end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
-from dr.runtime.connect import ConnectSpec, LocalConnectCluster
-from dr.runtime.connect_link import ConnectLink
+from dr.runtime.connect import ConnectSpec, LocalConnectCluster, worker_topics
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
-from dr.topology import Delivery, Link, Role, Topology, load_stack_file
+from dr.runtime.links import ConnectorState, LinkRunner, connect_runner, dedicated_runner
+from dr.topology import Delivery, Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.active_active import is_active_active, link_topics_regex
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
 from dr.topology.hub_spoke import prefixed_link, topics_on
-
-Progress = Callable[[str], None]
 
 
 class ClusterStatus(TypedDict, total=False):
@@ -56,7 +55,7 @@ class LinkStatus(TypedDict, total=False):
     target: str
     process: str
     connect: str | None
-    connectors: dict[str, dict[str, Any]]
+    connectors: dict[str, ConnectorState]
     lag: dict[str, int]
     total_lag: int
     error: str
@@ -128,18 +127,19 @@ class Estate:
             password = reveal_admin(self.topology, c.name)
         return external_endpoint(c, password, self.state, reveal_tls_key(self.topology, c.name))
 
-    def mirror(self, link_name: str) -> MirrorMaker:
-        """The MirrorMaker 2 process of a link between two local clusters."""
+    def mirror(self, link_name: str) -> LinkRunner:
+        """The dedicated MirrorMaker 2 process of a link between two local clusters (:meth:`link_runner`
+        picks it for a link placed ``dedicated``)."""
         link = self._link(link_name)
         peers = is_active_active(self.topology)
-        return MirrorMaker(
+        return dedicated_runner(
             self.local_cluster(link.source),
             self.local_cluster(link.target),
             self.state,
             topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
             groups=link.groups_regex,
             intervals=link.intervals.model_dump(),
-            replication_policy=DEFAULT_POLICY if prefixed_link(self.topology, link) else IDENTITY_POLICY,
+            prefixed=prefixed_link(self.topology, link),
             exactly_once=self.topology.delivery_of(link) == Delivery.EXACTLY_ONCE,
         )
 
@@ -175,18 +175,41 @@ class Estate:
             return self.connect(name).rest()
         return ConnectRest(cc.url or "", username=cc.username, password=reveal_connect(self.topology, name))
 
-    def link_runner(self, link_name: str) -> MirrorMaker | ConnectLink:
-        """What runs a link here: its dedicated MirrorMaker 2 process, or its connectors on a Connect
-        cluster (both offer ``alive``, ``stop`` and ``kill``)."""
+    def link_runner(self, link_name: str) -> LinkRunner:
+        """What runs a link here (the one door to a runner): its connectors when it is placed on a
+        Connect cluster, else its dedicated MirrorMaker 2 process."""
         link = self._link(link_name)
-        if self.topology.runs_on_connect(link):
-            return ConnectLink(self.connect_rest(link.connect or ""), link.name, link.connect or "")
+        if self.topology.placement(link) is Placement.CONNECT:
+            connect = link.connect or ""
+            return connect_runner(
+                self.connect_rest(connect),
+                link.name,
+                connect,
+                lambda: (self.endpoint(link.source), self.endpoint(link.target)),
+            )
         return self.mirror(link_name)
+
+    def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
+        """How far a link that writes in transactions and runs here has copied: per source partition, the
+        next offset to copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`).
+        None for any other link, whose target end offsets count only its records (markers aside).
+
+        A link on a local Connect cluster: read from the offsets topic on the link's target, where its tasks
+        commit them with the copies (a connector writing to another cluster than the workers' keeps its own
+        there, KIP-618) — Connect's offsets API did not answer within 90 s for such a connector (B→C on
+        workers homed on B) under Kafka 4.3.1. An external Connect cluster: its offsets API."""
+        link = self._link(link_name)
+        if not self.topology.writes_in_transactions(link) or not self.runs_here(link_name):
+            return None
+        connect = self.topology.link_connect(link)
+        if connect is not None and connect.is_local:
+            target, topic, connector = self.endpoint(link.target), worker_topics(connect.name)["offsets"], link.name
+            return lambda: stored_positions(target, topic, f"{connector}-source")
+        return self.link_runner(link_name).copied
 
     def runs_here(self, link_name: str) -> bool:
         """True when this drctl can stop and watch the link (dedicated local process or Connect connectors)."""
-        link = self._link(link_name)
-        return self.topology.runs_on_connect(link) or self.topology.runs_dedicated(link)
+        return self.topology.placement(self._link(link_name)) in (Placement.CONNECT, Placement.DEDICATED)
 
     def _link(self, link_name: str) -> Link:
         link = next((lk for lk in self.topology.links if lk.name == link_name), None)
@@ -221,7 +244,7 @@ class Estate:
             return []
         return es.restore_credentials(self.credentials)
 
-    def stop(self, progress: Progress = lambda _m: None) -> None:
+    def stop(self, progress: Reporter = lambda _m: None) -> None:
         """Stop every local link and cluster of the topology, data kept (no JVM left behind).
 
         Provisioning and deleting are the stack's (:class:`dr.estate.stack.EstateStack`); this only stops
@@ -232,7 +255,7 @@ class Estate:
             progress("client endpoint stopping")
             proxy.stop()
         for link in self.topology.links:
-            if self.topology.runs_dedicated(link):
+            if self.topology.placement(link) is Placement.DEDICATED:
                 self.mirror(link.name).stop()
         for cc in self.topology.connect_clusters:
             if cc.is_local:
@@ -267,13 +290,14 @@ class Estate:
             try:
                 runner = self.link_runner(link.name)
                 entry["process"] = "running" if runner.alive() else "stopped"
-                if not isinstance(runner, MirrorMaker):
+                if self.topology.placement(link) is Placement.CONNECT:
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                if isinstance(runner, MirrorMaker):  # knows its topic naming (<source>.<topic> over a prefixed link)
+                if (stored := self.copied_positions(link.name)) is not None:  # B's ends count commit markers
+                    source = self.endpoint(link.source)
+                    lag = uncopied(source, end_offsets(source, topics), stored())
+                else:  # a dedicated runner knows its topic naming (<source>.<topic> over a prefixed link)
                     lag = runner.lag(topics)
-                else:
-                    lag = partition_lag(self.endpoint(link.source), self.endpoint(link.target), topics)
                 entry["lag"] = {f"{t}-{p}": v for (t, p), v in sorted(lag.items())}
                 entry["total_lag"] = sum(lag.values())
             except (ClusterError, ConfigError) as exc:
@@ -285,7 +309,8 @@ class Estate:
         return out
 
     def endpoint_status(self) -> dict[str, Any]:
-        """The client endpoint: its bootstrap address, whether its proxy runs, where it points."""
+        """The client endpoint: its bootstrap address, whether its proxy runs, where it points, the active
+        cluster (where it should point)."""
         e = self.topology.endpoint
         if e is None:
             return {}
@@ -297,6 +322,7 @@ class Estate:
             out["points_at"] = endpoint_pointing(self.topology, self.state)
         except DRError as exc:
             out["error"] = exc.problem
+        out["active"] = self.topology.active().name
         return out
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError, mask_secrets
 from dr.base.pulumi_env import backend_url, pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
+from dr.base.types import Reporter
 from dr.topology import NAMESPACE, Topology
 from dr.topology.stackfile import render_stack_config
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EstateStack", "PreviewSummary", "forget", "forget_individual", "parallelism"]
 
-Progress = Callable[[str], None]
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
 _DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
@@ -132,7 +132,7 @@ class EstateStack:
 
     # -------------------------------------------------------------------------------- operations
     def up(
-        self, topology: Topology | None = None, *, refresh: bool = False, progress: Progress = _quiet
+        self, topology: Topology | None = None, *, refresh: bool = False, progress: Reporter = _quiet
     ) -> dict[str, float]:
         """Converge the estate to the stack file (``pulumi up``); return timings in seconds.
 
@@ -173,7 +173,7 @@ class EstateStack:
         except DRError:
             return None
 
-    def _ensure_credentials(self, progress: Progress = _quiet) -> None:
+    def _ensure_credentials(self, progress: Reporter = _quiet) -> None:
         """Before the program runs here for the first time (a fresh clone): take the passwords the
         stack generated from its state, so the program does not generate (and rotate to) new ones."""
         from dr.runtime.credentials import Credentials as _Credentials
@@ -185,7 +185,7 @@ class EstateStack:
         if restored:
             progress(f"stack {self.name}: restored the generated passwords of {', '.join(restored)} from its state")
 
-    def preview(self, *, refresh: bool = False, progress: Progress = _quiet) -> PreviewSummary:
+    def preview(self, *, refresh: bool = False, progress: Reporter = _quiet) -> PreviewSummary:
         """``pulumi preview``: the changes an ``up`` would make now (the state is not changed)."""
         self._ensure_credentials(progress)
         stack = self._stack()
@@ -249,7 +249,7 @@ class EstateStack:
             copy.backend_url = self.backend_url  # the same backend and stack, whatever the scratch dir says
             return copy.preview()
 
-    def refresh(self, progress: Progress = _quiet) -> dict[str, int]:
+    def refresh(self, progress: Reporter = _quiet) -> dict[str, int]:
         """``pulumi refresh``: read the real estate into the state; return the changes seen."""
         self._ensure_credentials(progress)
         stack = self._stack()
@@ -260,7 +260,7 @@ class EstateStack:
             raise _translate(exc, f"`pulumi refresh` of stack {self.name!r}") from None
         return {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
 
-    def destroy(self, progress: Progress = _quiet) -> None:
+    def destroy(self, progress: Reporter = _quiet) -> None:
         """``pulumi destroy``: stop every process and remove the local clusters' data.
 
         The users, topics and ACLs of a local cluster that cannot be reached (brokers killed or
@@ -280,11 +280,11 @@ class EstateStack:
         return {k: v.value for k, v in self._stack().outputs().items()}
 
     # -------------------------------------------------------------------------------- repairs
-    def _note(self, message: str, progress: Progress) -> None:
+    def _note(self, message: str, progress: Reporter) -> None:
         self.recovered.append(message)
         progress(f"stack {self.name}: {message}")
 
-    def repair(self, stack: Any, progress: Progress = _quiet, *, settle: bool = True) -> bool:
+    def repair(self, stack: Any, progress: Reporter = _quiet, *, settle: bool = True) -> bool:
         """Undo what a killed engine left: orphaned plugins, its lock, interrupted operations.
 
         Returns True when interrupted operations were settled (the caller refreshes before updating).
@@ -316,7 +316,7 @@ class EstateStack:
             self._note(note, progress)
         return True
 
-    def forget_unreachable(self, stack: Any, progress: Progress = _quiet, *, only_absent: bool = False) -> int:
+    def forget_unreachable(self, stack: Any, progress: Reporter = _quiet, *, only_absent: bool = False) -> int:
         """Drop from the state, with a warning, the ``ClusterAccess`` subtree of every local cluster
         whose brokers do not all run (``only_absent``: whose data directory is gone); return how many
         resources were dropped."""
@@ -343,7 +343,7 @@ class EstateStack:
             )
         return dropped
 
-    def _stop_links_of(self, deployment: dict[str, Any], clusters: set[str], progress: Progress) -> None:
+    def _stop_links_of(self, deployment: dict[str, Any], clusters: set[str], progress: Reporter) -> None:
         """Stop the MirrorMaker 2 processes that copy from or to ``clusters`` (created again, empty): the
         refresh then records them stopped, and the ``up`` starts them on the new cluster."""
         from stacks.mirror_link import _runtime as mirror_runtime
@@ -488,7 +488,7 @@ def _local_state(props: dict[str, Any]) -> str:
     return LocalCluster(spec, Path(str(props["state_dir"]))).state()
 
 
-def _forward(progress: Progress) -> Callable[[str], None]:
+def _forward(progress: Reporter) -> Callable[[str], None]:
     def out(line: str) -> None:
         if _SHOWN.search(line):
             progress(mask_secrets(line.rstrip()))

@@ -23,12 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
+from dr.base.types import Model, Reporter
 from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
-from dr.topology import Engine, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
+from dr.topology import Engine, Placement, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
 
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
@@ -51,7 +50,6 @@ __all__ = [
     "standby_topology",
 ]
 
-Progress = Callable[[str], None]
 
 #: Journal statuses after which a failover is over (the other ones: running, pending, failed, interrupted).
 _FINISHED = "completed"
@@ -169,7 +167,7 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
             "it is managed by Confluent Cloud through the stack (`pulumi up`); pause or resume its mirror "
             "topics with the Confluent CLI (`confluent kafka mirror pause|resume`)",
         )
-    if not topology.both_local(link) and not topology.runs_on_connect(link):
+    if topology.placement(link) is Placement.ELSEWHERE:
         outside = [n for n in (link.source, link.target) if not topology.cluster(n).is_local]
         raise ConfigError(
             f"link {name} ({link.source} → {link.target}) joins {' and '.join(outside)}, which "
@@ -216,10 +214,8 @@ def _locked(home: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-class LinkChange(BaseModel):
+class LinkChange(Model):
     """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
-
-    model_config = ConfigDict(extra="forbid")
 
     stack: str
     link: str
@@ -230,10 +226,8 @@ class LinkChange(BaseModel):
     seconds: float
 
 
-class StandbyRebuild(BaseModel):
+class StandbyRebuild(Model):
     """The old active cluster declared, wiped, as the next standby (:func:`make_standby`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     stack: str
     cluster: str
@@ -249,7 +243,7 @@ class StandbyRebuild(BaseModel):
     next: list[str]
 
 
-def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChange:
+def link_stop(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkChange:
     """Stop the MirrorMaker 2 process of link ``name`` (its positions stay on the target); return what was done.
 
     The stack still declares the link: ``drctl status`` then exits non-zero until it runs again
@@ -268,11 +262,7 @@ def link_stop(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChan
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
         mirror.stop()
         if mirror.alive():
-            where = (
-                f"read {mirror.process.log_file}; its pid file is {mirror.process.pid_file}"
-                if hasattr(mirror, "process")
-                else f"look at `drctl status --stack {stack}` (connector states)"
-            )
+            where = mirror.log_hint() or f"look at `drctl status --stack {stack}` (connector states)"
             raise ClusterError(f"link {name} is still running after the stop.", where)
     finally:
         lock.release()
@@ -308,7 +298,7 @@ def _cluster_ready(stack: str, estate: Any, cluster: str, side: str, link: str) 
     )
 
 
-def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkChange:
+def link_start(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkChange:
     """Start the MirrorMaker 2 process of link ``name`` again; return what was done.
 
     It resumes from the positions it had reached (kept on the target). Refused: a link the
@@ -327,8 +317,6 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
         refusal = restart_refusal(topology, link, history)
         if refusal is not None:
             raise refusal
-        from dr.runtime.mirrormaker import MirrorMaker
-
         estate = Estate(topology, state)
         mirror = estate.link_runner(link.name)
         if mirror.alive():
@@ -338,23 +326,16 @@ def link_start(ref: StackRef, name: str, progress: Progress = _quiet) -> LinkCha
             was = "stopped"
             _cluster_ready(stack, estate, link.source, "source", name)
             _cluster_ready(stack, estate, link.target, "target", name)
-            if isinstance(mirror, MirrorMaker):
-                mirror.grant = False  # the stack declares the replicator's user and ACLs (stacks/access.py)
-                progress(f"link {name} ({link.source} → {link.target}): starting MirrorMaker 2")
-                mirror.start()
-            else:
-                progress(
-                    f"link {name} ({link.source} → {link.target}): resuming its connectors on "
-                    f"Connect cluster {link.connect}"
-                )
-                mirror.resume()
+            # the stack declares the replicator's user and ACLs (stacks/access.py): resume grants nothing
+            progress(f"link {name} ({link.source} → {link.target}): {mirror.resuming()}")
+            mirror.resume()
     finally:
         lock.release()
     return _link_result(stack, name, link, was, "running", t0)
 
 
 # ------------------------------------------------------------------------------------ destroy
-def destroy_estate(ref: StackRef, destroy: Callable[[], None], progress: Progress = _quiet) -> Path | None:
+def destroy_estate(ref: StackRef, destroy: Callable[[], None], progress: Reporter = _quiet) -> Path | None:
     """``drctl estate down --destroy``: run ``destroy`` (``pulumi destroy`` of the stack) holding the
     stack's failover lock — never beside a failover — then end the stack's failover journal: its
     clusters are gone, so it is archived (:meth:`dr.failover.frame.journal.Journal.abandon`), never resumed.
@@ -472,7 +453,7 @@ def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[s
     return plan
 
 
-def make_standby(ref: StackRef, cluster: str, progress: Progress = _quiet) -> StandbyRebuild:
+def make_standby(ref: StackRef, cluster: str, progress: Reporter = _quiet) -> StandbyRebuild:
     """Wipe the decommissioned local cluster ``cluster`` and declare it the stack's next standby.
 
     Checks :func:`standby_refusal`; rewrites the cluster's role to ``standby`` in the stack file

@@ -37,10 +37,23 @@ from dr.failover.frame.metrics import Offsets, encode_offsets, lag
 from dr.failover.frame.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import TLS_FAILED, Endpoint
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import committed_offsets, end_offsets
-from dr.runtime.connect_link import ConnectLink, runs
-from dr.topology import Application, Architecture, Cluster, Engine, Kind, Link, Role, Topology, load_stack_file
+from dr.runtime.connect_link import runs
+from dr.topology import (
+    Application,
+    Architecture,
+    Cluster,
+    Engine,
+    Kind,
+    Link,
+    Placement,
+    Role,
+    Topology,
+    load_stack_file,
+)
 from dr.topology.active_active import is_active_active, remote_topics_on
+from dr.topology.client_endpoint import endpoint_drift
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
@@ -177,7 +190,7 @@ class TaskStatus(BaseModel):
 
 
 class ConnectorStatus(BaseModel):
-    """One connector of a link on a Connect cluster (:meth:`~dr.runtime.connect_link.ConnectLink.states`)."""
+    """One connector of a link on a Connect cluster (:meth:`~dr.runtime.links.LinkRunner.states`)."""
 
     state: str
     """``ABSENT`` when the connector is not on the Connect cluster (then ``worker`` is unset)."""
@@ -396,10 +409,10 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
     """One link: state, engine, whether it runs (process or connectors) and its lag per partition."""
     topology = estate.topology
     entry = LinkStatus(name=link.name, source=link.source, target=link.target, state=link.state, engine=link.engine)
-    if link.is_running and topology.runs_on_connect(link):
+    if link.is_running and topology.placement(link) is Placement.CONNECT:
         _connect_link(entry, estate, link.connect or "")
     elif topology.both_local(link):
-        entry.process = "running" if estate.mirror(link.name).alive() else "stopped"
+        entry.process = "running" if estate.link_runner(link.name).alive() else "stopped"
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
         # a prefixed link (active-active, a hub-and-spoke edge) compares each topic with its <source>.<topic> copy
@@ -408,6 +421,13 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
             for topic, p in ends[link.source]
         }
         per = {tp: n for tp, n in lag(ends[link.source], copied).items() if tp[0] in wanted}
+        stored = estate.copied_positions(link.name) if link.is_running else None
+        if stored is not None:  # writes in transactions: the target's ends count commit markers too
+            try:
+                behind = uncopied(estate.endpoint(link.source), ends[link.source], stored())
+                per = {tp: n for tp, n in behind.items() if tp[0] in wanted}
+            except ClusterError as exc:
+                entry.error = f"lag unknown: {exc.problem}"
         entry.lag = encode_offsets(per)
         entry.total_lag = sum(per.values())
     else:
@@ -539,7 +559,7 @@ def _connect_link(entry: LinkStatus, estate: Estate, connect: str) -> None:
     entry.connect = connect
     try:
         runner = estate.link_runner(entry.name)
-        states = runner.states() if isinstance(runner, ConnectLink) else {}
+        states = runner.states()
     except (ClusterError, ConfigError) as exc:
         entry.process = "unreachable"
         entry.connect_error = exc.problem
@@ -611,7 +631,13 @@ def status_problems(report: StatusReport) -> list[str]:
     found += [p for p in (_journal_problem(report), _abandoned_problem(report)) if p]
     if report.pulumi_state_error:
         found.append(report.pulumi_state_error)
+    if report.endpoint and (p := endpoint_drift(report.endpoint, report.stack, _unfinished(report.last_failover))):
+        found.append(p)
     return found
+
+
+def _unfinished(last: LastFailover | None) -> bool:
+    return last is not None and last.status in ("running", "failed", "interrupted")
 
 
 def _journal_problem(report: StatusReport) -> str | None:

@@ -6,6 +6,11 @@ also counts the transactions' commit markers (and aborted records) and so runs a
 The drain compares the source's end offsets with these positions. The connector stores, per source
 partition, the offset of the last record it copied: the next one to copy is that plus one.
 
+A source may itself hold transactions (it was the target of an exactly-once link before a failover):
+its last offsets can then be commit markers or aborted records the link never copies, so a gap between
+the stored position and the source's end is only "behind" when it holds a committed record
+(:func:`uncopied`).
+
 Two stores: a link on Kafka Connect is read through Connect's offsets API (KIP-875,
 :meth:`dr.kafka.connect_rest.ConnectRest.offsets`); a dedicated MirrorMaker 2 keeps them in its offsets
 topic on the target (``mm2-offsets.<source>.internal``), read here as committed records.
@@ -16,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -25,7 +30,9 @@ from dr.kafka.client import SILENT, Endpoint, kafka_errors
 from dr.kafka.offsets import Offsets, end_offsets
 from dr.kafka.records import reached
 
-__all__ = ["dedicated_offsets_topic", "next_to_copy", "stored_positions"]
+Positions = Mapping[tuple[str, int], int]
+
+__all__ = ["dedicated_offsets_topic", "holding_records", "next_to_copy", "stored_positions", "uncopied"]
 
 
 def dedicated_offsets_topic(source_alias: str) -> str:
@@ -90,3 +97,51 @@ def stored_positions(
         finally:
             consumer.close()
     return next_to_copy(entries)
+
+
+def holding_records(
+    endpoint: Endpoint, start: Positions, end: Positions, timeout: float = 10.0
+) -> set[tuple[str, int]]:
+    """The partitions holding at least one committed record between ``start`` (included) and ``end``
+    (excluded): read committed from ``start`` until a record shows, or the position passes ``end``
+    (markers and aborted records are skipped). A partition still undecided at ``timeout`` (an open
+    transaction holds its last stable offset back) counts as holding records."""
+    todo = {tp: n for tp, n in end.items() if start.get(tp, 0) < n}
+    if not todo:
+        return set()
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"kdr-holding-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                **SILENT,
+            }
+        )
+    )
+    found: set[tuple[str, int]] = set()
+    with kafka_errors("reading the records a link has still to copy", endpoint):
+        try:
+            consumer.assign([TopicPartition(t, p, start.get((t, p), 0)) for (t, p) in todo])
+            deadline = time.monotonic() + timeout
+            while todo and time.monotonic() < deadline:
+                for msg in consumer.consume(100, timeout=0.2):
+                    tp = (msg.topic(), msg.partition())
+                    if msg.error() is None and tp in todo and (msg.offset() or 0) < todo[tp]:
+                        found.add(tp)
+                        todo.pop(tp)
+                for done in reached(consumer, todo):
+                    todo.pop(done, None)
+        finally:
+            consumer.close()
+    return found | set(todo)
+
+
+def uncopied(source: Endpoint, ends: Positions, copied: Positions) -> Offsets:
+    """Per source partition, ``end - copied`` where that gap holds a committed record on ``source``, else
+    0: a gap of only commit markers or aborted records is copied (there is nothing there to copy)."""
+    gaps = {tp: max(0, n - copied.get(tp, 0)) for tp, n in ends.items()}
+    live = (
+        holding_records(source, copied, {tp: ends[tp] for tp, n in gaps.items() if n}) if any(gaps.values()) else set()
+    )
+    return {tp: n if tp in live else 0 for tp, n in gaps.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr.kafka.client import SILENT, Endpoint, kafka_errors
@@ -35,14 +35,21 @@ def partitions_of(metadata: Any, topics: list[str]) -> list[TopicPartition]:
 
 
 def list_offsets(
-    admin: AdminClient, endpoint: Endpoint, specs: dict[TopicPartition, Any], timeout: float = 15.0
+    admin: AdminClient,
+    endpoint: Endpoint,
+    specs: dict[TopicPartition, Any],
+    timeout: float = 15.0,
+    *,
+    committed: bool = False,
 ) -> dict[tuple[str, int], Any]:
     """``admin.list_offsets`` for ``specs`` (an :class:`OffsetSpec` per partition), results by
-    ``(topic, partition)``: each has ``.offset`` and ``.timestamp``."""
+    ``(topic, partition)``: each has ``.offset`` and ``.timestamp``. ``committed``: as a read-committed
+    consumer sees them (the latest offset is then the last stable offset, before any open transaction)."""
     if not specs:
         return {}
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     with kafka_errors("listing partition offsets", endpoint):
-        futures = admin.list_offsets(specs, request_timeout=timeout)
+        futures = admin.list_offsets(specs, request_timeout=timeout, isolation_level=level)
         return {(tp.topic, tp.partition): fut.result(timeout=timeout) for tp, fut in futures.items()}
 
 

@@ -2,7 +2,7 @@
 
 The workers store their configs, offsets and statuses in the home cluster as their own principal
 (:data:`CONNECT_USER`, least privilege: its group and its three internal topics). Connectors bring
-their own clients: the MirrorMaker 2 connectors of :func:`dr.topology.connect_config.connector_configs`
+their own clients: the MirrorMaker 2 connectors of :func:`stacks.links.connect_config.connector_configs`
 read and write as the replicator, whose credentials the workers resolve from a 0600 secrets file
 through Connect's ``FileConfigProvider`` — the connector configs only reference it.
 

@@ -4,7 +4,7 @@ It offers what the failover and ``drctl status`` use of a dedicated MirrorMaker 
 (:class:`dr.runtime.mirrormaker.MirrorMaker`): ``alive``, a graceful ``stop`` and an immediate
 ``kill`` — here through the Connect REST API, on the link's three connectors
 (``<link>-source``, ``<link>-checkpoint``, ``<link>-heartbeat``, the names
-:func:`dr.topology.connect_config.connector_configs` gives them). Stopping keeps the connectors' configs
+:func:`stacks.links.connect_config.connector_configs` gives them). Stopping keeps the connectors' configs
 (``PUT /connectors/<name>/stop``); removing them is the stack's (``pulumi up`` of the topology
 without the link).
 """
@@ -12,14 +12,45 @@ without the link).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Required, TypedDict
 
-from dr.base.errors import ClusterError
+from dr.base.errors import ClusterError, ConfigError
+from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.connect_rest import ConnectRest, root_cause
 from dr.kafka.copied import next_to_copy
-from dr.kafka.offsets import Offsets
+from dr.kafka.offsets import Offsets, partition_lag
+from dr.runtime.process import wait_until
 
-__all__ = ["CONNECTOR_KINDS", "ConnectLink", "connector_names", "needs_tasks", "runs", "wait_running"]
+__all__ = [
+    "CONNECTOR_KINDS",
+    "ConnectLink",
+    "ConnectorState",
+    "TaskState",
+    "connector_names",
+    "needs_tasks",
+    "runs",
+    "wait_running",
+]
+
+
+class TaskState(TypedDict):
+    """One task of a connector, as :meth:`ConnectLink.states` reports it."""
+
+    id: int
+    state: str
+    worker: str | None
+    error: str | None
+
+
+class ConnectorState(TypedDict, total=False):
+    """One connector, as :meth:`ConnectLink.states` reports it (``ABSENT``: only ``state`` and ``tasks``)."""
+
+    state: Required[str]
+    worker: str | None
+    error: str | None
+    tasks: Required[list[TaskState]]
+
 
 CONNECTOR_KINDS = ("source", "checkpoint", "heartbeat")
 """Stopped in this order: the source first, so the checkpoints still emitted cover its last records."""
@@ -44,7 +75,7 @@ def wait_running(rest: ConnectRest, connector: str, timeout: float) -> dict[str,
     return rest.wait_state(connector, "RUNNING", timeout=timeout)
 
 
-def runs(connector: str, state: dict[str, Any]) -> bool:
+def runs(connector: str, state: ConnectorState) -> bool:
     """True when a connector's state (as :meth:`ConnectLink.states` gives it) and all its tasks run."""
     tasks = state.get("tasks") or []
     return (
@@ -65,20 +96,27 @@ def _cause(trace: object) -> str | None:
 class ConnectLink:
     """The connectors of one link on one Connect cluster (``rest``)."""
 
-    def __init__(self, rest: ConnectRest, link_name: str, connect_name: str) -> None:
+    def __init__(
+        self,
+        rest: ConnectRest,
+        link_name: str,
+        connect_name: str,
+        ends: Callable[[], tuple[Endpoint, Endpoint]] | None = None,
+    ) -> None:
         self.rest = rest
         self.name = link_name
         self.connect_name = connect_name
         self.connectors = connector_names(link_name)
+        self._ends = ends
 
     def __repr__(self) -> str:
         return f"ConnectLink({self.name!r} on Connect cluster {self.connect_name!r})"
 
-    def states(self) -> dict[str, dict[str, Any]]:
+    def states(self) -> dict[str, ConnectorState]:
         """Per connector: ``state`` (``ABSENT`` when not on the Connect cluster), its ``error`` and its tasks
         (``id``, ``state``, ``worker``, ``error``); an error is the root cause of the trace Connect reports
         for a failed connector or task (one line, None when there is none)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, ConnectorState] = {}
         for name in self.connectors:
             status = self.rest.status(name)
             if status is None:
@@ -139,3 +177,30 @@ class ConnectLink:
             self.rest.resume(name)
         for name in self.connectors:
             wait_running(self.rest, name, timeout)
+
+    def resuming(self) -> str:
+        """What :meth:`resume` does, for a progress line."""
+        return f"resuming its connectors on Connect cluster {self.connect_name}"
+
+    def log_hint(self) -> None:
+        """None: a link on Connect is read through its connector states (``drctl status``), not a log here."""
+        return None
+
+    def lag(self, topics: list[str]) -> Offsets:
+        """Per (source topic, partition): source end offset − end offset of the topic of the same name on
+        the target (the link's ``ends``)."""
+        if self._ends is None:
+            raise ConfigError(f"{self!r} was built without its source and target.", "build it with `ends`")
+        source, target = self._ends()
+        return partition_lag(source, target, topics)
+
+    def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
+        """Wait until every partition's :meth:`lag` is 0; return seconds waited."""
+        t0 = time.monotonic()
+        caught_up = until_leaders_settle(lambda: all(v == 0 for v in self.lag(topics).values()))
+        if not wait_until(caught_up, timeout, interval=0.2):
+            raise ClusterError(
+                f"link {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
+                f"read its connector states: GET /connectors/<name>/status on Connect cluster {self.connect_name}",
+            )
+        return time.monotonic() - t0

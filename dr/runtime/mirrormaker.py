@@ -27,9 +27,10 @@ from dr.kafka.client import (
     until_leaders_settle,
     upsert_scram_users,
 )
-from dr.kafka.copied import dedicated_offsets_topic, stored_positions
+from dr.kafka.copied import dedicated_offsets_topic, stored_positions, uncopied
 from dr.kafka.offsets import end_offsets, partition_lag
 from dr.runtime.cluster import LocalCluster, write_properties
+from dr.runtime.connect_link import ConnectorState
 from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import (
     FatalWatch,
@@ -510,6 +511,23 @@ class MirrorMaker:
         """True while the MM2 process runs."""
         return self.process.alive()
 
+    def resume(self) -> None:
+        """Start the process again from the positions it reached, its user and ACLs left to the stack."""
+        self.grant = False
+        self.start()
+
+    def resuming(self) -> str:
+        """What :meth:`resume` does, for a progress line."""
+        return "starting MirrorMaker 2"
+
+    def states(self) -> dict[str, ConnectorState]:
+        """``{}``: a dedicated process shows no connectors (its state is :meth:`alive`)."""
+        return {}
+
+    def log_hint(self) -> str:
+        """Its log and pid file."""
+        return f"read {self.process.log_file}; its pid file is {self.process.pid_file}"
+
     # ------------------------------------------------------------------ lag & offsets
     def copied(self) -> dict[tuple[str, int], int]:
         """Per source ``(topic, partition)``, the next offset this process will copy: the source offsets it
@@ -522,9 +540,8 @@ class MirrorMaker:
         An exactly-once process's target end offsets also count commit markers: its lag is measured from
         the source offsets it committed with its copies instead (:meth:`copied`)."""
         if self.exactly_once:
-            src = end_offsets(self.source.endpoint(), topics)
-            copied = self.copied()
-            return {tp: max(0, n - copied.get(tp, 0)) for tp, n in src.items()}
+            source = self.source.endpoint()
+            return uncopied(source, end_offsets(source, topics), self.copied())
         if self.replication_policy == IDENTITY_POLICY:
             return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
         src = end_offsets(self.source.endpoint(), topics)

@@ -7,6 +7,7 @@ configuration does not change across failovers: only which cluster is ``ready``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dr.runtime.endpoint import Backend, EndpointSpec, LocalEndpoint, RuntimeApi
 from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
@@ -53,3 +54,25 @@ def endpoint_pointing(topology: Topology, state: Path) -> list[str] | None:
     if api is None or spec is None:
         return None
     return api.pointing(spec)
+
+
+def endpoint_drift(ep: dict[str, Any], stack: str, failover_unfinished: bool = False) -> str | None:
+    """The problem line when the endpoint (an ``endpoint_status`` entry: ``points_at``, ``active``,
+    ``proxy`` when local) points away from the active cluster, with the next step; None when it does not
+    (or where it points is unknown: that entry's ``error`` says why)."""
+    active, at = ep.get("active"), ep.get("points_at")
+    if active is None or at is None or at == [active]:
+        return None
+    where = ", ".join(at) or "nothing"
+    problem = (
+        f"client endpoint {ep.get('bootstrap')} points at {where}, not at the active cluster {active}: "
+        "applications on it reach the wrong cluster or none"
+    )
+    if failover_unfinished:
+        return f"{problem} — the last failover is unfinished: `drctl failover --stack {stack}` resumes it"
+    if ep.get("proxy") is not None:
+        return f"{problem} — `drctl estate up --stack {stack} --refresh` points it back at {active}"
+    return (
+        f"{problem} — on the proxy's runtime API set {active}'s servers of backends kdr_bootstrap and "
+        "kdr_slot<i> ready and the others maint (README, 'A client endpoint that follows the active cluster')"
+    )

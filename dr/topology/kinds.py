@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from dr.runtime.reserved import PORT_WINDOW
 
-__all__ = ["PORT_WINDOW", "Architecture", "Delivery", "Engine", "Kind", "LinkState", "Profile", "Role"]
+__all__ = ["PORT_WINDOW", "Architecture", "Delivery", "Engine", "Kind", "LinkState", "Placement", "Profile", "Role"]
 
 
 class Architecture(StrEnum):
@@ -46,6 +46,20 @@ class Engine(StrEnum):
 
     MIRRORMAKER2 = "mirrormaker2"
     CLUSTER_LINK = "cluster-link"
+
+
+class Placement(StrEnum):
+    """Where a link runs, which picks its runner (``Estate.link_runner``) and its stack component
+    (``stacks.links.LINK_COMPONENTS``): :meth:`dr.topology.model.Topology.placement`."""
+
+    DEDICATED = "dedicated"
+    """A MirrorMaker 2 process of its own, between two clusters run on this machine."""
+    CONNECT = "connect"
+    """MirrorMaker 2 connectors on a declared Kafka Connect cluster."""
+    CLUSTER_LINK = "cluster-link"
+    """A Confluent Cloud cluster link (Confluent runs it)."""
+    ELSEWHERE = "elsewhere"
+    """MirrorMaker 2 with an end not on this machine and no declared Connect cluster: run by others."""
 
 
 class Delivery(StrEnum):

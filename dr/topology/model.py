@@ -12,13 +12,14 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.base.pattern_safety import name_matcher
+from dr.base.types import Model
 from dr.kafka.internal_topics import InternalTopics
-from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Placement, Profile, Role
 from dr.topology.secret import Secret
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Link",
     "LinkIntervals",
     "LinkState",
+    "Placement",
     "Principals",
     "Profile",
     "Role",
@@ -43,15 +45,15 @@ __all__ = [
 
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
-DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
-"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once. At-least-once
-for now: an exactly-once copy's offsets run ahead of the source's by its commit markers, and parts of
-the failover and of the tests still read "B's end offsets equal A's" as "caught up" (issue 35)."""
+DEFAULT_DELIVERY = Delivery.EXACTLY_ONCE
+"""What a MirrorMaker 2 link without ``delivery`` gets where its runner allows exactly-once: a dedicated
+process, or a local Connect cluster (the product enables the workers' setting). A link on an external
+Connect cluster that does not declare ``exactly_once_source`` stays at-least-once unless it says
+otherwise: its workers are not ours to reconfigure (:meth:`Topology.delivery_of`)."""
 
 
-class _Model(BaseModel):
+class _Model(Model):
     model_config = ConfigDict(
-        extra="forbid",
         frozen=True,
         alias_generator=to_camel,
         validate_by_name=True,
@@ -687,14 +689,14 @@ class Topology(_Model):
         """True when both ends of ``link`` are clusters this project runs on this machine."""
         return self.cluster(link.source).is_local and self.cluster(link.target).is_local
 
-    def runs_dedicated(self, link: Link) -> bool:
-        """True when ``link`` is a dedicated MirrorMaker 2 process this project runs (both ends local,
-        no Connect cluster)."""
-        return link.engine == Engine.MIRRORMAKER2 and link.connect is None and self.both_local(link)
-
-    def runs_on_connect(self, link: Link) -> bool:
-        """True when ``link`` runs as MirrorMaker 2 connectors on a declared Connect cluster."""
-        return link.engine == Engine.MIRRORMAKER2 and link.connect is not None
+    def placement(self, link: Link) -> Placement:
+        """Where ``link`` runs: a cluster link; MirrorMaker 2 on its declared Connect cluster; a dedicated
+        MirrorMaker 2 process when both ends run on this machine; else elsewhere (run by others)."""
+        if link.engine is Engine.CLUSTER_LINK:
+            return Placement.CLUSTER_LINK
+        if link.connect is not None:
+            return Placement.CONNECT
+        return Placement.DEDICATED if self.both_local(link) else Placement.ELSEWHERE
 
     def internal_topics(self) -> InternalTopics:
         """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of

@@ -9,6 +9,7 @@ import pytest
 
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from tests.integration.helpers import StackEnv, provisioned, write_local_stack
 from tests.integration.ports import windows
 
 
@@ -23,6 +24,20 @@ def stack_ports() -> Iterator[tuple[int, int, int]]:
     """Three free port windows (A, B, C of a stack), reserved against other test runs until the module ends."""
     with windows(3) as starts:
         yield starts
+
+
+@pytest.fixture(scope="module")
+def env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]
+) -> Iterator[StackEnv]:
+    """The module's stack ``STACK``, written from ``LOCAL_EXAMPLE`` (default ``Pulumi.local.yaml``; A on one
+    broker) on :func:`stack_ports`, provisioned once for the module and destroyed after it. A module that
+    needs another estate declares its own ``env``."""
+    stack = request.module.STACK
+    root = tmp_path_factory.mktemp(stack)
+    write_local_stack(root, stack, stack_ports, example=getattr(request.module, "LOCAL_EXAMPLE", "Pulumi.local.yaml"))
+    with provisioned(StackEnv(root, stack)) as e:
+        yield e
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -256,3 +257,66 @@ def mm2_checkpoints(target: Endpoint, source_alias: str, group: str) -> dict[tup
     finally:
         consumer.close()
     return found
+
+
+def link_copied(estate: Any, link_name: str, topics: list[str], timeout: float = 90) -> bool:
+    """True once link ``link_name`` of ``estate`` (a :class:`dr.estate.estate.Estate`) has copied every
+    committed record its source holds now, judged as the failover judges it
+    (:func:`dr.failover.frame.converge.wait_copied`): an exactly-once link by the source offsets it committed,
+    not by equal end offsets (its target's ends also count commit markers)."""
+    import functools
+
+    from dr.base.errors import ClusterError
+    from dr.failover.frame.converge import wait_copied
+    from dr.topology.hub_spoke import target_topic
+
+    topology = estate.topology
+    link = next(lk for lk in topology.links if lk.name == link_name)
+    try:
+        wait_copied(
+            estate.endpoint(link.source),
+            estate.endpoint(link.target),
+            topics,
+            timeout=timeout,
+            what=f"link {link_name}",
+            rename=functools.partial(target_topic, topology, link),
+            copied=estate.copied_positions(link_name),
+        )
+    except ClusterError:
+        return False
+    return True
+
+
+def committed_counts(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], int]:
+    """Per partition, how many committed records ``endpoint`` holds (commit markers and aborted records
+    excluded, unlike the difference of its offsets)."""
+    from dr.kafka.offsets import end_offsets
+
+    ends = {tp: n for tp, n in end_offsets(endpoint, topics).items() if n > 0}
+    counts = dict.fromkeys(end_offsets(endpoint, topics), 0)
+    if not ends:
+        return counts
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"kdr-test-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+    )
+    try:
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for (t, p) in ends])
+        left = dict(ends)
+        for _ in range(240):  # each consume waits at most 0.5 s
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is None:
+                    counts[(msg.topic(), msg.partition())] += 1
+            for tp in consumer.position([TopicPartition(t, p) for (t, p) in left]):
+                if tp.offset >= left[(tp.topic, tp.partition)]:
+                    left.pop((tp.topic, tp.partition))
+            if not left:
+                break
+    finally:
+        consumer.close()
+    return counts

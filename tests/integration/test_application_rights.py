@@ -46,7 +46,15 @@ from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Role, load_stack_file
 from dr.topology.access import acl_rules
-from tests.integration.helpers import StackEnv, drctl, produce, provisioned, teardown_stack, write_local_stack
+from tests.integration.helpers import (
+    StackEnv,
+    drctl,
+    link_copied,
+    produce,
+    provisioned,
+    teardown_stack,
+    write_local_stack,
+)
 from tests.integration.ports import windows
 
 pytestmark = pytest.mark.integration
@@ -132,7 +140,7 @@ def _fill(estate: Estate) -> None:
     # billing has read half of each partition of orders on A; the link translates that onto B
     half = {tp: n // 2 for tp, n in end_offsets(a, ["orders"]).items()}
     _member_commit(a.with_user("billing", estate.app_password("billing")), "billing", "orders", half)
-    assert wait_until(lambda: end_offsets(a, DECLARED) == end_offsets(b, DECLARED), 120, interval=0.5)
+    assert link_copied(estate, "A-to-B", DECLARED, 120)
 
     # MirrorMaker 2 translates conservatively (to an offset sync at or before the commit, and not every
     # partition at once): the group's offsets on B are its checkpoints, not the source's numbers

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from dr.kafka.offsets import end_offsets
-from dr.runtime.process import wait_until
 from tests.integration.helpers import StackEnv as Env
-from tests.integration.helpers import drctl, provisioned, write_local_stack
+from tests.integration.helpers import drctl, link_copied
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +34,6 @@ def audit(env: Env, *extra: str) -> tuple[int, dict, str]:
     res = drctl(env, "audit", "--stack", STACK, "--link", "A-to-B", "--json", *extra)
     run = json.loads(res.stdout.splitlines()[-1])["links"][0] if res.stdout.strip() else {}
     return res.returncode, run, res.stderr
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("audit")
-    write_local_stack(root, STACK, stack_ports)
-    with provisioned(Env(root, STACK)) as e:
-        yield e
 
 
 def produce(env: Env, start: int, n: int, partition: int = 0) -> None:
@@ -64,11 +53,7 @@ def produce(env: Env, start: int, n: int, partition: int = 0) -> None:
 
 def synced(env: Env, timeout: float = 120) -> bool:
     estate = env.estate()
-    return wait_until(
-        lambda: end_offsets(estate.endpoint("A"), TOPICS) == end_offsets(estate.endpoint("B"), TOPICS),
-        timeout,
-        interval=0.5,
-    )
+    return link_copied(estate, "A-to-B", TOPICS, timeout)
 
 
 def test_first_audit_verifies_everything_copied(env: Env) -> None:

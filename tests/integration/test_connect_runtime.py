@@ -27,7 +27,7 @@ from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.mirrormaker import grant_replicator
 from dr.runtime.process import wait_until
 from dr.topology import Delivery, Topology, load_stack_file
-from dr.topology.connect_config import connector_configs
+from stacks.links.connect_config import connector_configs
 from tests.integration.helpers import create_topic, jvms_under, write_local_stack
 from tests.integration.ports import windows
 

@@ -25,12 +25,10 @@ from dr.estate.stack import EstateStack
 from dr.failover.drill.traffic import read_keys
 from dr.failover.frame.journal import Journal
 from dr.failover.kinds.active_passive.steps import STEPS
-from dr.kafka.offsets import end_offsets
-from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import CRASH_EXIT
-from tests.integration.helpers import produce
+from tests.integration.helpers import link_copied, produce
 from tests.integration.helpers import teardown_stack as _teardown
 from tests.integration.journal_home import journal_home
 
@@ -144,11 +142,7 @@ def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
     assert after.mirror("B-to-C").alive()
     on_b = read_keys(after.endpoint("B"), "orders")
     assert {f"c-{i}" for i in range(500)} <= set(on_b)
-    assert wait_until(
-        lambda: end_offsets(after.endpoint("C"), ["orders"]) == end_offsets(after.endpoint("B"), ["orders"]),
-        60,
-        interval=0.5,
-    )
+    assert link_copied(after, "B-to-C", ["orders"], 60)
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 

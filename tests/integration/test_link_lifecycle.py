@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 
-import pytest
 import yaml
 
-from dr.kafka.offsets import end_offsets
-from dr.runtime.process import pid_alive, wait_until
+from dr.runtime.process import pid_alive
 from tests.integration.helpers import StackEnv as Env
 from tests.integration.helpers import drctl as run_drctl
-from tests.integration.helpers import produce, provisioned, write_local_stack
+from tests.integration.helpers import link_copied, produce
 
 STACK = "lifecycle"
 TOPICS = ["orders", "payments"]
@@ -32,14 +29,6 @@ def drctl(env: Env, *args: str, timeout: float = 900) -> subprocess.CompletedPro
     return run_drctl(env, *args, timeout=timeout, outputs=OUTPUTS)
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("link-lifecycle")
-    write_local_stack(root, STACK, stack_ports)
-    with provisioned(Env(root, STACK)) as e:
-        yield e
-
-
 def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - Endpoint
     estate = env.estate()
     return estate.endpoint(cluster).with_user(name, estate.app_password(name))
@@ -47,11 +36,7 @@ def _app(env: Env, cluster: str, name: str = "orders-app"):  # noqa: ANN202 - En
 
 def _same_ends(env: Env, a: str, b: str, timeout: float = 90) -> bool:
     estate = env.estate()
-    return wait_until(
-        lambda: end_offsets(estate.endpoint(a), TOPICS) == end_offsets(estate.endpoint(b), TOPICS),
-        timeout,
-        interval=0.5,
-    )
+    return link_copied(estate, f"{a}-to-{b}", TOPICS, timeout)
 
 
 def test_a_stopped_link_makes_status_exit_non_zero_naming_it(env: Env) -> None:

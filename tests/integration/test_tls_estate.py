@@ -13,28 +13,17 @@ import json
 import shutil
 import socket
 import ssl
-import time
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
-from dr.kafka.offsets import end_offsets
 from dr.runtime.certificates import make_ca
-from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
+from tests.integration.helpers import StackEnv, drctl, link_copied
 
 pytestmark = pytest.mark.integration
 
 STACK = "tlsestate"
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int, int]) -> Iterator[StackEnv]:
-    d = tmp_path_factory.mktemp("tls-estate")
-    write_local_stack(d, STACK, stack_ports, example="Pulumi.local-tls.yaml")
-    e = StackEnv(d, STACK)
-    with provisioned(e):
-        yield e
+LOCAL_EXAMPLE = "Pulumi.local-tls.yaml"
 
 
 def _write_through_published_file(env: StackEnv, app: str, count: int, tag: str) -> int:
@@ -80,13 +69,9 @@ def test_planned_failover_then_C_receives_from_B_over_tls(env: StackEnv) -> None
     )
     _write_through_published_file(env, "orders-app", 30, "after")
     estate = env.estate()
-    b, c = estate.endpoint("B"), estate.endpoint("C")
+    c = estate.endpoint("C")
     assert c.security_protocol == "SASL_SSL"
-    deadline = time.monotonic() + 60
-    want = sum(end_offsets(b, ["orders"]).values())
-    while sum(end_offsets(c, ["orders"]).values()) < want:
-        assert time.monotonic() < deadline, "C did not receive B's records over TLS within 60 s"
-        time.sleep(1)
+    assert link_copied(estate, "B-to-C", ["orders"], 60), "C did not receive B's records over TLS within 60 s"
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 

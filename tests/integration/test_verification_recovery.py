@@ -7,6 +7,8 @@ Scenario (A → B with MM2, identity naming):
   another value on B → corrupted; a key A never had, written to B → unexpected;
 * records produced to B after the cut-off (``orders`` 3, ``events`` 5) → ignored.
 
+* an aborted transaction on A (``events``) and on B (``payments``) → neither missing nor unexpected;
+
 Then ``recover`` replays the missing ones; a second run writes nothing; ``orders``/``events`` verify
 clean, and ``payments`` still shows exactly the records recovery cannot delete.
 """
@@ -30,6 +32,7 @@ from dr.cli.verify import recover, verify
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from tests.integration.helpers import committed_counts
 from tests.integration.ports import windows
 
 pytestmark = pytest.mark.integration
@@ -54,6 +57,17 @@ def produce(endpoint, topic, records):
     producer.flush(60)
     assert not errors, errors
     return [(m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers()) for m in out]
+
+
+def aborted(endpoint, topic, key):
+    """Write one record in a transaction, then abort it: a record no read-committed reader returns, and
+    an abort marker taking an offset (what a replicator killed mid-transaction leaves behind)."""
+    producer = Producer(endpoint.config(**{"transactional.id": f"kdr-test-{topic}-{key.decode()}"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=key, value=b"never committed")
+    producer.flush(30)
+    producer.abort_transaction(30)
 
 
 def read_at(endpoint, topic, partition, offset):
@@ -115,6 +129,9 @@ def seeded(estate, tmp_path_factory):
         "orders": produce(a.endpoint(), "orders", records("orders", 20, start=300)),
         "events": produce(a.endpoint(), "events", records("events", 7, start=90)),
     }
+    # aborted transactions on both sides (issue 35): neither missing from B nor unexpected on B
+    aborted(a.endpoint(), "events", b"aborted-on-a")
+    aborted(b.endpoint(), "payments", b"aborted-on-b")
     # written straight to B (the admin is a super-user): one duplicate, one corruption, one stranger
     p7 = records("payments", 120)[7]
     produce(b.endpoint(), "payments", [p7])
@@ -200,9 +217,11 @@ def test_summary_records_the_exact_offset_bounds_read(first_report, seeded):
     summary = json.loads((out / "summary.json").read_text())
     for side, cluster in (("source", seeded["a"]), ("target", seeded["b"])):
         ends = end_offsets(cluster.endpoint(), TOPICS)
+        records = committed_counts(cluster.endpoint(), TOPICS)  # an aborted record and its marker: 2 offsets, 0 read
         for (topic, p), end in ends.items():
             bounds = summary["offsets"][side][topic][str(p)]
-            assert bounds["end"] == end and bounds["start"] == 0 and bounds["read"] == end
+            assert bounds["end"] == end and bounds["start"] == 0 and bounds["read"] == records[(topic, p)]
+    assert sum(ends.values()) - sum(records.values()) == 2, "the target's aborted transaction takes two offsets"
 
 
 def test_report_has_html_chart_parquet_and_no_secret(first_report, seeded):
@@ -395,3 +414,46 @@ def test_recovery_reads_scattered_offsets_back_exactly(seeded):
     assert sorted(o for _t, _p, o in got) == wanted[:-1]
     assert got[("sparse", 0, 3100)].key == b"sparse-3100"
     assert got[("sparse", 0, 3)].headers == [("trace-id", b"sparse-3"), ("optional", None)]
+
+
+_KILLED_MID_TRANSACTION = """
+import os, sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "security.protocol": sys.argv[2], "sasl.mechanism": sys.argv[3],
+              "sasl.username": sys.argv[4], "sasl.password": sys.stdin.read(), "transactional.id": "kdr-test-killed"})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce("hanging", key=b"in-open-transaction", value=b"x")
+p.flush(30)
+os._exit(0)  # like a replicator SIGKILLed mid-transaction: no commit, no abort
+"""
+
+
+def test_a_transaction_a_killed_producer_left_open_is_found_and_aborted(estate):
+    """What promote does after stopping an exactly-once link (issue 35): a transaction left open holds
+    the last stable offset back (read-committed consumers stop there); it is found and aborted."""
+    from dr.runtime.transactions import abort_open, open_transactions
+
+    b = estate[1].endpoint()
+    admin = AdminClient(b.config())  # kept referenced until the future resolves
+    admin.create_topics([NewTopic("hanging", 1, 1)])["hanging"].result(timeout=30)
+    produce(b, "hanging", [(b"before", b"x", None)])
+    conf = b.config()
+    args = [conf["bootstrap.servers"], conf["security.protocol"], conf["sasl.mechanisms"], conf["sasl.username"]]
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_TRANSACTION, *args], input=b.password, text=True, timeout=60, check=False
+    )
+    assert killed.returncode == 0, killed.stderr
+    produce(b, "hanging", [(b"after", b"x", None)])  # behind the open transaction: invisible to read committed
+    assert open_transactions(b, ["hanging"]) == {("hanging", 0): 1}
+    t0 = time.monotonic()
+    abort_open(b, open_transactions(b, ["hanging"]))
+    print(f"aborted in {time.monotonic() - t0:.1f}s")
+    assert open_transactions(b, ["hanging"]) == {}
+    consumer = Consumer(b.config(**{"group.id": "kdr-test-hanging", "isolation.level": "read_committed"}))
+    try:
+        consumer.assign([TopicPartition("hanging", 0, 0)])
+        keys = [m.key() for m in consumer.consume(10, timeout=10) if m.error() is None]
+    finally:
+        consumer.close()
+    assert keys == [b"before", b"after"], keys

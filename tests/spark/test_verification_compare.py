@@ -21,13 +21,7 @@ from verification.compare import (
     window_bounds,
 )
 from verification.fingerprint import checksum, fingerprint
-from verification.session import spark_session
 from verification.sources import CANONICAL_SCHEMA
-
-
-@pytest.fixture(scope="module")
-def spark():
-    return spark_session()
 
 
 def rows_of(spark, source, target):

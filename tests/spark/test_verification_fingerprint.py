@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from verification.fingerprint import checksum, fingerprint, key_hash, record_hash
-from verification.session import spark_session
 from verification.sources import CANONICAL_SCHEMA
-
-
-@pytest.fixture(scope="module")
-def spark():
-    return spark_session()
 
 
 def test_spark_and_reference_agree_on_edge_records(spark):

@@ -12,15 +12,9 @@ import verification.job as job
 from dr.base.errors import ConfigError, VerificationFailed, exit_codes_by_code
 from verification import ArchiveSide, run_verification
 from verification.archive import write_records
-from verification.session import spark_session
 
 T0 = 1_760_000_000_000
 CUTOFF = T0 + 1_600_000
-
-
-@pytest.fixture(scope="module")
-def spark():
-    return spark_session()
 
 
 ARCHIVES = ("source.parquet", "target.parquet")

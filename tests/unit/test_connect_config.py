@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dr.base.errors import ConfigError
 from dr.cli import cli
 from dr.topology import load_stack_file
-from dr.topology.connect_config import CONNECTORS, connector_configs
+from stacks.links.connect_config import CONNECTORS, connector_configs
 from tests import REPO_ROOT
 
 

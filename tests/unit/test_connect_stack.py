@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dr.base.errors import ConfigError, TopologyError
-from dr.topology import Role, load_stack_file, load_topology
+from dr.topology import Placement, Role, load_stack_file, load_topology
 from dr.topology.access import CONNECT_USER, acl_rules
 from dr.topology.stackconfig import dump_stack_config
 from tests.unit.test_stack_program import DYNAMIC, run_program
@@ -55,7 +55,7 @@ def test_the_connect_variant_declares_its_link_on_a_two_worker_connect_cluster()
         [19900, 19901],
     )
     (link,) = t.links
-    assert t.link_connect(link) == cc and t.runs_on_connect(link) and not t.runs_dedicated(link)
+    assert t.link_connect(link) == cc and t.placement(link) is Placement.CONNECT
 
 
 def test_round_trip_keeps_connect_clusters_and_stacks_without_them_unchanged() -> None:
@@ -135,6 +135,8 @@ def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cl
             for op in topic_ops
         ),
         ("Cluster", "kafka-cluster", "Describe", "Literal"),
+        # exactly-once links by default: the workers' config-topic producer is transactional (KIP-618)
+        ("TransactionalID", "connect-cluster-connect-mm2", "Write", "Literal"),
     }, "the Connect workers hold exactly their group and three topics (no Delete, no other connect- topic)"
     assert not [r for r in acl_rules(t, t.cluster("A")) if r.principal == CONNECT_USER]
 
@@ -219,7 +221,7 @@ def test_the_program_reads_the_connect_clusters_from_the_engine_config(tmp_path:
 def test_no_link_copies_a_connect_clusters_internal_topics() -> None:
     import re
 
-    from dr.topology.connect_config import connector_configs
+    from stacks.links.connect_config import connector_configs
 
     t = connect_stack().after_failover()  # B→C reads B, where mm2 keeps its internal topics
     config = connector_configs(t, t.links[0], secrets_file="/s/replicator.properties")["B-to-C-source"]

@@ -23,8 +23,8 @@ from dr.runtime.mirrormaker import (
 )
 from dr.topology import Delivery, Topology, dump_stack_config, load_stack_file, load_topology
 from dr.topology.access import acl_rules
-from dr.topology.connect_config import connector_configs
 from dr.topology.model import DEFAULT_DELIVERY
+from stacks.links.connect_config import connector_configs
 from tests.unit.test_external_clusters import _config as external_config
 
 ROOT = Path(__file__).resolve().parents[2]

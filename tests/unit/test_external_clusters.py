@@ -15,7 +15,7 @@ from dr.estate.stack_secrets import _collect
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.active_passive.plan import _actions
 from dr.topology import ConnectCredentials, Topology, load_topology
-from dr.topology.connect_config import connector_configs
+from stacks.links.connect_config import connector_configs
 
 PASSWORD = "s3cret-replicator-pw"
 
@@ -253,7 +253,7 @@ def test_a_worker_lacking_the_replicators_credentials_is_named_before_anything_i
     resolved: dict[str, str], expected: str
 ) -> None:
     from dr.kafka.connect_rest import ConnectRest
-    from dr.topology.connect_credentials import check_worker_credentials
+    from stacks.links.connect_credentials import check_worker_credentials
 
     worker = _Worker(resolved)
     try:
@@ -271,7 +271,7 @@ def test_a_worker_lacking_the_replicators_credentials_is_named_before_anything_i
 
 def test_a_worker_that_resolves_both_passes() -> None:
     from dr.kafka.connect_rest import ConnectRest
-    from dr.topology.connect_credentials import check_worker_credentials
+    from stacks.links.connect_credentials import check_worker_credentials
 
     worker = _Worker(
         {

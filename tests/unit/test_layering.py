@@ -148,7 +148,7 @@ def test_no_architecture_imports_another() -> None:
 def test_the_frame_and_the_cli_name_no_architecture() -> None:
     """The run frame (``dr.failover.frame``), what touches Kafka (``act``), the shared drill frame
     (``drill``) and the CLI never import an architecture's module: the CLI asks ``KINDS`` only."""
-    rooms = ("dr.failover.frame", "dr.failover.act", "dr.failover.drill", "dr.cli")
+    rooms = (*(f"dr.failover.{room}" for room in ("frame", "act", "drill")), "dr.cli")
     bad = [
         f"{module} imports {target} (line {line})"
         for module, targets in _graph().items()
@@ -186,3 +186,72 @@ def test_the_frame_never_asks_the_architecture() -> None:
         if asks.search(line.split("#")[0])
     ]
     assert bad == [], "\n".join(bad)
+
+
+def _product_trees() -> Iterator[tuple[str, ast.AST]]:
+    for module, path in sorted(_modules().items()):
+        yield module, ast.parse(path.read_text(encoding="utf-8"))
+
+
+RUNNERS = frozenset({"MirrorMaker", "ConnectLink"})
+
+
+def test_only_the_runtime_names_a_link_runner_class() -> None:
+    """Above dr/runtime a runner is a ``dr.runtime.links.LinkRunner`` from the estate: no code names (so
+    none builds or type-tests) ``MirrorMaker`` or ``ConnectLink``."""
+    named = []
+    for module, tree in _product_trees():
+        if _layer(module) == "dr.runtime":
+            continue
+        for node in ast.walk(tree):
+            names = (
+                [node.id]
+                if isinstance(node, ast.Name)
+                else [node.attr]
+                if isinstance(node, ast.Attribute)
+                else [a.asname or a.name for a in node.names] + [a.name for a in node.names]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            named += [f"{module}:{node.lineno} names {n}" for n in names if n in RUNNERS]
+    assert named == [], "\n".join(named)
+
+
+def _declares(tree: ast.AST, name: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return True
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def test_progress_reporter_and_the_model_base_are_declared_once() -> None:
+    """``Progress``, ``Reporter`` and the pydantic base that refuses unknown fields live in dr/base/types.py
+    only; elsewhere they are imported, never declared again."""
+    again = [
+        f"{module} declares {name}"
+        for module, tree in _product_trees()
+        if module != "dr.base.types"
+        for name in ("Progress", "Reporter", "Model")
+        if _declares(tree, name)
+    ]
+    forbid_bases = [
+        f"{module}:{node.lineno} {node.name} derives BaseModel with extra='forbid' (derive dr.base.types.Model)"
+        for module, tree in _product_trees()
+        if module != "dr.base.types"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id == "BaseModel" for b in node.bases)
+        and any(
+            isinstance(k, ast.keyword)
+            and k.arg == "extra"
+            and isinstance(k.value, ast.Constant)
+            and k.value.value == "forbid"
+            for k in ast.walk(node)
+        )
+    ]
+    assert again + forbid_bases == [], "\n".join(again + forbid_bases)

@@ -27,9 +27,9 @@ from dr.kafka.client import Endpoint, connected_admin
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark_tls
 from dr.runtime.certificates import Issued, issue, make_ca
 from dr.topology import Topology, load_topology
-from dr.topology.connect_config import connector_configs
 from dr.topology.external import external_endpoint
 from dr.topology.transport import java_keystore, tls_files
+from stacks.links.connect_config import connector_configs
 from tests.unit.test_stack_program import PROVIDER, is_secret, plain_leaves, provider_input, run_program
 
 

@@ -20,6 +20,7 @@ from dr.failover.frame.outcomes import (
 )
 from dr.kafka.client import Endpoint
 from verification import routes
+from verification.link_ref import LinkRef
 from verification.result import VerificationResult
 from verification.route import AuditStart, RecoverRequest, RouteResult, VerifyRequest
 from verification.sides import KafkaSide
@@ -65,7 +66,7 @@ def test_an_audit_that_cannot_be_used_runs_the_full_job_and_says_why(
         "run_verification",
         lambda **kw: VerificationResult({"verdict": "clean", "topics": {}, "totals": ZEROS}, Path(kw["out_dir"])),
     )
-    start = AuditStart(state_dir=tmp_path, stack="s", link="no/such link", source_cluster="A", target_cluster="B")
+    start = AuditStart(state_dir=tmp_path, ref=LinkRef(stack="s", link="no/such link", source="A", target="B"))
     result = routes.run(_request(tmp_path, start))
     assert result.started_from is not None and result.started_from["audit"] is False
     assert "cannot name a state file" in result.started_from["reason"]

@@ -54,12 +54,14 @@ def describe_group(
     target_committed: Offsets,
     source_end: Offsets | None,
     target_end: Offsets,
+    aligned: bool = True,
 ) -> dict[str, Any]:
-    """The state of one consumer group at promotion (pure; see the module doc for the states)."""
+    """The state of one consumer group at promotion (pure; see the module doc for the states);
+    ``aligned`` as in :func:`~dr.failover.frame.metrics.group_positions`."""
     target_committed = {tp: n for tp, n in target_committed.items() if tp[0] in topics}
     if source_committed is not None:
         source_committed = {tp: n for tp, n in source_committed.items() if tp[0] in topics}
-    positions = group_positions(source_committed, target_committed, source_end, target_end)
+    positions = group_positions(source_committed, target_committed, source_end, target_end, aligned=aligned)
     entry: dict[str, Any] = {
         "group": group,
         "application": application,

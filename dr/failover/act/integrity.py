@@ -18,10 +18,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.errors import FailoverError
-from dr.estate.estate import Progress
+from dr.base.types import Model
+from dr.base.types import Reporter as Progress
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes
+from verification.link_ref import LinkRef
 from verification.route import AuditStart, RecoverRequest, VerifyRequest
 from verification.sides import KafkaSide
 
@@ -53,10 +55,8 @@ class Verdict(BaseModel):
         return self.model_dump(mode="json")
 
 
-class RecoveryReport(BaseModel):
+class RecoveryReport(Model):
     """What recovery replayed (:class:`verification.recover.RecoveryResult`, as JSON)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     report_dir: str
     dry_run: bool
@@ -142,10 +142,7 @@ def verify(
     if audit_link and stack and state_dir is not None and source_name and target_name:
         audit = AuditStart(
             state_dir=Path(state_dir),
-            stack=stack,
-            link=audit_link,
-            source_cluster=source_name,
-            target_cluster=target_name,
+            ref=LinkRef(stack=stack, link=audit_link, source=source_name, target=target_name),
         )
     request = VerifyRequest(
         source=KafkaSide(endpoint=source, name=source_name, stack=stack),

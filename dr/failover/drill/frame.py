@@ -16,7 +16,8 @@ import yaml
 from dr.base.errors import ConfigError
 from dr.base.files import private_dir
 from dr.base.stackref import StackRef, stack_file
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.drill.grade import DEFAULT_AIMS
 from dr.runtime.cluster import LocalCluster

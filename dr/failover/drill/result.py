@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from dr.base.types import Model as _Model
 from dr.failover.act.integrity import RecoveryReport, Verdict
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.lifecycle import StandbyRebuild
@@ -26,10 +27,6 @@ __all__ = [
     "RpoFigures",
     "StandbyRebuild",
 ]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ApplicationRto(_Model):
@@ -138,7 +135,7 @@ class DrillResult(_Model):
     stack: str
     mode: Literal["planned", "unplanned"]
     out: str
-    cycles: list[DrillCycle] = []
+    cycles: list[DrillCycle] = Field(default_factory=list)
     provision_s: dict[str, float] | None = None
     seconds: float = 0.0
     grade: str = "INCOMPLETE"

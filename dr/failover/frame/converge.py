@@ -21,10 +21,12 @@ from typing import Any, Protocol
 
 from dr.base.errors import ClusterError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.frame.metrics import encode_offsets, lag
+from dr.failover.frame.metrics import Offsets, encode_offsets, lag
 from dr.kafka.client import Endpoint, until_leaders_settle
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
@@ -81,6 +83,7 @@ class PulumiConverger:
                 timeout=self.catch_up_timeout,
                 what=f"link {link.name}",
                 rename=functools.partial(target_topic, topology, link),
+                copied=estate.copied_positions(link.name),
             )
             timings[f"link {link.name} caught up"] = round(time.monotonic() - t0, 3)
         return timings
@@ -94,17 +97,29 @@ def wait_copied(
     timeout: float,
     what: str,
     rename: Callable[[str], str] = lambda topic: topic,
+    copied: Callable[[], Offsets] | None = None,
 ) -> None:
     """Wait until the target's end offsets reach the source's end offsets *as of now*.
 
     A fixed watermark (not "lag is 0") so the wait ends even while applications keep writing
     to the source. ``rename`` gives a source topic's name on the target (``<edge>.<topic>`` for a
-    hub-and-spoke edge's link).
+    hub-and-spoke edge's link). A link that writes in transactions passes ``copied`` (the source
+    positions it committed with its copies, :meth:`dr.estate.estate.Estate.copied_positions`): the
+    target's end offsets also count commit markers and would reach the watermark before the records.
     """
     watermark = end_offsets(source, topics)
     copies = [rename(t) for t in topics]
+    unanswered: list[str] = []  # the link's last unanswered question about its committed offsets
 
     def on_target() -> dict[tuple[str, int], int]:
+        if copied is not None:  # a gap of only markers or aborted records on the source is copied
+            try:
+                behind = uncopied(source, watermark, copied()) if watermark else {}
+            except ClusterError as exc:  # Connect busy rebalancing the connectors just created: not yet
+                unanswered[:] = [exc.problem]
+                return dict.fromkeys(watermark, 0)
+            unanswered.clear()
+            return {tp: n - behind.get(tp, 0) for tp, n in watermark.items()}
         ends = end_offsets(target, copies)
         return {(t, p): ends.get((rename(t), p), 0) for t, p in watermark}
 
@@ -112,12 +127,13 @@ def wait_copied(
         held = on_target()  # once per poll: one offsets request for every partition, not one per partition
         return all(held[tp] >= n for tp, n in watermark.items())
 
-    copied = until_leaders_settle(caught_up)
-    if not wait_until(copied, timeout, interval=0.25):
+    if not wait_until(until_leaders_settle(caught_up), timeout, interval=0.25):
         behind = lag(watermark, on_target())
         raise ClusterError(
             f"{what} did not copy {sum(behind.values())} records within {timeout:.0f}s "
-            f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})}).",
+            f"(per partition: {encode_offsets({k: v for k, v in behind.items() if v})})"
+            + (f"; its committed offsets unread: {unanswered[0]}" if unanswered else "")
+            + ".",
             "check the MirrorMaker 2 log under <state>/links/, then rerun the failover (it resumes)",
         )
 

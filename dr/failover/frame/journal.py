@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dr.base.errors import ConfigError, LockHeld
 from dr.base.files import private_dir
+from dr.base.files import write_json as atomic_write_json
 from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
@@ -79,19 +80,6 @@ def team_store_for(home: Path) -> TeamStore | None:
     or None for the file store."""
     url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
     return team_store(url) if url and is_team_url(url) else None
-
-
-def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (temporary file + ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class StackLock:

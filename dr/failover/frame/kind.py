@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
-    from dr.estate.estate import Progress
+    from dr.base.types import Reporter as Progress
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.plan import FailoverPlan
     from dr.failover.frame.step import FailoverOptions

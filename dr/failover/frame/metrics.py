@@ -87,7 +87,12 @@ def rpo_estimate(
 
 
 def group_positions(
-    source_committed: Offsets | None, target_committed: Offsets, source_end: Offsets | None, target_end: Offsets
+    source_committed: Offsets | None,
+    target_committed: Offsets,
+    source_end: Offsets | None,
+    target_end: Offsets,
+    *,
+    aligned: bool = True,
 ) -> dict[str, Any]:
     """Compare one consumer group's committed offsets on the source and (translated) on the target.
 
@@ -95,7 +100,9 @@ def group_positions(
     link copied everything; MirrorMaker 2 with identity naming then keeps offsets aligned). On
     those partitions ``source - target`` is what the group's consumers will read twice on the
     target; a target offset *ahead* of the source would skip records and is reported under
-    ``would_skip`` (it must never happen). Other partitions are ``not_comparable``.
+    ``would_skip`` (it must never happen). Other partitions are ``not_comparable``. A link that writes
+    in transactions (``aligned=False``) never keeps offsets aligned — its target also holds commit
+    markers, so equal ends do not even mean equal records: every partition is ``not_comparable``.
     """
     rereads: dict[tuple[str, int], int] = {}
     skips: dict[tuple[str, int], int] = {}
@@ -104,7 +111,7 @@ def group_positions(
     for tp, pos in (source_committed or {}).items():
         if tp not in target_committed:
             continue
-        if source_end is None or source_end.get(tp) != target_end.get(tp):
+        if not aligned or source_end is None or source_end.get(tp) != target_end.get(tp):
             not_comparable.append(tp)
             continue
         diff = pos - target_committed[tp]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from dr.base.types import Model
 from dr.failover.act.integrity import Verdict
 
 __all__ = [
@@ -33,10 +34,8 @@ __all__ = [
 ]
 
 
-class Outcome(BaseModel):
+class Outcome(Model):
     """A step's outcome; :meth:`journaled` is the JSON the journal keeps."""
-
-    model_config = ConfigDict(extra="forbid")
 
     def journaled(self) -> dict[str, Any]:
         """The fields that were set, in declaration order, as JSON (nested outcomes likewise)."""
@@ -128,6 +127,9 @@ class PromoteOutcome(Outcome):
     """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
     endpoint: dict[str, Any] | None = None
     """With a client endpoint: where it pointed before, the cluster it points at now, the switch's seconds."""
+    open_transactions: dict[str, Any] | None = None
+    """A link writing in transactions: what it left open on B once stopped (partition → first offset),
+    what was aborted, and the seconds waited (:func:`dr.failover.kinds.active_passive.steps.close_open_transactions`)."""
 
 
 # ---------------------------------------------------------------------------------- 4 clients
@@ -159,7 +161,7 @@ class DesiredStateOutcome(Outcome):
     timings: dict[str, float]
     roles: dict[str, str]
     links: list[str]
-    recovered: list[str] = []
+    recovered: list[str] = Field(default_factory=list)
     """What the stack driver repaired after a killed engine (stale lock, interrupted operations), one line each."""
 
 

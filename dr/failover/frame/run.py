@@ -28,7 +28,7 @@ from typing import Any, TypeGuard, TypeVar
 
 from dr.base.errors import ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.base.types import Reporter as Progress
 from dr.failover.act.probe import WriteProbe
 from dr.failover.frame.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.frame.journal import Journal, StackLock

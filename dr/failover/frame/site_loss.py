@@ -24,7 +24,7 @@ from pydantic import Field
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.base.types import Reporter as Progress
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.fencing import fence, write_bindings
 from dr.failover.act.health import ClusterHealth, cluster_health, listening, reachability
@@ -155,7 +155,7 @@ def reach_and_lag(ctx: SiteContext) -> tuple[dict[str, Any], dict[str, int]]:
     lag: dict[str, int] = {}
     if a["reachable"]:
         try:
-            lag = {f"{t}-{p}": n for (t, p), n in sorted(ctx.before.mirror(ctx.link.name).lag(ctx.topics).items())}
+            lag = {f"{t}-{p}": n for (t, p), n in sorted(ctx.before.link_runner(ctx.link.name).lag(ctx.topics).items())}
         except ClusterError as exc:
             a = {**a, "error": str(exc).splitlines()[0]}
     if ctx.mode == "planned" and not a["reachable"]:
@@ -197,7 +197,7 @@ def fence_drain(ctx: SiteContext) -> StepResult:
     removed = fence(ctx.a_ep, ctx.producers)
     ctx.journal.measure(fenced_at=round(time.time(), 3))
     try:
-        waited = ctx.before.mirror(ctx.link.name).wait_caught_up(ctx.topics, timeout=ctx.options.drain_timeout)
+        waited = ctx.before.link_runner(ctx.link.name).wait_caught_up(ctx.topics, timeout=ctx.options.drain_timeout)
     except ClusterError as exc:
         if not ctx.options.force:
             raise FailoverError(

@@ -259,3 +259,27 @@ def test_a_failed_task_is_quoted_and_a_connector_without_tasks_is_explained() ->
     idle.process = "no tasks"
     (problem,) = _report([_running("A", Role.ACTIVE)], [idle]).problems
     assert "running with no tasks: it replicates nothing" in problem and "TLS and SASL" in problem
+
+
+def test_an_endpoint_pointing_away_from_the_active_cluster_is_a_problem_with_the_next_step() -> None:
+    report = _report([], [])
+    report.endpoint = {"bootstrap": "127.0.0.1:19900", "proxy": "running", "points_at": ["B"], "active": "B"}
+    assert status_problems(report) == []
+    report.endpoint = {**report.endpoint, "points_at": ["A"]}
+    (problem,) = status_problems(report)
+    assert "client endpoint 127.0.0.1:19900 points at A, not at the active cluster B" in problem
+    assert "`drctl estate up --stack life --refresh` points it back at B" in problem
+    report.endpoint = {"bootstrap": "proxy:9092", "points_at": [], "active": "B"}  # external proxy: by hand
+    (problem,) = status_problems(report)
+    assert "points at nothing" in problem and "set B's servers of backends kdr_bootstrap" in problem
+    report.endpoint = {"bootstrap": "proxy:9092", "error": "the runtime API does not answer", "active": "B"}
+    assert status_problems(report) == []  # unknown, not drifted: the endpoint line carries the error
+
+
+def test_an_endpoint_moved_by_an_unfinished_failover_says_to_resume_it() -> None:
+    from dr.topology.client_endpoint import endpoint_drift
+
+    ep = {"bootstrap": "127.0.0.1:19900", "proxy": "running", "points_at": ["B"], "active": "A"}
+    drift = endpoint_drift(ep, "life", failover_unfinished=True)
+    assert drift is not None and "`drctl failover --stack life` resumes it" in drift
+    assert "estate up" not in drift  # that would point it back at A while B is the writable one

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within

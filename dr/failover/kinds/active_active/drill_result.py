@@ -12,8 +12,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from dr.base.types import Model as _Model
 from dr.failover.drill.result import ApplicationRto, Check, ConsumerReport
 from dr.failover.frame.render import seconds_text
 from dr.failover.frame.summary import FailoverSummary
@@ -31,10 +32,6 @@ __all__ = [
 
 DEFAULT_REGION_AIMS: dict[str, float] = {"rto_s": 10.0, "survivor_pause_s": 5.0}
 """Application RTO of the moving applications; the longest pause the survivor's own applications may see."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class AppTraffic(_Model):
@@ -67,18 +64,18 @@ class RegionDrillResult(_Model):
     provision_s: dict[str, float] | None = None
     failover: FailoverSummary | None = None
     failover_s: float | None = None
-    traffic: list[AppTraffic] = []
-    application_rto: list[ApplicationRto] = []
-    consumers: list[ConsumerReport] = []
+    traffic: list[AppTraffic] = Field(default_factory=list)
+    application_rto: list[ApplicationRto] = Field(default_factory=list)
+    consumers: list[ConsumerReport] = Field(default_factory=list)
     never_reached_survivor: int | None = None
     """Records of the region's topics that were not in their remote copies when the integrity step compared."""
     listed_by_verification: int = 0
     verification_exact: bool = False
     replayed: int = 0
     lost_after_recovery: int | None = None
-    loops: list[str] = []
+    loops: list[str] = Field(default_factory=list)
     preview_after_failover: dict[str, int] | None = None
-    checks: list[Check] = []
+    checks: list[Check] = Field(default_factory=list)
     grade: str = "INCOMPLETE"
     error: str | None = None
     seconds: float = 0.0

@@ -32,7 +32,8 @@ from typing import Any
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress, acl_bindings
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
 from dr.failover.frame.converge import read_stack_config, wait_copied
@@ -176,6 +177,7 @@ def desired_state(ctx: RejoinContext) -> StepResult:
         timeout=ctx.options.catch_up_timeout,
         what=f"link {link.name}",
         rename=lambda topic: remote_topic(ctx.survivor, topic),
+        copied=ctx.after.copied_positions(link.name),
     )
     links = [f"{lk.source}→{lk.target}" for lk in ctx.desired.links]
     return result(

@@ -9,7 +9,7 @@ from typing import Any
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
 from dr.base.stackref import StackRef
-from dr.estate.estate import Progress
+from dr.base.types import Reporter as Progress
 from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal

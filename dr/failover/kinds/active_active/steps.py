@@ -144,7 +144,7 @@ def move(ctx: RegionContext) -> StepResult:
     stopped: dict[str, str] = {}
     gone = ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap)
     for link in (ctx.link, ctx._link(ctx.survivor, ctx.region)):
-        runner = ctx.before.mirror(link.name)
+        runner = ctx.before.link_runner(link.name)
         if gone:
             runner.kill()  # a graceful stop would wait on the dead side
             stopped[link.name] = "killed"

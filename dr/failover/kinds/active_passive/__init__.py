@@ -10,7 +10,7 @@ from dr.failover.frame.kind import Confirmation, Request
 if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
-    from dr.estate.estate import Progress
+    from dr.base.types import Reporter as Progress
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan

@@ -39,7 +39,8 @@ import dr.failover.act.integrity as integrity
 from dr.base.errors import ClusterError, ConfigError, FailoverError
 from dr.base.files import private_dir
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within

@@ -27,8 +27,9 @@ from dr.failover.frame.step import MODES, FailoverOptions
 from dr.failover.frame.summary import summarize
 from dr.failover.kinds.active_passive.run import topologies
 from dr.failover.kinds.active_passive.steps import STEPS, verified_topics
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
-from dr.topology import Kind, Role, Topology
+from dr.topology import Kind, Placement, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.client_endpoint import endpoint_pointing
 from dr.topology.hub_spoke import topics_on
@@ -148,7 +149,7 @@ def _standby_action(original: Topology, desired: Topology, b: str, c: Any) -> st
     if c is None:
         return "no standby declared: no new passive cluster"
     link = next((lk for lk in desired.links if lk.source == b and lk.target == c.name), None)
-    if link is not None and desired.runs_on_connect(link):
+    if link is not None and desired.placement(link) is Placement.CONNECT:
         runner = f"the link {link.name} as MirrorMaker 2 connectors on Connect cluster {link.connect}"
     elif link is not None and link.engine.value == "cluster-link":
         runner = f"the cluster link {link.name}"
@@ -195,7 +196,11 @@ def _observe(original: Topology, state: Path) -> dict[str, Any]:
     if obs["source"]["reachable"] and health.reachable:
         topics = [t.name for t in original.topics]
         try:
-            per = lag(end_offsets(a_ep, topics), end_offsets(b_ep, topics))
+            link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
+            stored = estate.copied_positions(link.name) if link and estate.runs_here(link.name) else None
+            a_end = end_offsets(a_ep, topics)
+            # a link writing in transactions: B's ends count commit markers; its committed positions do not
+            per = uncopied(a_ep, a_end, stored()) if stored else lag(a_end, end_offsets(b_ep, topics))
             obs["lag_total"] = sum(per.values())
             obs["lag"] = encode_offsets(per)
         except ClusterError as exc:

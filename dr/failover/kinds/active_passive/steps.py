@@ -59,8 +59,10 @@ from dr.failover.frame.outcomes import (
 from dr.failover.frame.shorten import MANY, names_text
 from dr.failover.frame.step import Context, Step, StepResult
 from dr.kafka.client import Endpoint, create_acls
+from dr.kafka.copied import uncopied
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together
 from dr.runtime.process import wait_until
+from dr.runtime.transactions import abort_open, open_transactions
 from dr.topology import Kind, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.hub_spoke import remote_topic_names, topics_on
@@ -169,7 +171,7 @@ def preflight(ctx: Context) -> StepResult:
     if a["reachable"]:
         a_end = _offsets(ctx.a_ep, ctx.topics, A)
         record_offsets(ctx.state, A, a_end)
-        per_partition = lag(a_end, b_end)
+        per_partition = _link_lag(ctx)(a_end, b_end)
         outcome.source_end_offsets = encode_offsets(a_end)
         outcome.lag = encode_offsets(per_partition)
         outcome.lag_total = sum(per_partition.values())
@@ -243,7 +245,7 @@ def _wait_groups_synced(
             src = {tp: n for tp, n in on_a[group].items() if tp[0] in ctx.topics}
             dst = on_b[group]
             now[group] = (src, dst)
-            pos = group_positions(src, dst, a_end, b_end)
+            pos = group_positions(src, dst, a_end, b_end, aligned=not ctx.original.writes_in_transactions(ctx.link))
             if pos["rereads"] or pos["missing_on_target"]:
                 pending[group] = {
                     "rereads": pos["rereads"],
@@ -266,19 +268,20 @@ def _wait_groups_synced(
     }
 
 
-def _copied_positions(ctx: Context) -> Callable[[], Offsets] | None:
-    """How far the link has copied, when it writes in transactions and runs here: B's end offsets then
-    count commit markers too and would end the drain before the last records are on B, so the drain
-    compares A's ends with the source offsets the link committed with its copies (:mod:`dr.kafka.copied`)."""
-    if not ctx.original.writes_in_transactions(ctx.link) or not ctx.before.runs_here(ctx.link.name):
-        return None
-    runner = ctx.before.link_runner(ctx.link.name)
+def _link_lag(ctx: Context) -> Callable[[Offsets, Offsets], Offsets]:
+    """The link's lag per partition from A's and B's ends. A link that writes in transactions and runs
+    here: B's end offsets then count commit markers too and would end the drain before the last records
+    are on B, so A's ends are compared with the source offsets the link committed with its copies, a gap
+    of only markers or aborted records on A counting as copied (:mod:`dr.kafka.copied`)."""
+    copied = ctx.before.copied_positions(ctx.link.name)
+    if copied is None:
+        return lag
 
-    def positions() -> Offsets:
+    def committed_lag(a_end: Offsets, _b_end: Offsets) -> Offsets:
         with _reading_offsets(f"the offsets link {ctx.link.name} committed", "the link's runner answers"):
-            return runner.copied()
+            return uncopied(ctx.a_ep, a_end, copied())
 
-    return positions
+    return committed_lag
 
 
 def fence_drain(ctx: Context) -> StepResult:
@@ -303,10 +306,10 @@ def fence_drain(ctx: Context) -> StepResult:
     t0 = time.monotonic()
     deadline = t0 + ctx.options.drain_timeout
     last_report = 0.0
-    copied = _copied_positions(ctx)
+    link_lag = _link_lag(ctx)
     while True:
         a_end, b_end = _ends(ctx, readers)
-        behind = {tp: n for tp, n in lag(a_end, copied() if copied else b_end).items() if n}
+        behind = {tp: n for tp, n in link_lag(a_end, b_end).items() if n}
         if not behind or time.monotonic() >= deadline:
             break
         if time.monotonic() - last_report >= 2:
@@ -380,6 +383,7 @@ def promote(ctx: Context) -> StepResult:
         mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed
         how = "stopped"
     stop_s = round(time.monotonic() - t0, 3)
+    transactions = close_open_transactions(ctx) if ctx.original.writes_in_transactions(link) else None
     writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
     grants = application_acls(ctx.desired, Role.ACTIVE)
@@ -400,6 +404,8 @@ def promote(ctx: Context) -> StepResult:
         acls_granted=len(grants),
         writable_from_ms=writable_from_ms,
     )
+    if transactions is not None:  # journaled only for a link writing in transactions
+        outcome.open_transactions = transactions
     # B is writable: the endpoint moves to it now, before the client files are published.
     switched = switch_endpoint(ctx.original, ctx.state, ctx.target)
     if switched is not None:  # journaled only with an endpoint
@@ -411,6 +417,40 @@ def promote(ctx: Context) -> StepResult:
         f"{names_text(producers) or 'no producing application'}"
         + (f"; client endpoint switched to {ctx.target}, sessions to {ctx.source} closed" if switched else ""),
     )
+
+
+def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any]:
+    """No transaction of the stopped link left open on B: its consumers read committed and would stop at
+    an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
+    its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
+    (:func:`dr.runtime.transactions.abort_open`). Refused when one is still open after that."""
+    t0 = time.monotonic()
+    try:
+        found = open_transactions(ctx.b_ep, ctx.topics)
+        opened = dict(found)
+        while opened and time.monotonic() - t0 < wait_s:
+            time.sleep(0.5)
+            opened = open_transactions(ctx.b_ep, ctx.topics)
+        if opened:
+            ctx.say(f"link {ctx.link.name} left transactions open on {ctx.target}: aborting {encode_offsets(opened)}")
+            abort_open(ctx.b_ep, opened)
+        left = open_transactions(ctx.b_ep, ctx.topics) if opened else {}
+    except ClusterError as exc:
+        raise FailoverError(
+            f"cannot check the transactions link {ctx.link.name} left on {ctx.target}: {exc.problem}",
+            f"check {ctx.target} answers, then rerun the failover (it resumes here)",
+        ) from exc
+    if left:
+        raise FailoverError(
+            f"transactions of link {ctx.link.name} are still open on {ctx.target} after aborting them: "
+            f"{encode_offsets(left)}; consumers reading committed would stop there.",
+            f"abort them with kafka-transactions.sh abort (--topic, --partition, --start-offset) on {ctx.target}, "
+            "or wait for the transaction timeout, then rerun the failover (it resumes here)",
+        )
+    waited = round(time.monotonic() - t0, 3)
+    if found:
+        ctx.say(f"no transaction of link {ctx.link.name} left open on {ctx.target} ({waited:.1f}s)")
+    return {"found": encode_offsets(found), "aborted": encode_offsets(opened), "waited_s": waited}
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups
@@ -446,6 +486,7 @@ def consumer_groups(ctx: Context) -> StepResult:
                 target_committed=target_committed,
                 source_end=a_end,
                 target_end=b_end,
+                aligned=not ctx.original.writes_in_transactions(ctx.link),
             )
         )
     gaps = [g["group"] for g in groups if g["status"] not in ("translated", "no-commits")]

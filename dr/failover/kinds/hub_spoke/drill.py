@@ -23,11 +23,13 @@ import time
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from dr.base.errors import ClusterError, ConfigError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Model as _Model
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
@@ -59,10 +61,6 @@ from dr.topology.hub_spoke import edges, is_hub_spoke, remote_topic
 __all__ = ["EdgeProof", "HubDrillResult", "hub_drill_refusal", "run_hub_drill"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 class EdgeProof(_Model):
     """One edge's records against their copy ``<edge>.<topic>`` on the new hub."""
 
@@ -91,14 +89,14 @@ class HubDrillResult(_Model):
     standby: str | None = None
     provision_s: dict[str, float] | None = None
     failover: FailoverSummary | None = None
-    edges: list[EdgeProof] = []
+    edges: list[EdgeProof] = Field(default_factory=list)
     hub_topic: str = ""
     hub_acknowledged: int = 0
     hub_lost_after_recovery: int = 0
     verification_exact: bool = False
     never_reached_new_hub: int = 0
-    application_rto: list[ApplicationRto] = []
-    checks: list[Check] = []
+    application_rto: list[ApplicationRto] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
     grade: str = "INCOMPLETE"
     seconds: float = 0.0
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
-from dr.estate.estate import Estate, Progress
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep

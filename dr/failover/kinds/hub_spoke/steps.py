@@ -141,7 +141,7 @@ def preflight(ctx: EdgeContext) -> StepResult:
 
 def move(ctx: EdgeContext) -> StepResult:
     """Stop the link E→H (kill it when E is gone); grant each moving application its ACLs on its fallback."""
-    runner = ctx.before.mirror(ctx.link.name)
+    runner = ctx.before.link_runner(ctx.link.name)
     if ctx.mode == "unplanned" or not listening(ctx.a_ep.bootstrap):
         runner.kill()  # a graceful stop would wait on the dead edge
         how = "killed"

@@ -138,3 +138,13 @@ def test_group_states() -> None:
 def test_group_offsets_of_topics_the_application_does_not_consume_are_ignored() -> None:
     g = _group(source_committed={("orders", 0): 10, ("other", 0): 3}, target_committed={("orders", 0): 10})
     assert g["status"] == "translated" and g["source_partitions"] == 1
+
+
+def test_a_transactional_link_never_compares_group_offsets_even_when_the_ends_match() -> None:
+    """B's ends of a link writing in transactions count commit markers: 98 records and 2 markers end at
+    100 like A's 100 records, yet the offsets are not the same records (issue 35)."""
+    ends = {("orders", 0): 100}
+    aligned = group_positions({("orders", 0): 90}, {("orders", 0): 80}, ends, ends)
+    assert aligned["rereads"] == 10 and aligned["not_comparable"] == []
+    txn = group_positions({("orders", 0): 90}, {("orders", 0): 80}, ends, ends, aligned=False)
+    assert txn["rereads"] == 0 and txn["not_comparable"] == ["orders:0"]

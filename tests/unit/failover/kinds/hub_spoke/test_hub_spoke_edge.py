@@ -17,8 +17,6 @@ from tests import REPO_ROOT
 from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 from tests.unit.test_hub_spoke import HUB, _error, _load
 
-PORTS = (32100, 32200, 32300, 32400, 32500)  # nothing listens: every cluster is "down"
-
 
 def _with_apps(config: dict[str, Any]) -> None:
     config["kafka-dr:principals"]["applications"] += [
@@ -110,19 +108,6 @@ def test_after_edge_loss_refuses_what_is_not_an_edge_naming_the_edges() -> None:
     with pytest.raises(TopologyError, match=r"'H' is not an edge .*edges: E1, E2") as info:
         after_edge_loss(t, "H")
     assert "pass --edge with one of: E1, E2" in str(info.value)
-
-
-@pytest.fixture
-def hub_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.hub-spoke.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], PORTS, strict=True):
-        c["base_port"] = port
-    path = tmp_path / "stacks" / "Pulumi.hubunit.yaml"
-    path.parent.mkdir()
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    monkeypatch.setenv("KDR_STACK_DIR", str(path.parent))
-    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    return path
 
 
 def test_dry_run_of_an_edge_loss_shows_who_moves_where_and_the_diff_and_changes_nothing(
