@@ -92,6 +92,7 @@ class AuditResult(RouteResult):
     oldest_unreplicated_ms: int | None
     oldest_unreplicated_age_s: float | None
     link_lag: int
+    """The source records the target does not hold yet (the in-flight ones), counted as records."""
     lost_to_retention: int
     target_lost_to_retention: int
     verified_total: int
@@ -496,7 +497,8 @@ def _result(
     """The figures of one run (``drctl audit`` prints them)."""
     inc = read.inc
     oldest = min((f.ts for f in state.source_residue), default=None)
-    lag = sum(max(0, end - read.dst_now.get(tp, (0, 0))[1]) for tp, (_e, end) in read.src_now.items())
+    # in records, not offsets: an exactly-once link's target ends also count its commit markers
+    lag = len(inc.in_flight)
     return AuditResult(
         stack=state.stack,
         link=state.link,

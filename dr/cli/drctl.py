@@ -64,8 +64,11 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     from dr.estate.stack import EstateStack
     from dr.failover.act.clients import publish_clients
     from dr.failover.act.tls_check import refuse_tls_failures
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.stack_guard import refuse_up_mid_failover
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
+    refuse_up_mid_failover(Journal.load(ref.failover_home), ref.name)
     warn_if_too_large(topology)
     refuse_tls_failures(Estate(topology, ref.made_state_dir()))  # ... and a failing TLS handshake here
     timings = EstateStack(ref).up(topology, refresh=refresh, progress=progress)

@@ -25,7 +25,7 @@ resume, RTO probe; :mod:`~dr.failover.frame.journal`, :mod:`~dr.failover.frame.s
 Kafka (fencing, clients, groups, health, probe, the verification adapter
 :mod:`~dr.failover.act.integrity`); :mod:`~dr.failover.kinds` — ``KINDS``, one
 :class:`~dr.failover.frame.kind.FailoverKind` per architecture, each a folder with ``steps.py``,
-``run.py``, ``plan.py``, ``drill.py``; :mod:`~dr.failover.drill` — what every drill shares;
+``run.py``, ``plan.py``, ``drill.py``; :mod:`~dr.failover.drill.frame` and its siblings — what every drill shares;
 :mod:`~dr.failover.lifecycle` (standby, link stop/start), :mod:`~dr.failover.status`,
 :mod:`~dr.failover.team_store`. The commands are :mod:`~dr.cli.failover`.
 """

@@ -469,7 +469,8 @@ class Link(_Model):
     delivery: Delivery | None = None
     """``exactly-once`` or ``at-least-once`` (MirrorMaker 2 only). Unset: :data:`DEFAULT_DELIVERY` where
     the link's runner allows exactly-once (a dedicated MirrorMaker 2, a local Connect cluster, an external
-    one declaring ``exactly_once_source``), else at-least-once (:meth:`Topology.delivery_of`)."""
+    one declaring ``exactly_once_source``) and a Connect cluster writes to its own home cluster, else
+    at-least-once (:meth:`Topology.delivery_of`)."""
     state: LinkState = LinkState.RUNNING
     """``running`` replicates; ``promoted``/``failed-over`` (cluster-link only) is a link kept after a
     failover so that its mirror topics stay, promoted, on the cluster that took over."""
@@ -643,6 +644,11 @@ class Topology(_Model):
             return link.delivery
         connect = self.link_connect(link) if link.connect else None
         if connect is not None and not connect.is_local and not connect.exactly_once_source:
+            return Delivery.AT_LEAST_ONCE
+        if connect is not None and connect.cluster != link.target:
+            # Measured under Kafka 4.3.1: after a worker is lost, an exactly-once connector writing to
+            # another cluster than the workers' own (B→C on workers homed on B) had its tasks reassigned
+            # but never started within 120 s. Declared `delivery: exactly-once` still gets it.
             return Delivery.AT_LEAST_ONCE
         return DEFAULT_DELIVERY
 

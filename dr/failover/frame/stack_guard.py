@@ -98,3 +98,23 @@ def guarded_write(journal: Journal, path: Path, topology: Topology) -> bool:
     journal.record.stack_digests = [file_digest(path)]
     journal.save()
     return written
+
+
+def refuse_up_mid_failover(journal: Journal | None, stack: str) -> None:
+    """Refuse (:class:`FailoverError`, exit 6) ``drctl estate up`` while a failover of ``stack`` is past its
+    preflight and has not written its desired state: the stack file still declares the estate as it was
+    before the failover, so an ``up`` (with ``--refresh`` above all) would grant back the writes the fence
+    removed and point a client endpoint back at the old cluster."""
+    if journal is None or journal.status not in ("running", "interrupted", "failed"):
+        return
+    steps = journal.record.steps
+    entered = [n for n, e in steps.items() if e.status != "pending" and not n.endswith("preflight")]
+    if not entered or ("desired-state" in steps and journal.is_done("desired-state")):
+        return
+    raise FailoverError(
+        f"failover {journal.failover_id} of stack '{stack}' is unfinished ({journal.status}, last step "
+        f"{entered[-1]}): `drctl estate up` would apply the stack file as it stood before the failover, "
+        "granting back the writes its fence removed.",
+        f"finish it first: `drctl failover --stack {stack}` resumes it (a stopped local cluster: "
+        f"`drctl estate start --stack {stack} --cluster <name>`); nothing was changed",
+    )

@@ -318,3 +318,28 @@ def test_preflight_refuses_a_replicated_topic_the_verification_would_not_read() 
     assert "__ledger" in str(refused.value) and "nothing was changed" in str(refused.value)
     ctx.options = FailoverOptions(skip_verify=True)
     _refuse_unverifiable(ctx)  # no verification: nothing to refuse
+
+
+def test_estate_up_is_refused_between_a_failovers_fence_and_its_desired_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    from dr.base.errors import FailoverError
+    from dr.failover.frame.stack_guard import refuse_up_mid_failover
+    from tests.unit.failover_helpers import new_journal
+
+    journal = new_journal(tmp_path)
+    refuse_up_mid_failover(None, "unit")  # no failover: nothing to refuse
+    journal.step("preflight").status = "completed"
+    refuse_up_mid_failover(journal, "unit")  # only the read-only preflight ran
+    journal.step("fence-drain").status = "completed"
+    journal.step("promote").status = "running"
+    journal.record.status = "interrupted"
+    with pytest.raises(FailoverError) as info:
+        refuse_up_mid_failover(journal, "unit")
+    assert "unfinished (interrupted, last step promote)" in str(info.value)
+    assert "drctl failover --stack unit" in (info.value.fix or "")
+    for name in journal.record.steps:
+        journal.step(name).status = "completed"
+    journal.record.status = "completed"
+    refuse_up_mid_failover(journal, "unit")  # finished: the stack file is the new one
