@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dr.failover.journal import Journal, StackLock
+from dr.failover.frame.journal import Journal, StackLock
 from tests.pg_server import pg_server
 
 

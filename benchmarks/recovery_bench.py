@@ -5,7 +5,7 @@ partitions; 200-byte values, a header on every third record) and B holds, for ea
 link made before the loss: the first ``--copied`` records of each topic (default 10 %), as
 ``A.<topic>`` (region path) and ``E1.<topic>`` (edge path). Everything else is missing. Measured:
 
-* ``new``: :func:`dr.failover.site_loss.recover_site`, what both paths run — the comparison, then each
+* ``new``: :func:`dr.failover.frame.site_loss.recover_site`, what both paths run — the comparison, then each
   partition's missing offsets read once by one consumer and written in batches by one idempotent
   producer; then a second run, which must write nothing;
 * ``old``: the former code (kept here as the baseline): the same comparison, then one consumer per
@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dr.failover.site_loss import compare_region, recover_site  # noqa: E402
+from dr.failover.frame.site_loss import compare_region, recover_site  # noqa: E402
 from dr.kafka.client import SILENT, Endpoint  # noqa: E402
 from dr.kafka.offsets import end_offsets  # noqa: E402
 from dr.runtime.cluster import ClusterSpec, LocalCluster  # noqa: E402
@@ -74,7 +74,7 @@ def _write(endpoint: Endpoint, topic: str, first: int, count: int) -> None:
 
 
 def _read_one(ep: Endpoint, topic: str, partition: int, offset: int) -> Message | None:
-    """The former per-record read (dr/failover/site_loss.py before issue 34): one consumer per record."""
+    """The former per-record read (dr/failover/frame/site_loss.py before issue 34): one consumer per record."""
     consumer = Consumer(ep.config(**{"group.id": f"kdr-recover-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])

@@ -50,7 +50,8 @@ from benchmarks.scale_estate import generate  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
-from dr.failover.drill import DrillOptions, run_drill, teardown  # noqa: E402
+from dr.failover.drill.frame import DrillOptions, teardown  # noqa: E402
+from dr.failover.kinds.active_passive.drill import run_drill  # noqa: E402
 from dr.kafka.client import delete_acls  # noqa: E402
 from dr.topology import load_stack_file  # noqa: E402
 
@@ -214,7 +215,7 @@ def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
             topology = load_stack_file(stack_path)
             active = topology.active().name
             app = topology.principals.applications[0].name
-            from dr.failover.fencing import _write_filter
+            from dr.failover.act.fencing import _write_filter
 
             # drift: the first application's write ACL deleted behind Pulumi's back; refresh must see it
             removed = delete_acls(Estate(topology, out / "state").endpoint(active), [_write_filter(app)])

@@ -400,7 +400,7 @@ def spark_count_main(argv: list[str]) -> None:
 def audit_main(argv: list[str]) -> None:
     """One ``drctl audit`` run of the link benchA → benchD (``audit``), or the failover's integrity
     check started from it (``from-audit``); prints a JSON result."""
-    from dr.failover import integrity
+    from dr.failover.act import integrity
     from verification.audit import audit_endpoints, state_file
     from verification.endpoints import endpoint_from_file
 

@@ -1,7 +1,7 @@
 """The one place that chooses a verification route for a request (:mod:`verification.route`).
 
 ``drctl verify`` / ``recover`` / ``audit`` (:mod:`dr.cli.verify`) and the failover's integrity step
-(:mod:`dr.failover.integrity`) all call :func:`run`. A :class:`~verification.route.VerifyRequest` with
+(:mod:`dr.failover.act.integrity`) all call :func:`run`. A :class:`~verification.route.VerifyRequest` with
 ``audit`` set starts from the link's last audit when its state can be used, and runs the full Spark job
 otherwise (the result's ``started_from`` says which, and why); without ``audit`` the full job runs.
 
@@ -77,7 +77,8 @@ def _from_audit(request: VerifyRequest) -> FromAuditRequest:
     from verification.sides import KafkaSide
 
     start = request.audit
-    assert start is not None
+    if start is None:
+        raise FullVerificationNeeded("the request names no audit")
     if not (isinstance(request.source, KafkaSide) and isinstance(request.target, KafkaSide)):
         raise FullVerificationNeeded("an audit reads Kafka clusters, not archives")
     try:

@@ -62,10 +62,10 @@ def estate_up(ref: StackRef, refresh: bool, as_json: bool) -> None:
     passwords, so only their paths are printed (stderr). Prints the time per step."""
     from dr.estate.estate import Estate, load_stack
     from dr.estate.stack import EstateStack
-    from dr.failover.clients import publish_clients
-    from dr.failover.journal import Journal
-    from dr.failover.stack_guard import refuse_up_mid_failover
-    from dr.failover.tls_check import refuse_tls_failures
+    from dr.failover.act.clients import publish_clients
+    from dr.failover.act.tls_check import refuse_tls_failures
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.stack_guard import refuse_up_mid_failover
 
     topology = load_stack(ref)  # a broken rule stops here, before the engine starts
     refuse_up_mid_failover(Journal.load(ref.failover_home), ref.name)
@@ -109,7 +109,7 @@ def estate_start(ref: StackRef, cluster_name: str) -> None:
     """Start one local cluster's brokers again with their data (e.g. A after an unplanned failover,
     so the failover can fence and verify it). Provisions nothing: the stack keeps its roles."""
     from dr.estate.estate import Estate
-    from dr.failover.drill import restart
+    from dr.failover.drill.frame import restart
 
     stack = ref.name
     cluster = Estate.for_stack(ref).local_cluster(cluster_name)
@@ -166,7 +166,7 @@ def estate_status(ref: StackRef, as_json: bool) -> None:
     if ep is not None:
         where = ep.get("error") or f"points at {', '.join(ep.get('points_at') or []) or 'nothing'}"
         click.echo(f"  endpoint {ep['bootstrap']} proxy {ep.get('proxy', 'external')}: {where}")
-        from dr.failover.journal import Journal
+        from dr.failover.frame.journal import Journal
 
         journal = Journal.load(ref.failover_home)
         unfinished = journal is not None and journal.status in ("running", "failed", "interrupted")

@@ -8,7 +8,7 @@ reached · 5 credentials refused · 6 a failover step refused (the journal is ke
 resume), or the journal belongs to other clusters (archived, never resumed: the next run starts
 afresh) · 7 another failover of the stack is running. Progress goes to stderr, results to stdout
 (``--json`` for machines). Every failover path (active-passive or hub, ``--region``, ``--rejoin``,
-``--edge``) prints the one result :class:`~dr.failover.summary.FailoverSummary`, also when a step fails
+``--edge``) prints the one result :class:`~dr.failover.frame.summary.FailoverSummary`, also when a step fails
 (then with ``status`` failed and the step's ``error``, and that error's exit code); a run refused before
 it began (no confirmation, another run holding the lock, a bad flag) prints nothing on stdout.
 Passwords are never printed.
@@ -31,13 +31,13 @@ from pydantic import BaseModel
 from dr.base.errors import ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.cli.options import STACK
-from dr.failover.drill_grade import DEFAULT_AIMS
+from dr.failover.drill.grade import DEFAULT_AIMS
 
 if TYPE_CHECKING:
     from click.decorators import FC
 
-    from dr.failover.journal import Journal
-    from dr.failover.summary import FailoverSummary
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
 
 __all__ = ["drill", "failover", "failover_commands", "status"]
@@ -143,13 +143,12 @@ def failover(
     (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
     run stopped, and a finished failover run again changes nothing.
     """
-    from dr.failover.journal import Journal
-    from dr.failover.pipeline import already_finished, run_failover
-    from dr.failover.plan import plan_failover
-    from dr.failover.render import render_plan
-    from dr.failover.steps import FailoverOptions
+    from dr.failover.frame.kind import Request
+    from dr.failover.frame.step import FailoverOptions
+    from dr.failover.kinds import KINDS
+    from dr.topology import load_stack_file
 
-    if take_over:  # read where the lease is taken (dr.failover.journal), for every failover path
+    if take_over:  # read where the lease is taken (dr.failover.frame.journal), for every failover path
         os.environ["KDR_TAKE_OVER_STALE_LEASE"] = "1"
     stack, (stack_path, _state) = ref.name, _paths(ref)
     options = FailoverOptions(
@@ -166,54 +165,61 @@ def failover(
             f"`drctl failover --stack {stack} --{'edge' if edge else 'region'} <site> --json`, and "
             "<region|edge>-<id>-missing.json next to the journal); run --recover without --dry-run to replay it",
         )
-    if edge is not None:
-        if rejoin or region is not None:
-            raise ConfigError(
-                "--edge moves a lost edge's applications; --region and --rejoin act on an active-active stack.",
-                f"pass either --edge or --region: `drctl failover --stack {stack} --edge {edge} --dry-run`",
-            )
-        _site_failover(ref, "edge", edge, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
-        return
-    if region is None and (recover or rejoin):
+    if edge is not None and (rejoin or region is not None):
+        raise ConfigError(
+            "--edge moves a lost edge's applications; --region and --rejoin act on an active-active stack.",
+            f"pass either --edge or --region: `drctl failover --stack {stack} --edge {edge} --dry-run`",
+        )
+    if edge is None and region is None and (recover or rejoin):
         raise ConfigError(
             f"--{'recover' if recover else 'rejoin'} acts on one region of an active-active stack.",
             f"pass --region <the failed peer>: `drctl failover --stack {stack} --region A --{'recover' if recover else 'rejoin'}`",
         )
     if recover and rejoin:
         raise ConfigError("--recover and --rejoin are two steps.", "run --recover first, then --rejoin")
-    if region is None and not recover:
-        from dr.topology import load_stack_file
-        from dr.topology.active_active import is_active_active, peers
-
-        topology = load_stack_file(stack_path)
-        if is_active_active(topology):
-            raise ConfigError(
-                f"stack '{stack}' is active-active: a failover moves one region's applications to a peer.",
-                f"name the region that fails: `drctl failover --stack {stack} --region <{'|'.join(peers(topology))}>`",
-            )
-    if region is not None:  # with --recover or --rejoin it is given (refused above otherwise)
-        if rejoin:
-            _region_rejoin(ref, region, dry_run=dry_run, yes=yes, options=options, as_json=as_json)
-            return
-        _site_failover(
-            ref, "region", region, recover=recover, dry_run=dry_run, yes=yes, options=options, as_json=as_json
+    topology = load_stack_file(stack_path)
+    kind = KINDS[topology.architecture]  # the one place a command learns the stack's architecture
+    flag, site = ("edge", edge) if edge is not None else ("region", region)
+    if site is not None and kind.site_flag != flag and rejoin:
+        raise FailoverError(
+            f"stack '{stack}' is {topology.architecture}: --rejoin brings a region of an active-active stack back.",
+            f"for an active-passive stack rebuild the old cluster as the standby: `drctl estate standby "
+            f"--stack {stack} --cluster {site}`",
         )
+    if site is not None and kind.site_flag != flag:
+        raise FailoverError(
+            f"stack '{stack}' is {topology.architecture}: --{flag} {_SITE_FLAGS[flag]}.",
+            f"run `drctl failover --stack {stack}` without --{flag}",
+        )
+    request = Request(site=site, rejoin=rejoin)
+    refusal = kind.refusal(ref, topology, request)
+    if refusal is not None:
+        raise refusal
+    if recover and site is not None:
+        click.echo(json.dumps(kind.recover(ref, site, progress=progress), indent=2))
         return
     if dry_run:
-        from dr.estate.estate import load_stack
-
-        warn_if_too_large(load_stack(ref))
-        plan = plan_failover(ref, options=options)
-        click.echo(_json(plan) if as_json else render_plan(plan))
+        if site is None:
+            warn_if_too_large(topology)
+        plan = kind.plan(ref, request, options=options)
+        click.echo(_json(plan) if as_json else plan.render())
         return
+    asked = kind.confirmation(ref, request, options=options)
     _confirm_then_run(
         ref,
-        lambda: run_failover(ref, options=options, progress=progress),
-        yes=yes or already_finished(Journal.load(ref.failover_home), stack_path),
-        refusal=(f"refusing to fail over stack '{stack}' without confirmation.", "`drctl failover --dry-run`"),
-        question=f"Fail over stack '{stack}' ({mode or 'planned'})? Applications will move clusters",
+        lambda: kind.run(ref, request, options=options, progress=progress),
+        yes=yes or asked.needless,
+        refusal=(asked.refusal, asked.look_at),
+        question=asked.question,
         as_json=as_json,
     )
+
+
+#: What each site flag of ``drctl failover`` does, for the refusal of a stack it does not apply to.
+_SITE_FLAGS = {
+    "region": "fails over one peer of an active-active stack",
+    "edge": "moves the applications of a lost edge of a hub-spoke stack",
+}
 
 
 def _confirm_then_run(
@@ -233,14 +239,14 @@ def _confirm_then_run(
         if not sys.stdin.isatty():
             raise FailoverError(refusal[0], f"pass --yes (look at {refusal[1]} first)")
         click.confirm(question, abort=True)
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     before = _run_mark(Journal.load(ref.failover_home))
     signal.signal(signal.SIGTERM, _interrupt)  # journaled as "interrupted", like Ctrl-C
     try:
         summary = run()
     except DRError:
-        from dr.failover.summary import summarize
+        from dr.failover.frame.summary import summarize
 
         journal = Journal.load(ref.failover_home)
         if journal is not None and _run_mark(journal) != before:  # this run was journaled, then refused
@@ -254,72 +260,13 @@ def _run_mark(journal: Journal | None) -> tuple[str, int] | None:
     return None if journal is None else (journal.failover_id, len(journal.record.runs))
 
 
-def _site_failover(
-    ref: StackRef, flag: str, site: str, *, recover: bool, dry_run: bool, yes: bool, options: Any, as_json: bool
-) -> None:
-    """``drctl failover --region A`` on an active-active stack (:mod:`dr.failover.region`), or ``--edge E``
-    on a hub-and-spoke stack (:mod:`dr.failover.edge`): ``--recover``, ``--dry-run``, or the run."""
-    from dr.failover.edge import EdgePlan, plan_edge_failover, recover_edge, run_edge_failover
-    from dr.failover.region import RegionPlan, plan_region_failover, recover_region, run_region_failover
-
-    region = flag == "region"
-    if recover:
-        replayed = (recover_region if region else recover_edge)(ref, site, progress=progress)
-        click.echo(json.dumps(replayed, indent=2))
-        return
-    if dry_run:
-        plan: RegionPlan | EdgePlan = (
-            plan_region_failover(ref, site, options=options)
-            if region
-            else plan_edge_failover(ref, site, options=options)
-        )
-        click.echo(json.dumps(plan.to_json(), indent=2) if as_json else plan.render())
-        return
-    if region:
-        refusing = f"refusing to fail region {site} of stack '{ref.name}' over without confirmation."
-        question = f"Move region {site}'s applications of stack '{ref.name}' to a surviving peer?"
-    else:
-        refusing = f"refusing to move edge {site}'s applications of stack '{ref.name}' without confirmation."
-        question = f"Move edge {site}'s applications of stack '{ref.name}' to their fallbacks?"
-    run = run_region_failover if region else run_edge_failover
-    _confirm_then_run(
-        ref,
-        lambda: run(ref, site, options=options, progress=progress),
-        yes=yes,
-        refusal=(refusing, f"`drctl failover --stack {ref.name} --{flag} {site} --dry-run`"),
-        question=question,
-        as_json=as_json,
-    )
-
-
-def _region_rejoin(ref: StackRef, region: str, *, dry_run: bool, yes: bool, options: Any, as_json: bool) -> None:
-    """``drctl failover --region A --rejoin``: fail back (:mod:`dr.failover.rejoin`)."""
-    from dr.failover.rejoin import plan_region_rejoin, run_region_rejoin
-
-    if dry_run:
-        plan = plan_region_rejoin(ref, region)
-        click.echo(json.dumps(plan, indent=2) if as_json else plan["text"])
-        return
-    _confirm_then_run(
-        ref,
-        lambda: run_region_rejoin(ref, region, options=options, progress=progress),
-        yes=yes,
-        refusal=(
-            f"refusing to bring region {region} of stack '{ref.name}' back without confirmation.",
-            f"`drctl failover --stack {ref.name} --region {region} --rejoin --dry-run`",
-        ),
-        question=f"Rebuild region {region} of stack '{ref.name}' and move its applications home?",
-        as_json=as_json,
-    )
-
-
 def _json(model: BaseModel) -> str:
     """A result model as ``--json`` prints it."""
     return json.dumps(model.model_dump(mode="json"), indent=2)
 
 
 def _result(summary: FailoverSummary, as_json: bool) -> str:
-    from dr.failover.render import render_summary
+    from dr.failover.frame.render import render_summary
 
     return _json(summary) if as_json else render_summary(summary)
 
@@ -343,7 +290,7 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     unfinished — 6 wins when both apply · 2 the stack's Pulumi state file cannot be read (it is named).
     The message lists every problem.
     """
-    from dr.failover.render import render_status
+    from dr.failover.frame.render import render_status
     from dr.failover.status import raise_for_problems, status_report
 
     _paths(ref)
@@ -425,9 +372,8 @@ def drill(
     over to the next (`failover --region`), recovers what never crossed and grades each moving
     application's RTO and that the survivor's own applications were never interrupted."""
     from dr.estate.estate import load_stack
-    from dr.failover.drill import DrillOptions, dump, external_refusal, run_drill
-    from dr.failover.drill_render import render_drill
-    from dr.topology import Architecture
+    from dr.failover.drill.frame import DrillOptions
+    from dr.failover.kinds import KINDS
 
     options = DrillOptions(
         stack=stack,
@@ -441,28 +387,8 @@ def drill(
         aims={"rto_s": aim_rto, "a_b_c_s": aim_a_b_c},
     )
     topology = load_stack(StackRef.resolve(stack))
-    if topology.architecture is Architecture.HUB_SPOKE:  # a hub failover game day (dr/failover/drill_hub.py)
-        from dr.failover.drill_hub import dump_hub, run_hub_drill
-
-        hub = run_hub_drill(options, progress)
-        click.echo(dump_hub(hub) if as_json else hub.render())
-        if not hub.passed:
-            raise FailoverError(f"the drill failed: {hub.grade}.", f"read {Path(hub.out) / 'drill.json'}")
-        return
-    if topology.architecture is Architecture.ACTIVE_ACTIVE:
-        from dr.failover.drill_region import run_region_drill
-        from dr.failover.drill_region_result import render_region_drill
-
-        aa = run_region_drill(options, progress)
-        click.echo(json.dumps(aa.to_json(), indent=2) if as_json else render_region_drill(aa))
-        if not aa.passed:
-            raise FailoverError(f"the drill failed: {aa.grade}.", f"read {Path(aa.out) / 'drill.json'}")
-        return
-    refusal = external_refusal(options, topology)
-    if refusal is not None:
-        raise refusal
-    result = run_drill(options, progress)
-    click.echo(dump(result) if as_json else render_drill(result))
+    result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)
+    click.echo(text)
     if not result.passed:
         raise FailoverError(f"the drill failed: {result.grade}.", f"read {Path(result.out) / 'drill.json'}")
 

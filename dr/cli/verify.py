@@ -88,8 +88,8 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
         return None if text.strip().lower() == "none" else parse_cutoff(text)
     if not (stack and source and target):
         return None
-    from dr.failover.journal import Journal
-    from dr.failover.metrics import utc_text
+    from dr.failover.frame.journal import Journal
+    from dr.failover.frame.metrics import utc_text
 
     journal = Journal.load(StackRef.resolve(stack).failover_home)
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
@@ -163,10 +163,10 @@ def verify(
 
 def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
     """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
-    (:func:`dr.failover.hub.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
+    (:func:`dr.failover.act.edge_resume.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
     its link carries, or those of them named in ``topics``."""
     from dr.estate.estate import Estate
-    from dr.failover.hub import edge_copy_report
+    from dr.failover.act.edge_resume import edge_copy_report
     from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, lost_edges
 
     estate = Estate.for_stack(ref)

@@ -31,7 +31,7 @@ from dr.topology import Engine, Placement, Role, Topology, load_stack_file, stac
 
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
-    from dr.failover.journal import StackLock
+    from dr.failover.frame.journal import StackLock
     from dr.topology import Link
 
 __all__ = [
@@ -63,12 +63,12 @@ def _quiet(_message: str) -> None:
 def journals(home: Path) -> list[dict[str, Any]]:
     """The stack's failover journals (under ``home``: :attr:`dr.base.stackref.StackRef.failover_home`) as data, the current one first, then the archived ones newest first.
 
-    The current journal is read with :meth:`dr.failover.journal.Journal.load` (a damaged one is a
+    The current journal is read with :meth:`dr.failover.frame.journal.Journal.load` (a damaged one is a
     ConfigError); an archived one that cannot be read is left out.
     """
     # The journal loads the Kafka client (its probe results): only when read, so importing this module
     # loads neither confluent-kafka nor Pulumi.
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     found: list[dict[str, Any]] = []
     current = Journal.load(Path(home))
@@ -204,7 +204,7 @@ def _load(stack_path: Path) -> Topology:
 
 
 def _locked(home: Path, stack: str, what: str) -> StackLock:
-    from dr.failover.journal import StackLock
+    from dr.failover.frame.journal import StackLock
 
     lock = StackLock(home, stack)
     try:
@@ -338,9 +338,9 @@ def link_start(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkCha
 def destroy_estate(ref: StackRef, destroy: Callable[[], None], progress: Reporter = _quiet) -> Path | None:
     """``drctl estate down --destroy``: run ``destroy`` (``pulumi destroy`` of the stack) holding the
     stack's failover lock — never beside a failover — then end the stack's failover journal: its
-    clusters are gone, so it is archived (:meth:`dr.failover.journal.Journal.abandon`), never resumed.
+    clusters are gone, so it is archived (:meth:`dr.failover.frame.journal.Journal.abandon`), never resumed.
     Returns where the journal was archived (None: there was none)."""
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     home = ref.made_failover_home()
     lock = _locked(home, ref.name, f"destroy the estate of stack {ref.name}")

@@ -1,7 +1,7 @@
 """``drctl status``: roles, broker health, link lag, consumer-group positions and the last failover.
 
 Read-only towards the clusters. As a side effect it records the end offsets it sees of every
-cluster that holds topics (:mod:`dr.failover.snapshots`), which is what an unplanned failover
+cluster that holds topics (:mod:`dr.failover.act.snapshots`), which is what an unplanned failover
 later uses to estimate its RPO — so running it periodically is useful.
 
 The report's ``problems`` (:func:`status_problems`) are what monitoring acts on: a link the
@@ -9,7 +9,7 @@ topology says runs that is stopped or cannot be measured, an active or passive c
 down or unreachable, a last failover that failed or was interrupted, a failover journal that belongs
 to other clusters (the estate was rebuilt) or was ended unfinished and archived, a Pulumi state file
 that cannot be read, a synced group's committed offset on a passive cluster that its link's
-translation does not explain (:func:`~dr.failover.groups.offsets_ahead`). :func:`raise_for_problems`
+translation does not explain (:func:`~dr.failover.act.groups.offsets_ahead`). :func:`raise_for_problems`
 turns them into the command's exit code (4; 6 when a failover is among them; 2 when the state file
 is, and no failover).
 """
@@ -29,12 +29,12 @@ from pydantic import BaseModel, Field
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
-from dr.failover.groups import offsets_ahead
-from dr.failover.health import ClusterHealth, cluster_health
-from dr.failover.journal import Journal
-from dr.failover.metrics import Offsets, encode_offsets, lag
-from dr.failover.snapshots import record_offsets
-from dr.failover.summary import summarize
+from dr.failover.act.groups import offsets_ahead
+from dr.failover.act.health import ClusterHealth, cluster_health
+from dr.failover.act.snapshots import record_offsets
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.metrics import Offsets, encode_offsets, lag
+from dr.failover.frame.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import TLS_FAILED, Endpoint
 from dr.kafka.copied import uncopied
@@ -92,7 +92,7 @@ class PulumiLockStatus(BaseModel):
 
 
 class LastFailover(BaseModel):
-    """The last failover in ``drctl status``: an abridged :class:`~dr.failover.summary.FailoverSummary`."""
+    """The last failover in ``drctl status``: an abridged :class:`~dr.failover.frame.summary.FailoverSummary`."""
 
     failover_id: str
     mode: str
@@ -136,7 +136,7 @@ class PartitionState(BaseModel):
 
 
 class HealthStatus(BaseModel):
-    """A cluster's health: the JSON form of :class:`~dr.failover.health.ClusterHealth`."""
+    """A cluster's health: the JSON form of :class:`~dr.failover.act.health.ClusterHealth`."""
 
     reachable: bool
     brokers: list[int]
@@ -152,7 +152,7 @@ class HealthStatus(BaseModel):
 
     @classmethod
     def of(cls, health: ClusterHealth, *, isr: bool) -> HealthStatus:
-        """From what :func:`~dr.failover.health.cluster_health` found; ``partitions`` only with ``isr``."""
+        """From what :func:`~dr.failover.act.health.cluster_health` found; ``partitions`` only with ``isr``."""
         h = health.to_dict()
         if not isr:
             h.pop("partitions")
@@ -265,7 +265,7 @@ class StatusReport(BaseModel):
     """True when that is in the stack's (``file://``) backend, so any clone using it resumes a failover;
     False when it is this machine's state directory, which other operators must then share."""
     journal_foreign: str | None = None
-    """Why the current journal belongs to other clusters (:func:`dr.failover.identity.foreign_reason`);
+    """Why the current journal belongs to other clusters (:func:`dr.failover.frame.identity.foreign_reason`);
     in the JSON only when it does."""
     abandoned_journal: dict[str, Any] | None = None
     """The last failover, ended unfinished and archived (``path``, ``failover_id``, ``reason``, ``at``);
@@ -316,7 +316,7 @@ def _journal_and_state(ref: StackRef, journal: Journal | None, report: StatusRep
     """Whether the journal belongs to the clusters running now, an abandoned journal newer than it, and
     whether the Pulumi state reads (each set on ``report`` only when it applies)."""
     from dr.estate.stack_state import state_problem
-    from dr.failover.identity import foreign_reason
+    from dr.failover.frame.identity import foreign_reason
 
     if journal is not None and (reason := foreign_reason(ref, journal)) is not None:
         report.journal_foreign = reason
@@ -507,9 +507,9 @@ def _with_holder(last: LastFailover, journal: Journal) -> LastFailover:
 
 def lock_held(home: Path) -> bool:
     """True while a process holds the stack's failover lock (``<home>/failover.lock``, see
-    :class:`~dr.failover.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once.
+    :class:`~dr.failover.frame.journal.StackLock`). Tested with a shared, non-blocking ``flock`` released at once.
     With a team database: while a lease with a fresh heartbeat exists."""
-    from dr.failover.journal import team_store_for
+    from dr.failover.frame.journal import team_store_for
 
     if (store := team_store_for(Path(home))) is not None:
         lease = store.lease(Path(home).name)

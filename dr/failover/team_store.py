@@ -3,7 +3,7 @@
 One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and, in tables of its own
 (``kdr_*``), what the failover needs to be resumed from any machine with the URL and the passphrase:
 
-``kdr_failover``  one row per failover of a stack: the :class:`~dr.failover.journal.JournalRecord` as
+``kdr_failover``  one row per failover of a stack: the :class:`~dr.failover.frame.journal.JournalRecord` as
                   JSON, its status, a version bumped by every write; ``current`` marks the stack's live one.
                   Each write is one transaction, so a crash leaves the previous or the new record.
 ``kdr_lease``     the lock that serialises failovers of a stack, as a lease: holder, host, pid, since,
@@ -601,7 +601,7 @@ class TeamStore:
 
 
 def finished_by(record: dict[str, Any]) -> str | None:
-    """The operator of a journal record's last run (``operator`` of :class:`~dr.failover.journal.RunEntry`)."""
+    """The operator of a journal record's last run (``operator`` of :class:`~dr.failover.frame.journal.RunEntry`)."""
     runs = record.get("runs") or []
     last = runs[-1] if runs and isinstance(runs[-1], dict) else {}
     return str(last["operator"]) if last.get("operator") else None

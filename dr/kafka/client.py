@@ -31,7 +31,7 @@ from dr.kafka.tls_diagnosis import verify_reason
 #: (a killed A, a torn-down test estate) otherwise prints a reconnect failure every second; the
 #: errors that matter still arrive as exceptions and through ``error_cb``.
 
-#: Key of the failover's RTO probe record (:mod:`dr.failover.probe`). The verification never
+#: Key of the failover's RTO probe record (:mod:`dr.failover.act.probe`). The verification never
 #: compares records with this key: the probe writes one to the new active cluster per failover.
 PROBE_KEY = b"__kdr_rto_probe__"
 

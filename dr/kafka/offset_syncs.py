@@ -5,7 +5,7 @@ the source, downstream offset on the target) per source partition; with ``offset
 project's links) one for nearly every record. The checkpoints translate a group's commits *forwards*
 with them (source → target); a region failover needs the other way too: what a group had consumed of
 the copy ``B.<topic>`` on A says where it stands on B's own ``<topic>``
-(:func:`dr.failover.positions.origin_offset`).
+(:func:`dr.failover.act.positions.origin_offset`).
 
 The topic lives on the link's source in dedicated mode (MirrorMaker 2's default) and on its target
 for links on Kafka Connect (``offset-syncs.topic.location=target``).

@@ -95,7 +95,7 @@ def client_cluster(topology: Topology, app: Application) -> str:
     one (its edge, or the hub); the active cluster otherwise (active-passive, or a hub application
     declared without ``home``). Every failover rewrites ``home`` in the desired topology (a region's
     applications to the survivor, a lost edge's to their fallback, the hub's to the promoted copy), so
-    the same function names the cluster after it. The publisher (:mod:`dr.failover.clients`) and the
+    the same function names the cluster after it. The publisher (:mod:`dr.failover.act.clients`) and the
     stack's ``clientConfigs`` output both ask it.
     """
     if topology.architecture is Architecture.ACTIVE_PASSIVE or app.home is None:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from dr.base.errors import DRError
 from dr.base.stackref import StackRef
-from dr.failover.pipeline import run_failover
-from dr.failover.steps import FailoverOptions, StepResult
+from dr.failover.frame.step import FailoverOptions, StepResult
+from dr.failover.kinds.active_passive.run import run_failover
 from tests.integration.journal_home import journal_home
 
 CRASH_EXIT = 70
@@ -101,7 +101,7 @@ class Kill:
 
 
 def _landed(home: Path) -> str:
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     journal = Journal.load(home)
     if journal is None:

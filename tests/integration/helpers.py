@@ -262,12 +262,12 @@ def mm2_checkpoints(target: Endpoint, source_alias: str, group: str) -> dict[tup
 def link_copied(estate: Any, link_name: str, topics: list[str], timeout: float = 90) -> bool:
     """True once link ``link_name`` of ``estate`` (a :class:`dr.estate.estate.Estate`) has copied every
     committed record its source holds now, judged as the failover judges it
-    (:func:`dr.failover.converge.wait_copied`): an exactly-once link by the source offsets it committed,
+    (:func:`dr.failover.frame.converge.wait_copied`): an exactly-once link by the source offsets it committed,
     not by equal end offsets (its target's ends also count commit markers)."""
     import functools
 
     from dr.base.errors import ClusterError
-    from dr.failover.converge import wait_copied
+    from dr.failover.frame.converge import wait_copied
     from dr.topology.hub_spoke import target_topic
 
     topology = estate.topology

@@ -20,14 +20,14 @@ from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.drill import restart
-from dr.failover.journal import Journal
-from dr.failover.region import recover_region, run_region_failover
-from dr.failover.rejoin import run_region_rejoin
+from dr.failover.drill.frame import restart
+from dr.failover.drill.traffic import ConfigSource, ProducerLoop, read_keys, start_config
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.step import FailoverOptions
+from dr.failover.frame.summary import FailoverSummary
+from dr.failover.kinds.active_active.rejoin import run_region_rejoin
+from dr.failover.kinds.active_active.run import recover_region, run_region_failover
 from dr.failover.status import status_report
-from dr.failover.steps import FailoverOptions
-from dr.failover.summary import FailoverSummary
-from dr.failover.traffic import ConfigSource, ProducerLoop, read_keys, start_config
 from dr.kafka.client import Endpoint, admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.mirrormaker import group_offsets_translated_within

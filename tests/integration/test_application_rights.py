@@ -40,7 +40,7 @@ from confluent_kafka.admin import (
 )
 
 from dr.estate.estate import Estate
-from dr.failover.clients import client_files
+from dr.failover.act.clients import client_files
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until

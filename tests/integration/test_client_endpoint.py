@@ -34,7 +34,7 @@ from dr.base.stackref import StackRef
 from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.journal import Journal
+from dr.failover.frame.journal import Journal
 from dr.runtime.endpoint import switch
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file

@@ -22,7 +22,7 @@ from dr.base.errors import ClusterError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.groups import translated_within
+from dr.failover.act.groups import translated_within
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
 from dr.runtime.process import wait_until
@@ -281,7 +281,7 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     assert wait_until(moved, 120, interval=1.0), {n: rest.status(n) for n in connector_names("B-to-C")}
     print(f"\ntasks moved to the surviving worker {time.monotonic() - t0:.1f}s after the kill")
     assert caught_up(e, "B", "C", ["orders", "payments"])
-    from dr.failover.integrity import verify
+    from dr.failover.act.integrity import verify
 
     verdict = verify(
         source=e.endpoint("B"),

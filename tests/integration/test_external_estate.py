@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from dr.base.pulumi_env import pulumi_env
-from dr.failover.drill import read_keys
+from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
@@ -465,7 +465,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
         existing.clusters["B"].restart()
     res = env.drctl("failover", "--stack", STACK, "--yes", "--json")
     assert res.returncode == 6, res.stdout[-3000:] + res.stderr[-3000:]
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     journal = Journal.load(env.home)
     verdict = journal.verdict() if journal is not None else None

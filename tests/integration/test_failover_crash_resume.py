@@ -22,9 +22,9 @@ import yaml
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.journal import Journal
-from dr.failover.steps import STEPS
-from dr.failover.traffic import read_keys
+from dr.failover.drill.traffic import read_keys
+from dr.failover.frame.journal import Journal
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import load_stack_file
 from tests import REPO_ROOT
 from tests.integration.failover_crash_driver import CRASH_EXIT

@@ -31,9 +31,9 @@ import pytest
 
 from dr.estate.estate import Estate
 from dr.estate.pulumi_locks import stack_locks
-from dr.failover.drill import read_keys
-from dr.failover.journal import Journal
-from dr.failover.steps import STEPS
+from dr.failover.drill.traffic import read_keys
+from dr.failover.frame.journal import Journal
+from dr.failover.kinds.active_passive.steps import STEPS
 from dr.runtime.process import pid_alive, wait_until
 from dr.topology import NAMESPACE, load_stack_file
 from tests import REPO_ROOT

@@ -22,11 +22,11 @@ from confluent_kafka import Consumer
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.clients import client_files
-from dr.failover.groups import translated_within
-from dr.failover.journal import Journal
-from dr.failover.probe import PROBE_KEY
-from dr.failover.traffic import read_keys
+from dr.failover.act.clients import client_files
+from dr.failover.act.groups import translated_within
+from dr.failover.act.probe import PROBE_KEY
+from dr.failover.drill.traffic import read_keys
+from dr.failover.frame.journal import Journal
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until

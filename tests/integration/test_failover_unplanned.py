@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
-from dr.failover.drill import current_topology, teardown
+from dr.failover.drill.frame import current_topology, teardown
 from dr.topology import load_stack_file
 from tests.integration.drill_runner import assert_drill_text, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under, write_local_stack

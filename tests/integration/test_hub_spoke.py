@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from dr.base.stackref import StackRef
 from dr.estate.stack import EstateStack
-from dr.failover.clients import client_files
-from dr.failover.hub import edge_copy_report, offset_key, offsets_topic
+from dr.failover.act.clients import client_files
+from dr.failover.act.edge_resume import edge_copy_report, offset_key, offsets_topic
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT

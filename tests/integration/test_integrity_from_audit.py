@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from dr.failover import integrity
+from dr.failover.act import integrity
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from dr.base.stackref import StackRef, stack_dir
 from dr.estate.stack import EstateStack
-from dr.failover.fencing import _write_filter, write_bindings
+from dr.failover.act.fencing import _write_filter, write_bindings
 from dr.kafka.client import Endpoint, admin_client, delete_acls
 from dr.topology import load_stack_file
 from dr.topology.access import acl_rules

@@ -25,9 +25,9 @@ from dr.base.stackref import StackRef
 from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.clients import client_files
-from dr.failover.probe import PROBE_KEY
-from dr.failover.traffic import read_keys
+from dr.failover.act.clients import client_files
+from dr.failover.act.probe import PROBE_KEY
+from dr.failover.drill.traffic import read_keys
 from dr.runtime.process import java_command, pid_alive
 from dr.topology import load_stack_file
 from tests.integration.helpers import StackEnv, committed_counts, drctl, provisioned, write_local_stack

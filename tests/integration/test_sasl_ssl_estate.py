@@ -25,7 +25,7 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from dr.failover.drill import read_keys
+from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles

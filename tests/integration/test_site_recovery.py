@@ -1,5 +1,5 @@
 """Recovery of a lost site at scale, on real clusters: the code path of ``drctl failover --region A
---recover`` and ``--edge E --recover`` (:func:`dr.failover.site_loss.recover_site`, which both call).
+--recover`` and ``--edge E --recover`` (:func:`dr.failover.frame.site_loss.recover_site`, which both call).
 
 A holds 20,000 records of ``recovery`` in 8 partitions; B holds the copies a link delivered before the
 loss, as ``A.recovery``: each partition's first 1,200 records but two (offsets 5 and 7). So 10,416
@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from dr.failover.site_loss import recover_site
+from dr.failover.frame.site_loss import recover_site
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import end_offsets
 from dr.kafka.records import read_to_end

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from dr.base.pulumi_env import pulumi_env
-from dr.failover.drill import read_keys
+from dr.failover.drill.traffic import read_keys
 from dr.failover.team_store import TeamStore
 from tests import REPO_ROOT
 from tests.integration.existing_estate import ExistingEstate

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from dr.base.stackref import StackRef
-from dr.failover.journal import Journal
-from dr.failover.steps import STEPS
+from dr.failover.frame.journal import Journal
+from dr.failover.kinds.active_passive.steps import STEPS
 from tests import REPO_ROOT
 
 _UNSET: dict[str, Any] = {}
@@ -47,7 +47,7 @@ def new_journal(
 _HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from dr.failover.journal import StackLock
+    from dr.failover.frame.journal import StackLock
     StackLock(Path(sys.argv[1]), "unit").acquire()
     print("locked", flush=True)
     time.sleep(120)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dr.base.errors import ConfigError
-from dr.failover import integrity
+from dr.failover.act import integrity
 from verification import audit as audit_mod
 from verification import from_audit
 from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state
@@ -243,7 +243,7 @@ def saved(path: Path) -> AuditState:
 
 
 def integrity_verify(out: Path, state_dir: Path) -> integrity.Verdict:
-    """``dr.failover.integrity.verify`` of topic orders from A to B, starting from the audit of LINK."""
+    """``dr.failover.act.integrity.verify`` of topic orders from A to B, starting from the audit of LINK."""
     return integrity.verify(
         source=A,
         target=B,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dr.estate.estate import Estate
-from dr.failover.clients import client_files, publish_clients
-from dr.failover.rejoin import rejoin_topology
+from dr.failover.act.clients import client_files, publish_clients
+from dr.failover.kinds.active_active.rejoin import rejoin_topology
 from dr.topology import Topology, load_stack_file
 from dr.topology.access import acl_rules, client_cluster
 from dr.topology.active_active import after_region_failover

@@ -35,14 +35,14 @@ import pytest
 import yaml
 
 from dr.base.stackref import StackRef
-from dr.failover.drill_grade import DEFAULT_AIMS, grade
-from dr.failover.drill_render import render_drill
-from dr.failover.drill_result import DrillResult
-from dr.failover.journal import Journal
-from dr.failover.plan import FinishedPlan
-from dr.failover.render import render_plan, render_status, render_summary
+from dr.failover.drill.grade import DEFAULT_AIMS, grade
+from dr.failover.drill.render import render_drill
+from dr.failover.drill.result import DrillResult
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FinishedPlan
+from dr.failover.frame.render import render_plan, render_status, render_summary
+from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.status import LastFailover, StatusReport, status_problems, status_report
-from dr.failover.summary import FailoverSummary, summarize
 from tests import REPO_ROOT
 from tests.unit.snapshots import assert_snapshot
 from verification.recover import RecoveryResult

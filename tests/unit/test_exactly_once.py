@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dr.base.errors import ConfigError, TopologyError
-from dr.failover.clients import _configs, reads_copies
+from dr.failover.act.clients import _configs, reads_copies
 from dr.kafka.client import Endpoint
 from dr.kafka.copied import next_to_copy
 from dr.runtime.connect import ConnectSpec, connect_acls, worker_properties

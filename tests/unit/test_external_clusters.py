@@ -12,8 +12,8 @@ from dr.base.errors import ConfigError, TopologyError
 from dr.base.pulumi_env import backend_url, pulumi_env
 from dr.estate.stack import _scratch_project, _secrets_provider
 from dr.estate.stack_secrets import _collect
-from dr.failover.plan import _actions
-from dr.failover.steps import FailoverOptions
+from dr.failover.frame.step import FailoverOptions
+from dr.failover.kinds.active_passive.plan import _actions
 from dr.topology import ConnectCredentials, Topology, load_topology
 from stacks.links.connect_config import connector_configs
 
@@ -310,12 +310,14 @@ def test_the_drill_takes_its_aims_from_the_command_line(
 ) -> None:
     """`--aim-rto` / `--aim-a-b-c` set the checks' limits (a 1,000-topic estate's A→B→C is longer);
     unset, the defaults; a limit of 0 is refused by the option itself."""
-    import dr.failover.drill as drill
+    import dr.failover.kinds.active_passive.drill as drill
     from dr.base.errors import ConfigError
+    from dr.failover.drill.frame import DrillOptions
+    from dr.failover.drill.grade import DEFAULT_AIMS
 
     seen: list[dict[str, float]] = []
 
-    def stop_here(options: drill.DrillOptions, _topology: object) -> ConfigError:
+    def stop_here(options: DrillOptions, _topology: object) -> ConfigError:
         seen.append(dict(options.aims))
         return ConfigError("stopped by the test.", "nothing")
 
@@ -323,7 +325,7 @@ def test_the_drill_takes_its_aims_from_the_command_line(
     out = str(tmp_path / "drill")
     assert _run("drill", "--stack", "prod", "--out", out, "--aim-rto", "12", "--aim-a-b-c", "300") == 2
     assert _run("drill", "--stack", "prod", "--out", out) == 2
-    assert seen == [{"rto_s": 12.0, "a_b_c_s": 300.0}, drill.DEFAULT_AIMS]
+    assert seen == [{"rto_s": 12.0, "a_b_c_s": 300.0}, DEFAULT_AIMS]
     assert _run("drill", "--stack", "prod", "--out", out, "--aim-a-b-c", "0") == 2 and len(seen) == 2
 
 
@@ -333,7 +335,7 @@ def test_the_failover_journal_lives_with_a_file_backend_and_in_the_state_otherwi
     """A ``file://`` backend (shared directory, NFS) holds the journal, so any clone using it resumes a
     failover; with another backend it stays in the state directory and `drctl status` says so."""
     from dr.base.stackref import StackRef
-    from dr.failover.render import render_status
+    from dr.failover.frame.render import render_status
     from dr.failover.status import StatusReport
 
     ref = StackRef("prod", tmp_path / "project", tmp_path / "state" / "prod")

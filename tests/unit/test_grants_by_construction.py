@@ -22,7 +22,7 @@ from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_R
 from dr.topology import Topology, load_topology
 from dr.topology.access import AclRule, acl_rules, application_rules
 from dr.topology.kinds import Role
-from tests.unit.test_active_active import AA
+from tests.unit.failover.kinds.active_active.test_active_active import AA
 from tests.unit.test_topology_validation import LOCAL
 from verification.cluster import is_internal_topic
 

@@ -216,11 +216,11 @@ def test_a_second_hub_failover_moves_on_to_the_next_copy() -> None:
     assert sorted(lk.name for lk in after.links) == ["E1-to-S", "E2-to-S"]
 
 
-# -- where an edge's link resumes (pure parts of dr.failover.hub) ----------------------------------
+# -- where an edge's link resumes (pure parts of dr.failover.act.edge_resume) ----------------------------------
 
 
 def test_the_offset_key_is_mirrormaker_2s_own_bytes() -> None:
-    from dr.failover.hub import offset_key, offsets_topic
+    from dr.failover.act.edge_resume import offset_key, offsets_topic
 
     # Connect's JsonConverter of [connector, partition map]; Java's HashMap iterates cluster, partition, topic
     assert (
@@ -231,7 +231,7 @@ def test_the_offset_key_is_mirrormaker_2s_own_bytes() -> None:
 
 
 def test_a_resume_point_starts_after_the_last_copied_record_or_at_the_edge_start() -> None:
-    from dr.failover.hub import ResumePoint
+    from dr.failover.act.edge_resume import ResumePoint
 
     copied = ResumePoint("E1", "readings", 0, copied=40, last_copied=41, edge_end=50)
     assert copied.resume_at == 42 and copied.to_dict()["to_copy"] == 8

@@ -299,7 +299,7 @@ def test_java_properties_read_back_every_key_and_value_exactly(tmp_path: Path) -
 
 
 def test_published_client_properties_name_the_group_as_its_acl(tmp_path: Path) -> None:
-    from dr.failover.clients import _configs
+    from dr.failover.act.clients import _configs
     from dr.kafka.client import Endpoint
     from dr.topology import Application
 
@@ -360,7 +360,7 @@ def test_individual_provisioning_past_its_measured_size_is_warned() -> None:
 
 def test_estate_up_and_dry_run_warn_before_they_run(drctl: Drctl, monkeypatch: pytest.MonkeyPatch) -> None:
     from dr.estate.stack import EstateStack
-    from dr.failover import plan as plan_module
+    from dr.failover.kinds.active_passive import plan as plan_module
 
     def stop(*_args: Any, **_kwargs: Any) -> Any:
         raise ConfigError("stopped by the test", "none")
@@ -395,7 +395,7 @@ def test_the_drills_output_directory_is_made_private(tmp_path: Path) -> None:
     re-moded); one that exists keeps its mode."""
     from types import SimpleNamespace
 
-    from dr.failover.drill import _prepare_out
+    from dr.failover.kinds.active_passive.drill import _prepare_out
 
     made = _prepare_out(SimpleNamespace(out=tmp_path / "new" / "drill"))  # type: ignore[arg-type]
     assert made.stat().st_mode & 0o777 == 0o700 and (tmp_path / "new").stat().st_mode & 0o777 == 0o700

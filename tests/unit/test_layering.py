@@ -114,6 +114,80 @@ def test_no_modules_import_each_other_in_a_loop() -> None:
     assert loops == [], "\n".join(" -> ".join(loop) for loop in loops)
 
 
+# ---------------------------------------------------------------------------------- the rooms of dr.failover
+
+KINDS_PACKAGE = "dr.failover.kinds"
+#: The one import between architectures: the hub of a hub-and-spoke stack fails over as an active-passive pair.
+KIND_MAY_IMPORT: dict[str, frozenset[str]] = {"hub_spoke": frozenset({"active_passive"})}
+#: Every architecture's folder has these files (a new architecture starts as a copy of one).
+KIND_FILES = ("__init__.py", "steps.py", "run.py", "plan.py", "drill.py")
+
+
+def _kind(module: str) -> str | None:
+    """The architecture folder under :data:`KINDS_PACKAGE` a module is in (None: not in one)."""
+    if not module.startswith(KINDS_PACKAGE + "."):
+        return None
+    return module[len(KINDS_PACKAGE) + 1 :].split(".")[0]
+
+
+def test_no_architecture_imports_another() -> None:
+    """A module under ``kinds/<a>`` imports nothing of ``kinds/<b>`` — but the declared "hub wraps
+    active-passive"."""
+    bad = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in _graph().items()
+        if (kind := _kind(module)) is not None
+        for target, line in targets.items()
+        if (other := _kind(target)) is not None
+        and other != kind
+        and other not in KIND_MAY_IMPORT.get(kind, frozenset())
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_frame_and_the_cli_name_no_architecture() -> None:
+    """The run frame (``dr.failover.frame``), what touches Kafka (``act``), the shared drill frame
+    (``drill``) and the CLI never import an architecture's module: the CLI asks ``KINDS`` only."""
+    rooms = (*(f"dr.failover.{room}" for room in ("frame", "act", "drill")), "dr.cli")
+    bad = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in _graph().items()
+        if any(module == room or module.startswith(room + ".") for room in rooms)
+        for target, line in targets.items()
+        if _kind(target) is not None
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_every_architecture_has_the_same_files() -> None:
+    """Each folder under ``dr/failover/kinds`` has ``steps.py``, ``run.py``, ``plan.py`` and ``drill.py``,
+    and :data:`dr.failover.kinds.KINDS` has one entry per architecture, each a folder of its own."""
+    from dr.failover.kinds import KINDS
+    from dr.topology import Architecture
+
+    root = REPO_ROOT / "dr" / "failover" / "kinds"
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    missing = [f"{folder}/{name}" for folder in folders for name in KIND_FILES if not (root / folder / name).exists()]
+    assert missing == []
+    assert set(KINDS) == set(Architecture)
+    assert sorted(type(kind).__module__.rpartition(".")[2] for kind in KINDS.values()) == folders
+
+
+def test_the_frame_never_asks_the_architecture() -> None:
+    """No module of ``dr/failover/frame`` tests which architecture it runs (``Architecture``,
+    ``is_active_active``, ``is_hub_spoke``, ``.architecture``): what varies is a kind's."""
+    import re
+
+    asks = re.compile(r"\bArchitecture\b|\bis_active_active\b|\bis_hub_spoke\b|\.architecture\b")
+    bad = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for path in sorted((REPO_ROOT / "dr" / "failover" / "frame").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
+    ]
+    assert bad == [], "\n".join(bad)
+
+
 def _product_trees() -> Iterator[tuple[str, ast.AST]]:
     for module, path in sorted(_modules().items()):
         yield module, ast.parse(path.read_text(encoding="utf-8"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dr.failover.render import render_summary
-from dr.failover.shorten import MANY, names_text
-from dr.failover.steps import groups_text
-from dr.failover.summary import FailoverSummary, GroupLine
+from dr.failover.frame.render import render_summary
+from dr.failover.frame.shorten import MANY, names_text
+from dr.failover.frame.summary import FailoverSummary, GroupLine
+from dr.failover.kinds.active_passive.steps import groups_text
 
 
 def _group(i: int, status: str = "no-commits", rereads: int | None = None) -> dict[str, Any]:

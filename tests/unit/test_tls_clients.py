@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from pulumi.runtime import config as pulumi_config
 
 from dr.base.errors import ClusterError, ConfigError, TopologyError
-from dr.failover.clients import _kept_json, _kept_properties
+from dr.failover.act.clients import _kept_json, _kept_properties
 from dr.kafka.client import Endpoint, connected_admin
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark_tls
 from dr.runtime.certificates import Issued, issue, make_ca

@@ -108,7 +108,7 @@ def test_recover_without_a_report_is_a_config_error(tmp_path):
 
 def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_clusters(tmp_path, monkeypatch):
     from dr.cli.verify import _cutoff
-    from dr.failover.journal import Journal
+    from dr.failover.frame.journal import Journal
 
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path))
     from dr.base.stackref import StackRef

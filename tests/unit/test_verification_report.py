@@ -449,7 +449,7 @@ def test_loading_a_missing_report_is_a_config_error(tmp_path):
 def test_integrity_verify_passes_the_failover_context_and_the_empty_topics(monkeypatch, tmp_path):
     import dr.kafka.offsets as mm
     import verification.job as job
-    from dr.failover import integrity
+    from dr.failover.act import integrity
 
     a, b = Endpoint("a:9092", "admin", SECRET), Endpoint("b:9092", "admin", SECRET)
     ends = {a.bootstrap: {("orders", 0): 5, ("empty", 0): 0}, b.bootstrap: {("orders", 0): 4, ("late", 0): 2}}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dr.failover.integrity import Verdict
-from dr.failover.outcomes import (
+from dr.failover.act.integrity import Verdict
+from dr.failover.frame.outcomes import (
     DecommissionOutcome,
     Drained,
     IntegrityOutcome,

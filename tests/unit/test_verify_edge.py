@@ -1,6 +1,6 @@
 """``drctl verify --stack S --edge E``: an edge's topics against their copies ``E.<topic>`` on the hub its
 link feeds — the runbook's proof after a hub failover, as a command. The comparison itself
-(:func:`dr.failover.hub.edge_copy_report`) runs on real clusters in tests/integration/test_hub_spoke.py;
+(:func:`dr.failover.act.edge_resume.edge_copy_report`) runs on real clusters in tests/integration/test_hub_spoke.py;
 here it is stubbed, and the refusals need no cluster."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _drctl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
 def compared(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The stubbed comparison: what it was asked, and the counts it answers (``counts``)."""
     import dr.estate.estate as estate
-    import dr.failover.hub as hub
+    import dr.failover.act.edge_resume as hub
 
     seen: dict[str, Any] = {"counts": {"records": 40, "missing": 0, "duplicates": 0, "unexpected": 0}}
 

@@ -1,0 +1,101 @@
+"""The frame every drill shares, whichever the architecture: its options, the copy of the stack it runs
+on, the restart of a killed cluster, the teardown.
+
+Each architecture's drill (``drill.py`` of :mod:`dr.failover.kinds`) runs its game day in it and grades
+it (:mod:`dr.failover.drill.grade`, :mod:`dr.failover.drill.result`, :mod:`dr.failover.drill.render`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dr.base.errors import ConfigError
+from dr.base.files import private_dir
+from dr.base.stackref import StackRef, stack_file
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
+from dr.failover.drill.grade import DEFAULT_AIMS
+from dr.runtime.cluster import LocalCluster
+from dr.runtime.process import port_free, wait_until
+from dr.topology import Topology, load_stack_file
+
+__all__ = ["MARKER", "DrillOptions", "current_topology", "prepare_copy", "restart", "teardown"]
+
+
+MARKER = ".kdr-drill"
+
+
+@dataclass(kw_only=True)
+class DrillOptions:
+    """How the drill runs (the ``drctl drill`` flags)."""
+
+    stack: str = "local"
+    out: Path
+    unplanned: bool = False
+    rate: int = 500
+    """Records per second the producer writes."""
+    warmup_s: float = 6.0
+    """Seconds of traffic before A fails."""
+    base_port: int | None = None
+    """Move the clusters to ``base_port``, ``+100``, ``+200``... (default: the stack's ports)."""
+    keep: bool = False
+    """Leave the drill's clusters running at the end."""
+    cycles: int = 1
+    """Failovers in a row: A→B→C, then B→C→A (A rebuilt as the standby), then C→A→B..."""
+    aims: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AIMS))
+
+
+def restart(cluster: LocalCluster, timeout: float = 90.0) -> None:
+    """Start a killed cluster again once its ports are free.
+
+    Right after a SIGKILL the kernel may still hold one of its ports for a while (seen on the
+    controller port), and ``LocalCluster.start`` refuses a taken port.
+    """
+    wait_until(lambda: all(port_free(p) for p in cluster.spec.ports()), timeout, interval=0.5)
+    cluster.start()
+
+
+def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
+    """Copy the stack file into ``<out>/stack/`` (moved to ``--base-port`` if given; ``<out>`` must be new,
+    empty or an earlier drill's); return the copy's path and its state directory ``<out>/state``."""
+    out = options.out.resolve()
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ConfigError(
+            f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
+        )
+    for sub in ("stack", "state", "pulumi"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    private_dir(out / "stack")  # <out> holds the drill's stack state, credentials and passphrase
+    (out / MARKER).write_text("written by drctl drill\n")
+    doc = yaml.safe_load(stack_file(options.stack).read_text())
+    if options.base_port is not None:
+        for i, c in enumerate(doc["config"]["kafka-dr:clusters"]):
+            c["base_port"] = options.base_port + 100 * i
+    stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
+    stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return stack_path, out / "state"
+
+
+def current_topology(stack_path: Path) -> list[Topology]:
+    """The stack file's topology now (a failover may have rewritten it), if it still loads."""
+    try:
+        return [load_stack_file(stack_path)]
+    except Exception:  # noqa: BLE001 - teardown goes on with the topologies already seen
+        return []
+
+
+def teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progress) -> None:
+    """``pulumi destroy`` of the drill's stack; should it fail, stop every process the drill's
+    topologies name anyway, so that no JVM outlives the drill."""
+    try:
+        EstateStack(ref).destroy(progress)
+        return
+    except Exception as exc:  # noqa: BLE001 - teardown must go on
+        progress(f"drill: `pulumi destroy` failed ({str(exc).splitlines()[0]}); stopping the processes directly")
+    for topology in topologies:
+        Estate(topology, ref.state_dir).stop()

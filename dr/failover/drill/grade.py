@@ -1,0 +1,50 @@
+"""The drill's grade: the checks a game day must pass, computed from one cycle's typed result."""
+
+from __future__ import annotations
+
+from dr.failover.drill.result import Check, DrillCycle
+
+__all__ = ["DEFAULT_AIMS", "checks", "grade"]
+
+DEFAULT_AIMS: dict[str, float] = {"rto_s": 10.0, "a_b_c_s": 120.0}
+"""Application RTO and A→B→C aims, in seconds."""
+
+
+def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[tuple[str, bool | None]]:
+    """Each check's name and outcome (None: does not apply)."""
+    s, consumer = cycle.failover, cycle.consumer
+    A, B = cycle.source, cycle.target
+    found: list[tuple[str, bool | None]] = [
+        (
+            f"application RTO ≤ {aims['rto_s']:.0f}s ({r.application} {r.kind}: {r.rto_s}s)",
+            r.rto_s is not None and r.rto_s <= aims["rto_s"],
+        )
+        for r in cycle.application_rto
+    ]
+    found += [
+        (
+            f"{A}→{B}→{s.standby or '—'} ≤ {aims['a_b_c_s']:.0f}s"
+            + (f" ({s.a_b_c_s:.1f}s)" if s.a_b_c_s is not None else " (not measured)"),
+            s.a_b_c_s is not None and s.a_b_c_s <= aims["a_b_c_s"],
+        ),
+        (f"failover completed ({A} decommissioned)", s.status == "completed"),
+        (f"verification listed exactly the records that never reached {B}", cycle.verification_exact),
+        ("no acknowledged record lost after recovery", cycle.lost_after_recovery == 0),
+        (f"the application writes on {B} after the move", cycle.producer.acked_on_target > 0),
+        (f"the consumer group resumed on {B}", None if consumer is None else consumer.read_on_target > 0),
+        ("consumers skipped no record", None if consumer is None else consumer.skipped == 0),
+        ("`pulumi preview` proposes no change after the failover", not cycle.preview_after_failover),
+    ]
+    if planned:
+        found.append(("planned: no acknowledged record lost", cycle.lost_before_recovery == 0))
+    return found
+
+
+def grade(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> None:
+    """Set the cycle's checks and its grade: PASS, or FAIL with the number of failed checks."""
+    cycle.checks = [
+        Check(check=name, result="n/a" if ok is None else ("PASS" if ok else "FAIL"))
+        for name, ok in checks(cycle, aims, planned=planned)
+    ]
+    failed = sum(1 for c in cycle.checks if c.result == "FAIL")
+    cycle.grade = "PASS" if not failed else f"FAIL ({failed} of {len(cycle.checks)} checks)"

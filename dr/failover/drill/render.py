@@ -1,0 +1,71 @@
+"""The graded drill as text: what ``drctl drill`` (and so ``make demo``) prints for a person."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dr.failover.drill.result import DrillCycle, DrillResult
+from dr.failover.frame.render import render_summary, seconds_text
+
+__all__ = ["render_drill"]
+
+
+def render_drill(r: DrillResult) -> str:
+    """The graded drill summary as text (every cycle, then the overall grade)."""
+    lines = [
+        f"DRILL ({r.mode}) on stack {r.stack}: {r.grade}"
+        + (f" — {' then '.join(c.chain for c in r.cycles)}" if len(r.cycles) > 1 else "")
+    ]
+    for c in r.cycles:
+        if len(r.cycles) > 1:
+            lines += ["", f"cycle {c.number}: {c.chain} — {c.grade}"]
+        lines += _render_cycle(c)
+        if c.standby_rebuild:
+            rebuild = c.standby_rebuild
+            lines.append(f"then {rebuild.cluster} declared, wiped, as the next standby ({rebuild.seconds:.1f}s)")
+    lines.append(f"drill result: {Path(r.out) / 'drill.json'} ({r.seconds:.0f}s)")
+    return "\n".join(lines)
+
+
+def _render_cycle(c: DrillCycle) -> list[str]:
+    A, B = c.source, c.target
+    lines = [f"  [{k.result:>4}] {k.check}" for k in c.checks]
+    for app in c.application_rto:
+        lines.append(
+            f"application RTO {app.application} ({app.kind}): {seconds_text(app.rto_s)} — {app.measured}"
+            + (
+                f"; last record read on {A} → first on {B}: {seconds_text(app.data_gap_s)}"
+                if app.data_gap_s is not None
+                else ""
+            )
+        )
+    s = c.failover
+    lines.append(
+        f"RTO probe {seconds_text(s.rto_s)} (supplement) · {c.chain} {seconds_text(s.a_b_c_s)} · failover total {seconds_text(s.total_s)}"
+    )
+    rpo = c.rpo
+    hi = rpo.estimate_upper_bound
+    estimate = (
+        "unknown" if rpo.estimate is None else f"{rpo.estimate}{'' if hi is None or hi == rpo.estimate else f'–{hi}'}"
+    )
+    lines.append(
+        f"RPO: estimate {estimate} records; never reached {B} {rpo.actual_never_replicated}; acknowledged and "
+        f"lost before recovery {rpo.acknowledged_lost_before_recovery}; after recovery {c.lost_after_recovery}"
+    )
+    p = c.producer
+    lines.append(
+        f"producer: {p.acked_on_source} acknowledged on {A}, {p.acked_on_target} on {B}, "
+        f"{p.not_acknowledged} not acknowledged (refused/timed out: the application retries those)"
+    )
+    if c.consumer:
+        g = c.consumer
+        lines.append(
+            f"consumer group {g.group}: {g.read_on_source} read on {A}, {g.read_on_target} on {B}, "
+            f"{g.read_twice} read twice, {g.skipped} skipped"
+        )
+    if c.recovery:
+        rec = c.recovery
+        lines.append(f"recovery: {rec.missing} missing, {rec.written} written, {rec.already_present} already present")
+    lines += ["", render_summary(s)]
+    lines.append(f"HTML report: {c.report_html or '— (no verification ran)'}")
+    return lines

@@ -1,0 +1,175 @@
+"""The drill's graded result as typed models: what ``drill.json`` holds and what ``drctl drill`` prints.
+
+Every figure the text shows comes from these models, so a dict where a model is expected is a
+``mypy`` error, not a crash after a passing drill (issue 25).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from dr.base.types import Model as _Model
+from dr.failover.act.integrity import RecoveryReport, Verdict
+from dr.failover.frame.summary import FailoverSummary
+from dr.failover.lifecycle import StandbyRebuild
+
+__all__ = [
+    "ApplicationRto",
+    "Check",
+    "ConsumerReport",
+    "DrillCycle",
+    "DrillResult",
+    "FirstRun",
+    "ProducerReport",
+    "RecoveryReport",
+    "RpoFigures",
+    "StandbyRebuild",
+]
+
+
+class ApplicationRto(_Model):
+    """One application's outage, measured on its own traffic."""
+
+    application: str
+    """The producing application, or the consumer group."""
+    kind: Literal["writes", "reads"]
+    source: str
+    target: str
+    last_on_source: float | None
+    """Epoch seconds of the last write acknowledged (writes) or offset commit (reads) on the source."""
+    first_on_target: float | None
+    """Epoch seconds of the first write acknowledged (writes) or record read (reads) on the target."""
+    measured: str
+    """What the figure spans, in words."""
+    rto_s: float | None
+    data_gap_s: float | None = None
+    """Reads only: the last record read on the source → the first record read on the target."""
+
+
+class Check(_Model):
+    """One graded check."""
+
+    check: str
+    result: Literal["PASS", "FAIL", "n/a"]
+
+
+class ProducerReport(_Model):
+    """What the producing application's ledger holds."""
+
+    acked_on_source: int
+    acked_on_target: int
+    not_acknowledged: int
+    moved_at: list[float]
+    """When it moved to another cluster (epoch seconds)."""
+
+
+class ConsumerReport(_Model):
+    """What the consumer group read, against what the target finally holds."""
+
+    group: str
+    read_on_source: int
+    read_on_target: int
+    read_twice: int
+    skipped: int
+    records_on_target: int
+
+
+class RpoFigures(_Model):
+    """The failover's RPO estimate beside the records that really never reached the target."""
+
+    estimate: int | None
+    estimate_upper_bound: int | None
+    estimate_basis: str | None
+    actual_never_replicated: int
+    acknowledged_lost_before_recovery: int
+
+
+class FirstRun(_Model):
+    """The failover's first run, before A came back (unplanned) or the recovery re-ran it."""
+
+    status: str
+    rto_s: float | None
+    a_b_c_s: float | None
+    rpo_estimate: dict[str, Any] | None
+
+
+class DrillCycle(_Model):
+    """One failover of the drill, graded."""
+
+    number: int
+    chain: str
+    source: str
+    target: str
+    standby: str | None
+    topic: str
+    failover_first_run: FirstRun
+    failover: FailoverSummary
+    """The failover's summary after its last run in this cycle."""
+    verification_exact: bool
+    never_reached_target: int
+    lost_before_recovery: int
+    lost_after_recovery: int
+    verdicts: list[Verdict]
+    recovery: RecoveryReport | None = None
+    preview_after_failover: dict[str, int]
+    producer: ProducerReport
+    consumer: ConsumerReport | None
+    application_rto: list[ApplicationRto]
+    report_html: str | None
+    rpo: RpoFigures
+    grade: str
+    checks: list[Check]
+    standby_rebuild: StandbyRebuild | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Every check passed."""
+        return self.grade.startswith("PASS")
+
+
+class DrillResult(_Model):
+    """The whole drill: its cycles and the overall grade."""
+
+    stack: str
+    mode: Literal["planned", "unplanned"]
+    out: str
+    cycles: list[DrillCycle] = Field(default_factory=list)
+    provision_s: dict[str, float] | None = None
+    seconds: float = 0.0
+    grade: str = "INCOMPLETE"
+
+    @property
+    def passed(self) -> bool:
+        """The drill ran every cycle and each passed."""
+        return self.grade.startswith("PASS")
+
+    def conclude(self, cycles: int) -> None:
+        """Grade the drill: every one of ``cycles`` ran and passed."""
+        failed = [c.number for c in self.cycles if not c.passed]
+        if not self.cycles:
+            self.grade = "INCOMPLETE"
+        elif cycles == 1:
+            self.grade = self.cycles[0].grade
+        elif failed:
+            self.grade = f"FAIL (cycle {', '.join(map(str, failed))} of {cycles})"
+        elif len(self.cycles) < cycles:
+            self.grade = f"INCOMPLETE ({len(self.cycles)} of {cycles} cycles)"
+        else:
+            self.grade = f"PASS ({cycles} cycles)"
+
+    def to_json(self) -> dict[str, Any]:
+        """``drill.json``: the model, with a one-cycle drill's fields also at the top level
+        (``failover``, ``checks``...), as readers of a one-cycle drill expect."""
+        doc = self.model_dump(mode="json")
+        if len(self.cycles) == 1:
+            doc.update({k: v for k, v in doc["cycles"][0].items() if k not in ("number", "grade")})
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> DrillResult:
+        """The result a ``drill.json`` holds (:meth:`to_json`): a one-cycle drill's copies of its
+        cycle's fields at the top level are left out, anything else unknown is refused."""
+        copied = set(DrillCycle.model_fields) - set(cls.model_fields) if len(doc.get("cycles") or []) == 1 else set()
+        return cls.model_validate({k: v for k, v in doc.items() if k not in copied})

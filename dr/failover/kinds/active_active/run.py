@@ -1,0 +1,133 @@
+"""The region failover's run (:func:`run_region_failover`, through the frame) and its recovery (``--recover``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dr.base.errors import ClusterError, FailoverError
+from dr.base.files import write_atomic
+from dr.base.stackref import StackRef
+from dr.base.types import Reporter as Progress
+from dr.failover.act.health import listening
+from dr.failover.frame.converge import Converger, PulumiConverger
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.run import OnStep, already_finished
+from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.step import FailoverOptions
+from dr.failover.frame.summary import FailoverSummary
+from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
+from dr.topology import Kind, Topology, load_stack_file, load_topology
+from dr.topology.active_active import (
+    after_region_failover,
+    is_active_active,
+    survivor_for,
+)
+
+__all__ = ["recover_region", "recovered_marker", "run_region_failover"]
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+def _topologies(ref: StackRef, journal: Journal | None, region: str) -> tuple[Topology, Topology, str, bool]:
+    current = load_stack_file(ref.stack_file)
+    if journal is not None and not journal.finished:
+        if journal.mode == "rejoin":
+            raise FailoverError(
+                f"the rejoin {journal.failover_id} of region {journal.record.source} is unfinished.",
+                f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source} --rejoin`",
+            )
+        if journal.record.source != region:
+            raise FailoverError(
+                f"failover {journal.failover_id} of region {journal.record.source} is unfinished.",
+                f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source}`",
+            )
+        return *resumed_topologies(ref, journal, current), journal.record.target, True
+    if not is_active_active(current):
+        raise FailoverError(
+            f"stack '{ref.name}' is {current.architecture}: --region fails over one peer of an active-active stack.",
+            f"run `drctl failover --stack {ref.name}` without --region",
+        )
+    survivor = survivor_for(current, region)
+    return current, after_region_failover(current, region, survivor), survivor, False
+
+
+def run_region_failover(
+    ref: StackRef,
+    region: str,
+    *,
+    options: FailoverOptions,
+    converger: Converger | None = None,
+    progress: Progress = lambda _m: None,
+    on_step: OnStep | None = None,
+) -> FailoverSummary:
+    """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
+
+    def title(ctx: RegionContext) -> str:
+        return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
+
+    def finished(journal: Journal | None, stack_path: Path) -> bool:
+        return already_finished(journal, stack_path) and journal.mode != "rejoin"
+
+    return run_site_loss(
+        RegionContext,
+        ref,
+        region,
+        REGION_STEPS,
+        lambda journal: _topologies(ref, journal, region),
+        title=title,
+        options=options,
+        converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout, wait_for_links=False),
+        progress=progress,
+        on_step=on_step,
+        is_finished=finished,
+    )
+
+
+def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+    """Replay into ``<region>.<topic>`` on the survivor the records of ``region`` never replicated.
+
+    The comparison runs again first, so a second run writes nothing. Records keep their key, value,
+    headers and timestamp.
+    """
+    journal = Journal.load(ref.made_failover_home())
+    if journal is None or journal.record.source != region or journal.mode == "rejoin":
+        raise FailoverError(
+            f"no region failover of {region} in stack '{ref.name}' to recover.",
+            f"run `drctl failover --stack {ref.name} --region {region}` first",
+        )
+    original = load_topology(ref.name, journal.record.original_config)
+    from dr.estate.estate import Estate
+
+    estate = Estate(original, ref.state_dir)
+    a_ep, b_ep = estate.endpoint(region), estate.endpoint(journal.record.target)
+    if not listening(a_ep.bootstrap):
+        local = original.cluster(region).kind is Kind.LOCAL
+        raise ClusterError(
+            f"{region} does not answer at {a_ep.bootstrap}: its records that never reached "
+            f"{journal.record.target} are read from it, so nothing was replayed.",
+            "bring its brokers back with their data ("
+            + (f"`drctl estate start --stack {ref.name} --cluster {region}`" if local else "the cluster's own tooling")
+            + f"), then rerun `drctl failover --stack {ref.name} --region {region} --recover`",
+        )
+    topics = [t.name for t in original.topics]
+    done = recover_site(
+        a_ep,
+        b_ep,
+        region,
+        topics,
+        rerun=f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
+        progress=progress,
+    )
+    written, missing = done["replayed"], done["missing_before"]
+    progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
+    marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": missing}
+    write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(marker))
+    return done
+
+
+def recovered_marker(ref: StackRef, failover_id: str) -> Path:
+    """Written when a ``--recover`` of region failover ``failover_id`` left nothing of the region missing."""
+    return ref.made_failover_home() / f"recovered-{failover_id}.json"

@@ -1,0 +1,79 @@
+"""Active-passive: A fails over to its passive copy B, and the standby C becomes B's passive."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dr.base.errors import ConfigError
+from dr.failover.frame.kind import Confirmation, Request
+
+if TYPE_CHECKING:
+    from dr.base.errors import DRError
+    from dr.base.stackref import StackRef
+    from dr.base.types import Reporter as Progress
+    from dr.failover.drill.frame import DrillOptions
+    from dr.failover.frame.kind import DrillReport
+    from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.step import FailoverOptions
+    from dr.failover.frame.summary import FailoverSummary
+    from dr.topology import Topology
+
+__all__ = ["ACTIVE_PASSIVE", "ActivePassive"]
+
+
+class ActivePassive:
+    """The :class:`~dr.failover.frame.kind.FailoverKind` of an active-passive stack (and of a hub's failover)."""
+
+    site_flag: str | None = None
+
+    def refusal(self, ref: StackRef, topology: Topology, request: Request) -> DRError | None:
+        """Nothing to refuse before the run: its own checks come first in it."""
+        return None
+
+    def plan(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> FailoverPlan:
+        """The failover's plan (:func:`~dr.failover.kinds.active_passive.plan.plan_failover`)."""
+        from dr.failover.kinds.active_passive import plan
+
+        return plan.plan_failover(ref, options=options)
+
+    def confirmation(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> Confirmation:
+        """Asked unless the failover already finished (running it again changes nothing)."""
+        from dr.failover.frame.journal import Journal
+        from dr.failover.frame.run import already_finished
+
+        stack = ref.name
+        return Confirmation(
+            question=f"Fail over stack '{stack}' ({options.mode or 'planned'})? Applications will move clusters",
+            refusal=f"refusing to fail over stack '{stack}' without confirmation.",
+            look_at="`drctl failover --dry-run`",
+            needless=already_finished(Journal.load(ref.failover_home), ref.stack_file),
+        )
+
+    def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
+        """The failover A→B→C (:func:`~dr.failover.kinds.active_passive.run.run_failover`)."""
+        from dr.failover.kinds.active_passive import run
+
+        return run.run_failover(ref, options=options, progress=progress)
+
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+        """An active-passive failover has no lost site to replay: ``drctl recover`` replays its records."""
+        raise ConfigError(
+            f"stack '{ref.name}' has no lost site: --recover replays the records of a region or an edge.",
+            f"replay what the verification listed with `drctl recover --stack {ref.name}`",
+        )
+
+    def drill(
+        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+    ) -> tuple[DrillReport, str]:
+        """The game day A→B→C (:func:`~dr.failover.kinds.active_passive.drill.run_drill`)."""
+        from dr.failover.drill.render import render_drill
+        from dr.failover.kinds.active_passive import drill
+
+        refusal = drill.external_refusal(options, topology)
+        if refusal is not None:
+            raise refusal
+        result = drill.run_drill(options, progress)
+        return result, drill.dump(result) if as_json else render_drill(result)
+
+
+ACTIVE_PASSIVE = ActivePassive()

@@ -1,0 +1,418 @@
+"""``drctl drill``: a game day — traffic, a failover A→B→C, proof, a grade.
+
+On a local estate:
+
+1. Copy the stack file into ``<out>/stack/`` (the stack's own file is never touched) and provision
+   A and B with their link (``pulumi up`` of the stack, :class:`dr.stack.EstateStack`), state under ``<out>/state/``.
+2. Traffic: ``orders-app`` (the first producing application) writes keyed records with
+   ``acks=all`` and keeps a delivery ledger; the ``billing`` group (the first consuming group)
+   consumes and commits; A's end offsets are snapshotted five times a second (the RPO estimate's input).
+3. Fail A: planned (the pipeline fences and drains it) or ``--unplanned`` (SIGKILL mid-traffic).
+4. Run the failover A→B→C. When the client configurations are published, the producer and the
+   consumer move to B with them — as applications would.
+5. Unplanned: bring A back (restart its brokers); the resumed failover fences it and verifies
+   A vs B, which lists the records that never reached B; recover them; verify again; decommission.
+6. Grade: RTO, A→B→C, RPO (estimate and actual), acknowledged records lost before and after
+   recovery, records the consumer read twice, records it skipped (must be 0), time per step,
+   the HTML report. Everything is torn down at the end unless ``keep``.
+
+On a stack with external clusters (clusters the product does not run) the drill is a real, planned
+game day on that stack itself: nothing is copied, provisioned or torn down, no broker is stopped.
+The applications start from the stack's published client configurations (``<state>/clients/``),
+the pipeline fences A by ACLs, drains and fails over A→B→C, the verification proves it, and the
+cycle is graded like a local one. Afterwards B is active (as after ``drctl failover``). Refused
+before anything changes (:func:`external_refusal`): ``--unplanned`` (the drill would have to stop
+brokers it does not own), ``--cycles`` above 1 (the old active must be wiped by its own tooling
+before it can be the next standby), ``--base-port``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import dr.failover.act.integrity as integrity
+from dr.base.errors import ClusterError, ConfigError, FailoverError
+from dr.base.files import private_dir
+from dr.base.stackref import StackRef
+from dr.base.types import Reporter as Progress
+from dr.estate.estate import Estate
+from dr.estate.stack import EstateStack
+from dr.failover.act.clients import publish_clients
+from dr.failover.act.groups import translated_within
+from dr.failover.act.health import listening
+from dr.failover.drill.frame import (
+    MARKER,
+    DrillOptions,
+    current_topology,
+    prepare_copy,
+    restart,
+    teardown,
+)
+from dr.failover.drill.grade import grade
+from dr.failover.drill.result import (
+    DrillCycle,
+    DrillResult,
+    FirstRun,
+    ProducerReport,
+    RecoveryReport,
+    RpoFigures,
+)
+from dr.failover.drill.traffic import (
+    Traffic,
+    application_rto,
+    consumer_report,
+    read_keys,
+    start_traffic,
+)
+from dr.failover.frame.journal import Journal, atomic_write_json
+from dr.failover.frame.roles import Roles
+from dr.failover.frame.run import OnStep
+from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
+from dr.failover.frame.summary import FailoverSummary, summarize
+from dr.failover.kinds.active_passive.run import run_failover
+from dr.failover.kinds.active_passive.steps import STEPS
+from dr.failover.lifecycle import make_standby
+from dr.kafka.offsets import committed_offsets
+from dr.runtime.process import wait_until
+from dr.topology import Topology, load_stack_file
+from dr.topology.kinds import Architecture
+
+__all__ = [
+    "dump",
+    "external_refusal",
+    "run_drill",
+]
+
+
+# ------------------------------------------------------------------------------------------ the drill
+def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError | None:
+    """Why the drill may not run on ``topology`` (a stack with external clusters) as asked, or None.
+
+    Pure: the CLI and :func:`run_drill` both call it before anything changes."""
+    outside = [c.name for c in topology.clusters if not c.is_local]
+    if not outside:
+        return None
+    stack = options.stack
+    A = topology.active().name
+    if options.unplanned:
+        return ConfigError(
+            f"stack {stack!r} runs on clusters this machine does not own ({', '.join(outside)}): the drill "
+            f"will not stop {A}'s brokers for an unplanned drill.",
+            f"make {A} unreachable yourself (stop its brokers or block its listeners), then run "
+            f"`drctl failover --stack {stack} --mode unplanned` (runbooks/unplanned-failover.md); "
+            f"a planned drill (`drctl drill --stack {stack}`) needs nothing stopped. Nothing was changed",
+        )
+    if options.cycles > 1:
+        return ConfigError(
+            f"stack {stack!r} runs on external clusters: after a cycle the old active keeps its topics, and "
+            "the drill never deletes topics on clusters it does not own, so it cannot be the next standby.",
+            f"run one cycle (`drctl drill --stack {stack}`), wipe the old active with your own tooling and "
+            f'declare it `role: standby` (README "Using it on real clusters"), then drill again. Nothing was changed',
+        )
+    if options.base_port is not None:
+        return ConfigError(
+            f"--base-port moves clusters this machine runs; stack {stack!r} declares external ones "
+            f"({', '.join(outside)}).",
+            f"run `drctl drill --stack {stack}` without --base-port. Nothing was changed",
+        )
+    return None
+
+
+def _prepare_out(options: DrillOptions) -> Path:
+    out = options.out.resolve()
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ConfigError(
+            f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
+        )
+    private_dir(out)  # it holds the drill's stack state, credentials and passphrase
+    (out / MARKER).write_text("written by drctl drill\n")
+    return out
+
+
+def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> DrillResult:
+    """Run the game day (see the module doc); return the graded result (also in ``<out>/drill.json``).
+
+    With ``cycles`` > 1 the old active cluster is declared, wiped, as the next standby after each
+    cycle (:func:`dr.lifecycle.make_standby`) and the next cycle fails the new active over:
+    A→B→C, B→C→A, C→A→B... Each cycle is graded on its own; the drill passes when all do.
+    """
+    own = StackRef.resolve(options.stack)
+    topology = load_stack_file(own.existing_stack_file())
+    if topology.architecture is Architecture.ACTIVE_ACTIVE:  # drctl drill runs run_region_drill for it
+        raise ConfigError(
+            f"stack {options.stack!r} is active-active: run_drill drills one active and its passive copy.",
+            "run `drctl drill`, or dr.failover.kinds.active_active.drill.run_region_drill, for an active-active stack",
+        )
+    if any(not c.is_local for c in topology.clusters):
+        return _run_external(options, own, topology, progress)
+    stack_path, state = prepare_copy(options)
+    ref = StackRef.of_file(stack_path, state)
+    stack = options.stack
+    seen = [load_stack_file(stack_path)]
+    result = DrillResult(
+        stack=stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
+    )
+    t_start = time.monotonic()
+    try:
+        roles = Roles.of(seen[0])
+        A, B = roles.source.name, roles.target.name
+        progress(f"drill: provisioning {A} and {B} from {stack_path}")
+        result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
+        publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
+        for number in range(1, options.cycles + 1):
+            if number > 1:
+                previous = result.cycles[-1]
+                progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
+                previous.standby_rebuild = make_standby(ref, previous.source, progress)
+            topology = load_stack_file(stack_path)
+            seen.append(topology)
+            cycle = _cycle(options, ref, topology, number, progress)
+            result.cycles.append(cycle)
+            if not cycle.passed:
+                break
+    finally:
+        result.seconds = round(time.monotonic() - t_start, 3)
+        if not options.keep:
+            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
+            teardown(ref, (*seen, *current_topology(stack_path)), progress)
+        result.conclude(options.cycles)
+        atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
+    return result
+
+
+def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, progress: Progress) -> DrillResult:
+    """The drill on a stack with external clusters: one planned cycle on the stack itself (module doc)."""
+    refusal = external_refusal(options, topology)
+    if refusal is not None:
+        raise refusal
+    out = _prepare_out(options)
+    result = DrillResult(stack=options.stack, mode="planned", out=str(out))
+    t_start = time.monotonic()
+    try:
+        A = Roles.of(topology).source.name
+        state = ref.made_state_dir()
+        progress(
+            f"drill: stack {options.stack} runs on external clusters: a planned game day on the stack itself "
+            f"(nothing provisioned or torn down); the applications start from their published configurations for {A}"
+        )
+        publish_clients(Estate(topology, state), A)  # what `drctl estate up` published; rewritten alike
+        cycle = _cycle(options, ref, topology, 1, progress)
+        result.cycles.append(cycle)
+    finally:
+        result.seconds = round(time.monotonic() - t_start, 3)
+        result.conclude(1)
+        atomic_write_json(out / "drill.json", result.to_json())
+    return result
+
+
+@dataclass
+class _Proof:
+    """What the verification listed against what really never reached B, and the recovery."""
+
+    summary: FailoverSummary
+    exact: bool
+    never_reached_target: int
+    lost_before_recovery: int
+    verdicts: list[integrity.Verdict]
+    recovery: RecoveryReport | None
+
+
+def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int, progress: Progress) -> DrillCycle:
+    """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
+    roles = Roles.of(original)
+    A, B, C = roles.source.name, roles.target.name, roles.standby_name
+    estate = Estate(original, ref.state_dir)
+    chain = f"{A}→{B}" + (f"→{C}" if C else "")
+    prefix = f"drill-c{number}"
+    traffic = start_traffic(estate, ref.state_dir, options.rate, prefix)
+    try:
+        progress(
+            f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {traffic.topic} at "
+            f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
+        )
+        _fail_source(options, estate, traffic, A, B, progress)
+        holdings, first = fail_over(options, ref, estate, traffic, progress)
+        proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
+        preview = EstateStack(ref).preview()
+        time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
+        traffic.producer.stop()
+        final_b = read_keys(estate.endpoint(B), traffic.topic)
+        consumer = (
+            consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
+            if traffic.consumer is not None and traffic.group
+            else None
+        )
+        acked_a = traffic.producer.acked_on(A)
+        summary = proof.summary
+        rpo = summary.rpo_estimate or {}
+        cycle = DrillCycle(
+            number=number,
+            chain=chain,
+            source=A,
+            target=B,
+            standby=C,
+            topic=traffic.topic,
+            failover_first_run=FirstRun.model_validate(
+                first.model_dump(include={"status", "rto_s", "a_b_c_s", "rpo_estimate"})
+            ),
+            failover=summary,
+            verification_exact=proof.exact,
+            never_reached_target=proof.never_reached_target,
+            lost_before_recovery=proof.lost_before_recovery,
+            lost_after_recovery=len(acked_a - set(final_b)),
+            verdicts=proof.verdicts,
+            recovery=proof.recovery,
+            preview_after_failover=preview.changes,
+            producer=ProducerReport(
+                acked_on_source=len(acked_a),
+                acked_on_target=len(traffic.producer.acked_on(B)),
+                not_acknowledged=len(traffic.producer.failed),
+                moved_at=[t for t, _c in traffic.producer.moves],
+            ),
+            consumer=consumer,
+            application_rto=application_rto(
+                traffic.producer, traffic.consumer, A, B, traffic.producer_app.name, traffic.group
+            ),
+            report_html=proof.verdicts[-1].html if proof.verdicts else None,
+            rpo=RpoFigures(
+                estimate=rpo.get("records"),
+                estimate_upper_bound=rpo.get("upper_bound"),
+                estimate_basis=rpo.get("basis"),
+                actual_never_replicated=proof.never_reached_target,
+                acknowledged_lost_before_recovery=proof.lost_before_recovery,
+            ),
+            grade="UNGRADED",
+            checks=[],
+        )
+        grade(cycle, options.aims, planned=not options.unplanned)
+    finally:
+        traffic.stop()
+    return cycle
+
+
+def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str, B: str, progress: Progress) -> None:
+    """Traffic for the warm-up, the group's offsets synced to B once; unplanned: SIGKILL A."""
+    time.sleep(options.warmup_s)
+    if traffic.group:
+        progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
+        within = translated_within(estate.topology, B)
+        if not wait_until(
+            lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), within, interval=0.5
+        ):
+            raise ClusterError(
+                f"the link never synced group {traffic.group} to {B} within {within:.0f}s.",
+                "read the MirrorMaker 2 log under <out>/state/links/",
+            )
+    if options.unplanned:
+        progress(
+            f"drill: SIGKILL every node of {A} mid-traffic ({len(traffic.producer.acked)} records acknowledged so far)"
+        )
+        estate.local_cluster(A).kill()
+        wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
+    traffic.snapshots.stop()
+
+
+def fail_over(
+    options: DrillOptions,
+    ref: StackRef,
+    estate: Estate,
+    traffic: Traffic,
+    progress: Progress,
+    steps: Sequence[Step[Context]] = STEPS,
+) -> tuple[dict[str, Counter[str]], FailoverSummary]:
+    """Run the failover; unplanned: it completes without A, then A comes back and is verified.
+
+    What A and B hold is read right after the verification, before A may be decommissioned.
+    """
+    roles = Roles.of(estate.topology)
+    A, B = roles.source.name, roles.target.name
+    holdings: dict[str, Counter[str]] = {}
+
+    def on_step(name: str, step_result: StepResult) -> None:
+        if name == "integrity" and step_result.status in ("done", "differences"):
+            holdings.update(
+                a=read_keys(estate.endpoint(A), traffic.topic), b=read_keys(estate.endpoint(B), traffic.topic)
+            )
+
+    mode = "unplanned" if options.unplanned else "planned"
+    summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step, steps)
+    if options.unplanned:
+        progress(f"drill: bringing {A} back (restarting its brokers)")
+        restart(estate.local_cluster(A))
+        summary = _failover(ref, FailoverOptions(), progress, on_step, steps)
+    return holdings, summary
+
+
+def prove_and_recover(
+    ref: StackRef,
+    estate: Estate,
+    traffic: Traffic,
+    holdings: dict[str, Counter[str]],
+    summary: FailoverSummary,
+    A: str,
+    B: str,
+    progress: Progress,
+    steps: Sequence[Step[Context]] = STEPS,
+) -> _Proof:
+    """What the verification lists against what really never reached B; recover it; verify again."""
+    verdict = _verdict(ref.failover_home)
+    verdicts = [verdict] if verdict else []
+    a_keys, b_keys = holdings.get("a", Counter()), holdings.get("b", Counter())
+    never = set(a_keys) - set(b_keys)
+    listed = (
+        {r["key"].decode() for r in integrity.missing_records(verdict.report_dir) if r["topic"] == traffic.topic}
+        if verdict and not verdict.clean
+        else set()
+    )
+    recovery = None
+    if verdict and not verdict.clean:
+        progress(f"drill: the verification lists {verdict.counts['missing']} missing records; recovering them")
+        recovery = integrity.recover(
+            verdict.report_dir, source=estate.endpoint(A), target=estate.endpoint(B), progress=progress
+        )
+        summary = _failover(ref, FailoverOptions(), progress, None, steps)
+        verdict = _verdict(ref.failover_home)
+        if verdict:
+            verdicts.append(verdict)
+    return _Proof(
+        summary=summary,
+        exact=bool(verdicts) and bool(holdings) and listed == never,
+        never_reached_target=len(never),
+        lost_before_recovery=len(traffic.producer.acked_on(A) - set(b_keys)),
+        verdicts=verdicts,
+        recovery=recovery,
+    )
+
+
+def _verdict(home: Path) -> integrity.Verdict | None:
+    """The integrity step's verdict in the drill's journal."""
+    journal = Journal.load(home)
+    return journal.verdict() if journal is not None else None
+
+
+def _failover(
+    ref: StackRef,
+    options: FailoverOptions,
+    progress: Progress,
+    on_step: OnStep | None,
+    steps: Sequence[Step[Context]] = STEPS,
+) -> FailoverSummary:
+    """Run/resume the failover; a refusal at decommission (differences found) returns the summary."""
+    try:
+        return run_failover(ref, options=options, progress=progress, on_step=on_step, steps=steps)
+    except FailoverError as exc:
+        journal = Journal.load(ref.failover_home)
+        if journal is None or journal.step("integrity").status != "differences":
+            raise
+        progress(f"drill: failover stopped as designed: {exc.problem}")
+        return summarize(journal)
+
+
+def dump(result: DrillResult) -> str:
+    """JSON text of a drill result (what ``drill.json`` holds)."""
+    return json.dumps(result.to_json(), indent=2, default=str)

@@ -1,0 +1,65 @@
+"""``drctl failover --edge E --dry-run``: the plan of an edge's loss; changes nothing."""
+
+from __future__ import annotations
+
+from dr.base.stackref import StackRef
+from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FailoverPlan, plan_lines
+from dr.failover.frame.run import refuse_damaged_state
+from dr.failover.frame.site_loss import named_steps
+from dr.failover.frame.step import FailoverOptions
+from dr.failover.kinds.hub_spoke.run import _topologies
+from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS
+from dr.topology import stack_file_diff
+from dr.topology.hub_spoke import (
+    check_lost_edge,
+    edge_applications,
+    fallback_of,
+    remote_topic,
+)
+
+__all__ = ["EdgePlan", "plan_edge_failover"]
+
+
+class EdgePlan(FailoverPlan):
+    """What ``drctl failover --edge E --dry-run`` shows: the steps, who moves where, the stack-file diff."""
+
+    mode: str
+    edge: str
+    hub: str
+    moves: dict[str, str]
+    link_stopped: str
+    copies_kept: list[str]
+    steps: list[dict[str, str]]
+    stack_file_diff: str
+
+    def render(self) -> str:
+        """The plan for a person."""
+        lines = [
+            f"{self.mode} loss of edge {self.edge} of stack {self.stack} (hub {self.hub})",
+            "applications moving: " + (", ".join(f"{a} → {t}" for a, t in self.moves.items()) or "none"),
+            f"link stopped: {self.link_stopped}",
+            f"copies kept on {self.hub} and its passive copy: {', '.join(self.copies_kept) or 'none'}",
+            *plan_lines(self.steps, self.stack_file_diff),
+        ]
+        return "\n".join(lines)
+
+
+def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
+    """The plan of the loss of ``edge``; changes nothing."""
+    ref.existing_stack_file()
+    refuse_damaged_state(ref)
+    original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
+    link = check_lost_edge(original, edge)
+
+    return EdgePlan(
+        stack=ref.name,
+        mode=options.mode or "planned",
+        edge=edge,
+        hub=hub,
+        moves={app.name: fallback_of(original, app) for app in edge_applications(original, edge)},
+        link_stopped=link.name,
+        copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
+        steps=named_steps(EDGE_STEPS, E=edge, H=hub),
+        stack_file_diff=stack_file_diff(ref.stack_file, desired),
+    )

@@ -1,0 +1,132 @@
+"""Where a moved consumer group starts on the survivor of a region failover (issue 34): MirrorMaker 2's
+offset syncs decoded, a commit on the copy ``B.orders`` mapped back to B's ``orders``, and every partition
+given a position that never skips."""
+
+from __future__ import annotations
+
+import struct
+
+from dr.failover.act.positions import (
+    Position,
+    commits_of,
+    origin_offset,
+    positions_text,
+    survivor_positions,
+    target_offset,
+)
+from dr.kafka.offset_syncs import decode_offset_sync, offset_syncs_topic
+
+
+def _sync(topic: str, partition: int, upstream: int, downstream: int) -> tuple[bytes, bytes]:
+    name = topic.encode()
+    return struct.pack(">h", len(name)) + name + struct.pack(">i", partition), struct.pack(">qq", upstream, downstream)
+
+
+def test_offset_sync_records_decode_as_mirrormaker_writes_them() -> None:
+    assert decode_offset_sync(*_sync("orders", 2, 1234, 567)) == ("orders", 2, 1234, 567)
+    assert offset_syncs_topic("A") == "mm2-offset-syncs.A.internal"
+    key, value = _sync("orders", 0, 1, 1)
+    assert decode_offset_sync(key, None) is None  # a tombstone
+    assert decode_offset_sync(key, value[:9]) is None  # truncated
+    assert decode_offset_sync(b"\x00\x09ord", value) is None  # the key's topic runs past its end
+
+
+def test_a_commit_on_the_copy_maps_back_to_the_origin_offset() -> None:
+    # B's orders had 3 aborted-transaction slots: the copy on A is denser than its origin
+    syncs = [(0, 0), (1, 1), (5, 2), (6, 3), (7, 4)]
+    assert origin_offset(syncs, 3) == 6  # the record at 3 (origin 6) not read yet
+    assert origin_offset(syncs, 5) == 8  # everything read: the one after the last synced record
+    assert origin_offset(syncs, 0) == 0
+    assert origin_offset([], 10) is None
+    assert origin_offset([(40, 20)], 10) is None  # only later syncs (the older ones compacted away)
+    # sparse syncs: never beyond the true position, whichever record in between the group stopped at
+    sparse = [(100, 10), (300, 20)]
+    for read in range(10, 20):
+        assert 100 <= origin_offset(sparse, read) <= 100 + (read - 10)  # type: ignore[operator]
+
+
+def _positions(**over: object) -> list[Position]:
+    args: dict[str, object] = {
+        "region": "A",
+        "survivor": "B",
+        "local_topics": ["orders"],
+        "committed_on_region": {("B.orders", 0): 40, ("orders", 0): 7},
+        "syncs": {("orders", 0): [(i + 100, i) for i in range(60)]},
+        "committed_on_survivor": {("A.orders", 0): 5},
+        "start": {("orders", 0): 100, ("A.orders", 0): 0, ("orders", 1): 0},
+        "end": {("orders", 0): 160, ("A.orders", 0): 9, ("orders", 1): 30},
+    }
+    args.update(over)
+    return survivor_positions(**args)  # type: ignore[arg-type]
+
+
+def test_the_survivors_own_topic_is_positioned_from_the_copy_read_on_the_region() -> None:
+    found = {(p.topic, p.partition): p for p in _positions()}
+    # B.orders:0 read to 40 on A = orders:0 at 140 on B: nothing read twice, nothing skipped
+    assert found[("orders", 0)].offset == 140 and found[("orders", 0)].source == "translated"
+    assert found[("orders", 0)].rereads_at_most == 0
+    # the link's translation of A.orders is kept as it is
+    assert found[("A.orders", 0)] == Position("A.orders", 0, 5, "kept", 0, found[("A.orders", 0)].why)
+    # never read on A: from its first record, and that is no re-read
+    assert (found[("orders", 1)].offset, found[("orders", 1)].source, found[("orders", 1)].rereads_at_most) == (
+        0,
+        "start",
+        0,
+    )
+    assert commits_of(list(found.values())) == {("orders", 0): 140, ("orders", 1): 0}
+
+
+def test_what_cannot_be_derived_starts_at_the_first_record_and_counts_its_rereads() -> None:
+    unreadable = {(p.topic, p.partition): p for p in _positions(committed_on_region=None, committed_on_survivor={})}
+    assert {tp: (p.offset, p.source) for tp, p in unreadable.items()} == {
+        ("orders", 0): (100, "start"),
+        ("orders", 1): (0, "start"),
+        ("A.orders", 0): (0, "start"),
+    }
+    assert unreadable[("orders", 0)].rereads_at_most == 60 and "A unreadable" in unreadable[("orders", 0)].why
+    assert unreadable[("A.orders", 0)].rereads_at_most == 9
+    no_sync = {(p.topic, p.partition): p for p in _positions(syncs={})}
+    assert no_sync[("orders", 0)].offset == 100 and no_sync[("orders", 0)].rereads_at_most == 40
+    assert "no offset sync of B.orders:0 for its commit 40 on A" in no_sync[("orders", 0)].why
+    # a translation beyond the survivor's end (records the link copied then lost with B's tail) is clamped
+    beyond = {(p.topic, p.partition): p for p in _positions(end={("orders", 0): 120})}
+    assert beyond[("orders", 0)].offset == 120
+    text = positions_text("shop-a", list(unreadable.values()))
+    assert text.startswith("shop-a: 3 start") and "orders:0" in text and "re-reads at most 99" in text
+
+
+def test_an_older_commit_on_the_survivor_gives_way_to_what_the_group_read_since() -> None:
+    # the group stayed on B once before (a commit at 120 on orders:0); since, it read B.orders to 40 on A
+    older = {(p.topic, p.partition): p for p in _positions(committed_on_survivor={("orders", 0): 120})}
+    assert (older[("orders", 0)].offset, older[("orders", 0)].source) == (140, "translated")
+    assert commits_of(list(older.values()))[("orders", 0)] == 140
+    # a commit on B beyond the derivation (a resumed step, or the group's own consumers) is kept
+    ahead = {(p.topic, p.partition): p for p in _positions(committed_on_survivor={("orders", 0): 150})}
+    assert (ahead[("orders", 0)].offset, ahead[("orders", 0)].source) == (150, "kept")
+    assert ("orders", 0) not in commits_of(list(ahead.values()))
+    # the region unreadable: the commit on B is the only position known
+    blind = {
+        (p.topic, p.partition): p
+        for p in _positions(committed_on_region=None, committed_on_survivor={("orders", 0): 120})
+    }
+    assert (blind[("orders", 0)].offset, blind[("orders", 0)].source) == (120, "kept")
+    assert blind[("orders", 0)].rereads_at_most == 40 and "A unreadable" in blind[("orders", 0)].why
+
+
+def test_the_regions_own_topic_is_translated_forwards_when_the_links_checkpoint_lags() -> None:
+    syncs = [(0, 0), (1, 1), (5, 2), (6, 3)]
+    assert target_offset(syncs, 5) == 2 and target_offset(syncs, 7) == 4 and target_offset(syncs, 3) == 2
+    assert target_offset([(10, 4)], 3) is None
+    # the link's last checkpoint put shop-a at 5 on A.orders; it read on to 7 on A's orders since
+    moved = _positions(
+        committed_on_region={("B.orders", 0): 40, ("orders", 0): 7},
+        forward_syncs={("orders", 0): [(i, i) for i in range(9)]},
+    )
+    found = {(p.topic, p.partition): p for p in moved}
+    assert (found[("A.orders", 0)].offset, found[("A.orders", 0)].source) == (7, "translated")
+    assert "orders:0 read to 7 on A = 7 on B" in found[("A.orders", 0)].why
+    # another peer's copy on B (C.orders) has no translation from A: from its first record
+    other = {
+        (p.topic, p.partition): p for p in _positions(end={("C.orders", 0): 12}, start={}, committed_on_survivor={})
+    }
+    assert (other[("C.orders", 0)].offset, other[("C.orders", 0)].rereads_at_most) == (0, 12)
