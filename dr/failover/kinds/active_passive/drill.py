@@ -77,6 +77,7 @@ from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.kinds.active_passive.run import run_failover
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.failover.lifecycle import make_standby
+from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, load_stack_file
@@ -295,15 +296,27 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
     return cycle
 
 
+_COORDINATOR_NOT_READY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
+
+
+def group_synced(endpoint: Endpoint, group: str) -> bool:
+    """True once ``group`` has committed offsets on ``endpoint``; False while its group coordinator is still
+    loading (a cluster just rebuilt as the passive answers so for a while), any other error raised."""
+    try:
+        return bool(committed_offsets(endpoint, group))
+    except ClusterError as exc:
+        if any(code in str(exc) for code in _COORDINATOR_NOT_READY):
+            return False
+        raise
+
+
 def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str, B: str, progress: Progress) -> None:
     """Traffic for the warm-up, the group's offsets synced to B once; unplanned: SIGKILL A."""
     time.sleep(options.warmup_s)
     if traffic.group:
         progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
         within = translated_within(estate.topology, B)
-        if not wait_until(
-            lambda: bool(committed_offsets(estate.endpoint(B), traffic.group or "")), within, interval=0.5
-        ):
+        if not wait_until(lambda: group_synced(estate.endpoint(B), traffic.group or ""), within, interval=0.5):
             raise ClusterError(
                 f"the link never synced group {traffic.group} to {B} within {within:.0f}s.",
                 "read the MirrorMaker 2 log under <out>/state/links/",
