@@ -112,10 +112,12 @@ def write_local_stack(
     one_broker: tuple[str, ...] = ("A",),
     example: str = "Pulumi.local.yaml",
     connect_ports: tuple[int, ...] = (),
+    local_tls: bool = False,
 ) -> Path:
     """The example stack file ``example`` copied as ``<root>/Pulumi.<stack>.yaml`` on ``ports`` (A, B,
     C), the clusters named in ``one_broker`` cut to a single broker and its Connect clusters on
-    ``connect_ports``; returns the file."""
+    ``connect_ports``, every cluster serving SASL_SSL with the estate's own CA if ``local_tls``; returns
+    the file."""
     import yaml
 
     from tests import REPO_ROOT
@@ -125,6 +127,8 @@ def write_local_stack(
         c["base_port"] = port
         if c["name"] in one_broker:
             c["brokers"], c["racks"] = 1, ["r1"]
+        if local_tls:
+            c["local_tls"] = True
     for c, port in zip(doc["config"].get("kafka-dr:connectClusters", []), connect_ports, strict=True):
         c["base_port"] = port
     path = Path(root) / f"Pulumi.{stack}.yaml"

@@ -1,5 +1,9 @@
-"""The whole DR lifecycle three times: ``drctl drill --cycles 3`` fails A→B→C, rebuilds A (wiped)
-as the standby, fails B→C→A, rebuilds B, fails C→A→B — each failover graded and each ending clean.
+"""The whole DR lifecycle three times, over TLS: ``drctl drill --cycles 3`` fails A→B→C, rebuilds A
+(wiped) as the standby, fails B→C→A, rebuilds B, fails C→A→B — each failover graded and each ending
+clean. Every cluster serves SASL_SSL with a certificate of the estate's own CA (``local_tls``), so every
+client of the product — the Kafka provider, drctl, MirrorMaker 2, the Spark verification and the
+applications on their published files — verifies it against that CA only (the plaintext drill is
+``make demo``'s, tests/integration/test_make_demo.py).
 
 Each cycle's applications follow the client configuration the failover publishes; their RTO is
 measured on their own traffic (the figures are printed; the ≤ 10 s aim is the drill's grade and
@@ -18,7 +22,7 @@ RTO_AIM = "application RTO"
 
 
 def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
-    write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"))
+    write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"), local_tls=True)
     out = tmp_path / "drill"
     res = drctl_drill(tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", timeout=1800)
     try:
@@ -50,6 +54,12 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
                 assert a["rto_s"] is not None and a["rto_s"] > 0, a
                 assert a["last_on_source"] < a["first_on_target"]
             assert c["producer"]["moved_at"], "the producer moved by itself when the configuration was published"
+        # the applications moved on their published files, which speak TLS with the estate's CA only
+        published = sorted((out / "state").rglob("clients/*.properties"))
+        assert published, "the drill published no client file"
+        for path in published:
+            text = path.read_text()
+            assert "security.protocol=SASL_SSL" in text and "ssl.truststore" in text, (path, text)
         # the old active was rebuilt, wiped, as the next standby after cycles 1 and 2
         assert [(c.get("standby_rebuild") or {}).get("cluster") for c in cycles] == ["A", "B", None]
         assert res.returncode == 0 or any(
