@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -214,4 +219,90 @@ class SaslSslEstate(ExistingEstate):
         self.connect = SaslSslWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
 
 
-__all__ = ["MAPPING_RULES", "MtlsEstate", "SaslSslEstate", "TeamCa", "p12", "private_file"]
+class Operator(Protocol):
+    """The operator's environment of :mod:`tests.integration.test_external_estate` (``Env``)."""
+
+    root: Path
+    project: Path
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]: ...
+
+
+E = TypeVar("E", bound=ExistingEstate)
+
+
+@contextmanager
+def running(estate: E) -> Iterator[E]:
+    """``estate`` started for the module and stopped after it, leaving no process behind."""
+    try:
+        estate.start()
+        yield estate
+    finally:
+        estate.stop()
+        assert not estate.pids(), f"a process of {type(estate).__name__} was left running"
+
+
+def orders_stack(clusters: list[dict[str, Any]], connect: dict[str, Any]) -> dict[str, Any]:
+    """The stack the TLS estates' tests declare: ``clusters`` (A active, B passive, C standby, each with its
+    listener's settings), the topic ``orders`` written by orders-app, and the link A→B on the Connect cluster
+    ``platform`` homed on C (``connect``: its ``url`` and ``replicator_credentials``)."""
+    roles = ("active", "passive", "standby")
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:failoverDone": False,
+            "kafka-dr:clusters": [
+                {"role": role, "kind": "external", **c} for c, role in zip(clusters, roles, strict=True)
+            ],
+            "kafka-dr:topics": [
+                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
+            ],
+            "kafka-dr:principals": {
+                "admin": "admin",
+                "replicator": "replicator",
+                "applications": [{"name": "orders-app", "produces": ["orders"], "consumer_group": "orders-app"}],
+            },
+            "kafka-dr:links": [
+                {
+                    "name": "A-to-B",
+                    "source": "A",
+                    "target": "B",
+                    "topics": ["orders"],
+                    "consumer_groups": [".*"],
+                    "connect": "platform",
+                }
+            ],
+            "kafka-dr:connectClusters": [{"name": "platform", "cluster": "C", "tasks_max": 1, **connect}],
+        }
+    }
+
+
+def init_project(env: Operator, stack: str, doc: dict[str, Any], secret_config: dict[str, str]) -> None:
+    """What the platform team does once: a project directory with the stack file ``doc``, a file backend, a
+    0600 passphrase file, ``pulumi stack init`` and each of ``secret_config`` (config path → value) set with
+    ``pulumi config set --secret``."""
+    env.project.mkdir()
+    (env.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(env.root / "passphrase", 0o600)
+    (env.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (env.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    (env.root / "backend").mkdir()
+    res = env.pulumi("stack", "init", stack)
+    assert res.returncode == 0, res.stderr
+    for key, value in secret_config.items():
+        res = env.pulumi("config", "set", "--stack", stack, "--path", "--secret", "--", key, value)
+        assert res.returncode == 0, res.stderr
+
+
+__all__ = [
+    "MAPPING_RULES",
+    "MtlsEstate",
+    "Operator",
+    "SaslSslEstate",
+    "TeamCa",
+    "init_project",
+    "orders_stack",
+    "p12",
+    "private_file",
+    "running",
+]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import secrets
 import subprocess
 import time
@@ -31,7 +30,15 @@ from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import issue
 from dr.runtime.process import wait_until
-from tests.integration.mtls_estate import MAPPING_RULES, MtlsEstate, p12, private_file
+from tests.integration.mtls_estate import (
+    MAPPING_RULES,
+    MtlsEstate,
+    init_project,
+    orders_stack,
+    p12,
+    private_file,
+    running,
+)
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import Env
 
@@ -57,54 +64,15 @@ def _stack_doc(estate: MtlsEstate) -> dict[str, Any]:
         "principal_mapping_rules": MAPPING_RULES,
     }
     clusters = [
-        {
-            "name": name,
-            "role": role,
-            "kind": "external",
-            "bootstrap_servers": estate.clusters[name].bootstrap,
-            "security_protocol": "SSL",
-            "tls": tls,
-        }
-        for name, role in (("A", "active"), ("B", "passive"), ("C", "standby"))
+        {"name": n, "bootstrap_servers": estate.clusters[n].bootstrap, "security_protocol": "SSL", "tls": tls}
+        for n in "ABC"
     ]
-    return {
-        "config": {
-            "kafka-dr:profile": "dev",
-            "kafka-dr:failoverDone": False,
-            "kafka-dr:clusters": clusters,
-            "kafka-dr:topics": [
-                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
-            ],
-            "kafka-dr:principals": {
-                "admin": "admin",
-                "replicator": "replicator",
-                "applications": [{"name": "orders-app", "produces": ["orders"], "consumer_group": "orders-app"}],
-            },
-            "kafka-dr:links": [
-                {
-                    "name": "A-to-B",
-                    "source": "A",
-                    "target": "B",
-                    "topics": ["orders"],
-                    "consumer_groups": [".*"],
-                    "connect": "platform",
-                }
-            ],
-            "kafka-dr:connectClusters": [
-                {
-                    "name": "platform",
-                    "cluster": "C",
-                    "url": estate.connect.url,
-                    "tasks_max": 1,
-                    "replicator_credentials": {
-                        "provider": "file",
-                        "path": str(estate.connect.secrets_file),
-                        "keystore_file": str(estate.connect.replicator_keystore),
-                    },
-                }
-            ],
-        }
+    credentials = {
+        "provider": "file",
+        "path": str(estate.connect.secrets_file),
+        "keystore_file": str(estate.connect.replicator_keystore),
     }
+    return orders_stack(clusters, {"url": estate.connect.url, "replicator_credentials": credentials})
 
 
 @pytest.fixture(scope="module")
@@ -113,29 +81,16 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MtlsEstate]:
     with windows(3) as ports:
         e = MtlsEstate(root, (ports[0], ports[1], ports[2]))
         e.team.pem("admin")  # the admin's certificate and key, handed to the operator as files
-        try:
-            e.start()
+        with running(e):
             yield e
-        finally:
-            e.stop()
-            assert not e.pids(), "a process of the mTLS estate was left running"
 
 
 @pytest.fixture(scope="module")
 def env(estate: MtlsEstate, tmp_path_factory: pytest.TempPathFactory) -> Env:
     e = MtlsEnv(tmp_path_factory.mktemp("mtls-stack"))
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("correct horse battery staple\n")
-    os.chmod(e.root / "passphrase", 0o600)
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
-    (e.root / "backend").mkdir()
-    assert e.pulumi("stack", "init", STACK).returncode == 0
-    res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret", "--",
-        "kafka-dr:principals.replicatorPassword", estate.connect.replicator_password,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    init_project(
+        e, STACK, _stack_doc(estate), {"kafka-dr:principals.replicatorPassword": estate.connect.replicator_password}
+    )
     return e
 
 

@@ -13,7 +13,6 @@ recovery.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import make_ca
 from dr.runtime.process import wait_until
-from tests.integration.mtls_estate import SaslSslEstate
+from tests.integration.mtls_estate import SaslSslEstate, init_project, orders_stack, running
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import OUTPUTS, Env
 
@@ -57,83 +56,33 @@ class SaslSslEnv(Env):
 
 
 def _stack_doc(estate: SaslSslEstate) -> dict[str, Any]:
+    listener = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "admin_username": "admin"}
     clusters = [
         {
-            "name": name,
-            "role": role,
-            "kind": "external",
-            "bootstrap_servers": estate.clusters[name].bootstrap,
-            "security_protocol": "SASL_SSL",
-            "sasl_mechanism": "SCRAM-SHA-512",
-            "admin_username": "admin",
+            "name": n,
+            "bootstrap_servers": estate.clusters[n].bootstrap,
+            **listener,
             "tls": {"ca_file": str(estate.team.ca_file)},
         }
-        for name, role in (("A", "active"), ("B", "passive"), ("C", "standby"))
+        for n in "ABC"
     ]
-    return {
-        "config": {
-            "kafka-dr:profile": "dev",
-            "kafka-dr:failoverDone": False,
-            "kafka-dr:clusters": clusters,
-            "kafka-dr:topics": [
-                {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
-            ],
-            "kafka-dr:principals": {
-                "admin": "admin",
-                "replicator": "replicator",
-                "applications": [{"name": "orders-app", "produces": ["orders"], "consumer_group": "orders-app"}],
-            },
-            "kafka-dr:links": [
-                {
-                    "name": "A-to-B",
-                    "source": "A",
-                    "target": "B",
-                    "topics": ["orders"],
-                    "consumer_groups": [".*"],
-                    "connect": "platform",
-                }
-            ],
-            "kafka-dr:connectClusters": [
-                {
-                    "name": "platform",
-                    "cluster": "C",
-                    "url": estate.connect.url,
-                    "tasks_max": 1,
-                    "replicator_credentials": {"provider": "file", "path": str(estate.connect.secrets_file)},
-                }
-            ],
-        }
-    }
+    credentials = {"provider": "file", "path": str(estate.connect.secrets_file)}
+    return orders_stack(clusters, {"url": estate.connect.url, "replicator_credentials": credentials})
 
 
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSslEstate]:
     root = tmp_path_factory.mktemp("saslssl-estate")
-    with windows(3) as ports:
-        e = SaslSslEstate(root, (ports[0], ports[1], ports[2]))
-        try:
-            e.start()
-            yield e
-        finally:
-            e.stop()
-            assert not e.pids(), "a process of the SASL_SSL estate was left running"
+    with windows(3) as ports, running(SaslSslEstate(root, (ports[0], ports[1], ports[2]))) as e:
+        yield e
 
 
 @pytest.fixture(scope="module")
 def env(estate: SaslSslEstate, tmp_path_factory: pytest.TempPathFactory) -> SaslSslEnv:
     e = SaslSslEnv(tmp_path_factory.mktemp("saslssl-stack"))
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("correct horse battery staple\n")
-    os.chmod(e.root / "passphrase", 0o600)
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    e.stack_file.write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
-    (e.root / "backend").mkdir()
-    assert e.pulumi("stack", "init", STACK).returncode == 0
     secrets = {f"kafka-dr:clusters[{i}].adminPassword": estate.clusters[n].admin_password for i, n in enumerate("ABC")}
     secrets["kafka-dr:principals.replicatorPassword"] = estate.connect.replicator_password
-    for key, value in secrets.items():
-        res = e.pulumi("config", "set", "--stack", STACK, "--path", "--secret", "--", key, value)
-        assert res.returncode == 0, res.stderr
+    init_project(e, STACK, _stack_doc(estate), secrets)
     return e
 
 
