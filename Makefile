@@ -17,8 +17,12 @@ lint: setup
 	@$(PY) -m ruff format --check $(LINT_PATHS)
 	@$(PY) -m mypy dr verification stacks/links
 
+# Test modules run on TEST_WORKERS processes, a module's tests on one of them (its estate is module-scoped):
+# most of the suite waits on real brokers, MirrorMaker 2 and Spark, not on the CPU. Ports and state
+# directories are per test, reserved across processes (tests/integration/ports.py).
+TEST_WORKERS ?= 2
 test: setup lint
-	@$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
+	@$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile tests
 
 # The unit tests alone (tests/unit): no Java, Spark, Kafka or toolchain jars needed; the Spark tests are
 # in tests/spark, run by `make test` with everything else.
