@@ -8,15 +8,28 @@ offsets through these functions, so every read fails the same way — through
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dr.kafka.client import SILENT, Endpoint, kafka_errors
 
 #: ``(topic, partition) → offset``.
 Offsets = dict[tuple[str, int], int]
+
+T = TypeVar("T")
+
+#: A group coordinator that cannot answer yet: its ``__consumer_offsets`` partition is being created,
+#: elected or loaded (a cluster just given its first group, a passive just rebuilt, a broker restarting).
+COORDINATOR_NOT_READY = frozenset(
+    {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR}
+)
+
+#: How long a group-offset read waits for a coordinator that is not ready before it fails.
+COORDINATOR_WAIT_S = 30.0
 
 
 def _admin(endpoint: Endpoint, timeout: float) -> AdminClient:
@@ -176,17 +189,63 @@ def committed_offsets_of(endpoint: Endpoint, groups: list[str]) -> dict[str, Off
     return _group_offsets(admin, endpoint, groups)
 
 
+def coordinator_not_ready(exc: KafkaException) -> bool:
+    """True when ``exc`` says a group coordinator is not ready yet (:data:`COORDINATOR_NOT_READY`)."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in COORDINATOR_NOT_READY
+
+
+def while_coordinator_not_ready(
+    attempt: Callable[[], T],
+    wait_s: float = COORDINATOR_WAIT_S,
+    *,
+    interval: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``attempt()``, again every ``interval`` while it raises a coordinator-not-ready KafkaException,
+    for up to ``wait_s``; then that last exception. Any other exception is raised at once."""
+    deadline = clock() + wait_s
+    while True:
+        try:
+            return attempt()
+        except KafkaException as exc:
+            if not coordinator_not_ready(exc) or clock() >= deadline:
+                raise
+        sleep(interval)
+
+
+def _coordinators_ready(admin: AdminClient, groups: list[str]) -> None:
+    """Raise the first coordinator-not-ready error DescribeConsumerGroups gives for ``groups``.
+
+    librdkafka's admin OffsetFetch must never meet such a coordinator: on NOT_COORDINATOR or
+    COORDINATOR_NOT_AVAILABLE it asks the client's consumer-group handle to look the coordinator up
+    again, and an AdminClient has none, so the process dies with SIGSEGV in ``rd_kafka_cgrp_op``
+    (librdkafka issue 5040). DescribeGroups answers the same errors as a plain result. Other
+    errors (an unknown group, a refusal) are left to the OffsetFetch to report."""
+    for future in admin.describe_consumer_groups(groups, request_timeout=10).values():
+        try:
+            future.result(timeout=15)
+        except KafkaException as exc:
+            if coordinator_not_ready(exc):
+                raise
+
+
 def _group_offsets(admin: AdminClient, endpoint: Endpoint, groups: list[str]) -> dict[str, Offsets]:
-    """Every group's OffsetFetch sent at once on ``admin``, then awaited."""
+    """Every group's OffsetFetch sent at once on ``admin``, then awaited — once every group's
+    coordinator answers (:func:`_coordinators_ready`), waiting up to :data:`COORDINATOR_WAIT_S`."""
     if not groups:
         return {}
-    with kafka_errors(f"reading offsets of groups {', '.join(map(repr, groups[:3]))}...", endpoint):
-        futures = {
-            g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)])[g] for g in dict.fromkeys(groups)
-        }
-    found: dict[str, Offsets] = {}
-    for group, future in futures.items():
-        with kafka_errors(f"reading offsets of group {group!r}", endpoint):
+    unique = list(dict.fromkeys(groups))
+
+    def fetch() -> dict[str, Offsets]:
+        _coordinators_ready(admin, unique)
+        futures = {g: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)])[g] for g in unique}
+        found: dict[str, Offsets] = {}
+        for group, future in futures.items():
             result = future.result(timeout=15)
-        found[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-    return found
+            found[group] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+        return found
+
+    with kafka_errors(f"reading offsets of groups {', '.join(map(repr, unique[:3]))}...", endpoint):
+        return while_coordinator_not_ready(fetch, COORDINATOR_WAIT_S)

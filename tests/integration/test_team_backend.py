@@ -10,8 +10,8 @@ it to completion; operator 1, back with its old stack file, is refused naming op
 audit continued from clone 2 at the bounds clone 1 reached (audit state in the database), recovery and
 `drctl verify` resolving the stack through the database, two failovers started at the same instant
 (one runs, the other exits 7), PostgreSQL stopped (`pg_ctl stop`) inside promote and started again
-(the run stops with exit 8, the rerun resumes and converges). One estate, one database for the module;
-the tests run in order.
+(the run stops with exit 8, the rerun resumes and converges), and a drill. One estate, one database for
+the module; the tests run in order.
 """
 
 from __future__ import annotations
@@ -318,6 +318,41 @@ def test_verify_resolves_the_stack_through_postgresql(ops: tuple[Operator, Opera
     print(f"\nverify with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads(res.stdout)["totals"]["missing"] == 0
+
+
+def test_the_drill_runs_with_its_journal_in_postgresql(
+    ops: tuple[Operator, Operator], existing: ExistingEstate, pg_url: str, tmp_path: Path
+) -> None:
+    """C active, A passive, B decommissioned: B is wiped and declared the next standby, and `drctl drill`
+    runs one graded planned game day C→A→B with its journal and lease in the database."""
+    assert WINNER, "the previous test ran the failover"
+    op = WINNER[0]
+    wipe_and_stand_by(op, existing, "B")
+    t0 = time.monotonic()
+    res = op.drctl(
+        "drill",
+        "--stack",
+        STACK,
+        "--out",
+        str(tmp_path / "drill"),
+        "--warmup",
+        "4",
+        "--rate",
+        "200",
+        "--json",
+        extra={"PYTHONFAULTHANDLER": "1"},
+    )
+    print(f"\ndrill with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    result = json.loads(res.stdout)
+    (cycle,) = result["cycles"]
+    assert cycle["chain"] == "C→A→B" and result["grade"] == "PASS", cycle["checks"]
+    assert cycle["lost_after_recovery"] == 0
+    store = TeamStore(pg_url)
+    record = store.load(STACK)
+    assert record is not None and record["status"] == "completed" and (record["source"], record["target"]) == ("C", "A")
+    assert store.lease(STACK) is None
+    assert not list((op.root / "state").rglob("journal*.json")), "the journal is in the database, not in a file"
 
 
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:

@@ -296,18 +296,10 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
     return cycle
 
 
-_COORDINATOR_NOT_READY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
-
-
 def group_synced(endpoint: Endpoint, group: str) -> bool:
-    """True once ``group`` has committed offsets on ``endpoint``; False while its group coordinator is still
-    loading (a cluster just rebuilt as the passive answers so for a while), any other error raised."""
-    try:
-        return bool(committed_offsets(endpoint, group))
-    except ClusterError as exc:
-        if any(code in str(exc) for code in _COORDINATOR_NOT_READY):
-            return False
-        raise
+    """True once ``group`` has committed offsets on ``endpoint`` (a coordinator still loading on a
+    cluster just rebuilt as the passive is waited for inside :func:`committed_offsets`)."""
+    return bool(committed_offsets(endpoint, group))
 
 
 def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str, B: str, progress: Progress) -> None:
