@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from dr.base.toolchain import toolchain
+from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
@@ -220,11 +221,15 @@ def test_planned_failover_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
     print(res.stdout[-3000:])
 
 
-def test_unplanned_failover_over_mutual_tls_with_b_killed(env: Env, estate: MtlsEstate) -> None:
+def test_unplanned_failover_over_mutual_tls_with_b_killed_then_recovery(env: Env, estate: MtlsEstate) -> None:
     """B active, C fed by B→C. The team wipes A and declares it the next standby (a finished failover's
-    stack file must change for another to run); B's broker killed: the unplanned failover promotes C
-    (C→A over mutual TLS) and defers the integrity check; with B back it completes CLEAN, and orders-app
-    writes to C through the file the failover rewrote, as written."""
+    stack file must change for another to run); records B acknowledges while the link is stopped never
+    reach C; B's broker killed: the unplanned failover promotes C (C→A over mutual TLS) and defers the
+    integrity check. With B back, ``drctl verify`` (Spark over mutual TLS) lists exactly those records,
+    ``drctl recover`` replays them, the failover completes CLEAN, and orders-app writes to C through the
+    file the failover rewrote, as written."""
+    from dr.kafka.connect_rest import ConnectRest
+
     assert _copied(estate, "B", "C") >= 250
     admin_a = AdminClient(_admin(estate, "A").config())
     for future in admin_a.delete_topics(["orders"]).values():
@@ -234,6 +239,11 @@ def test_unplanned_failover_over_mutual_tls_with_b_killed(env: Env, estate: Mtls
     doc = yaml.safe_load(stack_file.read_text())
     doc["config"]["kafka-dr:clusters"][0]["role"] = "standby"
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rest = ConnectRest(estate.connect.url)
+    rest.stop("B-to-C-source")
+    assert wait_until(lambda: not (rest.status("B-to-C-source") or {}).get("tasks"), 60)
+    time.sleep(2)  # a task shutting down may still hand over a last batch
+    _produce(_admin(estate, "B"), 30, "lost")
     estate.clusters["B"].kill()
     try:
         res = env.drctl("failover", "--stack", STACK, "--mode", "unplanned", "--yes", "--json", timeout=600)
@@ -242,10 +252,18 @@ def test_unplanned_failover_over_mutual_tls_with_b_killed(env: Env, estate: Mtls
         assert steps["integrity"] == "deferred", steps
     finally:
         estate.clusters["B"].restart()
+    out = env.root / "verify-b-c"
+    res = env.drctl("verify", "--stack", STACK, "--source", "B", "--target", "C", "--out", str(out), "--json")
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["totals"]["missing"] == 30, res.stdout[-3000:]
+    res = env.drctl("recover", "--report", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
     res = env.drctl("failover", "--stack", STACK, "--yes", "--json", timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     done = json.loads(res.stdout)
     assert done["status"] == "completed" and done["verdict"]["clean"], done["verdict"]
+    on_c = read_keys(_admin(estate, "C"), "orders")
+    assert all(on_c[f"lost-{i}"] == 1 for i in range(30)), "each never-replicated record is on C exactly once"
     conf = json.loads((env.state / "clients" / "orders-app.json").read_text())
     assert conf["bootstrap.servers"] == estate.clusters["C"].bootstrap
     conf.pop("group.id")
