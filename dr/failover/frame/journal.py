@@ -42,6 +42,7 @@ from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
 from dr.failover.frame.metrics import cutoff_ms
+from dr.failover.frame.outcomes import IntegritySeen
 from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 
 if TYPE_CHECKING:
@@ -472,8 +473,7 @@ class Journal:
     def verdict(self) -> Verdict | None:
         """The verdict of the integrity step, if it has one."""
 
-        found = self.outcome("integrity").get("verdict")
-        return Verdict.model_validate(found) if found else None
+        return self.outcome_as("integrity", IntegritySeen).verdict
 
     # ------------------------------------------------------------------------------ updates
     def begin_run(self, *, mode: str, options: dict[str, Any]) -> RunEntry:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.types import Model
 from dr.failover.act.integrity import Verdict
@@ -23,12 +23,17 @@ __all__ = [
     "Drained",
     "FenceOnly",
     "FenceSkipped",
+    "FilesSeen",
+    "GroupLine",
     "GroupPending",
+    "GroupsSeen",
     "IntegrityDeferred",
     "IntegrityOutcome",
+    "IntegritySeen",
     "IntegritySkipped",
     "LinkState",
     "Outcome",
+    "OutcomeSeen",
     "PreflightOutcome",
     "PromoteOutcome",
 ]
@@ -46,6 +51,43 @@ class Outcome(Model):
                 value = getattr(self, name)
                 out[name] = value.journaled() if isinstance(value, Outcome) else full[name]
         return out
+
+
+class OutcomeSeen(Model):
+    """The part of a step's outcome that a reader of any journal needs (the summary, the verdict): the
+    other fields are ignored, and a field is absent when the step has not run or when the step of that
+    name in this run's kind records another shape (a site's loss journals its ``details``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class GroupLine(BaseModel):
+    """A consumer group's state at promotion (:func:`dr.failover.act.groups.describe_group`, abridged)."""
+
+    group: str
+    status: str
+    rereads: int | None = None
+    would_skip: dict[str, int] | None = None
+    consumers_will: str | None = None
+
+
+class GroupsSeen(OutcomeSeen):
+    """The groups of a ``consumer-groups`` outcome (:class:`ConsumerGroupsOutcome`), abridged."""
+
+    groups: list[GroupLine] | None = None
+
+
+class FilesSeen(OutcomeSeen):
+    """The files of a ``clients`` outcome (:class:`ClientsOutcome`)."""
+
+    files: list[dict[str, str]] | None = None
+
+
+class IntegritySeen(OutcomeSeen):
+    """The verdict, or the reason there is none, of an ``integrity`` outcome."""
+
+    verdict: Verdict | None = None
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------------------- 1 preflight

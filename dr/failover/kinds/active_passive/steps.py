@@ -51,6 +51,7 @@ from dr.failover.frame.outcomes import (
     FenceSkipped,
     IntegrityDeferred,
     IntegrityOutcome,
+    IntegritySeen,
     IntegritySkipped,
     LinkState,
     PreflightOutcome,
@@ -655,7 +656,7 @@ def decommission(ctx: Context) -> StepResult:
                 f"(report {verdict.html}); {A} is NOT decommissioned.",
                 refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict.report_dir),
             )
-        reason = ctx.journal.outcome("integrity").get("reason") or "no verdict"
+        reason = ctx.journal.outcome_as("integrity", IntegritySeen).reason or "no verdict"
         return StepResult(
             "deferred",
             DecommissionDeferred(reason=reason, stopped=False),
