@@ -10,7 +10,7 @@ stack's architecture, and asks it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dr.base.types import Reporter as Progress
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -73,9 +74,9 @@ class FailoverKind(Protocol):
     def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
         """Run it (or resume it): the one summary of every run."""
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the records of the lost ``site`` that never reached its peer: the one recovery report
-        (:func:`dr.failover.frame.site_loss.recover_site`)."""
+        (:class:`dr.failover.frame.site_loss.SiteRecovery`)."""
 
     def drill(
         self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool

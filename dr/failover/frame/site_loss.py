@@ -24,6 +24,7 @@ from pydantic import Field
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
+from dr.base.types import Model
 from dr.base.types import Reporter as Progress
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.fencing import fence, write_bindings
@@ -43,6 +44,8 @@ from dr.topology.active_active import remote_topic
 __all__ = [
     "SiteContext",
     "SiteOutcome",
+    "SiteRecovery",
+    "TopicCopies",
     "compare_region",
     "decommission",
     "fence_drain",
@@ -408,9 +411,35 @@ def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str
     return {"topics": per_topic, "missing": missing}
 
 
+class TopicCopies(Model):
+    """One topic of A against its copy ``<site>.<topic>`` on B, counted by content."""
+
+    source: int
+    copy_: int = Field(alias="copy")
+    """Records in the copy (``copy`` in JSON)."""
+    missing: int
+    duplicated: int
+
+
+class SiteRecovery(Model):
+    """The one recovery report of a lost site (``drctl failover --region|--edge <site> --recover``)."""
+
+    replayed: int
+    """Records written into ``<site>.<topic>`` on B by this run."""
+    missing_before: int
+    """Records of A found missing on B before this run."""
+    topics: dict[str, TopicCopies]
+    """Per topic, the comparison that ran first."""
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's JSON (what ``--recover`` prints)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
 def recover_site(
     a_ep: Endpoint, b_ep: Endpoint, site: str, topics: list[str], *, rerun: str, progress: Progress = lambda _m: None
-) -> dict[str, Any]:
+) -> SiteRecovery:
     """Replay into ``<site>.<topic>`` on B the records of A's ``topics`` never replicated: the content
     comparison runs first (so a second run finds nothing and writes nothing), then every partition's
     missing offsets are read once and written in batches (:func:`dr.kafka.replay.replay`). Records
@@ -420,9 +449,11 @@ def recover_site(
     found = compare_region(a_ep, b_ep, site, topics)
     wanted = [(m["topic"], m["partition"], m["offset"]) for m in found["missing"]]
     written = replay(a_ep, b_ep, wanted, lambda topic: remote_topic(site, topic), rerun=rerun, progress=progress)
-    return {
-        "replayed": written,
-        "missing_before": len(wanted),
-        "topics": found["topics"],
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+    return SiteRecovery.model_validate(
+        {
+            "replayed": written,
+            "missing_before": len(wanted),
+            "topics": found["topics"],
+            "seconds": round(time.monotonic() - t0, 3),
+        }
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
@@ -14,7 +13,7 @@ from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep, already_finished
-from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.site_loss import SiteRecovery, recover_site, resumed_topologies, run_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
@@ -86,7 +85,7 @@ def run_region_failover(
     )
 
 
-def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> SiteRecovery:
     """Replay into ``<region>.<topic>`` on the survivor the records of ``region`` never replicated.
 
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
@@ -121,7 +120,7 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
         rerun=f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
         progress=progress,
     )
-    written, missing = done["replayed"], done["missing_before"]
+    written, missing = done.replayed, done.missing_before
     progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
     marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": missing}
     write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(marker))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -55,7 +56,7 @@ class ActivePassive:
 
         return run.run_failover(ref, options=options, progress=progress)
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """An active-passive failover has no lost site to replay: ``drctl recover`` replays its records."""
         raise ConfigError(
             f"stack '{ref.name}' has no lost site: --recover replays the records of a region or an edge.",

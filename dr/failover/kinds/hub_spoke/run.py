@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
@@ -11,7 +9,7 @@ from dr.estate.estate import Estate
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.site_loss import SiteRecovery, recover_site, resumed_topologies, run_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
@@ -79,7 +77,7 @@ def run_edge_failover(
     )
 
 
-def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> SiteRecovery:
     """Replay into ``<edge>.<topic>`` on the hub the records of ``edge`` never replicated.
 
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
@@ -103,5 +101,5 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
         rerun=f"rerun `drctl failover --stack {ref.name} --edge {edge} --recover` (it writes only what is still missing)",
         progress=progress,
     )
-    progress(f"replayed {done['replayed']} records of {edge} into {edge}.<topic> on {journal.record.target}")
+    progress(f"replayed {done.replayed} records of {edge} into {edge}.<topic> on {journal.record.target}")
     return done
