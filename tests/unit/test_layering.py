@@ -188,6 +188,33 @@ def test_the_frame_never_asks_the_architecture() -> None:
     assert bad == [], "\n".join(bad)
 
 
+#: The topology modules of one architecture each (its shape, its predicates, its rules).
+ARCHITECTURE_TOPOLOGIES = frozenset({"dr.topology.active_active", "dr.topology.hub_spoke"})
+
+
+def test_the_cli_never_asks_the_architecture() -> None:
+    """No module of ``dr/cli`` imports an architecture's topology module or tests an architecture
+    (``is_active_active``, ``is_hub_spoke``, ``Architecture.<member>``): a command looks the stack's kind up in
+    ``KINDS`` and asks it (``drctl verify --edge`` included)."""
+    import re
+
+    asks = re.compile(r"\bis_active_active\b|\bis_hub_spoke\b|\bArchitecture\.[A-Z_]+")
+    imports = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in _graph().items()
+        if module == "dr.cli" or module.startswith("dr.cli.")
+        for target, line in targets.items()
+        if target in ARCHITECTURE_TOPOLOGIES
+    ]
+    tests = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for path in sorted((REPO_ROOT / "dr" / "cli").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
+    ]
+    assert imports + tests == [], "\n".join(imports + tests)
+
+
 def _product_trees() -> Iterator[tuple[str, ast.AST]]:
     for module, path in sorted(_modules().items()):
         yield module, ast.parse(path.read_text(encoding="utf-8"))

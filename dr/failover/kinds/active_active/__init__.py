@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
+    from dr.estate.estate import Estate
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
@@ -82,6 +83,13 @@ class ActiveActive:
         from dr.failover.kinds.active_active.run import recover_region
 
         return recover_region(ref, site, progress=progress)
+
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> dict[str, Any]:
+        """A region is compared with its copies by its own failover (``--region``), not by ``drctl verify``."""
+        raise ConfigError(
+            f"stack {ref.name!r} is {estate.topology.architecture}: --edge compares an edge of a hub-spoke stack.",
+            "compare two clusters with --source and --target",
+        )
 
     def drill(
         self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool

@@ -1,8 +1,11 @@
-"""The loss of an edge, run (:func:`run_edge_failover`, through the frame), and its recovery (``--recover``)."""
+"""The loss of an edge, run (:func:`run_edge_failover`, through the frame), its recovery (``--recover``), and
+the comparison of an edge with its copies on the hub (:func:`edge_copies`, ``drctl verify --edge``)."""
 
 from __future__ import annotations
 
-from dr.base.errors import FailoverError
+from typing import Any
+
+from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
@@ -17,10 +20,13 @@ from dr.topology import Topology, load_stack_file, load_topology
 from dr.topology.hub_spoke import (
     after_edge_loss,
     check_lost_edge,
+    edge_link,
+    edges,
     is_hub_spoke,
+    lost_edges,
 )
 
-__all__ = ["recover_edge", "run_edge_failover"]
+__all__ = ["edge_copies", "recover_edge", "run_edge_failover"]
 
 
 # ---------------------------------------------------------------------------------- running
@@ -103,3 +109,35 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
     )
     progress(f"replayed {done.replayed} records of {edge} into {edge}.<topic> on {journal.record.target}")
     return done
+
+
+# ---------------------------------------------------------------------------------- drctl verify --edge
+
+
+def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
+    """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
+    (:func:`dr.failover.act.edge_resume.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
+    its link carries, or those of them named in ``topics``."""
+    from dr.failover.act.edge_resume import edge_copy_report  # looked up when called (tests stub it)
+
+    topology = estate.topology
+    link = edge_link(topology, edge) if edge in {c.name for c in edges(topology)} else None
+    if link is None:
+        lost = edge in {c.name for c in lost_edges(topology)}
+        raise ConfigError(
+            f"stack {ref.name!r} has "
+            + (f"lost edge {edge!r}: no link of it feeds the hub." if lost else f"no edge {edge!r} with a link."),
+            f"its loss compares it with its copies: `drctl failover --stack {ref.name} --edge {edge}`"
+            if lost
+            else f"use one of: {', '.join(c.name for c in edges(topology)) or '(none)'}",
+        )
+    carried = [t.name for t in topology.topics_for(link)]
+    unknown = sorted(set(topics or ()) - set(carried))
+    if unknown:
+        raise ConfigError(
+            f"link {link.name} does not carry {', '.join(unknown)}.",
+            f"name topics it carries ({', '.join(carried) or 'none'}), or leave --topics out",
+        )
+    compared = topics or carried
+    report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
+    return {**report, "hub": link.target, "topics": compared}
