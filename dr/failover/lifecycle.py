@@ -28,6 +28,7 @@ from dr.base.types import Model, Reporter
 from dr.estate.stack import EstateStack
 from dr.runtime.process import pid_alive
 from dr.topology import Engine, Placement, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
+from verification.link_ref import LinkRef
 
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
@@ -214,13 +215,10 @@ def _locked(home: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-class LinkChange(Model):
-    """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
+class LinkChange(LinkRef):
+    """What ``drctl link stop|start`` reports: the link (its :class:`~verification.link_ref.LinkRef`), its
+    state before and after, the seconds taken."""
 
-    stack: str
-    link: str
-    source: str
-    target: str
     was: str
     now: str
     seconds: float
