@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from dr.base.errors import ClusterError, FailoverError
+from dr.base.errors import ClusterError, DRError, FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Model
 from dr.base.types import Reporter as Progress
@@ -32,13 +32,13 @@ from dr.failover.act.health import ClusterHealth, cluster_health, listening, rea
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
-from dr.failover.frame.run import OnStep, new_context, run_frame, run_mode
+from dr.failover.frame.run import OnStep, new_context, refuse_damaged_state, run_frame, run_mode
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult, named_roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
-from dr.topology import Kind, Topology, dump_stack_config, load_topology
+from dr.topology import Kind, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
 from dr.topology.active_active import remote_topic
 
 __all__ = [
@@ -50,11 +50,14 @@ __all__ = [
     "decommission",
     "fence_drain",
     "integrity",
+    "lost_site",
     "named_roles",
     "open_site_run",
+    "plan_site_loss",
     "recover_site",
     "resumed_topologies",
     "run_site_loss",
+    "site_topologies",
 ]
 
 
@@ -279,6 +282,53 @@ def resumed_topologies(ref: StackRef, journal: Journal, current: Topology) -> tu
             f"restore it from {journal.path.parent} and rerun, so the failover can finish",
         )
     return original, desired
+
+
+Found = tuple[Topology, Topology, str, bool]
+"""``(original, desired, peer, resuming)`` of a site's loss (:func:`site_topologies`)."""
+
+
+def site_topologies(
+    ref: StackRef,
+    journal: Journal | None,
+    *,
+    unfinished: Callable[[Journal], DRError | None],
+    fresh: Callable[[Topology], tuple[Topology, str]],
+) -> Found:
+    """``(original, desired, peer, resuming)`` of a site's loss: from the stack's unfinished journal
+    (``unfinished`` gives the refusal of a journal of another run, None for this run's), else from the stack
+    file (``fresh`` gives the desired topology and the peer, or refuses a stack it cannot run on)."""
+    current = load_stack_file(ref.stack_file)
+    if journal is not None and not journal.finished:
+        refusal = unfinished(journal)
+        if refusal is not None:
+            raise refusal
+        return *resumed_topologies(ref, journal, current), journal.record.target, True
+    desired, peer = fresh(current)
+    return current, desired, peer, False
+
+
+def plan_site_loss(ref: StackRef, topologies: Callable[[Journal | None], Found]) -> tuple[Topology, Topology, str, str]:
+    """``(original, desired, peer, stack-file diff)`` for the plan of a site's loss (a damaged state
+    refused first); changes nothing."""
+    ref.existing_stack_file()
+    refuse_damaged_state(ref)
+    original, desired, peer, _resuming = topologies(Journal.load(ref.made_failover_home()))
+    return original, desired, peer, stack_file_diff(ref.stack_file, desired)
+
+
+def lost_site(
+    ref: StackRef, site: str, *, is_loss: Callable[[Journal, Topology], bool], refusal: DRError
+) -> tuple[Journal, Topology]:
+    """The journal of the loss of ``site`` and the topology before it, that a ``--recover`` reads from:
+    ``refusal`` unless the stack's journal is one (its source is ``site`` and ``is_loss``)."""
+    journal = Journal.load(ref.made_failover_home())
+    if journal is None or journal.record.source != site:
+        raise refusal
+    original = load_topology(ref.name, journal.record.original_config)
+    if not is_loss(journal, original):
+        raise refusal
+    return journal, original
 
 
 def open_site_run(

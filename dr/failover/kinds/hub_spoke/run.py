@@ -12,11 +12,11 @@ from dr.estate.estate import Estate
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.site_loss import SiteRecovery, recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_site, run_site_loss, site_topologies
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
-from dr.topology import Topology, load_stack_file, load_topology
+from dr.topology import Topology
 from dr.topology.hub_spoke import (
     after_edge_loss,
     check_lost_edge,
@@ -26,31 +26,34 @@ from dr.topology.hub_spoke import (
     lost_edges,
 )
 
-__all__ = ["edge_copies", "recover_edge", "run_edge_failover"]
+__all__ = ["edge_copies", "recover_edge", "run_edge_failover", "topologies"]
 
 
 # ---------------------------------------------------------------------------------- running
 
 
-def _topologies(ref: StackRef, journal: Journal | None, edge: str) -> tuple[Topology, Topology, str, bool]:
-    """``(original, desired, hub, resuming)``: from the journal of an unfinished loss of ``edge``, else
-    from the stack file."""
-    current = load_stack_file(ref.stack_file)
-    if journal is not None and not journal.finished:
-        if journal.record.source != edge:
-            raise FailoverError(
-                f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
-                f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
-                f"{journal.path} names it), then move edge {edge}",
-            )
-        return *resumed_topologies(ref, journal, current), journal.record.target, True
-    if not is_hub_spoke(current):
-        raise FailoverError(
-            f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
-            "hub-spoke stack.",
-            f"run `drctl failover --stack {ref.name}` without --edge",
+def topologies(ref: StackRef, journal: Journal | None, edge: str) -> Found:
+    """``(original, desired, hub, resuming)`` of the loss of ``edge`` (:func:`site_topologies`)."""
+
+    def unfinished(journal: Journal) -> FailoverError | None:
+        if journal.record.source == edge:
+            return None
+        return FailoverError(
+            f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
+            f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
+            f"{journal.path} names it), then move edge {edge}",
         )
-    return current, after_edge_loss(current, edge), current.active().name, False
+
+    def fresh(current: Topology) -> tuple[Topology, str]:
+        if not is_hub_spoke(current):
+            raise FailoverError(
+                f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
+                "hub-spoke stack.",
+                f"run `drctl failover --stack {ref.name}` without --edge",
+            )
+        return after_edge_loss(current, edge), current.active().name
+
+    return site_topologies(ref, journal, unfinished=unfinished, fresh=fresh)
 
 
 def run_edge_failover(
@@ -74,7 +77,7 @@ def run_edge_failover(
         ref,
         edge,
         EDGE_STEPS,
-        lambda journal: _topologies(ref, journal, edge),
+        lambda journal: topologies(ref, journal, edge),
         title=title,
         options=options,
         converger=converger,
@@ -89,13 +92,15 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
     headers, timestamp and partition.
     """
-    journal = Journal.load(ref.made_failover_home())
-    original = load_topology(ref.name, journal.record.original_config) if journal is not None else None
-    if journal is None or original is None or journal.record.source != edge or not is_hub_spoke(original):
-        raise FailoverError(
+    journal, original = lost_site(
+        ref,
+        edge,
+        is_loss=lambda _journal, original: is_hub_spoke(original),
+        refusal=FailoverError(
             f"no loss of edge {edge} in stack '{ref.name}' to recover.",
             f"run `drctl failover --stack {ref.name} --edge {edge}` first",
-        )
+        ),
+    )
     estate = Estate(original, ref.state_dir)
     a_ep, hub_ep = estate.endpoint(edge), estate.endpoint(journal.record.target)
     topics = [t.name for t in original.topics_for(check_lost_edge(original, edge))]
