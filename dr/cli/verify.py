@@ -45,6 +45,7 @@ from verification.progress import Progress, Reporter
 from verification.route import AuditRequest, RecoverRequest, VerifyRequest
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
+    from dr.failover.act.edge_resume import SiteCopies
     from verification.audit import AuditResult
     from verification.recover import RecoveryResult
 
@@ -161,7 +162,7 @@ def verify(
     print_result(routes.run(request, progress=progress), as_json=as_json)
 
 
-def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
+def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> SiteCopies:
     """Edge ``edge`` of the stack ``ref`` against the copies ``<edge>.<topic>`` on the cluster its link feeds,
     as the stack's :class:`~dr.failover.frame.kind.FailoverKind` compares them (``site_copies``): refused
     unless the kind's lost sites are edges (``site_flag``)."""
@@ -179,10 +180,18 @@ def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> di
     return kind.site_copies(ref, estate, edge, topics)
 
 
-def _print_edge_copies(report: dict[str, Any], *, as_json: bool) -> None:
+def _print_edge_copies(report: SiteCopies, *, as_json: bool) -> None:
     """Print :func:`edge_copies`' report; raise :class:`VerificationFailed` unless every record is there once."""
     edge, hub = report["edge"], report["hub"]
-    bad = {k: report[k] for k in ("missing", "duplicates", "unexpected") if report[k]}
+    bad = {
+        k: n
+        for k, n in (
+            ("missing", report["missing"]),
+            ("duplicates", report["duplicates"]),
+            ("unexpected", report["unexpected"]),
+        )
+        if n
+    }
     if as_json:
         click.echo(json.dumps({**report, "clean": not bad}, indent=2))
     else:

@@ -10,13 +10,14 @@ stack's architecture, and asks it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
     from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.plan import FailoverPlan
     from dr.failover.frame.site_loss import SiteRecovery
@@ -79,7 +80,7 @@ class FailoverKind(Protocol):
         """Replay the records of the lost ``site`` that never reached its peer: the one recovery report
         (:class:`dr.failover.frame.site_loss.SiteRecovery`)."""
 
-    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> dict[str, Any]:
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
         """``drctl verify --<site_flag> <site>``: the site's topics (those of ``topics``, else all its link
         carries) against their copies ``<site>.<topic>`` on the cluster its link feeds."""
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
     from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
@@ -84,7 +85,7 @@ class ActiveActive:
 
         return recover_region(ref, site, progress=progress)
 
-    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> dict[str, Any]:
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
         """A region is compared with its copies by its own failover (``--region``), not by ``drctl verify``."""
         raise ConfigError(
             f"stack {ref.name!r} is {estate.topology.architecture}: --edge compares an edge of a hub-spoke stack.",

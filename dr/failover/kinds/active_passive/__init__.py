@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
     from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
@@ -64,7 +65,7 @@ class ActivePassive:
             f"replay what the verification listed with `drctl recover --stack {ref.name}`",
         )
 
-    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> dict[str, Any]:
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
         """An active-passive stack has no edge whose copies a verification compares."""
         raise ConfigError(
             f"stack {ref.name!r} is {estate.topology.architecture}: --edge compares an edge of a hub-spoke stack.",

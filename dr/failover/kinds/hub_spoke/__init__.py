@@ -4,7 +4,7 @@ applications move to their fallbacks (``--edge``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.failover.frame.kind import Confirmation, Request
 from dr.failover.kinds.active_passive import ACTIVE_PASSIVE
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
     from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
@@ -71,7 +72,7 @@ class HubSpoke:
 
         return recover_edge(ref, site, progress=progress)
 
-    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> dict[str, Any]:
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
         """Edge ``site`` against the hub's copies (:func:`~dr.failover.kinds.hub_spoke.run.edge_copies`)."""
         from dr.failover.kinds.hub_spoke.run import edge_copies
 

@@ -3,12 +3,11 @@ the comparison of an edge with its copies on the hub (:func:`edge_copies`, ``drc
 
 from __future__ import annotations
 
-from typing import Any
-
 from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
+from dr.failover.act.edge_resume import SiteCopies
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
@@ -119,7 +118,7 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
 # ---------------------------------------------------------------------------------- drctl verify --edge
 
 
-def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
+def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | None = None) -> SiteCopies:
     """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
     (:func:`dr.failover.act.edge_resume.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
     its link carries, or those of them named in ``topics``."""
@@ -145,4 +144,4 @@ def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | No
         )
     compared = topics or carried
     report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
-    return {**report, "hub": link.target, "topics": compared}
+    return SiteCopies(**report, hub=link.target, topics=compared)
