@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import socket
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from confluent_kafka.admin import ClusterMetadata
 
 from dr.base.errors import AuthError, ClusterError
 from dr.kafka.client import Endpoint, cluster_metadata
 
-__all__ = ["ClusterHealth", "cluster_health", "listening", "metadata", "reachability"]
+__all__ = ["ClusterHealth", "Reachability", "cluster_health", "listening", "metadata", "reachability"]
 
 
 def listening(bootstrap: str, timeout: float = 0.5) -> bool:
@@ -39,7 +39,15 @@ def metadata(endpoint: Endpoint, timeout: float) -> tuple[ClusterMetadata | None
         return None, exc.problem
 
 
-def reachability(endpoint: Endpoint, timeout: float = 3.0) -> dict[str, Any]:
+class Reachability(TypedDict):
+    """Whether a cluster answers, with how many brokers, or why not (:func:`reachability`)."""
+
+    reachable: bool
+    brokers: int | None
+    error: str | None
+
+
+def reachability(endpoint: Endpoint, timeout: float = 3.0) -> Reachability:
     """``{"reachable": bool, "brokers": n | None, "error": str | None}`` for one cluster."""
     if not listening(endpoint.bootstrap):
         return {"reachable": False, "brokers": None, "error": f"nothing listens on {endpoint.bootstrap}"}

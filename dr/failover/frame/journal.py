@@ -41,7 +41,7 @@ from dr.base.files import write_json as atomic_write_json
 from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
-from dr.failover.frame.metrics import cutoff_ms
+from dr.failover.frame.metrics import RpoEstimate, cutoff_ms
 from dr.failover.frame.outcomes import IntegritySeen
 from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 
@@ -221,7 +221,7 @@ class Measurements(_Record):
     writable_from_ms: int | None = None
     abc_done_at: float | None = None
     abc_run: int | None = None
-    rpo_estimate: dict[str, Any] | None = None
+    rpo_estimate: RpoEstimate | None = None
 
 
 class JournalRecord(_Record):

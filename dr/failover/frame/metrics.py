@@ -12,8 +12,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
+
 __all__ = [
     "Offsets",
+    "RpoEstimate",
     "cutoff_ms",
     "decode_offsets",
     "encode_offsets",
@@ -46,6 +49,19 @@ def lag(source_end: Offsets, target_end: Offsets) -> dict[tuple[str, int], int]:
     return {tp: max(0, n - target_end.get(tp, 0)) for tp, n in source_end.items()}
 
 
+class RpoEstimate(TypedDict, total=False):
+    """The records B lacks when A was lost, estimated (:func:`rpo_estimate`; after a drain, its residual lag)."""
+
+    records: int | None
+    upper_bound: int | None
+    basis: str
+    per_partition: dict[str, int]
+    """``{"topic:partition": records}``"""
+    snapshot_at: float | None
+    snapshot_age_s: float | None
+    write_rate_per_s: float | None
+
+
 def rpo_estimate(
     last_known_source: Offsets | None,
     target_end: Offsets,
@@ -53,7 +69,7 @@ def rpo_estimate(
     snapshot_at: float | None = None,
     failed_at: float | None = None,
     write_rate: float | None = None,
-) -> dict[str, Any]:
+) -> RpoEstimate:
     """The records the target lacks, estimated from the source's last known end offsets.
 
     ``records`` is a lower bound: records the source accepted after the snapshot are not counted.

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.types import Model
 from dr.failover.act.integrity import Verdict
+from dr.failover.frame.metrics import RpoEstimate
 
 __all__ = [
     "ClientsOutcome",
@@ -111,7 +112,7 @@ class PreflightOutcome(Outcome):
     source_end_offsets: dict[str, int] | None = None
     lag: dict[str, int] | None = None
     lag_total: int | None = None
-    rpo_estimate: dict[str, Any] | None = None
+    rpo_estimate: RpoEstimate | None = None
 
 
 # ---------------------------------------------------------------------------------- 2 fence + drain

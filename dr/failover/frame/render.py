@@ -98,8 +98,8 @@ def render_summary(s: FailoverSummary) -> str:
         lines.append(f"verification: {'CLEAN' if v.clean else 'DIFFERENCES'} ({counts}); report {v.html}")
     if s.pending:
         lines.append(f"pending: {', '.join(s.pending)}")
-    for n in s.next:
-        lines.append(f"next: {n}")
+    for command in s.next:
+        lines.append(f"next: {command}")
     lines.append(f"journal: {s.journal}")
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from dr.base.types import Model
 from dr.base.types import Reporter as Progress
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.fencing import fence, write_bindings
-from dr.failover.act.health import ClusterHealth, cluster_health, listening, reachability
+from dr.failover.act.health import ClusterHealth, Reachability, cluster_health, listening, reachability
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
@@ -154,7 +154,7 @@ def require_healthy(
     return health
 
 
-def reach_and_lag(ctx: SiteContext) -> tuple[dict[str, Any], dict[str, int]]:
+def reach_and_lag(ctx: SiteContext) -> tuple[Reachability, dict[str, int]]:
     """A's reachability and, when it answers, the lag of A→B per partition; a planned run refused when
     A does not answer."""
     a = reachability(ctx.a_ep)

@@ -6,13 +6,11 @@ summarised again at any time (``drctl failover`` after a refusal, ``drctl status
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.metrics import seconds_between, utc_text
+from dr.failover.frame.metrics import RpoEstimate, seconds_between, utc_text
 from dr.failover.frame.outcomes import FilesSeen, GroupLine, GroupsSeen
 
 __all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "rerun_command", "summarize"]
@@ -67,7 +65,7 @@ class FailoverSummary(BaseModel):
     cutoff_utc: str | None
     interrupted_runs: int
     total_s: float | None
-    rpo_estimate: dict[str, Any] | None
+    rpo_estimate: RpoEstimate | None
     consumer_groups: list[GroupLine]
     clients: list[dict[str, str]]
     """The client configurations published (paths, never passwords)."""

@@ -40,7 +40,15 @@ from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.journal import failover_dir
-from dr.failover.frame.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
+from dr.failover.frame.metrics import (
+    Offsets,
+    RpoEstimate,
+    encode_offsets,
+    group_positions,
+    lag,
+    rpo_estimate,
+    utc_text,
+)
 from dr.failover.frame.outcomes import (
     ClientsOutcome,
     ConsumerGroupsOutcome,
@@ -176,7 +184,7 @@ def preflight(ctx: Context) -> StepResult:
         outcome.source_end_offsets = encode_offsets(a_end)
         outcome.lag = encode_offsets(per_partition)
         outcome.lag_total = sum(per_partition.values())
-        rpo = {
+        rpo: RpoEstimate = {
             "records": sum(per_partition.values()),
             "basis": "live link lag at preflight",
             "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v}),
