@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dr.base.types import Model
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.metrics import RpoEstimate
+from verification.result import StartedFrom
 
 __all__ = [
     "ClientsOutcome",
@@ -231,7 +232,7 @@ class IntegrityOutcome(Outcome):
     fenced_on_return: int
     cutoff_ms: int | None
     cutoff_utc: str | None
-    started_from: dict[str, Any] | None
+    started_from: StartedFrom | None
 
 
 # ---------------------------------------------------------------------------------- 8 decommission
