@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.types import Model
+from dr.failover.act.groups import GroupState
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.metrics import RpoEstimate
 from verification.result import StartedFrom
@@ -187,7 +188,7 @@ class ClientsOutcome(Outcome):
 class ConsumerGroupsOutcome(Outcome):
     """Each application group's translated offsets on B (:func:`~dr.failover.act.groups.describe_group`)."""
 
-    groups: list[dict[str, Any]]
+    groups: list[GroupState]
     without_offsets: list[str]
     would_skip: list[str]
     rereads_total: int | None

@@ -35,7 +35,7 @@ from dr.estate.estate import application_acls
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.endpoint_switch import check_endpoint, switch_endpoint
 from dr.failover.act.fencing import fence, unfence, write_bindings
-from dr.failover.act.groups import describe_group
+from dr.failover.act.groups import GroupState, describe_group
 from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.frame.desired_state import desired_state
@@ -520,11 +520,11 @@ def consumer_groups(ctx: Context) -> StepResult:
     )
 
 
-def groups_text(groups: list[dict[str, Any]]) -> str:
+def groups_text(groups: list[GroupState]) -> str:
     """``group status (n re-reads)`` per group; past :data:`MANY` groups, how many per status, then the
     groups that re-read or lack offsets by name."""
 
-    def one(g: dict[str, Any]) -> str:
+    def one(g: GroupState) -> str:
         return f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "")
 
     if len(groups) <= MANY:
