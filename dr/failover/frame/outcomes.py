@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.types import Model
+from dr.failover.act.endpoint_switch import EndpointSwitch
 from dr.failover.act.groups import GroupState
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.metrics import RpoEstimate
@@ -35,6 +37,7 @@ __all__ = [
     "IntegritySeen",
     "IntegritySkipped",
     "LinkState",
+    "OpenTransactions",
     "Outcome",
     "OutcomeSeen",
     "PreflightOutcome",
@@ -157,6 +160,15 @@ class Drained(Outcome):
 
 
 # ---------------------------------------------------------------------------------- 3 promote
+class OpenTransactions(TypedDict):
+    """What a link writing in transactions left open on B once stopped (``"topic:partition"`` → first
+    offset), what was aborted, and the seconds waited."""
+
+    found: dict[str, int]
+    aborted: dict[str, int]
+    waited_s: float
+
+
 class PromoteOutcome(Outcome):
     """The link stopped and B made writable."""
 
@@ -170,9 +182,9 @@ class PromoteOutcome(Outcome):
     """Hub-and-spoke: the edges' links into the old hub, stopped (:mod:`dr.failover.act.edge_resume`)."""
     edge_resume: list[dict[str, Any]] | None = None
     """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
-    endpoint: dict[str, Any] | None = None
+    endpoint: EndpointSwitch | None = None
     """With a client endpoint: where it pointed before, the cluster it points at now, the switch's seconds."""
-    open_transactions: dict[str, Any] | None = None
+    open_transactions: OpenTransactions | None = None
     """A link writing in transactions: what it left open on B once stopped (partition → first offset),
     what was aborted, and the seconds waited (:func:`dr.failover.kinds.active_passive.steps.close_open_transactions`)."""
 

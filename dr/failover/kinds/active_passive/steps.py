@@ -62,6 +62,7 @@ from dr.failover.frame.outcomes import (
     IntegritySeen,
     IntegritySkipped,
     LinkState,
+    OpenTransactions,
     PreflightOutcome,
     PromoteOutcome,
 )
@@ -428,7 +429,7 @@ def promote(ctx: Context) -> StepResult:
     )
 
 
-def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any]:
+def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> OpenTransactions:
     """No transaction of the stopped link left open on B: its consumers read committed and would stop at
     an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
     its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
@@ -459,7 +460,7 @@ def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any
     waited = round(time.monotonic() - t0, 3)
     if found:
         ctx.say(f"no transaction of link {ctx.link.name} left open on {ctx.target} ({waited:.1f}s)")
-    return {"found": encode_offsets(found), "aborted": encode_offsets(opened), "waited_s": waited}
+    return OpenTransactions(found=encode_offsets(found), aborted=encode_offsets(opened), waited_s=waited)
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups
