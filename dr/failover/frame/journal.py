@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.errors import ConfigError, LockHeld
 from dr.base.files import private_dir
@@ -52,6 +53,7 @@ M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "DONE_STATES",
+    "Abandonment",
     "Journal",
     "JournalRecord",
     "Measurements",
@@ -224,6 +226,15 @@ class Measurements(_Record):
     rpo_estimate: RpoEstimate | None = None
 
 
+class Abandonment(TypedDict, total=False):
+    """How a journal was ended unfinished and archived (:meth:`Journal.abandon`)."""
+
+    at: float
+    reason: str
+    by: str
+    status_before: str
+
+
 class JournalRecord(_Record):
     """The journal file's content (``failover/journal.json``, version 1)."""
 
@@ -255,7 +266,7 @@ class JournalRecord(_Record):
     stack_digests: list[str] = Field(default_factory=list)
     """SHA-256 of the stack file as the run expects it now: as it was when the run began, then as the
     run itself last wrote it (two while a write is under way). Empty: not checked (an older journal)."""
-    abandoned: dict[str, Any] | None = None
+    abandoned: Abandonment | None = None
     """Set when the journal was ended unfinished and archived: ``at``, ``reason``, ``by``."""
 
     def to_json(self) -> dict[str, Any]:
