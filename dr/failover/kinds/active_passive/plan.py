@@ -14,7 +14,7 @@ from typing import Any, Literal
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
-from dr.estate.stack import EstateStack
+from dr.estate.stack import EstateStack, PulumiPreview
 from dr.failover.act.edge_resume import edge_links_into
 from dr.failover.act.health import cluster_health, reachability
 from dr.failover.frame.journal import Journal
@@ -43,7 +43,7 @@ def desired_state_diff(stack_path: Path, desired: Topology) -> str:
     return stack_file_diff(stack_path, desired)
 
 
-def pulumi_preview(ref: StackRef, desired: Topology) -> dict[str, Any]:
+def pulumi_preview(ref: StackRef, desired: Topology) -> PulumiPreview:
     """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
     stack = ref.name
     es = EstateStack(ref)
@@ -225,7 +225,7 @@ class ActivePassivePlan(FailoverPlan):
     converger: str
     observations: dict[str, Any] | None = None
     """Reachability, B's health and link lag, read when the clusters answer (None: not observed)."""
-    pulumi_preview: dict[str, Any] | None = None
+    pulumi_preview: PulumiPreview | None = None
 
     def render(self) -> str:
         """The plan for a person."""
