@@ -244,6 +244,17 @@ def test_only_the_runtime_names_a_link_runner_class() -> None:
     assert named == [], "\n".join(named)
 
 
+def test_a_runner_lookup_loads_no_pulumi() -> None:
+    """``Estate.link_runner`` picks a runner from ``stacks.links.LINK_RUNNERS``: importing that table loads
+    neither Pulumi nor the program's components, so ``drctl status`` and ``drctl link`` start as fast as before."""
+    import subprocess
+    import sys
+
+    code = "import sys, dr.estate.estate, stacks.links; print(sorted(m for m in sys.modules if m == 'pulumi' or m.startswith('stacks.link.') or m == 'stacks.link'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def _declares(tree: ast.AST, name: str) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == name:
