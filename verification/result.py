@@ -139,11 +139,20 @@ REPORT_FILES = {
 }
 
 
-def _cutoff(cutoff_ms: int | None) -> dict[str, Any] | None:
+class Cutoff(TypedDict):
+    """``summary["cutoff"]``: the verification's cut-off, as milliseconds and as text."""
+
+    ms: int
+    iso: str
+    utc: str
+    applies_to: str
+
+
+def _cutoff(cutoff_ms: int | None) -> Cutoff | None:
     if cutoff_ms is None:
         return None
     ms = int(cutoff_ms)
-    return {"ms": ms, "iso": iso(ms), "utc": utc_text(ms), "applies_to": "both sides"}
+    return Cutoff(ms=ms, iso=iso(ms), utc=utc_text(ms), applies_to="both sides")
 
 
 def summary_document(
