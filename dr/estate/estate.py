@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Required, TypedDict
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
@@ -29,7 +29,7 @@ from dr.runtime.credentials import ADMIN_USER, Credentials
 from dr.runtime.links import ConnectorState, LinkRunner
 from dr.topology import Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
-from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
+from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
 from dr.topology.hub_spoke import topics_on
 
@@ -66,7 +66,7 @@ class EstateStatus(TypedDict, total=False):
     stack: Required[str]
     clusters: Required[list[ClusterStatus]]
     links: Required[list[LinkStatus]]
-    endpoint: dict[str, Any]
+    endpoint: EndpointStatus
 
 
 def load_stack(stack: StackRef) -> Topology:
@@ -292,13 +292,13 @@ class Estate:
             out["endpoint"] = self.endpoint_status()
         return out
 
-    def endpoint_status(self) -> dict[str, Any]:
+    def endpoint_status(self) -> EndpointStatus:
         """The client endpoint: its bootstrap address, whether its proxy runs, where it points, the active
         cluster (where it should point)."""
         e = self.topology.endpoint
         if e is None:
             return {}
-        out: dict[str, Any] = {"bootstrap": e.bootstrap}
+        out: EndpointStatus = {"bootstrap": e.bootstrap}
         proxy = local_endpoint(self.topology, self.state)
         if proxy is not None:
             out["proxy"] = "running" if proxy.alive() else "stopped"

@@ -54,7 +54,7 @@ from dr.topology import (
     load_stack_file,
 )
 from dr.topology.active_active import is_active_active, remote_topics_on
-from dr.topology.client_endpoint import endpoint_drift
+from dr.topology.client_endpoint import EndpointStatus, endpoint_drift
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
@@ -284,7 +284,7 @@ class StatusReport(BaseModel):
     in the JSON only when it is newer than any current journal."""
     pulumi_state_error: str | None = None
     """Why the stack's Pulumi state file cannot be read (naming it); in the JSON only when it cannot."""
-    endpoint: dict[str, Any] | None = None
+    endpoint: EndpointStatus | None = None
     """The client endpoint (bootstrap, proxy, points_at or error); in the JSON only when declared."""
 
     def to_json(self) -> dict[str, Any]:
