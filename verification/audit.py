@@ -40,11 +40,12 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from pydantic import Field
 
 from dr.base.errors import ClusterError, ConfigError, LockHeld
 from dr.base.types import Reporter
@@ -62,6 +63,7 @@ from verification.audit_state import (
 )
 from verification.cluster import coordinates, is_internal_topic, offset_ranges, record_headers
 from verification.fingerprint import checksum, key_hash
+from verification.link_ref import LinkRef
 from verification.route import AuditRequest, RouteResult
 
 __all__ = ["AuditResult", "audit_endpoints", "read_fingerprints", "run", "state_file"]
@@ -73,14 +75,9 @@ _TIMEOUT = 30.0
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-@dataclass
-class AuditResult(RouteResult):
-    """What one audit run of one link found."""
+class AuditResult(LinkRef, RouteResult):
+    """What one audit run of one link found (its :class:`~verification.link_ref.LinkRef` first)."""
 
-    stack: str
-    link: str
-    source: str
-    target: str
     first_run: bool
     run: int
     read_source: int
@@ -98,11 +95,11 @@ class AuditResult(RouteResult):
     verified_total: int
     seconds: float
     state_file: str
-    missing_sample: list[dict[str, Any]] = field(default_factory=list)
+    missing_sample: list[dict[str, Any]] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
-        return dict(self.__dict__)
+        return self.model_dump()
 
     @property
     def verdict(self) -> str:

@@ -61,7 +61,7 @@ from verification.report import (
     write_empty_offending,
     write_report,
 )
-from verification.result import VerificationResult, safe_context, summary_document
+from verification.result import StartedFrom, VerificationResult, safe_context, summary_document
 from verification.route import FromAuditRequest, FullVerificationNeeded
 from verification.sides import KafkaSide
 
@@ -125,7 +125,7 @@ class FromAudit:
     """What :func:`verify_from_audit` did: a result, or None and why the full verification must run."""
 
     result: VerificationResult | None
-    started_from: dict[str, Any]
+    started_from: StartedFrom
 
 
 def _restrict(o: Offsets, topics: set[str]) -> Offsets:
@@ -263,7 +263,7 @@ def offending_rows(
     return rows, gone, None
 
 
-def started_from(state: AuditState, state_file: Path, p: Plan) -> dict[str, Any]:
+def started_from(state: AuditState, state_file: Path, p: Plan) -> StartedFrom:
     """What the journal and the report say about the audit the check started from."""
     return {
         "audit": True,
@@ -470,7 +470,7 @@ def _plan_from_state(
     return _Planned(state, p, src_topics, src_now, dst_now)
 
 
-def _announce(planned: _Planned, state_file: Path, link: str, say: Reporter) -> dict[str, Any]:
+def _announce(planned: _Planned, state_file: Path, link: str, say: Reporter) -> StartedFrom:
     """What the audit spares (:func:`started_from`), said before reading."""
     p, state = planned.p, planned.state
     origin = started_from(state, state_file, p)
@@ -523,7 +523,7 @@ def _read_and_compare(source: KafkaSide, target: KafkaSide, p: Plan, cutoff_ms: 
 def _report(
     planned: _Planned,
     read: _Read,
-    origin: dict[str, Any],
+    origin: StartedFrom,
     *,
     source: KafkaSide,
     target: KafkaSide,
@@ -611,7 +611,7 @@ def _offsets_read(ranges: Ranges, read: Counter[tuple[str, int]]) -> dict[str, d
     }
 
 
-def _method(p: Plan, origin: dict[str, Any], read_counts: dict[str, Counter[tuple[str, int]]]) -> dict[str, Any]:
+def _method(p: Plan, origin: StartedFrom, read_counts: dict[str, Counter[tuple[str, int]]]) -> dict[str, Any]:
     """``summary["method"]`` of a check started from the audit: no windows, no Spark pass."""
     return {
         "identity": "(topic, key_hash, checksum), compared as multisets",
@@ -671,7 +671,7 @@ def _write(
     p: Plan,
     cmp: Comparison,
     rows: list[OffendingRow],
-    origin: dict[str, Any],
+    origin: StartedFrom,
     read_counts: dict[str, Counter[tuple[str, int]]],
     src_now: dict[tuple[str, int], tuple[int, int]],
     dst_now: dict[tuple[str, int], tuple[int, int]],

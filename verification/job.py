@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 if __name__ == "__main__" and not __package__:  # pragma: no cover - spark-submit runs this file as a script
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
@@ -481,6 +481,16 @@ class _Scope:
     grid: TimeGrid
 
 
+class StoredFingerprints(TypedDict):
+    """What pass 1's persisted fingerprints take (``summary["method"]["fingerprints"]``)."""
+
+    storage: str
+    columns: list[str]
+    disk_bytes: int
+    memory_bytes: int
+    bytes_per_record: float
+
+
 @dataclass
 class _Pass1:
     """Step 2: per-window sums of both sides, the windows that differ, the persisted fingerprints."""
@@ -490,7 +500,7 @@ class _Pass1:
     records: int
     window_counts: dict[str, Any]
     kept: DataFrame | None
-    stored: dict[str, Any] | None
+    stored: StoredFingerprints | None
 
 
 @dataclass
@@ -641,17 +651,17 @@ class _Run:
         self.lap("pass1_s")
         return _Pass1(summary_pdf, diff, records, window_counts, kept, stored)
 
-    def _stored(self, spark: SparkSession, kept: DataFrame, before: set[int], records: int) -> dict[str, Any]:
+    def _stored(self, spark: SparkSession, kept: DataFrame, before: set[int], records: int) -> StoredFingerprints:
         """What the persisted fingerprints take: the RDDs persisted since ``before``."""
         new = [v for k, v in _persisted_rdds(spark).items() if k not in before]
         disk, mem = sum(d for d, _ in new), sum(m for _, m in new)
-        return {
-            "storage": self.storage,
-            "columns": list(kept.columns),
-            "disk_bytes": disk,
-            "memory_bytes": mem,
-            "bytes_per_record": round((disk + mem) / max(records, 1), 1),
-        }
+        return StoredFingerprints(
+            storage=self.storage,
+            columns=list(kept.columns),
+            disk_bytes=disk,
+            memory_bytes=mem,
+            bytes_per_record=round((disk + mem) / max(records, 1), 1),
+        )
 
     def pass2(self, s: _Scope, p1: _Pass1) -> _Pass2:
         """3. exact comparison of the differing windows only (then 4., the source lookup, if needed)."""

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import ConfigDict
+
+from dr.base.types import Model
 
 __all__ = ["LinkRef"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class LinkRef:
-    """A link of a stack and its two clusters, by name (reports and state files keep the four flat)."""
+class LinkRef(Model):
+    """A link of a stack and its two clusters, by name.
+
+    What reports about one link (:class:`~verification.audit.AuditResult`,
+    :class:`~dr.failover.lifecycle.LinkChange`) derive from: the four come first in their JSON, flat."""
+
+    model_config = ConfigDict(frozen=True)
 
     stack: str
     link: str
     source: str
     target: str
+
+    @property
+    def link_ref(self) -> LinkRef:
+        """The four alone (of a report that derives from this)."""
+        return LinkRef(stack=self.stack, link=self.link, source=self.source, target=self.target)
 
     def fields(self) -> dict[str, str]:
         """The four as the audit's state and functions name them (``source_cluster``, ``target_cluster``)."""

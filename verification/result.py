@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
+
 from dr.base.errors import ConfigError, VerificationFailed
 from verification.classes import CLASSES, totals_of
 from verification.report import OFFENDING_DIR, iso, utc_text
@@ -31,6 +33,31 @@ CHECKSUM_DESCRIPTION = (
 _SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
 
 
+class StartedFrom(TypedDict, total=False):
+    """Where a verification started: ``audit`` True with the audit it started from
+    (:func:`verification.from_audit.started_from`), or False with the ``reason`` the full job ran."""
+
+    audit: bool
+    reason: str
+    state_file: str
+    link: str
+    audit_runs: int
+    audited_at_ms: int
+    audited_at_utc: str
+    verified_by_audits: int
+    skipped_source: int
+    skipped_target: int
+    residue_source: int
+    residue_target: int
+    read_source: int
+    read_target: int
+    lost_source: int
+    lost_target: int
+    bounds: dict[str, dict[str, dict[str, int]]]
+    """side → topic → partition → the audit's bound there."""
+    missing_gone_from_source: int
+
+
 @dataclass(frozen=True)
 class VerificationResult(RouteResult):
     """The outcome of one verification (the full job, or started from an audit): the summary (as
@@ -38,7 +65,7 @@ class VerificationResult(RouteResult):
 
     summary: dict[str, Any]
     out_dir: Path
-    started_from: dict[str, Any] | None = None
+    started_from: StartedFrom | None = None
     """``{"audit": True, ...}`` (:func:`verification.from_audit.started_from`) or ``{"audit": False,
     "reason": ...}`` when the full job ran in place of an audit that could not be used; None otherwise."""
 
@@ -112,11 +139,20 @@ REPORT_FILES = {
 }
 
 
-def _cutoff(cutoff_ms: int | None) -> dict[str, Any] | None:
+class Cutoff(TypedDict):
+    """``summary["cutoff"]``: the verification's cut-off, as milliseconds and as text."""
+
+    ms: int
+    iso: str
+    utc: str
+    applies_to: str
+
+
+def _cutoff(cutoff_ms: int | None) -> Cutoff | None:
     if cutoff_ms is None:
         return None
     ms = int(cutoff_ms)
-    return {"ms": ms, "iso": iso(ms), "utc": utc_text(ms), "applies_to": "both sides"}
+    return Cutoff(ms=ms, iso=iso(ms), utc=utc_text(ms), applies_to="both sides")
 
 
 def summary_document(

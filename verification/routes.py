@@ -13,7 +13,7 @@ failover's other steps should not pay for at start-up.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, overload
 
 from verification.progress import Reporter
 from verification.route import (
@@ -29,7 +29,7 @@ from verification.route import (
 if TYPE_CHECKING:  # the results' modules load with their routes (see the module docstring)
     from verification.audit import AuditResult
     from verification.recover import RecoveryResult
-    from verification.result import VerificationResult
+    from verification.result import StartedFrom, VerificationResult
 
 __all__ = ["run"]
 
@@ -61,7 +61,7 @@ def _verify(request: VerifyRequest, progress: Reporter | None) -> VerificationRe
     """From the audit when ``request.audit`` names a usable one, else the full job."""
     from verification import job
 
-    started_from: dict[str, Any] | None = None
+    started_from: StartedFrom | None = None
     if request.audit is not None:
         try:
             return run(_from_audit(request), progress=progress)

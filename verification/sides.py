@@ -7,11 +7,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from dr.kafka.client import Endpoint
 
-__all__ = ["ArchiveSide", "KafkaSide", "PartitionBounds", "Side", "SideBounds"]
+__all__ = [
+    "ArchiveDescription",
+    "ArchiveSide",
+    "KafkaDescription",
+    "KafkaSide",
+    "PartitionBounds",
+    "Side",
+    "SideBounds",
+]
+
+
+class KafkaDescription(TypedDict):
+    """A Kafka side as the report records it (never its password)."""
+
+    kind: Literal["kafka"]
+    cluster: str | None
+    stack: str | None
+    bootstrap: str
+    username: str | None
+    security_protocol: str
+    sasl_mechanism: str | None
+
+
+class ArchiveDescription(TypedDict):
+    """An archive side as the report records it."""
+
+    kind: Literal["archive"]
+    path: str
+    name: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +51,7 @@ class KafkaSide:
     stack: str | None = None
     kind: str = field(default="kafka", init=False)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> KafkaDescription:
         """What the report records about this side: never the password."""
         return {
             "kind": "kafka",
@@ -44,7 +72,7 @@ class ArchiveSide:
     name: str | None = None
     kind: str = field(default="archive", init=False)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ArchiveDescription:
         """What the report records about this side."""
         return {"kind": "archive", "path": str(Path(self.path).resolve()), "name": self.name}
 

@@ -196,7 +196,7 @@ def failover(
     if refusal is not None:
         raise refusal
     if recover and site is not None:
-        click.echo(json.dumps(kind.recover(ref, site, progress=progress), indent=2))
+        click.echo(json.dumps(kind.recover(ref, site, progress=progress).to_json(), indent=2))
         return
     if dry_run:
         if site is None:

@@ -45,6 +45,7 @@ from verification.progress import Progress, Reporter
 from verification.route import AuditRequest, RecoverRequest, VerifyRequest
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
+    from dr.failover.act.edge_resume import SiteCopies
     from verification.audit import AuditResult
     from verification.recover import RecoveryResult
 
@@ -161,47 +162,36 @@ def verify(
     print_result(routes.run(request, progress=progress), as_json=as_json)
 
 
-def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> dict[str, Any]:
-    """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
-    (:func:`dr.failover.act.edge_resume.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
-    its link carries, or those of them named in ``topics``."""
+def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> SiteCopies:
+    """Edge ``edge`` of the stack ``ref`` against the copies ``<edge>.<topic>`` on the cluster its link feeds,
+    as the stack's :class:`~dr.failover.frame.kind.FailoverKind` compares them (``site_copies``): refused
+    unless the kind's lost sites are edges (``site_flag``)."""
     from dr.estate.estate import Estate
-    from dr.failover.act.edge_resume import edge_copy_report
-    from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, lost_edges
+    from dr.failover.kinds import KINDS
 
     estate = Estate.for_stack(ref)
     topology = estate.topology
-    if not is_hub_spoke(topology):
+    kind = KINDS[topology.architecture]  # the one place this command learns the stack's architecture
+    if kind.site_flag != "edge":
         raise ConfigError(
             f"stack {ref.name!r} is {topology.architecture}: --edge compares an edge of a hub-spoke stack.",
             "compare two clusters with --source and --target",
         )
-    link = edge_link(topology, edge) if edge in {c.name for c in edges(topology)} else None
-    if link is None:
-        lost = edge in {c.name for c in lost_edges(topology)}
-        raise ConfigError(
-            f"stack {ref.name!r} has "
-            + (f"lost edge {edge!r}: no link of it feeds the hub." if lost else f"no edge {edge!r} with a link."),
-            f"its loss compares it with its copies: `drctl failover --stack {ref.name} --edge {edge}`"
-            if lost
-            else f"use one of: {', '.join(c.name for c in edges(topology)) or '(none)'}",
-        )
-    carried = [t.name for t in topology.topics_for(link)]
-    unknown = sorted(set(topics or ()) - set(carried))
-    if unknown:
-        raise ConfigError(
-            f"link {link.name} does not carry {', '.join(unknown)}.",
-            f"name topics it carries ({', '.join(carried) or 'none'}), or leave --topics out",
-        )
-    compared = topics or carried
-    report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
-    return {**report, "hub": link.target, "topics": compared}
+    return kind.site_copies(ref, estate, edge, topics)
 
 
-def _print_edge_copies(report: dict[str, Any], *, as_json: bool) -> None:
+def _print_edge_copies(report: SiteCopies, *, as_json: bool) -> None:
     """Print :func:`edge_copies`' report; raise :class:`VerificationFailed` unless every record is there once."""
     edge, hub = report["edge"], report["hub"]
-    bad = {k: report[k] for k in ("missing", "duplicates", "unexpected") if report[k]}
+    bad = {
+        k: n
+        for k, n in (
+            ("missing", report["missing"]),
+            ("duplicates", report["duplicates"]),
+            ("unexpected", report["unexpected"]),
+        )
+        if n
+    }
     if as_json:
         click.echo(json.dumps({**report, "clean": not bad}, indent=2))
     else:

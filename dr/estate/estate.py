@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Required, TypedDict
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
@@ -26,13 +26,12 @@ from dr.kafka.offsets import Offsets, end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster, worker_topics
 from dr.runtime.credentials import ADMIN_USER, Credentials
-from dr.runtime.links import ConnectorState, LinkRunner, connect_runner, dedicated_runner
-from dr.topology import Delivery, Link, Placement, Role, Topology, load_stack_file
+from dr.runtime.links import ConnectorState, LinkRunner
+from dr.topology import Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
-from dr.topology.active_active import is_active_active, link_topics_regex
-from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
+from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
-from dr.topology.hub_spoke import prefixed_link, topics_on
+from dr.topology.hub_spoke import topics_on
 
 
 class ClusterStatus(TypedDict, total=False):
@@ -67,7 +66,7 @@ class EstateStatus(TypedDict, total=False):
     stack: Required[str]
     clusters: Required[list[ClusterStatus]]
     links: Required[list[LinkStatus]]
-    endpoint: dict[str, Any]
+    endpoint: EndpointStatus
 
 
 def load_stack(stack: StackRef) -> Topology:
@@ -130,18 +129,9 @@ class Estate:
     def mirror(self, link_name: str) -> LinkRunner:
         """The dedicated MirrorMaker 2 process of a link between two local clusters (:meth:`link_runner`
         picks it for a link placed ``dedicated``)."""
-        link = self._link(link_name)
-        peers = is_active_active(self.topology)
-        return dedicated_runner(
-            self.local_cluster(link.source),
-            self.local_cluster(link.target),
-            self.state,
-            topics=link_topics_regex(self.topology, link) if peers else link.topics_regex,
-            groups=link.groups_regex,
-            intervals=link.intervals.model_dump(),
-            prefixed=prefixed_link(self.topology, link),
-            exactly_once=self.topology.delivery_of(link) == Delivery.EXACTLY_ONCE,
-        )
+        from stacks.links import dedicated
+
+        return dedicated.runner(self, self._link(link_name))
 
     def connect(self, name: str) -> LocalConnectCluster:
         """The runtime handle of a local Connect cluster of the topology."""
@@ -176,18 +166,12 @@ class Estate:
         return ConnectRest(cc.url or "", username=cc.username, password=reveal_connect(self.topology, name))
 
     def link_runner(self, link_name: str) -> LinkRunner:
-        """What runs a link here (the one door to a runner): its connectors when it is placed on a
-        Connect cluster, else its dedicated MirrorMaker 2 process."""
-        link = self._link(link_name)
-        if self.topology.placement(link) is Placement.CONNECT:
-            connect = link.connect or ""
-            return connect_runner(
-                self.connect_rest(connect),
-                link.name,
-                connect,
-                lambda: (self.endpoint(link.source), self.endpoint(link.target)),
-            )
-        return self.mirror(link_name)
+        """What runs a link here (the one door to a runner), picked by its placement from
+        :data:`stacks.links.LINK_RUNNERS`: its connectors on a Connect cluster, else its dedicated
+        MirrorMaker 2 process."""
+        from stacks.links import link_runner
+
+        return link_runner(self, self._link(link_name))
 
     def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
         """How far a link that writes in transactions and runs here has copied: per source partition, the
@@ -308,13 +292,13 @@ class Estate:
             out["endpoint"] = self.endpoint_status()
         return out
 
-    def endpoint_status(self) -> dict[str, Any]:
+    def endpoint_status(self) -> EndpointStatus:
         """The client endpoint: its bootstrap address, whether its proxy runs, where it points, the active
         cluster (where it should point)."""
         e = self.topology.endpoint
         if e is None:
             return {}
-        out: dict[str, Any] = {"bootstrap": e.bootstrap}
+        out: EndpointStatus = {"bootstrap": e.bootstrap}
         proxy = local_endpoint(self.topology, self.state)
         if proxy is not None:
             out["proxy"] = "running" if proxy.alive() else "stopped"

@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
+
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError, mask_secrets
 from dr.base.pulumi_env import backend_url, pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
     from dr.runtime.credentials import Credentials
 
-__all__ = ["EstateStack", "PreviewSummary", "forget", "forget_individual", "parallelism"]
+__all__ = ["EstateStack", "PreviewSummary", "PulumiPreview", "forget", "forget_individual", "parallelism"]
 
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
@@ -53,6 +55,16 @@ _SHOWN = re.compile(
     r"|\*\*failed\*\*|^\s*(error|warning):",
     re.IGNORECASE,
 )
+
+
+class PulumiPreview(TypedDict, total=False):
+    """A preview as a plan shows it: :class:`PreviewSummary`'s ``changes`` and ``text`` (and a ``note``), or
+    the ``error`` that kept Pulumi from previewing."""
+
+    changes: dict[str, int]
+    text: str
+    note: str
+    error: str
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 from dr.base.types import Model, Reporter
-from dr.estate.stack import EstateStack
+from dr.estate.stack import EstateStack, PulumiPreview
 from dr.runtime.process import pid_alive
 from dr.topology import Engine, Placement, Role, Topology, load_stack_file, stack_file_diff, write_stack_config
+from verification.link_ref import LinkRef
 
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
@@ -214,16 +215,26 @@ def _locked(home: Path, stack: str, what: str) -> StackLock:
     return lock
 
 
-class LinkChange(Model):
-    """What ``drctl link stop|start`` reports: the link, its state before and after, the seconds taken."""
+class LinkChange(LinkRef):
+    """What ``drctl link stop|start`` reports: the link (its :class:`~verification.link_ref.LinkRef`), its
+    state before and after, the seconds taken."""
 
-    stack: str
-    link: str
-    source: str
-    target: str
     was: str
     now: str
     seconds: float
+
+
+class StandbyPlan(TypedDict):
+    """What ``drctl estate standby --dry-run`` shows (:func:`standby_plan`)."""
+
+    stack: str
+    cluster: str
+    old_role: str
+    new_role: str
+    process: str
+    data_to_remove: str | None
+    stack_file_diff: str
+    pulumi_preview: NotRequired[PulumiPreview]
 
 
 class StandbyRebuild(Model):
@@ -427,7 +438,7 @@ def _standby_inputs(stack_path: Path, home: Path, cluster: str) -> tuple[Topolog
     return topology, standby_topology(topology, cluster), topology.cluster(cluster).role.value
 
 
-def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[str, Any]:
+def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> StandbyPlan:
     """What :func:`make_standby` would do (``drctl estate standby --dry-run``): the checks, the stack
     file diff, the data that would be removed and, with ``preview``, Pulumi's preview. Changes nothing."""
     from dr.estate.estate import Estate
@@ -435,7 +446,7 @@ def standby_plan(ref: StackRef, cluster: str, *, preview: bool = True) -> dict[s
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology, desired, old_role = _standby_inputs(stack_path, ref.failover_home, cluster)
     local = Estate(topology, state).local_cluster(cluster)
-    plan: dict[str, Any] = {
+    plan: StandbyPlan = {
         "stack": stack,
         "cluster": cluster,
         "old_role": old_role,

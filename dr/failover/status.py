@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError
 from dr.base.stackref import StackRef
@@ -53,7 +54,7 @@ from dr.topology import (
     load_stack_file,
 )
 from dr.topology.active_active import is_active_active, remote_topics_on
-from dr.topology.client_endpoint import endpoint_drift
+from dr.topology.client_endpoint import EndpointStatus, endpoint_drift
 from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
 
@@ -242,6 +243,17 @@ class GroupStatus(BaseModel):
     positions: dict[str, GroupPosition]
 
 
+class AbandonedJournal(TypedDict):
+    """The stack's last failover, ended unfinished and archived (:meth:`dr.failover.frame.journal.Journal.abandon`)."""
+
+    path: str
+    failover_id: str | None
+    status_before: str | None
+    reason: str | None
+    by: str | None
+    at: float | None
+
+
 class StatusReport(BaseModel):
     """What ``drctl status`` prints (see the module doc); ``--json`` is :meth:`to_json`."""
 
@@ -267,12 +279,12 @@ class StatusReport(BaseModel):
     journal_foreign: str | None = None
     """Why the current journal belongs to other clusters (:func:`dr.failover.frame.identity.foreign_reason`);
     in the JSON only when it does."""
-    abandoned_journal: dict[str, Any] | None = None
+    abandoned_journal: AbandonedJournal | None = None
     """The last failover, ended unfinished and archived (``path``, ``failover_id``, ``reason``, ``at``);
     in the JSON only when it is newer than any current journal."""
     pulumi_state_error: str | None = None
     """Why the stack's Pulumi state file cannot be read (naming it); in the JSON only when it cannot."""
-    endpoint: dict[str, Any] | None = None
+    endpoint: EndpointStatus | None = None
     """The client endpoint (bootstrap, proxy, points_at or error); in the JSON only when declared."""
 
     def to_json(self) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 Two runners implement it: a dedicated MirrorMaker 2 process (:class:`dr.runtime.mirrormaker.MirrorMaker`)
 and a link's connectors on a Kafka Connect cluster (:class:`dr.runtime.connect_link.ConnectLink`). Code
-above this layer reaches a runner only through the estate (``Estate.link_runner``), which builds it with
-:func:`dedicated_runner` or :func:`connect_runner`; it never names, nor tests the type of, either class.
+above this layer reaches a runner only through the estate (``Estate.link_runner``), whose placement table
+(``stacks.links.LINK_RUNNERS``) builds it with :func:`dedicated_runner` or :func:`connect_runner`; it never
+names, nor tests the type of, either class.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ configuration does not change across failovers: only which cluster is ``ready``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.runtime.endpoint import Backend, EndpointSpec, LocalEndpoint, RuntimeApi
 from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
@@ -56,7 +57,19 @@ def endpoint_pointing(topology: Topology, state: Path) -> list[str] | None:
     return api.pointing(spec)
 
 
-def endpoint_drift(ep: dict[str, Any], stack: str, failover_unfinished: bool = False) -> str | None:
+class EndpointStatus(TypedDict, total=False):
+    """The client endpoint as ``drctl status`` and ``drctl estate status`` show it: its ``bootstrap``, its
+    local ``proxy`` (``running``/``stopped``), where it ``points_at`` (or the ``error`` reading it), and the
+    ``active`` cluster it should point at. Empty without an endpoint."""
+
+    bootstrap: str
+    proxy: str
+    points_at: list[str] | None
+    error: str
+    active: str
+
+
+def endpoint_drift(ep: EndpointStatus, stack: str, failover_unfinished: bool = False) -> str | None:
     """The problem line when the endpoint (an ``endpoint_status`` entry: ``points_at``, ``active``,
     ``proxy`` when local) points away from the active cluster, with the next step; None when it does not
     (or where it points is unknown: that entry's ``error`` says why)."""

@@ -1,20 +1,24 @@
 """One Pulumi component per link placement, picked from one table: :data:`LINK_COMPONENTS`.
 
 ``Topology.placement(link)`` says where a link runs; the table gives the function that registers its
-component from one :class:`LinkArgs`. A new engine is a placement value, a module here and a table line.
+component from one :class:`LinkArgs`, and :data:`LINK_RUNNERS` what runs it here
+(``Estate.link_runner``). A new engine is a placement value, a runner, a module here and its table lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import pulumi
-
-from dr.topology import Placement
+from dr.runtime.links import LinkRunner
+from dr.topology import Link, Placement
 from stacks.links import cluster_link, connect, dedicated, elsewhere
-from stacks.links.args import LinkArgs
+from stacks.links.args import LinkArgs, RunnerSite
 
-__all__ = ["LINK_COMPONENTS", "LinkArgs", "link_component"]
+if TYPE_CHECKING:  # pulumi is loaded by the program, not by a runner's lookup (drctl status, link)
+    import pulumi
+
+__all__ = ["LINK_COMPONENTS", "LINK_RUNNERS", "LinkArgs", "RunnerSite", "link_component", "link_runner"]
 
 
 LINK_COMPONENTS: dict[Placement, Callable[[LinkArgs], pulumi.Resource | None]] = {
@@ -24,6 +28,19 @@ LINK_COMPONENTS: dict[Placement, Callable[[LinkArgs], pulumi.Resource | None]] =
     Placement.ELSEWHERE: elsewhere.component,
 }
 """Where a link runs → the function registering its component (None: nothing runs it from here)."""
+
+
+LINK_RUNNERS: dict[Placement, Callable[[RunnerSite, Link], LinkRunner]] = {
+    Placement.DEDICATED: dedicated.runner,
+    Placement.CONNECT: connect.runner,
+}
+"""Where a link runs → what runs it from this machine. A placement without a line is run by others: the
+dedicated runner refuses it, naming the end that is not on this machine."""
+
+
+def link_runner(site: RunnerSite, link: Link) -> LinkRunner:
+    """What runs ``link`` for the estate ``site``, by its placement (:data:`LINK_RUNNERS`)."""
+    return LINK_RUNNERS.get(site.topology.placement(link), dedicated.runner)(site, link)
 
 
 def link_component(args: LinkArgs) -> pulumi.Resource | None:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pulumi
+if TYPE_CHECKING:
+    import pulumi
 
-from dr.runtime.credentials import Credentials
-from dr.topology import Link, Topology
+    from dr.kafka.client import Endpoint
+    from dr.kafka.connect_rest import ConnectRest
+    from dr.runtime.cluster import LocalCluster
+    from dr.runtime.credentials import Credentials
+    from dr.topology import Link, Topology
 
-__all__ = ["LinkArgs"]
+__all__ = ["LinkArgs", "RunnerSite"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,3 +33,23 @@ class LinkArgs:
     """The :class:`~stacks.access.ClusterAccess` of each provisioned cluster, by cluster name."""
     workers: dict[str, Any]
     """The local Connect clusters' worker resources, by Connect cluster name."""
+
+
+class RunnerSite(Protocol):
+    """What a placement's runner is built from (:data:`stacks.links.LINK_RUNNERS`): the estate of the stack
+    (:class:`dr.estate.estate.Estate`), seen through what runners use."""
+
+    topology: Topology
+    state: Path
+
+    def endpoint(self, name: str) -> Endpoint:
+        """How to reach cluster ``name``."""
+        ...
+
+    def local_cluster(self, name: str) -> LocalCluster:
+        """The runtime handle of local cluster ``name`` (refused for an external one)."""
+        ...
+
+    def connect_rest(self, name: str) -> ConnectRest:
+        """The REST API of Connect cluster ``name``."""
+        ...

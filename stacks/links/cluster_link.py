@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pulumi
+from typing import TYPE_CHECKING
 
-from stacks.links.args import LinkArgs
+if TYPE_CHECKING:
+    import pulumi
+
+    from stacks.links.args import LinkArgs
 
 
 def component(args: LinkArgs) -> pulumi.Resource:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pulumi
+from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import DRError
-from dr.topology import Kind, Topology
-from stacks.links.args import LinkArgs
+from dr.runtime.links import LinkRunner, connect_runner
+from dr.topology import Kind, Link, Topology
+
+if TYPE_CHECKING:
+    import pulumi
+
+    from stacks.links.args import LinkArgs, RunnerSite
 
 
 def component(args: LinkArgs) -> pulumi.Resource:
@@ -32,10 +35,20 @@ def component(args: LinkArgs) -> pulumi.Resource:
     )
 
 
+def runner(site: RunnerSite, link: Link) -> LinkRunner:
+    """The link's connectors on its Connect cluster; its ends' endpoints are read when its lag is."""
+    connect = link.connect or ""
+    return connect_runner(
+        site.connect_rest(connect), link.name, connect, lambda: (site.endpoint(link.source), site.endpoint(link.target))
+    )
+
+
 def check_workers(topology: Topology, declared: Callable[[Any], str | None]) -> None:
     """Before any resource: every external Connect cluster that runs a link resolves the replicator's
     credentials through its declared config provider (:mod:`stacks.links.connect_credentials`);
     ``declared`` reads a secret the engine decrypted (None when not declared)."""
+    import pulumi
+
     from dr.kafka.connect_rest import ConnectRest
     from stacks.links.connect_credentials import check_worker_credentials
 
@@ -55,6 +68,8 @@ def internal_rf(topology: Topology, target: str, credentials: Any) -> int | None
     """The replication factor of MirrorMaker 2's internal topics on an external ``target``: its
     declared value, else min(3, its broker count) read now; None for a local target (the model's
     own rule)."""
+    import pulumi
+
     c = topology.cluster(target)
     if c.is_local or c.kind is not Kind.EXTERNAL:
         return None

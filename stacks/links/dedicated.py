@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-import pulumi
+from typing import TYPE_CHECKING
 
-from stacks.link import ReplicationLink, ReplicationLinkArgs
-from stacks.links.args import LinkArgs
+from dr.runtime.links import LinkRunner, dedicated_runner
+from dr.topology import Delivery, Link
+from dr.topology.active_active import is_active_active, link_topics_regex
+from dr.topology.hub_spoke import prefixed_link
+
+if TYPE_CHECKING:
+    import pulumi
+
+    from stacks.links.args import LinkArgs, RunnerSite
 
 
 def component(args: LinkArgs) -> pulumi.Resource:
     """The link's MirrorMaker 2 process, started once the replicator's user and ACLs exist on both ends."""
+    from stacks.link import ReplicationLink, ReplicationLinkArgs
+
     link, topology = args.link, args.topology
     return ReplicationLink(
         link.name,
@@ -23,4 +32,19 @@ def component(args: LinkArgs) -> pulumi.Resource:
                 for r in args.access[name].needed_by(topology.principals.replicator)
             ],
         ),
+    )
+
+
+def runner(site: RunnerSite, link: Link) -> LinkRunner:
+    """The link's MirrorMaker 2 process between two local clusters (refused when an end is not local)."""
+    topology = site.topology
+    return dedicated_runner(
+        site.local_cluster(link.source),
+        site.local_cluster(link.target),
+        site.state,
+        topics=link_topics_regex(topology, link) if is_active_active(topology) else link.topics_regex,
+        groups=link.groups_regex,
+        intervals=link.intervals.model_dump(),
+        prefixed=prefixed_link(topology, link),
+        exactly_once=topology.delivery_of(link) == Delivery.EXACTLY_ONCE,
     )

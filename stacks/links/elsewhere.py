@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import pulumi
+from typing import TYPE_CHECKING
 
-from stacks.links.args import LinkArgs
+if TYPE_CHECKING:
+    from stacks.links.args import LinkArgs
 
 
 def component(args: LinkArgs) -> None:
     """Nothing to register: say so, and how to get its connector configs."""
+    import pulumi
+
     link, topology = args.link, args.topology
     pulumi.log.warn(
         f"link {link.name}: MirrorMaker 2 between clusters that do not run on this machine "

@@ -368,8 +368,8 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     assert journal is not None
     missing = (journal.step("integrity").outcome or {})["details"]["missing"]
     assert missing > 0, "the link was killed before A: some acknowledged records never crossed"
-    assert recover_region(ref, "A")["replayed"] == missing
-    assert recover_region(ref, "A")["replayed"] == 0, "a second recovery writes nothing"
+    assert recover_region(ref, "A").replayed == missing
+    assert recover_region(ref, "A").replayed == 0, "a second recovery writes nothing"
     summary = run_region_failover(ref, "A", options=FailoverOptions(probe=False), progress=print)
     steps = {s.name: s for s in summary.steps}
     assert steps["integrity"].status == "done" and steps["decommission"].status == "done", summary.steps

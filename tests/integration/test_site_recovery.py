@@ -95,14 +95,14 @@ def test_ten_thousand_missing_records_are_recovered_in_batches_and_a_second_run_
     t0 = time.monotonic()
     done = recover_site(a_ep, b_ep, "A", [TOPIC], rerun="rerun the test", progress=print)
     seconds = time.monotonic() - t0
-    print(f"recovered {done['replayed']:,} records in {seconds:.1f}s ({done['replayed'] / seconds:,.0f} records/s)")
-    assert done["missing_before"] == missing and done["replayed"] == missing, done
+    print(f"recovered {done.replayed:,} records in {seconds:.1f}s ({done.replayed / seconds:,.0f} records/s)")
+    assert done.missing_before == missing and done.replayed == missing, done
     assert seconds < BOUND_S, f"recovery of {missing:,} records took {seconds:.1f}s (bound {BOUND_S:.0f}s)"
     # every record of A is on B once, in its partition, with its key, value, headers and timestamp
     assert _content(b_ep, f"A.{TOPIC}") == _content(a_ep, TOPIC)
-    assert done["topics"][TOPIC]["missing"] == missing
+    assert done.topics[TOPIC].missing == missing
 
     ends = end_offsets(b_ep, [f"A.{TOPIC}"])
     again = recover_site(a_ep, b_ep, "A", [TOPIC], rerun="rerun the test")
-    assert again["missing_before"] == 0 and again["replayed"] == 0, again
+    assert again.missing_before == 0 and again.replayed == 0, again
     assert end_offsets(b_ep, [f"A.{TOPIC}"]) == ends, "a second recovery writes nothing"

@@ -483,7 +483,7 @@ def test_audit_runs_in_flight_then_missing_with_retention_warnings(
     link.copy(drop={112, 113})
     missing = audit_link(StackRef.resolve("s"), "A-to-B", sample=2)
     # Retention is a property of real clusters; the in-memory link has none: set what a real run counts.
-    missing = replace(missing, lost_to_retention=1200, target_lost_to_retention=3)
+    missing = missing.model_copy(update={"lost_to_retention": 1200, "target_lost_to_retention": 3})
     texts = ["\n".join(_audit_lines(r)) for r in (behind, missing)]
     text = "\n".join(texts).replace(str(tmp_path), "<tmp>")
     text = re.sub(r"in \d+\.\d\d s", "in 0.00 s", text)

@@ -188,6 +188,33 @@ def test_the_frame_never_asks_the_architecture() -> None:
     assert bad == [], "\n".join(bad)
 
 
+#: The topology modules of one architecture each (its shape, its predicates, its rules).
+ARCHITECTURE_TOPOLOGIES = frozenset({"dr.topology.active_active", "dr.topology.hub_spoke"})
+
+
+def test_the_cli_never_asks_the_architecture() -> None:
+    """No module of ``dr/cli`` imports an architecture's topology module or tests an architecture
+    (``is_active_active``, ``is_hub_spoke``, ``Architecture.<member>``): a command looks the stack's kind up in
+    ``KINDS`` and asks it (``drctl verify --edge`` included)."""
+    import re
+
+    asks = re.compile(r"\bis_active_active\b|\bis_hub_spoke\b|\bArchitecture\.[A-Z_]+")
+    imports = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in _graph().items()
+        if module == "dr.cli" or module.startswith("dr.cli.")
+        for target, line in targets.items()
+        if target in ARCHITECTURE_TOPOLOGIES
+    ]
+    tests = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for path in sorted((REPO_ROOT / "dr" / "cli").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
+    ]
+    assert imports + tests == [], "\n".join(imports + tests)
+
+
 def _product_trees() -> Iterator[tuple[str, ast.AST]]:
     for module, path in sorted(_modules().items()):
         yield module, ast.parse(path.read_text(encoding="utf-8"))
@@ -215,6 +242,17 @@ def test_only_the_runtime_names_a_link_runner_class() -> None:
             )
             named += [f"{module}:{node.lineno} names {n}" for n in names if n in RUNNERS]
     assert named == [], "\n".join(named)
+
+
+def test_a_runner_lookup_loads_no_pulumi() -> None:
+    """``Estate.link_runner`` picks a runner from ``stacks.links.LINK_RUNNERS``: importing that table loads
+    neither Pulumi nor the program's components, so ``drctl status`` and ``drctl link`` start as fast as before."""
+    import subprocess
+    import sys
+
+    code = "import sys, dr.estate.estate, stacks.links; print(sorted(m for m in sys.modules if m == 'pulumi' or m.startswith('stacks.link.') or m == 'stacks.link'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def _declares(tree: ast.AST, name: str) -> bool:

@@ -24,7 +24,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
@@ -36,7 +36,9 @@ from dr.topology import Link, Role, Topology
 from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, remote_topic
 
 __all__ = [
+    "CopyCounts",
     "ResumePoint",
+    "SiteCopies",
     "edge_copy_report",
     "edge_links_into",
     "offsets_topic",
@@ -257,13 +259,30 @@ def seed_resume_points(hub_ep: Endpoint, points: list[ResumePoint], replication_
     return sum(len(g) for g in by_edge.values())
 
 
-def edge_copy_report(edge: str, edge_ep: Endpoint, hub_ep: Endpoint, topics: list[str]) -> dict[str, Any]:
+class CopyCounts(TypedDict):
+    """An edge's records against the hub's copies (:func:`edge_copy_report`)."""
+
+    edge: str
+    records: int
+    missing: int
+    duplicates: int
+    unexpected: int
+
+
+class SiteCopies(CopyCounts):
+    """:class:`CopyCounts` with the ``hub`` compared and the ``topics`` (``drctl verify --edge --json``)."""
+
+    hub: str
+    topics: list[str]
+
+
+def edge_copy_report(edge: str, edge_ep: Endpoint, hub_ep: Endpoint, topics: list[str]) -> CopyCounts:
     """Each edge record compared with the hub's copy, by partition, key, value and timestamp (a multiset):
     ``missing`` (on the edge, not on the hub), ``duplicates`` (extra copies on the hub) and ``unexpected``
     (on the hub, not on the edge). Reads both sides whole: meant for checks and drills, not for huge topics."""
     on_edge = _bounds(edge_ep, topics)
     on_hub = _bounds(hub_ep, [remote_topic(edge, t) for t in topics])
-    report: dict[str, Any] = {"edge": edge, "records": 0, "missing": 0, "duplicates": 0, "unexpected": 0}
+    report = CopyCounts(edge=edge, records=0, missing=0, duplicates=0, unexpected=0)
     for (topic, partition), (start, end) in sorted(on_edge.items()):
         copy = remote_topic(edge, topic)
         mine = Counter(_fingerprint(m) for m in _read(edge_ep, topic, partition, start, end))

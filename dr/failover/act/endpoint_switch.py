@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
+
 from dr.base.errors import FailoverError
 from dr.runtime.endpoint import switch
 from dr.topology.client_endpoint import endpoint_api, endpoint_pointing, endpoint_spec
@@ -29,7 +31,17 @@ def check_endpoint(topology: Topology, state: Path, stack: str) -> list[str] | N
         ) from None
 
 
-def switch_endpoint(topology: Topology, state: Path, target: str) -> dict[str, object] | None:
+class EndpointSwitch(TypedDict):
+    """What the promote step's switch of the client endpoint did (journaled as ``endpoint``)."""
+
+    before: list[str]
+    """The clusters the endpoint pointed at before."""
+    target: str
+    switched_at_ms: int
+    switch_s: float
+
+
+def switch_endpoint(topology: Topology, state: Path, target: str) -> EndpointSwitch | None:
     """Point the endpoint at ``target`` and close the sessions to the others; what it did, or None."""
     api = endpoint_api(topology, state)
     spec = endpoint_spec(topology)
@@ -37,4 +49,4 @@ def switch_endpoint(topology: Topology, state: Path, target: str) -> dict[str, o
         return None
     at_ms = int(time.time() * 1000)
     done = switch(api, spec, target)
-    return {"before": done.before, "target": done.target, "switched_at_ms": at_ms, "switch_s": round(done.seconds, 4)}
+    return EndpointSwitch(before=done.before, target=done.target, switched_at_ms=at_ms, switch_s=round(done.seconds, 4))

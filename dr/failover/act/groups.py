@@ -13,13 +13,15 @@ MirrorMaker 2 translates a group's committed offsets from the source into the ta
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired
+
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.failover.frame.metrics import Offsets, group_positions
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.topology import Topology
 
-__all__ = ["describe_group", "fallback_text", "offsets_ahead", "translated_within"]
+__all__ = ["GroupState", "describe_group", "fallback_text", "offsets_ahead", "translated_within"]
 
 
 def translated_within(topology: Topology, target: str) -> float:
@@ -44,6 +46,27 @@ def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str])
     )
 
 
+class GroupState(TypedDict):
+    """One consumer group at promotion (:func:`describe_group`): its :class:`~dr.failover.frame.metrics.GroupPositions`
+    between the group's counts and its ``status`` (what its consumers will do)."""
+
+    group: str
+    application: str
+    topics: list[str]
+    synced_by_link: bool
+    translated_partitions: int
+    source_partitions: int | None
+    target_committed_total: int
+    rereads: int | None
+    rereads_per_partition: dict[str, int]
+    would_skip: dict[str, int]
+    missing_on_target: list[str]
+    not_comparable: list[str]
+    status: NotRequired[str]
+    """``not-synced``, ``no-commits``, ``none``, ``partial`` or ``translated`` (set by :func:`describe_group`)."""
+    consumers_will: NotRequired[str]
+
+
 def describe_group(
     *,
     group: str,
@@ -55,14 +78,14 @@ def describe_group(
     source_end: Offsets | None,
     target_end: Offsets,
     aligned: bool = True,
-) -> dict[str, Any]:
+) -> GroupState:
     """The state of one consumer group at promotion (pure; see the module doc for the states);
     ``aligned`` as in :func:`~dr.failover.frame.metrics.group_positions`."""
     target_committed = {tp: n for tp, n in target_committed.items() if tp[0] in topics}
     if source_committed is not None:
         source_committed = {tp: n for tp, n in source_committed.items() if tp[0] in topics}
     positions = group_positions(source_committed, target_committed, source_end, target_end, aligned=aligned)
-    entry: dict[str, Any] = {
+    entry: GroupState = {
         "group": group,
         "application": application,
         "topics": topics,
@@ -70,7 +93,11 @@ def describe_group(
         "translated_partitions": len(target_committed),
         "source_partitions": None if source_committed is None else len(source_committed),
         "target_committed_total": sum(target_committed.values()),
-        **positions,
+        "rereads": positions["rereads"],
+        "rereads_per_partition": positions["rereads_per_partition"],
+        "would_skip": positions["would_skip"],
+        "missing_on_target": positions["missing_on_target"],
+        "not_comparable": positions["not_comparable"],
     }
     if not synced_by_link:
         entry["status"] = "not-synced"

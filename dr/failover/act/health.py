@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import socket
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from confluent_kafka.admin import ClusterMetadata
 
 from dr.base.errors import AuthError, ClusterError
 from dr.kafka.client import Endpoint, cluster_metadata
 
-__all__ = ["ClusterHealth", "cluster_health", "listening", "metadata", "reachability"]
+__all__ = [
+    "ClusterHealth",
+    "PartitionReplicas",
+    "Reachability",
+    "cluster_health",
+    "listening",
+    "metadata",
+    "reachability",
+]
 
 
 def listening(bootstrap: str, timeout: float = 0.5) -> bool:
@@ -39,12 +47,28 @@ def metadata(endpoint: Endpoint, timeout: float) -> tuple[ClusterMetadata | None
         return None, exc.problem
 
 
-def reachability(endpoint: Endpoint, timeout: float = 3.0) -> dict[str, Any]:
+class Reachability(TypedDict):
+    """Whether a cluster answers, with how many brokers, or why not (:func:`reachability`)."""
+
+    reachable: bool
+    brokers: int | None
+    error: str | None
+
+
+def reachability(endpoint: Endpoint, timeout: float = 3.0) -> Reachability:
     """``{"reachable": bool, "brokers": n | None, "error": str | None}`` for one cluster."""
     if not listening(endpoint.bootstrap):
         return {"reachable": False, "brokers": None, "error": f"nothing listens on {endpoint.bootstrap}"}
     md, error = metadata(endpoint, timeout)
     return {"reachable": md is not None, "brokers": None if md is None else len(md.brokers), "error": error}
+
+
+class PartitionReplicas(TypedDict):
+    """A partition's leader, replicas and in-sync replicas (broker ids)."""
+
+    leader: int
+    replicas: list[int]
+    isr: list[int]
 
 
 @dataclass
@@ -57,7 +81,7 @@ class ClusterHealth:
     offline: list[str] = field(default_factory=list)
     under_replicated: list[str] = field(default_factory=list)
     missing_topics: list[str] = field(default_factory=list)
-    partitions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    partitions: dict[str, PartitionReplicas] = field(default_factory=dict)
     error: str | None = None
 
     @property
@@ -105,10 +129,8 @@ def cluster_health(
             elif len(part.isrs) < len(part.replicas):
                 health.under_replicated.append(key)
             if isr and (topics is None or name in topics):
-                health.partitions[key] = {
-                    "leader": part.leader,
-                    "replicas": list(part.replicas),
-                    "isr": list(part.isrs),
-                }
+                health.partitions[key] = PartitionReplicas(
+                    leader=part.leader, replicas=list(part.replicas), isr=list(part.isrs)
+                )
     health.missing_topics = sorted(set(topics or []) - set(md.topics))
     return health

@@ -24,6 +24,7 @@ from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes
 from verification.link_ref import LinkRef
+from verification.result import StartedFrom
 from verification.route import AuditStart, RecoverRequest, VerifyRequest
 from verification.sides import KafkaSide
 
@@ -46,7 +47,7 @@ class Verdict(BaseModel):
     html: str = ""
     cutoff_ms: int | None = None
     seconds: float = 0.0
-    started_from: dict[str, Any] | None = None
+    started_from: StartedFrom | None = None
     """``{"audit": True, ...}`` — the audit of the link it started from, its bounds and the records
     not read again — or ``{"audit": False, "reason": ...}`` when the full verification ran."""
 

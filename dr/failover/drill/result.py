@@ -12,6 +12,7 @@ from pydantic import Field
 
 from dr.base.types import Model as _Model
 from dr.failover.act.integrity import RecoveryReport, Verdict
+from dr.failover.frame.metrics import RpoEstimate
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.lifecycle import StandbyRebuild
 
@@ -92,7 +93,7 @@ class FirstRun(_Model):
     status: str
     rto_s: float | None
     a_b_c_s: float | None
-    rpo_estimate: dict[str, Any] | None
+    rpo_estimate: RpoEstimate | None
 
 
 class DrillCycle(_Model):

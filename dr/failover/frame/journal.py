@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.errors import ConfigError, LockHeld
 from dr.base.files import private_dir
@@ -41,7 +42,8 @@ from dr.base.files import write_json as atomic_write_json
 from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
-from dr.failover.frame.metrics import cutoff_ms
+from dr.failover.frame.metrics import RpoEstimate, cutoff_ms
+from dr.failover.frame.outcomes import IntegritySeen
 from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "DONE_STATES",
+    "Abandonment",
     "Journal",
     "JournalRecord",
     "Measurements",
@@ -220,7 +223,16 @@ class Measurements(_Record):
     writable_from_ms: int | None = None
     abc_done_at: float | None = None
     abc_run: int | None = None
-    rpo_estimate: dict[str, Any] | None = None
+    rpo_estimate: RpoEstimate | None = None
+
+
+class Abandonment(TypedDict, total=False):
+    """How a journal was ended unfinished and archived (:meth:`Journal.abandon`)."""
+
+    at: float
+    reason: str
+    by: str
+    status_before: str
 
 
 class JournalRecord(_Record):
@@ -254,7 +266,7 @@ class JournalRecord(_Record):
     stack_digests: list[str] = Field(default_factory=list)
     """SHA-256 of the stack file as the run expects it now: as it was when the run began, then as the
     run itself last wrote it (two while a write is under way). Empty: not checked (an older journal)."""
-    abandoned: dict[str, Any] | None = None
+    abandoned: Abandonment | None = None
     """Set when the journal was ended unfinished and archived: ``at``, ``reason``, ``by``."""
 
     def to_json(self) -> dict[str, Any]:
@@ -472,8 +484,7 @@ class Journal:
     def verdict(self) -> Verdict | None:
         """The verdict of the integrity step, if it has one."""
 
-        found = self.outcome("integrity").get("verdict")
-        return Verdict.model_validate(found) if found else None
+        return self.outcome_as("integrity", IntegritySeen).verdict
 
     # ------------------------------------------------------------------------------ updates
     def begin_run(self, *, mode: str, options: dict[str, Any]) -> RunEntry:

@@ -10,14 +10,17 @@ stack's architecture, and asks it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
+    from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -73,9 +76,13 @@ class FailoverKind(Protocol):
     def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
         """Run it (or resume it): the one summary of every run."""
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the records of the lost ``site`` that never reached its peer: the one recovery report
-        (:func:`dr.failover.frame.site_loss.recover_site`)."""
+        (:class:`dr.failover.frame.site_loss.SiteRecovery`)."""
+
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
+        """``drctl verify --<site_flag> <site>``: the site's topics (those of ``topics``, else all its link
+        carries) against their copies ``<site>.<topic>`` on the cluster its link feeds."""
 
     def drill(
         self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 __all__ = [
+    "GroupPositions",
     "Offsets",
+    "RpoEstimate",
     "cutoff_ms",
     "decode_offsets",
     "encode_offsets",
@@ -46,6 +49,19 @@ def lag(source_end: Offsets, target_end: Offsets) -> dict[tuple[str, int], int]:
     return {tp: max(0, n - target_end.get(tp, 0)) for tp, n in source_end.items()}
 
 
+class RpoEstimate(TypedDict, total=False):
+    """The records B lacks when A was lost, estimated (:func:`rpo_estimate`; after a drain, its residual lag)."""
+
+    records: int | None
+    upper_bound: int | None
+    basis: str
+    per_partition: dict[str, int]
+    """``{"topic:partition": records}``"""
+    snapshot_at: float | None
+    snapshot_age_s: float | None
+    write_rate_per_s: float | None
+
+
 def rpo_estimate(
     last_known_source: Offsets | None,
     target_end: Offsets,
@@ -53,7 +69,7 @@ def rpo_estimate(
     snapshot_at: float | None = None,
     failed_at: float | None = None,
     write_rate: float | None = None,
-) -> dict[str, Any]:
+) -> RpoEstimate:
     """The records the target lacks, estimated from the source's last known end offsets.
 
     ``records`` is a lower bound: records the source accepted after the snapshot are not counted.
@@ -86,6 +102,17 @@ def rpo_estimate(
     }
 
 
+class GroupPositions(TypedDict):
+    """One group's committed offsets on the source against its translated ones on the target
+    (:func:`group_positions`); ``"topic:partition"`` keys."""
+
+    rereads: int | None
+    rereads_per_partition: dict[str, int]
+    would_skip: dict[str, int]
+    missing_on_target: list[str]
+    not_comparable: list[str]
+
+
 def group_positions(
     source_committed: Offsets | None,
     target_committed: Offsets,
@@ -93,7 +120,7 @@ def group_positions(
     target_end: Offsets,
     *,
     aligned: bool = True,
-) -> dict[str, Any]:
+) -> GroupPositions:
     """Compare one consumer group's committed offsets on the source and (translated) on the target.
 
     Offsets of the two clusters are only comparable on partitions whose end offsets match (the
@@ -119,13 +146,13 @@ def group_positions(
             rereads[tp] = diff
         elif diff < 0:
             skips[tp] = -diff
-    return {
-        "rereads": sum(rereads.values()) if source_committed is not None else None,
-        "rereads_per_partition": encode_offsets(rereads),
-        "would_skip": encode_offsets(skips),
-        "missing_on_target": [f"{t}:{p}" for t, p in missing],
-        "not_comparable": [f"{t}:{p}" for t, p in sorted(not_comparable)],
-    }
+    return GroupPositions(
+        rereads=sum(rereads.values()) if source_committed is not None else None,
+        rereads_per_partition=encode_offsets(rereads),
+        would_skip=encode_offsets(skips),
+        missing_on_target=[f"{t}:{p}" for t, p in missing],
+        not_comparable=[f"{t}:{p}" for t, p in sorted(not_comparable)],
+    )
 
 
 def cutoff_ms(writable_from_ms: int | None, first_target_write_ms: int | None) -> int | None:

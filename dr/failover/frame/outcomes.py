@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.types import Model
+from dr.failover.act.endpoint_switch import EndpointSwitch
+from dr.failover.act.groups import GroupState
 from dr.failover.act.integrity import Verdict
+from dr.failover.frame.metrics import RpoEstimate
+from verification.result import StartedFrom
 
 __all__ = [
     "ClientsOutcome",
@@ -23,12 +28,18 @@ __all__ = [
     "Drained",
     "FenceOnly",
     "FenceSkipped",
+    "FilesSeen",
+    "GroupLine",
     "GroupPending",
+    "GroupsSeen",
     "IntegrityDeferred",
     "IntegrityOutcome",
+    "IntegritySeen",
     "IntegritySkipped",
     "LinkState",
+    "OpenTransactions",
     "Outcome",
+    "OutcomeSeen",
     "PreflightOutcome",
     "PromoteOutcome",
 ]
@@ -46,6 +57,43 @@ class Outcome(Model):
                 value = getattr(self, name)
                 out[name] = value.journaled() if isinstance(value, Outcome) else full[name]
         return out
+
+
+class OutcomeSeen(Model):
+    """The part of a step's outcome that a reader of any journal needs (the summary, the verdict): the
+    other fields are ignored, and a field is absent when the step has not run or when the step of that
+    name in this run's kind records another shape (a site's loss journals its ``details``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class GroupLine(BaseModel):
+    """A consumer group's state at promotion (:func:`dr.failover.act.groups.describe_group`, abridged)."""
+
+    group: str
+    status: str
+    rereads: int | None = None
+    would_skip: dict[str, int] | None = None
+    consumers_will: str | None = None
+
+
+class GroupsSeen(OutcomeSeen):
+    """The groups of a ``consumer-groups`` outcome (:class:`ConsumerGroupsOutcome`), abridged."""
+
+    groups: list[GroupLine] | None = None
+
+
+class FilesSeen(OutcomeSeen):
+    """The files of a ``clients`` outcome (:class:`ClientsOutcome`)."""
+
+    files: list[dict[str, str]] | None = None
+
+
+class IntegritySeen(OutcomeSeen):
+    """The verdict, or the reason there is none, of an ``integrity`` outcome."""
+
+    verdict: Verdict | None = None
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------------------- 1 preflight
@@ -69,7 +117,7 @@ class PreflightOutcome(Outcome):
     source_end_offsets: dict[str, int] | None = None
     lag: dict[str, int] | None = None
     lag_total: int | None = None
-    rpo_estimate: dict[str, Any] | None = None
+    rpo_estimate: RpoEstimate | None = None
 
 
 # ---------------------------------------------------------------------------------- 2 fence + drain
@@ -112,6 +160,15 @@ class Drained(Outcome):
 
 
 # ---------------------------------------------------------------------------------- 3 promote
+class OpenTransactions(TypedDict):
+    """What a link writing in transactions left open on B once stopped (``"topic:partition"`` → first
+    offset), what was aborted, and the seconds waited."""
+
+    found: dict[str, int]
+    aborted: dict[str, int]
+    waited_s: float
+
+
 class PromoteOutcome(Outcome):
     """The link stopped and B made writable."""
 
@@ -125,9 +182,9 @@ class PromoteOutcome(Outcome):
     """Hub-and-spoke: the edges' links into the old hub, stopped (:mod:`dr.failover.act.edge_resume`)."""
     edge_resume: list[dict[str, Any]] | None = None
     """Hub-and-spoke: per edge partition, where its link resumes on the new hub."""
-    endpoint: dict[str, Any] | None = None
+    endpoint: EndpointSwitch | None = None
     """With a client endpoint: where it pointed before, the cluster it points at now, the switch's seconds."""
-    open_transactions: dict[str, Any] | None = None
+    open_transactions: OpenTransactions | None = None
     """A link writing in transactions: what it left open on B once stopped (partition → first offset),
     what was aborted, and the seconds waited (:func:`dr.failover.kinds.active_passive.steps.close_open_transactions`)."""
 
@@ -143,7 +200,7 @@ class ClientsOutcome(Outcome):
 class ConsumerGroupsOutcome(Outcome):
     """Each application group's translated offsets on B (:func:`~dr.failover.act.groups.describe_group`)."""
 
-    groups: list[dict[str, Any]]
+    groups: list[GroupState]
     without_offsets: list[str]
     would_skip: list[str]
     rereads_total: int | None
@@ -188,7 +245,7 @@ class IntegrityOutcome(Outcome):
     fenced_on_return: int
     cutoff_ms: int | None
     cutoff_utc: str | None
-    started_from: dict[str, Any] | None
+    started_from: StartedFrom | None
 
 
 # ---------------------------------------------------------------------------------- 8 decommission

@@ -6,9 +6,10 @@ Only names, numbers and paths are printed: client configurations and credentials
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dr.failover.frame.shorten import MANY, names_text
+from dr.topology.client_endpoint import EndpointStatus
 
 if TYPE_CHECKING:
     from dr.failover.frame.summary import FailoverSummary
@@ -98,8 +99,8 @@ def render_summary(s: FailoverSummary) -> str:
         lines.append(f"verification: {'CLEAN' if v.clean else 'DIFFERENCES'} ({counts}); report {v.html}")
     if s.pending:
         lines.append(f"pending: {', '.join(s.pending)}")
-    for n in s.next:
-        lines.append(f"next: {n}")
+    for command in s.next:
+        lines.append(f"next: {command}")
     lines.append(f"journal: {s.journal}")
     return "\n".join(lines)
 
@@ -185,7 +186,7 @@ def render_status(st: StatusReport) -> str:
     return "\n".join(lines)
 
 
-def endpoint_text(ep: dict[str, Any]) -> str:
+def endpoint_text(ep: EndpointStatus) -> str:
     """Where the client endpoint points, or why that is unknown."""
     if ep.get("error"):
         return f"UNKNOWN ({ep['error']})"

@@ -22,36 +22,42 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from dr.base.errors import ClusterError, FailoverError
+from dr.base.errors import ClusterError, DRError, FailoverError
 from dr.base.stackref import StackRef
+from dr.base.types import Model
 from dr.base.types import Reporter as Progress
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.fencing import fence, write_bindings
-from dr.failover.act.health import ClusterHealth, cluster_health, listening, reachability
+from dr.failover.act.health import ClusterHealth, Reachability, cluster_health, listening, reachability
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
-from dr.failover.frame.run import OnStep, new_context, run_frame, run_mode
+from dr.failover.frame.run import OnStep, new_context, refuse_damaged_state, run_frame, run_mode
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult, named_roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
-from dr.topology import Kind, Topology, dump_stack_config, load_topology
+from dr.topology import Kind, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
 from dr.topology.active_active import remote_topic
 
 __all__ = [
     "SiteContext",
     "SiteOutcome",
+    "SiteRecovery",
+    "TopicCopies",
     "compare_region",
     "decommission",
     "fence_drain",
     "integrity",
+    "lost_site",
     "named_roles",
     "open_site_run",
+    "plan_site_loss",
     "recover_site",
     "resumed_topologies",
     "run_site_loss",
+    "site_topologies",
 ]
 
 
@@ -148,7 +154,7 @@ def require_healthy(
     return health
 
 
-def reach_and_lag(ctx: SiteContext) -> tuple[dict[str, Any], dict[str, int]]:
+def reach_and_lag(ctx: SiteContext) -> tuple[Reachability, dict[str, int]]:
     """A's reachability and, when it answers, the lag of A→B per partition; a planned run refused when
     A does not answer."""
     a = reachability(ctx.a_ep)
@@ -276,6 +282,53 @@ def resumed_topologies(ref: StackRef, journal: Journal, current: Topology) -> tu
             f"restore it from {journal.path.parent} and rerun, so the failover can finish",
         )
     return original, desired
+
+
+Found = tuple[Topology, Topology, str, bool]
+"""``(original, desired, peer, resuming)`` of a site's loss (:func:`site_topologies`)."""
+
+
+def site_topologies(
+    ref: StackRef,
+    journal: Journal | None,
+    *,
+    unfinished: Callable[[Journal], DRError | None],
+    fresh: Callable[[Topology], tuple[Topology, str]],
+) -> Found:
+    """``(original, desired, peer, resuming)`` of a site's loss: from the stack's unfinished journal
+    (``unfinished`` gives the refusal of a journal of another run, None for this run's), else from the stack
+    file (``fresh`` gives the desired topology and the peer, or refuses a stack it cannot run on)."""
+    current = load_stack_file(ref.stack_file)
+    if journal is not None and not journal.finished:
+        refusal = unfinished(journal)
+        if refusal is not None:
+            raise refusal
+        return *resumed_topologies(ref, journal, current), journal.record.target, True
+    desired, peer = fresh(current)
+    return current, desired, peer, False
+
+
+def plan_site_loss(ref: StackRef, topologies: Callable[[Journal | None], Found]) -> tuple[Topology, Topology, str, str]:
+    """``(original, desired, peer, stack-file diff)`` for the plan of a site's loss (a damaged state
+    refused first); changes nothing."""
+    ref.existing_stack_file()
+    refuse_damaged_state(ref)
+    original, desired, peer, _resuming = topologies(Journal.load(ref.made_failover_home()))
+    return original, desired, peer, stack_file_diff(ref.stack_file, desired)
+
+
+def lost_site(
+    ref: StackRef, site: str, *, is_loss: Callable[[Journal, Topology], bool], refusal: DRError
+) -> tuple[Journal, Topology]:
+    """The journal of the loss of ``site`` and the topology before it, that a ``--recover`` reads from:
+    ``refusal`` unless the stack's journal is one (its source is ``site`` and ``is_loss``)."""
+    journal = Journal.load(ref.made_failover_home())
+    if journal is None or journal.record.source != site:
+        raise refusal
+    original = load_topology(ref.name, journal.record.original_config)
+    if not is_loss(journal, original):
+        raise refusal
+    return journal, original
 
 
 def open_site_run(
@@ -408,9 +461,35 @@ def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str
     return {"topics": per_topic, "missing": missing}
 
 
+class TopicCopies(Model):
+    """One topic of A against its copy ``<site>.<topic>`` on B, counted by content."""
+
+    source: int
+    copy_: int = Field(alias="copy")
+    """Records in the copy (``copy`` in JSON)."""
+    missing: int
+    duplicated: int
+
+
+class SiteRecovery(Model):
+    """The one recovery report of a lost site (``drctl failover --region|--edge <site> --recover``)."""
+
+    replayed: int
+    """Records written into ``<site>.<topic>`` on B by this run."""
+    missing_before: int
+    """Records of A found missing on B before this run."""
+    topics: dict[str, TopicCopies]
+    """Per topic, the comparison that ran first."""
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's JSON (what ``--recover`` prints)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
 def recover_site(
     a_ep: Endpoint, b_ep: Endpoint, site: str, topics: list[str], *, rerun: str, progress: Progress = lambda _m: None
-) -> dict[str, Any]:
+) -> SiteRecovery:
     """Replay into ``<site>.<topic>`` on B the records of A's ``topics`` never replicated: the content
     comparison runs first (so a second run finds nothing and writes nothing), then every partition's
     missing offsets are read once and written in batches (:func:`dr.kafka.replay.replay`). Records
@@ -420,9 +499,11 @@ def recover_site(
     found = compare_region(a_ep, b_ep, site, topics)
     wanted = [(m["topic"], m["partition"], m["offset"]) for m in found["missing"]]
     written = replay(a_ep, b_ep, wanted, lambda topic: remote_topic(site, topic), rerun=rerun, progress=progress)
-    return {
-        "replayed": written,
-        "missing_before": len(wanted),
-        "topics": found["topics"],
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+    return SiteRecovery.model_validate(
+        {
+            "replayed": written,
+            "missing_before": len(wanted),
+            "topics": found["topics"],
+            "seconds": round(time.monotonic() - t0, 3),
+        }
+    )

@@ -6,13 +6,12 @@ summarised again at any time (``drctl failover`` after a refusal, ``drctl status
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.metrics import seconds_between, utc_text
+from dr.failover.frame.metrics import RpoEstimate, seconds_between, utc_text
+from dr.failover.frame.outcomes import FilesSeen, GroupLine, GroupsSeen
 
 __all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "rerun_command", "summarize"]
 
@@ -36,16 +35,6 @@ class ProbeLine(BaseModel):
     partition: int
     offset: int
     attempts: int
-
-
-class GroupLine(BaseModel):
-    """A consumer group's state at promotion (:func:`dr.failover.act.groups.describe_group`, abridged)."""
-
-    group: str
-    status: str
-    rereads: int | None = None
-    would_skip: dict[str, int] | None = None
-    consumers_will: str | None = None
 
 
 class FailoverSummary(BaseModel):
@@ -76,7 +65,7 @@ class FailoverSummary(BaseModel):
     cutoff_utc: str | None
     interrupted_runs: int
     total_s: float | None
-    rpo_estimate: dict[str, Any] | None
+    rpo_estimate: RpoEstimate | None
     consumer_groups: list[GroupLine]
     clients: list[dict[str, str]]
     """The client configurations published (paths, never passwords)."""
@@ -134,8 +123,8 @@ def summarize(journal: Journal, *, already_finished: bool = False) -> FailoverSu
         interrupted_runs=sum(1 for r in runs if r.outcome == "interrupted"),
         total_s=seconds_between(runs[0].started_at, runs[-1].finished_at) if runs else None,
         rpo_estimate=m.rpo_estimate,
-        consumer_groups=[GroupLine.model_validate(g) for g in journal.outcome("consumer-groups").get("groups") or []],
-        clients=journal.outcome("clients").get("files") or [],
+        consumer_groups=journal.outcome_as("consumer-groups", GroupsSeen).groups or [],
+        clients=journal.outcome_as("clients", FilesSeen).files or [],
         verdict=verdict,
         pending=pending,
         error=record.steps[failed].error if failed else None,

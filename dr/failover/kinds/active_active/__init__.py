@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -13,9 +13,12 @@ if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
+    from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -76,11 +79,18 @@ class ActiveActive:
 
         return run_region_failover(ref, region, options=options, progress=progress)
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the region's records that never reached the survivor."""
         from dr.failover.kinds.active_active.run import recover_region
 
         return recover_region(ref, site, progress=progress)
+
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
+        """A region is compared with its copies by its own failover (``--region``), not by ``drctl verify``."""
+        raise ConfigError(
+            f"stack {ref.name!r} is {estate.topology.architecture}: --edge compares an edge of a hub-spoke stack.",
+            "compare two clusters with --source and --target",
+        )
 
     def drill(
         self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool

@@ -232,7 +232,7 @@ def _run(
     result.verification_exact = bool(holdings) and listed == never
     if summary.status != "completed" and result.listed_by_verification:
         progress(f"drill: the integrity step listed {len(listed)} records never replicated; replaying them")
-        result.replayed = int(recover_region(ref, A, progress)["replayed"])
+        result.replayed = recover_region(ref, A, progress).replayed
         summary = _failover(ref, A, FailoverOptions(probe=False), progress, None)
     result.failover_s = round(time.monotonic() - t0, 3)
     result.failover = summary

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dr.base.stackref import StackRef
-from dr.failover.frame.journal import Journal
 from dr.failover.frame.plan import FailoverPlan, plan_lines
-from dr.failover.frame.run import refuse_damaged_state
-from dr.failover.frame.site_loss import named_steps
+from dr.failover.frame.site_loss import named_steps, plan_site_loss
 from dr.failover.frame.step import FailoverOptions
-from dr.failover.kinds.active_active.run import _topologies
+from dr.failover.kinds.active_active.run import topologies
 from dr.failover.kinds.active_active.steps import REGION_STEPS
-from dr.topology import stack_file_diff
 from dr.topology.active_active import (
     moving_applications,
 )
@@ -42,9 +39,7 @@ class RegionPlan(FailoverPlan):
 
 def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions) -> RegionPlan:
     """The plan of a region failover; changes nothing."""
-    ref.existing_stack_file()
-    refuse_damaged_state(ref)
-    original, desired, survivor, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), region)
+    original, _desired, survivor, diff = plan_site_loss(ref, lambda journal: topologies(ref, journal, region))
     return RegionPlan(
         stack=ref.name,
         mode=options.mode or "planned",
@@ -53,5 +48,5 @@ def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions
         moving=moving_applications(original, region),
         links_stopped=[lk.name for lk in original.links if region in (lk.source, lk.target)],
         steps=named_steps(REGION_STEPS, A=region, B=survivor),
-        stack_file_diff=stack_file_diff(ref.stack_file, desired),
+        stack_file_diff=diff,
     )

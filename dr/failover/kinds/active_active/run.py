@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from dr.base.errors import ClusterError, FailoverError
 from dr.base.files import write_atomic
@@ -14,44 +13,49 @@ from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep, already_finished
-from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_site, run_site_loss, site_topologies
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
-from dr.topology import Kind, Topology, load_stack_file, load_topology
+from dr.topology import Kind, Topology
 from dr.topology.active_active import (
     after_region_failover,
     is_active_active,
     survivor_for,
 )
 
-__all__ = ["recover_region", "recovered_marker", "run_region_failover"]
+__all__ = ["recover_region", "recovered_marker", "run_region_failover", "topologies"]
 
 
 # ---------------------------------------------------------------------------------- running
 
 
-def _topologies(ref: StackRef, journal: Journal | None, region: str) -> tuple[Topology, Topology, str, bool]:
-    current = load_stack_file(ref.stack_file)
-    if journal is not None and not journal.finished:
+def topologies(ref: StackRef, journal: Journal | None, region: str) -> Found:
+    """``(original, desired, survivor, resuming)`` of the failover of ``region`` (:func:`site_topologies`)."""
+
+    def unfinished(journal: Journal) -> FailoverError | None:
         if journal.mode == "rejoin":
-            raise FailoverError(
+            return FailoverError(
                 f"the rejoin {journal.failover_id} of region {journal.record.source} is unfinished.",
                 f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source} --rejoin`",
             )
         if journal.record.source != region:
-            raise FailoverError(
+            return FailoverError(
                 f"failover {journal.failover_id} of region {journal.record.source} is unfinished.",
                 f"finish it first: `drctl failover --stack {ref.name} --region {journal.record.source}`",
             )
-        return *resumed_topologies(ref, journal, current), journal.record.target, True
-    if not is_active_active(current):
-        raise FailoverError(
-            f"stack '{ref.name}' is {current.architecture}: --region fails over one peer of an active-active stack.",
-            f"run `drctl failover --stack {ref.name}` without --region",
-        )
-    survivor = survivor_for(current, region)
-    return current, after_region_failover(current, region, survivor), survivor, False
+        return None
+
+    def fresh(current: Topology) -> tuple[Topology, str]:
+        if not is_active_active(current):
+            raise FailoverError(
+                f"stack '{ref.name}' is {current.architecture}: --region fails over one peer of an active-active stack.",
+                f"run `drctl failover --stack {ref.name}` without --region",
+            )
+        survivor = survivor_for(current, region)
+        return after_region_failover(current, region, survivor), survivor
+
+    return site_topologies(ref, journal, unfinished=unfinished, fresh=fresh)
 
 
 def run_region_failover(
@@ -76,7 +80,7 @@ def run_region_failover(
         ref,
         region,
         REGION_STEPS,
-        lambda journal: _topologies(ref, journal, region),
+        lambda journal: topologies(ref, journal, region),
         title=title,
         options=options,
         converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout, wait_for_links=False),
@@ -86,19 +90,21 @@ def run_region_failover(
     )
 
 
-def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: None) -> SiteRecovery:
     """Replay into ``<region>.<topic>`` on the survivor the records of ``region`` never replicated.
 
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
     headers and timestamp.
     """
-    journal = Journal.load(ref.made_failover_home())
-    if journal is None or journal.record.source != region or journal.mode == "rejoin":
-        raise FailoverError(
+    journal, original = lost_site(
+        ref,
+        region,
+        is_loss=lambda journal, _original: journal.mode != "rejoin",
+        refusal=FailoverError(
             f"no region failover of {region} in stack '{ref.name}' to recover.",
             f"run `drctl failover --stack {ref.name} --region {region}` first",
-        )
-    original = load_topology(ref.name, journal.record.original_config)
+        ),
+    )
     from dr.estate.estate import Estate
 
     estate = Estate(original, ref.state_dir)
@@ -121,7 +127,7 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
         rerun=f"rerun `drctl failover --stack {ref.name} --region {region} --recover` (it compares again first)",
         progress=progress,
     )
-    written, missing = done["replayed"], done["missing_before"]
+    written, missing = done.replayed, done.missing_before
     progress(f"replayed {written} records of {region} into their remote topics on {journal.record.target}")
     marker = {"failover_id": journal.failover_id, "replayed": written, "missing_before": missing}
     write_atomic(recovered_marker(ref, journal.failover_id), json.dumps(marker))

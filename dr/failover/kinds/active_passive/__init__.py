@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.frame.kind import Confirmation, Request
@@ -11,9 +11,12 @@ if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
+    from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -55,11 +58,18 @@ class ActivePassive:
 
         return run.run_failover(ref, options=options, progress=progress)
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """An active-passive failover has no lost site to replay: ``drctl recover`` replays its records."""
         raise ConfigError(
             f"stack '{ref.name}' has no lost site: --recover replays the records of a region or an edge.",
             f"replay what the verification listed with `drctl recover --stack {ref.name}`",
+        )
+
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
+        """An active-passive stack has no edge whose copies a verification compares."""
+        raise ConfigError(
+            f"stack {ref.name!r} is {estate.topology.architecture}: --edge compares an edge of a hub-spoke stack.",
+            "compare two clusters with --source and --target",
         )
 
     def drill(

@@ -11,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
+
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
-from dr.estate.stack import EstateStack
+from dr.estate.stack import EstateStack, PulumiPreview
 from dr.failover.act.edge_resume import edge_links_into
 from dr.failover.act.health import cluster_health, reachability
 from dr.failover.frame.journal import Journal
@@ -31,7 +33,7 @@ from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Placement, Role, Topology
 from dr.topology.access import applications_on
-from dr.topology.client_endpoint import endpoint_pointing
+from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing
 from dr.topology.hub_spoke import topics_on
 from dr.topology.stackfile import stack_file_diff
 
@@ -43,7 +45,7 @@ def desired_state_diff(stack_path: Path, desired: Topology) -> str:
     return stack_file_diff(stack_path, desired)
 
 
-def pulumi_preview(ref: StackRef, desired: Topology) -> dict[str, Any]:
+def pulumi_preview(ref: StackRef, desired: Topology) -> PulumiPreview:
     """Pulumi's preview of the desired state, or why there is none (never provisioned, unreachable)."""
     stack = ref.name
     es = EstateStack(ref)
@@ -160,10 +162,44 @@ def _standby_action(original: Topology, desired: Topology, b: str, c: Any) -> st
     return f"create on {c.kind.value} cluster {c.name} (already running) its users, topics and ACLs, then {runner}"
 
 
-def _observe(original: Topology, state: Path) -> dict[str, Any]:
+class SourceSeen(TypedDict):
+    """A's name and whether it answers (:func:`~dr.failover.act.health.reachability`)."""
+
+    name: str
+    reachable: bool
+    brokers: int | None
+    error: str | None
+
+
+class TargetSeen(TypedDict):
+    """B's name and health (:class:`~dr.failover.act.health.ClusterHealth`, abridged)."""
+
+    name: str
+    healthy: bool
+    reachable: bool
+    brokers: list[int]
+    offline: list[str]
+    missing_topics: list[str]
+    error: str | None
+
+
+class Observations(TypedDict, total=False):
+    """What a dry run read from the clusters when they answer, or the ``error`` that kept it from reading."""
+
+    error: str
+    source: SourceSeen
+    target: TargetSeen
+    endpoint: EndpointStatus
+    lag_total: int
+    lag: dict[str, int]
+    """``{"topic:partition": records}`` the link has not copied yet."""
+    lag_error: str
+
+
+def _observe(original: Topology, state: Path) -> Observations:
     roles = Roles.of(original)
     A, B = roles.source, roles.target
-    obs: dict[str, Any] = {}
+    obs: Observations = {}
     local = [c.name for c in (A, B) if c.kind is Kind.LOCAL]
     if local and not (state / "credentials.json").exists():
         return {"error": f"the local estate of {', '.join(local)} was never started here ({state})"}
@@ -223,9 +259,9 @@ class ActivePassivePlan(FailoverPlan):
     steps: list[PlanStep]
     desired_state_diff: str
     converger: str
-    observations: dict[str, Any] | None = None
+    observations: Observations | None = None
     """Reachability, B's health and link lag, read when the clusters answer (None: not observed)."""
-    pulumi_preview: dict[str, Any] | None = None
+    pulumi_preview: PulumiPreview | None = None
 
     def render(self) -> str:
         """The plan for a person."""

@@ -35,12 +35,20 @@ from dr.estate.estate import application_acls
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.endpoint_switch import check_endpoint, switch_endpoint
 from dr.failover.act.fencing import fence, unfence, write_bindings
-from dr.failover.act.groups import describe_group
+from dr.failover.act.groups import GroupState, describe_group
 from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.journal import failover_dir
-from dr.failover.frame.metrics import Offsets, encode_offsets, group_positions, lag, rpo_estimate, utc_text
+from dr.failover.frame.metrics import (
+    Offsets,
+    RpoEstimate,
+    encode_offsets,
+    group_positions,
+    lag,
+    rpo_estimate,
+    utc_text,
+)
 from dr.failover.frame.outcomes import (
     ClientsOutcome,
     ConsumerGroupsOutcome,
@@ -51,8 +59,10 @@ from dr.failover.frame.outcomes import (
     FenceSkipped,
     IntegrityDeferred,
     IntegrityOutcome,
+    IntegritySeen,
     IntegritySkipped,
     LinkState,
+    OpenTransactions,
     PreflightOutcome,
     PromoteOutcome,
 )
@@ -175,7 +185,7 @@ def preflight(ctx: Context) -> StepResult:
         outcome.source_end_offsets = encode_offsets(a_end)
         outcome.lag = encode_offsets(per_partition)
         outcome.lag_total = sum(per_partition.values())
-        rpo = {
+        rpo: RpoEstimate = {
             "records": sum(per_partition.values()),
             "basis": "live link lag at preflight",
             "per_partition": encode_offsets({k: v for k, v in per_partition.items() if v}),
@@ -419,7 +429,7 @@ def promote(ctx: Context) -> StepResult:
     )
 
 
-def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any]:
+def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> OpenTransactions:
     """No transaction of the stopped link left open on B: its consumers read committed and would stop at
     an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
     its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
@@ -450,7 +460,7 @@ def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> dict[str, Any
     waited = round(time.monotonic() - t0, 3)
     if found:
         ctx.say(f"no transaction of link {ctx.link.name} left open on {ctx.target} ({waited:.1f}s)")
-    return {"found": encode_offsets(found), "aborted": encode_offsets(opened), "waited_s": waited}
+    return OpenTransactions(found=encode_offsets(found), aborted=encode_offsets(opened), waited_s=waited)
 
 
 # ---------------------------------------------------------------------------------- 5 consumer groups
@@ -511,11 +521,11 @@ def consumer_groups(ctx: Context) -> StepResult:
     )
 
 
-def groups_text(groups: list[dict[str, Any]]) -> str:
+def groups_text(groups: list[GroupState]) -> str:
     """``group status (n re-reads)`` per group; past :data:`MANY` groups, how many per status, then the
     groups that re-read or lack offsets by name."""
 
-    def one(g: dict[str, Any]) -> str:
+    def one(g: GroupState) -> str:
         return f"{g['group']} {g['status']}" + (f" ({g['rereads']} re-reads)" if g["rereads"] else "")
 
     if len(groups) <= MANY:
@@ -655,7 +665,7 @@ def decommission(ctx: Context) -> StepResult:
                 f"(report {verdict.html}); {A} is NOT decommissioned.",
                 refusal_advice(c, stack=ctx.stack, source=A, target=ctx.target, report_dir=verdict.report_dir),
             )
-        reason = ctx.journal.outcome("integrity").get("reason") or "no verdict"
+        reason = ctx.journal.outcome_as("integrity", IntegritySeen).reason or "no verdict"
         return StepResult(
             "deferred",
             DecommissionDeferred(reason=reason, stopped=False),

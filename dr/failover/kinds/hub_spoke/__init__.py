@@ -4,7 +4,7 @@ applications move to their fallbacks (``--edge``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dr.failover.frame.kind import Confirmation, Request
 from dr.failover.kinds.active_passive import ACTIVE_PASSIVE
@@ -13,9 +13,12 @@ if TYPE_CHECKING:
     from dr.base.errors import DRError
     from dr.base.stackref import StackRef
     from dr.base.types import Reporter as Progress
+    from dr.estate.estate import Estate
+    from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
     from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
+    from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.topology import Topology
@@ -63,11 +66,17 @@ class HubSpoke:
 
         return run_edge_failover(ref, request.site, options=options, progress=progress)
 
-    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> dict[str, Any]:
+    def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the edge's records that never reached the hub."""
         from dr.failover.kinds.hub_spoke.run import recover_edge
 
         return recover_edge(ref, site, progress=progress)
+
+    def site_copies(self, ref: StackRef, estate: Estate, site: str, topics: list[str] | None) -> SiteCopies:
+        """Edge ``site`` against the hub's copies (:func:`~dr.failover.kinds.hub_spoke.run.edge_copies`)."""
+        from dr.failover.kinds.hub_spoke.run import edge_copies
+
+        return edge_copies(ref, estate, site, topics)
 
     def drill(
         self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dr.base.stackref import StackRef
-from dr.failover.frame.journal import Journal
 from dr.failover.frame.plan import FailoverPlan, plan_lines
-from dr.failover.frame.run import refuse_damaged_state
-from dr.failover.frame.site_loss import named_steps
+from dr.failover.frame.site_loss import named_steps, plan_site_loss
 from dr.failover.frame.step import FailoverOptions
-from dr.failover.kinds.hub_spoke.run import _topologies
+from dr.failover.kinds.hub_spoke.run import topologies
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS
-from dr.topology import stack_file_diff
 from dr.topology.hub_spoke import (
     check_lost_edge,
     edge_applications,
@@ -47,9 +44,7 @@ class EdgePlan(FailoverPlan):
 
 def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
     """The plan of the loss of ``edge``; changes nothing."""
-    ref.existing_stack_file()
-    refuse_damaged_state(ref)
-    original, desired, hub, _resuming = _topologies(ref, Journal.load(ref.made_failover_home()), edge)
+    original, _desired, hub, diff = plan_site_loss(ref, lambda journal: topologies(ref, journal, edge))
     link = check_lost_edge(original, edge)
 
     return EdgePlan(
@@ -61,5 +56,5 @@ def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) ->
         link_stopped=link.name,
         copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
         steps=named_steps(EDGE_STEPS, E=edge, H=hub),
-        stack_file_diff=stack_file_diff(ref.stack_file, desired),
+        stack_file_diff=diff,
     )

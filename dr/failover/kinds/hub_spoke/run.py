@@ -1,52 +1,58 @@
-"""The loss of an edge, run (:func:`run_edge_failover`, through the frame), and its recovery (``--recover``)."""
+"""The loss of an edge, run (:func:`run_edge_failover`, through the frame), its recovery (``--recover``), and
+the comparison of an edge with its copies on the hub (:func:`edge_copies`, ``drctl verify --edge``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from dr.base.errors import FailoverError
+from dr.base.errors import ConfigError, FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
+from dr.failover.act.edge_resume import SiteCopies
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.site_loss import recover_site, resumed_topologies, run_site_loss
+from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_site, run_site_loss, site_topologies
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
-from dr.topology import Topology, load_stack_file, load_topology
+from dr.topology import Topology
 from dr.topology.hub_spoke import (
     after_edge_loss,
     check_lost_edge,
+    edge_link,
+    edges,
     is_hub_spoke,
+    lost_edges,
 )
 
-__all__ = ["recover_edge", "run_edge_failover"]
+__all__ = ["edge_copies", "recover_edge", "run_edge_failover", "topologies"]
 
 
 # ---------------------------------------------------------------------------------- running
 
 
-def _topologies(ref: StackRef, journal: Journal | None, edge: str) -> tuple[Topology, Topology, str, bool]:
-    """``(original, desired, hub, resuming)``: from the journal of an unfinished loss of ``edge``, else
-    from the stack file."""
-    current = load_stack_file(ref.stack_file)
-    if journal is not None and not journal.finished:
-        if journal.record.source != edge:
-            raise FailoverError(
-                f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
-                f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
-                f"{journal.path} names it), then move edge {edge}",
-            )
-        return *resumed_topologies(ref, journal, current), journal.record.target, True
-    if not is_hub_spoke(current):
-        raise FailoverError(
-            f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
-            "hub-spoke stack.",
-            f"run `drctl failover --stack {ref.name}` without --edge",
+def topologies(ref: StackRef, journal: Journal | None, edge: str) -> Found:
+    """``(original, desired, hub, resuming)`` of the loss of ``edge`` (:func:`site_topologies`)."""
+
+    def unfinished(journal: Journal) -> FailoverError | None:
+        if journal.record.source == edge:
+            return None
+        return FailoverError(
+            f"failover {journal.failover_id} of {journal.record.source} is unfinished.",
+            f"finish it first (`drctl failover --stack {ref.name} ...` with its own flags; "
+            f"{journal.path} names it), then move edge {edge}",
         )
-    return current, after_edge_loss(current, edge), current.active().name, False
+
+    def fresh(current: Topology) -> tuple[Topology, str]:
+        if not is_hub_spoke(current):
+            raise FailoverError(
+                f"stack '{ref.name}' is {current.architecture}: --edge moves the applications of a lost edge of a "
+                "hub-spoke stack.",
+                f"run `drctl failover --stack {ref.name}` without --edge",
+            )
+        return after_edge_loss(current, edge), current.active().name
+
+    return site_topologies(ref, journal, unfinished=unfinished, fresh=fresh)
 
 
 def run_edge_failover(
@@ -70,7 +76,7 @@ def run_edge_failover(
         ref,
         edge,
         EDGE_STEPS,
-        lambda journal: _topologies(ref, journal, edge),
+        lambda journal: topologies(ref, journal, edge),
         title=title,
         options=options,
         converger=converger,
@@ -79,19 +85,21 @@ def run_edge_failover(
     )
 
 
-def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> dict[str, Any]:
+def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None) -> SiteRecovery:
     """Replay into ``<edge>.<topic>`` on the hub the records of ``edge`` never replicated.
 
     The comparison runs again first, so a second run writes nothing. Records keep their key, value,
     headers, timestamp and partition.
     """
-    journal = Journal.load(ref.made_failover_home())
-    original = load_topology(ref.name, journal.record.original_config) if journal is not None else None
-    if journal is None or original is None or journal.record.source != edge or not is_hub_spoke(original):
-        raise FailoverError(
+    journal, original = lost_site(
+        ref,
+        edge,
+        is_loss=lambda _journal, original: is_hub_spoke(original),
+        refusal=FailoverError(
             f"no loss of edge {edge} in stack '{ref.name}' to recover.",
             f"run `drctl failover --stack {ref.name} --edge {edge}` first",
-        )
+        ),
+    )
     estate = Estate(original, ref.state_dir)
     a_ep, hub_ep = estate.endpoint(edge), estate.endpoint(journal.record.target)
     topics = [t.name for t in original.topics_for(check_lost_edge(original, edge))]
@@ -103,5 +111,37 @@ def recover_edge(ref: StackRef, edge: str, progress: Progress = lambda _m: None)
         rerun=f"rerun `drctl failover --stack {ref.name} --edge {edge} --recover` (it writes only what is still missing)",
         progress=progress,
     )
-    progress(f"replayed {done['replayed']} records of {edge} into {edge}.<topic> on {journal.record.target}")
+    progress(f"replayed {done.replayed} records of {edge} into {edge}.<topic> on {journal.record.target}")
     return done
+
+
+# ---------------------------------------------------------------------------------- drctl verify --edge
+
+
+def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | None = None) -> SiteCopies:
+    """Edge ``edge`` of the hub-and-spoke stack ``ref`` against the hub's copies ``<edge>.<topic>``
+    (:func:`dr.failover.act.edge_resume.edge_copy_report`, with the ``hub`` and the ``topics`` compared): the topics
+    its link carries, or those of them named in ``topics``."""
+    from dr.failover.act.edge_resume import edge_copy_report  # looked up when called (tests stub it)
+
+    topology = estate.topology
+    link = edge_link(topology, edge) if edge in {c.name for c in edges(topology)} else None
+    if link is None:
+        lost = edge in {c.name for c in lost_edges(topology)}
+        raise ConfigError(
+            f"stack {ref.name!r} has "
+            + (f"lost edge {edge!r}: no link of it feeds the hub." if lost else f"no edge {edge!r} with a link."),
+            f"its loss compares it with its copies: `drctl failover --stack {ref.name} --edge {edge}`"
+            if lost
+            else f"use one of: {', '.join(c.name for c in edges(topology)) or '(none)'}",
+        )
+    carried = [t.name for t in topology.topics_for(link)]
+    unknown = sorted(set(topics or ()) - set(carried))
+    if unknown:
+        raise ConfigError(
+            f"link {link.name} does not carry {', '.join(unknown)}.",
+            f"name topics it carries ({', '.join(carried) or 'none'}), or leave --topics out",
+        )
+    compared = topics or carried
+    report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
+    return SiteCopies(**report, hub=link.target, topics=compared)
