@@ -160,6 +160,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         stack=stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
     t_start = time.monotonic()
+    clients: EndpointClients | None = None
     try:
         roles = Roles.of(seen[0])
         A, B = roles.source.name, roles.target.name
