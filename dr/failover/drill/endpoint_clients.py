@@ -166,12 +166,18 @@ def start_endpoint_clients(
 
 
 def endpoint_report(
-    clients: EndpointClients, switched_at: float | None, target: str, on_target: Counter[str], since: float
+    clients: EndpointClients,
+    switched_at: float | None,
+    target: str,
+    on_target: Counter[str],
+    since: float,
+    until: float,
 ) -> EndpointClientsReport:
     """What the endpoint's clients lived through this cycle's switch at ``switched_at`` (epoch seconds):
-    waits (up to 60 s) until the consumer has read every endpoint record on ``target`` acknowledged by
-    now, then counts. ``since``: when the cycle began (earlier acks and reads belong to earlier cycles)."""
-    acks = {k: t for k, t in clients.producer.acks().items() if t >= since}
+    the records acknowledged from ``since`` (when the cycle began: earlier ones belong to earlier cycles)
+    to ``until`` (when ``on_target``, what ``target`` holds, began to be read) must all be there; waits
+    (up to 60 s) until the consumer has read each of them, then counts."""
+    acks = {k: t for k, t in clients.producer.acks().items() if since <= t <= until}
     on = {k for k in on_target if k.startswith(KEY_PREFIX)}
     lost = sorted(k for k in acks if k not in on)
     before = [t for t in acks.values() if switched_at is not None and t <= switched_at]

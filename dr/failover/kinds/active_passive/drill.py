@@ -288,6 +288,7 @@ def _cycle(
         preview = EstateStack(ref).preview()
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
+        read_at = time.time()  # the endpoint's producer goes on: what it has acknowledged by now must be on B
         final_b = read_keys(estate.endpoint(B), traffic.topic)
         consumer = (
             consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
@@ -296,7 +297,9 @@ def _cycle(
         )
         acked_a = traffic.producer.acked_on(A)
         endpoint = (
-            None if clients is None else endpoint_report(clients, _switched_at(ref.failover_home), B, final_b, began)
+            None
+            if clients is None
+            else endpoint_report(clients, _switched_at(ref.failover_home), B, final_b, began, read_at)
         )
         summary = proof.summary
         rpo = summary.rpo_estimate or {}
