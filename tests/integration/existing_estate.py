@@ -393,7 +393,8 @@ class ExistingEstate:
 
     def stop(self) -> None:
         """Stop everything this estate started (no process left behind)."""
-        self.proxy.stop()
+        if self.endpoint:  # subclasses (mtls_estate) build no proxy
+            self.proxy.stop()
         self.connect.stop()
         for b in self.clusters.values():
             b.stop()
