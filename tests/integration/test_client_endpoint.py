@@ -482,7 +482,7 @@ def _failover(env: dict[str, str], fleet: Fleet, target: str, *mode: str) -> tup
     promote = Journal.load(journal_home(env, STACK)).outcome("promote")  # type: ignore[union-attr]
     assert promote["endpoint"]["target"] == target, promote
     switched = promote["endpoint"]["switched_at_ms"] / 1000
-    wait_until(lambda: fleet.on_every_partition_after(switched), 30, interval=1)  # measured, not asserted
+    wait_until(lambda: fleet.on_every_partition_after(switched), 12, interval=1)  # measured, not asserted
     cutoff = time.time()
     on_target = set(_log(after, target).values())
     fleet.wait_all_read(on_target)
@@ -533,18 +533,22 @@ def test_the_same_clients_live_through_a_planned_and_an_unplanned_failover_nothi
         fenced = _shift_offsets(estate, "B")  # C's offsets below B's from here on
         print(f"\nB allocated {fenced} producer ids already used by producers moved from A (fenced on first use)")
         time.sleep(3)  # the consumers commit on B and the link translates their offsets onto C
+        on_b_t = {v: o for (p, o), v in _log(estate, "B").items() if v.startswith("t-") and p == 0}
         print(f"between the failovers: {time.monotonic() - t1:.0f}s")
         estate.local_cluster("B").kill()
         killed = time.time()
         switched, on_c, cutoff, unplanned = _failover(env, fleet, "C", "--mode", "unplanned")
     finally:
         fleet.stop()
-    log_c = _log(_estate(env), "C")
-    t_on_c = sorted(o for (p, o), v in log_c.items() if v.startswith("t-") and p == 0)
-    print(f"C's offsets of B's transactional records on partition 0 (on B each is followed by a marker): {t_on_c[:5]}")
-    assert len(t_on_c) == MARKERS // 6 and t_on_c[1] - t_on_c[0] == 1, "C's offsets were meant to differ from B's"
     # unplanned: what B acknowledged after the link's last copy is lost (RPO), nothing acknowledged before
     fleet.measure(switched, "C", on_c, cutoff, lost_ok=switched - killed + 2.0)
+    on_c_t = {v: o for (p, o), v in _log(_estate(env), "C").items() if v.startswith("t-") and p == 0}
+    last = max(on_b_t, key=on_b_t.__getitem__)
+    print(
+        f"B's transactional records on partition 0: offset on B → on C {[(on_b_t[v], on_c_t.get(v)) for v in on_b_t]}"
+    )
+    # each of the 10 is followed by a marker on B, not copied: C's offsets were below B's for the consumers
+    assert len(on_c_t) == MARKERS // 6 and on_b_t[last] - on_c_t[last] >= MARKERS // 6 - 1
     print(
         f"RTO planned {planned.get('rto_s')}s, unplanned {unplanned.get('rto_s')}s; B killed {switched - killed:.1f}s "
         f"before the switch; test {time.monotonic() - t0:.0f}s"
