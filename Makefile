@@ -7,7 +7,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	@$(PY) -m dr.cli drill --stack local --out out/demo
+	@$(PY) -m dr.cli drill --stack local-endpoint --out out/demo
 
 # Static checks (ruff; mypy, strict on dr, verification and stacks/links — pyproject.toml lists the modules not yet
 # strict), run before the tests by `make test` and `make unit`; any finding fails the build.

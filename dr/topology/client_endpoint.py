@@ -22,8 +22,11 @@ def endpoint_spec(topology: Topology) -> EndpointSpec | None:
         return None
     backends = tuple(
         Backend(c.name, tuple((c.base_port or 0) + ENDPOINT_LISTENER_OFFSET + b - 1 for b in range(1, c.brokers + 1)))
-        for c in topology.clusters
         if c.is_local
+        # a proxy the platform team runs: one server per broker slot, named after the cluster; where each
+        # server points is the team's (only the names are switched), so the ports here are never used
+        else Backend(c.name, tuple(0 for _ in e.broker_ports), host="")
+        for c in topology.clusters
     )
     return EndpointSpec(e.address, e.bootstrap_port, tuple(e.broker_ports), backends)
 
@@ -31,7 +34,7 @@ def endpoint_spec(topology: Topology) -> EndpointSpec | None:
 def local_endpoint(topology: Topology, state: Path) -> LocalEndpoint | None:
     """The proxy this machine runs for a local estate; None without an endpoint or local clusters."""
     spec = endpoint_spec(topology)
-    if spec is None or not spec.backends:
+    if spec is None or not any(c.is_local for c in topology.clusters):
         return None
     return LocalEndpoint(spec, state)
 

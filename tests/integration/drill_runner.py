@@ -63,5 +63,10 @@ def assert_drill_text(text: str, r: dict[str, Any]) -> None:
         ) in text, text
         if c["consumer"]:
             assert f"{c['consumer']['read_twice']} read twice, {c['consumer']['skipped']} skipped" in text, text
+        e = c.get("endpoint_clients")
+        if e:  # the unmodified clients on the client endpoint, beside the published-configuration RTO
+            assert f"unmodified client RTO {e['producer']} (writes): {_secs(e['writes_rto_s'])} — " in text, text
+            if e["group"]:
+                assert f"unmodified client RTO {e['group']} (reads): {_secs(e['reads_rto_s'])} — " in text, text
         assert f"HTML report: {c['report_html']}" in text, text
         assert c["report_html"] and Path(c["report_html"]).is_file(), c["report_html"]

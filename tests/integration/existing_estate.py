@@ -9,6 +9,10 @@ used: the product only ever sees bootstrap servers, a Connect URL and secrets.
 
 Kept small for a 2-core machine: A, B and C have one combined broker+controller node each; the
 Connect worker is homed on C.
+
+The client endpoint (issue 31), as README "A client endpoint that follows the active cluster" tells the
+team: each broker has an ``ENDPOINT`` listener (port + 50) advertising the proxy's port of its slot, and
+:class:`TeamProxy` is an HAProxy the team configured by hand, its runtime API on a TCP port.
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ class Broker:
     admin_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
     broker_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
     proc: subprocess.Popen[bytes] | None = None
+    advertised: str | None = None
+    """``host:port`` the ``ENDPOINT`` listener advertises (the proxy's slot 1), or no such listener."""
 
     @property
     def bootstrap(self) -> str:
@@ -79,7 +85,7 @@ class Broker:
         """server.properties as the platform team writes it."""
         p = self.port
         plain = f'{_PLAIN} required username="broker" password="{self.broker_password}" user_broker="{self.broker_password}";'
-        return {
+        props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{p + 40}",
@@ -113,6 +119,13 @@ class Broker:
             "background.threads": "2",
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
         }
+        if self.advertised is not None:
+            props["listeners"] += f",ENDPOINT://127.0.0.1:{p + 50}"
+            props["advertised.listeners"] += f",ENDPOINT://{self.advertised}"
+            props["listener.security.protocol.map"] += ",ENDPOINT:SASL_PLAINTEXT"
+            props["listener.name.endpoint.sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+            props["listener.name.endpoint.scram-sha-512.sasl.jaas.config"] = f"{_SCRAM} required;"
+        return props
 
     def format(self, java: str, lib: Path) -> None:
         """``kafka-storage format`` with the admin's SCRAM credential (once)."""
@@ -284,6 +297,67 @@ class Worker:
 
 
 @dataclass
+class TeamProxy:
+    """The platform team's HAProxy in front of the clusters' ENDPOINT listeners: frontends
+    ``kdr_bootstrap`` and ``kdr_slot1``, one server per cluster in each backend (``<cluster>_1`` and
+    ``<cluster>``), only ``active``'s enabled; the runtime API on ``127.0.0.1:<api>``."""
+
+    port: int
+    """The bootstrap port; slot 1 is ``port + 1``, the runtime API ``port + 2``."""
+    root: Path
+    pid_file: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pid_file = self.root / "team-haproxy" / "haproxy.pid"
+
+    @property
+    def api(self) -> str:
+        """Where the runtime API answers (the stack's ``runtimeApi``)."""
+        return f"127.0.0.1:{self.port + 2}"
+
+    def start(self, clusters: dict[str, Broker], active: str) -> None:
+        """Write the configuration and start HAProxy (daemon), pointing at ``active``."""
+        from dr.base.toolchain import haproxy
+
+        def server(name: str, b: Broker) -> str:
+            return f"127.0.0.1:{b.port + 50}" + ("" if b.name == active else " disabled")
+
+        lines = ["global", f"    stats socket ipv4@{self.api} level admin", "defaults", "    mode tcp"]
+        lines += ["    timeout connect 3s", "    timeout client 1h", "    timeout server 1h"]
+        for front, port, fmt in (("kdr_bootstrap", self.port, "{}_1"), ("kdr_slot1", self.port + 1, "{}")):
+            lines += [f"frontend {front}", f"    bind 127.0.0.1:{port}", f"    default_backend {front}"]
+            lines += [f"backend {front}"] + [f"    server {fmt.format(n)} {server(n, b)}" for n, b in clusters.items()]
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        config = self.pid_file.parent / "haproxy.cfg"
+        config.write_text("\n".join(lines) + "\n")
+        tool = haproxy()
+        cmd = [str(tool.binary), "-D", "-p", str(self.pid_file), "-f", str(config)]
+        subprocess.run(cmd, env=tool.env(), check=True, timeout=15, capture_output=True)
+        deadline = time.monotonic() + 15
+        while not _listening(self.port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the team's HAProxy did not start ({config})")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM the proxy (it is gone when its pid file names no live process)."""
+        try:
+            pid = int(self.pid_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)
+                time.sleep(0.1)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.pid_file.unlink(missing_ok=True)
+
+
+@dataclass
 class ExistingEstate:
     """A, B, C (one node each) and a Connect worker homed on C, started by hand.
 
@@ -292,11 +366,18 @@ class ExistingEstate:
 
     root: Path
     ports: tuple[int, int, int]
+    endpoint: bool = False
+    """Also the client endpoint: ENDPOINT listeners and the team's proxy (:class:`TeamProxy`)."""
     clusters: dict[str, Broker] = field(init=False)
     connect: Worker = field(init=False)
+    proxy: TeamProxy = field(init=False)
 
     def __post_init__(self) -> None:
-        self.clusters = {n: Broker(n, p, self.root) for n, p in zip("ABC", self.ports, strict=True)}
+        self.proxy = TeamProxy(self.ports[0] + 70, self.root)
+        endpoint = f"127.0.0.1:{self.proxy.port + 1}" if self.endpoint else None
+        self.clusters = {
+            n: Broker(n, p, self.root, advertised=endpoint) for n, p in zip("ABC", self.ports, strict=True)
+        }
         self.connect = Worker("platform", self.ports[2] + 60, self.clusters["C"], self.root)
 
     def start(self) -> None:
@@ -307,9 +388,13 @@ class ExistingEstate:
             b.start(tc.java, tc.kafka_lib)
         self.connect.write_secrets()
         self.connect.start(tc.java, tc.mm2_lib)
+        if self.endpoint:
+            self.proxy.start(self.clusters, "A")
 
     def stop(self) -> None:
         """Stop everything this estate started (no process left behind)."""
+        if self.endpoint:  # subclasses (mtls_estate) build no proxy
+            self.proxy.stop()
         self.connect.stop()
         for b in self.clusters.values():
             b.stop()

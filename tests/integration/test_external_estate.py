@@ -83,6 +83,13 @@ def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
                     "connect": "platform",
                 }
             ],
+            # the team's HAProxy in front of the clusters' ENDPOINT listeners (issue 31): its runtime API only
+            "kafka-dr:endpoint": {
+                "address": "127.0.0.1",
+                "bootstrapPort": estate.proxy.port,
+                "brokerPorts": [estate.proxy.port + 1],
+                "runtimeApi": estate.proxy.api,
+            },
             "kafka-dr:connectClusters": [
                 {
                     "name": "platform",
@@ -150,7 +157,7 @@ def existing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExistingEstat
     """The platform team's estate, started by hand; stopped at the end (no process left)."""
     root = tmp_path_factory.mktemp("existing-estate")
     with windows(3) as ports:
-        estate = ExistingEstate(root, (ports[0], ports[1], ports[2]))
+        estate = ExistingEstate(root, (ports[0], ports[1], ports[2]), endpoint=True)
         try:
             estate.start()
             yield estate
@@ -389,6 +396,23 @@ def test_planned_failover_under_traffic_through_published_configs(
     assert "orders" in AdminClient(_admin(existing, "A").config()).list_topics(timeout=10).topics
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    _endpoint_reaches(env, existing, "B")
+
+
+def _endpoint_reaches(env: Env, existing: ExistingEstate, cluster: str) -> None:
+    """The team's proxy points at ``cluster`` only (the failover switched it through the declared runtime
+    API), and a client that knows only the endpoint's address writes there."""
+    from dr.topology import load_stack_file
+    from dr.topology.client_endpoint import endpoint_pointing
+
+    topology = load_stack_file(env.project / f"Pulumi.{STACK}.yaml")
+    assert endpoint_pointing(topology, env.state) == [cluster]
+    conf = json.loads((env.state / "clients" / "orders-app.json").read_text())
+    producer = Producer({**conf, "bootstrap.servers": f"127.0.0.1:{existing.proxy.port}", "acks": "all"})
+    key = f"through-the-endpoint-{time.time()}"
+    producer.produce("orders", key=key, value=b"x")
+    assert producer.flush(30) == 0
+    assert read_keys(_admin(existing, cluster), "orders")[key] == 1
 
 
 def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
@@ -478,6 +502,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
     assert res.returncode == 0, res.stderr[-5000:]
     done = json.loads(res.stdout)
     assert done["status"] == "completed" and done["verdict"]["clean"]
+    _endpoint_reaches(env, existing, "C")
     on_c = read_keys(_admin(existing, "C"), "orders")
     assert all(on_c[k] == 1 for k in lost), "each never-replicated record is on C exactly once after recovery"
     assert wait_until(lambda: all(read_keys(_admin(existing, "A"), "orders")[k] == 1 for k in lost), 60), (
@@ -517,6 +542,9 @@ def test_the_drill_runs_on_the_external_stack_itself_through_published_configs(
     )
     assert cycle["chain"] == "C→A→B" and result["grade"] == "PASS", cycle["checks"]
     assert cycle["producer"]["acked_on_target"] > 0 and cycle["lost_after_recovery"] == 0
+    e = cycle["endpoint_clients"]  # a producer on the team's endpoint only, never restarted: graded above
+    print(f"unmodified client on the endpoint: {e}")
+    assert e["target"] == "A" and e["acked_after_switch"] > 0 and e["acknowledged_lost"] == 0, e
     assert not cycle["preview_after_failover"]
     assert existing.pids() == pids, "the drill stopped or started none of the platform team's processes"
     status = json.loads(env.drctl("status", "--stack", STACK, "--json").stdout)

@@ -3,7 +3,7 @@
 It must exit 0 and print the graded summary README's "What `make demo` shows" §6 lists. The copy
 holds the repository's files only (no ``.venv``, ``.env``, ``.state`` or ``out``); set-up runs in it
 as on a new machine, reusing the toolchain cache outside the clone (``$KDR_HOME``), as CI's second run
-would. The demo uses the local stack's own ports (19100+), as the README's command does.
+would. The demo uses its stack's own ports (16100+, the client endpoint 16900+), as the README's command does.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def test_make_demo_passes_and_prints_the_graded_summary(tmp_path: Path) -> None:
         assert res.returncode == 0, f"make demo exited {res.returncode}:\n{res.stderr[-5000:]}"
         assert "internal error" not in res.stderr, res.stderr[-3000:]
         r = drill_json(out)
-        assert r["grade"].startswith("PASS") and r["stack"] == "local" and r["mode"] == "planned", r.get("grade")
+        assert r["grade"].startswith("PASS") and r["stack"] == "local-endpoint" and r["mode"] == "planned", r.get(
+            "grade"
+        )
+        assert r["endpoint_clients"]["acknowledged_lost"] == 0 and r["endpoint_clients"]["skipped"] == 0, r["checks"]
         assert len(r["cycles"]) == 1 and r["cycles"][0]["chain"] == "A→B→C"
         assert_drill_text(res.stdout, r)
     finally:

@@ -113,3 +113,30 @@ def test_an_endpoint_in_front_of_a_local_tls_cluster_is_refused() -> None:
         load_topology("local", config)
     assert err.value.exit_code == 2
     assert "clusters[A].local_tls" in str(err.value) and "SASL_PLAINTEXT" in str(err.value)
+
+
+def test_an_external_estates_switch_names_each_clusters_servers_on_the_teams_proxy() -> None:
+    """External clusters: the platform team's proxy holds, per declared cluster, ``<cluster>_<i>`` in
+    kdr_bootstrap and ``<cluster>`` in each kdr_slot<i>; the switch names exactly those (before: none,
+    and it failed with "the endpoint has no cluster")."""
+    import yaml
+
+    from dr.runtime.endpoint import switch_commands
+    from dr.topology.client_endpoint import endpoint_spec, local_endpoint
+    from tests import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "Pulumi.production-example.yaml").read_text())["config"]
+    config["kafka-dr:endpoint"] = {
+        "address": "kafka.example.internal",
+        "bootstrapPort": 9092,
+        "brokerPorts": [9101, 9102],
+        "runtimeApi": "10.0.0.9:9999",
+    }
+    t = load_topology("production-example", config)
+    spec = endpoint_spec(t)
+    assert spec is not None and [b.name for b in spec.backends] == ["dc1", "dc2", "dc3"]
+    commands = switch_commands(spec, "dc2")
+    assert commands[:2] == ["set server kdr_bootstrap/dc1_1 state maint", "set server kdr_bootstrap/dc1_2 state maint"]
+    assert "set server kdr_slot2/dc2 state ready" in commands and "shutdown sessions server kdr_slot1/dc3" in commands
+    assert len(commands) == 8 + 4 + 8  # 4 servers per cluster: the others' to maint, dc2's ready, the others' cut
+    assert local_endpoint(t, Path("/nonexistent")) is None  # nothing runs on this machine

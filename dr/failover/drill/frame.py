@@ -42,7 +42,8 @@ class DrillOptions:
     warmup_s: float = 6.0
     """Seconds of traffic before A fails."""
     base_port: int | None = None
-    """Move the clusters to ``base_port``, ``+100``, ``+200``... (default: the stack's ports)."""
+    """Move the clusters to ``base_port``, ``+100``, ``+200``... and a client endpoint's ports right after
+    them (default: the stack's ports)."""
     keep: bool = False
     """Leave the drill's clusters running at the end."""
     cycles: int = 1
@@ -76,6 +77,13 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
     if options.base_port is not None:
         for i, c in enumerate(doc["config"]["kafka-dr:clusters"]):
             c["base_port"] = options.base_port + 100 * i
+        endpoint = doc["config"].get("kafka-dr:endpoint")
+        if endpoint:  # its ports follow, right after the clusters' windows
+            first = options.base_port + 100 * len(doc["config"]["kafka-dr:clusters"])
+            slots = len(endpoint.pop("brokerPorts", None) or endpoint.pop("broker_ports", None) or [])
+            endpoint.pop("bootstrap_port", None)
+            endpoint["bootstrapPort"] = first
+            endpoint["brokerPorts"] = [first + 1 + i for i in range(slots)]
     stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
     stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return stack_path, out / "state"

@@ -37,6 +37,29 @@ def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[
     ]
     if planned:
         found.append(("planned: no acknowledged record lost", cycle.lost_before_recovery == 0))
+    return found + endpoint_checks(cycle, aims)
+
+
+def endpoint_checks(cycle: DrillCycle, aims: dict[str, float]) -> list[tuple[str, bool | None]]:
+    """The unmodified clients' checks (issue 31): none without a client endpoint."""
+    e = cycle.endpoint_clients
+    if e is None:
+        return []
+    found: list[tuple[str, bool | None]] = [
+        (
+            f"unmodified client RTO ≤ {aims['rto_s']:.0f}s ({e.producer} writes on the endpoint: {_secs(e.writes_rto_s)})",
+            e.writes_rto_s is not None and e.writes_rto_s <= aims["rto_s"],
+        ),
+        (f"endpoint clients: no acknowledged record lost ({e.acknowledged_lost})", e.acknowledged_lost == 0),
+    ]
+    if e.group is not None:
+        found += [
+            (
+                f"unmodified client RTO ≤ {aims['rto_s']:.0f}s ({e.group} reads on the endpoint: {_secs(e.reads_rto_s)})",
+                e.reads_rto_s is not None and e.reads_rto_s <= aims["rto_s"],
+            ),
+            (f"endpoint consumer skipped no record ({e.skipped})", e.skipped == 0),
+        ]
     return found
 
 
@@ -48,3 +71,7 @@ def grade(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> None:
     ]
     failed = sum(1 for c in cycle.checks if c.result == "FAIL")
     cycle.grade = "PASS" if not failed else f"FAIL ({failed} of {len(cycle.checks)} checks)"
+
+
+def _secs(value: float | None) -> str:
+    return "not measured" if value is None else f"{value}s"

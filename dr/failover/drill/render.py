@@ -39,6 +39,8 @@ def _render_cycle(c: DrillCycle) -> list[str]:
                 else ""
             )
         )
+    if c.endpoint_clients:
+        lines += _endpoint_lines(c)
     s = c.failover
     lines.append(
         f"RTO probe {seconds_text(s.rto_s)} (supplement) · {c.chain} {seconds_text(s.a_b_c_s)} · failover total {seconds_text(s.total_s)}"
@@ -68,4 +70,24 @@ def _render_cycle(c: DrillCycle) -> list[str]:
         lines.append(f"recovery: {rec.missing} missing, {rec.written} written, {rec.already_present} already present")
     lines += ["", render_summary(s)]
     lines.append(f"HTML report: {c.report_html or '— (no verification ran)'}")
+    return lines
+
+
+def _endpoint_lines(c: DrillCycle) -> list[str]:
+    """The unmodified clients' figures (issue 31), beside the published-configuration RTO above."""
+    e = c.endpoint_clients
+    assert e is not None
+    said = f"through the endpoint {e.bootstrap}, started once and never restarted"
+    lines = [
+        f"unmodified client RTO {e.producer} (writes): {seconds_text(e.writes_rto_s)} — last write acknowledged "
+        f"before the endpoint's switch → first after it, {said}; {e.acked_before_switch} acknowledged before, "
+        f"{e.acked_after_switch} after, {e.acknowledged_lost} acknowledged and lost"
+        + (f" (e.g. {', '.join(e.lost_sample)})" if e.lost_sample else "")
+        + (f"; fatal: {e.producer_fatal}" if e.producer_fatal else "")
+    ]
+    if e.group is not None:
+        lines.append(
+            f"unmodified client RTO {e.group} (reads): {seconds_text(e.reads_rto_s)} — last record read before the "
+            f"switch → first after it; {e.read} read, {e.read_twice} read twice, {e.skipped} skipped"
+        )
     return lines

@@ -22,6 +22,7 @@ __all__ = [
     "ConsumerReport",
     "DrillCycle",
     "DrillResult",
+    "EndpointClientsReport",
     "FirstRun",
     "ProducerReport",
     "RecoveryReport",
@@ -77,6 +78,32 @@ class ConsumerReport(_Model):
     records_on_target: int
 
 
+class EndpointClientsReport(_Model):
+    """The clients that know only the client endpoint's address (started once, never restarted) through
+    one cycle's switch: the "unmodified client RTO" beside the published-configuration one (issue 31)."""
+
+    bootstrap: str
+    target: str
+    switched_at: float | None
+    """Epoch seconds of the endpoint's switch (the promote step's journal); None: it did not switch."""
+    producer: str
+    acked_before_switch: int
+    acked_after_switch: int
+    acknowledged_lost: int
+    """Acknowledged this cycle and not on the target after recovery (must be 0)."""
+    lost_sample: list[str] = Field(default_factory=list)
+    producer_fatal: str | None = None
+    writes_rto_s: float | None
+    """The last acknowledgement through the endpoint before the switch → the first after it."""
+    group: str | None = None
+    read: int = 0
+    read_twice: int = 0
+    skipped: int = 0
+    """Records on the target acknowledged this cycle that the consumer never read (must be 0)."""
+    reads_rto_s: float | None = None
+    """The last record read through the endpoint before the switch → the first after it."""
+
+
 class RpoFigures(_Model):
     """The failover's RPO estimate beside the records that really never reached the target."""
 
@@ -123,6 +150,8 @@ class DrillCycle(_Model):
     grade: str
     checks: list[Check]
     standby_rebuild: StandbyRebuild | None = None
+    endpoint_clients: EndpointClientsReport | None = None
+    """With a client endpoint declared: its unmodified clients through this cycle's switch."""
 
     @property
     def passed(self) -> bool:

@@ -45,6 +45,7 @@ from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
+from dr.failover.drill.endpoint_clients import EndpointClients, endpoint_report, start_endpoint_clients
 from dr.failover.drill.frame import (
     MARKER,
     DrillOptions,
@@ -159,12 +160,14 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         stack=stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
     t_start = time.monotonic()
+    clients: EndpointClients | None = None
     try:
         roles = Roles.of(seen[0])
         A, B = roles.source.name, roles.target.name
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
         result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
         publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
+        clients = _endpoint_clients(Estate(seen[0], state), progress)
         for number in range(1, options.cycles + 1):
             if number > 1:
                 previous = result.cycles[-1]
@@ -172,11 +175,13 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
                 previous.standby_rebuild = make_standby(ref, previous.source, progress)
             topology = load_stack_file(stack_path)
             seen.append(topology)
-            cycle = _cycle(options, ref, topology, number, progress)
+            cycle = _cycle(options, ref, topology, number, progress, clients)
             result.cycles.append(cycle)
             if not cycle.passed:
                 break
     finally:
+        if clients is not None:
+            clients.stop()
         result.seconds = round(time.monotonic() - t_start, 3)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
@@ -202,13 +207,46 @@ def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, prog
             f"(nothing provisioned or torn down); the applications start from their published configurations for {A}"
         )
         publish_clients(Estate(topology, state), A)  # what `drctl estate up` published; rewritten alike
-        cycle = _cycle(options, ref, topology, 1, progress)
+        clients = _endpoint_clients(Estate(topology, state), progress)
+        try:
+            cycle = _cycle(options, ref, topology, 1, progress, clients)
+        finally:
+            if clients is not None:
+                clients.stop()
         result.cycles.append(cycle)
     finally:
         result.seconds = round(time.monotonic() - t_start, 3)
         result.conclude(1)
         atomic_write_json(out / "drill.json", result.to_json())
     return result
+
+
+def _endpoint_clients(estate: Estate, progress: Progress) -> EndpointClients | None:
+    """With a client endpoint declared: start its unmodified producer and consumer (on the topic and as
+    the producing application :func:`start_traffic` picks; the consumer as another reader of it)."""
+    topology = estate.topology
+    if topology.endpoint is None:
+        return None
+    app = next(a for a in topology.principals.applications if topology.produced_by(a))
+    topic = topology.produced_by(app)[0]
+    drills = next(
+        (a.name for a in topology.principals.applications if a.consumer_group and topic in topology.consumed_by(a)),
+        None,
+    )
+    clients = start_endpoint_clients(estate, topology.active().name, topic, app.name, {drills} if drills else set())
+    if clients is not None:
+        progress(
+            f"drill: unmodified clients on the endpoint {clients.bootstrap} (never restarted): {app.name} → {topic}"
+            + (f", group {clients.group} consuming" if clients.group else ", no other consumer group reads it")
+        )
+    return clients
+
+
+def _switched_at(home: Path) -> float | None:
+    """When this failover's promote switched the client endpoint (epoch seconds), if it did."""
+    journal = Journal.load(home)
+    at = (journal.outcome("promote").get("endpoint") or {}).get("switched_at_ms") if journal else None
+    return at / 1000 if isinstance(at, int | float) else None
 
 
 @dataclass
@@ -223,8 +261,16 @@ class _Proof:
     recovery: RecoveryReport | None
 
 
-def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int, progress: Progress) -> DrillCycle:
+def _cycle(
+    options: DrillOptions,
+    ref: StackRef,
+    original: Topology,
+    number: int,
+    progress: Progress,
+    clients: EndpointClients | None = None,
+) -> DrillCycle:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
+    began = time.time()
     roles = Roles.of(original)
     A, B, C = roles.source.name, roles.target.name, roles.standby_name
     estate = Estate(original, ref.state_dir)
@@ -242,6 +288,7 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
         preview = EstateStack(ref).preview()
         time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
         traffic.producer.stop()
+        read_at = time.time()  # the endpoint's producer goes on: what it has acknowledged by now must be on B
         final_b = read_keys(estate.endpoint(B), traffic.topic)
         consumer = (
             consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
@@ -249,6 +296,11 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
             else None
         )
         acked_a = traffic.producer.acked_on(A)
+        endpoint = (
+            None
+            if clients is None
+            else endpoint_report(clients, _switched_at(ref.failover_home), B, final_b, began, read_at)
+        )
         summary = proof.summary
         rpo = summary.rpo_estimate or {}
         cycle = DrillCycle(
@@ -289,6 +341,7 @@ def _cycle(options: DrillOptions, ref: StackRef, original: Topology, number: int
             ),
             grade="UNGRADED",
             checks=[],
+            endpoint_clients=endpoint,
         )
         grade(cycle, options.aims, planned=not options.unplanned)
     finally:
