@@ -13,7 +13,8 @@ import pytest
 from dr.base.errors import ConfigError, TopologyError
 from dr.failover.act.clients import _configs, reads_copies
 from dr.kafka.client import Endpoint
-from dr.kafka.copied import next_to_copy
+from dr.estate.estate import Estate
+from dr.kafka.copied import furthest, next_to_copy
 from dr.runtime.connect import ConnectSpec, connect_acls, worker_properties
 from dr.runtime.mirrormaker import (
     REPLICATOR_CONNECT_TRANSACTION_RIGHTS,
@@ -184,6 +185,22 @@ def test_the_copied_position_is_the_offset_after_the_last_stored_one_and_a_reset
         ("orders", 0): 1,
     }
     assert next_to_copy([(part, {"offset": 41}), (part, None), ("junk", {"offset": 1})]) == {}
+
+
+def test_a_connectors_positions_in_two_stores_are_the_furthest_of_each_partition() -> None:
+    target_store, home_store = {("orders", 0): 40, ("orders", 1): 7}, {("orders", 0): 42, ("orders", 2): 3}
+    assert furthest([target_store, home_store]) == {("orders", 0): 42, ("orders", 1): 7, ("orders", 2): 3}
+    assert furthest([]) == {}
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_every_link_running_here_is_judged_by_its_committed_positions_whatever_its_delivery(
+    delivery: str, tmp_path: Path
+) -> None:
+    for t in (_connect_stack(delivery=delivery), _connect_stack(delivery=delivery).after_failover()):
+        assert Estate(t, tmp_path).copied_positions(t.links[0].name) is not None, (t.links[0].name, delivery)
+    dedicated = load_stack_file(ROOT / "Pulumi.local.yaml")
+    assert Estate(dedicated, tmp_path).copied_positions(dedicated.links[0].name) is not None
 
 
 def test_consumers_on_a_cluster_holding_copies_read_committed() -> None:
