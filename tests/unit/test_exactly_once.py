@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from dr.base.errors import ConfigError, TopologyError
+from dr.estate.estate import Estate
 from dr.failover.act.clients import _configs, reads_copies
 from dr.kafka.client import Endpoint
-from dr.estate.estate import Estate
 from dr.kafka.copied import furthest, next_to_copy
 from dr.runtime.connect import ConnectSpec, connect_acls, worker_properties
 from dr.runtime.mirrormaker import (
@@ -112,6 +112,18 @@ def test_an_exactly_once_source_connector_requires_it_per_poll_reads_committed_a
     alo = _connect_stack(delivery="at-least-once")
     plain = connector_configs(alo, alo.links[0], secrets_file="/s/r.properties")["A-to-B-source"]
     assert not {"exactly.once.support", "transaction.boundary", "source.consumer.isolation.level"} & set(plain)
+
+
+def test_every_connector_reads_its_offsets_store_on_the_links_target_where_it_writes_it() -> None:
+    # B→C on workers homed on B: an exactly-once task's offsets store is on C, read by Connect's consumer
+    after = _connect_stack(delivery="exactly-once").after_failover()
+    link = after.links[0]
+    assert after.link_connect(link).cluster == "B" and link.target == "C"  # type: ignore[union-attr]
+    for name, config in connector_configs(after, link, secrets_file="/s/r.properties").items():
+        target = config["target.cluster.bootstrap.servers"]
+        for client in ("producer", "consumer", "admin"):  # the store's writer, reader and end offsets: one cluster
+            assert config[f"{client}.override.bootstrap.servers"] == target, (name, client)
+            assert "${file:/s/r.properties:password}" in config[f"{client}.override.sasl.jaas.config"], (name, client)
 
 
 def test_local_workers_enable_exactly_once_source_support_only_for_an_exactly_once_link() -> None:
