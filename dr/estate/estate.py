@@ -21,7 +21,7 @@ from dr.base.stackref import StackRef
 from dr.base.types import Reporter
 from dr.kafka.client import Endpoint, acl
 from dr.kafka.connect_rest import ConnectRest
-from dr.kafka.copied import stored_positions, uncopied
+from dr.kafka.copied import furthest, stored_positions, uncopied
 from dr.kafka.offsets import Offsets, end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.connect import ConnectSpec, LocalConnectCluster, worker_topics
@@ -174,21 +174,27 @@ class Estate:
         return link_runner(self, self._link(link_name))
 
     def copied_positions(self, link_name: str) -> Callable[[], Offsets] | None:
-        """How far a link that writes in transactions and runs here has copied: per source partition, the
-        next offset to copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`).
-        None for any other link, whose target end offsets count only its records (markers aside).
+        """How far a MirrorMaker 2 link that runs here has copied: per source partition, the next offset to
+        copy, from the source offsets it committed with its copies (:mod:`dr.kafka.copied`). None for a
+        link that does not run here. Every link is judged by these, whatever its delivery: a target's end
+        offsets count an exactly-once link's commit markers, and a source that was such a target holds
+        markers its downstream link never copies (B→C behind A→B), so end offsets never compare.
 
         A link on a local Connect cluster: read from the offsets topic on the link's target, where its tasks
         commit them with the copies (a connector writing to another cluster than the workers' keeps its own
-        there, KIP-618) — Connect's offsets API did not answer within 90 s for such a connector (B→C on
-        workers homed on B) under Kafka 4.3.1. An external Connect cluster: its offsets API."""
+        there, KIP-618), and from the workers' own offsets topic on their home when that is another cluster
+        (an at-least-once task there commits to the workers' store); a partition's furthest position wins —
+        Connect's offsets API did not answer within 90 s for a connector writing away from its workers' home
+        (B→C on workers homed on B) under Kafka 4.3.1. An external Connect cluster: its offsets API."""
         link = self._link(link_name)
-        if not self.topology.writes_in_transactions(link) or not self.runs_here(link_name):
+        if not self.runs_here(link_name):
             return None
         connect = self.topology.link_connect(link)
         if connect is not None and connect.is_local:
-            target, topic, connector = self.endpoint(link.target), worker_topics(connect.name)["offsets"], link.name
-            return lambda: stored_positions(target, topic, f"{connector}-source")
+            topic, connector = worker_topics(connect.name)["offsets"], f"{link.name}-source"
+            homes = dict.fromkeys([link.target, connect.cluster])
+            stores = [self.endpoint(c) for c in homes]
+            return lambda: furthest([stored_positions(ep, topic, connector) for ep in stores])
         return self.link_runner(link_name).copied
 
     def runs_here(self, link_name: str) -> bool:
@@ -277,7 +283,7 @@ class Estate:
                 if self.topology.placement(link) is Placement.CONNECT:
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()
-                if (stored := self.copied_positions(link.name)) is not None:  # B's ends count commit markers
+                if (stored := self.copied_positions(link.name)) is not None:  # ends count commit markers
                     source = self.endpoint(link.source)
                     lag = uncopied(source, end_offsets(source, topics), stored())
                 else:  # a dedicated runner knows its topic naming (<source>.<topic> over a prefixed link)

@@ -434,7 +434,7 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
         }
         per = {tp: n for tp, n in lag(ends[link.source], copied).items() if tp[0] in wanted}
         stored = estate.copied_positions(link.name) if link.is_running else None
-        if stored is not None:  # writes in transactions: the target's ends count commit markers too
+        if stored is not None:  # runs here: its committed positions (ends count commit markers too)
             try:
                 behind = uncopied(estate.endpoint(link.source), ends[link.source], stored())
                 per = {tp: n for tp, n in behind.items() if tp[0] in wanted}

@@ -3,7 +3,9 @@
 An exactly-once link commits its copies and their source offsets in one transaction, so the stored
 offset of a partition is exactly what the target holds of it — unlike the target's end offset, which
 also counts the transactions' commit markers (and aborted records) and so runs ahead of the records.
-The drain compares the source's end offsets with these positions. The connector stores, per source
+An at-least-once link stores them after the copies they count (each offset flush, every second): they
+trail its copies by at most that, and unlike end offsets they compare with the source's even when the
+source holds markers. The drain, converge and status compare the source's end offsets with them. The connector stores, per source
 partition, the offset of the last record it copied: the next one to copy is that plus one.
 
 A source may itself hold transactions (it was the target of an exactly-once link before a failover):
@@ -32,7 +34,14 @@ from dr.kafka.records import reached
 
 Positions = Mapping[tuple[str, int], int]
 
-__all__ = ["dedicated_offsets_topic", "holding_records", "next_to_copy", "stored_positions", "uncopied"]
+__all__ = [
+    "dedicated_offsets_topic",
+    "furthest",
+    "holding_records",
+    "next_to_copy",
+    "stored_positions",
+    "uncopied",
+]
 
 
 def dedicated_offsets_topic(source_alias: str) -> str:
@@ -53,6 +62,17 @@ def next_to_copy(entries: Iterable[tuple[Any, Any]]) -> Offsets:
             out[tp] = offset["offset"] + 1
         else:
             out.pop(tp, None)
+    return out
+
+
+def furthest(stores: Iterable[Positions]) -> Offsets:
+    """Per partition, the furthest position any of ``stores`` holds (pure): a connector's positions kept in
+    more than one offsets store (its own on its target, its workers' on their home) — each is committed
+    only after the copies it counts, so the furthest is still what the target holds."""
+    out: Offsets = {}
+    for store in stores:
+        for tp, n in store.items():
+            out[tp] = max(n, out.get(tp, n))
     return out
 
 

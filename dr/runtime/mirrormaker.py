@@ -28,7 +28,7 @@ from dr.kafka.client import (
     upsert_scram_users,
 )
 from dr.kafka.copied import dedicated_offsets_topic, stored_positions, uncopied
-from dr.kafka.offsets import end_offsets, partition_lag
+from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.connect_link import ConnectorState
 from dr.runtime.credentials import REPLICATOR_USER
@@ -535,20 +535,13 @@ class MirrorMaker:
         return stored_positions(self.target.endpoint(), dedicated_offsets_topic(self.source.name))
 
     def lag(self, topics: list[str]) -> dict[tuple[str, int], int]:
-        """Per (source topic, partition): source end offset − end offset of its copy on the target (exact
-        for non-transactional, non-compacted topics; the copy is ``<source>.<topic>`` under :data:`DEFAULT_POLICY`).
-        An exactly-once process's target end offsets also count commit markers: its lag is measured from
-        the source offsets it committed with its copies instead (:meth:`copied`)."""
-        if self.exactly_once:
-            source = self.source.endpoint()
-            return uncopied(source, end_offsets(source, topics), self.copied())
-        if self.replication_policy == IDENTITY_POLICY:
-            return partition_lag(self.source.endpoint(), self.target.endpoint(), topics)
-        src = end_offsets(self.source.endpoint(), topics)
-        names = {t: target_topic(self.replication_policy, self.source.name, t) for t in topics}
-        dst = end_offsets(self.target.endpoint(), list(names.values()))
-        # never negative: an at-least-once copy may hold a record twice (a task restarted before its commit)
-        return {(t, p): max(0, n - dst.get((names[t], p), 0)) for (t, p), n in src.items()}
+        """Per (source topic, partition): the source's committed records this process has not copied yet —
+        its end offset beyond the source offsets the process committed with its copies (:meth:`copied`), a
+        gap of only commit markers or aborted records counting as copied. Not the target's end offsets:
+        under exactly-once they count commit markers, and a source holding markers (the target of an
+        exactly-once link upstream) has end offsets its copy never reaches."""
+        source = self.source.endpoint()
+        return uncopied(source, end_offsets(source, topics), self.copied())
 
     def wait_caught_up(self, topics: list[str], timeout: float = 120.0) -> float:
         """Wait until every partition's lag is 0; return seconds waited.

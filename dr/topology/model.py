@@ -46,12 +46,12 @@ __all__ = [
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
 DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
-"""What a MirrorMaker 2 link without ``delivery`` gets. At-least-once until three things hold under an
-exactly-once link upstream (measured 2026-11-29, README "A link on a Kafka Connect cluster"): an at-least-once link
-reading a source that holds commit markers cannot be judged caught up by end offsets; the hub's resume
-points read the last record of a copy that may end in a marker; an exactly-once connector writing away
-from its workers' home did not restart its tasks after a worker loss. ``delivery: exactly-once`` is
-honoured wherever the runner allows it (:meth:`Topology.delivery_of`)."""
+"""What a MirrorMaker 2 link without ``delivery`` gets. Still at-least-once (README "A link on a Kafka Connect
+cluster"): what broke under exactly-once as the default is fixed — every link is judged by its committed
+source positions, not end offsets (:meth:`dr.estate.estate.Estate.copied_positions`); the hub's resume
+points skip commit markers; every connector's offsets store is read on its target — but the suite has
+not yet run with it flipped. ``delivery: exactly-once`` is honoured wherever the runner allows it
+(:meth:`Topology.delivery_of`)."""
 
 
 class _Model(Model):
@@ -650,7 +650,9 @@ class Topology(_Model):
         if connect is not None and connect.cluster != link.target:
             # Measured under Kafka 4.3.1: after a worker is lost, an exactly-once connector writing to
             # another cluster than the workers' own (B→C on workers homed on B) had its tasks reassigned
-            # but never started within 120 s. Declared `delivery: exactly-once` still gets it.
+            # but never started within 120 s — its offsets store was read on the workers' home up to the
+            # target's end offsets (fixed in connector_configs: consumer/admin overrides). Kept until the
+            # worker-loss test passes with it gone. Declared `delivery: exactly-once` still gets it.
             return Delivery.AT_LEAST_ONCE
         return DEFAULT_DELIVERY
 

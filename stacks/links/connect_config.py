@@ -107,17 +107,16 @@ def _client(
     }
 
 
-def exactly_once_settings(target: Cluster, refs: tuple[str, str]) -> dict[str, str]:
+def exactly_once_settings() -> dict[str, str]:
     """What makes a link's source connector exactly-once (KIP-618) on workers with
     ``exactly.once.source.support=enabled``: Connect refuses to create it elsewhere (``required``); a
     transaction per poll of the source; only committed source records read (MirrorSourceConnector's
-    condition); and the connector's admin client on the target as the replicator, where Connect fences
-    the link's earlier tasks by their transactional ids."""
+    condition). Connect fences the link's earlier tasks by their transactional ids with the connector's
+    admin client, which every connector points at the target as the replicator (:func:`connector_configs`)."""
     return {
         "exactly.once.support": "required",
         "transaction.boundary": "poll",
         "source.consumer.isolation.level": "read_committed",
-        **_client("admin.override", target, refs),
     }
 
 
@@ -176,6 +175,13 @@ def connector_configs(
         # The records (and heartbeats, checkpoints) go to the link's target as the replicator,
         # wherever the workers' own Kafka cluster is.
         **_client("producer.override", target, refs, keystore),
+        # ...and Connect keeps a connector's source offsets there too: on workers with exactly-once source
+        # support each connector and task has a store on its producer's cluster (KIP-618), read by a consumer
+        # and bounded by end offsets from an admin client that Connect builds from the workers' own cluster
+        # plus these overrides. Both must point where the producer writes: B→C on workers homed on B read
+        # B's offsets topic up to C's end offsets, and a task restarted after a worker loss never started.
+        **_client("consumer.override", target, refs, keystore),
+        **_client("admin.override", target, refs, keystore),
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
@@ -188,7 +194,7 @@ def connector_configs(
     return {
         f"{link.name}-source": {
             **common,
-            **(exactly_once_settings(target, refs) if topology.delivery_of(link) == Delivery.EXACTLY_ONCE else {}),
+            **(exactly_once_settings() if topology.delivery_of(link) == Delivery.EXACTLY_ONCE else {}),
             "connector.class": CONNECTORS["source"],
             "tasks.max": str(tasks_max),
             "topics": topics,

@@ -125,6 +125,7 @@ def test_two_connect_clusters_may_not_share_rest_ports() -> None:
 def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cluster_only() -> None:
     t = connect_stack()
     on_b = {r for r in acl_rules(t, t.cluster("B")) if r.principal == CONNECT_USER}
+    eos = int(t.connect_exactly_once(t.connect_cluster("mm2")))
     topic_ops = ("Create", "Read", "Write", "Describe", "DescribeConfigs")
     assert {(r.resource_type, r.resource_name, r.operation, r.pattern) for r in on_b} == {
         ("Group", "connect-mm2", "Read", "Literal"),
@@ -135,6 +136,8 @@ def test_the_connect_principal_gets_its_group_and_internal_topics_on_its_home_cl
             for op in topic_ops
         ),
         ("Cluster", "kafka-cluster", "Describe", "Literal"),
+        # exactly-once source support (an exactly-once link on it): its leader's config-topic producer
+        *([("TransactionalID", "connect-cluster-connect-mm2", "Write", "Literal")] * eos),
     }, "the Connect workers hold exactly their group and three topics (no Delete, no other connect- topic)"
     assert not [r for r in acl_rules(t, t.cluster("A")) if r.principal == CONNECT_USER]
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from dr.base.errors import ConfigError, TopologyError
+from dr.estate.estate import Estate
 from dr.failover.act.clients import _configs, reads_copies
 from dr.kafka.client import Endpoint
-from dr.kafka.copied import next_to_copy
+from dr.kafka.copied import furthest, next_to_copy
 from dr.runtime.connect import ConnectSpec, connect_acls, worker_properties
 from dr.runtime.mirrormaker import (
     REPLICATOR_CONNECT_TRANSACTION_RIGHTS,
@@ -113,6 +114,18 @@ def test_an_exactly_once_source_connector_requires_it_per_poll_reads_committed_a
     assert not {"exactly.once.support", "transaction.boundary", "source.consumer.isolation.level"} & set(plain)
 
 
+def test_every_connector_reads_its_offsets_store_on_the_links_target_where_it_writes_it() -> None:
+    # B→C on workers homed on B: an exactly-once task's offsets store is on C, read by Connect's consumer
+    after = _connect_stack(delivery="exactly-once").after_failover()
+    link = after.links[0]
+    assert after.link_connect(link).cluster == "B" and link.target == "C"  # type: ignore[union-attr]
+    for name, config in connector_configs(after, link, secrets_file="/s/r.properties").items():
+        target = config["target.cluster.bootstrap.servers"]
+        for client in ("producer", "consumer", "admin"):  # the store's writer, reader and end offsets: one cluster
+            assert config[f"{client}.override.bootstrap.servers"] == target, (name, client)
+            assert "${file:/s/r.properties:password}" in config[f"{client}.override.sasl.jaas.config"], (name, client)
+
+
 def test_local_workers_enable_exactly_once_source_support_only_for_an_exactly_once_link() -> None:
     home = Endpoint("127.0.0.1:1", "connect", "pw")
     on = worker_properties(ConnectSpec("mm2", base_port=19900, exactly_once=True), 0, home, 1, Path("/s"))
@@ -184,6 +197,22 @@ def test_the_copied_position_is_the_offset_after_the_last_stored_one_and_a_reset
         ("orders", 0): 1,
     }
     assert next_to_copy([(part, {"offset": 41}), (part, None), ("junk", {"offset": 1})]) == {}
+
+
+def test_a_connectors_positions_in_two_stores_are_the_furthest_of_each_partition() -> None:
+    target_store, home_store = {("orders", 0): 40, ("orders", 1): 7}, {("orders", 0): 42, ("orders", 2): 3}
+    assert furthest([target_store, home_store]) == {("orders", 0): 42, ("orders", 1): 7, ("orders", 2): 3}
+    assert furthest([]) == {}
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_every_link_running_here_is_judged_by_its_committed_positions_whatever_its_delivery(
+    delivery: str, tmp_path: Path
+) -> None:
+    for t in (_connect_stack(delivery=delivery), _connect_stack(delivery=delivery).after_failover()):
+        assert Estate(t, tmp_path).copied_positions(t.links[0].name) is not None, (t.links[0].name, delivery)
+    dedicated = load_stack_file(ROOT / "Pulumi.local.yaml")
+    assert Estate(dedicated, tmp_path).copied_positions(dedicated.links[0].name) is not None
 
 
 def test_consumers_on_a_cluster_holding_copies_read_committed() -> None:

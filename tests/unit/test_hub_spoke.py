@@ -237,3 +237,14 @@ def test_a_resume_point_starts_after_the_last_copied_record_or_at_the_edge_start
     assert copied.resume_at == 42 and copied.to_dict()["to_copy"] == 8
     empty = ResumePoint("E1", "readings", 1, copied=0, last_copied=None, edge_end=7)
     assert empty.to_dict()["resume_at"] == "earliest" and empty.to_dict()["to_copy"] is None
+
+
+def test_the_last_record_of_a_copy_is_looked_for_below_its_end_in_growing_windows() -> None:
+    from dr.failover.act.edge_resume import tail_windows
+
+    # an exactly-once copy ends in a commit marker: the last offset alone is no record
+    assert tail_windows(0, 100) == [(98, 100), (82, 98), (0, 82)]
+    assert tail_windows(95, 100) == [(98, 100), (95, 98)]
+    assert tail_windows(5, 5) == []
+    covered = [o for lo, hi in tail_windows(3, 2000) for o in range(lo, hi)]
+    assert sorted(covered) == list(range(3, 2000)) and len(covered) == len(set(covered))

@@ -15,7 +15,9 @@ its steps call this module:
   Records the old links had already copied twice (MirrorMaker 2 is at-least-once) stay: they are
   counted by :func:`edge_copy_report`.
 
-A partition whose copy is empty gets no position: the link reads it from the edge's first record.
+A partition whose copy is empty gets no position: the link reads it from the edge's first record. A
+copy written by an exactly-once link ends in a commit marker: its last record is the last committed one
+below its end (:func:`tail_windows`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "offsets_topic",
     "resume_points",
     "seed_resume_points",
+    "tail_windows",
 ]
 
 SOURCE_CONNECTOR = "MirrorSourceConnector"
@@ -105,7 +108,7 @@ class ResumePoint:
         }
 
 
-def _consumer(endpoint: Endpoint) -> Consumer:
+def _consumer(endpoint: Endpoint, isolation: str) -> Consumer:
     return Consumer(
         endpoint.config(
             **{
@@ -113,7 +116,7 @@ def _consumer(endpoint: Endpoint) -> Consumer:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
-                "isolation.level": "read_uncommitted",
+                "isolation.level": isolation,
                 **SILENT,  # its failures surface through kafka_errors, not librdkafka's own log
             }
         )
@@ -131,11 +134,14 @@ def _bounds(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, int], tupl
     return {tp: (first[tp].offset, last[tp].offset) for tp in first}
 
 
-def _read(endpoint: Endpoint, topic: str, partition: int, start: int, stop: int) -> list[Any]:
-    """The records of one partition in ``[start, stop)``, in offset order."""
+def _read(
+    endpoint: Endpoint, topic: str, partition: int, start: int, stop: int, isolation: str = "read_uncommitted"
+) -> list[Any]:
+    """The records of one partition in ``[start, stop)``, in offset order (``read_committed``: its committed
+    records only; commit markers are never records)."""
     if stop <= start:
         return []
-    consumer = _consumer(endpoint)
+    consumer = _consumer(endpoint, isolation)
     records: list[Any] = []
     try:
         with kafka_errors(f"reading {topic}-{partition}", endpoint):
@@ -159,6 +165,28 @@ def _read(endpoint: Endpoint, topic: str, partition: int, start: int, stop: int)
     finally:
         consumer.close()
     return records
+
+
+def tail_windows(start: int, end: int) -> list[tuple[int, int]]:
+    """The ``[lo, hi)`` windows, last first and growing eightfold from 2, that cover ``[start, end)`` (pure):
+    where to look, backwards, for a partition's last committed record when its last offsets may be commit
+    markers or aborted records (a copy written by an exactly-once link)."""
+    windows: list[tuple[int, int]] = []
+    hi, size = end, 2
+    while hi > start:
+        lo = max(start, hi - size)
+        windows.append((lo, hi))
+        hi, size = lo, size * 8
+    return windows
+
+
+def _last_record(endpoint: Endpoint, topic: str, partition: int, start: int, end: int) -> Any | None:
+    """The last committed record of ``topic``-``partition`` below ``end`` (None when it holds none)."""
+    for lo, hi in tail_windows(start, end):
+        records = _read(endpoint, topic, partition, lo, hi, isolation="read_committed")
+        if records:
+            return records[-1]
+    return None
 
 
 def _fingerprint(msg: Any) -> tuple[Any, ...]:
@@ -196,16 +224,18 @@ def resume_points(edge: str, edge_ep: Endpoint, hub_ep: Endpoint, topics: list[s
         if c_end <= c_start:
             points.append(ResumePoint(edge, topic, partition, 0, None, bounds[1]))
             continue
-        tail = _read(hub_ep, copy, partition, c_end - 1, c_end)
-        if not tail:
+        # an exactly-once link's copy ends in a commit marker: the last record sits below it
+        last = _last_record(hub_ep, copy, partition, c_start, c_end)
+        if last is None:
             raise FailoverError(
-                f"cannot read the last records of {copy}-{partition} on the new hub.",
+                f"cannot read the last records of {copy}-{partition} on the new hub "
+                f"(offsets {c_start}..{c_end}: no committed record).",
                 "check the promoted cluster answers (`drctl status`), then rerun the failover (it resumes)",
             )
-        found = _find_last(edge_ep, topic, partition, bounds, tail[-1])
+        found = _find_last(edge_ep, topic, partition, bounds, last)
         if found is None:
             raise FailoverError(
-                f"the last record of {copy}-{partition} on the new hub (offset {tail[-1].offset()}) is not on edge "
+                f"the last record of {copy}-{partition} on the new hub (offset {last.offset()}) is not on edge "
                 f"{edge!r} ({topic}-{partition}, offsets {bounds[0]}..{bounds[1]}): the edge no longer holds it, so "
                 "the position where the copy ended is unknown.",
                 f"resume the link by hand (reset {offsets_topic(edge)} on the new hub), or rerun once the edge "
@@ -287,7 +317,8 @@ def edge_copy_report(edge: str, edge_ep: Endpoint, hub_ep: Endpoint, topics: lis
         copy = remote_topic(edge, topic)
         mine = Counter(_fingerprint(m) for m in _read(edge_ep, topic, partition, start, end))
         c_start, c_end = on_hub.get((copy, partition), (0, 0))
-        theirs = Counter(_fingerprint(m) for m in _read(hub_ep, copy, partition, c_start, c_end))
+        # the copy's committed records: an exactly-once link's aborted copies are not on the hub
+        theirs = Counter(_fingerprint(m) for m in _read(hub_ep, copy, partition, c_start, c_end, "read_committed"))
         report["records"] += sum(mine.values())
         report["missing"] += sum((mine - theirs).values())
         report["duplicates"] += sum(max(0, n - mine[k]) for k, n in theirs.items() if k in mine)

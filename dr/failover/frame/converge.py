@@ -103,9 +103,10 @@ def wait_copied(
 
     A fixed watermark (not "lag is 0") so the wait ends even while applications keep writing
     to the source. ``rename`` gives a source topic's name on the target (``<edge>.<topic>`` for a
-    hub-and-spoke edge's link). A link that writes in transactions passes ``copied`` (the source
-    positions it committed with its copies, :meth:`dr.estate.estate.Estate.copied_positions`): the
-    target's end offsets also count commit markers and would reach the watermark before the records.
+    hub-and-spoke edge's link). A link that runs here passes ``copied`` (the source positions it
+    committed with its copies, :meth:`dr.estate.estate.Estate.copied_positions`): the target's end offsets
+    count an exactly-once link's commit markers and would reach the watermark before the records, and a
+    source holding markers (B, behind an exactly-once A→B) has ends its copy never reaches.
     """
     watermark = end_offsets(source, topics)
     copies = [rename(t) for t in topics]

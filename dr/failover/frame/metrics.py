@@ -69,8 +69,14 @@ def rpo_estimate(
     snapshot_at: float | None = None,
     failed_at: float | None = None,
     write_rate: float | None = None,
+    copied: Offsets | None = None,
 ) -> RpoEstimate:
     """The records the target lacks, estimated from the source's last known end offsets.
+
+    ``copied``: the source positions the link committed with its copies (read on the target,
+    :mod:`dr.kafka.copied`); the gap is then measured from them, in records. Without them it is measured
+    from ``target_end``, which also counts an exactly-once link's commit markers (offsets, not records:
+    "44" for 50 records lost).
 
     ``records`` is a lower bound: records the source accepted after the snapshot are not counted.
     ``upper_bound`` adds what the source could have accepted since, at its last measured write
@@ -86,14 +92,16 @@ def rpo_estimate(
             "snapshot_at": None,
             "snapshot_age_s": None,
         }
-    gaps = {tp: n for tp, n in lag(last_known_source, target_end).items() if n}
+    gaps = {tp: n for tp, n in lag(last_known_source, target_end if copied is None else copied).items() if n}
     age = None if snapshot_at is None or failed_at is None else round(max(0.0, failed_at - snapshot_at), 3)
     lower = sum(gaps.values())
     upper = None if age is None or write_rate is None else lower + math.ceil(write_rate * age)
     return {
         "records": lower,
         "upper_bound": upper,
-        "basis": "source end offsets last seen minus target end offsets (a lower bound)"
+        "basis": "source end offsets last seen minus "
+        + ("the link's committed source positions" if copied is not None else "target end offsets")
+        + " (a lower bound)"
         + ("; upper bound adds the source's last write rate over the snapshot's age" if upper is not None else ""),
         "per_partition": encode_offsets(gaps),
         "snapshot_at": snapshot_at,

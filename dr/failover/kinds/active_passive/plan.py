@@ -235,7 +235,7 @@ def _observe(original: Topology, state: Path) -> Observations:
             link = next((lk for lk in original.links_into(B.name) if lk.source == A.name), None)
             stored = estate.copied_positions(link.name) if link and estate.runs_here(link.name) else None
             a_end = end_offsets(a_ep, topics)
-            # a link writing in transactions: B's ends count commit markers; its committed positions do not
+            # a link running here: judged by its committed positions (B's ends count commit markers, not records)
             per = uncopied(a_ep, a_end, stored()) if stored else lag(a_end, end_offsets(b_ep, topics))
             obs["lag_total"] = sum(per.values())
             obs["lag"] = encode_offsets(per)

@@ -193,7 +193,14 @@ def preflight(ctx: Context) -> StepResult:
         lag_text = f"link lag {outcome.lag_total} records"
     else:
         at, last = last_offsets(ctx.state, A)
-        rpo = rpo_estimate(last, b_end, snapshot_at=at, failed_at=time.time(), write_rate=write_rate(ctx.state, A))
+        rpo = rpo_estimate(
+            last,
+            b_end,
+            snapshot_at=at,
+            failed_at=time.time(),
+            write_rate=write_rate(ctx.state, A),
+            copied=_copied_now(ctx),
+        )
         span = f"{rpo['records']}" + (f"–{rpo['upper_bound']}" if rpo.get("upper_bound") is not None else "")
         lag_text = (
             f"RPO estimate {span} records (snapshot {rpo['snapshot_age_s']}s old)"
@@ -279,10 +286,11 @@ def _wait_groups_synced(
 
 
 def _link_lag(ctx: Context) -> Callable[[Offsets, Offsets], Offsets]:
-    """The link's lag per partition from A's and B's ends. A link that writes in transactions and runs
-    here: B's end offsets then count commit markers too and would end the drain before the last records
-    are on B, so A's ends are compared with the source offsets the link committed with its copies, a gap
-    of only markers or aborted records on A counting as copied (:mod:`dr.kafka.copied`)."""
+    """The link's lag per partition from A's and B's ends. A link that runs here: A's ends are compared
+    with the source offsets the link committed with its copies, a gap of only markers or aborted records
+    on A counting as copied (:mod:`dr.kafka.copied`) — B's end offsets count an exactly-once link's commit
+    markers and would end the drain before the last records are on B, and an A that was such a target
+    holds markers B never gets."""
     copied = ctx.before.copied_positions(ctx.link.name)
     if copied is None:
         return lag
@@ -292,6 +300,16 @@ def _link_lag(ctx: Context) -> Callable[[Offsets, Offsets], Offsets]:
             return uncopied(ctx.a_ep, a_end, copied())
 
     return committed_lag
+
+
+def _copied_now(ctx: Context) -> Offsets | None:
+    """The source positions the link committed with its copies (what B holds of A, in records), or None
+    when it does not run here or its store does not answer (the estimate then falls back to B's ends)."""
+    copied = ctx.before.copied_positions(ctx.link.name)
+    try:
+        return copied() if copied is not None else None
+    except ClusterError:
+        return None
 
 
 def fence_drain(ctx: Context) -> StepResult:

@@ -51,6 +51,15 @@ def test_rpo_estimate_is_last_known_source_minus_target() -> None:
     assert est["upper_bound"] is None, "no write rate known: no upper bound"
 
 
+def test_rpo_estimate_counts_records_from_the_links_committed_positions_not_the_targets_ends() -> None:
+    # 50 records lost of orders-0; B's ends also hold 6 commit markers of an exactly-once link
+    last, b_end, copied = {("orders", 0): 150}, {("orders", 0): 106}, {("orders", 0): 100}
+    assert rpo_estimate(last, b_end)["records"] == 44, "offsets, markers included: the old figure"
+    est = rpo_estimate(last, b_end, copied=copied)
+    assert est["records"] == 50 and est["per_partition"] == {"orders:0": 50}
+    assert "committed source positions" in est["basis"]
+
+
 def test_rpo_upper_bound_adds_the_last_write_rate_over_the_snapshot_age() -> None:
     est = rpo_estimate(
         {("orders", 0): 100}, {("orders", 0): 100}, snapshot_at=1000.0, failed_at=1000.3, write_rate=500.0
