@@ -357,6 +357,30 @@ def test_the_drill_runs_with_its_journal_in_postgresql(
     assert not list((op.root / "state").rglob("journal*.json")), "the journal is in the database, not in a file"
 
 
+def test_a_bare_pulumi_refresh_then_destroy_through_postgresql(
+    ops: tuple[Operator, Operator], pg_url: str, tmp_path: Path
+) -> None:
+    """The platform team's own `pulumi refresh` and `pulumi destroy`, from a clone of the repository (its
+    `Pulumi.yaml`, `main: stacks/`) holding only the stack file, with the state in PostgreSQL: both succeed
+    and the stack holds no resource after."""
+    assert WINNER, "the failover test ran"
+    op = WINNER[0]
+    clone = Operator(tmp_path / "clone", "op3", pg_url, Path(op.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]))
+    clone.project.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", clone.project / "Pulumi.yaml")
+    (clone.project / "stacks").symlink_to(REPO_ROOT / "stacks")
+    shutil.copy(op.project / f"Pulumi.{STACK}.yaml", clone.project / f"Pulumi.{STACK}.yaml")
+    for verb in ("refresh", "destroy"):
+        t0 = time.monotonic()
+        res = clone.pulumi(verb, "--stack", STACK, "--yes", "--skip-preview")
+        OUTPUTS.append(res.stdout + res.stderr)
+        print(f"\npulumi {verb} with the PostgreSQL backend: {time.monotonic() - t0:.1f}s")
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
+    res = clone.pulumi("stack", "export", "--stack", STACK)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert not json.loads(res.stdout)["deployment"].get("resources"), "resources left in the stack after destroy"
+
+
 def test_no_database_password_in_any_output(pg_url: str, existing: ExistingEstate) -> None:
     password = pg_url.partition("://")[2].rpartition("@")[0].split(":", 1)[1]
     secrets = [password, *(b.admin_password for b in existing.clusters.values())]
