@@ -13,10 +13,14 @@ TCP mode passes SASL through: the brokers authenticate the clients, the proxy se
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import signal
 import socket
+import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,14 +203,48 @@ def switch(api: RuntimeApi, spec: EndpointSpec, target: str) -> Switch:
     return Switch(before=before, target=target, seconds=time.monotonic() - t0)
 
 
+SOCKET_PATH_MAX = 97
+"""The longest unix socket path HAProxy's ``stats socket`` accepts (``sun_path`` less its own suffix)."""
+
+
+def api_socket_path(endpoint_dir: Path) -> Path:
+    """Where a local proxy's runtime API socket lives: ``<endpoint_dir>/api.sock``, or, when that path is
+    longer than HAProxy accepts (a clone or state directory deep in the file system), ``api.sock`` in a
+    directory of this user's own under the temporary directory, named by a digest of ``endpoint_dir``
+    (created 0700 by :func:`socket_dir`)."""
+    path = Path(endpoint_dir) / "api.sock"
+    if len(str(path)) <= SOCKET_PATH_MAX:
+        return path
+    digest = hashlib.sha256(str(Path(endpoint_dir).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"kdr-{os.getuid()}-{digest}" / "api.sock"
+
+
+def socket_dir(path: Path) -> None:
+    """Create the directory of socket ``path`` 0700, or check that an existing one is this user's and
+    private: a directory under /tmp another user made could let them reach the proxy's admin socket."""
+    d = path.parent
+    try:
+        d.mkdir(mode=0o700, parents=False, exist_ok=False)
+        return
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ConfigError(
+            f"the client endpoint's socket directory {d} is not a private directory of this user",
+            f"remove {d} (or set TMPDIR to a directory of your own) and run the command again",
+        )
+
+
 class LocalEndpoint:
-    """The proxy of a local estate: files under ``<state_dir>/endpoint`` (0700), config 0600."""
+    """The proxy of a local estate: files under ``<state_dir>/endpoint`` (0700), config 0600; its runtime
+    API socket there too unless that path is too long for HAProxy (:func:`api_socket_path`)."""
 
     def __init__(self, spec: EndpointSpec, state_dir: Path) -> None:
         self.spec = spec
         self.dir = Path(state_dir) / "endpoint"
         self.config = self.dir / "haproxy.cfg"
-        self.socket = self.dir / "api.sock"
+        self.socket = api_socket_path(self.dir)
         self.pid_file = self.dir / "haproxy.pid"
         self.log = self.dir / "haproxy.log"
 
@@ -239,6 +277,8 @@ class LocalEndpoint:
             return
         ensure_ports_free(self.spec.ports, "the client endpoint")
         private_dir(self.dir)
+        if self.socket.parent != self.dir:
+            socket_dir(self.socket)
         write_atomic(self.config, haproxy_config(self.spec, target, self.socket))
         self.socket.unlink(missing_ok=True)
         tool = haproxy()
@@ -265,6 +305,10 @@ class LocalEndpoint:
                 os.kill(pid, signal.SIGKILL)
                 wait_until(lambda: not pid_alive(pid), timeout)
         self.pid_file.unlink(missing_ok=True)
+        if self.socket.parent != self.dir:  # nothing of ours left under the temporary directory
+            self.socket.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.socket.parent.rmdir()
 
     def kill(self) -> None:
         """SIGKILL the proxy (a crash, for tests)."""
