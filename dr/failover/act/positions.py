@@ -89,6 +89,7 @@ def survivor_positions(
     start: Offsets,
     end: Offsets,
     forward_syncs: dict[tuple[str, int], list[tuple[int, int]]] | None = None,
+    unseen: tuple[str, ...] = (),
 ) -> list[Position]:
     """A moved group's position on every partition of ``end`` (the survivor's partitions of the group's
     topics: its ``local_topics`` and the remote copies it holds).
@@ -97,11 +98,25 @@ def survivor_positions(
     offset syncs of the link survivor → region by survivor partition (B's ``orders`` ↔ ``B.orders`` on A);
     ``forward_syncs``: those of the link region → survivor by region partition (A's ``orders`` ↔
     ``A.orders`` on B); ``start``/``end``: the survivor's log start and end offsets. A commit already on the
-    survivor is kept unless the group's commits on the region say it read further since."""
+    survivor is kept unless the group's commits on the region say it read further since.
+
+    The roles are the move's, whichever way it goes: the rejoin of a region moves its groups back from
+    the peer (``region`` the peer, ``survivor`` the rejoining region), the loss of an edge moves them to
+    the hub. ``unseen``: topics of the survivor no copy of which is on the region (the hub's own topic
+    for a group moved from an edge): the group cannot have read them, so they start at their first record
+    with no re-read — unless the group already committed there."""
     found: list[Position] = []
     for (topic, partition), last in sorted(end.items()):
         first = min(start.get((topic, partition), 0), last)
         here = f"{topic}:{partition}"
+        if topic in unseen:
+            kept = committed_on_survivor.get((topic, partition))
+            if kept is not None:
+                found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
+            else:
+                why = f"{here}: no copy of it on {region}, the group never read it: from its first record"
+                found.append(Position(topic, partition, first, "start", 0, why))
+            continue
         if topic in local_topics:  # B's own topic: the group read it on A as B.<topic>
             source, table, to_here = f"{survivor}.{topic}", syncs.get((topic, partition), []), origin_offset
         elif topic.partition(".")[0] == region:  # A.<topic>: the group read it on A as <topic>
