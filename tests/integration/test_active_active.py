@@ -311,8 +311,13 @@ def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str
     read = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=60, want=want, reset="latest")
     skipped = sorted(want - set(read))
     assert not skipped, f"{len(skipped)} records skipped after the move home, e.g. {skipped[:5]}"
+    # what it had read on B and reads again at home is counted by the step (observed: 20 of the moved records,
+    # the link's offset syncs short of the group's commits after its bulk catch-up)
     reread = sorted(moved & set(read))
-    assert not reread, f"{len(reread)} records read on B read again at home, e.g. {reread[:5]}"
+    print(
+        f"the consumer at home re-read {len(reread)} of B's records; the step said at most {group['rereads_at_most']}"
+    )
+    assert len(reread) <= group["rereads_at_most"], (reread[:5], group["text"])
     report = status_report(ref, snapshot=False)
     assert {link.name: link.total_lag for link in report.links} == {"A-to-B": 0, "B-to-A": 0}
     print(f"rejoin {rejoin_s:.1f}s; the consumer read {len(read)} records at home for {len(want)} new")

@@ -129,8 +129,13 @@ def survivor_positions(
         kept = committed_on_survivor.get((topic, partition))
         if derived is not None and (kept is None or max(first, min(derived, last)) > kept):
             offset = max(first, min(derived, last))
-            why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}"
-            found.append(Position(topic, partition, offset, "translated", 0, why))
+            slack = _slack(table, read or 0, forward=to_here is target_offset)
+            why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}" + (
+                f" (the nearest offset sync is {slack + 1} records short of that commit: up to {slack} re-read)"
+                if slack
+                else ""
+            )
+            found.append(Position(topic, partition, offset, "translated", slack, why))
         elif kept is not None and committed_on_region is None and source:
             # unknown how far the group read on the region since: everything after its commit may be a re-read
             why = f"{here}: committed on {survivor} ({kept}); {region} unreadable, it may have read further there"
@@ -147,6 +152,13 @@ def survivor_positions(
             why = f"{here}: no offset sync of {source}:{partition} for its commit {read} on {region}"
             found.append(Position(topic, partition, first, "start", min(read, last - first), why))
     return found
+
+
+def _slack(syncs: list[tuple[int, int]], committed: int, *, forward: bool) -> int:
+    """Records a translation of ``committed`` through ``syncs`` may re-read: how far the nearest sync at or
+    below the commit (on the side the commit is on) stands from it; 0 when a sync matches it."""
+    near = max((u if forward else d for u, d in syncs if (u if forward else d) <= committed), default=committed)
+    return max(0, committed - near - 1)
 
 
 def commits_of(positions: list[Position]) -> Offsets:

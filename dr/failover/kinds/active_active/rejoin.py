@@ -296,8 +296,9 @@ def consumer_groups(ctx: RejoinContext) -> StepResult:
         f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
         f"{sum(v['rereads_at_most'] for v in found.values())} records"
         if gaps
-        else f"every partition's position derived from the group's commits on {B} (nothing skipped; what it reads "
-        f"on {B} until it moves it reads again on {A})"
+        else f"every partition's position derived from the group's commits on {B} (nothing skipped; re-reading at "
+        f"most {sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of "
+        f"its commits, and what it reads on {B} until it moves)"
     )
     if refused:
         summary += f"; not set (the group already has members on {A}): {', '.join(refused)}"

@@ -247,7 +247,8 @@ def consumer_groups(ctx: EdgeContext) -> StepResult:
         f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
         f"{sum(v['rereads_at_most'] for v in found.values())} records"
         if gaps
-        else "every partition's position derived from the group's commits (nothing skipped, nothing re-read)"
+        else "every partition's position derived from the group's commits (nothing skipped; re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of them)"
     )
     if refused:
         summary += f"; not set (the group already has members where it moves): {', '.join(refused)}"

@@ -191,3 +191,24 @@ def test_a_group_moved_from_an_edge_starts_the_hubs_own_topic_at_its_first_recor
     assert (down[("E1.readings", 0)].source, down[("E1.readings", 0)].rereads_at_most) == ("kept", 30)
     assert (down[("readings", 0)].offset, down[("readings", 0)].rereads_at_most) == (3, 0)
     assert commits_of(list(down.values())) == {("readings", 0): 3}
+
+
+def test_a_translation_through_a_sync_short_of_the_commit_counts_its_possible_rereads() -> None:
+    # the link's last syncs lag (MirrorMaker 2 throttles them while it copies in bulk): the nearest sync of
+    # B's orders:0 is 20 records below the group's commit on B — positioned there, never beyond, 19 re-reads
+    found = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(
+            region="B",
+            survivor="A",
+            local_topics=["orders"],
+            committed_on_region={("orders", 0): 100},
+            syncs={},
+            committed_on_survivor={},
+            start={("B.orders", 0): 0},
+            end={("B.orders", 0): 130},
+            forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
+        )
+    }
+    p = found[("B.orders", 0)]
+    assert (p.offset, p.source, p.rereads_at_most) == (81, "translated", 19) and "up to 19 re-read" in p.why
