@@ -296,12 +296,28 @@ def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str
     on_a = read_keys(estate.endpoint("A"), "B.orders")
     moved = {f"moved-{i}" for i in range(20)}
     assert moved <= set(on_a) and all(on_a[k] == 1 for k in moved)
+    # the returning group was positioned on A before A's file was published (issue 34): every partition of
+    # A's orders and B.orders, B.orders from its commits on B's orders — auto.offset.reset never applies
+    journal = Journal.load(ref.failover_home)
+    assert journal is not None
+    group = (journal.step("rejoin-consumer-groups").outcome or {})["details"]["groups"]["shop-a"]
+    positions = {(p["topic"], p["partition"]): p for p in group["positions"]}
+    assert group["positions_committed"] and {t for t, _p in positions} == {"orders", "B.orders"}, group
+    assert {p["source"] for (t, _p), p in positions.items() if t == "B.orders"} == {"translated"}, positions
     home, on_b = _both_ways_after_rejoin(estate, "r1")
-    # the consumer at home reads A's orders and B.orders (B→A translated its offsets): nothing skipped
+    # the consumer at home reads A's orders and B.orders with auto.offset.reset=latest, Java's default: nothing
+    # skipped (before: A's records written before it started), and B's records it had read on B not read again
     want = set(home) | set(on_b)
-    read = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=60, want=want)
+    read = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=60, want=want, reset="latest")
     skipped = sorted(want - set(read))
     assert not skipped, f"{len(skipped)} records skipped after the move home, e.g. {skipped[:5]}"
+    # what it had read on B and reads again at home is counted by the step (observed: 20 of the moved records,
+    # the link's offset syncs short of the group's commits after its bulk catch-up)
+    reread = sorted(moved & set(read))
+    print(
+        f"the consumer at home re-read {len(reread)} of B's records; the step said at most {group['rereads_at_most']}"
+    )
+    assert len(reread) <= group["rereads_at_most"], (reread[:5], group["text"])
     report = status_report(ref, snapshot=False)
     assert {link.name: link.total_lag for link in report.links} == {"A-to-B": 0, "B-to-A": 0}
     print(f"rejoin {rejoin_s:.1f}s; the consumer read {len(read)} records at home for {len(want)} new")

@@ -21,10 +21,13 @@ from tests.integration.helpers import jvms_under
 from tests.integration.ports import windows
 
 STACK = "aadrill"
-TIMING_AIMS = ("application RTO", "B's own applications never interrupted")
+TIMING_AIMS = ("application RTO", "B's own applications never interrupted", "rejoin write gap")
 READ_TWICE_AT_MOST = 200
 """Records the moved group may read twice: one second of the drill's traffic (the positions are exact
 when its last commits on A reach B's offset syncs; a commit after the step only costs re-reads)."""
+REJOIN_READ_TWICE_AT_MOST = 1500
+"""Records the returning group may read twice at home: what it read on B between its positioning and its
+move (both applications' writes into B's orders, 400/s, for the clients step and the last auto-commit)."""
 
 
 def _secs(value: float | None) -> str:
@@ -67,6 +70,19 @@ def test_planned_region_drill_is_graded_and_reported(tmp_path: Path) -> None:
     # positioned on B before its file was published (issue 34): B's records it had read as B.orders on A, and
     # A's it had read on A, are not read again (before: 5,981 read twice)
     assert consumer["read_twice"] <= READ_TWICE_AT_MOST, consumer
+    # the rejoin under the returning applications' traffic, its write gap graded (issue 34)
+    rejoin = r["rejoin"]
+    assert rejoin["summary"]["status"] == "completed", rejoin
+    [w] = rejoin["writes"]
+    assert w["application"] == "shop-a" and w["refused"] == 0, w
+    assert w["acked_on_peer"] > 0 and w["acked_on_home"] > 0, w
+    gap = w["gap"]
+    assert (gap["source"], gap["target"]) == ("B", "A") and gap["rto_s"] is not None, gap
+    assert rejoin["moved_within_s"] is not None and rejoin["moved_within_s"] > 0, rejoin
+    [back] = rejoin["consumers"]
+    assert back["group"] == "shop-a" and back["skipped"] == 0 and back["read_on_target"] > 0, back
+    assert back["read_twice"] <= REJOIN_READ_TWICE_AT_MOST, back
+    assert any(c["check"].startswith("rejoin write gap ≤ 2s (shop-a: ") for c in r["checks"]), r["checks"]
     # the text a person reads carries the same figures
     text = res.stdout
     assert f"DRILL (planned, active-active) on stack {STACK}: region A → B — {r['grade']}" in text, text
@@ -78,8 +94,15 @@ def test_planned_region_drill_is_graded_and_reported(tmp_path: Path) -> None:
     assert f"{consumer['read_twice']} read twice, 0 skipped" in text, text
     assert f"acknowledged and lost after recovery: {r['lost_after_recovery']}" in text, text
     assert f"drill result: {out.resolve() / 'drill.json'}" in text, text
+    assert (
+        f"shop-a: {w['acked_on_peer']} acknowledged on B and {w['acked_on_home']} on A while it ran, 0 refused; "
+        in text
+    )
+    assert f"consumer group shop-a: {back['read_on_source']} read on B, {back['read_on_target']} at home on A" in text
     print(
         f"drill {r['seconds']:.0f}s; region failover {r['failover_s']}s; moved group read twice "
         f"{consumer['read_twice']}, skipped {consumer['skipped']}; "
         + "; ".join(f"{a['application']} {a['kind']} RTO {a['rto_s']}s" for a in r["application_rto"])
+        + f"; rejoin {rejoin['seconds']}s, write gap {gap['rto_s']}s, {w['refused']} refused, returning group read "
+        f"twice {back['read_twice']}, skipped {back['skipped']}"
     )

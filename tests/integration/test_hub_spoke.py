@@ -250,19 +250,20 @@ def _edge_apps(config: dict[str, Any]) -> None:
     apps.append({"name": "panel-e1", "home": "E1", "consumes": ["readings"], "consumer_group": "panel-e1"})
 
 
-def _consume_and_commit(endpoint, seconds: float) -> int:  # noqa: ANN001 - Endpoint
-    """Read ``readings`` as group panel-e1 for ``seconds``, committing as it goes; the records read."""
-    consumer = Consumer(
-        endpoint.config(**{"group.id": "panel-e1", "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    )
-    read = 0
+def _consume_and_commit(
+    config: dict[str, Any], seconds: float, topics: list[str], reset: str = "earliest", want: set[str] | None = None
+) -> list[str]:
+    """Read ``topics`` as group panel-e1 for ``seconds`` (or until ``want`` is read), committing as it goes;
+    the keys read."""
+    consumer = Consumer({**config, "group.id": "panel-e1", "auto.offset.reset": reset, "enable.auto.commit": False})
+    read: list[str] = []
     try:
-        consumer.subscribe(["readings"])
+        consumer.subscribe(topics)
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (want is None or not want <= set(read)):
             msgs = [m for m in consumer.consume(200, timeout=0.5) if m.error() is None]
             if msgs:
-                read += len(msgs)
+                read += [m.key().decode() for m in msgs]
                 consumer.commit(asynchronous=False)
     finally:
         consumer.close()
@@ -290,8 +291,9 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             traffic = EdgeTraffic(published(env.state, "sensor-e1"), "E1")  # its file names E1
             traffic.start()
             try:
-                panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1"))
-                assert _consume_and_commit(panel, 4) > 0, "panel-e1 read nothing on E1"
+                panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1")).config()
+                read_on_e1 = _consume_and_commit(panel, 4, ["readings"])
+                assert read_on_e1, "panel-e1 read nothing on E1"
 
                 def translated() -> bool:
                     return any(t == "E1.readings" for (t, _p) in committed_offsets(hub_ep, "panel-e1"))
@@ -327,8 +329,24 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             steps = _steps(res.stdout)
             assert steps["integrity"]["status"] == "deferred", steps["integrity"]
             assert steps["decommission"]["status"] == "deferred", steps["decommission"]
-            groups = steps["consumer-groups"]["outcome"]["details"]["groups"]
+            details = steps["consumer-groups"]["outcome"]["details"]
+            groups = details["groups"]
             assert groups["panel-e1"]["translated"], f"panel-e1 has no translated offset on H: {groups}"
+            # positioned on the hub before its file was published (issue 34): every partition of E1.readings
+            # and of the hub's own readings (never read on E1: from its first record, no re-read); E1 dead, what
+            # it may have read since the link's translation is counted and the partitions named
+            positions = {(p["topic"], p["partition"]): p for p in groups["panel-e1"]["positions"]}
+            assert groups["panel-e1"]["positions_committed"], groups
+            assert set(positions) == {(t, p) for t in ("readings", "E1.readings") for p in (0, 1)}, positions
+            assert all(
+                p["source"] == "start" and p["rereads_at_most"] == 0
+                for (t, _), p in positions.items()
+                if t == "readings"
+            )
+            kinds = {p["source"] for (t, _), p in positions.items() if t == "E1.readings"}
+            assert "kept" in kinds and kinds <= {"kept", "start"}, positions
+            named = {f"panel-e1:{t}-{p}" for (t, p), v in positions.items() if v["rereads_at_most"]}
+            assert set(details["gaps"]) == named, details
 
             after = env.estate()
             assert after.topology.cluster("E1").role.value == "decommissioned"
@@ -345,6 +363,15 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             )
             producer.flush(30)
             assert acked == ["None"], f"sensor-e1 could not write on the hub: {acked}"
+            # panel-e1, from its published file, with auto.offset.reset=latest: nothing it had not read is
+            # skipped — E1's records on the hub it had not read on E1, and the hub's own (before: skipped)
+            panel_conf = json.loads((after.state / "clients" / "panel-e1.json").read_text())
+            assert panel_conf["bootstrap.servers"] == hub_ep.bootstrap
+            want = (set(_keys(hub_ep, "E1.readings")) - set(read_on_e1)) | {"moved-1"}
+            read_on_hub = _consume_and_commit(panel_conf, 60, ["readings", "E1.readings"], "latest", want)
+            skipped = sorted(want - set(read_on_hub))
+            assert not skipped, f"{len(skipped)} records skipped by panel-e1 on the hub, e.g. {skipped[:5]}"
+            print(f"panel-e1 on the hub: {len(set(read_on_e1) & set(read_on_hub))} re-read, 0 skipped")
 
             estate.local_cluster("E1").start()  # E1 comes back: compare, recover, decommission
             res = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)

@@ -89,6 +89,7 @@ def survivor_positions(
     start: Offsets,
     end: Offsets,
     forward_syncs: dict[tuple[str, int], list[tuple[int, int]]] | None = None,
+    unseen: tuple[str, ...] = (),
 ) -> list[Position]:
     """A moved group's position on every partition of ``end`` (the survivor's partitions of the group's
     topics: its ``local_topics`` and the remote copies it holds).
@@ -97,11 +98,25 @@ def survivor_positions(
     offset syncs of the link survivor → region by survivor partition (B's ``orders`` ↔ ``B.orders`` on A);
     ``forward_syncs``: those of the link region → survivor by region partition (A's ``orders`` ↔
     ``A.orders`` on B); ``start``/``end``: the survivor's log start and end offsets. A commit already on the
-    survivor is kept unless the group's commits on the region say it read further since."""
+    survivor is kept unless the group's commits on the region say it read further since.
+
+    The roles are the move's, whichever way it goes: the rejoin of a region moves its groups back from
+    the peer (``region`` the peer, ``survivor`` the rejoining region), the loss of an edge moves them to
+    the hub. ``unseen``: topics of the survivor no copy of which is on the region (the hub's own topic
+    for a group moved from an edge): the group cannot have read them, so they start at their first record
+    with no re-read — unless the group already committed there."""
     found: list[Position] = []
     for (topic, partition), last in sorted(end.items()):
         first = min(start.get((topic, partition), 0), last)
         here = f"{topic}:{partition}"
+        if topic in unseen:
+            kept = committed_on_survivor.get((topic, partition))
+            if kept is not None:
+                found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
+            else:
+                why = f"{here}: no copy of it on {region}, the group never read it: from its first record"
+                found.append(Position(topic, partition, first, "start", 0, why))
+            continue
         if topic in local_topics:  # B's own topic: the group read it on A as B.<topic>
             source, table, to_here = f"{survivor}.{topic}", syncs.get((topic, partition), []), origin_offset
         elif topic.partition(".")[0] == region:  # A.<topic>: the group read it on A as <topic>
@@ -114,8 +129,13 @@ def survivor_positions(
         kept = committed_on_survivor.get((topic, partition))
         if derived is not None and (kept is None or max(first, min(derived, last)) > kept):
             offset = max(first, min(derived, last))
-            why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}"
-            found.append(Position(topic, partition, offset, "translated", 0, why))
+            slack = _slack(table, read or 0, forward=to_here is target_offset)
+            why = f"{here}: {source}:{partition} read to {read} on {region} = {offset} on {survivor}" + (
+                f" (the nearest offset sync is {slack + 1} records short of that commit: up to {slack} re-read)"
+                if slack
+                else ""
+            )
+            found.append(Position(topic, partition, offset, "translated", slack, why))
         elif kept is not None and committed_on_region is None and source:
             # unknown how far the group read on the region since: everything after its commit may be a re-read
             why = f"{here}: committed on {survivor} ({kept}); {region} unreadable, it may have read further there"
@@ -132,6 +152,13 @@ def survivor_positions(
             why = f"{here}: no offset sync of {source}:{partition} for its commit {read} on {region}"
             found.append(Position(topic, partition, first, "start", min(read, last - first), why))
     return found
+
+
+def _slack(syncs: list[tuple[int, int]], committed: int, *, forward: bool) -> int:
+    """Records a translation of ``committed`` through ``syncs`` may re-read: how far the nearest sync at or
+    below the commit (on the side the commit is on) stands from it; 0 when a sync matches it."""
+    near = max((u if forward else d for u, d in syncs if (u if forward else d) <= committed), default=committed)
+    return max(0, committed - near - 1)
 
 
 def commits_of(positions: list[Position]) -> Offsets:

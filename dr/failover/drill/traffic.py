@@ -442,12 +442,21 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
 
 
 def consumer_report(
-    consumer: ConsumerLoop, group: str, source: str, target: str, on_target: Counter[str], key_prefix: str
+    consumer: ConsumerLoop,
+    group: str,
+    source: str,
+    target: str,
+    on_target: Counter[str],
+    key_prefix: str,
+    *,
+    stop: bool = True,
 ) -> ConsumerReport:
-    """Wait until the group has seen every record of this cycle on the target; count re-reads and skips."""
+    """Wait until the group has seen every record of this cycle on the target; count re-reads and skips.
+    The consumer stops then, unless ``stop`` is False (a later phase of the drill still watches it)."""
     everything = {k for k in on_target if k.startswith(key_prefix)}
     wait_until(lambda: everything <= set(consumer.read_on(source)) | set(consumer.read_on(target)), 60, interval=0.5)
-    consumer.stop()
+    if stop:
+        consumer.stop()
     on_a, on_b = consumer.read_on(source), consumer.read_on(target)
     seen_on_a = set(on_a)
     return ConsumerReport(

@@ -12,10 +12,14 @@ On a copy of the stack (as the active-passive drill, :mod:`dr.failover.kinds.act
    with their data and the resumed failover compares them);
 4. ``drctl failover --region A``: A's applications move to the survivor B when their configuration is
    published; the integrity step lists what never reached ``A.<topic>`` on B, ``--recover`` replays it;
-5. grade (:mod:`dr.failover.kinds.active_active.drill_result`): application RTO per moving application (writes and
+5. ``drctl failover --region A --rejoin`` (once the failover completed) while A's applications still
+   write and read on B from their files: they move home when A's file is published;
+6. grade (:mod:`dr.failover.kinds.active_active.drill_result`): application RTO per moving application (writes and
    reads), the survivor's own applications never interrupted, the listed records exactly those that
    never crossed, nothing acknowledged lost after recovery, no record skipped by the moved consumers,
-   no loop topic, ``pulumi preview`` clean.
+   no loop topic, ``pulumi preview`` clean; then the rejoin: completed, the returning applications' write
+   gap (last write acknowledged on B → first on A) within its aim, none of their writes refused, their
+   groups skipping nothing at home (what they read twice is reported).
 
 The result is ``<out>/drill.json``. Everything is torn down at the end unless ``keep``.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 from dr.base.errors import ConfigError, FailoverError
@@ -36,6 +41,7 @@ from dr.failover.act.clients import publish_clients
 from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
 from dr.failover.drill.frame import DrillOptions, current_topology, prepare_copy, restart, teardown
+from dr.failover.drill.result import ConsumerReport
 from dr.failover.drill.traffic import (
     ConfigSource,
     ConsumerLoop,
@@ -43,6 +49,7 @@ from dr.failover.drill.traffic import (
     application_rto,
     consumer_report,
     read_keys,
+    rto_gap,
     start_config,
 )
 from dr.failover.frame.journal import Journal, atomic_write_json
@@ -53,10 +60,13 @@ from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.kinds.active_active.drill_result import (
     AppTraffic,
     RegionDrillResult,
+    RejoinFigures,
+    RejoinWrites,
     grade_region_drill,
     longest_pause,
     loop_topics,
 )
+from dr.failover.kinds.active_active.rejoin import run_region_rejoin
 from dr.failover.kinds.active_active.run import recover_region, run_region_failover
 from dr.kafka.client import admin_client
 from dr.kafka.offsets import committed_offsets
@@ -238,19 +248,19 @@ def _run(
     result.failover = summary
     result.preview_after_failover = EstateStack(ref).preview().changes
     time.sleep(1)  # the moved applications write and read on B for a moment more
-    for p in apps.producers.values():
-        p.stop()
+    rejoin = summary.status == "completed"  # then the region rejoins under its applications' traffic
+    if not rejoin:
+        for p in apps.producers.values():
+            p.stop()
+    acked = set().union(*(p.acked_on(A) | p.acked_on(B) for p in apps.producers.values()))
     b = estate.endpoint(B)
     on_b: Counter[str] = Counter()
     for t in sorted(set(apps.topics.values())):
         on_b += read_keys(b, t) + read_keys(b, remote_topic(A, t))
-    lost: set[str] = set()
-    for producer in apps.producers.values():
-        lost |= set(producer.acked) - set(on_b)
-    result.lost_after_recovery = len(lost)
+    result.lost_after_recovery = len(acked - set(on_b))
     for name, (group, consumer) in apps.consumers.items():
         if name in moving:
-            result.consumers.append(consumer_report(consumer, group, A, B, on_b, KEY_PREFIX))
+            result.consumers.append(consumer_report(consumer, group, A, B, on_b, KEY_PREFIX, stop=not rejoin))
     for name, producer in apps.producers.items():
         result.traffic.append(_traffic(apps, name, producer, name in moving, B, window))
         if name in moving:
@@ -258,7 +268,71 @@ def _run(
             result.application_rto += application_rto(
                 producer, pair[1] if pair else None, A, B, name, pair[0] if pair else None
             )
+    if rejoin:
+        _rejoin(ref, apps, moving, result, progress)
     result.loops = loop_topics(admin_client(b).list_topics(timeout=10).topics, [c.name for c in topology.clusters])
+
+
+def _rejoin(ref: StackRef, apps: _Apps, moving: list[str], result: RegionDrillResult, progress: Progress) -> None:
+    """``drctl failover --region A --rejoin`` while A's applications write and read on B from their files:
+    each one's write gap (last write acknowledged on B → first on A) and refused writes, and what its group
+    read twice or skipped at home."""
+    A, B = result.region, result.survivor
+    figures = result.rejoin = RejoinFigures()
+    returning = {n: p for n, p in apps.producers.items() if n in moving}
+    refused_before = {n: set(p.failed) for n, p in returning.items()}
+    progress(f"drill: {A} rejoins under its applications' traffic (`drctl failover --region {A} --rejoin`)")
+    began, t0 = time.time(), time.monotonic()
+    try:
+        figures.summary = run_region_rejoin(ref, A, options=FailoverOptions(probe=False), progress=progress)
+    finally:
+        figures.seconds = round(time.monotonic() - t0, 3)
+    time.sleep(2)  # the returning applications write and read at home for a moment more
+    for p in returning.values():
+        p.stop()
+    for name, p in returning.items():
+        at_home = [t for t in p.ack_times(A) if t >= began]
+        figures.writes.append(
+            RejoinWrites(
+                application=name,
+                acked_on_peer=sum(1 for t in p.ack_times(B) if t >= began),
+                acked_on_home=len(at_home),
+                refused=len(set(p.failed) - refused_before[name]),
+                gap=rto_gap(name, "writes", p.ack_times(B), at_home, B, A),
+            )
+        )
+    journal = Journal.load(ref.failover_home)
+    if journal is not None:
+        figures.moved_within_s = journal.outcome_as("rejoin-release", SiteOutcome).details.get("moved_within_s")
+    figures.positions = next((s.summary for s in figures.summary.steps if s.name == "rejoin-consumer-groups"), "")
+    a = Estate(load_stack_file(ref.stack_file), ref.state_dir).endpoint(A)
+    home: Counter[str] = Counter()
+    for t in sorted(set(apps.topics.values())):
+        home += read_keys(a, t) + read_keys(a, remote_topic(B, t))
+    everything = {k for k in home if k.startswith(KEY_PREFIX)}
+    for name, (group, consumer) in apps.consumers.items():
+        if name not in moving:
+            continue
+        wait_until(partial(_has_read, consumer, everything), 60, interval=0.5)
+        consumer.stop()
+        reads = list(consumer.reads)
+        seen_before = {k for c, k, t in reads if c == B or t < began}
+        at_home_keys = [k for c, k, t in reads if c == A and t >= began]
+        figures.consumers.append(
+            ConsumerReport(
+                group=group,
+                read_on_source=sum(1 for c, _k, t in reads if c == B and t >= began),
+                read_on_target=len(at_home_keys),
+                read_twice=sum(1 for k in at_home_keys if k in seen_before),
+                skipped=len(everything - {k for _c, k, _t in reads}),
+                records_on_target=len(everything),
+            )
+        )
+
+
+def _has_read(consumer: ConsumerLoop, keys: set[str]) -> bool:
+    """True once ``consumer`` has read every one of ``keys``, on any cluster."""
+    return keys <= {k for _c, k, _t in list(consumer.reads)}
 
 
 def _translated(estate: Estate, survivor: str, region: str, group: str) -> bool:

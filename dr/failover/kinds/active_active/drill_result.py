@@ -23,6 +23,8 @@ __all__ = [
     "DEFAULT_REGION_AIMS",
     "AppTraffic",
     "RegionDrillResult",
+    "RejoinFigures",
+    "RejoinWrites",
     "grade_region_drill",
     "longest_pause",
     "loop_topics",
@@ -30,8 +32,9 @@ __all__ = [
     "render_region_drill",
 ]
 
-DEFAULT_REGION_AIMS: dict[str, float] = {"rto_s": 10.0, "survivor_pause_s": 5.0}
-"""Application RTO of the moving applications; the longest pause the survivor's own applications may see."""
+DEFAULT_REGION_AIMS: dict[str, float] = {"rto_s": 10.0, "survivor_pause_s": 5.0, "rejoin_gap_s": 2.0}
+"""Application RTO of the moving applications; the longest pause the survivor's own applications may see;
+the returning applications' write gap in the rejoin (last write acknowledged on B → first on A)."""
 
 
 class AppTraffic(_Model):
@@ -50,6 +53,34 @@ class AppTraffic(_Model):
     """The longest gap between two acknowledged writes (or records read) while the region failover ran."""
     reads_during_failover: int | None = None
     """The application's consumer group: records read while the region failover ran (None: no group)."""
+
+
+class RejoinWrites(_Model):
+    """One returning application's writes through the rejoin: its write gap and what was refused."""
+
+    application: str
+    acked_on_peer: int
+    """Writes acknowledged by the peer B while the rejoin ran."""
+    acked_on_home: int
+    """Writes acknowledged by the rejoined A after its client configuration was published."""
+    refused: int
+    """Writes refused or unanswered while the rejoin ran (never counted as written)."""
+    gap: ApplicationRto
+    """Last write acknowledged on B → first write acknowledged on A."""
+
+
+class RejoinFigures(_Model):
+    """The rejoin of the region (``drctl failover --region A --rejoin``) under its applications' traffic."""
+
+    summary: FailoverSummary | None = None
+    seconds: float | None = None
+    writes: list[RejoinWrites] = Field(default_factory=list)
+    moved_within_s: float | None = None
+    """A's client configuration published → B's writes removed (the rejoin-release step's figure)."""
+    consumers: list[ConsumerReport] = Field(default_factory=list)
+    """The returning groups: read on B (``read_on_source``) and at home on A after the rejoin began."""
+    positions: str = ""
+    """The rejoin-consumer-groups step's summary."""
 
 
 class RegionDrillResult(_Model):
@@ -75,6 +106,8 @@ class RegionDrillResult(_Model):
     lost_after_recovery: int | None = None
     loops: list[str] = Field(default_factory=list)
     preview_after_failover: dict[str, int] | None = None
+    rejoin: RejoinFigures | None = None
+    """The fail-back under the returning applications' traffic (None: not reached)."""
     checks: list[Check] = Field(default_factory=list)
     grade: str = "INCOMPLETE"
     error: str | None = None
@@ -154,7 +187,65 @@ def region_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[st
     ]
     if r.mode == "planned":
         found.append((f"planned: every record of {A} reached {B} before the move", r.never_reached_survivor == 0))
+    return found + rejoin_checks(r, aims)
+
+
+def rejoin_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[str, bool | None]]:
+    """The rejoin's checks: it completed; the returning applications' writes never refused and their write
+    gap within the aim; their groups skipped nothing at home."""
+    A, j = r.region, r.rejoin
+    if j is None:
+        return [(f"{A} rejoined (fail-back under its applications' traffic)", False)]
+    found: list[tuple[str, bool | None]] = [
+        (
+            f"{A} rejoined ({A} active again, its applications home)",
+            j.summary is not None and j.summary.status == "completed",
+        )
+    ]
+    found += [
+        (
+            f"rejoin write gap ≤ {aims['rejoin_gap_s']:.0f}s ({w.application}: {seconds_text(w.gap.rto_s)}, "
+            f"{w.gap.measured})",
+            w.gap.rto_s is not None and w.gap.rto_s <= aims["rejoin_gap_s"],
+        )
+        for w in j.writes
+    ]
+    found += [
+        (
+            f"rejoin: no write of {A}'s applications refused ("
+            + ", ".join(f"{w.application} {w.refused}" for w in j.writes)
+            + ")",
+            None if not j.writes else all(w.refused == 0 and w.acked_on_home > 0 for w in j.writes),
+        ),
+        (
+            f"returning consumers skipped no record on {A}",
+            None if not j.consumers else all(c.skipped == 0 and c.read_on_target > 0 for c in j.consumers),
+        ),
+    ]
     return found
+
+
+def rejoin_lines(r: RegionDrillResult) -> list[str]:
+    """The rejoin's figures as text."""
+    j = r.rejoin
+    if j is None:
+        return [f"rejoin of {r.region}: not reached"]
+    steps = ", ".join(f"{s.name} {seconds_text(s.seconds)}" for s in j.summary.steps) if j.summary else "—"
+    lines = [f"rejoin of {r.region} (back from {r.survivor}) {seconds_text(j.seconds)}: {steps}"]
+    lines += [
+        f"  {w.application}: {w.acked_on_peer} acknowledged on {r.survivor} and {w.acked_on_home} on {r.region} "
+        f"while it ran, {w.refused} refused; write gap {seconds_text(w.gap.rto_s)} ({w.gap.measured}); "
+        f"{r.region}'s file published {seconds_text(j.moved_within_s)} before {r.survivor}'s writes were removed"
+        for w in j.writes
+    ]
+    lines += [
+        f"  consumer group {c.group}: {c.read_on_source} read on {r.survivor}, {c.read_on_target} at home on "
+        f"{r.region}, {c.read_twice} read twice, {c.skipped} skipped"
+        for c in j.consumers
+    ]
+    if j.positions:
+        lines.append(f"  positions: {j.positions}")
+    return lines
 
 
 def grade_region_drill(r: RegionDrillResult, aims: dict[str, float] | None = None) -> None:
@@ -210,6 +301,7 @@ def render_region_drill(r: RegionDrillResult) -> str:
     steps = ", ".join(f"{s.name} {seconds_text(s.seconds)}" for s in r.failover.steps) if r.failover else "—"
     lines.append(f"region failover {seconds_text(r.failover_s)}: {steps}")
     lines.append(f"loop topics: {', '.join(r.loops) or 'none'}; preview after the failover: {r.preview_after_failover}")
+    lines += rejoin_lines(r)
     if r.error:
         lines.append(f"the drill stopped: {r.error}")
     lines.append(f"drill result: {Path(r.out) / 'drill.json'} ({r.seconds:.0f}s)")

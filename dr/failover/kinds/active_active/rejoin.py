@@ -11,13 +11,16 @@ every record of A verified on B or replayed there). Journaled and resumable like
 3. desired-state — A ``active`` again, its links A→B and B→A back, the returning applications still
    homed on B (their writes kept there); ``pulumi up``; then the link B→A copies B's topics into
    ``B.<topic>`` on A;
-4. clients — the returning applications' writes granted on A, then A's client configuration published
+4. consumer-groups — each returning group positioned on A before it moves: A's own ``<topic>`` from what
+   it consumed of ``A.<topic>`` on B, ``B.<topic>`` from its commits on B's ``<topic>`` (MirrorMaker 2's
+   offset syncs of each link; :func:`dr.failover.act.positions.survivor_positions`, the region
+   failover's in the other direction), so ``auto.offset.reset`` never applies; partitions without a
+   derived position are named with the re-reads they may cost; what it has not read yet of
+   ``A.<topic>`` on B is listed (those records stay only on B);
+5. clients — the returning applications' writes granted on A, then A's client configuration published
    for them: they move while B still takes their writes, so none is refused;
-5. release — the applications homed on A again (``home: A``); ``pulumi up`` removes their writes on B;
-   the time they had to move (publication → removal) is journaled and printed;
-6. consumer-groups — each returning group: what it has not read yet of ``A.<topic>`` on B (those
-   records stay only on B: the group reads them there before it moves, or reads them there later),
-   and its offsets on ``B.<topic>`` of A translated by MirrorMaker 2 from its commits on B.
+6. release — the applications homed on A again (``home: A``); ``pulumi up`` removes their writes on B;
+   the time they had to move (publication → removal) is journaled and printed.
 
 The records A's applications wrote on B while away stay in B's local topics (B's log is theirs); the
 link B→A copies them to ``B.<topic>`` on A, so a consumer of the global view (``^([^.]+\\.)?orders$``)
@@ -30,12 +33,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dr.base.errors import FailoverError
+from dr.base.errors import ClusterError, FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
+from dr.failover.act.positions import commits_of, positions_text, survivor_positions
 from dr.failover.frame.converge import read_stack_config, wait_copied
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.plan import FailoverPlan, plan_lines
@@ -54,12 +58,11 @@ from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.run import recovered_marker
 from dr.failover.kinds.active_active.steps import RegionContext
 from dr.kafka.client import create_acls
-from dr.kafka.offsets import committed_offsets, end_offsets
-from dr.runtime.mirrormaker import group_offsets_translated_within
-from dr.runtime.process import wait_until
+from dr.kafka.offset_syncs import read_offset_syncs
+from dr.kafka.offsets import commit_group_offsets, committed_offsets, end_offsets, start_offsets
 from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import peer_rules
-from dr.topology.active_active import is_active_active, remote_topic
+from dr.topology.active_active import is_active_active, remote_topic, remote_topics_on
 
 __all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin", "staged_topology"]
 
@@ -233,49 +236,79 @@ def release(ctx: RejoinContext) -> StepResult:
 
 
 def consumer_groups(ctx: RejoinContext) -> StepResult:
-    """Each returning group: its unread records of ``A.<topic>`` on B, its translated offsets on A."""
-    groups = [
-        (app, ctx.desired.principals.application(app).consumer_group)
-        for app in ctx.returning
-        if ctx.desired.principals.application(app).consumer_group
-    ]
-    remote_on_b = [remote_topic(ctx.region, t) for t in ctx.topics]
-    remote_on_a = [remote_topic(ctx.survivor, t) for t in ctx.topics]
+    """Before A's client configuration is published: every returning group gets a committed offset on each
+    partition of its topics on A — A's own ``<topic>`` derived from what it consumed of ``A.<topic>`` on B
+    (offset syncs of the link A→B), ``B.<topic>`` from its commits on B's ``<topic>`` (those of the link
+    B→A) — so none of its consumers falls back to ``auto.offset.reset`` when it moves. What it reads on B
+    after this step it reads again on A (counted by the drill). Also listed: what it has not read yet of
+    ``A.<topic>`` on B (those records stay only on B)."""
+    A, B = ctx.region, ctx.survivor
+    topics = ctx.topics
+    remote_on_b = [remote_topic(A, t) for t in topics]
+    on_a_topics = [*topics, *remote_topics_on(ctx.desired, A, topics)]
+    start, end = start_offsets(ctx.a_ep, on_a_topics), end_offsets(ctx.a_ep, on_a_topics)
     ends_b = end_offsets(ctx.b_ep, remote_on_b)
+    back = read_offset_syncs(ctx.a_ep, B, topics) or read_offset_syncs(ctx.b_ep, B, topics)  # link A→B
+    forward = read_offset_syncs(ctx.b_ep, A, topics) or read_offset_syncs(ctx.a_ep, A, topics)  # link B→A
     found: dict[str, Any] = {}
+    gaps: list[str] = []
+    refused: list[str] = []
     unread_total = 0
-    for _app, group in groups:
-        if group is None:  # filtered above: every group here is declared
+    for app in ctx.returning:
+        application = ctx.desired.principals.application(app)
+        group = application.consumer_group
+        if not group:
             continue
         on_b = committed_offsets(ctx.b_ep, group)
-        read_on_b = {(t, p): n for (t, p), n in on_b.items() if t in ctx.topics}
-
-        def translated(g: str = group) -> dict[tuple[str, int], int]:
-            return {(t, p): n for (t, p), n in committed_offsets(ctx.a_ep, g).items() if t in remote_on_a}
-
-        # MirrorMaker 2 (B→A) writes the group's offsets on A once it saw the group's commits on B
-        if read_on_b:
-            wait_until(lambda: bool(translated()), group_offsets_translated_within() + 10, interval=1)
+        reads = [t for t in topics if t in ctx.desired.consumed_by(application)]
+        mine = {*reads, *remote_topics_on(ctx.desired, A, reads)}
+        positions = survivor_positions(
+            region=B,
+            survivor=A,
+            local_topics=reads,
+            committed_on_region=on_b,
+            syncs=back,
+            committed_on_survivor=committed_offsets(ctx.a_ep, group),
+            start=start,
+            end={tp: n for tp, n in end.items() if tp[0] in mine},
+            forward_syncs=forward,
+        )
+        try:
+            commit_group_offsets(ctx.a_ep, group, commits_of(positions))
+            committed = True
+        except ClusterError as exc:  # the group already has members on A: its consumers moved on their own
+            refused.append(f"{group} ({str(exc).splitlines()[0]})")
+            committed = False
+        gaps += [
+            f"{group}:{p.topic}-{p.partition}" for p in positions if p.source != "translated" and p.rereads_at_most
+        ]
         unread = {f"{t}-{p}": n - on_b.get((t, p), 0) for (t, p), n in ends_b.items() if n > on_b.get((t, p), 0)}
         unread_total += sum(unread.values())
         found[group] = {
             "unread_on_peer": unread,
-            "translated": {f"{t}-{p}": n for (t, p), n in sorted(translated().items())},
-            "committed_on_peer": len(read_on_b),
+            "positions": [p.to_json() for p in positions],
+            "positions_committed": committed,
+            "rereads_at_most": sum(p.rereads_at_most for p in positions),
+            "text": positions_text(group, positions),
         }
-    gaps = [g for g, v in found.items() if v["committed_on_peer"] and not v["translated"]]
-    summary = f"{len(found)} groups"
+    summary = f"{len(found)} groups positioned on {A} before the move; " + (
+        f"{len(gaps)} partitions without a derived position, resuming from the group's commit on {A} or their "
+        f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records"
+        if gaps
+        else f"every partition's position derived from the group's commits on {B} (nothing skipped; re-reading at "
+        f"most {sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of "
+        f"its commits, and what it reads on {B} until it moves)"
+    )
+    if refused:
+        summary += f"; not set (the group already has members on {A}): {', '.join(refused)}"
     if unread_total:
         summary += (
-            f"; {unread_total} records of {ctx.region}.<topic> on {ctx.survivor} not read yet by "
-            f"{', '.join(g for g, v in found.items() if v['unread_on_peer'])} — they are only on {ctx.survivor}: "
-            f"read them there (client configuration for {ctx.survivor}) before or after the move"
+            f"; {unread_total} records of {A}.<topic> on {B} not read yet by "
+            f"{', '.join(g for g, v in found.items() if v['unread_on_peer'])} — they are only on {B}: "
+            f"read them there (client configuration for {B}) before or after the move"
         )
-    if gaps:
-        summary += (
-            f"; no translated offset on {ctx.region} yet for {', '.join(gaps)} — those start per auto.offset.reset"
-        )
-    return result("done", summary, groups=found, unread=unread_total, gaps=gaps)
+    return result("done", summary, groups=found, unread=unread_total, gaps=gaps, refused=refused)
 
 
 REJOIN_STEPS: list[Step[RejoinContext]] = [
@@ -284,9 +317,14 @@ REJOIN_STEPS: list[Step[RejoinContext]] = [
     Step(
         "rejoin-desired-state", desired_state, "write A active, links A↔B (apps' writes kept on B); pulumi up", _inputs
     ),
+    Step(
+        "rejoin-consumer-groups",
+        consumer_groups,
+        "position the returning groups on A's <topic> (from A.<topic> on B) and B.<topic>, before they move",
+        _inputs,
+    ),
     Step("rejoin-clients", clients, "grant the returning apps' writes on A, publish A's client configuration", _inputs),
     Step("rejoin-release", release, "write the apps home A; pulumi up removes their writes on B", _inputs),
-    Step("rejoin-consumer-groups", consumer_groups, "returning groups: unread on B, translated on A", _inputs),
 ]
 
 

@@ -261,7 +261,8 @@ def consumer_groups(ctx: RegionContext) -> StepResult:
         "re-reading at most "
         f"{sum(v['rereads_at_most'] for v in found.values())} records"
         if gaps
-        else "every partition's position derived from the group's commits (nothing re-read, nothing skipped)"
+        else "every partition's position derived from the group's commits (nothing skipped; re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of them)"
     )
     if refused:
         summary += f"; not set (the group already has members on {ctx.survivor}): {', '.join(refused)}"

@@ -8,9 +8,11 @@ applications moves to its ``fallback`` (another edge, or the hub when unset):
 1. preflight — H and every fallback healthy; E1's reachability; the lag of the link E1→H per partition;
 2. fence-drain — planned: E1's producers lose their write ACLs on E1, and E1→H drains to lag 0;
 3. move — the link E1→H stops (killed when E1 is gone); each application gets its ACLs on its fallback;
-4. clients — each fallback's client configuration for the applications moving there;
-5. consumer-groups — the moved groups' translated offsets on the hub's copies ``E1.<topic>``
-   (MirrorMaker 2's checkpoints and offset sync); a group moved to another edge has none there;
+4. consumer-groups — each moved group positioned where it moves, before it moves: on the hub's
+   ``E1.<topic>`` from its commits on E1 (MirrorMaker 2's offset syncs; E1 unreadable: the link's
+   checkpointed translation, its possible re-reads counted), on the hub's or another edge's own topic
+   from the first record (never read on E1), so ``auto.offset.reset`` never applies;
+5. clients — each fallback's client configuration for the applications moving there;
 6. desired-state — E1 decommissioned (its ``lost_edge_topics`` keep ``E1.<topic>`` declared on the hub
    and its passive copy), its link gone, the applications homed on their fallbacks; ``pulumi up``;
 7. integrity — when E1 is readable: E1's topics against ``E1.<topic>`` on the hub, every record never
@@ -28,10 +30,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from dr.base.errors import ClusterError
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.edge_resume import ResumePoint, edge_links_into, resume_points, seed_resume_points
 from dr.failover.act.health import listening
+from dr.failover.act.positions import commits_of, positions_text, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
@@ -46,7 +50,8 @@ from dr.failover.frame.site_loss import (
 from dr.failover.frame.step import Context, Step, StepResult
 from dr.failover.kinds.active_passive import steps as active_passive
 from dr.kafka.client import create_acls
-from dr.kafka.offsets import committed_offsets
+from dr.kafka.offset_syncs import read_offset_syncs
+from dr.kafka.offsets import commit_group_offsets, committed_offsets, end_offsets, start_offsets
 from dr.topology import Link, Role, Topology
 from dr.topology.access import application_rules
 from dr.topology.hub_spoke import (
@@ -178,41 +183,76 @@ def clients(ctx: EdgeContext) -> StepResult:
 
 
 def consumer_groups(ctx: EdgeContext) -> StepResult:
-    """The moved groups' translated offsets on the hub's ``E.<topic>``, against their last commits on E."""
+    """Before the moved applications' configuration is published: every moved group gets a committed offset on
+    each partition of what it reads where it moves — on the hub ``E.<topic>`` from its commits on E's
+    ``<topic>`` (offset syncs of the link E→H; with E unreadable, the link's checkpointed translation, its
+    possible re-reads counted), the hub's own ``<topic>`` and another edge's from their first record (no
+    copy of them was on E: nothing there was read) — so none of its consumers falls back to
+    ``auto.offset.reset``. The partitions without a derived position are named with the re-reads they may
+    cost."""
     edge_up = listening(ctx.a_ep.bootstrap)
+    forward = read_offset_syncs(ctx.a_ep, ctx.hub, ctx.topics) if edge_up else {}  # link E→H, on E
+    if not forward:
+        forward = read_offset_syncs(ctx.b_ep, ctx.hub, ctx.topics)  # on Kafka Connect: on the hub
     found: dict[str, Any] = {}
     gaps: list[str] = []
+    refused: list[str] = []
     for name, target in ctx.moves.items():
-        group = ctx.original.principals.application(name).consumer_group
+        app = ctx.original.principals.application(name)
+        group = app.consumer_group
         if not group:
             continue
-        on_edge = committed_offsets(ctx.a_ep, group) if edge_up else {}
-        local = sorted((t, p) for (t, p) in on_edge if t in ctx.topics)
-        if target != ctx.hub:
-            found[group] = {
-                "moved_to": target,
-                "translated": {},
-                "note": f"{target} holds no copy of {ctx.edge}'s topics: the group starts per auto.offset.reset",
-            }
-            gaps.append(f"{group}@{target}")
-            continue
-        on_hub = committed_offsets(ctx.b_ep, group)
-        prefix = remote_topic(ctx.edge, "")
-        translated = {f"{t}-{p}": n for (t, p), n in sorted(on_hub.items()) if t.startswith(prefix)}
-        missing = [
-            f"{remote_topic(ctx.edge, t)}-{p}" for (t, p) in local if (remote_topic(ctx.edge, t), p) not in on_hub
+        reads = [t for t in ctx.topics if t in ctx.original.consumed_by(app)]
+        mine = [*reads, *([remote_topic(ctx.edge, t) for t in reads] if target == ctx.hub else [])]
+        there = ctx.endpoint(target)
+        on_edge = committed_offsets(ctx.a_ep, group) if edge_up else None
+        on_target = committed_offsets(there, group)
+        positions = survivor_positions(
+            region=ctx.edge,
+            survivor=target,
+            local_topics=[],
+            committed_on_region=on_edge,
+            syncs={},
+            committed_on_survivor=on_target,
+            start=start_offsets(there, mine),
+            end=end_offsets(there, mine),
+            forward_syncs=forward if target == ctx.hub else {},
+            unseen=tuple(reads),
+        )
+        try:
+            commit_group_offsets(there, group, commits_of(positions))
+            committed = True
+        except ClusterError as exc:  # the group already has members there: its consumers moved on their own
+            refused.append(f"{group} ({str(exc).splitlines()[0]})")
+            committed = False
+        gaps += [
+            f"{group}:{p.topic}-{p.partition}" for p in positions if p.source != "translated" and p.rereads_at_most
         ]
-        gaps += [f"{group}:{m}" for m in missing]
         found[group] = {
             "moved_to": target,
-            "translated": translated,
-            "committed_on_edge": len(local),
-            "untranslated": missing,
+            "translated": {f"{t}-{p}": n for (t, p), n in sorted(on_target.items()) if t.startswith(f"{ctx.edge}.")},
+            "committed_on_edge": None if on_edge is None else len([tp for tp in on_edge if tp[0] in reads]),
+            "positions": [p.to_json() for p in positions],
+            "positions_committed": committed,
+            "rereads_at_most": sum(p.rereads_at_most for p in positions),
+            "text": positions_text(group, positions),
         }
-    summary = f"{len(found)} groups; {len(gaps)} without a translated offset" + (
-        f" ({', '.join(gaps[:5])}) — those start per auto.offset.reset" if gaps else ""
+    unknown = (
+        ""
+        if edge_up
+        else f"; {ctx.edge} unreadable: what the groups read there since their last translation is unknown"
     )
-    return result("done", summary, groups=found, gaps=gaps)
+    summary = f"{len(found)} groups positioned before the move{unknown}; " + (
+        f"{len(gaps)} partitions without a derived position, resuming from the group's translated commit or their "
+        f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records"
+        if gaps
+        else "every partition's position derived from the group's commits (nothing skipped; re-reading at most "
+        f"{sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of them)"
+    )
+    if refused:
+        summary += f"; not set (the group already has members where it moves): {', '.join(refused)}"
+    return result("done", summary, groups=found, gaps=gaps, refused=refused)
 
 
 EDGE_STEPS: list[Step[EdgeContext]] = [
@@ -221,8 +261,13 @@ EDGE_STEPS: list[Step[EdgeContext]] = [
     ),
     Step("fence-drain", fence_drain, "planned: fence E's producers on E, drain E→H to lag 0", _inputs),
     Step("move", move, "stop the link E→H; grant E's applications their ACLs on their fallbacks", _inputs),
+    Step(
+        "consumer-groups",
+        consumer_groups,
+        "position the moved groups where they move (E.<topic> from their commits on E), before they move",
+        _inputs,
+    ),
     Step("clients", clients, "publish each fallback's client configuration for E's applications", _inputs),
-    Step("consumer-groups", consumer_groups, "check the moved groups' translated offsets on E.<topic>", _inputs),
     Step(
         "desired-state",
         desired_state,

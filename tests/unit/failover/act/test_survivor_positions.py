@@ -130,3 +130,85 @@ def test_the_regions_own_topic_is_translated_forwards_when_the_links_checkpoint_
         (p.topic, p.partition): p for p in _positions(end={("C.orders", 0): 12}, start={}, committed_on_survivor={})
     }
     assert (other[("C.orders", 0)].offset, other[("C.orders", 0)].rereads_at_most) == (0, 12)
+
+
+def test_a_rejoin_positions_the_returning_group_on_its_home_from_what_it_read_on_the_peer() -> None:
+    # the mirror image of the region failover: the group leaves B for the rebuilt A. On B it read A.orders
+    # (A's orders copied by the link A→B) and B's orders; on A it reads orders and B.orders.
+    found = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(
+            region="B",
+            survivor="A",
+            local_topics=["orders"],
+            committed_on_region={("A.orders", 0): 25, ("orders", 0): 70},
+            syncs={("orders", 0): [(i, i + 20) for i in range(10)]},  # A's orders:i = A.orders:i+20 on B
+            committed_on_survivor={},
+            start={("orders", 0): 0, ("B.orders", 0): 0, ("orders", 1): 0},
+            end={("orders", 0): 10, ("B.orders", 0): 80, ("orders", 1): 4},
+            forward_syncs={("orders", 0): [(i, i) for i in range(80)]},  # B's orders:i = B.orders:i on A
+        )
+    }
+    # A.orders:0 read to 25 on B = orders:0 at 5 on A; orders:0 read to 70 on B = B.orders:0 at 70 on A
+    assert (found[("orders", 0)].offset, found[("orders", 0)].source) == (5, "translated")
+    assert (found[("B.orders", 0)].offset, found[("B.orders", 0)].source) == (70, "translated")
+    # a partition of A's orders the group never committed on B: its first record, nothing to re-read
+    assert (found[("orders", 1)].offset, found[("orders", 1)].source, found[("orders", 1)].rereads_at_most) == (
+        0,
+        "start",
+        0,
+    )
+    assert all(p.rereads_at_most == 0 for p in found.values())
+
+
+def test_a_group_moved_from_an_edge_starts_the_hubs_own_topic_at_its_first_record_without_rereads() -> None:
+    # E1 lost: panel-e1 read E1's readings; on the hub it reads E1.readings and the hub's own readings,
+    # no copy of which was ever on E1
+    common = {
+        "region": "E1",
+        "survivor": "H",
+        "local_topics": [],
+        "syncs": {},
+        "start": {("readings", 0): 3, ("E1.readings", 0): 0},
+        "end": {("readings", 0): 9, ("E1.readings", 0): 50},
+        "forward_syncs": {("readings", 0): [(i, i) for i in range(50)]},
+        "unseen": ("readings",),
+    }
+    up = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(
+            committed_on_region={("readings", 0): 30}, committed_on_survivor={("E1.readings", 0): 20}, **common
+        )  # type: ignore[arg-type]
+    }
+    assert (up[("E1.readings", 0)].offset, up[("E1.readings", 0)].source) == (30, "translated")
+    hub = up[("readings", 0)]
+    assert (hub.offset, hub.source, hub.rereads_at_most) == (3, "start", 0) and "never read it" in hub.why
+    # the edge unreadable: the link's translation is kept, what it may have read since counted
+    down = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(committed_on_region=None, committed_on_survivor={("E1.readings", 0): 20}, **common)  # type: ignore[arg-type]
+    }
+    assert (down[("E1.readings", 0)].source, down[("E1.readings", 0)].rereads_at_most) == ("kept", 30)
+    assert (down[("readings", 0)].offset, down[("readings", 0)].rereads_at_most) == (3, 0)
+    assert commits_of(list(down.values())) == {("readings", 0): 3}
+
+
+def test_a_translation_through_a_sync_short_of_the_commit_counts_its_possible_rereads() -> None:
+    # the link's last syncs lag (MirrorMaker 2 throttles them while it copies in bulk): the nearest sync of
+    # B's orders:0 is 20 records below the group's commit on B — positioned there, never beyond, 19 re-reads
+    found = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(
+            region="B",
+            survivor="A",
+            local_topics=["orders"],
+            committed_on_region={("orders", 0): 100},
+            syncs={},
+            committed_on_survivor={},
+            start={("B.orders", 0): 0},
+            end={("B.orders", 0): 130},
+            forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
+        )
+    }
+    p = found[("B.orders", 0)]
+    assert (p.offset, p.source, p.rereads_at_most) == (81, "translated", 19) and "up to 19 re-read" in p.why

@@ -14,6 +14,8 @@ from dr.failover.kinds.active_active.drill import region_drill_refusal
 from dr.failover.kinds.active_active.drill_result import (
     AppTraffic,
     RegionDrillResult,
+    RejoinFigures,
+    RejoinWrites,
     grade_region_drill,
     longest_pause,
     loop_topics,
@@ -84,8 +86,47 @@ def _result(**changes: Any) -> RegionDrillResult:
         lost_after_recovery=0,
         loops=[],
         preview_after_failover={},
+        rejoin=_rejoin(),
     )
     return r.model_copy(update=changes)
+
+
+def _rejoin(gap: float | None = 0.06, refused: int = 0, skipped: int = 0) -> RejoinFigures:
+    steps = [StepLine(name="rejoin-release", status="done", seconds=5.2, attempts=1, summary="removed")]
+    return RejoinFigures(
+        summary=FailoverSummary.model_construct(status="completed", steps=steps),
+        seconds=31.0,
+        writes=[
+            RejoinWrites(
+                application="shop-a",
+                acked_on_peer=2000,
+                acked_on_home=400,
+                refused=refused,
+                gap=ApplicationRto(
+                    application="shop-a",
+                    kind="writes",
+                    source="B",
+                    target="A",
+                    last_on_source=200.0,
+                    first_on_target=None if gap is None else 200.0 + gap,
+                    measured="last write acknowledged on B → first write acknowledged on A",
+                    rto_s=gap,
+                ),
+            )
+        ],
+        moved_within_s=4.4,
+        consumers=[
+            ConsumerReport(
+                group="shop-a",
+                read_on_source=900,
+                read_on_target=500,
+                read_twice=12,
+                skipped=skipped,
+                records_on_target=3000,
+            )
+        ],
+        positions="1 groups positioned on A before the move",
+    )
 
 
 def _failed(r: RegionDrillResult) -> list[str]:
@@ -126,6 +167,11 @@ def test_a_clean_planned_drill_passes_every_check() -> None:
         ({"verification_exact": False}, "verification listed exactly"),
         ({"never_reached_survivor": 3}, "planned: every record of A reached B"),
         ({"failover": None}, "region failover completed"),
+        ({"rejoin": None}, "A rejoined"),
+        ({"rejoin": _rejoin(gap=2.5)}, "rejoin write gap ≤ 2s"),
+        ({"rejoin": _rejoin(gap=None)}, "rejoin write gap ≤ 2s"),
+        ({"rejoin": _rejoin(refused=3)}, "rejoin: no write of A's applications refused"),
+        ({"rejoin": _rejoin(skipped=1)}, "returning consumers skipped no record on A"),
     ],
 )
 def test_each_failure_fails_its_own_check(changes: dict[str, Any], failing: str) -> None:
@@ -203,6 +249,16 @@ def test_the_text_carries_the_grade_checks_and_figures() -> None:
         "counted as written)"
     ) in lines
     assert "  consumer group shop-a: 800 read on A, 900 on B, 40 read twice, 0 skipped" in lines
+    # the rejoin's figures: the write gap graded against its aim (issue 34)
+    assert "rejoin write gap ≤ 2s (shop-a: 0.1s, last write acknowledged on B → first write acknowledged on A)" in [
+        c.check for c in r.checks
+    ]
+    assert "rejoin of A (back from B) 31.0s: rejoin-release 5.2s" in lines
+    assert (
+        "  shop-a: 2000 acknowledged on B and 400 on A while it ran, 0 refused; write gap 0.1s (last write "
+        "acknowledged on B → first write acknowledged on A); A's file published 4.4s before B's writes were removed"
+    ) in lines
+    assert "  consumer group shop-a: 900 read on B, 500 at home on A, 12 read twice, 0 skipped" in lines
     assert (
         "records of A never in A.<topic> on B: 0 (verification listed 0, replayed 0); acknowledged and lost "
         "after recovery: 0"
