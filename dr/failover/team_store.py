@@ -217,6 +217,26 @@ class Lease:
         return self.heartbeat_age_s > STALE_AFTER_S
 
 
+STEP_ORDER = "step_order"
+"""The key under which a journal row keeps its steps' order: ``jsonb`` stores an object's keys sorted by
+length, then bytes, so the steps would come back as clients, promote, integrity, preflight, …"""
+
+
+def to_row(record: dict[str, Any]) -> str:
+    """``record`` as the JSON of its ``kdr_failover`` row, with its steps' order beside it."""
+    return json.dumps({**record, STEP_ORDER: list(record.get("steps") or {})}, default=str)
+
+
+def from_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """A journal record read from its row, its steps in the order they were written."""
+    record = dict(doc)
+    order = record.pop(STEP_ORDER, None) or []
+    steps = record.get("steps")
+    if isinstance(steps, dict):
+        record["steps"] = {**{n: steps[n] for n in order if n in steps}, **steps}
+    return record
+
+
 class TeamStore:
     """Journal rows, leases, events, audit states and verification summaries of one project's stacks in
     one PostgreSQL database (``url``)."""
@@ -317,7 +337,7 @@ class TeamStore:
             row = conn.execute(
                 "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s AND current", (self.project, stack)
             ).fetchone()
-            return dict(row[0]) if row else None
+            return from_row(row[0]) if row else None
 
     def version(self, stack: str) -> int | None:
         """The write count of the stack's current journal row (None: no current failover)."""
@@ -346,7 +366,7 @@ class TeamStore:
                         stack,
                         record["failover_id"],
                         record["status"],
-                        json.dumps(record, default=str),
+                        to_row(record),
                         epoch,
                     ),
                 )
@@ -362,7 +382,7 @@ class TeamStore:
                 cur = conn.execute(
                     "UPDATE kdr_failover SET record = %s, status = %s, current = %s, version = version + 1, "
                     "epoch = %s, updated_at = now() WHERE project = %s AND stack = %s AND failover_id = %s",
-                    (json.dumps(record, default=str), record["status"], current, epoch, self.project, stack,
+                    (to_row(record), record["status"], current, epoch, self.project, stack,
                      record["failover_id"]),
                 )  # fmt: skip
                 return int(cur.rowcount)
@@ -408,7 +428,7 @@ class TeamStore:
         current = conn.execute(
             "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s AND current", (self.project, stack)
         ).fetchone()
-        record = dict(current[0]) if current else {}
+        record = from_row(current[0]) if current else {}
         if record.get("status") == "completed":
             who += f"; failover {record.get('failover_id')} was finished by {finished_by(record) or 'them'}"
         elif lease is not None and row is not None:
@@ -422,7 +442,7 @@ class TeamStore:
                 "SELECT record FROM kdr_failover WHERE project = %s AND stack = %s ORDER BY created_at DESC",
                 (self.project, stack),
             ).fetchall()
-            return [dict(r[0]) for r in rows]
+            return [from_row(r[0]) for r in rows]
 
     # ------------------------------------------------------------------ lease
     def lease(self, stack: str) -> Lease | None:

@@ -90,8 +90,8 @@ def pg_url() -> Iterator[PgUrl]:
 @pytest.fixture(scope="module")
 def existing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExistingEstate]:
     root = tmp_path_factory.mktemp("team-estate")
-    with windows(3) as ports:
-        estate = ExistingEstate(root, (ports[0], ports[1], ports[2]))
+    with windows(3) as ports:  # with the team's client endpoint, which the shared stack declares
+        estate = ExistingEstate(root, (ports[0], ports[1], ports[2]), endpoint=True)
         try:
             estate.start()
             yield estate

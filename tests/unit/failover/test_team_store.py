@@ -59,6 +59,20 @@ def test_journal_round_trip_from_another_empty_state_dir(team: str, tmp_path: Pa
     assert ts.team_store(team).version(other._key) == 5
 
 
+def test_the_steps_come_back_in_the_order_they_were_written(team: str, tmp_path: Path) -> None:
+    """jsonb sorts an object's keys (by length, then bytes): without the kept order a failed run's summary
+    listed clients, promote, integrity, preflight, … (found by the suite's team-backend run)."""
+    steps = ["preflight", "fence-drain", "promote", "clients", "consumer-groups", "desired-state", "integrity"]
+    journal = Journal.create(
+        tmp_path / "op1" / "s9", stack="s9", mode="planned", source="A", target="B", standby=None,
+        original_config={}, desired_config={}, steps=steps,
+    )  # fmt: skip
+    journal.begin_run(mode="planned", options={})
+    other = Journal.load(tmp_path / "op2" / "s9")
+    assert other is not None and list(other.record.steps) == steps
+    assert [r["steps"] for r in ts.team_store(team).history("s9")] and "step_order" not in other.record.model_dump()
+
+
 def test_a_new_failover_keeps_the_old_row(team: str, tmp_path: Path) -> None:
     old = _new(tmp_path / "s2", "s2")
     old.set_status("completed")
