@@ -303,7 +303,10 @@ def test_region_a_rejoins_as_a_peer_and_its_applications_move_home(env: dict[str
     group = (journal.step("rejoin-consumer-groups").outcome or {})["details"]["groups"]["shop-a"]
     positions = {(p["topic"], p["partition"]): p for p in group["positions"]}
     assert group["positions_committed"] and {t for t, _p in positions} == {"orders", "B.orders"}, group
-    assert {p["source"] for (t, _p), p in positions.items() if t == "B.orders"} == {"translated"}, positions
+    # each from its commits on B, or the group's own commit on A where that is at or past their translation
+    # (the link's offset syncs short of B's commits: what it may read again is counted, checked below)
+    sources = {p["source"] for (t, _p), p in positions.items() if t == "B.orders"}
+    assert sources and sources <= {"translated", "kept"}, positions
     home, on_b = _both_ways_after_rejoin(estate, "r1")
     # the consumer at home reads A's orders and B.orders with auto.offset.reset=latest, Java's default: nothing
     # skipped (before: A's records written before it started), and B's records it had read on B not read again

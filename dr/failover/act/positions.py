@@ -140,6 +140,20 @@ def survivor_positions(
             # unknown how far the group read on the region since: everything after its commit may be a re-read
             why = f"{here}: committed on {survivor} ({kept}); {region} unreadable, it may have read further there"
             found.append(Position(topic, partition, kept, "kept", max(0, last - kept), why))
+        elif kept is not None and derived is not None:
+            # its commit here is at or past the translation; with offset syncs short of the region's commit
+            # the group may have read further there, and reads that again from here
+            slack = _slack(table, read or 0, forward=to_here is target_offset)
+            again = max(0, min(derived + slack, last) - kept)
+            why = (
+                f"{here}: committed on {survivor} ({kept}), at or past {source}:{partition} read to {read} on {region}"
+            )
+            why += (
+                f" (= {derived}; the nearest offset sync is {slack + 1} records short: up to {again} re-read)"
+                if again
+                else ""
+            )
+            found.append(Position(topic, partition, kept, "kept", again, why))
         elif kept is not None:
             found.append(Position(topic, partition, kept, "kept", 0, f"{here}: committed on {survivor} ({kept})"))
         elif committed_on_region is None:

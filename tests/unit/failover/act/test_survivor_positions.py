@@ -212,3 +212,24 @@ def test_a_translation_through_a_sync_short_of_the_commit_counts_its_possible_re
     }
     p = found[("B.orders", 0)]
     assert (p.offset, p.source, p.rereads_at_most) == (81, "translated", 19) and "up to 19 re-read" in p.why
+
+
+def test_a_commit_on_the_survivor_past_a_short_translation_is_kept_and_counts_its_possible_rereads() -> None:
+    # the group's old commit on A's B.orders:0 (90) is past the translation of its commit on B (81, the
+    # nearest sync 20 records short): kept, and the 10 records it may have read beyond that on B are counted
+    found = {
+        (p.topic, p.partition): p
+        for p in survivor_positions(
+            region="B",
+            survivor="A",
+            local_topics=["orders"],
+            committed_on_region={("orders", 0): 100},
+            syncs={},
+            committed_on_survivor={("B.orders", 0): 90},
+            start={("B.orders", 0): 0},
+            end={("B.orders", 0): 130},
+            forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
+        )
+    }
+    p = found[("B.orders", 0)]
+    assert (p.offset, p.source, p.rereads_at_most) == (90, "kept", 10) and "up to 10 re-read" in p.why
