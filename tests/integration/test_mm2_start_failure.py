@@ -70,7 +70,9 @@ def test_a_failed_mm2_start_names_its_cause_within_seconds(
         info.value.problem
     )
     assert "failed to start" in info.value.problem or "exited during start-up" in info.value.problem
-    assert elapsed < 45, f"the cause took {elapsed:.1f}s to be named (the readiness wait is 120 s)"
+    # half the readiness wait: named by the start's own check, not by the wait running out (46.8 s was seen
+    # with the suite on two workers beside other runs; about 20 s on a quiet machine)
+    assert elapsed < 60, f"the cause took {elapsed:.1f}s to be named (the readiness wait is 120 s)"
     assert str(mirror.process.log_file) in str(info.value)
     pid_file = mirror.dir / "pid"
     assert not mirror.alive() and not (pid_file.exists() and pid_alive(int(pid_file.read_text())))
