@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dr.kafka.offsets import Offsets
+from dr.base.errors import ClusterError
+from dr.kafka.client import Endpoint
+from dr.kafka.offsets import Offsets, commit_group_offsets
 
 __all__ = ["Position", "commits_of", "origin_offset", "positions_text", "survivor_positions", "target_offset"]
 
@@ -178,6 +180,17 @@ def _slack(syncs: list[tuple[int, int]], committed: int, *, forward: bool) -> in
 def commits_of(positions: list[Position]) -> Offsets:
     """The offsets to commit: every position not already committed on the survivor."""
     return {(p.topic, p.partition): p.offset for p in positions if p.source != "kept"}
+
+
+def commit_positions(ep: Endpoint, group: str, positions: list[Position], refused: list[str]) -> bool:
+    """Commit ``group``'s derived positions on ``ep`` (:func:`commits_of`); False, with the refusal appended
+    to ``refused``, when the group already has members there: its consumers moved on their own."""
+    try:
+        commit_group_offsets(ep, group, commits_of(positions))
+    except ClusterError as exc:
+        refused.append(f"{group} ({str(exc).splitlines()[0]})")
+        return False
+    return True
 
 
 def positions_text(group: str, positions: list[Position]) -> str:

@@ -33,13 +33,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dr.base.errors import ClusterError, FailoverError
+from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
-from dr.failover.act.positions import commits_of, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
 from dr.failover.frame.converge import read_stack_config, wait_copied
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.plan import FailoverPlan, plan_lines
@@ -59,7 +59,7 @@ from dr.failover.kinds.active_active.run import recovered_marker
 from dr.failover.kinds.active_active.steps import RegionContext
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
-from dr.kafka.offsets import commit_group_offsets, committed_offsets, end_offsets, start_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets, start_offsets
 from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import peer_rules
 from dr.topology.active_active import is_active_active, remote_topic, remote_topics_on
@@ -273,12 +273,7 @@ def consumer_groups(ctx: RejoinContext) -> StepResult:
             end={tp: n for tp, n in end.items() if tp[0] in mine},
             forward_syncs=forward,
         )
-        try:
-            commit_group_offsets(ctx.a_ep, group, commits_of(positions))
-            committed = True
-        except ClusterError as exc:  # the group already has members on A: its consumers moved on their own
-            refused.append(f"{group} ({str(exc).splitlines()[0]})")
-            committed = False
+        committed = commit_positions(ctx.a_ep, group, positions, refused)
         gaps += [
             f"{group}:{p.topic}-{p.partition}" for p in positions if p.source != "translated" and p.rereads_at_most
         ]

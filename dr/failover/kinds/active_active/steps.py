@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from dr.base.errors import ClusterError, FailoverError
+from dr.base.errors import FailoverError
 from dr.estate.estate import acl_bindings
 from dr.failover.act.health import listening
-from dr.failover.act.positions import commits_of, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
@@ -46,7 +46,7 @@ from dr.failover.frame.site_loss import (
 from dr.failover.frame.step import Step, StepResult
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
-from dr.kafka.offsets import Offsets, commit_group_offsets, committed_offsets, end_offsets, start_offsets
+from dr.kafka.offsets import Offsets, committed_offsets, end_offsets, start_offsets
 from dr.topology import Kind, Link, Topology
 from dr.topology.access import peer_rules
 from dr.topology.active_active import (
@@ -234,12 +234,7 @@ def consumer_groups(ctx: RegionContext) -> StepResult:
             end={tp: n for tp, n in end.items() if tp[0] in mine},
             forward_syncs=forward,
         )
-        try:
-            commit_group_offsets(ctx.b_ep, group, commits_of(positions))
-            committed = True
-        except ClusterError as exc:  # the group already has members on B: its consumers moved on their own
-            refused.append(f"{group} ({str(exc).splitlines()[0]})")
-            committed = False
+        committed = commit_positions(ctx.b_ep, group, positions, refused)
         started = [p for p in positions if p.source != "translated" and (p.rereads_at_most or on_a is None)]
         gaps += [f"{group}:{p.topic}-{p.partition}" for p in started]
         translated = {f"{t}-{p}": n for (t, p), n in sorted(on_b.items()) if t.startswith(f"{ctx.region}.")}

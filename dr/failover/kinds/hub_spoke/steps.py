@@ -30,12 +30,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from dr.base.errors import ClusterError
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.edge_resume import ResumePoint, edge_links_into, resume_points, seed_resume_points
 from dr.failover.act.health import listening
-from dr.failover.act.positions import commits_of, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
@@ -51,7 +50,7 @@ from dr.failover.frame.step import Context, Step, StepResult
 from dr.failover.kinds.active_passive import steps as active_passive
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
-from dr.kafka.offsets import commit_group_offsets, committed_offsets, end_offsets, start_offsets
+from dr.kafka.offsets import committed_offsets, end_offsets, start_offsets
 from dr.topology import Link, Role, Topology
 from dr.topology.access import application_rules
 from dr.topology.hub_spoke import (
@@ -219,12 +218,7 @@ def consumer_groups(ctx: EdgeContext) -> StepResult:
             forward_syncs=forward if target == ctx.hub else {},
             unseen=tuple(reads),
         )
-        try:
-            commit_group_offsets(there, group, commits_of(positions))
-            committed = True
-        except ClusterError as exc:  # the group already has members there: its consumers moved on their own
-            refused.append(f"{group} ({str(exc).splitlines()[0]})")
-            committed = False
+        committed = commit_positions(there, group, positions, refused)
         gaps += [
             f"{group}:{p.topic}-{p.partition}" for p in positions if p.source != "translated" and p.rereads_at_most
         ]

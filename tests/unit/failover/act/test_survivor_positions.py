@@ -193,43 +193,31 @@ def test_a_group_moved_from_an_edge_starts_the_hubs_own_topic_at_its_first_recor
     assert commits_of(list(down.values())) == {("readings", 0): 3}
 
 
+def _behind_a_short_sync(committed_on_survivor: dict[tuple[str, int], int]) -> Position:
+    """B.orders:0 on A for a group that read B's orders:0 to 100, the nearest forward sync 20 records short."""
+    (p,) = survivor_positions(
+        region="B",
+        survivor="A",
+        local_topics=["orders"],
+        committed_on_region={("orders", 0): 100},
+        syncs={},
+        committed_on_survivor=committed_on_survivor,
+        start={("B.orders", 0): 0},
+        end={("B.orders", 0): 130},
+        forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
+    )
+    return p
+
+
 def test_a_translation_through_a_sync_short_of_the_commit_counts_its_possible_rereads() -> None:
     # the link's last syncs lag (MirrorMaker 2 throttles them while it copies in bulk): the nearest sync of
     # B's orders:0 is 20 records below the group's commit on B — positioned there, never beyond, 19 re-reads
-    found = {
-        (p.topic, p.partition): p
-        for p in survivor_positions(
-            region="B",
-            survivor="A",
-            local_topics=["orders"],
-            committed_on_region={("orders", 0): 100},
-            syncs={},
-            committed_on_survivor={},
-            start={("B.orders", 0): 0},
-            end={("B.orders", 0): 130},
-            forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
-        )
-    }
-    p = found[("B.orders", 0)]
+    p = _behind_a_short_sync({})
     assert (p.offset, p.source, p.rereads_at_most) == (81, "translated", 19) and "up to 19 re-read" in p.why
 
 
 def test_a_commit_on_the_survivor_past_a_short_translation_is_kept_and_counts_its_possible_rereads() -> None:
     # the group's old commit on A's B.orders:0 (90) is past the translation of its commit on B (81, the
     # nearest sync 20 records short): kept, and the 10 records it may have read beyond that on B are counted
-    found = {
-        (p.topic, p.partition): p
-        for p in survivor_positions(
-            region="B",
-            survivor="A",
-            local_topics=["orders"],
-            committed_on_region={("orders", 0): 100},
-            syncs={},
-            committed_on_survivor={("B.orders", 0): 90},
-            start={("B.orders", 0): 0},
-            end={("B.orders", 0): 130},
-            forward_syncs={("orders", 0): [(10, 10), (80, 80), (120, 120)]},
-        )
-    }
-    p = found[("B.orders", 0)]
+    p = _behind_a_short_sync({("B.orders", 0): 90})
     assert (p.offset, p.source, p.rereads_at_most) == (90, "kept", 10) and "up to 10 re-read" in p.why
