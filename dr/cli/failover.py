@@ -342,6 +342,12 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     "check); "
     "a large estate's desired-state step takes longer (docs/scale.md).",
 )
+@click.option(
+    "--kill-replicator",
+    is_flag=True,
+    help="SIGKILL the active→passive link's replicator (its MirrorMaker 2 process, or the Connect worker running "
+    "its source task) mid-copy in each cycle's warm-up, then start it again; graded: no record twice on the passive.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
 def drill(
     stack: str,
@@ -354,6 +360,7 @@ def drill(
     cycles: int,
     aim_rto: float,
     aim_a_b_c: float,
+    kill_replicator: bool,
     as_json: bool,
 ) -> None:
     """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade.
@@ -385,6 +392,7 @@ def drill(
         keep=keep,
         cycles=cycles,
         aims={"rto_s": aim_rto, "a_b_c_s": aim_a_b_c},
+        kill_replicator=kill_replicator,
     )
     topology = load_stack(StackRef.resolve(stack))
     result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)

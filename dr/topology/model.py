@@ -45,13 +45,11 @@ __all__ = [
 
 _FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
 
-DEFAULT_DELIVERY = Delivery.AT_LEAST_ONCE
-"""What a MirrorMaker 2 link without ``delivery`` gets. Still at-least-once (README "A link on a Kafka Connect
-cluster"): what broke under exactly-once as the default is fixed — every link is judged by its committed
-source positions, not end offsets (:meth:`dr.estate.estate.Estate.copied_positions`); the hub's resume
-points skip commit markers; every connector's offsets store is read on its target — but the suite has
-not yet run with it flipped. ``delivery: exactly-once`` is honoured wherever the runner allows it
-(:meth:`Topology.delivery_of`)."""
+DEFAULT_DELIVERY = Delivery.EXACTLY_ONCE
+"""What a MirrorMaker 2 link without ``delivery`` gets where its engine and Connect cluster allow it
+(:meth:`Topology.delivery_of`): exactly-once (KIP-618) — a replicator killed mid-copy leaves no duplicate on
+its target. An external Connect cluster whose workers do not declare ``exactly_once_source`` gets
+at-least-once."""
 
 
 class _Model(Model):
@@ -646,13 +644,6 @@ class Topology(_Model):
             return link.delivery
         connect = self.link_connect(link) if link.connect else None
         if connect is not None and not connect.is_local and not connect.exactly_once_source:
-            return Delivery.AT_LEAST_ONCE
-        if connect is not None and connect.cluster != link.target:
-            # Measured under Kafka 4.3.1: after a worker is lost, an exactly-once connector writing to
-            # another cluster than the workers' own (B→C on workers homed on B) had its tasks reassigned
-            # but never started within 120 s — its offsets store was read on the workers' home up to the
-            # target's end offsets (fixed in connector_configs: consumer/admin overrides). Kept until the
-            # worker-loss test passes with it gone. Declared `delivery: exactly-once` still gets it.
             return Delivery.AT_LEAST_ONCE
         return DEFAULT_DELIVERY
 

@@ -68,5 +68,9 @@ def assert_drill_text(text: str, r: dict[str, Any]) -> None:
             assert f"unmodified client RTO {e['producer']} (writes): {_secs(e['writes_rto_s'])} — " in text, text
             if e["group"]:
                 assert f"unmodified client RTO {e['group']} (reads): {_secs(e['reads_rto_s'])} — " in text, text
+        k = c.get("replicator_crash")
+        if k:  # --kill-replicator: what was killed and the copies it left twice
+            assert f"replicator crash: link {k['link']} ({k['delivery']}): {k['killed']} SIGKILLed after " in text, text
+            assert f"records on {c['target']} twice: {k['duplicated']}" in text, text
         assert f"HTML report: {c['report_html']}" in text, text
         assert c["report_html"] and Path(c["report_html"]).is_file(), c["report_html"]

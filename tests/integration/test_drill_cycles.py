@@ -1,6 +1,7 @@
 """The whole DR lifecycle three times, over TLS: ``drctl drill --cycles 3`` fails A→B→C, rebuilds A
 (wiped) as the standby, fails B→C→A, rebuilds B, fails C→A→B — each failover graded and each ending
-clean. Every cluster serves SASL_SSL with a certificate of the estate's own CA (``local_tls``), so every
+clean, though each cycle's replicator is SIGKILLed mid-copy (``--kill-replicator``: the link is exactly-once by
+default, so it leaves no record twice on the passive). Every cluster serves SASL_SSL with a certificate of the estate's own CA (``local_tls``), so every
 client of the product — the Kafka provider, drctl, MirrorMaker 2, the Spark verification and the
 applications on their published files — verifies it against that CA only (the plaintext drill is
 ``make demo``'s, tests/integration/test_make_demo.py).
@@ -24,17 +25,22 @@ RTO_AIM = "application RTO"
 def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"), local_tls=True)
     out = tmp_path / "drill"
-    res = drctl_drill(tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", timeout=1800)
+    res = drctl_drill(
+        tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", "--kill-replicator", timeout=1800
+    )
     try:
         r = drill_json(out)
         cycles = r.get("cycles", [])
         for c in cycles:
             f = c.get("failover") or {}
+            k = c.get("replicator_crash") or {}
             print(
                 f"\ncycle {c['number']} {c['chain']}: {c.get('grade')}; "
                 + "; ".join(f"{a['application']} {a['kind']} RTO {a['rto_s']}s" for a in c.get("application_rto", []))
                 + f"; probe {f.get('rto_s')}s; {c['chain']} {f.get('a_b_c_s')}s; "
-                f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s"
+                f"rebuild {(c.get('standby_rebuild') or {}).get('seconds')}s; replicator SIGKILLed after "
+                f"{k.get('acknowledged_before_kill')} acknowledged, copying again {k.get('running_again_s')}s later, "
+                f"{k.get('duplicated')} twice"
             )
         assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A", "C→A→B"], res.stderr[-5000:]
         assert_drill_text(res.stdout, r)
@@ -45,6 +51,10 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
             assert not failed, (c["chain"], failed)
             assert c["failover"]["status"] == "completed"
             assert [v["clean"] for v in c["verdicts"]] == [True], "planned: the verification is clean at once"
+            crash = c["replicator_crash"]  # killed mid-copy, exactly-once by default: nothing twice, nothing missing
+            assert crash["delivery"] == "exactly-once" and crash["killed"] == "MirrorMaker 2 process", crash
+            assert crash["acknowledged_before_kill"] > 0 and crash["duplicated"] == 0, crash
+            assert c["verdicts"][0]["counts"] == {"missing": 0, "unexpected": 0, "duplicated": 0, "corrupted": 0}
             assert c["lost_before_recovery"] == 0 and c["lost_after_recovery"] == 0
             assert c["preview_after_failover"] in ({}, None) or not c["preview_after_failover"]
             assert c["consumer"]["skipped"] == 0 and c["consumer"]["read_on_target"] > 0

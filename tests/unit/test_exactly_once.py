@@ -83,16 +83,17 @@ def test_a_failover_keeps_the_links_delivery() -> None:
     assert after.links[0].name == "B-to-C" and after.delivery_of(after.links[0]) == Delivery.EXACTLY_ONCE
 
 
-def test_a_connect_link_writing_away_from_its_workers_home_defaults_to_at_least_once_unless_declared() -> None:
+def test_the_default_is_exactly_once_and_a_connect_link_writing_away_from_its_workers_home_keeps_it() -> None:
     t = _connect_stack()  # A-to-B on workers homed on B: writes home
-    assert t.connect_clusters[0].cluster == t.links[0].target and t.delivery_of(t.links[0]) == DEFAULT_DELIVERY
+    assert DEFAULT_DELIVERY == Delivery.EXACTLY_ONCE
+    assert t.connect_clusters[0].cluster == t.links[0].target and t.delivery_of(t.links[0]) == Delivery.EXACTLY_ONCE
     after = t.after_failover()  # B-to-C on the same workers, still homed on B
     link = after.links[0]
     assert link.name == "B-to-C" and after.link_connect(link) is not None
     assert after.link_connect(link).cluster != link.target  # type: ignore[union-attr]
-    assert after.delivery_of(link) == Delivery.AT_LEAST_ONCE
-    declared = _connect_stack(delivery="exactly-once").after_failover()
-    assert declared.delivery_of(declared.links[0]) == Delivery.EXACTLY_ONCE
+    assert after.delivery_of(link) == Delivery.EXACTLY_ONCE
+    declared = _connect_stack(delivery="at-least-once").after_failover()
+    assert declared.delivery_of(declared.links[0]) == Delivery.AT_LEAST_ONCE
 
 
 # -- rendering -------------------------------------------------------------------------------------------

@@ -37,7 +37,23 @@ def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[
     ]
     if planned:
         found.append(("planned: no acknowledged record lost", cycle.lost_before_recovery == 0))
-    return found + endpoint_checks(cycle, aims)
+    return found + crash_checks(cycle) + endpoint_checks(cycle, aims)
+
+
+def crash_checks(cycle: DrillCycle) -> list[tuple[str, bool | None]]:
+    """With ``--kill-replicator``: the killed link left no record twice on the target (the failover's
+    verification counts them). An at-least-once link is expected to fail it."""
+    crash = cycle.replicator_crash
+    if crash is None:
+        return []
+    twice = "not verified" if crash.duplicated is None else str(crash.duplicated)
+    return [
+        (
+            f"replicator SIGKILLed mid-copy ({crash.killed}, {crash.delivery.value}): no record twice on "
+            f"{cycle.target} ({twice})",
+            crash.duplicated == 0,
+        )
+    ]
 
 
 def endpoint_checks(cycle: DrillCycle, aims: dict[str, float]) -> list[tuple[str, bool | None]]:

@@ -41,6 +41,13 @@ def _render_cycle(c: DrillCycle) -> list[str]:
         )
     if c.endpoint_clients:
         lines += _endpoint_lines(c)
+    if c.replicator_crash:
+        k = c.replicator_crash
+        lines.append(
+            f"replicator crash: link {k.link} ({k.delivery.value}): {k.killed} SIGKILLed after "
+            f"{k.acknowledged_before_kill} records acknowledged on {A}, copying again {k.running_again_s:.1f}s later; "
+            f"records on {B} twice: {'not verified' if k.duplicated is None else k.duplicated}"
+        )
     s = c.failover
     lines.append(
         f"RTO probe {seconds_text(s.rto_s)} (supplement) · {c.chain} {seconds_text(s.a_b_c_s)} · failover total {seconds_text(s.total_s)}"

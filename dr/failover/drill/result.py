@@ -15,6 +15,7 @@ from dr.failover.act.integrity import RecoveryReport, Verdict
 from dr.failover.frame.metrics import RpoEstimate
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.lifecycle import StandbyRebuild
+from dr.topology import Delivery
 
 __all__ = [
     "ApplicationRto",
@@ -26,6 +27,7 @@ __all__ = [
     "FirstRun",
     "ProducerReport",
     "RecoveryReport",
+    "ReplicatorCrash",
     "RpoFigures",
     "StandbyRebuild",
 ]
@@ -123,6 +125,21 @@ class FirstRun(_Model):
     rpo_estimate: RpoEstimate | None
 
 
+class ReplicatorCrash(_Model):
+    """What ``--kill-replicator`` did to a cycle's link, and what it left on the target."""
+
+    link: str
+    delivery: Delivery
+    killed: str
+    """What was SIGKILLed: ``MirrorMaker 2 process`` or ``Connect worker <id>``."""
+    acknowledged_before_kill: int
+    """Records the drill's producer had acknowledged on the source when the replicator died."""
+    running_again_s: float
+    """From the SIGKILL until the link copied again."""
+    duplicated: int | None = None
+    """Records the failover's verification found more than once on the target (None: no verification)."""
+
+
 class DrillCycle(_Model):
     """One failover of the drill, graded."""
 
@@ -152,6 +169,8 @@ class DrillCycle(_Model):
     standby_rebuild: StandbyRebuild | None = None
     endpoint_clients: EndpointClientsReport | None = None
     """With a client endpoint declared: its unmodified clients through this cycle's switch."""
+    replicator_crash: ReplicatorCrash | None = None
+    """With ``--kill-replicator``: the link's replicator SIGKILLed mid-copy, and the copies it left twice."""
 
     @property
     def passed(self) -> bool:

@@ -138,6 +138,12 @@ def region_drill_refusal(options: DrillOptions, topology: Topology) -> ConfigErr
             "(fail back is `drctl failover --region <peer> --rejoin`).",
             f"run `drctl drill --stack {options.stack}` without --cycles. Nothing was changed",
         )
+    if options.kill_replicator:
+        return ConfigError(
+            "--kill-replicator crashes the one active→passive link of an active-passive drill; an active-active "
+            "stack runs a link each way.",
+            f"run `drctl drill --stack {options.stack}` without --kill-replicator. Nothing was changed",
+        )
     outside = [c.name for c in topology.clusters if not c.is_local]
     if outside:
         return ConfigError(

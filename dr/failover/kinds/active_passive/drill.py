@@ -55,12 +55,14 @@ from dr.failover.drill.frame import (
     teardown,
 )
 from dr.failover.drill.grade import grade
+from dr.failover.drill.replicator_crash import crash_refusal, crash_replicator
 from dr.failover.drill.result import (
     DrillCycle,
     DrillResult,
     FirstRun,
     ProducerReport,
     RecoveryReport,
+    ReplicatorCrash,
     RpoFigures,
 )
 from dr.failover.drill.traffic import (
@@ -81,12 +83,13 @@ from dr.failover.lifecycle import make_standby
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
-from dr.topology import Topology, load_stack_file
+from dr.topology import Link, Topology, load_stack_file
 from dr.topology.kinds import Architecture
 
 __all__ = [
     "dump",
     "external_refusal",
+    "kill_refusal",
     "run_drill",
 ]
 
@@ -116,6 +119,13 @@ def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError |
             f"run one cycle (`drctl drill --stack {stack}`), wipe the old active with your own tooling and "
             f'declare it `role: standby` (README "Using it on real clusters"), then drill again. Nothing was changed',
         )
+    if options.kill_replicator:
+        return ConfigError(
+            f"--kill-replicator SIGKILLs a replicator this machine runs; stack {stack!r} runs on external "
+            f"clusters ({', '.join(outside)}).",
+            f"run `drctl drill --stack {stack}` without --kill-replicator; to prove exactly-once there, kill a "
+            "Connect worker with your own tooling mid-copy and run `drctl verify`. Nothing was changed",
+        )
     if options.base_port is not None:
         return ConfigError(
             f"--base-port moves clusters this machine runs; stack {stack!r} declares external ones "
@@ -123,6 +133,28 @@ def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError |
             f"run `drctl drill --stack {stack}` without --base-port. Nothing was changed",
         )
     return None
+
+
+def kill_refusal(options: DrillOptions, topology: Topology) -> ConfigError | None:
+    """Why ``--kill-replicator`` cannot crash the active→passive link of local ``topology``, or None. Pure."""
+    if not options.kill_replicator:
+        return None
+    link = _active_link(topology)
+    if link is None:
+        roles = Roles.of(topology)
+        return ConfigError(
+            f"--kill-replicator: stack {options.stack!r} has no link {roles.source.name}→{roles.target.name}.",
+            "drill without --kill-replicator. Nothing was changed",
+        )
+    return crash_refusal(topology, link)
+
+
+def _active_link(topology: Topology) -> Link | None:
+    """The link from the active cluster to its passive copy."""
+    roles = Roles.of(topology)
+    return next(
+        (lk for lk in topology.links if lk.source == roles.source.name and lk.target == roles.target.name), None
+    )
 
 
 def _prepare_out(options: DrillOptions) -> Path:
@@ -152,6 +184,9 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         )
     if any(not c.is_local for c in topology.clusters):
         return _run_external(options, own, topology, progress)
+    refusal = kill_refusal(options, topology)
+    if refusal is not None:
+        raise refusal
     stack_path, state = prepare_copy(options)
     ref = StackRef.of_file(stack_path, state)
     stack = options.stack
@@ -282,6 +317,7 @@ def _cycle(
             f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {traffic.topic} at "
             f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
         )
+        crash = _crash_replicator(options, estate, traffic, progress)
         _fail_source(options, estate, traffic, A, B, progress)
         holdings, first = fail_over(options, ref, estate, traffic, progress)
         proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
@@ -342,11 +378,28 @@ def _cycle(
             grade="UNGRADED",
             checks=[],
             endpoint_clients=endpoint,
+            replicator_crash=None
+            if crash is None
+            else crash.model_copy(
+                update={"duplicated": proof.verdicts[0].counts["duplicated"] if proof.verdicts else None}
+            ),
         )
         grade(cycle, options.aims, planned=not options.unplanned)
     finally:
         traffic.stop()
     return cycle
+
+
+def _crash_replicator(
+    options: DrillOptions, estate: Estate, traffic: Traffic, progress: Progress
+) -> ReplicatorCrash | None:
+    """With ``--kill-replicator``: a moment of traffic, then the link's replicator SIGKILLed mid-copy and
+    started again (:func:`crash_replicator`); the warm-up follows."""
+    link = _active_link(estate.topology) if options.kill_replicator else None
+    if link is None:
+        return None
+    time.sleep(min(2.0, options.warmup_s / 2))
+    return crash_replicator(estate, link, lambda: len(traffic.producer.acked), progress)
 
 
 def group_synced(endpoint: Endpoint, group: str) -> bool:

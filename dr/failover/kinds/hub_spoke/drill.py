@@ -163,6 +163,12 @@ def hub_drill_refusal(options: DrillOptions, topology: Topology) -> ConfigError 
             f"--cycles {options.cycles}: a hub-and-spoke drill runs one hub failover.",
             f"run `drctl drill --stack {stack}` without --cycles. Nothing was changed",
         )
+    if options.kill_replicator:
+        return ConfigError(
+            "--kill-replicator crashes the link of an active-passive drill; the hub-and-spoke drill does not "
+            "crash a replicator.",
+            f"run `drctl drill --stack {stack}` without --kill-replicator. Nothing was changed",
+        )
     hub = topology.active().name
     if not [a for a in topology.principals.applications if (a.home or hub) == hub and topology.produced_by(a)]:
         return ConfigError(
