@@ -47,6 +47,15 @@ VARIANTS: list[tuple[str, bool, dict[str, str] | None]] = [
     ("exactly-once, per poll", True, None),
     ("exactly-once, per 1 s", True, {"transaction.boundary": "interval", "transaction.boundary.interval.ms": "1000"}),
 ]
+"""Each variant's connector properties. A dedicated MirrorMaker 2 keeps only the Mirror connectors' own
+settings from the top level of its properties (``MirrorMakerConfig.connectorBaseConfig``): a Connect
+source-connector setting such as ``transaction.boundary`` reaches the connector under the flow's prefix
+(``<source>-><target>.``), which :func:`_flow` adds."""
+
+
+def _flow(source: str, target: str, extra: dict[str, str] | None) -> dict[str, str] | None:
+    """``extra`` under the flow prefix ``source->target.`` (see :data:`VARIANTS`)."""
+    return None if extra is None else {f"{source}->{target}.{k}": v for k, v in extra.items()}
 
 
 def _copy(mm: MirrorMaker, records: int) -> dict[str, Any]:
@@ -148,7 +157,7 @@ def main() -> None:
                 grant_replicator(a, b, exactly_once=eos)
                 mm = MirrorMaker(
                     a, b, state / f"mm{n}", topics="orders", groups="none", grant=False,
-                    exactly_once=eos, extra=extra,
+                    exactly_once=eos, extra=_flow(a.name, b.name, extra),
                 )  # fmt: skip
                 running.append(mm)
                 results[label] = _copy(mm, args.records)
