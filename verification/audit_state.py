@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from dr.base.errors import ConfigError
+from verification.link_ref import LinkRef
 
 __all__ = [
     "STATE_VERSION",
@@ -69,15 +70,33 @@ Offsets = dict[str, dict[int, int]]
 
 @dataclass(kw_only=True)
 class StateIdentity:
-    """Whose state file it is (the first fields of :class:`AuditState`): checked by :func:`load_state`,
-    written into a new state."""
+    """Whose state file it is (the first fields of :class:`AuditState`): the link and the ids of its two
+    clusters, checked by :func:`load_state`, written into a new state."""
 
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The stack, the link and its two clusters by name."""
     source_id: str
     target_id: str
+
+    @property
+    def stack(self) -> str:
+        """The stack of the link."""
+        return self.ref.stack
+
+    @property
+    def link(self) -> str:
+        """The link's name."""
+        return self.ref.link
+
+    @property
+    def source_cluster(self) -> str:
+        """The link's source cluster, by name."""
+        return self.ref.source
+
+    @property
+    def target_cluster(self) -> str:
+        """The link's target cluster, by name."""
+        return self.ref.target
 
 
 @dataclass(kw_only=True)
@@ -164,12 +183,14 @@ class AuditState(StateIdentity):
                 raise ValueError(f"bad max_ts {max_ts!r:.80}")
             max_ts = {"source": max_ts["source"], "target": max_ts["target"]}
         return cls(
-            stack=_str(data["stack"]),
-            link=_str(data["link"]),
+            ref=LinkRef(
+                stack=_str(data["stack"]),
+                link=_str(data["link"]),
+                source=_str(data["source"]["cluster"]),
+                target=_str(data["target"]["cluster"]),
+            ),
             max_ts=max_ts,
-            source_cluster=_str(data["source"]["cluster"]),
             source_id=_str(data["source"]["cluster_id"]),
-            target_cluster=_str(data["target"]["cluster"]),
             target_id=_str(data["target"]["cluster_id"]),
             source_bounds=offsets(data["bounds"]["source"]),
             target_bounds=offsets(data["bounds"]["target"]),
@@ -205,7 +226,6 @@ def _reset_hint(stack: str, link: str) -> str:
 def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
     """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
     stack, link = ident.stack, ident.link
-    source_cluster, target_cluster = ident.source_cluster, ident.target_cluster
     source_id, target_id = ident.source_id, ident.target_id
     store = _team_store()
     if store is not None:  # a postgres:// backend: the state is the team's, in its database
@@ -229,9 +249,7 @@ def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
             f"{where} is damaged ({type(exc).__name__}: {exc}); no audit was run.",
             _reset_hint(stack, link),
         ) from exc
-    mine = (stack, link, source_cluster, target_cluster)
-    theirs = (state.stack, state.link, state.source_cluster, state.target_cluster)
-    if mine != theirs:
+    if state.ref != ident.ref:
         raise ConfigError(
             f"{where} belongs to stack {state.stack!r}, link {state.link!r} "
             f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",

@@ -52,6 +52,7 @@ from typing import Any
 from dr.base.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, StateIdentity, load_state, match_increment
 from verification.classes import CLASSES
+from verification.link_ref import LinkRef
 from verification.progress import Reporter, quiet
 from verification.report import (
     OFFENDING_DIR,
@@ -438,10 +439,7 @@ def _plan_from_state(
         state = load_state(
             state_file,
             StateIdentity(
-                stack=stack,
-                link=link,
-                source_cluster=clusters[0],
-                target_cluster=clusters[1],
+                ref=LinkRef(stack=stack, link=link, source=clusters[0], target=clusters[1]),
                 source_id=cluster_id(src_admin, source.endpoint),
                 target_id=cluster_id(dst_admin, target.endpoint),
             ),
