@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
 from dr.base.errors import ConfigError
 from verification.link_ref import LinkRef
@@ -52,6 +52,8 @@ __all__ = [
 
 STATE_VERSION = 1
 
+T = TypeVar("T")
+
 
 class Fingerprint(NamedTuple):
     """One record, without its payload: where it is, when, which key and which content."""
@@ -66,6 +68,42 @@ class Fingerprint(NamedTuple):
 
 #: topic → partition → offset
 Offsets = dict[str, dict[int, int]]
+
+#: topic → partition (as text, JSON's keys) → offset: :data:`Offsets` in the state document
+OffsetsDocument = dict[str, dict[str, int]]
+
+
+class ClusterDocument(TypedDict):
+    """One side of the link in the state document: the cluster's name and its Kafka cluster id."""
+
+    cluster: str
+    cluster_id: str
+
+
+class Sides(TypedDict, Generic[T]):
+    """Something of each side of the link."""
+
+    source: T
+    target: T
+
+
+class StateDocument(TypedDict):
+    """The state file's JSON (:meth:`AuditState.to_dict`; see the module docstring)."""
+
+    version: int
+    stack: str
+    link: str
+    source: ClusterDocument
+    target: ClusterDocument
+    runs: int
+    verified_total: int
+    created_ms: int
+    updated_ms: int
+    bounds: Sides[OffsetsDocument]
+    frontier: OffsetsDocument
+    max_ts: NotRequired[Sides[int]]
+    residue: Sides[list[list[str | int]]]
+    """Fingerprints ``[topic, partition, offset, ts, key_hash, checksum]``."""
 
 
 @dataclass(kw_only=True)
@@ -115,13 +153,13 @@ class AuditState(StateIdentity):
     created_ms: int = 0
     updated_ms: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StateDocument:
         """The JSON document written to the state file."""
 
-        def offsets(o: Offsets) -> dict[str, dict[str, int]]:
+        def offsets(o: Offsets) -> OffsetsDocument:
             return {t: {str(p): v for p, v in sorted(ps.items())} for t, ps in sorted(o.items())}
 
-        return {
+        doc: StateDocument = {
             "version": STATE_VERSION,
             "stack": self.stack,
             "link": self.link,
@@ -133,12 +171,14 @@ class AuditState(StateIdentity):
             "updated_ms": self.updated_ms,
             "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
             "frontier": offsets(self.frontier),
-            **({"max_ts": dict(self.max_ts)} if self.max_ts is not None else {}),
             "residue": {
                 "source": [list(f) for f in sorted(self.source_residue)],
                 "target": [list(f) for f in sorted(self.target_residue)],
             },
         }
+        if self.max_ts is not None:
+            doc["max_ts"] = {"source": self.max_ts["source"], "target": self.max_ts["target"]}
+        return doc
 
     @classmethod
     def from_dict(cls, data: Any) -> AuditState:
@@ -291,10 +331,10 @@ class AuditStore(Protocol):
 
     shown: str
 
-    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+    def load_audit(self, stack: str, link: str) -> StateDocument | None:
         """The state document of ``link``, or None."""
 
-    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+    def save_audit(self, stack: str, link: str, state: StateDocument) -> None:
         """Write the state document of ``link``."""
 
 
