@@ -30,6 +30,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -527,10 +528,10 @@ class Journal:
         run.finished_at, run.outcome, run.seconds = now, outcome, round(now - run.started_at, 3)
         self.save()
 
-    def start_step(self, name: str, inputs: dict[str, Any]) -> None:
+    def start_step(self, name: str, inputs: Mapping[str, object]) -> None:
         """Mark a step as running with its inputs."""
         entry = self.step(name)
-        entry.status, entry.inputs, entry.started_at, entry.error = "running", inputs, _now(), None
+        entry.status, entry.inputs, entry.started_at, entry.error = "running", dict(inputs), _now(), None
         entry.attempts += 1
         entry.run = len(self.record.runs)
         self.save()

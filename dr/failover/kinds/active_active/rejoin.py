@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
@@ -109,8 +109,16 @@ def rejoin_topology(current: Topology, before_failover: Topology, region: str) -
     )
 
 
-def _inputs(ctx: RejoinContext) -> dict[str, Any]:
-    return {"region": ctx.region, "peer": ctx.survivor, "returning": ctx.returning}
+class Inputs(TypedDict):
+    """What every step of a rejoin is given (journaled as the step's ``inputs``)."""
+
+    region: str
+    peer: str
+    returning: list[str]
+
+
+def _inputs(ctx: RejoinContext) -> Inputs:
+    return Inputs(region=ctx.region, peer=ctx.survivor, returning=ctx.returning)
 
 
 # ---------------------------------------------------------------------------------- steps

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dr.base.errors import FailoverError
 from dr.estate.estate import acl_bindings
@@ -115,8 +115,17 @@ class RegionContext(SiteContext):
         )
 
 
-def _inputs(ctx: RegionContext) -> dict[str, Any]:
-    return {"mode": ctx.mode, "region": ctx.region, "survivor": ctx.survivor, "moving": ctx.moving}
+class Inputs(TypedDict):
+    """What every step of a region's failover is given (journaled as the step's ``inputs``)."""
+
+    mode: str
+    region: str
+    survivor: str
+    moving: list[str]
+
+
+def _inputs(ctx: RegionContext) -> Inputs:
+    return Inputs(mode=ctx.mode, region=ctx.region, survivor=ctx.survivor, moving=ctx.moving)
 
 
 # ---------------------------------------------------------------------------------- steps

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
@@ -109,8 +109,17 @@ class EdgeContext(SiteContext):
         return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
 
 
-def _inputs(ctx: EdgeContext) -> dict[str, Any]:
-    return {"mode": ctx.mode, "edge": ctx.edge, "hub": ctx.hub, "moves": ctx.moves}
+class Inputs(TypedDict):
+    """What every step of an edge's failover is given (journaled as the step's ``inputs``)."""
+
+    mode: str
+    edge: str
+    hub: str
+    moves: dict[str, str]
+
+
+def _inputs(ctx: EdgeContext) -> Inputs:
+    return Inputs(mode=ctx.mode, edge=ctx.edge, hub=ctx.hub, moves=ctx.moves)
 
 
 def _role_in(topology: Topology, cluster: str) -> Role:
