@@ -37,6 +37,7 @@ from dr.failover.act.health import listening
 from dr.failover.act.positions import commit_positions, moved_groups_summary, positioned, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
+    CopyCount,
     SiteContext,
     decommission,
     fence_drain,
@@ -104,7 +105,7 @@ class EdgeContext(SiteContext):
         """The role letters of the edge steps' descriptions: E the edge, H the hub."""
         return {"E": self.edge, "H": self.hub}
 
-    def counted(self, topic: str, counts: dict[str, Any]) -> str:
+    def counted(self, topic: str, counts: CopyCount) -> str:
         """One topic's counts in the ``integrity`` step's summary, its duplicates too."""
         return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
 
