@@ -242,3 +242,11 @@ def test_a_state_file_of_the_flat_shape_loads_and_is_written_back_the_same(tmp_p
     assert state.ref == LinkRef(stack="s", link="A-to-B", source="A", target="B")
     assert (state.stack, state.link, state.source_cluster, state.target_cluster) == ("s", "A-to-B", "A", "B")
     assert state.to_dict() == old
+
+
+def test_the_state_document_type_names_every_key_written() -> None:
+    from verification.audit_state import StateDocument
+
+    state = _state()
+    state.max_ts = {"source": 1, "target": 2}
+    assert set(state.to_dict()) == set(StateDocument.__annotations__)
