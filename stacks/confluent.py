@@ -35,6 +35,7 @@ accounts of their own, and ACLs written with those ids.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -330,7 +331,10 @@ class ConfluentClusterLink(pulumi.ComponentResource):
 
 
 def cluster_link(
-    topology: Topology, link: Link, clusters: dict[str, Any], depends_on: list[pulumi.Resource] | None = None
+    topology: Topology,
+    link: Link,
+    clusters: Mapping[str, pulumi.Resource],
+    depends_on: list[pulumi.Resource] | None = None,
 ) -> ConfluentClusterLink:
     """The :class:`ConfluentClusterLink` of ``link`` between two already built Confluent clusters.
 

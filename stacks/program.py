@@ -13,8 +13,9 @@ What each role gets:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pulumi
 from pydantic.alias_generators import to_camel
@@ -22,15 +23,19 @@ from pydantic.alias_generators import to_camel
 from dr.base.errors import ConfigError, DRError
 from dr.base.stackref import state_dir as default_state_dir
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
-from dr.topology import NAMESPACE, Kind, Role, Topology, load_topology
+from dr.topology import NAMESPACE, Cluster, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER, client_cluster
 from dr.topology.provisioning import provisioning_warning
-from dr.topology.stackconfig import CONFIG_KEYS
+from dr.topology.stackconfig import CONFIG_KEYS, StackConfig
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
 from stacks.links import LinkArgs, link_component
 from stacks.links.connect import check_workers
+
+if TYPE_CHECKING:
+    from stacks.confluent import ConfluentKafkaCluster
+    from stacks.connect import LocalConnectWorkers
 
 __all__ = ["build", "load", "run"]
 
@@ -41,7 +46,7 @@ def load() -> Topology:
     A broken rule stops the program before any resource is registered, with the message ``drctl``
     prints for the same stack file.
     """
-    config: dict[str, Any] = {}
+    config: StackConfig = {}
     for key in CONFIG_KEYS:
         value = pulumi.runtime.get_config(key)
         if value is not None:
@@ -117,7 +122,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
             credentials.password(user)
     passwords = _passwords(topology, credentials)
     check_workers(topology, _declared)
-    clusters: dict[str, KafkaCluster] = {}
+    clusters: dict[str, KafkaCluster | ConfluentKafkaCluster] = {}
     access: dict[str, ClusterAccess] = {}
     for c in topology.clusters:
         if c.role is Role.STANDBY or (c.role is Role.DECOMMISSIONED and c.kind is Kind.EXTERNAL):
@@ -152,7 +157,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 ),
             )
     workers = _connect_workers(topology, state_dir, access)
-    links: dict[str, Any] = {}
+    links: dict[str, pulumi.Resource] = {}
     for link in topology.links:
         args = LinkArgs(
             topology=topology,
@@ -175,7 +180,9 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _endpoint_proxy(topology: Topology, state_dir: Path, clusters: dict[str, Any]) -> Any:
+def _endpoint_proxy(
+    topology: Topology, state_dir: Path, clusters: Mapping[str, KafkaCluster | ConfluentKafkaCluster]
+) -> Any:
     """The client endpoint's HAProxy of a local estate, pointing at the active cluster, started after
     the local clusters (None without an endpoint or for external clusters, whose proxy the platform runs)."""
     from dr.topology.client_endpoint import endpoint_spec
@@ -220,7 +227,9 @@ def _generated(topology: Topology, credentials: Any) -> pulumi.Output[Any]:
     return pulumi.Output.secret({user: credentials.password(user) for user in generated_users(topology)})
 
 
-def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]) -> dict[str, Any]:
+def _connect_workers(
+    topology: Topology, state_dir: Path, access: dict[str, ClusterAccess]
+) -> dict[str, LocalConnectWorkers]:
     """The local Connect clusters' workers, started once their principal and ACLs exist on the home cluster."""
     from stacks.connect import LocalConnectWorkers, LocalConnectWorkersArgs, workers_props
 
@@ -235,7 +244,14 @@ def _connect_workers(topology: Topology, state_dir: Path, access: dict[str, Any]
     }
 
 
-def _confluent_access(topology: Topology, cluster: Any) -> dict[str, Any]:
+class _ConfluentAccess(TypedDict, total=False):
+    """What :class:`ClusterAccessArgs` is given besides its defaults for a Confluent Cloud cluster."""
+
+    scram_users: bool
+    skip_topics: frozenset[str]
+
+
+def _confluent_access(topology: Topology, cluster: Cluster) -> _ConfluentAccess:
     """Confluent Cloud clusters have no SCRAM users, and their mirror topics belong to the link."""
     if cluster.kind is not Kind.CONFLUENT_CLOUD:
         return {}
@@ -263,7 +279,10 @@ def _client_tls(home: Any, state_dir: Path) -> dict[str, str]:
 
 
 def _outputs(
-    topology: Topology, clusters: dict[str, Any], passwords: dict[str, pulumi.Output[str]], state_dir: Path
+    topology: Topology,
+    clusters: Mapping[str, KafkaCluster | ConfluentKafkaCluster],
+    passwords: dict[str, pulumi.Output[str]],
+    state_dir: Path,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "clusters": {

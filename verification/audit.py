@@ -338,10 +338,7 @@ def audit_endpoints(
         src_admin, src_md = kafka_client.connected_admin(src_ep, _TIMEOUT, attempt=2.0)
         dst_admin, dst_md = kafka_client.connected_admin(dst_ep, _TIMEOUT, attempt=2.0)
         ident = StateIdentity(
-            stack=stack,
-            link=link,
-            source_cluster=source_cluster,
-            target_cluster=target_cluster,
+            ref=LinkRef(stack=stack, link=link, source=source_cluster, target=target_cluster),
             source_id=cluster_id(src_admin, src_ep),
             target_id=cluster_id(dst_admin, dst_ep),
         )
@@ -497,10 +494,7 @@ def _result(
     # in records, not offsets: an exactly-once link's target ends also count its commit markers
     lag = len(inc.in_flight)
     return AuditResult(
-        stack=state.stack,
-        link=state.link,
-        source=state.source_cluster,
-        target=state.target_cluster,
+        **state.ref.model_dump(),
         first_run=first,
         run=state.runs,
         read_source=read.read_source,

@@ -32,9 +32,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, NotRequired, Protocol, TypedDict, TypeVar
 
 from dr.base.errors import ConfigError
+from verification.link_ref import LinkRef
 
 __all__ = [
     "STATE_VERSION",
@@ -51,6 +52,8 @@ __all__ = [
 
 STATE_VERSION = 1
 
+T = TypeVar("T")
+
 
 class Fingerprint(NamedTuple):
     """One record, without its payload: where it is, when, which key and which content."""
@@ -66,18 +69,72 @@ class Fingerprint(NamedTuple):
 #: topic → partition → offset
 Offsets = dict[str, dict[int, int]]
 
+#: topic → partition (as text, JSON's keys) → offset: :data:`Offsets` in the state document
+OffsetsDocument = dict[str, dict[str, int]]
+
+
+class ClusterDocument(TypedDict):
+    """One side of the link in the state document: the cluster's name and its Kafka cluster id."""
+
+    cluster: str
+    cluster_id: str
+
+
+class Sides(TypedDict, Generic[T]):
+    """Something of each side of the link."""
+
+    source: T
+    target: T
+
+
+class StateDocument(TypedDict):
+    """The state file's JSON (:meth:`AuditState.to_dict`; see the module docstring)."""
+
+    version: int
+    stack: str
+    link: str
+    source: ClusterDocument
+    target: ClusterDocument
+    runs: int
+    verified_total: int
+    created_ms: int
+    updated_ms: int
+    bounds: Sides[OffsetsDocument]
+    frontier: OffsetsDocument
+    max_ts: NotRequired[Sides[int]]
+    residue: Sides[list[list[str | int]]]
+    """Fingerprints ``[topic, partition, offset, ts, key_hash, checksum]``."""
+
 
 @dataclass(kw_only=True)
 class StateIdentity:
-    """Whose state file it is (the first fields of :class:`AuditState`): checked by :func:`load_state`,
-    written into a new state."""
+    """Whose state file it is (the first fields of :class:`AuditState`): the link and the ids of its two
+    clusters, checked by :func:`load_state`, written into a new state."""
 
-    stack: str
-    link: str
-    source_cluster: str
-    target_cluster: str
+    ref: LinkRef
+    """The stack, the link and its two clusters by name."""
     source_id: str
     target_id: str
+
+    @property
+    def stack(self) -> str:
+        """The stack of the link."""
+        return self.ref.stack
+
+    @property
+    def link(self) -> str:
+        """The link's name."""
+        return self.ref.link
+
+    @property
+    def source_cluster(self) -> str:
+        """The link's source cluster, by name."""
+        return self.ref.source
+
+    @property
+    def target_cluster(self) -> str:
+        """The link's target cluster, by name."""
+        return self.ref.target
 
 
 @dataclass(kw_only=True)
@@ -96,13 +153,13 @@ class AuditState(StateIdentity):
     created_ms: int = 0
     updated_ms: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StateDocument:
         """The JSON document written to the state file."""
 
-        def offsets(o: Offsets) -> dict[str, dict[str, int]]:
+        def offsets(o: Offsets) -> OffsetsDocument:
             return {t: {str(p): v for p, v in sorted(ps.items())} for t, ps in sorted(o.items())}
 
-        return {
+        doc: StateDocument = {
             "version": STATE_VERSION,
             "stack": self.stack,
             "link": self.link,
@@ -114,12 +171,14 @@ class AuditState(StateIdentity):
             "updated_ms": self.updated_ms,
             "bounds": {"source": offsets(self.source_bounds), "target": offsets(self.target_bounds)},
             "frontier": offsets(self.frontier),
-            **({"max_ts": dict(self.max_ts)} if self.max_ts is not None else {}),
             "residue": {
                 "source": [list(f) for f in sorted(self.source_residue)],
                 "target": [list(f) for f in sorted(self.target_residue)],
             },
         }
+        if self.max_ts is not None:
+            doc["max_ts"] = {"source": self.max_ts["source"], "target": self.max_ts["target"]}
+        return doc
 
     @classmethod
     def from_dict(cls, data: Any) -> AuditState:
@@ -164,12 +223,14 @@ class AuditState(StateIdentity):
                 raise ValueError(f"bad max_ts {max_ts!r:.80}")
             max_ts = {"source": max_ts["source"], "target": max_ts["target"]}
         return cls(
-            stack=_str(data["stack"]),
-            link=_str(data["link"]),
+            ref=LinkRef(
+                stack=_str(data["stack"]),
+                link=_str(data["link"]),
+                source=_str(data["source"]["cluster"]),
+                target=_str(data["target"]["cluster"]),
+            ),
             max_ts=max_ts,
-            source_cluster=_str(data["source"]["cluster"]),
             source_id=_str(data["source"]["cluster_id"]),
-            target_cluster=_str(data["target"]["cluster"]),
             target_id=_str(data["target"]["cluster_id"]),
             source_bounds=offsets(data["bounds"]["source"]),
             target_bounds=offsets(data["bounds"]["target"]),
@@ -205,7 +266,6 @@ def _reset_hint(stack: str, link: str) -> str:
 def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
     """The state of a link, ``None`` when no audit ran yet; a damaged or foreign file is a ConfigError."""
     stack, link = ident.stack, ident.link
-    source_cluster, target_cluster = ident.source_cluster, ident.target_cluster
     source_id, target_id = ident.source_id, ident.target_id
     store = _team_store()
     if store is not None:  # a postgres:// backend: the state is the team's, in its database
@@ -229,9 +289,7 @@ def load_state(path: Path, ident: StateIdentity) -> AuditState | None:
             f"{where} is damaged ({type(exc).__name__}: {exc}); no audit was run.",
             _reset_hint(stack, link),
         ) from exc
-    mine = (stack, link, source_cluster, target_cluster)
-    theirs = (state.stack, state.link, state.source_cluster, state.target_cluster)
-    if mine != theirs:
+    if state.ref != ident.ref:
         raise ConfigError(
             f"{where} belongs to stack {state.stack!r}, link {state.link!r} "
             f"({state.source_cluster}→{state.target_cluster}), not to stack {stack!r}, link {link!r}.",
@@ -273,10 +331,10 @@ class AuditStore(Protocol):
 
     shown: str
 
-    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+    def load_audit(self, stack: str, link: str) -> StateDocument | None:
         """The state document of ``link``, or None."""
 
-    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+    def save_audit(self, stack: str, link: str, state: StateDocument) -> None:
         """Write the state document of ``link``."""
 
 

@@ -52,6 +52,7 @@ from typing import Any
 from dr.base.errors import ConfigError
 from verification.audit_state import AuditState, Fingerprint, Offsets, StateIdentity, load_state, match_increment
 from verification.classes import CLASSES
+from verification.link_ref import LinkRef
 from verification.progress import Reporter, quiet
 from verification.report import (
     OFFENDING_DIR,
@@ -61,7 +62,7 @@ from verification.report import (
     write_empty_offending,
     write_report,
 )
-from verification.result import StartedFrom, VerificationResult, safe_context, summary_document
+from verification.result import StartedFrom, TopicRow, VerificationResult, safe_context, summary_document
 from verification.route import FromAuditRequest, FullVerificationNeeded
 from verification.sides import KafkaSide
 
@@ -438,10 +439,7 @@ def _plan_from_state(
         state = load_state(
             state_file,
             StateIdentity(
-                stack=stack,
-                link=link,
-                source_cluster=clusters[0],
-                target_cluster=clusters[1],
+                ref=LinkRef(stack=stack, link=link, source=clusters[0], target=clusters[1]),
                 source_id=cluster_id(src_admin, source.endpoint),
                 target_id=cluster_id(dst_admin, target.endpoint),
             ),
@@ -572,10 +570,10 @@ def _per_topic(
     rows: list[OffendingRow],
     src_now: dict[tuple[str, int], tuple[int, int]],
     dst_now: dict[tuple[str, int], tuple[int, int]],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, TopicRow]:
     """``summary["topics"]``: per topic, records read, after the cut-off, compared, and the counts per class."""
     missing_by_topic = Counter(r["topic"] for r in rows)
-    per_topic: dict[str, dict[str, Any]] = {}
+    per_topic: dict[str, TopicRow] = {}
     for tp in topics:
         c, late = cmp.compared.get(tp, {"source": 0, "target": 0}), cmp.after_cutoff.get(tp, {"source": 0, "target": 0})
         per_topic[tp] = {
@@ -585,8 +583,10 @@ def _per_topic(
             "target_after_cutoff": late["target"],
             "source_compared": c["source"],
             "target_compared": c["target"],
-            **{k: 0 for k in CLASSES},
             "missing": missing_by_topic.get(tp, 0),
+            "unexpected": 0,
+            "duplicated": 0,
+            "corrupted": 0,
             "target_absent": not any(k[0] == tp for k in dst_now),
             "source_partitions": sum(1 for k in src_now if k[0] == tp),
             "target_partitions": sum(1 for k in dst_now if k[0] == tp),

@@ -139,6 +139,26 @@ REPORT_FILES = {
 }
 
 
+class TopicRow(TypedDict):
+    """``summary["topics"][topic]``: records read, after the cut-off and compared on each side, the records
+    of each class (:data:`~verification.classes.CLASSES`), and the partitions of each side."""
+
+    source_read: int
+    target_read: int
+    source_after_cutoff: int
+    target_after_cutoff: int
+    source_compared: int
+    target_compared: int
+    missing: int
+    unexpected: int
+    duplicated: int
+    corrupted: int
+    target_absent: bool
+    """The topic does not exist on the target."""
+    source_partitions: int
+    target_partitions: int
+
+
 class Cutoff(TypedDict):
     """``summary["cutoff"]``: the verification's cut-off, as milliseconds and as text."""
 
@@ -166,7 +186,7 @@ def summary_document(
     topics: list[str],
     left_out: dict[str, dict[str, str]],
     cutoff_ms: int | None,
-    per_topic: dict[str, dict[str, Any]],
+    per_topic: dict[str, TopicRow],
     partitions: dict[str, dict[str, dict[str, int]]],
     offsets: dict[str, Any],
     method: dict[str, Any],

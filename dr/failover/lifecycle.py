@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from dr.base.errors import ClusterError, ConfigError, DRError, FailoverError, LockHeld
 from dr.base.types import Model, Reporter
@@ -33,6 +33,7 @@ from verification.link_ref import LinkRef
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.failover.frame.journal import StackLock
+    from dr.failover.frame.journal_doc import JournalDocument
     from dr.topology import Link
 
 __all__ = [
@@ -61,7 +62,7 @@ def _quiet(_message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ journals
-def journals(home: Path) -> list[dict[str, Any]]:
+def journals(home: Path) -> list[JournalDocument]:
     """The stack's failover journals (under ``home``: :attr:`dr.base.stackref.StackRef.failover_home`) as data, the current one first, then the archived ones newest first.
 
     The current journal is read with :meth:`dr.failover.frame.journal.Journal.load` (a damaged one is a
@@ -71,7 +72,7 @@ def journals(home: Path) -> list[dict[str, Any]]:
     # loads neither confluent-kafka nor Pulumi.
     from dr.failover.frame.journal import Journal
 
-    found: list[dict[str, Any]] = []
+    found: list[JournalDocument] = []
     current = Journal.load(Path(home))
     if current is not None:
         found.append(current.record.to_json())
@@ -87,16 +88,16 @@ def journals(home: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            found.append(data)
+            found.append(cast("JournalDocument", data))
     return found
 
 
-def _chain(journal: dict[str, Any]) -> str:
+def _chain(journal: JournalDocument) -> str:
     chain = f"{journal.get('source')} → {journal.get('target')}"
     return chain + (f" → {journal['standby']}" if journal.get("standby") else "")
 
 
-def _link_past(journal: dict[str, Any]) -> bool:
+def _link_past(journal: JournalDocument) -> bool:
     """True when the failover of ``journal`` reached the step that stops the link (promote) — or
     its steps cannot be read, which counts as reached."""
     steps = journal.get("steps")
@@ -106,7 +107,7 @@ def _link_past(journal: dict[str, Any]) -> bool:
 
 
 # ------------------------------------------------------------------------------------ links (pure)
-def former_link(name: str, history: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def former_link(name: str, history: list[JournalDocument]) -> tuple[dict[str, Any], JournalDocument] | None:
     """``(link, journal)`` when a failover in ``history`` replaced a link called ``name`` (it was in the
     topology before that failover), newest first; None otherwise."""
     for journal in history:
@@ -119,7 +120,7 @@ def former_link(name: str, history: list[dict[str, Any]]) -> tuple[dict[str, Any
 
 
 def _restart_error(
-    stack: str, name: str, source: str, target: str, journal: dict[str, Any] | None, why: str
+    stack: str, name: str, source: str, target: str, journal: JournalDocument | None, why: str
 ) -> FailoverError:
     problem = (
         f"link {name} ({source} → {target}) is not started: {why}. After a failover the records "
@@ -141,7 +142,7 @@ def _restart_error(
     return FailoverError(problem, fix)
 
 
-def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> Link:
+def find_link(topology: Topology, name: str, history: list[JournalDocument]) -> Link:
     """The link ``name`` of the current topology, if ``drctl link`` may act on it.
 
     Raises FailoverError when a failover replaced it (it is in a journal's original topology
@@ -180,7 +181,7 @@ def find_link(topology: Topology, name: str, history: list[dict[str, Any]]) -> L
     return link
 
 
-def restart_refusal(topology: Topology, link: Link, history: list[dict[str, Any]]) -> FailoverError | None:
+def restart_refusal(topology: Topology, link: Link, history: list[JournalDocument]) -> FailoverError | None:
     """Why ``link`` must not be started again, or None: its source is decommissioned in the stack,
     or the last failover (``history[0]``) failed it over and got as far as stopping the link."""
 
@@ -372,7 +373,7 @@ def destroy_estate(ref: StackRef, destroy: Callable[[], None], progress: Reporte
 
 
 # ------------------------------------------------------------------------------------ standby (pure)
-def standby_refusal(topology: Topology, cluster: str, last: dict[str, Any] | None) -> DRError | None:
+def standby_refusal(topology: Topology, cluster: str, last: JournalDocument | None) -> DRError | None:
     """Why ``cluster`` may not be wiped and declared standby now, or None.
 
     It must be a local cluster (ConfigError otherwise, as for an unknown one) whose role is

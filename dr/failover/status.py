@@ -34,6 +34,7 @@ from dr.failover.act.groups import offsets_ahead
 from dr.failover.act.health import ClusterHealth, cluster_health
 from dr.failover.act.snapshots import record_offsets
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.journal_doc import Abandonment
 from dr.failover.frame.metrics import Offsets, encode_offsets, lag
 from dr.failover.frame.summary import summarize
 from dr.kafka.checkpoints import translated_offsets
@@ -339,7 +340,7 @@ def _journal_and_state(ref: StackRef, journal: Journal | None, report: StatusRep
     if (found := Journal.last_abandoned(ref.failover_home)) is not None:
         path, data = found
         found_end = data.get("abandoned")
-        ended: dict[str, Any] = found_end if isinstance(found_end, dict) else {}
+        ended = found_end if isinstance(found_end, dict) else Abandonment()
         report.abandoned_journal = {
             "path": str(path),
             "failover_id": data.get("failover_id"),

@@ -44,14 +44,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dr.base.errors import ConfigError, LockHeld, StateStoreError
 from dr.base.project import project_dir_or_none
 from dr.base.pulumi_env import mask_url
+from dr.failover.frame.journal_doc import JournalDocument, LeaseDetail, LeaseEvent, VerdictDocument, VerificationRow
 from verification import audit_state
 
 if TYPE_CHECKING:
@@ -222,19 +223,19 @@ STEP_ORDER = "step_order"
 length, then bytes, so the steps would come back as clients, promote, integrity, preflight, …"""
 
 
-def to_row(record: dict[str, Any]) -> str:
+def to_row(record: JournalDocument) -> str:
     """``record`` as the JSON of its ``kdr_failover`` row, with its steps' order beside it."""
     return json.dumps({**record, STEP_ORDER: list(record.get("steps") or {})}, default=str)
 
 
-def from_row(doc: dict[str, Any]) -> dict[str, Any]:
+def from_row(doc: Mapping[str, Any]) -> JournalDocument:
     """A journal record read from its row, its steps in the order they were written."""
     record = dict(doc)
     order = record.pop(STEP_ORDER, None) or []
     steps = record.get("steps")
     if isinstance(steps, dict):
         record["steps"] = {**{n: steps[n] for n in order if n in steps}, **steps}
-    return record
+    return cast(JournalDocument, record)
 
 
 class TeamStore:
@@ -331,7 +332,7 @@ class TeamStore:
             return int(row[0]) if row and row[0] is not None else 0
 
     # ------------------------------------------------------------------ journal rows
-    def load(self, stack: str) -> dict[str, Any] | None:
+    def load(self, stack: str) -> JournalDocument | None:
         """The stack's current journal record, or None."""
         with self.session() as conn:
             row = conn.execute(
@@ -347,7 +348,7 @@ class TeamStore:
             ).fetchone()
             return int(row[0]) if row else None
 
-    def create(self, stack: str, record: dict[str, Any]) -> None:
+    def create(self, stack: str, record: JournalDocument) -> None:
         """Make ``record`` the stack's current failover (the previous one stays, no longer current); one
         transaction, fenced by this process's lease on the stack."""
 
@@ -373,7 +374,7 @@ class TeamStore:
 
         self._waiting(write)
 
-    def save(self, stack: str, record: dict[str, Any], *, current: bool = True) -> None:
+    def save(self, stack: str, record: JournalDocument, *, current: bool = True) -> None:
         """Write ``record`` over its row (version + 1) in one transaction, fenced by this process's lease."""
 
         def write() -> int:
@@ -435,7 +436,7 @@ class TeamStore:
             who += f" and {lease[1]} holds it now"
         return who
 
-    def history(self, stack: str) -> list[dict[str, Any]]:
+    def history(self, stack: str) -> list[JournalDocument]:
         """Every failover of the stack, the newest first."""
         with self.session() as conn:
             rows = conn.execute(
@@ -498,7 +499,7 @@ class TeamStore:
                         (me, host, pid, purpose, *key),
                     ).fetchone()[0]  # type: ignore[index]
                 )
-                detail = {"from": row[0], "host": host, "pid": pid, "from_host": row[1], "from_pid": row[2],
+                detail: LeaseDetail = {"from": row[0], "host": host, "pid": pid, "from_host": row[1], "from_pid": row[2],
                           "from_epoch": int(row[5]), "epoch": epoch, "age_s": round(float(row[3]), 1)}  # fmt: skip
                 self._event(conn, stack, "lease-reclaimed" if own and not take_over else "lease-taken-over", me, detail)
                 return self._held(stack, me, pid, epoch)
@@ -549,7 +550,7 @@ class TeamStore:
             if cur.rowcount:
                 self._event(conn, stack, "lease-released", holder, {"pid": os.getpid(), "epoch": epoch})
 
-    def events(self, stack: str) -> list[dict[str, Any]]:
+    def events(self, stack: str) -> list[LeaseEvent]:
         """The stack's lease events, oldest first."""
         with self.session() as conn:
             rows = conn.execute(
@@ -557,25 +558,25 @@ class TeamStore:
                 "ORDER BY id",
                 (self.project, stack),
             ).fetchall()
-        return [{"at": float(r[0]), "kind": r[1], "actor": r[2], "detail": r[3]} for r in rows]
+        return [LeaseEvent(at=float(r[0]), kind=r[1], actor=r[2], detail=r[3]) for r in rows]
 
-    def _event(self, conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: dict[str, Any]) -> None:
+    def _event(self, conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: LeaseDetail) -> None:
         conn.execute(
             "INSERT INTO kdr_event (project, stack, kind, actor, detail) VALUES (%s, %s, %s, %s, %s)",
             (self.project, stack, kind, actor, json.dumps(detail, default=str)),
         )
 
     # ------------------------------------------------------------------ audit state and verification summaries
-    def load_audit(self, stack: str, link: str) -> dict[str, Any] | None:
+    def load_audit(self, stack: str, link: str) -> audit_state.StateDocument | None:
         """The audit state document of ``link`` (:meth:`verification.audit_state.AuditState.to_dict`), or None."""
         with self.session() as conn:
             row = conn.execute(
                 "SELECT state FROM kdr_audit_state WHERE project = %s AND stack = %s AND link = %s",
                 (self.project, stack, link),
             ).fetchone()
-            return dict(row[0]) if row else None
+            return cast(audit_state.StateDocument, dict(row[0])) if row else None
 
-    def save_audit(self, stack: str, link: str, state: dict[str, Any]) -> None:
+    def save_audit(self, stack: str, link: str, state: audit_state.StateDocument) -> None:
         """Write the audit state of ``link`` (one transaction). A run that continued run N is written only
         while the row still holds run N: an audit of the same link finished meanwhile on another machine
         is :class:`LockHeld` (its bounds stay)."""
@@ -594,7 +595,7 @@ class TeamStore:
                     "run the audit again: it continues from the bounds the other one reached",
                 )
 
-    def record_verification(self, stack: str, failover_id: str, run: int, verdict: dict[str, Any]) -> None:
+    def record_verification(self, stack: str, failover_id: str, run: int, verdict: VerdictDocument) -> None:
         """Record a failover run's verification: its verdict and the digest of its report files."""
         digest = report_digest(str(verdict.get("report_dir") or ""))
         with self.session() as conn, conn.transaction():
@@ -608,7 +609,7 @@ class TeamStore:
                  json.dumps(verdict, default=str), str(verdict.get("report_dir") or ""), digest),
             )  # fmt: skip
 
-    def verifications(self, stack: str) -> list[dict[str, Any]]:
+    def verifications(self, stack: str) -> list[VerificationRow]:
         """The stack's recorded verification summaries, oldest first."""
         with self.session() as conn:
             rows = conn.execute(
@@ -616,11 +617,15 @@ class TeamStore:
                 "WHERE project = %s AND stack = %s ORDER BY at",
                 (self.project, stack),
             ).fetchall()
-        keys = ("failover_id", "run", "operator", "clean", "verdict", "report_dir", "report_digest")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return [
+            VerificationRow(
+                failover_id=r[0], run=r[1], operator=r[2], clean=r[3], verdict=r[4], report_dir=r[5], report_digest=r[6]
+            )
+            for r in rows
+        ]
 
 
-def finished_by(record: dict[str, Any]) -> str | None:
+def finished_by(record: JournalDocument) -> str | None:
     """The operator of a journal record's last run (``operator`` of :class:`~dr.failover.frame.journal.RunEntry`)."""
     runs = record.get("runs") or []
     last = runs[-1] if runs and isinstance(runs[-1], dict) else {}

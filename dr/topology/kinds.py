@@ -50,7 +50,8 @@ class Engine(StrEnum):
 
 class Placement(StrEnum):
     """Where a link runs, which picks its runner (``Estate.link_runner``) and its stack component
-    (``stacks.links.LINK_COMPONENTS``): :meth:`dr.topology.model.Topology.placement`."""
+    (``stacks.links.LINK_COMPONENTS``). The value and the rule that places a link there (:meth:`of`) live
+    here together: a new placement is one value and one line of that rule."""
 
     DEDICATED = "dedicated"
     """A MirrorMaker 2 process of its own, between two clusters run on this machine."""
@@ -60,6 +61,17 @@ class Placement(StrEnum):
     """A Confluent Cloud cluster link (Confluent runs it)."""
     ELSEWHERE = "elsewhere"
     """MirrorMaker 2 with an end not on this machine and no declared Connect cluster: run by others."""
+
+    @classmethod
+    def of(cls, engine: Engine, *, on_connect: bool, both_local: bool) -> Placement:
+        """Where a link of ``engine`` runs: a cluster link; MirrorMaker 2 on its declared Connect cluster
+        (``on_connect``); a dedicated MirrorMaker 2 process when both its ends run on this machine
+        (``both_local``); else elsewhere (run by others)."""
+        if engine is Engine.CLUSTER_LINK:
+            return cls.CLUSTER_LINK
+        if on_connect:
+            return cls.CONNECT
+        return cls.DEDICATED if both_local else cls.ELSEWHERE
 
 
 class Delivery(StrEnum):

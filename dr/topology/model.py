@@ -691,13 +691,9 @@ class Topology(_Model):
         return self.cluster(link.source).is_local and self.cluster(link.target).is_local
 
     def placement(self, link: Link) -> Placement:
-        """Where ``link`` runs: a cluster link; MirrorMaker 2 on its declared Connect cluster; a dedicated
-        MirrorMaker 2 process when both ends run on this machine; else elsewhere (run by others)."""
-        if link.engine is Engine.CLUSTER_LINK:
-            return Placement.CLUSTER_LINK
-        if link.connect is not None:
-            return Placement.CONNECT
-        return Placement.DEDICATED if self.both_local(link) else Placement.ELSEWHERE
+        """Where ``link`` runs (:meth:`Placement.of <dr.topology.kinds.Placement.of>`, from its engine, its
+        Connect cluster and where its ends run)."""
+        return Placement.of(link.engine, on_connect=link.connect is not None, both_local=self.both_local(link))
 
     def internal_topics(self) -> InternalTopics:
         """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of

@@ -36,9 +36,14 @@ from pydantic.alias_generators import to_camel, to_snake
 from dr.base.errors import ConfigError
 from dr.topology.model import Architecture, Topology
 
-__all__ = ["NAMESPACE", "dump_stack_config", "load_stack_file", "load_topology"]
+__all__ = ["NAMESPACE", "StackConfig", "dump_stack_config", "load_stack_file", "load_topology"]
 
 NAMESPACE = "kafka-dr"
+
+StackConfig = dict[str, Any]
+"""The ``kafka-dr:`` entries of a stack file's ``config:`` (``kafka-dr:<key>`` → the value the operator
+wrote in YAML, the topology model's JSON of that field): a document from outside, read only through
+:func:`load_topology`, written only by :func:`dump_stack_config`."""
 """The Pulumi config namespace (project name) holding the topology."""
 
 _MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
@@ -311,7 +316,7 @@ def _plaintext_secrets(topology: Topology) -> list[str]:
     return [path for path, _key, secret in topology.secret_fields() if not secret.is_encrypted]
 
 
-def dump_stack_config(topology: Topology) -> dict[str, Any]:
+def dump_stack_config(topology: Topology) -> StackConfig:
     """The ``kafka-dr:`` entries of a stack file's ``config:`` for ``topology`` (inverse of load).
 
     Values equal to their defaults are left out. Encrypted secrets are written back as
@@ -325,7 +330,7 @@ def dump_stack_config(topology: Topology) -> dict[str, Any]:
             "encrypted, or set them with `pulumi config set --path --secret`",
         )
     body = topology.model_dump(mode="json", exclude_defaults=True, exclude={"name"})
-    config: dict[str, Any] = {
+    config: StackConfig = {
         _key("profile"): topology.profile.value,
         _key("failover_done"): topology.failover_done,
     }

@@ -55,7 +55,7 @@ from ruamel.yaml.tokens import CommentToken
 from dr.base.errors import ConfigError
 from dr.base.files import write_atomic
 from dr.topology.model import Topology
-from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
+from dr.topology.stackconfig import NAMESPACE, StackConfig, dump_stack_config, load_stack_file, load_topology
 
 __all__ = ["render_stack_config", "stack_file_diff", "write_stack_config"]
 
@@ -670,7 +670,7 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _check(path: Path, stack: str, text: str, desired: dict[str, Any]) -> None:
+def _check(path: Path, stack: str, text: str, desired: StackConfig) -> None:
     """Refuse (ConfigError) a new text that would not load as the desired topology."""
     document = yaml.safe_load(text) or {}
     written = dump_stack_config(load_topology(stack, document.get("config") or {}))

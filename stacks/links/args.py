@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import pulumi
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
     from dr.runtime.cluster import LocalCluster
     from dr.runtime.credentials import Credentials
     from dr.topology import Link, Topology
+    from stacks.access import ClusterAccess
+    from stacks.connect import LocalConnectWorkers
 
 __all__ = ["LinkArgs", "RunnerSite"]
 
@@ -27,11 +30,11 @@ class LinkArgs:
     state_dir: Path
     credentials: Credentials
     """The stack's generated passwords."""
-    clusters: dict[str, pulumi.Resource]
+    clusters: Mapping[str, pulumi.Resource]
     """The cluster components, by cluster name."""
-    access: dict[str, Any]
+    access: dict[str, ClusterAccess]
     """The :class:`~stacks.access.ClusterAccess` of each provisioned cluster, by cluster name."""
-    workers: dict[str, Any]
+    workers: dict[str, LocalConnectWorkers]
     """The local Connect clusters' worker resources, by Connect cluster name."""
 
 

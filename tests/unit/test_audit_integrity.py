@@ -23,6 +23,7 @@ from verification import audit as audit_mod
 from verification import from_audit
 from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state
 from verification.fingerprint import checksum, key_hash
+from verification.link_ref import LinkRef
 from verification.recover import SourceRecord
 from verification.report import load_summary
 from verification.result import VerificationResult
@@ -39,7 +40,7 @@ def fp(topic: str, partition: int, offset: int, ts: int, key: int, value: int = 
 def link_state(**fields: Any) -> AuditState:
     """The audit state of LINK (clusters A → B, ids a and b) with ``fields``."""
     return AuditState(
-        stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="a", target_id="b", **fields
+        ref=LinkRef(stack=STACK, link=LINK, source="A", target="B"), source_id="a", target_id="b", **fields
     )
 
 
@@ -234,9 +235,7 @@ def saved(path: Path) -> AuditState:
     """The state an audit of the link between the fake clusters left in ``path``."""
     state = load_state(
         path,
-        StateIdentity(
-            stack=STACK, link=LINK, source_cluster="A", target_cluster="B", source_id="id-A", target_id="id-B"
-        ),
+        StateIdentity(ref=LinkRef(stack=STACK, link=LINK, source="A", target="B"), source_id="id-A", target_id="id-B"),
     )
     assert state is not None
     return state

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dr.base.errors import ConfigError
 from verification.audit import plan_ranges
 from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state, match_increment, save_state
+from verification.link_ref import LinkRef
 
 
 def fp(offset: int, key: int, value: int, *, partition: int = 0, topic: str = "orders", ts: int = 1000) -> Fingerprint:
@@ -22,6 +24,11 @@ def copy(f: Fingerprint, offset: int, partition: int | None = None) -> Fingerpri
 
 
 IDS = dict(stack="s", link="A-to-B", source_cluster="A", target_cluster="B", source_id="ida", target_id="idb")
+
+
+def ident(stack: str, link: str, source_cluster: str, target_cluster: str, **ids: str) -> dict[str, Any]:
+    """The constructor arguments of a StateIdentity (or an AuditState) from the flat names of ``IDS``."""
+    return dict(ref=LinkRef(stack=stack, link=link, source=source_cluster, target=target_cluster), **ids)
 
 
 def test_all_copied_all_matched() -> None:
@@ -129,7 +136,7 @@ def test_plan_refuses_offsets_going_backwards() -> None:
 # --------------------------------------------------------------------------- state file
 def _state() -> AuditState:
     return AuditState(
-        **IDS,
+        **ident(**IDS),
         source_bounds={"orders": {0: 5, 1: 7}},
         target_bounds={"orders": {0: 4}},
         frontier={"orders": {0: 3}},
@@ -146,12 +153,12 @@ def test_state_round_trip_atomic_0600(tmp_path: Path) -> None:
     path = tmp_path / "audit" / "A-to-B.json"
     save_state(path, _state())
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_state(path, StateIdentity(**IDS)) == _state()
+    assert load_state(path, StateIdentity(**ident(**IDS))) == _state()
     assert [p.name for p in path.parent.iterdir()] == ["A-to-B.json"]  # no temporary file left
 
 
 def test_no_state_file_means_first_run(tmp_path: Path) -> None:
-    assert load_state(tmp_path / "none.json", StateIdentity(**IDS)) is None
+    assert load_state(tmp_path / "none.json", StateIdentity(**ident(**IDS))) is None
 
 
 @pytest.mark.parametrize(
@@ -161,7 +168,7 @@ def test_damaged_state_is_a_config_error_naming_file_and_reset(tmp_path: Path, t
     path = tmp_path / "A-to-B.json"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
-        load_state(path, StateIdentity(**IDS))
+        load_state(path, StateIdentity(**ident(**IDS)))
     assert str(path) in str(err.value) and "--reset" in str(err.value)
 
 
@@ -171,7 +178,7 @@ def test_damaged_residue_entry_is_refused(tmp_path: Path) -> None:
     data["residue"]["source"][0][2] = "x"
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="damaged"):
-        load_state(path, StateIdentity(**IDS))
+        load_state(path, StateIdentity(**ident(**IDS)))
 
 
 @pytest.mark.parametrize(
@@ -188,7 +195,7 @@ def test_foreign_state_is_refused(tmp_path: Path, change: dict[str, str]) -> Non
     path = tmp_path / "A-to-B.json"
     save_state(path, _state())
     with pytest.raises(ConfigError) as err:
-        load_state(path, StateIdentity(**{**IDS, **change}))
+        load_state(path, StateIdentity(**ident(**{**IDS, **change})))
     assert str(path) in str(err.value) and "--reset" in str(err.value)
 
 
@@ -197,12 +204,49 @@ def test_max_ts_round_trip_and_absent_in_older_files(tmp_path: Path) -> None:
     state = _state()
     state.max_ts = {"source": 1_700_000_000_000, "target": -1}
     save_state(path, state)
-    assert load_state(path, StateIdentity(**IDS)).max_ts == state.max_ts
+    assert load_state(path, StateIdentity(**ident(**IDS))).max_ts == state.max_ts
     data = json.loads(path.read_text())
     del data["max_ts"]
     path.write_text(json.dumps(data))
-    assert load_state(path, StateIdentity(**IDS)).max_ts is None  # unknown, not an error
+    assert load_state(path, StateIdentity(**ident(**IDS))).max_ts is None  # unknown, not an error
     data["max_ts"] = {"source": "x", "target": 1}
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="max_ts"):
-        load_state(path, StateIdentity(**IDS))
+        load_state(path, StateIdentity(**ident(**IDS)))
+
+
+def test_a_state_file_of_the_flat_shape_loads_and_is_written_back_the_same(tmp_path: Path) -> None:
+    """A state file as every drctl so far wrote it (stack, link and each side's cluster flat in the
+    document) loads with its LinkRef, and the state writes the same document back."""
+    old = {
+        "version": 1,
+        "stack": "s",
+        "link": "A-to-B",
+        "source": {"cluster": "A", "cluster_id": "ida"},
+        "target": {"cluster": "B", "cluster_id": "idb"},
+        "runs": 2,
+        "verified_total": 11,
+        "created_ms": 1,
+        "updated_ms": 2,
+        "bounds": {"source": {"orders": {"0": 5}}, "target": {"orders": {"0": 4}}},
+        "frontier": {"orders": {"0": 3}},
+        "residue": {"source": [["orders", 0, 4, 4, -4, 7]], "target": []},
+    }
+    path = tmp_path / "A-to-B.json"
+    path.write_text(json.dumps(old))
+    state = load_state(
+        path,
+        StateIdentity(ref=LinkRef(stack="s", link="A-to-B", source="A", target="B"), source_id="ida", target_id="idb"),
+    )
+    assert state is not None
+    assert state.ref == LinkRef(stack="s", link="A-to-B", source="A", target="B")
+    assert (state.stack, state.link, state.source_cluster, state.target_cluster) == ("s", "A-to-B", "A", "B")
+    assert state.to_dict() == old
+
+
+def test_the_state_document_type_names_every_key_written() -> None:
+    from verification.audit_state import StateDocument
+
+    state = _state()
+    state.max_ts = {"source": 1, "target": 2}
+    assert set(state.to_dict()) == set(StateDocument.__annotations__)

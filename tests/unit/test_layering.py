@@ -293,3 +293,32 @@ def test_progress_reporter_and_the_model_base_are_declared_once() -> None:
         )
     ]
     assert again + forbid_bases == [], "\n".join(again + forbid_bases)
+
+
+def test_a_placement_is_one_value_one_rule_and_its_table_lines() -> None:
+    """Adding an engine touches one place for its placement: the value and the rule that places a link
+    there (``Placement.of``) in dr/topology/kinds.py. Every value is reached by that rule and has its
+    component and its runner in ``stacks.links``; no other module decides a placement (returns one)."""
+    from itertools import product
+
+    from dr.topology.kinds import Engine, Placement
+    from stacks.links import LINK_COMPONENTS, LINK_RUNNERS
+
+    reached = {
+        Placement.of(engine, on_connect=on_connect, both_local=both_local)
+        for engine, on_connect, both_local in product(Engine, (False, True), (False, True))
+    }
+    assert reached == set(Placement)
+    assert set(LINK_COMPONENTS) == set(Placement)
+    assert set(LINK_RUNNERS) <= set(Placement)
+    deciding = [
+        f"{module}:{node.lineno} returns Placement.{node.value.attr}"
+        for module, tree in _product_trees()
+        if module != "dr.topology.kinds"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Return)
+        and isinstance(node.value, ast.Attribute)
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "Placement"
+    ]
+    assert deciding == [], "\n".join(deciding)

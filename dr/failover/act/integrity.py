@@ -13,13 +13,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dr.base.errors import FailoverError
 from dr.base.types import Model
 from dr.base.types import Reporter as Progress
+from dr.failover.frame.journal_doc import VerdictDocument
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes
@@ -51,9 +52,9 @@ class Verdict(BaseModel):
     """``{"audit": True, ...}`` — the audit of the link it started from, its bounds and the records
     not read again — or ``{"audit": False, "reason": ...}`` when the full verification ran."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> VerdictDocument:
         """JSON form (for the journal and ``--json``)."""
-        return self.model_dump(mode="json")
+        return cast(VerdictDocument, self.model_dump(mode="json"))
 
 
 class RecoveryReport(Model):

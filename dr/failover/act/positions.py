@@ -16,14 +16,25 @@ record: it never skips, and the records it may read a second time are counted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dr.base.errors import ClusterError
 from dr.kafka.client import Endpoint
 from dr.kafka.offsets import Offsets, commit_group_offsets
 
-__all__ = ["Position", "commits_of", "origin_offset", "positions_text", "survivor_positions", "target_offset"]
+__all__ = [
+    "Position",
+    "PositionedGroup",
+    "commits_of",
+    "moved_groups_summary",
+    "origin_offset",
+    "positioned",
+    "positions_text",
+    "survivor_positions",
+    "target_offset",
+]
 
 
 @dataclass(frozen=True)
@@ -206,3 +217,52 @@ def positions_text(group: str, positions: list[Position]) -> str:
             f" and {len(started) - 6} more" if len(started) > 6 else ""
         )
     return text + f"; re-reads at most {rereads}"
+
+
+class PositionedGroup(TypedDict):
+    """What a step that positions moved groups journals of each group, beside what is its own."""
+
+    positions: list[dict[str, Any]]
+    positions_committed: bool
+    rereads_at_most: int
+    text: str
+
+
+def positioned(group: str, positions: list[Position], committed: bool) -> PositionedGroup:
+    """``group``'s positions as a step journals them (``committed``: :func:`commit_positions`)."""
+    return PositionedGroup(
+        positions=[p.to_json() for p in positions],
+        positions_committed=committed,
+        rereads_at_most=sum(p.rereads_at_most for p in positions),
+        text=positions_text(group, positions),
+    )
+
+
+def moved_groups_summary(
+    found: Mapping[str, PositionedGroup],
+    gaps: list[str],
+    refused: list[str],
+    *,
+    on: str,
+    unknown: str,
+    resume_from: str,
+    there: str,
+    derived_from: str = "the group's commits",
+    short_of: str = "them",
+) -> str:
+    """The summary line of a step that positioned the moved groups ``found`` before they move (a region's,
+    an edge's, a rejoin's): where (``on``, e.g. `` on B``), what was unknown, the partitions without a
+    derived position (``gaps``, resuming from ``resume_from`` or their first record) — else that every one
+    was derived (from ``derived_from``) —, the records they may read again and the groups not set because
+    they already have members ``there``."""
+    rereads = sum(v["rereads_at_most"] for v in found.values())
+    summary = f"{len(found)} groups positioned{on} before the move{unknown}; " + (
+        f"{len(gaps)} partitions without a derived position, resuming from {resume_from} or their first record "
+        f"({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most {rereads} records"
+        if gaps
+        else f"every partition's position derived from {derived_from} (nothing skipped; re-reading at most "
+        f"{rereads} records where the offset syncs stop short of {short_of})"
+    )
+    if refused:
+        summary += f"; not set (the group already has members {there}): {', '.join(refused)}"
+    return summary

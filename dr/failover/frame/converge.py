@@ -17,7 +17,7 @@ import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from dr.base.errors import ClusterError
 from dr.base.stackref import StackRef
@@ -31,6 +31,7 @@ from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
 from dr.topology.hub_spoke import target_topic, topics_on
+from dr.topology.stackconfig import StackConfig
 from dr.topology.stackfile import write_stack_config
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
@@ -139,7 +140,7 @@ def wait_copied(
         )
 
 
-def read_stack_config(path: Path) -> dict[str, Any]:
+def read_stack_config(path: Path) -> StackConfig:
     """The ``kafka-dr:`` entries of a stack file, normalised through the topology model."""
 
     return dump_stack_config(load_stack_file(path))

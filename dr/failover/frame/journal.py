@@ -30,11 +30,11 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.errors import ConfigError, LockHeld
 from dr.base.files import private_dir
@@ -42,9 +42,11 @@ from dr.base.files import write_json as atomic_write_json
 from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
+from dr.failover.frame.journal_doc import Abandonment, JournalDocument, VerdictDocument
 from dr.failover.frame.metrics import RpoEstimate, cutoff_ms
 from dr.failover.frame.outcomes import IntegritySeen
 from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
+from dr.topology.stackconfig import StackConfig
 
 if TYPE_CHECKING:
     from dr.failover.act.integrity import Verdict
@@ -226,15 +228,6 @@ class Measurements(_Record):
     rpo_estimate: RpoEstimate | None = None
 
 
-class Abandonment(TypedDict, total=False):
-    """How a journal was ended unfinished and archived (:meth:`Journal.abandon`)."""
-
-    at: float
-    reason: str
-    by: str
-    status_before: str
-
-
 class JournalRecord(_Record):
     """The journal file's content (``failover/journal.json``, version 1)."""
 
@@ -249,9 +242,9 @@ class JournalRecord(_Record):
     standby: str | None = None
     created_at: float
     finished_at: float | None = None
-    original_config: dict[str, Any]
+    original_config: StackConfig
     """The stack's ``kafka-dr:`` configuration before the failover."""
-    desired_config: dict[str, Any]
+    desired_config: StackConfig
     """The configuration the failover converges to."""
     measurements: Measurements = Field(default_factory=Measurements)
     runs: list[RunEntry] = Field(default_factory=list)
@@ -269,9 +262,9 @@ class JournalRecord(_Record):
     abandoned: Abandonment | None = None
     """Set when the journal was ended unfinished and archived: ``at``, ``reason``, ``by``."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JournalDocument:
         """The file's JSON."""
-        return self.model_dump(mode="json")
+        return cast(JournalDocument, self.model_dump(mode="json"))
 
 
 class Journal:
@@ -339,8 +332,8 @@ class Journal:
         source: str,
         target: str,
         standby: str | None,
-        original_config: dict[str, Any],
-        desired_config: dict[str, Any],
+        original_config: StackConfig,
+        desired_config: StackConfig,
         steps: list[str],
     ) -> Journal:
         """Start the journal of a new failover (an earlier, finished one is archived first)."""
@@ -398,7 +391,7 @@ class Journal:
         return target
 
     @classmethod
-    def last_abandoned(cls, home: Path) -> tuple[Path, dict[str, Any]] | None:
+    def last_abandoned(cls, home: Path) -> tuple[Path, JournalDocument] | None:
         """The newest archived abandoned journal (path, data) when it is newer than the current journal
         (or there is none): the stack's last failover ended that way. None otherwise."""
         archive = Path(home) / "failover"
@@ -413,7 +406,7 @@ class Journal:
             data = json.loads(newest.read_text())
         except (OSError, ValueError):
             data = {}
-        return newest, data if isinstance(data, dict) else {}
+        return newest, cast(JournalDocument, data) if isinstance(data, dict) else JournalDocument()
 
     # ------------------------------------------------------------------------------ queries
     @property
@@ -535,10 +528,10 @@ class Journal:
         run.finished_at, run.outcome, run.seconds = now, outcome, round(now - run.started_at, 3)
         self.save()
 
-    def start_step(self, name: str, inputs: dict[str, Any]) -> None:
+    def start_step(self, name: str, inputs: Mapping[str, object]) -> None:
         """Mark a step as running with its inputs."""
         entry = self.step(name)
-        entry.status, entry.inputs, entry.started_at, entry.error = "running", inputs, _now(), None
+        entry.status, entry.inputs, entry.started_at, entry.error = "running", dict(inputs), _now(), None
         entry.attempts += 1
         entry.run = len(self.record.runs)
         self.save()
@@ -553,7 +546,9 @@ class Journal:
         self.save()
         verdict = (outcome or {}).get("verdict")
         if self.store is not None and name == "integrity" and isinstance(verdict, dict):
-            self.store.record_verification(self._key, self.failover_id, len(self.record.runs), verdict)
+            self.store.record_verification(
+                self._key, self.failover_id, len(self.record.runs), cast(VerdictDocument, verdict)
+            )
 
     def record_estate(self, *, clusters: dict[str, str], stack_state: str | None, stack_digest: str | None) -> None:
         """Record, when a run begins, which estate the journal belongs to (see :attr:`JournalRecord.clusters`)."""

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 from pydantic import Field
 
@@ -42,6 +42,9 @@ from dr.topology import Kind, Topology, dump_stack_config, load_stack_file, load
 from dr.topology.active_active import remote_topic
 
 __all__ = [
+    "CopyCount",
+    "LostRecord",
+    "RegionComparison",
     "SiteContext",
     "SiteOutcome",
     "SiteRecovery",
@@ -132,7 +135,7 @@ class SiteContext(Context, ABC):
         """The ``integrity`` step's summary while A does not answer."""
         return f"{self.site} is not readable; rerun when it is"
 
-    def counted(self, topic: str, counts: dict[str, Any]) -> str:
+    def counted(self, topic: str, counts: CopyCount) -> str:
         """One topic's counts in the ``integrity`` step's summary."""
         return f"{topic}: {counts['source']} on {self.site}, {counts['copy']} copied"
 
@@ -435,17 +438,43 @@ def _fingerprints(ep: Endpoint, topic: str, timeout: float = 120.0) -> list[tupl
     return out
 
 
-def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str]) -> dict[str, Any]:
+class CopyCount(TypedDict):
+    """One topic of A against its remote copy on B: records on A, in the copy, never copied, copied twice
+    (the JSON of :class:`TopicCopies`, which a recovery report reads back)."""
+
+    source: int
+    copy: int
+    missing: int
+    duplicated: int
+
+
+class LostRecord(TypedDict):
+    """A record of A never replicated, by its coordinates on A."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str
+
+
+class RegionComparison(TypedDict):
+    """What :func:`compare_region` found (the ``integrity`` step's report file)."""
+
+    topics: dict[str, CopyCount]
+    missing: list[LostRecord]
+
+
+def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str]) -> RegionComparison:
     """A's topics against their remote copies on B, matched by content (key + checksum, as multisets):
     per topic the counts, and every record of A never replicated (its coordinates on A)."""
-    per_topic: dict[str, Any] = {}
-    missing: list[dict[str, Any]] = []
+    per_topic: dict[str, CopyCount] = {}
+    missing: list[LostRecord] = []
     for topic in topics:
         source = _fingerprints(a_ep, topic)
         copies = Counter((k, c) for _p, _o, k, c in _fingerprints(b_ep, remote_topic(region, topic)))
         originals = Counter((k, c) for _p, _o, k, c in source)  # counted once: per copy, the comparison was quadratic
         left = Counter(copies)
-        lost = []
+        lost: list[LostRecord] = []
         for partition, offset, key, checksum in source:
             if left[(key, checksum)] > 0:
                 left[(key, checksum)] -= 1
@@ -458,7 +487,7 @@ def compare_region(a_ep: Endpoint, b_ep: Endpoint, region: str, topics: list[str
             "duplicated": sum(max(0, n - originals[kc]) for kc, n in copies.items()),
         }
         missing += lost
-    return {"topics": per_topic, "missing": missing}
+    return RegionComparison(topics=per_topic, missing=missing)
 
 
 class TopicCopies(Model):

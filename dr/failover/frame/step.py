@@ -9,7 +9,7 @@ site (:mod:`dr.failover.frame.site_loss`) and the kinds under :mod:`dr.failover.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -204,7 +204,7 @@ def named_roles(text: str, **names: str) -> str:
 C = TypeVar("C", bound=Context)
 
 
-def _no_inputs(_ctx: Context) -> dict[str, Any]:
+def _no_inputs(_ctx: Context) -> Mapping[str, object]:
     return {}
 
 
@@ -215,4 +215,4 @@ class Step(Generic[C]):
     name: str
     run: Callable[[C], StepResult]
     description: str
-    inputs: Callable[[C], dict[str, Any]] = _no_inputs
+    inputs: Callable[[C], Mapping[str, object]] = _no_inputs

@@ -289,10 +289,9 @@ def test_migration_2_keeps_the_rows_of_a_version_1_database(pg_url: str) -> None
 
 def test_audit_state_lives_in_the_database(team: str, tmp_path: Path) -> None:
     from verification.audit_state import AuditState, Fingerprint, StateIdentity, load_state, save_state
+    from verification.link_ref import LinkRef
 
-    ident = StateIdentity(
-        stack="a1", link="A-to-B", source_cluster="A", target_cluster="B", source_id="x", target_id="y"
-    )
+    ident = StateIdentity(ref=LinkRef(stack="a1", link="A-to-B", source="A", target="B"), source_id="x", target_id="y")
     state = AuditState(**vars(ident), source_bounds={"t": {0: 10}}, target_bounds={"t": {0: 9}}, runs=1)
     state.source_residue = [Fingerprint("t", 0, 9, 5, 1, 2)]
     save_state(tmp_path / "op1" / "audit" / "A-to-B.json", state)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dr.base.errors import FailoverError
 from dr.base.stackref import StackRef
@@ -39,7 +39,7 @@ from dr.base.types import Reporter as Progress
 from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
-from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, moved_groups_summary, positioned, survivor_positions
 from dr.failover.frame.converge import read_stack_config, wait_copied
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.plan import FailoverPlan, plan_lines
@@ -109,8 +109,16 @@ def rejoin_topology(current: Topology, before_failover: Topology, region: str) -
     )
 
 
-def _inputs(ctx: RejoinContext) -> dict[str, Any]:
-    return {"region": ctx.region, "peer": ctx.survivor, "returning": ctx.returning}
+class Inputs(TypedDict):
+    """What every step of a rejoin is given (journaled as the step's ``inputs``)."""
+
+    region: str
+    peer: str
+    returning: list[str]
+
+
+def _inputs(ctx: RejoinContext) -> Inputs:
+    return Inputs(region=ctx.region, peer=ctx.survivor, returning=ctx.returning)
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -281,22 +289,19 @@ def consumer_groups(ctx: RejoinContext) -> StepResult:
         unread_total += sum(unread.values())
         found[group] = {
             "unread_on_peer": unread,
-            "positions": [p.to_json() for p in positions],
-            "positions_committed": committed,
-            "rereads_at_most": sum(p.rereads_at_most for p in positions),
-            "text": positions_text(group, positions),
+            **positioned(group, positions, committed),
         }
-    summary = f"{len(found)} groups positioned on {A} before the move; " + (
-        f"{len(gaps)} partitions without a derived position, resuming from the group's commit on {A} or their "
-        f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
-        f"{sum(v['rereads_at_most'] for v in found.values())} records"
-        if gaps
-        else f"every partition's position derived from the group's commits on {B} (nothing skipped; re-reading at "
-        f"most {sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of "
-        f"its commits, and what it reads on {B} until it moves)"
+    summary = moved_groups_summary(
+        found,
+        gaps,
+        refused,
+        on=f" on {A}",
+        unknown="",
+        resume_from=f"the group's commit on {A}",
+        there=f"on {A}",
+        derived_from=f"the group's commits on {B}",
+        short_of=f"its commits, and what it reads on {B} until it moves",
     )
-    if refused:
-        summary += f"; not set (the group already has members on {A}): {', '.join(refused)}"
     if unread_total:
         summary += (
             f"; {unread_total} records of {A}.<topic> on {B} not read yet by "

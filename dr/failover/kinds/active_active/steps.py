@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dr.base.errors import FailoverError
 from dr.estate.estate import acl_bindings
 from dr.failover.act.health import listening
-from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, moved_groups_summary, positioned, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
     SiteContext,
@@ -115,8 +115,17 @@ class RegionContext(SiteContext):
         )
 
 
-def _inputs(ctx: RegionContext) -> dict[str, Any]:
-    return {"mode": ctx.mode, "region": ctx.region, "survivor": ctx.survivor, "moving": ctx.moving}
+class Inputs(TypedDict):
+    """What every step of a region's failover is given (journaled as the step's ``inputs``)."""
+
+    mode: str
+    region: str
+    survivor: str
+    moving: list[str]
+
+
+def _inputs(ctx: RegionContext) -> Inputs:
+    return Inputs(mode=ctx.mode, region=ctx.region, survivor=ctx.survivor, moving=ctx.moving)
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -244,23 +253,18 @@ def consumer_groups(ctx: RegionContext) -> StepResult:
             "translated": translated,
             "committed_on_region": None if on_a is None else len(local_a),
             "untranslated": missing,
-            "positions": [p.to_json() for p in positions],
-            "positions_committed": committed,
-            "rereads_at_most": sum(p.rereads_at_most for p in positions),
-            "text": positions_text(group, positions),
+            **positioned(group, positions, committed),
         }
     unknown = "" if a_up else f"; {ctx.region} unreadable: what the groups read there is unknown"
-    summary = f"{len(found)} groups positioned on {ctx.survivor} before the move{unknown}; " + (
-        f"{len(gaps)} partitions without a derived position, resuming from the group's commit on "
-        f"{ctx.survivor} or their first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), "
-        "re-reading at most "
-        f"{sum(v['rereads_at_most'] for v in found.values())} records"
-        if gaps
-        else "every partition's position derived from the group's commits (nothing skipped; re-reading at most "
-        f"{sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of them)"
+    summary = moved_groups_summary(
+        found,
+        gaps,
+        refused,
+        on=f" on {ctx.survivor}",
+        unknown=unknown,
+        resume_from=f"the group's commit on {ctx.survivor}",
+        there=f"on {ctx.survivor}",
     )
-    if refused:
-        summary += f"; not set (the group already has members on {ctx.survivor}): {', '.join(refused)}"
     return result("done", summary, groups=found, gaps=gaps, refused=refused)
 
 

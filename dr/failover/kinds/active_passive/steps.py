@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 import dr.failover.act.edge_resume as hub
 import dr.failover.act.integrity as integrity
@@ -110,8 +110,18 @@ def _ends(ctx: Context, readers: tuple[OffsetReader, OffsetReader]) -> tuple[Off
     return a_end, b_end
 
 
-def _common_inputs(ctx: Context) -> dict[str, Any]:
-    return {"mode": ctx.mode, "source": ctx.source, "target": ctx.target, "standby": ctx.standby, "topics": ctx.topics}
+class Inputs(TypedDict):
+    """What every step of an active-passive failover is given (journaled as the step's ``inputs``)."""
+
+    mode: str
+    source: str
+    target: str
+    standby: str | None
+    topics: list[str]
+
+
+def _common_inputs(ctx: Context) -> Inputs:
+    return Inputs(mode=ctx.mode, source=ctx.source, target=ctx.target, standby=ctx.standby, topics=ctx.topics)
 
 
 # ---------------------------------------------------------------------------------- 1 preflight

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dr.estate.estate import acl_bindings
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.edge_resume import ResumePoint, edge_links_into, resume_points, seed_resume_points
 from dr.failover.act.health import listening
-from dr.failover.act.positions import commit_positions, positions_text, survivor_positions
+from dr.failover.act.positions import commit_positions, moved_groups_summary, positioned, survivor_positions
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.site_loss import (
+    CopyCount,
     SiteContext,
     decommission,
     fence_drain,
@@ -104,13 +105,22 @@ class EdgeContext(SiteContext):
         """The role letters of the edge steps' descriptions: E the edge, H the hub."""
         return {"E": self.edge, "H": self.hub}
 
-    def counted(self, topic: str, counts: dict[str, Any]) -> str:
+    def counted(self, topic: str, counts: CopyCount) -> str:
         """One topic's counts in the ``integrity`` step's summary, its duplicates too."""
         return f"{super().counted(topic, counts)}, {counts['duplicated']} duplicated"
 
 
-def _inputs(ctx: EdgeContext) -> dict[str, Any]:
-    return {"mode": ctx.mode, "edge": ctx.edge, "hub": ctx.hub, "moves": ctx.moves}
+class Inputs(TypedDict):
+    """What every step of an edge's failover is given (journaled as the step's ``inputs``)."""
+
+    mode: str
+    edge: str
+    hub: str
+    moves: dict[str, str]
+
+
+def _inputs(ctx: EdgeContext) -> Inputs:
+    return Inputs(mode=ctx.mode, edge=ctx.edge, hub=ctx.hub, moves=ctx.moves)
 
 
 def _role_in(topology: Topology, cluster: str) -> Role:
@@ -226,26 +236,22 @@ def consumer_groups(ctx: EdgeContext) -> StepResult:
             "moved_to": target,
             "translated": {f"{t}-{p}": n for (t, p), n in sorted(on_target.items()) if t.startswith(f"{ctx.edge}.")},
             "committed_on_edge": None if on_edge is None else len([tp for tp in on_edge if tp[0] in reads]),
-            "positions": [p.to_json() for p in positions],
-            "positions_committed": committed,
-            "rereads_at_most": sum(p.rereads_at_most for p in positions),
-            "text": positions_text(group, positions),
+            **positioned(group, positions, committed),
         }
     unknown = (
         ""
         if edge_up
         else f"; {ctx.edge} unreadable: what the groups read there since their last translation is unknown"
     )
-    summary = f"{len(found)} groups positioned before the move{unknown}; " + (
-        f"{len(gaps)} partitions without a derived position, resuming from the group's translated commit or their "
-        f"first record ({', '.join(gaps[:5])}{' …' if len(gaps) > 5 else ''}), re-reading at most "
-        f"{sum(v['rereads_at_most'] for v in found.values())} records"
-        if gaps
-        else "every partition's position derived from the group's commits (nothing skipped; re-reading at most "
-        f"{sum(v['rereads_at_most'] for v in found.values())} records where the offset syncs stop short of them)"
+    summary = moved_groups_summary(
+        found,
+        gaps,
+        refused,
+        on="",
+        unknown=unknown,
+        resume_from="the group's translated commit",
+        there="where it moves",
     )
-    if refused:
-        summary += f"; not set (the group already has members where it moves): {', '.join(refused)}"
     return result("done", summary, groups=found, gaps=gaps, refused=refused)
 
 

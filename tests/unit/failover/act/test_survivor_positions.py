@@ -9,7 +9,9 @@ import struct
 from dr.failover.act.positions import (
     Position,
     commits_of,
+    moved_groups_summary,
     origin_offset,
+    positioned,
     positions_text,
     survivor_positions,
     target_offset,
@@ -221,3 +223,27 @@ def test_a_commit_on_the_survivor_past_a_short_translation_is_kept_and_counts_it
     # nearest sync 20 records short): kept, and the 10 records it may have read beyond that on B are counted
     p = _behind_a_short_sync({("B.orders", 0): 90})
     assert (p.offset, p.source, p.rereads_at_most) == (90, "kept", 10) and "up to 10 re-read" in p.why
+
+
+def test_the_moved_groups_summary_of_a_region_an_edge_and_a_rejoin() -> None:
+    """One sentence for the three steps that position moved groups, each naming its own place."""
+    found = {"g": positioned("g", [Position("t", 0, 5, "start", 3, "no sync")], True)}
+    assert moved_groups_summary(
+        found,
+        ["g:t-0"],
+        ["h (has members)"],
+        on=" on B",
+        unknown="",
+        resume_from="the group's commit on B",
+        there="on B",
+    ) == (
+        "1 groups positioned on B before the move; 1 partitions without a derived position, resuming from the "
+        "group's commit on B or their first record (g:t-0), re-reading at most 3 records; not set (the group "
+        "already has members on B): h (has members)"
+    )
+    assert moved_groups_summary(
+        {}, [], [], on="", unknown="; E unreadable", resume_from="the group's translated commit", there="where it moves"
+    ) == (
+        "0 groups positioned before the move; E unreadable; every partition's position derived from the group's "
+        "commits (nothing skipped; re-reading at most 0 records where the offset syncs stop short of them)"
+    )
