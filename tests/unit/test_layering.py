@@ -322,3 +322,15 @@ def test_a_placement_is_one_value_one_rule_and_its_table_lines() -> None:
         and node.value.value.id == "Placement"
     ]
     assert deciding == [], "\n".join(deciding)
+
+
+def test_no_assert_in_product_code() -> None:
+    """An ``assert`` vanishes under ``python -O``: product code narrows a type or refuses bad state with
+    an ``if``, never with ``assert`` (HOUSE.md "How to know it worked")."""
+    found = [
+        f"{module}:{node.lineno}"
+        for module, path in _modules().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assert)
+    ]
+    assert not found, f"assert in product code: {found}"
