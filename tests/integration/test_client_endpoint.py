@@ -66,6 +66,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             {"name": name, "consumes": [TOPIC], "consumer_group": name} for name in (COOP, RDK_GROUP)
         ]
         cfg["kafka-dr:endpoint"] = {"address": "127.0.0.1", "bootstrapPort": ports[3], "brokerPorts": [ports[3] + 1]}
+        # at-least-once, so that the copies' offsets fall below their source's by the markers the test writes
+        # (_shift_offsets), the case where a consumer kept at its old position would skip records; an
+        # exactly-once link's own markers would lift them instead (make demo drills the endpoint that way)
+        for link in cfg["kafka-dr:links"]:
+            link["delivery"] = "at-least-once"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
         original = load_stack_file(path)

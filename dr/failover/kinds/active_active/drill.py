@@ -38,9 +38,15 @@ from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
-from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
-from dr.failover.drill.frame import DrillOptions, current_topology, prepare_copy, restart, teardown
+from dr.failover.drill.frame import (
+    DrillOptions,
+    current_topology,
+    first_translation_within,
+    prepare_copy,
+    restart,
+    teardown,
+)
 from dr.failover.drill.result import ConsumerReport
 from dr.failover.drill.traffic import (
     ConfigSource,
@@ -213,9 +219,9 @@ def _run(
     time.sleep(options.warmup_s)
     groups = [g for n, (g, _c) in apps.consumers.items() if n in moving]
     if groups:
-        within = translated_within(topology, B)
+        within = first_translation_within(topology, B)
         progress(f"drill: waiting until link {A}→{B} has synced group {', '.join(groups)}'s offsets at least once")
-        if not wait_until(lambda: all(_translated(estate, B, A, g) for g in groups), within + 30, interval=0.5):
+        if not wait_until(lambda: all(_translated(estate, B, A, g) for g in groups), within, interval=0.5):
             progress(f"drill: no translated offset on {B} yet for {', '.join(groups)} (the moved groups may re-read)")
     if options.unplanned:
         progress(f"drill: SIGKILL every node of {A} mid-traffic")

@@ -43,13 +43,13 @@ from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
-from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
 from dr.failover.drill.endpoint_clients import EndpointClients, endpoint_report, start_endpoint_clients
 from dr.failover.drill.frame import (
     MARKER,
     DrillOptions,
     current_topology,
+    first_translation_within,
     prepare_copy,
     restart,
     teardown,
@@ -413,7 +413,7 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
     time.sleep(options.warmup_s)
     if traffic.group:
         progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
-        within = translated_within(estate.topology, B)
+        within = first_translation_within(estate.topology, B)
         if not wait_until(lambda: group_synced(estate.endpoint(B), traffic.group or ""), within, interval=0.5):
             raise ClusterError(
                 f"the link never synced group {traffic.group} to {B} within {within:.0f}s.",

@@ -32,9 +32,8 @@ from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
-from dr.failover.act.groups import translated_within
 from dr.failover.act.health import listening
-from dr.failover.drill.frame import DrillOptions, current_topology, prepare_copy, teardown
+from dr.failover.drill.frame import DrillOptions, current_topology, first_translation_within, prepare_copy, teardown
 from dr.failover.drill.grade import DEFAULT_AIMS
 from dr.failover.drill.result import ApplicationRto, Check
 from dr.failover.drill.traffic import (
@@ -282,7 +281,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         )
         time.sleep(options.warmup_s)
         if traffic.group:
-            within = translated_within(topology, P)
+            within = first_translation_within(topology, P)
             progress(f"drill: waiting until {H}→{P} has synced group {traffic.group}'s offsets at least once")
             if not wait_until(lambda: bool(committed_offsets(estate.endpoint(P), traffic.group or "")), within, 0.5):
                 raise ClusterError(
