@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from dr.kafka.connect_rest import root_cause
-from dr.runtime.mirrormaker import CONNECTORS, config_in_effect, tasks_ready
+from dr.runtime.mirrormaker import CONNECTORS, config_in_effect, stale_failure, tasks_ready
 from dr.runtime.process import FatalWatch, fatal_cause, last_exception
 
 # Lines as MirrorMaker 2 (Kafka 4.3.1, slf4j-simple) wrote them for topics "(?#x)orders".
@@ -138,3 +138,24 @@ def test_a_restart_with_the_same_properties_counts_the_tasks_started_at_launch()
     assert tasks_ready(log, lambda: True, same_as_before=True)
     assert config_in_effect(log, same_as_before=True) == dict.fromkeys(CONNECTORS, 0)
     assert not tasks_ready(written, lambda: True, same_as_before=True), "still needs a started task"
+
+
+def test_a_stale_failure_that_stood_while_the_new_config_was_written_waits_for_the_restart() -> None:
+    """The order of a real log (the full suite on two workers): the configuration a failing run stored starts
+    first and its checkpoint connector fails at 27.8 s; this start's configuration reaches that connector at
+    30.9 s and its restart only at 33.6 s — after the failure had stood for the watch's 3 s. It is stale until
+    the connector fails again under the new configuration."""
+    failed = _MM2_LOG.split("9342 ", 1)[1].replace("MirrorSourceConnector", "MirrorCheckpointConnector")
+    failed = "9342 " + failed.split("9648 ", 1)[0]
+    others = _configured("MirrorSourceConnector") + _configured("MirrorHeartbeatConnector")
+    log = others + failed + _configured("MirrorCheckpointConnector")
+    cause = fatal_cause(log)
+    assert cause is not None and cause.startswith("connector MirrorCheckpointConnector: ")
+    marks = config_in_effect(log)
+    assert len(marks) == len(CONNECTORS)
+    assert stale_failure(cause, log, marks), "failed before its configuration was written: stale"
+    again = log + failed  # the restart under this start's configuration fails the same way: this start's
+    assert not stale_failure(cause, again, config_in_effect(again))
+    up_to_date = _UP_TO_DATE + failed  # a configuration in effect from launch: its failure is this start's
+    assert not stale_failure(cause, up_to_date, config_in_effect(up_to_date))
+    assert not stale_failure("the worker: java.lang.OutOfMemoryError", log, marks)
