@@ -482,10 +482,10 @@ class MirrorMaker:
                     f"MirrorMaker 2 {self.name} exited during start-up: {cause}",
                     f"fix the cause; the whole log is {self.process.log_file}",
                 )
-            marks = config_in_effect(text, same_as_before=same_as_before)
-            if cause is not None and (not final or len(marks) < len(CONNECTORS) or stale_failure(cause, text, marks)):
-                return False  # a restart with the new config may still supersede it
             if cause is not None:
+                marks = config_in_effect(text, same_as_before=same_as_before)
+                if not final or len(marks) < len(CONNECTORS) or stale_failure(cause, text, marks):
+                    return False  # a restart with the new config may still supersede it
                 elapsed = time.monotonic() - t0
                 self.process.stop(timeout=30)
                 raise ClusterError(
