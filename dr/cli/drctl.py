@@ -158,6 +158,8 @@ def estate_status(ref: StackRef, as_json: bool) -> None:
         )
     for link in status["links"]:
         detail = link.get("error") or f"lag {link.get('total_lag')} records"
+        if link.get("failure"):
+            detail += f"; {link['failure']}"
         click.echo(f"  link    {link['name']:<10} {link.get('process', '?'):<8} {detail}")
         for partition, n in (link.get("lag") or {}).items():
             if n:

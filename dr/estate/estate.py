@@ -58,6 +58,8 @@ class LinkStatus(TypedDict, total=False):
     lag: dict[str, int]
     total_lag: int
     error: str
+    failure: str
+    """Why its runner does not copy although it was started (a dead task, a failed connector)."""
 
 
 class EstateStatus(TypedDict, total=False):
@@ -279,7 +281,10 @@ class Estate:
             entry: LinkStatus = {"name": link.name, "source": link.source, "target": link.target}
             try:
                 runner = self.link_runner(link.name)
-                entry["process"] = "running" if runner.alive() else "stopped"
+                failure = runner.failure()
+                entry["process"] = "running" if runner.alive() else ("task dead" if failure else "stopped")
+                if failure:
+                    entry["failure"] = failure
                 if self.topology.placement(link) is Placement.CONNECT:
                     entry["connect"] = link.connect
                     entry["connectors"] = runner.states()

@@ -217,6 +217,12 @@ class LinkStatus(BaseModel):
     """``running``, ``stopped``, ``unreachable`` (Connect), the connectors' bad states, or ``no tasks``;
     unset when the link neither runs on Connect nor between local clusters."""
     connect_error: str | None = None
+    failure: str | None = None
+    """Why a dedicated MirrorMaker 2 whose process runs does not copy: its dead tasks and their causes."""
+    restarts: int | None = None
+    """How often the link's watchdog started its process again after a task died (a dedicated process)."""
+    last_restart: str | None = None
+    """When and why the watchdog last restarted it (``<time>: task <id>: <cause>``)."""
     lag: dict[str, int] | None = None
     """``"topic:partition"`` → records the target lacks, when both sides answer."""
     total_lag: int | None = None
@@ -425,7 +431,13 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
     if link.is_running and topology.placement(link) is Placement.CONNECT:
         _connect_link(entry, estate, link.connect or "")
     elif topology.both_local(link):
-        entry.process = "running" if estate.link_runner(link.name).alive() else "stopped"
+        runner = estate.link_runner(link.name)
+        entry.failure = runner.failure()
+        entry.process = "running" if runner.alive() else ("task dead" if entry.failure else "stopped")
+        if done := runner.restarts():
+            last = done[-1]
+            entry.restarts = len(done)
+            entry.last_restart = f"{last['at']}: " + "; ".join(f"task {t}: {c}" for t, c in last["tasks"].items())
     if link.source in ends and link.target in ends:
         wanted = {t.name for t in topology.topics_for(link)}
         # a prefixed link (active-active, a hub-and-spoke edge) compares each topic with its <source>.<topic> copy
@@ -603,6 +615,11 @@ def _link_problem(link: LinkStatus) -> str | None:
         return (
             f"{what} is running with no tasks: it replicates nothing; the Connect worker's log says why (often "
             "it cannot reach, authenticate to or trust a cluster: check the link's TLS and SASL settings)"
+        )
+    if link.failure is not None:
+        return (
+            f"{what} does not copy: {link.failure}. Its watchdog starts the process again (restarted "
+            f"{link.restarts or 0} time(s) so far); the topology says it runs"
         )
     if link.process not in (None, "running"):
         return f"{what} is {link.process}; the topology says it runs" + (

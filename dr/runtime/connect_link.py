@@ -20,6 +20,7 @@ from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.connect_rest import ConnectRest, root_cause
 from dr.kafka.copied import next_to_copy
 from dr.kafka.offsets import Offsets, partition_lag
+from dr.runtime.link_watchdog import Restart
 from dr.runtime.process import wait_until
 
 __all__ = [
@@ -172,9 +173,16 @@ class ConnectLink:
         return next_to_copy((o.get("partition"), o.get("offset")) for o in stored)
 
     def resume(self, timeout: float = 60.0) -> None:
-        """Resume stopped connectors and wait until they run."""
+        """Resume stopped connectors, restart failed ones and failed tasks (Connect restarts none by
+        itself), and wait until they run."""
         for name in self.connectors:
             self.rest.resume(name)
+            status = self.rest.status(name) or {}
+            tasks = status.get("tasks") or []
+            if (status.get("connector") or {}).get("state") == "FAILED" or any(
+                t.get("state") == "FAILED" for t in tasks
+            ):
+                self.rest.restart(name, include_tasks=True, only_failed=True)
         for name in self.connectors:
             wait_running(self.rest, name, timeout)
 
@@ -185,6 +193,24 @@ class ConnectLink:
     def log_hint(self) -> None:
         """None: a link on Connect is read through its connector states (``drctl status``), not a log here."""
         return None
+
+    def failure(self) -> str | None:
+        """The first failed connector's or task's root cause, or None (Connect unreachable: its problem)."""
+        try:
+            states = self.states()
+        except ClusterError as exc:
+            return exc.problem
+        for name, s in states.items():
+            if s.get("error"):
+                return f"{name}: {s['error']}"
+            for t in s["tasks"]:
+                if t.get("error"):
+                    return f"{name} task {t.get('id')}: {t['error']}"
+        return None
+
+    def restarts(self) -> list[Restart]:
+        """``[]``: the product restarts nothing on a Connect cluster by itself (``drctl link start`` does)."""
+        return []
 
     def lag(self, topics: list[str]) -> Offsets:
         """Per (source topic, partition): source end offset − end offset of the topic of the same name on

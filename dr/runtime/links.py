@@ -18,9 +18,10 @@ from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import Offsets
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.connect_link import ConnectLink, ConnectorState
+from dr.runtime.link_watchdog import Restart
 from dr.runtime.mirrormaker import DEFAULT_POLICY, IDENTITY_POLICY, MirrorMaker
 
-__all__ = ["ConnectorState", "LinkRunner", "connect_runner", "dedicated_runner"]
+__all__ = ["ConnectorState", "LinkRunner", "Restart", "connect_runner", "dedicated_runner"]
 
 
 class LinkRunner(Protocol):
@@ -69,6 +70,14 @@ class LinkRunner(Protocol):
 
     def log_hint(self) -> str | None:
         """Where to read why it misbehaves (its log), or None when its state is read elsewhere."""
+        ...
+
+    def failure(self) -> str | None:
+        """Why the link does not copy although it was started (a dead task, a failed connector), or None."""
+        ...
+
+    def restarts(self) -> list[Restart]:
+        """The restarts the product made on its own after a task died (a dedicated process's watchdog)."""
         ...
 
 

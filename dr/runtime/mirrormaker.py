@@ -32,6 +32,15 @@ from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import LocalCluster, write_properties
 from dr.runtime.connect_link import ConnectorState
 from dr.runtime.credentials import REPLICATOR_USER
+from dr.runtime.link_watchdog import (
+    Restart,
+    control_lock,
+    dead_tasks_of,
+    record_launch,
+    restarts,
+    spawn,
+    stop_watchdog,
+)
 from dr.runtime.process import (
     FatalWatch,
     JvmProcess,
@@ -438,8 +447,13 @@ class MirrorMaker:
         With ``grant`` (the default) the replicator's user and ACLs are created first; the Pulumi
         program passes ``grant=False`` because it declares them as resources of each cluster.
         """
+        with control_lock(self.dir):
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> float:
         t0 = time.monotonic()
         if self.process.alive():
+            spawn(self.dir, self.process.name)  # a process started before its link had a watchdog
             return 0.0
         if self.grant:
             grant_replicator(self.source, self.target, exactly_once=self.exactly_once)
@@ -466,6 +480,7 @@ class MirrorMaker:
             ],
         )
         log_start = self.process.log_size()
+        record_launch(self.dir, cmd, log_start)
         self.process.start(cmd)
 
         watch = FatalWatch()
@@ -507,6 +522,7 @@ class MirrorMaker:
                 f"MirrorMaker 2 {self.name} did not start its tasks in {timeout:.0f}s.", f"read {self.process.log_file}"
             )
         write_atomic(started, config.read_text())
+        spawn(self.dir, self.process.name)
         return time.monotonic() - t0
 
     def _source_has_topics(self) -> bool:
@@ -517,28 +533,56 @@ class MirrorMaker:
         return any(pattern.fullmatch(t) and not t.startswith(("__", "mm2-")) for t in md.topics)
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop the MM2 process cleanly (no JVM left)."""
-        self.process.stop(timeout)
+        """Stop the MM2 process cleanly (no JVM left), and its watchdog first."""
+        with control_lock(self.dir):
+            stop_watchdog(self.dir)
+            self.process.stop(timeout)
 
     def kill(self) -> None:
-        """Kill the MM2 process at once (its source is gone: nothing is left to copy or flush)."""
-        self.process.kill()
+        """Kill the MM2 process at once (its source is gone: nothing is left to copy or flush); its watchdog
+        is stopped first, so nothing starts it again."""
+        with control_lock(self.dir):
+            stop_watchdog(self.dir)
+            self.process.kill()
 
     def alive(self) -> bool:
-        """True while the MM2 process runs."""
-        return self.process.alive()
+        """True while the MM2 process runs and none of its tasks is dead (:meth:`dead_tasks`)."""
+        return self.process.alive() and not self.dead_tasks()
+
+    def dead_tasks(self) -> dict[str, str]:
+        """Per task of the running process that died and was not started again, its root cause: Connect
+        leaves such a task down while the process lives on (:mod:`dr.runtime.link_watchdog` restarts it)."""
+        if not self.process.alive():
+            return {}
+        return dead_tasks_of(self.dir, self.process)
+
+    def failure(self) -> str | None:
+        """Why the link does not copy although its process runs (its dead tasks), or None."""
+        dead = self.dead_tasks()
+        if not dead:
+            return None
+        return "; ".join(f"task {task} died: {cause}" for task, cause in sorted(dead.items()))
+
+    def restarts(self) -> list[Restart]:
+        """The restarts its watchdog made after a task died, oldest first."""
+        return restarts(self.dir)
 
     def resume(self) -> None:
-        """Start the process again from the positions it reached, its user and ACLs left to the stack."""
+        """Start the process again from the positions it reached, its user and ACLs left to the stack; a
+        process with a dead task is stopped and started (Connect would not restart the task)."""
         self.grant = False
-        self.start()
+        with control_lock(self.dir):
+            if self.process.alive() and self.dead_tasks():
+                stop_watchdog(self.dir)
+                self.process.stop()
+            self.start()
 
     def resuming(self) -> str:
         """What :meth:`resume` does, for a progress line."""
         return "starting MirrorMaker 2"
 
     def states(self) -> dict[str, ConnectorState]:
-        """``{}``: a dedicated process shows no connectors (its state is :meth:`alive`)."""
+        """``{}``: a dedicated process shows no connectors (its state is :meth:`alive` and :meth:`failure`)."""
         return {}
 
     def log_hint(self) -> str:
@@ -569,8 +613,10 @@ class MirrorMaker:
         t0 = time.monotonic()
         caught_up = until_leaders_settle(lambda: all(v == 0 for v in self.lag(topics).values()))
         if not wait_until(caught_up, timeout, interval=0.2):
+            dead = f"; {self.failure()}" if self.dead_tasks() else ""
             raise ClusterError(
-                f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}).",
+                f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}"
+                f"{dead}).",
                 f"read {self.process.log_file}",
             )
         return time.monotonic() - t0

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -38,14 +38,33 @@ def fatal_cause(log_text: str, *, connectors: bool = True) -> str | None:
     failed and the root exception (``connector MirrorSourceConnector: java.util.regex.Pattern...``);
     None when the log holds no such record. ``connectors=False`` looks only at the worker's own
     errors (a Connect worker is up even when a connector it runs failed). Secrets are masked."""
+    for subject, cause in _standing_failures(log_text):
+        if connectors or subject == "the worker":
+            return f"{subject}: {cause}"
+    return None
+
+
+def dead_tasks(log_text: str) -> dict[str, str]:
+    """Per task id (``MirrorSourceConnector-1``), the root cause of each task a Kafka Connect / MirrorMaker 2
+    log records as failed for good — "uncaught and unrecoverable", or failed to start — and does not start
+    again later (pure). Connect never restarts such a task itself: it stays down while the process runs."""
+    out: dict[str, str] = {}
+    for subject, cause in _standing_failures(log_text):
+        kind, _, name = subject.partition(" ")
+        if kind == "task":
+            out.setdefault(name, cause)
+    return out
+
+
+def _standing_failures(log_text: str) -> Iterator[tuple[str, str]]:
+    """``(subject, root cause)`` of each fatal record not superseded by a later start of its subject, in
+    log order; the subject is ``connector <name>``, ``task <id>`` or ``the worker``; secrets masked."""
     lines = log_text.splitlines()
     for i, line in enumerate(lines):
         match = _FATAL.search(line)
         if match is None:
             continue
         subject = next((f"{kind} {m.group(1)}" for rx, kind in _SUBJECTS if (m := rx.search(line))), "the worker")
-        if not connectors and subject != "the worker":
-            continue
         if _superseded(subject, lines[i + 1 :]):
             continue
         trace = []
@@ -53,8 +72,7 @@ def fatal_cause(log_text: str, *, connectors: bool = True) -> str | None:
             if _RECORD.match(follow):
                 break
             trace.append(follow)
-        return mask_secrets(f"{subject}: {root_cause(chr(10).join(trace)) or match.group(1)}")
-    return None
+        yield subject, mask_secrets(root_cause(chr(10).join(trace)) or match.group(1))
 
 
 def _superseded(subject: str, later: list[str]) -> bool:
@@ -213,7 +231,9 @@ class JvmProcess:
         popen = self._popen
         if popen is not None:
             # Our own child: reliable even before exec() has replaced its command line.
-            return popen.pid if popen.poll() is None else None
+            if popen.poll() is None:
+                return popen.pid
+            self._popen = None  # it ended; another process (a link's watchdog) may have started it again
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):

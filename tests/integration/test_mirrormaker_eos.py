@@ -19,7 +19,7 @@ from dr.cli.verify import verify
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
 from dr.runtime.process import wait_until
-from tests.integration.helpers import committed_counts, create_topic
+from tests.integration.helpers import committed_counts, consume_all, create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +82,85 @@ def test_a_dedicated_mirrormaker_killed_mid_copy_leaves_no_duplicate_and_nothing
         assert result.exit_code == 0, result.output[-2000:]
     else:
         assert got["missing"] == 0 and got["duplicated"] > 0, got
+
+
+DEAD_TOPIC = "eos-dead-task"
+
+
+def test_a_task_that_dies_is_named_and_its_watchdog_starts_the_process_again_without_duplicates(
+    cluster_a: LocalCluster, cluster_b: LocalCluster, tmp_path: Path
+) -> None:
+    """The target refuses the copies (a DENY on the mirrored topic): Connect kills the task for good and
+    the process lives on. The link names the dead task and its cause, and is not alive; its watchdog
+    starts the process again; once the target accepts writes, every record is on B once."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+    from confluent_kafka.admin import ResourceType as RT
+
+    from dr.kafka.client import acl, create_acls, delete_acls
+    from dr.runtime.credentials import REPLICATOR_USER
+    from dr.runtime.link_watchdog import watchdog_alive
+
+    create_topic(cluster_a, DEAD_TOPIC, partitions=2)
+    mm = MirrorMaker(cluster_a, cluster_b, tmp_path / "mm2", topics=DEAD_TOPIC, exactly_once=True)
+    deny = acl(REPLICATOR_USER, RT.TOPIC, DEAD_TOPIC, AclOperation.WRITE, permission=AclPermissionType.DENY)
+    b = cluster_b.endpoint()
+    producer = Producer(cluster_a.endpoint().config(**{"acks": "all", "enable.idempotence": True}))
+
+    def write(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            producer.produce(DEAD_TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+
+    mm.start()
+    try:
+        assert watchdog_alive(mm.dir)
+        write(0, 500)
+        mm.wait_caught_up([DEAD_TOPIC], timeout=90)
+        create_acls(b, [deny])
+        write(500, 500)
+        assert wait_until(lambda: bool(mm.dead_tasks()), 90, interval=0.5), "no task died under the DENY"
+        failure = mm.failure() or ""
+        print(f"named: {failure}")
+        assert "MirrorSourceConnector-" in failure and "Authorization" in failure
+        assert mm.process.alive() and not mm.alive()  # the process lives on; the link does not copy
+        assert wait_until(lambda: len(mm.restarts()) >= 1, 60, interval=0.5), "the watchdog did not restart it"
+        delete_acls(
+            b,
+            [
+                AclBindingFilter(
+                    RT.TOPIC,
+                    DEAD_TOPIC,
+                    ResourcePatternType.LITERAL,
+                    f"User:{REPLICATOR_USER}",
+                    "*",
+                    AclOperation.WRITE,
+                    AclPermissionType.DENY,
+                )
+            ],
+        )
+        t0 = time.monotonic()
+        mm.wait_caught_up([DEAD_TOPIC], timeout=240)
+        healed = time.monotonic() - t0
+        assert mm.alive() and mm.failure() is None
+        done = mm.restarts()
+        print(f"restarts by the watchdog: {len(done)}; caught up {healed:.1f}s after the DENY was lifted")
+        assert all("MirrorSourceConnector" in " ".join(r["tasks"]) for r in done)
+    finally:
+        delete_acls(
+            b,
+            [
+                AclBindingFilter(
+                    RT.TOPIC,
+                    DEAD_TOPIC,
+                    ResourcePatternType.LITERAL,
+                    f"User:{REPLICATOR_USER}",
+                    "*",
+                    AclOperation.WRITE,
+                    AclPermissionType.DENY,
+                )
+            ],
+        )
+        mm.stop()
+    assert not watchdog_alive(mm.dir) and not mm.process.alive()  # stop leaves no process behind
+    keys = consume_all(b, DEAD_TOPIC, 1001, timeout=15, assigned=True)  # librdkafka reads committed records
+    assert len(keys) == 1000 and set(keys) == {f"k{i}" for i in range(1000)}  # every record once

@@ -143,6 +143,12 @@ def render_status(st: StatusReport) -> str:
         if link.state != "running":
             process, detail = link.state, f"no longer replicates ({detail})" if detail else "no longer replicates"
         lines.append(f"  link    {link.name:<12} {process:<8} {detail}")
+        if link.failure:
+            lines.append(f"      {link.failure}")
+        if link.restarts:
+            lines.append(
+                f"      restarted {link.restarts}× by its watchdog after a task died; last {link.last_restart}"
+            )
         if link.connect:
             lines.append(
                 f"      on Connect cluster {link.connect}" + (f": {link.connect_error}" if link.connect_error else "")
