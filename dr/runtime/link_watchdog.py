@@ -67,12 +67,14 @@ def backoff(restarts: int) -> float:
 
 
 @contextmanager
-def control_lock(link_dir: Path) -> Iterator[None]:
-    """Hold the link's control lock (an exclusive ``flock``; re-entrant within this process)."""
+def control_lock(link_dir: Path, *, create: bool = True) -> Iterator[None]:
+    """Hold the link's control lock (an exclusive ``flock``; re-entrant within this process). ``create``:
+    make the link's directory if it is missing (else a missing one raises ``FileNotFoundError``)."""
     path = Path(link_dir) / _LOCK
     fd, depth = _held.get(path, (-1, 0))
     if depth == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
     _held[path] = (fd, depth + 1)
@@ -178,21 +180,26 @@ def _note(text: str) -> None:
 
 
 def watch(link_dir: Path, process_name: str, interval: float = 1.0) -> int:
-    """The watchdog's loop (see the module's text); returns 0 once the process is gone."""
+    """The watchdog's loop (see the module's text); returns 0 once the process or its directory is gone."""
     proc = JvmProcess(process_name, link_dir / "pid", link_dir / "mm2.log")
+    marks = _Marks(proc.log_file)
     done = 0
     dead_since: float | None = None
     not_before = 0.0
     _note(f"watching {process_name}")
     while True:
         time.sleep(interval)
-        with control_lock(link_dir):
+        if not link_dir.is_dir():  # removed with the estate's data: nothing to watch, nothing to recreate
+            return 0
+        with control_lock(link_dir, create=False):
             if proc.pid is None:
                 _note(f"{process_name} is not running: the watchdog ends")
                 return 0
-            dead = dead_tasks(_dead_task_text(proc, launch_offset(link_dir)))
+            start = launch_offset(link_dir)
+            dead = dead_tasks(proc.log_since(start)) if marks.seen_since(start) else {}
             now = time.monotonic()
             if not dead:
+                marks.clear()  # every failure seen was superseded: parse again only on a new one
                 dead_since = None
                 continue
             dead_since = dead_since or now
@@ -210,6 +217,46 @@ def watch(link_dir: Path, process_name: str, interval: float = 1.0) -> int:
             dead_since, not_before = None, time.monotonic() + backoff(done)
 
 
+_MARKS = (b"unrecoverable", b"Failed to start task")
+
+
+class _Marks:
+    """Where in a growing log a task-failure record was last seen, reading only what was appended since
+    the previous look (a link's log grows for days; the watchdog looks every second)."""
+
+    def __init__(self, log_file: Path) -> None:
+        self.log_file = log_file
+        self.read_to = 0
+        self.last_mark = -1
+
+    def seen_since(self, offset: int) -> bool:
+        """True when a task-failure record stands at or after byte ``offset``."""
+        try:
+            size = self.log_file.stat().st_size
+        except OSError:
+            return False
+        if offset > self.read_to or size < self.read_to:
+            self.read_to, self.last_mark = offset, -1  # a new launch (or a new log): its lines only
+        overlap = 64  # a mark split across two reads
+        begin = max(offset, self.read_to - overlap)
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(begin)
+                data = f.read()
+        except OSError:
+            return False
+        for mark in _MARKS:
+            found = data.rfind(mark)
+            if found >= 0 and begin + found + len(mark) > self.read_to:  # not one read before
+                self.last_mark = max(self.last_mark, begin + found)
+        self.read_to = begin + len(data)
+        return self.last_mark >= offset
+
+    def clear(self) -> None:
+        """Forget the marks seen so far (each was superseded by a later start of its task)."""
+        self.last_mark = -1
+
+
 def _dead_task_text(proc: JvmProcess, offset: int) -> str:
     """The running process's log, or ``""`` when it records no task failure at all (the common case,
     decided on bytes without decoding the log)."""
@@ -219,7 +266,7 @@ def _dead_task_text(proc: JvmProcess, offset: int) -> str:
             data = f.read()
     except OSError:
         return ""
-    if b"unrecoverable" not in data and b"Failed to start task" not in data:
+    if not any(mark in data for mark in _MARKS):
         return ""
     return data.decode(errors="replace")
 
@@ -231,4 +278,7 @@ def dead_tasks_of(link_dir: Path, proc: JvmProcess) -> dict[str, str]:
 
 if __name__ == "__main__":  # pragma: no cover - the detached process
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    sys.exit(watch(Path(sys.argv[1]), sys.argv[2]))
+    try:
+        sys.exit(watch(Path(sys.argv[1]), sys.argv[2]))
+    except FileNotFoundError:  # its directory went away between two looks
+        sys.exit(0)

@@ -79,3 +79,24 @@ def test_a_launch_is_recorded_and_restarts_read_back(tmp_path: Path) -> None:
     assert (tmp_path / "mm2.command.json").stat().st_mode & 0o777 == 0o600
     (tmp_path / "restarts.jsonl").write_text('{"at": "t", "tasks": {"T-1": "X"}, "restart": 1}\n')
     assert restarts(tmp_path) == [{"at": "t", "tasks": {"T-1": "X"}, "restart": 1}]
+
+
+def test_the_watchdog_reads_only_what_the_log_gained_and_only_the_running_launch(tmp_path: Path) -> None:
+    from dr.runtime.link_watchdog import _Marks
+
+    log = tmp_path / "mm2.log"
+    log.write_bytes(b"x" * 1000 + b" Task threw an uncaught and unrecoverable exception\n")
+    marks = _Marks(log)
+    assert marks.seen_since(0)
+    launch = log.stat().st_size  # a restart: the old launch's failure is not this one's
+    with open(log, "ab") as f:
+        f.write(b"healthy lines\n" * 100)
+    assert not marks.seen_since(launch)
+    with open(log, "ab") as f:
+        f.write(b"... unrecover")
+    assert not marks.seen_since(launch)
+    with open(log, "ab") as f:
+        f.write(b"able exception\n")  # the mark split across two looks is still found
+    assert marks.seen_since(launch)
+    marks.clear()
+    assert not marks.seen_since(launch)
