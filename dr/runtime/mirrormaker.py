@@ -373,6 +373,14 @@ def provider_reference(path: Path, key: str) -> str:
     return f"${{file:{path}:{key}}}"
 
 
+def restarts_under(state_dir: Path) -> dict[str, list[Restart]]:
+    """Per dedicated link kept under ``state_dir`` (``<source>-to-<target>``), the restarts its watchdog
+    made after a task died, oldest first; links it never restarted are left out."""
+    links = Path(state_dir) / "links"
+    found = {d.name: restarts(d) for d in sorted(links.iterdir()) if d.is_dir()} if links.is_dir() else {}
+    return {name: done for name, done in found.items() if done}
+
+
 class MirrorMaker:
     """A dedicated MirrorMaker 2 process from ``source`` to ``target`` (both local clusters)."""
 

@@ -100,3 +100,32 @@ def test_the_watchdog_reads_only_what_the_log_gained_and_only_the_running_launch
     assert marks.seen_since(launch)
     marks.clear()
     assert not marks.seen_since(launch)
+
+
+def test_a_drill_reports_the_restarts_its_links_watchdogs_made_during_it(tmp_path: Path) -> None:
+    from dr.failover.drill.frame import link_restarts
+    from dr.failover.drill.render import render_drill
+    from dr.failover.drill.result import DrillResult
+
+    for link, lines in {
+        "E1-to-P": [
+            '{"at": "2026-11-29T09:00:00+00:00", "tasks": {"MirrorSourceConnector-0": "old"}, "restart": 1}',
+            '{"at": "2026-11-29T10:00:05+00:00", "tasks": {"MirrorSourceConnector-1": '
+            '"org.apache.kafka.common.errors.InvalidTxnStateException: invalid state"}, "restart": 2}',
+        ],
+        "H-to-P": [],
+    }.items():
+        (tmp_path / "links" / link).mkdir(parents=True)
+        (tmp_path / "links" / link / "restarts.jsonl").write_text("".join(f"{x}\n" for x in lines))
+    found = link_restarts(tmp_path, "2026-11-29T10:00:00+00:00")
+    assert [(r.link, r.at) for r in found] == [
+        ("E1-to-P", "2026-11-29T10:00:05+00:00")
+    ]  # the earlier one: not this drill's
+    result = DrillResult(stack="s", mode="planned", out=str(tmp_path), link_restarts=found)
+    text = render_drill(result)
+    assert (
+        "link E1-to-P restarted by its watchdog at 2026-11-29T10:00:05+00:00: task MirrorSourceConnector-1 died: "
+        "org.apache.kafka.common.errors.InvalidTxnStateException: invalid state"
+    ) in text
+    assert DrillResult.from_json(result.to_json()).link_restarts == found
+    assert link_restarts(tmp_path / "nowhere", "") == []

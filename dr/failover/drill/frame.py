@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -21,7 +22,9 @@ from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.groups import translated_within
 from dr.failover.drill.grade import DEFAULT_AIMS
+from dr.failover.drill.result import LinkRestart
 from dr.runtime.cluster import LocalCluster
+from dr.runtime.mirrormaker import restarts_under
 from dr.runtime.process import port_free, wait_until
 from dr.topology import Topology, load_stack_file
 
@@ -30,9 +33,11 @@ __all__ = [
     "DrillOptions",
     "current_topology",
     "first_translation_within",
+    "link_restarts",
     "prepare_copy",
     "restart",
     "teardown",
+    "utc_now",
 ]
 
 
@@ -80,6 +85,23 @@ def restart(cluster: LocalCluster, timeout: float = 90.0) -> None:
     """
     wait_until(lambda: all(port_free(p) for p in cluster.spec.ports()), timeout, interval=0.5)
     cluster.start()
+
+
+def utc_now() -> str:
+    """Now, as the links' watchdogs record their restarts (UTC, ISO 8601 to the second)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def link_restarts(state: Path, since: str) -> list[LinkRestart]:
+    """The restarts the links' watchdogs made at or after ``since`` (UTC, ISO 8601, as they record it)
+    in the drill's estate under ``state``, oldest first; read before the teardown removes them."""
+    found = [
+        LinkRestart(link=link, at=r["at"], tasks=r["tasks"])
+        for link, done in restarts_under(state).items()
+        for r in done
+        if r["at"] >= since
+    ]
+    return sorted(found, key=lambda r: r.at)
 
 
 def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:

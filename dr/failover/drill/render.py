@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dr.failover.drill.result import DrillCycle, DrillResult
+from dr.failover.drill.result import DrillCycle, DrillResult, LinkRestart
 from dr.failover.frame.render import render_summary, seconds_text
 
-__all__ = ["render_drill"]
+__all__ = ["render_drill", "restart_lines"]
 
 
 def render_drill(r: DrillResult) -> str:
@@ -23,6 +23,7 @@ def render_drill(r: DrillResult) -> str:
         if c.standby_rebuild:
             rebuild = c.standby_rebuild
             lines.append(f"then {rebuild.cluster} declared, wiped, as the next standby ({rebuild.seconds:.1f}s)")
+    lines += restart_lines(r.link_restarts)
     lines.append(f"drill result: {Path(r.out) / 'drill.json'} ({r.seconds:.0f}s)")
     return "\n".join(lines)
 
@@ -99,3 +100,12 @@ def _endpoint_lines(c: DrillCycle) -> list[str]:
             f"switch → first after it; {e.read} read, {e.read_twice} read twice, {e.skipped} skipped"
         )
     return lines
+
+
+def restart_lines(restarts: list[LinkRestart]) -> list[str]:
+    """The drill text's lines for :func:`link_restarts` (none when no link was restarted)."""
+    return [
+        f"link {r.link} restarted by its watchdog at {r.at}: "
+        + "; ".join(f"task {task} died: {cause}" for task, cause in sorted(r.tasks.items()))
+        for r in restarts
+    ]

@@ -25,6 +25,7 @@ __all__ = [
     "DrillResult",
     "EndpointClientsReport",
     "FirstRun",
+    "LinkRestart",
     "ProducerReport",
     "RecoveryReport",
     "ReplicatorCrash",
@@ -50,6 +51,16 @@ class ApplicationRto(_Model):
     rto_s: float | None
     data_gap_s: float | None = None
     """Reads only: the last record read on the source → the first record read on the target."""
+
+
+class LinkRestart(_Model):
+    """A dedicated link's process started again by its watchdog during the drill, after a task died."""
+
+    link: str
+    at: str
+    """When (UTC, ISO 8601)."""
+    tasks: dict[str, str]
+    """Each dead task and its root cause."""
 
 
 class Check(_Model):
@@ -186,6 +197,9 @@ class DrillResult(_Model):
     out: str
     cycles: list[DrillCycle] = Field(default_factory=list)
     provision_s: dict[str, float] | None = None
+    link_restarts: list[LinkRestart] = Field(default_factory=list)
+    """Links whose watchdog restarted them during the drill (a task died; none lost or copied twice under
+    exactly-once, but each is a finding for the team)."""
     seconds: float = 0.0
     grade: str = "INCOMPLETE"
 

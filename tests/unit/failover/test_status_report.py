@@ -283,3 +283,22 @@ def test_an_endpoint_moved_by_an_unfinished_failover_says_to_resume_it() -> None
     drift = endpoint_drift(ep, "life", failover_unfinished=True)
     assert drift is not None and "`drctl failover --stack life` resumes it" in drift
     assert "estate up" not in drift  # that would point it back at A while B is the writable one
+
+
+def test_a_dedicated_link_with_a_dead_task_names_it_its_restarts_and_the_command_that_restarts_it() -> None:
+    from dr.failover.frame.render import render_status
+
+    dead = _lagging()
+    dead.process = "task dead"
+    dead.failure = "task MirrorSourceConnector-1 died: org.apache.kafka.common.errors.InvalidTxnStateException: x"
+    dead.restarts, dead.last_restart = 2, "2026-11-29T10:00:05+00:00: task MirrorSourceConnector-1: y"
+    report = _report([_running("A", Role.ACTIVE)], [dead])
+    (problem,) = report.problems
+    assert problem.startswith("link A-to-B (A → B) does not copy: task MirrorSourceConnector-1 died: ")
+    assert "restarted 2 time(s) so far" in problem
+    with pytest.raises(ClusterError) as raised:
+        raise_for_problems(report)
+    assert "`drctl link start --stack life --link A-to-B`" in str(raised.value)
+    assert {"failure", "restarts", "last_restart"} <= set(report.to_json()["links"][0])
+    text = render_status(report)
+    assert "task dead" in text and "restarted 2× by its watchdog" in text

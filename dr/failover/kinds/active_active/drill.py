@@ -43,9 +43,11 @@ from dr.failover.drill.frame import (
     DrillOptions,
     current_topology,
     first_translation_within,
+    link_restarts,
     prepare_copy,
     restart,
     teardown,
+    utc_now,
 )
 from dr.failover.drill.result import ConsumerReport
 from dr.failover.drill.traffic import (
@@ -178,7 +180,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
         region=region,
         survivor=survivor_for(original, region),
     )
-    t_start = time.monotonic()
+    t_start, started_at = time.monotonic(), utc_now()
     try:
         progress(f"drill: provisioning the peers {', '.join(peers(original))} and their links from {stack_path}")
         result.provision_s = EstateStack(ref).up(original, progress=progress)
@@ -197,6 +199,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
         raise
     finally:
         result.seconds = round(time.monotonic() - t_start, 3)
+        result.link_restarts = link_restarts(state, started_at)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (original, *current_topology(stack_path)), progress)

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import Field
 
 from dr.base.types import Model as _Model
-from dr.failover.drill.result import ApplicationRto, Check, ConsumerReport
+from dr.failover.drill.render import restart_lines
+from dr.failover.drill.result import ApplicationRto, Check, ConsumerReport, LinkRestart
 from dr.failover.frame.render import seconds_text
 from dr.failover.frame.summary import FailoverSummary
 
@@ -109,6 +110,8 @@ class RegionDrillResult(_Model):
     rejoin: RejoinFigures | None = None
     """The fail-back under the returning applications' traffic (None: not reached)."""
     checks: list[Check] = Field(default_factory=list)
+    link_restarts: list[LinkRestart] = Field(default_factory=list)
+    """Links whose watchdog restarted them during the drill, after a task died."""
     grade: str = "INCOMPLETE"
     error: str | None = None
     seconds: float = 0.0
@@ -302,6 +305,7 @@ def render_region_drill(r: RegionDrillResult) -> str:
     lines.append(f"region failover {seconds_text(r.failover_s)}: {steps}")
     lines.append(f"loop topics: {', '.join(r.loops) or 'none'}; preview after the failover: {r.preview_after_failover}")
     lines += rejoin_lines(r)
+    lines += restart_lines(r.link_restarts)
     if r.error:
         lines.append(f"the drill stopped: {r.error}")
     lines.append(f"drill result: {Path(r.out) / 'drill.json'} ({r.seconds:.0f}s)")

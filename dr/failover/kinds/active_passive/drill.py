@@ -50,9 +50,11 @@ from dr.failover.drill.frame import (
     DrillOptions,
     current_topology,
     first_translation_within,
+    link_restarts,
     prepare_copy,
     restart,
     teardown,
+    utc_now,
 )
 from dr.failover.drill.grade import grade
 from dr.failover.drill.replicator_crash import crash_refusal, crash_replicator
@@ -194,7 +196,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     result = DrillResult(
         stack=stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
-    t_start = time.monotonic()
+    t_start, started_at = time.monotonic(), utc_now()
     clients: EndpointClients | None = None
     try:
         roles = Roles.of(seen[0])
@@ -218,6 +220,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         if clients is not None:
             clients.stop()
         result.seconds = round(time.monotonic() - t_start, 3)
+        result.link_restarts = link_restarts(state, started_at)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (*seen, *current_topology(stack_path)), progress)

@@ -33,9 +33,18 @@ from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.clients import publish_clients
 from dr.failover.act.health import listening
-from dr.failover.drill.frame import DrillOptions, current_topology, first_translation_within, prepare_copy, teardown
+from dr.failover.drill.frame import (
+    DrillOptions,
+    current_topology,
+    first_translation_within,
+    link_restarts,
+    prepare_copy,
+    teardown,
+    utc_now,
+)
 from dr.failover.drill.grade import DEFAULT_AIMS
-from dr.failover.drill.result import ApplicationRto, Check
+from dr.failover.drill.render import restart_lines
+from dr.failover.drill.result import ApplicationRto, Check, LinkRestart
 from dr.failover.drill.traffic import (
     ConfigSource,
     ConsumerLoop,
@@ -96,6 +105,8 @@ class HubDrillResult(_Model):
     never_reached_new_hub: int = 0
     application_rto: list[ApplicationRto] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list)
+    link_restarts: list[LinkRestart] = Field(default_factory=list)
+    """Links whose watchdog restarted them during the drill, after a task died."""
     grade: str = "INCOMPLETE"
     seconds: float = 0.0
 
@@ -142,6 +153,7 @@ class HubDrillResult(_Model):
         for r in self.application_rto:
             lines.append(f"application RTO {r.application} ({r.kind}): {r.rto_s}s — {r.measured}")
         lines += [f"  [{c.result}] {c.check}" for c in self.checks]
+        lines += restart_lines(self.link_restarts)
         lines.append(f"{self.seconds:.0f}s in all; drill.json in {self.out}")
         return "\n".join(lines)
 
@@ -261,7 +273,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         stack=options.stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
     seen = [topology]
-    t_start = time.monotonic()
+    t_start, started_at = time.monotonic(), utc_now()
     traffic: _HubTraffic | None = None
     try:
         roles = Roles.of(topology)
@@ -318,6 +330,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         if traffic is not None:
             traffic.stop()
         result.seconds = round(time.monotonic() - t_start, 3)
+        result.link_restarts = link_restarts(state, started_at)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (*seen, *current_topology(stack_path)), progress)
