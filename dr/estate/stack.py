@@ -365,7 +365,7 @@ class EstateStack:
             dedicated = "source_port" in props and "topics" in props  # a MirrorMakerProcess, not a connector
             if r.get("type") == _DYNAMIC_TYPE and dedicated and {props.get("source"), props.get("target")} & clusters:
                 mirror = mirror_runtime(props)
-                if mirror.alive():
+                if mirror.alive() or mirror.failure() is not None:  # running, or running with a dead task
                     mirror.stop()
                     self._note(f"stopped MirrorMaker 2 {mirror.name}: a cluster it copies from or to is gone", progress)
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.failover.frame.journal import StackLock
     from dr.failover.frame.journal_doc import JournalDocument
+    from dr.runtime.links import LinkRunner
     from dr.topology import Link
 
 __all__ = [
@@ -270,7 +271,7 @@ def link_stop(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkChan
         topology = _load(stack_path)
         link = find_link(topology, name, journals(ref.failover_home))
         mirror = Estate(topology, state).link_runner(link.name)
-        was = "running" if mirror.alive() else "stopped"
+        was = _runner_state(mirror)
         progress(f"link {name} ({link.source} → {link.target}): {was}; stopping")
         mirror.stop()
         if mirror.alive():
@@ -279,6 +280,13 @@ def link_stop(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkChan
     finally:
         lock.release()
     return _link_result(stack, name, link, was, "stopped", t0)
+
+
+def _runner_state(runner: LinkRunner) -> str:
+    """``running``, ``task dead`` (it runs, a task of it died: :meth:`LinkRunner.failure`) or ``stopped``."""
+    if runner.alive():
+        return "running"
+    return "task dead" if runner.failure() is not None else "stopped"
 
 
 def _link_result(stack: str, name: str, link: Link, was: str, now: str, t0: float) -> LinkChange:
@@ -335,7 +343,7 @@ def link_start(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkCha
             progress(f"link {name} ({link.source} → {link.target}) is already running")
             was = "running"
         else:
-            was = "stopped"
+            was = _runner_state(mirror)
             _cluster_ready(stack, estate, link.source, "source", name)
             _cluster_ready(stack, estate, link.target, "target", name)
             # the stack declares the replicator's user and ACLs (stacks/access.py): resume grants nothing

@@ -326,6 +326,13 @@ def mm2_properties(
         # worker reads its own settings from the target cluster's prefix; a top-level value never reaches
         # it (the worker then commits every 60 s and exact translation of group offsets waits that long)
         f"{target_alias}.offset.flush.interval.ms": str(OFFSET_FLUSH_S * 1000),
+        # A process started again after a crash rejoins its Connect group on the target, where the dead
+        # member stands until its session times out and its tasks wait the rebalance delay (Connect's
+        # defaults: 10 s and 5 min; a SIGKILLed process copied again after 10-73 s). The local Connect
+        # workers' values (dr.runtime.connect): 6 s, then 5 s.
+        f"{target_alias}.session.timeout.ms": "6000",
+        f"{target_alias}.heartbeat.interval.ms": "1500",
+        f"{target_alias}.scheduled.rebalance.max.delay.ms": "5000",
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "true",
         "tasks.max": "2",
