@@ -279,6 +279,10 @@ def group_offsets_translated_within(intervals: dict[str, int] | None = None) -> 
     return float(2 * one_round + TASK_RESTART_S)
 
 
+TRANSACTION_TIMEOUT_S = 15
+"""How long the target keeps an exactly-once link's open transaction before aborting it (a killed process's)."""
+
+
 def mm2_properties(
     source_alias: str,
     source: Endpoint,
@@ -326,10 +330,13 @@ def mm2_properties(
         # worker reads its own settings from the target cluster's prefix; a top-level value never reaches
         # it (the worker then commits every 60 s and exact translation of group offsets waits that long)
         f"{target_alias}.offset.flush.interval.ms": str(OFFSET_FLUSH_S * 1000),
-        # A process started again after a crash rejoins its Connect group on the target, where the dead
-        # member stands until its session times out and its tasks wait the rebalance delay (Connect's
-        # defaults: 10 s and 5 min; a SIGKILLed process copied again after 10-73 s). The local Connect
-        # workers' values (dr.runtime.connect): 6 s, then 5 s.
+        # A process started again after a crash joins its Connect group on the target while the dead
+        # member still stands in it: the join waits for that member up to the rebalance timeout (Connect's
+        # default 60 s: a SIGKILLed process copied again after 67-70 s when it came back within the old
+        # session, 8-11 s when later), then its tasks wait the rebalance delay (default 5 min). A lone
+        # worker rejoins at once, so 10 s bounds the wait; session and delay as the local Connect
+        # workers' (dr.runtime.connect). Measured by benchmarks/mm2_restart_bench.py.
+        f"{target_alias}.rebalance.timeout.ms": "10000",
         f"{target_alias}.session.timeout.ms": "6000",
         f"{target_alias}.heartbeat.interval.ms": "1500",
         f"{target_alias}.scheduled.rebalance.max.delay.ms": "5000",
@@ -350,6 +357,10 @@ def mm2_properties(
     if exactly_once:
         # the worker's setting, read (like its offset flush) from the target cluster's prefix
         props[f"{target_alias}.exactly.once.source.support"] = "enabled"
+        # A process killed mid-transaction leaves it open on the target, and the next start reads its
+        # offsets topic read-committed: it waits until the broker aborts that transaction at its timeout
+        # (the producer's default 60 s). A poll's transaction commits in well under a second.
+        props[f"{target_alias}.producer.transaction.timeout.ms"] = str(TRANSACTION_TIMEOUT_S * 1000)
         # only committed source records are copied (MirrorSourceConnector's condition for exactly-once)
         props[f"{source_alias}.consumer.isolation.level"] = "read_committed"
     fixed = {"clusters", "replication.policy.class"} & set(extra or {})

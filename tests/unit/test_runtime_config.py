@@ -158,6 +158,21 @@ def test_the_dedicated_worker_commits_every_second_under_the_target_prefix() -> 
     assert "offset.flush.interval.ms" not in props
 
 
+def test_a_restarted_dedicated_process_waits_seconds_not_a_minute_for_its_group_and_a_dead_transaction() -> None:
+    """Its worker's group settings and its producers' transaction timeout go under the target's prefix (the
+    only place a dedicated worker reads them); the timeout only where there are transactions."""
+    from dr.runtime.mirrormaker import TRANSACTION_TIMEOUT_S, mm2_properties
+
+    a, b = Endpoint("127.0.0.1:1", "admin", "x"), Endpoint("127.0.0.1:2", "admin", "y")
+    eos = mm2_properties("A", a, "B", b, exactly_once=True)
+    assert eos["B.producer.transaction.timeout.ms"] == str(TRANSACTION_TIMEOUT_S * 1000)
+    assert {k: eos[k] for k in eos if k.endswith(("rebalance.timeout.ms", "session.timeout.ms"))} == {
+        "B.rebalance.timeout.ms": "10000",
+        "B.session.timeout.ms": "6000",
+    }
+    assert "B.producer.transaction.timeout.ms" not in mm2_properties("A", a, "B", b)
+
+
 def test_the_group_translation_bound_follows_the_link_intervals() -> None:
     from dr.runtime.mirrormaker import group_offsets_translated_within
 
