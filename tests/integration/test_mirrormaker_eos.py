@@ -103,6 +103,9 @@ def test_a_task_that_dies_is_named_and_its_watchdog_starts_the_process_again_wit
     create_topic(cluster_a, DEAD_TOPIC, partitions=2)
     mm = MirrorMaker(cluster_a, cluster_b, tmp_path / "mm2", topics=DEAD_TOPIC, exactly_once=True)
     deny = acl(REPLICATOR_USER, RT.TOPIC, DEAD_TOPIC, AclOperation.WRITE, permission=AclPermissionType.DENY)
+    lift = AclBindingFilter(
+        RT.TOPIC, DEAD_TOPIC, ResourcePatternType.LITERAL, deny.principal, "*", AclOperation.WRITE, deny.permission_type
+    )
     b = cluster_b.endpoint()
     producer = Producer(cluster_a.endpoint().config(**{"acks": "all", "enable.idempotence": True}))
 
@@ -124,20 +127,7 @@ def test_a_task_that_dies_is_named_and_its_watchdog_starts_the_process_again_wit
         assert "MirrorSourceConnector-" in failure and "Authorization" in failure
         assert mm.process.alive() and not mm.alive()  # the process lives on; the link does not copy
         assert wait_until(lambda: len(mm.restarts()) >= 1, 60, interval=0.5), "the watchdog did not restart it"
-        delete_acls(
-            b,
-            [
-                AclBindingFilter(
-                    RT.TOPIC,
-                    DEAD_TOPIC,
-                    ResourcePatternType.LITERAL,
-                    f"User:{REPLICATOR_USER}",
-                    "*",
-                    AclOperation.WRITE,
-                    AclPermissionType.DENY,
-                )
-            ],
-        )
+        delete_acls(b, [lift])
         t0 = time.monotonic()
         mm.wait_caught_up([DEAD_TOPIC], timeout=240)
         healed = time.monotonic() - t0
@@ -146,20 +136,7 @@ def test_a_task_that_dies_is_named_and_its_watchdog_starts_the_process_again_wit
         print(f"restarts by the watchdog: {len(done)}; caught up {healed:.1f}s after the DENY was lifted")
         assert all("MirrorSourceConnector" in " ".join(r["tasks"]) for r in done)
     finally:
-        delete_acls(
-            b,
-            [
-                AclBindingFilter(
-                    RT.TOPIC,
-                    DEAD_TOPIC,
-                    ResourcePatternType.LITERAL,
-                    f"User:{REPLICATOR_USER}",
-                    "*",
-                    AclOperation.WRITE,
-                    AclPermissionType.DENY,
-                )
-            ],
-        )
+        delete_acls(b, [lift])
         mm.stop()
     assert not watchdog_alive(mm.dir) and not mm.process.alive()  # stop leaves no process behind
     keys = consume_all(b, DEAD_TOPIC, 1001, timeout=15, assigned=True)  # librdkafka reads committed records
