@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
@@ -560,16 +561,21 @@ class MirrorMaker:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the MM2 process cleanly (no JVM left), and its watchdog first."""
-        with control_lock(self.dir):
+        with self._held():
             stop_watchdog(self.dir)
             self.process.stop(timeout)
 
     def kill(self) -> None:
         """Kill the MM2 process at once (its source is gone: nothing is left to copy or flush); its watchdog
         is stopped first, so nothing starts it again."""
-        with control_lock(self.dir):
+        with self._held():
             stop_watchdog(self.dir)
             self.process.kill()
+
+    def _held(self) -> AbstractContextManager[None]:
+        """The link's control lock, for a stop or a kill; none when its directory is gone (never started,
+        or removed with the estate's data: no watchdog can run there, and a stop must not recreate it)."""
+        return control_lock(self.dir) if self.dir.is_dir() else nullcontext()
 
     def alive(self) -> bool:
         """True while the MM2 process runs and none of its tasks is dead (:meth:`dead_tasks`)."""

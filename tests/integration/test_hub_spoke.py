@@ -251,16 +251,29 @@ def _edge_apps(config: dict[str, Any]) -> None:
 
 
 def _consume_and_commit(
-    config: dict[str, Any], seconds: float, topics: list[str], reset: str = "earliest", want: set[str] | None = None
+    config: dict[str, Any],
+    seconds: float,
+    topics: list[str],
+    reset: str = "earliest",
+    want: set[str] | None = None,
+    *,
+    at_least: int = 0,
 ) -> list[str]:
     """Read ``topics`` as group panel-e1 for ``seconds`` (or until ``want`` is read), committing as it goes;
-    the keys read."""
+    the keys read. ``at_least``: go on past ``seconds`` (up to a minute) until that many are read — under
+    load the group's join and the traffic's first records may take most of ``seconds``."""
     consumer = Consumer({**config, "group.id": "panel-e1", "auto.offset.reset": reset, "enable.auto.commit": False})
     read: list[str] = []
     try:
         consumer.subscribe(topics)
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and (want is None or not want <= set(read)):
+        start = time.monotonic()
+        deadline = start + seconds
+
+        def more() -> bool:
+            now = time.monotonic()
+            return now < deadline or (len(read) < at_least and now < start + 60)
+
+        while more() and (want is None or not want <= set(read)):
             msgs = [m for m in consumer.consume(200, timeout=0.5) if m.error() is None]
             if msgs:
                 read += [m.key().decode() for m in msgs]
@@ -292,7 +305,7 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
             traffic.start()
             try:
                 panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1")).config()
-                read_on_e1 = _consume_and_commit(panel, 4, ["readings"])
+                read_on_e1 = _consume_and_commit(panel, 4, ["readings"], at_least=1)
                 assert read_on_e1, "panel-e1 read nothing on E1"
 
                 def translated() -> bool:
