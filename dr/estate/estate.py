@@ -282,7 +282,7 @@ class Estate:
             try:
                 runner = self.link_runner(link.name)
                 failure = runner.failure()
-                entry["process"] = "running" if runner.alive() else ("task dead" if failure else "stopped")
+                entry["process"] = "task dead" if failure else ("running" if runner.alive() else "stopped")
                 if failure:
                     entry["failure"] = failure
                 if self.topology.placement(link) is Placement.CONNECT:

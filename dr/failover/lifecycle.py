@@ -284,9 +284,9 @@ def link_stop(ref: StackRef, name: str, progress: Reporter = _quiet) -> LinkChan
 
 def _runner_state(runner: LinkRunner) -> str:
     """``running``, ``task dead`` (it runs, a task of it died: :meth:`LinkRunner.failure`) or ``stopped``."""
-    if runner.alive():
-        return "running"
-    return "task dead" if runner.failure() is not None else "stopped"
+    if runner.failure() is not None:
+        return "task dead"
+    return "running" if runner.alive() else "stopped"
 
 
 def _link_result(stack: str, name: str, link: Link, was: str, now: str, t0: float) -> LinkChange:

@@ -433,7 +433,7 @@ def _link_entry(estate: Estate, link: Link, ends: dict[str, Offsets]) -> LinkSta
     elif topology.both_local(link):
         runner = estate.link_runner(link.name)
         entry.failure = runner.failure()
-        entry.process = "running" if runner.alive() else ("task dead" if entry.failure else "stopped")
+        entry.process = "task dead" if entry.failure else ("running" if runner.alive() else "stopped")
         if done := runner.restarts():
             last = done[-1]
             entry.restarts = len(done)

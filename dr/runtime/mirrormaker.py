@@ -645,7 +645,8 @@ class MirrorMaker:
         t0 = time.monotonic()
         caught_up = until_leaders_settle(lambda: all(v == 0 for v in self.lag(topics).values()))
         if not wait_until(caught_up, timeout, interval=0.2):
-            dead = f"; {self.failure()}" if self.dead_tasks() else ""
+            failure = self.failure()
+            dead = f"; {failure}" if failure else ""
             raise ClusterError(
                 f"MirrorMaker 2 {self.name} did not catch up on {topics} in {timeout:.0f}s (lag {self.lag(topics)}"
                 f"{dead}).",
