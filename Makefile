@@ -21,16 +21,19 @@ lint: setup
 # most of the suite waits on real brokers, MirrorMaker 2 and Spark, not on the CPU. Ports and state
 # directories are per test, reserved across processes (tests/integration/ports.py).
 TEST_WORKERS ?= 2
+# Every skip is printed with its reason (-rs) and fails the run (tests/conftest.py: a required part never
+# skips); each test's duration is kept in out/junit.xml.
 test: setup lint
-	@$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadfile tests
+	@mkdir -p out
+	@$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --junitxml=out/junit.xml -n $(TEST_WORKERS) --dist loadfile tests
 
 # The unit tests alone (tests/unit): no Java, Spark, Kafka or toolchain jars needed; the Spark tests are
 # in tests/spark, run by `make test` with everything else.
 unit: setup lint
-	@$(PY) -m pytest -q -p no:cacheprovider tests/unit
+	@$(PY) -m pytest -q -rs -p no:cacheprovider tests/unit
 
 integration: setup
-	@$(PY) -m pytest -q -p no:cacheprovider tests/integration
+	@$(PY) -m pytest -q -rs -p no:cacheprovider tests/integration
 
 # A shell with pulumi, drctl and the Pulumi environment (local backend, passphrase file) ready.
 shell: setup

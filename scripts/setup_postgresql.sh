@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by scripts/setup.sh (not run by itself): defines setup_postgresql, which puts Debian's PostgreSQL
 # server binaries (initdb, pg_ctl, postgres) into the cache, for the tests of the team backend
-# (tests/pg_server.py starts a throwaway server from them). Nothing is installed system-wide: the .deb
+# (tests/pg_server.py starts a throwaway server from them); a required part: set-up fails without it. Nothing is installed system-wide: the .deb
 # files are fetched with `apt-get download` (no root needed) and unpacked with `dpkg-deb -x` into
 # $KDR_HOME/postgresql/$POSTGRESQL_VERSION, with the shared libraries the server needs beyond a base system.
 # Uses setup.sh's KDR_HOME, POSTGRESQL_VERSION, say, die, publish and step_time.
@@ -9,9 +9,22 @@
 # Libraries postgresql-$POSTGRESQL_VERSION links that a minimal Debian may lack (libc, libssl, zlib... are always there).
 PG_LIB_PACKAGES="libpq5 libicu72 libllvm14 libxml2 libxslt1.1 liblz4-1 libzstd1"
 
-# Optional like the class-data archives: the product never needs it (only the team backend's tests, which
-# skip without it), so a machine that cannot fetch it is told why and setup goes on.
-pg_skip() { say "PostgreSQL not set up: $1 The team-backend tests will be skipped. Next step: $2"; }
+# Required: the team backend is a documented feature and its tests never skip, so a machine that cannot
+# fetch the server fails set-up here, loudly, with the next step (a required part never skips).
+pg_fail() { die "PostgreSQL $POSTGRESQL_VERSION could not be set up: $1" "$2"; }
+
+# The package index of a fresh container may be empty (apt lists cleaned): refresh it once, then ask again.
+pg_candidate() {
+  local version
+  version=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+  if [ -z "$version" ] || [ "$version" = "(none)" ]; then
+    say "Debian's package index does not list $1 yet; refreshing the package lists (apt-get update)"
+    apt-get update -q >/dev/null 2>&1 || true
+    version=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+  fi
+  [ "$version" != "(none)" ] || version=""
+  printf '%s' "$version"
+}
 
 setup_postgresql() {
   local t0 out pkg version missing
@@ -20,20 +33,19 @@ setup_postgresql() {
   pkg="postgresql-$POSTGRESQL_VERSION"
   if [ ! -f "$out/.complete" ]; then
     if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
-      pg_skip "apt-get/dpkg-deb are missing (not a Debian-like machine)." "install PostgreSQL $POSTGRESQL_VERSION's server binaries into $out/root the same way"
-      return 0
+      pg_fail "apt-get/dpkg-deb are missing (not a Debian-like machine)." "install PostgreSQL $POSTGRESQL_VERSION's server binaries into $out/root the same way"
     fi
-    version=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
-    if [ -z "$version" ] || [ "$version" = "(none)" ]; then
-      pg_skip "Debian's package index does not list $pkg." "run 'apt-get update' once (as root), then re-run make setup"
-      return 0
-    fi
+    version=$(pg_candidate "$pkg")
+    [ -n "$version" ] || pg_fail "Debian's package index does not list $pkg, even after apt-get update." "check the machine's apt sources (Debian bookworm serves $pkg), then re-run make setup"
     say "fetching Debian's $pkg $version and its libraries into $out"
     rm -rf "$out.partial"; mkdir -p "$out.partial/debs"
-    ( cd "$out.partial/debs" && apt-get download -q "$pkg" $PG_LIB_PACKAGES > ../download.log 2>&1 ) \
-      || { tail -5 "$out.partial/download.log" >&2
-           pg_skip "apt-get download of $pkg failed (log: $out.partial/download.log)." "check access to Debian's package mirror (and run 'apt-get update'), then re-run make setup"
-           return 0; }
+    if ! ( cd "$out.partial/debs" && apt-get download -q "$pkg" $PG_LIB_PACKAGES > ../download.log 2>&1 ); then
+      say "apt-get download failed; refreshing the package lists (apt-get update) and retrying"
+      apt-get update -q >> "$out.partial/download.log" 2>&1 || true
+      ( cd "$out.partial/debs" && apt-get download -q "$pkg" $PG_LIB_PACKAGES >> ../download.log 2>&1 ) \
+        || { tail -5 "$out.partial/download.log" >&2
+             pg_fail "apt-get download of $pkg failed (log: $out.partial/download.log)." "check access to Debian's package mirror, then re-run make setup"; }
+    fi
     local deb
     for deb in "$out.partial"/debs/*.deb; do dpkg-deb -x "$deb" "$out.partial/root"; done
     rm -rf "$out.partial/debs"
@@ -42,8 +54,7 @@ setup_postgresql() {
               ldd "$out.partial/root/usr/lib/postgresql/$POSTGRESQL_VERSION/bin/postgres" \
                   "$out.partial/root/usr/lib/postgresql/$POSTGRESQL_VERSION/bin/pg_ctl" | grep 'not found' || true)
     if [ -n "$missing" ]; then
-      pg_skip "the PostgreSQL server needs libraries this machine lacks: $missing." "add their packages to PG_LIB_PACKAGES in scripts/setup_postgresql.sh, then re-run make setup"
-      return 0
+      pg_fail "the PostgreSQL server needs libraries this machine lacks: $missing." "add their packages to PG_LIB_PACKAGES in scripts/setup_postgresql.sh, then re-run make setup"
     fi
     publish "$out"
   fi

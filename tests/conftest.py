@@ -15,6 +15,60 @@ settings.register_profile("kdr", deadline=None)
 settings.load_profile("kdr")
 
 
+ALLOWED_SKIPS: frozenset[str] = frozenset()
+"""Node ids of tests that may skip. Empty: a required part (PostgreSQL, HAProxy, Java, the toolchain) never
+skips, so any skip fails the run (:func:`pytest_sessionfinish`) instead of letting it go green untested."""
+
+_SKIPPED: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect every skip (on the xdist controller the workers' reports arrive here too)."""
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _SKIPPED.append((report.nodeid, reason))
+
+
+def _unallowed_skips() -> list[tuple[str, str]]:
+    return [(nodeid, reason) for nodeid, reason in _SKIPPED if nodeid not in ALLOWED_SKIPS]
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
+    """Where results are gathered (the xdist controller, or a run without xdist), once every other
+    session-finish ran (xdist's workers are gone by then): fail the run on a skip that is not on
+    :data:`ALLOWED_SKIPS`, and on any process the suite started that is still alive (killed first)."""
+    yield
+    if hasattr(session.config, "workerinput"):
+        return
+    from tests.processes import leftovers
+
+    left = leftovers()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if left:
+        if reporter is not None:
+            reporter.section("processes outlived the suite (killed now)", sep="=", red=True, bold=True)
+            for line in left:
+                reporter.line(f"LEFT RUNNING {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _unallowed_skips():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Name each skip that failed the run, with its reason and what to do."""
+    bad = _unallowed_skips()
+    if not bad or hasattr(config, "workerinput"):
+        return
+    terminalreporter.section("skips fail this run", sep="=", red=True, bold=True)
+    for nodeid, reason in bad:
+        terminalreporter.line(f"SKIPPED (not allowed) {nodeid}: {reason}")
+    terminalreporter.line(
+        "A required part never skips: run `make setup` (it fetches PostgreSQL, HAProxy and the toolchain), "
+        "or make the test run here; tests/conftest.py ALLOWED_SKIPS lists the skips a run may have (none)."
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "/integration/" in str(item.fspath):
@@ -23,8 +77,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     """Tests choose their own Pulumi backend and passphrase: a developer's `source .env` (which sets
-    them for the clone's own stacks) must not send test stacks into that backend."""
+    them for the clone's own stacks) must not send test stacks into that backend. Every pytest process
+    becomes the subreaper of what it starts (:mod:`tests.processes`), so nothing escapes the end-of-run check."""
     import os
+
+    from tests.processes import become_subreaper
+
+    become_subreaper()
 
     for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
         os.environ.pop(name, None)
@@ -68,3 +127,30 @@ def spark() -> Any:
     from verification.session import spark_session
 
     return spark_session()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_stopped_at_the_end() -> Any:
+    """The one Spark driver a test process shares across modules (``spark_session`` returns the active one)
+    is stopped when the process's tests end, so its JVM does not outlive the run."""
+    yield
+    import sys
+
+    if "pyspark.sql" not in sys.modules:
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:  # the driver JVM ends when its stdin closes (PythonGatewayServer watches it)
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=60)
+        SparkContext._gateway = None
+        SparkContext._jvm = None

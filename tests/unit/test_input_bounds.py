@@ -275,8 +275,7 @@ public final class LoadProps {
 
 def _java_load(tmp_path: Path, text: str) -> dict[str, str]:
     java = shutil.which("java")
-    if java is None:
-        pytest.skip("no java on PATH")
+    assert java is not None, "no java on PATH: Java 17 is a required part (make setup checks it)"
     source = tmp_path / "LoadProps.java"
     source.write_text(_LOADER)
     path = tmp_path / "x.properties"

@@ -131,11 +131,15 @@ def test_a_lock_of_a_live_pulumi_process_is_kept_and_its_holder_named(tmp_path: 
 
 
 def test_a_pid_reused_by_another_program_does_not_hold_the_lock(tmp_path: Path) -> None:
-    path = _lock(tmp_path, "s", os.getpid())  # this pytest: alive, but no pulumi
-    if b"pulumi" in Path(f"/proc/{os.getpid()}/cmdline").read_bytes():
-        pytest.skip("this test process's command line mentions pulumi")
-    assert [c.pid for c in clear_stale_locks(tmp_path, "kafka-dr", "s")] == [os.getpid()]
-    assert not path.exists()
+    other = subprocess.Popen(["sleep", "300"])  # alive, and its command line names no pulumi
+    try:
+        path = _lock(tmp_path, "s", other.pid)
+        assert b"pulumi" not in Path(f"/proc/{other.pid}/cmdline").read_bytes()
+        assert [c.pid for c in clear_stale_locks(tmp_path, "kafka-dr", "s")] == [other.pid]
+        assert not path.exists()
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_lock_of_another_host_is_never_removed(tmp_path: Path) -> None:

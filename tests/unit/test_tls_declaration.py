@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,8 @@ import pytest
 from dr.base.errors import ConfigError, TopologyError
 from dr.runtime.certificates import Issued, issue, make_ca
 from dr.topology import Topology, load_stack_file, load_topology
+
+_NOBODY = 65534
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +94,32 @@ def test_a_ca_file_that_is_not_pem_is_refused(tmp_path: Path) -> None:
     assert "clusters[0].tls.ca_file" in text and "no PEM certificate" in text
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_an_unreadable_ca_file_is_refused(tmp_path: Path, ca: Issued) -> None:
-    path = _write(tmp_path / "ca.pem", ca.certificate_pem)
-    Path(path).chmod(0)
-    assert "cannot be read" in _refused({"tls": {"ca_file": path}})
+@contextmanager
+def _as_nobody_when_root() -> Iterator[None]:
+    """Root reads any file: as root (how CI runs), act as ``nobody`` for the block (effective uid only; the
+    saved uid brings root back)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(_NOBODY)
+    os.seteuid(_NOBODY)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def test_an_unreadable_ca_file_is_refused(ca: Issued) -> None:
+    _topology({"tls": {"ca_pem": ca.certificate_pem.decode()}})  # every module the check needs imported first
+    with tempfile.TemporaryDirectory() as where:
+        Path(where).chmod(0o755)  # the file's own mode is what refuses it, not its directory's
+        path = _write(Path(where) / "ca.pem", ca.certificate_pem)
+        Path(path).chmod(0)
+        with _as_nobody_when_root():
+            assert not os.access(path, os.R_OK, effective_ids=True)
+            text = _refused({"tls": {"ca_file": path}})
+    assert "cannot be read" in text and "clusters[0].tls.ca_file" in text
 
 
 def test_an_expired_client_certificate_names_its_expiry_date(tmp_path: Path, ca: Issued) -> None:
