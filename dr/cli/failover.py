@@ -348,6 +348,12 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     help="SIGKILL the active→passive link's replicator (its MirrorMaker 2 process, or the Connect worker running "
     "its source task) mid-copy in each cycle's warm-up, then start it again; graded: no record twice on the passive.",
 )
+@click.option(
+    "--strict-aims",
+    is_flag=True,
+    help="Fail the drill (exit 6) when a timing aim (application RTO, A→B→C, the survivor's pause) is missed; "
+    "without it a missed aim is graded MISSED and reported, and only correctness checks decide the exit code.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the graded result as JSON on stdout.")
 def drill(
     stack: str,
@@ -361,6 +367,7 @@ def drill(
     aim_rto: float,
     aim_a_b_c: float,
     kill_replicator: bool,
+    strict_aims: bool,
     as_json: bool,
 ) -> None:
     """Game day: A and B with traffic, fail A, fail over A→B→C, verify, recover, grade.
@@ -393,6 +400,7 @@ def drill(
         cycles=cycles,
         aims={"rto_s": aim_rto, "a_b_c_s": aim_a_b_c},
         kill_replicator=kill_replicator,
+        strict_aims=strict_aims,
     )
     topology = load_stack(StackRef.resolve(stack))
     result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)

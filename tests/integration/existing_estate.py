@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dr.base.toolchain import toolchain
+from tests import processes
 
 _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -133,13 +134,13 @@ class Broker:
         _write(config, self.properties())
         if (self.dir / "data" / "meta.properties").exists():
             return
-        cid = subprocess.run(
+        cid = processes.run(
             [java, "-cp", f"{lib}/*", "kafka.tools.StorageTool", "random-uuid"],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
-        subprocess.run(
+        processes.run(
             [
                 java,
                 "-Xmx256m",
@@ -332,7 +333,7 @@ class TeamProxy:
         config.write_text("\n".join(lines) + "\n")
         tool = haproxy()
         cmd = [str(tool.binary), "-D", "-p", str(self.pid_file), "-f", str(config)]
-        subprocess.run(cmd, env=tool.env(), check=True, timeout=15, capture_output=True)
+        processes.run(cmd, env=tool.env(), check=True, timeout=15, capture_output=True)
         deadline = time.monotonic() + 15
         while not _listening(self.port):
             if time.monotonic() > deadline:

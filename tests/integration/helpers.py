@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from dr.kafka.client import Endpoint
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.process import wait_until
+from tests import processes
 
 
 def create_topic(
@@ -138,7 +139,7 @@ def write_local_stack(
 
 def jvms_under(path: Path) -> list[str]:
     """The product's JVMs (brokers, MirrorMaker 2) whose command line names ``path``."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = processes.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if "kdr.process" in line and str(path) in line]
 
 
@@ -174,7 +175,7 @@ def drctl(
 
     from tests import REPO_ROOT
 
-    res = subprocess.run(
+    res = processes.run(
         [sys.executable, "-m", "dr.cli", *args],
         capture_output=True,
         text=True,

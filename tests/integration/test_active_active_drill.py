@@ -3,9 +3,9 @@ both peers, region A failed over (planned) to B, graded; the report a person rea
 figures. Real brokers, MirrorMaker 2 links both ways and ``pulumi up``/``destroy``, in a ``drctl``
 subprocess; nothing is left running.
 
-The timing aims (application RTO ≤ 10 s, the survivor's longest pause ≤ 5 s) are the drill's grade; on
-a machine shared with other test runs they can be missed by load alone, so this test asserts that
-they are measured and ordered right, and that every other check passes.
+The timing aims (application RTO ≤ 10 s, the survivor's longest pause ≤ 5 s, the rejoin's write gap) are
+graded MISSED, not FAIL, when load alone misses them (the suite's one timing policy, drill_runner.assert_graded):
+this test asserts that they are measured and ordered right, and that every correctness check passes.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from pathlib import Path
 import yaml
 
 from tests import REPO_ROOT
-from tests.integration.drill_runner import drctl_drill, drill_json
+from tests.integration.drill_runner import assert_graded, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under
 from tests.integration.ports import windows
 
 STACK = "aadrill"
-TIMING_AIMS = ("application RTO", "B's own applications never interrupted", "rejoin write gap")
 READ_TWICE_AT_MOST = 200
 """Records the moved group may read twice: one second of the drill's traffic (the positions are exact
 when its last commits on A reach B's offset syncs; a commit after the step only costs re-reads)."""
@@ -50,9 +49,8 @@ def test_planned_region_drill_is_graded_and_reported(tmp_path: Path) -> None:
     r = drill_json(out)
     assert r, f"no drill.json; stderr:\n{res.stderr[-4000:]}"
     assert (r["architecture"], r["mode"], r["region"], r["survivor"]) == ("active-active", "planned", "A", "B")
-    failed = [k["check"] for k in r["checks"] if k["result"] == "FAIL" and not k["check"].startswith(TIMING_AIMS)]
-    assert not failed, (failed, res.stderr[-4000:])
-    assert (res.returncode == 0) == (r["grade"] == "PASS"), (r["grade"], res.stderr[-3000:])
+    assert_graded(r["checks"])
+    assert res.returncode == 0 and r["grade"].startswith("PASS"), (r["grade"], res.stderr[-3000:])
     # the figures behind the grade
     assert r["failover"]["status"] == "completed"
     assert r["never_reached_survivor"] == 0 and r["listed_by_verification"] == 0 and r["verification_exact"]

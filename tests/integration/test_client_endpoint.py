@@ -40,7 +40,7 @@ from dr.runtime.endpoint import switch
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.helpers import teardown_stack, write_local_stack
 from tests.integration.journal_home import journal_home
 from tests.integration.ports import windows
@@ -316,7 +316,7 @@ def _gap(acks: list[float], switched: float) -> tuple[float | None, float | None
 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``drctl <args>`` in a subprocess, as an operator runs it."""
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "dr.cli", *args],
         capture_output=True,
         text=True,

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.drill_runner import assert_drill_text, drctl_drill, drill_json
+import pytest
+
+from tests.integration.drill_runner import assert_drill_text, assert_graded, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under, write_local_stack
 
 STACK = "cycles"
-RTO_AIM = "application RTO"
 
 
+@pytest.mark.timeout(2100)  # above the 1800 s its command may take: the inner timeout kills its tree first
 def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"), local_tls=True)
     out = tmp_path / "drill"
@@ -47,8 +49,7 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
         for c in cycles:
             assert f"cycle {c['number']}: {c['chain']} — {c['grade']}" in res.stdout
         for c in cycles:
-            failed = [k["check"] for k in c["checks"] if k["result"] == "FAIL" and not k["check"].startswith(RTO_AIM)]
-            assert not failed, (c["chain"], failed)
+            assert_graded(c["checks"])
             assert c["failover"]["status"] == "completed"
             assert [v["clean"] for v in c["verdicts"]] == [True], "planned: the verification is clean at once"
             crash = c["replicator_crash"]  # killed mid-copy, exactly-once by default: nothing twice, nothing missing
@@ -72,8 +73,6 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
             assert "security.protocol=SASL_SSL" in text and "ssl.truststore" in text, (path, text)
         # the old active was rebuilt, wiped, as the next standby after cycles 1 and 2
         assert [(c.get("standby_rebuild") or {}).get("cluster") for c in cycles] == ["A", "B", None]
-        assert res.returncode == 0 or any(
-            k["result"] != "PASS" for c in cycles for k in c["checks"] if k["check"].startswith(RTO_AIM)
-        ), res.stderr[-3000:]
+        assert res.returncode == 0, res.stderr[-3000:]
     finally:
         assert not jvms_under(out), "the drill left JVMs running"

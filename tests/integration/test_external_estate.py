@@ -30,7 +30,7 @@ from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.runtime.process import wait_until
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import CRASH_EXIT
 from tests.integration.ports import windows
@@ -127,7 +127,7 @@ class Env:
 
     def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        return subprocess.run(
+        return processes.run(
             # global flags first: a value after `--` (a password may start with "-") takes no flag after it
             ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
             capture_output=True,
@@ -137,7 +137,7 @@ class Env:
         )
 
     def drctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(
+        res = processes.run(
             [sys.executable, "-m", "dr.cli", *args],
             capture_output=True,
             text=True,
@@ -234,7 +234,7 @@ def test_first_pulumi_up_of_the_existing_estate_succeeds(env: Env, existing: Exi
     print(f"\nfirst up of the external estate: {time.monotonic() - t0:.1f}s")
     assert res.returncode == 0, res.stderr[-4000:]
     connectors = json.loads(
-        subprocess.run(
+        processes.run(
             ["curl", "-s", f"{existing.connect.url}/connectors?expand=status"], capture_output=True, text=True
         ).stdout
     )
@@ -350,7 +350,7 @@ def test_planned_failover_under_traffic_through_published_configs(
     thread.start()
     try:
         assert wait_until(lambda: len(acked) > 200, 60)
-        crash = subprocess.run(
+        crash = processes.run(
             [sys.executable, "-m", "tests.integration.failover_crash_driver", "--stack", STACK,
              "--crash-after", "consumer-groups"],
             capture_output=True, text=True, env={**os.environ, **env.vars}, timeout=600, cwd=REPO_ROOT,

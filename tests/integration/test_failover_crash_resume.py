@@ -26,7 +26,7 @@ from dr.failover.drill.traffic import read_keys
 from dr.failover.frame.journal import Journal
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.failover_crash_driver import CRASH_EXIT
 from tests.integration.helpers import link_copied, produce
 from tests.integration.helpers import teardown_stack as _teardown
@@ -62,7 +62,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int,
 
 
 def _run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", *command],
         capture_output=True,
         text=True,

@@ -36,7 +36,7 @@ from dr.failover.frame.journal import Journal
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.runtime.process import pid_alive, wait_until
 from dr.topology import NAMESPACE, load_stack_file
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.failover_crash_driver import STEP_SPAN, Kill, kill_inside, session_processes
 from tests.integration.helpers import link_copied, produce, teardown_stack, write_local_stack
 from tests.integration.journal_home import journal_home
@@ -48,7 +48,7 @@ CYCLES = [("planned", "A"), ("unplanned", "B"), ("planned", "C")]  # mode, the a
 
 
 def _drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "dr.cli", *args],
         capture_output=True,
         text=True,
@@ -261,7 +261,7 @@ def test_pulumi_destroy_after_a_data_directory_removed_under_running_brokers(sha
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     (root / "stacks").symlink_to(REPO_ROOT / "stacks")
     shutil.rmtree(state / "clusters" / "B")  # B's broker still runs, its pid file gone with the directory
-    down = subprocess.run(
+    down = processes.run(
         [str(toolchain().pulumi_bin / "pulumi"), "destroy", "--yes", "--skip-preview", "--stack", STACK],
         cwd=root,
         env={**env, **pulumi_env(state.parent / "pulumi")},

@@ -31,7 +31,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.helpers import link_copied, produce
 from tests.integration.helpers import teardown_stack as _teardown
 from tests.integration.journal_home import journal_home
@@ -75,7 +75,7 @@ OUTPUTS: list[str] = []
 
 def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``drctl <args>`` (the failover commands) in a subprocess; keep its output for secret checks."""
-    res = subprocess.run(
+    res = processes.run(
         [sys.executable, "-m", "dr.cli", *args],
         capture_output=True,
         text=True,

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -27,7 +28,7 @@ from dr.failover.act.edge_resume import edge_copy_report, offset_key, offsets_to
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
-from tests.integration.drill_runner import drctl_drill, drill_json
+from tests.integration.drill_runner import assert_graded, drctl_drill, drill_json
 from tests.integration.helpers import StackEnv, drctl, provisioned
 from tests.integration.ports import windows
 
@@ -439,6 +440,7 @@ def _keys(endpoint, topic: str) -> Counter[str]:  # noqa: ANN001 - Endpoint
     return keys
 
 
+@pytest.mark.timeout(1500)  # above the 1200 s its command may take: the inner timeout kills its tree first
 def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(tmp_path: Path) -> None:
     """``drctl drill --unplanned`` on a hub-and-spoke stack: edges write, the hub is killed, P takes over,
     every acknowledged edge record is on P once, and each hub application's RTO is measured and graded."""
@@ -460,9 +462,9 @@ def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_
     assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
     assert all(v is not None for v in kinds.values()), kinds
     assert r["hub_lost_after_recovery"] == 0, r
-    assert r["checks"] and (r["grade"] == "PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
+    assert r["checks"] and r["grade"].startswith("PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
     assert f"drill of hub-and-spoke stack hubdrill (unplanned): {r['grade']}" in res.stdout, res.stdout
     for c in r["checks"]:
         assert f"[{c['result']}] {c['check']}" in res.stdout
-    assert res.returncode == (0 if r["grade"] == "PASS" else 6), res.stderr[-3000:]
-    assert r["grade"] == "PASS", [c for c in r["checks"] if c["result"] == "FAIL"]
+    assert res.returncode == (0 if r["grade"].startswith("PASS") else 6), res.stderr[-3000:]
+    assert_graded(r["checks"])

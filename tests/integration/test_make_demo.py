@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from tests import REPO_ROOT
-from tests.integration.drill_runner import assert_drill_text, drill_json
+import pytest
+
+from tests import REPO_ROOT, processes
+from tests.integration.drill_runner import assert_drill_text, assert_graded, drill_json
 from tests.integration.helpers import jvms_under
 
 # Variables of the outer run that a new user's shell does not have.
@@ -24,7 +25,7 @@ _OUTER = ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "KDR_STACK_DIR", "K
 
 def _fresh_copy(dest: Path) -> Path:
     """The repository's tracked and new (not ignored) files, copied as a clone would hold them."""
-    listed = subprocess.run(
+    listed = processes.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -38,12 +39,13 @@ def _fresh_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.timeout(2100)  # above the 1800 s its command may take: the inner timeout kills its tree first
 def test_make_demo_passes_and_prints_the_graded_summary(tmp_path: Path) -> None:
     repo = _fresh_copy(tmp_path / "kafka-dr")
     env = {k: v for k, v in os.environ.items() if k not in _OUTER and not k.startswith("PULUMI_")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     t0 = time.monotonic()
-    res = subprocess.run(["make", "demo"], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    res = processes.run(["make", "demo"], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     took = time.monotonic() - t0
     out = repo / "out" / "demo"
     try:
@@ -56,6 +58,7 @@ def test_make_demo_passes_and_prints_the_graded_summary(tmp_path: Path) -> None:
         )
         assert r["endpoint_clients"]["acknowledged_lost"] == 0 and r["endpoint_clients"]["skipped"] == 0, r["checks"]
         assert len(r["cycles"]) == 1 and r["cycles"][0]["chain"] == "A→B→C"
+        assert_graded(r["checks"])
         assert_drill_text(res.stdout, r)
     finally:
         assert not jvms_under(repo), "make demo left JVMs running"

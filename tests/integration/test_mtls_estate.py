@@ -31,6 +31,7 @@ from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import issue
 from dr.runtime.process import wait_until
+from tests import processes
 from tests.integration.mtls_estate import (
     MAPPING_RULES,
     MtlsEstate,
@@ -140,7 +141,7 @@ def _java_producer(env: Env, count: int) -> list[dict[str, Any]]:
         "--bootstrap-server", bootstrap.replace("\\:", ":"), "--topic", "orders", "--acks", "-1",
         "--max-messages", str(count), "--command-config", str(props),
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    res = processes.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     events = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert res.returncode == 0, res.stderr[-3000:]
     return events

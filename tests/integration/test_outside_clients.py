@@ -30,6 +30,7 @@ from dr.failover.act.probe import PROBE_KEY
 from dr.failover.drill.traffic import read_keys
 from dr.runtime.process import java_command, pid_alive
 from dr.topology import load_stack_file
+from tests import processes
 from tests.integration.helpers import StackEnv, committed_counts, drctl, provisioned, write_local_stack
 
 pytestmark = pytest.mark.integration
@@ -94,7 +95,7 @@ def _java(main: str, *args: str, stdin: str = "", timeout: float = 180) -> subpr
         extra_jvm=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"],
         crash_dir=Path(tempfile.gettempdir()),  # a test's client: no secret on its command line
     )
-    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    return processes.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
 
 
 def console_produce(config: Path, bootstrap: str, keys: list[str]) -> subprocess.CompletedProcess[str]:

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from dr.base.pulumi_env import pulumi_command, pulumi_env
 from dr.base.toolchain import toolchain, versions
 from dr.runtime.cluster import LocalCluster
+from tests import processes
 
 
 def test_pulumi_version_is_the_locally_built_cli(tmp_path: Path) -> None:
     env = pulumi_env(tmp_path / "backend")
-    out = subprocess.run(
+    out = processes.run(
         [str(toolchain().pulumi_bin / "pulumi"), "version"], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"v{versions()['PULUMI_VERSION']}"
-    plugins = subprocess.run(
+    plugins = processes.run(
         [str(toolchain().pulumi_bin / "pulumi"), "plugin", "ls", "--json"],
         env=env,
         capture_output=True,
@@ -79,7 +79,7 @@ def test_kafka_provider_and_python_language_host_are_installed(tmp_path: Path) -
     """setup built both plugins: the engine lists the Kafka provider at the SDK's version, and the
     language host sits beside the CLI (where the engine finds it without a warning)."""
     env = pulumi_env(tmp_path / "backend")
-    out = subprocess.run(
+    out = processes.run(
         [str(toolchain().pulumi_bin / "pulumi"), "plugin", "ls", "--json"],
         env=env,
         capture_output=True,

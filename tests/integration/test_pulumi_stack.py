@@ -26,7 +26,7 @@ from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.runtime.process import pid_alive, wait_until
 from dr.topology import load_stack_file
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.helpers import consume_all, produce
 from tests.integration.ports import windows
 
@@ -49,7 +49,7 @@ class Project:
 
     def pulumi(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """Run the locally built `pulumi` in the project directory."""
-        out = subprocess.run(
+        out = processes.run(
             [str(toolchain().pulumi_bin / "pulumi"), *args, "--non-interactive"],
             cwd=self.root,
             env=self.env,

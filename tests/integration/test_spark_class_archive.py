@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import processes
 from verification.class_archive import archive_path, usable
 from verification.session import kafka_jars
 
@@ -35,7 +35,7 @@ def _archive() -> Path:
 
 def test_the_driver_maps_the_archive_that_setup_built() -> None:
     path = _archive()
-    res = subprocess.run(
+    res = processes.run(
         [
             sys.executable,
             "-c",
@@ -63,7 +63,7 @@ def test_a_damaged_archive_is_dropped_and_spark_starts_without_it(tmp_path: Path
     damaged.with_name(damaged.name + ".complete").write_text(f"{os.path.getsize(damaged)}\n")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    res = subprocess.run(
+    res = processes.run(
         [sys.executable, "-c", _START, str(damaged)],
         capture_output=True,
         text=True,

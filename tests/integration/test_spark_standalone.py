@@ -39,6 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from dr.base.errors import ClusterError, ConfigError
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.process import ensure_ports_free, pid_alive, wait_until
+from tests import processes
 from tests.integration.ports import windows
 from verification.session import check_master, kafka_jars, standalone_masters
 
@@ -356,7 +357,7 @@ def drctl_verify(
     ]
     run_env = driver_env(ports, env)
     started = time.monotonic()
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-c", "from dr.cli import main; main()", *args],
         capture_output=True,
         text=True,
@@ -475,7 +476,7 @@ def test_a_first_audit_on_the_cluster_writes_the_state_a_python_first_audit_writ
     for first, master in (("python", ""), ("spark", spark_ports.master)):
         path = seeded["out"] / f"audit-{first}" / "A-to-B.json"
         args = [seeded["a"].bootstrap, seeded["b"].bootstrap, str(seeded["creds"]), str(path), first, master]
-        proc = subprocess.run(
+        proc = processes.run(
             [sys.executable, "-c", AUDIT, *args],
             capture_output=True,
             text=True,

@@ -33,7 +33,7 @@ import yaml
 from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill.traffic import read_keys
 from dr.failover.team_store import TeamStore
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import kill_inside
 from tests.integration.helpers import produce
@@ -66,14 +66,14 @@ class Operator:
 
     def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        res = subprocess.run(
+        res = processes.run(
             ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
             capture_output=True, text=True, env=env, timeout=120,
         )  # fmt: skip
         return res
 
     def drctl(self, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(
+        res = processes.run(
             [sys.executable, "-m", "dr.cli", *args],
             capture_output=True, text=True, env={**self.env(), **(extra or {})}, timeout=900, cwd=REPO_ROOT,
         )  # fmt: skip

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from dr.cli.verify import recover, verify
 from dr.kafka.offsets import end_offsets
 from dr.runtime.cluster import ClusterSpec, LocalCluster
 from dr.runtime.mirrormaker import MirrorMaker
+from tests import processes
 from tests.integration.helpers import committed_counts
 from tests.integration.ports import windows
 
@@ -302,7 +302,7 @@ def test_spark_submit_runs_the_same_job(seeded, first_report):
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    jars = subprocess.run(
+    jars = processes.run(
         [sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True, check=True, cwd=REPO
     ).stdout.strip()
     out = seeded["out"] / "submitted"
@@ -312,7 +312,7 @@ def test_spark_submit_runs_the_same_job(seeded, first_report):
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
-    proc = subprocess.run(
+    proc = processes.run(
         [
             str(spark_submit),
             "--master",
@@ -440,7 +440,7 @@ def test_a_transaction_a_killed_producer_left_open_is_found_and_aborted(estate):
     produce(b, "hanging", [(b"before", b"x", None)])
     conf = b.config()
     args = [conf["bootstrap.servers"], conf["security.protocol"], conf["sasl.mechanisms"], conf["sasl.username"]]
-    killed = subprocess.run(
+    killed = processes.run(
         [sys.executable, "-c", _KILLED_MID_TRANSACTION, *args], input=b.password, text=True, timeout=60, check=False
     )
     assert killed.returncode == 0, killed.stderr

@@ -4,7 +4,6 @@ the job's --print-jars (the toolchain's connector jars)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from dr.cli.verify import recover, verify
+from tests import processes
 from tests.unit.test_verification_cli import T0
 from verification.archive import write_records
 from verification.session import spark_session
@@ -73,7 +73,7 @@ def test_recover_refuses_an_archive_target(archives, tmp_path):
 
 def test_job_prints_the_connector_jars_for_spark_submit():
     out = (
-        subprocess.run(
+        processes.run(
             [sys.executable, "-m", "verification.job", "--print-jars"], capture_output=True, text=True, check=True
         )
         .stdout.strip()

@@ -651,4 +651,6 @@ def test_regrading_a_real_cycle_names_each_measured_figure_in_its_check() -> Non
     assert chain.check == f"A→B→C ≤ 120s ({cycle.failover.a_b_c_s:.1f}s)", chain.check
     slow = cycle.model_copy(deep=True)
     grade(slow, {**DEFAULT_AIMS, "a_b_c_s": (cycle.failover.a_b_c_s or 0) / 2}, planned=True)
+    assert slow.grade == "PASS (1 timing aim missed)", slow.grade
+    grade(slow, {**DEFAULT_AIMS, "a_b_c_s": (cycle.failover.a_b_c_s or 0) / 2}, planned=True, strict=True)
     assert slow.grade.startswith("FAIL (1 of"), slow.grade

@@ -63,6 +63,8 @@ class DrillOptions:
     cycles: int = 1
     """Failovers in a row: A→B→C, then B→C→A (A rebuilt as the standby), then C→A→B..."""
     aims: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_AIMS))
+    strict_aims: bool = False
+    """A timing aim missed fails the drill (otherwise it is graded MISSED and reported: load alone can miss it)."""
     kill_replicator: bool = False
     """SIGKILL the active→passive link's replicator mid-copy in each cycle's warm-up, then start it again
     (:mod:`dr.failover.drill.replicator_crash`); graded: no record twice on the passive."""

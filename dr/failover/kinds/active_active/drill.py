@@ -203,7 +203,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (original, *current_topology(stack_path)), progress)
-        grade_region_drill(result, options.aims)
+        grade_region_drill(result, options.aims, strict=options.strict_aims)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result
 

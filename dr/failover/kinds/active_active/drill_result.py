@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from dr.base.types import Model as _Model
+from dr.failover.drill.grade import Aim, Finding, graded
 from dr.failover.drill.render import restart_lines
 from dr.failover.drill.result import ApplicationRto, Check, ConsumerReport, LinkRestart
 from dr.failover.frame.render import seconds_text
@@ -119,7 +120,7 @@ class RegionDrillResult(_Model):
     @property
     def passed(self) -> bool:
         """Every check passed."""
-        return self.grade == "PASS"
+        return self.grade.startswith("PASS")
 
     def to_json(self) -> dict[str, Any]:
         """``drill.json``."""
@@ -147,13 +148,14 @@ def longest_pause(times: Iterable[float], start: float, end: float) -> float | N
     return round(max(b - a for a, b in pairwise(edges)), 3)
 
 
-def region_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[str, bool | None]]:
-    """Each check's name and outcome (None: does not apply)."""
+def region_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[Finding]:
+    """Each check: a correctness check's name and outcome (None: does not apply), or a timing aim."""
     A, B = r.region, r.survivor
-    found: list[tuple[str, bool | None]] = [
-        (
+    found: list[Finding] = [
+        Aim.of(
             f"application RTO ≤ {aims['rto_s']:.0f}s ({x.application} {x.kind}: {seconds_text(x.rto_s)})",
-            x.rto_s is not None and x.rto_s <= aims["rto_s"],
+            x.rto_s,
+            aims["rto_s"],
         )
         for x in r.application_rto
     ]
@@ -163,17 +165,17 @@ def region_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[st
     found += [
         (f"region failover completed ({A} decommissioned)", s is not None and s.status == "completed"),
         (
+            f"{B}'s own applications wrote during the failover ("
+            + ", ".join(f"{t.application} {t.acked_during_failover}" for t in stayed)
+            + ")",
+            None if not stayed else all(t.acked_during_failover > 0 for t in stayed),
+        ),
+        Aim(
             f"{B}'s own applications never interrupted (longest pause ≤ {aims['survivor_pause_s']:.0f}s: "
             + ", ".join(f"{t.application} {seconds_text(t.longest_pause_s)}" for t in stayed)
             + ")",
-            None
-            if not stayed
-            else all(
-                t.acked_during_failover > 0
-                and t.longest_pause_s is not None
-                and t.longest_pause_s <= aims["survivor_pause_s"]
-                for t in stayed
-            ),
+            tuple(t.longest_pause_s for t in stayed),
+            aims["survivor_pause_s"],
         ),
         (
             f"{A}'s applications write on {B} after the move",
@@ -193,23 +195,24 @@ def region_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[st
     return found + rejoin_checks(r, aims)
 
 
-def rejoin_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[tuple[str, bool | None]]:
+def rejoin_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[Finding]:
     """The rejoin's checks: it completed; the returning applications' writes never refused and their write
     gap within the aim; their groups skipped nothing at home."""
     A, j = r.region, r.rejoin
     if j is None:
         return [(f"{A} rejoined (fail-back under its applications' traffic)", False)]
-    found: list[tuple[str, bool | None]] = [
+    found: list[Finding] = [
         (
             f"{A} rejoined ({A} active again, its applications home)",
             j.summary is not None and j.summary.status == "completed",
         )
     ]
     found += [
-        (
+        Aim.of(
             f"rejoin write gap ≤ {aims['rejoin_gap_s']:.0f}s ({w.application}: {seconds_text(w.gap.rto_s)}, "
             f"{w.gap.measured})",
-            w.gap.rto_s is not None and w.gap.rto_s <= aims["rejoin_gap_s"],
+            w.gap.rto_s,
+            aims["rejoin_gap_s"],
         )
         for w in j.writes
     ]
@@ -251,18 +254,11 @@ def rejoin_lines(r: RegionDrillResult) -> list[str]:
     return lines
 
 
-def grade_region_drill(r: RegionDrillResult, aims: dict[str, float] | None = None) -> None:
-    """Set the checks and the grade: PASS, or FAIL with the number of failed checks (the run's error first)."""
+def grade_region_drill(r: RegionDrillResult, aims: dict[str, float] | None = None, *, strict: bool = False) -> None:
+    """Set the checks and the grade (:func:`dr.failover.drill.grade.graded`; the run's error first)."""
     known = {**DEFAULT_REGION_AIMS, **{k: v for k, v in (aims or {}).items() if k in DEFAULT_REGION_AIMS}}
-    r.checks = [
-        Check(check=name, result="n/a" if ok is None else ("PASS" if ok else "FAIL"))
-        for name, ok in region_checks(r, known)
-    ]
-    failed = sum(1 for c in r.checks if c.result == "FAIL")
-    if r.error is not None:
-        r.grade = f"FAIL (the drill stopped: {r.error})"
-    else:
-        r.grade = "PASS" if not failed else f"FAIL ({failed} of {len(r.checks)} checks)"
+    r.checks, grade = graded(region_checks(r, known), strict=strict)
+    r.grade = f"FAIL (the drill stopped: {r.error})" if r.error is not None else grade
 
 
 def render_region_drill(r: RegionDrillResult) -> str:

@@ -387,7 +387,7 @@ def _cycle(
                 update={"duplicated": proof.verdicts[0].counts["duplicated"] if proof.verdicts else None}
             ),
         )
-        grade(cycle, options.aims, planned=not options.unplanned)
+        grade(cycle, options.aims, planned=not options.unplanned, strict=options.strict_aims)
     finally:
         traffic.stop()
     return cycle

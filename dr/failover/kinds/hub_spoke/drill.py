@@ -42,7 +42,7 @@ from dr.failover.drill.frame import (
     teardown,
     utc_now,
 )
-from dr.failover.drill.grade import DEFAULT_AIMS
+from dr.failover.drill.grade import DEFAULT_AIMS, Aim, Finding, graded
 from dr.failover.drill.render import restart_lines
 from dr.failover.drill.result import ApplicationRto, Check, LinkRestart
 from dr.failover.drill.traffic import (
@@ -370,18 +370,16 @@ def _grade(result: HubDrillResult, options: DrillOptions) -> None:
     aims = {**DEFAULT_AIMS, **options.aims}
     s = result.failover
     H, P = result.hub, result.new_hub
-    found: list[tuple[str, bool | None]] = [
+    found: list[Finding] = [
         (f"failover completed ({H} decommissioned)", s is not None and s.status == "completed"),
-        (
+        Aim.of(
             f"{H}→{P}→{result.standby or '—'} ≤ {aims['a_b_c_s']:.0f}s ({s.a_b_c_s if s else None}s)",
-            s is not None and s.a_b_c_s is not None and s.a_b_c_s <= aims["a_b_c_s"],
+            s.a_b_c_s if s is not None else None,
+            aims["a_b_c_s"],
         ),
     ]
     found += [
-        (
-            f"application RTO ≤ {aims['rto_s']:.0f}s ({r.application} {r.kind}: {r.rto_s}s)",
-            r.rto_s is not None and r.rto_s <= aims["rto_s"],
-        )
+        Aim.of(f"application RTO ≤ {aims['rto_s']:.0f}s ({r.application} {r.kind}: {r.rto_s}s)", r.rto_s, aims["rto_s"])
         for r in result.application_rto
     ]
     for e in result.edges:
@@ -394,11 +392,7 @@ def _grade(result: HubDrillResult, options: DrillOptions) -> None:
         (f"verification listed exactly the records that never reached {P}", result.verification_exact),
         (f"no acknowledged record of {H} lost after recovery", result.hub_lost_after_recovery == 0),
     ]
-    result.checks = [
-        Check(check=name, result="n/a" if ok is None else ("PASS" if ok else "FAIL")) for name, ok in found
-    ]
-    failed = sum(1 for c in result.checks if c.result == "FAIL")
-    result.grade = "PASS" if not failed else f"FAIL ({failed} of {len(result.checks)} checks)"
+    result.checks, result.grade = graded(found, strict=options.strict_aims)
 
 
 def dump_hub(result: HubDrillResult) -> str:
