@@ -76,8 +76,8 @@ STEP_SPAN = {
     "promote": 2.0,
     "clients": 0.1,
     "consumer-groups": 0.8,
-    "desired-state": 12.0,  # it takes 14–20 s; CI once ran it in under 17 s, so 18 drew instants after its end
-    "desired-state (resumed)": 10.0,
+    "desired-state": 4.0,  # from the engine's lock: its `pulumi up` runs 10-18 s
+    "desired-state (resumed)": 2.0,  # from the engine's lock: the resumed run's refresh/repair
     "integrity": 0.5,
     "decommission": 2.0,
 }
@@ -111,10 +111,23 @@ def _landed(home: Path) -> str:
 
 
 def kill_inside(
-    command: list[str], env: dict[str, str], state: Path, step: str, delay_s: float, *, cwd: Path, timeout: float = 600
+    command: list[str],
+    env: dict[str, str],
+    state: Path,
+    step: str,
+    delay_s: float,
+    *,
+    cwd: Path,
+    timeout: float = 600,
+    in_engine: bool = False,
 ) -> Kill:
     """Run ``command`` (a ``drctl failover``) in a session of its own; ``delay_s`` after it prints the start
-    of ``step`` (``[k/n] step: …``), SIGKILL its whole process group, as ``kill -9 -PGID`` does."""
+    of ``step`` (``[k/n] step: …``) — or, with ``in_engine``, after a Pulumi engine then takes the stack's
+    lock (an ``up``, ``refresh`` or ``import`` at work: the event the kill must land inside, not a guess of
+    when it starts) — SIGKILL its whole process group, as ``kill -9 -PGID`` does."""
+    from dr.estate.pulumi_locks import stack_locks
+    from dr.topology import NAMESPACE
+
     proc = subprocess.Popen(
         command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
@@ -134,15 +147,15 @@ def kill_inside(
     deadline = time.monotonic() + timeout
     while not started.is_set() and proc.poll() is None and time.monotonic() < deadline:
         started.wait(0.05)
+    if started.is_set() and in_engine:
+        while not stack_locks(state.parent / "pulumi", NAMESPACE, state.name) and proc.poll() is None:
+            time.sleep(0.02)
     if started.is_set():
         time.sleep(delay_s)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     reader.join(10)
-    from dr.estate.pulumi_locks import stack_locks
-    from dr.topology import NAMESPACE
-
     engine_lock = bool(stack_locks(state.parent / "pulumi", NAMESPACE, state.name))
     if proc.returncode == -signal.SIGKILL:
         landed = _landed(journal_home(env, state.name)) if started.is_set() else "before the step"
