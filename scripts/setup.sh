@@ -49,22 +49,15 @@ publish() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# 1. Python: a virtualenv of the pinned dependencies and the `dev` extra, cached by their hash; a thin
-#    per-clone .venv that sees it through a .pth file and holds only this clone's editable install.
+# 1. Python: a virtualenv of requirements.lock (every package at one version, each file's sha256: scripts/lock.sh
+#    writes it from pyproject.toml), cached by the lock's hash; a thin per-clone .venv that sees it through a
+#    .pth file and holds only this clone's editable install.
 # ---------------------------------------------------------------------------------------------
-python_deps() {  # the runtime dependencies and the `dev` extra (ruff, mypy: `make lint`), all pinned
-  "$PYTHON" - <<'PY'
-import tomllib
-with open("pyproject.toml", "rb") as f:
-    project = tomllib.load(f)["project"]
-print("\n".join(sorted(project["dependencies"] + project.get("optional-dependencies", {}).get("dev", []))))
-PY
-}
-
 setup_python() {
   local t0 deps hash venv
   t0=$(date +%s)
-  deps=$(python_deps)
+  [ -f requirements.lock ] || die "requirements.lock is missing." "run scripts/lock.sh (it writes it from pyproject.toml), then re-run make setup"
+  deps=$(cat requirements.lock)
   hash=$(printf '%s\n%s\n' "$("$PYTHON" -c 'import sys; print(sys.version)')" "$deps" | sha256sum | cut -c1-16)
   venv="$KDR_HOME/venv/$hash"
   if [ ! -f "$venv/.complete" ]; then
@@ -74,11 +67,10 @@ setup_python() {
     # The venv is built at its final path (scripts embed it) and marked complete only at the end.
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv" || die "python -m venv failed." "install the venv module (apt-get install python3.11-venv)"
-    printf '%s\n' "$deps" > "$venv/requirements.txt"
-    "$venv/bin/pip" install --quiet --upgrade "pip==25.3" "setuptools==80.9.0" wheel \
-      || die "pip could not reach PyPI to upgrade pip/setuptools." "check network access to PyPI, then re-run make setup"
-    "$venv/bin/pip" install --quiet -r "$venv/requirements.txt" \
-      || die "pip could not install the pinned dependencies (see the pip error above)." "check access to PyPI, then re-run make setup (it resumes)"
+    cp requirements.lock "$venv/requirements.lock"
+    # Every file pip takes must match a hash of the lock; pip, setuptools and wheel are locked the same way.
+    "$venv/bin/pip" install --quiet --require-hashes --no-deps -r "$venv/requirements.lock" \
+      || die "pip could not install requirements.lock (see the pip error above: a hash mismatch means PyPI served another file)." "check access to PyPI, then re-run make setup (it resumes)"
     date -u +%FT%TZ > "$venv/.complete"
   fi
   # Per-clone venv: fast to create, shares the cached site-packages.
@@ -145,6 +137,9 @@ setup_pulumi() {
     rm -rf "$out.partial"; mkdir -p "$out.partial/src" "$out.partial/bin"
     sed "s/@PULUMI_VERSION@/v$PULUMI_VERSION/g" toolchain/pulumi-cli/go.mod.in > "$out.partial/src/go.mod"
     cp toolchain/pulumi-cli/tools.go "$out.partial/src/tools.go"
+    # The committed go.sum pins every module's hash (go verifies each download against it; a changed module
+    # fails the build). After a version change, tidy adds what is missing: commit the new go.sum from the build.
+    cp toolchain/pulumi-cli/go.sum "$out.partial/src/go.sum"
     ( cd "$out.partial/src" \
       && GOFLAGS=-mod=mod go mod tidy > ../build.log 2>&1 \
       && go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \

@@ -1,4 +1,6 @@
-"""Session-scoped real clusters: started once, stopped (and their data removed) at the end."""
+"""Module-scoped real clusters: started for a module, stopped (and their data removed) after it. Nothing a
+module leaves — topics, MirrorMaker 2's connector configurations, ACLs — reaches another module, so the
+order and pairing xdist picks cannot change a result."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from tests.integration.helpers import StackEnv, provisioned, write_local_stack
 from tests.integration.ports import windows
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def estate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The state directory shared by the session's clusters."""
+    """The state directory of the module's clusters (their data and MirrorMaker 2's, the module's own)."""
     return tmp_path_factory.mktemp("estate")
 
 
@@ -57,26 +59,24 @@ def _cluster(estate_dir: Path, name: str, brokers: int) -> Iterator[LocalCluster
             cluster.destroy()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster3(estate_dir: Path) -> Iterator[LocalCluster]:
     """A 3-broker cluster (dedicated controller) on 3 racks."""
     yield from _cluster(estate_dir, "T3", 3)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster_a(estate_dir: Path) -> Iterator[LocalCluster]:
     """Active cluster A, 1 broker."""
     yield from _cluster(estate_dir, "A", 1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster_b(estate_dir: Path) -> Iterator[LocalCluster]:
     """Passive cluster B, 1 broker."""
     yield from _cluster(estate_dir, "B", 1)
 
 
-# Module-scoped: a second MirrorMaker 2 of the same link joins this one's Connect group as a follower and
-# runs the leader's configuration, not its own (test_mm2_start_failure starts its own A-to-B).
 @pytest.fixture(scope="module")
 def mm2_ab(cluster_a: LocalCluster, cluster_b: LocalCluster, estate_dir: Path) -> Iterator[MirrorMaker]:
     """MirrorMaker 2 replicating A → B."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import yaml
@@ -31,10 +30,8 @@ def test_destroy_and_up_of_an_invalid_stack_say_exactly_what_happened(
     created = re.search(r"(\d+) resources? created, then refused the topology", out)
     assert created is not None or "refused the topology (nothing was destroyed)" in out, out
 
-    # `estate up` refuses before the engine starts: exit 2 in well under the time a JVM cluster takes.
-    t0 = time.monotonic()
+    # `estate up` refuses before the engine starts: exit 2, and no JVM of the stack (below) ever ran.
     up = drctl(env, "estate", "up", "--stack", "badpattern")
-    elapsed = time.monotonic() - t0
     assert up.returncode == 2, up.stderr
-    assert "refused by Java's regular expressions" in up.stderr and elapsed < 20, elapsed
+    assert "refused by Java's regular expressions" in up.stderr
     assert not jvms_under(tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -168,3 +170,18 @@ def test_an_offset_reader_reads_what_the_one_shot_reads_do_on_one_client(
     read = a.committed(["reader-g", "nobody"])
     assert read == committed_offsets_of(cluster_a.endpoint(), ["reader-g", "nobody"])
     assert sum(read["reader-g"].values()) == 30 and read["nobody"] == {}
+
+
+def test_every_broker_maps_the_class_data_archive_that_setup_built(cluster_a: LocalCluster) -> None:
+    """The Kafka class-data archive is only a start-time saving and fails silently by design, so this is
+    where a broken one shows: set-up built it, and each running node of the cluster has it mapped."""
+    from dr.base.toolchain import toolchain
+    from dr.runtime.class_archive import archive_path, usable
+
+    path = archive_path(toolchain().kafka_lib)
+    assert usable(path), f"make setup built no usable Kafka class-data archive at {path}"
+    pids = cluster_a.pids()
+    assert pids, "the cluster runs no process"
+    for node, pid in pids.items():
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert str(path) in maps, f"node {node} (pid {pid}) does not map {path}"

@@ -69,10 +69,10 @@ def test_a_failed_mm2_start_names_its_cause_within_seconds(
     assert re.search(r"connector Mirror(Source|Checkpoint|Heartbeat)Connector: ", info.value.problem), (
         info.value.problem
     )
+    # named by the start's own check, not by the readiness wait running out ("did not ... in 120s"): the
+    # words say which, however loaded the machine (46.8 s was seen beside the suite; about 20 s alone)
     assert "failed to start" in info.value.problem or "exited during start-up" in info.value.problem
-    # half the readiness wait: named by the start's own check, not by the wait running out (46.8 s was seen
-    # with the suite on two workers beside other runs; about 20 s on a quiet machine)
-    assert elapsed < 60, f"the cause took {elapsed:.1f}s to be named (the readiness wait is 120 s)"
+    assert " in 120s" not in info.value.problem
     assert str(mirror.process.log_file) in str(info.value)
     pid_file = mirror.dir / "pid"
     assert not mirror.alive() and not (pid_file.exists() and pid_alive(int(pid_file.read_text())))

@@ -161,7 +161,6 @@ def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_th
     )
     assert f"cluster 'A' ({a_local}): TLS to the brokers failed" in status.stderr, status.stderr[-3000:]
     assert "hostname mismatch" in status.stderr.lower(), status.stderr[-3000:]
-    assert took < 12, f"status took {took:.1f}s over two TLS failures"
     assert "TLS to the brokers failed" in up.stderr and "certificate verify failed" in up.stderr, up.stderr[-3000:]
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,9 +65,14 @@ def test_portable_patterns_pass_and_the_verdicts_are_cached(kdr_home: Path) -> N
     cache = next((kdr_home / "java-regex").glob("*/verdicts.json"))
     assert "ord[a-z]+s" in cache.read_text()
     java_regex._memory.clear()  # a new drctl process: the verdicts come from the file, no JVM start
-    t0 = time.perf_counter()
-    load_topology("test", config)
-    assert time.perf_counter() - t0 < 0.05
+
+    def no_jvm(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a JVM was started for verdicts the cache holds")
+
+    with pytest.MonkeyPatch.context() as mp:  # the JVM path fails: only the cached verdicts can pass
+        mp.setattr(java_regex, "_run_checker", no_jvm)
+        mp.setattr(java_regex.subprocess, "run", no_jvm)
+        load_topology("test", config)
 
 
 def test_a_back_reference_in_a_list_is_refused(kdr_home: Path) -> None:
@@ -114,13 +118,10 @@ def test_drctl_refuses_a_java_invalid_pattern_before_anything_starts(
     from dr.cli import main
 
     before = invalid_stack.read_bytes()
-    t0 = time.monotonic()
     with pytest.raises(SystemExit) as info:
         main([*command, "--stack", "unit"])
-    elapsed = time.monotonic() - t0
     err = capsys.readouterr().err
     assert info.value.code == 2, err  # ConfigError/TopologyError: bad input, nothing changed
-    assert elapsed < 10, f"refused after {elapsed:.1f}s"
     assert "links[0].topics[0]" in err and "refused by Java's regular expressions" in err
     state = invalid_stack.parent.parent / "state"
     started = [p for p in state.rglob("*")] if state.exists() else []

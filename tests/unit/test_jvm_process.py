@@ -7,7 +7,6 @@ import shutil
 import socket
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -62,9 +61,7 @@ def _listener() -> tuple[socket.socket, int]:
 def test_a_port_released_within_the_grace_is_accepted() -> None:
     s, port = _listener()
     threading.Timer(0.5, s.close).start()
-    t0 = time.monotonic()
-    ensure_ports_free([port], "this test", grace=5)
-    assert time.monotonic() - t0 < 5
+    ensure_ports_free([port], "this test", grace=60)  # returns once the port is free: raising is the failure
 
 
 def test_a_port_still_taken_after_the_grace_is_named() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dr.base.errors import TopologyError
 from dr.topology import load_topology
 from tests.unit.test_connect_stack import config_with, connect_entry, violations
 from tests.unit.test_topology_validation import PRODUCTION
@@ -58,7 +59,7 @@ def test_an_out_of_range_bootstrap_port_is_refused_naming_the_field() -> None:
     clusters = [dict(c) for c in config["kafka-dr:clusters"]]
     clusters[1]["bootstrap_servers"] = "broker-1.dc2.example.com:9093,broker-2.dc2.example.com:70000"
     config["kafka-dr:clusters"] = clusters
-    with pytest.raises(Exception) as info:
+    with pytest.raises(TopologyError) as info:
         load_topology("prod", config)
     line = next(x for x in str(info.value).splitlines() if "clusters[1].bootstrap_servers" in x)
     assert "port 70000 of 'broker-2.dc2.example.com:70000' (cluster 'dc2') is outside 1..65535" in line

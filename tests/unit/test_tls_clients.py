@@ -9,7 +9,6 @@ import socket
 import ssl
 import stat
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -274,6 +273,7 @@ def test_a_wrong_ca_reads_as_certificate_verify_failed(tmp_path: Path, ca: Issue
     assert "cannot reach" not in text and "tls.ca_file" in text and str(tmp_path / "ca.pem") in text
 
 
+@pytest.mark.timeout(60)
 def test_a_tls_failure_comes_back_in_seconds_not_after_the_whole_timeout(
     tmp_path: Path, ca: Issued, tls_listener: int
 ) -> None:
@@ -281,10 +281,10 @@ def test_a_tls_failure_comes_back_in_seconds_not_after_the_whole_timeout(
     try, not after all of the timeout (it was 10 s per cluster)."""
     (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
     ep = Endpoint(f"127.0.0.1:{tls_listener}", "admin", "pw", "SASL_SSL", tls=TlsFiles(str(tmp_path / "ca.pem")))
-    t0 = time.monotonic()
+    # A timeout far above the test's own (60 s): a client that waited it out fails the test by pytest-timeout,
+    # a wall-clock bound no load reaches; the short first try answers in about a second.
     with pytest.raises(ClusterError, match="certificate verify failed"):
-        connected_admin(ep, timeout=10)
-    assert time.monotonic() - t0 < 4
+        connected_admin(ep, timeout=600)
 
 
 # -- the Pulumi program: the provider gets the CA and (secret) client key, SASL only where it applies ----

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from dr.base.errors import ConfigError, TopologyError
 from dr.topology import (
@@ -159,7 +159,7 @@ def test_link_selection_is_a_full_regex_match() -> None:
 
 
 def test_models_are_frozen(local: Topology) -> None:
-    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+    with pytest.raises(ValidationError, match="frozen"):
         local.cluster("A").role = Role.PASSIVE  # type: ignore[misc]
     assert local.cluster("A").role is Role.ACTIVE
 
