@@ -34,6 +34,9 @@ check_prereqs() {
   jv=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1 || true)
   [ "${jv:-0}" -ge 17 ] || die "Java $jv found; Kafka $KAFKA_VERSION and Spark $SPARK_VERSION need Java 17+." "install a JDK 17 and put it first on PATH"
   mkdir -p "$KDR_HOME" || die "cannot create the cache directory $KDR_HOME." "set KDR_HOME to a writable directory"
+  # One set-up at a time per cache: two clones set up at once would build the same venv into one directory.
+  exec 9>"$KDR_HOME/.setup.lock"
+  flock -w 3600 9 || die "another set-up has held $KDR_HOME/.setup.lock for an hour." "wait for it, or stop it, then re-run make setup"
   # Free space: the cold cache is about 2.5 GB (pyspark, jars, Go module cache).
   local avail
   avail=$(df -Pk "$KDR_HOME" | awk 'NR==2 {print $4}')
@@ -67,8 +70,21 @@ setup_python() {
     # The venv is built at its final path (scripts embed it) and marked complete only at the end.
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv" || die "python -m venv failed." "install the venv module (apt-get install python3.11-venv)"
-    cp requirements.lock "$venv/requirements.lock"
-    # Every file pip takes must match a hash of the lock; pip, setuptools and wheel are locked the same way.
+    # Every file pip takes must match a hash of the lock; pip, setuptools and wheel are locked the same way and
+    # installed first, on their own (a pip that replaces itself in the middle of a larger install can fail).
+    "$PYTHON" - requirements.lock "$venv" <<'PY'
+import re, sys
+lock, venv = sys.argv[1:]
+first, rest = [], []
+for block in re.split(r"\n(?=[A-Za-z0-9])", open(lock).read()):
+    m = re.match(r"([A-Za-z0-9._-]+)==", block)
+    if m:
+        (first if m[1] in ("pip", "setuptools", "wheel") else rest).append(block)
+open(f"{venv}/bootstrap.lock", "w").write("\n".join(first) + "\n")
+open(f"{venv}/requirements.lock", "w").write("\n".join(rest) + "\n")
+PY
+    "$venv/bin/pip" install --quiet --require-hashes --no-deps -r "$venv/bootstrap.lock" \
+      || die "pip could not install pip, setuptools and wheel from requirements.lock (a hash mismatch means PyPI served another file)." "check access to PyPI, then re-run make setup"
     "$venv/bin/pip" install --quiet --require-hashes --no-deps -r "$venv/requirements.lock" \
       || die "pip could not install requirements.lock (see the pip error above: a hash mismatch means PyPI served another file)." "check access to PyPI, then re-run make setup (it resumes)"
     date -u +%FT%TZ > "$venv/.complete"
