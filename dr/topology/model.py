@@ -240,8 +240,13 @@ class ClientEndpoint(_Model):
     broker_ports: list[int] = Field(min_length=1, max_length=3)
     """One port per broker slot: port ``i`` reaches broker id ``i + 1`` of the active cluster."""
     runtime_api: str | None = None
-    """Where HAProxy's runtime API answers: ``host:port`` or the path of a unix socket. Local estates:
-    leave it out (a socket in the state directory)."""
+    """Where HAProxy's runtime API answers: the path of a unix socket (mode 0600, on this machine) or
+    ``127.0.0.1:<port>`` (loopback). The API has no authentication: whoever reaches it can point every
+    client elsewhere, so any other address is refused unless ``insecure_remote_runtime_api``. Local
+    estates: leave it out (a 0600 socket in the state directory)."""
+    insecure_remote_runtime_api: bool = False
+    """Accept a ``runtime_api`` on an address other than loopback (a warning on every command). Prefer
+    a loopback port forwarded over SSH to the proxy's socket."""
 
     @property
     def ports(self) -> list[int]:
