@@ -120,11 +120,20 @@ class Tls(_Model):
     client_certificate_pem: str | None = None
     """The same certificate as PEM text in the stack config."""
     client_key_file: str | None = None
-    """Mutual TLS: the unencrypted PEM private key of ``client_certificate_*`` (a 0600 file)."""
+    """Mutual TLS: the unencrypted PEM private key of ``client_certificate_*``, a file only its owner can
+    read (0600 or 0400; one readable by the group or others is refused)."""
     client_key_pem: Secret | None = None
-    """The same key as a Pulumi secret (``pulumi config set --path --secret ...clientKeyPem``)."""
+    """The same key as a Pulumi secret
+    (``pulumi config set --path --secret 'kafka-dr:clusters[<i>].tls.clientKeyPem' < admin.key``)."""
     hostname_verification: bool = True
-    """Check that each broker's certificate names the host dialled. Off only when declared so."""
+    """Check that each broker's certificate names the host dialled. Declared ``false``, ``drctl``,
+    MirrorMaker 2, the connectors and Spark skip only that check (a warning on every command); the Pulumi
+    Kafka provider cannot skip it alone and keeps checking, unless ``insecure_skip_verify``."""
+    insecure_skip_verify: bool = False
+    """The Pulumi Kafka provider checks no certificate of this cluster's brokers at all (its only way to
+    accept certificates that do not name the host it dials). Anyone on the path can then pose as the
+    brokers to the provider, which logs in as the admin; said as a warning on every command. The other
+    clients keep verifying the chain."""
     principal_mapping_rules: str | None = None
     """The brokers' ``ssl.principal.mapping.rules`` (e.g. ``RULE:^CN=([^,]+).*$/$1/,DEFAULT``): how a
     certificate's DN becomes ``User:<name>``, so the ACLs the product writes name the mapped principal."""
