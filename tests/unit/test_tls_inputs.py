@@ -8,7 +8,7 @@ import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 import pytest
@@ -265,3 +265,62 @@ def test_drctl_reports_the_programs_tls_refusal_as_exit_4_nothing_created() -> N
 
 def test_a_tls_files_ca_location_default_is_unchanged() -> None:
     assert TlsFiles().insecure_skip_verify is False
+
+
+# -- the RTO probe under mutual TLS writes as the application, or not at all ---------------------------------
+
+
+class _Probe:
+    made: ClassVar[list[Any]] = []
+
+    def __init__(self, endpoint: Any, topic: str, *, failover_id: str) -> None:
+        self.endpoint, self.topic = endpoint, topic
+        _Probe.made.append(self)
+
+    def start(self) -> None:
+        return None
+
+
+def _probe_ctx(tmp_path: Path, b_ep: Any, said: list[str]) -> Any:
+    from types import SimpleNamespace
+
+    from tests.unit.test_tls_clients import _topology as with_app
+
+    original = with_app({"tls": {}}, {"tls": {}})
+    return SimpleNamespace(
+        options=SimpleNamespace(probe=True),
+        journal=SimpleNamespace(measurements=SimpleNamespace(probe=None), failover_id="f-1"),
+        original=original,
+        source="A",
+        b_ep=b_ep,
+        before=SimpleNamespace(app_password=lambda _name: "app-pw"),
+        state=tmp_path,
+        progress=said.append,
+    )
+
+
+def test_under_mutual_tls_the_rto_probe_writes_as_the_application_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: ``with_user`` kept the admin's certificate, so the probe wrote as the admin — never fenced, never
+    refused — and the failover reported the round trip of its first write as the RTO (0.285 s)."""
+    from dr.failover.frame import run as frame_run
+    from dr.kafka.client import Endpoint
+
+    monkeypatch.setattr(frame_run, "WriteProbe", _Probe)
+    _Probe.made.clear()
+    admin = TlsFiles("/ca.pem", "/admin.pem", "/admin.key", "/admin.p12")
+    said: list[str] = []
+    mtls = Endpoint("127.0.0.1:1", "", "", "SSL", tls=admin, cluster="B")
+    assert frame_run._start_probe(_probe_ctx(tmp_path, mtls, said)) is None
+    assert _Probe.made == [] and "RTO probe: not run" in said[0] and "app.crt" in said[0]
+    (tmp_path / "clients").mkdir()
+    for name in ("app.crt", "app.key"):
+        (tmp_path / "clients" / name).write_text("x")
+    probe = frame_run._start_probe(_probe_ctx(tmp_path, mtls, said))
+    assert probe is not None and probe.endpoint.tls.certificate_location == str(tmp_path / "clients" / "app.crt")
+    assert probe.endpoint.tls.key_location == str(tmp_path / "clients" / "app.key")
+    assert probe.endpoint.tls.ca_location == "/ca.pem" and probe.topic == "orders"
+    sasl = Endpoint("127.0.0.1:1", "admin", "pw", "SASL_SSL", tls=TlsFiles("/ca.pem"), cluster="B")
+    probe = frame_run._start_probe(_probe_ctx(tmp_path, sasl, said))
+    assert probe is not None and probe.endpoint.username == "app" and probe.endpoint.tls == TlsFiles("/ca.pem")
