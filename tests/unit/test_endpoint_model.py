@@ -171,13 +171,18 @@ def test_a_runtime_api_on_a_remote_address_is_refused_unless_declared() -> None:
         assert "no authentication" in text and "ssh -N -L 127.0.0.1:9999:" in text
         assert "insecure_remote_runtime_api: true" in text
     declared = _external({"runtimeApi": "10.0.0.9:9999", "insecureRemoteRuntimeApi": True})
-    assert declared.endpoint is not None and declared.endpoint.insecure_remote_runtime_api
+    from dr.topology.insecure import insecure_warnings
+
+    (warning,) = insecure_warnings(declared)
+    assert warning.startswith("INSECURE: endpoint.insecure_remote_runtime_api") and "10.0.0.9:9999" in warning
 
 
 @pytest.mark.parametrize("where", ["127.0.0.1:9999", "[::1]:9999", "localhost:9999", "/run/haproxy/kdr.sock"])
-def test_a_loopback_port_or_a_socket_path_is_accepted(where: str) -> None:
+def test_a_loopback_port_or_a_socket_path_is_accepted_without_a_warning(where: str) -> None:
+    from dr.topology.insecure import insecure_warnings
+
     t = _external({"runtimeApi": where})
-    assert t.endpoint is not None and t.endpoint.runtime_api == where
+    assert t.endpoint is not None and t.endpoint.runtime_api == where and insecure_warnings(t) == []
 
 
 def test_a_runtime_api_socket_open_to_every_user_or_no_address_is_refused(tmp_path: Path) -> None:
