@@ -25,6 +25,7 @@ from dr.base.stackref import state_dir as default_state_dir
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Cluster, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER, client_cluster
+from dr.topology.insecure import insecure_warnings
 from dr.topology.provisioning import provisioning_warning
 from dr.topology.stackconfig import CONFIG_KEYS, StackConfig
 from stacks.access import ClusterAccess, ClusterAccessArgs
@@ -32,6 +33,7 @@ from stacks.cluster import KafkaCluster, KafkaClusterArgs
 from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
 from stacks.links import LinkArgs, link_component
 from stacks.links.connect import check_workers
+from stacks.tls_preflight import refuse_failing_handshakes
 
 if TYPE_CHECKING:
     from stacks.confluent import ConfluentKafkaCluster
@@ -56,6 +58,8 @@ def load() -> Topology:
         _refuse_plaintext_secrets(topology)
     except DRError as exc:
         raise pulumi.RunError(f"error: {exc}") from None
+    for line in insecure_warnings(topology):  # on every run, as drctl says them on every command
+        pulumi.log.warn(line)
     return topology
 
 
@@ -317,11 +321,16 @@ def run(state_dir: Path | None = None) -> None:
     """The program: load the topology, build the estate, export outputs.
 
     ``state_dir`` is where local clusters keep their data and generated credentials (default:
-    ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project).
+    ``$KDR_STATE_DIR/<stack>``, else ``.state/<stack>`` of the project). An external TLS cluster whose
+    handshake fails stops the run before any resource is declared (:mod:`stacks.tls_preflight`).
     """
 
     topology = load()
     state = state_dir or default_state_dir(topology.name)
+    try:  # before any resource is declared: a wrong CA stops the run with nothing changed
+        refuse_failing_handshakes(topology, state)
+    except DRError as exc:
+        raise pulumi.RunError(f"error: {exc}") from None
     if state_dir is None:  # `pulumi up` itself (drctl restores them before it runs the program inline)
         try:
             _refuse_switch_to_batched(topology)

@@ -539,7 +539,15 @@ def _translate(exc: Exception, what: str) -> DRError:
         )
     if "no resource plugin" in text or "no language plugin" in text:
         return ToolchainError(f"{what} failed: {detail}", "run `make setup` (it builds and installs the plugins)")
+    from dr.kafka.client import TLS_FAILED
+
     done = _engine_changes(text)
+    if "error: error:" in text and TLS_FAILED in text and not done:
+        # the program's handshake check (stacks.tls_preflight) stopped it before any resource was declared
+        return ClusterError(
+            f"{what} refused: {detail}",
+            "correct the cluster's tls block as the message says, then run again (nothing was changed)",
+        )
     if "error: error:" in text:
         if not done:
             nothing = "nothing was destroyed" if "destroy" in what else "nothing was created"

@@ -11,12 +11,15 @@ JVM's ``cacerts``: a declared CA is the only trust anchor each client gets.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "TLS_PROTOCOLS",
     "TlsFiles",
+    "certificate_blocks",
+    "foreign_pem_blocks",
     "java_tls",
     "key_password_reference",
     "librdkafka_tls",
@@ -32,6 +35,22 @@ TLS_PROTOCOLS = frozenset({"SASL_SSL", "SSL"})
 def uses_tls(protocol: str) -> bool:
     """True for the protocols that encrypt (``SASL_SSL``, ``SSL``)."""
     return protocol in TLS_PROTOCOLS
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.DOTALL)
+
+
+def certificate_blocks(text: str) -> str:
+    """Only the ``CERTIFICATE`` blocks of the PEM ``text`` (a CA input), one after the other; empty when
+    there is none. A CA bundle is public; whatever else a CA file holds (a private key left beside the
+    certificate) must never reach a client's configuration, a connector or the Pulumi state."""
+    blocks = [m.group(0) for m in _PEM_BLOCK.finditer(text) if m.group(1) == "CERTIFICATE"]
+    return "\n".join(blocks) + "\n" if blocks else ""
+
+
+def foreign_pem_blocks(text: str) -> list[str]:
+    """The labels of the PEM blocks of ``text`` that are not certificates (``PRIVATE KEY``, ...)."""
+    return [m.group(1) for m in _PEM_BLOCK.finditer(text) if m.group(1) != "CERTIFICATE"]
 
 
 def uses_sasl(protocol: str) -> bool:
@@ -55,6 +74,9 @@ class TlsFiles:
     key_password_location: str | None = None
     """Mutual TLS, for Java clients: a 0600 properties file whose ``password=`` opens ``keystore_location``,
     then a PKCS#12 keystore (the product's own copy of the key, encrypted); without it the keystore is PEM."""
+    insecure_skip_verify: bool = False
+    """The Pulumi Kafka provider checks no certificate at all (declared ``tls.insecure_skip_verify``);
+    every other client keeps verifying the chain."""
 
     @property
     def mutual(self) -> bool:
@@ -118,15 +140,19 @@ def spark_tls(protocol: str, tls: TlsFiles | None) -> dict[str, str]:
 
 
 def provider_tls(protocol: str, tls: TlsFiles | None) -> dict[str, object]:
-    """Arguments of the Pulumi Kafka provider (``pulumi_kafka.Provider``): ``tls_enabled``, the PEM text of
-    ``ca_cert`` and ``client_cert`` read from their files, and ``client_key`` (the caller makes it a
-    Pulumi secret). The Go provider has no separate hostname check: verification off is ``skip_tls_verify``."""
+    """Arguments of the Pulumi Kafka provider (``pulumi_kafka.Provider``): ``tls_enabled``, the certificates
+    of the CA file as ``ca_cert`` (only its ``CERTIFICATE`` blocks: the text lands in the Pulumi state),
+    ``client_cert`` read from its file, and ``client_key`` (the caller makes it a Pulumi secret).
+
+    The Go provider has no separate hostname check: it verifies the chain *and* the host whatever
+    ``hostname_verification`` says, and checks nothing only with ``skip_tls_verify``, which is set only
+    by the declared ``tls.insecure_skip_verify``."""
     if not uses_tls(protocol):
         return {"tls_enabled": False}
     tls = tls or TlsFiles()
-    args: dict[str, object] = {"tls_enabled": True, "skip_tls_verify": not tls.hostname_verification}
+    args: dict[str, object] = {"tls_enabled": True, "skip_tls_verify": tls.insecure_skip_verify}
     if tls.ca_location:
-        args["ca_cert"] = Path(tls.ca_location).read_text(encoding="utf-8")
+        args["ca_cert"] = certificate_blocks(Path(tls.ca_location).read_text(encoding="utf-8"))
     if tls.certificate_location and tls.key_location:
         args["client_cert"] = Path(tls.certificate_location).read_text(encoding="utf-8")
         args["client_key"] = Path(tls.key_location).read_text(encoding="utf-8")

@@ -3,12 +3,15 @@
 Every port the proxy binds must be its own: not a port of a local broker, controller or Connect worker,
 not twice in the endpoint, inside the range the local estate uses. There is one broker slot for each
 broker of the largest cluster that may become active, and a local estate's proxy listens on loopback.
+The proxy's runtime API (unauthenticated) is a unix socket others cannot open or a loopback port, unless
+a remote one is declared (``insecure_remote_runtime_api``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
@@ -114,5 +117,65 @@ def endpoint_problems(t: Topology) -> Iterator[tuple[str, str, str]]:
         yield (
             "endpoint.runtime_api",
             "is missing: the proxy of external clusters is run by the platform team, and failover needs its runtime API",
-            "set it to the runtime API's host:port or unix socket path",
+            "set it to the path of the runtime API's unix socket (mode 600) or 127.0.0.1:<port>",
         )
+    else:
+        yield from _runtime_api_problems(e.runtime_api, e.insecure_remote_runtime_api)
+    if e.insecure_remote_runtime_api and (local or e.runtime_api is None):
+        yield (
+            "endpoint.insecure_remote_runtime_api",
+            "is set without a runtime_api of a proxy the platform team runs",
+            "remove it",
+        )
+
+
+def _runtime_api_problems(where: str, remote_declared: bool) -> Iterator[tuple[str, str, str]]:
+    """HAProxy's runtime API has no authentication: whoever reaches it can point every client at a cluster
+    of their choosing. So it is a unix socket others cannot open, or a loopback port; anything else only
+    when declared (``insecure_remote_runtime_api``)."""
+    at = "endpoint.runtime_api"
+    tunnel = (
+        "reach a remote proxy's socket through an authenticated tunnel instead, e.g. "
+        "`ssh -N -L 127.0.0.1:9999:/run/haproxy/kdr-admin.sock <proxy host>` and runtime_api: 127.0.0.1:9999"
+    )
+    if where.startswith("/"):
+        path = Path(where)
+        try:
+            mode = path.stat().st_mode & 0o777 if path.exists() else None
+        except OSError:
+            mode = None
+        if mode is not None and mode & 0o006 and not remote_declared:
+            yield (
+                at,
+                f"the runtime API socket {where} is open to every local user (mode {mode:04o}): any of them "
+                "could redirect every client of the endpoint",
+                f"declare it `stats socket {where} mode 600 level admin` (owned by the user running drctl) "
+                "in the proxy's configuration and reload it",
+            )
+        return
+    host, sep, port = where.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        yield (
+            at,
+            f"{where!r} is neither the absolute path of a unix socket nor host:port",
+            "give the socket's path (e.g. /run/haproxy/kdr-admin.sock) or 127.0.0.1:<port>",
+        )
+        return
+    if _is_loopback(host.strip("[]")) or remote_declared:
+        return
+    yield (
+        at,
+        f"{where} is not a loopback address: HAProxy's runtime API has no authentication, so whoever reaches "
+        "it can point every client of the endpoint at a cluster of their choosing",
+        f"use the proxy's unix socket (mode 600) or 127.0.0.1:<port> on the proxy's machine; {tunnel}; "
+        "only if the network path is otherwise protected, declare endpoint.insecure_remote_runtime_api: true",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -120,11 +120,20 @@ class Tls(_Model):
     client_certificate_pem: str | None = None
     """The same certificate as PEM text in the stack config."""
     client_key_file: str | None = None
-    """Mutual TLS: the unencrypted PEM private key of ``client_certificate_*`` (a 0600 file)."""
+    """Mutual TLS: the unencrypted PEM private key of ``client_certificate_*``, a file only its owner can
+    read (0600 or 0400; one readable by the group or others is refused)."""
     client_key_pem: Secret | None = None
-    """The same key as a Pulumi secret (``pulumi config set --path --secret ...clientKeyPem``)."""
+    """The same key as a Pulumi secret
+    (``pulumi config set --path --secret 'kafka-dr:clusters[<i>].tls.clientKeyPem' < admin.key``)."""
     hostname_verification: bool = True
-    """Check that each broker's certificate names the host dialled. Off only when declared so."""
+    """Check that each broker's certificate names the host dialled. Declared ``false``, ``drctl``,
+    MirrorMaker 2, the connectors and Spark skip only that check (a warning on every command); the Pulumi
+    Kafka provider cannot skip it alone and keeps checking, unless ``insecure_skip_verify``."""
+    insecure_skip_verify: bool = False
+    """The Pulumi Kafka provider checks no certificate of this cluster's brokers at all (its only way to
+    accept certificates that do not name the host it dials). Anyone on the path can then pose as the
+    brokers to the provider, which logs in as the admin; said as a warning on every command. The other
+    clients keep verifying the chain."""
     principal_mapping_rules: str | None = None
     """The brokers' ``ssl.principal.mapping.rules`` (e.g. ``RULE:^CN=([^,]+).*$/$1/,DEFAULT``): how a
     certificate's DN becomes ``User:<name>``, so the ACLs the product writes name the mapped principal."""
@@ -240,8 +249,13 @@ class ClientEndpoint(_Model):
     broker_ports: list[int] = Field(min_length=1, max_length=3)
     """One port per broker slot: port ``i`` reaches broker id ``i + 1`` of the active cluster."""
     runtime_api: str | None = None
-    """Where HAProxy's runtime API answers: ``host:port`` or the path of a unix socket. Local estates:
-    leave it out (a socket in the state directory)."""
+    """Where HAProxy's runtime API answers: the path of a unix socket (mode 0600, on this machine) or
+    ``127.0.0.1:<port>`` (loopback). The API has no authentication: whoever reaches it can point every
+    client elsewhere, so any other address is refused unless ``insecure_remote_runtime_api``. Local
+    estates: leave it out (a 0600 socket in the state directory)."""
+    insecure_remote_runtime_api: bool = False
+    """Accept a ``runtime_api`` on an address other than loopback (a warning on every command). Prefer
+    a loopback port forwarded over SSH to the proxy's socket."""
 
     @property
     def ports(self) -> list[int]:

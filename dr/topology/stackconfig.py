@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
@@ -309,7 +310,22 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
     config = document.get("config") or {}
     if isinstance(config, Mapping):
         _refuse_plaintext(path, match["stack"], config)
-    return load_topology(match["stack"], config)
+    topology = load_topology(match["stack"], config)
+    _say_insecure(topology)
+    return topology
+
+
+_SAID: set[str] = set()
+
+
+def _say_insecure(topology: Topology) -> None:
+    """Every protection the stack switches off, on stderr, once per process (:mod:`dr.topology.insecure`)."""
+    from dr.topology.insecure import insecure_warnings
+
+    for line in insecure_warnings(topology):
+        if line not in _SAID:
+            _SAID.add(line)
+            sys.stderr.write(f"warning: stack {topology.name!r}: {line}\n")
 
 
 def _plaintext_secrets(topology: Topology) -> list[str]:

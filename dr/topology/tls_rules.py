@@ -3,7 +3,8 @@
 Checked with every other rule (:mod:`dr.topology.validation`) before anything runs: a protocol and a
 mechanism that do not fit, mutual TLS without a client certificate, a key without its certificate, and
 every declared PEM read as the clients will read it — a CA file that is missing, unreadable or not
-PEM, an expired certificate (with its expiry date), a key that does not match its certificate. A
+PEM, an expired certificate (with its expiry date), a key file readable by its group or others, a key
+that does not match its certificate. A
 secret still encrypted (a raw stack file read without the engine) is checked where it is decrypted.
 """
 
@@ -205,6 +206,14 @@ def _key_problem(tls: Tls, cert: x509.Certificate | None) -> Problem | None:
         if problem:
             return problem
         field = "client_key_file"
+        mode = Path(tls.client_key_file).expanduser().stat().st_mode & 0o777
+        if mode & 0o077:
+            return (
+                field,
+                f"client_key_file {tls.client_key_file} is readable by others than its owner (mode {mode:04o}): "
+                "a private key must be the owner's alone",
+                f"`chmod 600 {tls.client_key_file}` (and check who read it meanwhile), then run again",
+            )
     elif tls.client_key_pem is not None and not tls.client_key_pem.is_encrypted:
         data, field = tls.client_key_pem.get_secret_value().encode(), "client_key_pem"
     else:

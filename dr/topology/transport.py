@@ -1,6 +1,7 @@
 """A cluster's TLS material as files on this machine (:class:`~dr.kafka.tls.TlsFiles`), from its declaration.
 
-Paths declared in the stack are used as they are. PEM text declared in the stack (``ca_pem``,
+Paths declared in the stack are used as they are, but a CA input gives its certificates alone: a CA
+file holding anything else (a private key beside the certificate) is copied without it. PEM text declared in the stack (``ca_pem``,
 ``client_certificate_pem``, the ``client_key_pem`` secret) is written to 0600 files under the stack's
 state directory (``<state>/tls/``), rewritten only when it changed; so is, under mutual TLS, the one
 keystore Java clients read: the product's own copy of the key and the certificate chain in PKCS#12,
@@ -23,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from dr.base.errors import ConfigError
 from dr.base.files import private_dir, write_atomic
-from dr.kafka.tls import TlsFiles, uses_tls
+from dr.kafka.tls import TlsFiles, certificate_blocks, foreign_pem_blocks, uses_tls
 from dr.topology.model import Cluster
 
 __all__ = ["java_keystore", "tls_files"]
@@ -48,9 +49,9 @@ def tls_files(cluster: Cluster, state: Path, key_pem: str | None = None) -> TlsF
     tls = cluster.tls
     if tls is None:
         return TlsFiles()
-    ca = _absolute(tls.ca_file) if tls.ca_file else None
+    ca = _ca_file(state, cluster.name, tls.ca_file) if tls.ca_file else None
     if tls.ca_pem:
-        ca = _materialised(state, f"{cluster.name}-ca.pem", tls.ca_pem)
+        ca = _materialised(state, f"{cluster.name}-ca.pem", certificate_blocks(tls.ca_pem))
     cert = _absolute(tls.client_certificate_file) if tls.client_certificate_file else None
     if tls.client_certificate_pem:
         cert = _materialised(state, f"{cluster.name}-client.pem", tls.client_certificate_pem)
@@ -63,7 +64,20 @@ def tls_files(cluster: Cluster, state: Path, key_pem: str | None = None) -> TlsF
     keystore = password_file = None
     if cert and key:
         keystore, password_file = java_keystore(state, cluster.name, Path(key), Path(cert))
-    return TlsFiles(ca, cert, key, keystore, tls.hostname_verification, password_file)
+    return TlsFiles(ca, cert, key, keystore, tls.hostname_verification, password_file, tls.insecure_skip_verify)
+
+
+def _ca_file(state: Path, name: str, declared: str) -> str:
+    """The declared CA file, or — when it holds more than certificates (a private key left beside the CA
+    certificate) — a 0600 copy of its certificates alone under ``<state>/tls``: no client is given the rest."""
+    path = _absolute(declared)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return path  # the rules (dr.topology.tls_rules) report an unreadable CA file before anything runs
+    if not foreign_pem_blocks(text):
+        return path
+    return _materialised(state, f"{name}-ca.pem", certificate_blocks(text))
 
 
 def java_keystore(state: Path, name: str, key_path: Path, cert_path: Path) -> tuple[str, str]:

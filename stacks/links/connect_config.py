@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from dr.base.errors import ConfigError
-from dr.kafka.tls import uses_tls
+from dr.kafka.tls import certificate_blocks, uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Delivery, Link, Topology
 from dr.topology.model import ConnectCredentials
@@ -62,7 +62,8 @@ def _tls(prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, pas
     if tls is not None and tls.ca_file:
         out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.location": tls.ca_file}
     elif tls is not None and tls.ca_pem:
-        out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.certificates": tls.ca_pem}
+        certificates = certificate_blocks(tls.ca_pem)  # a CA input gives its certificates alone
+        out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.certificates": certificates}
     if cluster.security_protocol == "SSL":
         if keystore is None or not keystore.keystore_file:
             raise ConfigError(

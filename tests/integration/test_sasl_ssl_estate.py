@@ -5,14 +5,16 @@ fixture; no system trust store or JVM ``cacerts`` touched); a Connect worker hom
 alone. The stack declares them ``kind: external``, ``security_protocol: SASL_SSL``, ``tls.ca_file``. One
 estate for the module, the tests in order: ``drctl estate up`` from nothing; writes accepted on A and
 refused on B through the published client file; ``drctl status`` exit 0; a wrong CA and a hostname
-mismatch refused with the cluster, the endpoint and the TLS cause, nothing changed; a planned failover under
-traffic. (The unplanned failover, ``drctl verify`` listing what never reached C and recovery over TLS run on
+mismatch refused with the cluster, the endpoint and the TLS cause, nothing changed; a bare ``pulumi up`` and
+``drctl estate preview`` with a wrong CA refused by the program's handshake check, the checkpoint unchanged;
+a planned failover under traffic. (The unplanned failover, ``drctl verify`` listing what never reached C and recovery over TLS run on
 the mutual-TLS estate, tests/integration/test_mtls_estate.py.)
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import make_ca
 from dr.runtime.process import wait_until
+from tests import REPO_ROOT
 from tests.integration.mtls_estate import SaslSslEstate, init_project, orders_stack, running
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import OUTPUTS, Env
@@ -36,6 +39,8 @@ from tests.integration.test_external_estate import OUTPUTS, Env
 pytestmark = pytest.mark.integration
 
 STACK = "saslssl"
+SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+"""The key marking a secret value in a Pulumi checkpoint."""
 
 
 class SaslSslEnv(Env):
@@ -164,6 +169,72 @@ def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_th
     assert "TLS to the brokers failed" in up.stderr and "certificate verify failed" in up.stderr, up.stderr[-3000:]
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
+
+
+def _checkpoint(env: SaslSslEnv) -> list[tuple[str, str, str]]:
+    """Every resource of the stack's checkpoint: URN, inputs and outputs (secret values as their marker)."""
+    res = env.pulumi("stack", "export", "--stack", STACK)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            if SECRET_SIG_KEY in value:
+                return "<secret>"
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    resources = json.loads(res.stdout)["deployment"]["resources"]
+    return [
+        (
+            r["urn"],
+            json.dumps(plain(r.get("inputs")), sort_keys=True),
+            json.dumps(plain(r.get("outputs")), sort_keys=True),
+        )
+        for r in resources
+    ]
+
+
+def test_a_bare_pulumi_up_and_estate_preview_refuse_a_wrong_ca_with_the_checkpoint_unchanged(
+    env: SaslSslEnv, estate: SaslSslEstate
+) -> None:
+    """B declared with an impostor CA. The program's own handshake check stops a bare ``pulumi up`` (the
+    repository's ``Pulumi.yaml`` and ``stacks/`` in the project) and ``drctl estate preview`` (exit 4) before
+    any resource is declared, naming B, the CA input and the next step: the checkpoint and the link's
+    connectors are as they were (before: ``pulumi up`` exited 0 and pointed the connectors at that CA)."""
+    from dr.kafka.connect_rest import ConnectRest
+
+    kept, project_file = env.stack_file.read_text(), env.project / "Pulumi.yaml"
+    kept_project = project_file.read_text()
+    impostor = env.root / "impostor-ca.pem"
+    impostor.write_bytes(make_ca("an impostor CA").certificate_pem)
+    before = _checkpoint(env)
+    assert any("ConnectMirrorLink" in urn for urn, _i, _o in before), [u for u, _i, _o in before]
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", project_file)  # the program pulumi runs: stacks/ of the repository
+    (env.project / "stacks").symlink_to(REPO_ROOT / "stacks")
+    _edit_stack(env, "B", tls={"ca_file": str(impostor)})
+    try:
+        up = env.pulumi("up", "--stack", STACK, "--yes", "--skip-preview")
+        preview = env.drctl("estate", "preview", "--stack", STACK)
+        after = _checkpoint(env)
+    finally:
+        env.stack_file.write_text(kept)
+        project_file.write_text(kept_project)
+        (env.project / "stacks").unlink()
+    b = estate.clusters["B"].bootstrap
+    text = up.stdout + up.stderr
+    assert up.returncode != 0, text[-3000:]
+    assert f"cluster 'B' ({b}): TLS to the brokers failed: certificate verify failed" in text, text[-3000:]
+    assert f"tls.ca_file {impostor}" in text and "Nothing was changed" in text and "next step" in text
+    assert preview.returncode == 4, preview.stdout[-2000:] + preview.stderr[-3000:]
+    assert f"cluster 'B' ({b}): TLS to the brokers failed" in preview.stderr and str(impostor) in preview.stderr
+    assert after == before, "the refused runs changed the checkpoint"
+    rest = ConnectRest(estate.connect.url)
+    for name in rest.connectors():
+        assert str(impostor) not in json.dumps(rest.config(name)), f"connector {name} was pointed at the impostor CA"
+    clean = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-2000:]
 
 
 def test_planned_failover_under_traffic(env: SaslSslEnv, estate: SaslSslEstate) -> None:

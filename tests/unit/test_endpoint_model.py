@@ -131,6 +131,7 @@ def test_an_external_estates_switch_names_each_clusters_servers_on_the_teams_pro
         "bootstrapPort": 9092,
         "brokerPorts": [9101, 9102],
         "runtimeApi": "10.0.0.9:9999",
+        "insecureRemoteRuntimeApi": True,  # a remote runtime API only when declared (issue 45)
     }
     t = load_topology("production-example", config)
     spec = endpoint_spec(t)
@@ -140,3 +141,70 @@ def test_an_external_estates_switch_names_each_clusters_servers_on_the_teams_pro
     assert "set server kdr_slot2/dc2 state ready" in commands and "shutdown sessions server kdr_slot1/dc3" in commands
     assert len(commands) == 8 + 4 + 8  # 4 servers per cluster: the others' to maint, dc2's ready, the others' cut
     assert local_endpoint(t, Path("/nonexistent")) is None  # nothing runs on this machine
+
+
+# -- the runtime API is local-only unless declared (issue 45): it has no authentication -------------------
+
+
+def _external(endpoint: dict[str, Any]) -> Any:
+    import yaml
+
+    from tests import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "Pulumi.production-example.yaml").read_text())["config"]
+    config["kafka-dr:endpoint"] = {
+        "address": "kafka.example.internal",
+        "bootstrapPort": 9092,
+        "brokerPorts": [9101, 9102],
+        **endpoint,
+    }
+    return load_topology("production-example", config)
+
+
+def test_a_runtime_api_on_a_remote_address_is_refused_unless_declared() -> None:
+    """Before: any host:port was accepted, and the README told teams to open the API on a TCP port."""
+    for where in ("10.0.0.9:9999", "proxy.example.internal:9999", "0.0.0.0:9999"):
+        with pytest.raises(TopologyError) as err:
+            _external({"runtimeApi": where})
+        text = str(err.value)
+        assert f"endpoint.runtime_api: {where} is not a loopback address" in text, text
+        assert "no authentication" in text and "ssh -N -L 127.0.0.1:9999:" in text
+        assert "insecure_remote_runtime_api: true" in text
+    declared = _external({"runtimeApi": "10.0.0.9:9999", "insecureRemoteRuntimeApi": True})
+    from dr.topology.insecure import insecure_warnings
+
+    (warning,) = insecure_warnings(declared)
+    assert warning.startswith("INSECURE: endpoint.insecure_remote_runtime_api") and "10.0.0.9:9999" in warning
+
+
+@pytest.mark.parametrize("where", ["127.0.0.1:9999", "[::1]:9999", "localhost:9999", "/run/haproxy/kdr.sock"])
+def test_a_loopback_port_or_a_socket_path_is_accepted_without_a_warning(where: str) -> None:
+    from dr.topology.insecure import insecure_warnings
+
+    t = _external({"runtimeApi": where})
+    assert t.endpoint is not None and t.endpoint.runtime_api == where and insecure_warnings(t) == []
+
+
+def test_a_runtime_api_socket_open_to_every_user_or_no_address_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "admin.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        path.chmod(0o666)
+        with pytest.raises(TopologyError) as err:
+            _external({"runtimeApi": str(path)})
+        assert "open to every local user (mode 0666)" in str(err.value) and "mode 600 level admin" in str(err.value)
+        path.chmod(0o600)
+        assert _external({"runtimeApi": str(path)}).endpoint is not None
+    finally:
+        server.close()
+    for bad in ("proxy-without-port", "relative/path.sock", "127.0.0.1:99999"):
+        with pytest.raises(TopologyError, match="neither the absolute path of a unix socket nor host:port"):
+            _external({"runtimeApi": bad})
+
+
+def test_the_opt_in_without_a_teams_runtime_api_is_refused() -> None:
+    with pytest.raises(TopologyError, match=r"endpoint\.insecure_remote_runtime_api: is set without a runtime_api"):
+        load_topology("local", _with({**ENDPOINT, "insecureRemoteRuntimeApi": True}))

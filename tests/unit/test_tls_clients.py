@@ -111,7 +111,9 @@ def test_provider_args_carry_the_pems_and_skip_verify_only_when_declared(tmp_pat
     (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
     args = provider_tls("SASL_SSL", TlsFiles(str(tmp_path / "ca.pem")))
     assert args == {"tls_enabled": True, "skip_tls_verify": False, "ca_cert": ca.certificate_pem.decode()}
-    assert provider_tls("SASL_SSL", TlsFiles(hostname_verification=False))["skip_tls_verify"] is True
+    # the provider cannot skip the host check alone: only the declared insecure_skip_verify skips its checks
+    assert provider_tls("SASL_SSL", TlsFiles(hostname_verification=False))["skip_tls_verify"] is False
+    assert provider_tls("SASL_SSL", TlsFiles(insecure_skip_verify=True))["skip_tls_verify"] is True
     assert provider_tls("SASL_PLAINTEXT", None) == {"tls_enabled": False}
 
 
@@ -173,6 +175,7 @@ def test_connectors_trust_the_declared_ca_without_a_key_inline(tmp_path: Path, c
 def test_connectors_under_mutual_tls_use_the_replicators_keystore_on_the_workers(tmp_path: Path, admin: Issued) -> None:
     (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
     (tmp_path / "c.key").write_bytes(admin.key_pem)
+    (tmp_path / "c.key").chmod(0o600)
     a = {
         "security_protocol": "SSL",
         "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
@@ -36,6 +37,7 @@ from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.stack_guard import check_unchanged, refuse_finished_elsewhere
 from dr.failover.frame.step import MODES, Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
+from dr.kafka.tls import TlsFiles, uses_sasl
 from dr.topology import Role, Topology
 from dr.topology.access import applications_on
 
@@ -72,9 +74,36 @@ def _start_probe(ctx: Context) -> WriteProbe | None:
     if producer is None:
         return None
     endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
+    tls = endpoint.tls
+    if not uses_sasl(endpoint.security_protocol) and tls is not None and tls.mutual:
+        # Mutual TLS: the login is the certificate, so with_user would still write as the admin — never
+        # fenced, never refused, "recovered" at its first write. The probe writes as the application, with
+        # its own certificate where its published files name it, or there is no probe (no RTO, not a false one).
+        own = _own_certificate(ctx.state, producer.name, tls)
+        if own is None:
+            ctx.progress(
+                f"RTO probe: not run — under mutual TLS it writes as {producer.name}, whose certificate and key are "
+                f"not at {ctx.state / 'clients'}/{producer.name}.crt and .key (its published files name them)"
+            )
+            return None
+        endpoint = replace(endpoint, tls=own)
     probe = WriteProbe(endpoint, ctx.original.produced_by(producer)[0], failover_id=ctx.journal.failover_id)
     probe.start()
     return probe
+
+
+def _own_certificate(state: Path, app: str, cluster_tls: TlsFiles) -> TlsFiles | None:
+    """``app``'s own certificate and key at the paths its published client files name (``clients/<app>.crt``,
+    ``.key``: the application team writes them), with the cluster's trust; None while they are not there."""
+    cert, key = state / "clients" / f"{app}.crt", state / "clients" / f"{app}.key"
+    if not (cert.is_file() and key.is_file()):
+        return None
+    return TlsFiles(
+        ca_location=cluster_tls.ca_location,
+        certificate_location=str(cert),
+        key_location=str(key),
+        hostname_verification=cluster_tls.hostname_verification,
+    )
 
 
 def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
