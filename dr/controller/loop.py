@@ -3,9 +3,9 @@ the metrics, log what changed — until SIGTERM.
 
 Shaped like a reconcile loop (strimzi's ``AbstractOperator.reconcile``: one pass, its hooks, again), read,
 not copied. One pass: probe the site's cluster (:func:`~dr.controller.observe.probe_site`), update its
-detection state, read ``drctl status``'s report (:func:`~dr.failover.status.status_report`: the other
-clusters, the links, the problems — the same reasons ``kdr_ready`` shows), read the site's fence state
-(whether applications may write there), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
+detection state, read the site's fence state (whether applications may write there), read ``drctl
+status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
+— the same reasons ``kdr_ready`` shows), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
 only read who holds it.
 
@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
@@ -173,7 +172,7 @@ class Controller:
         self.holder = f"{operator_identity()}/{site}"
         self._states: dict[str, Detection] = {}
 
-    def run(self, stop: threading.Event, on_ready: Callable[[int], None] | None = None) -> None:
+    def run(self, stop: threading.Event) -> None:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
         server = MetricsServer(self.metrics, self.policy.metrics_ports[self.cluster.name], self.port_field)
         keeper = None
@@ -187,8 +186,12 @@ class Controller:
             mode=self.policy.mode, metrics=f"http://127.0.0.1:{server.port}/metrics",
             witness=self.witness.describe() if self.witness else "none",
         )  # fmt: skip
-        if on_ready is not None:
-            on_ready(server.port)
+        if self.policy.mode == "automatic":
+            self.log(
+                "warning", "automatic-not-built",
+                "mode automatic is declared, but this controller does not fail over yet: it detects and alerts "
+                "(runbooks/controller.md, 'What is not done yet')",
+            )  # fmt: skip
         try:
             estate = Estate(self.topology, self.ref.made_state_dir())
             while not stop.is_set():
@@ -201,7 +204,7 @@ class Controller:
             self.log("info", "stopped", "controller stopped")
 
     def run_pass(self, estate: Estate) -> None:
-        """One pass: probe the site, read the status, read the fence state (see the module doc)."""
+        """One pass: probe the site, read its fence state, read the status (see the module doc)."""
         site = self.cluster.name
         try:
             probe = probe_site(site, estate.endpoint(site), timeout_s=self.interval_s)
@@ -209,6 +212,8 @@ class Controller:
             probe = Probe(site, metadata_ok=False, produce_ok=False, error=exc.problem)
         self.metrics.canary.labels(site).set(1 if probe.produce_ok else 0)
         self._observed(site, probe.up, probe.error)
+        if probe.metadata_ok:
+            self._fence_state(estate, site)
         try:
             report = status_report(self.ref)
         except DRError as exc:
@@ -219,8 +224,6 @@ class Controller:
                 up = c.health is not None and c.health.reachable
                 self._observed(c.name, up, None if up else (c.error or (c.health and c.health.error) or c.process))
         self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
-        if probe.metadata_ok:
-            self._fence_state(estate, site)
 
     def _observed(self, cluster: str, up: bool, error: str | None) -> None:
         now = time.monotonic()

@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dr.base.stackref import StackRef
 from dr.controller.etcd import EtcdWitness
+from dr.failover.frame.journal import Journal
 from dr.failover.team_store import project_name
 from tests import REPO_ROOT
 from tests.etcd_server import EtcdCluster, etcd_cluster
@@ -43,16 +45,18 @@ def etcd3() -> Iterator[EtcdCluster]:
 
 
 @pytest.fixture(scope="module")
-def metrics_port() -> Iterator[int]:
-    start = free_window(1)
-    yield start
+def metrics_ports() -> Iterator[tuple[int, int]]:
+    start = free_window(2)
+    yield start, start + 1
     release_window(start)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, etcd3: EtcdCluster, metrics_port: int) -> Iterator[StackEnv]:
-    """The local example (A on one broker) with a manual policy: etcd witness, A's metrics port, a short
-    detection (6 s, lease TTL 3 s + margin 1 s)."""
+def env(
+    tmp_path_factory: pytest.TempPathFactory, etcd3: EtcdCluster, metrics_ports: tuple[int, int]
+) -> Iterator[StackEnv]:
+    """The local example (A on one broker) with a manual policy: etcd witness, A's and B's metrics ports, a
+    short detection (6 s, lease TTL 3 s + margin 1 s)."""
     root = tmp_path_factory.mktemp(STACK)
     with windows(3) as ports:
         path = write_local_stack(root, STACK, ports)
@@ -62,7 +66,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, etcd3: EtcdCluster, metrics_po
             "leaseTtlS": 3,
             "marginS": 1,
             "witness": {"kind": "etcd", "endpoints": etcd3.endpoints},
-            "metricsPorts": {"A": metrics_port},
+            "metricsPorts": {"A": metrics_ports[0], "B": metrics_ports[1]},
         }
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         with provisioned(StackEnv(root, STACK)) as e:
@@ -107,52 +111,88 @@ def _problems(samples: dict[str, float]) -> list[str]:
     ]
 
 
-def test_the_controller_serves_metrics_and_sees_a_go_down(env: StackEnv, etcd3: EtcdCluster, metrics_port: int) -> None:
-    log = env.root / "controller-A.log"
+def _controller(env: StackEnv, site: str) -> tuple[subprocess.Popen[str], Path]:
+    """``drctl controller --site <site> --log-format json`` as an operator starts it; its log file."""
+    log = env.root / f"controller-{site}.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, "--site", "A", "--log-format", "json"],
+            [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, "--site", site, "--log-format", "json"],
             stdout=out, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env}, cwd=REPO_ROOT,
         )  # fmt: skip
+    return proc, log
+
+
+def _events(log: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+
+def test_the_controllers_serve_metrics_and_see_a_go_down(
+    env: StackEnv, etcd3: EtcdCluster, metrics_ports: tuple[int, int]
+) -> None:
+    port_a, port_b = metrics_ports
+    leader = EtcdWitness(etcd3.endpoints, f"/kafka-dr/{project_name()}/{STACK}/leader", 3)
+    a, log_a = _controller(env, "A")
+    b, log_b = _controller(env, "B")
     try:
         healthy = _until(
-            metrics_port,
+            port_a,
             lambda s: (
                 s.get('kdr_detection_state{cluster="A",state="up"}') == 1
                 and s.get("kdr_ready") == 1
                 and s.get('kdr_link_running{link="A-to-B"}') == 1
                 and s.get("kdr_lease_held") == 1
+                and 'kdr_app_writes_allowed{cluster="A"}' in s
             ),
-            "A up, ready, the link running and the lease held",
-            proc,
+            "A up, ready, the link running, the lease held and the fence state read",
+            a,
         )
         assert healthy['kdr_canary_produce_ok{cluster="A"}'] == 1
         assert healthy['kdr_detection_state{cluster="B",state="up"}'] == 1
         assert healthy['kdr_link_state{link="A-to-B",state="running"}'] == 1
         assert 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}' in healthy
         assert healthy["kdr_witness_up"] == 1 and healthy["kdr_lease_token"] > 0
-        holder = EtcdWitness(etcd3.endpoints, f"/kafka-dr/{project_name()}/{STACK}/leader", 3).current()
+        assert healthy['kdr_app_writes_allowed{cluster="A"}'] == 1  # not fenced
+        holder = leader.current()
         assert holder is not None and holder.holder.endswith("/A") and holder.token == healthy["kdr_lease_token"]
         assert f'kdr_lease_holder{{holder="{holder.holder}"}}' in healthy
+        # B's controller (the passive site) only watches the lease, and sees the same holder
+        seen_by_b = _until(
+            port_b,
+            lambda s: (
+                s.get(f'kdr_lease_holder{{holder="{holder.holder}"}}') == 1
+                and s.get('kdr_detection_state{cluster="B",state="up"}') == 1
+            ),
+            "B's controller up, seeing A's controller hold the lease",
+            b,
+        )
+        assert seen_by_b["kdr_lease_held"] == 0 and seen_by_b["kdr_lease_token"] == holder.token
 
         env.estate().local_cluster("A").stop()
         down = _until(
-            metrics_port,
+            port_a,
             lambda s: s.get('kdr_detection_state{cluster="A",state="down"}') == 1 and s.get("kdr_ready") == 0,
             "A detected down and the estate not ready",
-            proc,
+            a,
         )
         assert down['kdr_cluster_up{cluster="A"}'] == 0
         assert down['kdr_cluster_down_seconds{cluster="A"}'] >= 6
         assert down['kdr_alerts_total{kind="cluster_down"}'] >= 1
         assert any(p.startswith("cluster A (active) is stopped") for p in _problems(down)), _problems(down)
         assert down['kdr_detection_state{cluster="B",state="up"}'] == 1
+        from_b = _until(
+            port_b,
+            lambda s: s.get('kdr_detection_state{cluster="A",state="down"}') == 1,
+            "B's controller seeing A down",
+            b,
+        )
+        assert from_b["kdr_ready"] == 0 and from_b['kdr_alerts_total{kind="cluster_down"}'] >= 1
 
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-        events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        for proc in (a, b):
+            proc.send_signal(signal.SIGTERM)
+        assert a.wait(timeout=60) == 0 and b.wait(timeout=60) == 0
+        events = _events(log_a)
         kinds = [e["event"] for e in events]
-        assert {
+        expected = {
             "started",
             "lease-taken",
             "cluster-suspect",
@@ -160,15 +200,20 @@ def test_the_controller_serves_metrics_and_sees_a_go_down(env: StackEnv, etcd3: 
             "stopping",
             "lease-released",
             "stopped",
-        } <= set(kinds), kinds
+        }
+        assert expected <= set(kinds), kinds
         alert = next(e for e in events if e["event"] == "cluster-down")
         assert alert["cluster"] == "A" and "No action taken" in alert["message"]
-        assert EtcdWitness(etcd3.endpoints, f"/kafka-dr/{project_name()}/{STACK}/leader", 3).current() is None
-        assert env.estate().local_cluster("B").state() == "running"  # manual mode: nothing was failed over
+        assert "lease-taken" not in [e["event"] for e in _events(log_b)]
+        assert leader.current() is None  # A's controller gave the lease back
+        after = env.estate().topology  # manual mode: nothing was failed over
+        assert not after.failover_done and after.cluster("B").role == "passive"
+        assert Journal.load(StackRef.resolve(STACK).failover_home) is None
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for proc in (a, b):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         start = drctl(env, "estate", "start", "--stack", STACK, "--cluster", "A")
         assert start.returncode == 0, start.stderr[-2000:]
-    assert not Path(log).read_text().count("Traceback")
+    assert "Traceback" not in log_a.read_text() + log_b.read_text()

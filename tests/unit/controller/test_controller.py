@@ -110,3 +110,29 @@ def test_a_postgres_witness_needs_a_team_database(
     stack({"witness": {"kind": "postgres"}, "metrics_ports": {"A": _free_port()}})
     code, said = _exit(["controller", "--stack", "ctl", "--site", "A"], capsys)
     assert code == 2 and "witness kind postgres" in said and "postgres://" in said
+
+
+def test_the_metrics_carry_drctl_status_problems_as_readiness_reasons() -> None:
+    from prometheus_client import generate_latest
+
+    from dr.controller.metrics import ControllerMetrics
+    from dr.failover.status import LinkStatus, StatusReport, link_problem
+    from dr.topology.kinds import Engine, LinkState
+
+    stopped = LinkStatus(
+        name="A-to-B", source="A", target="B", state=LinkState.RUNNING, engine=Engine.MIRRORMAKER2, process="stopped"
+    )
+    report = StatusReport(
+        stack="s", failover_done=False, clusters=[], links=[stopped], consumer_groups=[], last_failover=None,
+        problems=["link A-to-B (A → B) is stopped; the topology says it runs"],
+    )  # fmt: skip
+    metrics = ControllerMetrics("s", "A", "manual")
+    metrics.status(report, {"A-to-B": link_problem(stopped) is not None})
+    text = generate_latest(metrics.registry).decode()
+    assert "kdr_ready 0.0" in text
+    assert 'kdr_problem{reason="link A-to-B (A → B) is stopped; the topology says it runs"} 1.0' in text
+    assert 'kdr_link_running{link="A-to-B"} 0.0' in text
+    assert 'kdr_link_state{link="A-to-B",state="running"} 1.0' in text
+    metrics.status(report.model_copy(update={"problems": []}), {"A-to-B": False})
+    text = generate_latest(metrics.registry).decode()
+    assert "kdr_ready 1.0" in text and "kdr_problem{" not in text  # a problem gone is no longer served
