@@ -1,11 +1,13 @@
 """``drctl controller`` on a real local estate (A → B, MirrorMaker 2) with a real three-member etcd as its
-witness: the metrics are scraped over HTTP as Prometheus would, and they follow A going down.
+witness: the metrics are scraped over HTTP, by the test and by a real Prometheus evaluating
+``ops/prometheus/kdr-rules.yml``, and they follow A going down.
 
-The controller of site A runs as an operator runs it (a ``drctl`` process, JSON-line logs). While the estate
-is healthy it reports A up, the link running, ``kdr_ready 1`` and that it holds the lease. A's brokers are
-stopped: A goes suspect, then down after ``detect_after_s``, ``kdr_ready`` drops to 0 with the reason
-``drctl status`` gives, and a ``cluster-down`` alert is logged — nothing is failed over (mode manual). On
-SIGTERM it exits 0 and gives the lease back.
+The controllers of sites A and B run as an operator runs them (``drctl`` processes, JSON-line logs). While
+the estate is healthy A's reports A up, the link running, ``kdr_ready 1`` and that it holds the lease; B's
+sees the same holder. A's brokers are stopped: A goes suspect, then down after ``detect_after_s`` at both
+controllers, ``kdr_ready`` drops to 0 with the reason ``drctl status`` gives, a ``cluster-down`` alert is
+logged and Prometheus fires ``KdrClusterDown`` from each site — nothing is failed over (mode manual). On
+SIGTERM both exit 0 and A's gives the lease back.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,7 @@ from tests import REPO_ROOT
 from tests.etcd_server import EtcdCluster, etcd_cluster
 from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
 from tests.integration.ports import free_window, release_window, windows
+from tests.prometheus_server import firing, prometheus_server
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -103,6 +108,30 @@ def _until(
     raise AssertionError(f"{what} never held; last scrape: {json.dumps(last, indent=1)[-3000:]}")
 
 
+def _until_prometheus(url: str, query: str, what: str) -> None:
+    """Wait until Prometheus's instant ``query`` returns a sample (the deadline only bounds a hang)."""
+    deadline = time.monotonic() + 120
+    q = urllib.parse.quote(query)
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/api/v1/query?query={q}", timeout=5) as response:  # noqa: S310 — loopback
+            if json.loads(response.read().decode())["data"]["result"]:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: {query} never returned a sample")
+
+
+def _until_alert(url: str, match: Callable[[dict[str, str]], bool], sites: set[str]) -> list[dict[str, str]]:
+    """Wait until Prometheus fires an alert matching ``match`` from each of ``sites``; their labels."""
+    deadline = time.monotonic() + 120
+    found: list[dict[str, str]] = []
+    while time.monotonic() < deadline:
+        found = [f["labels"] for f in firing(url) if match(f["labels"])]
+        if {f["site"] for f in found} >= sites:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"no alert from each of {sites}; firing: {found}")
+
+
 def _problems(samples: dict[str, float]) -> list[str]:
     return [
         re.sub(r'^kdr_problem\{reason="(.*)"\}$', r"\1", k)
@@ -133,7 +162,13 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
     leader = EtcdWitness(etcd3.endpoints, f"/kafka-dr/{project_name()}/{STACK}/leader", 3)
     a, log_a = _controller(env, "A")
     b, log_b = _controller(env, "B")
+    targets = [
+        (f"127.0.0.1:{port_a}", {"stack": STACK, "site": "A"}),
+        (f"127.0.0.1:{port_b}", {"stack": STACK, "site": "B"}),
+    ]
+    servers = ExitStack()
     try:
+        prom = servers.enter_context(prometheus_server(targets, [REPO_ROOT / "ops" / "prometheus" / "kdr-rules.yml"]))
         healthy = _until(
             port_a,
             lambda s: (
@@ -166,6 +201,10 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
             b,
         )
         assert seen_by_b["kdr_lease_held"] == 0 and seen_by_b["kdr_lease_token"] == holder.token
+        _until_prometheus(
+            prom, 'kdr_detection_state{cluster="A",state="up",site="B"} == 1', "Prometheus scraping B's A up"
+        )
+        assert not [f for f in firing(prom) if f["labels"]["alertname"] == "KdrClusterDown"]
 
         env.estate().local_cluster("A").stop()
         down = _until(
@@ -186,6 +225,9 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
             b,
         )
         assert from_b["kdr_ready"] == 0 and from_b['kdr_alerts_total{kind="cluster_down"}'] >= 1
+        # the real Prometheus scraping both controllers fires the rule file's alert, from each site
+        alerts = _until_alert(prom, lambda f: f["alertname"] == "KdrClusterDown" and f["cluster"] == "A", {"A", "B"})
+        assert {(f["stack"], f["severity"], f["state"]) for f in alerts} == {(STACK, "critical", "down")}
 
         for proc in (a, b):
             proc.send_signal(signal.SIGTERM)
@@ -210,6 +252,7 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
         assert not after.failover_done and after.cluster("B").role == "passive"
         assert Journal.load(StackRef.resolve(STACK).failover_home) is None
     finally:
+        servers.close()
         for proc in (a, b):
             if proc.poll() is None:
                 proc.kill()
