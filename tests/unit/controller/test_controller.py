@@ -136,3 +136,87 @@ def test_the_metrics_carry_drctl_status_problems_as_readiness_reasons() -> None:
     metrics.status(report.model_copy(update={"problems": []}), {"A-to-B": False})
     text = generate_latest(metrics.registry).decode()
     assert "kdr_ready 1.0" in text and "kdr_problem{" not in text  # a problem gone is no longer served
+
+
+class _FakeWitness:
+    """A witness whose answers the test sets: it grants a new token per acquire, renews while ``alive``."""
+
+    ttl_s = 3.0
+
+    def __init__(self) -> None:
+        self.token, self.alive, self.down, self.holding = 0, True, False, None
+
+    def describe(self) -> str:
+        return "fake"
+
+    def _answer(self) -> None:
+        from dr.base.errors import ClusterError
+
+        if self.down:
+            raise ClusterError("the witness (fake) does not answer")
+
+    def acquire(self, holder: str) -> Any:
+        from dr.controller.witness import Holding
+
+        self._answer()
+        self.token += 1
+        self.alive = True
+        self.holding = Holding(holder, self.token, 0.0)
+        return self.holding
+
+    def renew(self, holding: Any) -> bool:
+        self._answer()
+        return self.alive and holding.token == self.token
+
+    def current(self) -> Any:
+        self._answer()
+        return self.holding if self.alive else None
+
+    def release(self, holding: Any) -> None:
+        self.holding = None
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_lease_keeper_takes_renews_alerts_on_loss_and_on_the_witness_down_once() -> None:
+    from prometheus_client import generate_latest
+
+    from dr.controller.loop import LeaseKeeper
+    from dr.controller.metrics import ControllerMetrics
+
+    witness, out = _FakeWitness(), io.StringIO()
+    metrics = ControllerMetrics("s", "A", "manual")
+    keeper = LeaseKeeper(witness, "me/A", holds=True, log=Log("json", out), metrics=metrics)
+    keeper.tick()
+    keeper.tick()
+    assert keeper.mine is not None and keeper.mine.token == 1  # taken once, then renewed
+    witness.alive = False  # expired before it was renewed
+    keeper.tick()
+    assert keeper.mine is not None and keeper.mine.token == 2  # lost, then taken again
+    witness.down = True
+    keeper.tick()
+    keeper.tick()
+    text = generate_latest(metrics.registry).decode()
+    assert "kdr_witness_up 0.0" in text
+    assert 'kdr_alerts_total{kind="lease_lost"} 1.0' in text
+    assert 'kdr_alerts_total{kind="witness_down"} 1.0' in text  # once per outage, not per turn
+    witness.down = False
+    keeper.tick()
+    events = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
+    assert events == ["lease-taken", "lease-lost", "lease-taken", "witness-down", "witness-up"]
+    assert "kdr_witness_up 1.0" in generate_latest(metrics.registry).decode()
+    keeper.stop()
+    assert witness.holding is None and keeper.mine is None  # given back
+
+
+def test_a_watching_keeper_never_takes_the_lease() -> None:
+    from dr.controller.loop import LeaseKeeper
+    from dr.controller.metrics import ControllerMetrics
+
+    witness = _FakeWitness()
+    keeper = LeaseKeeper(
+        witness, "me/B", holds=False, log=Log("json", io.StringIO()), metrics=ControllerMetrics("s", "B", "manual")
+    )
+    keeper.tick()
+    assert witness.token == 0 and keeper.mine is None
