@@ -6,7 +6,7 @@
 # a "*.partial" directory and renamed only when complete, so an interrupted run resumes cleanly and a
 # half-written cache is never used. Only the reachable registries are used: PyPI, Maven Central,
 # the Go module proxy and Debian's packages (PostgreSQL for the team backend's tests, HAProxy for the
-# client endpoint).
+# client endpoint, etcd and Prometheus for the per-site controller).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -183,6 +183,8 @@ source "$ROOT/scripts/setup_kafka_provider.sh"
 source "$ROOT/scripts/setup_postgresql.sh"
 # shellcheck source=scripts/setup_haproxy.sh
 source "$ROOT/scripts/setup_haproxy.sh"
+# shellcheck source=scripts/setup_witness.sh
+source "$ROOT/scripts/setup_witness.sh"
 
 # ---------------------------------------------------------------------------------------------
 # 4. The environment file: `source .env` puts pulumi and drctl on PATH with safe Pulumi defaults.
@@ -239,10 +241,10 @@ setup_kafka_cds() {
 }
 
 main() {
-  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [postgresql] [haproxy] [spark-cds] [kafka-cds]`
+  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [postgresql] [haproxy] [etcd] [prometheus] [spark-cds] [kafka-cds]`
   # runs only the named steps (default: all, in that order).
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider postgresql haproxy spark-cds kafka-cds)
+  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider postgresql haproxy etcd prometheus spark-cds kafka-cds)
   check_prereqs
   for s in "${steps[@]}"; do
     case "$s" in
@@ -253,9 +255,11 @@ main() {
       kafka-provider) setup_kafka_provider ;;
       postgresql) setup_postgresql ;;
       haproxy) setup_haproxy ;;
+      etcd) setup_etcd ;;
+      prometheus) setup_prometheus ;;
       spark-cds) setup_spark_cds ;;
       kafka-cds) setup_kafka_cds ;;
-      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, postgresql, haproxy, spark-cds or kafka-cds (or nothing for all)" ;;
+      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, postgresql, haproxy, etcd, prometheus, spark-cds or kafka-cds (or nothing for all)" ;;
     esac
   done
   write_env

@@ -107,3 +107,26 @@ def haproxy() -> HAProxy:
     version = versions()["HAPROXY_VERSION"]
     root = _complete(kdr_home() / "haproxy" / version, f"HAProxy {version}")
     return HAProxy(binary=root / "usr" / "sbin" / "haproxy", lib_dir=root / "usr" / "lib" / "x86_64-linux-gnu")
+
+
+@dataclass(frozen=True)
+class DebianTool:
+    """A static Go program of a Debian package unpacked in the cache (``scripts/setup_witness.sh``)."""
+
+    root: Path
+
+    def binary(self, name: str) -> Path:
+        """The path of ``usr/bin/<name>`` in the unpacked package."""
+        return self.root / "usr" / "bin" / name
+
+
+def etcd() -> DebianTool:
+    """Debian's etcd (``etcd``, ``etcdctl``) of the pinned ``ETCD_VERSION``; :class:`ToolchainError` when absent."""
+    version = versions()["ETCD_VERSION"]
+    return DebianTool(_complete(kdr_home() / "etcd" / version, f"etcd {version}"))
+
+
+def prometheus() -> DebianTool:
+    """Debian's Prometheus (``prometheus``, ``promtool``) of the pinned ``PROMETHEUS_VERSION``; ToolchainError when absent."""
+    version = versions()["PROMETHEUS_VERSION"]
+    return DebianTool(_complete(kdr_home() / "prometheus" / version, f"Prometheus {version}"))

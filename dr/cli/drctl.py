@@ -379,7 +379,9 @@ def toolchain_cmd(as_json: bool) -> None:
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
 
-    for command in [*failover_commands(), *verification_commands()]:
+    from dr.cli.controller import controller
+
+    for command in [*failover_commands(), *verification_commands(), controller]:
         cli.add_command(command)
 
 

@@ -71,6 +71,7 @@ __all__ = [
     "StatusReport",
     "StepState",
     "TaskStatus",
+    "link_problem",
     "lock_held",
     "raise_for_problems",
     "status_problems",
@@ -605,6 +606,11 @@ def _connector_errors(connectors: dict[str, ConnectorStatus]) -> list[str]:
     out = [f"{name}: {c.error}" for name, c in connectors.items() if c.error]
     out += [f"{name} task {t.id}: {t.error}" for name, c in connectors.items() for t in c.tasks if t.error]
     return out
+
+
+def link_problem(link: LinkStatus) -> str | None:
+    """The problem :func:`status_problems` lists for ``link`` (stopped, not copying, unmeasurable), or None."""
+    return _link_problem(link)
 
 
 def _link_problem(link: LinkStatus) -> str | None:

@@ -15,6 +15,8 @@ One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and
                   residue), so ``drctl audit`` on any machine continues at the bounds the last one reached.
 ``kdr_verification`` each failover run's verification summary: its verdict and the SHA-256 of its report
                   files (the reports themselves stay in the state directory of the machine that wrote them).
+``kdr_witness``   the per-site controller's lease when this database is its witness
+                  (:mod:`dr.controller.pg_witness`): holder, fencing token, expiry.
 
 Every row is keyed by the Pulumi project and the stack (``project``: ``name:`` of ``Pulumi.yaml``).
 
@@ -152,6 +154,23 @@ MIGRATIONS: list[tuple[int, str]] = [
             report_dir    text        NOT NULL,
             report_digest text        NOT NULL,
             PRIMARY KEY (project, stack, failover_id, run)
+        );
+        """,
+    ),
+    (
+        3,
+        # the per-site controller's lease when the team database is its witness (dr.controller.pg_witness):
+        # expiry in the database's clock, a token from a sequence that grows with every holder
+        """
+        CREATE SEQUENCE IF NOT EXISTS kdr_witness_token;
+        CREATE TABLE IF NOT EXISTS kdr_witness (
+            project     text        NOT NULL,
+            stack       text        NOT NULL,
+            holder      text        NOT NULL,
+            token       bigint      NOT NULL,
+            acquired_at timestamptz NOT NULL DEFAULT now(),
+            expires_at  timestamptz NOT NULL,
+            PRIMARY KEY (project, stack)
         );
         """,
     ),

@@ -19,6 +19,7 @@ from dr.base.errors import ConfigError, InternalError, TopologyError
 from dr.base.pattern_safety import name_matcher
 from dr.base.types import Model
 from dr.kafka.internal_topics import InternalTopics
+from dr.topology.failover_policy import FailoverPolicy
 from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Placement, Profile, Role
 from dr.topology.secret import Secret
 
@@ -562,6 +563,9 @@ class Topology(_Model):
     topic of the cluster and one holding every ACL, each created, changed and read with one admin
     call (:mod:`stacks.kafka_sets`) — for estates of hundreds of topics. SCRAM users stay one
     resource each either way. Local and external clusters only."""
+    failover_policy: FailoverPolicy = Field(default_factory=FailoverPolicy)
+    """What each site's controller (``drctl controller``) does when it finds a cluster down, its witness and
+    metrics ports (:mod:`dr.topology.failover_policy`)."""
 
     @model_validator(mode="after")
     def _check_rules(self) -> Topology:

@@ -50,7 +50,7 @@ wrote in YAML, the topology model's JSON of that field): a document from outside
 _MAX_STACK_FILE_BYTES = 10 * 1024 * 1024
 """Stack files are a few kilobytes; anything this large is not one."""
 
-_STRUCTURED = ("clusters", "topics", "principals", "links", "connect_clusters", "endpoint")
+_STRUCTURED = ("clusters", "topics", "principals", "links", "connect_clusters", "endpoint", "failover_policy")
 _FIELDS = ("profile", "architecture", "failover_done", "provisioning", *_STRUCTURED)
 _STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/\\]+)\.ya?ml")
 
@@ -355,7 +355,7 @@ def dump_stack_config(topology: Topology) -> StackConfig:
     if topology.provisioning != "individual":  # likewise
         config[_key("provisioning")] = topology.provisioning
     for field in _STRUCTURED:
-        if field in ("connect_clusters", "endpoint") and not body.get(field):
+        if field in ("connect_clusters", "endpoint", "failover_policy") and not body.get(field):
             continue  # optional: stacks without Connect clusters keep their files as they were
         config[_key(field)] = body.get(field, {} if field == "principals" else [])
     return config

@@ -27,6 +27,7 @@ from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
 from dr.topology.endpoint_rules import endpoint_problems
+from dr.topology.failover_policy import policy_violations
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, Profile, Role
@@ -1349,7 +1350,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
 
 def find_violations(topology: Topology) -> list[Violation]:
     """Every rule ``topology`` breaks, in a stable order (empty when valid)."""
-    return [violation for rule in (*_RULES, _hub_spoke, _endpoint) for violation in rule(topology)]
+    return [violation for rule in (*_RULES, _hub_spoke, _endpoint, _policy) for violation in rule(topology)]
 
 
 def _hub_spoke(t: Topology) -> Iterator[Violation]:
@@ -1359,6 +1360,11 @@ def _hub_spoke(t: Topology) -> Iterator[Violation]:
 
 def _endpoint(t: Topology) -> Iterator[Violation]:
     for path, problem, fix in endpoint_problems(t):
+        yield Violation(path, problem, fix)
+
+
+def _policy(t: Topology) -> Iterator[Violation]:
+    for path, problem, fix in policy_violations(t.failover_policy, (c.name for c in t.clusters)):
         yield Violation(path, problem, fix)
 
 

@@ -28,8 +28,22 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "dr.failover": frozenset(
         {"dr.base", "dr.kafka", "dr.runtime", "dr.topology", "stacks", "dr.estate", "verification"}
     ),
-    "dr.cli": frozenset(
+    # The per-site controller: a floor above the failover (it starts failovers through it), below the CLI.
+    "dr.controller": frozenset(
         {"dr.base", "dr.kafka", "dr.runtime", "dr.topology", "stacks", "dr.estate", "verification", "dr.failover"}
+    ),
+    "dr.cli": frozenset(
+        {
+            "dr.base",
+            "dr.kafka",
+            "dr.runtime",
+            "dr.topology",
+            "stacks",
+            "dr.estate",
+            "verification",
+            "dr.failover",
+            "dr.controller",
+        }
     ),
     "dr": frozenset({"dr.base"}),  # dr/__init__.py hands DRError on
 }

@@ -1,0 +1,44 @@
+"""``drctl controller``: the per-site controller in the foreground (:mod:`dr.controller`)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from dr.base.stackref import StackRef
+from dr.cli.options import STACK
+
+__all__ = ["controller"]
+
+
+@click.command("controller")
+@click.option("--stack", "ref", type=STACK, required=True, help="The stack whose site this controller watches.")
+@click.option("--site", required=True, help="The cluster this controller runs beside (a cluster of the stack).")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per event."
+)
+def controller(ref: StackRef, site: str, log_format: str) -> None:
+    """Watch the site's cluster and the stack, serve Prometheus metrics, alert — until SIGTERM.
+
+    Each pass probes the site's cluster (metadata, and one record produced to the topic
+    kdr-controller-canary), reads `drctl status` (links, lag, problems: kdr_ready), and the lease in the
+    witness that kafka-dr:failoverPolicy declares (the active site's controller holds it). Metrics are
+    served at http://127.0.0.1:<failoverPolicy.metricsPorts.SITE>/metrics. It detects and alerts; it never
+    fails over (runbooks/controller.md). Exit 0 after SIGTERM or Ctrl-C; 2 on bad input (no metrics port
+    declared for the site, the port taken, a postgres witness without a team database) — nothing started.
+    """
+    from dr.controller.loop import Controller, Log
+
+    log = Log("json" if log_format == "json" else "text")
+    ctl = Controller(ref, site, log)  # bad input is refused here, before anything starts
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        log("info", "stopping", f"{signal.Signals(signum).name} received: stopping")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    ctl.run(stop)

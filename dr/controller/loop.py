@@ -1,0 +1,261 @@
+"""``drctl controller``'s loop: observe the site, read the stack's status, keep or watch the lease, serve
+the metrics, log what changed — until SIGTERM.
+
+Shaped like a reconcile loop (strimzi's ``AbstractOperator.reconcile``: one pass, its hooks, again), read,
+not copied. One pass: probe the site's cluster (:func:`~dr.controller.observe.probe_site`), update its
+detection state, read the site's fence state (whether applications may write there), read ``drctl
+status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
+— the same reasons ``kdr_ready`` shows), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
+so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
+only read who holds it.
+
+Mode ``manual`` (and, until the automatic failover is built, ``automatic`` too) detects and alerts — a log
+line and ``kdr_alerts_total{kind="cluster_down"}`` — and never acts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Literal, TextIO
+
+from dr.base.errors import ClusterError, ConfigError, DRError
+from dr.base.stackref import StackRef
+from dr.controller.etcd import EtcdWitness
+from dr.controller.metrics import ControllerMetrics, MetricsServer
+from dr.controller.observe import Detection, Detector, Probe, probe_site
+from dr.controller.witness import Holding, Witness
+from dr.estate.estate import Estate
+from dr.failover.status import link_problem, status_report
+from dr.topology import Role, Topology, load_stack_file
+
+__all__ = ["Controller", "LeaseKeeper", "Log", "witness_for"]
+
+LogFormat = Literal["text", "json"]
+
+
+class Log:
+    """One line per event on ``stream``: ``<time> <LEVEL> <event>: <message> key=value`` or a JSON object."""
+
+    def __init__(self, fmt: LogFormat = "text", stream: TextIO | None = None) -> None:
+        self.fmt, self.stream = fmt, stream if stream is not None else sys.stdout
+        self._lock = threading.Lock()
+
+    def __call__(self, level: str, event: str, message: str, **fields: object) -> None:
+        """Write one line (thread-safe)."""
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if self.fmt == "json":
+            line = json.dumps({"ts": at, "level": level, "event": event, "message": message, **fields}, default=str)
+        else:
+            extra = "".join(f" {k}={v}" for k, v in fields.items())
+            line = f"{at} {level.upper():5} {event}: {message}{extra}"
+        with self._lock:
+            print(line, file=self.stream, flush=True)
+
+
+def witness_for(stack: str, topology: Topology) -> Witness | None:
+    """The witness the stack's policy declares, or None; ConfigError when a postgres witness has no team database."""
+    from dr.failover.team_store import is_team_url, project_name, team_store
+
+    declared, policy = topology.failover_policy.witness, topology.failover_policy
+    if declared is None:
+        return None
+    if declared.kind == "etcd":
+        return EtcdWitness(declared.endpoints, f"{declared.prefix}{project_name()}/{stack}/leader", policy.lease_ttl_s)
+    from dr.base.pulumi_env import project_backend_url
+    from dr.controller.pg_witness import PostgresWitness
+
+    url = os.environ.get("PULUMI_BACKEND_URL") or project_backend_url()
+    if not url or not is_team_url(url):
+        raise ConfigError(
+            f"stack '{stack}' declares failover_policy.witness kind postgres, but its Pulumi backend is not a "
+            "postgres:// team database",
+            "set PULUMI_BACKEND_URL (or backend: url: in Pulumi.yaml) to the team's postgres:// URL, or declare an "
+            "etcd witness",
+        )
+    return PostgresWitness(team_store(url), stack, policy.lease_ttl_s)
+
+
+class LeaseKeeper:
+    """A thread that, every third of the TTL, takes or renews the lease (``holds``) or only reads it."""
+
+    def __init__(self, witness: Witness, holder: str, *, holds: bool, log: Log, metrics: ControllerMetrics) -> None:
+        self.witness, self.holder, self.holds, self.log, self.metrics = witness, holder, holds, log, metrics
+        self.mine: Holding | None = None
+        self.witness_up: bool | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kdr-controller-lease", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.tick()
+            if self._stop.wait(self.witness.ttl_s / 3):
+                return
+
+    def tick(self) -> None:
+        """One turn: take or renew (when it holds), then read the holder, and publish both."""
+        try:
+            if self.holds:
+                self._keep()
+            current = self.witness.current()
+        except ClusterError as exc:
+            if self.witness_up is not False:
+                self.log("error", "witness-down", exc.problem, witness=self.witness.describe())
+                self.metrics.alerts.labels("witness_down").inc()
+            self.witness_up = False
+            self.metrics.lease(False, None, self.mine)
+            return
+        if self.witness_up is False:
+            self.log("info", "witness-up", "the witness answers again", witness=self.witness.describe())
+        self.witness_up = True
+        self.metrics.lease(True, current, self.mine)
+
+    def _keep(self) -> None:
+        if self.mine is not None and not self.witness.renew(self.mine):
+            self.log(
+                "error", "lease-lost", "the lease expired or was taken before it was renewed", token=self.mine.token
+            )
+            self.metrics.alerts.labels("lease_lost").inc()
+            self.mine = None
+        if self.mine is None:
+            self.mine = self.witness.acquire(self.holder)
+            if self.mine is not None:
+                self.log(
+                    "info", "lease-taken", f"this controller holds the lease as {self.holder}", token=self.mine.token
+                )
+
+    def stop(self) -> None:
+        """Stop the thread and give the lease back (left to expire when the witness does not answer)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        if self.mine is not None:
+            try:
+                self.witness.release(self.mine)
+                self.log("info", "lease-released", "the lease was given back", token=self.mine.token)
+            except ClusterError as exc:
+                self.log("warning", "lease-left", f"the lease is left to expire: {exc.problem}")
+            self.mine = None
+        self.witness.close()
+
+
+class Controller:
+    """The controller of ``site`` in stack ``ref`` (see the module doc); every bad input is refused here,
+    before anything starts."""
+
+    def __init__(self, ref: StackRef, site: str, log: Log) -> None:
+        from dr.failover.team_store import operator_identity
+
+        self.ref, self.log = ref, log
+        self.topology = load_stack_file(ref.existing_stack_file())
+        self.cluster = self.topology.cluster(site)
+        self.policy = self.topology.failover_policy
+        self.port_field = f"failover_policy.metrics_ports.{site}"
+        if site not in self.policy.metrics_ports:
+            raise ConfigError(
+                f"stack '{ref.name}' declares no metrics port for {site}'s controller ({self.port_field})",
+                f"declare one under kafka-dr:failoverPolicy: metricsPorts: {{{site}: <port>}} in "
+                f"Pulumi.{ref.name}.yaml (a free port; it is served at 127.0.0.1)",
+            )
+        self.witness = witness_for(ref.name, self.topology)
+        self.interval_s = min(5.0, max(1.0, self.policy.detect_after_s / 6))
+        self.detector = Detector(self.policy.detect_after_s)
+        self.metrics = ControllerMetrics(ref.name, site, self.policy.mode)
+        self.holder = f"{operator_identity()}/{site}"
+        self._states: dict[str, Detection] = {}
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
+        server = MetricsServer(self.metrics, self.policy.metrics_ports[self.cluster.name], self.port_field)
+        keeper = None
+        if self.witness is not None:
+            keeper = LeaseKeeper(
+                self.witness, self.holder, holds=self.cluster.role is Role.ACTIVE, log=self.log, metrics=self.metrics
+            )
+            keeper.start()
+        self.log(
+            "info", "started", f"controller of {self.cluster.name} in stack {self.ref.name}",
+            mode=self.policy.mode, metrics=f"http://127.0.0.1:{server.port}/metrics",
+            witness=self.witness.describe() if self.witness else "none",
+        )  # fmt: skip
+        if self.policy.mode == "automatic":
+            self.log(
+                "warning", "automatic-not-built",
+                "mode automatic is declared, but this controller does not fail over yet: it detects and alerts "
+                "(runbooks/controller.md, 'What is not done yet')",
+            )  # fmt: skip
+        try:
+            estate = Estate(self.topology, self.ref.made_state_dir())
+            while not stop.is_set():
+                self.run_pass(estate)
+                stop.wait(self.interval_s)
+        finally:
+            if keeper is not None:
+                keeper.stop()
+            server.close()
+            self.log("info", "stopped", "controller stopped")
+
+    def run_pass(self, estate: Estate) -> None:
+        """One pass: probe the site, read its fence state, read the status (see the module doc)."""
+        site = self.cluster.name
+        try:
+            probe = probe_site(site, estate.endpoint(site), timeout_s=self.interval_s)
+        except DRError as exc:
+            probe = Probe(site, metadata_ok=False, produce_ok=False, error=exc.problem)
+        self.metrics.canary.labels(site).set(1 if probe.produce_ok else 0)
+        self._observed(site, probe.up, probe.error)
+        if probe.metadata_ok:
+            self._fence_state(estate, site)
+        try:
+            report = status_report(self.ref)
+        except DRError as exc:
+            self.log("warning", "status-failed", f"drctl status could not be read: {exc.problem}")
+            return
+        for c in report.clusters:
+            if c.name != site and c.role in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):
+                up = c.health is not None and c.health.reachable
+                self._observed(c.name, up, None if up else (c.error or (c.health and c.health.error) or c.process))
+        self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
+
+    def _observed(self, cluster: str, up: bool, error: str | None) -> None:
+        now = time.monotonic()
+        state = self.detector.update(cluster, up, now)
+        down_for = self.detector.down_for(cluster, now)
+        self.metrics.observed(Probe(cluster, up, up, error=error), state, down_for)
+        before = self._states.get(cluster)
+        self._states[cluster] = state
+        if state == before:
+            return
+        if state == "suspect":
+            self.log("warning", "cluster-suspect", f"cluster {cluster} does not answer: {error}", cluster=cluster)
+        elif state == "down":
+            self.metrics.alerts.labels("cluster_down").inc()
+            self.log(
+                "error", "cluster-down",
+                f"cluster {cluster} has been down for {down_for:.0f} s (detect_after_s {self.policy.detect_after_s:g}): "
+                f"{error}. No action taken (this controller detects and alerts; fail over by hand: "
+                f"`drctl failover --stack {self.ref.name} --mode unplanned --dry-run`)",
+                cluster=cluster,
+            )  # fmt: skip
+        elif before is not None:
+            self.log("info", "cluster-up", f"cluster {cluster} answers again", cluster=cluster)
+
+    def _fence_state(self, estate: Estate, site: str) -> None:
+        from dr.failover.act.fencing import write_bindings
+
+        writers = [a.name for a in self.topology.principals.applications if a.writes]
+        if not writers:
+            return
+        try:
+            held = write_bindings(estate.endpoint(site), writers)
+        except DRError:
+            return
+        self.metrics.app_writes.labels(site).set(1 if held else 0)

@@ -1,0 +1,90 @@
+"""A throwaway etcd cluster for tests: Debian's etcd from the cache (``scripts/setup.sh etcd``), ``members``
+processes on 127.0.0.1 at free ports below 32768 (:mod:`tests.integration.ports`), data in a temporary
+directory; every member is killed and the directory removed at the end, so no process is left.
+
+``with etcd_cluster(3) as cluster:`` yields an :class:`EtcdCluster`; ``cluster.endpoints`` are the members'
+client URLs, ``cluster.kill(i)`` SIGKILLs member ``i``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dr.base.toolchain import etcd
+
+__all__ = ["EtcdCluster", "etcd_cluster"]
+
+
+@dataclass
+class EtcdCluster:
+    """The members' client URLs and processes (see the module doc)."""
+
+    endpoints: list[str]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def kill(self, member: int) -> None:
+        """SIGKILL member ``member`` and reap it."""
+        self.processes[member].kill()
+        self.processes[member].wait()
+
+    def kill_all(self) -> None:
+        """SIGKILL every member still running."""
+        for i, proc in enumerate(self.processes):
+            if proc.poll() is None:
+                self.kill(i)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as response:  # noqa: S310 — a loopback URL of ours
+            return bool(json.loads(response.read().decode()).get("health") == "true")
+    except (OSError, ValueError):
+        return False
+
+
+@contextmanager
+def etcd_cluster(members: int = 3) -> Iterator[EtcdCluster]:
+    """Start an etcd cluster of ``members`` members and wait until each reports healthy (see the module doc)."""
+    from tests.integration.ports import free_window, release_window
+
+    binary = etcd().binary("etcd")
+    start = free_window(2 * members)
+    work = Path(tempfile.mkdtemp(prefix="kdr-etcd-"))
+    names = [f"m{i}" for i in range(members)]
+    peers = [f"http://127.0.0.1:{start + members + i}" for i in range(members)]
+    cluster = EtcdCluster(endpoints=[f"http://127.0.0.1:{start + i}" for i in range(members)])
+    initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
+    try:
+        for i, name in enumerate(names):
+            log = (work / f"{name}.log").open("wb")
+            cluster.processes.append(
+                subprocess.Popen(
+                    [str(binary), "--name", name, "--data-dir", str(work / name),
+                     "--listen-client-urls", cluster.endpoints[i], "--advertise-client-urls", cluster.endpoints[i],
+                     "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+                     "--initial-cluster", initial, "--initial-cluster-state", "new",
+                     "--initial-cluster-token", work.name],
+                    stdout=log, stderr=subprocess.STDOUT,
+                )
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not all(_healthy(url) for url in cluster.endpoints):
+            dead = [names[i] for i, p in enumerate(cluster.processes) if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                logs = "\n".join((work / f"{n}.log").read_text(errors="replace")[-1500:] for n in names)
+                raise RuntimeError(f"etcd members did not become healthy (exited: {dead}):\n{logs}")
+            time.sleep(0.2)
+        yield cluster
+    finally:
+        cluster.kill_all()
+        release_window(start)
+        shutil.rmtree(work, ignore_errors=True)
