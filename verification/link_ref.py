@@ -22,11 +22,6 @@ class LinkRef(Model):
     source: str
     target: str
 
-    @property
-    def link_ref(self) -> LinkRef:
-        """The four alone (of a report that derives from this)."""
-        return LinkRef(stack=self.stack, link=self.link, source=self.source, target=self.target)
-
     def fields(self) -> dict[str, str]:
         """The four as the audit's state and functions name them (``source_cluster``, ``target_cluster``)."""
         return {"stack": self.stack, "link": self.link, "source_cluster": self.source, "target_cluster": self.target}

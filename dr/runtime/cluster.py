@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dr.base.errors import AuthError, ClusterError, ConfigError
 from dr.base.files import write_atomic
-from dr.base.java_properties import escape_value, properties_text
+from dr.base.java_properties import properties_text
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, admin_client, kafka_errors
 from dr.runtime.certificates import Issued
@@ -269,12 +269,6 @@ def format_command(java: str, kafka_lib: Path, args_file: Path, *, crash_dir: Pa
     """The storage format's command line: its arguments come from ``args_file`` (:func:`format_argfile`),
     its crash log goes to ``crash_dir`` (pure)."""
     return java_command(java, [kafka_lib], STORAGE_TOOL, [], heap_mb=256, crash_dir=crash_dir, argfile=args_file)
-
-
-def properties_escape(text: str) -> str:
-    """``text`` as Java's ``Properties.load`` reads it back unchanged (backslashes and line breaks
-    escaped): a topic pattern ``orders\\.v1`` or a JAAS ``\\"`` must reach the JVM as written."""
-    return escape_value(text)
 
 
 def write_properties(path: Path, props: dict[str, str]) -> None:

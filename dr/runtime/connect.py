@@ -387,10 +387,6 @@ class LocalConnectCluster:
         """SIGKILL worker ``i`` (a crash: it does not leave the group)."""
         self.process(i).kill()
 
-    def stop_worker(self, i: int, timeout: float = 60.0) -> None:
-        """Stop worker ``i`` cleanly (it leaves the group; its tasks move at once)."""
-        self.process(i).stop(timeout)
-
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every worker (in parallel); no JVM is left."""
         threads = [threading.Thread(target=self.process(i).stop, args=(timeout,)) for i in range(self.spec.workers)]

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,12 +204,3 @@ def java_verdicts(patterns: Iterable[str], probes: Iterable[str]) -> dict[str, J
         pattern: JavaVerdict(v.error, {} if v.error is not None else {p: v.matches[p] for p in probe_list})
         for pattern, v in found.items()
     }
-
-
-def checker_cost_ms(patterns: Iterable[str], probes: Iterable[str]) -> float:
-    """Milliseconds one uncached run of the checker takes on ``patterns`` x ``probes`` (benchmarks)."""
-    java = _java()
-    directory = _cache_dir(java)
-    t0 = time.perf_counter()
-    _run_checker(java, directory, list(patterns), list(probes))
-    return (time.perf_counter() - t0) * 1000

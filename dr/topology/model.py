@@ -140,11 +140,6 @@ class Tls(_Model):
     certificate's DN becomes ``User:<name>``, so the ACLs the product writes name the mapped principal."""
 
     @property
-    def has_ca(self) -> bool:
-        """True when a CA bundle is declared (else the client library's own default roots are used)."""
-        return bool(self.ca_file or self.ca_pem)
-
-    @property
     def has_client_certificate(self) -> bool:
         """True when a client certificate is declared (file or PEM)."""
         return bool(self.client_certificate_file or self.client_certificate_pem)

@@ -119,13 +119,14 @@ def test_unknown_stack_names_the_stacks_that_exist() -> None:
     assert "local" in str(info.value) and "Pulumi.nope.yaml" in str(info.value)
 
 
-def test_properties_escape_reads_back_as_written_by_java_rules(tmp_path: Path) -> None:
+def test_property_values_read_back_as_written_by_java_rules(tmp_path: Path) -> None:
     """Java's Properties.load drops a lone backslash: a pattern `orders\\.v1` must be written doubled."""
-    from dr.runtime.cluster import properties_escape, write_properties
+    from dr.base.java_properties import escape_value
+    from dr.runtime.cluster import write_properties
 
-    assert properties_escape(r"orders\.v1|pay\d+") == r"orders\\.v1|pay\\d+"
-    assert properties_escape('user="a\\"b"') == 'user="a\\\\"b"'
-    assert properties_escape("a\nb") == "a\\nb"
+    assert escape_value(r"orders\.v1|pay\d+") == r"orders\\.v1|pay\\d+"
+    assert escape_value('user="a\\"b"') == 'user="a\\\\"b"'
+    assert escape_value("a\nb") == "a\\nb"
     path = tmp_path / "x.properties"
     write_properties(path, {"A->B.topics": r"(?:orders\.v1)"})
     assert path.read_text() == "A->B.topics=(?:orders\\\\.v1)\n"
@@ -136,12 +137,12 @@ def test_published_client_properties_carry_any_password_exactly(tmp_path) -> Non
     JAAS (StreamTokenizer) and once for the properties format."""
     import re
 
+    from dr.base.java_properties import escape_value
     from dr.kafka.client import Endpoint
-    from dr.runtime.cluster import properties_escape
 
     password = 'p\\a"b\\\\c'
     jaas = Endpoint("127.0.0.1:1", "app", password).java_config()["sasl.jaas.config"]
-    line = properties_escape(jaas)
+    line = escape_value(jaas)
     value = re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)  # Properties.load
     assert value == jaas
     quoted = re.search(r'password="((?:[^"\\]|\\.)*)"', value).group(1)

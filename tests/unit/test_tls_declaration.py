@@ -64,7 +64,7 @@ def test_sasl_ssl_with_a_private_ca_file_is_accepted(tmp_path: Path, ca: Issued)
         {"security_protocol": "SASL_SSL", "tls": {"ca_file": _write(tmp_path / "ca.pem", ca.certificate_pem)}}
     )
     tls = t.cluster("A").tls
-    assert tls is not None and tls.has_ca and tls.hostname_verification is True
+    assert tls is not None and tls.ca_file == str(tmp_path / "ca.pem") and tls.hostname_verification is True
 
 
 def test_mutual_tls_with_certificate_and_key_files_is_accepted(tmp_path: Path, ca: Issued, client: Issued) -> None:

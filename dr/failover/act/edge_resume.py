@@ -34,7 +34,7 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 from dr.base.errors import ClusterError, FailoverError
 from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
 from dr.kafka.offsets import list_offsets, partitions_of
-from dr.topology import Link, Role, Topology
+from dr.topology import Link, Topology
 from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, remote_topic
 
 __all__ = [
@@ -324,11 +324,3 @@ def edge_copy_report(edge: str, edge_ep: Endpoint, hub_ep: Endpoint, topics: lis
         report["duplicates"] += sum(max(0, n - mine[k]) for k, n in theirs.items() if k in mine)
         report["unexpected"] += sum(n for k, n in theirs.items() if k not in mine)
     return report
-
-
-def hub_roles(topology: Topology) -> tuple[str, str] | None:
-    """``(old hub, its passive copy)`` of a hub-and-spoke topology, else None."""
-    if not is_hub_spoke(topology):
-        return None
-    passive = topology.clusters_with(Role.PASSIVE)
-    return (topology.active().name, passive[0].name) if passive else None

@@ -512,15 +512,6 @@ class Journal:
                 entry.status = "interrupted"
                 entry.error = "the run ended while this step ran (process killed)"
 
-    def interrupted(self) -> bool:
-        """True when the last run ended without recording its end (only meaningful while nobody holds the lock)."""
-        runs = self.record.runs
-        return (
-            self.record.status in ("running", "interrupted")
-            and bool(runs)
-            and runs[-1].outcome in ("running", "interrupted")
-        )
-
     def end_run(self, outcome: str) -> None:
         """Record how the current invocation ended."""
         run = self.record.runs[-1]
