@@ -44,7 +44,11 @@ def admin(ca: Issued) -> Issued:
 
 
 def _topology(
-    a: dict[str, Any], b: dict[str, Any] | None = None, keystore: str | None = None, **extra: Any
+    a: dict[str, Any],
+    b: dict[str, Any] | None = None,
+    keystore: str | None = None,
+    worker_tls: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Topology:
     def ext(name: str, role: str, more: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -76,6 +80,7 @@ def _topology(
                             "url": "http://connect.example:8083",
                             "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"}
                             | ({"keystore_file": keystore} if keystore else {}),
+                            **({"worker_tls": worker_tls} if worker_tls else {}),
                         }
                     ]
                 }
@@ -169,6 +174,57 @@ def test_connectors_trust_the_declared_ca_without_a_key_inline(tmp_path: Path, c
     assert source["target.cluster.ssl.truststore.certificates"] == ca.certificate_pem.decode()
     assert source["producer.override.ssl.endpoint.identification.algorithm"] == ""
     assert not any("PRIVATE KEY" in v or "keystore" in k for k, v in source.items())
+
+
+INHERITING = ("producer.override", "consumer.override", "admin.override")
+
+
+@pytest.mark.parametrize("store", ["none", "PKCS12", "JKS", "PEM", "PEM-inline"])
+@pytest.mark.parametrize("declared", ["ca_file", "ca_pem"])
+def test_the_clients_connect_builds_keep_a_workers_own_truststore_whole(
+    tmp_path: Path, ca: Issued, store: str, declared: str
+) -> None:
+    """Connect lays a connector's overrides over the workers' own ``producer.``/``consumer.``/``admin.``
+    settings and an override removes none: over a declared truststore of the workers' own (a PKCS12/JKS
+    password, a PEM location or inline certificates) those clients set no truststore key; MirrorMaker 2's
+    own clients of both ends always take the stack's CA."""
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    pem = ca.certificate_pem.decode()
+    tls = {"tls": {"ca_file": str(tmp_path / "ca.pem")} if declared == "ca_file" else {"ca_pem": pem}}
+    t = _topology(tls, tls, worker_tls={"truststore": store}, connect="dr")
+    for config in connector_configs(t, t.links[0]).values():
+        for prefix in ("source.cluster", "target.cluster", *INHERITING):
+            truststore = {k for k in config if k.startswith(f"{prefix}.ssl.truststore.")}
+            if prefix in INHERITING and store != "none":
+                assert truststore == set(), f"{prefix} over a {store} worker truststore: {sorted(truststore)}"
+                continue
+            assert config[f"{prefix}.ssl.truststore.type"] == "PEM"
+            where = "location" if declared == "ca_file" else "certificates"
+            assert truststore == {f"{prefix}.ssl.truststore.type", f"{prefix}.ssl.truststore.{where}"}
+            assert config[f"{prefix}.ssl.endpoint.identification.algorithm"] == "https"
+
+
+def test_a_replicator_keystore_that_cannot_sit_over_the_workers_own_is_refused(admin: Issued, tmp_path: Path) -> None:
+    (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
+    (tmp_path / "c.key").write_bytes(admin.key_pem)
+    a = {
+        "security_protocol": "SSL",
+        "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
+    }
+
+    def configs(keystore: str, worker_keystore: str) -> dict[str, dict[str, str]]:
+        t = _topology(a, a, keystore=keystore, worker_tls={"keystore": worker_keystore}, connect="dr")
+        creds = t.connect_clusters[0].replicator_credentials
+        assert creds is not None
+        return connector_configs(t, t.links[0], credentials=creds.references(), keystore=creds)
+
+    with pytest.raises(ConfigError, match=r"store password.*\n.*PKCS#12 keystore"):
+        configs("/etc/kc/replicator.pem", "JKS")
+    with pytest.raises(ConfigError, match=r"own key inline.*\n.*keystore file"):
+        configs("/etc/kc/replicator.p12", "PEM-inline")
+    source = configs("/etc/kc/replicator.p12", "PKCS12")["A-to-B-source"]
+    assert source["producer.override.ssl.keystore.password"] == "${file:/etc/kc/r.properties:password}"
+    assert configs("/etc/kc/replicator.pem", "PEM")["A-to-B-source"]["producer.override.ssl.keystore.type"] == "PEM"
 
 
 def test_connectors_under_mutual_tls_use_the_replicators_keystore_on_the_workers(tmp_path: Path, admin: Issued) -> None:
