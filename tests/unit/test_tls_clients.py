@@ -28,7 +28,7 @@ from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark
 from dr.runtime.certificates import Issued, issue, make_ca
 from dr.topology import Topology, load_topology
 from dr.topology.external import external_endpoint
-from dr.topology.transport import java_keystore, tls_files
+from dr.topology.transport import application_tls_files, java_keystore, tls_files
 from stacks.links.connect_config import connector_configs
 from tests.unit.test_stack_program import PROVIDER, is_secret, plain_leaves, provider_input, run_program
 
@@ -376,6 +376,34 @@ def test_the_program_gives_each_provider_its_clusters_tls(tmp_path: Path, ca: Is
     assert not [v for v in plain_leaves(b) if "PRIVATE KEY" in str(v)]
     client = run.outputs["clientConfigs"]["app"]
     assert client["ssl.truststore.type"] == "PEM" and client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+
+
+def test_the_client_configs_output_under_mutual_tls_names_the_certificate_the_published_files_name(
+    tmp_path: Path, ca: Issued, admin: Issued
+) -> None:
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
+    (tmp_path / "c.key").write_bytes(admin.key_pem)
+    mutual = {
+        "security_protocol": "SSL",
+        "tls": {
+            "ca_file": str(tmp_path / "ca.pem"),
+            "client_certificate_file": str(tmp_path / "c.pem"),
+            "client_key_file": str(tmp_path / "c.key"),
+        },
+    }
+    t = _topology(mutual, mutual)
+    state = tmp_path / "state"
+    client = run_program(t, state).outputs["clientConfigs"]["app"]
+    files = application_tls_files(t.cluster("A"), state, "app")
+    assert files is not None and files.certificate_location and files.key_location and files.keystore_location
+    assert client["security.protocol"] == "SSL" and not [k for k in client if k.startswith("sasl.")]
+    assert client["ssl.certificate.location"] == files.certificate_location
+    assert client["ssl.key.location"] == files.key_location
+    assert client["ssl.keystore.location"] == files.keystore_location and client["ssl.keystore.type"] == "PKCS12"
+    assert client["ssl.keystore.password"] == f"${{kdrtls:{files.key_password_location}:password}}"
+    assert client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+    assert "PRIVATE" not in json.dumps(client)
 
 
 def test_the_batched_sets_reach_the_cluster_with_its_tls_files() -> None:
