@@ -7,7 +7,8 @@ password, a JKS file with a password, and a PEM file. On each, the stack declare
 ``ca_file`` and as ``ca_pem``, and the worker's truststore type as ``worker_tls``; ``drctl estate up`` must
 converge at once and the link copy A→B, the store password in no connector config. The cases run in the
 listed order (one worker restart per store type), so ``ca_pem`` is also undone on a running link (JKS). PEM file with ``ca_file`` is
-:mod:`tests.integration.test_sasl_ssl_estate`'s worker.
+:mod:`tests.integration.test_sasl_ssl_estate`'s worker. Last, a planned failover A→B→C on the PEM-file worker with
+``ca_pem``.
 """
 
 from __future__ import annotations
@@ -150,3 +151,15 @@ def test_estate_up_runs_the_link_on_the_worker(store: str, ca: str, env: SaslSsl
         assert config["source.cluster.ssl.truststore.type"] == "PEM"
     status = env.drctl("status", "--stack", STACK)
     assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+
+
+def test_planned_failover_on_the_last_worker(env: SaslSslEnv, estate: TeamTlsEstate) -> None:
+    """After the cases, on the PEM-file worker with ``ca_pem`` (issue 45 saw this stop after promote with C
+    unlinked): A→B→C completes, the verdict clean, and B→C runs on the worker (``drctl status`` exit 0)."""
+    res = env.drctl("failover", "--stack", STACK, "--yes", "--json", timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    summary = json.loads(res.stdout)
+    assert summary["status"] == "completed" and summary["verdict"]["clean"], summary
+    status = env.drctl("status", "--stack", STACK)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    assert ConnectRest(estate.connect.url).status("B-to-C-source") is not None
