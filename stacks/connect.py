@@ -181,30 +181,52 @@ def _refuse(what: str, problems: list[str]) -> RuntimeError:
     )
 
 
+def _run(rest: Any, name: str, config: dict[str, str] | None, timeout: float) -> dict[str, Any]:
+    """Put ``config`` (None: keep it) on the existing connector ``name`` and have it run from a clean start:
+    stopped first when it is not healthy or its config changes — so no task state from before (a FAILED task
+    of the old config, a connector left STOPPED) is read as the new one's — then resumed. Returns the status."""
+    status = rest.status(name) or {}
+    tasks = status.get("tasks") or []
+    healthy = (status.get("connector") or {}).get("state") == "RUNNING" and all(
+        t.get("state") == "RUNNING" for t in tasks
+    )
+    if config is not None or not healthy:
+        rest.stop(name)
+        rest.wait_state(name, "STOPPED", timeout=60, fail_fast=False)
+        if config is not None:
+            rest.put_config(name, config)
+        rest.resume(name)
+    return wait_running(rest, name, timeout)
+
+
 def _create_connector(props: dict[str, Any]) -> dict[str, Any]:
     rest = connect_rest(props)
     name = props["connector"]
-    for sibling, config in sorted((props.get("validate_first") or {}).items()):
-        problems = rest.validate(dict(config))
+    config = dict(props["config"])
+    for sibling, sibling_config in sorted((props.get("validate_first") or {}).items()):
+        problems = rest.validate(dict(sibling_config))
         if problems:
             raise _refuse(f"connector {sibling}", problems)
-    problems = rest.validate(dict(props["config"]))
+    problems = rest.validate(config)
     if problems:
         raise _refuse(f"connector {name}", problems)
-    if rest.config(name) is None:
-        # A new connector starts from the source's beginning: source offsets a deleted namesake left
-        # in the Connect cluster's offsets topic (a link recreated under its old name, towards a
-        # rebuilt source) would make it skip the records below them.
-        rest.create_stopped(name, dict(props["config"]))
-        rest.reset_offsets(name)
-        rest.resume(name)
-    else:  # the Connect cluster already runs it (state lost or imported): same link, offsets kept
-        rest.put_config(name, dict(props["config"]))
-    try:
-        status = wait_running(rest, name, float(props.get("timeout_s") or 90))
-    except Exception as exc:
-        rest.delete(name)
-        raise RuntimeError(f"connector {name} did not run and was removed again: {exc}") from None
+    timeout = float(props.get("timeout_s") or 90)
+    if rest.config(name) is not None:
+        # The Connect cluster already has it (state lost or imported, or an earlier run that stopped midway):
+        # same link, offsets kept.
+        status = _run(rest, name, config, timeout)
+    else:
+        try:
+            # A new connector starts from the source's beginning: source offsets a deleted namesake left
+            # in the Connect cluster's offsets topic (a link recreated under its old name, towards a
+            # rebuilt source) would make it skip the records below them.
+            rest.create_stopped(name, config)
+            rest.reset_offsets(name)
+            rest.resume(name)
+            status = wait_running(rest, name, timeout)
+        except Exception as exc:
+            rest.delete(name)  # never a connector left stopped or failing for the next run to wait on
+            raise RuntimeError(f"connector {name} did not run and was removed again: {exc}") from None
     return {**props, "state": status["connector"]["state"], "tasks": len(status.get("tasks", []))}
 
 
@@ -232,17 +254,13 @@ class _ConnectorProvider(ResourceProvider):
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         rest = connect_rest(news)
         name = news["connector"]
+        config: dict[str, str] | None = None
         if olds.get("config") != news.get("config"):
-            problems = rest.validate(dict(news["config"]))
+            config = dict(news["config"])
+            problems = rest.validate(config)
             if problems:
                 raise _refuse(f"connector {name}", problems)
-            rest.put_config(name, dict(news["config"]))
-        status = rest.status(name)
-        if status is not None and status["connector"]["state"] in ("STOPPED", "PAUSED"):
-            rest.resume(name)
-        elif status is not None:
-            rest.restart(name, include_tasks=True, only_failed=True)
-        status = wait_running(rest, name, float(news.get("timeout_s") or 90))
+        status = _run(rest, name, config, float(news.get("timeout_s") or 90))
         return UpdateResult(outs={**news, "state": status["connector"]["state"], "tasks": len(status.get("tasks", []))})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

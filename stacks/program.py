@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from dr.base.errors import ConfigError, DRError
 from dr.base.stackref import state_dir as default_state_dir
+from dr.kafka.tls import uses_sasl
 from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
 from dr.topology import NAMESPACE, Cluster, Kind, Role, Topology, load_topology
 from dr.topology.access import CONNECT_USER, client_cluster
@@ -264,22 +265,24 @@ def _confluent_access(topology: Topology, cluster: Cluster) -> _ConfluentAccess:
     return {"scram_users": False, "skip_topics": frozenset(mirrored_topics(topology, cluster.name))}
 
 
-def _client_tls(home: Any, state_dir: Path) -> dict[str, str]:
-    """The trust settings an application's client needs for ``home`` (the CA as a path, never a key)."""
-    from dr.kafka.tls import TlsFiles, java_tls
+def _client_tls(home: Any, state_dir: Path, app: str) -> dict[str, str]:
+    """The TLS settings an application's client needs for ``home``, as its published files carry them: the
+    CA as a path, and under mutual TLS where the application's own certificate, key and keystore go (paths;
+    the keystore's password through a config provider) — never a key or a password."""
+    from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls
     from dr.runtime.local_tls import local_tls_files
-    from dr.topology.transport import tls_files
+    from dr.topology.transport import application_tls_files
 
-    files = tls_files(home, state_dir)
     if home.is_local and home.local_tls:
         files = local_tls_files(state_dir)
+        files = TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
+    else:
+        files = application_tls_files(home, state_dir, app)
     if files is None:
         return {}
-    ca_only = TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
-    return {
-        **java_tls(home.client_protocol, ca_only),
-        **({"ssl.ca.location": files.ca_location} if files.ca_location else {}),
-    }
+    # librdkafka's own keys for the file paths; its hostname-check value differs from Java's, which is kept
+    paths = {k: v for k, v in librdkafka_tls(home.client_protocol, files).items() if k.endswith(".location")}
+    return {**java_tls(home.client_protocol, files), **paths}
 
 
 def _outputs(
@@ -304,13 +307,20 @@ def _outputs(
         home = topology.cluster(client_cluster(topology, app))
         if home.name not in clusters or home.kind is Kind.CONFLUENT_CLOUD:
             continue
+        login = (
+            {
+                "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
+                "sasl.username": app.name,
+                "sasl.password": passwords[app.name],
+            }
+            if uses_sasl(home.client_protocol)
+            else {}  # mutual TLS: the application's certificate is its login
+        )
         configs[app.name] = {
             "bootstrap.servers": clusters[home.name].bootstrap_servers,
             "security.protocol": home.client_protocol,
-            "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
-            "sasl.username": app.name,
-            "sasl.password": passwords[app.name],
-            **_client_tls(home, state_dir),
+            **login,
+            **_client_tls(home, state_dir, app.name),
         }
     if configs:
         out["clientConfigs"] = pulumi.Output.secret(configs)

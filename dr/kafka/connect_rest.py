@@ -42,6 +42,26 @@ def root_cause(trace: str) -> str | None:
     return found
 
 
+_CLIENT_BUILD = re.compile(r"Failed to construct kafka (?:producer|consumer|admin)", re.IGNORECASE)
+_TLS_STORE = re.compile(r"SSL (?:trust|key) ?store|keystore|truststore|trust certificates|PEM", re.IGNORECASE)
+
+
+def tls_store_fix(cause: str) -> str | None:
+    """What to do when a connector's client could not build its TLS stores (``cause``: a root cause such
+    as Kafka's "SSL trust store password cannot be specified for PEM format"), else None."""
+    if not _TLS_STORE.search(cause):
+        return None
+    return _TLS_STORE_FIX
+
+
+_TLS_STORE_FIX = (
+    "a connector's clients could not build their TLS stores: Connect lays the connector's settings over the "
+    "workers' own `producer.`/`consumer.`/`admin.` ssl settings — declare the workers' own stores as "
+    "`connectClusters[].worker_tls` (runbooks/tls-clusters.md), and check that the CA file (`ca_file`, the same "
+    "path on every worker) exists and is readable there"
+)
+
+
 def _clean_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -225,6 +245,14 @@ class ConnectRest:
                     f"{what}: not found (HTTP 404): {message}",
                     "check the connector name (`GET /connectors` lists them)",
                 )
+            if _CLIENT_BUILD.search(message):
+                # Connect's answer drops the cause ("Failed to construct kafka producer"); its log keeps it
+                raise ClusterError(
+                    f"{what} failed with HTTP {status}: {message} — Connect could not build the connector's "
+                    "Kafka clients from its overrides over the workers' own producer./consumer./admin. settings",
+                    "read the `Caused by:` of that error in the Connect worker's log; for a TLS store cause ("
+                    f"`SSL trust store ...`): {_TLS_STORE_FIX}",
+                )
             raise ClusterError(
                 f"{what} failed with HTTP {status}: {message}", "fix the request or read the Connect workers' logs"
             )
@@ -319,11 +347,12 @@ class ConnectRest:
         """
         return self._wait(name, "RUNNING", timeout, need_tasks=True)
 
-    def wait_state(self, name: str, state: str, timeout: float) -> JsonObject:
-        """Wait until the connector (and every task it has) is in ``state``, e.g. ``STOPPED``."""
-        return self._wait(name, state.upper(), timeout, need_tasks=False)
+    def wait_state(self, name: str, state: str, timeout: float, *, fail_fast: bool = True) -> JsonObject:
+        """Wait until the connector (and every task it has) is in ``state``, e.g. ``STOPPED``; with
+        ``fail_fast`` a FAILED connector or task raises at once (off: a task that failed before a stop)."""
+        return self._wait(name, state.upper(), timeout, need_tasks=False, fail_fast=fail_fast)
 
-    def _wait(self, name: str, state: str, timeout: float, need_tasks: bool) -> JsonObject:
+    def _wait(self, name: str, state: str, timeout: float, need_tasks: bool, fail_fast: bool = True) -> JsonObject:
         deadline = time.monotonic() + timeout
         status: JsonObject | None = None
         while True:
@@ -331,15 +360,17 @@ class ConnectRest:
             if status is not None:
                 connector = status.get("connector", {})
                 tasks = status.get("tasks", [])
-                if state != "FAILED":
+                if state != "FAILED" and fail_fast:
                     for part, what in ((connector, "connector"), *((t, f"task {t.get('id')}") for t in tasks)):
                         if part.get("state") == "FAILED":
                             trace = (part.get("trace") or "").strip()
                             first = self._scrub(root_cause(trace) or trace.split("\n", 1)[0] or "(no trace)")
+                            tls = tls_store_fix(first)
                             raise ClusterError(
                                 f"Kafka Connect {what} of {name!r} FAILED on {part.get('worker_id')}: {first}",
-                                f"fix the cause (GET {self.url}/connectors/{_seg(name)}/status has the "
-                                "whole trace), then restart it",
+                                (f"{tls}; " if tls else "")
+                                + f"fix the cause (GET {self.url}/connectors/{_seg(name)}/status has the "
+                                "whole trace), then run again",
                             )
                 if (
                     connector.get("state") == state

@@ -25,6 +25,7 @@ from dr.topology.model import (
     Tls,
     Topic,
     Topology,
+    WorkerTls,
     register_failover_shape,
     register_rule_check,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "Topic",
     "Topology",
     "Violation",
+    "WorkerTls",
     "dump_stack_config",
     "find_violations",
     "load_stack_file",

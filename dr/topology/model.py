@@ -416,6 +416,31 @@ class ConnectCredentials(_Model):
         return "PKCS12" if (self.keystore_file or "").lower().endswith((".p12", ".pfx")) else "PEM"
 
 
+class WorkerTls(_Model):
+    """The Connect workers' own client TLS stores — the ``ssl.*`` settings under ``producer.``, ``consumer.``
+    and ``admin.`` in their properties, for their home cluster — as the platform team set them.
+
+    Connect builds a connector's producer, consumer and admin client from those settings with the
+    connector's overrides laid over them, and an override can replace a setting but never remove one: a
+    PEM truststore from the stack's ``tls`` beside a worker's truststore password (PKCS12, JKS) or location
+    is refused by Kafka's clients. Declared, those three clients of every connector (all towards the link's
+    target) trust what the workers' own truststore trusts — it must hold the target's CA, as a platform
+    team's truststore does for its clusters — and no store password is ever in a connector config;
+    MirrorMaker 2's own clients of both ends still take the stack's ``tls``."""
+
+    truststore: Literal["none", "PKCS12", "JKS", "PEM", "PEM-inline"] = "none"
+    """``ssl.truststore.type`` of the workers' own truststore: ``PKCS12`` or ``JKS`` (a file with a
+    password), ``PEM`` (a file), ``PEM-inline`` (``ssl.truststore.certificates``); ``none``: they set none."""
+    keystore: Literal["none", "PKCS12", "JKS", "PEM", "PEM-inline"] = "none"
+    """``ssl.keystore.type`` of the workers' own keystore (mutual TLS to their home cluster): ``PKCS12`` or
+    ``JKS`` (a store password), ``PEM`` (a file), ``PEM-inline`` (``ssl.keystore.key``); ``none``: none."""
+
+    @property
+    def own_truststore(self) -> bool:
+        """True when the workers declare a truststore of their own, which the connectors' clients inherit."""
+        return self.truststore != "none"
+
+
 class ConnectCluster(_Model):
     """A Kafka Connect distributed cluster that runs MirrorMaker 2 links as connectors.
 
@@ -447,6 +472,9 @@ class ConnectCluster(_Model):
     heap_mb: int = Field(default=768, ge=256, le=65536)
     """Local only: JVM heap of each worker (every source task buffers a consumer's fetches and a
     producer's batches; size it with ``tasks_max``)."""
+    worker_tls: WorkerTls = Field(default_factory=WorkerTls)
+    """External only: the workers' own TLS stores (:class:`WorkerTls`), which Connect lends every
+    connector's clients; declare them when the workers set any."""
 
     @property
     def is_local(self) -> bool:

@@ -27,7 +27,7 @@ from dr.base.files import private_dir, write_atomic
 from dr.kafka.tls import TlsFiles, certificate_blocks, foreign_pem_blocks, uses_tls
 from dr.topology.model import Cluster
 
-__all__ = ["java_keystore", "tls_files"]
+__all__ = ["application_tls_files", "java_keystore", "tls_files"]
 
 
 def _materialised(state: Path, name: str, text: str) -> str:
@@ -78,6 +78,27 @@ def _ca_file(state: Path, name: str, declared: str) -> str:
     if not foreign_pem_blocks(text):
         return path
     return _materialised(state, f"{name}-ca.pem", certificate_blocks(text))
+
+
+def application_tls_files(cluster: Cluster, state: Path, app: str) -> TlsFiles | None:
+    """What an application's client of ``cluster`` names (None for a plaintext or local cluster): the
+    cluster's CA and hostname check and, under mutual TLS (``SSL``), where the application team puts its
+    own certificate, key and PKCS#12 keystore with its password file (``<state>/clients/<app>.crt``,
+    ``.key``, ``.p12``, ``.p12.password``) — the product never holds an application's key."""
+    files = tls_files(cluster, state)
+    if files is None:
+        return None
+    if cluster.security_protocol != "SSL":
+        return TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
+    d = Path(state) / "clients"
+    return TlsFiles(
+        files.ca_location,
+        str(d / f"{app}.crt"),
+        str(d / f"{app}.key"),
+        str(d / f"{app}.p12"),
+        files.hostname_verification,
+        str(d / f"{app}.p12.password"),
+    )
 
 
 def java_keystore(state: Path, name: str, key_path: Path, cert_path: Path) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from dr.base.errors import ConfigError
 from dr.kafka.tls import certificate_blocks, uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Delivery, Link, Topology
-from dr.topology.model import ConnectCredentials
+from dr.topology.model import ConnectCredentials, WorkerTls
 
 CONNECTORS = {
     "source": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
@@ -48,18 +48,33 @@ def client_settings(cluster: Cluster) -> tuple[str, str, str]:
     return cluster.bootstrap_servers, cluster.security_protocol, cluster.sasl_mechanism
 
 
-def _tls(prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, password_ref: str) -> dict[str, str]:
+#: The prefixes under which Connect lays a connector's settings over the workers' own client settings.
+INHERITING = ("producer.override", "consumer.override", "admin.override")
+
+
+def _tls(
+    prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, password_ref: str, worker: WorkerTls
+) -> dict[str, str]:
     """The connector's TLS settings for ``cluster``: its CA as a PEM truststore — the declared file's
     path (the same path on every worker) or the declared PEM inline (a CA certificate is public) — never
     a worker's JVM ``cacerts``; under mutual TLS the replicator's keystore on the workers, opened with the
-    password the workers' config provider resolves (``password_ref``), never written here."""
+    password the workers' config provider resolves (``password_ref``), never written here.
+
+    The clients Connect builds for a connector (``INHERITING`` prefixes) start from the workers' own
+    ``producer.``/``consumer.``/``admin.`` settings, and an override cannot remove one: over a worker's own
+    truststore (``worker``, :class:`dr.topology.WorkerTls`) they keep it whole instead of a PEM store beside
+    its password or location, which Kafka's clients refuse; a replicator keystore that cannot sit over the
+    worker's own keystore is refused here, naming what to change."""
     if cluster.is_local or not uses_tls(cluster.security_protocol):
         return {}
     tls = cluster.tls
+    inherits = prefix in INHERITING
     out = {
         f"{prefix}.ssl.endpoint.identification.algorithm": "https" if tls is None or tls.hostname_verification else ""
     }
-    if tls is not None and tls.ca_file:
+    if inherits and worker.own_truststore:
+        pass  # the workers' own truststore, password and all (WorkerTls)
+    elif tls is not None and tls.ca_file:
         out |= {f"{prefix}.ssl.truststore.type": "PEM", f"{prefix}.ssl.truststore.location": tls.ca_file}
     elif tls is not None and tls.ca_pem:
         certificates = certificate_blocks(tls.ca_pem)  # a CA input gives its certificates alone
@@ -72,6 +87,8 @@ def _tls(prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, pas
                 "set replicator_credentials.keystore_file of the link's Connect cluster: the path on every worker "
                 "of the replicator's keystore (PKCS#12 or PEM), encrypted with the password its provider resolves",
             )
+        if inherits:
+            _keystore_fits(cluster, keystore, worker)
         out |= {
             f"{prefix}.ssl.keystore.type": keystore.keystore_type,
             f"{prefix}.ssl.keystore.location": keystore.keystore_file,
@@ -82,15 +99,39 @@ def _tls(prefix: str, cluster: Cluster, keystore: ConnectCredentials | None, pas
     return out
 
 
+def _keystore_fits(cluster: Cluster, keystore: ConnectCredentials, worker: WorkerTls) -> None:
+    """Refuse a replicator keystore that Kafka's clients would refuse over the workers' own keystore."""
+    if worker.keystore == "PEM-inline":
+        raise ConfigError(
+            f"cluster {cluster.name!r} uses mutual TLS, and the Connect workers keep their own key inline "
+            "(worker_tls.keystore: PEM-inline): a connector cannot put the replicator's keystore file beside it.",
+            "give the workers their own key as a keystore file (PKCS12, JKS or PEM) and declare its type in "
+            "worker_tls.keystore",
+        )
+    if worker.keystore in ("PKCS12", "JKS") and keystore.keystore_type == "PEM":
+        raise ConfigError(
+            f"cluster {cluster.name!r} uses mutual TLS, and the Connect workers' own keystore has a store password "
+            f"(worker_tls.keystore: {worker.keystore}), which a PEM keystore cannot take: the replicator's "
+            f"{keystore.keystore_file} is PEM.",
+            "put the replicator's certificate and key on the workers as a PKCS#12 keystore (.p12) encrypted with its "
+            "password, and name it in replicator_credentials.keystore_file",
+        )
+
+
 def _client(
-    prefix: str, cluster: Cluster, refs: tuple[str, str], keystore: ConnectCredentials | None = None
+    prefix: str,
+    cluster: Cluster,
+    refs: tuple[str, str],
+    keystore: ConnectCredentials | None = None,
+    worker: WorkerTls | None = None,
 ) -> dict[str, str]:
+    worker = worker or WorkerTls()
     bootstrap, protocol, mechanism = client_settings(cluster)
     if protocol == "SSL":  # mutual TLS: the replicator's certificate is its login
         return {
             f"{prefix}.bootstrap.servers": bootstrap,
             f"{prefix}.security.protocol": protocol,
-            **_tls(prefix, cluster, keystore, refs[1]),
+            **_tls(prefix, cluster, keystore, refs[1], worker),
         }
     module = (
         "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -104,7 +145,7 @@ def _client(
         # Resolved by the workers' config provider (a file, a directory or environment variables):
         # the config holds only the reference, never the password.
         f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
-        **_tls(prefix, cluster, keystore, refs[1]),
+        **_tls(prefix, cluster, keystore, refs[1], worker),
     }
 
 
@@ -152,7 +193,8 @@ def connector_configs(
     credentials and never hold a password. ``internal_rf`` is the replication factor of the
     internal topics on the target (default: the target's declared value, else min(3, brokers) of a
     local target, else 3). ``keystore``: the Connect cluster's replicator credentials whose
-    ``keystore_file`` a mutual-TLS end needs.
+    ``keystore_file`` a mutual-TLS end needs. The link's Connect cluster's ``worker_tls`` decides what the
+    clients Connect builds for the connectors take from the workers' own stores (:func:`_tls`).
     """
     if "}" in secrets_file or ":" in secrets_file or not secrets_file.strip():
         raise ConfigError(
@@ -166,6 +208,8 @@ def connector_configs(
         )
     source, target = topology.cluster(link.source), topology.cluster(link.target)
     refs = credentials or (f"${{file:{secrets_file}:username}}", f"${{file:{secrets_file}:password}}")
+    connect = topology.link_connect(link)
+    worker = connect.worker_tls if connect is not None else WorkerTls()
     iv = link.intervals
     common = {
         "source.cluster.alias": source.name,
@@ -175,14 +219,14 @@ def connector_configs(
         **_client("target.cluster", target, refs, keystore),
         # The records (and heartbeats, checkpoints) go to the link's target as the replicator,
         # wherever the workers' own Kafka cluster is.
-        **_client("producer.override", target, refs, keystore),
+        **_client("producer.override", target, refs, keystore, worker),
         # ...and Connect keeps a connector's source offsets there too: on workers with exactly-once source
         # support each connector and task has a store on its producer's cluster (KIP-618), read by a consumer
         # and bounded by end offsets from an admin client that Connect builds from the workers' own cluster
         # plus these overrides. Both must point where the producer writes: B→C on workers homed on B read
         # B's offsets topic up to C's end offsets, and a task restarted after a worker loss never started.
-        **_client("consumer.override", target, refs, keystore),
-        **_client("admin.override", target, refs, keystore),
+        **_client("consumer.override", target, refs, keystore, worker),
+        **_client("admin.override", target, refs, keystore, worker),
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",

@@ -197,3 +197,26 @@ def test_worker_properties_least_privilege_and_secret_provider() -> None:
         ConnectSpec("bad name", base_port=30700)
     with pytest.raises(TypeError):
         ConnectSpec("dr")  # type: ignore[call-arg]
+
+
+def test_a_client_connect_cannot_build_names_where_the_cause_is_and_the_declaration(server: str) -> None:
+    """Connect answers "Failed to construct kafka producer" without its cause; a task's trace keeps it."""
+    rest = ConnectRest(server)
+    failed = {"error_code": 500, "message": "Failed to construct kafka producer"}
+    _Connect.answers[("DELETE", "/connectors/x/offsets")] = [(500, failed)]
+    with pytest.raises(ClusterError, match=r"Failed to construct kafka producer") as info:
+        rest.reset_offsets("x")
+    assert "Caused by:" in str(info.value.fix) and "worker_tls" in str(info.value.fix)
+    trace = (
+        "org.apache.kafka.common.KafkaException: Failed to construct kafka producer\n\tat x.y(Z.java:1)\n"
+        "Caused by: org.apache.kafka.common.errors.InvalidConfigurationException: SSL trust store password "
+        "cannot be specified for PEM format.\n\tat x.y(Z.java:2)\n"
+    )
+    status = {
+        "connector": {"state": "RUNNING", "worker_id": "w:1"},
+        "tasks": [{"id": 0, "state": "FAILED", "trace": trace}],
+    }
+    _Connect.answers[("GET", "/connectors/x/status")] = [(200, status)]
+    with pytest.raises(ClusterError, match=r"task 0 of 'x' FAILED .*SSL trust store password cannot") as info:
+        rest.wait_running("x", timeout=5)
+    assert "worker_tls" in str(info.value.fix)

@@ -27,7 +27,7 @@ from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, provider_tls, spark
 from dr.runtime.certificates import Issued, issue, make_ca
 from dr.topology import Topology, load_topology
 from dr.topology.external import external_endpoint
-from dr.topology.transport import java_keystore, tls_files
+from dr.topology.transport import application_tls_files, java_keystore, tls_files
 from stacks.links.connect_config import connector_configs
 from tests.unit.test_stack_program import PROVIDER, is_secret, plain_leaves, provider_input, run_program
 
@@ -43,7 +43,11 @@ def admin(ca: Issued) -> Issued:
 
 
 def _topology(
-    a: dict[str, Any], b: dict[str, Any] | None = None, keystore: str | None = None, **extra: Any
+    a: dict[str, Any],
+    b: dict[str, Any] | None = None,
+    keystore: str | None = None,
+    worker_tls: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Topology:
     def ext(name: str, role: str, more: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -75,6 +79,7 @@ def _topology(
                             "url": "http://connect.example:8083",
                             "replicator_credentials": {"provider": "file", "path": "/etc/kc/r.properties"}
                             | ({"keystore_file": keystore} if keystore else {}),
+                            **({"worker_tls": worker_tls} if worker_tls else {}),
                         }
                     ]
                 }
@@ -170,6 +175,57 @@ def test_connectors_trust_the_declared_ca_without_a_key_inline(tmp_path: Path, c
     assert source["target.cluster.ssl.truststore.certificates"] == ca.certificate_pem.decode()
     assert source["producer.override.ssl.endpoint.identification.algorithm"] == ""
     assert not any("PRIVATE KEY" in v or "keystore" in k for k, v in source.items())
+
+
+INHERITING = ("producer.override", "consumer.override", "admin.override")
+
+
+@pytest.mark.parametrize("store", ["none", "PKCS12", "JKS", "PEM", "PEM-inline"])
+@pytest.mark.parametrize("declared", ["ca_file", "ca_pem"])
+def test_the_clients_connect_builds_keep_a_workers_own_truststore_whole(
+    tmp_path: Path, ca: Issued, store: str, declared: str
+) -> None:
+    """Connect lays a connector's overrides over the workers' own ``producer.``/``consumer.``/``admin.``
+    settings and an override removes none: over a declared truststore of the workers' own (a PKCS12/JKS
+    password, a PEM location or inline certificates) those clients set no truststore key; MirrorMaker 2's
+    own clients of both ends always take the stack's CA."""
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    pem = ca.certificate_pem.decode()
+    tls = {"tls": {"ca_file": str(tmp_path / "ca.pem")} if declared == "ca_file" else {"ca_pem": pem}}
+    t = _topology(tls, tls, worker_tls={"truststore": store}, connect="dr")
+    for config in connector_configs(t, t.links[0]).values():
+        for prefix in ("source.cluster", "target.cluster", *INHERITING):
+            truststore = {k for k in config if k.startswith(f"{prefix}.ssl.truststore.")}
+            if prefix in INHERITING and store != "none":
+                assert truststore == set(), f"{prefix} over a {store} worker truststore: {sorted(truststore)}"
+                continue
+            assert config[f"{prefix}.ssl.truststore.type"] == "PEM"
+            where = "location" if declared == "ca_file" else "certificates"
+            assert truststore == {f"{prefix}.ssl.truststore.type", f"{prefix}.ssl.truststore.{where}"}
+            assert config[f"{prefix}.ssl.endpoint.identification.algorithm"] == "https"
+
+
+def test_a_replicator_keystore_that_cannot_sit_over_the_workers_own_is_refused(admin: Issued, tmp_path: Path) -> None:
+    (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
+    (tmp_path / "c.key").write_bytes(admin.key_pem)
+    a = {
+        "security_protocol": "SSL",
+        "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
+    }
+
+    def configs(keystore: str, worker_keystore: str) -> dict[str, dict[str, str]]:
+        t = _topology(a, a, keystore=keystore, worker_tls={"keystore": worker_keystore}, connect="dr")
+        creds = t.connect_clusters[0].replicator_credentials
+        assert creds is not None
+        return connector_configs(t, t.links[0], credentials=creds.references(), keystore=creds)
+
+    with pytest.raises(ConfigError, match=r"store password.*\n.*PKCS#12 keystore"):
+        configs("/etc/kc/replicator.pem", "JKS")
+    with pytest.raises(ConfigError, match=r"own key inline.*\n.*keystore file"):
+        configs("/etc/kc/replicator.p12", "PEM-inline")
+    source = configs("/etc/kc/replicator.p12", "PKCS12")["A-to-B-source"]
+    assert source["producer.override.ssl.keystore.password"] == "${file:/etc/kc/r.properties:password}"
+    assert configs("/etc/kc/replicator.pem", "PEM")["A-to-B-source"]["producer.override.ssl.keystore.type"] == "PEM"
 
 
 def test_connectors_under_mutual_tls_use_the_replicators_keystore_on_the_workers(tmp_path: Path, admin: Issued) -> None:
@@ -323,6 +379,34 @@ def test_the_program_gives_each_provider_its_clusters_tls(tmp_path: Path, ca: Is
     assert not [v for v in plain_leaves(b) if "PRIVATE KEY" in str(v)]
     client = run.outputs["clientConfigs"]["app"]
     assert client["ssl.truststore.type"] == "PEM" and client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+
+
+def test_the_client_configs_output_under_mutual_tls_names_the_certificate_the_published_files_name(
+    tmp_path: Path, ca: Issued, admin: Issued
+) -> None:
+    (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
+    (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
+    (tmp_path / "c.key").write_bytes(admin.key_pem)
+    mutual = {
+        "security_protocol": "SSL",
+        "tls": {
+            "ca_file": str(tmp_path / "ca.pem"),
+            "client_certificate_file": str(tmp_path / "c.pem"),
+            "client_key_file": str(tmp_path / "c.key"),
+        },
+    }
+    t = _topology(mutual, mutual)
+    state = tmp_path / "state"
+    client = run_program(t, state).outputs["clientConfigs"]["app"]
+    files = application_tls_files(t.cluster("A"), state, "app")
+    assert files is not None and files.certificate_location and files.key_location and files.keystore_location
+    assert client["security.protocol"] == "SSL" and not [k for k in client if k.startswith("sasl.")]
+    assert client["ssl.certificate.location"] == files.certificate_location
+    assert client["ssl.key.location"] == files.key_location
+    assert client["ssl.keystore.location"] == files.keystore_location and client["ssl.keystore.type"] == "PKCS12"
+    assert client["ssl.keystore.password"] == f"${{kdrtls:{files.key_password_location}:password}}"
+    assert client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+    assert "PRIVATE" not in json.dumps(client)
 
 
 def test_the_batched_sets_reach_the_cluster_with_its_tls_files() -> None:

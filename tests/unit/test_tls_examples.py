@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from dr.topology.model import Cluster
+from dr.base.errors import ConfigError
+from dr.topology.model import Cluster, ConnectCluster
 from dr.topology.tls_rules import _cluster_problems
 from tests import REPO_ROOT
 
@@ -32,3 +33,12 @@ def test_each_example_is_a_valid_external_tls_cluster(text: str) -> None:
     # the model's TLS rules, but for the files, which exist on the operator's machine only
     problems = [p for p in _cluster_problems("clusters[0]", cluster) if "/etc/kafka-dr/" not in p[1]]
     assert not problems
+
+
+def test_the_connect_worker_tls_example_declares_the_workers_own_stores() -> None:
+    (text,) = re.findall(r"<!-- connect-worker-tls -->\n```yaml\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+    (entry,) = yaml.safe_load(text)
+    connect = ConnectCluster.model_validate(entry)
+    assert connect.worker_tls.own_truststore and connect.worker_tls.keystore == "PKCS12"
+    with pytest.raises(ConfigError, match=r"worker_tls.truststore: Input should be"):
+        ConnectCluster.model_validate({**entry, "worker_tls": {"truststore": "P12"}})

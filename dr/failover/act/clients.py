@@ -40,7 +40,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.tls import TlsFiles
 from dr.topology import Application, Kind, Topology
 from dr.topology.access import client_cluster
-from dr.topology.transport import tls_files
+from dr.topology.transport import application_tls_files
 
 __all__ = ["client_files", "publish_clients"]
 
@@ -128,22 +128,7 @@ def _kept_json(path: Path, written: frozenset[str] = frozenset()) -> dict[str, A
 
 def _app_tls(estate: Estate, cluster: str, app: str) -> TlsFiles | None:
     """The application's TLS files: the cluster's CA, and under mutual TLS where its own certificate goes."""
-    if estate.topology.cluster(cluster).is_local:
-        return None
-    files = tls_files(estate.topology.cluster(cluster), Path(estate.state))
-    if files is None:
-        return None
-    if estate.topology.cluster(cluster).security_protocol != "SSL":
-        return TlsFiles(ca_location=files.ca_location, hostname_verification=files.hostname_verification)
-    d = Path(estate.state) / "clients"
-    return TlsFiles(
-        files.ca_location,
-        str(d / f"{app}.crt"),
-        str(d / f"{app}.key"),
-        str(d / f"{app}.p12"),
-        files.hostname_verification,
-        str(d / f"{app}.p12.password"),
-    )
+    return application_tls_files(estate.topology.cluster(cluster), Path(estate.state), app)
 
 
 def reads_copies(topology: Topology, cluster: str) -> bool:
