@@ -36,6 +36,7 @@ from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHe
 from dr.base.pulumi_env import pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter
+from dr.estate.pulumi_workspace import forget_backend_passwords
 from dr.estate.stack_owner import require_owned
 from dr.topology import NAMESPACE, Topology
 from dr.topology.stackfile import render_stack_config
@@ -143,6 +144,8 @@ class EstateStack:
             return opener(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
         except auto.CommandError as exc:
             raise _translate(exc, f"opening stack {self.name!r} in backend {_shown(self.backend_url)}") from None
+        finally:  # the CLI recorded the selection under the backend URL as given, password and all
+            forget_backend_passwords(Path(env["PULUMI_HOME"]))
 
     # -------------------------------------------------------------------------------- operations
     def up(
