@@ -57,6 +57,12 @@ class StackRef:
     """The directory holding the stack file (the Pulumi project)."""
     state_dir: Path
     """Where the stack keeps its local state (0700): data, logs, generated credentials, journals."""
+    backend: str | None = None
+    """The backend pinned to this stack whatever ``$PULUMI_BACKEND_URL`` says (a drill's own
+    ``file://<out>/pulumi``); None: as ``pulumi`` picks it (:attr:`pulumi_backend`)."""
+    owner: str | None = None
+    """The token of the drill that created this stack in its pinned backend: every Pulumi operation on it
+    first checks that the backend still carries it (:mod:`dr.estate.stack_owner`); None for a real stack."""
 
     @classmethod
     def resolve(cls, name: str) -> StackRef:
@@ -65,10 +71,14 @@ class StackRef:
         return cls(valid_stack_name(name), project_dir(), state_base() / name)
 
     @classmethod
-    def of_file(cls, stack_file: Path, state_dir: Path) -> StackRef:
-        """The stack of an explicit ``Pulumi.<name>.yaml`` and state directory (a drill's copy, a test's)."""
+    def of_file(
+        cls, stack_file: Path, state_dir: Path, *, backend: str | None = None, owner: str | None = None
+    ) -> StackRef:
+        """The stack of an explicit ``Pulumi.<name>.yaml`` and state directory (a drill's copy, a test's),
+        optionally on a pinned ``backend`` created by ``owner`` (a drill's)."""
         stack_file = Path(stack_file)
-        return cls(stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml"), stack_file.parent, Path(state_dir))
+        name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        return cls(name, stack_file.parent, Path(state_dir), backend, owner)
 
     @property
     def stack_file(self) -> Path:
@@ -86,6 +96,12 @@ class StackRef:
         return f"file://{self.backend_dir}"
 
     @property
+    def pulumi_backend(self) -> str:
+        """The backend this stack is on: the pinned :attr:`backend`, else ``$PULUMI_BACKEND_URL``, the
+        project's ``backend.url``, else ``file://<state dir>/../pulumi``."""
+        return self.backend or backend_url(self.backend_dir, self.project_dir)
+
+    @property
     def failover_home(self) -> Path:
         """Where the stack's failover journal, lock and reports live (``failover.lock``, ``failover/``).
 
@@ -96,7 +112,7 @@ class StackRef:
         which operators who resume each other's failovers must then share (``KDR_STATE_DIR``).
         Nothing is created here.
         """
-        url = backend_url(self.backend_dir, self.project_dir)
+        url = self.pulumi_backend
         if not url.startswith("file://"):
             return self.state_dir
         return Path(url.removeprefix("file://")).expanduser() / ".pulumi" / "kdr" / _PROJECT / self.name
@@ -105,7 +121,7 @@ class StackRef:
     def journal_shared(self) -> bool:
         """True when the journal is in the stack's backend: a ``file://`` one (:attr:`failover_home`), or
         the team database of a ``postgres://`` one (:mod:`dr.failover.team_store`)."""
-        url = backend_url(self.backend_dir, self.project_dir)
+        url = self.pulumi_backend
         return self.failover_home != self.state_dir or url.startswith(("postgres://", "postgresql://"))
 
     def made_failover_home(self) -> Path:

@@ -96,8 +96,10 @@ class HAProxy:
     lib_dir: Path
 
     def env(self) -> dict[str, str]:
-        """The environment to run :attr:`binary` with."""
-        env = dict(os.environ)
+        """The environment to run :attr:`binary` with: only what it needs (:func:`dr.base.child_env.child_env`)."""
+        from dr.base.child_env import child_env
+
+        env = child_env()
         env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(self.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
         return env
 

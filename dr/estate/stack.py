@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
 from dr.base.errors import AuthError, ClusterError, ConfigError, DRError, LockHeld, ToolchainError, mask_secrets
-from dr.base.pulumi_env import backend_url, pulumi_command, pulumi_env
+from dr.base.pulumi_env import pulumi_command, pulumi_env
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter
+from dr.estate.pulumi_workspace import forget_backend_passwords
+from dr.estate.stack_owner import require_owned
 from dr.topology import NAMESPACE, Topology
 from dr.topology.stackfile import render_stack_config
 
@@ -115,9 +117,9 @@ class EstateStack:
         self.backend = stack.backend_dir
         self.recovered: list[str] = []
         """What :meth:`repair` and the loss handling did, one line each (journaled by the failover)."""
-        self.backend_url = backend_url(self.backend, self.stack_dir)
-        """The backend as ``pulumi`` picks it: ``$PULUMI_BACKEND_URL``, the project's ``backend.url``,
-        else ``file://<state>/pulumi``."""
+        self.backend_url = stack.pulumi_backend
+        """The backend pinned to the stack (a drill's own), else as ``pulumi`` picks it:
+        ``$PULUMI_BACKEND_URL``, the project's ``backend.url``, else ``file://<state>/pulumi``."""
 
     # -------------------------------------------------------------------------------- workspace
     def _stack(self, *, create: bool = True) -> Stack:
@@ -125,6 +127,7 @@ class EstateStack:
 
         from stacks.program import run
 
+        require_owned(self.ref, self.backend_url)  # a drill's stack: only on the backend the drill created
         state_dir = self.state_dir
         env = pulumi_env(self.backend_url)
         opts = auto.LocalWorkspaceOptions(
@@ -141,6 +144,8 @@ class EstateStack:
             return opener(stack_name=self.name, project_name=NAMESPACE, program=lambda: run(state_dir), opts=opts)
         except auto.CommandError as exc:
             raise _translate(exc, f"opening stack {self.name!r} in backend {_shown(self.backend_url)}") from None
+        finally:  # the CLI recorded the selection under the backend URL as given, password and all
+            forget_backend_passwords(Path(env["PULUMI_HOME"]))
 
     # -------------------------------------------------------------------------------- operations
     def up(

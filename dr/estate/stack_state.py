@@ -16,8 +16,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dr.base.pulumi_env import backend_url
-
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
 
@@ -28,7 +26,7 @@ _PROJECT = "kafka-dr"
 
 def file_backend_stacks(ref: StackRef) -> Path | None:
     """``<backend>/.pulumi/stacks/<project>`` when the stack's backend is a ``file://`` one, else None."""
-    url = backend_url(ref.backend_dir, ref.project_dir)
+    url = ref.pulumi_backend
     if not url.startswith("file://"):
         return None
     return Path(url.removeprefix("file://")).expanduser() / ".pulumi" / "stacks" / _PROJECT

@@ -524,9 +524,11 @@ def _with_holder(last: LastFailover, journal: Journal) -> LastFailover:
     step = next((s.name for s in last.steps if s.status in ("running", "interrupted")), None)
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(lease.acquired_at))
     state = "STALE, " if lease.stale else ""
+    session = f", database user {lease.db_user} from {lease.db_client}" if lease.db_user else ""
     last.holder = (
-        f"{lease.holder} (pid {lease.pid} on {lease.host}) since {since}, {state}heartbeat "
-        f"{lease.heartbeat_age_s:.0f} s ago" + (f", step {step}" if step else "")
+        f"{lease.holder} (pid {lease.pid} on {lease.host}{session}) since {since}, {state}heartbeat "
+        f"{lease.heartbeat_age_s:.0f} s ago (stale after {lease.stale_after_s:g} s)"
+        + (f", step {step}" if step else "")
     )
     return last
 

@@ -7,10 +7,14 @@ One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and
                   JSON, its status, a version bumped by every write; ``current`` marks the stack's live one.
                   Each write is one transaction, so a crash leaves the previous or the new record.
 ``kdr_lease``     the lock that serialises failovers of a stack, as a lease: holder, host, pid, since,
-                  heartbeat. A lease whose heartbeat is older than :data:`STALE_AFTER_S` is stale; it is
-                  taken over only when asked for (``KDR_TAKE_OVER_STALE_LEASE=1``), and the take-over is
-                  recorded in ``kdr_event``. A live lease is never taken.
-``kdr_event``     an append-only log: lease taken, released, taken over, reclaimed.
+                  heartbeat, the holder's staleness threshold and the database's identity of the holder's
+                  session (``session_user``, ``inet_client_addr()``, ``pg_backend_pid()``). A lease whose
+                  heartbeat is older than the threshold its *holder* recorded (its ``KDR_LEASE_STALE_S``,
+                  :func:`stale_after_s`) is stale — the taker's own setting plays no part; it is taken over
+                  only when asked for (``KDR_TAKE_OVER_STALE_LEASE=1``), and the take-over is recorded in
+                  ``kdr_event``. A live lease is never taken.
+``kdr_event``     an append-only log: lease taken, released, taken over, reclaimed; each event carries the
+                  database's identity of the session that wrote it beside the self-declared operator name.
 ``kdr_audit_state`` each link's audit state (:mod:`verification.audit_state`: verified bounds, frontier,
                   residue), so ``drctl audit`` on any machine continues at the bounds the last one reached.
 ``kdr_verification`` each failover run's verification summary: its verdict and the SHA-256 of its report
@@ -28,8 +32,9 @@ is refused (:class:`~dr.base.errors.LockHeld`, exit 7) with the name of the oper
 **The database going away mid-run.** A write retries for :data:`WAIT_S` seconds (the step in flight
 finishes meanwhile: it does not need the database), then the run stops with
 :class:`~dr.base.errors.StateStoreError` (exit 8); the journal holds every step finished before. The
-lease left behind goes stale; the same operator on the same machine takes it back without
-``--take-over`` (the process that held it is gone), anybody else needs ``--take-over``.
+lease left behind goes stale; the same operator on the same machine, logged in to the database as the
+same user, takes it back without ``--take-over`` (the process that held it is gone), anybody else needs
+``--take-over``. ``KDR_OPERATOR`` is only a name the operator gives; the database user is what proves who.
 
 The schema is created on first use by versioned, idempotent migrations (``kdr_schema``), serialised
 by a transaction-level advisory lock so two first users do not race. The URL's password is never in
@@ -71,13 +76,41 @@ __all__ = [
     "operator_identity",
     "project_name",
     "report_digest",
+    "stale_after_s",
     "team_store",
 ]
 
-STALE_AFTER_S = float(os.environ.get("KDR_LEASE_STALE_S", "30"))
-"""A lease whose heartbeat is older than this many seconds belongs to a dead (or cut-off) operator."""
+STALE_AFTER_S = 30.0
+"""The default staleness threshold: a lease whose heartbeat is older than its holder's threshold
+belongs to a dead (or cut-off) operator."""
 
-HEARTBEAT_S = max(0.5, STALE_AFTER_S / 6)
+
+def stale_after_s() -> float:
+    """This operator's staleness threshold, recorded with every lease it takes or renews:
+    ``$KDR_LEASE_STALE_S`` (seconds, at least 1), else :data:`STALE_AFTER_S`; :class:`ConfigError` otherwise."""
+    text = os.environ.get("KDR_LEASE_STALE_S", "").strip()
+    if not text:
+        return STALE_AFTER_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1 or value == float("inf"):
+        raise ConfigError(
+            f"KDR_LEASE_STALE_S={text!r} is not a number of seconds of at least 1.",
+            "set it to how long this operator's lease may go without a heartbeat before others may take it "
+            "over (default 30), or unset it",
+        )
+    return value
+
+
+def heartbeat_s(stale_after: float) -> float:
+    """How often a holder renews a lease it recorded with ``stale_after``: six heartbeats per threshold."""
+    return max(0.5, stale_after / 6)
+
+
+_SESSION = "session_user::text, coalesce(host(inet_client_addr()), 'local socket'), pg_backend_pid()"
+"""The database's own identity of the session (not the operator's word): user, client address, backend pid."""
 
 WAIT_S = float(os.environ.get("KDR_TEAM_DB_WAIT_S", "20"))
 """How long a journal write waits for the database to answer again before the run stops (exit 8)."""
@@ -159,6 +192,16 @@ MIGRATIONS: list[tuple[int, str]] = [
     ),
     (
         3,
+        # staleness decided by the holder's recorded threshold; the database's identity of the holder's session
+        """
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS stale_after_s double precision NOT NULL DEFAULT 30;
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS db_user text NOT NULL DEFAULT '';
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS db_client text NOT NULL DEFAULT '';
+        ALTER TABLE kdr_lease ADD COLUMN IF NOT EXISTS db_pid integer NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        4,
         # the per-site controller's lease when the team database is its witness (dr.controller.pg_witness):
         # expiry in the database's clock, a token from a sequence that grows with every holder
         """
@@ -230,11 +273,19 @@ class Lease:
     heartbeat_age_s: float
     epoch: int = 0
     """Bumped by every take: the journal writes of an older epoch are refused (fencing)."""
+    stale_after_s: float = STALE_AFTER_S
+    """The threshold its holder recorded (:func:`stale_after_s` of the holder, not of the reader)."""
+    db_user: str = ""
+    """The database user of the holder's session (``session_user``), as the database knows it."""
+    db_client: str = ""
+    """The client address of the holder's session (``inet_client_addr()``; ``local socket`` over a socket)."""
+    db_pid: int = 0
+    """The server process of the holder's session (``pg_backend_pid()``)."""
 
     @property
     def stale(self) -> bool:
-        """True when the holder stopped renewing it (dead or cut off)."""
-        return self.heartbeat_age_s > STALE_AFTER_S
+        """True when the holder stopped renewing it (dead or cut off) for longer than its own threshold."""
+        return self.heartbeat_age_s > self.stale_after_s
 
 
 STEP_ORDER = "step_order"
@@ -470,91 +521,104 @@ class TeamStore:
         with self.session() as conn:
             row = conn.execute(
                 "SELECT holder, host, pid, purpose, extract(epoch FROM acquired_at), "
-                "extract(epoch FROM now() - heartbeat_at), epoch FROM kdr_lease WHERE project = %s AND stack = %s",
+                "extract(epoch FROM now() - heartbeat_at), epoch, stale_after_s, db_user, db_client, db_pid "
+                "FROM kdr_lease WHERE project = %s AND stack = %s",
                 (self.project, stack),
             ).fetchone()
         if row is None:
             return None
-        return Lease(str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), float(row[5]), int(row[6]))
+        return Lease(
+            str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), float(row[5]), int(row[6]),
+            float(row[7]), str(row[8]), str(row[9]), int(row[10]),
+        )  # fmt: skip
 
     def acquire(self, stack: str, purpose: str = "failover", *, take_over: bool = False) -> LeaseHandle:
         """Take the stack's lease (one transaction), with a new epoch: free → taken; stale and ``take_over``
         → taken over, or left by this operator's own process on this machine that is gone → reclaimed
-        (both journaled); otherwise :class:`LockHeld` naming the holder."""
+        (both journaled); otherwise :class:`LockHeld` naming the holder. Staleness is the holder's recorded
+        threshold's to decide; this operator's own (:func:`stale_after_s`) is recorded with the lease it takes."""
         me, host, pid = operator_identity(), socket.gethostname(), os.getpid()
+        threshold = stale_after_s()
         key = (self.project, stack)
         for _ in range(3):
             with self.session() as conn, conn.transaction():
                 # the insert decides between simultaneous starts: the primary key admits exactly one
                 cur = conn.execute(
-                    "INSERT INTO kdr_lease (project, stack, holder, host, pid, purpose, epoch) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, nextval('kdr_lease_epoch')) "
+                    "INSERT INTO kdr_lease (project, stack, holder, host, pid, purpose, epoch, stale_after_s, "
+                    f"db_user, db_client, db_pid) VALUES (%s, %s, %s, %s, %s, %s, nextval('kdr_lease_epoch'), %s, {_SESSION}) "
                     "ON CONFLICT (project, stack) DO NOTHING RETURNING epoch",
-                    (*key, me, host, pid, purpose),
+                    (*key, me, host, pid, purpose, threshold),
                 )
                 taken = cur.fetchone()
                 if taken is not None:
                     epoch = int(taken[0])
                     self._event(
-                        conn, stack, "lease-taken", me, {"host": host, "pid": pid, "purpose": purpose, "epoch": epoch}
-                    )
-                    return self._held(stack, me, pid, epoch)
+                        conn, stack, "lease-taken", me,
+                        {"host": host, "pid": pid, "purpose": purpose, "epoch": epoch, "stale_after_s": threshold},
+                    )  # fmt: skip
+                    return self._held(stack, me, pid, epoch, threshold)
                 row = conn.execute(
-                    "SELECT holder, host, pid, extract(epoch FROM now() - heartbeat_at), acquired_at, epoch "
+                    "SELECT holder, host, pid, extract(epoch FROM now() - heartbeat_at), acquired_at, epoch, "
+                    "stale_after_s, db_user, db_user = session_user::text "
                     "FROM kdr_lease WHERE project = %s AND stack = %s FOR UPDATE",
                     key,
                 ).fetchone()
                 if row is None:  # released between the two statements: try again
                     continue
-                # this operator's own run on this machine, gone (the database went away under it): no wait
-                own = (row[0], row[1]) == (me, host) and not _alive(int(row[2]))
+                # this operator's own run on this machine, as the same database user, gone (the database
+                # went away under it): no wait. The name alone proves nothing (KDR_OPERATOR is self-declared).
+                own = (row[0], row[1]) == (me, host) and bool(row[8]) and not _alive(int(row[2]))
                 if not own:
                     self._refuse_unless_stale(stack, row, take_over)
                 epoch = int(
                     conn.execute(
                         "UPDATE kdr_lease SET holder = %s, host = %s, pid = %s, purpose = %s, acquired_at = now(), "
-                        "heartbeat_at = now(), epoch = nextval('kdr_lease_epoch') WHERE project = %s AND stack = %s "
+                        "heartbeat_at = now(), epoch = nextval('kdr_lease_epoch'), stale_after_s = %s, "
+                        f"(db_user, db_client, db_pid) = ({_SESSION}) WHERE project = %s AND stack = %s "
                         "RETURNING epoch",
-                        (me, host, pid, purpose, *key),
+                        (me, host, pid, purpose, threshold, *key),
                     ).fetchone()[0]  # type: ignore[index]
                 )
                 detail: LeaseDetail = {"from": row[0], "host": host, "pid": pid, "from_host": row[1], "from_pid": row[2],
-                          "from_epoch": int(row[5]), "epoch": epoch, "age_s": round(float(row[3]), 1)}  # fmt: skip
+                          "from_epoch": int(row[5]), "epoch": epoch, "age_s": round(float(row[3]), 1),
+                          "from_stale_after_s": float(row[6]), "from_db_user": str(row[7]),
+                          "stale_after_s": threshold}  # fmt: skip
                 self._event(conn, stack, "lease-reclaimed" if own and not take_over else "lease-taken-over", me, detail)
-                return self._held(stack, me, pid, epoch)
+                return self._held(stack, me, pid, epoch, threshold)
         raise LockHeld(
             f"the lease on stack '{stack}' changed hands three times while this run tried to take it.",
             f"rerun; `drctl status --stack {stack}` shows who holds it",
         )
 
-    def _held(self, stack: str, holder: str, pid: int, epoch: int) -> LeaseHandle:
+    def _held(self, stack: str, holder: str, pid: int, epoch: int, stale_after: float) -> LeaseHandle:
         self._epochs[stack] = epoch
-        return LeaseHandle(self, stack, holder, pid, epoch)
+        return LeaseHandle(self, stack, holder, pid, epoch, stale_after)
 
     @staticmethod
     def _refuse_unless_stale(stack: str, row: Any, take_over: bool) -> None:
-        holder, age = f"{row[0]} (pid {row[2]} on {row[1]})", float(row[3])
-        if age <= STALE_AFTER_S:
+        holder, age, threshold = f"{row[0]} (pid {row[2]} on {row[1]})", float(row[3]), float(row[6])
+        if age <= threshold:
             raise LockHeld(
                 f"a failover of stack '{stack}' is held by {holder}, alive {age:.0f} s ago, "
-                f"since {row[4]:%Y-%m-%d %H:%M:%S %Z}.",
+                f"since {row[4]:%Y-%m-%d %H:%M:%S %Z} (stale only after the {threshold:g} s its holder recorded).",
                 f"wait for it to finish (`drctl status --stack {stack}` shows its progress); "
-                "a live lease is never taken over",
+                "a live lease is never taken over, whatever this side's KDR_LEASE_STALE_S",
             )
         if not take_over:
             raise LockHeld(
                 f"the lease on stack '{stack}' is stale: {holder} last renewed it {age:.0f} s ago "
-                f"(stale after {STALE_AFTER_S:.0f} s).",
+                f"(stale after the {threshold:g} s its holder recorded).",
                 "make sure that operator is gone, then rerun with --take-over (or KDR_TAKE_OVER_STALE_LEASE=1) to take it "
                 f"over (recorded); `drctl status --stack {stack}` shows where the failover stopped",
             )
 
-    def renew(self, stack: str, epoch: int) -> bool:
-        """Renew the heartbeat; False when the lease is no longer ours (another epoch)."""
+    def renew(self, stack: str, epoch: int, stale_after: float | None = None) -> bool:
+        """Renew the heartbeat (and, given, the holder's threshold); False when the lease is no longer ours."""
         with self.session() as conn, conn.transaction():
             cur = conn.execute(
-                "UPDATE kdr_lease SET heartbeat_at = now() WHERE project = %s AND stack = %s AND epoch = %s",
-                (self.project, stack, epoch),
+                "UPDATE kdr_lease SET heartbeat_at = now(), stale_after_s = coalesce(%s, stale_after_s) "
+                "WHERE project = %s AND stack = %s AND epoch = %s",
+                (stale_after, self.project, stack, epoch),
             )
             return cur.rowcount == 1
 
@@ -580,8 +644,11 @@ class TeamStore:
         return [LeaseEvent(at=float(r[0]), kind=r[1], actor=r[2], detail=r[3]) for r in rows]
 
     def _event(self, conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: LeaseDetail) -> None:
+        # the database's identity of the writing session, beside the operator's self-declared name
         conn.execute(
-            "INSERT INTO kdr_event (project, stack, kind, actor, detail) VALUES (%s, %s, %s, %s, %s)",
+            "INSERT INTO kdr_event (project, stack, kind, actor, detail) VALUES (%s, %s, %s, %s, %s::jsonb || "
+            "jsonb_build_object('db_user', session_user::text, 'db_client', "
+            "coalesce(host(inet_client_addr()), 'local socket'), 'db_pid', pg_backend_pid()))",
             (self.project, stack, kind, actor, json.dumps(detail, default=str)),
         )
 
@@ -662,18 +729,21 @@ def _alive(pid: int) -> bool:
 
 
 class LeaseHandle:
-    """A held lease, renewed by a daemon thread every :data:`HEARTBEAT_S` until :meth:`release`."""
+    """A held lease, renewed by a daemon thread six times per its threshold (:func:`heartbeat_s`) until :meth:`release`."""
 
-    def __init__(self, store: TeamStore, stack: str, holder: str, pid: int, epoch: int) -> None:
+    def __init__(
+        self, store: TeamStore, stack: str, holder: str, pid: int, epoch: int, stale_after: float = STALE_AFTER_S
+    ) -> None:
         self.store, self.stack, self.holder, self.pid, self.epoch = store, stack, holder, pid, epoch
+        self.stale_after = stale_after
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"kdr-lease-{stack}", daemon=True)
         self._thread.start()
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
+        while not self._stop.wait(heartbeat_s(self.stale_after)):
             try:
-                if not self.store.renew(self.stack, self.epoch):
+                if not self.store.renew(self.stack, self.epoch, self.stale_after):
                     return  # taken over: the next journal write of this run is refused (fenced)
             except Exception:  # noqa: BLE001 — the database is away: the lease goes stale if it stays away; the run goes on
                 continue

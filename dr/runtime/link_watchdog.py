@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
+from dr.base.child_env import child_env
 from dr.base.files import write_atomic
 from dr.runtime.process import JvmProcess, dead_tasks, pid_alive, wait_until
 
@@ -140,7 +141,8 @@ def spawn(link_dir: Path, process_name: str) -> int:
     if pid is not None:
         return pid
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    # only what it needs: never the operator's passphrase or backend URL (dr.base.child_env)
+    env = child_env({"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)})
     with open(link_dir / "watchdog.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", _MODULE, str(link_dir), process_name],

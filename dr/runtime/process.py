@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 
+from dr.base.child_env import child_env
 from dr.base.errors import ClusterError, PortInUse, mask_secrets
 from dr.kafka.connect_rest import root_cause
 
@@ -270,7 +271,8 @@ class JvmProcess:
         return self.pid is not None
 
     def start(self, command: list[str], env: dict[str, str] | None = None) -> int:
-        """Start detached (own session) unless already running; return the pid."""
+        """Start detached (own session) unless already running, with only the environment it needs
+        (:func:`dr.base.child_env.child_env` plus ``env``); return the pid."""
         existing = self.pid
         if existing:
             return existing
@@ -285,7 +287,7 @@ class JvmProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, **(env or {})},
+                env=child_env(env),  # never the operator's passphrase or backend URL
             )
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.pid_file.write_text(str(proc.pid))

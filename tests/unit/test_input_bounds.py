@@ -384,7 +384,8 @@ def test_the_program_warns_in_pulumi_preview(tmp_path: Path, monkeypatch: pytest
 def test_the_drills_output_directory_is_made_private(tmp_path: Path) -> None:
     """``drctl drill --out`` holds the drill's stack state, credentials and passphrase: made 0700 when the
     drill creates it (the secret scan of the unplanned drill found it 0755 once directories stopped being
-    re-moded); one that exists keeps its mode."""
+    re-moded), and also when it exists with a wider mode (it is new, empty or an earlier drill's, never a
+    shared directory: an existing 0755 one left the drill's backend readable by other local users)."""
     from types import SimpleNamespace
 
     from dr.failover.kinds.active_passive.drill import _prepare_out
@@ -395,4 +396,4 @@ def test_the_drills_output_directory_is_made_private(tmp_path: Path) -> None:
     existing.mkdir(mode=0o750)
     existing.chmod(0o750)
     _prepare_out(SimpleNamespace(out=existing))  # type: ignore[arg-type]
-    assert existing.stat().st_mode & 0o777 == 0o750
+    assert existing.stat().st_mode & 0o777 == 0o700

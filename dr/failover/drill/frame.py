@@ -7,7 +7,9 @@ it (:mod:`dr.failover.drill.grade`, :mod:`dr.failover.drill.result`, :mod:`dr.fa
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from dr.base.stackref import StackRef, stack_file
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
+from dr.estate.stack_owner import claim
 from dr.failover.act.groups import translated_within
 from dr.failover.drill.grade import DEFAULT_AIMS
 from dr.failover.drill.result import LinkRestart
@@ -32,6 +35,7 @@ __all__ = [
     "MARKER",
     "DrillOptions",
     "current_topology",
+    "drill_stack",
     "first_translation_within",
     "link_restarts",
     "prepare_copy",
@@ -116,7 +120,8 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
         )
     for sub in ("stack", "state", "pulumi"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    private_dir(out / "stack")  # <out> holds the drill's stack state, credentials and passphrase
+    private_out(out)
+    private_dir(out / "stack")
     (out / MARKER).write_text("written by drctl drill\n")
     doc = yaml.safe_load(stack_file(options.stack).read_text())
     if options.base_port is not None:
@@ -132,6 +137,36 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
     stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
     stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return stack_path, out / "state"
+
+
+def private_out(out: Path) -> Path:
+    """``out`` (a drill's: new, empty or an earlier drill's) made 0700, also when it existed with a wider
+    mode: it holds the drill's backend, generated credentials and passphrase."""
+    private_dir(out)
+    out.chmod(0o700)
+    return out
+
+
+def drill_stack(stack_path: Path, state: Path) -> tuple[StackRef, Callable[[], None]]:
+    """The drill's copy as a stack on a backend of its own, ``file://<out>/pulumi``, created here and
+    owned by the drill (:mod:`dr.estate.stack_owner`), whatever backend the environment or the project
+    names; and a function that undoes what this did to the process.
+
+    Until that function is called this process's ``PULUMI_BACKEND_URL`` names the drill's backend, so
+    that the failover's journal, lease and audit state (which follow the backend) stay the drill's too."""
+    backend_dir = Path(state).parent / "pulumi"
+    token = claim(backend_dir)
+    ref = StackRef.of_file(stack_path, state, backend=f"file://{backend_dir}", owner=token)
+    before = os.environ.get("PULUMI_BACKEND_URL")
+    os.environ["PULUMI_BACKEND_URL"] = ref.pulumi_backend
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop("PULUMI_BACKEND_URL", None)
+        else:
+            os.environ["PULUMI_BACKEND_URL"] = before
+
+    return ref, restore
 
 
 def current_topology(stack_path: Path) -> list[Topology]:

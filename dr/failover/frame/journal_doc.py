@@ -135,11 +135,19 @@ LeaseDetail = TypedDict(
         "from_pid": int,
         "from_epoch": int,
         "age_s": float,
+        "stale_after_s": float,
+        "from_stale_after_s": float,
+        "from_db_user": str,
+        "db_user": str,
+        "db_client": str,
+        "db_pid": int,
     },
     total=False,
 )
 """What a lease event records: who took the lease (host, pid, purpose, its epoch) and, taken over, from
-whom (``from``, ``from_host``, ``from_pid``, ``from_epoch``) after how long without a heartbeat (``age_s``)."""
+whom (``from``, ``from_host``, ``from_pid``, ``from_epoch``, the threshold and database user it had recorded)
+after how long without a heartbeat (``age_s``); the taker's threshold (``stale_after_s``); and the database's
+identity of the writing session (``db_user``, ``db_client``, ``db_pid``), added by the database itself."""
 
 
 class LeaseEvent(TypedDict):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dr.base.errors import LockHeld, StateStoreError, mask_secrets
+from dr.base.errors import ConfigError, LockHeld, StateStoreError, mask_secrets
 from dr.base.pulumi_env import mask_url
 from dr.failover import team_store as ts
 from dr.failover.frame.journal import Journal, StackLock
@@ -25,7 +25,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture
 def team(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("PULUMI_BACKEND_URL", pg_url)
-    monkeypatch.setattr(ts, "STALE_AFTER_S", 30.0)
+    monkeypatch.delenv("KDR_LEASE_STALE_S", raising=False)
     return pg_url
 
 
@@ -95,6 +95,66 @@ def test_live_lease_is_never_taken_and_names_its_holder(
     lock.release()
 
 
+def test_a_live_lease_is_never_taken_whatever_the_takers_threshold(
+    team: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staleness is the holder's recorded threshold's: bob's KDR_LEASE_STALE_S=1 does not make alice's lease,
+    renewed 2.5 s ago under her 30 s, stale (the acceptance finding); alice's own 1 s does."""
+    store = ts.team_store(team)
+    monkeypatch.setenv("KDR_OPERATOR", "alice")
+    alice = store.acquire("t1")
+    alice._stop.set()  # no heartbeat meanwhile: the age below is what the test sets
+    with store.session() as conn, conn.transaction():
+        conn.execute("UPDATE kdr_lease SET heartbeat_at = now() - interval '2.5 seconds' WHERE stack = 't1'")
+    monkeypatch.setenv("KDR_OPERATOR", "bob")
+    monkeypatch.setenv("KDR_LEASE_STALE_S", "1")
+    with pytest.raises(LockHeld, match=r"held by alice .*stale only after the 30 s its holder recorded"):
+        store.acquire("t1", take_over=True)
+    lease = store.lease("t1")
+    assert lease is not None and lease.holder == "alice" and lease.stale_after_s == 30 and not lease.stale
+    monkeypatch.setenv("KDR_OPERATOR", "alice")  # alice renews under her own 1 s threshold
+    assert store.renew("t1", alice.epoch, ts.stale_after_s())
+    with store.session() as conn, conn.transaction():
+        conn.execute("UPDATE kdr_lease SET heartbeat_at = now() - interval '2.5 seconds' WHERE stack = 't1'")
+    monkeypatch.delenv("KDR_LEASE_STALE_S")  # bob on the default 30 s: alice's 1 s decides
+    monkeypatch.setenv("KDR_OPERATOR", "bob")
+    taken = store.acquire("t1", take_over=True)
+    assert store.lease("t1").holder == "bob" and store.lease("t1").stale_after_s == 30  # type: ignore[union-attr]
+    over = next(e for e in store.events("t1") if e["kind"] == "lease-taken-over")
+    assert over["detail"]["from_stale_after_s"] == 1 and over["detail"]["stale_after_s"] == 30
+    taken.release()
+
+
+def test_the_database_identity_of_the_session_is_recorded(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KDR_OPERATOR is a name anybody can give: the lease and every event carry the database's own identity of
+    the session beside it (session_user, inet_client_addr(), pg_backend_pid())."""
+    store = ts.TeamStore(team)
+    monkeypatch.setenv("KDR_OPERATOR", "mallory-as-alice")
+    handle = store.acquire("id1")
+    with store.session() as conn:
+        backend_pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    lease = store.lease("id1")
+    assert lease is not None and (lease.holder, lease.db_user, lease.db_client) == (
+        "mallory-as-alice",
+        "kdr",
+        "127.0.0.1",
+    )
+    assert lease.db_pid == backend_pid
+    handle.release()
+    for event in store.events("id1"):
+        assert (event["detail"]["db_user"], event["detail"]["db_client"]) == ("kdr", "127.0.0.1"), event
+        assert event["detail"]["db_pid"] == backend_pid
+
+
+def test_bad_stale_threshold_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("0.5", "soon", "inf", "nan", "-3"):
+        monkeypatch.setenv("KDR_LEASE_STALE_S", bad)
+        with pytest.raises(ConfigError, match=r"KDR_LEASE_STALE_S=.* is not a number of seconds of at least 1"):
+            ts.stale_after_s()
+    monkeypatch.setenv("KDR_LEASE_STALE_S", "3")
+    assert ts.stale_after_s() == 3.0 and ts.heartbeat_s(3.0) == 0.5 and ts.heartbeat_s(60) == 10
+
+
 def test_simultaneous_starts_exactly_one_wins(team: str, tmp_path: Path) -> None:
     results: list[str] = []
     gate = threading.Barrier(4)
@@ -138,7 +198,7 @@ def test_stale_lease_taken_over_only_explicitly_and_journaled(
 
 
 def test_heartbeat_keeps_a_lease_fresh(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ts, "HEARTBEAT_S", 0.2)
+    monkeypatch.setenv("KDR_LEASE_STALE_S", "1.2")  # a heartbeat every 0.5 s
     store = ts.team_store(team)
     handle = store.acquire("s6")
     with store.connect() as conn, conn.transaction():
@@ -233,23 +293,28 @@ def test_a_writer_whose_lease_was_taken_over_is_fenced(team: str, monkeypatch: p
 
 
 def test_own_dead_lease_is_reclaimed_without_take_over(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run stopped by the database going away leaves its lease; the same operator on the same machine
-    takes it back once that process is gone, anybody else still needs --take-over."""
+    """A run stopped by the database going away leaves its lease; the same operator on the same machine, as
+    the same database user, takes it back once that process is gone, anybody else still needs --take-over —
+    also one who only gives the same KDR_OPERATOR name while logged in to the database as another user."""
     import socket
 
     store = ts.TeamStore(team)
     with store.session() as conn, conn.transaction():
-        conn.execute(
-            "INSERT INTO kdr_lease (stack, holder, host, pid, epoch, heartbeat_at) "
-            "VALUES ('r1', 'erin', %s, 999999, 1, now() - interval '60 seconds')",
-            (socket.gethostname(),),
-        )
+        for stack, db_user in (("r1", "kdr"), ("r2", "someone-else")):
+            conn.execute(
+                "INSERT INTO kdr_lease (stack, holder, host, pid, epoch, heartbeat_at, db_user) "
+                "VALUES (%s, 'erin', %s, 999999, 1, now() - interval '60 seconds', %s)",
+                (stack, socket.gethostname(), db_user),
+            )
     monkeypatch.setenv("KDR_OPERATOR", "frank")
     with pytest.raises(LockHeld, match="stale: erin"):
         store.acquire("r1")
     monkeypatch.setenv("KDR_OPERATOR", "erin")
     store.acquire("r1").release()
     assert [e["kind"] for e in store.events("r1")] == ["lease-reclaimed", "lease-released"]
+    with pytest.raises(LockHeld, match="stale: erin"):  # the name, not the database user: not erin's to reclaim
+        store.acquire("r2")
+    assert store.lease("r2").db_user == "someone-else"  # type: ignore[union-attr]
 
 
 def test_rows_are_keyed_by_project_and_stack(team: str) -> None:

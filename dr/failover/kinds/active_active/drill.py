@@ -42,6 +42,7 @@ from dr.failover.act.health import listening
 from dr.failover.drill.frame import (
     DrillOptions,
     current_topology,
+    drill_stack,
     first_translation_within,
     link_restarts,
     prepare_copy,
@@ -170,7 +171,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
     if refusal is not None:
         raise refusal
     stack_path, state = prepare_copy(options)
-    ref = StackRef.of_file(stack_path, state)
+    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
     original = load_stack_file(stack_path)
     region = peers(original)[0]
     result = RegionDrillResult(
@@ -203,6 +204,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (original, *current_topology(stack_path)), progress)
+        restore_backend()
         grade_region_drill(result, options.aims, strict=options.strict_aims)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import dr.failover.act.integrity as integrity
 from dr.base.errors import ClusterError, ConfigError, FailoverError
-from dr.base.files import private_dir
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
@@ -49,9 +48,11 @@ from dr.failover.drill.frame import (
     MARKER,
     DrillOptions,
     current_topology,
+    drill_stack,
     first_translation_within,
     link_restarts,
     prepare_copy,
+    private_out,
     restart,
     teardown,
     utc_now,
@@ -165,7 +166,7 @@ def _prepare_out(options: DrillOptions) -> Path:
         raise ConfigError(
             f"{out} is not empty and was not written by a drill.", "pass --out with a new or empty directory"
         )
-    private_dir(out)  # it holds the drill's stack state, credentials and passphrase
+    private_out(out)
     (out / MARKER).write_text("written by drctl drill\n")
     return out
 
@@ -190,7 +191,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     if refusal is not None:
         raise refusal
     stack_path, state = prepare_copy(options)
-    ref = StackRef.of_file(stack_path, state)
+    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
     stack = options.stack
     seen = [load_stack_file(stack_path)]
     result = DrillResult(
@@ -224,6 +225,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (*seen, *current_topology(stack_path)), progress)
+        restore_backend()
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result

@@ -36,6 +36,7 @@ from dr.failover.act.health import listening
 from dr.failover.drill.frame import (
     DrillOptions,
     current_topology,
+    drill_stack,
     first_translation_within,
     link_restarts,
     prepare_copy,
@@ -265,7 +266,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
     if refusal is not None:
         raise refusal
     stack_path, state = prepare_copy(options)
-    ref = StackRef.of_file(stack_path, state)
+    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
     topology = load_stack_file(stack_path)
     if not is_hub_spoke(topology):
         raise ConfigError(f"stack {options.stack!r} is not hub-and-spoke.", "run `drctl drill` (it dispatches)")
@@ -334,6 +335,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
             teardown(ref, (*seen, *current_topology(stack_path)), progress)
+        restore_backend()
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
     return result
 

@@ -1,0 +1,69 @@
+"""A drill's stack: on a backend of its own, whatever the environment exports, and never a stack it did not
+create (dr.estate.stack_owner, dr.failover.drill.frame)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from dr.base.errors import ConfigError
+from dr.base.stackref import StackRef
+from dr.estate.stack import EstateStack
+from dr.estate.stack_owner import OWNER_FILE, claim, require_owned
+from dr.failover.drill.frame import DrillOptions, drill_stack, prepare_copy
+from tests import REPO_ROOT
+
+TEAM_URL = "postgres://kdr:db-pass-1234@db.example:5432/kdr"
+
+
+def _copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    monkeypatch.setenv("KDR_STACK_DIR", str(REPO_ROOT))
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    out.chmod(0o755)  # an existing --out readable by every local user
+    return prepare_copy(DrillOptions(stack="local", out=out))
+
+
+def test_a_drill_runs_on_its_own_backend_whatever_is_exported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PULUMI_BACKEND_URL", TEAM_URL)
+    stack_path, state = _copy(tmp_path, monkeypatch)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700, "made private though it existed 0755"
+    ref, restore = drill_stack(stack_path, state)
+    try:
+        own = f"file://{tmp_path / 'out' / 'pulumi'}"
+        assert ref.pulumi_backend == own and EstateStack(ref).backend_url == own
+        assert os.environ["PULUMI_BACKEND_URL"] == own, "the journal, lease and audit state follow it"
+        assert ref.failover_home == tmp_path / "out" / "pulumi" / ".pulumi" / "kdr" / "kafka-dr" / "local"
+        require_owned(ref, own)
+        assert stat.S_IMODE((tmp_path / "out" / "pulumi" / OWNER_FILE).stat().st_mode) == 0o600
+    finally:
+        restore()
+    assert os.environ["PULUMI_BACKEND_URL"] == TEAM_URL
+
+
+def test_a_stack_the_drill_did_not_create_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack_path, state = _copy(tmp_path, monkeypatch)
+    ref, restore = drill_stack(stack_path, state)
+    restore()
+    with pytest.raises(
+        ConfigError, match=r"refusing to touch stack 'local' in backend postgres://kdr:\*\*\*@db"
+    ) as err:
+        require_owned(ref, TEAM_URL)  # the exported backend, not the drill's
+    assert "db-pass-1234" not in str(err.value) and err.value.exit_code == 2
+    (tmp_path / "out" / "pulumi" / OWNER_FILE).write_text("another drill's token\n")
+    with pytest.raises(ConfigError, match="the drill did not create it"):
+        EstateStack(ref).preview()  # checked before any Pulumi operation
+    with pytest.raises(ConfigError, match="the drill did not create it"):
+        EstateStack(ref).destroy()
+    require_owned(StackRef.of_file(stack_path, state), TEAM_URL)  # a real stack's ref: no drill's to guard
+
+
+def test_a_backend_that_holds_anything_is_never_claimed(tmp_path: Path) -> None:
+    backend = tmp_path / "pulumi"
+    (backend / ".pulumi" / "stacks").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="is not empty: a drill runs only on a backend it creates"):
+        claim(backend)
+    assert not (backend / OWNER_FILE).exists()
