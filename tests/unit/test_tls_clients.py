@@ -208,6 +208,7 @@ def test_the_clients_connect_builds_keep_a_workers_own_truststore_whole(
 def test_a_replicator_keystore_that_cannot_sit_over_the_workers_own_is_refused(admin: Issued, tmp_path: Path) -> None:
     (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
     (tmp_path / "c.key").write_bytes(admin.key_pem)
+    (tmp_path / "c.key").chmod(0o600)
     a = {
         "security_protocol": "SSL",
         "tls": {"client_certificate_file": str(tmp_path / "c.pem"), "client_key_file": str(tmp_path / "c.key")},
@@ -387,6 +388,7 @@ def test_the_client_configs_output_under_mutual_tls_names_the_certificate_the_pu
     (tmp_path / "ca.pem").write_bytes(ca.certificate_pem)
     (tmp_path / "c.pem").write_bytes(admin.certificate_pem)
     (tmp_path / "c.key").write_bytes(admin.key_pem)
+    (tmp_path / "c.key").chmod(0o600)
     mutual = {
         "security_protocol": "SSL",
         "tls": {
