@@ -18,7 +18,7 @@ pg_candidate() {
   local version
   version=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
   if [ -z "$version" ] || [ "$version" = "(none)" ]; then
-    say "Debian's package index does not list $1 yet; refreshing the package lists (apt-get update)"
+    say "Debian's package index does not list $1 yet; refreshing the package lists (apt-get update)" >&2
     apt-get update -q >/dev/null 2>&1 || true
     version=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
   fi
