@@ -86,7 +86,8 @@ def _refreshed_since(source: Endpoint, alias: str, target: Endpoint, name: str) 
     check made after it ("no loop topic") has seen at least one refresh, however loaded the machine."""
     from confluent_kafka.admin import NewTopic
 
-    for f in admin_client(source).create_topics([NewTopic(name, 1, 1)]).values():
+    admin = admin_client(source)  # held while its futures are pending: a collected client aborts them
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
         f.result(30)
     try:
         assert wait_until(lambda: f"{alias}.{name}" in _topics(target), 120, interval=0.5), (
@@ -94,7 +95,8 @@ def _refreshed_since(source: Endpoint, alias: str, target: Endpoint, name: str) 
         )
     finally:
         for ep, topic in ((source, name), (target, f"{alias}.{name}")):
-            for f in admin_client(ep).delete_topics([topic]).values():
+            client = admin_client(ep)
+            for f in client.delete_topics([topic]).values():
                 f.result(30)
 
 
