@@ -12,7 +12,6 @@ an executor is a :class:`~dr.base.errors.ClusterError` naming the master, never 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dr.base.errors import ClusterError, ConfigError
+from dr.base.hosts import is_loopback
 from dr.base.toolchain import toolchain
 from verification.class_archive import crashed_on_archive, discard, java_options
 
@@ -131,15 +131,6 @@ def check_master(master: str, *, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> N
         )
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def spark_session(
     *,
     master: str | None = DEFAULT_MASTER,
@@ -228,7 +219,7 @@ def _launch(
     if standalone:
         check_master(master)
     local_driver = not submitted and (
-        master.startswith("local") or (bool(standalone) and all(_loopback(h) for h, _ in standalone))
+        master.startswith("local") or (bool(standalone) and all(is_loopback(h) for h, _ in standalone))
     )
     jars = [] if submitted else kafka_jars()
     # The parallel collector: the driver is a batch job on few cores, and G1's concurrent work

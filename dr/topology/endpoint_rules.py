@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dr.base.hosts import is_loopback
 from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
 from dr.topology.kinds import Architecture, Role
 
@@ -161,7 +162,7 @@ def _runtime_api_problems(where: str, remote_declared: bool) -> Iterator[tuple[s
             "give the socket's path (e.g. /run/haproxy/kdr-admin.sock) or 127.0.0.1:<port>",
         )
         return
-    if _is_loopback(host.strip("[]")) or remote_declared:
+    if is_loopback(host.strip("[]")) or remote_declared:
         return
     yield (
         at,
@@ -170,12 +171,3 @@ def _runtime_api_problems(where: str, remote_declared: bool) -> Iterator[tuple[s
         f"use the proxy's unix socket (mode 600) or 127.0.0.1:<port> on the proxy's machine; {tunnel}; "
         "only if the network path is otherwise protected, declare endpoint.insecure_remote_runtime_api: true",
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
