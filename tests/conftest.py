@@ -106,6 +106,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"):
         os.environ.pop(name, None)
+    # The suite's Spark data are small: the client compiler alone verifies them on about half the driver's CPU
+    # (verification/session.py driver_jit_options); users and benchmarks keep the optimising compiler.
+    os.environ.setdefault("KDR_SPARK_JVM_PROFILE", "footprint")
 
 
 HUB_UNIT_PORTS = (32100, 32200, 32300, 32400, 32500)
