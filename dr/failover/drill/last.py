@@ -1,0 +1,56 @@
+"""The stack's last drill, kept in its state directory (``<state>/drills/last.json``) for the controller.
+
+A drill writes its full result to ``<out>/drill.json`` wherever ``--out`` says (a directory of the
+operator's choosing); the controller (``kdr_drill_*`` metrics) and the ``KdrNoRecentDrill`` alert need
+one known place per stack, so every drill also records there its grade, its worst application RTO and
+when it finished — nothing else, no secret.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from dr.base.files import write_json
+from dr.failover.drill.result import DrillResult
+
+__all__ = ["last_drill", "last_drill_path", "record_last_drill", "summary_of"]
+
+
+def last_drill_path(state: Path) -> Path:
+    """``<state>/drills/last.json``."""
+    return Path(state) / "drills" / "last.json"
+
+
+def summary_of(result: DrillResult, *, finished_at: float) -> dict[str, Any]:
+    """What is kept of ``result``: stack, mode, grade, passed, the worst application RTO over its cycles
+    (the failover's own RTO probe when no application RTO was measured), where the full result is, and when."""
+    app = [a.rto_s for c in result.cycles for a in c.application_rto if a.rto_s is not None]
+    probe = [c.failover.rto_s for c in result.cycles if c.failover.rto_s is not None]
+    return {
+        "stack": result.stack,
+        "mode": result.mode,
+        "grade": result.grade,
+        "passed": result.passed,
+        "rto_s": max(app) if app else (max(probe) if probe else None),
+        "rto_basis": "worst application RTO" if app else ("failover RTO probe" if probe else "not measured"),
+        "cycles": len(result.cycles),
+        "result": str(Path(result.out) / "drill.json"),
+        "finished_at": round(finished_at, 3),
+    }
+
+
+def record_last_drill(state: Path, result: DrillResult) -> None:
+    """Keep the summary of ``result`` as the stack's last drill (written atomically, 0600)."""
+    write_json(last_drill_path(state), summary_of(result, finished_at=time.time()))
+
+
+def last_drill(state: Path) -> dict[str, Any] | None:
+    """The stack's last drill summary, or None when none was recorded (or the file is unreadable)."""
+    try:
+        data = json.loads(last_drill_path(state).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
