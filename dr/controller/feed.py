@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
+from prometheus_client import Gauge
+
 from dr.base.errors import ClusterError, ConfigError
 from dr.controller.metrics import ControllerMetrics
 from dr.controller.readings import (
@@ -41,6 +43,7 @@ class StatusFeed:
     def __init__(self, metrics: ControllerMetrics, topology: Topology, stack: str, state: Path) -> None:
         self.metrics, self.topology, self.stack, self.state = metrics, topology, stack, state
         self.ends = EndHistory()
+        self._shown = _Shown()
         for c in topology.clusters:  # what drctl status saw before this controller started
             for at, offsets in kept_offsets(state, c.name):
                 self.ends.observe(c.name, at, offsets)
@@ -61,19 +64,17 @@ class StatusFeed:
 
     def _links(self, report: StatusReport, ends: Mapping[str, Offsets], estate: Estate, now: float) -> None:
         m = self.metrics
-        m.link_lag_seconds.clear()
-        m.rpo_records.clear()
-        m.rpo_upper.clear()
+        lag_s: dict[tuple[str, ...], float] = {}
+        rpo: dict[tuple[str, ...], float] = {}
+        upper: dict[tuple[str, ...], float] = {}
         for link in report.links:
             labels = (link.name, link.source, link.target)
             if link.lag is not None and link.source in ends and link.error is None:
                 copied = copied_positions(ends[link.source], link.lag)
-                m.link_lag_seconds.labels(*labels).set(
-                    lag_seconds(self.ends.of(link.source), copied, ends[link.source], now)
-                )
+                lag_s[labels] = lag_seconds(self.ends.of(link.source), copied, ends[link.source], now)
             if link.state is not LinkState.RUNNING:
                 continue  # a promoted or kept link protects nothing now
-            rpo = rpo_reading(
+            found = rpo_reading(
                 link.total_lag if link.source in ends else None,
                 snapshot=last_offsets(self.state, link.source),
                 target_end=ends.get(link.target),
@@ -81,10 +82,13 @@ class StatusFeed:
                 write_rate=write_rate(self.state, link.source),
                 now=now,
             )
-            if rpo.records is not None:
-                m.rpo_records.labels(*labels).set(rpo.records)
-            if rpo.upper_bound is not None:
-                m.rpo_upper.labels(*labels).set(rpo.upper_bound)
+            if found.records is not None:
+                rpo[labels] = found.records
+            if found.upper_bound is not None:
+                upper[labels] = found.upper_bound
+        self._shown.replace(m.link_lag_seconds, lag_s)
+        self._shown.replace(m.rpo_records, rpo)
+        self._shown.replace(m.rpo_upper, upper)
 
     def _audits(self, now: float) -> None:
         m = self.metrics
@@ -112,16 +116,31 @@ class StatusFeed:
         m.drill_age.set(age(found.at, now))
 
     def _certificates(self) -> None:
-        m = self.metrics
-        m.cert_days.clear()
-        for c in certificate_expiries(self.topology, self.state):
-            m.cert_days.labels(c.cluster, c.use, c.subject, c.serial).set(c.days_left)
+        days: dict[tuple[str, ...], float] = {
+            (c.cluster, c.use, c.subject, c.serial): c.days_left
+            for c in certificate_expiries(self.topology, self.state)
+        }
+        self._shown.replace(self.metrics.cert_days, days)
 
     def _endpoint(self, report: StatusReport) -> None:
-        m = self.metrics
-        m.endpoint_target.clear()
-        for cluster in (report.endpoint or {}).get("points_at") or []:
-            m.endpoint_target.labels(cluster).set(1)
+        at = (report.endpoint or {}).get("points_at") or []
+        self._shown.replace(self.metrics.endpoint_target, {(cluster,): 1.0 for cluster in at})
+
+
+class _Shown:
+    """The label sets each labelled gauge serves: a pass sets the new values first, then removes the sets that
+    are gone — never a moment without a series a scrape (and an alert's ``for``) depends on."""
+
+    def __init__(self) -> None:
+        self._sets: dict[int, set[tuple[str, ...]]] = {}
+
+    def replace(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Serve exactly ``values`` (label values → value) on ``gauge``."""
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        for gone in self._sets.get(id(gauge), set()) - set(values):
+            gauge.remove(*gone)
+        self._sets[id(gauge)] = set(values)
 
 
 def _copied(estate: Estate, link: LinkStatus) -> Offsets | None:
