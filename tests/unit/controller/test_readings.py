@@ -225,3 +225,25 @@ def test_the_feed_starts_its_memory_from_the_snapshots_drctl_status_kept(tmp_pat
     record_offsets(tmp_path, "A", {T0: 9}, at=120.0)
     feed = StatusFeed(ControllerMetrics("s", "B", "manual"), topology, "s", tmp_path)
     assert feed.ends.of("A") == [(100.0, {T0: 8}), (120.0, {T0: 9})] and feed.ends.of("B") == []
+
+
+def test_a_hub_drill_keeps_its_worst_application_rto() -> None:
+    from dr.failover.drill.result import ApplicationRto
+    from dr.failover.kinds.hub_spoke.drill import HubDrillResult
+
+    def rto(seconds: float | None) -> ApplicationRto:
+        return ApplicationRto(
+            application="app", kind="writes", source="H", target="P", last_on_source=None, first_on_target=None,
+            measured="last ack on H → first ack on P", rto_s=seconds,
+        )  # fmt: skip
+
+    hub = HubDrillResult(stack="s", mode="unplanned", out="/o", application_rto=[rto(2.5), rto(None), rto(4.0)])
+    hub.grade = "PASS"
+    kept = summary_of(hub, finished_at=7.0)
+    assert (kept["grade"], kept["passed"], kept["rto_s"], kept["rto_basis"]) == (
+        "PASS",
+        True,
+        4.0,
+        "worst application RTO",
+    )
+    assert (kept["mode"], kept["result"], kept["finished_at"]) == ("unplanned", "/o/drill.json", 7.0)
