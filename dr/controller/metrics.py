@@ -2,7 +2,10 @@
 
 Every metric is prefixed ``kdr_``; ``runbooks/controller.md`` says what each means. The values come from the
 controller's own probes (detection), from :func:`dr.failover.status.status_report` (links, readiness —
-never computed a second time here) and from the witness (lease).
+never computed a second time here), from the witness (lease) and, through :class:`dr.controller.feed.StatusFeed`,
+from what the product keeps beside the status (lag in seconds, RPO estimate, audits, last drill, certificates,
+the endpoint's target). ``kdr_automatic_failovers_total`` and ``kdr_self_fence_total`` are defined here for the
+automatic failover and the self-fence to count on (the alert rules name them).
 """
 
 from __future__ import annotations
