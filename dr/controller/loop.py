@@ -26,6 +26,7 @@ from typing import Literal, TextIO
 from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
 from dr.controller.etcd import EtcdWitness
+from dr.controller.feed import StatusFeed
 from dr.controller.metrics import ControllerMetrics, MetricsServer
 from dr.controller.observe import Detection, Detector, Probe, probe_site
 from dr.controller.witness import Holding, Witness
@@ -169,6 +170,7 @@ class Controller:
         self.interval_s = min(5.0, max(1.0, self.policy.detect_after_s / 6))
         self.detector = Detector(self.policy.detect_after_s)
         self.metrics = ControllerMetrics(ref.name, site, self.policy.mode)
+        self.feed = StatusFeed(self.metrics, self.topology, ref.name, ref.state_dir)
         self.holder = f"{operator_identity()}/{site}"
         self._states: dict[str, Detection] = {}
 
@@ -224,6 +226,7 @@ class Controller:
                 up = c.health is not None and c.health.reachable
                 self._observed(c.name, up, None if up else (c.error or (c.health and c.health.error) or c.process))
         self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
+        self.feed.update(report, estate)
 
     def _observed(self, cluster: str, up: bool, error: str | None) -> None:
         now = time.monotonic()

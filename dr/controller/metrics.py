@@ -2,7 +2,10 @@
 
 Every metric is prefixed ``kdr_``; ``runbooks/controller.md`` says what each means. The values come from the
 controller's own probes (detection), from :func:`dr.failover.status.status_report` (links, readiness —
-never computed a second time here) and from the witness (lease).
+never computed a second time here), from the witness (lease) and, through :class:`dr.controller.feed.StatusFeed`,
+from what the product keeps beside the status (lag in seconds, RPO estimate, audits, last drill, certificates,
+the endpoint's target). ``kdr_automatic_failovers_total`` and ``kdr_self_fence_total`` are defined here for the
+automatic failover and the self-fence to count on (the alert rules name them).
 """
 
 from __future__ import annotations
@@ -73,6 +76,57 @@ class ControllerMetrics:
         self.lease_token = Gauge("kdr_lease_token", "The lease's fencing token (grows with every holder).", registry=r)
         self.lease_age = Gauge("kdr_lease_age_seconds", "Seconds since the current holder took the lease.", registry=r)
         self.alerts = Counter("kdr_alerts", "Alerts the controller raised, by kind.", ["kind"], registry=r)
+        self.link_lag_seconds = Gauge(
+            "kdr_link_lag_seconds",
+            "At least how long the oldest record the link's target lacks has been on its source (one pass late).",
+            ["link", "source", "target"], registry=r,
+        )  # fmt: skip
+        self.rpo_records = Gauge(
+            "kdr_rpo_estimate_records",
+            "Records the link's target would lack if its source were lost now (the unplanned failover's estimate).",
+            ["link", "source", "target"], registry=r,
+        )  # fmt: skip
+        self.rpo_upper = Gauge(
+            "kdr_rpo_estimate_upper_records",
+            "The estimate's upper bound (adds the source's last write rate over the snapshot's age).",
+            ["link", "source", "target"], registry=r,
+        )  # fmt: skip
+        self.rpo_budget = Gauge(
+            "kdr_rpo_budget_records", "The declared failover_policy.max_rpo_records (absent when undeclared).",
+            registry=r,
+        )  # fmt: skip
+        self.audit_verdict = Gauge(
+            "kdr_audit_verdict", "1 for the verdict of the link's audits (clean, missing).", ["link", "verdict"],
+            registry=r,
+        )  # fmt: skip
+        self.audit_missing = Gauge(
+            "kdr_audit_missing_records", "Records the link's audits found missing on its target.", ["link"], registry=r
+        )
+        self.audit_age = Gauge(
+            "kdr_audit_age_seconds", "Seconds since the link's last audit (drctl audit).", ["link"], registry=r
+        )
+        self.drill_grade = Gauge(
+            "kdr_drill_grade", "1 for the last drill's grade (PASS, FAIL, INCOMPLETE).", ["grade"], registry=r
+        )
+        self.drill_passed = Gauge("kdr_drill_passed", "1 when the last drill passed.", registry=r)
+        self.drill_rto = Gauge("kdr_drill_rto_seconds", "The last drill's RTO (its worst application RTO).", registry=r)
+        self.drill_age = Gauge("kdr_drill_age_seconds", "Seconds since the last drill finished.", registry=r)
+        self.cert_days = Gauge(
+            "kdr_certificate_days_left", "Days until the certificate expires (drctl certificates).",
+            ["cluster", "use", "subject", "serial"], registry=r,
+        )  # fmt: skip
+        self.endpoint_target = Gauge(
+            "kdr_endpoint_target", "1 for each cluster the stack's client endpoint points at.", ["cluster"],
+            registry=r,
+        )  # fmt: skip
+        self.automatic_failovers = Counter(
+            "kdr_automatic_failovers", "Automatic failovers, by outcome (made, refused).", ["outcome"], registry=r
+        )
+        for outcome in ("made", "refused"):  # present from the start, so the first one is an increase
+            self.automatic_failovers.labels(outcome)
+        self.self_fences = Counter(
+            "kdr_self_fence", "Times this controller fenced its own site (it could not keep its lease).", registry=r
+        )
 
     def observed(self, probe: Probe, state: Detection, down_for: float) -> None:
         """One probe of a cluster and its detection state."""

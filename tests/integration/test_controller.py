@@ -78,6 +78,10 @@ def env(
             yield e
 
 
+_LINK_RPO = 'kdr_rpo_estimate_records{link="A-to-B",source="A",target="B"}'
+_LINK_LAG_S = 'kdr_link_lag_seconds{link="A-to-B",source="A",target="B"}'
+
+
 def _scrape(port: int) -> dict[str, float]:
     """``name{labels}`` → value of every sample the controller serves."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:  # noqa: S310 — loopback
@@ -177,8 +181,9 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
                 and s.get('kdr_link_running{link="A-to-B"}') == 1
                 and s.get("kdr_lease_held") == 1
                 and 'kdr_app_writes_allowed{cluster="A"}' in s
+                and _LINK_RPO in s
             ),
-            "A up, ready, the link running, the lease held and the fence state read",
+            "A up, ready, the link running, the lease held, the fence state and the RPO estimate read",
             a,
         )
         assert healthy['kdr_canary_produce_ok{cluster="A"}'] == 1
@@ -187,6 +192,9 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
         assert 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}' in healthy
         assert healthy["kdr_witness_up"] == 1 and healthy["kdr_lease_token"] > 0
         assert healthy['kdr_app_writes_allowed{cluster="A"}'] == 1  # not fenced
+        # the live lag is the RPO estimate while A answers; the lag in seconds is a lower bound, never negative
+        assert healthy[_LINK_RPO] >= 0 and healthy[_LINK_LAG_S] >= 0
+        assert healthy['kdr_automatic_failovers_total{outcome="made"}'] == 0 and healthy["kdr_self_fence_total"] == 0
         holder = leader.current()
         assert holder is not None and holder.holder.endswith("/A") and holder.token == healthy["kdr_lease_token"]
         assert f'kdr_lease_holder{{holder="{holder.holder}"}}' in healthy
@@ -225,6 +233,12 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
             b,
         )
         assert from_b["kdr_ready"] == 0 and from_b['kdr_alerts_total{kind="cluster_down"}'] >= 1
+        # A lost: its lag is unknown, the RPO is estimated from A's last snapshot as the unplanned failover would
+        rpo_b = _until(
+            port_b, lambda s: _LINK_RPO in s and _LINK_LAG_S not in s, "B's controller estimating A's RPO", b
+        )
+        upper = 'kdr_rpo_estimate_upper_records{link="A-to-B",source="A",target="B"}'
+        assert 0 <= rpo_b[_LINK_RPO] <= rpo_b.get(upper, rpo_b[_LINK_RPO])
         # the real Prometheus scraping both controllers fires the rule file's alert, from each site
         alerts = _until_alert(prom, lambda f: f["alertname"] == "KdrClusterDown" and f["cluster"] == "A", {"A", "B"})
         assert {(f["stack"], f["severity"], f["state"]) for f in alerts} == {(STACK, "critical", "down")}

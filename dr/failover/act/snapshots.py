@@ -17,7 +17,7 @@ from typing import Any
 from dr.failover.frame.journal import atomic_write_json
 from dr.failover.frame.metrics import Offsets, decode_offsets, encode_offsets
 
-__all__ = ["last_offsets", "record_offsets", "write_rate"]
+__all__ = ["kept_offsets", "last_offsets", "record_offsets", "write_rate"]
 
 
 def _path(state: Path, cluster: str) -> Path:
@@ -55,6 +55,13 @@ def last_offsets(state: Path, cluster: str) -> tuple[float | None, dict[tuple[st
     if not data.get("offsets"):
         return None, None
     return data.get("at"), decode_offsets(data["offsets"])
+
+
+def kept_offsets(state: Path, cluster: str) -> list[tuple[float, dict[tuple[str, int], int]]]:
+    """Both snapshots kept of ``cluster`` (the one before the latest, then the latest) as ``(taken_at, offsets)``."""
+    data = _read(state, cluster)
+    kept = [data.get("previous") or {}, data]
+    return [(k["at"], decode_offsets(k["offsets"])) for k in kept if k.get("offsets") and k.get("at") is not None]
 
 
 def write_rate(state: Path, cluster: str) -> float | None:

@@ -50,6 +50,7 @@ from dr.failover.drill.frame import (
     teardown,
     utc_now,
 )
+from dr.failover.drill.last import record_last_drill
 from dr.failover.drill.result import ConsumerReport
 from dr.failover.drill.traffic import (
     ConfigSource,
@@ -207,6 +208,7 @@ def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None
         restore_backend()
         grade_region_drill(result, options.aims, strict=options.strict_aims)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
+        record_last_drill(StackRef.resolve(options.stack).made_state_dir(), result)  # kdr_drill_* metrics
     return result
 
 

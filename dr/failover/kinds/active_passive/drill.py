@@ -58,6 +58,7 @@ from dr.failover.drill.frame import (
     utc_now,
 )
 from dr.failover.drill.grade import grade
+from dr.failover.drill.last import record_last_drill
 from dr.failover.drill.replicator_crash import crash_refusal, crash_replicator
 from dr.failover.drill.result import (
     DrillCycle,
@@ -228,6 +229,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         restore_backend()
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
+        record_last_drill(own.made_state_dir(), result)  # the controller's kdr_drill_* metrics
     return result
 
 
@@ -258,6 +260,7 @@ def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, prog
         result.seconds = round(time.monotonic() - t_start, 3)
         result.conclude(1)
         atomic_write_json(out / "drill.json", result.to_json())
+        record_last_drill(ref.made_state_dir(), result)
     return result
 
 

@@ -44,6 +44,7 @@ from dr.failover.drill.frame import (
     utc_now,
 )
 from dr.failover.drill.grade import DEFAULT_AIMS, Aim, Finding, graded
+from dr.failover.drill.last import record_last_drill
 from dr.failover.drill.render import restart_lines
 from dr.failover.drill.result import ApplicationRto, Check, LinkRestart
 from dr.failover.drill.traffic import (
@@ -337,6 +338,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
             teardown(ref, (*seen, *current_topology(stack_path)), progress)
         restore_backend()
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
+        record_last_drill(own.made_state_dir(), result)  # kdr_drill_* metrics
     return result
 
 
