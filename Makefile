@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: setup demo lint test unit integration shell clean
+.PHONY: setup demo lint docs test unit integration shell clean
 setup:
 	@bash scripts/setup.sh
 
@@ -10,12 +10,18 @@ demo: setup
 	@$(PY) -m dr.cli drill --stack local-endpoint --out out/demo
 
 # Static checks (ruff; mypy, strict on dr, verification and stacks/links — pyproject.toml lists the modules not yet
-# strict), run before the tests by `make test` and `make unit`; any finding fails the build.
-LINT_PATHS := dr verification stacks tests benchmarks
+# strict; the documentation site built with --strict, so a broken link or page fails), run before the tests by
+# `make test` and `make unit`; any finding fails the build.
+LINT_PATHS := dr verification stacks tests benchmarks docs/hooks
 lint: setup
 	@$(PY) -m ruff check $(LINT_PATHS)
 	@$(PY) -m ruff format --check $(LINT_PATHS)
-	@$(PY) -m mypy dr verification stacks/links
+	@$(PY) -m mypy dr verification stacks/links docs/hooks
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+# The documentation site (mkdocs.yml, docs/) into site/; `$(PY) -m mkdocs serve` serves it on 127.0.0.1:8000.
+docs: setup
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 # Test modules run on TEST_WORKERS processes, a module's tests on one of them (its estate is module-scoped):
 # most of the suite waits on real brokers, MirrorMaker 2 and Spark, not on the CPU. Ports and state

@@ -37,7 +37,8 @@ def _secs(value: float | None) -> str:
 
 
 def assert_drill_text(text: str, r: dict[str, Any]) -> None:
-    """The printed summary holds every line README's "What `make demo` shows" §6 lists, with drill.json's figures:
+    """The printed summary holds every line §6 of "What `make demo` shows" (docs/getting-started/demo.md) lists,
+    with drill.json's figures:
     the grade, RTO per application on its own traffic, the RTO probe, A→B→C, time per step, the verification
     cut-off (UTC and epoch ms), RPO, messages lost before and after recovery, records read twice, the HTML report."""
     lines = text.splitlines()

@@ -1,7 +1,8 @@
 """An existing Kafka estate, started OUTSIDE the product, as a platform team runs one.
 
 Plain ``java -cp ... kafka.Kafka`` KRaft nodes and one plain ``ConnectDistributed`` worker from the
-cached Maven jars, configured as README "Using it on real clusters" tells a platform team: a SCRAM
+cached Maven jars, configured as the docs' "What the platform team prepares" (docs/production/prepare.md)
+tells a platform team: a SCRAM
 client listener with the standard ACL authorizer and an ``admin`` super-user whose password the
 team chose, and a Connect worker with ``connector.client.config.override.policy=All`` and a
 ``FileConfigProvider`` whose file holds the replicator's credentials. Nothing of ``dr.runtime`` is
@@ -10,8 +11,8 @@ used: the product only ever sees bootstrap servers, a Connect URL and secrets.
 Kept small for a 2-core machine: A, B and C have one combined broker+controller node each; the
 Connect worker is homed on C.
 
-The client endpoint (issue 31), as README "A client endpoint that follows the active cluster" tells the
-team: each broker has an ``ENDPOINT`` listener (port + 50) advertising the proxy's port of its slot, and
+The client endpoint (issue 31), as "A client endpoint that follows the active cluster" (docs/production/endpoint.md)
+tells the team: each broker has an ``ENDPOINT`` listener (port + 50) advertising the proxy's port of its slot, and
 :class:`TeamProxy` is an HAProxy the team configured by hand, its runtime API on a TCP port.
 """
 
@@ -215,7 +216,7 @@ class Worker:
         return self.root / "connect-secrets" / "replicator.properties"
 
     def properties(self) -> dict[str, str]:
-        """connect-distributed.properties as the README tells a platform team."""
+        """connect-distributed.properties as docs/production/prepare.md tells a platform team."""
         jaas = f'{_SCRAM} required username="admin" password="{self.home.admin_password}";'
         client = {
             "bootstrap.servers": self.home.bootstrap,
@@ -241,7 +242,7 @@ class Worker:
             "rest.advertised.port": str(self.port),
             "offset.flush.interval.ms": "1000",
             "scheduled.rebalance.max.delay.ms": "5000",
-            # README: what the product needs from a Connect worker
+            # docs/production/prepare.md: what the product needs from a Connect worker
             "config.providers": "file",
             "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
             "config.providers.file.param.allowed.paths": str(self.secrets_file.parent),

@@ -2,7 +2,7 @@
 
 The fixture (:mod:`tests.integration.existing_estate`) starts three plain KRaft clusters with SCRAM
 and the ACL authorizer (A, B, C: one node each, to fit this 2-core machine) and one plain
-distributed Connect worker homed on B, as the README tells a platform team. The stack declares
+distributed Connect worker homed on B, as docs/production/prepare.md tells a platform team. The stack declares
 them ``kind: external`` in a project directory of its own (not the repository), its passwords set
 with ``pulumi config set --path --secret``, its state in a backend named by ``PULUMI_BACKEND_URL``
 with the passphrase in ``PULUMI_CONFIG_PASSPHRASE_FILE`` — no ``<state>/pulumi`` default. One
@@ -123,7 +123,7 @@ class Env:
 
     @property
     def home(self) -> Path:
-        """Where the failover journal and lock live: beside the stack in its file backend (README)."""
+        """Where the failover journal and lock live: beside the stack in its file backend (docs/production/what-it-creates.md)."""
         return Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "kdr" / "kafka-dr" / STACK
 
     def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """The README's first command, as a new user runs it: ``make demo`` in a fresh copy of the repository.
 
-It must exit 0 and print the graded summary README's "What `make demo` shows" §6 lists. The copy
+It must exit 0 and print the graded summary §6 of "What `make demo` shows" (docs/getting-started/demo.md) lists. The copy
 holds the repository's files only (no ``.venv``, ``.env``, ``.state`` or ``out``); set-up runs in it
 as on a new machine, reusing the toolchain cache outside the clone (``$KDR_HOME``), as CI's second run
 would. The demo uses its stack's own ports (16100+, the client endpoint 16900+), as the README's command does.

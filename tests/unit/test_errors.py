@@ -1,4 +1,5 @@
-"""The exit-code table: one copy (dr.base.errors.EXIT_CODES), rendered into ``drctl --help`` and README.md."""
+"""The exit-code table: one copy (dr.base.errors.EXIT_CODES), rendered into ``drctl --help`` and the docs' exit-code
+page (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 import dr.cli
 from dr.base.errors import EXIT_CODES, DRError, InternalError, exit_codes_help, exit_codes_markdown
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+EXIT_CODES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "exit-codes.md"
 MARKERS = re.compile(r"<!-- exit-codes:begin[^>]*-->\n(.*?)\n<!-- exit-codes:end -->", re.DOTALL)
 
 
@@ -19,11 +20,11 @@ def _subclasses(cls: type[DRError]) -> list[type[DRError]]:
     return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
 
 
-def test_readme_holds_the_rendered_table() -> None:
-    found = MARKERS.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md lost its <!-- exit-codes:begin --> … <!-- exit-codes:end --> markers"
+def test_the_exit_code_page_holds_the_rendered_table() -> None:
+    found = MARKERS.search(EXIT_CODES_PAGE.read_text(encoding="utf-8"))
+    assert found, "docs/reference/exit-codes.md lost its <!-- exit-codes:begin --> … <!-- exit-codes:end --> markers"
     assert found.group(1) == exit_codes_markdown(), (
-        "README.md's exit-code table differs from dr.base.errors.EXIT_CODES; put this between its markers:\n"
+        "docs/reference/exit-codes.md's exit-code table differs from dr.base.errors.EXIT_CODES; put this between its markers:\n"
         + exit_codes_markdown()
     )
 
