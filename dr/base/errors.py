@@ -4,7 +4,7 @@ Every message says what went wrong *and* the next step. ``drctl`` maps an uncaug
 :class:`DRError` to ``exit_code`` and prints only ``str(error)`` (never a secret).
 
 The exit-code table lives once, as data: :data:`EXIT_CODES`, built from the classes' ``exit_code``.
-``drctl --help`` shows it (:func:`exit_codes_help`) and README.md holds it between marker comments
+``drctl --help`` shows it (:func:`exit_codes_help`) and docs/reference/exit-codes.md holds it between marker comments
 (:func:`exit_codes_markdown`; a unit test fails, showing the rendered table, while the two differ).
 
 Only ``drctl``'s entry point raises :class:`InternalError`: it wraps any exception that is not a
@@ -176,7 +176,7 @@ def _row(meaning: str, *classes: type[DRError]) -> ExitCode:
     return ExitCode(codes.pop(), classes, meaning)
 
 
-#: Every exit code of ``drctl``, in order. The only copy: ``drctl --help`` and README.md render it.
+#: Every exit code of ``drctl``, in order. The only copy: ``drctl --help`` and docs/reference/exit-codes.md render it.
 EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(EXIT_OK, (), "success (verify: clean)"),
     _row("verification found differences", VerificationFailed),
@@ -212,7 +212,7 @@ def exit_codes_by_code() -> dict[str, str]:
 
 
 def exit_codes_markdown() -> str:
-    """The table as README.md holds it between its ``exit-codes`` marker comments."""
+    """The table as docs/reference/exit-codes.md holds it between its ``exit-codes`` marker comments."""
     lines = ["| code | meaning | raised as |", "|---|---|---|"]
     for row in EXIT_CODES:
         names = ", ".join(f"`{c.__name__}`" for c in row.classes) or "—"

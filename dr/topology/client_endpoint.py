@@ -90,5 +90,5 @@ def endpoint_drift(ep: EndpointStatus, stack: str, failover_unfinished: bool = F
         return f"{problem} — `drctl estate up --stack {stack} --refresh` points it back at {active}"
     return (
         f"{problem} — on the proxy's runtime API set {active}'s servers of backends kdr_bootstrap and "
-        "kdr_slot<i> ready and the others maint (README, 'A client endpoint that follows the active cluster')"
+        "kdr_slot<i> ready and the others maint (docs/production/endpoint.md)"
     )

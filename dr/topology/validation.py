@@ -1292,7 +1292,7 @@ def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
                 f"external Connect cluster {cc.name!r} does not say how its workers find the replicator's credentials",
                 "declare the config provider the platform team set up on every worker, e.g. "
                 "`replicator_credentials: {provider: file, path: /etc/kafka-connect/secrets/replicator.properties}` "
-                "(README: Using it on real clusters)",
+                "(docs/production/index.md)",
             )
         if cc.name in used and t.principals.replicator_password is None:
             yield Violation(

@@ -50,7 +50,7 @@ def check_worker_credentials(rest: ConnectRest, connect: ConnectCluster, usernam
     if creds is None:
         raise ConfigError(
             f"Connect cluster {connect.name!r} declares no replicator_credentials.",
-            "declare the config provider its workers use (README: Using it on real clusters)",
+            "declare the config provider its workers use (docs/production/index.md)",
         )
     user_ref, password_ref = creds.references()
     body = {"connector.class": _HEARTBEAT, "source.cluster.alias": user_ref, "target.cluster.alias": password_ref}

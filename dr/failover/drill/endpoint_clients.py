@@ -55,7 +55,7 @@ class _Producer(threading.Thread):
     def run(self) -> None:
         """Produce until stopped (or a fatal error, kept in :attr:`fatal`)."""
         # message.timeout.ms: a record the old cluster no longer takes (fenced, killed) fails after it
-        # and is not acknowledged; the README advises a short delivery timeout on the endpoint.
+        # and is not acknowledged; docs/production/endpoint.md advises a short delivery timeout on the endpoint.
         conf = self.endpoint.config(**{"acks": "all", "enable.idempotence": True, "message.timeout.ms": 20000})
         producer = Producer({**conf, **SILENT})
 

@@ -121,7 +121,7 @@ def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError |
             f"stack {stack!r} runs on external clusters: after a cycle the old active keeps its topics, and "
             "the drill never deletes topics on clusters it does not own, so it cannot be the next standby.",
             f"run one cycle (`drctl drill --stack {stack}`), wipe the old active with your own tooling and "
-            f'declare it `role: standby` (README "Using it on real clusters"), then drill again. Nothing was changed',
+            f"declare it `role: standby` (docs/production/index.md), then drill again. Nothing was changed",
         )
     if options.kill_replicator:
         return ConfigError(
