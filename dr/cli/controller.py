@@ -19,20 +19,27 @@ __all__ = ["controller"]
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per event."
 )
-def controller(ref: StackRef, site: str, log_format: str) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1024, 65535),
+    default=None,
+    help="Serve the metrics on this port instead of failoverPolicy.metricsPorts.SITE (a second controller of a site).",
+)
+def controller(ref: StackRef, site: str, log_format: str, metrics_port: int | None) -> None:
     """Watch the site's cluster and the stack, serve Prometheus metrics, alert — until SIGTERM.
 
     Each pass probes the site's cluster (metadata, and one record produced to the topic
     kdr-controller-canary), reads `drctl status` (links, lag, problems: kdr_ready), and the lease in the
     witness that kafka-dr:failoverPolicy declares (the active site's controller holds it). Metrics are
-    served at http://127.0.0.1:<failoverPolicy.metricsPorts.SITE>/metrics. It detects and alerts; it never
-    fails over (runbooks/controller.md). Exit 0 after SIGTERM or Ctrl-C; 2 on bad input (no metrics port
+    served at http://127.0.0.1:<failoverPolicy.metricsPorts.SITE>/metrics. It detects and alerts; with
+    mode automatic the passive site's controller fails the stack over by itself when the active cluster is
+    lost, two observers agree, the lease has expired and the policy allows it (runbooks/controller.md). Exit 0 after SIGTERM or Ctrl-C; 2 on bad input (no metrics port
     declared for the site, the port taken, a postgres witness without a team database) — nothing started.
     """
     from dr.controller.loop import Controller, Log
 
     log = Log("json" if log_format == "json" else "text")
-    ctl = Controller(ref, site, log)  # bad input is refused here, before anything starts
+    ctl = Controller(ref, site, log, metrics_port)  # bad input is refused here, before anything starts
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
