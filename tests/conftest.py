@@ -69,10 +69,29 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     )
 
 
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+"""Each test module's seconds in a full run (``scripts/module_seconds.py out/junit.xml`` refreshes it)."""
+
+
+def heaviest_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
+    """``items`` with their modules ordered by ``seconds`` (longest first, unknown ones last by path), each
+    module's tests in their own order (pure). xdist hands a worker the next module when it is free, so the
+    longest start first and the short ones fill the end, instead of a ten-minute module starting last."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(modules, key=lambda m: (-seconds.get(m, 0.0), m))
+    return [item for m in order for item in modules[m]]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import json
+
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    seconds = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {}
+    items[:] = heaviest_first(items, seconds)
 
 
 def pytest_configure(config: pytest.Config) -> None:

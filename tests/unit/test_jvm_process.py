@@ -71,3 +71,22 @@ def test_a_port_still_taken_after_the_grace_is_named() -> None:
             ensure_ports_free([port], "this test", grace=0.5)
     finally:
         s.close()
+
+
+def test_the_local_jvms_take_the_footprint_profile_unless_throughput_is_chosen(tmp_path: Path) -> None:
+    from dr.runtime.process import JVM_PROFILES, java_command, jvm_profile
+
+    assert jvm_profile({}) == JVM_PROFILES["footprint"]
+    assert jvm_profile({"KDR_JVM_PROFILE": "throughput"}) == JVM_PROFILES["throughput"]
+    cmd = java_command("java", [tmp_path], "kafka.Kafka", [], crash_dir=tmp_path)
+    assert "-XX:+UseSerialGC" in cmd and "-XX:TieredStopAtLevel=1" in cmd
+    assert not any("G1" in o for o in cmd)  # two collectors on one command line stop the JVM at start
+
+
+def test_an_unknown_jvm_profile_is_a_config_error_naming_the_choices() -> None:
+    from dr.base.errors import ConfigError
+    from dr.runtime.process import jvm_profile
+
+    with pytest.raises(ConfigError) as info:
+        jvm_profile({"KDR_JVM_PROFILE": "fast"})
+    assert "footprint" in str(info.value.fix) and "throughput" in str(info.value.fix)
