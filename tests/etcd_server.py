@@ -3,7 +3,7 @@ processes on 127.0.0.1 at free ports below 32768 (:mod:`tests.integration.ports`
 directory; every member is killed and the directory removed at the end, so no process is left.
 
 ``with etcd_cluster(3) as cluster:`` yields an :class:`EtcdCluster`; ``cluster.endpoints`` are the members'
-client URLs, ``cluster.kill(i)`` SIGKILLs member ``i`` and ``cluster.restart(i)`` starts it again on its data.
+client URLs, ``cluster.kill(i)`` SIGKILLs member ``i`` and ``cluster.restart_all()`` starts the killed ones again on their data.
 """
 
 from __future__ import annotations
@@ -38,15 +38,17 @@ class EtcdCluster:
         self.processes[member].kill()
         self.processes[member].wait()
 
-    def restart(self, member: int) -> None:
-        """Start member ``member`` again (killed before) on its data directory, and wait until it is healthy."""
-        assert self.processes[member].poll() is not None, "the member still runs"
-        with self.logs[member].open("ab") as log:
-            self.processes[member] = subprocess.Popen(self.commands[member], stdout=log, stderr=subprocess.STDOUT)
+    def restart_all(self) -> None:
+        """Start every killed member again on its data directory (a lone member cannot serve without its
+        quorum), and wait until each is healthy."""
+        for i, proc in enumerate(self.processes):
+            if proc.poll() is not None:
+                with self.logs[i].open("ab") as log:
+                    self.processes[i] = subprocess.Popen(self.commands[i], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
-        while not _healthy(self.endpoints[member]):
-            if self.processes[member].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"etcd member {member} did not come back: {self.logs[member].read_text()[-1500:]}")
+        while not all(_healthy(url) for url in self.endpoints):
+            if time.monotonic() > deadline:
+                raise RuntimeError("etcd members did not come back: " + self.logs[0].read_text()[-1500:])
             time.sleep(0.2)
 
     def kill_all(self) -> None:

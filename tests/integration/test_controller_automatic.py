@@ -3,11 +3,12 @@
 operator runs them (``drctl controller`` processes, JSON-line logs): A's, and two of B's (``--metrics-port``
 for the second; each with an operator name of its own, as on two hosts).
 
-In order, on the same estate: (f) A's brokers SIGKILLed and started again at once, down for less than
+A third site's observer (``--observer C-site``) joins the last test. In order, on the same estate: (f) A's brokers SIGKILLed and started again at once, down for less than
 ``detect_after_s`` → nothing is failed over; (e) every etcd member stopped, then A's brokers SIGKILLed →
 B's controllers see A down and the witness down, alert, and do nothing, while the manual command still
-plans the failover; etcd and A back; (a)+(g) A's brokers SIGKILLed at a random instant → exactly one of B's
-two controllers takes the lease and runs the journaled unplanned failover, the other is told who holds it;
+plans the failover; etcd and A back; (a)+(g) the whole site A lost at a random instant — its brokers and its controller
+SIGKILLed together — → with the third-site observer agreeing, exactly one of B's two controllers takes the
+lease and runs the journaled unplanned failover, the other is told who holds it;
 the journal finishes, carries the fencing token and ``started_by``, and an application writes on B.
 
 Timing policy: the waits have generous timeouts that only bound a hang; the detection and promotion times
@@ -91,12 +92,12 @@ class Controllers:
         self.logs: dict[str, Path] = {}
         self.ports: dict[str, int] = {}
 
-    def start(self, key: str, site: str, *extra: str) -> None:
+    def start(self, key: str, *where: str) -> None:
+        """``drctl controller --stack S <where...>`` (``--site X [...]`` or ``--observer NAME``)."""
         log = self.env.root / f"{self.name}-{key}.log"
         with log.open("w") as out:
             self.procs[key] = subprocess.Popen(
-                [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, "--site", site,
-                 "--log-format", "json", *extra],
+                [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, *where, "--log-format", "json"],
                 stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
                 env={**os.environ, **self.env, "KDR_OPERATOR": f"ctl-{key}"},
             )  # fmt: skip
@@ -160,6 +161,8 @@ def _healthy(ctl: Controllers) -> None:
     ctl.until("A", _is("lease-taken"), "A's controller taking the lease")
     ctl.until("B1", lambda e: e.get("event") == "started", "B's controller starting")
     ctl.passes("B1", 2)
+    if "C" in ctl.procs:
+        ctl.until("C", _is("started"), "the observer starting")
 
 
 def _no_failover(env: StackEnv) -> None:
@@ -171,10 +174,11 @@ def _no_failover(env: StackEnv) -> None:
 def _start(env: StackEnv, ports: tuple[int, int, int], name: str, *, second_b: bool = False) -> Controllers:
     ctl = Controllers(env, name)
     ctl.ports = {"A": ports[0], "B1": ports[1], "B2": ports[2]}
-    ctl.start("A", "A")
-    ctl.start("B1", "B")
+    ctl.start("A", "--site", "A")
+    ctl.start("B1", "--site", "B")
     if second_b:
-        ctl.start("B2", "B", "--metrics-port", str(ports[2]))
+        ctl.start("B2", "--site", "B", "--metrics-port", str(ports[2]))
+        ctl.start("C", "--observer", "C-site")
     return ctl
 
 
@@ -232,24 +236,24 @@ def test_e_the_witness_down_means_no_automatic_action_but_an_alert_and_the_manua
         assert "B" in plan.stdout and "unplanned" in plan.stdout.lower()
     finally:
         codes = ctl.stop()
-        for member in range(3):
-            if etcd3.processes[member].poll() is not None:
-                etcd3.restart(member)
+        etcd3.restart_all()
         a.start()
     assert codes == {"A": 0, "B1": 0}, (codes, ctl.text()[-3000:])
     assert "Traceback" not in ctl.text()
 
 
-def test_a_g_a_killed_is_failed_over_by_exactly_one_of_two_racing_controllers(
+def test_a_g_site_a_lost_is_failed_over_by_exactly_one_of_two_racing_controllers(
     env: StackEnv, metrics_ports: tuple[int, int, int]
 ) -> None:
     ctl = _start(env, metrics_ports, "a", second_b=True)
     try:
         _healthy(ctl)
-        ctl.passes("B2", 2)
+        for key in ("B1", "B2"):  # each has measured the link's lag (the RPO budget is checked against it)
+            _until_scraped(ctl.ports[key], 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}')
         time.sleep(random.uniform(0, 5))  # a random instant within a pass
         killed_at = time.time()
         env.estate().local_cluster("A").kill()
+        ctl.procs["A"].kill()  # the whole site: A's controller with its brokers
         home = StackRef.resolve(STACK).failover_home
         deadline = time.monotonic() + 900
         while (journal := Journal.load(home)) is None or journal.status not in ("completed", "failed"):
@@ -264,6 +268,8 @@ def test_a_g_a_killed_is_failed_over_by_exactly_one_of_two_racing_controllers(
         winner, loser = winners[0], ({"B1", "B2"} - set(winners)).pop()
         token = started[winner][0]["token"]
         ctl.until(winner, _is("automatic-failover-done"), "the winner reporting the failover done")
+        ctl.until("C", _is("cluster-down", cluster="A"), "the observer seeing A down")
+        assert not [e for e in ctl.events("C") if str(e["event"]).startswith(("lease", "automatic"))]
         # the loser was told who holds the lease (when it tried to take it, or before)
         told = [
             e
@@ -298,8 +304,21 @@ def test_a_g_a_killed_is_failed_over_by_exactly_one_of_two_racing_controllers(
         )
     finally:
         codes = ctl.stop()
-    assert codes == {"A": 0, "B1": 0, "B2": 0}, (codes, ctl.text()[-3000:])
+    assert codes == {"A": -signal.SIGKILL, "B1": 0, "B2": 0, "C": 0}, (codes, ctl.text()[-3000:])
     assert "Traceback" not in ctl.text()
+
+
+def _until_scraped(port: int, sample: str) -> None:
+    """Wait until the controller at ``port`` serves ``sample`` (the deadline bounds a hang)."""
+    from tests.integration.test_controller import _scrape
+
+    deadline = time.monotonic() + 300
+    while True:
+        with contextlib.suppress(OSError):
+            if sample in _scrape(port):
+                return
+        assert time.monotonic() < deadline, f"{sample} never served at {port}"
+        time.sleep(0.5)
 
 
 def _epoch(ts: str) -> float:
