@@ -179,7 +179,10 @@ class Automatic:
             self.keeper.give_up(f"cluster {self.site} is down here: the passive site may take over")
         elif own == "up" and not self.keeper.holds:
             self.keeper.holds = True
-            self.log("info", "lease-wanted", f"cluster {self.site} answers again: this controller takes the lease back")
+            self.log(
+                "info", "lease-wanted",
+                f"cluster {self.site} is the active cluster and answers: this controller takes the lease when it is free",
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ acting
     @property
