@@ -60,11 +60,10 @@ def controller(
         )
     log = Log("json" if log_format == "json" else "text")
     ctl: Controller | Observer
-    if observer is not None:
-        ctl = Observer(ref, observer, log, witness_for(ref.name, load_stack_file(ref.existing_stack_file())))
-    else:
-        assert site is not None
+    if site is not None:
         ctl = Controller(ref, site, log, metrics_port)  # bad input is refused here, before anything starts
+    else:
+        ctl = Observer(ref, str(observer), log, witness_for(ref.name, load_stack_file(ref.existing_stack_file())))
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
