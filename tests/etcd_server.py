@@ -3,7 +3,7 @@ processes on 127.0.0.1 at free ports below 32768 (:mod:`tests.integration.ports`
 directory; every member is killed and the directory removed at the end, so no process is left.
 
 ``with etcd_cluster(3) as cluster:`` yields an :class:`EtcdCluster`; ``cluster.endpoints`` are the members'
-client URLs, ``cluster.kill(i)`` SIGKILLs member ``i``.
+client URLs, ``cluster.kill(i)`` SIGKILLs member ``i`` and ``cluster.restart_all()`` starts the killed ones again on their data.
 """
 
 from __future__ import annotations
@@ -30,11 +30,26 @@ class EtcdCluster:
 
     endpoints: list[str]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
 
     def kill(self, member: int) -> None:
         """SIGKILL member ``member`` and reap it."""
         self.processes[member].kill()
         self.processes[member].wait()
+
+    def restart_all(self) -> None:
+        """Start every killed member again on its data directory (a lone member cannot serve without its
+        quorum), and wait until each is healthy."""
+        for i, proc in enumerate(self.processes):
+            if proc.poll() is not None:
+                with self.logs[i].open("ab") as log:
+                    self.processes[i] = subprocess.Popen(self.commands[i], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not all(_healthy(url) for url in self.endpoints):
+            if time.monotonic() > deadline:
+                raise RuntimeError("etcd members did not come back: " + self.logs[0].read_text()[-1500:])
+            time.sleep(0.2)
 
     def kill_all(self) -> None:
         """SIGKILL every member still running."""
@@ -65,17 +80,17 @@ def etcd_cluster(members: int = 3) -> Iterator[EtcdCluster]:
     initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
     try:
         for i, name in enumerate(names):
-            log = (work / f"{name}.log").open("wb")
-            cluster.processes.append(
-                subprocess.Popen(
-                    [str(binary), "--name", name, "--data-dir", str(work / name),
-                     "--listen-client-urls", cluster.endpoints[i], "--advertise-client-urls", cluster.endpoints[i],
-                     "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
-                     "--initial-cluster", initial, "--initial-cluster-state", "new",
-                     "--initial-cluster-token", work.name],
-                    stdout=log, stderr=subprocess.STDOUT,
-                )
-            )  # fmt: skip
+            command = [
+                str(binary), "--name", name, "--data-dir", str(work / name),
+                "--listen-client-urls", cluster.endpoints[i], "--advertise-client-urls", cluster.endpoints[i],
+                "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+                "--initial-cluster", initial, "--initial-cluster-state", "new",
+                "--initial-cluster-token", work.name,
+            ]  # fmt: skip
+            cluster.commands.append(command)
+            cluster.logs.append(work / f"{name}.log")
+            with cluster.logs[-1].open("wb") as log:
+                cluster.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 60
         while not all(_healthy(url) for url in cluster.endpoints):
             dead = [names[i] for i, p in enumerate(cluster.processes) if p.poll() is not None]

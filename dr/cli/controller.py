@@ -15,24 +15,55 @@ __all__ = ["controller"]
 
 @click.command("controller")
 @click.option("--stack", "ref", type=STACK, required=True, help="The stack whose site this controller watches.")
-@click.option("--site", required=True, help="The cluster this controller runs beside (a cluster of the stack).")
+@click.option("--site", default=None, help="The cluster this controller runs beside (a cluster of the stack).")
+@click.option(
+    "--observer",
+    default=None,
+    help="Instead of --site: run as a third site's observer NAME — probe every serving cluster, publish the "
+    "verdicts in the witness, never act.",
+)
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="One line per event."
 )
-def controller(ref: StackRef, site: str, log_format: str) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1024, 65535),
+    default=None,
+    help="Serve the metrics on this port instead of failoverPolicy.metricsPorts.SITE (a second controller of a site).",
+)
+def controller(
+    ref: StackRef, site: str | None, observer: str | None, log_format: str, metrics_port: int | None
+) -> None:
     """Watch the site's cluster and the stack, serve Prometheus metrics, alert — until SIGTERM.
 
     Each pass probes the site's cluster (metadata, and one record produced to the topic
     kdr-controller-canary), reads `drctl status` (links, lag, problems: kdr_ready), and the lease in the
     witness that kafka-dr:failoverPolicy declares (the active site's controller holds it). Metrics are
-    served at http://127.0.0.1:<failoverPolicy.metricsPorts.SITE>/metrics. It detects and alerts; it never
-    fails over (runbooks/controller.md). Exit 0 after SIGTERM or Ctrl-C; 2 on bad input (no metrics port
+    served at http://127.0.0.1:<failoverPolicy.metricsPorts.SITE>/metrics. It detects and alerts; with
+    mode automatic the passive site's controller fails the stack over by itself when the active cluster is
+    lost, two observers agree, the lease has expired and the policy allows it (runbooks/controller.md). Exit 0 after SIGTERM or Ctrl-C; 2 on bad input (no metrics port
     declared for the site, the port taken, a postgres witness without a team database) — nothing started.
-    """
-    from dr.controller.loop import Controller, Log
 
+    With --observer NAME (a third site): probes the active and the passive cluster, publishes its verdicts
+    in the witness under NAME — the second observer the passive site needs when the whole active site is
+    lost — and never acts; no metrics. Exit 2 without a witness or when NAME is a cluster's.
+    """
+    from dr.base.errors import ConfigError
+    from dr.controller.loop import Controller, Log, witness_for
+    from dr.controller.observer import Observer
+    from dr.topology import load_stack_file
+
+    if (site is None) == (observer is None):
+        raise ConfigError(
+            "drctl controller runs either beside a cluster (--site) or as a third site's observer (--observer).",
+            f"pass one of them: `drctl controller --stack {ref.name} --site A` or `--observer C-site`",
+        )
     log = Log("json" if log_format == "json" else "text")
-    ctl = Controller(ref, site, log)  # bad input is refused here, before anything starts
+    ctl: Controller | Observer
+    if site is not None:
+        ctl = Controller(ref, site, log, metrics_port)  # bad input is refused here, before anything starts
+    else:
+        ctl = Observer(ref, str(observer), log, witness_for(ref.name, load_stack_file(ref.existing_stack_file())))
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:

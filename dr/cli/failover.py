@@ -118,6 +118,14 @@ def _paths(ref: StackRef) -> tuple[Path, Path]:
     help="postgres:// backend: take over a stale lease of another operator (journaled); a live one is never "
     "taken. The same as KDR_TAKE_OVER_STALE_LEASE=1.",
 )
+@click.option("--started-by", default=None, hidden=True, help="drctl controller: who started the run (journaled).")
+@click.option(
+    "--fencing-token",
+    type=click.IntRange(min=1),
+    default=None,
+    hidden=True,
+    help="drctl controller: its lease's token.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def failover(
     ref: StackRef,
@@ -133,6 +141,8 @@ def failover(
     recover: bool,
     rejoin: bool,
     take_over: bool,
+    started_by: str | None,
+    fencing_token: int | None,
     as_json: bool,
 ) -> None:
     """Fail the stack over: promote the passive cluster B, make the standby C its passive, decommission A.
@@ -157,6 +167,8 @@ def failover(
         force_decommission=force_decommission,
         skip_verify=skip_verify,
         drain_timeout=drain_timeout,
+        started_by=started_by,
+        fencing_token=fencing_token,
     )
     if recover and dry_run:  # the replay would run: a dry run changes nothing
         raise ConfigError(

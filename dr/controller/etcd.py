@@ -11,6 +11,10 @@ get one winner. The key's create revision is the fencing token: every new holder
 at a higher revision of the whole store. ``lease/keepalive`` renews; a holder that stops renewing loses
 the lease, and with it the key, after the TTL — etcd's leader decides that, not a clock here.
 
+Observers' verdicts live under ``<prefix><project>/<stack>/observers/<name>``, each put with a lease of
+its own TTL (etcd deletes a verdict nobody renews); the last automatic failover under
+``<prefix><project>/<stack>/last-automatic`` (no lease: the cooldown outlives every controller).
+
 Each request goes to the first member that answers (a member killed or cut off is skipped); when none
 does, :class:`~dr.base.errors.ClusterError` names them all.
 """
@@ -100,6 +104,41 @@ class EtcdWitness:
 
     def close(self) -> None:
         """Nothing to close: every request is its own HTTP connection."""
+
+    @property
+    def _base(self) -> str:
+        return self.key.rsplit("/", 1)[0]
+
+    def publish(self, observer: str, states: dict[str, str], ttl_s: float) -> None:
+        """Put ``observer``'s verdict with a lease of ``ttl_s`` (see the module doc)."""
+        lease_id = int(self._call("/v3/lease/grant", {"TTL": max(1, round(ttl_s))})["ID"])
+        value = json.dumps({"states": states, "at": time.time()})
+        self._call(
+            "/v3/kv/put",
+            {"key": _b64(f"{self._base}/observers/{observer}"), "value": _b64(value), "lease": str(lease_id)},
+        )
+
+    def verdicts(self) -> dict[str, dict[str, str]]:
+        """Every live verdict under ``observers/`` (a prefix range)."""
+        prefix = f"{self._base}/observers/"
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        answer = self._call("/v3/kv/range", {"key": _b64(prefix), "range_end": _b64(end)})
+        found: dict[str, dict[str, str]] = {}
+        for kv in answer.get("kvs") or []:
+            name = _unb64(kv["key"])[len(prefix) :]
+            doc = json.loads(_unb64(kv.get("value", "")) or "{}")
+            found[name] = {str(k): str(v) for k, v in dict(doc.get("states") or {}).items()}
+        return found
+
+    def mark_automatic(self, holder: str, token: int) -> None:
+        """Put ``last-automatic`` (no lease)."""
+        value = json.dumps({"at": time.time(), "holder": holder, "token": token})
+        self._call("/v3/kv/put", {"key": _b64(f"{self._base}/last-automatic"), "value": _b64(value)})
+
+    def last_automatic(self) -> float | None:
+        """The ``at`` of ``last-automatic``, or None."""
+        kvs = self._call("/v3/kv/range", {"key": _b64(f"{self._base}/last-automatic")}).get("kvs") or []
+        return float(json.loads(_unb64(kvs[0].get("value", "")) or "{}").get("at", 0.0)) if kvs else None
 
     # ------------------------------------------------------------------ transport
     def _revoke(self, lease_id: int) -> None:

@@ -9,8 +9,10 @@ status``'s report (:func:`~dr.failover.status.status_report`: the other clusters
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
 only read who holds it.
 
-Mode ``manual`` (and, until the automatic failover is built, ``automatic`` too) detects and alerts — a log
-line and ``kdr_alerts_total{kind="cluster_down"}`` — and never acts.
+Mode ``manual`` detects and alerts — a log line and ``kdr_alerts_total{kind="cluster_down"}`` — and never
+acts. With a witness, every pass ends in :class:`~dr.controller.act.Automatic`: the controller publishes
+its verdicts, and in mode ``automatic`` the passive site fails over by itself when
+:func:`~dr.controller.decide.decide` says so.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Literal, TextIO
 
 from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.stackref import StackRef
+from dr.controller.act import Automatic
 from dr.controller.etcd import EtcdWitness
 from dr.controller.feed import StatusFeed
 from dr.controller.metrics import ControllerMetrics, MetricsServer
@@ -133,6 +136,23 @@ class LeaseKeeper:
                     "info", "lease-taken", f"this controller holds the lease as {self.holder}", token=self.mine.token
                 )
 
+    def adopt(self, holding: Holding) -> None:
+        """Keep renewing ``holding``, taken by this controller outside the thread (the automatic failover)."""
+        self.mine = holding
+        self.holds = True
+
+    def give_up(self, why: str) -> None:
+        """Stop holding: give the lease back now (left to expire when the witness does not answer)."""
+        self.holds = False
+        mine, self.mine = self.mine, None
+        if mine is None:
+            return
+        try:
+            self.witness.release(mine)
+            self.log("warning", "lease-given-up", f"the lease was given back: {why}", token=mine.token)
+        except ClusterError as exc:
+            self.log("warning", "lease-left", f"the lease is left to expire ({why}): {exc.problem}")
+
     def stop(self) -> None:
         """Stop the thread and give the lease back (left to expire when the witness does not answer)."""
         self._stop.set()
@@ -152,7 +172,7 @@ class Controller:
     """The controller of ``site`` in stack ``ref`` (see the module doc); every bad input is refused here,
     before anything starts."""
 
-    def __init__(self, ref: StackRef, site: str, log: Log) -> None:
+    def __init__(self, ref: StackRef, site: str, log: Log, metrics_port: int | None = None) -> None:
         from dr.failover.team_store import operator_identity
 
         self.ref, self.log = ref, log
@@ -160,12 +180,16 @@ class Controller:
         self.cluster = self.topology.cluster(site)
         self.policy = self.topology.failover_policy
         self.port_field = f"failover_policy.metrics_ports.{site}"
-        if site not in self.policy.metrics_ports:
+        if metrics_port is not None:
+            self.port_field = "--metrics-port"
+        port = metrics_port if metrics_port is not None else self.policy.metrics_ports.get(site)
+        if port is None:
             raise ConfigError(
                 f"stack '{ref.name}' declares no metrics port for {site}'s controller ({self.port_field})",
                 f"declare one under kafka-dr:failoverPolicy: metricsPorts: {{{site}: <port>}} in "
                 f"Pulumi.{ref.name}.yaml (a free port; it is served at 127.0.0.1)",
             )
+        self.metrics_port: int = port
         self.witness = witness_for(ref.name, self.topology)
         self.interval_s = min(5.0, max(1.0, self.policy.detect_after_s / 6))
         self.detector = Detector(self.policy.detect_after_s)
@@ -173,33 +197,31 @@ class Controller:
         self.feed = StatusFeed(self.metrics, self.topology, ref.name, ref.state_dir)
         self.holder = f"{operator_identity()}/{site}"
         self._states: dict[str, Detection] = {}
+        self.automatic: Automatic | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
-        server = MetricsServer(self.metrics, self.policy.metrics_ports[self.cluster.name], self.port_field)
-        keeper = None
+        server = MetricsServer(self.metrics, self.metrics_port, self.port_field)
+        keeper = self.automatic = None
         if self.witness is not None:
             keeper = LeaseKeeper(
                 self.witness, self.holder, holds=self.cluster.role is Role.ACTIVE, log=self.log, metrics=self.metrics
             )
             keeper.start()
+            self.automatic = Automatic(self.ref, self.cluster.name, self.witness, keeper, self.log, self.metrics)
         self.log(
             "info", "started", f"controller of {self.cluster.name} in stack {self.ref.name}",
             mode=self.policy.mode, metrics=f"http://127.0.0.1:{server.port}/metrics",
             witness=self.witness.describe() if self.witness else "none",
         )  # fmt: skip
-        if self.policy.mode == "automatic":
-            self.log(
-                "warning", "automatic-not-built",
-                "mode automatic is declared, but this controller does not fail over yet: it detects and alerts "
-                "(runbooks/controller.md, 'What is not done yet')",
-            )  # fmt: skip
         try:
             estate = Estate(self.topology, self.ref.made_state_dir())
             while not stop.is_set():
                 self.run_pass(estate)
                 stop.wait(self.interval_s)
         finally:
+            if self.automatic is not None:
+                self.automatic.stop()
             if keeper is not None:
                 keeper.stop()
             server.close()
@@ -227,6 +249,8 @@ class Controller:
                 self._observed(c.name, up, None if up else (c.error or (c.health and c.health.error) or c.process))
         self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
         self.feed.update(report, estate)
+        if self.automatic is not None:
+            self.automatic.step(report, self._states)
 
     def _observed(self, cluster: str, up: bool, error: str | None) -> None:
         now = time.monotonic()
@@ -244,8 +268,13 @@ class Controller:
             self.log(
                 "error", "cluster-down",
                 f"cluster {cluster} has been down for {down_for:.0f} s (detect_after_s {self.policy.detect_after_s:g}): "
-                f"{error}. No action taken (this controller detects and alerts; fail over by hand: "
-                f"`drctl failover --stack {self.ref.name} --mode unplanned --dry-run`)",
+                f"{error}. "
+                + (
+                    "Mode automatic: the passive site's controller decides (automatic-* events)"
+                    if self.policy.mode == "automatic"
+                    else "No action taken (this controller detects and alerts; fail over by hand: "
+                    f"`drctl failover --stack {self.ref.name} --mode unplanned --dry-run`)"
+                ),
                 cluster=cluster,
             )  # fmt: skip
         elif before is not None:

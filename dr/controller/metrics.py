@@ -120,10 +120,19 @@ class ControllerMetrics:
             registry=r,
         )  # fmt: skip
         self.automatic_failovers = Counter(
-            "kdr_automatic_failovers", "Automatic failovers, by outcome (made, refused).", ["outcome"], registry=r
+            "kdr_automatic_failovers",
+            "Automatic failovers, by outcome: started, completed, failed, lease-held-elsewhere.",
+            ["outcome"],
+            registry=r,
         )
-        for outcome in ("made", "refused"):  # present from the start, so the first one is an increase
+        for outcome in ("started", "completed", "failed", "lease-held-elsewhere"):  # present from the start
             self.automatic_failovers.labels(outcome)
+        self.automatic_refusals = Counter(
+            "kdr_automatic_refusals", "Automatic failovers refused (a person is paged), by reason.", ["reason"],
+            registry=r,
+        )  # fmt: skip
+        for reason in ("cooldown", "lag-unknown", "rpo-over-budget"):
+            self.automatic_refusals.labels(reason)
         self.self_fences = Counter(
             "kdr_self_fence", "Times this controller fenced its own site (it could not keep its lease).", registry=r
         )

@@ -6,12 +6,16 @@ the holder, a fencing token from a sequence (it grows with every new holder) and
 database's own clock (``now() + ttl``), so the holders' clocks never decide who holds it. Taking the lease
 is one statement that inserts the row, or replaces it only when it has expired.
 
+Observers' verdicts are rows of ``kdr_observer`` (one per observer, with an expiry in the database's
+clock), the last automatic failover the row of ``kdr_automatic``.
+
 One server is one point of failure: while it is down nobody takes or renews the lease (automatic failover
 is off, and the active site fences itself), which is the safe side.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -79,6 +83,44 @@ class PostgresWitness:
 
     def close(self) -> None:
         """The store keeps one connection per thread; nothing of the lease is let go."""
+
+    def publish(self, observer: str, states: dict[str, str], ttl_s: float) -> None:
+        """Upsert ``observer``'s row, live for ``ttl_s`` in the database's clock."""
+        with self._session() as conn:
+            conn.execute(
+                "INSERT INTO kdr_observer (project, stack, observer, states, expires_at) "
+                "VALUES (%s, %s, %s, %s::jsonb, now() + make_interval(secs => %s)) "
+                "ON CONFLICT (project, stack, observer) DO UPDATE SET states = excluded.states, at = now(), "
+                "expires_at = excluded.expires_at",
+                (self.store.project, self.stack, observer, json.dumps(states), ttl_s),
+            )
+
+    def verdicts(self) -> dict[str, dict[str, str]]:
+        """Every row not expired."""
+        with self._session() as conn:
+            rows = conn.execute(
+                "SELECT observer, states FROM kdr_observer WHERE project = %s AND stack = %s AND expires_at >= now()",
+                (self.store.project, self.stack),
+            ).fetchall()
+        return {str(r[0]): {str(k): str(v) for k, v in dict(r[1]).items()} for r in rows}
+
+    def mark_automatic(self, holder: str, token: int) -> None:
+        """Upsert the stack's ``kdr_automatic`` row (now, in the database's clock)."""
+        with self._session() as conn:
+            conn.execute(
+                "INSERT INTO kdr_automatic (project, stack, holder, token) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (project, stack) DO UPDATE SET at = now(), holder = excluded.holder, token = excluded.token",
+                (self.store.project, self.stack, holder, token),
+            )
+
+    def last_automatic(self) -> float | None:
+        """The row's time, or None."""
+        with self._session() as conn:
+            row = conn.execute(
+                "SELECT extract(epoch FROM at) FROM kdr_automatic WHERE project = %s AND stack = %s",
+                (self.store.project, self.stack),
+            ).fetchone()
+        return None if row is None else float(row[0])
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection[Any]]:

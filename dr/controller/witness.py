@@ -7,6 +7,11 @@ earlier holder (frozen, cut off, then back) is recognised as older and refused. 
 ``concurrency`` package (a session's lease, an election key whose revision orders the holders), read,
 not copied.
 
+Beside the lease the witness keeps what the automatic failover needs from every site (:mod:`.decide`):
+each observer's **verdict** about each cluster (``up``/``suspect``/``down``), published every pass with a
+time to live, so a site reads what the others see and a dead observer's verdict disappears by itself; and
+the time of the stack's **last automatic failover** (the cooldown), never kept in a controller's memory.
+
 A store that cannot answer raises :class:`~dr.base.errors.ClusterError` naming it: the controller never
 reads "no answer" as "free".
 """
@@ -60,4 +65,20 @@ class Witness(Protocol):
 
     def close(self) -> None:
         """Let go of connections (not the lease)."""
+        ...
+
+    def publish(self, observer: str, states: dict[str, str], ttl_s: float) -> None:
+        """Publish ``observer``'s verdict (cluster → ``up``/``suspect``/``down``), live for ``ttl_s`` seconds."""
+        ...
+
+    def verdicts(self) -> dict[str, dict[str, str]]:
+        """Every observer's live verdict: observer → (cluster → state)."""
+        ...
+
+    def mark_automatic(self, holder: str, token: int) -> None:
+        """Record that ``holder`` (with fencing token ``token``) starts an automatic failover now."""
+        ...
+
+    def last_automatic(self) -> float | None:
+        """When the stack's last automatic failover was started (seconds since the epoch), or None."""
         ...

@@ -21,6 +21,8 @@ One database holds the Pulumi state (the CLI's ``pkg/backend/diy/postgres``) and
                   files (the reports themselves stay in the state directory of the machine that wrote them).
 ``kdr_witness``   the per-site controller's lease when this database is its witness
                   (:mod:`dr.controller.pg_witness`): holder, fencing token, expiry.
+``kdr_observer``  each controller's (observer's) verdict about each cluster, with an expiry; and
+``kdr_automatic`` the stack's last automatic failover (its cooldown), for the same witness.
 
 Every row is keyed by the Pulumi project and the stack (``project``: ``name:`` of ``Pulumi.yaml``).
 
@@ -213,6 +215,30 @@ MIGRATIONS: list[tuple[int, str]] = [
             token       bigint      NOT NULL,
             acquired_at timestamptz NOT NULL DEFAULT now(),
             expires_at  timestamptz NOT NULL,
+            PRIMARY KEY (project, stack)
+        );
+        """,
+    ),
+    (
+        5,
+        # the automatic failover's inputs when the team database is the witness (dr.controller.pg_witness):
+        # each observer's verdict with an expiry, and the stack's last automatic failover (the cooldown)
+        """
+        CREATE TABLE IF NOT EXISTS kdr_observer (
+            project    text        NOT NULL,
+            stack      text        NOT NULL,
+            observer   text        NOT NULL,
+            states     jsonb       NOT NULL,
+            at         timestamptz NOT NULL DEFAULT now(),
+            expires_at timestamptz NOT NULL,
+            PRIMARY KEY (project, stack, observer)
+        );
+        CREATE TABLE IF NOT EXISTS kdr_automatic (
+            project text        NOT NULL,
+            stack   text        NOT NULL,
+            at      timestamptz NOT NULL DEFAULT now(),
+            holder  text        NOT NULL,
+            token   bigint      NOT NULL,
             PRIMARY KEY (project, stack)
         );
         """,

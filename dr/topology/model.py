@@ -814,6 +814,7 @@ class Topology(_Model):
             failover_done=True,
             provisioning=self.provisioning,
             endpoint=self.endpoint,
+            failover_policy=self.failover_policy,
         )
 
 

@@ -194,7 +194,7 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
         assert healthy['kdr_app_writes_allowed{cluster="A"}'] == 1  # not fenced
         # the live lag is the RPO estimate while A answers; the lag in seconds is a lower bound, never negative
         assert healthy[_LINK_RPO] >= 0 and healthy[_LINK_LAG_S] >= 0
-        assert healthy['kdr_automatic_failovers_total{outcome="made"}'] == 0 and healthy["kdr_self_fence_total"] == 0
+        assert healthy['kdr_automatic_failovers_total{outcome="started"}'] == 0 and healthy["kdr_self_fence_total"] == 0
         holder = leader.current()
         assert holder is not None and holder.holder.endswith("/A") and holder.token == healthy["kdr_lease_token"]
         assert f'kdr_lease_holder{{holder="{holder.holder}"}}' in healthy

@@ -3,8 +3,10 @@
 etcd (:class:`~dr.controller.etcd.EtcdWitness` through etcd's JSON gateway): one holder at a time (two
 controllers racing get one winner), the fencing token grows across holders, a holder that stops renewing
 loses the lease after the TTL, a killed member leaves the witness working (quorum), and the whole witness
-down makes acquiring fail with a clear error. The PostgreSQL single witness
-(:class:`~dr.controller.pg_witness.PostgresWitness`) is held to the same first three and the same error.
+down makes acquiring fail with a clear error; observers' verdicts are read back by another client and
+disappear after their TTL, and the last automatic failover's time outlives the clients. The PostgreSQL
+single witness (:class:`~dr.controller.pg_witness.PostgresWitness`) is held to the same first three, the
+verdicts and the same error.
 """
 
 from __future__ import annotations
@@ -102,6 +104,23 @@ def _lost_after_ttl(holder: Witness, other: Witness) -> None:
     other.release(taken)
 
 
+def _verdicts_expire_and_the_last_automatic_stays(publisher: Witness, reader: Witness) -> None:
+    assert reader.verdicts() == {} and reader.last_automatic() is None
+    publisher.publish("B", {"A": "down", "B": "up"}, ttl_s=60)
+    publisher.publish("C", {"A": "suspect"}, ttl_s=2)
+    assert reader.verdicts() == {"B": {"A": "down", "B": "up"}, "C": {"A": "suspect"}}
+    publisher.publish("B", {"A": "up", "B": "up"}, ttl_s=60)  # a new verdict replaces the observer's last
+    deadline = time.monotonic() + 60  # the store expires C's; this only bounds a hang
+    while "C" in (seen := reader.verdicts()):
+        assert time.monotonic() < deadline, "the verdict never expired"
+        time.sleep(0.2)
+    assert seen == {"B": {"A": "up", "B": "up"}}
+    before = time.time()
+    publisher.mark_automatic("ops/B", 42)
+    at = reader.last_automatic()
+    assert at is not None and before - 5 <= at <= time.time() + 5  # the database's clock may differ a little
+
+
 # ---------------------------------------------------------------------------------------------- etcd
 
 
@@ -122,6 +141,11 @@ def test_etcd_token_grows_across_holders(etcd3: EtcdCluster) -> None:
 def test_etcd_holder_that_stops_renewing_loses_the_lease_after_its_ttl(etcd3: EtcdCluster) -> None:
     key = _key()
     _lost_after_ttl(_etcd(etcd3, key, ttl=3), _etcd(etcd3, key, ttl=3))
+
+
+def test_etcd_keeps_verdicts_for_their_ttl_and_the_last_automatic_failover(etcd3: EtcdCluster) -> None:
+    key = _key()
+    _verdicts_expire_and_the_last_automatic_stays(_etcd(etcd3, key), _etcd(etcd3, key))
 
 
 def test_etcd_keeps_working_with_a_member_killed_and_refuses_clearly_when_all_are_down() -> None:
@@ -163,6 +187,11 @@ def test_postgres_token_grows_and_a_silent_holder_loses_the_lease(pg: PgUrl) -> 
     _token_grows(_pg(pg, stack), _pg(pg, stack))
     stack = _key()
     _lost_after_ttl(_pg(pg, stack, ttl=2), _pg(pg, stack, ttl=2))
+
+
+def test_postgres_keeps_verdicts_for_their_ttl_and_the_last_automatic_failover(pg: PgUrl) -> None:
+    stack = _key()
+    _verdicts_expire_and_the_last_automatic_stays(_pg(pg, stack), _pg(pg, stack))
 
 
 def test_postgres_down_is_a_clear_error(pg: PgUrl) -> None:

@@ -319,6 +319,16 @@ def test_after_failover_keeps_link_settings(production: Topology) -> None:
     assert after.cluster("dc1").admin_password == production.cluster("dc1").admin_password
 
 
+def test_after_failover_keeps_the_failover_policy(local: Topology) -> None:
+    # a stack declaring kafka-dr:failoverPolicy must still declare it after a failover: the desired-state
+    # step refused the edit of the stack file (its check found the policy gone), so no failover could finish
+    from dr.topology.failover_policy import FailoverPolicy
+
+    policy = FailoverPolicy(detect_after_s=45, metrics_ports={"A": 9464, "B": 9465})
+    after = local.model_copy(update={"failover_policy": policy}).after_failover(mode="unplanned")
+    assert after.failover_policy == policy
+
+
 def test_second_failover_without_standby(local: Topology) -> None:
     twice = local.after_failover().after_failover()
     assert [(c.name, c.role) for c in twice.clusters] == [

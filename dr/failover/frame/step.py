@@ -52,6 +52,11 @@ class FailoverOptions:
     link_stop_timeout: float = 20.0
     probe: bool = True
     """Measure RTO with a probe producer writing to B as an application principal."""
+    started_by: str | None = None
+    """Who started the run when it was not a person: ``controller <operator>/<site>`` (``drctl controller``'s
+    automatic failover). Journaled with the run's options."""
+    fencing_token: int | None = None
+    """The witness lease's fencing token of the controller that started the run (journaled with it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (recorded in the journal for every run)."""

@@ -180,7 +180,7 @@ def test_the_feed_serves_lag_seconds_rpo_audit_drill_certificates_and_the_endpoi
     assert value("kdr_drill_rto_seconds") == 3.5 and value("kdr_drill_passed") == 0
     assert 59 <= value("kdr_drill_age_seconds") < 3600
     assert value('kdr_endpoint_target{cluster="A"}') == 1
-    assert 'kdr_automatic_failovers_total{outcome="refused"} 0.0' in text and "kdr_self_fence_total 0.0" in text
+    assert 'kdr_automatic_failovers_total{outcome="started"} 0.0' in text and "kdr_self_fence_total 0.0" in text
 
     # A lost: its lag in seconds is unknown (not served); the RPO comes from A's last snapshot against B's ends
     record_offsets(state, "A", {("orders", 0): 12}, at=time.time() - 5)

@@ -1,0 +1,329 @@
+"""``mode: automatic``: the passive site's controller fails the stack over by itself — on one real local estate
+(A → B, MirrorMaker 2), a real three-member etcd on loopback as the witness, and the controllers as an
+operator runs them (``drctl controller`` processes, JSON-line logs): A's, and two of B's (``--metrics-port``
+for the second; each with an operator name of its own, as on two hosts).
+
+A third site's observer (``--observer C-site``) joins the last test. In order, on the same estate: (f) A's brokers SIGKILLed and started again at once, down for less than
+``detect_after_s`` → nothing is failed over; (e) every etcd member stopped, then A's brokers SIGKILLed →
+B's controllers see A down and the witness down, alert, and do nothing, while the manual command still
+plans the failover; etcd and A back; (a)+(g) the whole site A lost at a random instant — its brokers and its controller
+SIGKILLed together — → with the third-site observer agreeing, exactly one of B's two controllers takes the
+lease and runs the journaled unplanned failover, the other is told who holds it;
+the journal's run ends (pending: A's verification and decommission wait for A's return, as
+in every unplanned failover without A), carries the fencing token and ``started_by``, and an application writes on B.
+
+Timing policy: the waits have generous timeouts that only bound a hang; the detection and promotion times
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dr.base.stackref import StackRef
+from dr.failover.frame.journal import Journal
+from tests import REPO_ROOT
+from tests.etcd_server import EtcdCluster, etcd_cluster
+from tests.integration.helpers import StackEnv, drctl, produce, provisioned, write_local_stack
+from tests.integration.ports import free_window, release_window, windows
+from tests.processes import kill_tree
+
+pytestmark = pytest.mark.timeout(1500)
+
+STACK = "ctlauto"
+DETECT_AFTER_S = 45
+
+
+@pytest.fixture(scope="module")
+def etcd3() -> Iterator[EtcdCluster]:
+    with etcd_cluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def metrics_ports() -> Iterator[tuple[int, int, int]]:
+    start = free_window(3)
+    yield start, start + 1, start + 2
+    release_window(start)
+
+
+@pytest.fixture(scope="module")
+def env(
+    tmp_path_factory: pytest.TempPathFactory, etcd3: EtcdCluster, metrics_ports: tuple[int, int, int]
+) -> Iterator[StackEnv]:
+    """The local example (A on one broker) with an automatic policy on the etcd witness."""
+    root = tmp_path_factory.mktemp(STACK)
+    with windows(3) as ports:
+        path = write_local_stack(root, STACK, ports)
+        doc = yaml.safe_load(path.read_text())
+        doc["config"]["kafka-dr:failoverPolicy"] = {
+            "mode": "automatic",
+            "detectAfterS": DETECT_AFTER_S,
+            "leaseTtlS": 3,
+            "marginS": 1,
+            "maxRpoRecords": 100_000,
+            "witness": {"kind": "etcd", "endpoints": etcd3.endpoints},
+            "metricsPorts": {"A": metrics_ports[0], "B": metrics_ports[1]},
+        }
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        with provisioned(StackEnv(root, STACK)) as e:
+            yield e
+
+
+class Controllers:
+    """The controllers of one test: started as an operator starts them, stopped with SIGTERM (then their
+    whole tree killed, so a failover child never outlives the test)."""
+
+    def __init__(self, env: StackEnv, name: str) -> None:
+        self.env, self.name = env, name
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.logs: dict[str, Path] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, key: str, *where: str) -> None:
+        """``drctl controller --stack S <where...>`` (``--site X [...]`` or ``--observer NAME``)."""
+        log = self.env.root / f"{self.name}-{key}.log"
+        with log.open("w") as out:
+            self.procs[key] = subprocess.Popen(
+                [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, *where, "--log-format", "json"],
+                stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+                env={**os.environ, **self.env, "KDR_OPERATOR": f"ctl-{key}"},
+            )  # fmt: skip
+        self.logs[key] = log
+
+    def events(self, key: str) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.logs[key].read_text().splitlines() if line.startswith("{")]
+
+    def until(self, key: str, match: Callable[[dict[str, object]], bool], what: str, timeout: float = 300) -> dict:
+        """Wait until controller ``key`` logs an event matching ``match``; that event (the deadline bounds a hang)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events(key):
+                if match(event):
+                    return event
+            assert self.procs[key].poll() is None, f"controller {key} exited: {self.logs[key].read_text()[-3000:]}"
+            time.sleep(0.5)
+        raise AssertionError(f"{what} never happened; controller {key} logged: {self.logs[key].read_text()[-4000:]}")
+
+    def passes(self, key: str, count: int) -> None:
+        """Wait until controller ``key`` has published ``count`` more verdicts (passes), read from its metrics'
+        status time: a bound on 'nothing happened' that follows the controller's pace, not a sleep."""
+        from tests.integration.test_controller import _scrape
+
+        port = self.ports[key]
+        seen: set[float] = set()
+        deadline = time.monotonic() + 300
+        while len(seen) <= count:
+            assert time.monotonic() < deadline, f"controller {key} stopped making passes"
+            with contextlib.suppress(OSError):
+                seen.add(_scrape(port).get("kdr_status_timestamp_seconds", 0.0))
+            time.sleep(0.5)
+
+    def stop(self) -> dict[str, int | None]:
+        """SIGTERM each, wait, kill what is left with its tree; the exit codes."""
+        codes: dict[str, int | None] = {}
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for key, proc in self.procs.items():
+            try:
+                codes[key] = proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                codes[key] = None
+            kill_tree(proc.pid)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return codes
+
+    def text(self) -> str:
+        return "".join(log.read_text() for log in self.logs.values())
+
+
+def _is(event: str, **fields: object) -> Callable[[dict[str, object]], bool]:
+    return lambda e: e.get("event") == event and all(e.get(k) == v for k, v in fields.items())
+
+
+def _healthy(ctl: Controllers) -> None:
+    """A's controller holds the lease and B's sees A up."""
+    ctl.until("A", _is("lease-taken"), "A's controller taking the lease")
+    ctl.until("B1", lambda e: e.get("event") == "started", "B's controller starting")
+    ctl.passes("B1", 2)
+    if "C" in ctl.procs:
+        ctl.until("C", _is("started"), "the observer starting")
+
+
+def _no_failover(env: StackEnv) -> None:
+    topology = env.estate().topology
+    assert not topology.failover_done and topology.cluster("B").role == "passive"
+    assert Journal.load(StackRef.resolve(STACK).failover_home) is None
+
+
+def _start(env: StackEnv, ports: tuple[int, int, int], name: str, *, second_b: bool = False) -> Controllers:
+    ctl = Controllers(env, name)
+    ctl.ports = {"A": ports[0], "B1": ports[1], "B2": ports[2]}
+    ctl.start("A", "--site", "A")
+    ctl.start("B1", "--site", "B")
+    if second_b:
+        ctl.start("B2", "--site", "B", "--metrics-port", str(ports[2]))
+        ctl.start("C", "--observer", "C-site")
+    return ctl
+
+
+def test_f_a_down_for_less_than_detect_after_s_fails_nothing_over(
+    env: StackEnv, metrics_ports: tuple[int, int, int]
+) -> None:
+    ctl = _start(env, metrics_ports, "f")
+    try:
+        _healthy(ctl)
+        time.sleep(random.uniform(0, 3))  # a random instant within a pass
+        a = env.estate().local_cluster("A")
+        killed = time.monotonic()
+        a.kill()
+        ctl.until("B1", _is("cluster-suspect", cluster="A"), "B's controller seeing A fail")
+        a.start()
+        back_after = time.monotonic() - killed
+        ctl.until("B1", _is("cluster-up", cluster="A"), "B's controller seeing A again")
+        ctl.passes("B1", 3)
+        print(f"\n(f) A killed and back after {back_after:.1f} s (detect_after_s {DETECT_AFTER_S})")
+        # the premise: the restart was shorter than the detection window (else this is test (a), not (f))
+        assert back_after < DETECT_AFTER_S, f"A took {back_after:.0f} s to restart: the outage was not short"
+        events = ctl.events("B1")
+        assert not [e for e in events if e["event"] in ("cluster-down", "automatic-failover-started")], events
+        assert "lease-given-up" not in [e["event"] for e in ctl.events("A")]
+        _no_failover(env)
+    finally:
+        codes = ctl.stop()
+    assert codes == {"A": 0, "B1": 0}, (codes, ctl.text()[-3000:])
+    assert "Traceback" not in ctl.text()
+
+
+def test_e_the_witness_down_means_no_automatic_action_but_an_alert_and_the_manual_command_works(
+    env: StackEnv, etcd3: EtcdCluster, metrics_ports: tuple[int, int, int]
+) -> None:
+    from tests.integration.test_controller import _scrape
+
+    ctl = _start(env, metrics_ports, "e")
+    a = env.estate().local_cluster("A")
+    try:
+        _healthy(ctl)
+        etcd3.kill_all()
+        a.kill()
+        ctl.until("B1", _is("witness-down"), "B's controller alerting on the witness")
+        ctl.until("B1", _is("cluster-down", cluster="A"), "B's controller seeing A down", timeout=DETECT_AFTER_S + 300)
+        waiting = ctl.until("B1", _is("automatic-wait", reason="witness-down"), "B's controller waiting on the witness")
+        assert "nobody acts" in str(waiting["message"])
+        ctl.passes("B1", 3)
+        samples = _scrape(metrics_ports[1])
+        assert samples["kdr_witness_up"] == 0 and samples['kdr_alerts_total{kind="witness_down"}'] >= 1
+        assert not [e for e in ctl.events("B1") if str(e["event"]).startswith("automatic-failover")]
+        _no_failover(env)
+        # a person can still fail over: the manual command never asks the witness (its plan, not run here)
+        plan = drctl(env, "failover", "--stack", STACK, "--mode", "unplanned", "--dry-run")
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        assert "B" in plan.stdout and "unplanned" in plan.stdout.lower()
+    finally:
+        codes = ctl.stop()
+        etcd3.restart_all()
+        a.start()
+    assert codes == {"A": 0, "B1": 0}, (codes, ctl.text()[-3000:])
+    assert "Traceback" not in ctl.text()
+
+
+def test_a_g_site_a_lost_is_failed_over_by_exactly_one_of_two_racing_controllers(
+    env: StackEnv, metrics_ports: tuple[int, int, int]
+) -> None:
+    ctl = _start(env, metrics_ports, "a", second_b=True)
+    try:
+        _healthy(ctl)
+        for key in ("B1", "B2"):  # each has measured the link's lag (the RPO budget is checked against it)
+            _until_scraped(ctl.ports[key], 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}')
+        time.sleep(random.uniform(0, 5))  # a random instant within a pass
+        killed_at = time.time()
+        env.estate().local_cluster("A").kill()
+        ctl.procs["A"].kill()  # the whole site: A's controller with its brokers
+        home = StackRef.resolve(STACK).failover_home
+        deadline = time.monotonic() + 900
+        # the run ends "pending" without A (its verification and decommission wait for A's return), or completed
+        while (journal := Journal.load(home)) is None or not journal.runs or journal.runs[-1].outcome == "running":
+            assert time.monotonic() < deadline, "no automatic failover finished"
+            for key in ("B1", "B2"):
+                assert ctl.procs[key].poll() is None, ctl.logs[key].read_text()[-3000:]
+            time.sleep(1)
+        assert journal.status in ("pending", "completed"), journal.record.model_dump_json(indent=1)[-3000:]
+        assert journal.is_done("promote") and journal.is_done("desired-state")
+        started = {k: [e for e in ctl.events(k) if e["event"] == "automatic-failover-started"] for k in ("B1", "B2")}
+        winners = [k for k, found in started.items() if found]
+        assert len(winners) == 1 and len(started[winners[0]]) == 1, started
+        winner, loser = winners[0], ({"B1", "B2"} - set(winners)).pop()
+        token = started[winner][0]["token"]
+        ctl.until(winner, _is("automatic-failover-done"), "the winner reporting the failover done")
+        ctl.until("C", _is("cluster-down", cluster="A"), "the observer seeing A down")
+        assert not [e for e in ctl.events("C") if str(e["event"]).startswith(("lease", "automatic"))]
+        # the loser was told who holds the lease (when it tried to take it, or before)
+        told = [
+            e
+            for e in ctl.events(loser)
+            if (e["event"] == "lease-held-elsewhere" and e.get("holder") == f"ctl-{winner}/B")
+            or (
+                e["event"] == "automatic-wait"
+                and e.get("reason") == "lease-held"
+                and f"ctl-{winner}/B" in str(e["message"])
+            )
+        ]
+        assert told, ctl.logs[loser].read_text()[-3000:]
+        # the journal is the one record of the run: unplanned, started by the controller, with its token
+        runs = journal.runs
+        assert journal.mode == "unplanned" and runs[0].options["fencing_token"] == token
+        assert runs[0].options["started_by"] == f"controller ctl-{winner}/B"
+        # B accepts an application's write
+        estate = env.estate()
+        b = estate.local_cluster("B").endpoint().with_user("orders-app", estate.app_password("orders-app"))
+        acked, errors = produce(b, "orders", ["after-automatic-failover"])
+        assert acked == ["after-automatic-failover"] and not errors, errors
+        down = next(e for e in ctl.events(winner) if e["event"] == "cluster-down" and e.get("cluster") == "A")
+        detected_s = _epoch(str(down["ts"])) - killed_at
+        promoted = journal.record.steps.get("promote")
+        probe = journal.measurements.probe
+        print(
+            f"\n(a) detection {detected_s:.1f} s after the kill (detect_after_s {DETECT_AFTER_S}); failover started "
+            f"{_epoch(str(started[winner][0]['ts'])) - killed_at:.1f} s after; promote done "
+            f"{(promoted.finished_at - killed_at) if promoted and promoted.finished_at else float('nan'):.1f} s; "
+            f"first application write on B {((probe.acked_at or 0) - killed_at) if probe else float('nan'):.1f} s; "
+            f"journal {journal.failover_id} {journal.status}, token {token}, winner {winner}"
+        )
+    finally:
+        codes = ctl.stop()
+    assert codes == {"A": -signal.SIGKILL, "B1": 0, "B2": 0, "C": 0}, (codes, ctl.text()[-3000:])
+    assert "Traceback" not in ctl.text()
+
+
+def _until_scraped(port: int, sample: str) -> None:
+    """Wait until the controller at ``port`` serves ``sample`` (the deadline bounds a hang)."""
+    from tests.integration.test_controller import _scrape
+
+    deadline = time.monotonic() + 300
+    while True:
+        with contextlib.suppress(OSError):
+            if sample in _scrape(port):
+                return
+        assert time.monotonic() < deadline, f"{sample} never served at {port}"
+        time.sleep(0.5)
+
+
+def _epoch(ts: str) -> float:
+    """A log line's ``ts`` as seconds since the epoch."""
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()

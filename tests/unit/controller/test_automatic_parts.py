@@ -1,0 +1,154 @@
+"""The automatic failover's parts that need no estate (:mod:`dr.controller.act`, :mod:`dr.controller.observer`):
+a controller that finds the lease taken is told who holds it and starts nothing; the active site gives its
+lease back while its cluster is down and wants it again when it answers; an observer is refused (exit 2,
+nothing started) without a witness or under a cluster's name."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr.base.stackref import StackRef
+from dr.cli.drctl import main
+from dr.controller.act import Automatic
+from dr.controller.loop import LeaseKeeper, Log
+from dr.controller.metrics import ControllerMetrics
+from dr.controller.witness import Holding
+from dr.topology import load_stack_file
+from tests.conftest import copy_stack
+
+
+class _Witness:
+    """A witness held by ``holder`` (None: free); records what it was asked."""
+
+    ttl_s = 3.0
+
+    def __init__(self, holder: str | None) -> None:
+        self.held = None if holder is None else Holding(holder, 7, 0.0)
+        self.released: list[int] = []
+
+    def describe(self) -> str:
+        return "fake"
+
+    def acquire(self, holder: str) -> Holding | None:
+        if self.held is not None:
+            return None
+        self.held = Holding(holder, 8, 0.0)
+        return self.held
+
+    def renew(self, holding: Holding) -> bool:
+        return self.held == holding
+
+    def current(self) -> Holding | None:
+        return self.held
+
+    def release(self, holding: Holding) -> None:
+        self.released.append(holding.token)
+        self.held = None
+
+    def close(self) -> None:
+        pass
+
+    def publish(self, observer: str, states: dict[str, str], ttl_s: float) -> None:
+        pass
+
+    def verdicts(self) -> dict[str, dict[str, str]]:
+        return {}
+
+    def mark_automatic(self, holder: str, token: int) -> None:
+        raise AssertionError("nothing may be marked: no failover starts")
+
+    def last_automatic(self) -> float | None:
+        return None
+
+
+@pytest.fixture
+def ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StackRef:
+    copy_stack("local", tmp_path / "stacks" / "Pulumi.ctl.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path / "stacks"))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return StackRef.resolve("ctl")
+
+
+def _automatic(ref: StackRef, witness: _Witness, holds: bool) -> tuple[Automatic, LeaseKeeper, io.StringIO]:
+    out = io.StringIO()
+    log = Log("json", out)
+    metrics = ControllerMetrics("ctl", "B", "automatic")
+    keeper = LeaseKeeper(witness, "ops@b2/B", holds=holds, log=log, metrics=metrics)
+    return Automatic(ref, "B", witness, keeper, log, metrics), keeper, out
+
+
+def _events(out: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_controller_that_finds_the_lease_taken_is_told_who_holds_it_and_starts_nothing(ref: StackRef) -> None:
+    witness = _Witness("ops@b1/B")
+    automatic, keeper, out = _automatic(ref, witness, holds=False)
+    automatic._start(load_stack_file(ref.existing_stack_file()))
+    assert automatic.child is None and not keeper.holds
+    told = [e for e in _events(out) if e["event"] == "lease-held-elsewhere"]
+    assert len(told) == 1 and told[0]["holder"] == "ops@b1/B" and told[0]["token"] == 7
+    assert "ops@b1/B (token 7)" in told[0]["message"]
+    assert automatic.failovers.labels("lease-held-elsewhere")._value.get() == 1
+    assert automatic.failovers.labels("started")._value.get() == 0
+
+
+def test_the_active_site_gives_its_lease_back_while_its_cluster_is_down_and_wants_it_when_up(ref: StackRef) -> None:
+    witness = _Witness(None)
+    automatic, keeper, out = _automatic(ref, witness, holds=True)
+    keeper.tick()  # takes the lease
+    assert keeper.mine is not None and witness.held is not None
+    automatic._active_site("suspect")
+    assert keeper.holds and witness.held is not None  # suspect is not down: nothing changes
+    automatic._active_site("down")
+    assert not keeper.holds and keeper.mine is None and witness.released == [8] and witness.held is None
+    keeper.tick()
+    assert witness.held is None  # a keeper that gave up does not take it again by itself
+    automatic._active_site("up")
+    keeper.tick()
+    assert keeper.holds and witness.held is not None and witness.held.holder == "ops@b2/B"
+    assert [e["event"] for e in _events(out) if e["event"].startswith("lease")] == [
+        "lease-taken", "lease-given-up", "lease-wanted", "lease-taken",
+    ]  # fmt: skip
+
+
+def _exit(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as ended:
+        main(args)
+    captured = capsys.readouterr()
+    return int(ended.value.code or 0), captured.err + captured.out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_observer_needs_a_witness_and_a_name_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def write(policy: dict[str, Any]) -> None:
+        def edit(doc: dict[str, Any]) -> None:
+            doc["config"]["kafka-dr:failoverPolicy"] = policy
+
+        copy_stack("local", tmp_path / "stacks" / "Pulumi.ctl.yaml", edit=edit)
+
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path / "stacks"))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    write({"metrics_ports": {"A": _free_port()}})
+    code, said = _exit(["controller", "--stack", "ctl", "--observer", "C-site"], capsys)
+    assert code == 2 and "declares no witness" in said and "started:" not in said
+    write({"witness": {"kind": "etcd", "endpoints": ["http://127.0.0.1:1"]}})
+    code, said = _exit(["controller", "--stack", "ctl", "--observer", "B"], capsys)
+    assert code == 2 and "observer name 'B' is a cluster" in said and "started:" not in said
+    code, said = _exit(["controller", "--stack", "ctl"], capsys)
+    assert code == 2 and "--site" in said and "--observer" in said
+    code, said = _exit(["controller", "--stack", "ctl", "--site", "A", "--observer", "C-site"], capsys)
+    assert code == 2 and "--site" in said and "--observer" in said
