@@ -12,6 +12,14 @@ lease as etcd itself expires it: every acknowledgement on A precedes the lease's
 sent after the fence was acknowledged and such records were refused by the broker; the fence carries the
 token A held. Healed, the controller takes the lease again and — nobody else took it, nothing was failed
 over — lifts its own fence, and the producer writes again.
+
+Issue 43's test (b), the grey failure: A's broker and controller processes frozen with SIGSTOP at a seeded
+instant, resumed with SIGCONT (in a seeded order) once etcd expired the lease. The controller fences A before
+it takes the lease again, with the token it held, then lifts the fence (nobody else held the lease, nothing
+was failed over). Whether A acknowledged writes between the lease's expiry and the fence is measured from
+the ledger: it does today — the resumed broker serves the produce requests queued during the freeze before
+an ACL deletion can act (it waits for A's KRaft controller) — and the test then ends as an expected failure
+(xfail) with the figures, the gap runbooks/controller.md describes.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import yaml
@@ -167,6 +176,11 @@ class Ledger:
         producer.flush(30)
 
 
+def _events(log: Path) -> list[str]:
+    """The controller's log events, in order."""
+    return [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+
+
 def _record(env: StackEnv) -> FenceRecord | None:
     return FenceStore(StackRef.resolve(STACK).failover_home, STACK, None).latest()
 
@@ -256,11 +270,100 @@ def test_a_controller_cut_from_the_witness_fences_its_site_before_the_lease_expi
 
         controller.send_signal(signal.SIGTERM)
         assert controller.wait(timeout=60) == 0
-        events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+        events = _events(log)
         assert events.index("self-fenced") < events.index("self-fence-lifted"), events
     finally:
         ledger.stop.set()
         cut_proxy.send_signal(signal.SIGUSR2)
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_frozen_site_and_controller_fence_first_thing_after_sigcont(
+    env: StackEnv, etcd3: EtcdCluster, metrics_port: int
+) -> None:
+    rng = random.Random(SEED + 1)
+    direct = EtcdWitness(etcd3.endpoints, f"/kafka-dr/{project_name()}/{STACK}/leader", TTL_S)
+    estate = env.estate()
+    log = env.root / "controller-A-frozen.log"
+    previous = _record(env)
+    with log.open("w") as out:
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, "--site", "A", "--log-format", "json"],
+            stdout=out, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env}, cwd=REPO_ROOT,
+        )  # fmt: skip
+    conf = json.loads(client_files(env.state, "orders-app")[1].read_text())
+    ledger = Ledger(conf)
+    writer = threading.Thread(target=ledger.run, daemon=True)
+    cluster = estate.local_cluster("A")
+    nodes = [p for n in cluster.running_nodes() if (p := cluster.process(n).pid) is not None]
+    frozen: list[int] = []
+    try:
+        _until(
+            lambda: (
+                (s := _scrape(metrics_port)).get("kdr_lease_held") == 1
+                and s.get('kdr_app_writes_allowed{cluster="A"}') == 1
+            ),
+            "A's controller holding the lease, A not fenced",
+            controller,
+        )
+        held = direct.current()
+        assert held is not None and nodes
+        writer.start()
+        _until(lambda: len(ledger.acked) >= 50, "the application's writes acknowledged on A", controller)
+        time.sleep(rng.uniform(0, (TTL_S - MARGIN_S) / 3))
+        frozen_at = time.time()
+        for pid in [*nodes, controller.pid]:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        _until(lambda: direct.current() is None, "the lease expiring in etcd")
+        expired_seen_at = time.time()
+        order = [*nodes, controller.pid]
+        rng.shuffle(order)
+        for pid in order:
+            os.kill(pid, signal.SIGCONT)
+        frozen.clear()
+        resumed_at = time.time()
+        record = _until(
+            lambda: (r := _record(env)) is not None and (previous is None or r.fenced_at != previous.fenced_at) and r,
+            "the self-fence recorded after SIGCONT",
+            controller,
+        )
+        assert isinstance(record, FenceRecord)
+        lifted = _until(lambda: (r := _record(env)) is not None and r.lifted_at is not None and r, "the fence lifted")
+        assert isinstance(lifted, FenceRecord)
+        _until(lambda: any(t > lifted.lifted_at for t in ledger.acked.values()), "writes acknowledged after the lift")  # type: ignore[operator]
+        ledger.stop.set()
+        writer.join(timeout=60)
+        late = sorted(t for t in ledger.acked.values() if record.lease_expires_at <= t <= record.fenced_at)
+        figures = (
+            f"frozen→lease's earliest expiry {record.lease_expires_at - frozen_at:.1f} s, expiry seen "
+            f"{expired_seen_at - record.lease_expires_at:.2f} s later; SIGCONT→fence {record.fenced_at - resumed_at:.1f} s "
+            f"({record.reason}), fence→lift {lifted.lifted_at - record.fenced_at:.1f} s; acked {len(ledger.acked)}, "
+            f"refused {len(ledger.refused)}, acked between the expiry and the fence: {len(late)}"
+            + (f" (from SIGCONT +{late[0] - resumed_at:.2f} s to +{late[-1] - resumed_at:.2f} s)" if late else "")
+        )  # fmt: skip
+        print(figures)
+        assert record.token == held.token and record.reason in ("lease-lost", "renew-deadline"), record
+        assert resumed_at < record.fenced_at
+        assert lifted.lifted_token is not None and lifted.lifted_token > held.token  # nobody else held it meanwhile
+        controller.send_signal(signal.SIGTERM)
+        assert controller.wait(timeout=60) == 0
+        events = _events(log)
+        taken = [i for i, e in enumerate(events) if e == "lease-taken"]
+        assert len(taken) == 2 and events.index("self-fenced") < taken[1], events  # fenced before taking it again
+        assert "Traceback" not in log.read_text()
+        if late:
+            # the known gap (runbooks/controller.md, "The self-fence"): a resumed broker acknowledges the
+            # produce requests queued while it was frozen before any fence by ACL can act — deleting an ACL
+            # waits for A's KRaft controller, frozen too
+            pytest.xfail(f"writes acknowledged on A after the lease expired (a broker-side fence is needed): {figures}")
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        ledger.stop.set()
         if controller.poll() is None:
             controller.kill()
             controller.wait()
