@@ -7,7 +7,8 @@ detection state, read the site's fence state (whether applications may write the
 status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
 — the same reasons ``kdr_ready`` shows), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
-only read who holds it.
+only read who holds it. The active site's controller fences its own cluster when it cannot renew in time
+(:mod:`dr.controller.fence`).
 
 Mode ``manual`` (and, until the automatic failover is built, ``automatic`` too) detects and alerts — a log
 line and ``kdr_alerts_total{kind="cluster_down"}`` — and never acts.
