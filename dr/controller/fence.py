@@ -40,7 +40,6 @@ from dr.failover.act.fencing import fence, unfence
 from dr.kafka.client import Endpoint
 
 if TYPE_CHECKING:
-    from dr.controller.loop import Log
     from dr.controller.metrics import ControllerMetrics
     from dr.failover.team_store import TeamStore
 
@@ -54,6 +53,9 @@ __all__ = [
     "renew_deadline",
     "renew_interval",
 ]
+
+#: The controller's log (:class:`dr.controller.loop.Log`): ``log(level, event, message, **fields)``.
+LogFn = Callable[..., None]
 
 FenceReason = Literal["renew-deadline", "lease-lost", "lease-taken"]
 
@@ -193,7 +195,7 @@ class SelfFence:
         ttl_s: float,
         margin_s: float,
         lift_allowed: Callable[[FenceRecord, Holding], tuple[bool, str]],
-        log: Log,
+        log: LogFn,
         metrics: ControllerMetrics,
     ) -> None:
         self.cluster, self.holder, self.endpoint, self.principals = cluster, holder, endpoint, principals
