@@ -201,9 +201,11 @@ class SelfFence:
         self.cluster, self.holder, self.endpoint, self.principals = cluster, holder, endpoint, principals
         self.store, self.ttl_s, self.margin_s, self.lift_allowed = store, ttl_s, margin_s, lift_allowed
         self.log, self.metrics = log, metrics
-        self.total = Counter(
-            "kdr_self_fence", "Self-fences of the active site (it could not renew its lease in time), by reason.",
-            ["reason"], registry=metrics.registry,
+        # main's metrics.py (h-metrics) defines this counter for the alert rules; until it is merged, made here
+        existing: Counter | None = getattr(metrics, "self_fences", None)
+        self.total = existing or Counter(
+            "kdr_self_fence", "Times this controller fenced its own site (it could not keep its lease).",
+            registry=metrics.registry,
         )  # fmt: skip
         self._lock = threading.Lock()
         self._renewed_mono: float | None = None
@@ -297,7 +299,7 @@ class SelfFence:
             )  # fmt: skip
             self.store.save(record, self.holder)
             self.record, self.fenced = record, True
-        self.total.labels(reason).inc()
+        self.total.inc()
         self.metrics.app_writes.labels(self.cluster).set(0)
         self.log(
             "error", "self-fenced",
