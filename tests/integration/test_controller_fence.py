@@ -56,7 +56,7 @@ from tests.integration.ports import free_window, release_window, windows
 pytestmark = pytest.mark.timeout(900)
 
 STACK = "fencetest"
-TTL_S, MARGIN_S = 8, 4
+TTL_S, MARGIN_S = 12, 8  # the margin is the fence's time budget: seen up to 2.8 s on this loaded machine
 SEED = int(os.environ.get("KDR_FENCE_SEED", "4301"))
 
 
