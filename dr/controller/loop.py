@@ -7,7 +7,8 @@ detection state, read the site's fence state (whether applications may write the
 status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
 — the same reasons ``kdr_ready`` shows), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
-only read who holds it.
+only read who holds it. The active site's controller fences its own cluster when it cannot renew in time
+(:mod:`dr.controller.fence`).
 
 Mode ``manual`` detects and alerts — a log line and ``kdr_alerts_total{kind="cluster_down"}`` — and never
 acts. With a witness, every pass ends in :class:`~dr.controller.act.Automatic`: the controller publishes
@@ -30,6 +31,7 @@ from dr.base.stackref import StackRef
 from dr.controller.act import Automatic
 from dr.controller.etcd import EtcdWitness
 from dr.controller.feed import StatusFeed
+from dr.controller.fence import FenceRecord, FenceStore, SelfFence, may_lift
 from dr.controller.metrics import ControllerMetrics, MetricsServer
 from dr.controller.observe import Detection, Detector, Probe, probe_site
 from dr.controller.witness import Holding, Witness
@@ -91,6 +93,8 @@ class LeaseKeeper:
         self.witness, self.holder, self.holds, self.log, self.metrics = witness, holder, holds, log, metrics
         self.mine: Holding | None = None
         self.witness_up: bool | None = None
+        self.fence: SelfFence | None = None
+        """The active site's self-fence (:mod:`dr.controller.fence`), told of every renewal and loss."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kdr-controller-lease", daemon=True)
 
@@ -101,7 +105,7 @@ class LeaseKeeper:
     def _run(self) -> None:
         while True:
             self.tick()
-            if self._stop.wait(self.witness.ttl_s / 3):
+            if self._stop.wait(self.fence.interval_s if self.fence else self.witness.ttl_s / 3):
                 return
 
     def tick(self) -> None:
@@ -123,18 +127,30 @@ class LeaseKeeper:
         self.metrics.lease(True, current, self.mine)
 
     def _keep(self) -> None:
+        sent = time.monotonic(), time.time()
         if self.mine is not None and not self.witness.renew(self.mine):
             self.log(
                 "error", "lease-lost", "the lease expired or was taken before it was renewed", token=self.mine.token
             )
             self.metrics.alerts.labels("lease_lost").inc()
             self.mine = None
+            if self.fence is not None:  # fail closed before anything else, taking it again included
+                self.fence.lease_lost(taken=False)
+        elif self.mine is not None and self.fence is not None:
+            self.fence.renewed(self.mine, *sent)
         if self.mine is None:
+            sent = time.monotonic(), time.time()
             self.mine = self.witness.acquire(self.holder)
             if self.mine is not None:
                 self.log(
                     "info", "lease-taken", f"this controller holds the lease as {self.holder}", token=self.mine.token
                 )
+                if self.fence is not None:
+                    self.fence.renewed(self.mine, *sent)
+            elif self.fence is not None:
+                self.fence.lease_lost(taken=True)
+        if self.mine is not None and self.fence is not None:
+            self.fence.lease_regained(self.mine)
 
     def adopt(self, holding: Holding) -> None:
         """Keep renewing ``holding``, taken by this controller outside the thread (the automatic failover)."""
@@ -203,10 +219,15 @@ class Controller:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
         server = MetricsServer(self.metrics, self.metrics_port, self.port_field)
         keeper = self.automatic = None
+        self_fence: SelfFence | None = None
+        estate = Estate(self.topology, self.ref.made_state_dir())
         if self.witness is not None:
             keeper = LeaseKeeper(
                 self.witness, self.holder, holds=self.cluster.role is Role.ACTIVE, log=self.log, metrics=self.metrics
             )
+            if keeper.holds:
+                keeper.fence = self_fence = self._self_fence(estate)
+                self_fence.start()
             keeper.start()
             self.automatic = Automatic(self.ref, self.cluster.name, self.witness, keeper, self.log, self.metrics)
         self.log(
@@ -215,17 +236,47 @@ class Controller:
             witness=self.witness.describe() if self.witness else "none",
         )  # fmt: skip
         try:
-            estate = Estate(self.topology, self.ref.made_state_dir())
             while not stop.is_set():
                 self.run_pass(estate)
                 stop.wait(self.interval_s)
         finally:
             if self.automatic is not None:
                 self.automatic.stop()
+            if self_fence is not None:  # a controller stopping on purpose gives the lease back: no fence
+                self_fence.stop()
             if keeper is not None:
                 keeper.stop()
             server.close()
             self.log("info", "stopped", "controller stopped")
+
+    def _self_fence(self, estate: Estate) -> SelfFence:
+        """The active site's fail-closed fence (:mod:`dr.controller.fence`), recorded beside the journal."""
+        from dr.failover.frame.journal import team_store_for
+
+        home = self.ref.failover_home
+        site = self.cluster.name
+        return SelfFence(
+            cluster=site, holder=self.holder, endpoint=lambda: estate.endpoint(site),
+            principals=[a.name for a in self.topology.principals.applications],
+            store=FenceStore(home, self.ref.name, team_store_for(home)),
+            ttl_s=self.policy.lease_ttl_s, margin_s=self.policy.margin_s, lift_allowed=self._may_lift,
+            log=self.log, metrics=self.metrics,
+        )  # fmt: skip
+
+    def _may_lift(self, record: FenceRecord, holding: Holding) -> tuple[bool, str]:
+        """:func:`~dr.controller.fence.may_lift` on what the witness, the journal and the stack file say now."""
+        from dr.failover.frame.journal import Journal
+
+        if self.witness is None:  # never: the fence exists only beside a witness
+            return False, "no witness is declared"
+        try:
+            current = self.witness.current()
+            journal = Journal.load(self.ref.failover_home)
+            active = load_stack_file(self.ref.existing_stack_file()).cluster(self.cluster.name).role is Role.ACTIVE
+        except DRError as exc:
+            return False, f"cannot check that nothing was failed over: {exc.problem}"
+        started = None if journal is None else (journal.record.created_at, journal.status)
+        return may_lift(record, holding, current, started, active)
 
     def run_pass(self, estate: Estate) -> None:
         """One pass: probe the site, read its fence state, read the status (see the module doc)."""

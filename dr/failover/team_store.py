@@ -669,6 +669,11 @@ class TeamStore:
             ).fetchall()
         return [LeaseEvent(at=float(r[0]), kind=r[1], actor=r[2], detail=r[3]) for r in rows]
 
+    def record_event(self, stack: str, kind: str, actor: str, detail: LeaseDetail) -> None:
+        """Append one event of the stack to ``kdr_event`` (e.g. the controller's ``self-fence``), in its own transaction."""
+        with self.session() as conn:
+            self._event(conn, stack, kind, actor, detail)
+
     def _event(self, conn: psycopg.Connection[Any], stack: str, kind: str, actor: str, detail: LeaseDetail) -> None:
         # the database's identity of the writing session, beside the operator's self-declared name
         conn.execute(
