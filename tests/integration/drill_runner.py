@@ -86,3 +86,32 @@ def assert_graded(checks: list[dict[str, Any]]) -> None:
     assert not failed, f"checks failed (an aim FAILs only when its figure was not measured): {failed}"
     aims = [c for c in checks if c.get("aim")]
     assert aims and all(c["result"] in ("PASS", "MISSED") for c in aims), aims
+
+
+def kept_stack_env(out: Path, stack: str) -> dict[str, str]:
+    """The environment in which ``drctl`` (and :class:`dr.base.stackref.StackRef`) sees the estate a
+    ``drctl drill --keep --out OUT`` left as an operator's stack ``stack``: the drill's copy of the stack file
+    (``OUT/stack``), its backend ``OUT/pulumi`` (whose passphrase file sits beside it) and its state
+    ``OUT/state``, which a stack's state is looked up as ``$KDR_STATE_DIR/<stack>``: a directory beside
+    ``OUT`` linking that name to it."""
+    base = out.parent / f"kept-{stack}"
+    base.mkdir()
+    (base / stack).symlink_to(out / "state")
+    return {
+        "KDR_STACK_DIR": str(out / "stack"),
+        "KDR_STATE_DIR": str(base),
+        "PULUMI_BACKEND_URL": f"file://{out / 'pulumi'}",
+    }
+
+
+def teardown_kept(stack_dir: Path, out: Path, stack: str) -> None:
+    """What a drill does at its end without ``--keep``: ``pulumi destroy`` of its copy of the stack (the
+    processes of the original topology and of the copy's current one stopped should the destroy fail)."""
+    from dr.base.stackref import StackRef
+    from dr.failover.drill.frame import current_topology, teardown
+    from dr.topology import load_stack_file
+
+    copy = out / "stack" / f"Pulumi.{stack}.yaml"
+    if copy.exists():
+        original = load_stack_file(stack_dir / f"Pulumi.{stack}.yaml")
+        teardown(StackRef.of_file(copy, out / "state"), (original, *current_topology(copy)), print)

@@ -1,11 +1,12 @@
 """Hub-and-spoke on real clusters: two edges aggregated into a hub (``<edge>.readings``), the hub copied to its
-passive P; the hub is killed under edge traffic, ``drctl failover --mode unplanned`` promotes P and re-points
-both edges at it, and every edge record is on the new hub exactly once (duplicates counted and reported).
+passive P. ``drctl drill --unplanned --keep`` kills the hub under edge traffic, promotes P, re-points both edges
+at it and grades every edge record on the new hub exactly once; on the estate it keeps, the operator's view of
+that one hub failover is checked (republished client files, ``drctl verify --edge``, ``drctl status``).
 An edge is killed under traffic, ``drctl failover --edge E1 --mode unplanned`` moves its applications to the
 hub, and once E1 is back the records it never replicated are replayed: each acknowledged one is on the hub once.
 
-Four one-broker clusters and three MirrorMaker 2 processes (the example's standby is left out: a fifth
-cluster would add nothing this test checks, on a 2-core machine).
+Four one-broker clusters and three MirrorMaker 2 processes per estate (the example's standby is left out: a
+fifth cluster would add nothing this test checks, on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from dr.failover.act.edge_resume import edge_copy_report, offset_key, offsets_to
 from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
-from tests.integration.drill_runner import assert_graded, drctl_drill, drill_json
-from tests.integration.helpers import StackEnv, drctl, provisioned
+from tests.integration.drill_runner import assert_graded, drctl_drill, drill_json, kept_stack_env, teardown_kept
+from tests.integration.helpers import StackEnv, drctl, jvms_under, provisioned
 from tests.integration.ports import windows
 
 STACK = "hubtest"
@@ -88,23 +89,6 @@ class EdgeTraffic(threading.Thread):
         producer.flush(self.flush_s)
 
 
-def _started_from_the_republished_files(env: StackEnv, after: Any, written_at: dict[str, int]) -> None:
-    """After the hub failover: every edge application's file was written again and still names its edge
-    (the hub's application's names P, and so does the stack's ``clientConfigs``); a producer started
-    only from it has its writes acknowledged there."""
-    outputs = EstateStack(StackRef.resolve(STACK)).outputs()["clientConfigs"]
-    assert published(env.state, "aggregator")["bootstrap.servers"] == after.local_cluster("P").bootstrap
-    assert outputs["aggregator"]["bootstrap.servers"] == after.local_cluster("P").bootstrap
-    for e in EDGES:
-        app = f"sensor-{e.lower()}"
-        assert client_files(env.state, app)[1].stat().st_mtime_ns > written_at[e], f"{app}'s file not republished"
-        conf = published(env.state, app)
-        assert conf["bootstrap.servers"] == after.local_cluster(e).bootstrap, f"{app} after the failover: {conf}"
-        assert outputs[app]["bootstrap.servers"] == conf["bootstrap.servers"], f"clientConfigs[{app}]"
-        acked = _produce(conf, [f"{e}-restarted-{n}" for n in range(10)])
-        assert acked == [None] * 10, f"{app}, started from its file after the failover: {acked}"
-
-
 def _produce(conf: dict[str, Any], keys: list[str]) -> list[Any]:
     """Each key written to ``readings`` by a producer built from ``conf`` alone: its delivery errors."""
     producer, errors = Producer({**conf, "acks": "all"}), []
@@ -112,133 +96,6 @@ def _produce(conf: dict[str, Any], keys: list[str]) -> list[Any]:
         producer.produce("readings", key=key, value=b"x", on_delivery=lambda err, _msg: errors.append(err))
     left = producer.flush(30)
     return errors + ["unacknowledged"] * left
-
-
-def _offset_keys(endpoint, edge: str) -> set[bytes]:  # noqa: ANN001 - Endpoint
-    """The keys MirrorMaker 2 itself stored its source offsets under, on a link's target."""
-    consumer = Consumer(endpoint.config(**{"group.id": "kdr-test-offsets", "enable.auto.commit": False}))
-    keys: set[bytes] = set()
-    try:
-        ends = end_offsets(endpoint, [offsets_topic(edge)])
-        consumer.assign([TopicPartition(t, p, 0) for (t, p), end in ends.items() if end > 0])
-        deadline = time.monotonic() + 20
-        read = 0
-        while time.monotonic() < deadline and read < sum(ends.values()):
-            for msg in consumer.consume(100, timeout=1):
-                read += 1
-                if msg.error() is None and msg.key():
-                    keys.add(msg.key())
-    finally:
-        consumer.close()
-    return keys
-
-
-def test_hub_failover_under_edge_traffic_leaves_every_edge_record_once_on_the_new_hub(tmp_path: Path) -> None:
-    t0 = time.monotonic()
-    with windows(4) as ports:
-        _write_stack(tmp_path, ports)
-        env = StackEnv(tmp_path, STACK)
-        outputs: list[str] = []
-        with provisioned(env):
-            up_s = time.monotonic() - t0
-            estate = env.estate()
-            # each edge team starts its producer from the file `estate up` published, nothing else
-            files = {e: published(env.state, f"sensor-{e.lower()}") for e in EDGES}
-            for e, conf in files.items():
-                assert conf["bootstrap.servers"] == estate.local_cluster(e).bootstrap, f"sensor-{e.lower()}: {conf}"
-            written_at = {e: client_files(env.state, f"sensor-{e.lower()}")[1].stat().st_mtime_ns for e in EDGES}
-            traffic = {e: EdgeTraffic(files[e], e) for e in EDGES}
-            for t in traffic.values():
-                t.start()
-            try:
-                hub_ep, p_ep = estate.endpoint("H"), estate.endpoint("P")
-                copies = [f"{e}.readings" for e in EDGES]
-                assert wait_until(
-                    lambda: (
-                        all(n > 0 for n in end_offsets(p_ep, copies).values()) and len(end_offsets(p_ep, copies)) == 4
-                    ),
-                    90,
-                    interval=0.5,
-                ), "the edges' records never reached P through the hub"
-                # MirrorMaker 2's own keys for an edge's source offsets are the ones the failover writes
-                # (the worker commits its source offsets every second, after the records it copied)
-                stored: set[bytes] = set()
-
-                def committed() -> bool:
-                    stored.update(k for k in _offset_keys(hub_ep, "E1") if k.startswith(b'["MirrorSourceConnector"'))
-                    return bool(stored)
-
-                assert wait_until(committed, 60, interval=1), "MirrorMaker 2 E1-to-H never committed a source offset"
-                assert stored <= {offset_key("E1", "readings", p) for p in (0, 1)}, stored
-
-                estate.local_cluster("H").kill()  # the hub is gone; the edges go on writing
-                killed_at = time.monotonic()
-                res = drctl(
-                    env,
-                    "failover",
-                    "--stack",
-                    STACK,
-                    "--mode",
-                    "unplanned",
-                    "--yes",
-                    "--skip-verify",
-                    "--force-decommission",
-                    "--json",
-                    timeout=600,
-                    outputs=outputs,
-                )
-                failover_s = time.monotonic() - killed_at
-                assert res.returncode == 0, res.stderr[-5000:]
-                acked_at_failover = {e: len(t.acked) for e, t in traffic.items()}
-                time.sleep(2)  # edge traffic now flows into P through the re-pointed links
-            finally:
-                for t in traffic.values():
-                    t.halt.set()
-                for t in traffic.values():
-                    t.join(60)
-
-            after = env.estate()
-            assert after.topology.active().name == "P"
-            for e, t in traffic.items():
-                assert len(t.acked) > acked_at_failover[e] > 0, f"{e}'s producer wrote nothing after the failover"
-            _started_from_the_republished_files(env, after, written_at)
-            assert sorted(lk.name for lk in after.topology.links) == ["E1-to-P", "E2-to-P"]
-            for e in EDGES:
-                after.mirror(f"{e}-to-P").wait_caught_up(["readings"], timeout=90)
-
-            checks = {e: drctl(env, "verify", "--stack", STACK, "--edge", e, "--json", outputs=outputs) for e in EDGES}
-            reports = {e: json.loads(res_e.stdout) for e, res_e in checks.items()}  # the runbook's proof, as run
-            print(
-                f"\nhub-spoke: up {up_s:.0f}s; failover {failover_s:.1f}s; acknowledged "
-                + ", ".join(f"{e} {len(t.acked)}" for e, t in traffic.items())
-                + "; on P: "
-                + "; ".join(
-                    f"{e} {r['records']} records, {r['missing']} missing, {r['duplicates']} duplicates, "
-                    f"{r['unexpected']} unexpected"
-                    for e, r in reports.items()
-                )
-            )
-            for e, r in reports.items():
-                assert (r["hub"], r["topics"], r["clean"]) == ("P", ["readings"], True), (e, r)
-                assert checks[e].returncode == 0, checks[e].stderr[-2000:]
-                assert r["records"] >= len(traffic[e].acked) > 0, (e, r)
-                acked = {*traffic[e].acked, *(f"{e}-restarted-{n}" for n in range(10))}
-                assert not acked - set(_keys(after.endpoint(e), "readings")), f"sensor-{e.lower()}'s acks not on {e}"
-                assert r["missing"] == 0, f"edge {e}: records never copied to the new hub: {r}"
-                assert r["unexpected"] == 0, f"edge {e}: records on P that {e} never held: {r}"
-                assert r["duplicates"] == 0, f"edge {e}: records copied twice to the new hub: {r}"
-
-            summary = json.loads(res.stdout)
-            assert (summary["status"], summary["error"]) == ("completed", None)
-            assert "[8/8] decommission: stop H (" in res.stderr, "the progress lines name the hub, not the letter A"
-            text = json.dumps(summary)
-            assert "edge_resume" in text or "resume into P" in text, "the failover reported where each edge resumed"
-
-            status = drctl(env, "status", "--stack", STACK, "--json", outputs=outputs)
-            links = {lk["name"]: lk for lk in json.loads(status.stdout)["links"]}
-            for e in EDGES:
-                assert links[f"{e}-to-P"]["total_lag"] == 0, links[f"{e}-to-P"]
-    print(f"hub-spoke test: {time.monotonic() - t0:.0f}s in all")
 
 
 EDGE_STACK = "edgetest"
@@ -440,31 +297,147 @@ def _keys(endpoint, topic: str) -> Counter[str]:  # noqa: ANN001 - Endpoint
     return keys
 
 
+DRILL_STACK = "hubdrill"
+
+
+def _source_offset_records(endpoint, edge: str) -> Counter[bytes]:  # noqa: ANN001 - Endpoint
+    """How many records MirrorMaker 2's offsets topic of a link out of ``edge`` holds under each key
+    naming its source connector, on the link's target."""
+    consumer = Consumer(endpoint.config(**{"group.id": "kdr-test-offsets", "enable.auto.commit": False}))
+    keys: Counter[bytes] = Counter()
+    try:
+        ends = end_offsets(endpoint, [offsets_topic(edge)])
+        consumer.assign([TopicPartition(t, p, 0) for (t, p), end in ends.items() if end > 0])
+        deadline = time.monotonic() + 20
+        read = 0
+        while time.monotonic() < deadline and read < sum(ends.values()):
+            for msg in consumer.consume(100, timeout=1):
+                read += 1
+                if msg.error() is None and msg.key() and msg.key().startswith(b'["MirrorSourceConnector"'):
+                    keys[msg.key()] += 1
+    finally:
+        consumer.close()
+    return keys
+
+
+def _operator_view_after_the_hub_failover(env: StackEnv, r: dict[str, Any], stderr: str) -> None:
+    """On the estate the drill kept: what an operator sees and does once the hub failed over (formerly a
+    failover test of its own on a second estate) — P active, only the re-pointed edge links; every
+    application's file republished by the failover (0600, P for the hub's, its own edge for each edge's)
+    and matching the stack's ``clientConfigs``; a producer started from an edge's file acknowledged; the
+    keys MirrorMaker 2 itself stores an edge's source offsets under are the ones the failover wrote;
+    ``drctl verify --edge`` clean on P and ``drctl status`` with no lag; the progress lines name the hub."""
+    after = env.estate()
+    assert after.topology.active().name == "P"
+    assert sorted(lk.name for lk in after.topology.links) == ["E1-to-P", "E2-to-P"]
+    failover_began = json.loads(Path(r["failover"]["journal"]).read_text())["created_at"]
+    outputs = EstateStack(StackRef.resolve(DRILL_STACK)).outputs()["clientConfigs"]
+    assert published(env.state, "aggregator")["bootstrap.servers"] == after.local_cluster("P").bootstrap
+    assert outputs["aggregator"]["bootstrap.servers"] == after.local_cluster("P").bootstrap
+    p_ep = after.endpoint("P")
+    stored = _source_offset_records(p_ep, "E1")
+    assert set(stored) <= {offset_key("E1", "readings", p) for p in (0, 1)}, stored
+    for e in EDGES:
+        app = f"sensor-{e.lower()}"
+        written = client_files(env.state, app)[1].stat().st_mtime_ns
+        assert written > failover_began * 1e9, f"{app}'s file not republished by the failover"
+        conf = published(env.state, app)
+        assert conf["bootstrap.servers"] == after.local_cluster(e).bootstrap, f"{app} after the failover: {conf}"
+        assert outputs[app]["bootstrap.servers"] == conf["bootstrap.servers"], f"clientConfigs[{app}]"
+        restarted = [f"{e}-restarted-{n}" for n in range(10)]
+        acked = _produce(conf, restarted)
+        assert acked == [None] * 10, f"{app}, started from its file after the failover: {acked}"
+        assert not set(restarted) - set(_keys(after.endpoint(e), "readings")), f"{app}'s acks not on {e}"
+    for e in EDGES:
+        after.mirror(f"{e}-to-P").wait_caught_up(["readings"], timeout=90)
+
+    # MirrorMaker 2's own commits for E1's new writes land under the keys the failover seeded (it commits
+    # its source offsets every second, after the records it copied)
+    before = sum(stored.values())
+    assert wait_until(lambda: sum(_source_offset_records(p_ep, "E1").values()) > before, 60, interval=1), (
+        "MirrorMaker 2 E1-to-P never committed a source offset of its own after the failover"
+    )
+    final = _source_offset_records(p_ep, "E1")
+    assert set(final) <= {offset_key("E1", "readings", p) for p in (0, 1)}, final
+
+    outputs_seen: list[str] = []
+    checks = {
+        e: drctl(env, "verify", "--stack", DRILL_STACK, "--edge", e, "--json", outputs=outputs_seen) for e in EDGES
+    }
+    reports = {e: json.loads(res_e.stdout) for e, res_e in checks.items()}  # the runbook's proof, as run
+    acknowledged = {x["edge"]: x["acknowledged"] for x in r["edges"]}
+    print(
+        "\nhub-spoke, after the drill: "
+        + "; ".join(
+            f"{e} {rep['records']} records on P, {rep['missing']} missing, {rep['duplicates']} duplicates, "
+            f"{rep['unexpected']} unexpected"
+            for e, rep in reports.items()
+        )
+    )
+    for e, rep in reports.items():
+        assert (rep["hub"], rep["topics"], rep["clean"]) == ("P", ["readings"], True), (e, rep)
+        assert checks[e].returncode == 0, checks[e].stderr[-2000:]
+        assert rep["records"] >= acknowledged[e] + 10 > 10, (e, rep, acknowledged)
+        assert rep["missing"] == 0, f"edge {e}: records never copied to the new hub: {rep}"
+        assert rep["unexpected"] == 0, f"edge {e}: records on P that {e} never held: {rep}"
+        assert rep["duplicates"] == 0, f"edge {e}: records copied twice to the new hub: {rep}"
+
+    assert r["failover"]["error"] is None, r["failover"]
+    assert "[8/8] decommission: stop H (" in stderr, "the progress lines name the hub, not the letter A"
+    text = json.dumps(r["failover"])
+    assert "edge_resume" in text or "resume into P" in text, "the failover reported where each edge resumed"
+    status = drctl(env, "status", "--stack", DRILL_STACK, "--json", outputs=outputs_seen)
+    links = {lk["name"]: lk for lk in json.loads(status.stdout)["links"]}
+    for e in EDGES:
+        assert links[f"{e}-to-P"]["total_lag"] == 0, links[f"{e}-to-P"]
+
+
 @pytest.mark.timeout(1500)  # above the 1200 s its command may take: the inner timeout kills its tree first
 def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(tmp_path: Path) -> None:
-    """``drctl drill --unplanned`` on a hub-and-spoke stack: edges write, the hub is killed, P takes over,
-    every acknowledged edge record is on P once, and each hub application's RTO is measured and graded."""
+    """``drctl drill --unplanned --keep`` on a hub-and-spoke stack: edges write, the hub is killed, P takes
+    over, every acknowledged edge record is on P once, and each hub application's RTO is measured and
+    graded; then, on the estate it kept, the operator's view of the hub failover
+    (:func:`_operator_view_after_the_hub_failover`) — one estate, one hub failover, for both."""
     t0 = time.monotonic()
     with windows(4) as ports:
-        _write_stack(tmp_path, ports, "hubdrill")
+        _write_stack(tmp_path, ports, DRILL_STACK)
         out = tmp_path / "drill"
-        res = drctl_drill(tmp_path, "hubdrill", out, "--unplanned", "--warmup", "4", "--rate", "100", timeout=1200)
-        r = drill_json(out)
-    print(f"\n{res.stdout}\n{res.stderr[-4000:]}\nhub drill: {time.monotonic() - t0:.0f}s in all")
-    assert r, f"no drill.json: {res.stderr[-5000:]}"
-    assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
-    assert r["failover"]["status"] == "completed", r["failover"]
-    assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
-    for e in r["edges"]:
-        assert e["acknowledged"] > 0 and e["lost"] == 0, e
-        assert e["on_new_hub"] >= e["acknowledged"], e
-    kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
-    assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
-    assert all(v is not None for v in kinds.values()), kinds
-    assert r["hub_lost_after_recovery"] == 0, r
-    assert r["checks"] and r["grade"].startswith("PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
-    assert f"drill of hub-and-spoke stack hubdrill (unplanned): {r['grade']}" in res.stdout, res.stdout
-    for c in r["checks"]:
-        assert f"[{c['result']}] {c['check']}" in res.stdout
-    assert res.returncode == (0 if r["grade"].startswith("PASS") else 6), res.stderr[-3000:]
-    assert_graded(r["checks"])
+        try:
+            res = drctl_drill(
+                tmp_path, DRILL_STACK, out, "--unplanned", "--warmup", "4", "--rate", "100", "--keep", timeout=1200
+            )
+            r = drill_json(out)
+            print(f"\n{res.stdout}\n{res.stderr[-4000:]}\nhub drill: {time.monotonic() - t0:.0f}s")
+            assert r, f"no drill.json: {res.stderr[-5000:]}"
+            assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
+            assert r["failover"]["status"] == "completed", r["failover"]
+            assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
+            for e in r["edges"]:
+                assert e["acknowledged"] > 0 and e["lost"] == 0, e
+                assert e["on_new_hub"] >= e["acknowledged"], e
+                assert e["duplicates"] == 0, f"edge {e['edge']}: records copied twice to the new hub: {e}"
+                assert e["acknowledged_during_failover"] > 0, (
+                    f"{e['edge']}'s producer wrote nothing during the failover"
+                )
+            kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
+            assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
+            assert all(v is not None for v in kinds.values()), kinds
+            assert r["hub_lost_after_recovery"] == 0, r
+            assert r["checks"] and r["grade"].startswith("PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r[
+                "checks"
+            ]
+            assert f"drill of hub-and-spoke stack {DRILL_STACK} (unplanned): {r['grade']}" in res.stdout, res.stdout
+            for c in r["checks"]:
+                assert f"[{c['result']}] {c['check']}" in res.stdout
+            assert res.returncode == (0 if r["grade"].startswith("PASS") else 6), res.stderr[-3000:]
+            assert_graded(r["checks"])
+            kept = StackEnv(out / "stack", DRILL_STACK)
+            kept.update(kept_stack_env(out, DRILL_STACK))
+            with pytest.MonkeyPatch.context() as mp:
+                for k, v in kept.items():
+                    mp.setenv(k, v)
+                _operator_view_after_the_hub_failover(kept, r, res.stderr)
+        finally:
+            teardown_kept(tmp_path, out, DRILL_STACK)
+    assert not jvms_under(out), "the drill's estate left JVMs running"
+    print(f"hub drill and operator view: {time.monotonic() - t0:.0f}s in all")

@@ -3,21 +3,39 @@
 A, B, C: ``SASL_SSL`` client listeners whose certificates the platform team's own CA signed (made by the
 fixture; no system trust store or JVM ``cacerts`` touched); a Connect worker homed on C trusting that CA
 alone. The stack declares them ``kind: external``, ``security_protocol: SASL_SSL``, ``tls.ca_file``. One
-estate for the module, the tests in order: ``drctl estate up`` from nothing; writes accepted on A and
-refused on B through the published client file; ``drctl status`` exit 0; a wrong CA and a hostname
-mismatch refused with the cluster, the endpoint and the TLS cause, nothing changed; a bare ``pulumi up`` and
-``drctl estate preview`` with a wrong CA refused by the program's handshake check, the checkpoint unchanged;
-a planned failover under traffic. (The unplanned failover, ``drctl verify`` listing what never reached C and recovery over TLS run on
-the mutual-TLS estate, tests/integration/test_mtls_estate.py.)
+estate for the module, the tests are ordered steps on it (file order; a step that needs an earlier one
+says so when it did not pass):
+
+1. ``drctl estate up`` from nothing (the worker's own truststore a PEM file, the stack's CA as ``ca_file``);
+   writes accepted on A and refused on B through the published client file; ``drctl status`` exit 0;
+2. a wrong CA and a hostname mismatch refused with the cluster, the endpoint and the TLS cause, nothing changed;
+3. a bare ``pulumi up`` and ``drctl estate preview`` with a wrong CA refused by the program's handshake
+   check, the checkpoint unchanged;
+4. the link on Connect workers whose own TLS settings are those platform teams write (issue 45): the worker's
+   truststore — for its home cluster and, through ``producer.``, ``consumer.`` and ``admin.``, inherited by
+   every connector's clients — in turn a PKCS12 file with a password, a JKS file with a password, and a PEM
+   file; on each the stack declares the clusters' CA as ``ca_file`` and as ``ca_pem`` and the worker's
+   truststore type as ``worker_tls``; ``drctl estate up`` converges at once and the link copies A→B, the
+   store password in no connector config (one worker restart per store type, so ``ca_pem`` is also undone
+   on a running link: JKS);
+5. a planned failover A→B→C under traffic on the last of them, the PEM-file worker with ``ca_pem`` (issue 45
+   saw it stop after promote with C unlinked): B→C runs on the worker.
+
+(The unplanned failover, ``drctl verify`` listing what never reached C and recovery over TLS run on the
+mutual-TLS estate, tests/integration/test_mtls_estate.py.)
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +43,16 @@ import pytest
 import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from dr.base.toolchain import toolchain
 from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
+from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import end_offsets
 from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import make_ca
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
-from tests.integration.mtls_estate import SaslSslEstate, init_project, orders_stack, running
+from tests.integration.mtls_estate import SaslSslEstate, SaslSslWorker, init_project, orders_stack, running
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import OUTPUTS, Env
 
@@ -74,20 +94,91 @@ def _stack_doc(estate: SaslSslEstate) -> dict[str, Any]:
     return orders_stack(clusters, {"url": estate.connect.url, "replicator_credentials": credentials})
 
 
+#: Step 4: (the worker's own truststore type, how the stack declares the CA), in the order they run.
+CASES = [("PKCS12", "ca_file"), ("PKCS12", "ca_pem"), ("JKS", "ca_pem"), ("JKS", "ca_file"), ("PEM", "ca_pem")]
+
+
+def truststore(ca_file: Path, kind: str, password: str) -> Path:
+    """The team's CA in a ``kind`` (PKCS12 or JKS) truststore beside it, made with keytool (the password
+    through the environment, not the command line)."""
+    path = ca_file.with_name(f"worker-truststore.{kind.lower()}")
+    if not path.exists():
+        subprocess.run(
+            [
+                *("keytool", "-importcert", "-noprompt", "-alias", "team-ca", "-file", str(ca_file)),
+                *("-keystore", str(path), "-storetype", kind, "-storepass:env", "KDR_TEST_STOREPASS"),
+            ],
+            env={**os.environ, "KDR_TEST_STOREPASS": password},
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    return path
+
+
+@dataclass
+class TeamTlsWorker(SaslSslWorker):
+    """The Connect worker with its own truststore of type ``truststore``: PKCS12 or JKS (password set), or PEM."""
+
+    truststore: str = "PEM"
+    truststore_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
+
+    def properties(self) -> dict[str, str]:
+        assert self.team is not None
+        props = super().properties()
+        if self.truststore == "PEM":
+            return props
+        own = {
+            "ssl.truststore.type": self.truststore,
+            "ssl.truststore.location": str(truststore(self.team.ca_file, self.truststore, self.truststore_password)),
+            "ssl.truststore.password": self.truststore_password,
+        }
+        for prefix in ("", "producer.", "consumer.", "admin."):
+            props.update({prefix + k: v for k, v in own.items()})
+        return props
+
+    def restart_with(self, kind: str) -> None:
+        """Stop the worker and start it again with a truststore of type ``kind``."""
+        if kind == self.truststore and self.proc is not None:
+            return
+        self.stop()
+        self.truststore = kind
+        tc = toolchain()
+        self.start(tc.java, tc.mm2_lib)
+
+
+class TeamTlsEstate(SaslSslEstate):
+    """:class:`SaslSslEstate` with :class:`TeamTlsWorker` as its Connect worker (a PEM-file truststore first)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.connect = TeamTlsWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
+
+
 @pytest.fixture(scope="module")
-def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSslEstate]:
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamTlsEstate]:
     root = tmp_path_factory.mktemp("saslssl-estate")
-    with windows(3) as ports, running(SaslSslEstate(root, (ports[0], ports[1], ports[2]))) as e:
+    with windows(3) as ports, running(TeamTlsEstate(root, (ports[0], ports[1], ports[2]))) as e:
         yield e
 
 
 @pytest.fixture(scope="module")
-def env(estate: SaslSslEstate, tmp_path_factory: pytest.TempPathFactory) -> SaslSslEnv:
+def env(estate: TeamTlsEstate, tmp_path_factory: pytest.TempPathFactory) -> SaslSslEnv:
     e = SaslSslEnv(tmp_path_factory.mktemp("saslssl-stack"))
-    secrets = {f"kafka-dr:clusters[{i}].adminPassword": estate.clusters[n].admin_password for i, n in enumerate("ABC")}
-    secrets["kafka-dr:principals.replicatorPassword"] = estate.connect.replicator_password
-    init_project(e, STACK, _stack_doc(estate), secrets)
+    secrets_ = {f"kafka-dr:clusters[{i}].adminPassword": estate.clusters[n].admin_password for i, n in enumerate("ABC")}
+    secrets_["kafka-dr:principals.replicatorPassword"] = estate.connect.replicator_password
+    init_project(e, STACK, _stack_doc(estate), secrets_)
     return e
+
+
+#: The ordered steps that passed (file order), for a later step to name the earlier one it needs.
+PASSED: set[str] = set()
+
+
+def _needs(step: str) -> None:
+    """Fail at once, naming ``step``, when that earlier step of the module did not pass."""
+    if step not in PASSED:
+        pytest.fail(f"this step runs on the estate step {step!r} leaves, and that step did not pass (see above)")
 
 
 def _admin(estate: SaslSslEstate, name: str) -> Endpoint:
@@ -136,6 +227,7 @@ def test_up_from_nothing_writes_accepted_on_A_refused_on_B_status_clean(env: Sas
     assert wait_until(lambda: sum(end_offsets(_admin(estate, "B"), ["orders"]).values()) >= want, 60)
     res = env.drctl("status", "--stack", STACK)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    PASSED.add("up")
 
 
 def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_the_cause(
@@ -143,6 +235,7 @@ def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_th
 ) -> None:
     """B declared with an impostor CA, A dialled as ``localhost`` (its certificate names 127.0.0.1 only):
     ``drctl estate up`` stops with exit 4 before changing anything; the stack file back, all is clean."""
+    _needs("up")
     kept = env.stack_file.read_text()
     impostor = env.root / "impostor-ca.pem"
     impostor.write_bytes(make_ca("an impostor CA").certificate_pem)
@@ -203,8 +296,7 @@ def test_a_bare_pulumi_up_and_estate_preview_refuse_a_wrong_ca_with_the_checkpoi
     repository's ``Pulumi.yaml`` and ``stacks/`` in the project) and ``drctl estate preview`` (exit 4) before
     any resource is declared, naming B, the CA input and the next step: the checkpoint and the link's
     connectors are as they were (before: ``pulumi up`` exited 0 and pointed the connectors at that CA)."""
-    from dr.kafka.connect_rest import ConnectRest
-
+    _needs("up")
     kept, project_file = env.stack_file.read_text(), env.project / "Pulumi.yaml"
     kept_project = project_file.read_text()
     impostor = env.root / "impostor-ca.pem"
@@ -237,7 +329,47 @@ def test_a_bare_pulumi_up_and_estate_preview_refuse_a_wrong_ca_with_the_checkpoi
     assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-2000:]
 
 
-def test_planned_failover_under_traffic(env: SaslSslEnv, estate: SaslSslEstate) -> None:
+@pytest.mark.parametrize(("store", "ca"), CASES, ids=[f"{s}-worker-{c}" for s, c in CASES])
+def test_estate_up_runs_the_link_on_the_worker(store: str, ca: str, env: SaslSslEnv, estate: TeamTlsEstate) -> None:
+    _needs("up")
+    worker = estate.connect
+    assert isinstance(worker, TeamTlsWorker)
+    worker.restart_with(store)
+    declared = {"ca_file": str(estate.team.ca_file)} if ca == "ca_file" else {"ca_pem": estate.team.ca_file.read_text()}
+    for name in "ABC":
+        _edit_stack(env, name, tls=declared)
+    doc = yaml.safe_load(env.stack_file.read_text())
+    doc["config"]["kafka-dr:connectClusters"][0]["worker_tls"] = {"truststore": store}
+    env.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = env.drctl("estate", "up", "--stack", STACK, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
+
+    keys = [f"{store}-{ca}-{i}" for i in range(30)]
+    assert _write(_published(env), keys) == []
+    b = _admin(estate, "B")
+    assert wait_until(lambda: set(keys) <= set(read_keys(b, "orders")), 120), "the link copied A's new records to B"
+
+    rest = ConnectRest(worker.url)
+    for connector in ("A-to-B-source", "A-to-B-checkpoint", "A-to-B-heartbeat"):
+        config = rest.config(connector)
+        assert config is not None, connector
+        text = json.dumps(config)
+        assert worker.truststore_password not in text and worker.replicator_password not in text
+        # the clients Connect builds keep the worker's own truststore whole; MirrorMaker 2's take the stack's CA
+        assert not [k for k in config if k.split(".ssl.")[0].endswith(".override") and ".ssl.truststore." in k]
+        assert config["source.cluster.ssl.truststore.type"] == "PEM"
+    status = env.drctl("status", "--stack", STACK)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    PASSED.add(f"{store}-worker-{ca}")
+
+
+def test_planned_failover_under_traffic_on_the_last_worker(env: SaslSslEnv, estate: TeamTlsEstate) -> None:
+    """After the worker cases, on the PEM-file worker with ``ca_pem`` (issue 45 saw this stop after promote
+    with C unlinked): orders-app writes on its published file and follows it to B; A→B→C completes, the
+    verdict clean, nothing acknowledged lost; B→C runs on the worker (``drctl status`` exit 0) and the
+    stack converged (``estate preview --expect-no-changes``)."""
+    last = "-worker-".join(CASES[-1])
+    _needs(last)
     acked: list[str] = []
     on_b: list[str] = []
     stop = threading.Event()
@@ -290,10 +422,15 @@ def test_planned_failover_under_traffic(env: SaslSslEnv, estate: SaslSslEstate) 
     keys = read_keys(_admin(estate, "B"), "orders")
     lost = [k for k in acked if k not in keys]
     assert not lost, f"{len(lost)} acknowledged records are not on B: {lost[:10]}"
+    status = env.drctl("status", "--stack", STACK)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    assert ConnectRest(estate.connect.url).status("B-to-C-source") is not None
     preview = env.drctl("estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
-def test_no_password_in_any_output(estate: SaslSslEstate) -> None:
-    secrets = [b.admin_password for b in estate.clusters.values()] + [estate.connect.replicator_password]
-    assert not [s for s in secrets for out in OUTPUTS if s in out]
+def test_no_password_in_any_output(estate: TeamTlsEstate) -> None:
+    secrets_ = [b.admin_password for b in estate.clusters.values()] + [estate.connect.replicator_password]
+    secrets_.append(estate.connect.truststore_password)
+    assert OUTPUTS and all(secrets_), "nothing to scan: the module's commands recorded no output"
+    assert not [s for s in secrets_ for out in OUTPUTS if s in out]
