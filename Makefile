@@ -23,15 +23,16 @@ lint: setup
 docs: setup
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-# Test modules run on TEST_WORKERS processes, a module's tests on one of them (its estate is module-scoped):
-# most of the suite waits on real brokers, MirrorMaker 2 and Spark, not on the CPU. Ports and state
-# directories are per test, reserved across processes (tests/integration/ports.py).
+# Test modules run on TEST_WORKERS processes, a module's tests on one of them (its estate is module-scoped),
+# in the suite's own order, longest first (tests/conftest.py heaviest_first; xdist would otherwise put the
+# modules with the most tests first, and a ten-minute one-test module last). Ports and state directories
+# are per test, reserved across processes (tests/integration/ports.py).
 TEST_WORKERS ?= 2
 # Every skip is printed with its reason (-rs) and fails the run (tests/conftest.py: a required part never
 # skips); each test's duration is kept in out/junit.xml.
 test: setup lint
 	@mkdir -p out
-	@$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --junitxml=out/junit.xml -n $(TEST_WORKERS) --dist loadfile tests
+	@$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --junitxml=out/junit.xml -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The unit tests alone (tests/unit): no Java, Spark, Kafka or toolchain jars needed; the Spark tests are
 # in tests/spark, run by `make test` with everything else.

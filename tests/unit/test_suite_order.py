@@ -41,3 +41,11 @@ def test_the_refresh_script_sums_a_junit_report_by_module(tmp_path: Path) -> Non
     )
     script = runpy.run_path(str(MODULE_SECONDS.parent.parent / "scripts" / "module_seconds.py"))
     assert script["module_seconds"](str(junit)) == {"tests/integration/test_x.py": 15, "tests/unit/test_y.py": 1}
+
+
+def test_make_test_keeps_the_suites_order() -> None:
+    """xdist's loadfile reorders modules by their number of tests unless told not to: a one-test ten-minute
+    module then starts last (seen: the drill cycles starting 40 minutes into the run)."""
+    makefile = (MODULE_SECONDS.parent.parent / "Makefile").read_text()
+    test_line = next(line for line in makefile.splitlines() if "--dist loadfile" in line)
+    assert "--no-loadscope-reorder" in test_line
