@@ -117,6 +117,9 @@ def test_port_in_use_is_named(estate_dir, port_window: int) -> None:  # noqa: AN
     from dr.runtime.cluster import ClusterSpec
 
     with socket.socket() as s:
+        # as a server binds (the brokers too): a connection of the window's previous user may still be in
+        # TIME_WAIT on this port, which refuses a plain bind (seen once in a full run: errno 98)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port_window))
         s.listen()
         cluster = LocalCluster(ClusterSpec("BUSY", brokers=1, base_port=port_window), estate_dir)
