@@ -80,6 +80,16 @@ class ConfigSource:
         return conf, self.clusters[bootstrap]
 
 
+UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN"})
+"""The errors that mean a write got no answer in time (a slow or lost cluster), not that a broker refused it."""
+
+
+def unanswered(why: str) -> bool:
+    """Whether a ledger reason (``"<error> on <cluster>"``) is a write left unanswered, not refused."""
+    error = why.split(" on ", 1)[0]
+    return error in UNANSWERED or error == "local queue full"
+
+
 def _close_later(client: Any, method: str, *args: Any) -> None:
     """Flush/close an abandoned client in the background: a dead cluster must not delay the move."""
     threading.Thread(target=getattr(client, method), args=args, daemon=True).start()
@@ -102,6 +112,7 @@ class ProducerLoop(threading.Thread):
         self.acked: dict[str, tuple[str, int, int, float]] = {}
         """key → (cluster, partition, offset, acknowledged at)"""
         self.failed: dict[str, str] = {}
+        """key → why it was not written, and where: ``"<error> on <cluster>"``"""
         self.moves: list[tuple[float, str]] = []
         self._config, self._cluster = config, cluster
         self._stop_event = threading.Event()
@@ -155,15 +166,16 @@ class ProducerLoop(threading.Thread):
                     if err is None:
                         self.acked[key] = (cluster, msg.partition(), msg.offset(), time.time())
                     else:
-                        self.failed[key] = err.name()
+                        self.failed[key] = f"{err.name()} on {cluster}"
 
             try:
                 producer.produce(self.topic, key=key, value=f"{key}@{time.time():.3f}", on_delivery=report)
             except BufferError:
-                self.failed[key] = "local queue full"
+                self.failed[key] = f"local queue full on {self._cluster}"
             except KafkaException as exc:  # refused at once, e.g. TOPIC_AUTHORIZATION_FAILED once fenced: counted
                 err = exc.args[0] if exc.args else None
-                self.failed[key] = err.name() if isinstance(err, KafkaError) else str(exc)
+                why = err.name() if isinstance(err, KafkaError) else str(exc)
+                self.failed[key] = f"{why} on {self._cluster}"
             producer.poll(0)
             next_at += interval
             delay = next_at - time.monotonic()

@@ -61,6 +61,7 @@ from dr.failover.drill.traffic import (
     read_keys,
     rto_gap,
     start_config,
+    unanswered,
 )
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.run import OnStep
@@ -309,6 +310,7 @@ def _rejoin(ref: StackRef, apps: _Apps, moving: list[str], result: RegionDrillRe
     time.sleep(2)  # the returning applications write and read at home for a moment more
     for p in returning.values():
         p.stop()
+    whys = {n: [why for k, why in dict(p.failed).items() if k not in refused_before[n]] for n, p in returning.items()}
     for name, p in returning.items():
         at_home = [t for t in p.ack_times(A) if t >= began]
         figures.writes.append(
@@ -316,7 +318,9 @@ def _rejoin(ref: StackRef, apps: _Apps, moving: list[str], result: RegionDrillRe
                 application=name,
                 acked_on_peer=sum(1 for t in p.ack_times(B) if t >= began),
                 acked_on_home=len(at_home),
-                refused=len(set(p.failed) - refused_before[name]),
+                refused=sum(1 for why in whys[name] if not unanswered(why)),
+                unanswered=sum(1 for why in whys[name] if unanswered(why)),
+                refused_why=dict(Counter(whys[name])),
                 gap=rto_gap(name, "writes", p.ack_times(B), at_home, B, A),
             )
         )

@@ -66,7 +66,13 @@ class RejoinWrites(_Model):
     acked_on_home: int
     """Writes acknowledged by the rejoined A after its client configuration was published."""
     refused: int
-    """Writes refused or unanswered while the rejoin ran (never counted as written)."""
+    """Writes a broker refused while the rejoin ran (e.g. ``TOPIC_AUTHORIZATION_FAILED``): the product's order
+    of grant, publication and removal is wrong if any is."""
+    unanswered: int = 0
+    """Writes left without an answer within the producer's message timeout (a slow or starved cluster):
+    never counted as written, reported, not a refusal."""
+    refused_why: dict[str, int] = Field(default_factory=dict)
+    """The refused and unanswered writes by reason and cluster (``"TOPIC_AUTHORIZATION_FAILED on A" → 12``)."""
     gap: ApplicationRto
     """Last write acknowledged on B → first write acknowledged on A."""
 
@@ -219,7 +225,12 @@ def rejoin_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[Finding]
     found += [
         (
             f"rejoin: no write of {A}'s applications refused ("
-            + ", ".join(f"{w.application} {w.refused}" for w in j.writes)
+            + ", ".join(
+                f"{w.application} {w.refused}"
+                + (f", {w.unanswered} unanswered" if w.unanswered else "")
+                + _why(w.refused_why)
+                for w in j.writes
+            )
             + ")",
             None if not j.writes else all(w.refused == 0 and w.acked_on_home > 0 for w in j.writes),
         ),
@@ -231,6 +242,10 @@ def rejoin_checks(r: RegionDrillResult, aims: dict[str, float]) -> list[Finding]
     return found
 
 
+def _why(reasons: dict[str, int]) -> str:
+    return f" — {', '.join(f'{n} {why}' for why, n in sorted(reasons.items()))}" if reasons else ""
+
+
 def rejoin_lines(r: RegionDrillResult) -> list[str]:
     """The rejoin's figures as text."""
     j = r.rejoin
@@ -240,8 +255,9 @@ def rejoin_lines(r: RegionDrillResult) -> list[str]:
     lines = [f"rejoin of {r.region} (back from {r.survivor}) {seconds_text(j.seconds)}: {steps}"]
     lines += [
         f"  {w.application}: {w.acked_on_peer} acknowledged on {r.survivor} and {w.acked_on_home} on {r.region} "
-        f"while it ran, {w.refused} refused; write gap {seconds_text(w.gap.rto_s)} ({w.gap.measured}); "
-        f"{r.region}'s file published {seconds_text(j.moved_within_s)} before {r.survivor}'s writes were removed"
+        f"while it ran, {w.refused} refused, {w.unanswered} unanswered{_why(w.refused_why)}; "
+        f"write gap {seconds_text(w.gap.rto_s)} ({w.gap.measured}); {r.region}'s file published "
+        f"{seconds_text(j.moved_within_s)} before the removal of {r.survivor}'s writes began"
         for w in j.writes
     ]
     lines += [

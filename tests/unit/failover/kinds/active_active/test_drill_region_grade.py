@@ -9,6 +9,7 @@ import pytest
 
 from dr.failover.drill.frame import DrillOptions
 from dr.failover.drill.result import ApplicationRto, ConsumerReport
+from dr.failover.drill.traffic import unanswered
 from dr.failover.frame.summary import FailoverSummary, StepLine
 from dr.failover.kinds.active_active.drill import region_drill_refusal
 from dr.failover.kinds.active_active.drill_result import (
@@ -91,7 +92,9 @@ def _result(**changes: Any) -> RegionDrillResult:
     return r.model_copy(update=changes)
 
 
-def _rejoin(gap: float | None = 0.06, refused: int = 0, skipped: int = 0) -> RejoinFigures:
+def _rejoin(
+    gap: float | None = 0.06, refused: int = 0, skipped: int = 0, unanswered: int = 0, why: dict[str, int] | None = None
+) -> RejoinFigures:
     steps = [StepLine(name="rejoin-release", status="done", seconds=5.2, attempts=1, summary="removed")]
     return RejoinFigures(
         summary=FailoverSummary.model_construct(status="completed", steps=steps),
@@ -102,6 +105,8 @@ def _rejoin(gap: float | None = 0.06, refused: int = 0, skipped: int = 0) -> Rej
                 acked_on_peer=2000,
                 acked_on_home=400,
                 refused=refused,
+                unanswered=unanswered,
+                refused_why=why or {},
                 gap=ApplicationRto(
                     application="shop-a",
                     kind="writes",
@@ -180,6 +185,35 @@ def test_each_failure_fails_its_own_check(changes: dict[str, Any], failing: str)
     failed = _failed(r)
     assert failed and all(f.startswith(failing) for f in failed), failed
     assert r.grade == f"FAIL ({len(failed)} of {len(r.checks)} checks)" and not r.passed
+
+
+def test_writes_left_unanswered_by_a_starved_cluster_are_reported_not_graded_as_refused() -> None:
+    why = {"_MSG_TIMED_OUT on B": 128}
+    r = _result(rejoin=_rejoin(unanswered=128, why=why))
+    assert _failed(r) == []
+    check = next(c.check for c in r.checks if c.check.startswith("rejoin: no write"))
+    assert check == "rejoin: no write of A's applications refused (shop-a 0, 128 unanswered — 128 _MSG_TIMED_OUT on B)"
+    assert "0 refused, 128 unanswered — 128 _MSG_TIMED_OUT on B" in render_region_drill(r)
+    refused = _result(rejoin=_rejoin(refused=2, why={"TOPIC_AUTHORIZATION_FAILED on B": 2}))
+    assert _failed(refused) == [
+        "rejoin: no write of A's applications refused (shop-a 2 — 2 TOPIC_AUTHORIZATION_FAILED on B)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("why", "left_unanswered"),
+    [
+        ("_MSG_TIMED_OUT on B", True),
+        ("REQUEST_TIMED_OUT on A", True),
+        ("_TRANSPORT on B", True),
+        ("local queue full on A", True),
+        ("TOPIC_AUTHORIZATION_FAILED on B", False),
+        ("SASL_AUTHENTICATION_FAILED on A", False),
+        ("NOT_ENOUGH_REPLICAS on A", False),
+    ],
+)
+def test_a_ledger_reason_is_unanswered_only_for_timeouts_and_lost_connections(why: str, left_unanswered: bool) -> None:
+    assert unanswered(why) is left_unanswered
 
 
 def test_a_missed_aim_is_graded_missed_and_passes_unless_strict() -> None:
@@ -273,8 +307,9 @@ def test_the_text_carries_the_grade_checks_and_figures() -> None:
     ]
     assert "rejoin of A (back from B) 31.0s: rejoin-release 5.2s" in lines
     assert (
-        "  shop-a: 2000 acknowledged on B and 400 on A while it ran, 0 refused; write gap 0.1s (last write "
-        "acknowledged on B → first write acknowledged on A); A's file published 4.4s before B's writes were removed"
+        "  shop-a: 2000 acknowledged on B and 400 on A while it ran, 0 refused, 0 unanswered; write gap 0.1s (last write "
+        "acknowledged on B → first write acknowledged on A); A's file published 4.4s before the removal of B's "
+        "writes began"
     ) in lines
     assert "  consumer group shop-a: 900 read on B, 500 at home on A, 12 read twice, 0 skipped" in lines
     assert (
