@@ -190,6 +190,10 @@ def failover(
     if recover and rejoin:
         raise ConfigError("--recover and --rejoin are two steps.", "run --recover first, then --rejoin")
     topology = load_stack_file(stack_path)
+    if fencing_token is not None:
+        from dr.controller.token import lease_guard
+
+        options.lease_check = lease_guard(stack, topology, fencing_token)
     kind = KINDS[topology.architecture]  # the one place a command learns the stack's architecture
     flag, site = ("edge", edge) if edge is not None else ("region", region)
     if site is not None and kind.site_flag != flag and rejoin:

@@ -11,7 +11,9 @@ the controller's loop must keep probing, renewing the lease and serving metrics 
 also exactly what a person's command would be, resumable by one (``drctl failover --stack S``) from the
 journal if it stops. Its output goes to ``<state>/controller/failover-<token>.log``. A failed automatic
 failover is never retried by the controller: the lease stays held by it, so the decision waits, and a
-person resumes the journal.
+person resumes the journal. One whose runner is gone — the controller that started it killed or stopped
+(its child with it) — is resumed by the next controller of the site that can take the lease
+(:func:`~dr.controller.decide.decide`'s rule R): the same command, the same journal, a new token.
 
 At the active site (automatic mode only): while this controller sees its own cluster ``down`` it gives
 its lease back, so the passive site can act once the other observers agree; when the cluster answers
@@ -35,6 +37,7 @@ from dr.controller.decide import Decision, Situation, decide
 from dr.controller.metrics import ControllerMetrics
 from dr.controller.observe import Detection
 from dr.controller.witness import Holding, Witness
+from dr.failover.frame.journal import Journal
 from dr.failover.status import StatusReport, lock_held
 from dr.topology import Role, Topology, load_stack_file
 from dr.topology.kinds import Architecture
@@ -53,6 +56,7 @@ class Keeper(Protocol):
 
     holder: str
     holds: bool
+    mine: Holding | None
     metrics: ControllerMetrics
 
     def adopt(self, holding: Holding) -> None: ...
@@ -106,14 +110,35 @@ class Automatic:
         decision = decide(self._situation(topology, report, states))
         self._report(decision)
         if decision.action == "act":
-            self._start(topology)
+            self._start(topology, resume=decision.reason == "resume")
         return decision
+
+    def _unfinished(self) -> str | None:
+        """The automatic failover to this site that stopped unfinished with nobody running it, described."""
+        if self.running or lock_held(self.ref.failover_home):
+            return None
+        journal = Journal.load(self.ref.failover_home)
+        if journal is None or journal.status not in ("running", "interrupted") or not journal.runs:
+            return None
+        started_by = str(journal.runs[0].options.get("started_by") or "")
+        if (
+            journal.mode != "unplanned"
+            or journal.record.target != self.site
+            or not started_by.startswith("controller ")
+        ):
+            return None
+        done = sum(1 for step in journal.record.steps.values() if step.done)
+        return (
+            f"the automatic failover {journal.failover_id} ({started_by}; {done} of {len(journal.record.steps)} "
+            f"steps done)"
+        )
 
     def _situation(self, topology: Topology, report: StatusReport, states: dict[str, Detection]) -> Situation:
         policy = topology.failover_policy
         me = topology.cluster(self.site)
         active = topology.active().name
         passive = me.role is Role.PASSIVE and not topology.failover_done
+        unfinished = self._unfinished() if policy.mode == "automatic" else None
         for link in report.links:
             if link.source == active and link.target == self.site and link.total_lag is not None:
                 self.last_lag = link.total_lag
@@ -147,6 +172,8 @@ class Automatic:
             cooldown_s=policy.cooldown_s,
             lag_records=self.last_lag,
             max_rpo_records=policy.max_rpo_records,
+            unfinished=unfinished,
+            holder=self.keeper.holder if self.keeper.mine is not None else None,
         )
 
     def _report(self, decision: Decision) -> None:
@@ -180,12 +207,12 @@ class Automatic:
         """True while this controller's failover child runs."""
         return self.child is not None and self.child.poll() is None
 
-    def _start(self, topology: Topology) -> None:
+    def _start(self, topology: Topology, *, resume: bool = False) -> None:
         if self.running:
             return
         holder = self.keeper.holder
         try:
-            holding = self.witness.acquire(holder)
+            holding = self.keeper.mine if resume and self.keeper.mine is not None else self.witness.acquire(holder)
             current = self.witness.current() if holding is None else holding
         except ClusterError as exc:
             self.log("warning", "automatic-wait", f"the lease could not be taken: {exc.problem}", reason="witness-down")
@@ -201,12 +228,14 @@ class Automatic:
                 holder=current.holder if current else None, token=current.token if current else None,
             )  # fmt: skip
             return
-        self.keeper.adopt(holding)
-        self.log("info", "lease-taken", f"this controller holds the lease as {holder}", token=holding.token)
-        try:
-            self.witness.mark_automatic(holder, holding.token)
-        except ClusterError as exc:
-            self.log("warning", "cooldown-unrecorded", f"the attempt could not be recorded: {exc.problem}")
+        if holding is not self.keeper.mine:
+            self.keeper.adopt(holding)
+            self.log("info", "lease-taken", f"this controller holds the lease as {holder}", token=holding.token)
+        if not resume:  # a resumed run is the same failover: its start was recorded
+            try:
+                self.witness.mark_automatic(holder, holding.token)
+            except ClusterError as exc:
+                self.log("warning", "cooldown-unrecorded", f"the attempt could not be recorded: {exc.problem}")
         directory = self.ref.made_state_dir() / "controller"
         directory.mkdir(parents=True, exist_ok=True)
         self.child_log, self.token = directory / f"failover-{holding.token}.log", holding.token
@@ -216,11 +245,11 @@ class Automatic:
         ]  # fmt: skip
         with self.child_log.open("wb") as out:
             self.child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # noqa: S603 — our own CLI
-        self.failovers.labels("started").inc()
+        self.failovers.labels("resumed" if resume else "started").inc()
         self.log(
-            "warning", "automatic-failover-started",
-            f"unplanned failover of stack {self.ref.name} to {self.site} started by this controller "
-            f"(`drctl failover --stack {self.ref.name} --mode unplanned`, pid {self.child.pid})",
+            "warning", "automatic-failover-resumed" if resume else "automatic-failover-started",
+            f"unplanned failover of stack {self.ref.name} to {self.site} {'resumed' if resume else 'started'} by this "
+            f"controller (`drctl failover --stack {self.ref.name} --mode unplanned`, pid {self.child.pid})",
             token=holding.token, pid=self.child.pid, output=str(self.child_log),
             source=topology.active().name,
         )  # fmt: skip

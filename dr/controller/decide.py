@@ -11,6 +11,12 @@ cluster, the witness's lease, the last known lag, the last automatic failover, t
 The rules, in order (the first that applies answers):
 
 1. mode ``manual`` → wait (``manual``): detect and alert only;
+R. an automatic failover to this site stopped unfinished (its journal ``running`` or ``interrupted``, its
+   runner gone: the controller that started it was killed or stopped) → resume it (``act``, ``resume``) once
+   the witness answers, nobody else holds the lease (or this controller does) and it has been free for
+   ``margin_s``: the decision was taken, within the policy, by the controller that held the lease, and a
+   half-done failover is the one state worse than either end — so neither the cooldown nor the lag nor the
+   observers' verdicts are asked again (the stack file may already name this site active);
 2. this site is not the passive cluster of an active-passive stack, or the stack is already failed over →
    wait (``not-passive``);
 3. this controller does not see the active cluster ``down`` (every probe failing for ``detect_after_s``) →
@@ -78,6 +84,10 @@ class Situation:
     """The last known lag of the link from the active cluster into this site, in records (None: unknown)."""
     max_rpo_records: int | None
     """The policy's budget (required by ``automatic``)."""
+    unfinished: str | None = None
+    """An automatic failover to this site that stopped unfinished with nobody running it, described (None: none)."""
+    holder: str | None = None
+    """This controller's name as a lease holder (a lease it holds itself does not stop a resume)."""
 
 
 @dataclass(frozen=True)
@@ -93,10 +103,26 @@ def _wait(reason: str, message: str) -> Decision:
     return Decision("wait", reason, message)
 
 
+def _resume(s: Situation, what: str) -> Decision:
+    """Rule R: resume ``what`` once the lease can be this controller's."""
+    if not s.witness_up:
+        return _wait("witness-down", f"{what} stopped unfinished, but the witness does not answer: nobody resumes it")
+    if s.failover_running:
+        return _wait("failover-running", "a failover of the stack is running (its lock is held)")
+    if s.lease_holder is not None and s.lease_holder != s.holder:
+        return _wait("lease-held", f"{what} stopped unfinished; the lease is held by {s.lease_holder}")
+    if s.lease_holder is None and (s.lease_free_for_s is None or s.lease_free_for_s < s.margin_s):
+        free = 0.0 if s.lease_free_for_s is None else s.lease_free_for_s
+        return _wait("lease-margin", f"the lease has been free for {free:.1f} s, less than margin_s {s.margin_s:g}")
+    return Decision("act", "resume", f"{what} stopped unfinished and nobody runs it: resuming it at {s.site}")
+
+
 def decide(s: Situation) -> Decision:
     """Act, wait or refuse (the rules in the module doc, in order)."""
     if s.mode != "automatic":
         return _wait("manual", "mode manual: the controller detects and alerts, a person fails over")
+    if s.unfinished is not None:
+        return _resume(s, s.unfinished)
     if not s.passive or s.active is None:
         return _wait("not-passive", f"{s.site} is not the passive cluster of a stack to fail over")
     active = s.active

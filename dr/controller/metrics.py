@@ -121,11 +121,11 @@ class ControllerMetrics:
         )  # fmt: skip
         self.automatic_failovers = Counter(
             "kdr_automatic_failovers",
-            "Automatic failovers, by outcome: started, completed, failed, lease-held-elsewhere.",
+            "Automatic failovers, by outcome: started, resumed, completed, failed, lease-held-elsewhere.",
             ["outcome"],
             registry=r,
         )
-        for outcome in ("started", "completed", "failed", "lease-held-elsewhere"):  # present from the start
+        for outcome in ("started", "resumed", "completed", "failed", "lease-held-elsewhere"):  # present from the start
             self.automatic_failovers.labels(outcome)
         self.automatic_refusals = Counter(
             "kdr_automatic_refusals", "Automatic failovers refused (a person is paged), by reason.", ["reason"],

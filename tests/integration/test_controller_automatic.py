@@ -8,7 +8,9 @@ A third site's observer (``--observer C-site``) joins the last test. In order, o
 B's controllers see A down and the witness down, alert, and do nothing, while the manual command still
 plans the failover; etcd and A back; (a)+(g) the whole site A lost at a random instant — its brokers and its controller
 SIGKILLed together — → with the third-site observer agreeing, exactly one of B's two controllers takes the
-lease and runs the journaled unplanned failover, the other is told who holds it;
+lease and runs the journaled unplanned failover, the other is told who holds it; (h) at a seeded instant
+inside that failover the winner is SIGKILLed with its process group (its failover child with it, as when its
+host dies) → once its lease expires the other controller resumes the same journal with a token of its own;
 the journal's run ends (pending: A's verification and decommission wait for A's return, as
 in every unplanned failover without A), carries the fencing token and ``started_by``, and an application writes on B.
 
@@ -45,6 +47,8 @@ pytestmark = pytest.mark.timeout(1500)
 
 STACK = "ctlauto"
 DETECT_AFTER_S = 45
+SEED = int(os.environ.get("KDR_CONTROLLER_SEED", "4308"))
+"""The seed of the instants this module's faults land at (``KDR_CONTROLLER_SEED=N`` replays seed N)."""
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +103,7 @@ class Controllers:
         with log.open("w") as out:
             self.procs[key] = subprocess.Popen(
                 [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, *where, "--log-format", "json"],
-                stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+                stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT, start_new_session=True,
                 env={**os.environ, **self.env, "KDR_OPERATOR": f"ctl-{key}"},
             )  # fmt: skip
         self.logs[key] = log
@@ -243,37 +247,56 @@ def test_e_the_witness_down_means_no_automatic_action_but_an_alert_and_the_manua
     assert "Traceback" not in ctl.text()
 
 
-def test_a_g_site_a_lost_is_failed_over_by_exactly_one_of_two_racing_controllers(
+def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_resumed_by_the_other(
     env: StackEnv, metrics_ports: tuple[int, int, int]
 ) -> None:
+    rng = random.Random(SEED)
+    print(f"KDR_CONTROLLER_SEED={SEED}")
     ctl = _start(env, metrics_ports, "a", second_b=True)
     try:
         _healthy(ctl)
         for key in ("B1", "B2"):  # each has measured the link's lag (the RPO budget is checked against it)
             _until_scraped(ctl.ports[key], 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}')
-        time.sleep(random.uniform(0, 5))  # a random instant within a pass
+        time.sleep(rng.uniform(0, 5))  # a random instant within a pass
         killed_at = time.time()
         env.estate().local_cluster("A").kill()
         ctl.procs["A"].kill()  # the whole site: A's controller with its brokers
         home = StackRef.resolve(STACK).failover_home
-        deadline = time.monotonic() + 900
+        # (a)+(g): exactly one of B's controllers starts the failover
+        deadline = time.monotonic() + 600
+        while not (winners := [k for k in ("B1", "B2") if _logged(ctl, k, "automatic-failover-started")]):
+            assert time.monotonic() < deadline, "no automatic failover started"
+            time.sleep(0.5)
+        winner, loser = winners[0], ({"B1", "B2"} - set(winners)).pop()
+        started = next(e for e in ctl.events(winner) if e["event"] == "automatic-failover-started")
+        token = started["token"]
+        # (h): the winner dies inside its failover, at a seeded instant after the journal's first step began
+        while (journal := Journal.load(home)) is None or not any(
+            step.status != "pending" for step in journal.record.steps.values()
+        ):
+            assert time.monotonic() < deadline, "the automatic failover never began a step"
+            time.sleep(0.1)
+        time.sleep(rng.uniform(0, 3))
+        os.killpg(ctl.procs[winner].pid, signal.SIGKILL)
+        ctl.procs[winner].wait()
+        at_kill = Journal.load(home)
+        assert at_kill is not None and at_kill.status == "running", "the kill did not land inside the failover"
+        done_at_kill = [name for name, step in at_kill.record.steps.items() if step.done]
+        resumed = ctl.until(loser, _is("automatic-failover-resumed"), "the other controller resuming", timeout=600)
         # the run ends "pending" without A (its verification and decommission wait for A's return), or completed
-        while (journal := Journal.load(home)) is None or not journal.runs or journal.runs[-1].outcome == "running":
-            assert time.monotonic() < deadline, "no automatic failover finished"
-            for key in ("B1", "B2"):
-                assert ctl.procs[key].poll() is None, ctl.logs[key].read_text()[-3000:]
+        while (journal := Journal.load(home)) is None or journal.runs[-1].outcome == "running":
+            assert time.monotonic() < deadline + 600, "the resumed failover never finished"
+            assert ctl.procs[loser].poll() is None, ctl.logs[loser].read_text()[-3000:]
             time.sleep(1)
         assert journal.status in ("pending", "completed"), journal.record.model_dump_json(indent=1)[-3000:]
         assert journal.is_done("promote") and journal.is_done("desired-state")
-        started = {k: [e for e in ctl.events(k) if e["event"] == "automatic-failover-started"] for k in ("B1", "B2")}
-        winners = [k for k, found in started.items() if found]
-        assert len(winners) == 1 and len(started[winners[0]]) == 1, started
-        winner, loser = winners[0], ({"B1", "B2"} - set(winners)).pop()
-        token = started[winner][0]["token"]
-        ctl.until(winner, _is("automatic-failover-done"), "the winner reporting the failover done")
+        assert journal.failover_id == at_kill.failover_id  # the same failover, resumed from its journal
+        ctl.until(loser, _is("automatic-failover-done"), "the resuming controller reporting the failover done")
+        assert sum(_logged(ctl, k, "automatic-failover-started") for k in ("B1", "B2")) == 1
+        assert _logged(ctl, loser, "automatic-failover-resumed") == 1
         ctl.until("C", _is("cluster-down", cluster="A"), "the observer seeing A down")
         assert not [e for e in ctl.events("C") if str(e["event"]).startswith(("lease", "automatic"))]
-        # the loser was told who holds the lease (when it tried to take it, or before)
+        # the loser was told who held the lease (when it tried to take it, or before)
         told = [
             e
             for e in ctl.events(loser)
@@ -285,10 +308,13 @@ def test_a_g_site_a_lost_is_failed_over_by_exactly_one_of_two_racing_controllers
             )
         ]
         assert told, ctl.logs[loser].read_text()[-3000:]
-        # the journal is the one record of the run: unplanned, started by the controller, with its token
+        # the journal is the one record of the run: unplanned, started by the winner with its token, its run
+        # interrupted, then resumed by the loser with a later token
         runs = journal.runs
         assert journal.mode == "unplanned" and runs[0].options["fencing_token"] == token
-        assert runs[0].options["started_by"] == f"controller ctl-{winner}/B"
+        assert runs[0].options["started_by"] == f"controller ctl-{winner}/B" and runs[0].outcome == "interrupted"
+        assert runs[-1].resumed and runs[-1].options["started_by"] == f"controller ctl-{loser}/B"
+        assert runs[-1].options["fencing_token"] == resumed["token"] > token
         # B accepts an application's write
         estate = env.estate()
         b = estate.local_cluster("B").endpoint().with_user("orders-app", estate.app_password("orders-app"))
@@ -300,15 +326,22 @@ def test_a_g_site_a_lost_is_failed_over_by_exactly_one_of_two_racing_controllers
         probe = journal.measurements.probe
         print(
             f"\n(a) detection {detected_s:.1f} s after the kill (detect_after_s {DETECT_AFTER_S}); failover started "
-            f"{_epoch(str(started[winner][0]['ts'])) - killed_at:.1f} s after; promote done "
+            f"{_epoch(str(started['ts'])) - killed_at:.1f} s after; promote done "
             f"{(promoted.finished_at - killed_at) if promoted and promoted.finished_at else float('nan'):.1f} s; "
             f"first application write on B {((probe.acked_at or 0) - killed_at) if probe else float('nan'):.1f} s; "
             f"journal {journal.failover_id} {journal.status}, token {token}, winner {winner}"
+            f"\n(h) {winner} killed with steps {done_at_kill or 'none'} done; {loser} resumed "
+            f"{_epoch(str(resumed['ts'])) - _epoch(str(started['ts'])):.1f} s after the start, token {resumed['token']}"
         )
     finally:
         codes = ctl.stop()
-    assert codes == {"A": -signal.SIGKILL, "B1": 0, "B2": 0, "C": 0}, (codes, ctl.text()[-3000:])
+    assert codes == {"A": -signal.SIGKILL, winner: -signal.SIGKILL, loser: 0, "C": 0}, (codes, ctl.text()[-3000:])
     assert "Traceback" not in ctl.text()
+
+
+def _logged(ctl: Controllers, key: str, event: str) -> int:
+    """How many times controller ``key`` logged ``event``."""
+    return sum(1 for e in ctl.events(key) if e["event"] == event)
 
 
 def _until_scraped(port: int, sample: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -57,10 +57,15 @@ class FailoverOptions:
     automatic failover). Journaled with the run's options."""
     fencing_token: int | None = None
     """The witness lease's fencing token of the controller that started the run (journaled with it)."""
+    lease_check: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Run before the promote step grants writes: refuses (FailoverError) unless the witness still holds the
+    lease with :attr:`fencing_token` (:func:`dr.controller.token.lease_guard`; never journaled)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (recorded in the journal for every run)."""
-        return asdict(self)
+        found = asdict(self)
+        found.pop("lease_check", None)
+        return found
 
 
 StepStatus = Literal["done", "skipped", "deferred", "differences"]

@@ -152,3 +152,38 @@ def test_an_observer_needs_a_witness_and_a_name_of_its_own(
     assert code == 2 and "--site" in said and "--observer" in said
     code, said = _exit(["controller", "--stack", "ctl", "--site", "A", "--observer", "C-site"], capsys)
     assert code == 2 and "--site" in said and "--observer" in said
+
+
+@pytest.mark.parametrize(
+    ("started_by", "target", "status", "found"),
+    [
+        ("controller ops@b1/B", "B", "running", True),  # its controller SIGKILLed with it
+        ("controller ops@b1/B", "B", "interrupted", True),  # its controller stopped (SIGTERM) with it
+        (None, "B", "interrupted", False),  # a person's run: a person resumes it
+        ("controller ops@b1/B", "B", "failed", False),  # a step failed: never retried unattended
+        ("controller ops@b1/B", "B", "completed", False),
+        ("controller ops@c1/C", "C", "running", False),  # not to this site
+    ],
+)
+def test_only_an_automatic_failover_to_this_site_stopped_unfinished_is_resumable(
+    ref: StackRef, started_by: str | None, target: str, status: str, found: bool
+) -> None:
+    from dr.failover.frame.converge import read_stack_config
+    from dr.failover.frame.journal import Journal
+
+    config = read_stack_config(ref.existing_stack_file())
+    journal = Journal.create(
+        ref.failover_home, stack="ctl", mode="unplanned", source="A", target=target, standby=None,
+        original_config=config, desired_config=config, steps=["preflight", "promote", "desired-state"],
+    )  # fmt: skip
+    journal.begin_run(mode="unplanned", options={"started_by": started_by, "fencing_token": 8})
+    journal.finish_step("preflight", "done", {}, 0.1)
+    journal.set_status(status)
+    automatic, _keeper, _out = _automatic(ref, _Witness(None), holds=False)
+    described = automatic._unfinished()
+    if not found:
+        assert described is None
+        return
+    assert described == (f"the automatic failover {journal.failover_id} (controller ops@b1/B; 1 of 3 steps done)"), (
+        described
+    )

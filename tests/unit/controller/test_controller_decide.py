@@ -74,3 +74,40 @@ def test_edges_of_the_budgets() -> None:
     assert decide(replace(LOST, last_automatic_age_s=3600.0)).action == "act"  # the cooldown has passed
     assert decide(replace(LOST, lease_free_for_s=1.0)).action == "act"  # exactly the margin
     assert decide(replace(LOST, observers={"A": "down", "C": "down"})).action == "act"
+
+
+STOPPED = replace(
+    LOST,
+    unfinished="the automatic failover F (controller ops@b1/B; 3 of 9 steps done)",
+    passive=False,  # the stack file may already name B active
+    active=None,
+    own_state="up",
+    observers={},
+    last_automatic_age_s=30.0,  # inside the cooldown: the same failover, not a new one
+    lag_records=None,
+    holder="ops@b2/B",
+)
+
+
+def test_an_automatic_failover_stopped_unfinished_is_resumed_without_asking_the_policy_again() -> None:
+    decision = decide(STOPPED)
+    assert (decision.action, decision.reason) == ("act", "resume")
+    assert decision.message.startswith("the automatic failover F") and "resuming it at B" in decision.message
+    assert decide(replace(STOPPED, lease_holder="ops@b2/B", lease_free_for_s=None)).reason == "resume"  # its own
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"mode": "manual"}, "manual"),
+        ({"witness_up": False}, "witness-down"),
+        ({"failover_running": True}, "failover-running"),
+        ({"lease_holder": "ops@b1/B"}, "lease-held"),
+        ({"lease_holder": "ops@b1/B", "holder": None}, "lease-held"),
+        ({"lease_free_for_s": 0.5}, "lease-margin"),
+        ({"lease_free_for_s": None}, "lease-margin"),
+    ],
+)
+def test_a_resume_waits_for_the_witness_the_lock_and_the_lease(change: dict[str, object], reason: str) -> None:
+    decision = decide(replace(STOPPED, **change))  # type: ignore[arg-type]
+    assert (decision.action, decision.reason) == ("wait", reason), decision

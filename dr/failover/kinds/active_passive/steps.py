@@ -402,7 +402,10 @@ def fence_drain(ctx: Context) -> StepResult:
 
 # ---------------------------------------------------------------------------------- 3 promote
 def promote(ctx: Context) -> StepResult:
-    """Stop the link A→B; grant the application principals write access on B."""
+    """Stop the link A→B; grant the application principals write access on B (a run started by a controller:
+    only while the witness still holds the lease with its fencing token)."""
+    if ctx.options.lease_check is not None:
+        ctx.options.lease_check()
     link = ctx.link
     if not ctx.before.runs_here(link.name):
         raise FailoverError(
