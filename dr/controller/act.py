@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +37,7 @@ from dr.base.stackref import StackRef
 from dr.controller.decide import Decision, Situation, decide
 from dr.controller.metrics import ControllerMetrics
 from dr.controller.observe import Detection
+from dr.controller.readings import RpoReading
 from dr.controller.witness import Holding, Witness
 from dr.failover.frame.journal import Journal
 from dr.failover.status import StatusReport, lock_held
@@ -85,12 +87,17 @@ class Automatic:
         self.last_lag: int | None = None
         self._free_since: float | None = None
         self._last: tuple[str, str] | None = None
+        self._rpo: Mapping[str, RpoReading] = {}
 
     # ------------------------------------------------------------------ each pass
-    def step(self, report: StatusReport, states: dict[str, Detection]) -> Decision | None:
+    def step(
+        self, report: StatusReport, states: dict[str, Detection], rpo: Mapping[str, RpoReading] | None = None
+    ) -> Decision | None:
         """Publish the verdicts, decide, act (called at the end of every pass); the decision, or None when
-        this is not a site of an active-passive stack (or the stack file could not be read: logged)."""
+        this is not a site of an active-passive stack (or the stack file could not be read: logged). ``rpo``:
+        this pass's RPO readings by link (:attr:`dr.controller.feed.StatusFeed.rpo`)."""
         self._reap()
+        self._rpo = rpo or {}
         try:
             return self._step(report, states)
         except DRError as exc:
@@ -142,6 +149,7 @@ class Automatic:
         for link in report.links:
             if link.source == active and link.target == self.site and link.total_lag is not None:
                 self.last_lag = link.total_lag
+        lag = self.last_lag if self.last_lag is not None else self._estimated_lag(topology, active)
         witness_up, observers, holder, last = True, {}, None, None
         try:
             current = self.witness.current()
@@ -170,11 +178,21 @@ class Automatic:
             failover_running=self.running or lock_held(self.ref.failover_home),
             last_automatic_age_s=None if last is None else max(0.0, time.time() - last),
             cooldown_s=policy.cooldown_s,
-            lag_records=self.last_lag,
+            lag_records=lag,
             max_rpo_records=policy.max_rpo_records,
             unfinished=unfinished,
             holder=self.keeper.holder if self.keeper.mine is not None else None,
         )
+
+    def _estimated_lag(self, topology: Topology, active: str) -> int | None:
+        """Without a live lag ever seen (this controller started after the source died): the upper bound of
+        the unplanned failover's own RPO estimate from the source's last offsets snapshot, None without one."""
+        for link in topology.links:
+            if link.source == active and link.target == self.site and (found := self._rpo.get(link.name)):
+                worst = found.upper_bound if found.upper_bound is not None else found.records
+                if worst is not None:
+                    return worst
+        return None
 
     def _report(self, decision: Decision) -> None:
         """Log a decision when it changes (a refusal pages once per episode)."""

@@ -81,7 +81,8 @@ class Situation:
     cooldown_s: float
     """The policy's cooldown."""
     lag_records: int | None
-    """The last known lag of the link from the active cluster into this site, in records (None: unknown)."""
+    """The last known lag of the link from the active cluster into this site, in records — else the upper bound
+    of the RPO estimate from the active cluster's last offsets snapshot (None: neither known)."""
     max_rpo_records: int | None
     """The policy's budget (required by ``automatic``)."""
     unfinished: str | None = None
@@ -158,7 +159,10 @@ def decide(s: Situation) -> Decision:
         )
     if s.lag_records is None:
         return Decision(
-            "refuse", "lag-unknown", f"{active} is lost, but the lag of its link into {s.site} was never measured"
+            "refuse",
+            "lag-unknown",
+            f"{active} is lost, but the lag of its link into {s.site} was never measured, and no offsets snapshot "
+            f"of {active} is there to estimate it from",
         )
     if s.max_rpo_records is None or s.lag_records > s.max_rpo_records:
         return Decision(

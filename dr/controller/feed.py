@@ -15,6 +15,7 @@ from dr.base.errors import ClusterError, ConfigError
 from dr.controller.metrics import ControllerMetrics
 from dr.controller.readings import (
     EndHistory,
+    RpoReading,
     age,
     copied_positions,
     drill_reading,
@@ -43,6 +44,9 @@ class StatusFeed:
     def __init__(self, metrics: ControllerMetrics, topology: Topology, stack: str, state: Path) -> None:
         self.metrics, self.topology, self.stack, self.state = metrics, topology, stack, state
         self.ends = EndHistory()
+        self.rpo: dict[str, RpoReading] = {}
+        """This pass's RPO reading of each running link, by link name (the automatic failover's budget check
+        falls back on it when it never saw the link's live lag: a controller started after the source died)."""
         self._shown = _Shown()
         for c in topology.clusters:  # what drctl status saw before this controller started
             for at, offsets in kept_offsets(state, c.name):
@@ -67,6 +71,7 @@ class StatusFeed:
         lag_s: dict[tuple[str, ...], float] = {}
         rpo: dict[tuple[str, ...], float] = {}
         upper: dict[tuple[str, ...], float] = {}
+        self.rpo = {}
         for link in report.links:
             labels = (link.name, link.source, link.target)
             if link.lag is not None and link.source in ends and link.error is None:
@@ -82,6 +87,7 @@ class StatusFeed:
                 write_rate=write_rate(self.state, link.source),
                 now=now,
             )
+            self.rpo[link.name] = found
             if found.records is not None:
                 rpo[labels] = found.records
             if found.upper_bound is not None:

@@ -301,7 +301,7 @@ class Controller:
         self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
         self.feed.update(report, estate)
         if self.automatic is not None:
-            self.automatic.step(report, self._states)
+            self.automatic.step(report, self._states, self.feed.rpo)
 
     def _observed(self, cluster: str, up: bool, error: str | None) -> None:
         now = time.monotonic()

@@ -12,7 +12,9 @@ lease and runs the journaled unplanned failover, the other is told who holds it;
 inside that failover the winner is SIGKILLed with its process group (its failover child with it, as when its
 host dies) → once its lease expires the other controller resumes the same journal with a token of its own;
 the journal's run ends (pending: A's verification and decommission wait for A's return, as
-in every unplanned failover without A), carries the fencing token and ``started_by``, and an application writes on B.
+in every unplanned failover without A), carries the fencing token and ``started_by``, and an application writes on B;
+a real Prometheus scraping every controller with ``ops/prometheus/kdr-rules.yml`` fires ``KdrAutomaticFailoverMade``
+for the start and for the resume, and ``KdrClusterDown`` for A.
 
 Timing policy: the waits have generous timeouts that only bound a hang; the detection and promotion times
 are printed, never asserted.
@@ -252,8 +254,17 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
 ) -> None:
     rng = random.Random(SEED)
     print(f"KDR_CONTROLLER_SEED={SEED}")
+    from tests.integration.test_controller import _until_alert, _until_prometheus
+    from tests.prometheus_server import prometheus_server
+
     ctl = _start(env, metrics_ports, "a", second_b=True)
+    servers = contextlib.ExitStack()
     try:
+        targets = [
+            (f"127.0.0.1:{port}", {"stack": STACK, "site": key[0], "controller": key})
+            for key, port in ctl.ports.items()
+        ]
+        prom = servers.enter_context(prometheus_server(targets, [REPO_ROOT / "ops" / "prometheus" / "kdr-rules.yml"]))
         _healthy(ctl)
         for key in ("B1", "B2"):  # each has measured the link's lag (the RPO budget is checked against it)
             _until_scraped(ctl.ports[key], 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}')
@@ -270,6 +281,9 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
         winner, loser = winners[0], ({"B1", "B2"} - set(winners)).pop()
         started = next(e for e in ctl.events(winner) if e["event"] == "automatic-failover-started")
         token = started["token"]
+        _until_prometheus(  # the team's Prometheus has seen it before the winner dies
+            prom, f'kdr_automatic_failovers_total{{outcome="started",controller="{winner}"}} == 1', "the start scraped"
+        )
         # (h): the winner dies inside its failover, at a seeded instant after the journal's first step began
         while (journal := Journal.load(home)) is None or not any(
             step.status != "pending" for step in journal.record.steps.values()
@@ -315,6 +329,14 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
         assert runs[0].options["started_by"] == f"controller ctl-{winner}/B" and runs[0].outcome == "interrupted"
         assert runs[-1].resumed and runs[-1].options["started_by"] == f"controller ctl-{loser}/B"
         assert runs[-1].options["fencing_token"] == resumed["token"] > token
+        # the team's Prometheus shows what happened: A down, the failover started, and resumed by the other controller
+        alerts = _until_alert(
+            prom,
+            lambda f: f["alertname"] == "KdrAutomaticFailoverMade" and f.get("controller") in (winner, loser),
+            {"B"},
+        )
+        assert {(f["controller"], f["outcome"]) for f in alerts} >= {(winner, "started"), (loser, "resumed")}, alerts
+        _until_alert(prom, lambda f: f["alertname"] == "KdrClusterDown" and f["cluster"] == "A", {"B"})
         # B accepts an application's write
         estate = env.estate()
         b = estate.local_cluster("B").endpoint().with_user("orders-app", estate.app_password("orders-app"))
@@ -335,6 +357,7 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
         )
     finally:
         codes = ctl.stop()
+        servers.close()
     assert codes == {"A": -signal.SIGKILL, winner: -signal.SIGKILL, loser: 0, "C": 0}, (codes, ctl.text()[-3000:])
     assert "Traceback" not in ctl.text()
 

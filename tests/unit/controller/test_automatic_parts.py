@@ -187,3 +187,18 @@ def test_only_an_automatic_failover_to_this_site_stopped_unfinished_is_resumable
     assert described == (f"the automatic failover {journal.failover_id} (controller ops@b1/B; 1 of 3 steps done)"), (
         described
     )
+
+
+def test_without_a_live_lag_ever_seen_the_budget_is_checked_against_the_estimates_upper_bound(ref: StackRef) -> None:
+    from dr.controller.readings import RpoReading
+
+    topology = load_stack_file(ref.existing_stack_file())
+    link = next(lk for lk in topology.links if lk.target == "B")
+    automatic, _keeper, _out = _automatic(ref, _Witness(None), holds=False)
+    assert automatic._estimated_lag(topology, link.source) is None  # nothing read yet: lag-unknown
+    automatic._rpo = {link.name: RpoReading(12, 40, "snapshot 80 s old")}
+    assert automatic._estimated_lag(topology, link.source) == 40  # the worst case, not the estimate
+    automatic._rpo = {link.name: RpoReading(12, None, "snapshot")}
+    assert automatic._estimated_lag(topology, link.source) == 12
+    automatic._rpo = {"another-link": RpoReading(1, 1, "live link lag")}
+    assert automatic._estimated_lag(topology, link.source) is None
