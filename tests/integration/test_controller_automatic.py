@@ -6,7 +6,10 @@ for the second; each with an operator name of its own, as on two hosts).
 A third site's observer (``--observer C-site``) joins the last test. In order, on the same estate: (f) A's brokers SIGKILLed and started again at once, down for less than
 ``detect_after_s`` → nothing is failed over; (e) every etcd member stopped, then A's brokers SIGKILLed →
 B's controllers see A down and the witness down, alert, and do nothing, while the manual command still
-plans the failover; etcd and A back; (a)+(g) the whole site A lost at a random instant — its brokers and its controller
+plans the failover; etcd and A back; (c) a third controller at B (``B3``) run in a network namespace of its
+own (:mod:`tests.netns_bridge`, root: ``unshare --net``) that reaches B and the witness but whose connections to
+A are left unanswered — a real cut for that observer only → B3 sees A down and alerts, the other observers
+see A up, nothing is failed over; (a)+(g) the whole site A lost at a random instant — its brokers and its controller
 SIGKILLed together — → with the third-site observer agreeing, exactly one of B's two controllers takes the
 lease and runs the journaled unplanned failover, the other is told who holds it; (h) at a seeded instant
 inside that failover the winner is SIGKILLed with its process group (its failover child with it, as when its
@@ -30,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,12 +102,13 @@ class Controllers:
         self.logs: dict[str, Path] = {}
         self.ports: dict[str, int] = {}
 
-    def start(self, key: str, *where: str) -> None:
-        """``drctl controller --stack S <where...>`` (``--site X [...]`` or ``--observer NAME``)."""
+    def start(self, key: str, *where: str, prefix: Sequence[str] = ()) -> None:
+        """``drctl controller --stack S <where...>`` (``--site X [...]`` or ``--observer NAME``), after
+        ``prefix`` (e.g. :mod:`tests.netns_bridge`'s command line)."""
         log = self.env.root / f"{self.name}-{key}.log"
         with log.open("w") as out:
             self.procs[key] = subprocess.Popen(
-                [sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, *where, "--log-format", "json"],
+                [*prefix, sys.executable, "-m", "dr.cli", "controller", "--stack", STACK, *where, "--log-format", "json"],
                 stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT, start_new_session=True,
                 env={**os.environ, **self.env, "KDR_OPERATOR": f"ctl-{key}"},
             )  # fmt: skip
@@ -249,8 +253,8 @@ def test_e_the_witness_down_means_no_automatic_action_but_an_alert_and_the_manua
     assert "Traceback" not in ctl.text()
 
 
-def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_resumed_by_the_other(
-    env: StackEnv, metrics_ports: tuple[int, int, int]
+def test_c_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_resumed_by_the_other(
+    env: StackEnv, metrics_ports: tuple[int, int, int], etcd3: EtcdCluster
 ) -> None:
     rng = random.Random(SEED)
     print(f"KDR_CONTROLLER_SEED={SEED}")
@@ -258,6 +262,7 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
     from tests.prometheus_server import prometheus_server
 
     ctl = _start(env, metrics_ports, "a", second_b=True)
+    ctl.start("B3", "--site", "B", prefix=_cut_from_a(env, etcd3))  # (c): a third controller at B that cannot see A
     servers = contextlib.ExitStack()
     try:
         targets = [
@@ -266,6 +271,21 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
         ]
         prom = servers.enter_context(prometheus_server(targets, [REPO_ROOT / "ops" / "prometheus" / "kdr-rules.yml"]))
         _healthy(ctl)
+        # (c) A healthy, unreachable from B3 only: B3 sees A down and alerts, the other observers see A up, so
+        # nothing is failed over
+        down = ctl.until("B3", _is("cluster-down", cluster="A"), "B3 seeing A down through its cut")
+        assert down["level"] == "error", down
+        wait = ctl.until(
+            "B3", _is("automatic-wait", reason="observers-disagree"), "B3 told that other observers see A up"
+        )
+        assert "C-site" in str(wait["message"]), wait
+        ctl.passes("B1", 2)
+        assert Journal.load(StackRef.resolve(STACK).failover_home) is None
+        assert not [e for k in ctl.procs for e in ctl.events(k) if str(e["event"]).startswith("automatic-failover")]
+        assert not [e for e in ctl.events("A") if e["event"] in ("lease-lost", "lease-given-up", "self-fence")]
+        ctl.procs["B3"].send_signal(signal.SIGTERM)
+        assert ctl.procs["B3"].wait(timeout=90) == 0, ctl.logs["B3"].read_text()[-3000:]
+        print(f"\n(c) B3 cut from A: A down for B3 at {down['ts']}, no failover ({wait['message']})")
         for key in ("B1", "B2"):  # each has measured the link's lag (the RPO budget is checked against it)
             _until_scraped(ctl.ports[key], 'kdr_link_lag_records{link="A-to-B",source="A",target="B"}')
         time.sleep(rng.uniform(0, 5))  # a random instant within a pass
@@ -358,8 +378,27 @@ def test_a_g_h_site_a_lost_is_failed_over_by_one_of_two_racing_controllers_and_r
     finally:
         codes = ctl.stop()
         servers.close()
-    assert codes == {"A": -signal.SIGKILL, winner: -signal.SIGKILL, loser: 0, "C": 0}, (codes, ctl.text()[-3000:])
+    assert codes == {"A": -signal.SIGKILL, winner: -signal.SIGKILL, loser: 0, "C": 0, "B3": 0}, (
+        codes,
+        ctl.text()[-3000:],
+    )
     assert "Traceback" not in ctl.text()
+
+
+def _cut_from_a(env: StackEnv, etcd3: EtcdCluster) -> list[str]:
+    """The :mod:`tests.netns_bridge` command line of a controller in a network namespace of its own that
+    reaches B's ports and the witness, and whose every connection to A's ports is left unanswered."""
+    topology = env.estate().topology
+    a, b = (topology.cluster(name).port_window for name in ("A", "B"))
+    assert a is not None and b is not None
+    witness = [int(url.rsplit(":", 1)[1]) for url in etcd3.endpoints]
+    ports = [*a, *b, *witness]
+    directory = env.root / "netns-b3"
+    directory.mkdir(exist_ok=True)
+    return [
+        sys.executable, "-m", "tests.netns_bridge", "--dir", str(directory),
+        "--ports", ",".join(map(str, ports)), "--cut", ",".join(map(str, a)), "--",
+    ]  # fmt: skip
 
 
 def _logged(ctl: Controllers, key: str, event: str) -> int:
