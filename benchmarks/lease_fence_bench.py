@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def main() -> int:
     finally:
         for c in (fenced, standard):
             c.stop()
+        shutil.rmtree(work, ignore_errors=True)
     best = {name: min(runs) for name, runs in result["runs"].items()}
     median = {name: statistics.median(runs) for name, runs in result["runs"].items()}
     result["best_s"], result["median_s"] = best, median
