@@ -124,6 +124,27 @@ maven_copy() {  # maven_copy NAME POM OUTDIR [extra mvn args...]
   publish "$out"
 }
 
+# The source hash of a Java component built here (its pom and src/): the cache key beside the Kafka version,
+# so an edited source rebuilds. dr/base/toolchain.py (source_hash) computes the same value.
+source_hash() {  # source_hash DIR
+  find "$1/pom.xml" "$1/src" -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12
+}
+
+maven_build() {  # maven_build NAME DIR OUTDIR [extra mvn args...]: `mvn package` (its unit tests included) of DIR's copy
+  local name="$1" dir="$2" out="$3"; shift 3
+  if [ -f "$out/.complete" ]; then return 0; fi
+  say "building $name with Maven (dependencies from Maven Central)"
+  rm -rf "$out.partial"; mkdir -p "$out.partial/build"
+  cp -r "$dir/pom.xml" "$dir/src" "$out.partial/build/"
+  mvn -q -B -s toolchain/maven-settings.xml -f "$out.partial/build/pom.xml" \
+      -Dmaven.repo.local="$KDR_HOME/m2" package "$@" > "$out.partial.log" 2>&1 \
+    || { tail -30 "$out.partial.log" >&2
+         die "Maven could not build $name (log: $out.partial.log)." "check access to Maven Central and the log's first error, then re-run make setup"; }
+  cp "$out.partial"/build/target/*.jar "$out.partial/" || die "Maven produced no $name jar." "delete $out.partial and re-run make setup"
+  rm -rf "$out.partial/build"
+  publish "$out"
+}
+
 setup_jars() {
   local t0; t0=$(date +%s)
   maven_copy "Kafka $KAFKA_VERSION" toolchain/kafka/pom.xml "$KDR_HOME/kafka/$KAFKA_VERSION" \
@@ -138,7 +159,11 @@ setup_jars() {
   maven_copy "spark-sql-kafka $SPARK_VERSION" toolchain/spark-kafka/pom.xml "$KDR_HOME/spark-kafka/$SPARK_VERSION" \
     -Dspark.version="$SPARK_VERSION" \
     -DincludeArtifactIds="spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
-  step_time "Kafka, MirrorMaker 2, Connect auth and Spark jars" "$t0"
+  # The broker-side lease fence (an Authorizer over Kafka's StandardAuthorizer), built from this clone's source.
+  maven_build "the lease-fence authorizer" toolchain/lease-authorizer \
+    "$KDR_HOME/lease-authorizer/$KAFKA_VERSION-$(source_hash toolchain/lease-authorizer)" \
+    -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
+  step_time "Kafka, MirrorMaker 2, Connect auth, lease authorizer and Spark jars" "$t0"
 }
 
 # ---------------------------------------------------------------------------------------------

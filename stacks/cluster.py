@@ -41,6 +41,8 @@ class KafkaClusterArgs:
     admin_password: pulumi.Output[str]
     endpoint: ClientEndpoint | None = None
     """The estate's client endpoint: a local cluster then runs an endpoint listener advertising it."""
+    lease_fence: bool = False
+    """A local cluster runs the broker-side lease fence (the stack's failover policy is automatic)."""
 
 
 class KafkaCluster(pulumi.ComponentResource):
@@ -71,6 +73,7 @@ class KafkaCluster(pulumi.ComponentResource):
                         if args.endpoint is not None
                         else None
                     ),
+                    lease_fence=args.lease_fence,
                 ),
                 pulumi.ResourceOptions(parent=self),
             )

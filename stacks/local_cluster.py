@@ -41,6 +41,7 @@ def _runtime(props: dict[str, Any]):  # noqa: ANN202 - dr.runtime.cluster.LocalC
         racks=tuple(props.get("racks") or ()),
         tls=bool(props.get("tls")),
         **endpoint_settings(props.get("endpoint")),
+        lease_fence=bool(props.get("lease_fence")),
     )
     return LocalCluster(spec, Path(props["state_dir"]))
 
@@ -90,15 +91,16 @@ class _LocalClusterProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = [k for k in _IDENTITY if olds.get(k) != news.get(k)]
-        changed = replaces + [k for k in ("role", "endpoint") if olds.get(k) != news.get(k)]
+        changed = replaces + [k for k in ("role", "endpoint", "lease_fence") if olds.get(k) != news.get(k)]
         if news.get("role") in _KEEP_RUNNING and olds.get("running") is False:
             changed.append("running")
         return DiffResult(changes=bool(changed), replaces=replaces, stables=["name"], delete_before_replace=True)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         cluster = _runtime(news)
-        if olds.get("endpoint") != news.get("endpoint") and cluster.state() in ("running", "degraded"):
-            cluster.stop()  # the endpoint listener is in server.properties: restart with it (data kept)
+        reconfigured = any(olds.get(k) != news.get(k) for k in ("endpoint", "lease_fence"))
+        if reconfigured and cluster.state() in ("running", "degraded"):
+            cluster.stop()  # the endpoint listener and the authorizer are in server.properties: restart (data kept)
             _start(news, fresh=False)
         if news.get("role") in _KEEP_RUNNING:
             if cluster.state() != "running":
@@ -124,12 +126,15 @@ class LocalKafkaClusterArgs(dict):
         state_dir: str,
         tls: bool = False,
         endpoint: dict[str, Any] | None = None,
+        lease_fence: bool = False,
     ) -> None:
         super().__init__(name=name, role=role, brokers=brokers, base_port=base_port, racks=racks, state_dir=state_dir)
         if tls:  # only a TLS cluster carries the key: plaintext stacks keep the inputs they had
             self["tls"] = True
         if endpoint is not None:  # only then: the inputs of a stack without an endpoint stay as they were
             self["endpoint"] = endpoint
+        if lease_fence:  # only then, as above
+            self["lease_fence"] = True
 
 
 class LocalKafkaCluster(Resource):

@@ -146,6 +146,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     admin_username=user,
                     admin_password=pulumi.Output.secret(password),
                     endpoint=topology.endpoint,
+                    lease_fence=topology.failover_policy.broker_fence,
                 ),
             )
         if c.role is not Role.DECOMMISSIONED:

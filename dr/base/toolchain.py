@@ -7,6 +7,7 @@ The pinned versions are package data (``dr/versions.env``, installed with the pa
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ class Toolchain:
     pulumi_bin: Path
     java: str
 
+    def require_lease_authorizer(self) -> Path:
+        """The directory of the broker-side lease fence's jar (:func:`lease_authorizer_lib`), raising
+        :class:`ToolchainError` when it is not built."""
+        return _complete(lease_authorizer_lib(), "the lease-fence authorizer (toolchain/lease-authorizer)")
+
     def require_connect_auth(self) -> Path:
         """``connect_auth_lib``, raising :class:`ToolchainError` when it is not installed."""
         return _complete(self.connect_auth_lib, "the Kafka Connect basic-auth extension")
@@ -85,6 +91,30 @@ def toolchain() -> Toolchain:
         pulumi_bin=home / "pulumi" / v["PULUMI_VERSION"] / "bin",
         java=java,
     )
+
+
+LEASE_AUTHORIZER_SOURCE = Path(__file__).resolve().parents[2] / "toolchain" / "lease-authorizer"
+"""The broker-side lease fence's Maven project in this clone (``scripts/setup.sh`` builds it)."""
+
+
+def source_hash(root: Path) -> str:
+    """The cache key of a Java component built by ``scripts/setup.sh`` (its ``source_hash``): sha256 of the
+    ``sha256sum`` lines of ``pom.xml`` and every file under ``src/``, paths as the script names them."""
+    base = root.parent.parent
+    files = sorted([root / "pom.xml", *(p for p in (root / "src").rglob("*") if p.is_file())], key=str)
+    lines = "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.relative_to(base)}\n" for f in files)
+    return hashlib.sha256(lines.encode()).hexdigest()[:12]
+
+
+def lease_authorizer_lib() -> Path:
+    """Where ``scripts/setup.sh`` caches the lease-fence authorizer's jar: keyed by the Kafka version and
+    the source's hash, so a clone finds the jar of its own source."""
+    if not (LEASE_AUTHORIZER_SOURCE / "pom.xml").is_file():
+        raise ToolchainError(
+            f"the lease-fence authorizer's source is not at {LEASE_AUTHORIZER_SOURCE} (an installed drctl without its clone)",
+            "run drctl from a clone set up with `make setup`, or install the jar on the brokers as runbooks/controller.md says",
+        )
+    return kdr_home() / "lease-authorizer" / f"{versions()['KAFKA_VERSION']}-{source_hash(LEASE_AUTHORIZER_SOURCE)}"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import click
 
@@ -31,8 +32,20 @@ __all__ = ["controller"]
     default=None,
     help="Serve the metrics on this port instead of failoverPolicy.metricsPorts.SITE (a second controller of a site).",
 )
+@click.option(
+    "--lease-permit-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the site's lease permit here: the file the brokers' lease fence reads (their "
+    "kdr.lease.permit.file) — for an external cluster; a local cluster's is known.",
+)
 def controller(
-    ref: StackRef, site: str | None, observer: str | None, log_format: str, metrics_port: int | None
+    ref: StackRef,
+    site: str | None,
+    observer: str | None,
+    log_format: str,
+    metrics_port: int | None,
+    lease_permit_file: Path | None,
 ) -> None:
     """Watch the site's cluster and the stack, serve Prometheus metrics, alert — until SIGTERM.
 
@@ -47,6 +60,10 @@ def controller(
     With --observer NAME (a third site): probes the active and the passive cluster, publishes its verdicts
     in the witness under NAME — the second observer the passive site needs when the whole active site is
     lost — and never acts; no metrics. Exit 2 without a witness or when NAME is a cluster's.
+
+    The controller holding the lease also writes the site's lease permit after each renewal: the brokers of
+    a stack in mode automatic (a local cluster's, or those that install toolchain/lease-authorizer) refuse
+    application writes once it has run out. --lease-permit-file without a witness: exit 2.
     """
     from dr.base.errors import ConfigError
     from dr.controller.loop import Controller, Log, witness_for
@@ -58,10 +75,17 @@ def controller(
             "drctl controller runs either beside a cluster (--site) or as a third site's observer (--observer).",
             f"pass one of them: `drctl controller --stack {ref.name} --site A` or `--observer C-site`",
         )
+    if observer is not None and lease_permit_file is not None:
+        raise ConfigError(
+            "--lease-permit-file is a site's: an observer holds no lease and writes no permit.",
+            f"drop --lease-permit-file, or run `drctl controller --stack {ref.name} --site <cluster> --lease-permit-file ...`",
+        )
     log = Log("json" if log_format == "json" else "text")
     ctl: Controller | Observer
     if site is not None:
-        ctl = Controller(ref, site, log, metrics_port)  # bad input is refused here, before anything starts
+        ctl = Controller(
+            ref, site, log, metrics_port, lease_permit_file
+        )  # bad input is refused here, before anything starts
     else:
         ctl = Observer(ref, str(observer), log, witness_for(ref.name, load_stack_file(ref.existing_stack_file())))
     stop = threading.Event()

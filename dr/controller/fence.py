@@ -207,10 +207,17 @@ class SelfFence:
         self._token = 0
         self._refused = ""
         self._failing = ""
+        self._owed: FenceReason | None = None
         self.record = store.latest()
         self.fenced = self.record is not None and self.record.lifted_at is None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kdr-controller-fence", daemon=True)
+
+    @property
+    def owed(self) -> bool:
+        """A fence was due and has not been confirmed yet (it failed and is retried): the lease permit is
+        withheld meanwhile, even when the lease is held again (:mod:`dr.controller.permit`)."""
+        return self._owed is not None and not self.fenced
 
     @property
     def interval_s(self) -> float:
@@ -280,17 +287,19 @@ class SelfFence:
             reason = fence_reason(
                 time.monotonic(), self._renewed_mono, self.ttl_s, self.margin_s, lost=lost, taken=taken
             )
+            reason = reason or self._owed  # a fence that failed stays due, the lease held again or not
             if reason is None:
                 return
             expires_at = self._renewed_wall + self.ttl_s
             try:
                 removed = fence(self.endpoint(), self.principals)
             except DRError as exc:  # retried every check (0.1 s) — logged once per distinct problem
+                self._owed = reason
                 if self._failing != exc.problem:
                     self.log("error", "self-fence-failed", f"fencing {self.cluster} failed, retried: {exc.problem}")
                 self._failing = exc.problem
                 return
-            self._failing = ""
+            self._failing, self._owed = "", None
             record = FenceRecord(
                 cluster=self.cluster, holder=self.holder, token=self._token, reason=reason, fenced_at=time.time(),
                 last_renewed_at=self._renewed_wall, lease_expires_at=expires_at, removed=removed,

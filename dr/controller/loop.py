@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal, TextIO
 
 from dr.base.errors import ClusterError, ConfigError, DRError
@@ -33,7 +34,8 @@ from dr.controller.etcd import EtcdWitness
 from dr.controller.feed import StatusFeed
 from dr.controller.fence import FenceRecord, FenceStore, SelfFence, may_lift
 from dr.controller.metrics import ControllerMetrics, MetricsServer
-from dr.controller.observe import Detection, Detector, Probe, probe_site
+from dr.controller.observe import LEASE_FENCE_AUTHORIZER, Detection, Detector, Probe, broker_authorizers, probe_site
+from dr.controller.permit import LeasePermit
 from dr.controller.witness import Holding, Witness
 from dr.estate.estate import Estate
 from dr.failover.status import link_problem, status_report
@@ -95,6 +97,10 @@ class LeaseKeeper:
         self.witness_up: bool | None = None
         self.fence: SelfFence | None = None
         """The active site's self-fence (:mod:`dr.controller.fence`), told of every renewal and loss."""
+        self.permit: LeasePermit | None = None
+        """The site's brokers' lease permit (:mod:`dr.controller.permit`): granted after each renewal,
+        revoked when the lease is lost, given up or released."""
+        self._permit_problem = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kdr-controller-lease", daemon=True)
 
@@ -133,11 +139,14 @@ class LeaseKeeper:
                 "error", "lease-lost", "the lease expired or was taken before it was renewed", token=self.mine.token
             )
             self.metrics.alerts.labels("lease_lost").inc()
-            self.mine = None
+            lost, self.mine = self.mine, None
+            self._revoke(lost)
             if self.fence is not None:  # fail closed before anything else, taking it again included
                 self.fence.lease_lost(taken=False)
-        elif self.mine is not None and self.fence is not None:
-            self.fence.renewed(self.mine, *sent)
+        elif self.mine is not None:
+            if self.fence is not None:
+                self.fence.renewed(self.mine, *sent)
+            self._grant(self.mine, sent[1])
         if self.mine is None:
             sent = time.monotonic(), time.time()
             self.mine = self.witness.acquire(self.holder)
@@ -147,10 +156,50 @@ class LeaseKeeper:
                 )
                 if self.fence is not None:
                     self.fence.renewed(self.mine, *sent)
+                self._grant(self.mine, sent[1])
             elif self.fence is not None:
                 self.fence.lease_lost(taken=True)
         if self.mine is not None and self.fence is not None:
             self.fence.lease_regained(self.mine)
+
+    def _grant(self, holding: Holding, sent_wall: float) -> None:
+        """Let the site's brokers take application writes until the renewal sent at ``sent_wall`` runs out —
+        not while a self-fence is due and unconfirmed (the permit would let the queued writes through)."""
+        if self.permit is None:
+            return
+        if self.fence is not None and self.fence.owed:
+            self._permit_failed(
+                "the lease permit is withheld until the self-fence is confirmed", "lease-permit-withheld"
+            )
+            return
+        try:
+            until = self.permit.grant(holding, sent_wall)
+        except OSError as exc:
+            self._permit_failed(f"the lease permit {self.permit.path} cannot be written: {exc}")
+            return
+        if self._permit_problem:
+            self.log(
+                "info", "lease-permit-granted", f"the site's brokers take application writes again until {until:.3f}"
+            )
+        self._permit_problem = ""
+        self.metrics.permit_until.set(until)
+
+    def _revoke(self, holding: Holding | None) -> None:
+        """Refuse application writes on the site's brokers from now on."""
+        if self.permit is None or self.permit.until_s == 0:
+            return
+        try:
+            self.permit.revoke(holding.token if holding else 0, self.holder)
+        except OSError as exc:  # it runs out by itself at its instant: said, not fatal
+            self._permit_failed(f"the lease permit {self.permit.path} cannot be revoked (it runs out by itself): {exc}")
+            return
+        self.metrics.permit_until.set(0)
+        self.log("warning", "lease-permit-revoked", "the site's brokers refuse application writes (no lease)")
+
+    def _permit_failed(self, problem: str, event: str = "lease-permit-failed") -> None:
+        if self._permit_problem != problem:
+            self.log("error", event, problem)
+        self._permit_problem = problem
 
     def adopt(self, holding: Holding) -> None:
         """Keep renewing ``holding``, taken by this controller outside the thread (the automatic failover)."""
@@ -163,6 +212,7 @@ class LeaseKeeper:
         mine, self.mine = self.mine, None
         if mine is None:
             return
+        self._revoke(mine)
         try:
             self.witness.release(mine)
             self.log("warning", "lease-given-up", f"the lease was given back: {why}", token=mine.token)
@@ -175,6 +225,7 @@ class LeaseKeeper:
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         if self.mine is not None:
+            self._revoke(self.mine)
             try:
                 self.witness.release(self.mine)
                 self.log("info", "lease-released", "the lease was given back", token=self.mine.token)
@@ -188,7 +239,9 @@ class Controller:
     """The controller of ``site`` in stack ``ref`` (see the module doc); every bad input is refused here,
     before anything starts."""
 
-    def __init__(self, ref: StackRef, site: str, log: Log, metrics_port: int | None = None) -> None:
+    def __init__(
+        self, ref: StackRef, site: str, log: Log, metrics_port: int | None = None, permit_file: Path | None = None
+    ) -> None:
         from dr.failover.team_store import operator_identity
 
         self.ref, self.log = ref, log
@@ -212,6 +265,13 @@ class Controller:
         self.metrics = ControllerMetrics(ref.name, site, self.policy.mode)
         self.feed = StatusFeed(self.metrics, self.topology, ref.name, ref.state_dir)
         self.holder = f"{operator_identity()}/{site}"
+        if permit_file is not None and self.witness is None:
+            raise ConfigError(
+                f"--lease-permit-file is given, but stack '{ref.name}' declares no witness: there is no lease to permit writes",
+                "declare kafka-dr:failoverPolicy.witness (and mode: automatic), or drop --lease-permit-file",
+            )
+        self.permit_file = permit_file
+        self._broker_fence: tuple[bool, str] | None = None
         self._states: dict[str, Detection] = {}
         self.automatic: Automatic | None = None
 
@@ -225,6 +285,7 @@ class Controller:
             keeper = LeaseKeeper(
                 self.witness, self.holder, holds=self.cluster.role is Role.ACTIVE, log=self.log, metrics=self.metrics
             )
+            keeper.permit = self._permit(estate)
             if keeper.holds:
                 keeper.fence = self_fence = self._self_fence(estate)
                 self_fence.start()
@@ -263,6 +324,14 @@ class Controller:
             log=self.log, metrics=self.metrics,
         )  # fmt: skip
 
+    def _permit(self, estate: Estate) -> LeasePermit | None:
+        """The site's brokers' lease permit (:mod:`dr.controller.permit`): ``--lease-permit-file``, or a local
+        cluster's own when the stack's brokers run the fence; None otherwise."""
+        path = self.permit_file
+        if path is None and self.cluster.is_local and self.policy.broker_fence:
+            path = estate.local_cluster(self.cluster.name).lease_permit_file
+        return None if path is None else LeasePermit(path, self.policy.lease_ttl_s, self.policy.margin_s)
+
     def _may_lift(self, record: FenceRecord, holding: Holding) -> tuple[bool, str]:
         """:func:`~dr.controller.fence.may_lift` on what the witness, the journal and the stack file say now."""
         from dr.failover.frame.journal import Journal
@@ -289,6 +358,7 @@ class Controller:
         self._observed(site, probe.up, probe.error)
         if probe.metadata_ok:
             self._fence_state(estate, site)
+            self._broker_fence_state(estate, site)
         try:
             report = status_report(self.ref)
         except DRError as exc:
@@ -330,6 +400,39 @@ class Controller:
             )  # fmt: skip
         elif before is not None:
             self.log("info", "cluster-up", f"cluster {cluster} answers again", cluster=cluster)
+
+    def _broker_fence_state(self, estate: Estate, site: str) -> None:
+        """Whether the site's brokers run the broker-side lease fence, from their own describeConfigs: a
+        metric, and a log line when the answer changes (a warning when it does not match the policy)."""
+        try:
+            classes = broker_authorizers(estate.endpoint(site), timeout_s=self.interval_s)
+        except DRError:
+            return
+        fenced = bool(classes) and all(c == LEASE_FENCE_AUTHORIZER for c in classes.values())
+        others = sorted({c or "none" for c in classes.values() if c != LEASE_FENCE_AUTHORIZER})
+        self.metrics.broker_fence.labels(site).set(1 if fenced else 0)
+        if fenced and self.witness is not None and self.permit_file is None and not self.cluster.is_local:
+            why = (
+                "runs the broker-side lease fence, but this controller writes no lease permit for it: application "
+                "writes are refused there; pass --lease-permit-file (the brokers' kdr.lease.permit.file)"
+            )
+            level = "error"
+        elif fenced:
+            why, level = f"runs the broker-side lease fence ({LEASE_FENCE_AUTHORIZER}) on every broker", "info"
+        elif self.policy.broker_fence:
+            why = (
+                f"does not run the broker-side lease fence (authorizer: {', '.join(others)}): mode automatic, but a "
+                "frozen site may acknowledge writes after its lease expired; install it (runbooks/controller.md, section 5)"
+            )
+            level = "warning"
+        else:
+            why, level = (
+                f"has no broker-side lease fence (authorizer: {', '.join(others)}; mode {self.policy.mode})",
+                "info",
+            )
+        if self._broker_fence != (fenced, why):
+            self.log(level, "broker-fence", f"cluster {site} {why}", cluster=site, broker_fence=fenced)
+        self._broker_fence = (fenced, why)
 
     def _fence_state(self, estate: Estate, site: str) -> None:
         from dr.failover.act.fencing import write_bindings

@@ -133,6 +133,18 @@ class ControllerMetrics:
         )  # fmt: skip
         for reason in ("cooldown", "lag-unknown", "rpo-over-budget"):
             self.automatic_refusals.labels(reason)
+        self.broker_fence = Gauge(
+            "kdr_broker_fence",
+            "1 when every broker of the site runs the broker-side lease fence (its authorizer.class.name), 0 when not.",
+            ["cluster"],
+            registry=r,
+        )
+        self.permit_until = Gauge(
+            "kdr_lease_permit_until_seconds",
+            "Until when the lease permit this controller wrote lets the site's brokers take application writes "
+            "(seconds since the epoch; 0 revoked).",
+            registry=r,
+        )
         self.self_fences = Counter(
             "kdr_self_fence", "Times this controller fenced its own site (it could not keep its lease).", registry=r
         )

@@ -16,12 +16,23 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from dr.base.errors import AuthError, ClusterError
 from dr.kafka.client import Endpoint, connected_admin
 
-__all__ = ["CANARY_TOPIC", "Detection", "Detector", "Probe", "probe_site"]
+__all__ = [
+    "CANARY_TOPIC",
+    "LEASE_FENCE_AUTHORIZER",
+    "Detection",
+    "Detector",
+    "Probe",
+    "broker_authorizers",
+    "probe_site",
+]
+
+LEASE_FENCE_AUTHORIZER = "kafkadr.fence.LeaseFenceAuthorizer"
+"""The broker-side lease fence's class (``toolchain/lease-authorizer``; :mod:`dr.controller.permit`)."""
 
 CANARY_TOPIC = "kdr-controller-canary"
 """The topic each controller writes its produce probe to (see the module doc)."""
@@ -83,6 +94,23 @@ def probe_site(cluster: str, endpoint: Endpoint, timeout_s: float) -> Probe:
     if outcome[0] is not None:
         return Probe(cluster, True, False, brokers, f"the canary record was refused: {outcome[0].str()}")
     return Probe(cluster, True, True, brokers)
+
+
+def broker_authorizers(endpoint: Endpoint, timeout_s: float) -> dict[str, str]:
+    """Each broker's ``authorizer.class.name`` as its own describeConfigs says (broker id → class; empty when
+    unset): what can be observed of whether the site's brokers run the broker-side lease fence."""
+    admin, metadata = connected_admin(endpoint, timeout=timeout_s)
+    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(metadata.brokers)]
+    out: dict[str, str] = {}
+    try:
+        for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+            entry = future.result(timeout=timeout_s).get("authorizer.class.name")
+            out[resource.name] = (entry.value or "") if entry is not None else ""
+    except Exception as exc:  # noqa: BLE001 — confluent_kafka raises KafkaException or a timeout here
+        raise ClusterError(
+            f"cannot describe the brokers' configuration: {exc}", "check the admin's DESCRIBE_CONFIGS right"
+        ) from exc
+    return out
 
 
 @dataclass

@@ -111,6 +111,7 @@ class Estate:
                 tls=c.local_tls,
                 endpoint_ports=tuple(e.broker_ports) if e is not None else (),
                 endpoint_address=e.address if e is not None else "127.0.0.1",
+                lease_fence=self.topology.failover_policy.broker_fence,
             ),
             self.state,
             self.credentials,

@@ -36,13 +36,15 @@ def archive_path(lib: Path) -> Path:
 
 
 def java_options(lib_dirs: Sequence[Path], main: str) -> list[str]:
-    """JVM options for ``main`` on ``lib_dirs``: the archive when the classpath is the Kafka jars and a
-    complete archive exists; none otherwise."""
+    """JVM options for ``main`` on ``lib_dirs``: the archive when the classpath is the Kafka jars (a broker's
+    may append the lease fence's jar) and a complete archive exists; none otherwise."""
     try:
         lib = toolchain().kafka_lib
     except Exception:  # noqa: BLE001 - no toolchain: the caller reports that itself
         return []
-    if [Path(d) for d in lib_dirs] != [lib]:
+    dirs = [Path(d) for d in lib_dirs]
+    # a broker with the lease fence appends its jar: the JVM maps an archive whose classpath is a prefix of it
+    if not dirs or dirs[0] != lib or (len(dirs) > 1 and (main != "kafka.Kafka" or _dump_to is not None)):
         return []
     if _dump_to is not None:
         return [f"-XX:ArchiveClassesAtExit={_dump_to}", *QUIET] if main == "kafka.Kafka" else []

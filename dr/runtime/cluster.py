@@ -31,7 +31,7 @@ from dr.base.java_properties import properties_text
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, admin_client, kafka_errors
 from dr.runtime.certificates import Issued
-from dr.runtime.credentials import ADMIN_USER, BROKER_USER, Credentials
+from dr.runtime.credentials import ADMIN_USER, BROKER_USER, REPLICATOR_USER, Credentials
 from dr.runtime.local_tls import broker_certificate, local_tls_files
 from dr.runtime.process import (
     JvmProcess,
@@ -46,6 +46,12 @@ from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET, PORT_WINDOW
 
 CONTROLLER_OFFSET = 40
 INTERNAL_OFFSET = 20
+#: The broker-side lease fence (``toolchain/lease-authorizer``): Kafka's StandardAuthorizer plus a refusal of
+#: application writes while the lease permit has run out.
+LEASE_FENCE_AUTHORIZER = "kafkadr.fence.LeaseFenceAuthorizer"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+#: The lease permit's file name in the cluster's directory (one file: every local broker reads it).
+LEASE_PERMIT_FILE = "lease-permit"
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,10 @@ class ClusterSpec:
     """The client endpoint's port of each broker slot (empty: no endpoint listener)."""
     endpoint_address: str = "127.0.0.1"
     """The client endpoint's address, advertised by the endpoint listener."""
+    lease_fence: bool = False
+    """Run the broker-side lease fence (:data:`LEASE_FENCE_AUTHORIZER`): application writes need the lease
+    permit the site's controller renews (``<cluster dir>/lease-permit``); for stacks whose failover policy is
+    automatic."""
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):
@@ -151,11 +161,17 @@ def _plain_jaas(password: str) -> str:
 
 
 def server_properties(
-    spec: ClusterSpec, node_id: int, data_dir: Path, broker_password: str, certificate: Issued | None = None
+    spec: ClusterSpec,
+    node_id: int,
+    data_dir: Path,
+    broker_password: str,
+    certificate: Issued | None = None,
+    permit_file: Path | None = None,
 ) -> dict[str, str]:
     """The broker/controller configuration of one node (pure; tested without a JVM). ``certificate``: the
     brokers' TLS certificate and key when ``spec.tls`` (the client listener is then SASL_SSL; inter-broker
-    and controller traffic stays SASL_PLAINTEXT on 127.0.0.1)."""
+    and controller traffic stays SASL_PLAINTEXT on 127.0.0.1). ``permit_file``: the lease permit the
+    broker-side fence reads when ``spec.lease_fence``."""
     is_broker = node_id in spec.broker_ids()
     is_controller = node_id == spec.controller_id()
     roles = [r for r, yes in (("broker", is_broker), ("controller", is_controller)) if yes]
@@ -185,7 +201,7 @@ def server_properties(
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
         "allow.everyone.if.no.acl.found": "false",
         "log.dirs": str(data_dir),
@@ -240,6 +256,17 @@ def server_properties(
                     "listener.name.client.ssl.keystore.key": certificate.key_pem.decode(),
                 }
             )
+    if spec.lease_fence:
+        if permit_file is None:
+            raise ConfigError(f"cluster {spec.name!r} runs the lease fence but has no permit file.", "report this")
+        props.update(
+            {
+                "authorizer.class.name": LEASE_FENCE_AUTHORIZER,
+                "kdr.lease.permit.file": str(permit_file),
+                # MirrorMaker 2 keeps writing (its offset syncs and heartbeats) whatever the lease
+                "kdr.lease.exempt.principals": f"User:{REPLICATOR_USER}",
+            }
+        )
     props.update(spec.extra_config)
     return props
 
@@ -316,6 +343,11 @@ class LocalCluster:
             )
         return Endpoint(self.bootstrap, user, password, cluster=self.name)
 
+    @property
+    def lease_permit_file(self) -> Path:
+        """The lease permit the site's controller writes and the brokers' lease fence reads."""
+        return self.dir / LEASE_PERMIT_FILE
+
     def node_dir(self, node_id: int) -> Path:
         """Directory of one node: config, data, pid and log."""
         return self.dir / f"node-{node_id}"
@@ -376,7 +408,9 @@ class LocalCluster:
         d = self.node_dir(node_id)
         config = d / "server.properties"
         certificate = broker_certificate(self.state_dir, self.name) if self.spec.tls else None
-        props = server_properties(self.spec, node_id, d / "data", self.credentials.password(BROKER_USER), certificate)
+        props = server_properties(
+            self.spec, node_id, d / "data", self.credentials.password(BROKER_USER), certificate, self.lease_permit_file
+        )
         write_properties(config, props)
         self._format(node_id, cluster_id, config)
         return config
@@ -398,9 +432,10 @@ class LocalCluster:
         ensure_ports_free(ports, f"cluster {self.name} node {node_id}")
         config = self._prepare_node(node_id, self._cluster_id())
         tc = toolchain()
+        libs = [tc.kafka_lib, *([tc.require_lease_authorizer()] if self.spec.lease_fence else [])]
         cmd = java_command(
             tc.java,
-            [tc.kafka_lib],
+            libs,
             "kafka.Kafka",
             [str(config)],
             heap_mb=self.spec.heap_mb if node_id else 256,

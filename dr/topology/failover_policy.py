@@ -92,6 +92,12 @@ class FailoverPolicy(_Policy):
     metrics_ports: dict[str, int] = Field(default_factory=dict)
     """Cluster name → the port its controller serves Prometheus metrics on, at 127.0.0.1."""
 
+    @property
+    def broker_fence(self) -> bool:
+        """Whether the stack's brokers run the broker-side lease fence (``automatic`` only): an application
+        write needs the lease permit the site's controller renews (runbooks/controller.md, section 5)."""
+        return self.mode == "automatic"
+
     @field_validator("metrics_ports")
     @classmethod
     def _ports(cls, ports: dict[str, int]) -> dict[str, int]:

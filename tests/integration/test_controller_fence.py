@@ -16,10 +16,12 @@ over — lifts its own fence, and the producer writes again.
 Issue 43's test (b), the grey failure: A's broker and controller processes frozen with SIGSTOP at a seeded
 instant, resumed with SIGCONT (in a seeded order) once etcd expired the lease. The controller fences A before
 it takes the lease again, with the token it held, then lifts the fence (nobody else held the lease, nothing
-was failed over). Whether A acknowledged writes between the lease's expiry and the fence is measured from
-the ledger: it does today — the resumed broker serves the produce requests queued during the freeze before
-an ACL deletion can act (it waits for A's KRaft controller) — and the test then ends as an expected failure
-(xfail) with the figures, the gap runbooks/controller.md describes.
+was failed over). The stack's policy is ``automatic``, so A's brokers run the broker-side lease fence
+(``kafkadr.fence.LeaseFenceAuthorizer``, :mod:`dr.controller.permit`): the resumed broker judges the produce
+requests queued during the freeze against a permit that ran out before the lease could expire, and refuses
+them — before the ACL deletion (which waits for A's KRaft controller, frozen too) can act. From the
+producer's own ledger: no record sent after the freeze is acknowledged between the lease's earliest expiry
+and the lift of the fence, and such records were refused by the broker (authorization).
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ def env(
         path = write_local_stack(root, STACK, ports)
         doc = yaml.safe_load(path.read_text())
         doc["config"]["kafka-dr:failoverPolicy"] = {
+            "mode": "automatic",  # the brokers run the broker-side lease fence; A's controller never acts (active)
+            "maxRpoRecords": 100_000,
             "detectAfterS": TTL_S + MARGIN_S,
             "leaseTtlS": TTL_S,
             "marginS": MARGIN_S,
@@ -305,8 +309,9 @@ def test_a_frozen_site_and_controller_fence_first_thing_after_sigcont(
             lambda: (
                 (s := _scrape(metrics_port)).get("kdr_lease_held") == 1
                 and s.get('kdr_app_writes_allowed{cluster="A"}') == 1
+                and s.get('kdr_broker_fence{cluster="A"}') == 1
             ),
-            "A's controller holding the lease, A not fenced",
+            "A's controller holding the lease, A not fenced, A's brokers running the lease fence",
             controller,
         )
         held = direct.current()
@@ -337,29 +342,41 @@ def test_a_frozen_site_and_controller_fence_first_thing_after_sigcont(
         _until(lambda: any(t > lifted.lifted_at for t in ledger.acked.values()), "writes acknowledged after the lift")  # type: ignore[operator]
         ledger.stop.set()
         writer.join(timeout=60)
-        late = sorted(t for t in ledger.acked.values() if record.lease_expires_at <= t <= record.fenced_at)
+        assert lifted.lifted_at is not None
+        # the producer's own ledger: acknowledgements between the lease's earliest expiry and the lift
+        window = {i: t for i, t in ledger.acked.items() if record.lease_expires_at <= t < lifted.lifted_at}
+        queued = sorted(t for i, t in window.items() if ledger.sent[i] >= frozen_at)
+        # a record the broker accepted in the instant before SIGSTOP is answered after SIGCONT: it was written
+        # while the lease was valid (counted and shown, never excused for a record sent after the freeze)
+        in_flight = sorted(t for i, t in window.items() if ledger.sent[i] < frozen_at)
+        refusals = {e for i, (_t, e) in ledger.refused.items() if ledger.sent[i] >= frozen_at}
+        # refused by the broker after SIGCONT and before the ACL fence: only the lease fence refuses then
+        by_permit = [
+            i
+            for i, (t, e) in ledger.refused.items()
+            if resumed_at <= t < record.fenced_at and "AUTHORIZATION" in e.upper()
+        ]
         figures = (
             f"frozen→lease's earliest expiry {record.lease_expires_at - frozen_at:.1f} s, expiry seen "
             f"{expired_seen_at - record.lease_expires_at:.2f} s later; SIGCONT→fence {record.fenced_at - resumed_at:.1f} s "
             f"({record.reason}), fence→lift {lifted.lifted_at - record.fenced_at:.1f} s; acked {len(ledger.acked)}, "
-            f"refused {len(ledger.refused)}, acked between the expiry and the fence: {len(late)}"
-            + (f" (from SIGCONT +{late[0] - resumed_at:.2f} s to +{late[-1] - resumed_at:.2f} s)" if late else "")
+            f"refused {len(ledger.refused)}; acked between the expiry and the lift: {len(queued)} sent after the "
+            f"freeze, {len(in_flight)} in flight at the freeze; refused by the lease fence before the ACL fence: "
+            f"{len(by_permit)}"
         )  # fmt: skip
         print(figures)
         assert record.token == held.token and record.reason in ("lease-lost", "renew-deadline"), record
         assert resumed_at < record.fenced_at
         assert lifted.lifted_token is not None and lifted.lifted_token > held.token  # nobody else held it meanwhile
+        assert not queued, f"writes sent during the freeze acknowledged on A after the lease expired: {figures}"
+        assert any("AUTHORIZATION" in r.upper() for r in refusals), refusals
         controller.send_signal(signal.SIGTERM)
         assert controller.wait(timeout=60) == 0
         events = _events(log)
         taken = [i for i, e in enumerate(events) if e == "lease-taken"]
         assert len(taken) == 2 and events.index("self-fenced") < taken[1], events  # fenced before taking it again
+        assert "broker-fence" in events
         assert "Traceback" not in log.read_text()
-        if late:
-            # the known gap (runbooks/controller.md, "The self-fence"): a resumed broker acknowledges the
-            # produce requests queued while it was frozen before any fence by ACL can act — deleting an ACL
-            # waits for A's KRaft controller, frozen too
-            pytest.xfail(f"writes acknowledged on A after the lease expired (a broker-side fence is needed): {figures}")
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)

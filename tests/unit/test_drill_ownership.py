@@ -44,6 +44,23 @@ def test_a_drill_runs_on_its_own_backend_whatever_is_exported(tmp_path: Path, mo
     assert os.environ["PULUMI_BACKEND_URL"] == TEAM_URL
 
 
+def test_a_drill_of_an_automatic_stack_runs_its_copy_in_manual_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    source = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
+    policy = {"mode": "automatic", "maxRpoRecords": 10, "witness": {"kind": "etcd", "endpoints": ["http://e:2379"]}}
+    source["config"]["kafka-dr:failoverPolicy"] = policy
+    (tmp_path / "Pulumi.local.yaml").write_text(yaml.safe_dump(source, sort_keys=False))
+    (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
+    stack_path, _ = prepare_copy(DrillOptions(stack="local", out=tmp_path / "out"))
+    copied = yaml.safe_load(stack_path.read_text())["config"]["kafka-dr:failoverPolicy"]
+    # no controller runs in a drill: its brokers must not wait for a lease permit (the broker-side fence)
+    assert copied == {**policy, "mode": "manual"}
+
+
 def test_a_stack_the_drill_did_not_create_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stack_path, state = _copy(tmp_path, monkeypatch)
     ref, restore = drill_stack(stack_path, state)

@@ -134,6 +134,12 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
             endpoint.pop("bootstrap_port", None)
             endpoint["bootstrapPort"] = first
             endpoint["brokerPorts"] = [first + 1 + i for i in range(slots)]
+    for key in ("kafka-dr:failoverPolicy", "kafka-dr:failover_policy"):
+        policy = doc["config"].get(key)
+        if isinstance(policy, dict) and policy.get("mode") == "automatic":
+            # a drill runs no controller: in mode automatic its copy's brokers would run the lease fence and
+            # refuse every application write, waiting for a lease permit nobody writes
+            policy["mode"] = "manual"
     stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
     stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return stack_path, out / "state"
