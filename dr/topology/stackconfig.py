@@ -120,8 +120,9 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.first_line, self.again_line = key, first.start_mark.line + 1, again.start_mark.line + 1
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that gives the same key twice."""
+class _StrictLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml's parser when PyYAML has it: ~10× faster), refusing a mapping that gives the same
+    key twice."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
@@ -137,7 +138,8 @@ class _StrictLoader(yaml.SafeLoader):
                 if earlier is not None:
                     raise _DuplicateKey(key, earlier, key_node)
                 seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def _key_text(key: Any) -> str:
