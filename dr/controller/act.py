@@ -17,7 +17,10 @@ person resumes the journal. One whose runner is gone — the controller that sta
 
 At the active site (automatic mode only): while this controller sees its own cluster ``down`` it gives
 its lease back, so the passive site can act once the other observers agree; when the cluster answers
-again it takes the lease again if nobody else has.
+again it takes the lease again if nobody else has. The site's role is read from the stack file each pass:
+once the stack is failed over — by this controller or by hand — the old active site's controller gives the
+lease back and the new active site's controller takes it (and grants its brokers' lease permit), with no
+restart.
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ class Automatic:
         role = topology.cluster(self.site).role
         if policy.mode == "automatic" and role is Role.ACTIVE:
             self._active_site(states.get(self.site))
+        elif policy.mode == "automatic" and topology.failover_done and self.keeper.holds and not self.running:
+            # failed over (by hand too): the lease follows the stack file to the new active site's controller
+            self.keeper.give_up(f"the stack names {topology.active().name} the active cluster now, not {self.site}")
         decision = decide(self._situation(topology, report, states))
         self._report(decision)
         if decision.action == "act":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dr.base.stackref import StackRef
 from dr.cli.drctl import main
@@ -202,3 +203,35 @@ def test_without_a_live_lag_ever_seen_the_budget_is_checked_against_the_estimate
     assert automatic._estimated_lag(topology, link.source) == 12
     automatic._rpo = {"another-link": RpoReading(1, 1, "live link lag")}
     assert automatic._estimated_lag(topology, link.source) is None
+
+
+def test_after_a_failover_by_hand_the_lease_follows_the_stack_file_without_a_restart(ref: StackRef) -> None:
+    from dr.failover.status import StatusReport
+    from dr.topology.stackfile import write_stack_config
+
+    witness = _Witness(None)
+    log = Log("json", out := io.StringIO())
+    metrics = ControllerMetrics("ctl", "A", "automatic")
+    keeper_a = LeaseKeeper(witness, "ops@a/A", holds=True, log=log, metrics=metrics)
+    at_a = Automatic(ref, "A", witness, keeper_a, log, metrics)
+    at_b, keeper_b, out_b = _automatic(ref, witness, holds=False)
+    keeper_a.tick()
+    assert witness.held is not None and witness.held.holder == "ops@a/A"
+    doc = yaml.safe_load(ref.existing_stack_file().read_text())
+    doc["config"]["kafka-dr:failoverPolicy"] = {
+        "mode": "automatic", "maxRpoRecords": 100, "witness": {"kind": "etcd", "endpoints": ["http://127.0.0.1:2379"]},
+    }  # fmt: skip
+    ref.existing_stack_file().write_text(yaml.safe_dump(doc, sort_keys=False))
+    topology = load_stack_file(ref.existing_stack_file())
+    report = StatusReport.model_construct(stack="ctl", failover_done=False, clusters=[], links=[])
+    at_a._step(report, {"A": "up", "B": "up"})
+    assert keeper_a.holds and witness.held.holder == "ops@a/A"  # not failed over: A keeps it
+    write_stack_config(ref.existing_stack_file(), topology.after_failover())  # `drctl failover` by hand
+    at_a._step(report, {"A": "up", "B": "up"})
+    assert not keeper_a.holds and witness.held is None and witness.released == [7 + 1]
+    at_b._step(report, {"A": "up", "B": "up"})
+    keeper_b.tick()
+    assert keeper_b.holds and witness.held is not None and witness.held.holder == "ops@b2/B"
+    given = [e for e in _events(out) if e["event"] == "lease-given-up"]
+    assert len(given) == 1 and "names B the active cluster now, not A" in given[0]["message"]
+    assert [e["event"] for e in _events(out_b) if e["event"].startswith("lease")] == ["lease-wanted", "lease-taken"]
