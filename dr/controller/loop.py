@@ -39,6 +39,7 @@ from dr.controller.permit import LeasePermit
 from dr.controller.witness import Holding, Witness
 from dr.estate.estate import Estate
 from dr.failover.status import link_problem, status_report
+from dr.kafka.client import reused_admin_clients
 from dr.topology import Role, Topology, load_stack_file
 
 __all__ = ["Controller", "LeaseKeeper", "Log", "witness_for"]
@@ -297,9 +298,10 @@ class Controller:
             witness=self.witness.describe() if self.witness else "none",
         )  # fmt: skip
         try:
-            while not stop.is_set():
-                self.run_pass(estate)
-                stop.wait(self.interval_s)
+            with reused_admin_clients():  # the same clusters every pass: one client each, not one per pass
+                while not stop.is_set():
+                    self.run_pass(estate)
+                    stop.wait(self.interval_s)
         finally:
             if self.automatic is not None:
                 self.automatic.stop()

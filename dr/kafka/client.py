@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,9 +89,36 @@ class Endpoint:
         )
 
 
+_REUSED: ContextVar[dict[Endpoint, tuple[float, AdminClient]] | None] = ContextVar("kdr_reused_admin", default=None)
+
+REUSE_FOR_S = 300.0
+"""How long :func:`reused_admin_clients` keeps one client per endpoint: a certificate or CA file replaced on
+disk is read again by the next client at most this long after."""
+
+
+@contextmanager
+def reused_admin_clients() -> Iterator[None]:
+    """Within it (in this thread), :func:`admin_client` gives one client per endpoint, renewed every
+    :data:`REUSE_FOR_S` — for a long-running process that asks the same clusters every few seconds (the
+    controller): each new client costs its threads, connections and SASL/TLS handshakes."""
+    token = _REUSED.set({})
+    try:
+        yield
+    finally:
+        _REUSED.reset(token)
+
+
 def admin_client(endpoint: Endpoint) -> AdminClient:
-    """An AdminClient that fails fast instead of retrying forever."""
-    return AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, **SILENT}))
+    """An AdminClient that fails fast instead of retrying forever (the same one within :func:`reused_admin_clients`)."""
+    reused = _REUSED.get()
+    if reused is not None:
+        found = reused.get(endpoint)
+        if found is not None and time.monotonic() - found[0] < REUSE_FOR_S:
+            return found[1]
+    client = AdminClient(endpoint.config(**{"socket.timeout.ms": 10000, "request.timeout.ms": 15000, **SILENT}))
+    if reused is not None:
+        reused[endpoint] = (time.monotonic(), client)
+    return client
 
 
 #: What every TLS failure's message says (``drctl status`` tells it from a cluster that is gone).
