@@ -80,6 +80,24 @@ def _topics(ep: Endpoint) -> set[str]:
     return set(admin_client(ep).list_topics(timeout=10).topics)
 
 
+#: What MirrorMaker 2 logs (INFO, its Scheduler) at the end of each topic refresh of its source connector.
+TOPIC_REFRESH_DONE = "refreshing topics took"
+
+
+def _topic_refresh_begun_and_done(estate: Estate, link: str) -> None:
+    """Return once MirrorMaker 2 of ``link`` has logged two more completed topic refreshes than now: the second
+    began after this call, so it listed every topic its source holds now (the first may have begun before)."""
+    log = estate.mirror(link).process.log_file
+
+    def done() -> int:
+        return log.read_text(errors="replace").count(TOPIC_REFRESH_DONE)
+
+    seen = done()
+    assert wait_until(lambda: done() >= seen + 2, 120, interval=0.5), (
+        f"MirrorMaker 2 of {link} logged no two topic refreshes ({TOPIC_REFRESH_DONE!r}) in 120 s: read {log}"
+    )
+
+
 def test_traffic_both_ways_lands_in_prefixed_remote_topics_without_a_loop(env: dict[str, Any]) -> None:
     estate = Estate(env["original"], env["ref"].state_dir)
     a_keys, errors = produce(_app(estate, "A", "shop-a"), "orders", [f"a-{i}" for i in range(300)])
@@ -92,7 +110,10 @@ def test_traffic_both_ways_lands_in_prefixed_remote_topics_without_a_loop(env: d
     assert wait_until(lambda: sum(read_keys(a_admin, "B.orders").values()) >= 300, 90, interval=1)
     assert set(read_keys(b_admin, "A.orders")) == set(a_keys)
     assert set(read_keys(a_admin, "B.orders")) == set(b_keys)
-    time.sleep(6)  # more than a topic refresh of both links: a loop would have created its topic by now
+    # the negative check after a positive marker: each link has since completed a topic refresh that listed
+    # the other region's remote copy on its source, so a loop would have created its topic by now
+    for link in ("A-to-B", "B-to-A"):
+        _topic_refresh_begun_and_done(estate, link)
     every = _topics(a_admin) | _topics(b_admin)
     loops = sorted(t for t in every if t.startswith(("A.B.", "B.A.", "A.A.", "B.B.")))
     assert not loops, f"replication loop: {loops}"

@@ -1,14 +1,17 @@
 """`pulumi up` of the repository's program, as a Pulumi user runs it: real engine, real Kafka provider,
-real brokers and MirrorMaker 2.
+real brokers and MirrorMaker 2 — and ``drctl estate up/preview/status/down`` on the same stack, the
+Automation API's way to the same engine: roles become processes, ACLs follow roles.
 
 One project directory for the module (``Pulumi.yaml`` of the repository, ``stacks/`` linked in,
 a stack file ``Pulumi.pt.yaml`` on its own ports), the local ``file://`` backend and passphrase
-secrets. The tests run in order; each leaves the estate as the next expects.
+secrets. The tests are ordered steps on one estate (file order); each leaves the estate as the next
+expects, and a step whose predecessor failed says so instead of failing on a state it did not expect.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from dr.base.pulumi_env import pulumi_env
@@ -27,7 +31,7 @@ from dr.estate.estate import Estate
 from dr.runtime.process import pid_alive, wait_until
 from dr.topology import load_stack_file
 from tests import REPO_ROOT, processes
-from tests.integration.helpers import consume_all, produce
+from tests.integration.helpers import consume_all, drctl, produce
 from tests.integration.ports import windows
 
 STACK = "pt"
@@ -65,6 +69,16 @@ class Project:
     def estate(self) -> Estate:
         """The runtime view of the stack (endpoints, processes)."""
         return Estate(load_stack_file(self.root / f"Pulumi.{STACK}.yaml"), self.state / STACK)
+
+
+#: The ordered steps that passed, for a later step to name the earlier one it needs.
+PASSED: set[str] = set()
+
+
+def _needs(step: str) -> None:
+    """Fail at once, naming ``step``, when that earlier step of the module did not pass."""
+    if step not in PASSED:
+        pytest.fail(f"this step runs on the estate step {step!r} leaves, and that step did not pass (see above)")
 
 
 def _passphrase(root: Path) -> Path:
@@ -107,9 +121,11 @@ def test_up_provisions_the_estate(project: Project) -> None:
     outputs = project.pulumi("stack", "output", "--json").stdout
     assert '"role": "active"' in outputs and "[secret]" in outputs
     assert estate.app_password("orders-app") not in outputs
+    PASSED.add("pulumi up")
 
 
 def test_writes_only_on_the_active_cluster_and_copied(project: Project) -> None:
+    _needs("pulumi up")
     estate = project.estate
     app_a = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
     app_b = estate.endpoint("B").with_user("orders-app", estate.app_password("orders-app"))
@@ -123,11 +139,13 @@ def test_writes_only_on_the_active_cluster_and_copied(project: Project) -> None:
 
 
 def test_preview_is_clean_right_after_up(project: Project) -> None:
+    _needs("pulumi up")
     out = project.pulumi("preview", "--expect-no-changes", check=False)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_topic_deleted_behind_pulumis_back_is_seen_and_restored(project: Project) -> None:
+    _needs("pulumi up")
     admin = AdminClient(project.estate.endpoint("A").config())
     admin.delete_topics(["payments"])["payments"].result(timeout=30)
     assert wait_until(lambda: "payments" not in admin.list_topics(timeout=10).topics, 30)
@@ -138,6 +156,7 @@ def test_topic_deleted_behind_pulumis_back_is_seen_and_restored(project: Project
 
 
 def test_killed_estate_comes_back_with_every_message(project: Project) -> None:
+    _needs("pulumi up")
     estate = project.estate
     before = consume_all(estate.endpoint("A"), "orders", expected=50, timeout=60)
     for name in ("A", "B"):
@@ -154,6 +173,63 @@ def test_killed_estate_comes_back_with_every_message(project: Project) -> None:
     after = consume_all(estate.endpoint("A"), "orders", expected=len(before), timeout=60)
     assert sorted(after) == sorted(before)
     assert project.pulumi("preview", "--expect-no-changes", check=False).returncode == 0
+    PASSED.add("back after a kill")
+
+
+def test_drctl_estate_up_preview_and_status_on_the_stack_pulumi_made(project: Project) -> None:
+    """``drctl estate up`` on the stack the bare ``pulumi up`` made: idempotent, only ``pulumi up`` timed;
+    ``estate preview`` clean; ``estate status`` shows A and B running, the standby C absent, the link
+    running; orders-app writes on A, billing reads the copy on B by assignment (it holds no group right on
+    the passive: docs/security.md), and orders-app is refused on B."""
+    _needs("back after a kill")
+    up = drctl(project.env, "estate", "up", "--stack", STACK, "--json")
+    assert up.returncode == 0, up.stderr[-2000:]
+    assert set(json.loads(up.stdout)["timings_s"]) == {"pulumi up"}
+    preview = drctl(project.env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-2000:] + preview.stderr[-2000:]
+
+    status = json.loads(drctl(project.env, "estate", "status", "--stack", STACK, "--json").stdout)
+    states = {c["name"]: c.get("state") for c in status["clusters"]}
+    assert states == {"A": "running", "B": "running", "C": "absent"}, "a standby is not provisioned"
+    assert status["links"][0]["process"] == "running"
+
+    estate = project.estate
+    app_a = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+    app_b = estate.endpoint("B").with_user("orders-app", estate.app_password("orders-app"))
+    acked, errors = produce(app_a, "orders", [f"o{i}" for i in range(200)])
+    assert not errors and len(acked) == 200, errors[:3]
+    estate.mirror("A-to-B").wait_caught_up(["orders"], timeout=90)
+    billing_b = estate.endpoint("B").with_user("billing", estate.app_password("billing"))
+    earlier = [f"k{i}" for i in range(50)]  # what test_writes_only_on_the_active_cluster_and_copied wrote
+    copied = consume_all(billing_b, "orders", 250, assigned=True)
+    assert sorted(copied) == sorted([*earlier, *acked]), "billing reads on B exactly what A acknowledged, once"
+    refused, errors = produce(app_b, "orders", ["nope"], retries=0, **{"message.timeout.ms": 10000})
+    assert refused == [] and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    PASSED.add("estate up")
+
+
+def test_unknown_stack_exits_2_naming_known_stacks(project: Project) -> None:
+    res = drctl(project.env, "estate", "status", "--stack", "nosuch")
+    assert res.returncode == 2
+    assert "unknown stack 'nosuch'" in res.stderr and STACK in res.stderr
+
+
+def test_estate_down_stops_every_process_keeps_the_data_and_up_refresh_brings_it_back(project: Project) -> None:
+    _needs("estate up")
+    estate = project.estate
+    before = consume_all(estate.endpoint("A"), "orders", expected=250, timeout=60)
+    pids = [p for name in ("A", "B") for p in estate.local_cluster(name).pids().values()]
+    stop = drctl(project.env, "estate", "down", "--stack", STACK)
+    assert stop.returncode == 0, stop.stderr[-2000:]
+    assert pids and not any(pid_alive(p) for p in pids), "down stops every process"
+    assert (project.state / STACK / "clusters" / "A").exists(), "down keeps the data"
+    back = drctl(project.env, "estate", "up", "--stack", STACK, "--refresh")
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert estate.local_cluster("A").state() == "running" and estate.mirror("A-to-B").alive()
+    billing_b = estate.endpoint("B").with_user("billing", estate.app_password("billing"))
+    kept = consume_all(billing_b, "orders", len(before), assigned=True)
+    assert len(before) >= 250 and set(before) <= set(kept), "records kept across the stop"
+    PASSED.add("estate down and up")
 
 
 def test_invalid_topology_stops_before_any_resource(project: Project, tmp_path: Path) -> None:
@@ -181,10 +257,12 @@ def test_invalid_topology_stops_before_any_resource(project: Project, tmp_path: 
 
 
 def test_destroy_leaves_no_process_and_no_data(project: Project) -> None:
+    _needs("estate down and up")
     estate = project.estate
     pids = [*estate.local_cluster("A").pids().values(), *estate.local_cluster("B").pids().values()]
+    mm_pid = estate.mirror("A-to-B").process.pid
     project.pulumi("destroy", "--yes", "--skip-preview")
-    assert pids and not any(pid_alive(pid) for pid in pids)
+    assert pids and mm_pid and not any(pid_alive(pid) for pid in [*pids, mm_pid])
     assert not (project.state / STACK / "clusters" / "A").exists()
     assert not (project.state / STACK / "clusters" / "B").exists()
     assert not estate.mirror("A-to-B").alive()
