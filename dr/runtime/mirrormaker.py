@@ -343,6 +343,12 @@ def mm2_properties(
         f"{target_alias}.scheduled.rebalance.max.delay.ms": "5000",
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "true",
+        # Its plugins come from the classpath and all carry ServiceLoader manifests: the default discovery
+        # (hybrid_warn) scans every class of the classpath by reflection as well, once for the process (the
+        # top-level key) and once for the flow's worker (which reads the target's prefix, as above) — 4 s
+        # each alone, 14 s beside the test suite, CPU-bound, for nothing more found
+        "plugin.discovery": "service_load",
+        f"{target_alias}.plugin.discovery": "service_load",
         "tasks.max": "2",
         "replication.factor": rf,
         "checkpoints.topic.replication.factor": rf,

@@ -65,6 +65,8 @@ def test_mm2_properties_identity_naming_offset_sync_and_no_reverse_flow() -> Non
     assert int(props["emit.checkpoints.interval.seconds"]) <= 5
     assert props["A.security.protocol"] == "SASL_PLAINTEXT"
     assert props["checkpoints.topic.replication.factor"] == "1"
+    # no reflection scan of the classpath at each start: neither the process's nor the flow's worker's
+    assert props["plugin.discovery"] == props["B.plugin.discovery"] == "service_load"
 
 
 def test_mm2_extra_properties_are_laid_over_but_cannot_change_the_flow() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dr.failover.drill.phases import phases_text
 from dr.failover.drill.result import DrillCycle, DrillResult, LinkRestart
 from dr.failover.frame.render import render_summary, seconds_text
 
@@ -24,6 +25,9 @@ def render_drill(r: DrillResult) -> str:
             rebuild = c.standby_rebuild
             lines.append(f"then {rebuild.cluster} declared, wiped, as the next standby ({rebuild.seconds:.1f}s)")
     lines += restart_lines(r.link_restarts)
+    timed = phases_text(r.phases)
+    if timed:
+        lines.append(timed)
     lines.append(f"drill result: {Path(r.out) / 'drill.json'} ({r.seconds:.0f}s)")
     return "\n".join(lines)
 

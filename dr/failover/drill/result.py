@@ -12,6 +12,7 @@ from pydantic import Field
 
 from dr.base.types import Model as _Model
 from dr.failover.act.integrity import RecoveryReport, Verdict
+from dr.failover.drill.phases import Phase
 from dr.failover.frame.metrics import RpoEstimate
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.lifecycle import StandbyRebuild
@@ -26,6 +27,7 @@ __all__ = [
     "EndpointClientsReport",
     "FirstRun",
     "LinkRestart",
+    "Phase",
     "ProducerReport",
     "RecoveryReport",
     "ReplicatorCrash",
@@ -204,6 +206,8 @@ class DrillResult(_Model):
     """Links whose watchdog restarted them during the drill (a task died; none lost or copied twice under
     exactly-once, but each is a finding for the team)."""
     seconds: float = 0.0
+    phases: list[Phase] = Field(default_factory=list)
+    """Where the drill's time went, in the order its phases ran (the teardown last)."""
     grade: str = "INCOMPLETE"
 
     @property

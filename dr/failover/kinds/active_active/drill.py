@@ -267,7 +267,9 @@ def _run(
     result.failover_s = round(time.monotonic() - t0, 3)
     result.failover = summary
     result.preview_after_failover = EstateStack(ref).preview().changes
-    time.sleep(1)  # the moved applications write and read on B for a moment more
+    # the moved applications write on B: each one's first write acknowledged there (long since, as a rule)
+    moved_writers = [p for n, p in apps.producers.items() if n in moving]
+    wait_until(lambda: all(p.ack_times(B) for p in moved_writers), 30, interval=0.1)
     rejoin = summary.status == "completed"  # then the region rejoins under its applications' traffic
     if not rejoin:
         for p in apps.producers.values():
@@ -307,7 +309,9 @@ def _rejoin(ref: StackRef, apps: _Apps, moving: list[str], result: RegionDrillRe
         figures.summary = run_region_rejoin(ref, A, options=FailoverOptions(probe=False), progress=progress)
     finally:
         figures.seconds = round(time.monotonic() - t0, 3)
-    time.sleep(2)  # the returning applications write and read at home for a moment more
+    # the returning applications write at home: each one's first write acknowledged there since the rejoin
+    # began (their groups' reads at home are waited for below)
+    wait_until(lambda: all(any(t >= began for t in p.ack_times(A)) for p in returning.values()), 30, interval=0.1)
     for p in returning.values():
         p.stop()
     whys = {n: [why for k, why in dict(p.failed).items() if k not in refused_before[n]] for n, p in returning.items()}

@@ -59,6 +59,7 @@ from dr.failover.drill.frame import (
 )
 from dr.failover.drill.grade import grade
 from dr.failover.drill.last import record_last_drill
+from dr.failover.drill.phases import PhaseClock
 from dr.failover.drill.replicator_crash import crash_refusal, crash_replicator
 from dr.failover.drill.result import (
     DrillCycle,
@@ -85,7 +86,7 @@ from dr.failover.kinds.active_passive.run import run_failover
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.failover.lifecycle import make_standby
 from dr.kafka.client import Endpoint
-from dr.kafka.offsets import committed_offsets
+from dr.kafka.offsets import OffsetReader, committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Link, Topology, load_stack_file
 from dr.topology.kinds import Architecture
@@ -96,6 +97,13 @@ __all__ = [
     "kill_refusal",
     "run_drill",
 ]
+
+
+#: How long the final reads wait for the application's first write acknowledged by the new active (it has
+#: written there since the promotion, long before; a drill whose application never did fails that check).
+_WRITES_ON_TARGET_S = 30.0
+#: How long ``--kill-replicator`` waits for the link to copy the cycle's traffic before it kills its replicator.
+_COPYING_WITHIN_S = 60.0
 
 
 # ------------------------------------------------------------------------------------------ the drill
@@ -200,21 +208,24 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     )
     t_start, started_at = time.monotonic(), utc_now()
     clients: EndpointClients | None = None
+    clock = PhaseClock()
     try:
         roles = Roles.of(seen[0])
         A, B = roles.source.name, roles.target.name
         progress(f"drill: provisioning {A} and {B} from {stack_path}")
-        result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
-        publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
-        clients = _endpoint_clients(Estate(seen[0], state), progress)
+        with clock.phase("provision"):
+            result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
+            publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
+            clients = _endpoint_clients(Estate(seen[0], state), progress)
         for number in range(1, options.cycles + 1):
             if number > 1:
                 previous = result.cycles[-1]
                 progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
-                previous.standby_rebuild = make_standby(ref, previous.source, progress)
+                with clock.phase(f"cycle {number}: standby rebuild"):
+                    previous.standby_rebuild = make_standby(ref, previous.source, progress)
             topology = load_stack_file(stack_path)
             seen.append(topology)
-            cycle = _cycle(options, ref, topology, number, progress, clients)
+            cycle = _cycle(options, ref, topology, number, progress, clients, clock)
             result.cycles.append(cycle)
             if not cycle.passed:
                 break
@@ -225,8 +236,10 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         result.link_restarts = link_restarts(state, started_at)
         if not options.keep:
             progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            teardown(ref, (*seen, *current_topology(stack_path)), progress)
+            with clock.phase("teardown"):
+                teardown(ref, (*seen, *current_topology(stack_path)), progress)
         restore_backend()
+        result.phases = clock.phases
         result.conclude(options.cycles)
         atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
         record_last_drill(own.made_state_dir(), result)  # the controller's kdr_drill_* metrics
@@ -241,6 +254,7 @@ def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, prog
     out = _prepare_out(options)
     result = DrillResult(stack=options.stack, mode="planned", out=str(out))
     t_start = time.monotonic()
+    clock = PhaseClock()
     try:
         A = Roles.of(topology).source.name
         state = ref.made_state_dir()
@@ -251,13 +265,14 @@ def _run_external(options: DrillOptions, ref: StackRef, topology: Topology, prog
         publish_clients(Estate(topology, state), A)  # what `drctl estate up` published; rewritten alike
         clients = _endpoint_clients(Estate(topology, state), progress)
         try:
-            cycle = _cycle(options, ref, topology, 1, progress, clients)
+            cycle = _cycle(options, ref, topology, 1, progress, clients, clock)
         finally:
             if clients is not None:
                 clients.stop()
         result.cycles.append(cycle)
     finally:
         result.seconds = round(time.monotonic() - t_start, 3)
+        result.phases = clock.phases
         result.conclude(1)
         atomic_write_json(out / "drill.json", result.to_json())
         record_last_drill(ref.made_state_dir(), result)
@@ -311,8 +326,11 @@ def _cycle(
     number: int,
     progress: Progress,
     clients: EndpointClients | None = None,
+    clock: PhaseClock | None = None,
 ) -> DrillCycle:
-    """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade."""
+    """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade (each
+    phase timed on ``clock``)."""
+    clock = clock or PhaseClock()
     began = time.time()
     roles = Roles.of(original)
     A, B, C = roles.source.name, roles.target.name, roles.standby_name
@@ -325,26 +343,33 @@ def _cycle(
             f"drill cycle {number} ({chain}): traffic on {A}: {traffic.producer_app.name} → {traffic.topic} at "
             f"{options.rate}/s" + (f", group {traffic.group} consuming" if traffic.group else "")
         )
-        crash = _crash_replicator(options, estate, traffic, progress)
-        _fail_source(options, estate, traffic, A, B, progress)
-        holdings, first = fail_over(options, ref, estate, traffic, progress)
-        proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
-        preview = EstateStack(ref).preview()
-        time.sleep(2)  # traffic on B for a moment, then the ledger and the consumer against what B holds
-        traffic.producer.stop()
-        read_at = time.time()  # the endpoint's producer goes on: what it has acknowledged by now must be on B
-        final_b = read_keys(estate.endpoint(B), traffic.topic)
-        consumer = (
-            consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
-            if traffic.consumer is not None and traffic.group
-            else None
-        )
-        acked_a = traffic.producer.acked_on(A)
-        endpoint = (
-            None
-            if clients is None
-            else endpoint_report(clients, _switched_at(ref.failover_home), B, final_b, began, read_at)
-        )
+        cycle_name = f"cycle {number}"
+        with clock.phase(f"{cycle_name}: warm-up"):
+            crash = _crash_replicator(options, estate, traffic, progress)
+            _fail_source(options, estate, traffic, A, B, progress)
+        with clock.phase(f"{cycle_name}: failover"):
+            holdings, first = fail_over(options, ref, estate, traffic, progress)
+        with clock.phase(f"{cycle_name}: recovery"):  # after the verification in the failover: what it listed, replayed
+            proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
+        with clock.phase(f"{cycle_name}: preview"):
+            preview = EstateStack(ref).preview()
+        with clock.phase(f"{cycle_name}: final reads"):
+            # the ledger and the consumer against what B holds, once the application has written there
+            wait_until(lambda: bool(traffic.producer.ack_times(B)), _WRITES_ON_TARGET_S, interval=0.1)
+            traffic.producer.stop()
+            read_at = time.time()  # the endpoint's producer goes on: what it has acknowledged by now must be on B
+            final_b = read_keys(estate.endpoint(B), traffic.topic)
+            consumer = (
+                consumer_report(traffic.consumer, traffic.group, A, B, final_b, prefix)
+                if traffic.consumer is not None and traffic.group
+                else None
+            )
+            acked_a = traffic.producer.acked_on(A)
+            endpoint = (
+                None
+                if clients is None
+                else endpoint_report(clients, _switched_at(ref.failover_home), B, final_b, began, read_at)
+            )
         summary = proof.summary
         rpo = summary.rpo_estimate or {}
         cycle = DrillCycle(
@@ -401,13 +426,21 @@ def _cycle(
 def _crash_replicator(
     options: DrillOptions, estate: Estate, traffic: Traffic, progress: Progress
 ) -> ReplicatorCrash | None:
-    """With ``--kill-replicator``: a moment of traffic, then the link's replicator SIGKILLed mid-copy and
-    started again (:func:`crash_replicator`); the warm-up follows."""
+    """With ``--kill-replicator``: traffic until the link copies it (mid-copy), then the link's replicator
+    SIGKILLed and started again (:func:`crash_replicator`); the warm-up follows."""
     link = _active_link(estate.topology) if options.kill_replicator else None
     if link is None:
         return None
-    time.sleep(min(2.0, options.warmup_s / 2))
+    copying(estate.endpoint(link.target), traffic.topic, _COPYING_WITHIN_S)
     return crash_replicator(estate, link, lambda: len(traffic.producer.acked), progress)
+
+
+def copying(target: Endpoint, topic: str, within: float) -> bool:
+    """Wait until ``topic``'s end offsets on ``target`` grow (the link copies the traffic now), at most
+    ``within`` seconds; False when they did not (the crash then lands wherever the link stands)."""
+    reader = OffsetReader(target, [topic])
+    first = sum(reader.end_offsets().values())
+    return wait_until(lambda: sum(reader.end_offsets().values()) > first, within, interval=0.1)
 
 
 def group_synced(endpoint: Endpoint, group: str) -> bool:

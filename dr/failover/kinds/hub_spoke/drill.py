@@ -312,7 +312,8 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
         failover_done = time.time()
         proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress, HUB_STEPS)
         seen += current_topology(stack_path)
-        time.sleep(2)  # traffic on the new hub for a moment
+        # traffic on the new hub: its application's first write acknowledged there (long since, as a rule)
+        wait_until(lambda: bool(traffic.traffic.producer.ack_times(P)), 30, interval=0.1)
         traffic.stop()
         result.failover = proof.summary
         result.verification_exact = proof.exact
