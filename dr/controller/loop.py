@@ -102,6 +102,7 @@ class LeaseKeeper:
         """The site's brokers' lease permit (:mod:`dr.controller.permit`): granted after each renewal,
         revoked when the lease is lost, given up or released."""
         self._permit_problem = ""
+        self._told_holder: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kdr-controller-lease", daemon=True)
 
@@ -158,10 +159,26 @@ class LeaseKeeper:
                 if self.fence is not None:
                     self.fence.renewed(self.mine, *sent)
                 self._grant(self.mine, sent[1])
-            elif self.fence is not None:
-                self.fence.lease_lost(taken=True)
+            else:
+                self._held_elsewhere()
+                if self.fence is not None:
+                    self.fence.lease_lost(taken=True)
         if self.mine is not None and self.fence is not None:
             self.fence.lease_regained(self.mine)
+
+    def _held_elsewhere(self) -> None:
+        """This controller wants the lease and another holds it: say who, once per holder."""
+        try:
+            current = self.witness.current()
+        except ClusterError:
+            return  # the tick that follows reports the witness down
+        if current is None or current.holder == self._told_holder:
+            return
+        self._told_holder = current.holder
+        self.log(
+            "info", "lease-held-elsewhere", f"the lease is held by {current.holder} (token {current.token}): "
+            "this controller takes it when it is free", holder=current.holder, token=current.token,
+        )  # fmt: skip
 
     def _grant(self, holding: Holding, sent_wall: float) -> None:
         """Let the site's brokers take application writes until the renewal sent at ``sent_wall`` runs out —

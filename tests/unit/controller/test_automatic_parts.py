@@ -235,3 +235,14 @@ def test_after_a_failover_by_hand_the_lease_follows_the_stack_file_without_a_res
     given = [e for e in _events(out) if e["event"] == "lease-given-up"]
     assert len(given) == 1 and "names B the active cluster now, not A" in given[0]["message"]
     assert [e["event"] for e in _events(out_b) if e["event"].startswith("lease")] == ["lease-wanted", "lease-taken"]
+
+
+def test_a_controller_that_wants_the_lease_held_by_another_says_who_once_per_holder(ref: StackRef) -> None:
+    witness = _Witness("ops@b1/B")
+    _automatic_b, keeper, out = _automatic(ref, witness, holds=True)
+    keeper.tick()
+    keeper.tick()
+    witness.held = Holding("ops@a/A", 9, 0.0)
+    keeper.tick()
+    told = [(e["holder"], e["token"]) for e in _events(out) if e["event"] == "lease-held-elsewhere"]
+    assert told == [("ops@b1/B", 7), ("ops@a/A", 9)] and keeper.mine is None
