@@ -93,8 +93,8 @@ def test_planned_region_drill_is_graded_and_reported(tmp_path: Path) -> None:
     assert f"acknowledged and lost after recovery: {r['lost_after_recovery']}" in text, text
     assert f"drill result: {out.resolve() / 'drill.json'}" in text, text
     assert (
-        f"shop-a: {w['acked_on_peer']} acknowledged on B and {w['acked_on_home']} on A while it ran, 0 refused; "
-        in text
+        f"shop-a: {w['acked_on_peer']} acknowledged on B and {w['acked_on_home']} on A while it ran, 0 refused, "
+        f"{w['unanswered']} unanswered" in text
     )
     assert f"consumer group shop-a: {back['read_on_source']} read on B, {back['read_on_target']} at home on A" in text
     print(
