@@ -127,9 +127,8 @@ class Automatic:
         return decision
 
     def _unfinished(self) -> str | None:
-        """The automatic failover to this site that stopped unfinished with nobody running it, described."""
-        if self.running or lock_held(self.ref.failover_home):
-            return None
+        """The automatic failover to this site that stopped unfinished with nobody running it, described (the
+        caller has checked that no failover holds the stack's lock)."""
         journal = Journal.load(self.ref.failover_home)
         if journal is None or journal.status not in ("running", "interrupted") or not journal.runs:
             return None
@@ -151,7 +150,8 @@ class Automatic:
         me = topology.cluster(self.site)
         active = topology.active().name
         passive = me.role is Role.PASSIVE and not topology.failover_done
-        unfinished = self._unfinished() if policy.mode == "automatic" else None
+        running = self.running or lock_held(self.ref.failover_home)
+        unfinished = self._unfinished() if policy.mode == "automatic" and not running else None
         for link in report.links:
             if link.source == active and link.target == self.site and link.total_lag is not None:
                 self.last_lag = link.total_lag
@@ -181,7 +181,7 @@ class Automatic:
             lease_holder=holder,
             lease_free_for_s=None if self._free_since is None else now - self._free_since,
             margin_s=policy.margin_s,
-            failover_running=self.running or lock_held(self.ref.failover_home),
+            failover_running=running,
             last_automatic_age_s=None if last is None else max(0.0, time.time() - last),
             cooldown_s=policy.cooldown_s,
             lag_records=lag,
