@@ -66,6 +66,11 @@ class Log:
             print(line, file=self.stream, flush=True)
 
 
+BROKER_FENCE_EVERY_S = 60.0
+"""How often a controller asks its brokers which authorizer they run: a static broker setting, changed only
+by a broker restart, so not every pass."""
+
+
 def witness_for(stack: str, topology: Topology) -> Witness | None:
     """The witness the stack's policy declares, or None; ConfigError when a postgres witness has no team database."""
     from dr.failover.team_store import is_team_url, project_name, team_store
@@ -290,6 +295,7 @@ class Controller:
             )
         self.permit_file = permit_file
         self._broker_fence: tuple[bool, str] | None = None
+        self._broker_fence_at = -BROKER_FENCE_EVERY_S  # monotonic time of the last describeConfigs
         self._states: dict[str, Detection] = {}
         self.automatic: Automatic | None = None
 
@@ -377,7 +383,9 @@ class Controller:
         self._observed(site, probe.up, probe.error)
         if probe.metadata_ok:
             self._fence_state(estate, site)
-            self._broker_fence_state(estate, site)
+            if time.monotonic() - self._broker_fence_at >= BROKER_FENCE_EVERY_S:
+                self._broker_fence_at = time.monotonic()
+                self._broker_fence_state(estate, site)
         try:
             report = status_report(self.ref)
         except DRError as exc:
