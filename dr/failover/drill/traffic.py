@@ -84,10 +84,18 @@ UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_T
 """The errors that mean a write got no answer in time (a slow or lost cluster), not that a broker refused it."""
 
 
+QUEUE_FULL = "local queue full"
+
+
+def ledger_reason(error: str, cluster: str) -> str:
+    """Why a write is in a producer's ``failed`` ledger, and where: ``"<error> on <cluster>"``."""
+    return f"{error} on {cluster}"
+
+
 def unanswered(why: str) -> bool:
-    """Whether a ledger reason (``"<error> on <cluster>"``) is a write left unanswered, not refused."""
+    """Whether a :func:`ledger_reason` is a write left unanswered, not refused."""
     error = why.split(" on ", 1)[0]
-    return error in UNANSWERED or error == "local queue full"
+    return error in UNANSWERED or error == QUEUE_FULL
 
 
 def _close_later(client: Any, method: str, *args: Any) -> None:
@@ -166,16 +174,16 @@ class ProducerLoop(threading.Thread):
                     if err is None:
                         self.acked[key] = (cluster, msg.partition(), msg.offset(), time.time())
                     else:
-                        self.failed[key] = f"{err.name()} on {cluster}"
+                        self.failed[key] = ledger_reason(err.name(), cluster)
 
             try:
                 producer.produce(self.topic, key=key, value=f"{key}@{time.time():.3f}", on_delivery=report)
             except BufferError:
-                self.failed[key] = f"local queue full on {self._cluster}"
+                self.failed[key] = ledger_reason(QUEUE_FULL, self._cluster)
             except KafkaException as exc:  # refused at once, e.g. TOPIC_AUTHORIZATION_FAILED once fenced: counted
                 err = exc.args[0] if exc.args else None
                 why = err.name() if isinstance(err, KafkaError) else str(exc)
-                self.failed[key] = f"{why} on {self._cluster}"
+                self.failed[key] = ledger_reason(why, self._cluster)
             producer.poll(0)
             next_at += interval
             delay = next_at - time.monotonic()
