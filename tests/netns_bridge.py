@@ -26,18 +26,10 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
+from tests.stall_proxy import StallProxy
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
-
+_FORWARD = StallProxy()
+"""Never stalled: only its byte pipe is used (a cut port here answers nothing from the start: :func:`_swallow`)."""
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -52,7 +44,7 @@ def _join(open_other: Callable[[], Awaitable[Streams]]) -> Handler:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, other_writer), _pipe(other_reader, writer))
+        await asyncio.gather(_FORWARD.pipe(reader, other_writer), _FORWARD.pipe(other_reader, writer))
 
     return handle
 

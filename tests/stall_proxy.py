@@ -22,7 +22,8 @@ class StallProxy:
         self.stalled = False
         self.open: set[asyncio.StreamWriter] = set()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Copy ``reader`` to ``writer`` until either side closes (holding the bytes while stalled)."""
         try:
             while data := await reader.read(65536):
                 while self.stalled:  # hold the bytes: the path drops them
@@ -49,7 +50,7 @@ class StallProxy:
             except OSError:
                 return
             self.open.add(up_writer)
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+            await asyncio.gather(self.pipe(reader, up_writer), self.pipe(up_reader, writer))
             self.open.discard(up_writer)
         finally:
             self.open.discard(writer)
