@@ -592,9 +592,12 @@ def _engine_changes(text: str) -> str:
 
 
 def _tail(text: str, lines: int = 25) -> str:
-    """The engine's diagnostics (what failed and why) when present, else the output's last lines."""
+    """The engine's diagnostics (what failed and why) when present, else the output's last lines.
+
+    The engine prints the stack's outputs between its diagnostics and its resource summary, even when an
+    operation fails; they are cut off, else a long output diff would push the resource error out of view."""
     if "Diagnostics:" in text:
-        text = text.split("Diagnostics:", 1)[1].split("Resources:", 1)[0]
+        text = re.split(r"^(?:Outputs|Resources):", text.split("Diagnostics:", 1)[1], maxsplit=1, flags=re.M)[0]
     keep = [
         line.rstrip().removeprefix(" stderr: ")
         for line in text.splitlines()

@@ -59,3 +59,26 @@ Duration: 40s
         "`pulumi up` of stack 'local': 14 resources created, 1 resource updated, then failed"
     )
     assert "connector MirrorSourceConnector: boom" in error.problem
+
+
+def test_the_resource_error_is_kept_when_the_engine_prints_outputs_after_it() -> None:
+    outputs = "\n".join(f"      ~ key{i}: 1 => 2" for i in range(40))
+    text = f""" stdout: Updating (scale):
+Diagnostics:
+  kafka:index:UserScramCredential (C-user-app011):
+    error: kafka server: The broker is not available
+
+Outputs:
+  ~ clusters     : {{
+{outputs}
+    }}
+
+Resources:
+    + 48 created
+    ~ 3 updated
+
+Duration: 90s
+"""
+    error = _translate(RuntimeError(text), "`pulumi up` of stack 'scale'")
+    assert "C-user-app011" in error.problem and "The broker is not available" in error.problem
+    assert "key39" not in error.problem
