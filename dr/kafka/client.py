@@ -164,7 +164,8 @@ def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) ->
     tls = transport_failure([text], endpoint)
     if tls is not None:
         return ClusterError(f"{what}: {tls.problem}", tls.fix)
-    if "Authentication" in text or "SASL" in text or "authentication" in text:
+    code = err.code() if isinstance(err, KafkaError) else None
+    if code == KafkaError._AUTHENTICATION or "Authentication" in text or "SASL" in text or "authentication" in text:
         return AuthError(
             f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
             "check the username/password (local estate: .state/.../credentials.json)",

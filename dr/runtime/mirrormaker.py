@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, ResourcePatternType, ResourceType
 
-from dr.base.errors import ClusterError, ConfigError
+from dr.base.errors import ClusterError, ConfigError, DRError
 from dr.base.files import write_atomic
 from dr.base.pattern_safety import name_matcher
 from dr.base.toolchain import toolchain
@@ -490,6 +490,7 @@ class MirrorMaker:
             return 0.0
         if self.grant:
             grant_replicator(self.source, self.target, exactly_once=self.exactly_once)
+        self._await_replicator_login()
         private_dir(self.dir)
         self.write_secrets()
         config = self.dir / "mm2.properties"
@@ -532,7 +533,8 @@ class MirrorMaker:
                 )
             if cause is not None:
                 marks = config_in_effect(text, same_as_before=same_as_before)
-                if not final or len(marks) < len(CONNECTORS) or stale_failure(cause, text, marks):
+                worker = cause.startswith("the worker:")  # no restart of a connector supersedes it
+                if not final or (not worker and (len(marks) < len(CONNECTORS) or stale_failure(cause, text, marks))):
                     return False  # a restart with the new config may still supersede it
                 elapsed = time.monotonic() - t0
                 self.process.stop(timeout=30)
@@ -557,6 +559,24 @@ class MirrorMaker:
         write_atomic(started, config.read_text())
         spawn(self.dir, self.process.name)
         return time.monotonic() - t0
+
+    def _await_replicator_login(self, timeout: float = 30.0) -> None:
+        """Wait until the replicator's user logs in on both ends. A SCRAM credential created a moment ago
+        (the ``pulumi up`` that creates a cluster creates its users just before its link) is committed by the
+        controller before the broker applies it; a MirrorMaker 2 launched in between stops for good on its
+        first failed login. A wrong password stays wrong: its error is raised after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        for cluster in (self.source, self.target):
+            endpoint = cluster.endpoint(REPLICATOR_USER)
+            while True:
+                try:
+                    with kafka_errors(f"logging in to {cluster.name} as the replicator", endpoint):
+                        admin_client(endpoint).list_topics(timeout=5)
+                    break
+                except DRError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.5)
 
     def _source_has_topics(self) -> bool:
         pattern = name_matcher(self.topics)  # the link's joined patterns, matched in bounded time
