@@ -8,18 +8,17 @@ client URLs, ``cluster.kill(i)`` SIGKILLs member ``i`` and ``cluster.restart_all
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dr.base.toolchain import etcd
+from dr.runtime.etcd_member import healthy, member_command
 
 __all__ = ["EtcdCluster", "etcd_cluster"]
 
@@ -46,7 +45,7 @@ class EtcdCluster:
                 with self.logs[i].open("ab") as log:
                     self.processes[i] = subprocess.Popen(self.commands[i], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
-        while not all(_healthy(url) for url in self.endpoints):
+        while not all(healthy(url) for url in self.endpoints):
             if time.monotonic() > deadline:
                 raise RuntimeError("etcd members did not come back: " + self.logs[0].read_text()[-1500:])
             time.sleep(0.2)
@@ -56,14 +55,6 @@ class EtcdCluster:
         for i, proc in enumerate(self.processes):
             if proc.poll() is None:
                 self.kill(i)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as response:  # noqa: S310 — a loopback URL of ours
-            return bool(json.loads(response.read().decode()).get("health") == "true")
-    except (OSError, ValueError):
-        return False
 
 
 @contextmanager
@@ -80,19 +71,13 @@ def etcd_cluster(members: int = 3) -> Iterator[EtcdCluster]:
     initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
     try:
         for i, name in enumerate(names):
-            command = [
-                str(binary), "--name", name, "--data-dir", str(work / name),
-                "--listen-client-urls", cluster.endpoints[i], "--advertise-client-urls", cluster.endpoints[i],
-                "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
-                "--initial-cluster", initial, "--initial-cluster-state", "new",
-                "--initial-cluster-token", work.name,
-            ]  # fmt: skip
+            command = member_command(binary, name, work / name, cluster.endpoints[i], peers[i], initial, work.name)
             cluster.commands.append(command)
             cluster.logs.append(work / f"{name}.log")
             with cluster.logs[-1].open("wb") as log:
                 cluster.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 60
-        while not all(_healthy(url) for url in cluster.endpoints):
+        while not all(healthy(url) for url in cluster.endpoints):
             dead = [names[i] for i, p in enumerate(cluster.processes) if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 logs = "\n".join((work / f"{n}.log").read_text(errors="replace")[-1500:] for n in names)

@@ -13,6 +13,7 @@ The failover journal and the lock that serialises runs live with the stack's bac
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,10 @@ from dr.base.errors import ConfigError
 from dr.base.files import private_dir
 from dr.base.pulumi_env import backend_url, project_dir, state_base
 
-__all__ = ["StackRef", "stack_dir", "stack_file", "state_dir", "valid_stack_name"]
+__all__ = ["PINNED_STATE", "StackRef", "stack_dir", "stack_file", "state_dir", "valid_stack_name"]
+
+PINNED_STATE = "KDR_PINNED_STATE"
+"""The environment variable naming one stack's exact state directory (:meth:`StackRef.resolve`)."""
 
 _STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 """Pulumi's rule for a stack name (its backends' ``validateStackName``: 1-100 letters, digits, ``_``,
@@ -67,7 +71,15 @@ class StackRef:
     @classmethod
     def resolve(cls, name: str) -> StackRef:
         """The stack ``name`` of the current project; :class:`ConfigError` outside any project or for
-        a name that is not a stack name (:func:`valid_stack_name`)."""
+        a name that is not a stack name (:func:`valid_stack_name`).
+
+        ``$KDR_PINNED_STATE`` (``<name>=<state dir>``) gives that one stack its state directory exactly: a
+        drill sets it for the processes it starts (an automatic drill's controllers and their failovers), so
+        they work on the drill's copy with the very paths its program declared — a path that differs, even
+        through a link, is a changed input to Pulumi, which would replace the clusters."""
+        pinned, _, directory = os.environ.get(PINNED_STATE, "").partition("=")
+        if directory and pinned == name:
+            return cls(valid_stack_name(name), project_dir(), Path(directory))
         return cls(valid_stack_name(name), project_dir(), state_base() / name)
 
     @classmethod

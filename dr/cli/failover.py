@@ -323,6 +323,13 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 )
 @click.option("--unplanned", is_flag=True, help="SIGKILL A mid-traffic instead of a planned failover.")
 @click.option(
+    "--automatic",
+    is_flag=True,
+    help="With --unplanned: nobody runs the failover — controllers beside A and B and a third site's observer, "
+    "on an etcd witness of the drill's own, do; site A is lost whole (brokers and controller). Graded: "
+    "detection, promotion, unattended RTO, no write acknowledged by A after the promotion.",
+)
+@click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
@@ -374,6 +381,7 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 def drill(
     stack: str,
     unplanned: bool,
+    automatic: bool,
     out: Path | None,
     rate: int,
     warmup: float,
@@ -409,6 +417,7 @@ def drill(
         stack=stack,
         out=out or Path("out") / f"drill-{time.strftime('%Y%m%dT%H%M%S')}",
         unplanned=unplanned,
+        automatic=automatic,
         rate=rate,
         warmup_s=warmup,
         base_port=base_port,
@@ -419,6 +428,11 @@ def drill(
         strict_aims=strict_aims,
     )
     topology = load_stack(StackRef.resolve(stack))
+    if automatic and topology.architecture.value != "active-passive":
+        raise ConfigError(
+            f"--automatic drills the controllers of an active-passive stack; {stack!r} is {topology.architecture.value}.",
+            f"run `drctl drill --stack {stack} --unplanned` without --automatic. Nothing was changed",
+        )
     result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)
     click.echo(text)
     if not result.passed:

@@ -14,3 +14,11 @@ PORT_WINDOW = 100
 ENDPOINT_LISTENER_OFFSET = 60
 """A local broker's endpoint listener (behind the client endpoint's proxy) is ``base_port + 60 + id - 1``,
 inside its cluster's window."""
+
+DRILL_METRICS_OFFSET = 90
+"""In an automatic drill (``drctl drill --unplanned --automatic``), the site controller beside a local cluster
+serves its metrics on ``base_port + 90``, inside its cluster's window."""
+
+DRILL_WITNESS_OFFSET = 91
+"""In an automatic drill, the drill's own etcd witness listens at the third site: ``base_port + 91`` (clients)
+and ``+ 92`` (peers) of the standby's window (the passive's when the stack has no standby)."""

@@ -72,6 +72,9 @@ class DrillOptions:
     kill_replicator: bool = False
     """SIGKILL the active→passive link's replicator mid-copy in each cycle's warm-up, then start it again
     (:mod:`dr.failover.drill.replicator_crash`); graded: no record twice on the passive."""
+    automatic: bool = False
+    """With ``unplanned``: nobody runs the failover — the controllers beside A and B and a third site's observer
+    do, on a witness of the drill's own (:mod:`dr.failover.drill.unattended`)."""
 
 
 def first_translation_within(topology: Topology, target: str) -> float:
@@ -140,6 +143,13 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
             # a drill runs no controller: in mode automatic its copy's brokers would run the lease fence and
             # refuse every application write, waiting for a lease permit nobody writes
             policy["mode"] = "manual"
+    if options.automatic:
+        from dr.failover.drill.unattended import drill_policy
+
+        policy = drill_policy(doc["config"])
+        for key in ("kafka-dr:failoverPolicy", "kafka-dr:failover_policy"):
+            doc["config"].pop(key, None)
+        doc["config"]["kafka-dr:failoverPolicy"] = policy
     stack_path = out / "stack" / f"Pulumi.{options.stack}.yaml"
     stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return stack_path, out / "state"

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 
 from dr.failover.drill.result import Check, DrillCycle
 
-__all__ = ["DEFAULT_AIMS", "Aim", "checks", "grade", "graded"]
+__all__ = ["DEFAULT_AIMS", "UNATTENDED_AIM_S", "Aim", "checks", "grade", "graded"]
 
 DEFAULT_AIMS: dict[str, float] = {"rto_s": 10.0, "a_b_c_s": 120.0}
 """Application RTO and A→B→C aims, in seconds."""
+
+UNATTENDED_AIM_S = 60.0
+"""An automatic drill's aim: the application writes on B within a minute of the site's loss, nobody awake
+(detection included, so the application RTO aim is this one there)."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,9 @@ def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[
     """Each check: a correctness check's name and outcome (None: does not apply), or a timing aim."""
     s, consumer = cycle.failover, cycle.consumer
     A, B = cycle.source, cycle.target
+    rto = aims["rto_s"] if cycle.unattended is None else aims.get("unattended_rto_s", UNATTENDED_AIM_S)
     found: list[Finding] = [
-        Aim.of(f"application RTO ≤ {aims['rto_s']:.0f}s ({r.application} {r.kind}: {r.rto_s}s)", r.rto_s, aims["rto_s"])
+        Aim.of(f"application RTO ≤ {rto:.0f}s ({r.application} {r.kind}: {r.rto_s}s)", r.rto_s, rto)
         for r in cycle.application_rto
     ]
     found += [
@@ -88,7 +93,29 @@ def checks(cycle: DrillCycle, aims: dict[str, float], *, planned: bool) -> list[
     ]
     if planned:
         found.append(("planned: no acknowledged record lost", cycle.lost_before_recovery == 0))
-    return found + crash_checks(cycle) + endpoint_checks(cycle, aims)
+    return found + crash_checks(cycle) + endpoint_checks(cycle, aims) + unattended_checks(cycle, aims)
+
+
+def unattended_checks(cycle: DrillCycle, aims: dict[str, float]) -> list[Finding]:
+    """An automatic drill's checks: a controller made the failover, no write was acknowledged by the lost
+    site after the promotion, and the unattended RTO's aim; none otherwise."""
+    u = cycle.unattended
+    if u is None:
+        return []
+    bound = aims.get("unattended_rto_s", UNATTENDED_AIM_S)
+    return [
+        (f"the failover was made by a controller, nobody typed it ({u.acted_by or 'nobody'})", bool(u.acted_by)),
+        (
+            f"no write acknowledged by {cycle.source} after {cycle.target}'s promotion "
+            f"({u.writes_on_source_after_promotion})",
+            u.promotion_s is not None and u.writes_on_source_after_promotion == 0,
+        ),
+        Aim.of(
+            f"unattended RTO ≤ {bound:.0f}s (site lost → first write on {cycle.target}: {_secs(u.unattended_rto_s)})",
+            u.unattended_rto_s,
+            bound,
+        ),
+    ]
 
 
 def crash_checks(cycle: DrillCycle) -> list[Finding]:

@@ -46,6 +46,15 @@ def _render_cycle(c: DrillCycle) -> list[str]:
         )
     if c.endpoint_clients:
         lines += _endpoint_lines(c)
+    if c.unattended:
+        u = c.unattended
+        lines.append(
+            f"unattended: site {A} lost (brokers and controller SIGKILLed) → failover started by "
+            f"{u.acted_by or 'nobody'} after {seconds_text(u.detection_s)} (detect_after_s {u.detect_after_s:g}), "
+            f"{B} promoted after {seconds_text(u.promotion_s)}, first application write on {B} after "
+            f"{seconds_text(u.unattended_rto_s)}; writes acknowledged by {A} after the promotion: "
+            f"{u.writes_on_source_after_promotion}"
+        )
     if c.replicator_crash:
         k = c.replicator_crash
         lines.append(

@@ -33,6 +33,7 @@ __all__ = [
     "ReplicatorCrash",
     "RpoFigures",
     "StandbyRebuild",
+    "Unattended",
 ]
 
 
@@ -156,6 +157,29 @@ class ReplicatorCrash(_Model):
     """Records the failover's verification found more than once on the target (None: no verification)."""
 
 
+class Unattended(_Model):
+    """An automatic drill's failover, made by the passive site's controller with nobody typing anything
+    (``drctl drill --unplanned --automatic``): seconds from the instant site A was lost (its brokers and its
+    controller SIGKILLed together)."""
+
+    detect_after_s: float
+    """The policy's ``detect_after_s`` the controllers ran with."""
+    acted_by: str | None
+    """Who started the failover (the journal's ``started_by``: ``controller <holder>``); None: nobody did."""
+    fencing_token: int | None
+    """The lease revision the failover carried."""
+    detection_s: float | None
+    """Site lost → the controller started the journaled unplanned failover."""
+    promotion_s: float | None
+    """Site lost → the promote step finished."""
+    unattended_rto_s: float | None
+    """Site lost → the first write of the application on its published file acknowledged on B."""
+    writes_on_source_after_promotion: int
+    """Writes the application's own ledger has acknowledged by A after B's promotion (must be 0)."""
+    controller_logs: list[str] = Field(default_factory=list)
+    """The controllers' JSON-line logs, under ``<out>/controllers``."""
+
+
 class DrillCycle(_Model):
     """One failover of the drill, graded."""
 
@@ -187,6 +211,8 @@ class DrillCycle(_Model):
     """With a client endpoint declared: its unmodified clients through this cycle's switch."""
     replicator_crash: ReplicatorCrash | None = None
     """With ``--kill-replicator``: the link's replicator SIGKILLed mid-copy, and the copies it left twice."""
+    unattended: Unattended | None = None
+    """With ``--automatic``: the failover the controller made by itself, timed from the site's loss."""
 
     @property
     def passed(self) -> bool:

@@ -10,6 +10,9 @@ On a local estate:
 3. Fail A: planned (the pipeline fences and drains it) or ``--unplanned`` (SIGKILL mid-traffic).
 4. Run the failover A→B→C. When the client configurations are published, the producer and the
    consumer move to B with them — as applications would.
+   With ``--automatic`` (unplanned only) nobody runs it: the controllers beside A and B and a third site's
+   observer, on a witness of the drill's own, do — site A is lost whole (its brokers and its controller
+   SIGKILLed at one instant) and the drill only waits (:mod:`dr.failover.drill.unattended`).
 5. Unplanned: bring A back (restart its brokers); the resumed failover fences it and verifies
    A vs B, which lists the records that never reached B; recover them; verify again; decommission.
 6. Grade: RTO, A→B→C, RPO (estimate and actual), acknowledged records lost before and after
@@ -77,6 +80,7 @@ from dr.failover.drill.traffic import (
     read_keys,
     start_traffic,
 )
+from dr.failover.drill.unattended import Sites, figures
 from dr.failover.frame.journal import Journal, atomic_write_json
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.run import OnStep
@@ -92,6 +96,7 @@ from dr.topology import Link, Topology, load_stack_file
 from dr.topology.kinds import Architecture
 
 __all__ = [
+    "automatic_refusal",
     "dump",
     "external_refusal",
     "kill_refusal",
@@ -102,6 +107,9 @@ __all__ = [
 #: How long the final reads wait for the application's first write acknowledged by the new active (it has
 #: written there since the promotion, long before; a drill whose application never did fails that check).
 _WRITES_ON_TARGET_S = 30.0
+#: How long an automatic drill gives the controller's unplanned failover to run once it may start (beyond
+#: detection, the lease's TTL and margin): a bound on a hang, not an aim.
+_AUTOMATIC_RUN_S = 600.0
 #: How long ``--kill-replicator`` waits for the link to copy the cycle's traffic before it kills its replicator.
 _COPYING_WITHIN_S = 60.0
 
@@ -143,6 +151,23 @@ def external_refusal(options: DrillOptions, topology: Topology) -> ConfigError |
             f"--base-port moves clusters this machine runs; stack {stack!r} declares external ones "
             f"({', '.join(outside)}).",
             f"run `drctl drill --stack {stack}` without --base-port. Nothing was changed",
+        )
+    return None
+
+
+def automatic_refusal(options: DrillOptions) -> ConfigError | None:
+    """Why ``--automatic`` cannot run as asked, or None (pure; before anything changes)."""
+    if not options.automatic:
+        return None
+    if not options.unplanned:
+        return ConfigError(
+            "--automatic rehearses the controllers failing over a lost site by themselves: it needs --unplanned.",
+            f"run `drctl drill --stack {options.stack} --unplanned --automatic`. Nothing was changed",
+        )
+    if options.cycles > 1:
+        return ConfigError(
+            "--automatic runs one cycle: the policy's cooldown allows one automatic failover per period.",
+            "drop --cycles, or drill the cycles without --automatic. Nothing was changed",
         )
     return None
 
@@ -195,8 +220,15 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
             "run `drctl drill`, or dr.failover.kinds.active_active.drill.run_region_drill, for an active-active stack",
         )
     if any(not c.is_local for c in topology.clusters):
+        if options.automatic:
+            raise ConfigError(
+                f"stack {options.stack!r} runs on clusters this machine does not own: an automatic drill loses "
+                "a site by SIGKILLing its brokers.",
+                "run it on a local stack of the same shape; on this stack, rehearse with `drctl drill` (planned) "
+                "and watch the controllers' metrics (runbooks/controller.md). Nothing was changed",
+            )
         return _run_external(options, own, topology, progress)
-    refusal = kill_refusal(options, topology)
+    refusal = kill_refusal(options, topology) or automatic_refusal(options)
     if refusal is not None:
         raise refusal
     stack_path, state = prepare_copy(options)
@@ -208,6 +240,7 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     )
     t_start, started_at = time.monotonic(), utc_now()
     clients: EndpointClients | None = None
+    sites: Sites | None = None
     clock = PhaseClock()
     try:
         roles = Roles.of(seen[0])
@@ -216,6 +249,10 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
         with clock.phase("provision"):
             result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
             publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
+            if options.automatic:
+                sites = Sites(ref, seen[0], options.out.resolve(), progress)
+                sites.start()
+                sites.wait_holding(Estate(seen[0], state).local_cluster(A))
             clients = _endpoint_clients(Estate(seen[0], state), progress)
         for number in range(1, options.cycles + 1):
             if number > 1:
@@ -225,13 +262,15 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
                     previous.standby_rebuild = make_standby(ref, previous.source, progress)
             topology = load_stack_file(stack_path)
             seen.append(topology)
-            cycle = _cycle(options, ref, topology, number, progress, clients, clock)
+            cycle = _cycle(options, ref, topology, number, progress, clients, clock, sites)
             result.cycles.append(cycle)
             if not cycle.passed:
                 break
     finally:
         if clients is not None:
             clients.stop()
+        if sites is not None:
+            sites.stop()
         result.seconds = round(time.monotonic() - t_start, 3)
         result.link_restarts = link_restarts(state, started_at)
         if not options.keep:
@@ -327,6 +366,7 @@ def _cycle(
     progress: Progress,
     clients: EndpointClients | None = None,
     clock: PhaseClock | None = None,
+    sites: Sites | None = None,
 ) -> DrillCycle:
     """One failover of the drill: traffic on the active cluster, fail it, fail over, prove, grade (each
     phase timed on ``clock``)."""
@@ -346,9 +386,9 @@ def _cycle(
         cycle_name = f"cycle {number}"
         with clock.phase(f"{cycle_name}: warm-up"):
             crash = _crash_replicator(options, estate, traffic, progress)
-            _fail_source(options, estate, traffic, A, B, progress)
+            _fail_source(options, estate, traffic, A, B, progress, sites)
         with clock.phase(f"{cycle_name}: failover"):
-            holdings, first = fail_over(options, ref, estate, traffic, progress)
+            holdings, first, journal = fail_over(options, ref, estate, traffic, progress, sites=sites)
         with clock.phase(f"{cycle_name}: recovery"):  # after the verification in the failover: what it listed, replayed
             proof = prove_and_recover(ref, estate, traffic, holdings, first, A, B, progress)
         with clock.phase(f"{cycle_name}: preview"):
@@ -411,6 +451,16 @@ def _cycle(
             grade="UNGRADED",
             checks=[],
             endpoint_clients=endpoint,
+            unattended=None
+            if sites is None or journal is None or sites.lost_at is None
+            else figures(
+                journal,
+                sites.lost_at,
+                original.failover_policy.detect_after_s,
+                traffic.producer.ack_times(B),
+                traffic.producer.ack_times(A),
+                [sites.log(k) for k in sites.procs],
+            ),
             replicator_crash=None
             if crash is None
             else crash.model_copy(
@@ -449,8 +499,17 @@ def group_synced(endpoint: Endpoint, group: str) -> bool:
     return bool(committed_offsets(endpoint, group))
 
 
-def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str, B: str, progress: Progress) -> None:
-    """Traffic for the warm-up, the group's offsets synced to B once; unplanned: SIGKILL A."""
+def _fail_source(
+    options: DrillOptions,
+    estate: Estate,
+    traffic: Traffic,
+    A: str,
+    B: str,
+    progress: Progress,
+    sites: Sites | None = None,
+) -> None:
+    """Traffic for the warm-up, the group's offsets synced to B once; unplanned: SIGKILL A (automatic: site A
+    whole, its controller with its brokers)."""
     time.sleep(options.warmup_s)
     if traffic.group:
         progress(f"drill: waiting until link {A}→{B} has synced group {traffic.group}'s offsets at least once")
@@ -460,7 +519,14 @@ def _fail_source(options: DrillOptions, estate: Estate, traffic: Traffic, A: str
                 f"the link never synced group {traffic.group} to {B} within {within:.0f}s.",
                 "read the MirrorMaker 2 log under <out>/state/links/",
             )
-    if options.unplanned:
+    if sites is not None:
+        progress(
+            f"drill: site {A} lost — SIGKILL its controller and every node of {A} at one instant, mid-traffic "
+            f"({len(traffic.producer.acked)} records acknowledged so far); nobody runs the failover"
+        )
+        sites.lose(estate.local_cluster(A))
+        wait_until(lambda: not listening(estate.local_cluster(A).bootstrap), 5, interval=0.05)
+    elif options.unplanned:
         progress(
             f"drill: SIGKILL every node of {A} mid-traffic ({len(traffic.producer.acked)} records acknowledged so far)"
         )
@@ -476,8 +542,11 @@ def fail_over(
     traffic: Traffic,
     progress: Progress,
     steps: Sequence[Step[Context]] = STEPS,
-) -> tuple[dict[str, Counter[str]], FailoverSummary]:
-    """Run the failover; unplanned: it completes without A, then A comes back and is verified.
+    sites: Sites | None = None,
+) -> tuple[dict[str, Counter[str]], FailoverSummary, Journal | None]:
+    """Run the failover; unplanned: it completes without A, then A comes back and is verified. With
+    ``sites`` (automatic) the drill runs none of it until A comes back: it waits for the controller's run
+    and returns its journal as that run left it.
 
     What A and B hold is read right after the verification, before A may be decommissioned.
     """
@@ -492,12 +561,23 @@ def fail_over(
             )
 
     mode = "unplanned" if options.unplanned else "planned"
-    summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step, steps)
+    unattended: Journal | None = None
+    if sites is not None:
+        policy = estate.topology.failover_policy
+        within = policy.detect_after_s + policy.lease_ttl_s + policy.margin_s + _AUTOMATIC_RUN_S
+        progress(f"drill: waiting for the controllers to fail {A} over by themselves (at most {within:.0f}s)")
+        unattended = sites.wait_failover(within)
+        summary = summarize(unattended)
+        progress(
+            f"drill: the automatic failover's run ended ({unattended.status}), {unattended.record.runs[-1].options.get('started_by')}"
+        )
+    else:
+        summary = _failover(ref, FailoverOptions(mode=mode), progress, on_step, steps)
     if options.unplanned:
         progress(f"drill: bringing {A} back (restarting its brokers)")
         restart(estate.local_cluster(A))
         summary = _failover(ref, FailoverOptions(), progress, on_step, steps)
-    return holdings, summary
+    return holdings, summary, unattended
 
 
 def prove_and_recover(

@@ -308,7 +308,7 @@ def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -
             estate.local_cluster(H).kill()
             wait_until(lambda: not listening(estate.local_cluster(H).bootstrap), 5, interval=0.05)
         traffic.traffic.snapshots.stop()
-        holdings, first = fail_over(options, ref, estate, traffic.traffic, progress, HUB_STEPS)
+        holdings, first, _ = fail_over(options, ref, estate, traffic.traffic, progress, HUB_STEPS)
         failover_done = time.time()
         proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress, HUB_STEPS)
         seen += current_topology(stack_path)
