@@ -208,7 +208,9 @@ class SelfFence:
         self._refused = ""
         self._failing = ""
         self._owed: FenceReason | None = None
-        self.record = store.latest()
+        latest = store.latest()
+        # the store keeps the stack's last fence: another site's (the old active's, after a failover) is not ours
+        self.record = latest if latest is not None and latest.cluster == cluster else None
         self.fenced = self.record is not None and self.record.lifted_at is None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kdr-controller-fence", daemon=True)

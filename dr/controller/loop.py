@@ -303,7 +303,6 @@ class Controller:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
         server = MetricsServer(self.metrics, self.metrics_port, self.port_field)
         keeper = self.automatic = None
-        self_fence: SelfFence | None = None
         estate = Estate(self.topology, self.ref.made_state_dir())
         if self.witness is not None:
             keeper = LeaseKeeper(
@@ -311,8 +310,8 @@ class Controller:
             )
             keeper.permit = self._permit(estate)
             if keeper.holds:
-                keeper.fence = self_fence = self._self_fence(estate)
-                self_fence.start()
+                keeper.fence = self._self_fence(estate)
+                keeper.fence.start()
             keeper.start()
             self.automatic = Automatic(self.ref, self.cluster.name, self.witness, keeper, self.log, self.metrics)
         self.log(
@@ -324,16 +323,41 @@ class Controller:
             with reused_admin_clients():  # the same clusters every pass: one client each, not one per pass
                 while not stop.is_set():
                     self.run_pass(estate)
+                    if keeper is not None:
+                        self._fence_if_active(keeper, estate)
                     stop.wait(self.interval_s)
         finally:
             if self.automatic is not None:
                 self.automatic.stop()
-            if self_fence is not None:  # a controller stopping on purpose gives the lease back: no fence
-                self_fence.stop()
+            if keeper is not None and keeper.fence is not None:  # stopping on purpose gives the lease back: no fence
+                keeper.fence.stop()
             if keeper is not None:
                 keeper.stop()
             server.close()
             self.log("info", "stopped", "controller stopped")
+
+    def _fence_if_active(self, keeper: LeaseKeeper, estate: Estate) -> None:
+        """Give the site the active site's self-fence once it holds the lease as the active cluster — after an
+        automatic failover to it, or a failover by hand that the lease followed — when it was not the active
+        site at this controller's start (the fence is built at start only for the site that was active then)."""
+        if keeper.fence is not None or keeper.mine is None:
+            return
+        try:
+            role = load_stack_file(self.ref.existing_stack_file()).cluster(self.cluster.name).role
+        except DRError:
+            return  # the pass reports an unreadable stack file; the next one tries again
+        if role is not Role.ACTIVE:
+            return
+        fence = self._self_fence(
+            estate
+        )  # armed by the keeper's next renewal: its deadline counts from when that was sent
+        fence.start()
+        keeper.fence = fence
+        self.log(
+            "info", "self-fence-armed",
+            f"cluster {self.cluster.name} is the active cluster now: its controller fences it if the lease cannot be "
+            "renewed in time", token=keeper.mine.token,
+        )  # fmt: skip
 
     def _self_fence(self, estate: Estate) -> SelfFence:
         """The active site's fail-closed fence (:mod:`dr.controller.fence`), recorded beside the journal."""

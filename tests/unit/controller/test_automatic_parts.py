@@ -235,6 +235,22 @@ def test_after_a_failover_by_hand_the_lease_follows_the_stack_file_without_a_res
     given = [e for e in _events(out) if e["event"] == "lease-given-up"]
     assert len(given) == 1 and "names B the active cluster now, not A" in given[0]["message"]
     assert [e["event"] for e in _events(out_b) if e["event"].startswith("lease")] == ["lease-wanted", "lease-taken"]
+    # and B, the active site now, gets the self-fence A's controller built at its start, without a restart
+    from types import SimpleNamespace
+
+    from dr.controller.loop import Controller
+
+    started: list[str] = []
+    fence = SimpleNamespace(start=lambda: started.append("B"))
+    at_site_b = SimpleNamespace(
+        ref=ref, cluster=topology.cluster("B"), log=Log("json", out_b), _self_fence=lambda e: fence
+    )
+    Controller._fence_if_active(at_site_b, keeper_a, None)  # type: ignore[arg-type]  # A holds nothing: no fence
+    assert started == [] and keeper_a.fence is None
+    Controller._fence_if_active(at_site_b, keeper_b, None)  # type: ignore[arg-type]
+    Controller._fence_if_active(at_site_b, keeper_b, None)  # type: ignore[arg-type]  # once
+    assert started == ["B"] and keeper_b.fence is fence
+    assert [e["event"] for e in _events(out_b)].count("self-fence-armed") == 1
 
 
 def test_a_controller_that_wants_the_lease_held_by_another_says_who_once_per_holder(ref: StackRef) -> None:

@@ -184,3 +184,21 @@ def test_a_lease_taken_by_another_holder_fences(tmp_path: Path, monkeypatch: pyt
     assert fence.fenced and kafka.fenced == 1
     record = FenceStore(tmp_path, "s", None).latest()
     assert record is not None and record.reason == "lease-lost"  # expired first, then found taken: one fence
+
+
+def test_the_old_active_sites_standing_fence_is_not_the_new_active_sites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failover B's controller builds B's fence: A's unlifted record (the store keeps the stack's last)
+    must neither make B 'fenced' nor have A's removed ACLs restored on B."""
+    kafka = _Kafka(monkeypatch)
+    FenceStore(tmp_path, "s", None).save(_record(cluster="A"), "me/A")
+    metrics, out = ControllerMetrics("s", "B", "automatic"), io.StringIO()
+    fence = SelfFence(
+        cluster="B", holder="me/B", endpoint=lambda: None,  # type: ignore[arg-type,return-value]
+        principals=["orders-app"], store=FenceStore(tmp_path, "s", None), ttl_s=3.0, margin_s=1.0,
+        lift_allowed=lambda record, holding: (True, "ok"), log=Log("json", out), metrics=metrics,
+    )  # fmt: skip
+    assert not fence.fenced and fence.record is None
+    fence.lease_regained(Holding("me/B", 12, 0.0))
+    assert kafka.unfenced == 0 and _events(out) == []
