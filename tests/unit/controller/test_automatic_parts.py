@@ -245,7 +245,7 @@ def test_after_a_failover_by_hand_the_lease_follows_the_stack_file_without_a_res
     at_site_b = SimpleNamespace(
         ref=ref, cluster=topology.cluster("B"), log=Log("json", out_b), _self_fence=lambda e: fence
     )
-    Controller._fence_if_active(at_site_b, keeper_a, None)  # type: ignore[arg-type]  # A holds nothing: no fence
+    Controller._fence_if_active(at_site_b, keeper_a, None)  # A holds nothing: no fence
     assert started == [] and keeper_a.fence is None
     Controller._fence_if_active(at_site_b, keeper_b, None)  # type: ignore[arg-type]
     Controller._fence_if_active(at_site_b, keeper_b, None)  # type: ignore[arg-type]  # once
