@@ -92,14 +92,18 @@ def kept_stack_env(out: Path, stack: str) -> dict[str, str]:
     """The environment in which ``drctl`` (and :class:`dr.base.stackref.StackRef`) sees the estate a
     ``drctl drill --keep --out OUT`` left as an operator's stack ``stack``: the drill's copy of the stack file
     (``OUT/stack``), its backend ``OUT/pulumi`` (whose passphrase file sits beside it) and its state
-    ``OUT/state``, which a stack's state is looked up as ``$KDR_STATE_DIR/<stack>``: a directory beside
-    ``OUT`` linking that name to it."""
+    ``OUT/state`` — pinned as that stack's state directory (``KDR_PINNED_STATE``: the very path the drill's
+    program declared, so a ``pulumi up`` from here changes nothing), and reachable for the tests as
+    ``$KDR_STATE_DIR/<stack>`` through a directory beside ``OUT`` linking that name to it."""
+    from dr.base.stackref import PINNED_STATE
+
     base = out.parent / f"kept-{stack}"
     base.mkdir()
     (base / stack).symlink_to(out / "state")
     return {
         "KDR_STACK_DIR": str(out / "stack"),
         "KDR_STATE_DIR": str(base),
+        PINNED_STATE: f"{stack}={out / 'state'}",
         "PULUMI_BACKEND_URL": f"file://{out / 'pulumi'}",
     }
 

@@ -2,19 +2,24 @@
 passive P. ``drctl drill --unplanned --keep`` kills the hub under edge traffic, promotes P, re-points both edges
 at it and grades every edge record on the new hub exactly once; on the estate it keeps, the operator's view of
 that one hub failover is checked (republished client files, ``drctl verify --edge``, ``drctl status``).
-An edge is killed under traffic, ``drctl failover --edge E1 --mode unplanned`` moves its applications to the
-hub, and once E1 is back the records it never replicated are replayed: each acknowledged one is on the hub once.
+Then, on the same kept estate (P the hub now), an edge is killed under traffic, ``drctl failover --edge E1
+--mode unplanned`` moves its applications to the hub, and once E1 is back the records it never replicated are
+replayed: each acknowledged one is on the hub once — one estate for the module (formerly a second one for the
+edge loss).
 
-Four one-broker clusters and three MirrorMaker 2 processes per estate (the example's standby is left out: a
-fifth cluster would add nothing this test checks, on a 2-core machine).
+Four one-broker clusters and three MirrorMaker 2 processes (the example's standby is left out: a fifth cluster
+would add nothing this test checks, on a 2-core machine).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +35,15 @@ from dr.kafka.offsets import committed_offsets, end_offsets
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
 from tests.integration.drill_runner import assert_graded, drctl_drill, drill_json, kept_stack_env, teardown_kept
-from tests.integration.helpers import StackEnv, drctl, jvms_under, provisioned
+from tests.integration.helpers import StackEnv, drctl, jvms_under
 from tests.integration.ports import windows
 
-STACK = "hubtest"
 EDGES = ("E1", "E2")
+HUB = "P"
+"""The hub once the drill has failed H over: the edge-loss test runs on the estate the drill kept."""
 
 
-def _write_stack(root: Path, ports: tuple[int, ...], stack: str = STACK, edit: Any = None) -> None:
+def _write_stack(root: Path, ports: tuple[int, ...], stack: str, edit: Any = None) -> None:
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.hub-spoke.yaml").read_text())
     config = doc["config"]
     if edit is not None:
@@ -98,9 +104,6 @@ def _produce(conf: dict[str, Any], keys: list[str]) -> list[Any]:
     return errors + ["unacknowledged"] * left
 
 
-EDGE_STACK = "edgetest"
-
-
 def _edge_apps(config: dict[str, Any]) -> None:
     """E1's sensor and a reader of E1's readings, both moving to the hub (no fallback) when E1 is lost."""
     apps = config["kafka-dr:principals"]["applications"]
@@ -145,137 +148,6 @@ def _steps(stdout: str) -> dict[str, Any]:
     """The journal's steps (status and outcome) of the failover whose ``--json`` summary is ``stdout``."""
     steps: dict[str, Any] = json.loads(Path(json.loads(stdout)["journal"]).read_text())["steps"]
     return steps
-
-
-def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_acked_record_once_on_the_hub(
-    tmp_path: Path,
-) -> None:
-    t0 = time.monotonic()
-    with windows(4) as ports:
-        _write_stack(tmp_path, ports, EDGE_STACK, _edge_apps)
-        env = StackEnv(tmp_path, EDGE_STACK)
-        outputs: list[str] = []
-        with provisioned(env):
-            up_s = time.monotonic() - t0
-            estate = env.estate()
-            e1_ep, hub_ep = estate.endpoint("E1"), estate.endpoint("H")
-            traffic = EdgeTraffic(published(env.state, "sensor-e1"), "E1")  # its file names E1
-            traffic.start()
-            try:
-                panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1")).config()
-                read_on_e1 = _consume_and_commit(panel, 4, ["readings"], at_least=1)
-                assert read_on_e1, "panel-e1 read nothing on E1"
-
-                def translated() -> bool:
-                    return any(t == "E1.readings" for (t, _p) in committed_offsets(hub_ep, "panel-e1"))
-
-                assert wait_until(translated, 60, interval=1), "MirrorMaker 2 never synced panel-e1's offsets to H"
-                # The link dies first, so that E1 surely holds acknowledged records the hub never got
-                estate.mirror("E1-to-H").kill()
-                time.sleep(2)
-                estate.local_cluster("E1").kill()  # the edge is gone mid-traffic
-                killed_at = time.monotonic()
-                # No acknowledgement can come from a killed edge: the flush would wait its whole bound for
-                # nothing (30 s), leaving ``acked`` as it is after 2 s.
-                traffic.flush_s = 2.0
-            finally:
-                traffic.halt.set()
-                traffic.join(60)
-            res = drctl(
-                env,
-                "failover",
-                "--stack",
-                EDGE_STACK,
-                "--edge",
-                "E1",
-                "--mode",
-                "unplanned",
-                "--yes",
-                "--json",
-                timeout=600,
-                outputs=outputs,
-            )
-            move_s = time.monotonic() - killed_at
-            assert res.returncode == 0, res.stderr[-5000:]
-            steps = _steps(res.stdout)
-            assert steps["integrity"]["status"] == "deferred", steps["integrity"]
-            assert steps["decommission"]["status"] == "deferred", steps["decommission"]
-            details = steps["consumer-groups"]["outcome"]["details"]
-            groups = details["groups"]
-            assert groups["panel-e1"]["translated"], f"panel-e1 has no translated offset on H: {groups}"
-            # positioned on the hub before its file was published (issue 34): every partition of E1.readings
-            # and of the hub's own readings (never read on E1: from its first record, no re-read); E1 dead, what
-            # it may have read since the link's translation is counted and the partitions named
-            positions = {(p["topic"], p["partition"]): p for p in groups["panel-e1"]["positions"]}
-            assert groups["panel-e1"]["positions_committed"], groups
-            assert set(positions) == {(t, p) for t in ("readings", "E1.readings") for p in (0, 1)}, positions
-            assert all(
-                p["source"] == "start" and p["rereads_at_most"] == 0
-                for (t, _), p in positions.items()
-                if t == "readings"
-            )
-            kinds = {p["source"] for (t, _), p in positions.items() if t == "E1.readings"}
-            assert "kept" in kinds and kinds <= {"kept", "start"}, positions
-            named = {f"panel-e1:{t}-{p}" for (t, p), v in positions.items() if v["rereads_at_most"]}
-            assert set(details["gaps"]) == named, details
-
-            after = env.estate()
-            assert after.topology.cluster("E1").role.value == "decommissioned"
-            assert [lk.name for lk in after.topology.links] == ["E2-to-H", "H-to-P"]
-            assert after.topology.principals.application("sensor-e1").home == "H"
-            assert end_offsets(hub_ep, ["E1.readings"]), "pulumi up kept E1's copy on the hub"
-            # sensor-e1, on the client file the failover published, now writes the hub's own readings
-            conf = json.loads((after.state / "clients" / "sensor-e1.json").read_text())
-            assert conf["bootstrap.servers"] == hub_ep.bootstrap
-            producer = Producer({**conf, "acks": "all"})
-            acked: list[str] = []
-            producer.produce(
-                "readings", key="moved-1", value="after the move", on_delivery=lambda e, m: acked.append(str(e))
-            )
-            producer.flush(30)
-            assert acked == ["None"], f"sensor-e1 could not write on the hub: {acked}"
-            # panel-e1, from its published file, with auto.offset.reset=latest: nothing it had not read is
-            # skipped — E1's records on the hub it had not read on E1, and the hub's own (before: skipped)
-            panel_conf = json.loads((after.state / "clients" / "panel-e1.json").read_text())
-            assert panel_conf["bootstrap.servers"] == hub_ep.bootstrap
-            want = (set(_keys(hub_ep, "E1.readings")) - set(read_on_e1)) | {"moved-1"}
-            read_on_hub = _consume_and_commit(panel_conf, 60, ["readings", "E1.readings"], "latest", want)
-            skipped = sorted(want - set(read_on_hub))
-            assert not skipped, f"{len(skipped)} records skipped by panel-e1 on the hub, e.g. {skipped[:5]}"
-            print(f"panel-e1 on the hub: {len(set(read_on_e1) & set(read_on_hub))} re-read, 0 skipped")
-
-            estate.local_cluster("E1").start()  # E1 comes back: compare, recover, decommission
-            res = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
-            integrity = _steps(res.stdout)["integrity"]
-            assert integrity["status"] == "differences", integrity
-            missing = integrity["outcome"]["details"]["missing"]
-            assert missing > 0, integrity
-            assert res.returncode == 6, "E1 is not decommissioned while records are missing"
-            assert "--recover" in res.stderr
-            rec = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--recover", outputs=outputs)
-            assert rec.returncode == 0, rec.stderr[-3000:]
-            assert json.loads(rec.stdout)["replayed"] == missing
-            again = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--recover", outputs=outputs)
-            assert json.loads(again.stdout)["replayed"] == 0, "a second recovery writes nothing"
-
-            report = edge_copy_report("E1", e1_ep, hub_ep, ["readings"])
-            on_hub = _keys(hub_ep, "E1.readings")
-            lost = [k for k in traffic.acked if k not in on_hub]
-            twice = [k for k in traffic.acked if on_hub[k] > 1]
-            print(
-                f"\nedge loss: up {up_s:.0f}s; move {move_s:.1f}s; E1 acknowledged {len(traffic.acked)}; "
-                f"{missing} never replicated, replayed; on H: {report['records']} records, {report['missing']} "
-                f"missing, {report['duplicates']} duplicates, {report['unexpected']} unexpected"
-            )
-            assert not lost, f"{len(lost)} acknowledged E1 records not on the hub, e.g. {lost[:3]}"
-            assert report["missing"] == 0 and report["unexpected"] == 0, report
-            assert not twice and report["duplicates"] == 0, f"E1 records on the hub more than once: {report}"
-
-            done = drctl(env, "failover", "--stack", EDGE_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
-            assert done.returncode == 0, done.stderr[-3000:]
-            assert _steps(done.stdout)["decommission"]["status"] == "done"
-            assert not estate.local_cluster("E1").is_running(), "decommission stopped E1"
-    print(f"edge-loss test: {time.monotonic() - t0:.0f}s in all")
 
 
 def _keys(endpoint, topic: str) -> Counter[str]:  # noqa: ANN001 - Endpoint
@@ -392,52 +264,202 @@ def _operator_view_after_the_hub_failover(env: StackEnv, r: dict[str, Any], stde
         assert links[f"{e}-to-P"]["total_lag"] == 0, links[f"{e}-to-P"]
 
 
-@pytest.mark.timeout(1500)  # above the 1200 s its command may take: the inner timeout kills its tree first
-def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(tmp_path: Path) -> None:
-    """``drctl drill --unplanned --keep`` on a hub-and-spoke stack: edges write, the hub is killed, P takes
-    over, every acknowledged edge record is on P once, and each hub application's RTO is measured and
-    graded; then, on the estate it kept, the operator's view of the hub failover
-    (:func:`_operator_view_after_the_hub_failover`) — one estate, one hub failover, for both."""
+@dataclass
+class HubDrill:
+    """The hub drill's run and the estate it kept (``--keep``), as an operator's stack."""
+
+    env: StackEnv
+    result: dict[str, Any]
+    run: subprocess.CompletedProcess[str]
+    out: Path
+
+    @property
+    def kept(self) -> bool:
+        """The drill got as far as a failover (it kept an estate to go on with)."""
+        return bool(self.result.get("failover"))
+
+
+@pytest.fixture(scope="module")
+def hub_drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubDrill]:
+    """``drctl drill --unplanned --keep`` on a hub-and-spoke stack (E1's applications as the edge-loss test
+    needs them); the estate it keeps serves every test of the module, then goes as the drill's teardown would."""
+    tmp_path = tmp_path_factory.mktemp("hubdrill")
     t0 = time.monotonic()
     with windows(4) as ports:
-        _write_stack(tmp_path, ports, DRILL_STACK)
+        _write_stack(tmp_path, ports, DRILL_STACK, _edge_apps)
         out = tmp_path / "drill"
         try:
             res = drctl_drill(
                 tmp_path, DRILL_STACK, out, "--unplanned", "--warmup", "4", "--rate", "100", "--keep", timeout=1200
             )
-            r = drill_json(out)
             print(f"\n{res.stdout}\n{res.stderr[-4000:]}\nhub drill: {time.monotonic() - t0:.0f}s")
-            assert r, f"no drill.json: {res.stderr[-5000:]}"
-            assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == "P", r
-            assert r["failover"]["status"] == "completed", r["failover"]
-            assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
-            for e in r["edges"]:
-                assert e["acknowledged"] > 0 and e["lost"] == 0, e
-                assert e["on_new_hub"] >= e["acknowledged"], e
-                assert e["duplicates"] == 0, f"edge {e['edge']}: records copied twice to the new hub: {e}"
-                assert e["acknowledged_during_failover"] > 0, (
-                    f"{e['edge']}'s producer wrote nothing during the failover"
-                )
-            kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
-            assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
-            assert all(v is not None for v in kinds.values()), kinds
-            assert r["hub_lost_after_recovery"] == 0, r
-            assert r["checks"] and r["grade"].startswith("PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r[
-                "checks"
-            ]
-            assert f"drill of hub-and-spoke stack {DRILL_STACK} (unplanned): {r['grade']}" in res.stdout, res.stdout
-            for c in r["checks"]:
-                assert f"[{c['result']}] {c['check']}" in res.stdout
-            assert res.returncode == (0 if r["grade"].startswith("PASS") else 6), res.stderr[-3000:]
-            assert_graded(r["checks"])
             kept = StackEnv(out / "stack", DRILL_STACK)
             kept.update(kept_stack_env(out, DRILL_STACK))
             with pytest.MonkeyPatch.context() as mp:
                 for k, v in kept.items():
                     mp.setenv(k, v)
-                _operator_view_after_the_hub_failover(kept, r, res.stderr)
+                yield HubDrill(kept, drill_json(out), res, out)
         finally:
             teardown_kept(tmp_path, out, DRILL_STACK)
     assert not jvms_under(out), "the drill's estate left JVMs running"
-    print(f"hub drill and operator view: {time.monotonic() - t0:.0f}s in all")
+    print(f"hub drill, operator view and edge loss: {time.monotonic() - t0:.0f}s in all")
+
+
+@pytest.mark.timeout(1500)  # above the 1200 s its command may take: the inner timeout kills its tree first
+def test_drill_on_a_hub_spoke_stack_kills_the_hub_under_edge_traffic_and_grades_it(hub_drill: HubDrill) -> None:
+    """``drctl drill --unplanned --keep`` on a hub-and-spoke stack: edges write, the hub is killed, P takes
+    over, every acknowledged edge record is on P once, and each hub application's RTO is measured and
+    graded; then, on the estate it kept, the operator's view of the hub failover
+    (:func:`_operator_view_after_the_hub_failover`) — one estate, one hub failover, for both."""
+    r, res = hub_drill.result, hub_drill.run
+    assert r, f"no drill.json: {res.stderr[-5000:]}"
+    assert r["architecture"] == "hub-spoke" and r["hub"] == "H" and r["new_hub"] == HUB, r
+    assert r["failover"]["status"] == "completed", r["failover"]
+    assert sorted(e["edge"] for e in r["edges"]) == list(EDGES), r["edges"]
+    for e in r["edges"]:
+        assert e["acknowledged"] > 0 and e["lost"] == 0, e
+        assert e["on_new_hub"] >= e["acknowledged"], e
+        assert e["duplicates"] == 0, f"edge {e['edge']}: records copied twice to the new hub: {e}"
+        assert e["acknowledged_during_failover"] > 0, f"{e['edge']}'s producer wrote nothing during the failover"
+    kinds = {(a["application"], a["kind"]): a["rto_s"] for a in r["application_rto"]}
+    assert set(kinds) == {("aggregator", "writes"), ("aggregator", "reads")}, kinds
+    assert all(v is not None for v in kinds.values()), kinds
+    assert r["hub_lost_after_recovery"] == 0, r
+    assert r["checks"] and r["grade"].startswith("PASS") == all(c["result"] != "FAIL" for c in r["checks"]), r["checks"]
+    assert f"drill of hub-and-spoke stack {DRILL_STACK} (unplanned): {r['grade']}" in res.stdout, res.stdout
+    for c in r["checks"]:
+        assert f"[{c['result']}] {c['check']}" in res.stdout
+    assert res.returncode == (0 if r["grade"].startswith("PASS") else 6), res.stderr[-3000:]
+    assert_graded(r["checks"])
+    _operator_view_after_the_hub_failover(hub_drill.env, r, res.stderr)
+
+
+def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_acked_record_once_on_the_hub(
+    hub_drill: HubDrill,
+) -> None:
+    """On the estate the hub drill kept (P the hub now, E1 and E2 feeding it): E1 is killed under traffic,
+    ``drctl failover --edge E1 --mode unplanned`` moves its applications to the hub, and once E1 is back
+    the records it never replicated are replayed — each acknowledged one on the hub once."""
+    t0 = time.monotonic()
+    env = hub_drill.env
+    assert hub_drill.kept, "the hub drill kept no estate"
+    outputs: list[str] = []
+    estate = env.estate()
+    assert estate.topology.active().name == HUB, "the hub drill left P active"
+    e1_ep, hub_ep = estate.endpoint("E1"), estate.endpoint(HUB)
+    traffic = EdgeTraffic(published(env.state, "sensor-e1"), "E1")  # its file names E1
+    traffic.start()
+    try:
+        panel = e1_ep.with_user("panel-e1", estate.app_password("panel-e1")).config()
+        read_on_e1 = _consume_and_commit(panel, 4, ["readings"], at_least=1)
+        assert read_on_e1, "panel-e1 read nothing on E1"
+
+        def translated() -> bool:
+            return any(t == "E1.readings" for (t, _p) in committed_offsets(hub_ep, "panel-e1"))
+
+        assert wait_until(translated, 60, interval=1), f"MirrorMaker 2 never synced panel-e1's offsets to {HUB}"
+        # The link dies first, so that E1 surely holds acknowledged records the hub never got
+        estate.mirror(f"E1-to-{HUB}").kill()
+        copied_until = len(traffic.acked)
+        assert wait_until(lambda: len(traffic.acked) >= copied_until + 40, 60, interval=0.05), (
+            "sensor-e1 wrote nothing on E1 after its link stopped"
+        )
+        estate.local_cluster("E1").kill()  # the edge is gone mid-traffic
+        killed_at = time.monotonic()
+        # No acknowledgement can come from a killed edge: the flush would wait its whole bound for
+        # nothing (30 s), leaving ``acked`` as it is after 2 s.
+        traffic.flush_s = 2.0
+    finally:
+        traffic.halt.set()
+        traffic.join(60)
+    res = drctl(
+        env,
+        "failover",
+        "--stack",
+        DRILL_STACK,
+        "--edge",
+        "E1",
+        "--mode",
+        "unplanned",
+        "--yes",
+        "--json",
+        timeout=600,
+        outputs=outputs,
+    )
+    move_s = time.monotonic() - killed_at
+    assert res.returncode == 0, res.stderr[-5000:]
+    steps = _steps(res.stdout)
+    assert steps["integrity"]["status"] == "deferred", steps["integrity"]
+    assert steps["decommission"]["status"] == "deferred", steps["decommission"]
+    details = steps["consumer-groups"]["outcome"]["details"]
+    groups = details["groups"]
+    assert groups["panel-e1"]["translated"], f"panel-e1 has no translated offset on H: {groups}"
+    # positioned on the hub before its file was published (issue 34): every partition of E1.readings
+    # and of the hub's own readings (never read on E1: from its first record, no re-read); E1 dead, what
+    # it may have read since the link's translation is counted and the partitions named
+    positions = {(p["topic"], p["partition"]): p for p in groups["panel-e1"]["positions"]}
+    assert groups["panel-e1"]["positions_committed"], groups
+    assert set(positions) == {(t, p) for t in ("readings", "E1.readings") for p in (0, 1)}, positions
+    assert all(
+        p["source"] == "start" and p["rereads_at_most"] == 0 for (t, _), p in positions.items() if t == "readings"
+    )
+    kinds = {p["source"] for (t, _), p in positions.items() if t == "E1.readings"}
+    assert "kept" in kinds and kinds <= {"kept", "start"}, positions
+    named = {f"panel-e1:{t}-{p}" for (t, p), v in positions.items() if v["rereads_at_most"]}
+    assert set(details["gaps"]) == named, details
+
+    after = env.estate()
+    assert after.topology.cluster("E1").role.value == "decommissioned"
+    assert [lk.name for lk in after.topology.links] == [f"E2-to-{HUB}"]
+    assert after.topology.principals.application("sensor-e1").home == HUB
+    assert end_offsets(hub_ep, ["E1.readings"]), "pulumi up kept E1's copy on the hub"
+    # sensor-e1, on the client file the failover published, now writes the hub's own readings
+    conf = json.loads((after.state / "clients" / "sensor-e1.json").read_text())
+    assert conf["bootstrap.servers"] == hub_ep.bootstrap
+    producer = Producer({**conf, "acks": "all"})
+    acked: list[str] = []
+    producer.produce("readings", key="moved-1", value="after the move", on_delivery=lambda e, m: acked.append(str(e)))
+    producer.flush(30)
+    assert acked == ["None"], f"sensor-e1 could not write on the hub: {acked}"
+    # panel-e1, from its published file, with auto.offset.reset=latest: nothing it had not read is
+    # skipped — E1's records on the hub it had not read on E1, and the hub's own (before: skipped)
+    panel_conf = json.loads((after.state / "clients" / "panel-e1.json").read_text())
+    assert panel_conf["bootstrap.servers"] == hub_ep.bootstrap
+    want = (set(_keys(hub_ep, "E1.readings")) - set(read_on_e1)) | {"moved-1"}
+    read_on_hub = _consume_and_commit(panel_conf, 60, ["readings", "E1.readings"], "latest", want)
+    skipped = sorted(want - set(read_on_hub))
+    assert not skipped, f"{len(skipped)} records skipped by panel-e1 on the hub, e.g. {skipped[:5]}"
+    print(f"panel-e1 on the hub: {len(set(read_on_e1) & set(read_on_hub))} re-read, 0 skipped")
+
+    estate.local_cluster("E1").start()  # E1 comes back: compare, recover, decommission
+    res = drctl(env, "failover", "--stack", DRILL_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
+    integrity = _steps(res.stdout)["integrity"]
+    assert integrity["status"] == "differences", integrity
+    missing = integrity["outcome"]["details"]["missing"]
+    assert missing > 0, integrity
+    assert res.returncode == 6, "E1 is not decommissioned while records are missing"
+    assert "--recover" in res.stderr
+    rec = drctl(env, "failover", "--stack", DRILL_STACK, "--edge", "E1", "--recover", outputs=outputs)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    assert json.loads(rec.stdout)["replayed"] == missing
+    again = drctl(env, "failover", "--stack", DRILL_STACK, "--edge", "E1", "--recover", outputs=outputs)
+    assert json.loads(again.stdout)["replayed"] == 0, "a second recovery writes nothing"
+
+    report = edge_copy_report("E1", e1_ep, hub_ep, ["readings"])
+    on_hub = _keys(hub_ep, "E1.readings")
+    lost = [k for k in traffic.acked if k not in on_hub]
+    twice = [k for k in traffic.acked if on_hub[k] > 1]
+    print(
+        f"\nedge loss: move {move_s:.1f}s; E1 acknowledged {len(traffic.acked)}; "
+        f"{missing} never replicated, replayed; on H: {report['records']} records, {report['missing']} "
+        f"missing, {report['duplicates']} duplicates, {report['unexpected']} unexpected"
+    )
+    assert not lost, f"{len(lost)} acknowledged E1 records not on the hub, e.g. {lost[:3]}"
+    assert report["missing"] == 0 and report["unexpected"] == 0, report
+    assert not twice and report["duplicates"] == 0, f"E1 records on the hub more than once: {report}"
+
+    done = drctl(env, "failover", "--stack", DRILL_STACK, "--edge", "E1", "--yes", "--json", outputs=outputs)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _steps(done.stdout)["decommission"]["status"] == "done"
+    assert not estate.local_cluster("E1").is_running(), "decommission stopped E1"
+    print(f"edge-loss test on the kept estate: {time.monotonic() - t0:.0f}s in all")

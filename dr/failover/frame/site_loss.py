@@ -32,7 +32,7 @@ from dr.failover.act.health import ClusterHealth, Reachability, cluster_health, 
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import Outcome
-from dr.failover.frame.run import OnStep, new_context, refuse_damaged_state, run_frame, run_mode
+from dr.failover.frame.run import OnStep, already_finished, new_context, refuse_damaged_state, run_frame, run_mode
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult, named_roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.kafka.client import Endpoint
@@ -398,6 +398,11 @@ def run_site_loss(
     kind of site: ``context`` is its steps' context, ``topologies`` gives ``(original, desired, peer,
     resuming)`` from the stack's journal (or refuses), ``title`` names the run in its first line."""
 
+    def finished(journal: Journal | None, stack_path: Path) -> bool:
+        # a finished run of another site (the hub's own failover before this edge's loss) is not this one
+        same_site = journal is not None and journal.record.source == site
+        return same_site and (is_finished or already_finished)(journal, stack_path)
+
     def open_run(journal: Journal | None) -> tuple[S, bool]:
         return open_site_run(
             context,
@@ -411,7 +416,7 @@ def run_site_loss(
             progress=progress,
         )
 
-    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, is_finished=is_finished)
+    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished)
 
 
 def named_steps(steps: Sequence[Step[Any]], **names: str) -> list[dict[str, str]]:
