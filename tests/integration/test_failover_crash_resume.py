@@ -1,7 +1,11 @@
-"""A failover killed right after step k (:mod:`tests.integration.failover_crash_driver`) resumes to the same end state;
-and an unplanned failover through the command line with A SIGKILLed.
+"""A failover killed right after each step in turn (:mod:`tests.integration.failover_crash_driver`) resumes
+to the same end state; a journal never outlives its estate; an unplanned failover through the command line
+with A SIGKILLed.
 
-Each case gets a fresh, cheap estate (A, B and C with one broker each).
+One cheap estate (A, B and C with one broker each) for the module; the tests run in order: the unplanned
+failover takes it first; the journal's case rebuilds it from the original stack file (A active), then
+destroys and rebuilds it again, and leaves it rebuilt with no journal for the failover killed after each
+step. A test run alone (or after a failed one) gets the A-active estate it needs rebuilt.
 Kills at random instants *inside* the steps (the whole process group, inside `pulumi up` too) are in
 :mod:`tests.integration.test_failover_killed_anywhere`.
 """
@@ -13,52 +17,22 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-import yaml
 
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
-from dr.estate.stack import EstateStack
 from dr.failover.drill.traffic import read_keys
 from dr.failover.frame.journal import Journal
 from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import load_stack_file
 from tests import REPO_ROOT, processes
 from tests.integration.failover_crash_driver import CRASH_EXIT
-from tests.integration.helpers import link_copied, produce
+from tests.integration.helpers import StackEnv, link_copied, produce, write_local_stack
 from tests.integration.helpers import teardown_stack as _teardown
 from tests.integration.journal_home import journal_home
 
 STACK = "crash"
 NAMES = [s.name for s in STEPS]
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stack_ports: tuple[int, int, int]) -> Iterator[dict[str, str]]:
-    """A fresh 1-broker estate (A, B, link A→B) with 500 acknowledged records on A; destroyed afterwards."""
-    doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
-    for c, port in zip(doc["config"]["kafka-dr:clusters"], stack_ports, strict=True):
-        c["base_port"] = port
-        if c["name"] == "A":
-            c["brokers"], c["racks"] = 1, ["r1"]
-    stack_path = tmp_path / f"Pulumi.{STACK}.yaml"
-    stack_path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    env = {"KDR_STACK_DIR": str(tmp_path), "KDR_STATE_DIR": str(tmp_path / "state")}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    original = load_stack_file(stack_path)
-    try:
-        EstateStack(StackRef.resolve(STACK)).up(original)
-        estate = Estate.for_stack(StackRef.resolve(STACK))
-        app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
-        acked, _ = produce(app, "orders", [f"c-{i}" for i in range(500)])
-        assert len(acked) == 500
-        yield env
-    finally:
-        _teardown(STACK, original, tmp_path / "state" / STACK)
 
 
 def _run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
@@ -86,73 +60,37 @@ def _cluster_id(state: Path, name: str) -> str | None:
     return json.loads(meta.read_text())["cluster_id"] if meta.exists() else None
 
 
-# Every step but the last is a crash point; each estate takes two or three crashes in a row (a
-# resumed run that crashes again), which covers all seven while paying for three estates only.
-CRASH_SEQUENCES = [
-    ("preflight", "promote", "clients"),
-    ("fence-drain", "desired-state"),
-    ("consumer-groups", "integrity"),
-]
+def _with_a_active(env: StackEnv, ports: tuple[int, int, int]) -> Estate:
+    """The module's estate as a first failover finds it: A active, B passive (both running), no journal
+    — destroyed and rebuilt from the original stack file when an earlier test left it otherwise."""
+    topology = load_stack_file(env.stack_file)
+    if topology.active().name == "A" and Journal.load(journal_home(env, STACK)) is None:
+        estate = Estate(topology, env.state)
+        if all(estate.local_cluster(n).state() == "running" for n in ("A", "B")):
+            return estate
+    write_local_stack(env.root, STACK, ports)
+    _teardown(STACK, load_stack_file(env.stack_file), env.state)
+    up = drctl(env, "estate", "up", "--stack", STACK)
+    assert up.returncode == 0, up.stderr[-3000:]
+    return Estate.for_stack(StackRef.resolve(STACK))
 
 
-def test_the_crash_sequences_cover_every_step_but_the_last() -> None:
-    assert sorted(n for seq in CRASH_SEQUENCES for n in seq) == sorted(NAMES[:-1])
-
-
-@pytest.mark.parametrize("crashes", CRASH_SEQUENCES, ids=lambda seq: "+".join(seq))
-def test_a_failover_killed_after_a_step_resumes_to_the_same_end_state(
-    env: dict[str, str], crashes: tuple[str, ...]
-) -> None:
-    state = Path(env["KDR_STATE_DIR"]) / STACK
-    stack_path = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
-    # Only the sequence that crashes after the verification pays for a Spark run.
-    waive = [] if "integrity" in crashes else ["--skip-verify", "--force-decommission"]
-
-    c_created = None
-    for run, crash_after in enumerate(crashes, 1):
-        res = crash_failover(env, crash_after, *waive)
-        assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
-        journal = Journal.load(journal_home(env, STACK))
-        assert journal is not None and journal.status == "running" and len(journal.runs) == run
-        k = NAMES.index(crash_after)
-        assert all(journal.is_done(n) for n in NAMES[: k + 1])
-        assert all(journal.step(n).status == "pending" for n in NAMES[k + 1 :])
-        c_now = _cluster_id(state, "C")
-        assert (c_now is not None) == (k >= NAMES.index("desired-state"))
-        assert c_created is None or c_now == c_created, "C was created again"
-        c_created = c_created or c_now
-
-    final = drctl(env, "failover", "--stack", STACK, "--yes", "--json", *waive)
-    assert final.returncode == 0, final.stderr[-3000:]
-    s = json.loads(final.stdout)
-    assert s["status"] == "completed" and s["runs"] == len(crashes) + 1
-    assert f"{crashes[-1]}: done earlier — skipped" in final.stderr
-
-    journal = Journal.load(journal_home(env, STACK))
-    assert journal is not None
-    for name in NAMES:
-        assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, C created once
-    if c_created:
-        assert _cluster_id(state, "C") == c_created
-    topology = load_stack_file(stack_path)
-    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active", "C": "passive"}
-    assert [(lk.source, lk.target) for lk in topology.links] == [("B", "C")]
-    after = Estate(topology, state)
-    assert after.local_cluster("A").state() == "stopped"
-    assert after.mirror("B-to-C").alive()
-    on_b = read_keys(after.endpoint("B"), "orders")
-    assert {f"c-{i}" for i in range(500)} <= set(on_b)
-    assert link_copied(after, "B-to-C", ["orders"], 60)
-    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
-    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
-
-
-def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(env: dict[str, str]) -> None:
-    status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
-    assert status.returncode == 0, status.stderr[-2000:]
-    estate = Estate.for_stack(StackRef.resolve(STACK))
+def _produce_on_a(estate: Estate, prefix: str, n: int) -> None:
     app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
-    estate.mirror("A-to-B").stop()  # these 50 never reach B
+    acked, _ = produce(app, "orders", [f"{prefix}-{i}" for i in range(n)])
+    assert len(acked) == n
+
+
+def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(
+    env: StackEnv, stack_ports: tuple[int, int, int]
+) -> None:
+    estate = _with_a_active(env, stack_ports)
+    link = estate.mirror("A-to-B")
+    link.wait_caught_up(["orders"], timeout=90)  # every record before the 50 copied and its position committed
+    status = drctl(env, "status", "--stack", STACK, "--json")  # an operator's periodic status: A's offsets noted
+    assert status.returncode == 0, status.stdout[-2000:] + status.stderr[-2000:]
+    app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
+    link.stop()  # these 50 never reach B
     acked, _ = produce(app, "orders", [f"late-{i}" for i in range(50)])
     assert len(acked) == 50
     drctl(env, "status", "--stack", STACK)
@@ -184,12 +122,14 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
 
 
 def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same_stack_file(
-    env: dict[str, str],
+    env: StackEnv, stack_ports: tuple[int, int, int]
 ) -> None:
     """Issue 32's finding: a failover killed after promoting B and publishing the clients, the estate
     destroyed and rebuilt from the same stack file — the old journal must not be resumed ("resuming",
-    promote skipped, exit 0 `completed` with B still passive and C never started)."""
-    state = Path(env["KDR_STATE_DIR"]) / STACK
+    promote skipped, exit 0 `completed` with B still passive and C never started). The new failover on
+    the rebuilt estate, which must start afresh, is the next test's."""
+    _with_a_active(env, stack_ports)
+    state = env.state
     home = journal_home(env, STACK)
     res = crash_failover(env, "clients", "--skip-verify", "--force-decommission")
     assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
@@ -225,27 +165,63 @@ def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same
     assert f"A: journal {recorded['A']}, now {now['A']}" in refused.stderr and "never resumed" in refused.stderr
     assert "resuming" not in refused.stderr and Journal.load(home) is None
 
-    fresh = drctl(
-        env,
-        "failover",
-        "--stack",
-        STACK,
-        "--mode",
-        "planned",
-        "--yes",
-        "--json",
-        "--skip-verify",
-        "--force-decommission",
-    )
-    assert fresh.returncode == 0, fresh.stderr[-3000:]
-    assert "resuming" not in fresh.stderr and "starting planned failover" in fresh.stderr
-    s = json.loads(fresh.stdout)
-    assert s["status"] == "completed" and s["failover_id"] != old.failover_id and s["runs"] == 1
-    topology = load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml")
+
+def test_a_failover_killed_after_each_step_in_turn_resumes_to_the_same_end_state(
+    env: StackEnv, stack_ports: tuple[int, int, int]
+) -> None:
+    """One failover, its process killed right after each step but the last in turn (every resumed run
+    crashes again after the next step), then completed by ``drctl failover``: each step ran once, by a
+    run of its own, and the end state is a clean failover's. On the previous test's rebuilt estate its
+    first run must start a new failover, not resume the abandoned one."""
+    estate = _with_a_active(env, stack_ports)
+    _produce_on_a(estate, "c", 500)
+    state = env.state
+    home = journal_home(env, STACK)
+    abandoned = {json.loads(p.read_text())["failover_id"] for p in (home / "failover").glob("abandoned-*.json")}
+
+    c_created = None
+    for run, crash_after in enumerate(NAMES[:-1], 1):
+        res = crash_failover(env, crash_after)
+        assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
+        assert f"crash driver: dying after step {crash_after}" in res.stderr
+        if run == 1:
+            assert "resuming" not in res.stderr and "starting planned failover" in res.stderr
+        journal = Journal.load(home)
+        assert journal is not None and journal.status == "running" and len(journal.runs) == run
+        assert journal.failover_id not in abandoned
+        k = NAMES.index(crash_after)
+        assert all(journal.is_done(n) for n in NAMES[: k + 1])
+        assert all(journal.step(n).status == "pending" for n in NAMES[k + 1 :])
+        c_now = _cluster_id(state, "C")
+        assert (c_now is not None) == (k >= NAMES.index("desired-state"))
+        assert c_created is None or c_now == c_created, "C was created again"
+        c_created = c_created or c_now
+
+    final = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
+    assert final.returncode == 0, final.stderr[-3000:]
+    s = json.loads(final.stdout)
+    assert s["status"] == "completed" and s["runs"] == len(NAMES)
+    assert f"{NAMES[-2]}: done earlier — skipped" in final.stderr
+
+    journal = Journal.load(home)
+    assert journal is not None
+    for name in NAMES:
+        assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, C created once
+    # Every step was done by a run of its own: a crash after each step but the last, which the final run did.
+    assert [journal.step(n).run for n in NAMES] == list(range(1, len(NAMES) + 1))
+    assert c_created is not None and _cluster_id(state, "C") == c_created
+    topology = load_stack_file(env.stack_file)
     assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active", "C": "passive"}
+    assert [(lk.source, lk.target) for lk in topology.links] == [("B", "C")]
     after = Estate(topology, state)
+    assert after.local_cluster("A").state() == "stopped"
     assert after.local_cluster("C").state() == "running" and after.mirror("B-to-C").alive()
     assert (
         f"bootstrap.servers={after.local_cluster('B').bootstrap}"
         in (state / "clients" / "orders-app.properties").read_text()
     )
+    on_b = read_keys(after.endpoint("B"), "orders")
+    assert {f"c-{i}" for i in range(500)} <= set(on_b)
+    assert link_copied(after, "B-to-C", ["orders"], 60)
+    preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
