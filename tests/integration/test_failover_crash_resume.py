@@ -2,10 +2,11 @@
 to the same end state; a journal never outlives its estate; an unplanned failover through the command line
 with A SIGKILLed.
 
-One cheap estate (A, B and C with one broker each) for the module; the tests run in order: the unplanned
-failover takes it first; the journal's case rebuilds it from the original stack file (A active), then
-destroys and rebuilds it again, and leaves it rebuilt with no journal for the failover killed after each
-step. A test run alone (or after a failed one) gets the A-active estate it needs rebuilt.
+One cheap estate (A, B and C with one broker each) for the module; the tests run in order, each from the
+state the previous one left: the unplanned failover takes it A→B→C; A is then wiped and declared the next
+standby (`drctl estate standby`), and the journal's case kills a B→C→A failover, destroys the estate and
+rebuilds it from the same stack file; the failover killed after each step runs B→C→A on the rebuilt
+estate. A test run alone (or after a failed one) gets the estate it needs rebuilt (A active).
 Kills at random instants *inside* the steps (the whole process group, inside `pulumi up` too) are in
 :mod:`tests.integration.test_failover_killed_anywhere`.
 """
@@ -60,11 +61,12 @@ def _cluster_id(state: Path, name: str) -> str | None:
     return json.loads(meta.read_text())["cluster_id"] if meta.exists() else None
 
 
-def _with_a_active(env: StackEnv, ports: tuple[int, int, int]) -> Estate:
-    """The module's estate as a first failover finds it: A active, B passive (both running), no journal
-    — destroyed and rebuilt from the original stack file when an earlier test left it otherwise."""
+def _with_a_active(env: StackEnv, ports: tuple[int, int, int], *, rebuild: bool = False) -> Estate:
+    """The module's estate as its first failover finds it: A active, B passive (both running), no journal
+    — destroyed and rebuilt from the original stack file when an earlier test left it otherwise (or
+    ``rebuild``)."""
     topology = load_stack_file(env.stack_file)
-    if topology.active().name == "A" and Journal.load(journal_home(env, STACK)) is None:
+    if not rebuild and topology.active().name == "A" and Journal.load(journal_home(env, STACK)) is None:
         estate = Estate(topology, env.state)
         if all(estate.local_cluster(n).state() == "running" for n in ("A", "B")):
             return estate
@@ -75,10 +77,30 @@ def _with_a_active(env: StackEnv, ports: tuple[int, int, int]) -> Estate:
     return Estate.for_stack(StackRef.resolve(STACK))
 
 
-def _produce_on_a(estate: Estate, prefix: str, n: int) -> None:
-    app = estate.endpoint("A").with_user("orders-app", estate.app_password("orders-app"))
-    acked, _ = produce(app, "orders", [f"{prefix}-{i}" for i in range(n)])
-    assert len(acked) == n
+def _roles(estate: Estate) -> tuple[str, str, str]:
+    """The estate's (active, passive, standby) clusters."""
+    by_role = {c.role.value: c.name for c in estate.topology.clusters}
+    return by_role["active"], by_role["passive"], by_role["standby"]
+
+
+def _ready(env: StackEnv, ports: tuple[int, int, int]) -> Estate:
+    """The module's estate ready for a new failover — active and passive running, a standby declared, no
+    unfinished journal: as the previous test left it, or after a completed failover with the cluster it
+    decommissioned wiped and declared the next standby (``drctl estate standby``, as A→B→C then B→C→A);
+    otherwise destroyed and rebuilt from the original stack file (A active)."""
+    journal = Journal.load(journal_home(env, STACK))
+    if journal is None or journal.finished:
+        for c in load_stack_file(env.stack_file).clusters:
+            if c.role.value == "decommissioned":
+                standby = drctl(env, "estate", "standby", "--stack", STACK, "--cluster", c.name, "--yes")
+                assert standby.returncode == 0, standby.stderr[-3000:]
+        estate = Estate(load_stack_file(env.stack_file), env.state)
+        roles = sorted(c.role.value for c in estate.topology.clusters)
+        if roles == ["active", "passive", "standby"] and all(
+            estate.local_cluster(n).state() == "running" for n in _roles(estate)[:2]
+        ):
+            return estate
+    return _with_a_active(env, ports, rebuild=True)
 
 
 def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_estimate(
@@ -124,11 +146,12 @@ def test_unplanned_failover_with_a_killed_completes_without_a_and_prints_an_rpo_
 def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same_stack_file(
     env: StackEnv, stack_ports: tuple[int, int, int]
 ) -> None:
-    """Issue 32's finding: a failover killed after promoting B and publishing the clients, the estate
-    destroyed and rebuilt from the same stack file — the old journal must not be resumed ("resuming",
-    promote skipped, exit 0 `completed` with B still passive and C never started). The new failover on
-    the rebuilt estate, which must start afresh, is the next test's."""
-    _with_a_active(env, stack_ports)
+    """Issue 32's finding: a failover killed after promoting the passive cluster and publishing the
+    clients, the estate destroyed and rebuilt from the same stack file — the old journal must not be
+    resumed ("resuming", promote skipped, exit 0 `completed` with the passive cluster still passive and
+    the standby never started). The new failover on the rebuilt estate, which must start afresh, is the
+    next test's. After the unplanned failover: B→C→A, with A made the standby."""
+    active, passive, _ = _roles(_ready(env, stack_ports))
     state = env.state
     home = journal_home(env, STACK)
     res = crash_failover(env, "clients", "--skip-verify", "--force-decommission")
@@ -136,7 +159,7 @@ def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same
     old = Journal.load(home)
     assert old is not None and old.is_done("promote") and not old.is_done("desired-state")
     recorded = dict(old.record.clusters)
-    assert recorded == {"A": _cluster_id(state, "A"), "B": _cluster_id(state, "B")}, "the run recorded its clusters"
+    assert recorded == {n: _cluster_id(state, n) for n in (active, passive)}, "the run recorded its clusters"
     left_behind = old.path.read_bytes()
 
     down = drctl(env, "estate", "down", "--stack", STACK, "--destroy")
@@ -148,7 +171,7 @@ def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same
 
     up = drctl(env, "estate", "up", "--stack", STACK)
     assert up.returncode == 0, up.stderr[-3000:]
-    now = {name: _cluster_id(state, name) for name in ("A", "B")}
+    now = {name: _cluster_id(state, name) for name in (active, passive)}
     assert all(now[n] and now[n] != recorded[n] for n in now), "the rebuilt clusters are new ones"
 
     status = drctl(env, "status", "--stack", STACK)
@@ -159,10 +182,11 @@ def test_a_journal_never_outlives_its_estate_destroyed_and_rebuilt_from_the_same
     Journal.path_for(home).write_bytes(left_behind)
     status = drctl(env, "status", "--stack", STACK)
     assert status.returncode == 6, status.stderr[-2000:]
-    assert f"B: journal {recorded['B']}, now {now['B']}" in status.stderr
+    assert f"{passive}: journal {recorded[passive]}, now {now[passive]}" in status.stderr
     refused = drctl(env, "failover", "--stack", STACK, "--mode", "planned", "--yes", "--skip-verify")
     assert refused.returncode == 6, refused.stderr[-3000:]
-    assert f"A: journal {recorded['A']}, now {now['A']}" in refused.stderr and "never resumed" in refused.stderr
+    assert f"{active}: journal {recorded[active]}, now {now[active]}" in refused.stderr
+    assert "never resumed" in refused.stderr
     assert "resuming" not in refused.stderr and Journal.load(home) is None
 
 
@@ -171,15 +195,18 @@ def test_a_failover_killed_after_each_step_in_turn_resumes_to_the_same_end_state
 ) -> None:
     """One failover, its process killed right after each step but the last in turn (every resumed run
     crashes again after the next step), then completed by ``drctl failover``: each step ran once, by a
-    run of its own, and the end state is a clean failover's. On the previous test's rebuilt estate its
-    first run must start a new failover, not resume the abandoned one."""
-    estate = _with_a_active(env, stack_ports)
-    _produce_on_a(estate, "c", 500)
+    run of its own, and the end state is a clean failover's. On the previous test's rebuilt estate (B→C→A)
+    its first run must start a new failover, not resume the abandoned one."""
+    estate = _ready(env, stack_ports)
+    active, passive, standby = _roles(estate)
+    app = estate.endpoint(active).with_user("orders-app", estate.app_password("orders-app"))
+    acked, _ = produce(app, "orders", [f"c-{i}" for i in range(500)])
+    assert len(acked) == 500
     state = env.state
     home = journal_home(env, STACK)
     abandoned = {json.loads(p.read_text())["failover_id"] for p in (home / "failover").glob("abandoned-*.json")}
 
-    c_created = None
+    created = None  # the standby's cluster ID once desired-state built it
     for run, crash_after in enumerate(NAMES[:-1], 1):
         res = crash_failover(env, crash_after)
         assert res.returncode == CRASH_EXIT, res.stderr[-3000:]
@@ -192,10 +219,10 @@ def test_a_failover_killed_after_each_step_in_turn_resumes_to_the_same_end_state
         k = NAMES.index(crash_after)
         assert all(journal.is_done(n) for n in NAMES[: k + 1])
         assert all(journal.step(n).status == "pending" for n in NAMES[k + 1 :])
-        c_now = _cluster_id(state, "C")
-        assert (c_now is not None) == (k >= NAMES.index("desired-state"))
-        assert c_created is None or c_now == c_created, "C was created again"
-        c_created = c_created or c_now
+        now = _cluster_id(state, standby)
+        assert (now is not None) == (k >= NAMES.index("desired-state"))
+        assert created is None or now == created, f"{standby} was created again"
+        created = created or now
 
     final = drctl(env, "failover", "--stack", STACK, "--yes", "--json")
     assert final.returncode == 0, final.stderr[-3000:]
@@ -206,22 +233,23 @@ def test_a_failover_killed_after_each_step_in_turn_resumes_to_the_same_end_state
     journal = Journal.load(home)
     assert journal is not None
     for name in NAMES:
-        assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, C created once
+        assert journal.step(name).attempts == 1, f"{name} ran twice"  # no double promotion, one creation
     # Every step was done by a run of its own: a crash after each step but the last, which the final run did.
     assert [journal.step(n).run for n in NAMES] == list(range(1, len(NAMES) + 1))
-    assert c_created is not None and _cluster_id(state, "C") == c_created
+    assert created is not None and _cluster_id(state, standby) == created
     topology = load_stack_file(env.stack_file)
-    assert {c.name: c.role.value for c in topology.clusters} == {"A": "decommissioned", "B": "active", "C": "passive"}
-    assert [(lk.source, lk.target) for lk in topology.links] == [("B", "C")]
+    roles = {c.name: c.role.value for c in topology.clusters}
+    assert roles == {active: "decommissioned", passive: "active", standby: "passive"}
+    assert [(lk.source, lk.target) for lk in topology.links] == [(passive, standby)]
     after = Estate(topology, state)
-    assert after.local_cluster("A").state() == "stopped"
-    assert after.local_cluster("C").state() == "running" and after.mirror("B-to-C").alive()
+    assert after.local_cluster(active).state() == "stopped"
+    assert after.local_cluster(standby).state() == "running" and after.mirror(f"{passive}-to-{standby}").alive()
     assert (
-        f"bootstrap.servers={after.local_cluster('B').bootstrap}"
+        f"bootstrap.servers={after.local_cluster(passive).bootstrap}"
         in (state / "clients" / "orders-app.properties").read_text()
     )
-    on_b = read_keys(after.endpoint("B"), "orders")
-    assert {f"c-{i}" for i in range(500)} <= set(on_b)
-    assert link_copied(after, "B-to-C", ["orders"], 60)
+    on_new_active = read_keys(after.endpoint(passive), "orders")
+    assert {f"c-{i}" for i in range(500)} <= set(on_new_active)
+    assert link_copied(after, f"{passive}-to-{standby}", ["orders"], 60)
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
