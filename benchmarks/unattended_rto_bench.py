@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from tests import REPO_ROOT
+from tests import REPO_ROOT, processes
 from tests.integration.helpers import write_local_stack
 from tests.integration.ports import windows
 
@@ -35,11 +34,12 @@ STACK = "rtobench"
 
 def _drill(root: Path, out: Path, automatic: bool, base_port: int) -> dict[str, Any]:
     flags = ["--unplanned", *(["--automatic"] if automatic else []), "--warmup", "4", "--base-port", str(base_port)]
-    res = subprocess.run(
+    res = processes.run(  # its own process group, killed whole on a timeout: no JVM outlives the benchmark
         [sys.executable, "-m", "dr.cli", "drill", "--stack", STACK, "--out", str(out), *flags],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=1800,
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=3600,
         env={**os.environ, "KDR_STACK_DIR": str(root), "KDR_STATE_DIR": str(root / "state")},
     )  # fmt: skip
+    (out.parent / f"{out.name}.log").write_text(res.stdout + res.stderr)
     doc = json.loads((out / "drill.json").read_text()) if (out / "drill.json").exists() else {}
     if not doc.get("cycles"):
         raise SystemExit(f"the drill ran no failover (exit {res.returncode}):\n{res.stderr[-3000:]}")
@@ -55,12 +55,14 @@ def main() -> None:
     parser.add_argument("--detect-after", type=float, default=15.0, help="the policy's detectAfterS (seconds)")
     parser.add_argument("--repeat", type=int, default=1, help="pairs of drills (manual, automatic)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--keep", type=Path, default=None, help="run in this directory and keep the drills' logs")
     args = parser.parse_args()
     manual: list[float] = []
     unattended: list[float] = []
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kdr-rto-bench-") as tmp, windows(3) as ports:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         path = write_local_stack(root, STACK, ports, one_broker=("A", "B", "C"))
         doc = yaml.safe_load(path.read_text())
         doc["config"]["kafka-dr:failoverPolicy"] = {
