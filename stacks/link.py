@@ -15,7 +15,7 @@ import pulumi
 from dr.runtime.mirrormaker import DEFAULT_POLICY
 from dr.topology import Cluster, Link, Topology
 from dr.topology.active_active import is_active_active, link_topics_regex
-from dr.topology.hub_spoke import prefixed_link
+from dr.topology.topics import prefixed_link
 from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
 
 __all__ = ["ReplicationLink", "ReplicationLinkArgs"]

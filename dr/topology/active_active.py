@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dr.topology.kinds import Architecture, Engine, Role
+from dr.topology.topics import SEPARATOR, remote_topic
 
 if TYPE_CHECKING:
     from dr.topology.model import Link, Topology
@@ -30,8 +31,6 @@ Problem = tuple[str, str, str]
 """``(field path, problem, fix)``: :mod:`dr.topology.validation` turns each into a ``Violation``."""
 
 __all__ = [
-    "DEFAULT_POLICY",
-    "SEPARATOR",
     "Problem",
     "after_region_failover",
     "consumes_remote",
@@ -40,26 +39,15 @@ __all__ = [
     "moving_applications",
     "peers",
     "remote_source",
-    "remote_topic",
     "remote_topics_on",
     "survivor_for",
     "violations",
 ]
 
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-"""MirrorMaker 2's policy naming remote topics ``<source>.<topic>``."""
-SEPARATOR = "."
-"""``replication.policy.separator`` (MirrorMaker 2's default)."""
-
 
 def is_active_active(topology: Topology) -> bool:
     """True for an ``architecture: active-active`` stack."""
     return topology.architecture is Architecture.ACTIVE_ACTIVE
-
-
-def remote_topic(source: str, topic: str) -> str:
-    """The name of ``source``'s topic ``topic`` on a peer: ``<source>.<topic>``."""
-    return f"{source}{SEPARATOR}{topic}"
 
 
 def remote_source(topology: Topology, name: str) -> str | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from dr.runtime.links import LinkRunner, dedicated_runner
 from dr.topology import Delivery, Link
 from dr.topology.active_active import is_active_active, link_topics_regex
-from dr.topology.hub_spoke import prefixed_link
+from dr.topology.topics import prefixed_link
 
 if TYPE_CHECKING:
     import pulumi

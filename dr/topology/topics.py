@@ -1,0 +1,69 @@
+"""Topic names across links, and the topic queries every layer asks whatever the architecture.
+
+A link running MirrorMaker 2's ``DefaultReplicationPolicy`` names its copies ``<source>.<topic>`` on the
+target (:func:`remote_topic`); an identity link keeps the names. Which topics a cluster holds
+(:func:`topics_on`) and the name a link gives a topic on its target (:func:`target_topic`) are asked by the
+failover, the estate and the Pulumi program alike: they ask here, never an architecture's own module
+(:mod:`dr.topology.hub_spoke`, :mod:`dr.topology.active_active`), which builds on these names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dr.topology.kinds import Architecture, Role
+
+if TYPE_CHECKING:
+    from dr.topology.model import Cluster, Link, Topic, Topology
+
+__all__ = ["SEPARATOR", "prefixed_link", "register_remote_copies", "remote_topic", "target_topic", "topics_on"]
+
+SEPARATOR = "."
+"""MirrorMaker 2's ``replication.policy.separator`` (its default): ``<source>.<topic>`` on the target."""
+
+
+def remote_topic(source: str, topic: str) -> str:
+    """The name a prefixed link out of ``source`` gives its topic ``topic`` on the target:
+    ``<source>.<topic>`` (MirrorMaker 2's DefaultReplicationPolicy)."""
+    return f"{source}{SEPARATOR}{topic}"
+
+
+def prefixed_link(t: Topology, link: Link) -> bool:
+    """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
+    than keeping the names (IdentityReplicationPolicy): every link of an active-active estate, an edge's
+    link into its hub."""
+    if t.architecture is Architecture.ACTIVE_ACTIVE:
+        return True
+    from_edge = any(c.name == link.source and c.role is Role.EDGE for c in t.clusters)
+    return t.architecture is Architecture.HUB_SPOKE and from_edge
+
+
+def target_topic(t: Topology, link: Link, topic: str) -> str:
+    """The name ``link`` gives its source's ``topic`` on the target: ``<source>.<topic>`` over a prefixed
+    link, else the same name."""
+    return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
+
+
+# The copies an architecture adds to the active cluster and its passive copy (hub-and-spoke: the edges'
+# aggregated topics). The architecture's module builds on this one, so the package registers them here
+# (dr/topology/__init__.py), as it registers the failover shapes with the model.
+_REMOTE_COPIES: dict[Architecture, Callable[[Topology], list[Topic]]] = {}
+
+
+def register_remote_copies(architecture: Architecture, copies: Callable[[Topology], list[Topic]]) -> None:
+    """Make :func:`topics_on` add ``copies(topology)`` on the active and passive clusters of an
+    ``architecture`` estate."""
+    _REMOTE_COPIES[architecture] = copies
+
+
+def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
+    """The topics ``cluster`` holds: the declared ones, plus the remote copies its architecture adds on the
+    active cluster and its passive copy (the aggregated edge topics of a hub); none on a cluster that holds
+    no topics."""
+    if not cluster.holds_topics:
+        return []
+    if cluster.role in (Role.ACTIVE, Role.PASSIVE):
+        copies = _REMOTE_COPIES.get(t.architecture)
+        return [*t.topics, *(copies(t) if copies is not None else [])]
+    return list(t.topics)
