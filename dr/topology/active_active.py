@@ -17,7 +17,6 @@ link cycle).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -25,7 +24,7 @@ from dr.topology.kinds import Architecture, Engine, Role
 from dr.topology.topics import SEPARATOR, remote_topic
 
 if TYPE_CHECKING:
-    from dr.topology.model import Link, Topology
+    from dr.topology.model import Topology
 
 Problem = tuple[str, str, str]
 """``(field path, problem, fix)``: :mod:`dr.topology.validation` turns each into a ``Violation``."""
@@ -35,7 +34,6 @@ __all__ = [
     "after_region_failover",
     "consumes_remote",
     "is_active_active",
-    "link_topics_regex",
     "moving_applications",
     "peers",
     "remote_source",
@@ -69,13 +67,6 @@ def remote_topics_on(topology: Topology, cluster: str, topics: list[str] | None 
     names = topics if topics is not None else [t.name for t in topology.topics]
     others = [c.name for c in topology.clusters if c.name != cluster]
     return [remote_topic(o, t) for o in others for t in names]
-
-
-def link_topics_regex(topology: Topology, link: Link) -> str:
-    """What the link's MirrorMaker 2 copies: exactly the declared topics it selects, so no remote topic
-    (whatever the link's patterns match) is ever copied on."""
-    names = [t.name for t in topology.topics_for(link)]
-    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 def _all_remote_names(topology: Topology) -> list[str]:

@@ -20,7 +20,18 @@ from dr.base.pattern_safety import name_matcher
 from dr.base.types import Model
 from dr.kafka.internal_topics import InternalTopics
 from dr.topology.failover_policy import FailoverPolicy
-from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Placement, Profile, Role
+from dr.topology.kinds import (
+    PORT_WINDOW,
+    Architecture,
+    Delivery,
+    Engine,
+    Kind,
+    LinkState,
+    Naming,
+    Placement,
+    Profile,
+    Role,
+)
 from dr.topology.secret import Secret
 
 __all__ = [
@@ -35,6 +46,7 @@ __all__ = [
     "Link",
     "LinkIntervals",
     "LinkState",
+    "Naming",
     "Placement",
     "Principals",
     "Profile",
@@ -735,6 +747,12 @@ class Topology(_Model):
         """Where ``link`` runs (:meth:`Placement.of <dr.topology.kinds.Placement.of>`, from its engine, its
         Connect cluster and where its ends run)."""
         return Placement.of(link.engine, on_connect=link.connect is not None, both_local=self.both_local(link))
+
+    def naming(self, link: Link) -> Naming:
+        """What ``link`` names its copies on the target (:meth:`Naming.of <dr.topology.kinds.Naming.of>`, from
+        the architecture and whether the link runs out of an edge)."""
+        from_edge = any(c.name == link.source and c.role is Role.EDGE for c in self.clusters)
+        return Naming.of(self.architecture, from_edge=from_edge)
 
     def internal_topics(self) -> InternalTopics:
         """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of

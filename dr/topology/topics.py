@@ -9,6 +9,7 @@ failover, the estate and the Pulumi program alike: they ask here, never an archi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,16 @@ from dr.topology.kinds import Architecture, Role
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topic, Topology
 
-__all__ = ["SEPARATOR", "prefixed_link", "register_remote_copies", "remote_topic", "target_topic", "topics_on"]
+__all__ = [
+    "SEPARATOR",
+    "copied_topics_regex",
+    "link_topics_regex",
+    "prefixed_link",
+    "register_remote_copies",
+    "remote_topic",
+    "target_topic",
+    "topics_on",
+]
 
 SEPARATOR = "."
 """MirrorMaker 2's ``replication.policy.separator`` (its default): ``<source>.<topic>`` on the target."""
@@ -31,12 +41,22 @@ def remote_topic(source: str, topic: str) -> str:
 
 def prefixed_link(t: Topology, link: Link) -> bool:
     """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
-    than keeping the names (IdentityReplicationPolicy): every link of an active-active estate, an edge's
-    link into its hub."""
-    if t.architecture is Architecture.ACTIVE_ACTIVE:
-        return True
-    from_edge = any(c.name == link.source and c.role is Role.EDGE for c in t.clusters)
-    return t.architecture is Architecture.HUB_SPOKE and from_edge
+    than keeping the names (IdentityReplicationPolicy): as :meth:`Topology.naming` decides it."""
+    return t.naming(link).prefixed
+
+
+def link_topics_regex(t: Topology, link: Link) -> str:
+    """Exactly the declared topics ``link`` selects, as one regex alternation (``(?!)``, matching nothing,
+    when it selects none)."""
+    names = [topic.name for topic in t.topics_for(link)]
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def copied_topics_regex(t: Topology, link: Link) -> str:
+    """What ``link``'s MirrorMaker 2 copies: between peers only the declared topics it selects
+    (:attr:`Naming.declared_only <dr.topology.kinds.Naming.declared_only>`), so no remote topic, whatever
+    the link's patterns match, is ever copied on; else every topic its patterns match."""
+    return link_topics_regex(t, link) if t.naming(link).declared_only else link.topics_regex
 
 
 def target_topic(t: Topology, link: Link, topic: str) -> str:
