@@ -34,7 +34,8 @@ from dr.topology.secret import Secret, StackSecret
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
 from dr.topology.stackfile import stack_file_diff, write_stack_config
 from dr.topology.topics import register_remote_copies
-from dr.topology.validation import Violation, find_violations, raise_for_violations
+from dr.topology.validation import find_violations, raise_for_violations
+from dr.topology.violation import Violation
 
 # Every Topology constructed is checked against every rule (the model does not import its rules).
 register_rule_check(raise_for_violations)
