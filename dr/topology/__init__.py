@@ -5,6 +5,7 @@ pipeline changes it (:meth:`Topology.after_failover`, then :func:`write_stack_co
 stack file in place), and the verifier reads it.
 """
 
+from dr.topology import active_passive
 from dr.topology.hub_spoke import after_hub_failover, aggregated_topics
 from dr.topology.model import (
     PORT_WINDOW,
@@ -39,6 +40,7 @@ from dr.topology.violation import Violation
 
 # Every Topology constructed is checked against every rule (the model does not import its rules).
 register_rule_check(raise_for_violations)
+register_failover_shape(Architecture.ACTIVE_PASSIVE, active_passive.after_failover)
 register_failover_shape(Architecture.HUB_SPOKE, after_hub_failover)
 register_remote_copies(Architecture.HUB_SPOKE, aggregated_topics)
 

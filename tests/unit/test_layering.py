@@ -203,7 +203,9 @@ def test_the_frame_never_asks_the_architecture() -> None:
 
 
 #: The topology modules of one architecture each (its shape, its predicates, its rules).
-ARCHITECTURE_TOPOLOGIES = frozenset({"dr.topology.active_active", "dr.topology.hub_spoke"})
+ARCHITECTURE_TOPOLOGIES = frozenset(
+    {"dr.topology.active_active", "dr.topology.active_passive", "dr.topology.hub_spoke"}
+)
 
 
 def test_the_cli_never_asks_the_architecture() -> None:
