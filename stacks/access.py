@@ -15,7 +15,7 @@ import pulumi_kafka as kafka
 from dr.base.errors import ConfigError
 from dr.topology import Cluster, Topology
 from dr.topology.access import AclRule, acl_rules
-from dr.topology.hub_spoke import topics_on
+from dr.topology.topics import topics_on
 from stacks.kafka_sets import AclSet, Connection, TopicSet, acl_binding
 
 __all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]

@@ -14,8 +14,7 @@ import pulumi
 
 from dr.runtime.mirrormaker import DEFAULT_POLICY
 from dr.topology import Cluster, Link, Topology
-from dr.topology.active_active import is_active_active, link_topics_regex
-from dr.topology.hub_spoke import prefixed_link
+from dr.topology.topics import copied_topics_regex, prefixed_link
 from stacks.mirror_link import MirrorMakerProcess, MirrorMakerProcessArgs
 
 __all__ = ["ReplicationLink", "ReplicationLinkArgs"]
@@ -39,7 +38,6 @@ class ReplicationLink(pulumi.ComponentResource):
         link = args.link
         source: Cluster = args.topology.cluster(link.source)
         target: Cluster = args.topology.cluster(link.target)
-        peers = is_active_active(args.topology)  # prefixed remote topics, declared topics only
         self.process = MirrorMakerProcess(
             f"{link.name}-mirrormaker2",
             MirrorMakerProcessArgs(
@@ -49,7 +47,7 @@ class ReplicationLink(pulumi.ComponentResource):
                 target_brokers=target.brokers,
                 source_port=source.base_port or 0,
                 target_port=target.base_port or 0,
-                topics=link_topics_regex(args.topology, link) if peers else link.topics_regex,
+                topics=copied_topics_regex(args.topology, link),
                 groups=link.groups_regex,
                 intervals=link.intervals.model_dump(),
                 state_dir=str(args.state_dir),

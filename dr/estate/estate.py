@@ -31,7 +31,7 @@ from dr.topology import Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
-from dr.topology.hub_spoke import topics_on
+from dr.topology.topics import topics_on
 
 
 class ClusterStatus(TypedDict, total=False):

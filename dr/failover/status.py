@@ -56,8 +56,8 @@ from dr.topology import (
 )
 from dr.topology.active_active import is_active_active, remote_topics_on
 from dr.topology.client_endpoint import EndpointStatus, endpoint_drift
-from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.kinds import LinkState
+from dr.topology.topics import target_topic, topics_on
 
 __all__ = [
     "ClusterStatus",

@@ -5,7 +5,8 @@ pipeline changes it (:meth:`Topology.after_failover`, then :func:`write_stack_co
 stack file in place), and the verifier reads it.
 """
 
-from dr.topology.hub_spoke import after_hub_failover
+from dr.topology import active_passive
+from dr.topology.hub_spoke import after_hub_failover, aggregated_topics
 from dr.topology.model import (
     PORT_WINDOW,
     Application,
@@ -18,6 +19,7 @@ from dr.topology.model import (
     Kind,
     Link,
     LinkIntervals,
+    Naming,
     Placement,
     Principals,
     Profile,
@@ -32,11 +34,15 @@ from dr.topology.model import (
 from dr.topology.secret import Secret, StackSecret
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
 from dr.topology.stackfile import stack_file_diff, write_stack_config
-from dr.topology.validation import Violation, find_violations, raise_for_violations
+from dr.topology.topics import register_remote_copies
+from dr.topology.validation import find_violations, raise_for_violations
+from dr.topology.violation import Violation
 
 # Every Topology constructed is checked against every rule (the model does not import its rules).
 register_rule_check(raise_for_violations)
+register_failover_shape(Architecture.ACTIVE_PASSIVE, active_passive.after_failover)
 register_failover_shape(Architecture.HUB_SPOKE, after_hub_failover)
+register_remote_copies(Architecture.HUB_SPOKE, aggregated_topics)
 
 __all__ = [
     "NAMESPACE",
@@ -51,6 +57,7 @@ __all__ = [
     "Kind",
     "Link",
     "LinkIntervals",
+    "Naming",
     "Placement",
     "Principals",
     "Profile",

@@ -17,49 +17,35 @@ link cycle).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dr.topology.kinds import Architecture, Engine, Role
+from dr.topology.topics import SEPARATOR, remote_topic
 
 if TYPE_CHECKING:
-    from dr.topology.model import Link, Topology
+    from dr.topology.model import Topology
 
 Problem = tuple[str, str, str]
 """``(field path, problem, fix)``: :mod:`dr.topology.validation` turns each into a ``Violation``."""
 
 __all__ = [
-    "DEFAULT_POLICY",
-    "SEPARATOR",
     "Problem",
     "after_region_failover",
     "consumes_remote",
     "is_active_active",
-    "link_topics_regex",
     "moving_applications",
     "peers",
     "remote_source",
-    "remote_topic",
     "remote_topics_on",
     "survivor_for",
     "violations",
 ]
 
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-"""MirrorMaker 2's policy naming remote topics ``<source>.<topic>``."""
-SEPARATOR = "."
-"""``replication.policy.separator`` (MirrorMaker 2's default)."""
-
 
 def is_active_active(topology: Topology) -> bool:
     """True for an ``architecture: active-active`` stack."""
     return topology.architecture is Architecture.ACTIVE_ACTIVE
-
-
-def remote_topic(source: str, topic: str) -> str:
-    """The name of ``source``'s topic ``topic`` on a peer: ``<source>.<topic>``."""
-    return f"{source}{SEPARATOR}{topic}"
 
 
 def remote_source(topology: Topology, name: str) -> str | None:
@@ -81,13 +67,6 @@ def remote_topics_on(topology: Topology, cluster: str, topics: list[str] | None 
     names = topics if topics is not None else [t.name for t in topology.topics]
     others = [c.name for c in topology.clusters if c.name != cluster]
     return [remote_topic(o, t) for o in others for t in names]
-
-
-def link_topics_regex(topology: Topology, link: Link) -> str:
-    """What the link's MirrorMaker 2 copies: exactly the declared topics it selects, so no remote topic
-    (whatever the link's patterns match) is ever copied on."""
-    names = [t.name for t in topology.topics_for(link)]
-    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 def _all_remote_names(topology: Topology) -> list[str]:

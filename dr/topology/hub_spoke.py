@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dr.topology.kinds import Architecture, Engine, Role
+from dr.topology.topics import SEPARATOR, remote_topic
 
 if TYPE_CHECKING:
     from dr.topology.model import Application, Cluster, Link, Topic, Topology
@@ -29,9 +30,9 @@ Problem = tuple[str, str, str]
 """``(field path, what is wrong, how to fix it)``: :mod:`dr.topology.validation` makes each a Violation."""
 
 __all__ = [
-    "SEPARATOR",
     "Problem",
     "after_edge_loss",
+    "aggregated_topics",
     "check_lost_edge",
     "edge_applications",
     "edge_link",
@@ -41,22 +42,11 @@ __all__ = [
     "is_edge_link",
     "is_hub_spoke",
     "lost_edges",
-    "prefixed_link",
-    "remote_topic",
     "remote_topic_names",
     "remote_topics",
-    "target_topic",
-    "topics_on",
 ]
 
-SEPARATOR = "."
-"""MirrorMaker 2's ``replication.policy.separator`` (its default): ``<edge>.<topic>`` on the hub."""
 _MAX_TOPIC_NAME = 249
-
-
-def remote_topic(edge: str, topic: str) -> str:
-    """The name the hub gives ``edge``'s topic ``topic`` (MirrorMaker 2's DefaultReplicationPolicy)."""
-    return f"{edge}{SEPARATOR}{topic}"
 
 
 def is_hub_spoke(t: Topology) -> bool:
@@ -74,19 +64,6 @@ def is_edge_link(t: Topology, link: Link) -> bool:
     if not is_hub_spoke(t):
         return False
     return any(c.name == link.source and c.role is Role.EDGE for c in t.clusters)
-
-
-def prefixed_link(t: Topology, link: Link) -> bool:
-    """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
-    than keeping the names (IdentityReplicationPolicy): every link of an active-active estate, an edge's
-    link into its hub."""
-    return t.architecture is Architecture.ACTIVE_ACTIVE or is_edge_link(t, link)
-
-
-def target_topic(t: Topology, link: Link, topic: str) -> str:
-    """The name ``link`` gives its source's ``topic`` on the target: ``<source>.<topic>`` over a prefixed
-    link, else the same name."""
-    return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
 
 
 def edge_link(t: Topology, edge: str) -> Link | None:
@@ -129,14 +106,10 @@ def remote_topic_names(t: Topology) -> set[str]:
     return {topic.name for _edge, topic in remote_topics(t)}
 
 
-def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
-    """The topics ``cluster`` holds: the declared ones, plus the aggregated edge topics on the hub and
-    its passive copy (hub-spoke only); none on a cluster that holds no topics."""
-    if not cluster.holds_topics:
-        return []
-    if cluster.role in (Role.ACTIVE, Role.PASSIVE):
-        return [*t.topics, *(topic for _edge, topic in remote_topics(t))]
-    return list(t.topics)
+def aggregated_topics(t: Topology) -> list[Topic]:
+    """The edges' topics as the hub and its passive copy hold them (``<edge>.<topic>``): what
+    :func:`dr.topology.topics.topics_on` adds there for a hub-spoke estate."""
+    return [topic for _edge, topic in remote_topics(t)]
 
 
 # -- rules ----------------------------------------------------------------------------------------

@@ -10,7 +10,18 @@ from enum import StrEnum
 
 from dr.runtime.reserved import PORT_WINDOW
 
-__all__ = ["PORT_WINDOW", "Architecture", "Delivery", "Engine", "Kind", "LinkState", "Placement", "Profile", "Role"]
+__all__ = [
+    "PORT_WINDOW",
+    "Architecture",
+    "Delivery",
+    "Engine",
+    "Kind",
+    "LinkState",
+    "Naming",
+    "Placement",
+    "Profile",
+    "Role",
+]
 
 
 class Architecture(StrEnum):
@@ -72,6 +83,43 @@ class Placement(StrEnum):
         if on_connect:
             return cls.CONNECT
         return cls.DEDICATED if both_local else cls.ELSEWHERE
+
+
+class Naming(StrEnum):
+    """What a link names its copies on the target and which topics it copies, decided once per link
+    (``Topology.naming``) by :meth:`of`, as :class:`Placement` places it: a new architecture is one line
+    of that rule, and no other module asks the architecture to name a topic."""
+
+    IDENTITY = "identity"
+    """The source's names kept (MirrorMaker 2's IdentityReplicationPolicy): active → passive, and the hub
+    → its passive copy."""
+    PREFIXED = "prefixed"
+    """``<source>.<topic>`` on the target (DefaultReplicationPolicy), of every topic the link's patterns
+    select: an edge's link into its hub."""
+    PEER = "peer"
+    """``<source>.<topic>`` on the target, of the declared topics only, so a peer's remote copies are never
+    copied on: every link between active-active peers."""
+
+    @property
+    def prefixed(self) -> bool:
+        """True when the copies are named ``<source>.<topic>`` rather than keeping the source's names."""
+        return self is not Naming.IDENTITY
+
+    @property
+    def declared_only(self) -> bool:
+        """True when the link copies exactly the declared topics it selects, whatever its patterns match."""
+        return self is Naming.PEER
+
+    @classmethod
+    def of(cls, architecture: Architecture, *, from_edge: bool) -> Naming:
+        """How a link of an ``architecture`` estate names its copies: between active-active peers, the
+        declared topics prefixed; out of an edge (``from_edge``) of a hub-spoke estate, prefixed; else
+        identity names."""
+        if architecture is Architecture.ACTIVE_ACTIVE:
+            return cls.PEER
+        if architecture is Architecture.HUB_SPOKE and from_edge:
+            return cls.PREFIXED
+        return cls.IDENTITY
 
 
 class Delivery(StrEnum):

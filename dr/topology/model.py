@@ -20,7 +20,18 @@ from dr.base.pattern_safety import name_matcher
 from dr.base.types import Model
 from dr.kafka.internal_topics import InternalTopics
 from dr.topology.failover_policy import FailoverPolicy
-from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, LinkState, Placement, Profile, Role
+from dr.topology.kinds import (
+    PORT_WINDOW,
+    Architecture,
+    Delivery,
+    Engine,
+    Kind,
+    LinkState,
+    Naming,
+    Placement,
+    Profile,
+    Role,
+)
 from dr.topology.secret import Secret
 
 __all__ = [
@@ -35,6 +46,7 @@ __all__ = [
     "Link",
     "LinkIntervals",
     "LinkState",
+    "Naming",
     "Placement",
     "Principals",
     "Profile",
@@ -44,7 +56,8 @@ __all__ = [
     "Topology",
 ]
 
-_FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
+FAILOVER_STATES = {"planned": LinkState.PROMOTED, "unplanned": LinkState.FAILED_OVER}
+"""The state a failover of each mode leaves a cluster link into the promoted cluster in."""
 
 DEFAULT_DELIVERY = Delivery.EXACTLY_ONCE
 """What a MirrorMaker 2 link without ``delivery`` gets where its engine and Connect cluster allow it
@@ -736,6 +749,12 @@ class Topology(_Model):
         Connect cluster and where its ends run)."""
         return Placement.of(link.engine, on_connect=link.connect is not None, both_local=self.both_local(link))
 
+    def naming(self, link: Link) -> Naming:
+        """What ``link`` names its copies on the target (:meth:`Naming.of <dr.topology.kinds.Naming.of>`, from
+        the architecture and whether the link runs out of an edge)."""
+        from_edge = any(c.name == link.source and c.role is Role.EDGE for c in self.clusters)
+        return Naming.of(self.architecture, from_edge=from_edge)
+
     def internal_topics(self) -> InternalTopics:
         """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of
         which a link may join after a failover, and of every Connect cluster."""
@@ -756,66 +775,15 @@ class Topology(_Model):
     # -- desired-state change ------------------------------------------------------------------
 
     def after_failover(self, mode: str = "planned") -> Topology:
-        """The desired topology once the passive cluster is promoted (pure; ``self`` is unchanged).
-
-        The active cluster becomes decommissioned, the passive becomes active and the standby (if
-        any) becomes passive. A ``cluster-link`` link into the promoted cluster is kept, no longer
-        running: its state becomes ``promoted`` (``mode="planned"``) or ``failed-over``
-        (``mode="unplanned"``), which is how its mirror topics are promoted. Every other link is
-        dropped, and one link ``<passive>-to-<standby>`` is added with the engine, topics, consumer
-        groups and intervals of the link that fed the old passive cluster. A hub-and-spoke estate
-        re-points its edges too (:func:`dr.topology.hub_spoke.after_hub_failover`).
-        """
-        if mode not in _FAILOVER_STATES:
+        """The desired topology once the failover of ``mode`` (``planned`` or ``unplanned``) is done (pure;
+        ``self`` is unchanged), in its architecture's shape: the passive cluster promoted
+        (:func:`dr.topology.active_passive.after_failover`), a hub-and-spoke estate's edges re-pointed too
+        (:func:`dr.topology.hub_spoke.after_hub_failover`)."""
+        if mode not in FAILOVER_STATES:
             raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
-        if self.architecture in _FAILOVER_SHAPES:
-            return _FAILOVER_SHAPES[self.architecture](self, mode)
-        old_active = self.active()
-        new_active = self.to_promote()
-        new_passive = self.standby()
-        into = self.links_into(new_active.name)
-        feeding = [link for link in into if link.is_running] or into
-        template = next((link for link in feeding if link.source == old_active.name), feeding[0])
-
-        roles = {old_active.name: Role.DECOMMISSIONED, new_active.name: Role.ACTIVE}
-        links: list[Link] = [
-            link.model_copy(update={"state": _FAILOVER_STATES[mode]}) if link.is_running else link
-            for link in into
-            if link.engine == Engine.CLUSTER_LINK
-        ]
-        if new_passive is not None:
-            roles[new_passive.name] = Role.PASSIVE
-            links.append(
-                template.model_copy(
-                    update={
-                        "name": f"{new_active.name}-to-{new_passive.name}",
-                        "source": new_active.name,
-                        "target": new_passive.name,
-                        "state": LinkState.RUNNING,
-                    }
-                )
-            )
-        clusters = [c.model_copy(update={"role": roles[c.name]}) if c.name in roles else c for c in self.clusters]
-        # A Connect cluster living on the decommissioned cluster would lose its internal topics: it
-        # moves (new group and internal topics) to the cluster that now receives the link.
-        home = new_passive.name if new_passive is not None else new_active.name
-        connect_clusters = [
-            cc.model_copy(update={"cluster": home}) if cc.is_local and cc.cluster == old_active.name else cc
-            for cc in self.connect_clusters
-        ]
-        return Topology(
-            name=self.name,
-            profile=self.profile,
-            clusters=clusters,
-            topics=self.topics,
-            principals=self.principals,
-            links=links,
-            connect_clusters=connect_clusters,
-            failover_done=True,
-            provisioning=self.provisioning,
-            endpoint=self.endpoint,
-            failover_policy=self.failover_policy,
-        )
+        # An architecture without a shape of its own fails over as an active-passive pair.
+        shape = _FAILOVER_SHAPES.get(self.architecture) or _FAILOVER_SHAPES[Architecture.ACTIVE_PASSIVE]
+        return shape(self, mode)
 
 
 # -- pydantic errors → ConfigError ---------------------------------------------------------------

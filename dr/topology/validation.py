@@ -18,7 +18,6 @@ import re
 import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dr.base.errors import TopologyError
@@ -32,6 +31,7 @@ from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, Profile, Role
 from dr.topology.tls_rules import tls_problems
+from dr.topology.violation import Violation
 
 if TYPE_CHECKING:
     from dr.topology.model import Application, Cluster, Link, Topology
@@ -131,18 +131,6 @@ _REMOVED_CONFIGS = {
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _REPLICA = re.compile(r"[0-9]+:[0-9]+")
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: the offending field's path, what is wrong, and how to fix it."""
-
-    path: str
-    problem: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.problem} — {self.fix}"
 
 
 def _names(items: list[Cluster]) -> str:

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 from dr.runtime.links import LinkRunner, dedicated_runner
 from dr.topology import Delivery, Link
-from dr.topology.active_active import is_active_active, link_topics_regex
-from dr.topology.hub_spoke import prefixed_link
+from dr.topology.topics import copied_topics_regex, prefixed_link
 
 if TYPE_CHECKING:
     import pulumi
@@ -42,7 +41,7 @@ def runner(site: RunnerSite, link: Link) -> LinkRunner:
         site.local_cluster(link.source),
         site.local_cluster(link.target),
         site.state,
-        topics=link_topics_regex(topology, link) if is_active_active(topology) else link.topics_regex,
+        topics=copied_topics_regex(topology, link),
         groups=link.groups_regex,
         intervals=link.intervals.model_dump(),
         prefixed=prefixed_link(topology, link),

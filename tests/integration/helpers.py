@@ -273,7 +273,7 @@ def link_copied(estate: Any, link_name: str, topics: list[str], timeout: float =
 
     from dr.base.errors import ClusterError
     from dr.failover.frame.converge import wait_copied
-    from dr.topology.hub_spoke import target_topic
+    from dr.topology.topics import target_topic
 
     topology = estate.topology
     link = next(lk for lk in topology.links if lk.name == link_name)

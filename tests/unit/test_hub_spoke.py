@@ -11,8 +11,9 @@ import pytest
 
 from dr.base.errors import TopologyError
 from dr.topology import Architecture, Role, Topology, load_stack_file, load_topology
-from dr.topology.hub_spoke import edges, is_edge_link, remote_topic, topics_on
+from dr.topology.hub_spoke import edges, is_edge_link
 from dr.topology.stackconfig import dump_stack_config
+from dr.topology.topics import remote_topic, topics_on
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -203,7 +203,9 @@ def test_the_frame_never_asks_the_architecture() -> None:
 
 
 #: The topology modules of one architecture each (its shape, its predicates, its rules).
-ARCHITECTURE_TOPOLOGIES = frozenset({"dr.topology.active_active", "dr.topology.hub_spoke"})
+ARCHITECTURE_TOPOLOGIES = frozenset(
+    {"dr.topology.active_active", "dr.topology.active_passive", "dr.topology.hub_spoke"}
+)
 
 
 def test_the_cli_never_asks_the_architecture() -> None:
@@ -227,6 +229,21 @@ def test_the_cli_never_asks_the_architecture() -> None:
         if asks.search(line.split("#")[0])
     ]
     assert imports + tests == [], "\n".join(imports + tests)
+
+
+def test_the_frame_the_estate_and_the_stacks_name_no_architecture_topology() -> None:
+    """The failover frame (``dr.failover.frame``), the estate (``dr.estate``) and the Pulumi program
+    (``stacks``) import no architecture's topology module: the topic queries they ask whatever the
+    architecture live in ``dr.topology.topics``, and a link's naming is ``Topology.naming``."""
+    rooms = ("dr.failover.frame", "dr.estate", "stacks")
+    bad = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in _graph().items()
+        if any(module == room or module.startswith(room + ".") for room in rooms)
+        for target, line in targets.items()
+        if target in ARCHITECTURE_TOPOLOGIES
+    ]
+    assert bad == [], "\n".join(bad)
 
 
 def _product_trees() -> Iterator[tuple[str, ast.AST]]:
@@ -334,6 +351,30 @@ def test_a_placement_is_one_value_one_rule_and_its_table_lines() -> None:
         and isinstance(node.value, ast.Attribute)
         and isinstance(node.value.value, ast.Name)
         and node.value.value.id == "Placement"
+    ]
+    assert deciding == [], "\n".join(deciding)
+
+
+def test_a_naming_is_one_value_one_rule() -> None:
+    """How a link names its copies is decided in one place: the value and the rule (``Naming.of``) in
+    dr/topology/kinds.py, every value reached by it; no other module decides a naming (returns one)."""
+    from itertools import product
+
+    from dr.topology.kinds import Architecture, Naming
+
+    reached = {
+        Naming.of(architecture, from_edge=from_edge) for architecture, from_edge in product(Architecture, (False, True))
+    }
+    assert reached == set(Naming)
+    deciding = [
+        f"{module}:{node.lineno} returns Naming.{node.value.attr}"
+        for module, tree in _product_trees()
+        if module != "dr.topology.kinds"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Return)
+        and isinstance(node.value, ast.Attribute)
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "Naming"
     ]
     assert deciding == [], "\n".join(deciding)
 

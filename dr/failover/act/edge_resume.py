@@ -35,7 +35,8 @@ from dr.base.errors import ClusterError, FailoverError
 from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
 from dr.kafka.offsets import list_offsets, partitions_of
 from dr.topology import Link, Topology
-from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke, remote_topic
+from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke
+from dr.topology.topics import remote_topic
 
 __all__ = [
     "CopyCounts",

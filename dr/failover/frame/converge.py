@@ -30,9 +30,9 @@ from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Topology, dump_stack_config, load_stack_file
-from dr.topology.hub_spoke import target_topic, topics_on
 from dr.topology.stackconfig import StackConfig
 from dr.topology.stackfile import write_stack_config
+from dr.topology.topics import target_topic, topics_on
 
 __all__ = ["Converger", "PulumiConverger", "read_stack_config", "wait_copied", "write_stack_config"]
 

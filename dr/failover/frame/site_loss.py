@@ -39,7 +39,7 @@ from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
 from dr.topology import Kind, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
-from dr.topology.active_active import remote_topic
+from dr.topology.topics import remote_topic
 
 __all__ = [
     "CopyCount",

@@ -27,7 +27,7 @@ from dr.failover.frame.outcomes import Outcome
 from dr.failover.frame.roles import Roles
 from dr.kafka.client import Endpoint
 from dr.topology import Link, Topology
-from dr.topology.hub_spoke import topics_on
+from dr.topology.topics import topics_on
 
 __all__ = ["MODES", "Context", "FailoverOptions", "Step", "StepResult", "StepStatus", "named_roles"]
 

@@ -83,7 +83,8 @@ from dr.kafka.client import admin_client
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Topology, load_stack_file
-from dr.topology.active_active import moving_applications, peers, remote_topic, survivor_for
+from dr.topology.active_active import moving_applications, peers, survivor_for
+from dr.topology.topics import remote_topic
 
 __all__ = ["region_drill_refusal", "run_region_drill"]
 

@@ -62,7 +62,8 @@ from dr.kafka.offset_syncs import read_offset_syncs
 from dr.kafka.offsets import committed_offsets, end_offsets, start_offsets
 from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
 from dr.topology.access import peer_rules
-from dr.topology.active_active import is_active_active, remote_topic, remote_topics_on
+from dr.topology.active_active import is_active_active, remote_topics_on
+from dr.topology.topics import remote_topic
 
 __all__ = ["REJOIN_STEPS", "plan_region_rejoin", "rejoin_topology", "run_region_rejoin", "staged_topology"]
 

@@ -51,9 +51,9 @@ from dr.topology import Kind, Link, Topology
 from dr.topology.access import peer_rules
 from dr.topology.active_active import (
     moving_applications,
-    remote_topic,
     remote_topics_on,
 )
+from dr.topology.topics import remote_topic
 
 __all__ = ["REGION_STEPS", "RegionContext"]
 

@@ -34,8 +34,8 @@ from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Placement, Role, Topology
 from dr.topology.access import applications_on
 from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing
-from dr.topology.hub_spoke import topics_on
 from dr.topology.stackfile import stack_file_diff
+from dr.topology.topics import topics_on
 
 __all__ = ["ActivePassivePlan", "desired_state_diff", "plan_failover", "pulumi_preview"]
 

@@ -75,7 +75,8 @@ from dr.runtime.process import wait_until
 from dr.runtime.transactions import abort_open, open_transactions
 from dr.topology import Kind, Role, Topology
 from dr.topology.access import applications_on
-from dr.topology.hub_spoke import remote_topic_names, topics_on
+from dr.topology.hub_spoke import remote_topic_names
+from dr.topology.topics import topics_on
 
 __all__ = ["STEPS", "fence_drain", "promote", "verified_topics"]
 

@@ -66,7 +66,8 @@ from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Topology, load_stack_file
-from dr.topology.hub_spoke import edges, is_hub_spoke, remote_topic
+from dr.topology.hub_spoke import edges, is_hub_spoke
+from dr.topology.topics import remote_topic
 
 __all__ = ["EdgeProof", "HubDrillResult", "hub_drill_refusal", "run_hub_drill"]
 

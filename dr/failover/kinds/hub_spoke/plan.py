@@ -12,8 +12,8 @@ from dr.topology.hub_spoke import (
     check_lost_edge,
     edge_applications,
     fallback_of,
-    remote_topic,
 )
+from dr.topology.topics import remote_topic
 
 __all__ = ["EdgePlan", "plan_edge_failover"]
 

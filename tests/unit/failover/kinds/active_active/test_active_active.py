@@ -11,7 +11,8 @@ import pytest
 from dr.base.errors import TopologyError
 from dr.topology import Topology, find_violations, load_stack_file, load_topology
 from dr.topology.access import acl_rules
-from dr.topology.active_active import link_topics_regex, remote_topic, remote_topics_on
+from dr.topology.active_active import remote_topics_on
+from dr.topology.topics import link_topics_regex, remote_topic
 
 REPO = Path(__file__).resolve().parents[5]
 

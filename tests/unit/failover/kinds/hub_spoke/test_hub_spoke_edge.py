@@ -12,7 +12,8 @@ import yaml
 from dr.base.errors import TopologyError
 from dr.topology import Role, dump_stack_config, load_topology
 from dr.topology.access import application_rules
-from dr.topology.hub_spoke import after_edge_loss, after_hub_failover, remote_topic_names, topics_on
+from dr.topology.hub_spoke import after_edge_loss, after_hub_failover, remote_topic_names
+from dr.topology.topics import topics_on
 from tests import REPO_ROOT
 from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 from tests.unit.test_hub_spoke import HUB, _error, _load

@@ -1,0 +1,89 @@
+"""Topic names across links, and the topic queries every layer asks whatever the architecture.
+
+A link running MirrorMaker 2's ``DefaultReplicationPolicy`` names its copies ``<source>.<topic>`` on the
+target (:func:`remote_topic`); an identity link keeps the names. Which topics a cluster holds
+(:func:`topics_on`) and the name a link gives a topic on its target (:func:`target_topic`) are asked by the
+failover, the estate and the Pulumi program alike: they ask here, never an architecture's own module
+(:mod:`dr.topology.hub_spoke`, :mod:`dr.topology.active_active`), which builds on these names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dr.topology.kinds import Architecture, Role
+
+if TYPE_CHECKING:
+    from dr.topology.model import Cluster, Link, Topic, Topology
+
+__all__ = [
+    "SEPARATOR",
+    "copied_topics_regex",
+    "link_topics_regex",
+    "prefixed_link",
+    "register_remote_copies",
+    "remote_topic",
+    "target_topic",
+    "topics_on",
+]
+
+SEPARATOR = "."
+"""MirrorMaker 2's ``replication.policy.separator`` (its default): ``<source>.<topic>`` on the target."""
+
+
+def remote_topic(source: str, topic: str) -> str:
+    """The name a prefixed link out of ``source`` gives its topic ``topic`` on the target:
+    ``<source>.<topic>`` (MirrorMaker 2's DefaultReplicationPolicy)."""
+    return f"{source}{SEPARATOR}{topic}"
+
+
+def prefixed_link(t: Topology, link: Link) -> bool:
+    """True when ``link`` names remote topics ``<source>.<topic>`` (DefaultReplicationPolicy) rather
+    than keeping the names (IdentityReplicationPolicy): as :meth:`Topology.naming` decides it."""
+    return t.naming(link).prefixed
+
+
+def link_topics_regex(t: Topology, link: Link) -> str:
+    """Exactly the declared topics ``link`` selects, as one regex alternation (``(?!)``, matching nothing,
+    when it selects none)."""
+    names = [topic.name for topic in t.topics_for(link)]
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def copied_topics_regex(t: Topology, link: Link) -> str:
+    """What ``link``'s MirrorMaker 2 copies: between peers only the declared topics it selects
+    (:attr:`Naming.declared_only <dr.topology.kinds.Naming.declared_only>`), so no remote topic, whatever
+    the link's patterns match, is ever copied on; else every topic its patterns match."""
+    return link_topics_regex(t, link) if t.naming(link).declared_only else link.topics_regex
+
+
+def target_topic(t: Topology, link: Link, topic: str) -> str:
+    """The name ``link`` gives its source's ``topic`` on the target: ``<source>.<topic>`` over a prefixed
+    link, else the same name."""
+    return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
+
+
+# The copies an architecture adds to the active cluster and its passive copy (hub-and-spoke: the edges'
+# aggregated topics). The architecture's module builds on this one, so the package registers them here
+# (dr/topology/__init__.py), as it registers the failover shapes with the model.
+_REMOTE_COPIES: dict[Architecture, Callable[[Topology], list[Topic]]] = {}
+
+
+def register_remote_copies(architecture: Architecture, copies: Callable[[Topology], list[Topic]]) -> None:
+    """Make :func:`topics_on` add ``copies(topology)`` on the active and passive clusters of an
+    ``architecture`` estate."""
+    _REMOTE_COPIES[architecture] = copies
+
+
+def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
+    """The topics ``cluster`` holds: the declared ones, plus the remote copies its architecture adds on the
+    active cluster and its passive copy (the aggregated edge topics of a hub); none on a cluster that holds
+    no topics."""
+    if not cluster.holds_topics:
+        return []
+    if cluster.role in (Role.ACTIVE, Role.PASSIVE):
+        copies = _REMOTE_COPIES.get(t.architecture)
+        return [*t.topics, *(copies(t) if copies is not None else [])]
+    return list(t.topics)
