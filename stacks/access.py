@@ -1,4 +1,4 @@
-"""SCRAM users, topics and ACLs of one cluster as ``pulumi_kafka`` resources.
+"""SCRAM users, client quotas, topics and ACLs of one cluster as ``pulumi_kafka`` resources.
 
 The rules themselves are pure data (:func:`dr.topology.access.acl_rules`, unit-tested without an
 engine); :class:`ClusterAccess` declares them through the cluster's own explicit provider.
@@ -15,6 +15,7 @@ import pulumi_kafka as kafka
 from dr.base.errors import ConfigError
 from dr.topology import Cluster, Topology
 from dr.topology.access import AclRule, acl_rules
+from dr.topology.quotas import user_quotas
 from dr.topology.topics import topics_on
 from stacks.kafka_sets import AclSet, Connection, TopicSet, acl_binding
 
@@ -53,7 +54,10 @@ class ClusterAccessArgs:
 
 
 class ClusterAccess(pulumi.ComponentResource):
-    """SCRAM users, topics and ACLs of one cluster, through that cluster's explicit provider.
+    """SCRAM users, client quotas, topics and ACLs of one cluster, through that cluster's explicit provider.
+
+    Quotas (:func:`dr.topology.quotas.user_quotas`) are one ``pulumi_kafka`` Quota per user entity
+    (``<cluster>-quota-user-<name>``, ``<cluster>-quota-default``) in both provisioning modes.
 
     Topics are created with ``retain_on_delete``: removing a topic from the topology, or destroying
     the stack of an external cluster, never deletes its records (delete a topic on purpose with
@@ -80,6 +84,18 @@ class ClusterAccess(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        # one resource per entity in both provisioning modes (a few per cluster, unlike topics and ACLs);
+        # every input replaces, and the old resource's delete clears the entity's quota: delete it first
+        self.quotas: dict[str | None, kafka.Quota] = {
+            quota.user: kafka.Quota(
+                f"{c.name}-quota-{quota.logical_name}",
+                entity_type="user",
+                entity_name=quota.user,
+                config=quota.configs,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+            )
+            for quota in user_quotas(args.topology)
+        }
         declared = [t for t in topics_on(args.topology, c) if t.name not in args.skip_topics]
         # the replicator's first: the engine starts them first, and the link waits for them (needed_by)
         replicator = args.topology.principals.replicator

@@ -50,6 +50,7 @@ __all__ = [
     "Placement",
     "Principals",
     "Profile",
+    "Quota",
     "Role",
     "Tls",
     "Topic",
@@ -307,6 +308,45 @@ class Topic(_Model):
         return value
 
 
+_LONG_MAX = 2**63 - 1
+"""Kafka keeps a quota as a double; the stack file takes whole numbers up to a Java long."""
+
+
+class Quota(_Model):
+    """Kafka client quotas of one user (Kafka's own names, per broker): a limit left out is not set.
+
+    ``producer_byte_rate``/``consumer_byte_rate`` are bytes per second; ``request_percentage`` is the
+    share of one request-handler and network thread a user may keep busy in each quota window (above
+    100 means more than one thread). Provisioned as ``pulumi_kafka`` Quota resources on every cluster
+    that carries the applications' users (:mod:`stacks.access`).
+    """
+
+    producer_byte_rate: int | None = Field(default=None, ge=1, le=_LONG_MAX, strict=True)
+    """Bytes per second a user may produce to each broker."""
+    consumer_byte_rate: int | None = Field(default=None, ge=1, le=_LONG_MAX, strict=True)
+    """Bytes per second a user may fetch from each broker."""
+    request_percentage: int | None = Field(default=None, ge=1, le=_LONG_MAX, strict=True)
+    """Percent of one broker thread's time a user's requests may take (above 100: several threads)."""
+
+    @model_validator(mode="after")
+    def _sets_a_limit(self) -> Quota:
+        if not self.configs():
+            raise ValueError(
+                "a quota sets no limit: give producer_byte_rate, consumer_byte_rate or request_percentage "
+                "(or remove the quota)"
+            )
+        return self
+
+    def configs(self) -> dict[str, str]:
+        """The limits as Kafka's quota configs (``producer_byte_rate`` → ``"1048576"``), unset ones left out."""
+        limits = {
+            "producer_byte_rate": self.producer_byte_rate,
+            "consumer_byte_rate": self.consumer_byte_rate,
+            "request_percentage": self.request_percentage,
+        }
+        return {key: str(value) for key, value in limits.items() if value is not None}
+
+
 class Application(_Model):
     """An application principal and the topics it may produce to and consume from.
 
@@ -331,6 +371,9 @@ class Application(_Model):
     fallback: str | None = None
     """Hub-and-spoke, an application whose home is an edge: where it moves when that edge is lost
     (``drctl failover --edge``) — another edge, or the hub. Unset: the hub."""
+    quota: Quota | None = None
+    """Kafka client quotas of this application's user on every cluster that carries its user; unset:
+    ``principals.default_quota`` applies (when declared), else no limit."""
 
     @property
     def writes(self) -> bool:
@@ -348,6 +391,11 @@ class Principals(_Model):
     the platform team puts the same password where the workers' config provider reads it
     (:class:`ConnectCredentials`). Unset, the program generates one (kept as a secret stack output)."""
     applications: list[Application] = Field(default_factory=list)
+    default_quota: Quota | None = None
+    """Kafka's default user quota (``--entity-type users --entity-default``) on every cluster that carries
+    the applications' users: it limits every user without a quota of its own — the replicator and the
+    admin included, so keep it above what a link copies (or give those users their own quota with
+    Kafka's tools)."""
 
     def application(self, name: str) -> Application:
         """The application principal called ``name``; ConfigError when there is none."""
@@ -826,6 +874,8 @@ def _fix_for(error: Any) -> str:
     ctx = error.get("ctx") or {}
     if error["type"] == "greater_than_equal":
         return f"use a value of at least {ctx.get('ge')}"
+    if error["type"] == "less_than_equal":
+        return f"use a value of at most {ctx.get('le')}"
     return _FIXES.get(error["type"], "correct the value")
 
 

@@ -1030,6 +1030,24 @@ def _confluent_clusters(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _quotas_where_kafka_sets_them(t: Topology) -> Iterator[Violation]:
+    """Client quotas reach a cluster through Kafka's AlterClientQuotas, which Confluent Cloud does not
+    serve to a cluster's API key: a declared quota would fail ``pulumi up`` there, so it is refused here."""
+    declared = [f"principals.applications[{i}].quota" for i, a in enumerate(t.principals.applications) if a.quota]
+    if t.principals.default_quota is not None:
+        declared.append("principals.default_quota")
+    if not declared:
+        return
+    for i, c in enumerate(t.clusters):
+        if c.kind == Kind.CONFLUENT_CLOUD:
+            yield Violation(
+                declared[0],
+                f"client quotas are declared, but confluent-cloud cluster {c.name!r} (clusters[{i}]) does not take "
+                "quotas through the Kafka API the program uses",
+                "remove the quotas from the stack file and set them with Confluent Cloud's own Client Quotas",
+            )
+
+
 def _batched_provisioning(t: Topology) -> Iterator[Violation]:
     if t.provisioning != "batched":
         return
@@ -1326,6 +1344,7 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _remote_clusters,
     _transport,
     _confluent_clusters,
+    _quotas_where_kafka_sets_them,
     _batched_provisioning,
     _cluster_link_destinations,
     _connect_clusters,

@@ -1,14 +1,19 @@
 """``provisioning: batched`` against real local clusters, through real ``pulumi up``/``refresh``/``preview``.
 
 One stack (A and B of one broker each, the local example's topics and applications plus a topic
-``audit`` with a retention), provisioned with every cluster's topics as one ``TopicSet`` and its ACLs
-as one ``AclSet`` (:mod:`stacks.kafka_sets`): the topics and ACLs are on the clusters, an ACL and a
-topic config changed behind Pulumi's back are seen by ``refresh`` and restored by the next ``up``, and a
-topic removed from the stack file stays in Kafka (retained) while the preview is clean again.
+``audit`` with a retention, a default user quota and one application's own), provisioned with every
+cluster's topics as one ``TopicSet`` and its ACLs as one ``AclSet`` (:mod:`stacks.kafka_sets`), the
+quotas as one ``pulumi_kafka`` Quota each: the topics, ACLs and quotas are on the clusters (the quotas as
+Kafka's own ``kafka-configs --describe`` reads them), an ACL and a topic config changed behind Pulumi's
+back are seen by ``refresh`` and restored by the next ``up``, a changed quota replaces the old one on
+both clusters, and a topic removed from the stack file stays in Kafka (retained) while the preview is
+clean again.
 """
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +21,20 @@ import yaml
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from dr.base.stackref import StackRef, stack_dir
+from dr.base.toolchain import toolchain
 from dr.estate.stack import EstateStack
 from dr.failover.act.fencing import _write_filter, write_bindings
 from dr.kafka.client import Endpoint, admin_client, delete_acls
+from dr.runtime.cluster import write_properties
+from dr.runtime.process import java_command
 from dr.topology import load_stack_file
 from dr.topology.access import acl_rules
 from tests.integration.helpers import StackEnv, provisioned, write_local_stack
 
 STACK = "sets"
 RETENTION = "3600000"
+DEFAULT_QUOTA = {"producer_byte_rate": 1048576, "consumer_byte_rate": 2097152}
+ORDERS_QUOTA = {"producer_byte_rate": 4194304, "request_percentage": 200}
 
 
 def _stack(root: Path, ports: tuple[int, int, int]) -> StackEnv:
@@ -34,8 +44,35 @@ def _stack(root: Path, ports: tuple[int, int, int]) -> StackEnv:
     doc["config"]["kafka-dr:topics"].append(
         {"name": "audit", "partitions": 2, "replication_factor": 1, "configs": {"retention.ms": int(RETENTION)}}
     )
+    doc["config"]["kafka-dr:principals"]["defaultQuota"] = DEFAULT_QUOTA
+    for app in doc["config"]["kafka-dr:principals"]["applications"]:
+        if app["name"] == "orders-app":
+            app["quota"] = ORDERS_QUOTA
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return StackEnv(root, STACK)
+
+
+def _user_quotas(ep: Endpoint) -> dict[str | None, dict[str, int]]:
+    """User entity (None: the default) → its quotas, as Kafka's own ``kafka-configs --describe
+    --entity-type users`` prints them (``Quota configs for user-principal 'x' are a=1.0, b=2.0``)."""
+    tc = toolchain()
+    with tempfile.TemporaryDirectory(prefix="kdr-quotas-") as tmp:
+        config = Path(tmp) / "admin.properties"
+        write_properties(config, ep.java_config())
+        args = ["--bootstrap-server", ep.bootstrap, "--command-config", str(config), "--describe"]
+        cmd = java_command(
+            tc.java, [tc.kafka_lib], "kafka.admin.ConfigCommand", [*args, "--entity-type", "users"], crash_dir=Path(tmp)
+        )
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    found: dict[str | None, dict[str, int]] = {}
+    for line in res.stdout.splitlines():
+        head, sep, values = line.partition(" are ")
+        if not sep or not head.startswith("Quota configs for"):
+            continue
+        user = None if "the default user-principal" in head else head.split("'")[1]
+        found[user] = {k: int(float(v)) for k, _, v in (kv.partition("=") for kv in values.split(", "))}
+    return found
 
 
 def _topics(ep: Endpoint) -> dict[str, int]:
@@ -87,6 +124,10 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
             assert _retention(ep, "audit") == RETENTION, f"{name}: audit retention.ms"
             missing = _expected_acls(topology, name) - _acls(ep)
             assert not missing, f"{name}: ACLs not on the cluster: {sorted(missing)}"
+            quotas = _user_quotas(ep)
+            assert quotas == {None: DEFAULT_QUOTA, "orders-app": ORDERS_QUOTA}, f"{name}: quotas {quotas}"
+        quota_resources = [r for r in resources if r["type"] == "kafka:index/quota:Quota"]
+        assert len(quota_resources) == 4, "one Quota per entity and cluster, beside the batched sets"
         assert stack.preview().clean, "preview after the up is not clean"
 
         # drift behind Pulumi's back: an application's write ACL on A, a topic config on B
@@ -109,6 +150,19 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
         assert write_bindings(a, [app]), f"the up did not restore {app}'s write ACL on A"
         assert _retention(b, "audit") == RETENTION, "the up did not restore audit's retention.ms on B"
         assert stack.preview().clean, "preview after restoring the drift is not clean"
+
+        # a changed quota (every Quota input replaces): the new limits on both clusters, none left unset
+        doc = yaml.safe_load(env.stack_file.read_text())
+        changed = {"producer_byte_rate": 8388608, "consumer_byte_rate": 524288}
+        for declared in doc["config"]["kafka-dr:principals"]["applications"]:
+            if declared["name"] == "orders-app":
+                declared["quota"] = changed
+        env.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        stack.up(load_stack_file(env.stack_file))
+        for ep, name in ((a, "A"), (b, "B")):
+            quotas = _user_quotas(ep)
+            assert quotas == {None: DEFAULT_QUOTA, "orders-app": changed}, f"{name}: quotas after the change {quotas}"
+        assert stack.preview().clean, "preview after changing a quota is not clean"
 
         # a topic removed from the stack file stays in Kafka, with its records' home
         doc = yaml.safe_load(env.stack_file.read_text())
