@@ -172,7 +172,8 @@ def test_the_loss_of_an_edge_moves_its_applications_and_recovery_leaves_each_ack
                 assert wait_until(translated, 60, interval=1), "MirrorMaker 2 never synced panel-e1's offsets to H"
                 # The link dies first, so that E1 surely holds acknowledged records the hub never got
                 estate.mirror("E1-to-H").kill()
-                time.sleep(2)
+                after = len(traffic.acked)  # acknowledged by E1 after its link died: never on the hub
+                assert wait_until(lambda: len(traffic.acked) >= after + 100, 60), (after, len(traffic.acked))
                 estate.local_cluster("E1").kill()  # the edge is gone mid-traffic
                 killed_at = time.monotonic()
                 # No acknowledgement can come from a killed edge: the flush would wait its whole bound for
