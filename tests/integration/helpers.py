@@ -325,3 +325,34 @@ def committed_counts(endpoint: Endpoint, topics: list[str]) -> dict[tuple[str, i
     finally:
         consumer.close()
     return counts
+
+
+def stop_copying(rest: Any, connector: str, timeout: float = 60) -> None:
+    """Stop source connector ``connector`` (a :class:`dr.kafka.connect_rest.ConnectRest` at ``rest``) so that
+    nothing written to its source from now on is copied: paused first, until each of its tasks reports
+    PAUSED — a task writes that itself, at the top of its send loop, and polls no more — then stopped,
+    until Connect reports it STOPPED with no task. The stop alone gives no such event: Connect drops a
+    stopped connector's task statuses in the rebalance that tells their worker to stop them, so an empty
+    task list may show while a task still finishes its last poll."""
+    import urllib.parse
+
+    # the product never pauses a connector, so ConnectRest has no method for it
+    rest._call("PUT", f"/connectors/{urllib.parse.quote(connector, safe='')}/pause")
+
+    def paused() -> bool:
+        status = rest.status(connector) or {}
+        tasks = status.get("tasks") or []
+        return (
+            (status.get("connector") or {}).get("state") == "PAUSED"
+            and all(t.get("state") == "PAUSED" for t in tasks)
+            and bool(tasks)
+        )
+
+    assert wait_until(paused, timeout, interval=0.2), f"{connector} did not pause: {rest.status(connector)}"
+    rest.stop(connector)
+
+    def stopped() -> bool:
+        status = rest.status(connector) or {}
+        return (status.get("connector") or {}).get("state") == "STOPPED" and not status.get("tasks")
+
+    assert wait_until(stopped, timeout, interval=0.2), f"{connector} did not stop: {rest.status(connector)}"

@@ -185,7 +185,7 @@ def test_failover_of_region_a_under_traffic_loses_nothing_and_consumers_resume(e
     ref, estate = env["ref"], Estate(env["original"], env["ref"].state_dir)
     writer = _Writer(_app(estate, "A", "shop-a"))
     writer.start()
-    time.sleep(3)
+    assert wait_until(lambda: len(writer.acked) >= 300, 60), "shop-a's writes are acknowledged on A"
     # shop-a's consumer reads the global view on A (A's orders and B.orders, B's 300 records), commits, and
     # stops (its group idle, so MM2 syncs it to B)
     read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
@@ -281,13 +281,14 @@ def _rejoin_under_traffic(ref: StackRef, tag: str) -> tuple[FailoverSummary, flo
     assert conf["bootstrap.servers"] == b_bootstrap, "shop-a starts from its published file for B"
     writer = ProducerLoop(conf, "B", "orders", 100, ConfigSource(ref.state_dir, "shop-a", clusters), tag)
     writer.start()
-    time.sleep(1)
+    assert wait_until(lambda: bool(writer.ack_times("B")), 60), "shop-a's writes are acknowledged on B"
     t0 = time.monotonic()
     try:
         summary = run_region_rejoin(ref, "A", options=FailoverOptions(probe=False), progress=print)
-    finally:
         rejoin_s = time.monotonic() - t0
-        time.sleep(2)
+        # shop-a follows its published file back to A and writes there
+        wait_until(lambda: len(writer.ack_times("A")) >= 50, 60)
+    finally:
         writer.stop()
     on_b, on_a = writer.ack_times("B"), writer.ack_times("A")
     assert on_b and on_a, (len(on_b), len(on_a))
@@ -366,7 +367,7 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     wa, wb = _Writer(_app(estate, "A", "shop-a"), "u-a"), _Writer(_app(estate, "B", "shop-b"), "u-b")
     wa.start()
     wb.start()
-    time.sleep(3)
+    assert wait_until(lambda: len(wa.acked) >= 300 and len(wb.acked) >= 300, 60), (len(wa.acked), len(wb.acked))
     read_on_a = _consume(_app(estate, "A", "shop-a"), ["^(B\\.)?orders$"], "shop-a", until=4)
     assert read_on_a
     # the idle group's last commits reach B's checkpoints and its group on B: waited for as an event, at most
@@ -379,7 +380,8 @@ def test_unplanned_failover_of_region_a_recover_and_rejoin(env: dict[str, Any]) 
     )
     print(f"shop-a's last commits on B's checkpoints: {synced} after {time.monotonic() - t_sync:.1f}s")
     estate.mirror("A-to-B").kill()  # the link falls behind first, so some acknowledged records never cross
-    time.sleep(2)
+    after = len(wa.acked)
+    assert wait_until(lambda: len(wa.acked) >= after + 100, 60), (after, len(wa.acked))
     estate.local_cluster("A").kill()  # SIGKILL: A is gone, under traffic
     wa.stopping.set()
     wa.join(30)

@@ -1,5 +1,6 @@
 """A link on a real Kafka Connect cluster, from the stack: provision, replicate, lose a worker, refresh,
-fail over A→B→C on the same Connect cluster, and bad input that leaves no half-made link.
+fail over A→B→C on the same Connect cluster, and bad input that leaves no half-made link; the Connect REST
+client's errors and the lifecycle of a connector under a name no plan made.
 
 One estate for the module (``Pulumi.local-connect.yaml`` on this suite's ports: A, B, C with one
 broker each, a Connect cluster of two workers homed on B), driven through ``pulumi up`` (the
@@ -9,22 +10,27 @@ Automation API) and ``drctl`` as an operator would. The tests run in order.
 from __future__ import annotations
 
 import json
+import stat
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
-from dr.base.errors import ClusterError
+from dr.base.errors import AuthError, ClusterError, ConfigError
 from dr.base.stackref import StackRef
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.act.groups import translated_within
+from dr.kafka.connect_rest import ConnectRest
 from dr.kafka.offsets import committed_offsets, end_offsets
+from dr.runtime.connect import CONNECT_REST_USER, CONNECT_USER
 from dr.runtime.connect_link import connector_names, needs_tasks, runs
+from dr.runtime.credentials import REPLICATOR_USER
 from dr.runtime.process import wait_until
 from dr.topology import Delivery, load_stack_file
 from tests.integration.helpers import (
@@ -104,12 +110,80 @@ def test_up_runs_the_link_as_three_connectors_with_their_tasks(env: StackEnv) ->
     assert link["connectors"]["A-to-B-source"]["tasks"], "the source connector has no task"
     text = drctl(env, "status", "--stack", STACK).stdout
     assert "connector A-to-B-source" in text and "on Connect cluster mm2" in text
-    # the connector configs stored by Connect hold no password
     rest = connect.rest()
+    assert rest.info()["version"] == "4.3.1"
+    # the workers resolve the replicator's password from a file only their user reads; the connector
+    # configs stored by Connect hold the reference, no password
+    secrets = connect.secrets_file()
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    assert stat.S_IMODE(secrets.parent.stat().st_mode) == 0o700
+    assert "${file:" in (rest.config("A-to-B-source") or {})["source.cluster.sasl.jaas.config"]
     passwords = {v for v in e.credentials._load().values()}
     for name in connector_names("A-to-B"):
         stored = json.dumps(rest.config(name))
         assert not any(pw in stored for pw in passwords), f"{name} stores a password"
+
+
+def _heartbeat_config(rest: ConnectRest) -> dict[str, str]:
+    """The link's heartbeat connector's stored config without its name (to create another from it)."""
+    config = dict(rest.config("A-to-B-heartbeat") or {})
+    config.pop("name", None)
+    assert config, "the link has no heartbeat connector"
+    return config
+
+
+def test_rest_errors_name_the_problem(env: StackEnv, ports: tuple[int, ...]) -> None:
+    connect = estate(env).connect("mm2")
+    rest = connect.rest()
+    nothing = ports[3] + 99  # in this suite's window, never listened on
+    with pytest.raises(ClusterError, match=f"127.0.0.1:{nothing} is unreachable") as info:
+        ConnectRest(f"http://127.0.0.1:{nothing}", timeout=2).info()
+    assert "start the Connect cluster" in str(info.value)
+
+    with pytest.raises(AuthError, match="HTTP 401"):
+        ConnectRest(connect.url).connectors()
+    wrong = ConnectRest(connect.url, username=CONNECT_REST_USER, password="not-the-password")
+    with pytest.raises(AuthError) as auth:
+        wrong.connectors()
+    assert "not-the-password" not in str(auth.value)
+
+    bogus = {**_heartbeat_config(rest), "tasks.max": "many"}
+    problems = rest.validate(bogus)
+    assert problems and any(p.startswith("tasks.max: ") for p in problems), problems
+    with pytest.raises(ClusterError, match="HTTP 400"):
+        rest.put_config("bogus", bogus)
+    assert "bogus" not in rest.connectors()
+
+    rest.delete("never-created")
+    rest.delete("never created ä?#")
+    with pytest.raises(ConfigError, match="cannot be used"):
+        rest.delete("a/b")
+    assert rest.status("never-created") is None and rest.config("never-created") is None
+
+
+def test_stop_resume_restart_delete_a_connector_with_an_unplanned_name(env: StackEnv) -> None:
+    rest = estate(env).connect("mm2").rest()
+    config = _heartbeat_config(rest)
+    # percent-encoded in every path; under the link's name, whose transactional ids (exactly-once workers:
+    # every source task's producer is transactional) the replicator may use
+    name = "A-to-B-probe ä x?#"
+    rest.put_config(name, config)
+    try:
+        # A follower worker's connector list follows the config topic, so it may lag the PUT briefly.
+        assert wait_until(lambda: name in rest.connectors(), 30, interval=0.2), rest.connectors()
+        assert rest.config(name)["connector.class"] == config["connector.class"]
+        rest.wait_running(name, timeout=60)
+        rest.stop(name)
+        stopped = rest.wait_state(name, "STOPPED", timeout=60)
+        assert stopped["tasks"] == []
+        rest.resume(name)
+        rest.wait_running(name, timeout=60)
+        rest.restart(name, include_tasks=True, only_failed=False)
+        rest.wait_running(name, timeout=60)
+    finally:
+        rest.delete(name)
+    assert wait_until(lambda: rest.status(name) is None, 30)
+    rest.delete(name)
 
 
 def test_refresh_sees_a_connector_deleted_or_stopped_behind_pulumis_back(env: StackEnv) -> None:
@@ -245,9 +319,46 @@ def test_planned_failover_moves_the_link_to_B_to_C_on_the_same_connect_cluster(e
     assert [(lk["name"], lk["process"]) for lk in st["links"]] == [("B-to-C", "running")]
 
 
+def _keys_by_partition(endpoint: Any, topic: str) -> dict[int, list[str]]:
+    """Every committed key of every partition of ``topic`` below its current end, in offset order (read
+    committed: a transactional copy's commit markers take offsets but are no records)."""
+    ends = {tp: n for tp, n in end_offsets(endpoint, [topic]).items()}
+    out: dict[int, list[str]] = {p: [] for (_, p) in ends}
+    consumer = Consumer(
+        endpoint.config(
+            **{
+                "group.id": f"reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "log_level": 0,
+            }
+        )
+    )
+    tps = [TopicPartition(t, p, 0) for (t, p) in ends]
+    consumer.assign(tps)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is None and msg.offset() < ends[(msg.topic(), msg.partition())]:
+                    out[msg.partition()].append(msg.key().decode())
+            if all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in consumer.position(tps)):
+                break
+    finally:
+        consumer.close()
+    return out
+
+
 def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing(env: StackEnv) -> None:
     e = estate(env)
     connect = e.connect("mm2")
+    rest = connect.rest()
+    held = [t["worker_id"] for t in (rest.status("B-to-C-source") or {}).get("tasks", [])]
+    # the worker killed is one that runs a source task: its uncommitted copies are what could repeat
+    victim = next(i for i in range(2) if connect.worker_id(i) in held)
+    survivor = 1 - victim
+    dead_id, survivor_id = connect.worker_id(victim), connect.worker_id(survivor)
     keys = [f"wl-{i}" for i in range(20000)]
     acked: list[str] = []
 
@@ -258,14 +369,15 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
 
     writer = threading.Thread(target=write)
     writer.start()
-    time.sleep(1.0)
-    connect.kill_worker(0)
+    # mid-traffic: a third of the records acknowledged by B, the rest still to come
+    assert wait_until(lambda: len(acked) >= len(keys) // 3, 120, interval=0.05), len(acked)
+    connect.kill_worker(victim)
+    assert connect.alive_workers() == [survivor]
     t0 = time.monotonic()
     writer.join(timeout=300)
     ACKED.extend(acked)
     assert len(acked) == len(keys)
     rest = connect.rest()
-    survivor = connect.worker_id(1)
 
     def moved() -> bool:
         for name in connector_names("B-to-C"):
@@ -273,13 +385,15 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
             if (
                 not status
                 or (needs_tasks(name) and not status["tasks"])
-                or any(t["state"] != "RUNNING" or t["worker_id"] != survivor for t in status["tasks"])
+                or status["connector"]["worker_id"] != survivor_id
+                or any(t["state"] != "RUNNING" or t["worker_id"] != survivor_id for t in status["tasks"])
             ):
                 return False
         return True
 
     assert wait_until(moved, 120, interval=1.0), {n: rest.status(n) for n in connector_names("B-to-C")}
     print(f"\ntasks moved to the surviving worker {time.monotonic() - t0:.1f}s after the kill")
+    assert dead_id not in str({n: rest.status(n) for n in connector_names("B-to-C")})
     assert caught_up(e, "B", "C", ["orders", "payments"])
     from dr.failover.act.integrity import verify
 
@@ -292,14 +406,25 @@ def test_losing_a_worker_mid_traffic_on_B_to_C_moves_its_tasks_and_loses_nothing
     )
     # B-to-C declares no delivery: exactly-once by default, though its workers are homed on B and it
     # writes to C. Its tasks resume from the positions committed with their last transaction on C, so
-    # nothing is copied twice (test_connect_runtime shows at-least-once's duplicates for contrast).
+    # nothing is copied twice.
     counts = verdict.counts
     print(f"after the worker loss: {counts['duplicated']} records copied twice, {counts['missing']} missing")
     (link,) = e.topology.links
     assert link.name == "B-to-C" and e.topology.delivery_of(link) == Delivery.EXACTLY_ONCE
     assert (counts["duplicated"], counts["missing"], counts["corrupted"], counts["unexpected"]) == (0, 0, 0, 0), counts
-    connect.start_worker(0)
+    # and each partition of C holds B's committed records in B's order, each once
+    on_b, on_c = _keys_by_partition(e.endpoint("B"), "orders"), _keys_by_partition(e.endpoint("C"), "orders")
+    for p, keys_b in on_b.items():
+        assert on_c.get(p) == keys_b, f"partition {p} of orders differs on C"
+    # the killed worker comes back and rejoins; the connectors keep running
+    connect.start_worker(victim)
     assert sorted(connect.alive_workers()) == [0, 1]
+    rest = connect.rest()
+    for name in connector_names("B-to-C"):
+        rest.wait_state(name, "RUNNING", timeout=60)
+    logs = "".join(connect.process(i).log_file.read_text(errors="replace") for i in range(2))
+    for user in {REPLICATOR_USER, CONNECT_USER, CONNECT_REST_USER, *e.credentials._load()}:
+        assert connect.credentials.password(user) not in logs, f"the {user} password is in a Connect worker log"
 
 
 def test_a_rejected_connector_or_an_unreachable_connect_leaves_nothing(env: StackEnv, ports: tuple[int, ...]) -> None:

@@ -34,6 +34,7 @@ from tests import REPO_ROOT, processes
 from tests.integration.drill_runner import assert_graded
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import CRASH_EXIT
+from tests.integration.helpers import stop_copying
 from tests.integration.ports import windows
 
 STACK = "existing"
@@ -460,15 +461,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
 
     assert wait_until(copied, 60), "the link B→C copies what B holds before it is stopped"
     wipe_and_stand_by(env, existing, "A")
-    rest = ConnectRest(existing.connect.url)
-    rest.stop("B-to-C-source")
-
-    def stopped() -> bool:  # the connector's state turns STOPPED before its tasks are gone
-        st = rest.status("B-to-C-source") or {}
-        return st.get("connector", {}).get("state") == "STOPPED" and not st.get("tasks")
-
-    assert wait_until(stopped, 60)
-    time.sleep(2)  # a task shutting down may still hand over a last batch
+    stop_copying(ConnectRest(existing.connect.url), "B-to-C-source")
     conf = json.loads((env.state / "clients" / "orders-app.json").read_text())
     assert conf["bootstrap.servers"] == existing.clusters["B"].bootstrap
     producer = Producer({**conf, "acks": "all"})

@@ -32,6 +32,7 @@ from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import issue
 from dr.runtime.process import wait_until
 from tests import processes
+from tests.integration.helpers import stop_copying
 from tests.integration.mtls_estate import (
     MAPPING_RULES,
     MtlsEstate,
@@ -246,10 +247,7 @@ def test_unplanned_failover_over_mutual_tls_with_b_killed_then_recovery(env: Env
     doc = yaml.safe_load(stack_file.read_text())
     doc["config"]["kafka-dr:clusters"][0]["role"] = "standby"
     stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    rest = ConnectRest(estate.connect.url)
-    rest.stop("B-to-C-source")
-    assert wait_until(lambda: not (rest.status("B-to-C-source") or {}).get("tasks"), 60)
-    time.sleep(2)  # a task shutting down may still hand over a last batch
+    stop_copying(ConnectRest(estate.connect.url), "B-to-C-source")
     _produce(_admin(estate, "B"), 30, "lost")
     estate.clusters["B"].kill()
     try:

@@ -1,5 +1,5 @@
 """The Kafka Connect REST client against a small real HTTP server, and the workers' pure configuration
-(no JVM; the real workers are in tests/integration/test_connect_runtime.py)."""
+(no JVM; the real workers are in tests/integration/test_connect_link.py)."""
 
 from __future__ import annotations
 
