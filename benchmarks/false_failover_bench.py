@@ -81,14 +81,14 @@ def main() -> None:
                     time.sleep(10)
                 traffic.stop()
                 figures = _figures(sites, traffic, args.minutes)
+                print(json.dumps(figures, indent=2), flush=True)  # before the teardown, which may fail
+                if args.json:
+                    args.json.write_text(json.dumps(figures, indent=2))
             finally:
                 for b in burners:
                     b.terminate()
                     b.join()
                 sites.stop()
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
 
 
 def _figures(sites: Any, traffic: Any, minutes: float) -> dict[str, Any]:  # noqa: ANN401 - Sites, Traffic
