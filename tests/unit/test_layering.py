@@ -342,17 +342,22 @@ def test_a_placement_is_one_value_one_rule_and_its_table_lines() -> None:
     assert reached == set(Placement)
     assert set(LINK_COMPONENTS) == set(Placement)
     assert set(LINK_RUNNERS) <= set(Placement)
-    deciding = [
-        f"{module}:{node.lineno} returns Placement.{node.value.attr}"
+    deciding = _returning("Placement")
+    assert deciding == [], "\n".join(deciding)
+
+
+def _returning(enum: str) -> list[str]:
+    """Every ``return <enum>.<VALUE>`` of the product outside dr/topology/kinds.py, as ``module:line``."""
+    return [
+        f"{module}:{node.lineno} returns {enum}.{node.value.attr}"
         for module, tree in _product_trees()
         if module != "dr.topology.kinds"
         for node in ast.walk(tree)
         if isinstance(node, ast.Return)
         and isinstance(node.value, ast.Attribute)
         and isinstance(node.value.value, ast.Name)
-        and node.value.value.id == "Placement"
+        and node.value.value.id == enum
     ]
-    assert deciding == [], "\n".join(deciding)
 
 
 def test_a_naming_is_one_value_one_rule() -> None:
@@ -366,16 +371,7 @@ def test_a_naming_is_one_value_one_rule() -> None:
         Naming.of(architecture, from_edge=from_edge) for architecture, from_edge in product(Architecture, (False, True))
     }
     assert reached == set(Naming)
-    deciding = [
-        f"{module}:{node.lineno} returns Naming.{node.value.attr}"
-        for module, tree in _product_trees()
-        if module != "dr.topology.kinds"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Return)
-        and isinstance(node.value, ast.Attribute)
-        and isinstance(node.value.value, ast.Name)
-        and node.value.value.id == "Naming"
-    ]
+    deciding = _returning("Naming")
     assert deciding == [], "\n".join(deciding)
 
 
