@@ -4,13 +4,14 @@
 A holds 20,000 records of ``recovery`` in 8 partitions; B holds the copies a link delivered before the
 loss, as ``A.recovery``: each partition's first 1,200 records but two (offsets 5 and 7). So 10,416
 records are missing, in two offset ranges per partition more than a thousand offsets apart. The
-recovery writes each of them once, keeping partition, key, value, headers and timestamp, within a
-bound set from benchmarks/recovery_bench.py (the former path, one consumer per record, managed 50
-records/s: over 3 minutes here); a second run writes nothing.
+recovery writes each of them once, keeping partition, key, value, headers and timestamp; a second run writes
+nothing. Its time is printed, not asserted: how fast the batched path is against the former one (one consumer
+per record, 50 records/s) is benchmarks/recovery_bench.py's measure, where load cannot fail a correctness test.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
@@ -31,7 +32,6 @@ PARTITIONS = 8
 PER_PARTITION = 2_500
 COPIED = 1_200  # offsets below this reached B before the loss ...
 NOT_COPIED = {5, 7}  # ... but these two
-BOUND_S = 30.0  # benchmarks/recovery_bench.py: 10,000 records in ~2 s; the per-record path: 50 records/s
 
 Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
 
@@ -93,11 +93,16 @@ def test_ten_thousand_missing_records_are_recovered_in_batches_and_a_second_run_
     assert missing >= 10_000
 
     t0 = time.monotonic()
-    done = recover_site(a_ep, b_ep, "A", [TOPIC], rerun="rerun the test", progress=print)
+    said: list[str] = []
+    done = recover_site(a_ep, b_ep, "A", [TOPIC], rerun="rerun the test", progress=lambda m: (said.append(m), print(m)))
     seconds = time.monotonic() - t0
     print(f"recovered {done.replayed:,} records in {seconds:.1f}s ({done.replayed / seconds:,.0f} records/s)")
     assert done.missing_before == missing and done.replayed == missing, done
-    assert seconds < BOUND_S, f"recovery of {missing:,} records took {seconds:.1f}s (bound {BOUND_S:.0f}s)"
+    # read in offset ranges, not record by record: each partition's missing offsets are at most three runs
+    # (5, 7 and 1,200 to the end), so at most three ranges each — the former path made 10,416 reads
+    reading = [re.search(r"reading ([\d,]+) records in (\d+) offset ranges of (\d+) partitions", m) for m in said]
+    (found,) = [m for m in reading if m]
+    assert found[1] == f"{missing:,}" and int(found[3]) == PARTITIONS and int(found[2]) <= 3 * PARTITIONS, found[0]
     # every record of A is on B once, in its partition, with its key, value, headers and timestamp
     assert _content(b_ep, f"A.{TOPIC}") == _content(a_ep, TOPIC)
     assert done.topics[TOPIC].missing == missing
