@@ -94,8 +94,11 @@ def _stack_doc(estate: SaslSslEstate) -> dict[str, Any]:
     return orders_stack(clusters, {"url": estate.connect.url, "replicator_credentials": credentials})
 
 
-#: Step 4: (the worker's own truststore type, how the stack declares the CA), in the order they run.
-CASES = [("PKCS12", "ca_file"), ("PKCS12", "ca_pem"), ("JKS", "ca_pem"), ("JKS", "ca_file"), ("PEM", "ca_pem")]
+#: Step 4: (the worker's own truststore type, how the stack declares the CA), in the order they run: each
+#: store type and each CA form once, ``ca_pem`` undone onto a file truststore (issue 45 saw that exit 4) and
+#: set again last (the product's connector settings differ by the CA form and by whether the workers keep a
+#: truststore of their own, not by its type: stacks/links/connect_config.py).
+CASES = [("PKCS12", "ca_pem"), ("JKS", "ca_file"), ("PEM", "ca_pem")]
 
 
 def truststore(ca_file: Path, kind: str, password: str) -> Path:
