@@ -26,6 +26,7 @@ __all__ = [
     "java_oauth",
     "librdkafka_oauth",
     "oauth_refusal",
+    "published_oauth",
 ]
 
 OAUTHBEARER = "OAUTHBEARER"
@@ -87,6 +88,25 @@ def java_oauth(settings: OAuthSettings, client_id: str, client_secret: str) -> d
             f"ssl.truststore.location={_jaas_quoted(settings.ca_location)};"
         )
     return props
+
+
+def published_oauth(settings: OAuthSettings, client_id: str) -> dict[str, str]:
+    """What an application's published client file carries for OAUTHBEARER, for a Java client and for
+    librdkafka alike: everything but its client secret, which its team adds (``sasl.oauthbearer.client.secret``
+    for librdkafka; ``clientSecret`` in the JAAS ``OAuthBearerLoginModule`` options for Java, whose JVM must
+    also list the token endpoint in ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls``)."""
+    out = {
+        "sasl.mechanism": OAUTHBEARER,
+        "sasl.login.callback.handler.class": JAVA_LOGIN_HANDLER,
+        "sasl.oauthbearer.token.endpoint.url": settings.token_endpoint,
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": client_id,
+    }
+    if settings.scope:
+        out["sasl.oauthbearer.scope"] = settings.scope
+    if settings.ca_location:
+        out["https.ca.location"] = settings.ca_location
+    return out
 
 
 _NO_TOKEN = "Failed to acquire SASL OAUTHBEARER token"
