@@ -1,13 +1,52 @@
-"""OAUTHBEARER (issue 49): an OpenID Connect server started by the test (``tests/oidc_server.py``) in front of
-Kafka brokers that validate its tokens."""
+"""OAUTHBEARER end to end (issue 49): a real OpenID Connect server started by the test (``tests/oidc_server.py``)
+in front of an estate started OUTSIDE the product (:mod:`tests.integration.oauth_estate`) whose brokers accept
+only OAUTHBEARER tokens, validated by Kafka's JWT validator against the server's JWKS.
+
+One estate for the module (the identity provider, A active and B passive, one node each); the stack declares
+them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project directory of its own, its client
+secrets set with ``pulumi config set --path --secret``. The tests run in order: ``drctl estate up`` from nothing
+(the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
+by the application's own client accepted on A and refused on B, and refused logins with messages that name
+the cluster, the token endpoint and the next step. MirrorMaker 2 over OAuth is not run here.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
-from tests.oidc_server import oidc_server
+import pytest
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from dr.base.errors import AuthError
+from dr.base.pulumi_env import pulumi_env
+from dr.base.toolchain import toolchain
+from dr.kafka.client import Endpoint, cluster_metadata
+from dr.kafka.oauth import OAuthSettings
+from tests import REPO_ROOT, processes
+from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker
+from tests.integration.ports import windows
+from tests.oidc_server import OidcServer, oidc_server
+
+STACK = "oauth"
+ADMIN_SECRET = "admin-client-secret-4f1c"
+REPLICATOR_SECRET = "replicator-client-secret-9a2e"
 
 
 def _claims(token: str) -> dict[str, object]:
@@ -15,12 +54,191 @@ def _claims(token: str) -> dict[str, object]:
     return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
 
 
-def test_the_identity_provider_grants_client_credentials_and_leaves_no_process() -> None:
-    with oidc_server() as idp:
-        response = idp.token("orders", "orders-secret", "kafka")
-        claims = _claims(response["access_token"])
-        pid = idp.pid
-    assert claims["sub"] == "orders"
-    assert claims["aud"] == "kafka"
-    assert claims["iss"] == idp.issuer
-    assert not os.path.exists(f"/proc/{pid}")
+@dataclass
+class Estate:
+    """The identity provider and the two clusters."""
+
+    idp: OidcServer
+    clusters: dict[str, OAuthBroker]
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
+    """The identity provider and A, B, started by hand as a platform team would; stopped at the end."""
+    root = tmp_path_factory.mktemp("oauth-estate")
+    tc = toolchain()
+    with oidc_server() as idp, windows(2) as ports:
+        clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("AB", ports, strict=True)}
+        try:
+            for b in clusters.values():
+                b.format(tc.java, tc.kafka_lib)
+                b.start(tc.java, tc.kafka_lib)
+            yield Estate(idp, clusters)
+        finally:
+            for b in clusters.values():
+                b.stop()
+    pids = [idp.pid, *(b.proc.pid for b in clusters.values() if b.proc is not None)]
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}")], "a process of the OAuth estate was left running"
+
+
+def _stack_doc(e: Estate) -> dict[str, Any]:
+    def cluster(name: str, role: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": e.clusters[name].bootstrap,
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth": {
+                "token_endpoint": e.idp.token_endpoint,
+                "scope": AUDIENCE,
+                "audience": AUDIENCE,
+                "admin": {"client_id": ADMIN_CLIENT},
+                "replicator": {"client_id": "replicator"},
+                "applications": {"orders-app": {"client_id": "orders-app"}},
+            },
+        }
+
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:topics": [{"name": "orders", "partitions": 2, "replication_factor": 1}],
+            "kafka-dr:principals": {
+                "applications": [{"name": "orders-app", "produces": ["orders"], "consumes": ["orders"]}]
+            },
+            "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B", "topics": ["orders"]}],
+        }
+    }
+
+
+class Env:
+    """The operator's environment: project dir, state, backend URL and passphrase file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "project"
+        self.vars = {
+            "KDR_STACK_DIR": str(self.project),
+            "KDR_STATE_DIR": str(root / "state"),
+            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
+        }
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
+        return processes.run(
+            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+
+    def drctl(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return processes.run(
+            [sys.executable, "-m", "dr.cli", *args],
+            capture_output=True, text=True, env={**os.environ, **self.vars}, timeout=timeout, cwd=REPO_ROOT,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """The stack in its own project directory, the client secrets set with ``pulumi config set --secret``."""
+    e = Env(tmp_path_factory.mktemp("oauth-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
+    (e.root / "backend").mkdir()
+    res = e.pulumi("stack", "init", STACK)
+    assert res.returncode == 0, res.stderr
+    for i in range(2):
+        for who, secret in (("admin", ADMIN_SECRET), ("replicator", REPLICATOR_SECRET)):
+            res = e.pulumi(
+                "config", "set", "--stack", STACK, "--path", "--secret", "--",
+                f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret,
+            )  # fmt: skip
+            assert res.returncode == 0, res.stderr
+    text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
+    assert ADMIN_SECRET not in text and "secure:" in text
+    return e
+
+
+def _app(e: Estate, cluster: str, client_id: str = "orders-app", scope: str = AUDIENCE) -> Endpoint:
+    settings = OAuthSettings(e.idp.token_endpoint, scope, AUDIENCE)
+    return Endpoint(
+        e.clusters[cluster].bootstrap, client_id, "team-secret", "SASL_PLAINTEXT", "OAUTHBEARER", None, cluster,
+        settings,
+    )  # fmt: skip
+
+
+def _produce(ep: Endpoint) -> list[str]:
+    """Write one record to ``orders``; the delivery errors (empty when it was accepted)."""
+    errors: list[str] = []
+    p = Producer(ep.config(**{"log_level": 0, "message.timeout.ms": 15000}))
+    p.produce("orders", b"value", b"key", on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+    left = p.flush(30)
+    assert left == 0, "the record was neither delivered nor refused"
+    return errors
+
+
+def test_the_identity_provider_grants_the_application_its_own_principal(estate: Estate) -> None:
+    claims = _claims(estate.idp.token("orders-app", "team-secret", AUDIENCE)["access_token"])
+    assert (claims["sub"], claims["aud"], claims["iss"]) == ("orders-app", AUDIENCE, estate.idp.issuer)
+
+
+def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Env, estate: Estate) -> None:
+    res = env.drctl("estate", "up", "--stack", STACK)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert ADMIN_SECRET not in res.stdout + res.stderr and REPLICATOR_SECRET not in res.stdout + res.stderr
+    for name in "AB":
+        admin = AdminClient(_app(estate, name, ADMIN_CLIENT).config())
+        assert "orders" in admin.list_topics(timeout=15).topics, f"orders was not created on {name}"
+        everyone = AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+        principals = {b.principal for b in admin.describe_acls(everyone).result(30)}
+        assert {"User:orders-app", "User:replicator"} <= principals, (name, principals)
+    res = env.drctl("estate", "preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_status_logs_in_with_the_admin_client_from_the_stack(env: Env) -> None:
+    res = env.drctl("status", "--stack", STACK, "--json")
+    report = json.loads(res.stdout)
+    assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive"}
+    for c in report["clusters"]:
+        assert c["health"]["reachable"] and c["health"]["healthy"], c
+        assert c["health"]["missing_topics"] == [], c
+    assert ADMIN_SECRET not in res.stdout + res.stderr
+
+
+def test_the_application_writes_on_a_with_its_own_client_and_is_refused_on_b(estate: Estate) -> None:
+    assert _produce(_app(estate, "A")) == []
+    refused = _produce(_app(estate, "B"))
+    assert refused and "TOPIC_AUTHORIZATION_FAILED" in refused[0], refused
+
+
+def test_a_token_for_another_audience_is_refused_naming_cluster_endpoint_and_next_step(estate: Estate) -> None:
+    with pytest.raises(AuthError) as info:
+        cluster_metadata(_app(estate, "A", scope="another-api"), timeout=20)
+    err = info.value
+    assert err.exit_code == 5
+    assert "cluster 'A'" in err.problem and estate.idp.token_endpoint in err.problem
+    assert "the brokers refused the token of client 'orders-app'" in err.problem
+    assert err.fix is not None and f"aud is the declared audience {AUDIENCE!r}" in err.fix
+
+
+def test_an_unreachable_identity_provider_is_named_with_the_next_step(estate: Estate) -> None:
+    from tests.integration.ports import free_window, release_window
+
+    port = free_window(1)  # reserved and free: nothing answers there
+    try:
+        gone = replace(_app(estate, "A"), oauth=OAuthSettings(f"http://127.0.0.1:{port}/kafka/token", AUDIENCE))
+        with pytest.raises(AuthError) as info:
+            cluster_metadata(gone, timeout=20)
+    finally:
+        release_window(port)
+    assert f"http://127.0.0.1:{port}/kafka/token" in info.value.problem
+    assert "cannot be reached" in info.value.problem and "cluster 'A'" in info.value.problem
+    assert info.value.fix is not None and "identity provider is up" in info.value.fix
