@@ -215,6 +215,8 @@ class Worker:
     root: Path
     replicator_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
     proc: subprocess.Popen[bytes] | None = None
+    jvm_options: list[str] = field(default_factory=list)
+    """More JVM options of the worker (e.g. a system property the team sets)."""
 
     @property
     def url(self) -> str:
@@ -280,6 +282,7 @@ class Worker:
                 java,
                 "-Xms128m",
                 "-Xmx512m",
+                *self.jvm_options,
                 "-cp",
                 f"{lib}/*",
                 "org.apache.kafka.connect.cli.ConnectDistributed",

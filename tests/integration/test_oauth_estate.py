@@ -6,8 +6,9 @@ One estate for the module (the identity provider, A active and B passive, one no
 them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project directory of its own, its client
 secrets set with ``pulumi config set --path --secret``. The tests run in order: ``drctl estate up`` from nothing
 (the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
-by the application's own client accepted on A and refused on B, and refused logins with messages that name
-the cluster, the token endpoint and the next step. MirrorMaker 2 over OAuth is not run here.
+by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
+started by hand, logging in with its own client) copying it to B as the replicator's client, and refused
+logins with messages that name the cluster, the token endpoint and the next step.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,14 +41,15 @@ from dr.base.pulumi_env import pulumi_env
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.oauth import OAuthSettings
+from dr.kafka.offsets import end_offsets
+from dr.runtime.process import wait_until
 from tests import REPO_ROOT, processes
-from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker
+from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker, OAuthWorker
 from tests.integration.ports import windows
 from tests.oidc_server import OidcServer, oidc_server
 
 STACK = "oauth"
 ADMIN_SECRET = "admin-client-secret-4f1c"
-REPLICATOR_SECRET = "replicator-client-secret-9a2e"
 
 
 def _claims(token: str) -> dict[str, object]:
@@ -60,6 +63,7 @@ class Estate:
 
     idp: OidcServer
     clusters: dict[str, OAuthBroker]
+    connect: OAuthWorker
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +73,20 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
     tc = toolchain()
     with oidc_server() as idp, windows(2) as ports:
         clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("AB", ports, strict=True)}
+        worker = OAuthWorker("platform", ports[1] + 60, clusters["B"], root, idp=idp)
         try:
             for b in clusters.values():
                 b.format(tc.java, tc.kafka_lib)
                 b.start(tc.java, tc.kafka_lib)
-            yield Estate(idp, clusters)
+            worker.write_secrets()
+            worker.start(tc.java, tc.mm2_lib)
+            yield Estate(idp, clusters, worker)
         finally:
+            worker.stop()
             for b in clusters.values():
                 b.stop()
-    pids = [idp.pid, *(b.proc.pid for b in clusters.values() if b.proc is not None)]
+    procs = [worker.proc, *(b.proc for b in clusters.values())]
+    pids = [idp.pid, *(p.pid for p in procs if p is not None)]
     assert not [p for p in pids if os.path.exists(f"/proc/{p}")], "a process of the OAuth estate was left running"
 
 
@@ -108,7 +117,18 @@ def _stack_doc(e: Estate) -> dict[str, Any]:
             "kafka-dr:principals": {
                 "applications": [{"name": "orders-app", "produces": ["orders"], "consumes": ["orders"]}]
             },
-            "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B", "topics": ["orders"]}],
+            "kafka-dr:links": [
+                {"name": "A-to-B", "source": "A", "target": "B", "topics": ["orders"], "connect": "platform"}
+            ],
+            "kafka-dr:connectClusters": [
+                {
+                    "name": "platform",
+                    "cluster": "B",
+                    "url": e.connect.url,
+                    "tasks_max": 1,
+                    "replicator_credentials": {"provider": "file", "path": str(e.connect.secrets_file)},
+                }
+            ],
         }
     }
 
@@ -152,8 +172,14 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
     (e.root / "backend").mkdir()
     res = e.pulumi("stack", "init", STACK)
     assert res.returncode == 0, res.stderr
+    replicator_secret = estate.connect.replicator_password  # the workers' file holds it (the team put it there)
+    res = e.pulumi(
+        "config", "set", "--stack", STACK, "--path", "--secret", "--",
+        "kafka-dr:principals.replicatorPassword", replicator_secret,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
     for i in range(2):
-        for who, secret in (("admin", ADMIN_SECRET), ("replicator", REPLICATOR_SECRET)):
+        for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret)):
             res = e.pulumi(
                 "config", "set", "--stack", STACK, "--path", "--secret", "--",
                 f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret,
@@ -190,7 +216,8 @@ def test_the_identity_provider_grants_the_application_its_own_principal(estate: 
 def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Env, estate: Estate) -> None:
     res = env.drctl("estate", "up", "--stack", STACK)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert ADMIN_SECRET not in res.stdout + res.stderr and REPLICATOR_SECRET not in res.stdout + res.stderr
+    replicator_secret = estate.connect.replicator_password
+    assert ADMIN_SECRET not in res.stdout + res.stderr and replicator_secret not in res.stdout + res.stderr
     for name in "AB":
         admin = AdminClient(_app(estate, name, ADMIN_CLIENT).config())
         assert "orders" in admin.list_topics(timeout=15).topics, f"orders was not created on {name}"
@@ -217,6 +244,24 @@ def test_the_application_writes_on_a_with_its_own_client_and_is_refused_on_b(est
     assert _produce(_app(estate, "A")) == []
     refused = _produce(_app(estate, "B"))
     assert refused and "TOPIC_AUTHORIZATION_FAILED" in refused[0], refused
+
+
+def test_mirrormaker2_on_connect_copies_the_write_to_b_over_oauth_with_no_secret_in_its_configs(
+    estate: Estate,
+) -> None:
+    """The connectors log in to A and B as the replicator's client, through the workers' config provider."""
+    rest = estate.connect.url
+    with urllib.request.urlopen(f"{rest}/connectors?expand=status", timeout=10) as r:  # noqa: S310 - loopback
+        connectors = json.loads(r.read().decode())
+    assert sorted(connectors) == ["A-to-B-checkpoint", "A-to-B-heartbeat", "A-to-B-source"]
+    admin_b = _app(estate, "B", ADMIN_CLIENT)
+    assert wait_until(lambda: sum(end_offsets(admin_b, ["orders"]).values()) >= 1, 120), (
+        "the record written on A never reached B"
+    )
+    with urllib.request.urlopen(f"{rest}/connectors/A-to-B-source/config", timeout=10) as r:  # noqa: S310
+        config = r.read().decode()
+    assert "OAuthBearerLoginCallbackHandler" in config and "${file:" in config
+    assert estate.connect.replicator_password not in config and ADMIN_SECRET not in config
 
 
 def test_a_token_for_another_audience_is_refused_naming_cluster_endpoint_and_next_step(estate: Estate) -> None:
