@@ -20,6 +20,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,11 @@ class Estate:
     connect: OAuthWorker
 
 
+def _format_and_start(broker: OAuthBroker, java: str, lib: Path) -> None:
+    broker.format(java, lib)
+    broker.start(java, lib)
+
+
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
     """The identity provider and A, B, started by hand as a platform team would; stopped at the end."""
@@ -75,9 +81,9 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
         clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("AB", ports, strict=True)}
         worker = OAuthWorker("platform", ports[1] + 60, clusters["B"], root, idp=idp)
         try:
-            for b in clusters.values():
-                b.format(tc.java, tc.kafka_lib)
-                b.start(tc.java, tc.kafka_lib)
+            with ThreadPoolExecutor(2) as pool:  # the two nodes start at once: each start waits on its port
+                for done in [pool.submit(_format_and_start, b, tc.java, tc.kafka_lib) for b in clusters.values()]:
+                    done.result()
             worker.write_secrets()
             worker.start(tc.java, tc.mm2_lib)
             yield Estate(idp, clusters, worker)
@@ -287,3 +293,23 @@ def test_an_unreachable_identity_provider_is_named_with_the_next_step(estate: Es
     assert f"http://127.0.0.1:{port}/kafka/token" in info.value.problem
     assert "cannot be reached" in info.value.problem and "cluster 'A'" in info.value.problem
     assert info.value.fix is not None and "identity provider is up" in info.value.fix
+
+
+def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: Env, estate: Estate) -> None:
+    """The admin of B asks for another audience (a scope the brokers do not expect): status says so for B."""
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    kept = stack_file.read_text()
+    doc = yaml.safe_load(kept)
+    doc["config"]["kafka-dr:clusters"][1]["oauth"]["scope"] = "another-api"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        res = env.drctl("status", "--stack", STACK, "--json")
+    finally:
+        stack_file.write_text(kept)
+    assert res.returncode != 0, "status must fail when a cluster refuses the admin's token"
+    health = {c["name"]: c["health"] for c in json.loads(res.stdout)["clusters"]}
+    assert health["A"]["healthy"], health["A"]
+    error = health["B"]["error"] or ""
+    assert "cluster 'B'" in error and "the brokers refused the token of client 'kdr-admin'" in error, error
+    assert estate.idp.token_endpoint in error
+    assert ADMIN_SECRET not in res.stdout + res.stderr
