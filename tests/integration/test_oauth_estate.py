@@ -246,6 +246,17 @@ def test_status_logs_in_with_the_admin_client_from_the_stack(env: Env) -> None:
     assert ADMIN_SECRET not in res.stdout + res.stderr
 
 
+def test_a_planned_failover_plans_over_oauth(env: Env) -> None:
+    """``drctl failover --dry-run``: the preflight reads both clusters and the link over OAuth, and Pulumi's
+    preview of the failed-over stack logs in with the admin clients; nothing changes."""
+    res = env.drctl("failover", "--stack", STACK, "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    plan = json.loads(res.stdout)
+    assert "error" not in (plan["pulumi_preview"] or {}), plan["pulumi_preview"]
+    assert plan["steps"], "the plan names no step"
+    assert ADMIN_SECRET not in res.stdout + res.stderr
+
+
 def test_the_application_writes_on_a_with_its_own_client_and_is_refused_on_b(estate: Estate) -> None:
     assert _produce(_app(estate, "A")) == []
     refused = _produce(_app(estate, "B"))
