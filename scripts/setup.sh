@@ -108,7 +108,7 @@ PY
 }
 
 # ---------------------------------------------------------------------------------------------
-# 2. Jars from Maven Central: Kafka broker + tools, MirrorMaker 2, Spark's Kafka source.
+# 2. Jars from Maven Central: Kafka broker + tools, MirrorMaker 2, Spark's Kafka source, the tests' OIDC server.
 # ---------------------------------------------------------------------------------------------
 maven_copy() {  # maven_copy NAME POM OUTDIR [extra mvn args...]
   local name="$1" pom="$2" out="$3"; shift 3
@@ -163,7 +163,10 @@ setup_jars() {
   maven_build "the lease-fence authorizer" toolchain/lease-authorizer \
     "$KDR_HOME/lease-authorizer/$KAFKA_VERSION-$(source_hash toolchain/lease-authorizer)" \
     -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
-  step_time "Kafka, MirrorMaker 2, Connect auth, lease authorizer and Spark jars" "$t0"
+  # The OpenID Connect server the OAUTHBEARER tests put in front of their brokers (test-only).
+  maven_copy "OIDC server $OIDC_SERVER_VERSION" toolchain/oidc-server/pom.xml "$KDR_HOME/oidc-server/$OIDC_SERVER_VERSION" \
+    -Doidc.version="$OIDC_SERVER_VERSION"
+  step_time "Kafka, MirrorMaker 2, Connect auth, lease authorizer, OIDC server and Spark jars" "$t0"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from dr.kafka.tls import provider_tls, uses_sasl
 from dr.runtime.local_tls import local_tls_files
 from dr.topology import Cluster, Kind
 from dr.topology.model import ClientEndpoint
+from dr.topology.oauth_login import oauth_settings, uses_oauth
 from dr.topology.transport import tls_files
 from stacks.kafka_sets import Connection
 from stacks.local_cluster import LocalKafkaCluster, LocalKafkaClusterArgs
@@ -109,7 +110,19 @@ class KafkaCluster(pulumi.ComponentResource):
         if "client_key" in tls:
             tls["client_key"] = pulumi.Output.secret(tls["client_key"])
         login: dict[str, Any] = {}
-        if uses_sasl(protocol):  # mutual TLS (SSL): the client certificate is the login
+        if uses_sasl(protocol) and uses_oauth(c):
+            # The provider fetches its own tokens (client-credentials grant): the admin's client id and secret.
+            settings = oauth_settings(c, args.state_dir)
+            login = {
+                "sasl_username": args.admin_username,
+                "sasl_password": pulumi.Output.secret(args.admin_password),
+                "sasl_mechanism": "oauthbearer",
+                "sasl_token_url": settings.token_endpoint,
+            }
+            if settings.scope:
+                login["sasl_oauth_scopes"] = settings.scope.split()
+            self.connection["oauth"] = asdict(settings)
+        elif uses_sasl(protocol):  # mutual TLS (SSL): the client certificate is the login
             login = {
                 "sasl_username": args.admin_username,
                 "sasl_password": pulumi.Output.secret(args.admin_password),

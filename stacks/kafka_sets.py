@@ -33,7 +33,7 @@ die_with_engine()  # in the provider process: exit when the engine does
 __all__ = ["AclSet", "Connection", "TopicSet", "acl_binding"]
 
 #: Inputs naming where and as whom: a change of these alone is an update, never a replacement.
-_CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol", "tls")
+_CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol", "tls", "oauth")
 _TIMEOUT = 60.0
 
 
@@ -67,9 +67,10 @@ class Connection(dict):
 def _endpoint(props: dict[str, Any]):  # noqa: ANN202 - dr.kafka.client.Endpoint
     die_with_engine()
     from dr.kafka.client import Endpoint
+    from dr.kafka.oauth import OAuthSettings
     from dr.kafka.tls import TlsFiles
 
-    tls = props.get("tls")
+    tls, oauth = props.get("tls"), props.get("oauth")
     return Endpoint(
         str(props["bootstrap"]),
         str(props["username"]),
@@ -77,6 +78,8 @@ def _endpoint(props: dict[str, Any]):  # noqa: ANN202 - dr.kafka.client.Endpoint
         str(props["security_protocol"]),
         str(props["mechanism"]),
         TlsFiles(**tls) if tls else None,
+        str(props.get("cluster", "")),
+        OAuthSettings(**oauth) if oauth else None,
     )
 
 

@@ -258,7 +258,10 @@ class _ConfluentAccess(TypedDict, total=False):
 
 
 def _confluent_access(topology: Topology, cluster: Cluster) -> _ConfluentAccess:
-    """Confluent Cloud clusters have no SCRAM users, and their mirror topics belong to the link."""
+    """Confluent Cloud clusters have no SCRAM users, and their mirror topics belong to the link; OAUTHBEARER
+    clusters have no SCRAM users either (the identity provider holds every client)."""
+    if cluster.sasl_mechanism == "OAUTHBEARER" and not cluster.is_local:
+        return {"scram_users": False}
     if cluster.kind is not Kind.CONFLUENT_CLOUD:
         return {}
     from stacks.confluent import mirrored_topics
@@ -286,6 +289,14 @@ def _client_tls(home: Any, state_dir: Path, app: str) -> dict[str, str]:
     return {**java_tls(home.client_protocol, files), **paths}
 
 
+def _oauth_login(home: Cluster, state_dir: Path, app: str) -> dict[str, str]:
+    """An application's OAUTHBEARER login as its published file carries it: everything but its client secret."""
+    from dr.kafka.oauth import published_oauth
+    from dr.topology.oauth_login import oauth_client, oauth_settings
+
+    return published_oauth(oauth_settings(home, state_dir), oauth_client(home, app).client_id)
+
+
 def _outputs(
     topology: Topology,
     clusters: Mapping[str, KafkaCluster | ConfluentKafkaCluster],
@@ -309,7 +320,9 @@ def _outputs(
         if home.name not in clusters or home.kind is Kind.CONFLUENT_CLOUD:
             continue
         login = (
-            {
+            _oauth_login(home, state_dir, app.name)
+            if uses_sasl(home.client_protocol) and home.sasl_mechanism == "OAUTHBEARER" and not home.is_local
+            else {
                 "sasl.mechanism": "SCRAM-SHA-512" if home.is_local else home.sasl_mechanism,
                 "sasl.username": app.name,
                 "sasl.password": passwords[app.name],

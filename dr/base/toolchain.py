@@ -162,3 +162,10 @@ def prometheus() -> DebianTool:
     """Debian's Prometheus (``prometheus``, ``promtool``) of the pinned ``PROMETHEUS_VERSION``; ToolchainError when absent."""
     version = versions()["PROMETHEUS_VERSION"]
     return DebianTool(_complete(kdr_home() / "prometheus" / version, f"Prometheus {version}"))
+
+
+def oidc_server_lib() -> Path:
+    """The jars of the OpenID Connect server the OAUTHBEARER tests start (``no.nav.security:mock-oauth2-server``
+    at the pinned ``OIDC_SERVER_VERSION``, copied by ``scripts/setup.sh``); ToolchainError when absent."""
+    version = versions()["OIDC_SERVER_VERSION"]
+    return _complete(kdr_home() / "oidc-server" / version, f"the OIDC server (mock-oauth2-server {version})")

@@ -122,10 +122,12 @@ class Estate:
         c = self.topology.cluster(name)
         if c.is_local:
             return self.local_cluster(name).endpoint(user)
-        from dr.estate.stack_secrets import reveal_admin, reveal_tls_key
+        from dr.estate.stack_secrets import reveal_admin, reveal_oauth_secret, reveal_tls_key
 
         password = None
-        if c.admin_password is not None and c.bootstrap_servers and c.admin_username:
+        if c.sasl_mechanism == "OAUTHBEARER" and c.oauth is not None and c.oauth.admin is not None:
+            password = reveal_oauth_secret(self.topology, c.name, "admin")
+        elif c.admin_password is not None and c.bootstrap_servers and c.admin_username:
             password = reveal_admin(self.topology, c.name)
         return external_endpoint(c, password, self.state, reveal_tls_key(self.topology, c.name))
 

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from dr.base.errors import AuthError
 from dr.topology import Topology, load_topology
 
-__all__ = ["StackSecrets", "reveal_admin", "reveal_application", "reveal_connect", "reveal_tls_key", "stack_secrets"]
+__all__ = [
+    "StackSecrets",
+    "reveal_admin",
+    "reveal_application",
+    "reveal_connect",
+    "reveal_oauth_secret",
+    "reveal_tls_key",
+    "stack_secrets",
+]
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class StackSecrets:
     connect: dict[str, str] = field(default_factory=dict, repr=False)
     tls_keys: dict[str, str] = field(default_factory=dict, repr=False)
     """Each cluster's ``tls.client_key_pem``, by cluster name."""
+    oauth: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """Each OAUTHBEARER client secret, by (cluster name, ``admin`` | ``replicator`` | ``applications.<name>``)."""
 
 
 _cache: dict[tuple[str, str], StackSecrets] = {}
@@ -70,6 +80,9 @@ def _collect(plain: Topology) -> StackSecrets:
             found.admin[c.name] = v
         if c.tls is not None and (v := value(c.tls.client_key_pem)) is not None:
             found.tls_keys[c.name] = v
+        for who, client in c.oauth_clients():
+            if (v := value(client.client_secret)) is not None:
+                found.oauth[(c.name, who)] = v
     for app in plain.principals.applications:
         if (v := value(app.password)) is not None:
             found.applications[app.name] = v
@@ -125,3 +138,14 @@ def reveal_connect(topology: Topology, name: str) -> str | None:
     if not getattr(declared, "is_encrypted", False):
         return declared.get_secret_value()
     return stack_secrets(topology).connect.get(name)
+
+
+def reveal_oauth_secret(topology: Topology, cluster: str, who: str) -> str:
+    """The client secret of OAUTHBEARER identity ``who`` (``admin``, ``replicator`` or ``applications.<name>``)
+    of ``cluster``, decrypted (AuthError naming the stack path when none is declared)."""
+    index = next(i for i, c in enumerate(topology.clusters) if c.name == cluster)
+    found = stack_secrets(topology).oauth.get((cluster, who))
+    if found is None:
+        path = f"kafka-dr:clusters[{index}].oauth.{who}.clientSecret"
+        raise _missing(topology.name, f"the client secret of {who!r} on cluster {cluster!r}", path)
+    return found

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from dr.base.errors import AuthError, ClusterError
+from dr.kafka.oauth import OAUTHBEARER, OAuthSettings, java_oauth, librdkafka_oauth, oauth_refusal
 from dr.kafka.tls import TlsFiles, java_tls, librdkafka_tls, uses_sasl
 from dr.kafka.tls_diagnosis import verify_reason
 
@@ -52,6 +53,14 @@ class Endpoint:
     """The CA bundle (and, under mutual TLS, the client certificate) of a TLS protocol (:mod:`dr.kafka.tls`)."""
     cluster: str = ""
     """The cluster's name in the stack, for messages (empty when unknown)."""
+    oauth: OAuthSettings | None = None
+    """OAUTHBEARER: the identity provider (:mod:`dr.kafka.oauth`); ``username``/``password`` are then the
+    client id and the client secret."""
+
+    @property
+    def uses_oauth(self) -> bool:
+        """True when the client logs in with OAUTHBEARER tokens (client id and secret, not a password)."""
+        return self.oauth is not None and self.sasl_mechanism == OAUTHBEARER and uses_sasl(self.security_protocol)
 
     @property
     def label(self) -> str:
@@ -61,7 +70,9 @@ class Endpoint:
     def config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka configuration for this endpoint, plus ``extra`` (values: str, int, bool or a callback)."""
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol}
-        if uses_sasl(self.security_protocol):
+        if self.uses_oauth and self.oauth is not None:
+            conf |= librdkafka_oauth(self.oauth, self.username, self.password)
+        elif uses_sasl(self.security_protocol):
             conf |= {"sasl.mechanisms": self.sasl_mechanism, "sasl.username": self.username}
             conf["sasl.password"] = self.password
         return {**conf, **librdkafka_tls(self.security_protocol, self.tls), **extra}
@@ -69,7 +80,9 @@ class Endpoint:
     def java_config(self) -> dict[str, str]:
         """The same settings for a JVM client (MirrorMaker 2, kafka-tools, Spark)."""
         props = {"bootstrap.servers": self.bootstrap, "security.protocol": self.security_protocol}
-        if uses_sasl(self.security_protocol):
+        if self.uses_oauth and self.oauth is not None:
+            props |= java_oauth(self.oauth, self.username, self.password)
+        elif uses_sasl(self.security_protocol):
             module = (
                 "org.apache.kafka.common.security.scram.ScramLoginModule"
                 if self.sasl_mechanism.startswith("SCRAM")
@@ -83,9 +96,16 @@ class Endpoint:
         return {**props, **java_tls(self.security_protocol, self.tls)}
 
     def with_user(self, username: str, password: str) -> Endpoint:
-        """The same cluster as another principal (the same TLS material)."""
+        """The same cluster as another principal (the same TLS material; OAUTHBEARER: another client id and secret)."""
         return Endpoint(
-            self.bootstrap, username, password, self.security_protocol, self.sasl_mechanism, self.tls, self.cluster
+            self.bootstrap,
+            username,
+            password,
+            self.security_protocol,
+            self.sasl_mechanism,
+            self.tls,
+            self.cluster,
+            self.oauth,
         )
 
 
@@ -166,6 +186,9 @@ def translate_kafka_error(exc: KafkaException, what: str, endpoint: Endpoint) ->
         return ClusterError(f"{what}: {tls.problem}", tls.fix)
     code = err.code() if isinstance(err, KafkaError) else None
     if code == KafkaError._AUTHENTICATION or "Authentication" in text or "SASL" in text or "authentication" in text:
+        if endpoint.uses_oauth and endpoint.oauth is not None:
+            refused = oauth_refusal(endpoint.label, endpoint.username, endpoint.oauth, [text])
+            return AuthError(f"{what}: {refused.problem}", refused.fix)
         return AuthError(
             f"{what}: {endpoint.bootstrap} refused user {endpoint.username!r}: {text}",
             "check the username/password (local estate: .state/.../credentials.json)",
@@ -320,7 +343,10 @@ def connected_admin(
         except KafkaException as exc:
             step = attempt or step * 2
             admin.poll(0.2)  # error callbacks are served by poll()
-            if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            refusals = [e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION]
+            if refusals and endpoint.uses_oauth and endpoint.oauth is not None:
+                raise oauth_refusal(endpoint.label, endpoint.username, endpoint.oauth, refusals) from None
+            if refusals:
                 raise AuthError(
                     f"{endpoint.bootstrap} refused user {endpoint.username!r}: authentication failed.",
                     "check the username and password (local estate: .state/estate/credentials.json; "

@@ -8,6 +8,7 @@ from dr.base.errors import ConfigError
 from dr.base.pulumi_env import state_base
 from dr.kafka.client import Endpoint
 from dr.topology.model import Cluster
+from dr.topology.oauth_login import oauth_client, oauth_settings, uses_oauth
 from dr.topology.transport import tls_files
 
 __all__ = ["external_endpoint"]
@@ -20,7 +21,10 @@ def external_endpoint(
     decrypted by the caller, else the stack value when it is plaintext — as in the Pulumi program), and
     its TLS files (PEMs declared in the stack are written under ``state``/tls, default the state base;
     ``key_pem``: the decrypted client key secret). Under mutual TLS (``SSL``) the certificate is the
-    login: no username or password is needed."""
+    login: no username or password is needed. Under OAUTHBEARER the login is ``oauth.admin``'s client id and
+    its secret (``password``: the decrypted ``client_secret``)."""
+    if uses_oauth(cluster):
+        return _oauth_endpoint(cluster, password, state or state_base())
     pw = cluster.admin_password
     if password is None and pw is not None and not getattr(pw, "is_encrypted", False):
         password = pw.get_secret_value()
@@ -42,4 +46,32 @@ def external_endpoint(
         cluster.sasl_mechanism,
         tls_files(cluster, state or state_base(), key_pem),
         cluster.name,
+    )
+
+
+def _oauth_endpoint(cluster: Cluster, secret: str | None, state: Path) -> Endpoint:
+    admin = oauth_client(cluster, "admin")
+    declared = admin.client_secret
+    if secret is None and declared is not None and not declared.is_encrypted:
+        secret = declared.get_secret_value()
+    if not cluster.bootstrap_servers or not secret:
+        lacking = [
+            what
+            for what, v in (("bootstrap_servers", cluster.bootstrap_servers), ("oauth.admin.client_secret", secret))
+            if not v
+        ]
+        raise ConfigError(
+            f"cluster {cluster.name!r} is {cluster.kind.value} and its stack settings lack {', '.join(lacking)}.",
+            "declare them under kafka-dr:clusters (the secret with "
+            "`pulumi config set --path --secret 'kafka-dr:clusters[<i>].oauth.admin.clientSecret' <secret>`)",
+        )
+    return Endpoint(
+        cluster.bootstrap_servers,
+        admin.client_id,
+        secret,
+        cluster.security_protocol,
+        cluster.sasl_mechanism,
+        tls_files(cluster, state),
+        cluster.name,
+        oauth_settings(cluster, state),
     )

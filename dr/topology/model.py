@@ -47,6 +47,8 @@ __all__ = [
     "LinkIntervals",
     "LinkState",
     "Naming",
+    "OAuth",
+    "OAuthClient",
     "Placement",
     "Principals",
     "Profile",
@@ -164,6 +166,49 @@ class Tls(_Model):
         return bool(self.client_key_file or self.client_key_pem is not None)
 
 
+class OAuthClient(_Model):
+    """One client identity registered at the identity provider (OAUTHBEARER): the client-credentials grant's
+    client id and secret, and the Kafka principal its tokens carry."""
+
+    client_id: str = Field(min_length=1)
+    client_secret: Secret | None = None
+    """The client's secret, as a Pulumi secret (``pulumi config set --path --secret
+    'kafka-dr:clusters[<i>].oauth.admin.clientSecret' ...``). An application's may be left out: its team
+    provides it to its own clients (the published client files carry everything else)."""
+    principal: str | None = None
+    """The principal the brokers see for this client's tokens (the claim their
+    ``sasl.oauthbearer.sub.claim.name`` names, ``sub`` by default); unset: the client id. An application's
+    must be the application's name, so its ACLs are those of its role."""
+
+    @property
+    def kafka_principal(self) -> str:
+        """``principal``, else the client id."""
+        return self.principal or self.client_id
+
+
+class OAuth(_Model):
+    """How the product's clients log in to an OAUTHBEARER cluster: the identity provider's token endpoint, the
+    scope asked for, the audience the brokers expect, the provider's CA, and one client identity for the
+    admin, one for the replicator and one per application."""
+
+    token_endpoint: str | None = None
+    """The identity provider's token endpoint (``https://idp.example.com/realms/kafka/protocol/openid-connect/token``)."""
+    scope: str | None = None
+    """The scope each client asks for (space-separated); unset: none."""
+    audience: str | None = None
+    """The ``aud`` the brokers expect in a token (their ``sasl.oauthbearer.expected.audience``): a token
+    without it is refused by the brokers, and the product names that cause."""
+    tls: Tls | None = None
+    """The identity provider's CA (``ca_file`` or ``ca_pem``, ``hostname_verification``) for an ``https``
+    token endpoint; unset: the cluster's ``tls`` CA."""
+    admin: OAuthClient | None = None
+    """The admin's client (its principal must be a super user of the brokers)."""
+    replicator: OAuthClient | None = None
+    """The replicator's client (MirrorMaker 2 on a link that reads or writes this cluster)."""
+    applications: dict[str, OAuthClient] = Field(default_factory=dict)
+    """Each application's client, by application name."""
+
+
 class Cluster(_Model):
     """One Kafka cluster and its role. Local clusters are run by the project on 127.0.0.1."""
 
@@ -182,7 +227,10 @@ class Cluster(_Model):
     traffic stays SASL_PLAINTEXT on 127.0.0.1."""
     bootstrap_servers: str | None = None
     """External only (optional for Confluent Cloud, whose endpoint the program exports): ``host:port,...``."""
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] = "SCRAM-SHA-512"
+    """``OAUTHBEARER``: clients log in with tokens from an identity provider (``oauth``), not a password."""
+    oauth: OAuth | None = None
+    """OAUTHBEARER only: the identity provider and the client identities (:class:`OAuth`)."""
     security_protocol: Literal["SASL_SSL", "SSL", "SASL_PLAINTEXT"] = "SASL_SSL"
     """How clients reach the cluster: SASL over TLS, mutual TLS (``SSL``: the principal is the client
     certificate's mapped DN, no SASL), or SASL without encryption. Local clusters run SASL_PLAINTEXT."""
@@ -209,6 +257,15 @@ class Cluster(_Model):
             if brokers in (1, 3):
                 data = {**data, "racks": [f"rack-{i}" for i in range(1, brokers + 1)]}
         return data
+
+    def oauth_clients(self) -> list[tuple[str, OAuthClient]]:
+        """Every declared OAUTHBEARER client identity: (``admin`` | ``replicator`` | ``applications.<name>``, client)."""
+        o = self.oauth
+        if o is None:
+            return []
+        named = [("admin", o.admin), ("replicator", o.replicator)]
+        named += [(f"applications.{app}", client) for app, client in o.applications.items()]
+        return [(who, client) for who, client in named if client is not None]
 
     @property
     def is_local(self) -> bool:
@@ -778,6 +835,9 @@ class Topology(_Model):
                 found.append((f"clusters[{i}].tls.client_key_pem", "clusters", c.tls.client_key_pem))
             if c.confluent is not None and c.confluent.api_secret is not None:
                 found.append((f"clusters[{i}].confluent.api_secret", "clusters", c.confluent.api_secret))
+            for who, client in c.oauth_clients():
+                if client.client_secret is not None:
+                    found.append((f"clusters[{i}].oauth.{who}.client_secret", "clusters", client.client_secret))
         if self.principals.replicator_password is not None:
             found.append(("principals.replicator_password", "principals", self.principals.replicator_password))
         for i, app in enumerate(self.principals.applications):

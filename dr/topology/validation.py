@@ -30,6 +30,7 @@ from dr.topology.failover_policy import policy_violations
 from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, Profile, Role
+from dr.topology.oauth_rules import oauth_problems
 from dr.topology.tls_rules import tls_problems
 from dr.topology.violation import Violation
 
@@ -1317,7 +1318,7 @@ def _active_active(t: Topology) -> Iterator[Violation]:
 
 
 def _transport(t: Topology) -> Iterator[Violation]:
-    for path, problem, fix in tls_problems(t):
+    for path, problem, fix in (*tls_problems(t), *oauth_problems(t)):
         yield Violation(path, problem, fix)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from dr.base.errors import ConfigError
+from dr.kafka.oauth import OAUTHBEARER, OAuthSettings, java_oauth
 from dr.kafka.tls import certificate_blocks, uses_tls
 from dr.runtime.mirrormaker import IDENTITY_POLICY
 from dr.topology import Cluster, Delivery, Link, Topology
@@ -133,6 +134,13 @@ def _client(
             f"{prefix}.security.protocol": protocol,
             **_tls(prefix, cluster, keystore, refs[1], worker),
         }
+    if mechanism == OAUTHBEARER and not cluster.is_local:
+        return {
+            f"{prefix}.bootstrap.servers": bootstrap,
+            f"{prefix}.security.protocol": protocol,
+            **{f"{prefix}.{k}": v for k, v in _oauth_login(cluster, refs).items()},
+            **_tls(prefix, cluster, keystore, refs[1], worker),
+        }
     module = (
         "org.apache.kafka.common.security.plain.PlainLoginModule"
         if mechanism == "PLAIN"
@@ -147,6 +155,30 @@ def _client(
         f"{prefix}.sasl.jaas.config": f'{module} required username="{refs[0]}" password="{refs[1]}";',
         **_tls(prefix, cluster, keystore, refs[1], worker),
     }
+
+
+def _oauth_login(cluster: Cluster, refs: tuple[str, str]) -> dict[str, str]:
+    """The replicator's OAUTHBEARER login through Kafka's login handler: its client id and secret are the
+    references the workers' config provider resolves (``username``/``password`` of the replicator's
+    credentials: the client id and the client secret), never written here. An ``https`` token endpoint is
+    trusted through a CA file on the workers (``oauth.tls.ca_file``, else the cluster's ``tls.ca_file``). The
+    workers' JVM must list the token endpoint in ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls``."""
+    o = cluster.oauth
+    if o is None or not o.token_endpoint:
+        raise ConfigError(
+            f"cluster {cluster.name!r} declares OAUTHBEARER but no oauth.token_endpoint.",
+            "declare the identity provider's token endpoint under oauth",
+        )
+    ca = None
+    if o.token_endpoint.startswith("https:"):
+        ca = (o.tls.ca_file if o.tls is not None else None) or (cluster.tls.ca_file if cluster.tls else None)
+        if ca is None:
+            raise ConfigError(
+                f"cluster {cluster.name!r}: MirrorMaker 2 on Connect reaches the identity provider over https and "
+                "needs its CA as a file on the workers.",
+                "set oauth.tls.ca_file to the path of the provider's CA (PEM) on every Connect worker",
+            )
+    return java_oauth(OAuthSettings(o.token_endpoint, o.scope, o.audience, ca), refs[0], refs[1])
 
 
 def exactly_once_settings() -> dict[str, str]:

@@ -72,6 +72,8 @@ class Broker:
     proc: subprocess.Popen[bytes] | None = None
     advertised: str | None = None
     """``host:port`` the ``ENDPOINT`` listener advertises (the proxy's slot 1), or no such listener."""
+    jvm_options: list[str] = field(default_factory=list)
+    """More JVM options of the node (e.g. a system property the team sets)."""
 
     @property
     def bootstrap(self) -> str:
@@ -165,7 +167,16 @@ class Broker:
         """``java -cp 'lib/*' kafka.Kafka server.properties``, until the client port answers."""
         log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [java, "-Xms128m", "-Xmx320m", "-cp", f"{lib}/*", "kafka.Kafka", str(self.dir / "server.properties")],
+            [
+                java,
+                "-Xms128m",
+                "-Xmx320m",
+                *self.jvm_options,
+                "-cp",
+                f"{lib}/*",
+                "kafka.Kafka",
+                str(self.dir / "server.properties"),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -204,6 +215,8 @@ class Worker:
     root: Path
     replicator_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
     proc: subprocess.Popen[bytes] | None = None
+    jvm_options: list[str] = field(default_factory=list)
+    """More JVM options of the worker (e.g. a system property the team sets)."""
 
     @property
     def url(self) -> str:
@@ -269,6 +282,7 @@ class Worker:
                 java,
                 "-Xms128m",
                 "-Xmx512m",
+                *self.jvm_options,
                 "-cp",
                 f"{lib}/*",
                 "org.apache.kafka.connect.cli.ConnectDistributed",

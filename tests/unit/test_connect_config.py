@@ -98,3 +98,45 @@ def test_the_connect_workers_principal_is_not_an_application_name() -> None:
     doc["kafka-dr:principals"]["applications"][1]["name"] = CONNECT_USER
     with pytest.raises(TopologyError, match="Kafka Connect workers"):
         load_topology("local", doc)
+
+
+def test_an_oauthbearer_end_logs_the_replicator_in_through_kafkas_login_handler_with_referenced_secrets() -> None:
+    from dr.kafka.oauth import JAVA_LOGIN_HANDLER
+    from dr.topology import load_topology
+
+    def cluster(name: str, role: str) -> dict[str, object]:
+        return {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": f"{name.lower()}.example:9092",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth": {
+                "token_endpoint": "http://127.0.0.1:8080/kafka/token",
+                "scope": "kafka",
+                "admin": {"client_id": "kdr-admin", "client_secret": "admin-secret"},
+                "replicator": {"client_id": "replicator", "client_secret": "replicator-secret"},
+                "applications": {},
+            },
+        }
+
+    topo = load_topology(
+        "oauth",
+        {
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:topics": [{"name": "orders", "partitions": 1, "replication_factor": 1}],
+            "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B"}],
+        },
+    )
+    configs = connector_configs(topo, topo.links[0], secrets_file="/s/r.properties")
+    for config in configs.values():
+        for prefix in ("source.cluster", "target.cluster", "producer.override", "consumer.override", "admin.override"):
+            assert config[f"{prefix}.sasl.mechanism"] == "OAUTHBEARER"
+            assert config[f"{prefix}.sasl.login.callback.handler.class"] == JAVA_LOGIN_HANDLER
+            assert config[f"{prefix}.sasl.oauthbearer.token.endpoint.url"] == "http://127.0.0.1:8080/kafka/token"
+            jaas = config[f"{prefix}.sasl.jaas.config"]
+            assert 'clientId="${file:/s/r.properties:username}"' in jaas
+            assert 'clientSecret="${file:/s/r.properties:password}"' in jaas
+    text = json.dumps(configs)
+    assert "replicator-secret" not in text and "admin-secret" not in text

@@ -860,3 +860,56 @@ def test_a_password_written_in_plain_text_stops_the_program(secret: bool) -> Non
             assert "hunter2-plain" not in message
     finally:
         pulumi.runtime.set_all_config({}, [])
+
+
+# -- OAUTHBEARER clusters (issue 49) ---------------------------------------------------------------
+
+
+def _oauth_topology() -> Topology:
+    def cluster(name: str, role: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": f"{name.lower()}.example:9092",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth": {
+                "token_endpoint": "http://127.0.0.1:8080/kafka/token",
+                "scope": "kafka extra",
+                "admin": {"client_id": f"admin-{name}", "client_secret": f"admin-secret-{name}"},
+                "replicator": {"client_id": "replicator", "client_secret": "repl-secret"},
+                "applications": {"orders": {"client_id": "orders"}},
+            },
+        }
+
+    return load_topology(
+        "oauth",
+        {
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:topics": [{"name": "orders", "partitions": 1, "replication_factor": 1}],
+            "kafka-dr:principals": {"applications": [{"name": "orders", "produces": ["orders"]}]},
+            "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B"}],
+        },
+    )
+
+
+def test_oauthbearer_clusters_log_the_provider_in_with_the_admin_client_and_make_no_scram_user(
+    tmp_path: Path,
+) -> None:
+    run = run_program(_oauth_topology(), tmp_path)
+    for name in ("A", "B"):
+        provider = run.named(PROVIDER, f"{name}-kafka")
+        assert provider.inputs["saslMechanism"] == "oauthbearer", f"{name}-kafka saslMechanism"
+        assert provider.inputs["saslTokenUrl"] == "http://127.0.0.1:8080/kafka/token", f"{name}-kafka saslTokenUrl"
+        assert provider_input(provider.inputs["saslOauthScopes"]) == ["kafka", "extra"], f"{name}-kafka scopes"
+        assert provider.inputs["saslUsername"] == f"admin-{name}", f"{name}-kafka saslUsername (the client id)"
+        assert is_secret(provider.inputs["saslPassword"]), f"{name}-kafka saslPassword is not secret"
+        assert provider.inputs["saslPassword"]["value"] == f"admin-secret-{name}", f"{name}-kafka client secret"
+    assert not run.of_type(USER), "an OAUTHBEARER cluster got SCRAM users"
+    assert {r.inputs["aclPrincipal"] for r in run.of_type(ACL)} >= {"User:orders", "User:replicator"}
+    published = run.outputs["clientConfigs"]["orders"]
+    assert published["sasl.mechanism"] == "OAUTHBEARER"
+    assert published["sasl.oauthbearer.client.id"] == "orders"
+    assert published["sasl.oauthbearer.token.endpoint.url"] == "http://127.0.0.1:8080/kafka/token"
+    assert not any("secret" in key or "password" in key for key in published), published

@@ -1,0 +1,326 @@
+"""OAUTHBEARER end to end (issue 49): a real OpenID Connect server started by the test (``tests/oidc_server.py``)
+in front of an estate started OUTSIDE the product (:mod:`tests.integration.oauth_estate`) whose brokers accept
+only OAUTHBEARER tokens, validated by Kafka's JWT validator against the server's JWKS.
+
+One estate for the module (the identity provider, A active and B passive, one node each); the stack declares
+them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project directory of its own, its client
+secrets set with ``pulumi config set --path --secret``. The tests run in order: ``drctl estate up`` from nothing
+(the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
+by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
+started by hand, logging in with its own client) copying it to B as the replicator's client, and refused
+logins with messages that name the cluster, the token endpoint and the next step.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from dr.base.errors import AuthError
+from dr.base.pulumi_env import pulumi_env
+from dr.base.toolchain import toolchain
+from dr.kafka.client import Endpoint, cluster_metadata
+from dr.kafka.oauth import OAuthSettings
+from dr.kafka.offsets import end_offsets
+from dr.runtime.process import wait_until
+from tests import REPO_ROOT, processes
+from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker, OAuthWorker
+from tests.integration.ports import windows
+from tests.oidc_server import OidcServer, oidc_server
+
+STACK = "oauth"
+ADMIN_SECRET = "admin-client-secret-4f1c"
+
+
+def _claims(token: str) -> dict[str, object]:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+@dataclass
+class Estate:
+    """The identity provider and the two clusters."""
+
+    idp: OidcServer
+    clusters: dict[str, OAuthBroker]
+    connect: OAuthWorker
+
+
+def _format_and_start(broker: OAuthBroker, java: str, lib: Path) -> None:
+    broker.format(java, lib)
+    broker.start(java, lib)
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
+    """The identity provider and A, B, started by hand as a platform team would; stopped at the end."""
+    root = tmp_path_factory.mktemp("oauth-estate")
+    tc = toolchain()
+    with oidc_server() as idp, windows(2) as ports:
+        clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("AB", ports, strict=True)}
+        worker = OAuthWorker("platform", ports[1] + 60, clusters["B"], root, idp=idp)
+        try:
+            with ThreadPoolExecutor(2) as pool:  # the two nodes start at once: each start waits on its port
+                for done in [pool.submit(_format_and_start, b, tc.java, tc.kafka_lib) for b in clusters.values()]:
+                    done.result()
+            worker.write_secrets()
+            worker.start(tc.java, tc.mm2_lib)
+            yield Estate(idp, clusters, worker)
+        finally:
+            worker.stop()
+            for b in clusters.values():
+                b.stop()
+    procs = [worker.proc, *(b.proc for b in clusters.values())]
+    pids = [idp.pid, *(p.pid for p in procs if p is not None)]
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}")], "a process of the OAuth estate was left running"
+
+
+def _stack_doc(e: Estate) -> dict[str, Any]:
+    def cluster(name: str, role: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "role": role,
+            "kind": "external",
+            "bootstrap_servers": e.clusters[name].bootstrap,
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth": {
+                "token_endpoint": e.idp.token_endpoint,
+                "scope": AUDIENCE,
+                "audience": AUDIENCE,
+                "admin": {"client_id": ADMIN_CLIENT},
+                "replicator": {"client_id": "replicator"},
+                "applications": {"orders-app": {"client_id": "orders-app"}},
+            },
+        }
+
+    return {
+        "config": {
+            "kafka-dr:profile": "dev",
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:topics": [{"name": "orders", "partitions": 2, "replication_factor": 1}],
+            "kafka-dr:principals": {
+                "applications": [{"name": "orders-app", "produces": ["orders"], "consumes": ["orders"]}]
+            },
+            "kafka-dr:links": [
+                {"name": "A-to-B", "source": "A", "target": "B", "topics": ["orders"], "connect": "platform"}
+            ],
+            "kafka-dr:connectClusters": [
+                {
+                    "name": "platform",
+                    "cluster": "B",
+                    "url": e.connect.url,
+                    "tasks_max": 1,
+                    "replicator_credentials": {"provider": "file", "path": str(e.connect.secrets_file)},
+                }
+            ],
+        }
+    }
+
+
+class Env:
+    """The operator's environment: project dir, state, backend URL and passphrase file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "project"
+        self.vars = {
+            "KDR_STACK_DIR": str(self.project),
+            "KDR_STATE_DIR": str(root / "state"),
+            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
+        }
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
+        return processes.run(
+            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+
+    def drctl(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return processes.run(
+            [sys.executable, "-m", "dr.cli", *args],
+            capture_output=True, text=True, env={**os.environ, **self.vars}, timeout=timeout, cwd=REPO_ROOT,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """The stack in its own project directory, the client secrets set with ``pulumi config set --secret``."""
+    e = Env(tmp_path_factory.mktemp("oauth-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("correct horse battery staple\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
+    (e.root / "backend").mkdir()
+    res = e.pulumi("stack", "init", STACK)
+    assert res.returncode == 0, res.stderr
+    replicator_secret = estate.connect.replicator_password  # the workers' file holds it (the team put it there)
+    res = e.pulumi(
+        "config", "set", "--stack", STACK, "--path", "--secret", "--",
+        "kafka-dr:principals.replicatorPassword", replicator_secret,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    for i in range(2):
+        for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret)):
+            res = e.pulumi(
+                "config", "set", "--stack", STACK, "--path", "--secret", "--",
+                f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret,
+            )  # fmt: skip
+            assert res.returncode == 0, res.stderr
+    text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
+    assert ADMIN_SECRET not in text and "secure:" in text
+    return e
+
+
+def _app(e: Estate, cluster: str, client_id: str = "orders-app", scope: str = AUDIENCE) -> Endpoint:
+    settings = OAuthSettings(e.idp.token_endpoint, scope, AUDIENCE)
+    return Endpoint(
+        e.clusters[cluster].bootstrap, client_id, "team-secret", "SASL_PLAINTEXT", "OAUTHBEARER", None, cluster,
+        settings,
+    )  # fmt: skip
+
+
+def _produce(ep: Endpoint) -> list[str]:
+    """Write one record to ``orders``; the delivery errors (empty when it was accepted)."""
+    errors: list[str] = []
+    p = Producer(ep.config(**{"log_level": 0, "message.timeout.ms": 15000}))
+    p.produce("orders", b"value", b"key", on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+    left = p.flush(30)
+    assert left == 0, "the record was neither delivered nor refused"
+    return errors
+
+
+def test_the_identity_provider_grants_the_application_its_own_principal(estate: Estate) -> None:
+    claims = _claims(estate.idp.token("orders-app", "team-secret", AUDIENCE)["access_token"])
+    assert (claims["sub"], claims["aud"], claims["iss"]) == ("orders-app", AUDIENCE, estate.idp.issuer)
+
+
+def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Env, estate: Estate) -> None:
+    res = env.drctl("estate", "up", "--stack", STACK)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    replicator_secret = estate.connect.replicator_password
+    assert ADMIN_SECRET not in res.stdout + res.stderr and replicator_secret not in res.stdout + res.stderr
+    for name in "AB":
+        admin = AdminClient(_app(estate, name, ADMIN_CLIENT).config())
+        assert "orders" in admin.list_topics(timeout=15).topics, f"orders was not created on {name}"
+        everyone = AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+        principals = {b.principal for b in admin.describe_acls(everyone).result(30)}
+        assert {"User:orders-app", "User:replicator"} <= principals, (name, principals)
+    res = env.drctl("estate", "preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_status_logs_in_with_the_admin_client_from_the_stack(env: Env) -> None:
+    res = env.drctl("status", "--stack", STACK, "--json")
+    report = json.loads(res.stdout)
+    assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive"}
+    for c in report["clusters"]:
+        assert c["health"]["reachable"] and c["health"]["healthy"], c
+        assert c["health"]["missing_topics"] == [], c
+    assert ADMIN_SECRET not in res.stdout + res.stderr
+
+
+def test_a_planned_failover_plans_over_oauth(env: Env) -> None:
+    """``drctl failover --dry-run``: the preflight reads both clusters and the link over OAuth, and Pulumi's
+    preview of the failed-over stack logs in with the admin clients; nothing changes."""
+    res = env.drctl("failover", "--stack", STACK, "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    plan = json.loads(res.stdout)
+    assert "error" not in (plan["pulumi_preview"] or {}), plan["pulumi_preview"]
+    assert plan["steps"], "the plan names no step"
+    assert ADMIN_SECRET not in res.stdout + res.stderr
+
+
+def test_the_application_writes_on_a_with_its_own_client_and_is_refused_on_b(estate: Estate) -> None:
+    assert _produce(_app(estate, "A")) == []
+    refused = _produce(_app(estate, "B"))
+    assert refused and "TOPIC_AUTHORIZATION_FAILED" in refused[0], refused
+
+
+def test_mirrormaker2_on_connect_copies_the_write_to_b_over_oauth_with_no_secret_in_its_configs(
+    estate: Estate,
+) -> None:
+    """The connectors log in to A and B as the replicator's client, through the workers' config provider."""
+    rest = estate.connect.url
+    with urllib.request.urlopen(f"{rest}/connectors?expand=status", timeout=10) as r:  # noqa: S310 - loopback
+        connectors = json.loads(r.read().decode())
+    assert sorted(connectors) == ["A-to-B-checkpoint", "A-to-B-heartbeat", "A-to-B-source"]
+    admin_b = _app(estate, "B", ADMIN_CLIENT)
+    assert wait_until(lambda: sum(end_offsets(admin_b, ["orders"]).values()) >= 1, 120), (
+        "the record written on A never reached B"
+    )
+    with urllib.request.urlopen(f"{rest}/connectors/A-to-B-source/config", timeout=10) as r:  # noqa: S310
+        config = r.read().decode()
+    assert "OAuthBearerLoginCallbackHandler" in config and "${file:" in config
+    assert estate.connect.replicator_password not in config and ADMIN_SECRET not in config
+
+
+def test_a_token_for_another_audience_is_refused_naming_cluster_endpoint_and_next_step(estate: Estate) -> None:
+    with pytest.raises(AuthError) as info:
+        cluster_metadata(_app(estate, "A", scope="another-api"), timeout=20)
+    err = info.value
+    assert err.exit_code == 5
+    assert "cluster 'A'" in err.problem and estate.idp.token_endpoint in err.problem
+    assert "the brokers refused the token of client 'orders-app'" in err.problem
+    assert err.fix is not None and f"aud is the declared audience {AUDIENCE!r}" in err.fix
+
+
+def test_an_unreachable_identity_provider_is_named_with_the_next_step(estate: Estate) -> None:
+    from tests.integration.ports import free_window, release_window
+
+    port = free_window(1)  # reserved and free: nothing answers there
+    try:
+        gone = replace(_app(estate, "A"), oauth=OAuthSettings(f"http://127.0.0.1:{port}/kafka/token", AUDIENCE))
+        with pytest.raises(AuthError) as info:
+            cluster_metadata(gone, timeout=20)
+    finally:
+        release_window(port)
+    assert f"http://127.0.0.1:{port}/kafka/token" in info.value.problem
+    assert "cannot be reached" in info.value.problem and "cluster 'A'" in info.value.problem
+    assert info.value.fix is not None and "identity provider is up" in info.value.fix
+
+
+def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: Env, estate: Estate) -> None:
+    """The admin of B asks for another audience (a scope the brokers do not expect): status says so for B."""
+    stack_file = env.project / f"Pulumi.{STACK}.yaml"
+    kept = stack_file.read_text()
+    doc = yaml.safe_load(kept)
+    doc["config"]["kafka-dr:clusters"][1]["oauth"]["scope"] = "another-api"
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        res = env.drctl("status", "--stack", STACK, "--json")
+    finally:
+        stack_file.write_text(kept)
+    assert res.returncode != 0, "status must fail when a cluster refuses the admin's token"
+    health = {c["name"]: c["health"] for c in json.loads(res.stdout)["clusters"]}
+    assert health["A"]["healthy"], health["A"]
+    error = health["B"]["error"] or ""
+    assert "cluster 'B'" in error and "the brokers refused the token of client 'kdr-admin'" in error, error
+    assert estate.idp.token_endpoint in error
+    assert ADMIN_SECRET not in res.stdout + res.stderr
