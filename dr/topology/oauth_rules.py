@@ -10,11 +10,11 @@ client per application, whose principal must be the application's name (so its A
 
 from __future__ import annotations
 
-import ipaddress
 import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dr.base.hosts import is_loopback
 from dr.topology.kinds import Kind
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def _endpoint_problems(at: str, c: Cluster, o: OAuth) -> Iterator[Problem]:
                 f"{o.token_endpoint!r} (cluster {c.name!r}) is not an http(s) URL",
                 "give the full URL of the identity provider's token endpoint",
             )
-        elif url.scheme == "http" and not _loopback(url.hostname):
+        elif url.scheme == "http" and not is_loopback(url.hostname):
             yield (
                 f"{at}.token_endpoint",
                 f"{o.token_endpoint!r} (cluster {c.name!r}) is plain http to another machine: every client "
@@ -167,15 +167,6 @@ def _client_problems(at: str, t: Topology, c: Cluster, o: OAuth, linked: bool) -
                 f"but its ACLs name {name!r}",
                 f"set principal: {name} (and have the identity provider put it in the claim the brokers read)",
             )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _has_ca(o: OAuth) -> bool:
