@@ -246,6 +246,22 @@ def test_the_frame_the_estate_and_the_stacks_name_no_architecture_topology() -> 
     assert bad == [], "\n".join(bad)
 
 
+def test_validation_and_the_model_ask_the_architectures_table() -> None:
+    """``dr/topology/validation.py`` and ``dr/topology/model.py`` never test the architecture (``is``/``==``/
+    ``!=`` an ``Architecture`` member, or a table keyed by one): what varies is the stack's entry of
+    ``dr.topology.architectures.ARCHITECTURES`` (its rules, its failover's shape, where applications write)."""
+    import re
+
+    asks = re.compile(r"(?:\bis(?: not)?|==|!=)\s*Architecture\.|\bArchitecture\.[A-Z_]+\s*(?:==|!=|\bis\b|:|\])")
+    bad = [
+        f"dr/topology/{name}:{n}: {line.strip()}"
+        for name in ("validation.py", "model.py")
+        for n, line in enumerate((REPO_ROOT / "dr" / "topology" / name).read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
+    ]
+    assert bad == [], "\n".join(bad)
+
+
 def _product_trees() -> Iterator[tuple[str, ast.AST]]:
     for module, path in sorted(_modules().items()):
         yield module, ast.parse(path.read_text(encoding="utf-8"))
