@@ -90,7 +90,7 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
     if not (stack and source and target):
         return None
     from dr.failover.frame.journal import Journal
-    from dr.failover.frame.metrics import utc_text
+    from dr.failover.record.metrics import utc_text
 
     journal = Journal.load(StackRef.resolve(stack).failover_home)
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
@@ -164,7 +164,7 @@ def verify(
 
 def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> SiteCopies:
     """Edge ``edge`` of the stack ``ref`` against the copies ``<edge>.<topic>`` on the cluster its link feeds,
-    as the stack's :class:`~dr.failover.frame.kind.FailoverKind` compares them (``site_copies``): refused
+    as the stack's :class:`~dr.failover.kind.FailoverKind` compares them (``site_copies``): refused
     unless the kind's lost sites are edges (``site_flag``)."""
     from dr.estate.estate import Estate
     from dr.failover.kinds import KINDS
@@ -326,7 +326,7 @@ def audit_link(
     """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`), through
     :func:`verification.routes.run`."""
-    import dr.failover.team_store  # noqa: F401 — with a postgres:// backend the audit state is in its database
+    import dr.failover.record.team_store  # noqa: F401 — with a postgres:// backend the audit state is in its database
     from dr.estate.estate import Estate
 
     started = time.monotonic()

@@ -58,11 +58,11 @@ from dr.failover.drill.traffic import (
     start_config,
 )
 from dr.failover.frame.journal import atomic_write_json
-from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_passive.drill import fail_over, prove_and_recover
 from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
+from dr.failover.record.metrics import seconds_between
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Kind, Topology, load_stack_file
