@@ -426,13 +426,14 @@ def drill(
         kill_replicator=kill_replicator,
         strict_aims=strict_aims,
     )
-    topology = load_stack(StackRef.resolve(stack))
+    ref = StackRef.resolve(stack)  # the stack resolved, and its file read, once for the whole drill
+    topology = load_stack(ref)
     if automatic and topology.architecture.value != "active-passive":
         raise ConfigError(
             f"--automatic drills the controllers of an active-passive stack; {stack!r} is {topology.architecture.value}.",
             f"run `drctl drill --stack {stack} --unplanned` without --automatic. Nothing was changed",
         )
-    result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)
+    result, text = KINDS[topology.architecture].drill(ref, topology, options, progress=progress, as_json=as_json)
     click.echo(text)
     if not result.passed:
         raise FailoverError(f"the drill failed: {result.grade}.", f"read {Path(result.out) / 'drill.json'}")

@@ -93,13 +93,13 @@ class ActiveActive:
         )
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """Traffic on every peer, the first peer's region failed over, graded."""
         from dr.failover.kinds.active_active.drill import run_region_drill
         from dr.failover.kinds.active_active.drill_result import render_region_drill
 
-        result = run_region_drill(options, progress)
+        result = run_region_drill(ref, topology, options, progress)
         return result, json.dumps(result.to_json(), indent=2) if as_json else render_region_drill(result)
 
 

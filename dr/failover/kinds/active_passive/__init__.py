@@ -73,7 +73,7 @@ class ActivePassive:
         )
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """The game day A→B→C (:func:`~dr.failover.kinds.active_passive.drill.run_drill`)."""
         from dr.failover.drill.render import render_drill
@@ -82,7 +82,7 @@ class ActivePassive:
         refusal = drill.external_refusal(options, topology)
         if refusal is not None:
             raise refusal
-        result = drill.run_drill(options, progress)
+        result = drill.run_drill(ref, topology, options, progress)
         return result, drill.dump(result) if as_json else render_drill(result)
 
 

@@ -79,12 +79,12 @@ class HubSpoke:
         return edge_copies(ref, estate, site, topics)
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """A hub failover under edge traffic, graded per edge and per hub application."""
         from dr.failover.kinds.hub_spoke.drill import dump_hub, run_hub_drill
 
-        result = run_hub_drill(options, progress)
+        result = run_hub_drill(ref, topology, options, progress)
         return result, dump_hub(result) if as_json else result.render()
 
 
