@@ -199,7 +199,9 @@ def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
 
         try:
             sampler.phase = "up"
-            result = run_drill(DrillOptions(stack=stack_name, out=out, keep=True, rate=rate), progress)
+            own = StackRef.resolve(stack_name)
+            options = DrillOptions(stack=stack_name, out=out, keep=True, rate=rate)
+            result = run_drill(own, load_stack_file(own.existing_stack_file()), options, progress)
             keep = Path(tempfile.gettempdir()) / f"kdr-scale-drill-{n}-{shape}.json"
             keep.write_text((out / "drill.json").read_text())  # the drill's whole result, kept for reading
             stack = EstateStack(StackRef.of_file(stack_path, out / "state"))

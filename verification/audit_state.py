@@ -1,7 +1,7 @@
 """The incremental audit's memory: one state file per link, and the pure matching of one increment.
 
 A state file (``<state dir>/audit/<link>.json``, 0600, written atomically; with a ``postgres://`` backend a
-row of the team database instead, :mod:`dr.failover.team_store`) holds
+row of the team database instead, :mod:`dr.failover.record.team_store`) holds
 
 * ``stack``, ``link`` and both clusters' names and cluster ids — a file copied from another
   stack, or kept across a re-created cluster, is refused (:class:`ConfigError`, never a silent
@@ -327,7 +327,7 @@ def save_state(path: Path, state: AuditState) -> None:
 
 
 class AuditStore(Protocol):
-    """Where audit states live instead of files: the team database (:class:`dr.failover.team_store.TeamStore`)."""
+    """Where audit states live instead of files: the team database (:class:`dr.failover.record.team_store.TeamStore`)."""
 
     shown: str
 
@@ -344,7 +344,7 @@ def _no_team_store() -> AuditStore | None:
 
 team_store_hook: Callable[[], AuditStore | None] = _no_team_store
 """The team database when the stack's Pulumi backend is ``postgres://``, else None: set by
-:mod:`dr.failover.team_store` when drctl loads it (this package imports nothing above ``dr.kafka``).
+:mod:`dr.failover.record.team_store` when drctl loads it (this package imports nothing above ``dr.kafka``).
 With one, the audit state is a row there, so an audit from any machine continues at the bounds the
 last one reached."""
 

@@ -132,7 +132,7 @@ class StackRef:
     @property
     def journal_shared(self) -> bool:
         """True when the journal is in the stack's backend: a ``file://`` one (:attr:`failover_home`), or
-        the team database of a ``postgres://`` one (:mod:`dr.failover.team_store`)."""
+        the team database of a ``postgres://`` one (:mod:`dr.failover.record.team_store`)."""
         url = self.pulumi_backend
         return self.failover_home != self.state_dir or url.startswith(("postgres://", "postgresql://"))
 

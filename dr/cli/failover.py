@@ -153,8 +153,8 @@ def failover(
     (runbooks/hub-and-spoke.md). Every step is journaled; rerunning resumes where a refused or crashed
     run stopped, and a finished failover run again changes nothing.
     """
-    from dr.failover.frame.kind import Request
     from dr.failover.frame.step import FailoverOptions
+    from dr.failover.kind import Request
     from dr.failover.kinds import KINDS
     from dr.topology import load_stack_file
 
@@ -306,8 +306,7 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
     unfinished — 6 wins when both apply · 2 the stack's Pulumi state file cannot be read (it is named).
     The message lists every problem.
     """
-    from dr.failover.frame.render import render_status
-    from dr.failover.status import raise_for_problems, status_report
+    from dr.failover.status import raise_for_problems, render_status, status_report
 
     _paths(ref)
     report = status_report(ref, isr=isr)
@@ -427,13 +426,14 @@ def drill(
         kill_replicator=kill_replicator,
         strict_aims=strict_aims,
     )
-    topology = load_stack(StackRef.resolve(stack))
+    ref = StackRef.resolve(stack)  # the stack resolved, and its file read, once for the whole drill
+    topology = load_stack(ref)
     if automatic and topology.architecture.value != "active-passive":
         raise ConfigError(
             f"--automatic drills the controllers of an active-passive stack; {stack!r} is {topology.architecture.value}.",
             f"run `drctl drill --stack {stack} --unplanned` without --automatic. Nothing was changed",
         )
-    result, text = KINDS[topology.architecture].drill(options, topology, progress=progress, as_json=as_json)
+    result, text = KINDS[topology.architecture].drill(ref, topology, options, progress=progress, as_json=as_json)
     click.echo(text)
     if not result.passed:
         raise FailoverError(f"the drill failed: {result.grade}.", f"read {Path(result.out) / 'drill.json'}")

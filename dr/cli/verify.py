@@ -13,6 +13,7 @@ stdout (``--json`` for machines). Passwords are never printed.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -45,11 +46,13 @@ from verification.progress import Progress, Reporter
 from verification.route import AuditRequest, RecoverRequest, VerifyRequest
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
+    from dr.estate.estate import Estate
     from dr.failover.act.edge_resume import SiteCopies
     from verification.audit import AuditResult
     from verification.recover import RecoveryResult
 
 __all__ = [
+    "OneStack",
     "audit",
     "audit_link",
     "audit_stack",
@@ -70,6 +73,30 @@ def stack_endpoint(stack: str, cluster: str) -> Endpoint:
     return resolve_endpoint(StackRef.resolve(stack), cluster)
 
 
+class OneStack:
+    """The ``--stack`` of one command: resolved once and its stack file read once, when first asked (a command
+    that names its sides by bootstrap never reads it)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @functools.cached_property
+    def ref(self) -> StackRef:
+        """The stack, resolved."""
+        return StackRef.resolve(self.name)
+
+    @functools.cached_property
+    def estate(self) -> Estate:
+        """The stack's estate, from its stack file read once."""
+        from dr.estate.estate import Estate
+
+        return Estate.for_stack(self.ref)
+
+    def endpoint(self, stack: str, cluster: str) -> Endpoint:
+        """The admin endpoint of ``cluster`` (as :func:`stack_endpoint`, ``stack`` being this one)."""
+        return self.estate.endpoint(cluster)
+
+
 def state_path(ref: StackRef, link: str) -> Path:
     """``<state dir of the stack>/audit/<link>.json``."""
     from verification.audit import state_file
@@ -77,7 +104,9 @@ def state_path(ref: StackRef, link: str) -> Path:
     return state_file(ref.made_state_dir(), link)
 
 
-def _cutoff(text: str | None, stack: str | None, source: str | None, target: str | None, quiet: bool) -> int | None:
+def _cutoff(
+    text: str | None, stack: str | OneStack | None, source: str | None, target: str | None, quiet: bool
+) -> int | None:
     """``--cutoff``; by default, after a failover of ``stack`` between these two clusters, its cut-off.
 
     Records written on the new active cluster after its promotion (applications that moved, the
@@ -90,9 +119,10 @@ def _cutoff(text: str | None, stack: str | None, source: str | None, target: str
     if not (stack and source and target):
         return None
     from dr.failover.frame.journal import Journal
-    from dr.failover.frame.metrics import utc_text
+    from dr.failover.record.metrics import utc_text
 
-    journal = Journal.load(StackRef.resolve(stack).failover_home)
+    one = stack if isinstance(stack, OneStack) else OneStack(stack)
+    journal = Journal.load(one.ref.failover_home)
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
         return None
     ms = journal.cutoff_ms()
@@ -154,8 +184,9 @@ def verify(
         report = edge_copies(StackRef.resolve(stack), edge, split_topics(topics))
         _print_edge_copies(report, as_json=as_json)
         return
-    source, target = resolve_sides(stack=stack, stack_endpoint=stack_endpoint, **sides)
-    cutoff_ms = _cutoff(cutoff, stack, sides["source_name"], sides["target_name"], quiet)
+    one = OneStack(stack) if stack else None
+    source, target = resolve_sides(stack=stack, stack_endpoint=one.endpoint if one else stack_endpoint, **sides)
+    cutoff_ms = _cutoff(cutoff, one, sides["source_name"], sides["target_name"], quiet)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
     progress = run.pop("progress")
     request = VerifyRequest(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run)
@@ -164,7 +195,7 @@ def verify(
 
 def edge_copies(ref: StackRef, edge: str, topics: list[str] | None = None) -> SiteCopies:
     """Edge ``edge`` of the stack ``ref`` against the copies ``<edge>.<topic>`` on the cluster its link feeds,
-    as the stack's :class:`~dr.failover.frame.kind.FailoverKind` compares them (``site_copies``): refused
+    as the stack's :class:`~dr.failover.kind.FailoverKind` compares them (``site_copies``): refused
     unless the kind's lost sites are edges (``site_flag``)."""
     from dr.estate.estate import Estate
     from dr.failover.kinds import KINDS
@@ -326,7 +357,7 @@ def audit_link(
     """Audit what arrived on ``link_name`` of the stack ``ref`` since its last audit (the first run reads all,
     on Spark when ``first_run`` says so: see :func:`verification.audit.audit_endpoints`), through
     :func:`verification.routes.run`."""
-    import dr.failover.team_store  # noqa: F401 — with a postgres:// backend the audit state is in its database
+    import dr.failover.record.team_store  # noqa: F401 — with a postgres:// backend the audit state is in its database
     from dr.estate.estate import Estate
 
     started = time.monotonic()

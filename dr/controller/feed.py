@@ -26,7 +26,7 @@ from dr.controller.readings import (
 from dr.estate.estate import Estate
 from dr.failover.act.snapshots import kept_offsets, last_offsets, write_rate
 from dr.failover.drill.last import last_drill
-from dr.failover.frame.metrics import Offsets, decode_offsets
+from dr.failover.record.metrics import Offsets, decode_offsets
 from dr.failover.status import LinkStatus, StatusReport
 from dr.topology import Topology
 from dr.topology.cert_expiry import certificate_expiries

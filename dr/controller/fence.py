@@ -40,7 +40,7 @@ from dr.kafka.client import Endpoint
 
 if TYPE_CHECKING:
     from dr.controller.metrics import ControllerMetrics
-    from dr.failover.team_store import TeamStore
+    from dr.failover.record.team_store import TeamStore
 
 __all__ = [
     "FenceReason",

@@ -73,7 +73,7 @@ by a broker restart, so not every pass."""
 
 def witness_for(stack: str, topology: Topology) -> Witness | None:
     """The witness the stack's policy declares, or None; ConfigError when a postgres witness has no team database."""
-    from dr.failover.team_store import is_team_url, project_name, team_store
+    from dr.failover.record.team_store import is_team_url, project_name, team_store
 
     declared, policy = topology.failover_policy.witness, topology.failover_policy
     if declared is None:
@@ -265,7 +265,7 @@ class Controller:
     def __init__(
         self, ref: StackRef, site: str, log: Log, metrics_port: int | None = None, permit_file: Path | None = None
     ) -> None:
-        from dr.failover.team_store import operator_identity
+        from dr.failover.record.team_store import operator_identity
 
         self.ref, self.log = ref, log
         self.topology = load_stack_file(ref.existing_stack_file())

@@ -1,6 +1,6 @@
 """The lease in the team's PostgreSQL database: a single witness for teams without a third etcd site.
 
-It reuses the team store's connection handling (:class:`~dr.failover.team_store.TeamStore`: the URL of the
+It reuses the team store's connection handling (:class:`~dr.failover.record.team_store.TeamStore`: the URL of the
 ``postgres://`` backend, its migrations, its masked messages). The row ``kdr_witness`` of the stack holds
 the holder, a fencing token from a sequence (it grows with every new holder) and an expiry in the
 database's own clock (``now() + ttl``), so the holders' clocks never decide who holds it. Taking the lease
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr.base.errors import ClusterError, StateStoreError
 from dr.controller.witness import Holding
-from dr.failover.team_store import TeamStore
+from dr.failover.record.team_store import TeamStore
 
 if TYPE_CHECKING:
     import psycopg

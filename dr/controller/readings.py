@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dr.failover.frame.metrics import Offsets, decode_offsets, rpo_estimate
+from dr.failover.record.metrics import Offsets, decode_offsets, rpo_estimate
 
 __all__ = [
     "AuditReading",
@@ -102,7 +102,7 @@ def rpo_reading(
     now: float,
 ) -> RpoReading:
     """The unplanned failover's figure (its ``preflight`` step): the link's live lag while the source answers;
-    when it does not, :func:`~dr.failover.frame.metrics.rpo_estimate` of the source's last snapshot against
+    when it does not, :func:`~dr.failover.record.metrics.rpo_estimate` of the source's last snapshot against
     the link's committed positions (``copied``, read only then; the target's end offsets when it has none).
     ``records`` is None when neither can be known (no snapshot, or the target does not answer either)."""
     if live_lag is not None:

@@ -18,14 +18,17 @@ Results are pydantic models — :class:`~dr.failover.frame.summary.FailoverSumma
 :class:`~dr.failover.lifecycle.StandbyRebuild`, :class:`~dr.failover.status.StatusReport` — and ``--json``
 prints their ``model_dump(mode="json")``.
 
-Rooms: :mod:`~dr.failover.frame` — what every run shares, never asking the architecture (the
-steps' vocabulary :mod:`~dr.failover.frame.step`, the run loop :mod:`~dr.failover.frame.run`: lock, journal,
-resume, RTO probe; :mod:`~dr.failover.frame.journal`, :mod:`~dr.failover.frame.summary`,
-:mod:`~dr.failover.frame.plan`, :mod:`~dr.failover.frame.kind`); :mod:`~dr.failover.act` — what touches
-Kafka (fencing, clients, groups, health, probe, the verification adapter
-:mod:`~dr.failover.act.integrity`); :mod:`~dr.failover.kinds` — ``KINDS``, one
-:class:`~dr.failover.frame.kind.FailoverKind` per architecture, each a folder with ``steps.py``,
-``run.py``, ``plan.py``, ``drill.py``; :mod:`~dr.failover.drill.frame` and its siblings — what every drill shares;
-:mod:`~dr.failover.lifecycle` (standby, link stop/start), :mod:`~dr.failover.status`,
-:mod:`~dr.failover.team_store`. The commands are :mod:`~dr.cli.failover`.
+Rooms, from the ground up (no import runs back up): :mod:`~dr.failover.record` — what both the frame
+and act write (:mod:`~dr.failover.record.metrics`, the journal's documents
+:mod:`~dr.failover.record.journal_doc`, the team database :mod:`~dr.failover.record.team_store`);
+:mod:`~dr.failover.act` — what touches Kafka (fencing, clients, groups, health, probe, the verification
+adapter :mod:`~dr.failover.act.integrity`); :mod:`~dr.failover.frame` — what every run shares, never
+asking the architecture (the steps' vocabulary :mod:`~dr.failover.frame.step`, the run loop
+:mod:`~dr.failover.frame.run`: lock, journal, resume, RTO probe; :mod:`~dr.failover.frame.journal`,
+:mod:`~dr.failover.frame.summary`, :mod:`~dr.failover.frame.plan`); :mod:`~dr.failover.lifecycle`
+(standby, link stop/start) and :mod:`~dr.failover.status`; :mod:`~dr.failover.drill.frame` and its
+siblings — what every drill shares; :mod:`~dr.failover.kind` — :class:`~dr.failover.kind.FailoverKind`,
+what each architecture declares; :mod:`~dr.failover.kinds` — ``KINDS``, one ``FailoverKind`` per
+architecture, each a folder with ``steps.py``, ``run.py``, ``plan.py``, ``drill.py``. The commands are
+:mod:`~dr.cli.failover`.
 """

@@ -33,7 +33,7 @@ from verification.link_ref import LinkRef
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
     from dr.failover.frame.journal import StackLock
-    from dr.failover.frame.journal_doc import JournalDocument
+    from dr.failover.record.journal_doc import JournalDocument
     from dr.runtime.links import LinkRunner
     from dr.topology import Link
 

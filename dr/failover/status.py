@@ -34,9 +34,10 @@ from dr.failover.act.groups import offsets_ahead
 from dr.failover.act.health import ClusterHealth, cluster_health
 from dr.failover.act.snapshots import record_offsets
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.journal_doc import Abandonment
-from dr.failover.frame.metrics import Offsets, encode_offsets, lag
+from dr.failover.frame.render import endpoint_text, seconds_text
 from dr.failover.frame.summary import summarize
+from dr.failover.record.journal_doc import Abandonment
+from dr.failover.record.metrics import Offsets, encode_offsets, lag
 from dr.kafka.checkpoints import translated_offsets
 from dr.kafka.client import TLS_FAILED, Endpoint
 from dr.kafka.copied import uncopied
@@ -74,6 +75,7 @@ __all__ = [
     "link_problem",
     "lock_held",
     "raise_for_problems",
+    "render_status",
     "status_problems",
     "status_report",
 ]
@@ -818,3 +820,81 @@ def raise_for_problems(report: StatusReport) -> None:
         f"stack {stack} has {count} problem{'s' if count != 1 else ''}:\n" + "\n".join(f"  - {p}" for p in problems),
         "; ".join(fixes) or f"look at `drctl status --stack {stack}`",
     )
+
+
+def render_status(st: StatusReport) -> str:
+    """``drctl status`` as text."""
+    lines = [f"stack {st.stack}" + (" (after a failover)" if st.failover_done else "")]
+    for c in st.clusters:
+        h = c.health
+        if c.process in ("absent", "stopped"):
+            detail = ""  # the process column says it
+        elif h:
+            detail = (
+                f"{len(h.brokers)}/{h.expected_brokers or '?'} brokers, {len(h.offline)} offline, "
+                f"{len(h.under_replicated)} under-replicated"
+                if h.reachable
+                else f"UNREACHABLE ({h.error})"
+            )
+        else:
+            detail = c.error or ""
+        lines.append(
+            f"  cluster {c.name:<6} {c.role:<14} {c.process or c.kind:<9} {c.bootstrap or '':<40} {detail}".rstrip()
+        )
+        for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
+            lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
+    if st.endpoint is not None:
+        lines.append(f"  endpoint {st.endpoint['bootstrap']} {endpoint_text(st.endpoint)}")
+    for link in st.links:
+        detail = f"lag {link.total_lag} records" if link.total_lag is not None else link.error or ""
+        process = link.process or link.engine or "?"
+        if link.state != "running":
+            process, detail = link.state, f"no longer replicates ({detail})" if detail else "no longer replicates"
+        lines.append(f"  link    {link.name:<12} {process:<8} {detail}")
+        if link.failure:
+            lines.append(f"      {link.failure}")
+        if link.restarts:
+            lines.append(
+                f"      restarted {link.restarts}× by its watchdog after a task died; last {link.last_restart}"
+            )
+        if link.connect:
+            lines.append(
+                f"      on Connect cluster {link.connect}" + (f": {link.connect_error}" if link.connect_error else "")
+            )
+        for name, conn in (link.connectors or {}).items():
+            tasks = ", ".join(f"task {t.id} {t.state} on {t.worker or '?'}" for t in conn.tasks)
+            lines.append(f"      connector {name:<22} {conn.state:<8} {tasks or 'no tasks'}")
+        for key, n in (link.lag or {}).items():
+            if n:
+                lines.append(f"      {key:<24} lag {n}")
+    for g in st.consumer_groups:
+        pos = ", ".join(
+            f"{name}: committed {p.committed_total} lag {p.lag_total}" if p.error is None else f"{name}: {p.error}"
+            for name, p in g.positions.items()
+        )
+        lines.append(f"  group   {g.group:<12} {pos or 'no reachable cluster'}")
+    last = st.last_failover
+    if last:
+        steps = " ".join(f"{s.name}={s.status}" for s in last.steps)
+        lines.append(
+            f"  last failover {last.failover_id} ({last.mode}): {last.status}; RTO {seconds_text(last.rto_s)}; "
+            f"A→B→C {seconds_text(last.a_b_c_s)}"
+        )
+        lines.append(f"      {steps}")
+        if last.holder:
+            lines.append(f"      lease: {last.holder}")
+        lines.extend(f"      next: {n}" for n in last.next)
+    else:
+        lines.append("  no failover recorded")
+    if st.journal_shared is False:
+        lines.append(
+            f"  failover journal: {st.journal_home}/failover/ — in this machine's state, not in the backend "
+            "(not file://): an operator who resumes a failover from another clone must use this same "
+            "KDR_STATE_DIR (shared storage)"
+        )
+    if st.problems:
+        lines.append(f"problems ({len(st.problems)}):")
+        lines.extend(f"  - {p}" for p in st.problems)
+    else:
+        lines.append("problems: none")
+    return "\n".join(lines)

@@ -5,8 +5,7 @@ pipeline changes it (:meth:`Topology.after_failover`, then :func:`write_stack_co
 stack file in place), and the verifier reads it.
 """
 
-from dr.topology import active_passive
-from dr.topology.hub_spoke import after_hub_failover, aggregated_topics
+from dr.topology.architectures import ARCHITECTURES
 from dr.topology.model import (
     PORT_WINDOW,
     Application,
@@ -29,21 +28,18 @@ from dr.topology.model import (
     Topic,
     Topology,
     WorkerTls,
-    register_failover_shape,
+    register_architectures,
     register_rule_check,
 )
 from dr.topology.secret import Secret, StackSecret
 from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
 from dr.topology.stackfile import stack_file_diff, write_stack_config
-from dr.topology.topics import register_remote_copies
 from dr.topology.validation import find_violations, raise_for_violations
 from dr.topology.violation import Violation
 
 # Every Topology constructed is checked against every rule (the model does not import its rules).
 register_rule_check(raise_for_violations)
-register_failover_shape(Architecture.ACTIVE_PASSIVE, active_passive.after_failover)
-register_failover_shape(Architecture.HUB_SPOKE, after_hub_failover)
-register_remote_copies(Architecture.HUB_SPOKE, aggregated_topics)
+register_architectures(ARCHITECTURES)  # what the model and the topic queries ask of each architecture
 
 __all__ = [
     "NAMESPACE",

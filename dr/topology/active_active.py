@@ -10,9 +10,9 @@ Applications declare their ``home`` peer: they write its local topics, and read 
 copies of the same topics (the global view: subscribe to ``^([^.]+\\.)?orders$``). Remote topics are
 read-only for everyone but the replicator.
 
-The rules here run only for active-active stacks (:func:`violations`); the shared rules of
-:mod:`dr.topology.validation` skip, for them, what active-passive alone demands (one active cluster, no
-link cycle).
+The rules here (:data:`RULES`) run only for active-active stacks, as
+:data:`dr.topology.architectures.ARCHITECTURES` lists them; what active-passive alone demands (one active
+cluster, no link cycle) is :mod:`dr.topology.active_passive`'s.
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ from typing import TYPE_CHECKING
 
 from dr.topology.kinds import Architecture, Engine, Role
 from dr.topology.topics import SEPARATOR, remote_topic
+from dr.topology.violation import Violation
 
 if TYPE_CHECKING:
-    from dr.topology.model import Topology
-
-Problem = tuple[str, str, str]
-"""``(field path, problem, fix)``: :mod:`dr.topology.validation` turns each into a ``Violation``."""
+    from dr.topology.model import Rule, Topology
 
 __all__ = [
-    "Problem",
+    "RULES",
     "after_region_failover",
     "consumes_remote",
     "is_active_active",
@@ -39,7 +37,6 @@ __all__ = [
     "remote_source",
     "remote_topics_on",
     "survivor_for",
-    "violations",
 ]
 
 
@@ -76,19 +73,11 @@ def _all_remote_names(topology: Topology) -> list[str]:
 # -- rules ----------------------------------------------------------------------------------------
 
 
-def violations(t: Topology) -> Iterator[Problem]:
-    """Every active-active rule ``t`` breaks (nothing for another architecture)."""
-    if not is_active_active(t):
-        return
-    for rule in (_roles, _links, _loops, _collisions, _homes, _remote_writes):
-        yield from rule(t)
+def _v(path: str, problem: str, fix: str) -> Violation:
+    return Violation(path, problem, fix)
 
 
-def _v(path: str, problem: str, fix: str) -> Problem:
-    return path, problem, fix
-
-
-def _roles(t: Topology) -> Iterator[Problem]:
+def _roles(t: Topology) -> Iterator[Violation]:
     for i, c in enumerate(t.clusters):
         if c.role in (Role.PASSIVE, Role.STANDBY):
             yield _v(
@@ -104,7 +93,7 @@ def _roles(t: Topology) -> Iterator[Problem]:
         )
 
 
-def _links(t: Topology) -> Iterator[Problem]:
+def _links(t: Topology) -> Iterator[Violation]:
     running = [(j, lk) for j, lk in enumerate(t.links) if lk.is_running]
     pairs = {(lk.source, lk.target) for _, lk in running}
     for j, link in running:
@@ -131,7 +120,7 @@ def _links(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _loops(t: Topology) -> Iterator[Problem]:
+def _loops(t: Topology) -> Iterator[Violation]:
     """A link pattern written to copy remote topics (``B.orders``, ``B\\..*``) would copy them on, to
     ``A.B.orders``: refused. A catch-all (``.*``) is fine — it selects the declared topics only."""
     remote = _all_remote_names(t)
@@ -151,7 +140,7 @@ def _loops(t: Topology) -> Iterator[Problem]:
                 )
 
 
-def _collisions(t: Topology) -> Iterator[Problem]:
+def _collisions(t: Topology) -> Iterator[Violation]:
     names = {c.name for c in t.clusters}
     for i, topic in enumerate(t.topics):
         source, sep, original = topic.name.partition(SEPARATOR)
@@ -165,7 +154,7 @@ def _collisions(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _homes(t: Topology) -> Iterator[Problem]:
+def _homes(t: Topology) -> Iterator[Violation]:
     active = peers(t)
     known = ", ".join(repr(n) for n in active) or "none declared"
     for i, app in enumerate(t.principals.applications):
@@ -184,7 +173,7 @@ def _homes(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _remote_writes(t: Topology) -> Iterator[Problem]:
+def _remote_writes(t: Topology) -> Iterator[Violation]:
     remote = _all_remote_names(t)
     for i, app in enumerate(t.principals.applications):
         for k, name in enumerate(app.produces):
@@ -204,6 +193,10 @@ def _remote_writes(t: Topology) -> Iterator[Problem]:
                 "are read-only for everyone but the replicator",
                 "use a prefix no peer's name followed by '.' starts with (e.g. add a dash: 'team-')",
             )
+
+
+RULES: tuple[Rule, ...] = (_roles, _links, _loops, _collisions, _homes, _remote_writes)
+"""Every active-active rule, run after the shared rules for an active-active stack."""
 
 
 def consumes_remote(t: Topology, name: str) -> bool:

@@ -11,8 +11,8 @@ What each cluster holds: every edge and the hub hold the declared topics (an app
 on its home cluster); the hub and its passive copy also hold ``<edge>.<topic>`` for every topic an
 edge's link selects, read-only for applications (only the replicator writes them).
 
-:func:`hub_spoke_problems` lists what breaks the rules (:mod:`dr.topology.validation` reports it with the
-other rules' violations); the helpers say which topics a cluster holds and which replication policy a link runs.
+:data:`RULES` are its rules, and :func:`hub_fields_unused` the rule of every other architecture's stack
+(:data:`dr.topology.architectures.ARCHITECTURES` lists both); the helpers say which topics a cluster holds and which replication policy a link runs.
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ from typing import TYPE_CHECKING
 
 from dr.topology.kinds import Architecture, Engine, Role
 from dr.topology.topics import SEPARATOR, remote_topic
+from dr.topology.violation import Violation
 
 if TYPE_CHECKING:
-    from dr.topology.model import Application, Cluster, Link, Topic, Topology
-
-Problem = tuple[str, str, str]
-"""``(field path, what is wrong, how to fix it)``: :mod:`dr.topology.validation` makes each a Violation."""
+    from dr.topology.model import Application, Cluster, Link, Rule, Topic, Topology
 
 __all__ = [
-    "Problem",
+    "RULES",
     "after_edge_loss",
     "aggregated_topics",
     "check_lost_edge",
@@ -38,7 +36,7 @@ __all__ = [
     "edge_link",
     "edges",
     "fallback_of",
-    "hub_spoke_problems",
+    "hub_fields_unused",
     "is_edge_link",
     "is_hub_spoke",
     "lost_edges",
@@ -115,51 +113,44 @@ def aggregated_topics(t: Topology) -> list[Topic]:
 # -- rules ----------------------------------------------------------------------------------------
 
 
-def hub_spoke_problems(t: Topology) -> Iterator[Problem]:
-    """Every hub-and-spoke rule ``t`` breaks (and, for other architectures, any edge cluster it declares)."""
-    if not is_hub_spoke(t):
-        for i, c in enumerate(t.clusters):
-            if c.role is Role.EDGE:
-                yield (
-                    f"clusters[{i}].role",
-                    f"cluster {c.name!r} is an edge, but the stack's architecture is {t.architecture}",
-                    "set kafka-dr:architecture: hub-spoke, or give the cluster another role",
-                )
-        for i, app in enumerate(t.principals.applications):
-            if app.home is not None and t.architecture is Architecture.ACTIVE_PASSIVE:
-                yield (
-                    f"principals.applications[{i}].home",
-                    f"application {app.name!r} names a home cluster, but in an active-passive estate every "
-                    "application runs against the active cluster",
-                    "remove `home`, or declare kafka-dr:architecture: hub-spoke",
-                )
-        for i, app in enumerate(t.principals.applications):
-            if app.fallback is not None:
-                yield (
-                    f"principals.applications[{i}].fallback",
-                    f"application {app.name!r} names a fallback cluster, but only a hub-spoke estate moves an "
-                    f"edge's applications (the stack's architecture is {t.architecture})",
-                    "remove `fallback`, or declare kafka-dr:architecture: hub-spoke",
-                )
-        for i, c in enumerate(t.clusters):
-            if c.lost_edge_topics:
-                yield (
-                    f"clusters[{i}].lost_edge_topics",
-                    f"cluster {c.name!r} lists lost-edge topics, but the stack's architecture is {t.architecture}",
-                    "remove `lost_edge_topics` (only `drctl failover --edge` of a hub-spoke stack writes it)",
-                )
-        return
-    yield from _edges_declared(t)
-    yield from _links(t)
-    yield from _prefix_collisions(t)
-    yield from _applications(t)
-    yield from _fallbacks(t)
-    yield from _lost_edges(t)
+def hub_fields_unused(t: Topology, *, homes: bool) -> Iterator[Violation]:
+    """The rule of every other architecture's stack: no edge cluster, no fallback, no lost-edge topics, and
+    no application ``home`` unless that architecture's applications write at home (``homes``)."""
+    for i, c in enumerate(t.clusters):
+        if c.role is Role.EDGE:
+            yield Violation(
+                f"clusters[{i}].role",
+                f"cluster {c.name!r} is an edge, but the stack's architecture is {t.architecture}",
+                "set kafka-dr:architecture: hub-spoke, or give the cluster another role",
+            )
+    for i, app in enumerate(t.principals.applications):
+        if app.home is not None and not homes:
+            yield Violation(
+                f"principals.applications[{i}].home",
+                f"application {app.name!r} names a home cluster, but in an active-passive estate every "
+                "application runs against the active cluster",
+                "remove `home`, or declare kafka-dr:architecture: hub-spoke",
+            )
+    for i, app in enumerate(t.principals.applications):
+        if app.fallback is not None:
+            yield Violation(
+                f"principals.applications[{i}].fallback",
+                f"application {app.name!r} names a fallback cluster, but only a hub-spoke estate moves an "
+                f"edge's applications (the stack's architecture is {t.architecture})",
+                "remove `fallback`, or declare kafka-dr:architecture: hub-spoke",
+            )
+    for i, c in enumerate(t.clusters):
+        if c.lost_edge_topics:
+            yield Violation(
+                f"clusters[{i}].lost_edge_topics",
+                f"cluster {c.name!r} lists lost-edge topics, but the stack's architecture is {t.architecture}",
+                "remove `lost_edge_topics` (only `drctl failover --edge` of a hub-spoke stack writes it)",
+            )
 
 
-def _edges_declared(t: Topology) -> Iterator[Problem]:
+def _edges_declared(t: Topology) -> Iterator[Violation]:
     if not edges(t):
-        yield (
+        yield Violation(
             "clusters",
             "a hub-spoke estate declares no edge cluster",
             "give each cluster whose topics the hub aggregates role: edge, with a link into the hub (role active)",
@@ -168,14 +159,14 @@ def _edges_declared(t: Topology) -> Iterator[Problem]:
     for edge in edges(t):
         if edge_link(t, edge.name) is None:
             target = repr(hub[0]) if hub else "the hub"
-            yield (
+            yield Violation(
                 "links",
                 f"edge {edge.name!r} has no link into the hub, so nothing aggregates its topics",
                 f"add a link with source {edge.name!r} and target {target}",
             )
 
 
-def _links(t: Topology) -> Iterator[Problem]:
+def _links(t: Topology) -> Iterator[Violation]:
     roles = {c.name: c.role for c in t.clusters}
     hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
     hub = repr(hubs[0]) if hubs else "the hub (role active)"
@@ -185,7 +176,7 @@ def _links(t: Topology) -> Iterator[Problem]:
             continue
         source, target = roles.get(link.source), roles.get(link.target)
         if target is Role.EDGE:
-            yield (
+            yield Violation(
                 f"links[{j}].target",
                 f"link {link.name!r} replicates into edge {link.target!r}; in a hub-spoke estate nothing "
                 "replicates into an edge (a hub → edge link would send the edges' own records back: a loop)",
@@ -194,7 +185,7 @@ def _links(t: Topology) -> Iterator[Problem]:
             continue
         if source is not Role.EDGE:
             if source is Role.ACTIVE and target not in (Role.PASSIVE, None):
-                yield (
+                yield Violation(
                     f"links[{j}].target",
                     f"link {link.name!r} replicates the hub into {link.target!r} ({target}); the hub's only "
                     "link is to its passive DR copy",
@@ -202,14 +193,14 @@ def _links(t: Topology) -> Iterator[Problem]:
                 )
             continue
         if target is not Role.ACTIVE and target is not None:
-            yield (
+            yield Violation(
                 f"links[{j}].target",
                 f"edge {link.source!r} is linked to {link.target!r} ({target}), not to the hub; an edge "
                 "replicates only into the hub",
                 f"set target: {hub}",
             )
         if link.source in seen_edges:
-            yield (
+            yield Violation(
                 f"links[{j}]",
                 f"edge {link.source!r} has a second link ({link.name!r}; the first is {seen_edges[link.source]!r})",
                 "keep one link per edge: it carries every topic the edge's applications write",
@@ -217,7 +208,7 @@ def _links(t: Topology) -> Iterator[Problem]:
         seen_edges.setdefault(link.source, link.name)
         if link.engine is not Engine.MIRRORMAKER2 or link.connect is not None:
             how = "on a Connect cluster" if link.connect is not None else f"with engine {link.engine}"
-            yield (
+            yield Violation(
                 f"links[{j}].{'connect' if link.connect is not None else 'engine'}",
                 f"edge link {link.name!r} runs {how}; prefixed (<edge>.<topic>) links are built only as "
                 "dedicated MirrorMaker 2 processes between local clusters so far",
@@ -225,14 +216,14 @@ def _links(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _prefix_collisions(t: Topology) -> Iterator[Problem]:
+def _prefix_collisions(t: Topology) -> Iterator[Violation]:
     edge_names = [c.name for c in edges(t)]
     for i, topic in enumerate(t.topics):
         for edge in edge_names:
             prefix = remote_topic(edge, "")
             if topic.name.startswith(prefix):
                 original = topic.name[len(prefix) :]
-                yield (
+                yield Violation(
                     f"topics[{i}].name",
                     f"topic {topic.name!r} is the name the hub gives the copy of {original!r} from edge {edge!r}, "
                     "so the hub's own topic and the aggregated one would be the same topic",
@@ -240,7 +231,7 @@ def _prefix_collisions(t: Topology) -> Iterator[Problem]:
                 )
     for edge, topic in remote_topics(t):
         if len(topic.name) > _MAX_TOPIC_NAME:
-            yield (
+            yield Violation(
                 "topics",
                 f"edge {edge!r}'s copy {topic.name[:40]}... on the hub is {len(topic.name)} characters; "
                 f"Kafka allows {_MAX_TOPIC_NAME}",
@@ -248,7 +239,7 @@ def _prefix_collisions(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _applications(t: Topology) -> Iterator[Problem]:
+def _applications(t: Topology) -> Iterator[Violation]:
     roles = {c.name: c.role for c in t.clusters}
     hubs = [c.name for c in t.clusters_with(Role.ACTIVE)]
     homes = ", ".join(repr(c.name) for c in t.clusters if c.role in (Role.EDGE, Role.ACTIVE)) or "none declared"
@@ -257,7 +248,7 @@ def _applications(t: Topology) -> Iterator[Problem]:
         at = f"principals.applications[{i}]"
         for k, name in enumerate(app.produces):
             if name in remote:
-                yield (
+                yield Violation(
                     f"{at}.produces[{k}]",
                     f"application {app.name!r} produces to {name!r}, an edge's topic aggregated on the hub: "
                     "it is read-only there (only the replicator writes it)",
@@ -265,7 +256,7 @@ def _applications(t: Topology) -> Iterator[Problem]:
                     "(home: that edge) instead",
                 )
         if app.produces_prefix and any(name.startswith(app.produces_prefix) for name in remote):
-            yield (
+            yield Violation(
                 f"{at}.produces_prefix",
                 f"application {app.name!r}'s write prefix {app.produces_prefix!r} covers edge topics aggregated "
                 "on the hub, which are read-only there",
@@ -273,14 +264,14 @@ def _applications(t: Topology) -> Iterator[Problem]:
             )
         home = app.home if app.home is not None else (hubs[0] if hubs else None)
         if app.home is not None and app.home not in roles:
-            yield (
+            yield Violation(
                 f"{at}.home",
                 f"application {app.name!r} has unknown home cluster {app.home!r}",
                 f"use one of: {homes}",
             )
             continue
         if app.home is not None and roles[app.home] not in (Role.EDGE, Role.ACTIVE):
-            yield (
+            yield Violation(
                 f"{at}.home",
                 f"application {app.name!r} has home {app.home!r}, a {roles[app.home]} cluster; applications run "
                 "on an edge or on the hub",
@@ -290,7 +281,7 @@ def _applications(t: Topology) -> Iterator[Problem]:
         if home is not None and roles.get(home) is Role.EDGE:
             remote_read = [name for name in app.consumes if name in remote]
             if remote_read:
-                yield (
+                yield Violation(
                     f"{at}.consumes",
                     f"application {app.name!r} lives on edge {home!r} but consumes {remote_read[0]!r}, "
                     "which only the hub and its passive copy hold",
@@ -298,7 +289,7 @@ def _applications(t: Topology) -> Iterator[Problem]:
                 )
 
 
-def _fallbacks(t: Topology) -> Iterator[Problem]:
+def _fallbacks(t: Topology) -> Iterator[Violation]:
     roles = {c.name: c.role for c in t.clusters}
     for i, app in enumerate(t.principals.applications):
         if app.fallback is None:
@@ -307,23 +298,23 @@ def _fallbacks(t: Topology) -> Iterator[Problem]:
         targets = [c.name for c in t.clusters if c.role in (Role.EDGE, Role.ACTIVE) and c.name != app.home]
         choose = f"use one of: {', '.join(repr(n) for n in targets) or 'none declared'}, or remove it (the hub)"
         if app.home is None or roles.get(app.home) is not Role.EDGE:
-            yield (
+            yield Violation(
                 at,
                 f"application {app.name!r} names fallback {app.fallback!r}, but its home "
                 f"{app.home or 'the hub'!r} is not an edge; only an edge's applications move when it is lost",
                 "remove `fallback` (a hub failover moves the hub's applications to the promoted copy)",
             )
         elif app.fallback not in roles:
-            yield (at, f"application {app.name!r} has unknown fallback cluster {app.fallback!r}", choose)
+            yield Violation(at, f"application {app.name!r} has unknown fallback cluster {app.fallback!r}", choose)
         elif app.fallback == app.home:
-            yield (
+            yield Violation(
                 at,
                 f"application {app.name!r} falls back to {app.fallback!r}, its own home edge: when that edge is "
                 "lost it would have nowhere to go",
                 choose,
             )
         elif roles[app.fallback] not in (Role.EDGE, Role.ACTIVE):
-            yield (
+            yield Violation(
                 at,
                 f"application {app.name!r} falls back to {app.fallback!r}, a {roles[app.fallback]} cluster; an "
                 "edge's applications move to another edge or to the hub",
@@ -331,13 +322,13 @@ def _fallbacks(t: Topology) -> Iterator[Problem]:
             )
 
 
-def _lost_edges(t: Topology) -> Iterator[Problem]:
+def _lost_edges(t: Topology) -> Iterator[Violation]:
     declared = {topic.name for topic in t.topics}
     for i, c in enumerate(t.clusters):
         if not c.lost_edge_topics:
             continue
         if c.role is not Role.DECOMMISSIONED:
-            yield (
+            yield Violation(
                 f"clusters[{i}].lost_edge_topics",
                 f"cluster {c.name!r} lists lost-edge topics but is {c.role}; only a lost (decommissioned) edge "
                 "keeps its copies on the hub this way",
@@ -345,7 +336,7 @@ def _lost_edges(t: Topology) -> Iterator[Problem]:
             )
         unknown = [name for name in c.lost_edge_topics if name not in declared]
         if unknown:
-            yield (
+            yield Violation(
                 f"clusters[{i}].lost_edge_topics",
                 f"lost edge {c.name!r} lists {unknown[0]!r}, which is not a declared topic",
                 "list declared topics only (their <edge>.<topic> copies stay on the hub)",
@@ -353,6 +344,10 @@ def _lost_edges(t: Topology) -> Iterator[Problem]:
 
 
 # -- loss of an edge -----------------------------------------------------------------------------------
+
+
+RULES: tuple[Rule, ...] = (_edges_declared, _links, _prefix_collisions, _applications, _fallbacks, _lost_edges)
+"""Every hub-and-spoke rule, run after the shared rules and the hub's active-passive ones."""
 
 
 def fallback_of(t: Topology, app: Application) -> str:

@@ -9,7 +9,8 @@ value (wrong type, missing key, unknown key) raises :class:`~dr.base.errors.Conf
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -33,6 +34,7 @@ from dr.topology.kinds import (
     Role,
 )
 from dr.topology.secret import Secret
+from dr.topology.violation import Violation
 
 __all__ = [
     "PORT_WINDOW",
@@ -666,19 +668,40 @@ def _with_prefix(named: list[str], prefix: str | None, topics: list[Topic]) -> l
     return list(named) + [t.name for t in topics if t.name.startswith(prefix) and t.name not in named]
 
 
-# Architectures whose failover reshapes more than A, B and C (hub-and-spoke re-points its edges): their
-# modules build on this one, so the package registers them here too (dr/topology/__init__.py).
-_FAILOVER_SHAPES: dict[Architecture, Callable[[Topology, str], Topology]] = {}
-
-
-def register_failover_shape(architecture: Architecture, after: Callable[[Topology, str], Topology]) -> None:
-    """Make :meth:`Topology.after_failover` of an ``architecture`` estate return ``after(topology, mode)``."""
-    _FAILOVER_SHAPES[architecture] = after
-
-
 def register_rule_check(check: Callable[[Topology], None]) -> None:
     """Run ``check`` on every :class:`Topology` constructed; it raises :class:`TopologyError` on a broken rule."""
     _RULE_CHECKS.append(check)
+
+
+Rule = Callable[["Topology"], Iterator[Violation]]
+"""A topology rule: every :class:`~dr.topology.violation.Violation` of it that a topology commits."""
+
+
+@dataclass(frozen=True)
+class TopologyShape:
+    """One architecture's part of the topology, an entry of :data:`dr.topology.architectures.ARCHITECTURES`:
+    its own rules, its failover's desired state, the remote copies it adds on the active cluster and its
+    passive copy, and where applications write."""
+
+    rules: tuple[Rule, ...]
+    """The rules only this architecture's stacks obey, run after the rules every stack obeys."""
+    after_failover: Callable[[Topology, str], Topology]
+    """The desired topology once the failover of a mode (``planned``/``unplanned``) is done (pure)."""
+    remote_copies: Callable[[Topology], list[Topic]] | None = None
+    """The copies the active cluster and its passive copy hold besides the declared topics, if any."""
+    writes_at_home: bool = False
+    """True when each application writes on its home cluster rather than on the one active cluster."""
+
+
+# The architectures' modules build on this one, so this module does not import their table: the package
+# hands it over when it is imported (dr/topology/__init__.py), before any Topology is built.
+_ARCHITECTURES: dict[Architecture, TopologyShape] = {}
+
+
+def register_architectures(table: Mapping[Architecture, TopologyShape]) -> None:
+    """Make :meth:`Topology.shape` answer from ``table`` (one shape per architecture)."""
+    _ARCHITECTURES.clear()
+    _ARCHITECTURES.update(table)
 
 
 class Topology(_Model):
@@ -863,6 +886,11 @@ class Topology(_Model):
         from_edge = any(c.name == link.source and c.role is Role.EDGE for c in self.clusters)
         return Naming.of(self.architecture, from_edge=from_edge)
 
+    def shape(self) -> TopologyShape:
+        """What this estate's architecture decides of it (its entry of
+        :data:`~dr.topology.architectures.ARCHITECTURES`)."""
+        return _ARCHITECTURES[self.architecture]
+
     def internal_topics(self) -> InternalTopics:
         """The internal topics of this estate (:mod:`dr.kafka.internal_topics`): of every cluster, each of
         which a link may join after a failover, and of every Connect cluster."""
@@ -889,9 +917,7 @@ class Topology(_Model):
         (:func:`dr.topology.hub_spoke.after_hub_failover`)."""
         if mode not in FAILOVER_STATES:
             raise ConfigError(f"unknown failover mode {mode!r}", "use 'planned' or 'unplanned'")
-        # An architecture without a shape of its own fails over as an active-passive pair.
-        shape = _FAILOVER_SHAPES.get(self.architecture) or _FAILOVER_SHAPES[Architecture.ACTIVE_PASSIVE]
-        return shape(self, mode)
+        return self.shape().after_failover(self, mode)
 
 
 # -- pydantic errors → ConfigError ---------------------------------------------------------------

@@ -10,10 +10,9 @@ failover, the estate and the Pulumi program alike: they ask here, never an archi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dr.topology.kinds import Architecture, Role
+from dr.topology.kinds import Role
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Link, Topic, Topology
@@ -23,7 +22,6 @@ __all__ = [
     "copied_topics_regex",
     "link_topics_regex",
     "prefixed_link",
-    "register_remote_copies",
     "remote_topic",
     "target_topic",
     "topics_on",
@@ -65,18 +63,6 @@ def target_topic(t: Topology, link: Link, topic: str) -> str:
     return remote_topic(link.source, topic) if prefixed_link(t, link) else topic
 
 
-# The copies an architecture adds to the active cluster and its passive copy (hub-and-spoke: the edges'
-# aggregated topics). The architecture's module builds on this one, so the package registers them here
-# (dr/topology/__init__.py), as it registers the failover shapes with the model.
-_REMOTE_COPIES: dict[Architecture, Callable[[Topology], list[Topic]]] = {}
-
-
-def register_remote_copies(architecture: Architecture, copies: Callable[[Topology], list[Topic]]) -> None:
-    """Make :func:`topics_on` add ``copies(topology)`` on the active and passive clusters of an
-    ``architecture`` estate."""
-    _REMOTE_COPIES[architecture] = copies
-
-
 def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
     """The topics ``cluster`` holds: the declared ones, plus the remote copies its architecture adds on the
     active cluster and its passive copy (the aggregated edge topics of a hub); none on a cluster that holds
@@ -84,6 +70,6 @@ def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
     if not cluster.holds_topics:
         return []
     if cluster.role in (Role.ACTIVE, Role.PASSIVE):
-        copies = _REMOTE_COPIES.get(t.architecture)
+        copies = t.shape().remote_copies
         return [*t.topics, *(copies(t) if copies is not None else [])]
     return list(t.topics)

@@ -25,11 +25,12 @@ from dr.base.pattern_safety import backtracking_problem, name_matcher
 from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology import active_active
+from dr.topology.architectures import ARCHITECTURES
 from dr.topology.endpoint_rules import endpoint_problems
 from dr.topology.failover_policy import policy_violations
-from dr.topology.hub_spoke import hub_spoke_problems, remote_topic_names
+from dr.topology.hub_spoke import remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
-from dr.topology.kinds import PORT_WINDOW, Architecture, Delivery, Engine, Kind, Profile, Role
+from dr.topology.kinds import PORT_WINDOW, Delivery, Engine, Kind, Profile, Role
 from dr.topology.oauth_rules import oauth_problems
 from dr.topology.tls_rules import tls_problems
 from dr.topology.violation import Violation
@@ -458,7 +459,8 @@ def _topic_configs(t: Topology) -> Iterator[Violation]:
 # -- roles ------------------------------------------------------------------------------------
 
 
-def _one_active(t: Topology) -> Iterator[Violation]:
+def _some_active(t: Topology) -> Iterator[Violation]:
+    """Some cluster is declared, and one at least is active (how many, the architecture's rules say)."""
     if not t.clusters:
         yield Violation(
             "clusters", "no cluster is declared", "declare at least the active cluster under kafka-dr:clusters"
@@ -471,38 +473,6 @@ def _one_active(t: Topology) -> Iterator[Violation]:
             "no cluster has role active",
             "set role: active on the cluster the applications write to",
         )
-    if t.architecture is Architecture.ACTIVE_ACTIVE:
-        return  # every peer is active (dr.topology.active_active)
-    for i, c, first in _after_first(t, Role.ACTIVE):
-        yield Violation(
-            f"clusters[{i}].role",
-            f"cluster {c.name!r} is active but so is {first!r}; an active-passive topology has exactly one",
-            f"make {c.name!r} passive (fed by a link from {first!r}) or standby",
-        )
-
-
-def _after_first(t: Topology, role: Role) -> Iterator[tuple[int, Cluster, str]]:
-    """``(index, cluster, name of the first)`` of every cluster with ``role`` after the first one."""
-    found = [(i, c) for i, c in enumerate(t.clusters) if c.role == role]
-    for i, c in found[1:]:
-        yield i, c, found[0][1].name
-
-
-def _one_passive_one_standby(t: Topology) -> Iterator[Violation]:
-    """Active-passive: one passive cluster per active, and one standby that the failover promotes next."""
-    if t.architecture is Architecture.ACTIVE_ACTIVE:
-        return  # no passive or standby cluster at all (dr.topology.active_active)
-    for role, fix in (
-        (Role.PASSIVE, "make {name!r} standby (the failover links it when it promotes {first!r}) or decommissioned"),
-        (Role.STANDBY, "make {name!r} decommissioned, or keep it in another stack"),
-    ):
-        for i, c, first in _after_first(t, role):
-            yield Violation(
-                f"clusters[{i}].role",
-                f"cluster {c.name!r} is {role} but so is {first!r}; "
-                f"an active-passive topology has one {role} cluster per active cluster",
-                fix.format(name=c.name, first=first),
-            )
 
 
 def _passive_fed(t: Topology) -> Iterator[Violation]:
@@ -744,59 +714,6 @@ def _joined_problem(
             return
 
 
-def _find_cycle(start: str, edges: dict[str, list[tuple[str, int]]], members: set[str]) -> list[int]:
-    """Shortest list of link indices leading from ``start`` back to ``start`` inside ``members``."""
-    paths: dict[str, list[int]] = {start: []}
-    frontier = [start]
-    while frontier:
-        following = []
-        for node in frontier:
-            for nxt, j in edges.get(node, []):
-                if nxt == start:
-                    return [*paths[node], j]
-                if nxt in members and nxt not in paths:
-                    paths[nxt] = [*paths[node], j]
-                    following.append(nxt)
-        frontier = following
-    return []
-
-
-def _reachable(node: str, edges: dict[str, list[tuple[str, int]]]) -> set[str]:
-    seen: set[str] = set()
-    stack = [node]
-    while stack:
-        for nxt, _ in edges.get(stack.pop(), []):
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return seen
-
-
-def _link_cycles(t: Topology) -> Iterator[Violation]:
-    if t.architecture is Architecture.ACTIVE_ACTIVE:
-        return  # links go both ways; prefixed remote topics keep them from looping (dr.topology.active_active)
-    known = [c.name for c in t.clusters]
-    edges: dict[str, list[tuple[str, int]]] = {}
-    for j, link in enumerate(t.links):
-        if link.is_running and link.source in known and link.target in known:
-            edges.setdefault(link.source, []).append((link.target, j))
-    reach = {name: _reachable(name, edges) for name in known}
-    reported: set[str] = set()
-    for name in known:
-        if name in reported or name not in reach[name]:
-            continue
-        component = {other for other in reach[name] if name in reach[other]} | {name}
-        reported |= component
-        cycle = _find_cycle(name, edges, component)
-        hops = " → ".join([name, *(t.links[j].target for j in cycle)])
-        link_names = ", ".join(repr(t.links[j].name) for j in cycle)
-        yield Violation(
-            f"links[{max(cycle)}]",
-            f"links {link_names} form a replication cycle {hops}",
-            "remove one of these links: replication flows one way, from the active cluster outwards",
-        )
-
-
 # -- topics and applications ------------------------------------------------------------------
 
 
@@ -870,7 +787,7 @@ def _application_topics(t: Topology) -> Iterator[Violation]:
 def _writes_on(t: Topology, app: Application) -> str | None:
     """Where ``app`` writes: its home in an active-active or hub-and-spoke estate (unset: the hub), else the
     active cluster (None). Applications writing on different clusters never write the same topic."""
-    return app.home if t.architecture is not Architecture.ACTIVE_PASSIVE else None
+    return app.home if ARCHITECTURES[t.architecture].writes_at_home else None
 
 
 def _prefix_reach(t: Topology) -> Iterator[Violation]:
@@ -1311,12 +1228,6 @@ def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
             )
 
 
-def _active_active(t: Topology) -> Iterator[Violation]:
-    """The rules of an active-active stack (:mod:`dr.topology.active_active`)."""
-    for path, problem, fix in active_active.violations(t):
-        yield Violation(path, problem, fix)
-
-
 def _transport(t: Topology) -> Iterator[Violation]:
     for path, problem, fix in (*tls_problems(t), *oauth_problems(t)):
         yield Violation(path, problem, fix)
@@ -1331,13 +1242,11 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _topic_sizes,
     _topic_configs,
     _consumer_groups,
-    _one_active,
-    _one_passive_one_standby,
+    _some_active,
     _passive_fed,
     _standby_unlinked,
     _link_ends,
     _link_patterns,
-    _link_cycles,
     _topic_durability,
     _application_topics,
     _local_clusters,
@@ -1352,18 +1261,15 @@ _RULES: tuple[Callable[[Topology], Iterator[Violation]], ...] = (
     _connect_links,
     _link_delivery,
     _external_connect_credentials,
-    _active_active,
 )
 
 
 def find_violations(topology: Topology) -> list[Violation]:
-    """Every rule ``topology`` breaks, in a stable order (empty when valid)."""
-    return [violation for rule in (*_RULES, _hub_spoke, _endpoint, _policy) for violation in rule(topology)]
-
-
-def _hub_spoke(t: Topology) -> Iterator[Violation]:
-    for path, problem, fix in hub_spoke_problems(t):
-        yield Violation(path, problem, fix)
+    """Every rule ``topology`` breaks, in a stable order (empty when valid): the shared rules, then its
+    architecture's own (:data:`~dr.topology.architectures.ARCHITECTURES`), then the endpoint's and the
+    failover policy's."""
+    rules = (*_RULES, *ARCHITECTURES[topology.architecture].rules, _endpoint, _policy)
+    return [violation for rule in rules for violation in rule(topology)]
 
 
 def _endpoint(t: Topology) -> Iterator[Violation]:

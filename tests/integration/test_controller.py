@@ -31,7 +31,7 @@ import yaml
 from dr.base.stackref import StackRef
 from dr.controller.etcd import EtcdWitness
 from dr.failover.frame.journal import Journal
-from dr.failover.team_store import project_name
+from dr.failover.record.team_store import project_name
 from tests import REPO_ROOT
 from tests.etcd_server import EtcdCluster, etcd_cluster
 from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack

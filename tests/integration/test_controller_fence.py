@@ -49,7 +49,7 @@ from dr.controller.fence import FenceRecord, FenceStore
 from dr.failover.act.clients import client_files
 from dr.failover.act.fencing import write_bindings
 from dr.failover.frame.journal import Journal
-from dr.failover.team_store import project_name
+from dr.failover.record.team_store import project_name
 from tests import REPO_ROOT
 from tests.etcd_server import EtcdCluster, etcd_cluster
 from tests.integration.helpers import StackEnv, provisioned, write_local_stack

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from dr.controller.fence import FenceRecord, FenceStore
-from dr.failover.team_store import TeamStore
+from dr.failover.record.team_store import TeamStore
 from tests.pg_server import PgUrl, pg_server
 
 pytestmark = pytest.mark.timeout(300)

@@ -22,7 +22,7 @@ from dr.base.errors import ClusterError
 from dr.controller.etcd import EtcdWitness
 from dr.controller.pg_witness import PostgresWitness
 from dr.controller.witness import Holding, Witness
-from dr.failover.team_store import TeamStore
+from dr.failover.record.team_store import TeamStore
 from tests.etcd_server import EtcdCluster, etcd_cluster
 from tests.pg_server import PgUrl, pg_server
 

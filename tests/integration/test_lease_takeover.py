@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dr.failover.team_store import TeamStore
+from dr.failover.record.team_store import TeamStore
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
 from tests.pg_server import PgUrl, pg_server

@@ -32,7 +32,7 @@ import yaml
 
 from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill.traffic import read_keys
-from dr.failover.team_store import TeamStore
+from dr.failover.record.team_store import TeamStore
 from tests import REPO_ROOT, processes
 from tests.integration.drill_runner import assert_graded
 from tests.integration.existing_estate import ExistingEstate

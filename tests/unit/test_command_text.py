@@ -40,9 +40,9 @@ from dr.failover.drill.render import render_drill
 from dr.failover.drill.result import DrillResult
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.plan import FinishedPlan
-from dr.failover.frame.render import render_plan, render_status, render_summary
+from dr.failover.frame.render import render_plan, render_summary
 from dr.failover.frame.summary import FailoverSummary, summarize
-from dr.failover.status import LastFailover, StatusReport, status_problems, status_report
+from dr.failover.status import LastFailover, StatusReport, render_status, status_problems, status_report
 from tests import REPO_ROOT
 from tests.unit.snapshots import assert_snapshot
 from verification.recover import RecoveryResult

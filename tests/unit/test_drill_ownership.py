@@ -84,3 +84,40 @@ def test_a_backend_that_holds_anything_is_never_claimed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not empty: a drill runs only on a backend it creates"):
         claim(backend)
     assert not (backend / OWNER_FILE).exists()
+
+
+def test_every_drill_on_a_copy_ends_alike_whatever_happened_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_a_copy, the one ending of every drill on a copy: the drill failed inside, yet its seconds are
+    measured, the process's backend is restored, the drill concluded, ``drill.json`` written and the
+    stack's last drill recorded; with ``keep`` nothing is torn down."""
+    import json
+
+    from dr.failover.drill.frame import on_a_copy
+    from dr.failover.drill.last import last_drill
+    from dr.failover.drill.result import DrillResult
+
+    monkeypatch.setenv("PULUMI_BACKEND_URL", TEAM_URL)
+    monkeypatch.setenv("KDR_STACK_DIR", str(REPO_ROOT))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    own = StackRef.resolve("local")
+    options = DrillOptions(stack="local", out=tmp_path / "out", keep=True)
+    result = DrillResult(stack="local", mode="planned", out=str(options.out))
+    concluded: list[str] = []
+    with (
+        pytest.raises(RuntimeError, match="lost in the middle"),
+        on_a_copy(
+            own, options, result, lambda _m: None, conclude=lambda: concluded.append(os.environ["PULUMI_BACKEND_URL"])
+        ) as copy,
+    ):
+        assert copy.path == tmp_path / "out" / "stack" / "Pulumi.local.yaml"
+        assert [c.name for c in copy.seen[0].clusters] == ["A", "B", "C"]
+        assert os.environ["PULUMI_BACKEND_URL"] == copy.ref.pulumi_backend != TEAM_URL
+        raise RuntimeError("lost in the middle")
+    assert concluded == [TEAM_URL], "concluded once, after the backend was restored"
+    assert result.seconds >= 0
+    assert json.loads((tmp_path / "out" / "drill.json").read_text())["stack"] == "local"
+    last = last_drill(own.made_state_dir())
+    assert last is not None and last["stack"] == "local"
+    assert copy.path.is_file(), "kept: nothing torn down"

@@ -335,8 +335,7 @@ def test_the_failover_journal_lives_with_a_file_backend_and_in_the_state_otherwi
     """A ``file://`` backend (shared directory, NFS) holds the journal, so any clone using it resumes a
     failover; with another backend it stays in the state directory and `drctl status` says so."""
     from dr.base.stackref import StackRef
-    from dr.failover.frame.render import render_status
-    from dr.failover.status import StatusReport
+    from dr.failover.status import StatusReport, render_status
 
     ref = StackRef("prod", tmp_path / "project", tmp_path / "state" / "prod")
     monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}/shared")

@@ -202,6 +202,47 @@ def test_the_frame_never_asks_the_architecture() -> None:
     assert bad == [], "\n".join(bad)
 
 
+#: The floors of ``dr.failover``, from the ground up, each a set of rooms (a folder or a module): what both the
+#: frame and act write (``record``); what touches Kafka; the frame every run shares; the lifecycle and
+#: ``drctl status``; what every drill shares; the contract each architecture declares; the architectures.
+FAILOVER_FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"dr.failover.record"}),
+    frozenset({"dr.failover.act"}),
+    frozenset({"dr.failover.frame"}),
+    frozenset({"dr.failover.lifecycle", "dr.failover.status"}),
+    frozenset({"dr.failover.drill"}),
+    frozenset({"dr.failover.kind"}),
+    frozenset({"dr.failover.kinds"}),
+)
+
+
+def _failover_floor(module: str) -> int | None:
+    """The floor of a module of ``dr.failover`` (None: the package's face, or not in ``dr.failover``)."""
+    for floor, rooms in enumerate(FAILOVER_FLOORS):
+        if any(module == room or module.startswith(room + ".") for room in rooms):
+            return floor
+    return None
+
+
+def test_every_failover_module_is_on_a_floor() -> None:
+    modules = [m for m in _modules() if m.startswith("dr.failover.") and _failover_floor(m) is None]
+    assert modules == []
+
+
+def test_no_import_inside_the_failover_runs_back_up() -> None:
+    """Inside ``dr/failover``, every import goes to the module's own floor or below
+    (:data:`FAILOVER_FLOORS`), those inside functions and under ``TYPE_CHECKING`` included: a type a lower
+    floor needs lives below it."""
+    bad = [
+        f"{module} (floor {floor}) imports {target} (floor {up}, line {line})"
+        for module, targets in sorted(_graph().items())
+        if (floor := _failover_floor(module)) is not None
+        for target, line in sorted(targets.items())
+        if (up := _failover_floor(target)) is not None and up > floor
+    ]
+    assert bad == [], "\n".join(bad)
+
+
 #: The topology modules of one architecture each (its shape, its predicates, its rules).
 ARCHITECTURE_TOPOLOGIES = frozenset(
     {"dr.topology.active_active", "dr.topology.active_passive", "dr.topology.hub_spoke"}
@@ -242,6 +283,22 @@ def test_the_frame_the_estate_and_the_stacks_name_no_architecture_topology() -> 
         if any(module == room or module.startswith(room + ".") for room in rooms)
         for target, line in targets.items()
         if target in ARCHITECTURE_TOPOLOGIES
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_validation_and_the_model_ask_the_architectures_table() -> None:
+    """``dr/topology/validation.py`` and ``dr/topology/model.py`` never test the architecture (``is``/``==``/
+    ``!=`` an ``Architecture`` member, or a table keyed by one): what varies is the stack's entry of
+    ``dr.topology.architectures.ARCHITECTURES`` (its rules, its failover's shape, where applications write)."""
+    import re
+
+    asks = re.compile(r"(?:\bis(?: not)?|==|!=)\s*Architecture\.|\bArchitecture\.[A-Z_]+\s*(?:==|!=|\bis\b|:|\])")
+    bad = [
+        f"dr/topology/{name}:{n}: {line.strip()}"
+        for name in ("validation.py", "model.py")
+        for n, line in enumerate((REPO_ROOT / "dr" / "topology" / name).read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line.split("#")[0])
     ]
     assert bad == [], "\n".join(bad)
 

@@ -129,3 +129,28 @@ def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_cl
     assert _cutoff(None, "s", "B", "C", quiet=True) is None, "another pair: no cut-off"
     assert _cutoff("none", "s", "A", "B", quiet=True) is None, "--cutoff none compares everything"
     assert _cutoff("1700000000000", "s", "A", "B", quiet=True) == 1_700_000_000_000, "an explicit one wins"
+
+
+def test_verify_resolves_its_stack_and_reads_its_stack_file_once(tmp_path, monkeypatch):
+    """``drctl verify --stack S --source A --target B``: both sides and the cut-off come from one
+    resolution of S and one reading of its stack file."""
+    import dr.estate.estate as estate_module
+    from dr.base.stackref import StackRef
+    from dr.cli.verify import OneStack, _cutoff
+    from tests.conftest import copy_stack
+
+    copy_stack("local", tmp_path / "stacks" / "Pulumi.local.yaml")
+    monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path / "stacks"))
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    resolved: list[str] = []
+    read: list[Path] = []
+    resolve, load = StackRef.resolve.__func__, estate_module.load_stack_file  # type: ignore[attr-defined]
+    monkeypatch.setattr(StackRef, "resolve", classmethod(lambda cls, name: resolved.append(name) or resolve(cls, name)))
+    monkeypatch.setattr(estate_module, "load_stack_file", lambda path: read.append(path) or load(path))
+
+    one = OneStack("local")
+    source, target = one.endpoint("local", "A"), one.endpoint("local", "B")
+    assert _cutoff(None, one, "A", "B", quiet=True) is None, "no failover recorded: no cut-off"
+    assert source.bootstrap != target.bootstrap
+    assert resolved == ["local"]
+    assert read == [tmp_path / "stacks" / "Pulumi.local.yaml"]

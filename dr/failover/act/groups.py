@@ -17,7 +17,7 @@ from typing import NotRequired
 
 from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on Python 3.11
 
-from dr.failover.frame.metrics import Offsets, group_positions
+from dr.failover.record.metrics import Offsets, group_positions
 from dr.runtime.mirrormaker import group_offsets_translated_within
 from dr.topology import Topology
 
@@ -47,7 +47,7 @@ def fallback_text(partitions: list[str], target_end: Offsets, topics: list[str])
 
 
 class GroupState(TypedDict):
-    """One consumer group at promotion (:func:`describe_group`): its :class:`~dr.failover.frame.metrics.GroupPositions`
+    """One consumer group at promotion (:func:`describe_group`): its :class:`~dr.failover.record.metrics.GroupPositions`
     between the group's counts and its ``status`` (what its consumers will do)."""
 
     group: str
@@ -80,7 +80,7 @@ def describe_group(
     aligned: bool = True,
 ) -> GroupState:
     """The state of one consumer group at promotion (pure; see the module doc for the states);
-    ``aligned`` as in :func:`~dr.failover.frame.metrics.group_positions`."""
+    ``aligned`` as in :func:`~dr.failover.record.metrics.group_positions`."""
     target_committed = {tp: n for tp, n in target_committed.items() if tp[0] in topics}
     if source_committed is not None:
         source_committed = {tp: n for tp, n in source_committed.items() if tp[0] in topics}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dr.base.errors import FailoverError
 from dr.base.types import Model
 from dr.base.types import Reporter as Progress
-from dr.failover.frame.journal_doc import VerdictDocument
+from dr.failover.record.journal_doc import VerdictDocument
 from dr.kafka import offsets
 from dr.kafka.client import Endpoint
 from verification import routes

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dr.failover.frame.journal import atomic_write_json
-from dr.failover.frame.metrics import Offsets, decode_offsets, encode_offsets
+from dr.base.files import write_json as atomic_write_json
+from dr.failover.record.metrics import Offsets, decode_offsets, encode_offsets
 
 __all__ = ["kept_offsets", "last_offsets", "record_offsets", "write_rate"]
 

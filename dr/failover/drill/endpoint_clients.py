@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from dr.estate.estate import Estate
 from dr.failover.drill.result import EndpointClientsReport
-from dr.failover.frame.metrics import seconds_between
+from dr.failover.record.metrics import seconds_between
 from dr.kafka.client import SILENT, Endpoint
 from dr.runtime.process import wait_until
 from dr.topology import Application

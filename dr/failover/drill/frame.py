@@ -1,5 +1,6 @@
 """The frame every drill shares, whichever the architecture: its options, the copy of the stack it runs
-on, the restart of a killed cluster, the teardown.
+on and the one way every drill on a copy ends (:func:`on_a_copy`), the restart of a killed cluster, the
+teardown.
 
 Each architecture's drill (``drill.py`` of :mod:`dr.failover.kinds`) runs its game day in it and grades
 it (:mod:`dr.failover.drill.grade`, :mod:`dr.failover.drill.result`, :mod:`dr.failover.drill.render`).
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import yaml
 
 from dr.base.errors import ConfigError
-from dr.base.files import private_dir
+from dr.base.files import private_dir, write_json
 from dr.base.stackref import StackRef, stack_file
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
@@ -25,6 +29,8 @@ from dr.estate.stack import EstateStack
 from dr.estate.stack_owner import claim
 from dr.failover.act.groups import translated_within
 from dr.failover.drill.grade import DEFAULT_AIMS
+from dr.failover.drill.last import DrillOutcome, record_last_drill
+from dr.failover.drill.phases import PhaseClock
 from dr.failover.drill.result import LinkRestart
 from dr.runtime.cluster import LocalCluster
 from dr.runtime.mirrormaker import restarts_under
@@ -33,11 +39,14 @@ from dr.topology import Topology, load_stack_file
 
 __all__ = [
     "MARKER",
+    "DrillCopy",
     "DrillOptions",
+    "DrillRecord",
     "current_topology",
     "drill_stack",
     "first_translation_within",
     "link_restarts",
+    "on_a_copy",
     "prepare_copy",
     "restart",
     "teardown",
@@ -113,9 +122,10 @@ def link_restarts(state: Path, since: str) -> list[LinkRestart]:
     return sorted(found, key=lambda r: r.at)
 
 
-def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
-    """Copy the stack file into ``<out>/stack/`` (moved to ``--base-port`` if given; ``<out>`` must be new,
-    empty or an earlier drill's); return the copy's path and its state directory ``<out>/state``."""
+def prepare_copy(options: DrillOptions, source: Path | None = None) -> tuple[Path, Path]:
+    """Copy the stack file ``source`` (default: that of the stack ``options`` names) into ``<out>/stack/``
+    (moved to ``--base-port`` if given; ``<out>`` must be new, empty or an earlier drill's); return the copy's
+    path and its state directory ``<out>/state``."""
     out = options.out.resolve()
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ConfigError(
@@ -126,7 +136,7 @@ def prepare_copy(options: DrillOptions) -> tuple[Path, Path]:
     private_out(out)
     private_dir(out / "stack")
     (out / MARKER).write_text("written by drctl drill\n")
-    doc = yaml.safe_load(stack_file(options.stack).read_text())
+    doc = yaml.safe_load((source or stack_file(options.stack)).read_text())
     if options.base_port is not None:
         for i, c in enumerate(doc["config"]["kafka-dr:clusters"]):
             c["base_port"] = options.base_port + 100 * i
@@ -203,3 +213,59 @@ def teardown(ref: StackRef, topologies: tuple[Topology, ...], progress: Progress
         progress(f"drill: `pulumi destroy` failed ({str(exc).splitlines()[0]}); stopping the processes directly")
     for topology in topologies:
         Estate(topology, ref.state_dir).stop()
+
+
+class DrillRecord(DrillOutcome, Protocol):
+    """What :func:`on_a_copy` writes of every drill's result: its seconds, the links' restarts, its JSON."""
+
+    seconds: float
+    link_restarts: list[LinkRestart]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as ``<out>/drill.json`` holds it."""
+
+
+@dataclass
+class DrillCopy:
+    """The copy of the stack a drill runs on (:func:`on_a_copy`): its stack file, its state directory, the
+    :class:`StackRef` of it on the drill's own backend, and every topology it has had (the first one as
+    copied), each torn down at the end."""
+
+    path: Path
+    state: Path
+    ref: StackRef
+    seen: list[Topology]
+
+
+@contextmanager
+def on_a_copy(
+    own: StackRef,
+    options: DrillOptions,
+    result: DrillRecord,
+    progress: Progress,
+    *,
+    clock: PhaseClock | None = None,
+    conclude: Callable[[], None] = lambda: None,
+) -> Iterator[DrillCopy]:
+    """Run the ``with`` block on a copy of the stack ``own`` (:func:`prepare_copy`, on a backend of its own:
+    :func:`drill_stack`), and end every drill on a copy the same way, whatever happened in it: ``result``'s
+    seconds and the links' restarts, the teardown unless ``options.keep`` (timed on ``clock`` as the phase
+    ``teardown``, when given), the process's backend restored, ``conclude()`` (the drill's grade), then
+    ``<out>/drill.json`` and the stack's last drill (the controller's ``kdr_drill_*`` metrics)."""
+    stack_path, state = prepare_copy(options, own.existing_stack_file())
+    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
+    copy = DrillCopy(path=stack_path, state=state, ref=ref, seen=[load_stack_file(stack_path)])
+    t_start, started_at = time.monotonic(), utc_now()
+    try:
+        yield copy
+    finally:
+        result.seconds = round(time.monotonic() - t_start, 3)
+        result.link_restarts = link_restarts(state, started_at)
+        if not options.keep:
+            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
+            with clock.phase("teardown") if clock is not None else nullcontext():
+                teardown(ref, (*copy.seen, *current_topology(stack_path)), progress)
+        restore_backend()
+        conclude()
+        write_json(options.out.resolve() / "drill.json", result.to_json())
+        record_last_drill(own.made_state_dir(), result)

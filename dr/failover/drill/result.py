@@ -13,9 +13,9 @@ from pydantic import Field
 from dr.base.types import Model as _Model
 from dr.failover.act.integrity import RecoveryReport, Verdict
 from dr.failover.drill.phases import Phase
-from dr.failover.frame.metrics import RpoEstimate
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.lifecycle import StandbyRebuild
+from dr.failover.record.metrics import RpoEstimate
 from dr.topology import Delivery
 
 __all__ = [

@@ -25,7 +25,7 @@ from dr.failover.act.health import listening
 from dr.failover.act.probe import PROBE_KEY
 from dr.failover.act.snapshots import record_offsets
 from dr.failover.drill.result import ApplicationRto, ConsumerReport
-from dr.failover.frame.metrics import seconds_between
+from dr.failover.record.metrics import seconds_between
 from dr.kafka.client import SILENT, Endpoint
 from dr.kafka.offsets import OffsetReader
 from dr.kafka.records import read_to_end

@@ -24,7 +24,7 @@ from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
-from dr.failover.frame.metrics import Offsets, encode_offsets, lag
+from dr.failover.record.metrics import Offsets, encode_offsets, lag
 from dr.kafka.client import Endpoint, until_leaders_settle
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets

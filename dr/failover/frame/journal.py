@@ -12,7 +12,7 @@ the stack's state directory with any other backend)::
                                down --destroy`) or their clusters are not the ones running now
 
 With a ``postgres://`` backend the journal and the lock live in that database instead
-(:mod:`dr.failover.team_store`: one row per failover, a transaction per write, the lock a lease with a
+(:mod:`dr.failover.record.team_store`: one row per failover, a transaction per write, the lock a lease with a
 heartbeat), so any operator with the URL and the passphrase sees and resumes the failover; the reports
 stay in the stack's state directory. One interface (:class:`Journal`, :class:`StackLock`), two stores.
 
@@ -42,10 +42,10 @@ from dr.base.files import write_json as atomic_write_json
 from dr.base.pulumi_env import project_backend_url
 from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
-from dr.failover.frame.journal_doc import Abandonment, JournalDocument, VerdictDocument
-from dr.failover.frame.metrics import RpoEstimate, cutoff_ms
 from dr.failover.frame.outcomes import IntegritySeen
-from dr.failover.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
+from dr.failover.record.journal_doc import Abandonment, JournalDocument, VerdictDocument
+from dr.failover.record.metrics import RpoEstimate, cutoff_ms
+from dr.failover.record.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 from dr.topology.stackconfig import StackConfig
 
 if TYPE_CHECKING:
@@ -459,7 +459,7 @@ class Journal:
 
     def cutoff_ms(self) -> int | None:
         """The verification cut-off of this failover: the last millisecond before anything could be
-        written on the target (:func:`dr.failover.frame.metrics.cutoff_ms`)."""
+        written on the target (:func:`dr.failover.record.metrics.cutoff_ms`)."""
 
         m = self.record.measurements
         return cutoff_ms(m.writable_from_ms, m.probe.timestamp_ms if m.probe else None)

@@ -16,7 +16,7 @@ from dr.base.types import Model
 from dr.failover.act.endpoint_switch import EndpointSwitch
 from dr.failover.act.groups import GroupState
 from dr.failover.act.integrity import Verdict
-from dr.failover.frame.metrics import RpoEstimate
+from dr.failover.record.metrics import RpoEstimate
 from verification.result import StartedFrom
 
 __all__ = [

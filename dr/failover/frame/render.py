@@ -1,4 +1,5 @@
-"""Human-readable text for the failover summary, the dry-run plan and ``drctl status``.
+"""Human-readable text for the failover summary and the dry-run plan, and the pieces ``drctl status``'s text
+(:func:`dr.failover.status.render_status`) shares with them.
 
 Only names, numbers and paths are printed: client configurations and credentials never are.
 """
@@ -13,9 +14,8 @@ from dr.topology.client_endpoint import EndpointStatus
 
 if TYPE_CHECKING:
     from dr.failover.frame.summary import FailoverSummary
-    from dr.failover.status import StatusReport
 
-__all__ = ["endpoint_text", "render_plan", "render_status", "render_summary", "seconds_text"]
+__all__ = ["endpoint_text", "render_plan", "render_summary", "seconds_text"]
 
 
 def _group_lines(s: FailoverSummary) -> list[str]:
@@ -112,84 +112,6 @@ class _Plan(Protocol):
 def render_plan(p: _Plan) -> str:
     """The dry-run plan for a person (:meth:`dr.failover.frame.plan.FailoverPlan.render`)."""
     return p.render()
-
-
-def render_status(st: StatusReport) -> str:
-    """``drctl status`` as text."""
-    lines = [f"stack {st.stack}" + (" (after a failover)" if st.failover_done else "")]
-    for c in st.clusters:
-        h = c.health
-        if c.process in ("absent", "stopped"):
-            detail = ""  # the process column says it
-        elif h:
-            detail = (
-                f"{len(h.brokers)}/{h.expected_brokers or '?'} brokers, {len(h.offline)} offline, "
-                f"{len(h.under_replicated)} under-replicated"
-                if h.reachable
-                else f"UNREACHABLE ({h.error})"
-            )
-        else:
-            detail = c.error or ""
-        lines.append(
-            f"  cluster {c.name:<6} {c.role:<14} {c.process or c.kind:<9} {c.bootstrap or '':<40} {detail}".rstrip()
-        )
-        for key, part in sorted((h.partitions if h and h.partitions else {}).items()):
-            lines.append(f"      {key:<24} leader {part.leader} replicas {part.replicas} isr {part.isr}")
-    if st.endpoint is not None:
-        lines.append(f"  endpoint {st.endpoint['bootstrap']} {endpoint_text(st.endpoint)}")
-    for link in st.links:
-        detail = f"lag {link.total_lag} records" if link.total_lag is not None else link.error or ""
-        process = link.process or link.engine or "?"
-        if link.state != "running":
-            process, detail = link.state, f"no longer replicates ({detail})" if detail else "no longer replicates"
-        lines.append(f"  link    {link.name:<12} {process:<8} {detail}")
-        if link.failure:
-            lines.append(f"      {link.failure}")
-        if link.restarts:
-            lines.append(
-                f"      restarted {link.restarts}× by its watchdog after a task died; last {link.last_restart}"
-            )
-        if link.connect:
-            lines.append(
-                f"      on Connect cluster {link.connect}" + (f": {link.connect_error}" if link.connect_error else "")
-            )
-        for name, conn in (link.connectors or {}).items():
-            tasks = ", ".join(f"task {t.id} {t.state} on {t.worker or '?'}" for t in conn.tasks)
-            lines.append(f"      connector {name:<22} {conn.state:<8} {tasks or 'no tasks'}")
-        for key, n in (link.lag or {}).items():
-            if n:
-                lines.append(f"      {key:<24} lag {n}")
-    for g in st.consumer_groups:
-        pos = ", ".join(
-            f"{name}: committed {p.committed_total} lag {p.lag_total}" if p.error is None else f"{name}: {p.error}"
-            for name, p in g.positions.items()
-        )
-        lines.append(f"  group   {g.group:<12} {pos or 'no reachable cluster'}")
-    last = st.last_failover
-    if last:
-        steps = " ".join(f"{s.name}={s.status}" for s in last.steps)
-        lines.append(
-            f"  last failover {last.failover_id} ({last.mode}): {last.status}; RTO {seconds_text(last.rto_s)}; "
-            f"A→B→C {seconds_text(last.a_b_c_s)}"
-        )
-        lines.append(f"      {steps}")
-        if last.holder:
-            lines.append(f"      lease: {last.holder}")
-        lines.extend(f"      next: {n}" for n in last.next)
-    else:
-        lines.append("  no failover recorded")
-    if st.journal_shared is False:
-        lines.append(
-            f"  failover journal: {st.journal_home}/failover/ — in this machine's state, not in the backend "
-            "(not file://): an operator who resumes a failover from another clone must use this same "
-            "KDR_STATE_DIR (shared storage)"
-        )
-    if st.problems:
-        lines.append(f"problems ({len(st.problems)}):")
-        lines.extend(f"  - {p}" for p in st.problems)
-    else:
-        lines.append("problems: none")
-    return "\n".join(lines)
 
 
 def endpoint_text(ep: EndpointStatus) -> str:

@@ -33,10 +33,10 @@ from dr.base.types import Reporter as Progress
 from dr.failover.act.probe import WriteProbe
 from dr.failover.frame.converge import Converger, PulumiConverger, read_stack_config
 from dr.failover.frame.journal import Journal, StackLock
-from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.stack_guard import check_unchanged, refuse_finished_elsewhere
 from dr.failover.frame.step import MODES, Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
+from dr.failover.record.metrics import seconds_between
 from dr.kafka.tls import TlsFiles, uses_sasl
 from dr.topology import Role, Topology
 from dr.topology.access import applications_on

@@ -41,7 +41,7 @@ def refuse_finished_elsewhere(journal: Journal, path: Path) -> None:
     with the stack file that failover started from (not the one it wrote): running from it would start
     a failover of an estate that is no longer as the file says. Names who finished it and when."""
     from dr.failover.frame.converge import read_stack_config
-    from dr.failover.team_store import finished_by, operator_identity
+    from dr.failover.record.team_store import finished_by, operator_identity
 
     record = journal.record
     who = finished_by(record.to_json())

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.metrics import RpoEstimate, seconds_between, utc_text
 from dr.failover.frame.outcomes import FilesSeen, GroupLine, GroupsSeen
+from dr.failover.record.metrics import RpoEstimate, seconds_between, utc_text
 
 __all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "rerun_command", "summarize"]
 

@@ -2,14 +2,14 @@
 
 Every folder has the same files — ``steps.py`` (its steps and their context), ``run.py`` (its runs
 through the frame), ``plan.py`` (its :class:`~dr.failover.frame.plan.FailoverPlan`), ``drill.py`` (its
-game day) — and its ``__init__.py`` declares its :class:`~dr.failover.frame.kind.FailoverKind`, whose
+game day) — and its ``__init__.py`` declares its :class:`~dr.failover.kind.FailoverKind`, whose
 methods load the rest when they run. No folder imports another, except that the hub of a hub-and-spoke
 stack fails over as an active-passive pair (``hub_spoke`` wraps ``active_passive``).
 """
 
 from __future__ import annotations
 
-from dr.failover.frame.kind import FailoverKind
+from dr.failover.kind import FailoverKind
 from dr.failover.kinds.active_active import ACTIVE_ACTIVE
 from dr.failover.kinds.active_passive import ACTIVE_PASSIVE
 from dr.failover.kinds.hub_spoke import HUB_SPOKE

@@ -286,7 +286,7 @@ def test_an_endpoint_moved_by_an_unfinished_failover_says_to_resume_it() -> None
 
 
 def test_a_dedicated_link_with_a_dead_task_names_it_its_restarts_and_the_command_that_restarts_it() -> None:
-    from dr.failover.frame.render import render_status
+    from dr.failover.status import render_status
 
     dead = _lagging()
     dead.process = "task dead"

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
-from dr.failover.frame.kind import Confirmation, Request
+from dr.failover.kind import Confirmation, Request
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -16,18 +16,18 @@ if TYPE_CHECKING:
     from dr.estate.estate import Estate
     from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
-    from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
     from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
+    from dr.failover.kind import DrillReport
     from dr.topology import Topology
 
 __all__ = ["ACTIVE_ACTIVE", "ActiveActive"]
 
 
 class ActiveActive:
-    """The :class:`~dr.failover.frame.kind.FailoverKind` of an active-active stack: every run names a region."""
+    """The :class:`~dr.failover.kind.FailoverKind` of an active-active stack: every run names a region."""
 
     site_flag: str | None = "region"
 
@@ -93,13 +93,13 @@ class ActiveActive:
         )
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """Traffic on every peer, the first peer's region failed over, graded."""
         from dr.failover.kinds.active_active.drill import run_region_drill
         from dr.failover.kinds.active_active.drill_result import render_region_drill
 
-        result = run_region_drill(options, progress)
+        result = run_region_drill(ref, topology, options, progress)
         return result, json.dumps(result.to_json(), indent=2) if as_json else render_region_drill(result)
 
 

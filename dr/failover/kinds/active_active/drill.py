@@ -41,16 +41,10 @@ from dr.failover.act.clients import publish_clients
 from dr.failover.act.health import listening
 from dr.failover.drill.frame import (
     DrillOptions,
-    current_topology,
-    drill_stack,
     first_translation_within,
-    link_restarts,
-    prepare_copy,
+    on_a_copy,
     restart,
-    teardown,
-    utc_now,
 )
-from dr.failover.drill.last import record_last_drill
 from dr.failover.drill.result import ConsumerReport
 from dr.failover.drill.traffic import (
     ConfigSource,
@@ -63,7 +57,7 @@ from dr.failover.drill.traffic import (
     start_config,
     unanswered,
 )
-from dr.failover.frame.journal import Journal, atomic_write_json
+from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import OnStep
 from dr.failover.frame.site_loss import SiteOutcome
 from dr.failover.frame.step import FailoverOptions, StepResult
@@ -167,50 +161,44 @@ def region_drill_refusal(options: DrillOptions, topology: Topology) -> ConfigErr
     return None
 
 
-def run_region_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> RegionDrillResult:
-    """The active-active game day (module doc) on a copy of ``options.stack``: the first peer fails over."""
-    own = load_stack_file(StackRef.resolve(options.stack).existing_stack_file())
-    refusal = region_drill_refusal(options, own)
+def run_region_drill(
+    own: StackRef, topology: Topology, options: DrillOptions, progress: Progress = lambda _m: None
+) -> RegionDrillResult:
+    """The active-active game day (module doc) on a copy of the stack ``own``, whose topology is ``topology``:
+    the first peer fails over."""
+    refusal = region_drill_refusal(options, topology)
     if refusal is not None:
         raise refusal
-    stack_path, state = prepare_copy(options)
-    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
-    original = load_stack_file(stack_path)
-    region = peers(original)[0]
+    region = peers(topology)[0]  # the copy's clusters are the stack's, moved only in their ports
     result = RegionDrillResult(
         stack=options.stack,
         mode="unplanned" if options.unplanned else "planned",
         out=str(options.out.resolve()),
         region=region,
-        survivor=survivor_for(original, region),
+        survivor=survivor_for(topology, region),
     )
-    t_start, started_at = time.monotonic(), utc_now()
-    try:
-        progress(f"drill: provisioning the peers {', '.join(peers(original))} and their links from {stack_path}")
-        result.provision_s = EstateStack(ref).up(original, progress=progress)
-        estate = Estate(original, state)
-        for peer in peers(original):
-            apps = moving_applications(original, peer)
-            if apps:
-                publish_clients(estate, peer, apps=apps)
-        running = _Apps(estate, state, options.rate)
-        try:
-            _run(options, ref, estate, running, result, progress)
-        finally:
-            running.stop()
-    except BaseException as exc:
-        result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise
-    finally:
-        result.seconds = round(time.monotonic() - t_start, 3)
-        result.link_restarts = link_restarts(state, started_at)
-        if not options.keep:
-            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            teardown(ref, (original, *current_topology(stack_path)), progress)
-        restore_backend()
+
+    def conclude() -> None:
         grade_region_drill(result, options.aims, strict=options.strict_aims)
-        atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
-        record_last_drill(StackRef.resolve(options.stack).made_state_dir(), result)  # kdr_drill_* metrics
+
+    with on_a_copy(own, options, result, progress, conclude=conclude) as copy:
+        ref, state, original = copy.ref, copy.state, copy.seen[0]
+        try:
+            progress(f"drill: provisioning the peers {', '.join(peers(original))} and their links from {copy.path}")
+            result.provision_s = EstateStack(ref).up(original, progress=progress)
+            estate = Estate(original, state)
+            for peer in peers(original):
+                apps = moving_applications(original, peer)
+                if apps:
+                    publish_clients(estate, peer, apps=apps)
+            running = _Apps(estate, state, options.rate)
+            try:
+                _run(options, ref, estate, running, result, progress)
+            finally:
+                running.stop()
+        except BaseException as exc:
+            result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise
     return result
 
 

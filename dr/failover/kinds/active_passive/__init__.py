@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
-from dr.failover.frame.kind import Confirmation, Request
+from dr.failover.kind import Confirmation, Request
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -14,18 +14,18 @@ if TYPE_CHECKING:
     from dr.estate.estate import Estate
     from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
-    from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
     from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
+    from dr.failover.kind import DrillReport
     from dr.topology import Topology
 
 __all__ = ["ACTIVE_PASSIVE", "ActivePassive"]
 
 
 class ActivePassive:
-    """The :class:`~dr.failover.frame.kind.FailoverKind` of an active-passive stack (and of a hub's failover)."""
+    """The :class:`~dr.failover.kind.FailoverKind` of an active-passive stack (and of a hub's failover)."""
 
     site_flag: str | None = None
 
@@ -73,7 +73,7 @@ class ActivePassive:
         )
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """The game day A→B→C (:func:`~dr.failover.kinds.active_passive.drill.run_drill`)."""
         from dr.failover.drill.render import render_drill
@@ -82,7 +82,7 @@ class ActivePassive:
         refusal = drill.external_refusal(options, topology)
         if refusal is not None:
             raise refusal
-        result = drill.run_drill(options, progress)
+        result = drill.run_drill(ref, topology, options, progress)
         return result, drill.dump(result) if as_json else render_drill(result)
 
 

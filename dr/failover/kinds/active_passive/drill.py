@@ -50,15 +50,10 @@ from dr.failover.drill.endpoint_clients import EndpointClients, endpoint_report,
 from dr.failover.drill.frame import (
     MARKER,
     DrillOptions,
-    current_topology,
-    drill_stack,
     first_translation_within,
-    link_restarts,
-    prepare_copy,
+    on_a_copy,
     private_out,
     restart,
-    teardown,
-    utc_now,
 )
 from dr.failover.drill.grade import grade
 from dr.failover.drill.last import record_last_drill
@@ -93,7 +88,6 @@ from dr.kafka.client import Endpoint
 from dr.kafka.offsets import OffsetReader, committed_offsets
 from dr.runtime.process import wait_until
 from dr.topology import Link, Topology, load_stack_file
-from dr.topology.kinds import Architecture
 
 __all__ = [
     "automatic_refusal",
@@ -205,20 +199,16 @@ def _prepare_out(options: DrillOptions) -> Path:
     return out
 
 
-def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> DrillResult:
-    """Run the game day (see the module doc); return the graded result (also in ``<out>/drill.json``).
+def run_drill(
+    own: StackRef, topology: Topology, options: DrillOptions, progress: Progress = lambda _m: None
+) -> DrillResult:
+    """Run the game day (see the module doc) on a copy of the stack ``own``, whose topology is ``topology``;
+    return the graded result (also in ``<out>/drill.json``).
 
     With ``cycles`` > 1 the old active cluster is declared, wiped, as the next standby after each
     cycle (:func:`dr.lifecycle.make_standby`) and the next cycle fails the new active over:
     A→B→C, B→C→A, C→A→B... Each cycle is graded on its own; the drill passes when all do.
     """
-    own = StackRef.resolve(options.stack)
-    topology = load_stack_file(own.existing_stack_file())
-    if topology.architecture is Architecture.ACTIVE_ACTIVE:  # drctl drill runs run_region_drill for it
-        raise ConfigError(
-            f"stack {options.stack!r} is active-active: run_drill drills one active and its passive copy.",
-            "run `drctl drill`, or dr.failover.kinds.active_active.drill.run_region_drill, for an active-active stack",
-        )
     if any(not c.is_local for c in topology.clusters):
         if options.automatic:
             raise ConfigError(
@@ -231,57 +221,48 @@ def run_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> Dr
     refusal = kill_refusal(options, topology) or automatic_refusal(options)
     if refusal is not None:
         raise refusal
-    stack_path, state = prepare_copy(options)
-    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
-    stack = options.stack
-    seen = [load_stack_file(stack_path)]
     result = DrillResult(
-        stack=stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
+        stack=options.stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
-    t_start, started_at = time.monotonic(), utc_now()
     clients: EndpointClients | None = None
     sites: Sites | None = None
     clock = PhaseClock()
-    try:
-        roles = Roles.of(seen[0])
-        A, B = roles.source.name, roles.target.name
-        progress(f"drill: provisioning {A} and {B} from {stack_path}")
-        with clock.phase("provision"):
-            result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
-            publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
-            if options.automatic:
-                sites = Sites(ref, seen[0], options.out.resolve(), progress)
-                sites.start()
-                sites.wait_holding(Estate(seen[0], state).local_cluster(A))
-            clients = _endpoint_clients(Estate(seen[0], state), progress)
-        for number in range(1, options.cycles + 1):
-            if number > 1:
-                previous = result.cycles[-1]
-                progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
-                with clock.phase(f"cycle {number}: standby rebuild"):
-                    previous.standby_rebuild = make_standby(ref, previous.source, progress)
-            topology = load_stack_file(stack_path)
-            seen.append(topology)
-            cycle = _cycle(options, ref, topology, number, progress, clients, clock, sites)
-            result.cycles.append(cycle)
-            if not cycle.passed:
-                break
-    finally:
-        if clients is not None:
-            clients.stop()
-        if sites is not None:
-            sites.stop()
-        result.seconds = round(time.monotonic() - t_start, 3)
-        result.link_restarts = link_restarts(state, started_at)
-        if not options.keep:
-            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            with clock.phase("teardown"):
-                teardown(ref, (*seen, *current_topology(stack_path)), progress)
-        restore_backend()
+
+    def conclude() -> None:
         result.phases = clock.phases
         result.conclude(options.cycles)
-        atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
-        record_last_drill(own.made_state_dir(), result)  # the controller's kdr_drill_* metrics
+
+    with on_a_copy(own, options, result, progress, clock=clock, conclude=conclude) as copy:
+        ref, state, seen = copy.ref, copy.state, copy.seen
+        try:
+            roles = Roles.of(seen[0])
+            A, B = roles.source.name, roles.target.name
+            progress(f"drill: provisioning {A} and {B} from {copy.path}")
+            with clock.phase("provision"):
+                result.provision_s = EstateStack(ref).up(seen[0], progress=progress)
+                publish_clients(Estate(seen[0], state), A)  # as `drctl estate up` does
+                if options.automatic:
+                    sites = Sites(ref, seen[0], options.out.resolve(), progress)
+                    sites.start()
+                    sites.wait_holding(Estate(seen[0], state).local_cluster(A))
+                clients = _endpoint_clients(Estate(seen[0], state), progress)
+            for number in range(1, options.cycles + 1):
+                if number > 1:
+                    previous = result.cycles[-1]
+                    progress(f"drill: declaring {previous.source}, wiped, as the next standby (`drctl estate standby`)")
+                    with clock.phase(f"cycle {number}: standby rebuild"):
+                        previous.standby_rebuild = make_standby(ref, previous.source, progress)
+                current = load_stack_file(copy.path)
+                seen.append(current)
+                cycle = _cycle(options, ref, current, number, progress, clients, clock, sites)
+                result.cycles.append(cycle)
+                if not cycle.passed:
+                    break
+        finally:
+            if clients is not None:
+                clients.stop()
+            if sites is not None:
+                sites.stop()
     return result
 
 

@@ -20,7 +20,6 @@ from dr.estate.stack import EstateStack, PulumiPreview
 from dr.failover.act.edge_resume import edge_links_into
 from dr.failover.act.health import cluster_health, reachability
 from dr.failover.frame.journal import Journal
-from dr.failover.frame.metrics import encode_offsets, lag
 from dr.failover.frame.plan import FailoverPlan, FinishedPlan, PlanStep
 from dr.failover.frame.render import endpoint_text
 from dr.failover.frame.roles import Roles
@@ -29,6 +28,7 @@ from dr.failover.frame.step import MODES, FailoverOptions
 from dr.failover.frame.summary import summarize
 from dr.failover.kinds.active_passive.run import topologies
 from dr.failover.kinds.active_passive.steps import STEPS, verified_topics
+from dr.failover.record.metrics import encode_offsets, lag
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
 from dr.topology import Kind, Placement, Role, Topology

@@ -40,15 +40,6 @@ from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.frame.desired_state import desired_state
 from dr.failover.frame.journal import failover_dir
-from dr.failover.frame.metrics import (
-    Offsets,
-    RpoEstimate,
-    encode_offsets,
-    group_positions,
-    lag,
-    rpo_estimate,
-    utc_text,
-)
 from dr.failover.frame.outcomes import (
     ClientsOutcome,
     ConsumerGroupsOutcome,
@@ -68,6 +59,15 @@ from dr.failover.frame.outcomes import (
 )
 from dr.failover.frame.shorten import MANY, names_text
 from dr.failover.frame.step import Context, Step, StepResult
+from dr.failover.record.metrics import (
+    Offsets,
+    RpoEstimate,
+    encode_offsets,
+    group_positions,
+    lag,
+    rpo_estimate,
+    utc_text,
+)
 from dr.kafka.client import Endpoint, create_acls
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import OffsetReader, committed_offsets_of, end_offsets, end_offsets_together

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dr.failover.frame.kind import Confirmation, Request
+from dr.failover.kind import Confirmation, Request
 from dr.failover.kinds.active_passive import ACTIVE_PASSIVE
 
 if TYPE_CHECKING:
@@ -16,18 +16,18 @@ if TYPE_CHECKING:
     from dr.estate.estate import Estate
     from dr.failover.act.edge_resume import SiteCopies
     from dr.failover.drill.frame import DrillOptions
-    from dr.failover.frame.kind import DrillReport
     from dr.failover.frame.plan import FailoverPlan
     from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
+    from dr.failover.kind import DrillReport
     from dr.topology import Topology
 
 __all__ = ["HUB_SPOKE", "HubSpoke"]
 
 
 class HubSpoke:
-    """The :class:`~dr.failover.frame.kind.FailoverKind` of a hub-and-spoke stack: the hub's failover (the
+    """The :class:`~dr.failover.kind.FailoverKind` of a hub-and-spoke stack: the hub's failover (the
     active-passive one), or an edge's loss."""
 
     site_flag: str | None = "edge"
@@ -79,12 +79,12 @@ class HubSpoke:
         return edge_copies(ref, estate, site, topics)
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
         """A hub failover under edge traffic, graded per edge and per hub application."""
         from dr.failover.kinds.hub_spoke.drill import dump_hub, run_hub_drill
 
-        result = run_hub_drill(options, progress)
+        result = run_hub_drill(ref, topology, options, progress)
         return result, dump_hub(result) if as_json else result.render()
 
 

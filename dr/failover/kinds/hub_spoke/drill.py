@@ -36,15 +36,10 @@ from dr.failover.act.health import listening
 from dr.failover.drill.frame import (
     DrillOptions,
     current_topology,
-    drill_stack,
     first_translation_within,
-    link_restarts,
-    prepare_copy,
-    teardown,
-    utc_now,
+    on_a_copy,
 )
 from dr.failover.drill.grade import DEFAULT_AIMS, Aim, Finding, graded
-from dr.failover.drill.last import record_last_drill
 from dr.failover.drill.render import restart_lines
 from dr.failover.drill.result import ApplicationRto, Check, LinkRestart
 from dr.failover.drill.traffic import (
@@ -57,16 +52,15 @@ from dr.failover.drill.traffic import (
     rto_gap,
     start_config,
 )
-from dr.failover.frame.journal import atomic_write_json
-from dr.failover.frame.metrics import seconds_between
 from dr.failover.frame.roles import Roles
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_passive.drill import fail_over, prove_and_recover
 from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
+from dr.failover.record.metrics import seconds_between
 from dr.kafka.offsets import committed_offsets
 from dr.runtime.process import wait_until
-from dr.topology import Kind, Topology, load_stack_file
-from dr.topology.hub_spoke import edges, is_hub_spoke
+from dr.topology import Kind, Topology
+from dr.topology.hub_spoke import edges
 from dr.topology.topics import remote_topic
 
 __all__ = ["EdgeProof", "HubDrillResult", "hub_drill_refusal", "run_hub_drill"]
@@ -261,86 +255,80 @@ class _HubTraffic:
         return out
 
 
-def run_hub_drill(options: DrillOptions, progress: Progress = lambda _m: None) -> HubDrillResult:
-    """Run the hub-and-spoke game day (module doc); return the graded result (also ``<out>/drill.json``)."""
-    own = StackRef.resolve(options.stack)
-    refusal = hub_drill_refusal(options, load_stack_file(own.existing_stack_file()))
+def run_hub_drill(
+    own: StackRef, topology: Topology, options: DrillOptions, progress: Progress = lambda _m: None
+) -> HubDrillResult:
+    """Run the hub-and-spoke game day (module doc) on a copy of the stack ``own``, whose topology is
+    ``topology``; return the graded result (also ``<out>/drill.json``)."""
+    refusal = hub_drill_refusal(options, topology)
     if refusal is not None:
         raise refusal
-    stack_path, state = prepare_copy(options)
-    ref, restore_backend = drill_stack(stack_path, state)  # never the real stack's backend
-    topology = load_stack_file(stack_path)
-    if not is_hub_spoke(topology):
-        raise ConfigError(f"stack {options.stack!r} is not hub-and-spoke.", "run `drctl drill` (it dispatches)")
     result = HubDrillResult(
         stack=options.stack, mode="unplanned" if options.unplanned else "planned", out=str(options.out.resolve())
     )
-    seen = [topology]
-    t_start, started_at = time.monotonic(), utc_now()
     traffic: _HubTraffic | None = None
-    try:
-        roles = Roles.of(topology)
-        H, P = roles.source.name, roles.target.name
-        result.hub, result.new_hub, result.standby = H, P, roles.standby_name
-        progress(f"drill: provisioning hub-and-spoke stack {options.stack} from {stack_path}")
-        result.provision_s = EstateStack(ref).up(topology, progress=progress)
-        estate = Estate(topology, state)
-        publish_clients(estate, H)  # as `drctl estate up` does: the hub's applications
-        for e in edges(topology):
-            publish_clients(estate, e.name)  # and each edge's own
-        traffic = _HubTraffic(estate, state, options.rate)
-        traffic.start()
-        progress(
-            f"drill: traffic on {', '.join(f'{e} ({a})' for a, (e, _p) in traffic.edge_producers.items())} and "
-            f"{H} ({traffic.traffic.producer_app.name}" + (f", group {traffic.group}" if traffic.group else "") + ")"
-        )
-        time.sleep(options.warmup_s)
-        if traffic.group:
-            within = first_translation_within(topology, P)
-            progress(f"drill: waiting until {H}→{P} has synced group {traffic.group}'s offsets at least once")
-            if not wait_until(lambda: bool(committed_offsets(estate.endpoint(P), traffic.group or "")), within, 0.5):
-                raise ClusterError(
-                    f"the link {H}→{P} never synced group {traffic.group} within {within:.0f}s.",
-                    "read the MirrorMaker 2 log under <out>/state/links/",
-                )
-        failed_at = time.time()
-        if options.unplanned:
-            progress(f"drill: SIGKILL every node of hub {H} mid-traffic")
-            estate.local_cluster(H).kill()
-            wait_until(lambda: not listening(estate.local_cluster(H).bootstrap), 5, interval=0.05)
-        traffic.traffic.snapshots.stop()
-        holdings, first, _ = fail_over(options, ref, estate, traffic.traffic, progress, HUB_STEPS)
-        failover_done = time.time()
-        proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress, HUB_STEPS)
-        seen += current_topology(stack_path)
-        # traffic on the new hub: its application's first write acknowledged there (long since, as a rule)
-        wait_until(lambda: bool(traffic.traffic.producer.ack_times(P)), 30, interval=0.1)
-        traffic.stop()
-        result.failover = proof.summary
-        result.verification_exact = proof.exact
-        result.never_reached_new_hub = proof.never_reached_target
-        result.application_rto = traffic.rto(P)
-        p_ep = estate.endpoint(P)
-        hub_writer = traffic.traffic.producer
-        result.hub_topic = hub_writer.topic
-        result.hub_acknowledged = len(hub_writer.acked_on(H))
-        result.hub_lost_after_recovery = len(hub_writer.acked_on(H) - set(read_keys(p_ep, hub_writer.topic)))
-        result.edges = [
-            _prove_edge(p_ep, app, edge, loop, failed_at, failover_done, progress)
-            for app, (edge, loop) in traffic.edge_producers.items()
-        ]
-        _grade(result, options)
-    finally:
-        if traffic is not None:
+    with on_a_copy(own, options, result, progress) as copy:
+        ref, state, seen, topology = copy.ref, copy.state, copy.seen, copy.seen[0]
+        stack_path = copy.path
+        try:
+            roles = Roles.of(topology)
+            H, P = roles.source.name, roles.target.name
+            result.hub, result.new_hub, result.standby = H, P, roles.standby_name
+            progress(f"drill: provisioning hub-and-spoke stack {options.stack} from {stack_path}")
+            result.provision_s = EstateStack(ref).up(topology, progress=progress)
+            estate = Estate(topology, state)
+            publish_clients(estate, H)  # as `drctl estate up` does: the hub's applications
+            for e in edges(topology):
+                publish_clients(estate, e.name)  # and each edge's own
+            traffic = _HubTraffic(estate, state, options.rate)
+            traffic.start()
+            progress(
+                f"drill: traffic on {', '.join(f'{e} ({a})' for a, (e, _p) in traffic.edge_producers.items())} and "
+                f"{H} ({traffic.traffic.producer_app.name}"
+                + (f", group {traffic.group}" if traffic.group else "")
+                + ")"
+            )
+            time.sleep(options.warmup_s)
+            if traffic.group:
+                within = first_translation_within(topology, P)
+                progress(f"drill: waiting until {H}→{P} has synced group {traffic.group}'s offsets at least once")
+                if not wait_until(
+                    lambda: bool(committed_offsets(estate.endpoint(P), traffic.group or "")), within, 0.5
+                ):
+                    raise ClusterError(
+                        f"the link {H}→{P} never synced group {traffic.group} within {within:.0f}s.",
+                        "read the MirrorMaker 2 log under <out>/state/links/",
+                    )
+            failed_at = time.time()
+            if options.unplanned:
+                progress(f"drill: SIGKILL every node of hub {H} mid-traffic")
+                estate.local_cluster(H).kill()
+                wait_until(lambda: not listening(estate.local_cluster(H).bootstrap), 5, interval=0.05)
+            traffic.traffic.snapshots.stop()
+            holdings, first, _ = fail_over(options, ref, estate, traffic.traffic, progress, HUB_STEPS)
+            failover_done = time.time()
+            proof = prove_and_recover(ref, estate, traffic.traffic, holdings, first, H, P, progress, HUB_STEPS)
+            seen += current_topology(stack_path)
+            # traffic on the new hub: its application's first write acknowledged there (long since, as a rule)
+            wait_until(lambda: bool(traffic.traffic.producer.ack_times(P)), 30, interval=0.1)
             traffic.stop()
-        result.seconds = round(time.monotonic() - t_start, 3)
-        result.link_restarts = link_restarts(state, started_at)
-        if not options.keep:
-            progress("drill: tearing the drill's estate down (`pulumi destroy`: processes stopped, data removed)")
-            teardown(ref, (*seen, *current_topology(stack_path)), progress)
-        restore_backend()
-        atomic_write_json(options.out.resolve() / "drill.json", result.to_json())
-        record_last_drill(own.made_state_dir(), result)  # kdr_drill_* metrics
+            result.failover = proof.summary
+            result.verification_exact = proof.exact
+            result.never_reached_new_hub = proof.never_reached_target
+            result.application_rto = traffic.rto(P)
+            p_ep = estate.endpoint(P)
+            hub_writer = traffic.traffic.producer
+            result.hub_topic = hub_writer.topic
+            result.hub_acknowledged = len(hub_writer.acked_on(H))
+            result.hub_lost_after_recovery = len(hub_writer.acked_on(H) - set(read_keys(p_ep, hub_writer.topic)))
+            result.edges = [
+                _prove_edge(p_ep, app, edge, loop, failed_at, failover_done, progress)
+                for app, (edge, loop) in traffic.edge_producers.items()
+            ]
+            _grade(result, options)
+        finally:
+            if traffic is not None:
+                traffic.stop()
     return result
 
 

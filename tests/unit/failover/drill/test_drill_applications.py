@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dr.failover.drill.traffic import ConfigSource, rto_gap
-from dr.failover.frame.metrics import utc_text
+from dr.failover.record.metrics import utc_text
 
 
 def _publish(state: Path, app: str, bootstrap: str) -> None:

@@ -1,6 +1,6 @@
 """The journal, and what the team database records beside it, as JSON documents. The journal: what :meth:`JournalRecord.to_json
 <dr.failover.frame.journal.JournalRecord.to_json>` writes, what the team database keeps in a row
-(:mod:`dr.failover.team_store`) and what the lifecycle checks read back from archived journals.
+(:mod:`dr.failover.record.team_store`) and what the lifecycle checks read back from archived journals.
 
 Every key is optional here: an archived journal of an older drctl, or a damaged one, may lack any of
 them, so readers ``.get`` them. Nothing else is imported at run time, so the team store can name them.
@@ -112,7 +112,7 @@ class VerdictDocument(TypedDict, total=False):
 
 class VerificationRow(TypedDict):
     """A failover run's recorded verification (``kdr_verification``, :meth:`TeamStore.verifications
-    <dr.failover.team_store.TeamStore.verifications>`)."""
+    <dr.failover.record.team_store.TeamStore.verifications>`)."""
 
     failover_id: str
     run: int
@@ -152,7 +152,7 @@ identity of the writing session (``db_user``, ``db_client``, ``db_pid``), added 
 
 class LeaseEvent(TypedDict):
     """One event of a stack's lease (``kdr_event``, :meth:`TeamStore.events
-    <dr.failover.team_store.TeamStore.events>`): ``lease-taken``, ``lease-reclaimed``, ``lease-taken-over``,
+    <dr.failover.record.team_store.TeamStore.events>`): ``lease-taken``, ``lease-reclaimed``, ``lease-taken-over``,
     ``lease-released``."""
 
     at: float

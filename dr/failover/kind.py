@@ -85,6 +85,7 @@ class FailoverKind(Protocol):
         carries) against their copies ``<site>.<topic>`` on the cluster its link feeds."""
 
     def drill(
-        self, options: DrillOptions, topology: Topology, *, progress: Progress, as_json: bool
+        self, ref: StackRef, topology: Topology, options: DrillOptions, *, progress: Progress, as_json: bool
     ) -> tuple[DrillReport, str]:
-        """Run the game day on the stack ``topology``: its graded result and its text (JSON with ``as_json``)."""
+        """Run the game day on a copy of the stack ``ref``, whose topology is ``topology`` (both as the command
+        resolved and read them, once): its graded result and its text (JSON with ``as_json``)."""

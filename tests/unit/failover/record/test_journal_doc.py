@@ -1,4 +1,4 @@
-"""The journal's typed JSON documents (dr/failover/frame/journal_doc.py) name exactly the fields of the
+"""The journal's typed JSON documents (dr/failover/record/journal_doc.py) name exactly the fields of the
 models they are the JSON of, so a field added to one and not the other fails here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from dr.failover.act.integrity import Verdict
 from dr.failover.frame.journal import JournalRecord, RunEntry, StepEntry
-from dr.failover.frame.journal_doc import JournalDocument, RunDocument, StepDocument, VerdictDocument
+from dr.failover.record.journal_doc import JournalDocument, RunDocument, StepDocument, VerdictDocument
 
 
 def _fields(model: type[BaseModel]) -> set[str]:

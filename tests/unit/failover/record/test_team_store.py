@@ -1,4 +1,4 @@
-"""The team backend's journal and lease store (dr.failover.team_store) against a real PostgreSQL
+"""The team backend's journal and lease store (dr.failover.record.team_store) against a real PostgreSQL
 server (tests/pg_server.py: Debian's binaries from the cache, started once for this module)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from dr.base.errors import ConfigError, LockHeld, StateStoreError, mask_secrets
 from dr.base.pulumi_env import mask_url
-from dr.failover import team_store as ts
 from dr.failover.frame.journal import Journal, StackLock
+from dr.failover.record import team_store as ts
 from tests.pg_server import pg_server
 
 

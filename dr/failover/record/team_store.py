@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, cast
 from dr.base.errors import ConfigError, LockHeld, StateStoreError
 from dr.base.project import project_dir_or_none
 from dr.base.pulumi_env import mask_url
-from dr.failover.frame.journal_doc import JournalDocument, LeaseDetail, LeaseEvent, VerdictDocument, VerificationRow
+from dr.failover.record.journal_doc import JournalDocument, LeaseDetail, LeaseEvent, VerdictDocument, VerificationRow
 from verification import audit_state
 
 if TYPE_CHECKING:

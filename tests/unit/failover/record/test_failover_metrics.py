@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dr.failover.act.groups import describe_group
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
-from dr.failover.frame.metrics import (
+from dr.failover.record.metrics import (
     cutoff_ms,
     decode_offsets,
     encode_offsets,
