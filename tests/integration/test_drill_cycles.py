@@ -1,6 +1,6 @@
-"""The whole DR lifecycle three times, over TLS: ``drctl drill --cycles 3`` fails A→B→C, rebuilds A
-(wiped) as the standby, fails B→C→A, rebuilds B, fails C→A→B — each failover graded and each ending
-clean, though each cycle's replicator is SIGKILLed mid-copy (``--kill-replicator``: the link is exactly-once by
+"""The DR lifecycle twice in a row, over TLS: ``drctl drill --cycles 2`` fails A→B→C, rebuilds A (wiped) as
+the standby, fails B→C→A onto the rebuilt A — each failover graded and each ending clean (a third cycle,
+C→A→B, would prove nothing the second does not: a failover onto a standby rebuilt by the drill), though each cycle's replicator is SIGKILLed mid-copy (``--kill-replicator``: the link is exactly-once by
 default, so it leaves no record twice on the passive). Every cluster serves SASL_SSL with a certificate of the estate's own CA (``local_tls``), so every
 client of the product — the Kafka provider, drctl, MirrorMaker 2, the Spark verification and the
 applications on their published files — verifies it against that CA only (the plaintext drill is
@@ -46,11 +46,11 @@ STACK = "cycles"
 
 
 @pytest.mark.timeout(2400)  # above the 1800 s its command may take, the checks on the kept estate and its teardown
-def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
+def test_two_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int, int, int]) -> None:
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"), local_tls=True)
     out = tmp_path / "drill"
     res = drctl_drill(
-        tmp_path, STACK, out, "--cycles", "3", "--warmup", "4", "--rate", "300", "--kill-replicator", "--keep",
+        tmp_path, STACK, out, "--cycles", "2", "--warmup", "4", "--rate", "300", "--kill-replicator", "--keep",
         timeout=1800,
     )  # fmt: skip
     try:
@@ -67,7 +67,7 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
                 f"{k.get('acknowledged_before_kill')} acknowledged, copying again {k.get('running_again_s')}s later, "
                 f"{k.get('duplicated')} twice"
             )
-        assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A", "C→A→B"], res.stderr[-5000:]
+        assert [c["chain"] for c in cycles] == ["A→B→C", "B→C→A"], res.stderr[-5000:]
         assert_drill_text(res.stdout, r)
         for c in cycles:
             assert f"cycle {c['number']}: {c['chain']} — {c['grade']}" in res.stdout
@@ -94,8 +94,8 @@ def test_three_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[i
         for path in published:
             text = path.read_text()
             assert "security.protocol=SASL_SSL" in text and "ssl.truststore" in text, (path, text)
-        # the old active was rebuilt, wiped, as the next standby after cycles 1 and 2
-        assert [(c.get("standby_rebuild") or {}).get("cluster") for c in cycles] == ["A", "B", None]
+        # the old active was rebuilt, wiped, as the next standby after cycle 1 (the last cycle leaves it lost)
+        assert [(c.get("standby_rebuild") or {}).get("cluster") for c in cycles] == ["A", None]
         assert res.returncode == 0, res.stderr[-3000:]
         kept = StackEnv(out / "stack", STACK)
         kept.update(kept_stack_env(out, STACK))
