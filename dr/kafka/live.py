@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    AdminClient,
     ConfigResource,
     ConfigSource,
     ResourcePatternType,
@@ -31,7 +32,7 @@ from dr.base.errors import AuthError
 from dr.kafka.client import Endpoint, connected_admin, translate_kafka_error
 from dr.kafka.internal_topics import why_internal
 
-__all__ = ["LiveAcl", "LiveCluster", "LiveQuota", "LiveTopic", "read_live"]
+__all__ = ["LiveAcl", "LiveCluster", "LiveQuota", "LiveTopic", "TopicConfigs", "read_live", "topic_configs"]
 
 _T = TypeVar("_T")
 
@@ -140,18 +141,44 @@ def _answer(endpoint: Endpoint, what: str, call: Callable[[], _T]) -> _T:
         raise translate_kafka_error(exc, what.replace("describe", "describing", 1), endpoint) from None
 
 
-def _topic_configs(entries: dict[str, Any]) -> tuple[int, dict[str, str]]:
-    """The effective ``min.insync.replicas`` and the other topic-level overrides of one DescribeConfigs answer."""
+@dataclass(frozen=True)
+class TopicConfigs:
+    """One topic's configuration as DescribeConfigs answers it."""
+
+    min_insync_replicas: int
+    """The effective value (a topic-level override, else the broker's)."""
+    min_insync_pinned: bool
+    """True when ``min.insync.replicas`` is set on the topic itself."""
+    overrides: dict[str, str]
+    """The other topic-level settings (``DYNAMIC_TOPIC_CONFIG``), sensitive ones left out."""
+
+
+def _topic_configs(entries: dict[str, Any]) -> TopicConfigs:
     mir = entries.get("min.insync.replicas")
-    overrides = {
+    topic_level = {
         key: str(entry.value)
         for key, entry in entries.items()
         if getattr(entry.source, "value", entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        and key != "min.insync.replicas"
         and entry.value is not None
         and not entry.is_sensitive
     }
-    return (int(mir.value) if mir is not None and mir.value else 1), overrides
+    pinned = topic_level.pop("min.insync.replicas", None) is not None
+    return TopicConfigs(int(mir.value) if mir is not None and mir.value else 1, pinned, topic_level)
+
+
+def topic_configs(
+    admin: AdminClient, endpoint: Endpoint, names: list[str], timeout: float = 30.0
+) -> dict[str, TopicConfigs]:
+    """The configuration of each of ``names`` (existing topics), with one DescribeConfigs request."""
+    if not names:
+        return {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
+    return {
+        resource.name: _topic_configs(
+            _answer(endpoint, "describe topic configurations", partial(future.result, timeout))
+        )
+        for resource, future in futures.items()
+    }
 
 
 def read_live(endpoint: Endpoint, timeout: float = 30.0) -> LiveCluster:
@@ -174,21 +201,13 @@ def read_live(endpoint: Endpoint, timeout: float = 30.0) -> LiveCluster:
                 )
             continue
         names.append(name)
-    configs: dict[str, tuple[int, dict[str, str]]] = {}
-    if names:
-        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
-        for resource, future in futures.items():
-            entries: dict[str, Any] = _answer(
-                endpoint, "describe topic configurations", partial(future.result, timeout)
-            )
-            configs[resource.name] = _topic_configs(entries)
+    configs = topic_configs(admin, endpoint, names, timeout)
     for name in names:
         partitions = metadata.topics[name].partitions
         first = partitions[min(partitions)] if partitions else None
-        mir, overrides = configs.get(name, (1, {}))
-        live.topics.append(
-            LiveTopic(name, len(partitions), len(first.replicas) if first is not None else 1, mir, overrides)
-        )
+        found = configs.get(name) or TopicConfigs(1, False, {})
+        rf = len(first.replicas) if first is not None else 1
+        live.topics.append(LiveTopic(name, len(partitions), rf, found.min_insync_replicas, found.overrides))
     everything = AclBindingFilter(
         ResourceType.ANY,
         None,  # type: ignore[arg-type]  # None matches any name in a filter; the stub says str
