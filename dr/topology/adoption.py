@@ -174,7 +174,10 @@ def derive(live: LiveCluster, *, own: dict[str, str]) -> Adoption:
             continue
         if reason is None:
             user = _user(acl.principal) or ""
-            reason = _place(acl, grants.setdefault(user, _Grants()), topic_names)
+            mine = grants.get(user, _Grants())
+            reason = _place(acl, mine, topic_names)
+            if reason is None:  # a principal whose every binding is listed gets no application from them
+                grants[user] = mine
         if reason is not None:
             out.unexpressed.append(Unexpressed(f"ACL {acl.text()}", reason))
     for user, mechanisms in live.scram_users.items():

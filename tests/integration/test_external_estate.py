@@ -548,6 +548,62 @@ def test_the_drill_runs_on_the_external_stack_itself_through_published_configs(
     assert "orders" in AdminClient(_admin(existing, "C").config()).list_topics(timeout=10).topics
 
 
+def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
+    env: Env, existing: ExistingEstate, tmp_path: Path
+) -> None:
+    """The team made 300 topics, ACLs, SCRAM users and quotas by hand on C (:mod:`tests.integration.hand_made`);
+    `drctl estate adopt` reads them through the stack's credentials and proposes a stack file that declares
+    them — the product's own validation reads it back — and lists, with the reason, what it cannot express."""
+    from dr.topology import load_stack_file
+    from tests.integration import hand_made
+
+    t0 = time.monotonic()
+    hand_made.make_by_hand(_admin(existing, "C"))
+    made = time.monotonic() - t0
+    out = tmp_path / "Pulumi.adopted.yaml"
+    t1 = time.monotonic()
+    res = env.drctl("estate", "adopt", "--stack", STACK, "--from", "C", "--out", str(out))
+    took = time.monotonic() - t1
+    print(f"\nadopt: {len(hand_made.TOPICS) + 1} topics made by hand in {made:.1f}s, adopted in {took:.1f}s")
+    assert res.returncode == 0, res.stderr[-4000:]
+    text = out.read_text()
+    proposal = load_stack_file(out)  # the product's validation, again, on the file as written
+    topics = {t.name: t for t in proposal.topics}
+    assert {*hand_made.TOPICS, hand_made.LEDGER} <= set(topics)
+    ledger = topics[hand_made.LEDGER]
+    assert (ledger.partitions, ledger.replication_factor) == (4, 1)
+    assert ledger.configs == {"cleanup.policy": "compact", "retention.ms": "3600000"}
+    assert topics[hand_made.EVENTS[0]].configs == {}, "only the topic-level overrides are declared"
+    assert not [name for name in topics if name.startswith(("__", "mm2-", "connect-"))]
+    apps = {a.name: a for a in proposal.principals.applications}
+    producer, consumer, events = apps["adopt-producer"], apps["adopt-consumer"], apps["adopt-events"]
+    assert producer.produces == sorted(hand_made.PRODUCED) and not producer.consumes
+    assert producer.quota is not None and producer.quota.configs() == {
+        k: str(v) for k, v in hand_made.PRODUCER_QUOTA.items()
+    }
+    assert consumer.consumes == sorted(hand_made.CONSUMED) and consumer.consumer_group == "adopt-consumers"
+    assert events.produces_prefix == "adopt.events." and not events.produces
+    assert "adopt-legacy" in apps and "adopt-mallory" not in apps and "adopt-ops" not in apps
+    default = proposal.principals.default_quota
+    assert default is not None and default.configs() == {k: str(v) for k, v in hand_made.DEFAULT_QUOTA.items()}
+    header = text.split("\nconfig:", 1)[0]
+    for listed in (
+        f"Deny User:adopt-mallory Read on Topic '{hand_made.PRODUCED[0]}' (Literal): a DENY rule",
+        f"Allow User:* Read on Topic '{hand_made.OTHERS[0]}' (Literal): a wildcard principal",
+        f"Allow User:adopt-ops AlterConfigs on Topic '{hand_made.OTHERS[1]}' (Literal): AlterConfigs on a literal "
+        "Topic is beyond an application's role",
+        "from host 10.0.0.7: limited to host 10.0.0.7",
+        "quota on client-id 'adopt-batch': a stack declares quotas per user",
+        "SCRAM credential SCRAM-SHA-256 of user 'adopt-legacy'",
+    ):
+        assert listed in header, f"not listed: {listed}"
+    for app in ("adopt-producer", "adopt-consumer", "adopt-events", "adopt-legacy"):
+        assert f"application {app!r}: set its current password" in header
+    assert "not expressed: ACL Deny User:adopt-mallory" in res.stderr
+    again = env.drctl("estate", "adopt", "--stack", STACK, "--from", "C", "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr and out.read_text() == text
+
+
 def test_no_password_in_any_output(existing: ExistingEstate) -> None:
     secrets = [b.admin_password for b in existing.clusters.values()] + [existing.connect.replicator_password]
     assert OUTPUTS and all(secrets), "nothing to scan: the module's commands recorded no output"
