@@ -557,6 +557,7 @@ def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
     from dr.topology import load_stack_file
     from tests.integration import hand_made
 
+    ADOPTED.clear()
     t0 = time.monotonic()
     hand_made.make_by_hand(_admin(existing, "C"))
     made = time.monotonic() - t0
@@ -602,6 +603,84 @@ def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
     assert "not expressed: ACL Deny User:adopt-mallory" in res.stderr
     again = env.drctl("estate", "adopt", "--stack", STACK, "--from", "C", "--out", str(out))
     assert again.returncode == 2 and "--force" in again.stderr and out.read_text() == text
+    ADOPTED["proposal"] = proposal
+
+
+ADOPTED: dict[str, Any] = {}
+"""The proposal of the adoption test, for the test that brings it under Pulumi."""
+
+
+@pytest.mark.parametrize("provisioning", ["individual", "batched"])
+def test_pulumi_up_of_the_adopted_stack_imports_and_then_previews_no_change(
+    existing: ExistingEstate, tmp_path: Path, provisioning: str
+) -> None:
+    """The adopted declaration, as the only (active) cluster C of a stack of its own with the applications'
+    passwords set (as the proposal's notes say): `drctl estate up` takes over the topics, ACLs, users and quotas
+    that exist — per-resource mode imports each topic (Pulumi's `import_`), batched mode's TopicSet adopts
+    them — and `drctl estate preview --expect-no-changes` then exits 0. A part of the proposal, to stay small:
+    the topic made with kafka-topics.sh (configs of its own) and 20 of the produced topics with their ACLs."""
+    from tests.integration import hand_made
+
+    proposal = ADOPTED.get("proposal")
+    assert proposal is not None, "the adoption test before this one did not produce a proposal"
+    produced = hand_made.PRODUCED[:20]
+    wanted = {hand_made.LEDGER, *produced}
+    topics = [t.model_dump(mode="json", exclude_defaults=True) for t in proposal.topics if t.name in wanted]
+    apps = []
+    for app in proposal.principals.applications:
+        if app.name == "adopt-producer":
+            apps.append({**app.model_dump(mode="json", exclude_none=True, exclude_defaults=True), "produces": produced})
+        if app.name == "adopt-consumer":
+            consumes = [t for t in app.consumes if t in produced[:10]]
+            apps.append({**app.model_dump(mode="json", exclude_none=True, exclude_defaults=True), "consumes": consumes})
+    assert len(topics) == 21 and len(apps) == 2
+    stack = f"adopted-{provisioning}"
+    e = Env(tmp_path)
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("adopted\n")
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.root / "backend").mkdir()
+    cluster = {
+        "name": "C",
+        "role": "active",
+        "kind": "external",
+        "bootstrap_servers": existing.clusters["C"].bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "admin_username": "admin",
+    }
+    doc = {
+        "config": {
+            "kafka-dr:provisioning": provisioning,
+            "kafka-dr:clusters": [cluster],
+            "kafka-dr:topics": topics,
+            "kafka-dr:principals": {
+                "applications": apps,
+                "default_quota": proposal.principals.default_quota.model_dump(exclude_none=True),
+            },
+        }
+    }
+    (e.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert e.pulumi("stack", "init", stack).returncode == 0
+    secrets = [("kafka-dr:clusters[0].adminPassword", existing.clusters["C"].admin_password)]
+    secrets += [
+        (f"kafka-dr:principals.applications[{i}].password", f"{a['name']}-password") for i, a in enumerate(apps)
+    ]
+    for key, value in secrets:
+        res = e.pulumi("config", "set", "--stack", stack, "--path", "--secret", "--", key, value)
+        assert res.returncode == 0, res.stderr
+    t0 = time.monotonic()
+    up = e.drctl("estate", "up", "--stack", stack)
+    took = time.monotonic() - t0
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-4000:]
+    t1 = time.monotonic()
+    preview = e.drctl("estate", "preview", "--stack", stack, "--expect-no-changes")
+    print(f"\nadopted stack ({provisioning}): up {took:.1f}s, preview {time.monotonic() - t1:.1f}s")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    # the applications' credentials still work: the declared passwords were the ones they had
+    producer = Producer({**_app(existing, "C", "adopt-producer", "adopt-producer-password").config(), "acks": "all"})
+    errors: list[Any] = []
+    producer.produce(produced[0], key="after-adoption", value=b"x", on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(30) == 0 and errors == [None], errors
 
 
 def test_no_password_in_any_output(existing: ExistingEstate) -> None:
