@@ -84,13 +84,16 @@ def _describe(endpoint: Endpoint, config: Path, kinds: tuple[str, ...], crash_di
     return res.stdout
 
 
-def read_quotas(endpoint: Endpoint, timeout: float = 120.0) -> list[LiveQuota]:
-    """Every client quota of the cluster (user, default user, client id, user + client id, IP entities)."""
+def read_quotas(
+    endpoint: Endpoint, timeout: float = 120.0, kinds: tuple[tuple[str, ...], ...] = _KINDS
+) -> list[LiveQuota]:
+    """Every client quota of the cluster (user, default user, client id, user + client id, IP entities), or
+    only those of ``kinds`` (``(("users",),)``: one JVM)."""
     with tempfile.TemporaryDirectory(prefix="kdr-quotas-") as tmp:
         config = Path(tmp) / "admin.properties"
         write_properties(config, endpoint.java_config())
-        with ThreadPoolExecutor(len(_KINDS)) as pool:
-            outputs = list(pool.map(lambda kinds: _describe(endpoint, config, kinds, Path(tmp), timeout), _KINDS))
+        with ThreadPoolExecutor(len(kinds)) as pool:
+            outputs = list(pool.map(lambda kind: _describe(endpoint, config, kind, Path(tmp), timeout), kinds))
     found: dict[tuple[tuple[str, str | None], ...], LiveQuota] = {}
     for text in outputs:
         for quota in parse_quotas(text):
