@@ -256,6 +256,75 @@ def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
     assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive", "C": "standby"}
 
 
+def test_parity_names_a_drift_made_on_b_behind_the_products_back_and_up_restores_it(
+    env: Env, existing: ExistingEstate
+) -> None:
+    """`drctl status --parity` compares A and B (the link A→B joins them): clean after the first up; then the
+    team changes B by hand — a topic config, a SCRAM user deleted, a write granted to a reader on the passive
+    cluster — and each is listed with its repair; `drctl estate up --refresh` restores what the stack declares
+    (the user), the commands named repair the rest, and the status is clean again."""
+    from confluent_kafka.admin import (
+        AclOperation,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+    )
+
+    from dr.kafka.client import acl
+
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
+    admin_b = AdminClient(_admin(existing, "B").config())
+    retention = [ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)]
+    for future in admin_b.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=retention)]
+    ).values():
+        future.result(30)
+    gone = [UserScramCredentialDeletion("billing", ScramMechanism.SCRAM_SHA_512)]
+    for future in admin_b.alter_user_scram_credentials(gone).values():
+        future.result(30)
+    write = acl("billing", ResourceType.TOPIC, "orders", AclOperation.WRITE)
+    for future in admin_b.create_acls([write]).values():
+        future.result(30)
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 4, res.stderr[-3000:]
+    problems = [p for p in json.loads(res.stdout)["problems"] if p.startswith("parity:")]
+    b = existing.clusters["B"].bootstrap
+    assert sorted(problems) == sorted(
+        [
+            "parity: cluster B: ACL Allow User:billing Write on Topic 'orders' (Literal) is beyond its passive role — "
+            f"repair: `kafka-acls.sh --bootstrap-server {b} --command-config admin.properties --remove --force "
+            "--allow-principal User:billing --operation Write --topic orders --resource-pattern-type literal`",
+            f"parity: cluster B: SCRAM user 'billing' (declared) is missing — repair: `drctl estate up --stack {STACK} --refresh`",
+            "parity: cluster B: topic 'orders' retention.ms: 86400000 on B, (broker default) on A — repair: "
+            f"`kafka-configs.sh --bootstrap-server {b} --command-config admin.properties --alter --entity-type topics "
+            "--entity-name orders --delete-config retention.ms`",
+        ]
+    ), problems
+    up = env.drctl("estate", "up", "--stack", STACK, "--refresh")
+    assert up.returncode == 0, up.stderr[-4000:]
+    # the two repairs that are Kafka's tools, done through the admin API (the same requests)
+    retention = [ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
+    for future in admin_b.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=retention)]
+    ).values():
+        future.result(30)
+    from confluent_kafka.admin import AclBindingFilter, AclPermissionType, ResourcePatternType
+
+    from dr.kafka.client import delete_acls
+
+    granted = AclBindingFilter(
+        ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:billing", "*", AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )  # fmt: skip
+    assert delete_acls(_admin(existing, "B"), [granted]) == 1
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
+
+
 def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, second: Env) -> None:
     """Same backend and passphrase, a fresh project copy, no state: the generated passwords come back
     from the stack's secret output, identical to the first operator's."""
