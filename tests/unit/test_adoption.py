@@ -259,3 +259,37 @@ def test_adopt_refuses_an_existing_out_file_before_reading_anything(
     assert out.read_text() == "mine\n"
     res = CliRunner().invoke(cli, ["estate", "adopt", "--stack", "prod", "--from", "nowhere"])
     assert "no cluster named 'nowhere'" in str(res.exception)
+
+
+def test_a_principal_that_may_not_describe_is_refused_naming_the_request() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from dr.base.errors import AuthError, ClusterError
+    from dr.kafka.client import Endpoint
+    from dr.kafka.live import _answer
+
+    endpoint = Endpoint("127.0.0.1:1", "reader", "secret-pw", cluster="A")
+
+    def refused() -> None:
+        raise KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED))
+
+    with pytest.raises(AuthError) as exc:
+        _answer(endpoint, "describe ACLs", refused)
+    assert "user 'reader' may not describe ACLs" in str(exc.value) and "nothing was written" in str(exc.value)
+    assert "secret-pw" not in str(exc.value)
+
+    def broken() -> None:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    with pytest.raises(ClusterError):
+        _answer(endpoint, "describe ACLs", broken)
+
+
+def test_an_unreachable_cluster_is_a_cluster_error() -> None:
+    from dr.base.errors import ClusterError
+    from dr.kafka.client import Endpoint
+    from dr.kafka.live import read_live
+
+    with pytest.raises(ClusterError) as exc:  # nothing listens on port 1: the connection is refused
+        read_live(Endpoint("127.0.0.1:1", "admin", "pw"), timeout=2)
+    assert "cannot reach" in str(exc.value)
