@@ -210,7 +210,10 @@ def test_the_proposal_validates_keeps_the_stack_file_and_names_the_passwords_to_
     assert again.principals.application("orders-app").password is not None, "a declared password is kept"
     assert "secure: v1:PLACEHOLDER0ordersapp" in text and [c.name for c in again.clusters] == ["dc1", "dc2", "dc3"]
     assert len(adoption.notes) == 1 and "'newcomer'" in adoption.notes[0]
-    assert "applications[0].password" in adoption.notes[0]  # newcomer sorts first
+    rendered = yaml.safe_load(text)["config"]["kafka-dr:principals"]["applications"]
+    assert rendered[0]["name"] == "newcomer" and "applications[0].password" in adoption.notes[0], (
+        "the note's index is the application's place in the written file"
+    )
 
 
 def test_an_application_a_rule_refuses_is_listed_not_dropped(tmp_path: Path) -> None:
