@@ -123,7 +123,11 @@ def _existing_topics(topology: Topology, cluster: Cluster, credentials: Any) -> 
     from dr.topology.topics import topics_on
     from stacks.existing_topics import existing_topics
 
-    endpoint = external_endpoint(cluster, state=Path(credentials.path).parent)
+    try:
+        endpoint = external_endpoint(cluster, state=Path(credentials.path).parent)
+    except DRError as exc:  # the provider of the cluster reports it with its own words
+        pulumi.log.warn(f"cluster {cluster.name}: existing topics not read ({exc.problem}); none is imported")
+        return {}
     return existing_topics(cluster.name, endpoint, [t.name for t in topics_on(topology, cluster)])
 
 
