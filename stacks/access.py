@@ -7,16 +7,19 @@ engine); :class:`ClusterAccess` declares them through the cluster's own explicit
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kafka as kafka
 
 from dr.base.errors import ConfigError
+from dr.kafka.live import TopicConfigs
 from dr.topology import Cluster, Topology
 from dr.topology.access import AclRule, acl_rules
 from dr.topology.quotas import user_quotas
 from dr.topology.topics import topics_on
+from stacks.existing_topics import declared_config
 from stacks.kafka_sets import AclSet, Connection, TopicSet, acl_binding
 
 __all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]
@@ -47,6 +50,9 @@ class ClusterAccessArgs:
     """The cluster's admin login (:attr:`stacks.cluster.KafkaCluster.connection`): with the topology's
     ``provisioning: batched``, the topics and the ACLs are one resource each, reaching the cluster
     through it."""
+    existing_topics: Mapping[str, TopicConfigs] = field(default_factory=dict)
+    """Per-resource mode: the declared topics the (external) cluster already holds, imported instead of
+    created (:mod:`stacks.existing_topics`)."""
     deleted_with: pulumi.Resource | None = None
     """The local cluster resource whose deletion takes these users, topics and ACLs with its data: when
     both go (``pulumi destroy``), Kafka is not asked to delete them one by one — so a destroy succeeds
@@ -142,13 +148,18 @@ class ClusterAccess(pulumi.ComponentResource):
             )
         else:
             for topic in declared:
+                config = {"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs}
+                found = args.existing_topics.get(topic.name)
                 self.topics[topic.name] = kafka.Topic(
                     f"{c.name}-topic-{topic.name}",
                     name=topic.name,
                     partitions=topic.partitions,
                     replication_factor=topic.replication_factor,
-                    config={"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs},
-                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+                    config=config if found is None else declared_config(config, found),
+                    opts=pulumi.ResourceOptions.merge(
+                        child,
+                        pulumi.ResourceOptions(retain_on_delete=True, import_=topic.name if found else None),
+                    ),
                 )
             self.acls = [
                 kafka.Acl(

@@ -115,6 +115,22 @@ def _admin(cluster: Any, credentials: Any) -> tuple[str, str]:
     return ep.username, ep.password
 
 
+def _existing_topics(topology: Topology, cluster: Cluster, credentials: Any) -> dict[str, Any]:
+    """Per-resource mode on an external cluster: the declared topics it already holds, to import."""
+    if cluster.kind is not Kind.EXTERNAL or topology.provisioning != "individual":
+        return {}
+    from dr.topology.external import external_endpoint
+    from dr.topology.topics import topics_on
+    from stacks.existing_topics import existing_topics
+
+    try:
+        endpoint = external_endpoint(cluster, state=Path(credentials.path).parent)
+    except DRError as exc:  # the provider of the cluster reports it with its own words
+        pulumi.log.warn(f"cluster {cluster.name}: existing topics not read ({exc.problem}); none is imported")
+        return {}
+    return existing_topics(cluster.name, endpoint, [t.name for t in topics_on(topology, cluster)])
+
+
 def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
     """Register every resource of ``topology``; return what the stack exports."""
 
@@ -150,6 +166,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                 ),
             )
         if c.role is not Role.DECOMMISSIONED:
+            existing = _existing_topics(topology, c, credentials)
             access[c.name] = ClusterAccess(
                 f"{c.name}-access",
                 ClusterAccessArgs(
@@ -159,6 +176,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
                     passwords=passwords,
                     connection=getattr(clusters[c.name], "connection", None),
                     deleted_with=getattr(clusters[c.name], "local", None),
+                    existing_topics=existing,
                     **_confluent_access(topology, c),
                 ),
             )

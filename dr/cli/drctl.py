@@ -379,8 +379,10 @@ def toolchain_cmd(as_json: bool) -> None:
 def _attach_commands() -> None:
     """verify/recover (verification/) and failover/status/drill (dr/failover/) join the group."""
 
+    from dr.cli.adopt import adopt
     from dr.cli.controller import controller
 
+    estate.add_command(adopt)
     for command in [*failover_commands(), *verification_commands(), controller]:
         cli.add_command(command)
 

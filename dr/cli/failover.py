@@ -295,7 +295,13 @@ def _interrupt(_signum: int, _frame: object) -> None:
 @_shown("--stack", "ref", type=STACK, default="local")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON on stdout.")
 @click.option("--isr", is_flag=True, help="Show leader, replicas and in-sync replicas of every partition.")
-def status(ref: StackRef, as_json: bool, isr: bool) -> None:
+@click.option(
+    "--parity",
+    is_flag=True,
+    help="Also compare the clusters each link joins: topic configurations, SCRAM users, ACLs (against each "
+    "cluster's role) and user quotas; each difference is a problem naming the command that repairs it.",
+)
+def status(ref: StackRef, as_json: bool, isr: bool, parity: bool) -> None:
     """Roles, broker health, link lag per partition, consumer-group positions, the last failover.
 
     The full status is printed first (with --json: plus a `problems` list); then the exit code says
@@ -310,6 +316,11 @@ def status(ref: StackRef, as_json: bool, isr: bool) -> None:
 
     _paths(ref)
     report = status_report(ref, isr=isr)
+    if parity:
+        from dr.estate.estate import Estate
+        from dr.failover.parity import parity_problems
+
+        report.problems += parity_problems(Estate.for_stack(ref))
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else render_status(report))
     raise_for_problems(report)
 

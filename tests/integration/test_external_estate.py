@@ -256,6 +256,75 @@ def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
     assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive", "C": "standby"}
 
 
+def test_parity_names_a_drift_made_on_b_behind_the_products_back_and_up_restores_it(
+    env: Env, existing: ExistingEstate
+) -> None:
+    """`drctl status --parity` compares A and B (the link A→B joins them): clean after the first up; then the
+    team changes B by hand — a topic config, a SCRAM user deleted, a write granted to a reader on the passive
+    cluster — and each is listed with its repair; `drctl estate up --refresh` restores what the stack declares
+    (the user), the commands named repair the rest, and the status is clean again."""
+    from confluent_kafka.admin import (
+        AclOperation,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+    )
+
+    from dr.kafka.client import acl
+
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
+    admin_b = AdminClient(_admin(existing, "B").config())
+    retention = [ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)]
+    for future in admin_b.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=retention)]
+    ).values():
+        future.result(30)
+    gone = [UserScramCredentialDeletion("billing", ScramMechanism.SCRAM_SHA_512)]
+    for future in admin_b.alter_user_scram_credentials(gone).values():
+        future.result(30)
+    write = acl("billing", ResourceType.TOPIC, "orders", AclOperation.WRITE)
+    for future in admin_b.create_acls([write]).values():
+        future.result(30)
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 4, res.stderr[-3000:]
+    problems = [p for p in json.loads(res.stdout)["problems"] if p.startswith("parity:")]
+    b = existing.clusters["B"].bootstrap
+    assert sorted(problems) == sorted(
+        [
+            "parity: cluster B: ACL Allow User:billing Write on Topic 'orders' (Literal) is beyond its passive role — "
+            f"repair: `kafka-acls.sh --bootstrap-server {b} --command-config admin.properties --remove --force "
+            "--allow-principal User:billing --operation Write --topic orders --resource-pattern-type literal`",
+            f"parity: cluster B: SCRAM user 'billing' (declared) is missing — repair: `drctl estate up --stack {STACK} --refresh`",
+            "parity: cluster B: topic 'orders' retention.ms: 86400000 on B, (broker default) on A — repair: "
+            f"`kafka-configs.sh --bootstrap-server {b} --command-config admin.properties --alter --entity-type topics "
+            "--entity-name orders --delete-config retention.ms`",
+        ]
+    ), problems
+    up = env.drctl("estate", "up", "--stack", STACK, "--refresh")
+    assert up.returncode == 0, up.stderr[-4000:]
+    # the two repairs that are Kafka's tools, done through the admin API (the same requests)
+    retention = [ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
+    for future in admin_b.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=retention)]
+    ).values():
+        future.result(30)
+    from confluent_kafka.admin import AclBindingFilter, AclPermissionType, ResourcePatternType
+
+    from dr.kafka.client import delete_acls
+
+    granted = AclBindingFilter(
+        ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:billing", "*", AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )  # fmt: skip
+    assert delete_acls(_admin(existing, "B"), [granted]) == 1
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
+
+
 def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, second: Env) -> None:
     """Same backend and passphrase, a fresh project copy, no state: the generated passwords come back
     from the stack's secret output, identical to the first operator's."""
@@ -546,6 +615,141 @@ def test_the_drill_runs_on_the_external_stack_itself_through_published_configs(
     roles = {c["name"]: c["role"] for c in status["clusters"]}
     assert roles == {"A": "active", "B": "passive", "C": "decommissioned"}
     assert "orders" in AdminClient(_admin(existing, "C").config()).list_topics(timeout=10).topics
+
+
+def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
+    env: Env, existing: ExistingEstate, tmp_path: Path
+) -> None:
+    """The team made 300 topics, ACLs, SCRAM users and quotas by hand on C (:mod:`tests.integration.hand_made`);
+    `drctl estate adopt` reads them through the stack's credentials and proposes a stack file that declares
+    them — the product's own validation reads it back — and lists, with the reason, what it cannot express."""
+    from dr.topology import load_stack_file
+    from tests.integration import hand_made
+
+    ADOPTED.clear()
+    t0 = time.monotonic()
+    hand_made.make_by_hand(_admin(existing, "C"))
+    made = time.monotonic() - t0
+    out = tmp_path / "Pulumi.adopted.yaml"
+    t1 = time.monotonic()
+    res = env.drctl("estate", "adopt", "--stack", STACK, "--from", "C", "--out", str(out))
+    took = time.monotonic() - t1
+    print(f"\nadopt: {len(hand_made.TOPICS) + 1} topics made by hand in {made:.1f}s, adopted in {took:.1f}s")
+    assert res.returncode == 0, res.stderr[-4000:]
+    text = out.read_text()
+    proposal = load_stack_file(out)  # the product's validation, again, on the file as written
+    topics = {t.name: t for t in proposal.topics}
+    assert {*hand_made.TOPICS, hand_made.LEDGER} <= set(topics)
+    ledger = topics[hand_made.LEDGER]
+    assert (ledger.partitions, ledger.replication_factor) == (4, 1)
+    assert ledger.configs == {"cleanup.policy": "compact", "retention.ms": "3600000"}
+    assert topics[hand_made.EVENTS[0]].configs == {}, "only the topic-level overrides are declared"
+    assert not [name for name in topics if name.startswith(("__", "mm2-", "connect-"))]
+    apps = {a.name: a for a in proposal.principals.applications}
+    producer, consumer, events = apps["adopt-producer"], apps["adopt-consumer"], apps["adopt-events"]
+    assert producer.produces == sorted(hand_made.PRODUCED) and not producer.consumes
+    assert producer.quota is not None and producer.quota.configs() == {
+        k: str(v) for k, v in hand_made.PRODUCER_QUOTA.items()
+    }
+    assert consumer.consumes == sorted(hand_made.CONSUMED) and consumer.consumer_group == "adopt-consumers"
+    assert events.produces_prefix == "adopt.events." and not events.produces
+    assert "adopt-legacy" in apps and "adopt-mallory" not in apps and "adopt-ops" not in apps
+    default = proposal.principals.default_quota
+    assert default is not None and default.configs() == {k: str(v) for k, v in hand_made.DEFAULT_QUOTA.items()}
+    header = text.split("\nconfig:", 1)[0]
+    for listed in (
+        f"Deny User:adopt-mallory Read on Topic '{hand_made.PRODUCED[0]}' (Literal): a DENY rule",
+        f"Allow User:* Read on Topic '{hand_made.OTHERS[0]}' (Literal): a wildcard principal",
+        f"Allow User:adopt-ops AlterConfigs on Topic '{hand_made.OTHERS[1]}' (Literal): AlterConfigs on a literal "
+        "Topic is beyond an application's role",
+        "from host 10.0.0.7: limited to host 10.0.0.7",
+        "quota on client-id 'adopt-batch': a stack declares quotas per user",
+        "SCRAM credential SCRAM-SHA-256 of user 'adopt-legacy'",
+    ):
+        assert listed in header, f"not listed: {listed}"
+    for app in ("adopt-producer", "adopt-consumer", "adopt-events", "adopt-legacy"):
+        assert f"application {app!r}: set its current password" in header
+    assert "not expressed: ACL Deny User:adopt-mallory" in res.stderr
+    again = env.drctl("estate", "adopt", "--stack", STACK, "--from", "C", "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr and out.read_text() == text
+    ADOPTED["proposal"] = proposal
+
+
+ADOPTED: dict[str, Any] = {}
+"""The proposal of the adoption test, for the test that brings it under Pulumi."""
+
+
+@pytest.mark.parametrize("provisioning", ["individual", "batched"])
+def test_pulumi_up_of_the_adopted_stack_imports_and_then_previews_no_change(
+    existing: ExistingEstate, tmp_path: Path, provisioning: str
+) -> None:
+    """The adopted declaration, as the only (active) cluster C of a stack of its own with the applications'
+    passwords set (as the proposal's notes say): `drctl estate up` takes over the topics, ACLs, users and quotas
+    that exist — per-resource mode imports each topic (Pulumi's `import_`), batched mode's TopicSet adopts
+    them — and `drctl estate preview --expect-no-changes` then exits 0. A part of the proposal, to stay small:
+    the topic made with kafka-topics.sh (configs of its own) and 20 of the produced topics with their ACLs."""
+    from tests.integration import hand_made
+
+    proposal = ADOPTED.get("proposal")
+    assert proposal is not None, "the adoption test before this one did not produce a proposal"
+    produced = hand_made.PRODUCED[:20]
+    wanted = {hand_made.LEDGER, *produced}
+    topics = [t.model_dump(mode="json", exclude_defaults=True) for t in proposal.topics if t.name in wanted]
+    apps = []
+    for app in proposal.principals.applications:
+        if app.name == "adopt-producer":
+            apps.append({**app.model_dump(mode="json", exclude_none=True, exclude_defaults=True), "produces": produced})
+        if app.name == "adopt-consumer":
+            consumes = [t for t in app.consumes if t in produced[:10]]
+            apps.append({**app.model_dump(mode="json", exclude_none=True, exclude_defaults=True), "consumes": consumes})
+    assert len(topics) == 21 and len(apps) == 2
+    stack = f"adopted-{provisioning}"
+    e = Env(tmp_path)
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("adopted\n")
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    (e.root / "backend").mkdir()
+    cluster = {
+        "name": "C",
+        "role": "active",
+        "kind": "external",
+        "bootstrap_servers": existing.clusters["C"].bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "admin_username": "admin",
+    }
+    doc = {
+        "config": {
+            "kafka-dr:provisioning": provisioning,
+            "kafka-dr:clusters": [cluster],
+            "kafka-dr:topics": topics,
+            "kafka-dr:principals": {
+                "applications": apps,
+                "default_quota": proposal.principals.default_quota.model_dump(exclude_none=True),
+            },
+        }
+    }
+    (e.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert e.pulumi("stack", "init", stack).returncode == 0
+    secrets = [("kafka-dr:clusters[0].adminPassword", existing.clusters["C"].admin_password)]
+    secrets += [
+        (f"kafka-dr:principals.applications[{i}].password", f"{a['name']}-password") for i, a in enumerate(apps)
+    ]
+    for key, value in secrets:
+        res = e.pulumi("config", "set", "--stack", stack, "--path", "--secret", "--", key, value)
+        assert res.returncode == 0, res.stderr
+    t0 = time.monotonic()
+    up = e.drctl("estate", "up", "--stack", stack)
+    took = time.monotonic() - t0
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-4000:]
+    t1 = time.monotonic()
+    preview = e.drctl("estate", "preview", "--stack", stack, "--expect-no-changes")
+    print(f"\nadopted stack ({provisioning}): up {took:.1f}s, preview {time.monotonic() - t1:.1f}s")
+    assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-3000:]
+    # the applications' credentials still work: the declared passwords were the ones they had
+    producer = Producer({**_app(existing, "C", "adopt-producer", "adopt-producer-password").config(), "acks": "all"})
+    errors: list[Any] = []
+    producer.produce(produced[0], key="after-adoption", value=b"x", on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(30) == 0 and errors == [None], errors
 
 
 def test_no_password_in_any_output(existing: ExistingEstate) -> None:
