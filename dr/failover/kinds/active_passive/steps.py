@@ -421,9 +421,11 @@ def promote(ctx: Context) -> StepResult:
         # Nothing is left to copy, and a graceful stop waits ~15 s on the dead source: kill it.
         mirror.kill()
         how = "killed"
-    elif nothing_left_to_flush(ctx.journal.outcome("fence-drain")):
-        # Drained to lag 0 with every group's offsets on B: a graceful stop (~2 s of every application's
-        # outage) would flush nothing the failover still needs; a transaction it left open is aborted below.
+    elif not link.connect and nothing_left_to_flush(ctx.journal.outcome("fence-drain")):
+        # A dedicated process drained to lag 0 with every group's offsets on B: a graceful stop (~2 s of every
+        # application's outage) would flush nothing the failover still needs; SIGKILL ends it at once (a
+        # Connect link's "kill" only asks its tasks to stop, so it keeps the stop that waits for them), and
+        # a transaction it left open is aborted below.
         mirror.kill()
         how = "killed (drained)"
     else:
