@@ -421,11 +421,22 @@ def promote(ctx: Context) -> StepResult:
         # Nothing is left to copy, and a graceful stop waits ~15 s on the dead source: kill it.
         mirror.kill()
         how = "killed"
+    elif not link.connect and nothing_left_to_flush(ctx.journal.outcome("fence-drain")):
+        # A dedicated process drained to lag 0 with every group's offsets on B: a graceful stop (~2 s of every
+        # application's outage) would flush nothing the failover still needs; SIGKILL ends it at once (a
+        # Connect link's "kill" only asks its tasks to stop, so it keeps the stop that waits for them), and
+        # a transaction it left open is aborted below.
+        mirror.kill()
+        how = "killed (drained)"
     else:
         mirror.stop(timeout=ctx.options.link_stop_timeout)  # graceful: last checkpoints are flushed
         how = "stopped"
     stop_s = round(time.monotonic() - t0, 3)
-    transactions = close_open_transactions(ctx) if ctx.original.writes_in_transactions(link) else None
+    transactions = (
+        close_open_transactions(ctx, wait_s=0.0 if how.startswith("killed") else 10.0)
+        if ctx.original.writes_in_transactions(link)
+        else None
+    )
     writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
     ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
     grants = application_acls(ctx.desired, Role.ACTIVE)
@@ -461,11 +472,19 @@ def promote(ctx: Context) -> StepResult:
     )
 
 
+def nothing_left_to_flush(drain: dict[str, Any]) -> bool:
+    """True when the planned drain (``drain``: the fence-drain step's outcome) left the link nothing to copy
+    and every application group's translated offsets on B (pure): then stopping the link gracefully, which
+    flushes its last copies and checkpoints, brings nothing the failover needs."""
+    return bool(drain.get("drained")) and bool(drain.get("groups_synced")) and not drain.get("residual_lag")
+
+
 def close_open_transactions(ctx: Context, wait_s: float = 10.0) -> OpenTransactions:
     """No transaction of the stopped link left open on B: its consumers read committed and would stop at
     an open one, and the applications' new records would stay invisible behind it. A stopped task aborts
     its own within ``wait_s``; one killed leaves it open until the coordinator's timeout: aborted here
-    (:func:`dr.runtime.transactions.abort_open`). Refused when one is still open after that."""
+    (:func:`dr.runtime.transactions.abort_open`) — at once for a killed link (``wait_s`` 0), since nothing
+    else will. Refused when one is still open after that."""
     t0 = time.monotonic()
     try:
         found = open_transactions(ctx.b_ep, ctx.topics)
