@@ -13,6 +13,7 @@ from dr.base.errors import ConfigError, LockHeld, StateStoreError, mask_secrets
 from dr.base.pulumi_env import mask_url
 from dr.failover.frame.journal import Journal, StackLock
 from dr.failover.record import team_store as ts
+from dr.runtime.process import wait_until
 from tests.pg_server import pg_server
 
 
@@ -203,8 +204,8 @@ def test_heartbeat_keeps_a_lease_fresh(team: str, monkeypatch: pytest.MonkeyPatc
     handle = store.acquire("s6")
     with store.connect() as conn, conn.transaction():
         conn.execute("UPDATE kdr_lease SET heartbeat_at = now() - interval '20 seconds' WHERE stack = 's6'")
-    threading.Event().wait(0.8)
-    assert store.lease("s6").heartbeat_age_s < 5  # type: ignore[union-attr]
+    # the heartbeat thread's next beat (every 0.5 s) makes it fresh: waited for, not assumed within 0.8 s
+    assert wait_until(lambda: store.lease("s6").heartbeat_age_s < 5, 30)  # type: ignore[union-attr]
     handle.release()
     assert store.lease("s6") is None
 
