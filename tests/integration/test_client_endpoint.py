@@ -35,6 +35,7 @@ from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.estate.stack import EstateStack
 from dr.failover.frame.journal import Journal
+from dr.kafka.offsets import committed_offsets_of
 from dr.kafka.records import read_to_end
 from dr.runtime.endpoint import switch
 from dr.runtime.process import wait_until
@@ -326,6 +327,19 @@ def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _offsets_translated_again(estate: Estate, passive: str) -> None:
+    """Wait until the link has written every measured group's offsets onto ``passive`` once more after now:
+    the event the unplanned failover's consumers will resume from (a checkpoint after their latest commits)."""
+    groups = ["billing", COOP, RDK_GROUP]
+    before = committed_offsets_of(estate.endpoint(passive), groups)
+
+    def moved() -> bool:
+        now = committed_offsets_of(estate.endpoint(passive), groups)
+        return all(now[g] and now[g] != before[g] for g in groups)
+
+    assert wait_until(moved, 120), f"the link did not translate {groups}' offsets onto {passive} again"
+
+
 def test_a_silent_proxy_refuses_the_failover_before_the_fence_and_the_plan_shows_the_switch(
     env: dict[str, str],
 ) -> None:
@@ -537,7 +551,7 @@ def test_the_same_clients_live_through_a_planned_and_an_unplanned_failover_nothi
         estate = _estate(env)
         fenced = _shift_offsets(estate, "B")  # C's offsets below B's from here on
         print(f"\nB allocated {fenced} producer ids already used by producers moved from A (fenced on first use)")
-        time.sleep(3)  # the consumers commit on B and the link translates their offsets onto C
+        _offsets_translated_again(estate, "C")  # the consumers commit on B, the link translates it onto C
         on_b_t = {v: o for (p, o), v in _log(estate, "B").items() if v.startswith("t-") and p == 0}
         print(f"between the failovers: {time.monotonic() - t1:.0f}s")
         estate.local_cluster("B").kill()
