@@ -443,7 +443,8 @@ def test_planned_failover_under_traffic_through_published_configs(
         # the first operator takes the stack file the failover rewrote, as `git pull` would
         (env.project / f"Pulumi.{STACK}.yaml").write_bytes((second.project / f"Pulumi.{STACK}.yaml").read_bytes())
         assert wait_until(lambda: published.exists() and len(acked) > 0, 30)
-        time.sleep(3)  # a few more records on B
+        # orders-app moved to B through its published configuration and writes there (the producer thread's event)
+        wait_until(lambda: len(acked_on_b) > 20, 60)
     finally:
         stop.set()
         thread.join(30)
