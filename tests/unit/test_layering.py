@@ -204,12 +204,12 @@ def test_the_frame_never_asks_the_architecture() -> None:
 
 #: The floors of ``dr.failover``, from the ground up, each a set of rooms (a folder or a module): what both the
 #: frame and act write (``record``); what touches Kafka; the frame every run shares; the lifecycle and
-#: ``drctl status``; what every drill shares; the contract each architecture declares; the architectures.
+#: ``drctl status`` (with its parity check); what every drill shares; the contract each architecture declares; the architectures.
 FAILOVER_FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"dr.failover.record"}),
     frozenset({"dr.failover.act"}),
     frozenset({"dr.failover.frame"}),
-    frozenset({"dr.failover.lifecycle", "dr.failover.status"}),
+    frozenset({"dr.failover.lifecycle", "dr.failover.status", "dr.failover.parity"}),  # what a person runs on a stack
     frozenset({"dr.failover.drill"}),
     frozenset({"dr.failover.kind"}),
     frozenset({"dr.failover.kinds"}),
