@@ -62,6 +62,7 @@ from dr.base.errors import ConfigError, LockHeld, StateStoreError
 from dr.base.project import project_dir_or_none
 from dr.base.pulumi_env import mask_url
 from dr.failover.record.journal_doc import JournalDocument, LeaseDetail, LeaseEvent, VerdictDocument, VerificationRow
+from dr.runtime.process import pid_alive
 from verification import audit_state
 
 if TYPE_CHECKING:
@@ -593,7 +594,7 @@ class TeamStore:
                     continue
                 # this operator's own run on this machine, as the same database user, gone (the database
                 # went away under it): no wait. The name alone proves nothing (KDR_OPERATOR is self-declared).
-                own = (row[0], row[1]) == (me, host) and bool(row[8]) and not _alive(int(row[2]))
+                own = (row[0], row[1]) == (me, host) and bool(row[8]) and not pid_alive(int(row[2]))
                 if not own:
                     self._refuse_unless_stale(stack, row, take_over)
                 epoch = int(
@@ -747,16 +748,6 @@ def finished_by(record: JournalDocument) -> str | None:
     runs = record.get("runs") or []
     last = runs[-1] if runs and isinstance(runs[-1], dict) else {}
     return str(last["operator"]) if last.get("operator") else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LeaseHandle:
