@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, TextIO
@@ -39,8 +40,8 @@ from dr.controller.permit import LeasePermit
 from dr.controller.witness import Holding, Witness
 from dr.estate.estate import Estate
 from dr.failover.status import link_problem, status_report
-from dr.kafka.client import reused_admin_clients
-from dr.topology import Role, Topology, load_stack_file
+from dr.kafka.client import connected_admin, reused_admin_clients
+from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
 
 __all__ = ["Controller", "LeaseKeeper", "Log", "witness_for"]
 
@@ -397,7 +398,27 @@ class Controller:
         return may_lift(record, holding, current, started, active)
 
     def run_pass(self, estate: Estate) -> None:
-        """One pass: probe the site, read its fence state, read the status (see the module doc)."""
+        """One pass: probe the site, read its fence state, read the status (see the module doc). A pass
+        that takes longer than two intervals is logged (``pass-slow``) with where its time went: a slow pass
+        delays what this controller sees."""
+        took: dict[str, float] = {}
+        started = mark = time.monotonic()
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            took[name] = now - mark
+            mark = now
+
+        try:
+            self._pass(estate, lap)
+        finally:
+            total = time.monotonic() - started
+            if total > 2 * self.interval_s:
+                spent = ", ".join(f"{k} {v:.1f}s" for k, v in took.items() if v >= 0.1)
+                self.log("warning", "pass-slow", f"a pass took {total:.1f} s ({spent})", seconds=round(total, 1))
+
+    def _pass(self, estate: Estate, lap: Callable[[str], None]) -> None:
         site = self.cluster.name
         try:
             probe = probe_site(site, estate.endpoint(site), timeout_s=self.interval_s)
@@ -405,24 +426,59 @@ class Controller:
             probe = Probe(site, metadata_ok=False, produce_ok=False, error=exc.problem)
         self.metrics.canary.labels(site).set(1 if probe.produce_ok else 0)
         self._observed(site, probe.up, probe.error)
+        lap("probe")
         if probe.metadata_ok:
             self._fence_state(estate, site)
             if time.monotonic() - self._broker_fence_at >= BROKER_FENCE_EVERY_S:
                 self._broker_fence_at = time.monotonic()
                 self._broker_fence_state(estate, site)
+        lap("fence state")
+        down = self._reach_others(estate)
+        lap("reach")
         try:
-            report = status_report(self.ref)
+            report = status_report(self.ref, unreachable=down)
         except DRError as exc:
             self.log("warning", "status-failed", f"drctl status could not be read: {exc.problem}")
             return
-        for c in report.clusters:
-            if c.name != site and c.role in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):
-                up = c.health is not None and c.health.reachable
-                self._observed(c.name, up, None if up else (c.error or (c.health and c.health.error) or c.process))
+        finally:
+            lap("status")
         self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
         self.feed.update(report, estate)
+        lap("metrics")
         if self.automatic is not None:
             self.automatic.step(report, self._states, self.feed.rpo)
+            lap("automatic")
+
+    def _reach_others(self, estate: Estate) -> dict[str, str]:
+        """Judge every other active, passive or edge cluster of the stack as it stands now (its file is read
+        again: a failover changes the roles), each within one interval — a local cluster by its processes
+        first, then by a metadata call — and return the ones down (name → why). These verdicts, not the
+        status report's admin calls (which wait on a dead cluster's timeouts), feed the detector."""
+        try:
+            topology = load_stack_file(self.ref.existing_stack_file())
+        except DRError:
+            topology = self.topology
+        down: dict[str, str] = {}
+        for c in topology.clusters:
+            if c.name == self.cluster.name or c.role not in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):
+                continue
+            why = self._unanswered(estate, c)
+            self._observed(c.name, why is None, why)
+            if why is not None:
+                down[c.name] = why
+        return down
+
+    def _unanswered(self, estate: Estate, cluster: Cluster) -> str | None:
+        """Why ``cluster`` does not answer within one interval, or None when it does."""
+        if cluster.kind is Kind.LOCAL:
+            process = estate.local_cluster(cluster.name).state()
+            if process in ("absent", "stopped"):
+                return process
+        try:
+            connected_admin(estate.endpoint(cluster.name), timeout=self.interval_s)
+        except DRError as exc:
+            return exc.problem
+        return None
 
     def _observed(self, cluster: str, up: bool, error: str | None) -> None:
         now = time.monotonic()

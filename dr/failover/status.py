@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,13 +303,20 @@ class StatusReport(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def status_report(ref: StackRef, *, isr: bool = False, snapshot: bool = True) -> StatusReport:
-    """The status of the stack ``ref`` (see the module doc)."""
+def status_report(
+    ref: StackRef, *, isr: bool = False, snapshot: bool = True, unreachable: Mapping[str, str] | None = None
+) -> StatusReport:
+    """The status of the stack ``ref`` (see the module doc). ``unreachable``: clusters the caller has just
+    found not answering (name → why), reported down at once instead of asked again — a controller's pass
+    must not wait on a dead cluster's timeouts (:meth:`dr.controller.loop.Controller.run_pass`)."""
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
     topology = load_stack_file(stack_path)
     estate = Estate(topology, Path(state))
     seen = _Seen()
-    clusters = [_cluster_entry(estate, c, seen, isr=isr, snapshot=snapshot) for c in topology.clusters]
+    down = unreachable or {}
+    clusters = [
+        _cluster_entry(estate, c, seen, isr=isr, snapshot=snapshot, down=down.get(c.name)) for c in topology.clusters
+    ]
     journal = Journal.load(ref.failover_home)
     report = StatusReport(
         stack=stack,
@@ -383,8 +391,11 @@ class _Seen:
     """Passive cluster → group → the translation of its source commit (read once per cluster)."""
 
 
-def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool) -> ClusterStatus:
-    """One cluster: role, process (local), health and end offsets (recorded for the RPO estimate)."""
+def _cluster_entry(
+    estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapshot: bool, down: str | None = None
+) -> ClusterStatus:
+    """One cluster: role, process (local), health and end offsets (recorded for the RPO estimate); only its
+    role, process and ``down`` as its error when ``down`` says it did not answer just now."""
     if c.kind is Kind.LOCAL:
         lc = estate.local_cluster(c.name)
         entry = ClusterStatus(
@@ -400,6 +411,9 @@ def _cluster_entry(estate: Estate, c: Cluster, seen: _Seen, *, isr: bool, snapsh
             return entry
     else:
         entry = ClusterStatus(name=c.name, role=c.role, kind=c.kind, bootstrap=c.bootstrap_servers)
+    if down is not None:
+        entry.error = down
+        return entry
     try:
         ep = estate.endpoint(c.name)
     except (ConfigError, AuthError) as exc:

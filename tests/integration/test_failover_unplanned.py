@@ -47,7 +47,7 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
     out = tmp_path / "drill"
     # --keep: the clusters stay up for the secret scan below, then go the way the drill's own teardown takes
     with CommandLines() as command_lines:
-        res = drctl_drill(tmp_path, STACK, out, "--unplanned", "--automatic", "--warmup", "4", "--keep", timeout=1200)
+        res = drctl_drill(tmp_path, STACK, out, "--unplanned", "--automatic", "--warmup", "4", "--rate", "100", "--keep", timeout=1200)
     try:
         assert res.returncode == 0, res.stderr[-5000:]
         r = drill_json(out)
