@@ -13,7 +13,7 @@ import pytest
 from dr.failover.drill.frame import DrillOptions
 from dr.failover.drill.grade import DEFAULT_AIMS, grade
 from dr.failover.drill.render import render_drill
-from dr.failover.drill.result import DrillResult
+from dr.failover.drill.result import DrillResult, EndpointClientsReport
 from dr.failover.drill.unattended import DRILL_MAX_RPO_RECORDS, drill_policy, figures
 from dr.failover.frame.journal import Journal, JournalRecord, RunEntry, StepEntry
 from dr.failover.kinds.active_passive.drill import automatic_refusal
@@ -141,3 +141,33 @@ def test_a_pinned_state_directory_is_that_stacks_only(tmp_path: Path, monkeypatc
     monkeypatch.setenv(PINNED_STATE, f"gameday={tmp_path / 'drill' / 'state'}")
     assert StackRef.resolve("gameday").state_dir == tmp_path / "drill" / "state"
     assert StackRef.resolve("other").state_dir == tmp_path / "states" / "other"
+
+
+def test_the_endpoint_clients_unattended_rto_counts_from_the_loss_and_is_graded_beside_the_applications() -> None:
+    u = figures(_journal("controller drill-B", 140.0), 100.0, 30.0, [150.5], [], [], endpoint_first_ack=141.75)
+    assert u.endpoint_unattended_rto_s == 41.75
+    assert (
+        figures(_journal("controller drill-B", 140.0), 100.0, 30.0, [150.5], [], []).endpoint_unattended_rto_s is None
+    )
+
+    r = DrillResult.from_json(json.loads((DATA / "planned.json").read_text()))
+    c = r.cycles[0]
+    c.unattended = u
+    grade(c, DEFAULT_AIMS, planned=False)
+    assert not [k for k in c.checks if "client endpoint" in k.check], "no endpoint: no endpoint check"
+    c.endpoint_clients = EndpointClientsReport(
+        bootstrap="127.0.0.1:16900", target=c.target, switched_at=140.0, producer="orders-app",
+        acked_before_switch=10, acked_after_switch=5, acknowledged_lost=0, writes_rto_s=1.5,
+        first_write_after_switch_at=141.75,
+    )  # fmt: skip
+    grade(c, DEFAULT_AIMS, planned=False)
+    results = {k.check: k.result for k in c.checks}
+    assert (
+        results["unattended RTO ≤ 60s through the client endpoint (site lost → first write through it: 41.75s)"]
+        == "PASS"
+    )
+    assert "(through the client endpoint: 41.8s)" in render_drill(r)
+    c.unattended = u.model_copy(update={"endpoint_unattended_rto_s": None})
+    grade(c, DEFAULT_AIMS, planned=False)
+    failed = [k.check for k in c.checks if k.result == "FAIL"]
+    assert any("through the client endpoint" in name for name in failed), "not measured: it did not happen"

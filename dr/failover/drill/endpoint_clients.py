@@ -193,6 +193,7 @@ def endpoint_report(
         lost_sample=lost[:5],
         producer_fatal=clients.producer.fatal,
         writes_rto_s=seconds_between(max(before, default=None), min(after, default=None)),
+        first_write_after_switch_at=min(after, default=None),
     )
     consumer = clients.consumer
     if consumer is None:

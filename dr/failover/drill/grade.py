@@ -103,7 +103,7 @@ def unattended_checks(cycle: DrillCycle, aims: dict[str, float]) -> list[Finding
     if u is None:
         return []
     bound = aims.get("unattended_rto_s", UNATTENDED_AIM_S)
-    return [
+    found: list[Finding] = [
         (f"the failover was made by a controller, nobody typed it ({u.acted_by or 'nobody'})", bool(u.acted_by)),
         (
             f"no write acknowledged by {cycle.source} after {cycle.target}'s promotion "
@@ -116,6 +116,16 @@ def unattended_checks(cycle: DrillCycle, aims: dict[str, float]) -> list[Finding
             bound,
         ),
     ]
+    if cycle.endpoint_clients is not None:
+        found.append(
+            Aim.of(
+                f"unattended RTO ≤ {bound:.0f}s through the client endpoint (site lost → first write through it: "
+                f"{_secs(u.endpoint_unattended_rto_s)})",
+                u.endpoint_unattended_rto_s,
+                bound,
+            )
+        )
+    return found
 
 
 def crash_checks(cycle: DrillCycle) -> list[Finding]:

@@ -52,8 +52,13 @@ def _render_cycle(c: DrillCycle) -> list[str]:
             f"unattended: site {A} lost (brokers and controller SIGKILLed) → failover started by "
             f"{u.acted_by or 'nobody'} after {seconds_text(u.detection_s)} (detect_after_s {u.detect_after_s:g}), "
             f"{B} promoted after {seconds_text(u.promotion_s)}, first application write on {B} after "
-            f"{seconds_text(u.unattended_rto_s)}; writes acknowledged by {A} after the promotion: "
-            f"{u.writes_on_source_after_promotion}"
+            f"{seconds_text(u.unattended_rto_s)}"
+            + (
+                f" (through the client endpoint: {seconds_text(u.endpoint_unattended_rto_s)})"
+                if c.endpoint_clients is not None
+                else ""
+            )
+            + f"; writes acknowledged by {A} after the promotion: {u.writes_on_source_after_promotion}"
         )
     if c.replicator_crash:
         k = c.replicator_crash

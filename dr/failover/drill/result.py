@@ -114,6 +114,8 @@ class EndpointClientsReport(_Model):
     producer_fatal: str | None = None
     writes_rto_s: float | None
     """The last acknowledgement through the endpoint before the switch → the first after it."""
+    first_write_after_switch_at: float | None = None
+    """Epoch seconds of the first acknowledgement through the endpoint after the switch (None: none)."""
     group: str | None = None
     read: int = 0
     read_twice: int = 0
@@ -176,6 +178,9 @@ class Unattended(_Model):
     """Site lost → the first write of the application on its published file acknowledged on B."""
     writes_on_source_after_promotion: int
     """Writes the application's own ledger has acknowledged by A after B's promotion (must be 0)."""
+    endpoint_unattended_rto_s: float | None = None
+    """Site lost → the first write acknowledged through the client endpoint after its switch (the unmodified
+    client's unattended RTO); None when the stack has no endpoint or nothing was acknowledged after it."""
     controller_logs: list[str] = Field(default_factory=list)
     """The controllers' JSON-line logs, under ``<out>/controllers``."""
 

@@ -215,8 +215,10 @@ def figures(
     acks_on_b: list[float],
     acks_on_a: list[float],
     logs: list[Path],
+    endpoint_first_ack: float | None = None,
 ) -> Unattended:
-    """The automatic failover's figures, each from the instant site A was lost (pure)."""
+    """The automatic failover's figures, each from the instant site A was lost (pure); ``endpoint_first_ack``:
+    the first write acknowledged through the client endpoint after its switch, when the stack has one."""
     run = journal.record.runs[0]
     promoted = journal.step("promote").finished_at
     after = [t for t in acks_on_b if t >= lost_at]
@@ -233,6 +235,7 @@ def figures(
         unattended_rto_s=since(min(after)) if after else None,
         writes_on_source_after_promotion=sum(1 for t in acks_on_a if promoted is not None and t > promoted),
         controller_logs=[str(p) for p in logs],
+        endpoint_unattended_rto_s=since(endpoint_first_ack),
     )
 
 

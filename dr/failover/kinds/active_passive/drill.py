@@ -441,6 +441,7 @@ def _cycle(
                 traffic.producer.ack_times(B),
                 traffic.producer.ack_times(A),
                 [sites.log(k) for k in sites.procs],
+                None if endpoint is None else endpoint.first_write_after_switch_at,
             ),
             replicator_crash=None
             if crash is None
