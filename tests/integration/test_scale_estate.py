@@ -42,7 +42,7 @@ def test_200_topics_40_applications_fail_over_clean(
     _scale_stack(tmp_path, stack_ports)
     monkeypatch.setenv("KDR_PULUMI_PARALLEL", "32")
     out = tmp_path / "drill"
-    res = drctl_drill(tmp_path, STACK, out, "--warmup", "4", "--rate", "300", timeout=1800)
+    res = drctl_drill(tmp_path, STACK, out, "--warmup", "4", "--rate", "100", timeout=1800)
     try:
         r = drill_json(out)
         assert r.get("cycles"), f"the drill did not run a failover:\n{res.stderr[-5000:]}"
