@@ -29,7 +29,6 @@ from dr.failover.drill.frame import current_topology, teardown
 from dr.topology import load_stack_file
 from tests.integration.drill_runner import assert_drill_text, assert_graded, drctl_drill, drill_json
 from tests.integration.helpers import jvms_under, write_local_stack
-from tests.integration.ports import windows
 from tests.integration.secret_scan import CommandLines, files_holding, open_to_others, topics_holding
 
 STACK = "gameday"
@@ -41,17 +40,13 @@ POLICY = {"mode": "manual", "detectAfterS": 15, "leaseTtlS": 4, "marginS": 1, "m
 def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
     tmp_path: Path, stack_ports: tuple[int, int, int]
 ) -> None:
-    # the demo's stack: the client endpoint's clients (never restarted) beside the applications on files
-    path = write_local_stack(tmp_path, STACK, stack_ports, example="Pulumi.local-endpoint.yaml")
+    path = write_local_stack(tmp_path, STACK, stack_ports)
     doc = yaml.safe_load(path.read_text())
     doc["config"]["kafka-dr:failoverPolicy"] = POLICY
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
     out = tmp_path / "drill"
     # --keep: the clusters stay up for the secret scan below, then go the way the drill's own teardown takes
-    with windows(1) as (endpoint_port,), CommandLines() as command_lines:
-        doc["config"]["kafka-dr:endpoint"] = {
-            "address": "127.0.0.1", "bootstrapPort": endpoint_port, "brokerPorts": [endpoint_port + 1],
-        }  # fmt: skip
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with CommandLines() as command_lines:
         res = drctl_drill(
             tmp_path, STACK, out, "--unplanned", "--automatic", "--warmup", "4", "--rate", "100", "--keep", timeout=1200
         )
@@ -69,10 +64,6 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
         assert u["detection_s"] >= POLICY["detectAfterS"], "a controller acted before A was down for detect_after_s"
         assert u["promotion_s"] >= u["detection_s"] and u["unattended_rto_s"] >= u["detection_s"], u
         assert u["writes_on_source_after_promotion"] == 0
-        e = r["endpoint_clients"]  # the unmodified clients on the endpoint lived through the unattended switch
-        assert e["switched_at"] and e["acked_after_switch"] > 0 and e["acknowledged_lost"] == 0, e
-        assert u["endpoint_unattended_rto_s"] >= u["detection_s"], u
-        print(f"unattended RTO through the client endpoint: {u['endpoint_unattended_rto_s']}s after the loss")
         assert "unattended: site A lost" in res.stdout
         assert not _controllers_left(out), "the drill left a controller or its witness running"
         assert_drill_text(res.stdout, r)
