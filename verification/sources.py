@@ -26,6 +26,7 @@ from verification.cluster import (
     kafka_bounds,
     kafka_topics,
 )
+from verification.login import spark_login_options
 from verification.sides import ArchiveSide, KafkaSide, PartitionBounds, Side, SideBounds
 
 __all__ = [
@@ -89,7 +90,7 @@ DEFAULT_KAFKA_OPTIONS: dict[str, str] = {
 
 
 def _kafka_options(endpoint: Endpoint, extra: dict[str, str] | None) -> dict[str, str]:
-    opts = {f"kafka.{k}": v for k, v in endpoint.java_config().items()}
+    opts = spark_login_options(endpoint)
     opts.update(DEFAULT_KAFKA_OPTIONS)
     opts.update({"includeHeaders": "true", "failOnDataLoss": "true", "groupIdPrefix": "kdr-verify"})
     opts.update(extra or {})

@@ -31,6 +31,7 @@ from dr.topology import Link, Placement, Role, Topology, load_stack_file
 from dr.topology.access import AclRule, application_rules
 from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing, local_endpoint
 from dr.topology.external import external_endpoint
+from dr.topology.oauth_login import oauth_client, oauth_identity, uses_oauth
 from dr.topology.topics import topics_on
 
 
@@ -118,16 +119,22 @@ class Estate:
         )
 
     def endpoint(self, name: str, user: str = ADMIN_USER) -> Endpoint:
-        """How to reach cluster ``name`` as ``user`` (local: generated password; external: stack secret)."""
+        """How to reach cluster ``name`` as ``user`` (local: generated password; external: stack secret — the
+        admin's; on an OAUTHBEARER cluster the client identity of ``user``'s role, :func:`oauth_identity`:
+        the admin's, the replicator's or the application's, with its secret from the stack's secrets)."""
         c = self.topology.cluster(name)
         if c.is_local:
             return self.local_cluster(name).endpoint(user)
         from dr.estate.stack_secrets import reveal_admin, reveal_oauth_secret, reveal_tls_key
 
         password = None
-        if c.sasl_mechanism == "OAUTHBEARER" and c.oauth is not None and c.oauth.admin is not None:
-            password = reveal_oauth_secret(self.topology, c.name, "admin")
-        elif c.admin_password is not None and c.bootstrap_servers and c.admin_username:
+        if uses_oauth(c):
+            who = oauth_identity(user, admin=ADMIN_USER, replicator=self.topology.principals.replicator)
+            declared = oauth_client(c, who.removeprefix("applications.")).client_secret
+            if declared is not None and declared.is_encrypted:
+                password = reveal_oauth_secret(self.topology, c.name, who)
+            return external_endpoint(c, password, self.state, identity=who)
+        if c.admin_password is not None and c.bootstrap_servers and c.admin_username:
             password = reveal_admin(self.topology, c.name)
         return external_endpoint(c, password, self.state, reveal_tls_key(self.topology, c.name))
 

@@ -27,6 +27,7 @@ __all__ = [
     "librdkafka_oauth",
     "oauth_refusal",
     "published_oauth",
+    "secret_reference",
 ]
 
 OAUTHBEARER = "OAUTHBEARER"
@@ -107,6 +108,22 @@ def published_oauth(settings: OAuthSettings, client_id: str) -> dict[str, str]:
     if settings.ca_location:
         out["https.ca.location"] = settings.ca_location
     return out
+
+
+#: The config provider a Java client of the product resolves an OAUTHBEARER client secret with (a name of its own,
+#: so it never replaces the ``file`` provider a worker or a team declares).
+SECRET_PROVIDER = "kdroauth"
+
+
+def secret_reference(path: str) -> tuple[str, dict[str, str]]:
+    """A Java client's client secret as a reference to the ``clientSecret`` line of the 0600 properties file
+    ``path`` (the value to pass as the secret to :func:`java_oauth`), and the config provider (Kafka's
+    ``FileConfigProvider``) that resolves it: the secret itself is in no config, command line or log."""
+    p = SECRET_PROVIDER
+    return f"${{{p}:{path}:clientSecret}}", {
+        "config.providers": p,
+        f"config.providers.{p}.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+    }
 
 
 _NO_TOKEN = "Failed to acquire SASL OAUTHBEARER token"

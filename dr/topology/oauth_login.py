@@ -17,7 +17,7 @@ from dr.kafka.tls import certificate_blocks
 from dr.topology.model import Cluster, OAuthClient
 from dr.topology.transport import tls_files
 
-__all__ = ["oauth_client", "oauth_settings", "uses_oauth"]
+__all__ = ["oauth_client", "oauth_identity", "oauth_settings", "uses_oauth"]
 
 
 def uses_oauth(cluster: Cluster) -> bool:
@@ -62,3 +62,15 @@ def oauth_client(cluster: Cluster, who: str) -> OAuthClient:
             f"declare {path}.client_id (and its client_secret as a secret) in the stack",
         )
     return client
+
+
+def oauth_identity(principal: str, *, admin: str, replicator: str) -> str:
+    """The declared identity a client acting as Kafka principal ``principal`` logs in with: ``admin`` for the
+    product's admin principal ``admin``, ``replicator`` for the stack's replicator principal ``replicator``,
+    else ``applications.<principal>`` (an application's identity maps to its principal). Its client secret is
+    the stack's secret under that name (:func:`dr.estate.stack_secrets.reveal_oauth_secret`)."""
+    if principal == admin:
+        return "admin"
+    if principal == replicator:
+        return "replicator"
+    return f"applications.{principal}"

@@ -7,8 +7,9 @@ them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project direct
 secrets set with ``pulumi config set --path --secret``. The tests run in order: ``drctl estate up`` from nothing
 (the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
 by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
-started by hand, logging in with its own client) copying it to B as the replicator's client, and refused
-logins with messages that name the cluster, the token endpoint and the next step.
+started by hand, logging in with its own client) copying it to B as the replicator's client, refused
+logins with messages that name the cluster, the token endpoint and the next step, and last a planned failover
+A→B over OAuth (no standby: the stack declares none) with orders-app writing through its published file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +30,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
@@ -40,6 +43,7 @@ from confluent_kafka.admin import (
 from dr.base.errors import AuthError
 from dr.base.pulumi_env import pulumi_env
 from dr.base.toolchain import toolchain
+from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.oauth import OAuthSettings
 from dr.kafka.offsets import end_offsets
@@ -51,6 +55,9 @@ from tests.oidc_server import OidcServer, oidc_server
 
 STACK = "oauth"
 ADMIN_SECRET = "admin-client-secret-4f1c"
+APP_SECRET = "team-secret"
+"""orders-app's client secret (the mock identity provider accepts any; its team holds it)."""
+APP_IDENTITY = "applications.orders-app"
 
 
 def _claims(token: str) -> dict[str, object]:
@@ -185,7 +192,8 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     for i in range(2):
-        for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret)):
+        # the application's secret too, so the failover's RTO probe logs in as orders-app's own client
+        for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret), (APP_IDENTITY, APP_SECRET)):
             res = e.pulumi(
                 "config", "set", "--stack", STACK, "--path", "--secret", "--",
                 f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret,
@@ -199,7 +207,7 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
 def _app(e: Estate, cluster: str, client_id: str = "orders-app", scope: str = AUDIENCE) -> Endpoint:
     settings = OAuthSettings(e.idp.token_endpoint, scope, AUDIENCE)
     return Endpoint(
-        e.clusters[cluster].bootstrap, client_id, "team-secret", "SASL_PLAINTEXT", "OAUTHBEARER", None, cluster,
+        e.clusters[cluster].bootstrap, client_id, APP_SECRET, "SASL_PLAINTEXT", "OAUTHBEARER", None, cluster,
         settings,
     )  # fmt: skip
 
@@ -215,7 +223,7 @@ def _produce(ep: Endpoint) -> list[str]:
 
 
 def test_the_identity_provider_grants_the_application_its_own_principal(estate: Estate) -> None:
-    claims = _claims(estate.idp.token("orders-app", "team-secret", AUDIENCE)["access_token"])
+    claims = _claims(estate.idp.token("orders-app", APP_SECRET, AUDIENCE)["access_token"])
     assert (claims["sub"], claims["aud"], claims["iss"]) == ("orders-app", AUDIENCE, estate.idp.issuer)
 
 
@@ -324,3 +332,101 @@ def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: Env
     assert "cluster 'B'" in error and "the brokers refused the token of client 'kdr-admin'" in error, error
     assert estate.idp.token_endpoint in error
     assert ADMIN_SECRET not in res.stdout + res.stderr
+
+
+def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(env: Env, estate: Estate) -> None:
+    """``drctl failover``: fence A, drain and stop the link on Connect, promote B, publish orders-app's file for B,
+    the RTO probe as orders-app's own client, and the verification A vs B in Spark over OAuth — while orders-app
+    writes as an application that reloads its published file (its team adds its client secret to it)."""
+    published = env.root / "state" / STACK / "clients" / "orders-app.json"
+    b_bootstrap = estate.clusters["B"].bootstrap
+    acked: list[str] = []
+    acked_on_b: list[str] = []
+    refused_on_a: list[str] = []
+    stop = threading.Event()
+
+    def producer_for(conf: dict[str, Any]) -> Producer:
+        settings = {"acks": "all", "linger.ms": 5, "message.timeout.ms": 3000, "log_level": 0}
+        return Producer({**conf, "sasl.oauthbearer.client.secret": APP_SECRET, **settings})
+
+    def traffic() -> None:
+        """orders-app: A until its published file names B, then B. A write the fence refuses is retried."""
+        producer = producer_for(json.loads(published.read_text()))
+        on_b = False
+        pending: list[str] = []
+        i = 0
+        while not stop.is_set():
+            if not on_b and json.loads(published.read_text())["bootstrap.servers"] == b_bootstrap:
+                producer.flush(5)
+                producer = producer_for(json.loads(published.read_text()))
+                on_b = True
+            if not pending:
+                pending.append(f"t-{i}")
+                i += 1
+            key = pending[0]
+
+            def done(err: Any, _msg: Any, key: str = key, on_b: bool = on_b) -> None:
+                if err is None:
+                    acked.append(key)
+                    if on_b:
+                        acked_on_b.append(key)
+                    return
+                if not on_b:
+                    refused_on_a.append(f"{key}: {err}")
+                pending.append(key)  # retried, never dropped
+
+            try:
+                producer.produce("orders", key=key, value=b"x", on_delivery=done)
+                pending.pop(0)
+            except KafkaException as exc:  # the fence, cached: retried until the file names B
+                if not on_b:
+                    refused_on_a.append(f"{key}: {exc}")
+                time.sleep(0.05)
+            except BufferError:
+                time.sleep(0.05)
+            producer.poll(0.02)
+            time.sleep(0.02)
+        producer.flush(15)
+
+    assert json.loads(published.read_text())["bootstrap.servers"] == estate.clusters["A"].bootstrap
+    t0 = time.monotonic()
+    thread = threading.Thread(target=traffic, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: len(acked) > 20, 120), "orders-app's writes on A were not acknowledged"
+        res = env.drctl("failover", "--stack", STACK, "--yes", "--json", timeout=900)
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-6000:]
+        summary = json.loads(res.stdout)
+        assert wait_until(lambda: len(acked_on_b) > 20, 120), "orders-app wrote nothing on B with its published file"
+    finally:
+        stop.set()
+        thread.join(30)
+    took = time.monotonic() - t0
+    print(
+        f"\noauth planned failover: {took:.0f}s in the test, {len(acked)} acknowledged ({len(acked_on_b)} on B), "
+        f"verdict {(summary['verdict'] or {}).get('counts')}, RTO {summary['rto_s']}s, "
+        + ", ".join(f"{st['name']} {st['seconds']}s" for st in summary["steps"])
+    )
+    assert summary["status"] == "completed", summary
+    assert summary["standby"] is None
+    assert [r for r in refused_on_a if "AUTHORIZATION" in r], f"the fence refused nothing: {refused_on_a[:5]}"
+    probe = summary["rto_probe"]
+    assert probe is not None and probe["application"] == "orders-app", probe  # its own client, not the admin's
+    verdict = summary["verdict"]
+    assert verdict is not None and verdict["clean"] and verdict["counts"]["missing"] == 0, verdict
+    conf = json.loads(published.read_text())
+    assert conf["bootstrap.servers"] == b_bootstrap and conf["sasl.oauthbearer.client.id"] == "orders-app"
+    assert "sasl.oauthbearer.client.secret" not in conf and (published.stat().st_mode & 0o777) == 0o600
+    # after the fence A refuses orders-app; B, promoted, accepts it
+    refused = _produce(_app(estate, "A"))
+    assert refused and "TOPIC_AUTHORIZATION_FAILED" in refused[0], refused
+    assert _produce(_app(estate, "B")) == []
+    on_b = read_keys(_app(estate, "B", ADMIN_CLIENT), "orders")
+    lost = [k for k in acked if k not in on_b]
+    assert not lost, f"{len(lost)} of {len(acked)} acknowledged records are not on B: {lost[:10]}"
+    out = res.stdout + res.stderr
+    for secret in (ADMIN_SECRET, APP_SECRET, estate.connect.replicator_password):
+        assert secret not in out, "a client secret reached drctl's output"
+    report_dir = Path(verdict["report_dir"])
+    leaked = [p for p in report_dir.rglob("*") if p.is_file() and APP_SECRET.encode() in p.read_bytes()]
+    assert not leaked and ADMIN_SECRET not in Path(summary["journal"]).read_text(), leaked

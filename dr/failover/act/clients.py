@@ -16,6 +16,12 @@ A consumer on a cluster that holds a link's copies (passive, promoted) reads com
 
 Both hold the password, so they are never printed; the failover summary names only the paths.
 
+On an OAUTHBEARER cluster both carry the application's own client id (``oauth.applications.<app>``) and the
+identity provider, never its client secret: the team adds ``sasl.oauthbearer.client.secret`` to the
+librdkafka file (a key the product does not own, kept on every rewrite) and writes ``clientSecret=...`` to
+the 0600 ``<app>.oauth-secret.properties`` the Java file's JAAS options resolve through Kafka's
+``FileConfigProvider``; the JVM lists the token endpoint in ``org.apache.kafka.sasl.oauthbearer.allowed.urls``.
+
 Over TLS both carry the cluster's CA bundle (a path) and hostname verification; under mutual TLS
 (``SSL``) they name where the application's own certificate and key go: librdkafka reads
 ``<state>/clients/<app>.crt`` and the unencrypted ``<app>.key``; Java reads the PKCS#12 keystore
@@ -37,12 +43,14 @@ from dr.base.files import private_dir
 from dr.base.java_properties import properties_text
 from dr.estate.estate import Estate
 from dr.kafka.client import Endpoint
+from dr.kafka.oauth import secret_reference
 from dr.kafka.tls import TlsFiles
 from dr.topology import Application, Kind, Topology
 from dr.topology.access import client_cluster
+from dr.topology.oauth_login import oauth_client, oauth_settings, uses_oauth
 from dr.topology.transport import application_tls_files
 
-__all__ = ["client_files", "publish_clients"]
+__all__ = ["client_files", "oauth_secret_file", "publish_clients"]
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -78,6 +86,14 @@ OWNED_KEYS = frozenset(
         "group.id",
         "client.id",
         "isolation.level",
+        "sasl.login.callback.handler.class",
+        "sasl.oauthbearer.method",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.scope",
+        "https.ca.location",
+        "config.providers",
+        "config.providers.kdroauth.class",
     }
 )
 
@@ -139,16 +155,21 @@ def reads_copies(topology: Topology, cluster: str) -> bool:
 
 
 def _configs(
-    endpoint: Endpoint, app: Application, cluster: str, read_committed: bool = False
+    endpoint: Endpoint,
+    app: Application,
+    cluster: str,
+    read_committed: bool = False,
+    java_extra: dict[str, str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    java = dict(endpoint.java_config())
+    java = {**endpoint.java_config(), **(java_extra or {})}
     librdkafka: dict[str, Any] = dict(endpoint.config())
     if app.consumer_group:
         java["group.id"] = librdkafka["group.id"] = app.consumer_group
     if read_committed and (app.consumes or app.consumes_prefix or app.consumer_group):
         java["isolation.level"] = librdkafka["isolation.level"] = "read_committed"
     java["client.id"] = librdkafka["client.id"] = app.name
-    header = f"{app.name} on cluster {cluster} (written by drctl; contains a password)"
+    secret = "no secret: see its client-secret file" if endpoint.uses_oauth else "contains a password"
+    header = f"{app.name} on cluster {cluster} (written by drctl; {secret})"
     return properties_text({k: str(v) for k, v in java.items()}, header), librdkafka
 
 
@@ -173,6 +194,8 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
     c = estate.topology.cluster(cluster)
     # the stack's secret (decrypted as `pulumi` does) or the password the stack generated
     password = estate.app_password(app.name)
+    if uses_oauth(c):
+        return _publish_oauth(estate, app, cluster)
     if c.kind is Kind.LOCAL:
         # the local cluster's protocol and CA (local_tls), as the application
         endpoint = estate.local_cluster(cluster).endpoint().with_user(app.name, password)
@@ -186,15 +209,52 @@ def _publish(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
             _app_tls(estate, cluster, app.name),
         )
     props, conf = _configs(endpoint, app, cluster, reads_copies(estate.topology, cluster))
+    return _write(estate, app, cluster, endpoint.bootstrap, props, conf, "included")
+
+
+def _write(
+    estate: Estate, app: Application, cluster: str, bootstrap: str, props: str, conf: dict[str, Any], secret: str
+) -> dict[str, str]:
     props_path, json_path = client_files(estate.state, app.name)
-    kept = _kept_properties(props_path, frozenset(endpoint.java_config()))
+    kept = _kept_properties(props_path, frozenset(_properties_keys(props)))
     _write_private(props_path, props + "".join(f"{line}\n" for line in kept))
     _write_private(json_path, json.dumps({**_kept_json(json_path, frozenset(conf)), **conf}, indent=2) + "\n")
     return {
         "application": app.name,
         "cluster": cluster,
-        "bootstrap": endpoint.bootstrap,
+        "bootstrap": bootstrap,
         "properties": str(props_path),
         "json": str(json_path),
-        "password": "included",
+        "password": secret,
     }
+
+
+def _properties_keys(text: str) -> list[str]:
+    return [_properties_key(line) for line in text.splitlines() if line.strip() and line.lstrip()[0] not in "#!"]
+
+
+def oauth_secret_file(state: Path, app: str) -> Path:
+    """Where an application team writes its OAUTHBEARER client secret for the Java client file (a 0600
+    properties file with the line ``clientSecret=...``); the product never writes it."""
+    return Path(state) / "clients" / f"{app}.oauth-secret.properties"
+
+
+def _publish_oauth(estate: Estate, app: Application, cluster: str) -> dict[str, str]:
+    """An OAUTHBEARER cluster's client files of ``app``: its own client id and the identity provider, never its
+    client secret — the Java file resolves it from :func:`oauth_secret_file` (Kafka's ``FileConfigProvider``),
+    and the team adds ``sasl.oauthbearer.client.secret`` to the librdkafka file (kept on every rewrite)."""
+    c = estate.topology.cluster(cluster)
+    reference, provider = secret_reference(str(oauth_secret_file(estate.state, app.name)))
+    endpoint = Endpoint(
+        c.bootstrap_servers or "",
+        oauth_client(c, app.name).client_id,
+        reference,
+        c.security_protocol,
+        c.sasl_mechanism,
+        _app_tls(estate, cluster, app.name),
+        cluster,
+        oauth_settings(c, Path(estate.state)),
+    )
+    props, conf = _configs(endpoint, app, cluster, reads_copies(estate.topology, cluster), provider)
+    conf.pop("sasl.oauthbearer.client.secret")
+    return _write(estate, app, cluster, endpoint.bootstrap, props, conf, "provided by the application team")

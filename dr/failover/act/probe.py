@@ -31,9 +31,18 @@ from pydantic import BaseModel, ConfigDict
 
 from dr.base.errors import InternalError
 from dr.kafka.client import PROBE_KEY, SILENT, Endpoint
+from dr.kafka.oauth import OAuthSettings
 from dr.kafka.tls import TlsFiles
 
-__all__ = ["PROBE_HEADER", "PROBE_KEY", "ProbeResult", "WriteProbe", "attempt_until_acked"]
+__all__ = [
+    "PROBE_HEADER",
+    "PROBE_KEY",
+    "ProbeResult",
+    "WriteProbe",
+    "attempt_until_acked",
+    "endpoint_from_message",
+    "endpoint_message",
+]
 
 PROBE_HEADER = ("kdr-probe", b"rto")
 
@@ -149,16 +158,10 @@ class WriteProbe:
         )
         if proc.stdin is None or proc.stdout is None:
             raise InternalError("the RTO probe process was started without its pipes.", "report this as a bug")
-        ep = self.endpoint
         proc.stdin.write(
             json.dumps(
                 {
-                    "bootstrap": ep.bootstrap,
-                    "username": ep.username,
-                    "password": ep.password,
-                    "security_protocol": ep.security_protocol,
-                    "sasl_mechanism": ep.sasl_mechanism,
-                    "tls": asdict(ep.tls) if ep.tls is not None else None,
+                    "endpoint": endpoint_message(self.endpoint),
                     "topic": self.topic,
                     "failover_id": self.failover_id,
                     "interval": self.interval,
@@ -199,12 +202,27 @@ class WriteProbe:
             self._reader.join(5)
 
 
+def endpoint_message(endpoint: Endpoint) -> dict[str, Any]:
+    """``endpoint`` whole — its TLS files and, on an OAUTHBEARER cluster, its identity provider — as the JSON the
+    probe process reads on its stdin (it holds the secret: never printed, never on a command line)."""
+    return asdict(endpoint)
+
+
+def endpoint_from_message(message: dict[str, Any]) -> Endpoint:
+    """The :class:`Endpoint` of :func:`endpoint_message`."""
+    tls, oauth = message.get("tls"), message.get("oauth")
+    return Endpoint(
+        **{
+            **message,
+            "tls": TlsFiles(**tls) if tls else None,
+            "oauth": OAuthSettings(**oauth) if oauth else None,
+        }
+    )
+
+
 def _main() -> None:
     conf = json.loads(sys.stdin.readline())
-    tls = TlsFiles(**conf["tls"]) if conf.get("tls") else None
-    endpoint = Endpoint(
-        conf["bootstrap"], conf["username"], conf["password"], conf["security_protocol"], conf["sasl_mechanism"], tls
-    )
+    endpoint = endpoint_from_message(conf["endpoint"])
 
     def report(attempts: int, error: str | None) -> None:
         print(json.dumps({"attempts": attempts, "error": error}), flush=True)

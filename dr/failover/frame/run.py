@@ -73,7 +73,20 @@ def _start_probe(ctx: Context) -> WriteProbe | None:
     producer = next((app for app in hub_apps if ctx.original.produced_by(app)), None)
     if producer is None:
         return None
-    endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
+    if ctx.b_ep.uses_oauth:
+        # OAUTHBEARER: the application's own client identity and its secret from the stack; a secret its team
+        # keeps to itself means no probe (no RTO, not one measured as another identity).
+        client = ctx.original.cluster(ctx.target).oauth
+        declared = client.applications.get(producer.name) if client is not None else None
+        if declared is None or declared.client_secret is None:
+            ctx.progress(
+                f"RTO probe: not run — over OAUTHBEARER it logs in as {producer.name}'s client, whose secret the "
+                f"stack does not hold (oauth.applications.{producer.name}.clientSecret)"
+            )
+            return None
+        endpoint = ctx.before.endpoint(ctx.target, producer.name)
+    else:
+        endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
     tls = endpoint.tls
     if not uses_sasl(endpoint.security_protocol) and tls is not None and tls.mutual:
         # Mutual TLS: the login is the certificate, so with_user would still write as the admin — never
