@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,14 +51,22 @@ def _write(path: Path, props: dict[str, str]) -> None:
 
 def stop_group(proc: subprocess.Popen[bytes] | None) -> None:
     """SIGTERM ``proc``'s process group, then SIGKILL after 20 s; None, for the caller's handle."""
-    if proc is not None and proc.poll() is None:
+    stop_groups([proc])
+
+
+def stop_groups(procs: list[subprocess.Popen[bytes] | None]) -> None:
+    """SIGTERM every live process group of ``procs`` at once, then wait for each (SIGKILL after 20 s):
+    independent clusters shut down side by side, not one after the other."""
+    live = [p for p in procs if p is not None and p.poll() is None]
+    for proc in live:
         os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for proc in live:
         try:
-            proc.wait(20)
+            proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-    return None
 
 
 @dataclass
@@ -182,7 +191,8 @@ class Broker:
             start_new_session=True,
         )
         log.close()
-        deadline = time.monotonic() + 90
+        # a bound on a hang, not an aim: three JVMs starting side by side on a loaded 2-core machine take minutes
+        deadline = time.monotonic() + 300
         while not _listening(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"broker {self.name} did not start; see {self.dir / 'server.log'}")
@@ -399,21 +409,28 @@ class ExistingEstate:
     def start(self) -> None:
         """Format and start the three clusters, then the Connect worker."""
         tc = toolchain()
-        for b in self.clusters.values():
-            b.format(tc.java, tc.kafka_lib)
-            b.start(tc.java, tc.kafka_lib)
+        # the three clusters are independent: formatted and started side by side, each until it answers
+        with ThreadPoolExecutor(len(self.clusters)) as pool:
+            for done in [pool.submit(self._start_cluster, b, tc.java, tc.kafka_lib) for b in self.clusters.values()]:
+                done.result()
         self.connect.write_secrets()
         self.connect.start(tc.java, tc.mm2_lib)
         if self.endpoint:
             self.proxy.start(self.clusters, "A")
 
+    @staticmethod
+    def _start_cluster(broker: Broker, java: str, lib: Path) -> None:
+        broker.format(java, lib)
+        broker.start(java, lib)
+
     def stop(self) -> None:
         """Stop everything this estate started (no process left behind)."""
         if self.endpoint:  # subclasses (mtls_estate) build no proxy
             self.proxy.stop()
-        self.connect.stop()
+        self.connect.stop()  # first: the worker's group and offsets live on C
+        stop_groups([b.proc for b in self.clusters.values()])
         for b in self.clusters.values():
-            b.stop()
+            b.proc = None
 
     def pids(self) -> list[int]:
         """Processes still running."""
