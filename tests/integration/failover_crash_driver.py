@@ -178,3 +178,15 @@ def session_processes(session: int) -> list[tuple[int, str]]:
         if int(fields[3]) == session and fields[0] != "Z":
             left.append((int(entry.name), cmdline[:160]))
     return left
+
+
+DEFAULT_SEED = 130343
+"""The crash instants' seed unless ``KDR_CRASH_SEED`` says otherwise."""
+
+
+def crash_seed(said: str | None) -> int:
+    """The seed to draw the kill instants from: ``said`` (``KDR_CRASH_SEED``) as a number, a fresh one for
+    ``random``, :data:`DEFAULT_SEED` when unset."""
+    if not said:
+        return DEFAULT_SEED
+    return time.time_ns() % 1_000_000 if said == "random" else int(said)

@@ -9,7 +9,7 @@ them (``drctl estate standby``). Each failover is killed four times — once in 
 twice in desired-state (the second kill hits the resumed run's repair of the first), once in a late step —
 and then resumed to the end: 8 instants. The kills meant for desired-state wait for the event they must land
 inside — a Pulumi engine taking the stack's lock — then a random delay. The seed is fixed
-(:data:`DEFAULT_SEED`), so a run is reproducible; ``KDR_CRASH_SEED=N`` replays seed N, ``KDR_CRASH_SEED=random``
+(:data:`tests.integration.failover_crash_driver.DEFAULT_SEED`), so a run is reproducible; ``KDR_CRASH_SEED=N`` replays seed N, ``KDR_CRASH_SEED=random``
 draws one; it is printed either way (``-s`` shows it).
 
 After each failover: roles as declared, the new passive replicating from the new active, the old active
@@ -41,7 +41,7 @@ from dr.failover.kinds.active_passive.steps import STEPS
 from dr.runtime.process import pid_alive, wait_until
 from dr.topology import NAMESPACE, load_stack_file
 from tests import REPO_ROOT, processes
-from tests.integration.failover_crash_driver import STEP_SPAN, Kill, kill_inside, session_processes
+from tests.integration.failover_crash_driver import STEP_SPAN, Kill, crash_seed, kill_inside, session_processes
 from tests.integration.helpers import link_copied, produce, teardown_stack, write_local_stack
 from tests.integration.journal_home import journal_home
 
@@ -49,16 +49,6 @@ STACK = "killed"
 NAMES = [s.name for s in STEPS]
 WAIVE = ["--skip-verify", "--force-decommission"]  # the verification has its own crash test (integrity)
 CYCLES = [("planned", "A"), ("unplanned", "B")]  # mode, the active cluster that fails
-DEFAULT_SEED = 130343
-"""The crash instants' seed unless ``KDR_CRASH_SEED`` says otherwise."""
-
-
-def crash_seed(said: str | None) -> int:
-    """The seed to draw the kill instants from: ``said`` (``KDR_CRASH_SEED``) as a number, a fresh one for
-    ``random``, :data:`DEFAULT_SEED` when unset."""
-    if not said:
-        return DEFAULT_SEED
-    return time.time_ns() % 1_000_000 if said == "random" else int(said)
 
 
 def _drctl(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

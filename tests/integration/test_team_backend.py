@@ -37,7 +37,7 @@ from dr.runtime.process import wait_until
 from tests import REPO_ROOT, processes
 from tests.integration.drill_runner import assert_graded
 from tests.integration.existing_estate import ExistingEstate
-from tests.integration.failover_crash_driver import kill_inside
+from tests.integration.failover_crash_driver import crash_seed, kill_inside
 from tests.integration.helpers import produce
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import _admin, _stack_doc, wipe_and_stand_by
@@ -213,9 +213,12 @@ def test_one_failover_through_every_fault_simultaneous_starts_postgresql_stopped
     # the winner reruns (its own dead lease taken back) and is killed inside the promote it resumes: a
     # random instant early in it, as the step redoes less the second time (the link is already stopped)
     op = one if winner == "op1" else two
+    seed = crash_seed(os.environ.get("KDR_CRASH_SEED"))
+    delay = random.Random(seed).uniform(0.01, 0.2)
+    print(f"\nthe resumed promote is killed {delay:.3f} s in (seed {seed}; KDR_CRASH_SEED=N replays N)")
     kill = kill_inside(
         [sys.executable, "-m", "dr.cli", "failover", "--stack", STACK, "--yes"],
-        op.env(), op.root / "state" / STACK, "promote", random.uniform(0.01, 0.2), cwd=REPO_ROOT,
+        op.env(), op.root / "state" / STACK, "promote", delay, cwd=REPO_ROOT,
     )  # fmt: skip
     OUTPUTS.append(kill.output)
     assert kill.returncode == -9, kill.output[-3000:]
