@@ -433,10 +433,14 @@ class Controller:
                 self._broker_fence_at = time.monotonic()
                 self._broker_fence_state(estate, site)
         lap("fence state")
-        down = self._reach_others(estate)
+        try:  # read once a pass: a failover changes the roles; the status report reads the same
+            topology = load_stack_file(self.ref.existing_stack_file())
+        except DRError:
+            topology = None
+        down = self._reach_others(estate, topology or self.topology)
         lap("reach")
         try:
-            report = status_report(self.ref, unreachable=down)
+            report = status_report(self.ref, unreachable=down, topology=topology)
         except DRError as exc:
             self.log("warning", "status-failed", f"drctl status could not be read: {exc.problem}")
             return
@@ -449,15 +453,11 @@ class Controller:
             self.automatic.step(report, self._states, self.feed.rpo)
             lap("automatic")
 
-    def _reach_others(self, estate: Estate) -> dict[str, str]:
-        """Judge every other active, passive or edge cluster of the stack as it stands now (its file is read
-        again: a failover changes the roles), each within one interval — a local cluster by its processes
-        first, then by a metadata call — and return the ones down (name → why). These verdicts, not the
-        status report's admin calls (which wait on a dead cluster's timeouts), feed the detector."""
-        try:
-            topology = load_stack_file(self.ref.existing_stack_file())
-        except DRError:
-            topology = self.topology
+    def _reach_others(self, estate: Estate, topology: Topology) -> dict[str, str]:
+        """Judge every other active, passive or edge cluster of ``topology`` (the stack as it stands now),
+        each within one interval — a local cluster by its processes first, then by a metadata call — and
+        return the ones down (name → why). These verdicts, not the status report's admin calls (which wait
+        on a dead cluster's timeouts), feed the detector."""
         down: dict[str, str] = {}
         for c in topology.clusters:
             if c.name == self.cluster.name or c.role not in (Role.ACTIVE, Role.PASSIVE, Role.EDGE):

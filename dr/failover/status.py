@@ -304,13 +304,20 @@ class StatusReport(BaseModel):
 
 
 def status_report(
-    ref: StackRef, *, isr: bool = False, snapshot: bool = True, unreachable: Mapping[str, str] | None = None
+    ref: StackRef,
+    *,
+    isr: bool = False,
+    snapshot: bool = True,
+    unreachable: Mapping[str, str] | None = None,
+    topology: Topology | None = None,
 ) -> StatusReport:
     """The status of the stack ``ref`` (see the module doc). ``unreachable``: clusters the caller has just
     found not answering (name → why), reported down at once instead of asked again — a controller's pass
-    must not wait on a dead cluster's timeouts (:meth:`dr.controller.loop.Controller.run_pass`)."""
-    stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
-    topology = load_stack_file(stack_path)
+    must not wait on a dead cluster's timeouts (:meth:`dr.controller.loop.Controller.run_pass`). ``topology``:
+    the stack file as the caller has just read it (else it is read here)."""
+    stack, state = ref.name, ref.made_state_dir()
+    if topology is None:
+        topology = load_stack_file(ref.existing_stack_file())
     estate = Estate(topology, Path(state))
     seen = _Seen()
     down = unreachable or {}

@@ -74,17 +74,17 @@ def _start_probe(ctx: Context) -> WriteProbe | None:
     if producer is None:
         return None
     if ctx.b_ep.uses_oauth:
-        # OAUTHBEARER: the application's own client identity and its secret from the stack; a secret its team
-        # keeps to itself means no probe (no RTO, not one measured as another identity).
-        client = ctx.original.cluster(ctx.target).oauth
-        declared = client.applications.get(producer.name) if client is not None else None
-        if declared is None or declared.client_secret is None:
+        # OAUTHBEARER: the application's own client identity and its secret from the stack (the estate refuses
+        # an identity or a secret the stack lacks); a secret its team keeps to itself means no probe (no RTO,
+        # not one measured as another identity).
+        try:
+            endpoint = ctx.before.endpoint(ctx.target, producer.name)
+        except ConfigError:
             ctx.progress(
                 f"RTO probe: not run — over OAUTHBEARER it logs in as {producer.name}'s client, whose secret the "
                 f"stack does not hold (oauth.applications.{producer.name}.clientSecret)"
             )
             return None
-        endpoint = ctx.before.endpoint(ctx.target, producer.name)
     else:
         endpoint = ctx.b_ep.with_user(producer.name, ctx.before.app_password(producer.name))
     tls = endpoint.tls
