@@ -111,6 +111,7 @@ def clear_stale_locks(backend: Path, project: str, stack: str) -> list[PulumiLoc
         )
     for lock in locks:
         lock.path.unlink(missing_ok=True)
+        lock.path.with_name(lock.path.name + ".attrs").unlink(missing_ok=True)  # its metadata sidecar
     return locks
 
 

@@ -12,7 +12,8 @@ need. Its fenced ACLs stay as the failover left them.
 
 Every operation first repairs what a killed engine left (:meth:`EstateStack.repair`): plugin
 processes nobody owns are ended (:mod:`dr.estate.pulumi_orphans`), the backend lock of a dead engine is
-removed — never one of a live process (:mod:`dr.estate.pulumi_locks`) — and interrupted operations are
+removed — never one of a live process (:mod:`dr.estate.pulumi_locks`), a metadata sidecar it left
+half-written is removed (:func:`dr.estate.stack_state.drop_damaged_sidecars`) — and interrupted operations are
 settled (:func:`dr.stack_repair.settle_pending`), after which ``up`` refreshes before it updates.
 What was repaired is in :attr:`EstateStack.recovered` (the failover journals it). ``destroy`` drops
 from the state, with a warning, the users, topics and ACLs of local clusters that cannot be reached
@@ -38,6 +39,7 @@ from dr.base.stackref import StackRef
 from dr.base.types import Reporter
 from dr.estate.pulumi_workspace import forget_backend_passwords
 from dr.estate.stack_owner import require_owned
+from dr.estate.stack_state import drop_damaged_sidecars
 from dr.topology import NAMESPACE, Topology
 from dr.topology.stackfile import render_stack_config
 
@@ -128,6 +130,8 @@ class EstateStack:
         from stacks.program import run
 
         require_owned(self.ref, self.backend_url)  # a drill's stack: only on the backend the drill created
+        for sidecar in drop_damaged_sidecars(self.ref):
+            self.recovered.append(f"removed {sidecar}, the metadata file a killed Pulumi engine left half-written")
         state_dir = self.state_dir
         env = pulumi_env(self.backend_url)
         opts = auto.LocalWorkspaceOptions(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from dr.base.stackref import StackRef
 
-__all__ = ["checkpoint_file", "file_backend_stacks", "state_fix", "state_problem"]
+__all__ = ["checkpoint_file", "drop_damaged_sidecars", "file_backend_stacks", "state_fix", "state_problem"]
 
 _PROJECT = "kafka-dr"
 
@@ -61,6 +61,40 @@ def state_problem(ref: StackRef) -> str | None:
     if latest is not None and not isinstance(latest, dict):
         return f"the Pulumi state of stack {ref.name!r}, {path}, is damaged (`checkpoint.latest` is not an object)"
     return None
+
+
+def _damaged(sidecar: Path) -> bool:
+    try:
+        return not isinstance(json.loads(sidecar.read_bytes() or b"null"), dict)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True
+
+
+def drop_damaged_sidecars(ref: StackRef) -> list[Path]:
+    """Remove the unreadable metadata *sidecars* of the stack's files in its ``file://`` backend; return them.
+
+    The backend's blob layer writes each file to a temporary name and renames it into place (atomic),
+    but first writes its metadata beside it, ``<file>.attrs`` (content type, MD5), in place: an engine
+    killed in between leaves an empty ``.attrs`` next to a whole checkpoint, and every later operation
+    stops with ``failed to load checkpoint: EOF``. A missing sidecar is read as default metadata, so
+    removing a damaged one loses nothing; the checkpoint itself is not touched (:func:`state_problem`
+    judges it). Covers the checkpoint, its ``.bak`` and the stack's locks.
+    """
+    stacks = file_backend_stacks(ref)
+    if stacks is None:
+        return []
+    root = stacks.parent.parent  # <backend>/.pulumi
+    candidates = [
+        *stacks.glob(f"{ref.name}.json*.attrs"),
+        *root.glob(f"locks/*/{_PROJECT}/{ref.name}/*.attrs"),
+        *root.glob(f"locks/{ref.name}/*.attrs"),
+    ]
+    dropped = []
+    for sidecar in sorted(set(candidates)):
+        if _damaged(sidecar):
+            sidecar.unlink(missing_ok=True)
+            dropped.append(sidecar)
+    return dropped
 
 
 def state_fix(stack: str) -> str:

@@ -208,6 +208,25 @@ def test_drctl_estate_up_preview_and_status_on_the_stack_pulumi_made(project: Pr
     PASSED.add("estate up")
 
 
+def test_the_metadata_file_a_killed_engine_left_empty_stops_pulumi_and_drctl_repairs_it(project: Project) -> None:
+    """The blob layer writes ``<checkpoint>.attrs`` in place before it renames the new checkpoint in: an
+    engine killed between the two (the crash-anywhere test met it) leaves it empty beside a whole
+    checkpoint. The bare CLI then refuses every command; ``drctl`` removes the damaged sidecar (nothing
+    else) and converges."""
+    _needs("estate up")
+    stacks = project.root / "backend" / ".pulumi" / "stacks" / "kafka-dr"
+    sidecar = stacks / f"{STACK}.json.attrs"
+    assert sidecar.is_file(), sorted(p.name for p in stacks.iterdir())
+    checkpoint = (stacks / f"{STACK}.json").read_bytes()
+    sidecar.write_bytes(b"")
+    bare = project.pulumi("stack", "output", "--json", check=False)
+    assert bare.returncode != 0 and "failed to load checkpoint: EOF" in bare.stderr, bare.stdout + bare.stderr
+    preview = drctl(project.env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-2000:] + preview.stderr[-2000:]
+    assert (stacks / f"{STACK}.json").read_bytes() == checkpoint, "the checkpoint itself is not rewritten"
+    assert project.pulumi("stack", "output", "--json").returncode == 0
+
+
 def test_unknown_stack_exits_2_naming_known_stacks(project: Project) -> None:
     res = drctl(project.env, "estate", "status", "--stack", "nosuch")
     assert res.returncode == 2

@@ -301,6 +301,34 @@ def test_a_readable_state_and_no_state_are_not_problems(stack: Path) -> None:
     assert "not a Pulumi checkpoint" in (state_problem(ref) or "")
 
 
+def test_a_half_written_metadata_sidecar_is_removed_and_the_checkpoint_kept(stack: Path) -> None:
+    """An engine killed inside the blob layer's write leaves an empty ``<file>.attrs`` beside a whole
+    checkpoint (Pulumi then fails every command with ``failed to load checkpoint: EOF``): the damaged
+    sidecars of this stack go, whole ones and other stacks' stay, the checkpoint is untouched."""
+    from dr.estate.stack_state import drop_damaged_sidecars, file_backend_stacks
+
+    ref = StackRef.resolve("unit")
+    assert drop_damaged_sidecars(ref) == []  # no backend yet
+    path = _damage_state()
+    checkpoint = json.dumps({"version": 3, "checkpoint": {"stack": "unit", "latest": {"resources": []}}})
+    path.write_text(checkpoint)
+    stacks = file_backend_stacks(ref)
+    assert stacks is not None
+    empty = stacks / "unit.json.attrs"
+    empty.write_bytes(b"")
+    cut = stacks / "unit.json.bak.attrs"
+    cut.write_text('{"user.cache_control":')
+    whole = stacks / "other.json.attrs"
+    whole.write_bytes(b"")  # another stack's: not this command's to touch
+    good = stacks.parent.parent / "locks" / "organization" / "kafka-dr" / "unit" / "x.json.attrs"
+    good.parent.mkdir(parents=True)
+    good.write_text('{"user.content_type": "application/json", "md5": null}')
+    assert drop_damaged_sidecars(ref) == sorted([empty, cut])
+    assert not empty.exists() and not cut.exists() and whole.exists() and good.exists()
+    assert path.read_text() == checkpoint
+    assert drop_damaged_sidecars(ref) == []
+
+
 def test_preflight_refuses_a_replicated_topic_the_verification_would_not_read() -> None:
     """Asked of the verification's own rule (one small call): refused in step 1, before the fence."""
     from dr.failover.act.integrity import topics_left_unread
