@@ -121,21 +121,24 @@ def _partitions(endpoint: Endpoint, topics: Iterable[str]) -> dict[str, int]:
 def _scan(
     endpoint: Endpoint, ranges: dict[tuple[str, int], tuple[int, int]], *, idle_timeout: float = 30.0
 ) -> Iterable[Any]:
-    """Yield every message of ``ranges[(topic, partition)] = (start, end)``."""
+    """Yield every message of ``ranges[(topic, partition)] = (start, end)``: a partition is done at its
+    last record or once the consumer's position reaches ``end`` (a range that ends in transaction commit
+    markers — an exactly-once link's copies — has no record at ``end - 1``)."""
     todo = {k: r for k, r in ranges.items() if r[1] > r[0]}
     if not todo:
         return
+    left = {k: r[1] for k, r in todo.items()}
     consumer = range_consumer(endpoint, "recover", **{"socket.timeout.ms": 15000})
     try:
         consumer.assign([TopicPartition(t, p, r[0]) for (t, p), r in todo.items()])
-        for m in consume_while(consumer, endpoint, todo, idle_timeout, stalled=_stalled(endpoint, todo)):
+        for m in consume_while(consumer, endpoint, left, idle_timeout, stalled=_stalled(endpoint, left), ends=left):
             k = (m.topic(), m.partition())
             r = todo.get(k)
-            if r is None or m.offset() >= r[1]:
+            if r is None or k not in left or m.offset() >= r[1]:
                 continue
             yield m
             if m.offset() >= r[1] - 1:
-                del todo[k]
+                del left[k]
                 consumer.incremental_unassign([TopicPartition(k[0], k[1])])
     finally:
         consumer.close()

@@ -105,15 +105,23 @@ def consume_while(
     batch: int = 5000,
     doing: str = "reading records",
     stalled: Callable[[], tuple[str, str]] | None = None,
+    ends: dict[tuple[str, int], int] | None = None,
 ) -> Iterator[Any]:
     """Messages from ``consumer`` while ``unfinished`` (what the caller still waits for) is not empty.
 
     End-of-partition events are skipped, other errors raised (``doing`` says what was being done); no
     message for ``idle_timeout`` seconds is a stall: :class:`ClusterError` with ``stalled()``'s message
-    and next step (default: the unfinished count).
+    and next step (default: the unfinished count). With ``ends`` (partition → end offset; may be
+    ``unfinished`` itself), a partition whose consumer position reaches its end is removed from it after
+    each fetch: its last offsets may be transaction markers, which take offsets but are no records.
     """
     last = time.monotonic()
     while unfinished:
+        if ends:
+            for done in reached(consumer, ends):
+                del ends[done]
+            if not unfinished:
+                break
         msgs = consumer.consume(num_messages=batch, timeout=1.0)
         if not msgs and time.monotonic() - last > idle_timeout:
             message, fix = (
