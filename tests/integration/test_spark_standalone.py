@@ -13,7 +13,8 @@ master and the next step.
 
 Ports: free windows below the ephemeral range (tests/integration/ports.py) — one per Kafka cluster, and
 one (P) for Spark: master P/P+1 (web UI), workers P+2..P+5, driver P+10/P+11, executors' block managers
-from P+20; the unreachable masters P+98/P+99.
+from P+20; the not-a-master run's driver P+60/P+61, its block managers from P+70 (it runs in the
+background while the cluster starts); the unreachable masters P+98/P+99.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -392,7 +394,60 @@ def test_standalone_master_urls() -> None:
 
 
 @pytest.fixture(scope="module")
-def both_runs(spark_cluster: dict, seeded: dict, spark_ports: SparkPorts) -> dict:
+def not_a_master(seeded: dict, spark_ports: SparkPorts) -> Iterator[Future]:
+    """``drctl verify`` against a port that accepts connections and never answers, started in the background
+    before the cluster: Spark's client waits out its three 20 s registration attempts while the module starts
+    its master and workers (its own driver ports, P+60/P+61, block managers from P+70)."""
+    port = spark_ports.unreachable[0]
+    server = socket.create_server(("127.0.0.1", port))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    b = spark_ports.base
+    own_ports = (
+        f"--conf spark.driver.port={b + 60} --conf spark.driver.blockManager.port={b + 61} "
+        f"--conf spark.blockManager.port={b + 70} pyspark-shell"
+    )
+    url = f"spark://127.0.0.1:{port}"
+    pool = ThreadPoolExecutor(1)
+
+    def verify() -> dict:
+        proc, seconds = drctl_verify(
+            seeded,
+            spark_ports,
+            seeded["out"] / "not-a-master",
+            url,
+            env={"PYSPARK_SUBMIT_ARGS": own_ports},
+            timeout=400,
+        )
+        return {"proc": proc, "seconds": seconds, "url": url, "accepted": len(accepted)}
+
+    future = pool.submit(verify)
+    try:
+        yield future
+    finally:
+        with contextlib.suppress(Exception):  # noqa: BLE001 - its own test reports its failure
+            future.result(timeout=450)
+        pool.shutdown()
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def both_runs(not_a_master: Future, spark_cluster: dict, seeded: dict, spark_ports: SparkPorts) -> dict:
     """The verification on the standalone cluster (the master's finished applications before it, to find it)."""
     before = {app["id"] for app in master_state(spark_ports)["completedapps"]}
     cluster, cluster_s = drctl_verify(seeded, spark_ports, seeded["out"] / "cluster", spark_ports.master)
@@ -507,37 +562,15 @@ def test_an_unreachable_master_is_exit_4_within_seconds(seeded: dict, spark_port
     assert seconds < 120, f"{seconds:.0f} s"  # Kafka bounds, then a TCP check: no driver JVM was started
 
 
-def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(seeded: dict, spark_ports: SparkPorts) -> None:
+def test_a_port_that_is_not_a_master_is_exit_4_after_sparks_retries(not_a_master: Future) -> None:
     """Something listens (here: a socket that accepts and never answers): Spark's client gives up after
     its three registration attempts (about a minute), and that is a ClusterError too, not a hang."""
-    port = spark_ports.unreachable[0]
-    server = socket.create_server(("127.0.0.1", port))
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.5)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        url = f"spark://127.0.0.1:{port}"
-        proc, seconds = drctl_verify(seeded, spark_ports, seeded["out"] / "not-a-master", url, timeout=400)
-    finally:
-        stop.set()
-        thread.join(5)
-        for conn in accepted:
-            conn.close()
-        server.close()
+    run = not_a_master.result(timeout=450)
+    proc, url = run["proc"], run["url"]
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert f"the Spark master {url} accepted the connection but did not register the application" in proc.stderr
     assert "next step: check that HOST:PORT is the master's RPC address" in proc.stderr
-    assert accepted and seconds < 300, f"{seconds:.0f} s"
+    assert run["accepted"] and run["seconds"] < 300, f"{run['seconds']:.0f} s"
 
 
 def test_a_cluster_without_room_for_an_executor_is_exit_4_not_a_hang(
