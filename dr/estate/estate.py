@@ -130,7 +130,7 @@ class Estate:
         password = None
         if uses_oauth(c):
             who = oauth_identity(user, admin=ADMIN_USER, replicator=self.topology.principals.replicator)
-            declared = oauth_client(c, who.removeprefix("applications.")).client_secret
+            declared = oauth_client(c, who).client_secret
             if declared is not None and declared.is_encrypted:
                 password = reveal_oauth_secret(self.topology, c.name, who)
             return external_endpoint(c, password, self.state, identity=who)

@@ -55,7 +55,7 @@ def external_endpoint(
 
 
 def _oauth_endpoint(cluster: Cluster, secret: str | None, state: Path, identity: str) -> Endpoint:
-    client = oauth_client(cluster, identity.removeprefix("applications."))
+    client = oauth_client(cluster, identity)
     declared = client.client_secret
     if secret is None and declared is not None and not declared.is_encrypted:
         secret = declared.get_secret_value()

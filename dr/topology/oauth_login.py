@@ -50,13 +50,19 @@ def oauth_settings(cluster: Cluster, state: Path) -> OAuthSettings:
 
 
 def oauth_client(cluster: Cluster, who: str) -> OAuthClient:
-    """The declared client identity ``who`` (``admin``, ``replicator`` or an application's name) of ``cluster``."""
+    """The declared client identity ``who`` of ``cluster``: ``admin``, ``replicator``, an application's
+    name, or ``applications.<name>`` — the form :func:`oauth_identity` returns, never mistaken for the admin's
+    or the replicator's even when the application bears one of those names."""
     o = cluster.oauth
+    app = who.removeprefix("applications.") if who.startswith("applications.") else None
     client = None
     if o is not None:
-        client = o.admin if who == "admin" else o.replicator if who == "replicator" else o.applications.get(who)
+        if app is not None:
+            client = o.applications.get(app)
+        else:
+            client = o.admin if who == "admin" else o.replicator if who == "replicator" else o.applications.get(who)
     if client is None:
-        path = f"oauth.{who}" if who in ("admin", "replicator") else f"oauth.applications.{who}"
+        path = f"oauth.{who}" if app is None and who in ("admin", "replicator") else f"oauth.applications.{app or who}"
         raise ConfigError(
             f"cluster {cluster.name!r} declares no OAUTHBEARER client identity for {who!r} ({path})",
             f"declare {path}.client_id (and its client_secret as a secret) in the stack",

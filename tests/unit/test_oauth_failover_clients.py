@@ -141,3 +141,19 @@ def test_spark_reads_the_client_secret_from_a_private_file_never_from_an_option(
     assert spark_login_options(ep) == opts, "one file per identity"
     scram = spark_login_options(Endpoint("a:9092", "admin", "pw"))
     assert scram["kafka.sasl.mechanism"] == "SCRAM-SHA-512" and 'password="pw"' in scram["kafka.sasl.jaas.config"]
+
+
+def test_the_declared_identity_is_found_by_name_or_by_the_form_oauth_identity_returns() -> None:
+    """``oauth_client`` takes ``applications.<name>`` as :func:`oauth_identity` returns it: an application is
+    never answered with the admin's or the replicator's identity, and an undeclared one names its path."""
+    from dr.topology.oauth_login import oauth_client
+
+    a = _topology().cluster("A")
+    assert oauth_client(a, "applications.orders").client_id == "orders-client"
+    assert oauth_client(a, "orders").client_id == "orders-client"
+    assert oauth_client(a, "admin").client_id == "kdr-admin"
+    assert oauth_client(a, "replicator").client_id == "kdr-replicator"
+    with pytest.raises(ConfigError, match=r"oauth\.applications\.admin"):
+        oauth_client(a, "applications.admin")
+    with pytest.raises(ConfigError, match=r"oauth\.applications\.billing"):
+        oauth_client(a, "applications.billing")
