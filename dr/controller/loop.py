@@ -5,7 +5,8 @@ Shaped like a reconcile loop (strimzi's ``AbstractOperator.reconcile``: one pass
 not copied. One pass: probe the site's cluster (:func:`~dr.controller.observe.probe_site`), update its
 detection state, read the site's fence state (whether applications may write there), read ``drctl
 status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
-— the same reasons ``kdr_ready`` shows), then wait. The lease lives in a thread of its own (:class:`LeaseKeeper`)
+— the same reasons ``kdr_ready`` shows), then wait. At a link's target site, every ``parity_every_s`` a thread
+compares the linked clusters as ``drctl status --parity`` does; its differences join the readiness problems. The lease lives in a thread of its own (:class:`LeaseKeeper`)
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
 only read who holds it. The active site's controller fences its own cluster when it cannot renew in time
 (:mod:`dr.controller.fence`).
@@ -299,6 +300,9 @@ class Controller:
         self._broker_fence_at = -BROKER_FENCE_EVERY_S  # monotonic time of the last describeConfigs
         self._states: dict[str, Detection] = {}
         self.automatic: Automatic | None = None
+        self._parity: list[str] = []  # the last parity check's differences (readiness problems)
+        self._parity_at = -float("inf")  # monotonic time the last parity check ended
+        self._parity_thread: threading.Thread | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
@@ -446,12 +450,53 @@ class Controller:
             return
         finally:
             lap("status")
-        self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links})
+        self._start_parity(topology or self.topology)
+        self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links}, self._parity)
         self.feed.update(report, estate)
         lap("metrics")
         if self.automatic is not None:
             self.automatic.step(report, self._states, self.feed.rpo)
             lap("automatic")
+
+    def _start_parity(self, topology: Topology) -> None:
+        """Start a parity check in a thread of its own — it reads every linked cluster and starts a JVM for the
+        quotas, never inside a pass — when this site is a link's target (the site that must match what it
+        would take over) and ``parity_every_s`` has passed since the last one ended."""
+        every = self.policy.parity_every_s
+        if not every or not any(link.target == self.cluster.name for link in topology.links):
+            return
+        if self._parity_thread is not None and self._parity_thread.is_alive():
+            return
+        if time.monotonic() - self._parity_at < every:
+            return
+        self._parity_thread = threading.Thread(target=self._check_parity, args=(topology,), name="parity", daemon=True)
+        self._parity_thread.start()
+
+    def _check_parity(self, topology: Topology) -> None:
+        """``drctl status --parity``'s comparison: its differences become readiness problems and a metric; a
+        change is logged (``parity-drift`` naming the first difference, ``parity-equal`` once none is left)."""
+        from dr.failover.parity import parity_problems
+
+        try:
+            found = parity_problems(Estate(topology, self.ref.made_state_dir()))
+        except DRError as exc:
+            found = [f"parity: the check could not run: {exc.problem}"]
+        except Exception as exc:  # noqa: BLE001 - a thread of its own: say it, never die silently
+            found = [f"parity: the check failed: {type(exc).__name__}: {exc}"]
+        self.metrics.parity.labels(self.cluster.name).set(len(found))
+        self.metrics.parity_age.labels(self.cluster.name).set(time.time())
+        if found and found != self._parity:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            self.log(
+                "warning", "parity-drift",
+                f"{len(found)} difference(s) between the linked clusters: {found[0]}{more}; "
+                f"`drctl status --stack {self.ref.name} --parity` lists each with its repair",
+                differences=len(found),
+            )  # fmt: skip
+        elif not found and self._parity:
+            self.log("info", "parity-equal", "the linked clusters match again", differences=0)
+        self._parity = found
+        self._parity_at = time.monotonic()
 
     def _reach_others(self, estate: Estate, topology: Topology) -> dict[str, str]:
         """Judge every other active, passive or edge cluster of ``topology`` (the stack as it stands now),

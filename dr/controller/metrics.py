@@ -66,6 +66,16 @@ class ControllerMetrics:
             "kdr_link_watchdog_restarts", "How often the link's watchdog restarted its process.", ["link"], registry=r
         )
         self.ready = Gauge("kdr_ready", "1 when drctl status finds no problem.", registry=r)
+        self.parity = Gauge(
+            "kdr_parity_differences",
+            "Differences between the clusters the links join at the last parity check (drctl status --parity), "
+            "served by the controller of a link's target site only.",
+            ["cluster"],
+            registry=r,
+        )
+        self.parity_age = Gauge(
+            "kdr_parity_timestamp_seconds", "When the last parity check ended.", ["cluster"], registry=r
+        )
         self.problem = Gauge(
             "kdr_problem", "1 per problem drctl status lists (its text as the reason).", ["reason"], registry=r
         )
@@ -156,8 +166,9 @@ class ControllerMetrics:
             self.detection.labels(probe.cluster, s).set(1 if s == state else 0)
         self.down_seconds.labels(probe.cluster).set(down_for)
 
-    def status(self, report: StatusReport, link_problems: dict[str, bool]) -> None:
-        """What ``drctl status`` found: links, readiness and its problems."""
+    def status(self, report: StatusReport, link_problems: dict[str, bool], parity: list[str] | None = None) -> None:
+        """What ``drctl status`` found: links, readiness and its problems — with ``parity``, the last parity
+        check's differences among them."""
         self.link_state.clear()
         self.link_lag.clear()
         for link in report.links:
@@ -166,9 +177,10 @@ class ControllerMetrics:
             if link.total_lag is not None:
                 self.link_lag.labels(link.name, link.source, link.target).set(link.total_lag)
             self.link_restarts.labels(link.name).set(link.restarts or 0)
-        self.ready.set(0 if report.problems else 1)
+        problems = [*report.problems, *(parity or [])]
+        self.ready.set(0 if problems else 1)
         self.problem.clear()
-        for reason in report.problems:
+        for reason in problems:
             self.problem.labels(reason).set(1)
         self.status_age.set(time.time())
 

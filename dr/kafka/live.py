@@ -104,7 +104,7 @@ class LiveCluster:
 def _names(enum_value: object) -> str:
     """``ResourcePatternType.PREFIXED`` → ``Prefixed``, ``AclOperation.DESCRIBE_CONFIGS`` → ``DescribeConfigs``."""
     name = getattr(enum_value, "name", str(enum_value))
-    return "".join(part.capitalize() for part in name.split("_")).replace("Transactionalid", "TransactionalID")
+    return "".join(part.capitalize() for part in name.split("_")).replace("TransactionalId", "TransactionalID")
 
 
 _RESOURCE_TYPES = {"Broker": "Cluster"}  # Kafka's admin API calls the cluster resource BROKER

@@ -91,6 +91,17 @@ class FailoverPolicy(_Policy):
     """The consensus store holding the lease; required by ``automatic``."""
     metrics_ports: dict[str, int] = Field(default_factory=dict)
     """Cluster name → the port its controller serves Prometheus metrics on, at 127.0.0.1."""
+    parity_every_s: float = Field(default=300.0, ge=0, le=86_400)
+    """How often the controller of a link's target site compares the clusters the links join, as ``drctl
+    status --parity`` does (topic configurations, SCRAM users, ACLs, quotas): each difference is a readiness
+    problem (``kdr_ready 0``) and counts in ``kdr_parity_differences``. 0 turns it off; else at least 5."""
+
+    @field_validator("parity_every_s")
+    @classmethod
+    def _parity_every(cls, seconds: float) -> float:
+        if 0 < seconds < 5:
+            raise ValueError("a parity check reads every linked cluster and starts a JVM: 0 (off) or at least 5 s")
+        return seconds
 
     @property
     def broker_fence(self) -> bool:

@@ -4,7 +4,8 @@ witness: the metrics are scraped over HTTP, by the test and by a real Prometheus
 
 The controllers of sites A and B run as an operator runs them (``drctl`` processes, JSON-line logs). While
 the estate is healthy A's reports A up, the link running, ``kdr_ready 1`` and that it holds the lease; B's
-sees the same holder. A's brokers are stopped: A goes suspect, then down after ``detect_after_s`` at both
+sees the same holder, and — the link's target — compares A and B every 5 s: a topic configuration changed on B by hand makes
+B not ready naming it, put back B is ready again. A's brokers are stopped: A goes suspect, then down after ``detect_after_s`` at both
 controllers, ``kdr_ready`` drops to 0 with the reason ``drctl status`` gives, a ``cluster-down`` alert is
 logged and Prometheus fires ``KdrClusterDown`` from each site — nothing is failed over (mode manual). On
 SIGTERM both exit 0 and A's gives the lease back.
@@ -27,11 +28,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from dr.base.stackref import StackRef
 from dr.controller.etcd import EtcdWitness
 from dr.failover.frame.journal import Journal
 from dr.failover.record.team_store import project_name
+from dr.kafka.client import Endpoint
 from tests import REPO_ROOT
 from tests.etcd_server import EtcdCluster, etcd_cluster
 from tests.integration.helpers import StackEnv, drctl, provisioned, write_local_stack
@@ -61,7 +64,7 @@ def env(
     tmp_path_factory: pytest.TempPathFactory, etcd3: EtcdCluster, metrics_ports: tuple[int, int]
 ) -> Iterator[StackEnv]:
     """The local example (A on one broker) with a manual policy: etcd witness, A's and B's metrics ports, a
-    short detection (6 s, lease TTL 3 s + margin 1 s)."""
+    short detection (6 s, lease TTL 3 s + margin 1 s), a parity check every 5 s."""
     root = tmp_path_factory.mktemp(STACK)
     with windows(3) as ports:
         path = write_local_stack(root, STACK, ports)
@@ -72,6 +75,7 @@ def env(
             "marginS": 1,
             "witness": {"kind": "etcd", "endpoints": etcd3.endpoints},
             "metricsPorts": {"A": metrics_ports[0], "B": metrics_ports[1]},
+            "parityEveryS": 5,
         }
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         with provisioned(StackEnv(root, STACK)) as e:
@@ -144,6 +148,23 @@ def _problems(samples: dict[str, float]) -> list[str]:
     ]
 
 
+def _set_topic_config(endpoint: Endpoint, topic: str, key: str, value: str) -> Callable[[], None]:
+    """Set ``key`` of ``topic`` as a platform team would by hand; return what puts the previous value back."""
+    admin = AdminClient(endpoint.config())
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entry = admin.describe_configs([resource])[resource].result(timeout=30)[key]
+    dynamic = entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    def alter(op: AlterConfigOpType, to: str | None) -> None:
+        change = ConfigResource(
+            ConfigResource.Type.TOPIC, topic, incremental_configs=[ConfigEntry(key, to, incremental_operation=op)]
+        )
+        admin.incremental_alter_configs([change])[change].result(timeout=30)
+
+    alter(AlterConfigOpType.SET, value)
+    return lambda: alter(AlterConfigOpType.SET, entry.value) if dynamic else alter(AlterConfigOpType.DELETE, None)
+
+
 def _controller(env: StackEnv, site: str) -> tuple[subprocess.Popen[str], Path]:
     """``drctl controller --site <site> --log-format json`` as an operator starts it; its log file."""
     log = env.root / f"controller-{site}.log"
@@ -209,6 +230,20 @@ def test_the_controllers_serve_metrics_and_see_a_go_down(
             b,
         )
         assert seen_by_b["kdr_lease_held"] == 0 and seen_by_b["kdr_lease_token"] == holder.token
+        # B, the link's target, compares A and B as `drctl status --parity` does: equal; a topic configuration
+        # changed on B behind the product's back makes B not ready, naming it; put back, B is ready again
+        parity = 'kdr_parity_differences{cluster="B"}'
+        _until(port_b, lambda s: s.get(parity) == 0 and s.get("kdr_ready") == 1, "B's controller: A and B equal", b)
+        assert not any(k.startswith("kdr_parity_differences") for k in _scrape(port_a)), "A is no link's target"
+        restore = _set_topic_config(env.estate().endpoint("B"), "orders", "retention.ms", "3600000")
+        drift = _until(
+            port_b, lambda s: s.get(parity, 0) >= 1 and s.get("kdr_ready") == 0, "B's controller naming the drift", b
+        )
+        assert any("'orders'" in p and "retention.ms" in p for p in _problems(drift)), _problems(drift)
+        restore()
+        _until(port_b, lambda s: s.get(parity) == 0 and s.get("kdr_ready") == 1, "B ready again once put back", b)
+        parity_events = [e["event"] for e in _events(log_b) if str(e["event"]).startswith("parity-")]
+        assert parity_events == ["parity-drift", "parity-equal"], parity_events
         _until_prometheus(
             prom, 'kdr_detection_state{cluster="A",state="up",site="B"} == 1', "Prometheus scraping B's A up"
         )

@@ -296,3 +296,25 @@ def test_an_unreachable_cluster_is_a_cluster_error() -> None:
     with pytest.raises(ClusterError) as exc:  # nothing listens on port 1: the connection is refused
         read_live(Endpoint("127.0.0.1:1", "admin", "pw"), timeout=2)
     assert "cannot reach" in str(exc.value)
+
+
+def test_the_admin_apis_enum_names_read_as_the_stacks_acl_vocabulary() -> None:
+    """Kafka's ``TRANSACTIONAL_ID`` is the stack's ``TransactionalID`` (read as ``TransactionalId`` before, every
+    transactional-id ACL looked missing to the parity check, and a controller at a link's target was never
+    ready); the other names read in the stack's own words."""
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+
+    from dr.kafka.live import _names
+    from dr.topology.access import acl_rules
+
+    assert _names(ResourceType.TRANSACTIONAL_ID) == "TransactionalID"
+    assert _names(ResourcePatternType.PREFIXED) == "Prefixed"
+    assert _names(AclOperation.DESCRIBE_CONFIGS) == "DescribeConfigs"
+    assert _names(AclOperation.IDEMPOTENT_WRITE) == "IdempotentWrite"
+    from dr.topology import load_stack_file
+    from tests import REPO_ROOT
+
+    local = load_stack_file(REPO_ROOT / "Pulumi.local.yaml")  # exactly-once A→B: transactional ids on B
+    declared = {r.resource_type for c in local.clusters for r in acl_rules(local, c)}
+    assert "TransactionalID" in declared
+    assert declared <= {_names(t) for t in ResourceType} | {"Cluster"}, declared  # the admin API's BROKER

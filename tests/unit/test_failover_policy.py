@@ -96,3 +96,11 @@ def test_the_policy_is_written_back_only_when_declared() -> None:
         "max_rpo_records": 0,
     }
     assert _load(written).failover_policy == declared.failover_policy
+
+
+def test_the_parity_check_runs_every_five_minutes_by_default_and_is_off_at_0_never_more_often_than_5_s() -> None:
+    assert _load({}).failover_policy.parity_every_s == 300.0
+    assert _load({"parityEveryS": 0}).failover_policy.parity_every_s == 0
+    assert _load({"parity_every_s": 30}).failover_policy.parity_every_s == 30
+    assert "parity" in _refused({"parityEveryS": 2}) and "at least 5" in _refused({"parityEveryS": 2})
+    assert "parity" in _refused({"parityEveryS": -1})

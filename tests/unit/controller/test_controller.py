@@ -136,6 +136,13 @@ def test_the_metrics_carry_drctl_status_problems_as_readiness_reasons() -> None:
     metrics.status(report.model_copy(update={"problems": []}), {"A-to-B": False})
     text = generate_latest(metrics.registry).decode()
     assert "kdr_ready 1.0" in text and "kdr_problem{" not in text  # a problem gone is no longer served
+    # the last parity check's differences are readiness problems too, beside drctl status's own
+    drift = "parity: cluster B: topic 'orders' retention.ms: 1 on B, (broker default) on A — repair: `drctl …`"
+    metrics.status(report.model_copy(update={"problems": []}), {"A-to-B": False}, [drift])
+    text = generate_latest(metrics.registry).decode()
+    assert "kdr_ready 0.0" in text and f'kdr_problem{{reason="{drift}"}} 1.0' in text
+    metrics.status(report.model_copy(update={"problems": []}), {"A-to-B": False}, [])
+    assert "kdr_ready 1.0" in generate_latest(metrics.registry).decode()
 
 
 class _FakeWitness:
