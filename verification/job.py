@@ -826,7 +826,9 @@ def run_verification(
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
-    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``. ``spark``
+    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``; so are target
+    records at or beyond ``target.until`` (:attr:`~verification.sides.KafkaSide.until`, the failover's bound)
+    that match no source record, taken out of pass 2's offending records (:meth:`_Run.beyond_bound`). ``spark``
     reuses a session; otherwise one is built for ``master`` (ignored under ``spark-submit``).
     Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
     (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
