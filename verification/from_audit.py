@@ -10,7 +10,9 @@ in the residue. So the records still to compare are exactly
 
 and the audited-and-matched pairs, equal on both sides, cannot change a multiset difference: the
 missing records found on these sets are, identity by identity, those the full verification finds
-(:func:`compare`). Records after the cut-off are left out on both sides, as in the full job.
+(:func:`compare`). Records after the cut-off are left out on both sides, as in the full job; so are,
+as there, target records at or beyond :attr:`~verification.sides.KafkaSide.until` (B's end offsets at
+the promotion) that match no source record.
 
 **Mechanism.** The audit's own increment, read up to the end offsets fixed now, with the cut-off
 applied and every unmatched source record counted as *missing* — the link is stopped at the
@@ -64,7 +66,7 @@ from verification.report import (
 )
 from verification.result import StartedFrom, TopicRow, VerificationResult, safe_context, summary_document
 from verification.route import FromAuditRequest, FullVerificationNeeded
-from verification.sides import KafkaSide
+from verification.sides import KafkaSide, Until, beyond
 
 __all__ = [
     "Comparison",
@@ -204,10 +206,15 @@ def worth_it(to_read: int, full_read: int) -> bool:
     return to_read <= SMALL_INCREMENT or to_read * FULL_READ_FACTOR < full_read
 
 
-def compare(source: Iterable[Fingerprint], target: Iterable[Fingerprint], cutoff_ms: int | None) -> Comparison:
+def compare(
+    source: Iterable[Fingerprint], target: Iterable[Fingerprint], cutoff_ms: int | None, until: Until | None = None
+) -> Comparison:
     """Match source against target records (residue + read now), records after ``cutoff_ms`` left out.
 
-    Every unmatched source record is missing: the integrity step runs with the link stopped.
+    Every unmatched source record is missing: the integrity step runs with the link stopped. A target
+    record at or beyond ``until`` (:attr:`~verification.sides.KafkaSide.until`) may match a source record
+    (a copy recovery wrote after the promotion); left unmatched it is counted after the cut-off, never
+    offending.
     """
     compared: dict[str, dict[str, int]] = defaultdict(lambda: {"source": 0, "target": 0})
     late: dict[str, dict[str, int]] = defaultdict(lambda: {"source": 0, "target": 0})
@@ -221,10 +228,17 @@ def compare(source: Iterable[Fingerprint], target: Iterable[Fingerprint], cutoff
                 compared[f.topic][side] += 1
                 kept[side].append(f)
     inc = match_increment(kept["source"], kept["target"], {})
+    unmatched = []
+    for f in inc.target_unmatched:
+        if beyond(until, f.topic, f.partition, f.offset):
+            late[f.topic]["target"] += 1
+            compared[f.topic]["target"] -= 1
+        else:
+            unmatched.append(f)
     return Comparison(
         matched=inc.matched,
         missing=sorted([*inc.in_flight, *inc.missing]),
-        target_unmatched=inc.target_unmatched,
+        target_unmatched=unmatched,
         compared=dict(compared),
         after_cutoff=dict(late),
     )
@@ -495,7 +509,7 @@ def _read_and_compare(source: KafkaSide, target: KafkaSide, p: Plan, cutoff_ms: 
     new_dst = read_fingerprints(target.endpoint, p.target_ranges)
     read_s = time.monotonic() - t
     t = time.monotonic()
-    cmp = compare([*p.source_residue, *new_src], [*p.target_residue, *new_dst], cutoff_ms)
+    cmp = compare([*p.source_residue, *new_src], [*p.target_residue, *new_dst], cutoff_ms, target.until)
     match_s = time.monotonic() - t
     if cmp.target_unmatched:
         raise _Fallback(

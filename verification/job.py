@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -511,6 +511,8 @@ class _Pass2:
     offending: DataFrame | None = None
     rows: int = 0
     did_pass2b: bool = False
+    beyond: dict[str, int] = field(default_factory=dict)
+    """Per topic: target records beyond the target's bound that matched nothing (:meth:`_Run.beyond_bound`)."""
 
 
 @dataclass
@@ -706,6 +708,7 @@ class _Run:
         incomplete = sorted({tp for (tp, c), n in found.items() if c == "target_only" and n})
         if incomplete:
             found = self.pass2b(s, p1, result, kept, found, incomplete)
+        found = self.beyond_bound(s, result, found)
         for (tp, c), n in found.items():
             result.counts.setdefault(tp, {k: 0 for k in CLASSES})[c] = n
         return result
@@ -741,6 +744,43 @@ class _Run:
         found = _class_counts(p2.offending, self.source, self.target)
         self.lap("pass2b_s")
         return found
+
+    def beyond_bound(self, s: _Scope, p2: _Pass2, found: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+        """Target records left offending at or beyond the target's :attr:`~verification.sides.KafkaSide.until`
+        (written after the failover's promotion: a client's late deliveries) leave the offending records and
+        are counted after the cut-off (``p2.beyond``); a copy there that matched a source record (recovery's)
+        was matched already. Returns the counts per (topic, class) left; nothing to do without a bound."""
+        until = self.target.until if isinstance(self.target, KafkaSide) else None
+        offending = p2.offending
+        if until is None or offending is None or not any(n for (_t, c), n in found.items() if c != "missing"):
+            return found
+        bounds = [(t, p, until[t].get(p, 0)) for t, parts in s.bounds_t.items() if t in until for p in parts]
+        if not bounds:
+            return found
+        spark = self.spark()
+        bound = spark.createDataFrame(bounds, "b_topic string, b_partition int, b_until long")
+        marked = offending.join(
+            F.broadcast(bound),
+            (offending["topic"] == F.col("b_topic")) & (offending["partition"] == F.col("b_partition")),
+            "left",
+        ).withColumn(
+            "beyond",
+            F.coalesce((F.col("side") == "target") & (F.col("offset") >= F.col("b_until")), F.lit(False)),
+        )
+        rows = self.action(lambda: marked.groupBy("topic", "class", "beyond").count().collect())
+        left: dict[tuple[str, str], int] = {}
+        for r in rows:
+            if r["beyond"]:
+                p2.beyond[r["topic"]] = p2.beyond.get(r["topic"], 0) + int(r["count"])
+            else:
+                left[(r["topic"], r["class"])] = int(r["count"])
+        if p2.beyond:
+            self.say(
+                f"{sum(p2.beyond.values()):,} target records written after the promotion (beyond the target's "
+                "bound) match no source record: counted after the cut-off, not compared"
+            )
+            p2.offending = self.keep(marked.where(~F.col("beyond")).select(*offending.columns))
+        return left
 
     def outputs(self, s: _Scope, p2: _Pass2, out: Path, sample_size: int, collect_limit: int) -> _Outputs:
         """5. ``offending.parquet``, the samples, the timeline of missing records, the per-partition counts."""
@@ -786,7 +826,9 @@ def run_verification(
     """Compare ``source`` and ``target`` and write the report to ``out_dir``.
 
     ``topics`` defaults to every non-internal topic of the source. Records with a timestamp after
-    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``. ``spark``
+    ``cutoff_ms`` (epoch ms) are left out on both sides and counted as ``after_cutoff``; so are target
+    records at or beyond ``target.until`` (:attr:`~verification.sides.KafkaSide.until`, the failover's bound)
+    that match no source record, taken out of pass 2's offending records (:meth:`_Run.beyond_bound`). ``spark``
     reuses a session; otherwise one is built for ``master`` (ignored under ``spark-submit``).
     Returns the result whatever the verdict; call :meth:`VerificationResult.raise_for_verdict`
     (the CLI does) to turn differences into exit code 1. Up to ``collect_limit`` offending records
@@ -858,14 +900,17 @@ def run(request: VerifyRequest, *, progress: Reporter | None = None) -> Verifica
     )
 
 
-def _topic_rows(s: _Scope, diff: Differences, counts: dict[str, dict[str, int]]) -> dict[str, TopicRow]:
-    """``summary["topics"]``: per topic, records read, after the cut-off, compared, and the counts per class."""
+def _topic_rows(
+    s: _Scope, diff: Differences, counts: dict[str, dict[str, int]], beyond: dict[str, int] | None = None
+) -> dict[str, TopicRow]:
+    """``summary["topics"]``: per topic, records read, after the cut-off (``beyond``: target records past its
+    bound that matched nothing, :meth:`_Run.beyond_bound`, included), compared, and the counts per class."""
     per_topic: dict[str, TopicRow] = {}
     for tp in s.topics:
         s_read = sum(diff.read.get(SOURCE, {}).get(tp, {}).values())
         t_read = sum(diff.read.get(TARGET, {}).get(tp, {}).values())
         s_late = diff.after_cutoff.get(SOURCE, {}).get(tp, 0)
-        t_late = diff.after_cutoff.get(TARGET, {}).get(tp, 0)
+        t_late = diff.after_cutoff.get(TARGET, {}).get(tp, 0) + (beyond or {}).get(tp, 0)
         found = counts.get(tp, {})
         per_topic[tp] = {
             "source_read": s_read,
@@ -936,7 +981,7 @@ def _summary(
         topics=s.topics,
         left_out=s.left_out,
         cutoff_ms=run.cutoff_ms,
-        per_topic=_topic_rows(s, p1.diff, p2.counts),
+        per_topic=_topic_rows(s, p1.diff, p2.counts, p2.beyond),
         partitions={tp: partitions[tp] for tp in sorted(partitions)},
         offsets={
             "source": _offsets_read(s.bounds_s, p1.diff, SOURCE),

@@ -372,11 +372,18 @@ def window_lines(counts: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _cutoff_text(summary: Mapping[str, Any]) -> str:
     cutoff = summary.get("cutoff")
+    until = (summary.get("target") or {}).get("read_until")
+    bound = (
+        "; on the target, records at or beyond its end offsets at the promotion (written after it) that match "
+        "no source record are counted after the cut-off too, whatever their timestamps"
+        if until is not None
+        else ""
+    )
     if not cutoff:
-        return "none — every record read was compared"
+        return "none — every record read was compared" + bound
     return (
         f"{utc_text(cutoff['ms'])} ({cutoff['ms']} ms) — records after it are not compared, "
-        f"on {cutoff.get('applies_to', 'both sides')}"
+        f"on {cutoff.get('applies_to', 'both sides')}" + bound
     )
 
 

@@ -9,6 +9,13 @@ The detection is no earlier than the policy's ``detect_after_s``, and the applic
 comes after the controller started the failover; A acknowledged nothing after B's promotion — counted from
 the application's own ledger. The figures are printed; the one-minute aim is the drill's grade, not this test's.
 
+The stack has a client endpoint (``Pulumi.local-endpoint.yaml``'s, HAProxy in front of the active cluster): the
+drill's unmodified producer on it is never restarted, so after the promote step switches the endpoint it delivers
+to B the records it created while A was gone — stamped before the verification's cut-off. B's end offsets taken
+just before the promotion granted writes bound the verification (issue 43): a record beyond them that matches
+none of A's was written after the promotion and is counted after the cut-off, not unexpected (the copies recovery
+writes there still match) — the integrity step's verdict is clean, and the endpoint's unattended RTO is measured.
+
 The same run is the estate's secret scan (issue 32): every process's command line is sampled five
 times a second while the drill provisions A and B, fails over and builds C; then every file of the
 drill's directory and every topic of every running cluster is searched for every generated password.
@@ -38,11 +45,17 @@ POLICY = {"mode": "manual", "detectAfterS": 15, "leaseTtlS": 4, "marginS": 1, "m
 
 @pytest.mark.timeout(1500)  # above the 1200 s its command may take
 def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
-    tmp_path: Path, stack_ports: tuple[int, int, int]
+    tmp_path: Path, stack_ports: tuple[int, int, int], port_window: int
 ) -> None:
-    path = write_local_stack(tmp_path, STACK, stack_ports)
+    path = write_local_stack(tmp_path, STACK, stack_ports, example="Pulumi.local-endpoint.yaml")
     doc = yaml.safe_load(path.read_text())
     doc["config"]["kafka-dr:failoverPolicy"] = POLICY
+    # the endpoint on a window of its own: bootstrap, then one port per broker slot (A cut to one broker)
+    doc["config"]["kafka-dr:endpoint"] = {
+        "address": "127.0.0.1",
+        "bootstrapPort": port_window,
+        "brokerPorts": [port_window + 1],
+    }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     out = tmp_path / "drill"
     # --keep: the clusters stay up for the secret scan below, then go the way the drill's own teardown takes
@@ -64,6 +77,9 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
         assert u["detection_s"] >= POLICY["detectAfterS"], "a controller acted before A was down for detect_after_s"
         assert u["promotion_s"] >= u["detection_s"] and u["unattended_rto_s"] >= u["detection_s"], u
         assert u["writes_on_source_after_promotion"] == 0
+        # the unmodified producer on the endpoint, never restarted: its first write through B is measured
+        assert u["endpoint_unattended_rto_s"] is not None and u["endpoint_unattended_rto_s"] >= u["detection_s"], u
+        assert r["endpoint_clients"]["acknowledged_lost"] == 0, r["endpoint_clients"]
         assert "unattended: site A lost" in res.stdout
         assert not _controllers_left(out), "the drill left a controller or its witness running"
         assert_drill_text(res.stdout, r)
@@ -98,6 +114,14 @@ def test_unplanned_drill_completes_without_a_and_loses_nothing_after_recovery(
         assert r["producer"]["acked_on_target"] > 0
         # the verification of run 2 lists what never reached B; after the recovery run 3 verifies clean
         assert [v["clean"] for v in r["verdicts"]] == ([False, True] if r["never_reached_target"] else [True])
+        # nothing on B counted unexpected: the endpoint producer's late deliveries lie beyond B's bound (issue 43),
+        # counted after the cut-off. How many there were depends on librdkafka and the timing (records it created
+        # while A was gone and did not expire before the switch): printed, not asserted.
+        set_apart = [line for line in res.stderr.splitlines() if "beyond the target's bound" in line]
+        print("late deliveries set apart by the verifications: " + (" | ".join(set_apart) or "none"))
+        assert all(v["counts"]["unexpected"] == 0 for v in r["verdicts"]), r["verdicts"]
+        integrity = next(st for st in f["steps"] if st["name"] == "integrity")
+        assert integrity["status"] == "done" and "verdict CLEAN" in integrity["summary"], integrity
         assert Path(r["report_html"]).is_file()
         assert (out / "drill.json").is_file()
         ran_without_a = "".join(p.read_text() for p in (out / "state" / "controller").glob("failover-*.log"))

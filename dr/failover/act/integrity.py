@@ -10,7 +10,7 @@ integrity step fails loudly with :class:`~dr.base.errors.FailoverError` — it n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -106,6 +106,7 @@ def verify(
     out_dir: Path,
     topics: list[str],
     cutoff_ms: int | None,
+    target_until: Mapping[str, Mapping[int, int]] | None = None,
     stack: str | None = None,
     source_name: str | None = None,
     target_name: str | None = None,
@@ -115,6 +116,14 @@ def verify(
     state_dir: Path | None = None,
 ) -> Verdict:
     """Run the verification ``source`` vs ``target`` over ``topics`` (records after ``cutoff_ms`` left out).
+
+    ``target_until`` (topic → partition → offset; the failover: B's end offsets just before the promotion
+    granted writes) bounds the target by offset too, by whichever route runs
+    (:attr:`verification.sides.KafkaSide.until`): a target record at or beyond it still matches a source
+    record (a copy recovery wrote), but one that matches none — written on the promoted cluster, e.g. a
+    record a client created while A was gone and delivered after the switch, stamped before the cut-off —
+    is counted as after the cut-off (``target_after_cutoff``), never as unexpected; the report's cut-off
+    line says so. None: every target record before the cut-off is compared, as before.
 
     With ``audit_link`` (the link A→B) and ``state_dir`` (the stack's state directory), the check
     starts from the last ``drctl audit`` of that link when its state file is valid for this stack,
@@ -148,7 +157,7 @@ def verify(
         )
     request = VerifyRequest(
         source=KafkaSide(endpoint=source, name=source_name, stack=stack),
-        target=KafkaSide(endpoint=target, name=target_name, stack=stack),
+        target=KafkaSide(endpoint=target, name=target_name, stack=stack, until=target_until),
         out_dir=Path(out_dir),
         topics=topics_read,
         cutoff_ms=cutoff_ms,

@@ -44,7 +44,7 @@ from dr.failover.act.integrity import Verdict
 from dr.failover.act.probe import ProbeResult
 from dr.failover.frame.outcomes import IntegritySeen
 from dr.failover.record.journal_doc import Abandonment, JournalDocument, VerdictDocument
-from dr.failover.record.metrics import RpoEstimate, cutoff_ms
+from dr.failover.record.metrics import RpoEstimate, cutoff_ms, decode_offsets
 from dr.failover.record.team_store import LeaseHandle, TeamStore, is_team_url, operator_identity, team_store
 from dr.topology.stackconfig import StackConfig
 
@@ -223,6 +223,10 @@ class Measurements(_Record):
     fenced_bindings: list[dict[str, str]] = Field(default_factory=list)
     """The write ACLs the fence removed (:func:`dr.failover.act.fencing.binding_to_dict`), to restore on refusal."""
     writable_from_ms: int | None = None
+    target_until: dict[str, int] | None = None
+    """B's end offsets (``"topic:partition": n``) of the link's topics, read once just before the promotion
+    granted writes (with ``writable_from_ms``); None when B did not answer then (or a journal from before
+    the bound). The verification reads B only below them (:attr:`verification.sides.KafkaSide.until`)."""
     abc_done_at: float | None = None
     abc_run: int | None = None
     rpo_estimate: RpoEstimate | None = None
@@ -463,6 +467,17 @@ class Journal:
 
         m = self.record.measurements
         return cutoff_ms(m.writable_from_ms, m.probe.timestamp_ms if m.probe else None)
+
+    def target_until(self) -> dict[str, dict[int, int]] | None:
+        """B's end offsets at the promotion (``Measurements.target_until``) as topic → partition → offset, the
+        verification's bound on the target; None when none was taken."""
+        encoded = self.record.measurements.target_until
+        if encoded is None:
+            return None
+        out: dict[str, dict[int, int]] = {}
+        for (topic, partition), n in decode_offsets(encoded).items():
+            out.setdefault(topic, {})[partition] = n
+        return out
 
     def outcome(self, name: str) -> dict[str, Any]:
         """What a step recorded (empty when it has not run, or is not a step of this run's kind)."""

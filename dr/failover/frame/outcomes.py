@@ -178,6 +178,9 @@ class PromoteOutcome(Outcome):
     link_stop: str
     acls_granted: int
     writable_from_ms: int
+    target_until_taken: bool | None = None
+    """B's end offsets were journaled before the grant (``measurements.target_until``): the verification reads
+    B only below them; False when B did not answer then (time cut-off only); None in a journal from before."""
     edge_links_stopped: list[str] | None = None
     """Hub-and-spoke: the edges' links into the old hub, stopped (:mod:`dr.failover.act.edge_resume`)."""
     edge_resume: list[dict[str, Any]] | None = None

@@ -39,7 +39,7 @@ from dr.failover.act.groups import GroupState, describe_group
 from dr.failover.act.health import cluster_health, listening, reachability
 from dr.failover.act.snapshots import last_offsets, record_offsets, write_rate
 from dr.failover.frame.desired_state import desired_state
-from dr.failover.frame.journal import failover_dir
+from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.outcomes import (
     ClientsOutcome,
     ConsumerGroupsOutcome,
@@ -78,7 +78,7 @@ from dr.topology.access import applications_on
 from dr.topology.hub_spoke import remote_topic_names
 from dr.topology.topics import topics_on
 
-__all__ = ["STEPS", "fence_drain", "promote", "verified_topics"]
+__all__ = ["STEPS", "fence_drain", "mark_writable", "promote", "target_bound", "verified_topics"]
 
 
 @contextmanager
@@ -437,8 +437,7 @@ def promote(ctx: Context) -> StepResult:
         if ctx.original.writes_in_transactions(link)
         else None
     )
-    writable_from_ms = ctx.journal.measurements.writable_from_ms or int(time.time() * 1000)
-    ctx.journal.measure(writable_from_ms=writable_from_ms)  # saved before the grant: the verification cut-off
+    writable_from_ms = mark_writable(ctx.journal, lambda: target_bound(ctx))  # before the grant
     grants = application_acls(ctx.desired, Role.ACTIVE)
     create_acls(ctx.b_ep, grants)
     producers = [app.name for app in applications_on(ctx.desired, Role.ACTIVE, ctx.target) if app.writes]
@@ -456,6 +455,7 @@ def promote(ctx: Context) -> StepResult:
         link_stop=how,
         acls_granted=len(grants),
         writable_from_ms=writable_from_ms,
+        target_until_taken=ctx.journal.measurements.target_until is not None,
     )
     if transactions is not None:  # journaled only for a link writing in transactions
         outcome.open_transactions = transactions
@@ -470,6 +470,36 @@ def promote(ctx: Context) -> StepResult:
         f"{names_text(producers) or 'no producing application'}"
         + (f"; client endpoint switched to {ctx.target}, sessions to {ctx.source} closed" if switched else ""),
     )
+
+
+def mark_writable(journal: Journal, read_bound: Callable[[], dict[str, int] | None]) -> int:
+    """Journal, once, the verification's cut-off (``writable_from_ms``, now) and its bound on B
+    (``target_until``, from ``read_bound``) — called before the grant; a run resumed after it (the cut-off
+    is already there) keeps both as they were and reads nothing. Returns the cut-off's instant."""
+    if journal.measurements.writable_from_ms is not None:
+        return journal.measurements.writable_from_ms
+    until = read_bound()
+    now_ms = int(time.time() * 1000)
+    journal.measure(writable_from_ms=now_ms, target_until=until)
+    return now_ms
+
+
+def target_bound(ctx: Context) -> dict[str, int] | None:
+    """B's end offsets of the link's topics (``"topic:partition": n``), read by :func:`promote` once the link
+    is stopped and its transactions closed, before writes are granted: whatever lies on B from them on was
+    written after the promotion, and the verification counts a record there that matches none of A's after
+    the cut-off (:attr:`verification.sides.KafkaSide.until`). The high watermarks, not the last stable offsets: nothing
+    is open any more, and a record the link wrote is below them either way. None, said, when B does not
+    answer: the verification then bounds B by the time cut-off alone."""
+    try:
+        return encode_offsets(end_offsets(ctx.b_ep, ctx.topics))
+    except (ClusterError, AuthError) as exc:
+        ctx.say(
+            f"cannot read {ctx.target}'s end offsets before granting writes ({str(exc).splitlines()[0]}): the "
+            f"verification will bound {ctx.target} by the time cut-off only (records written through a client "
+            "that kept older records may then count as unexpected)"
+        )
+        return None
 
 
 def nothing_left_to_flush(drain: dict[str, Any]) -> bool:
@@ -636,11 +666,13 @@ def integrity_check(ctx: Context) -> StepResult:
             f"{A} unreadable: verification deferred until it is back",
         )
     cutoff = ctx.journal.cutoff_ms()
+    until = ctx.journal.target_until()
     attempt = ctx.journal.step("integrity").attempts
     out_dir = failover_dir(ctx.home) / f"verify-{ctx.journal.failover_id}-{attempt}"
     ctx.say(
         f"verifying {A} vs {B} (records up to cut-off {utc_text(cutoff) or 'none'}"
         + (f" = {cutoff} ms" if cutoff is not None else "")
+        + (f"; {B} bounded by its end offsets at the promotion" if until is not None else "")
         + f") into {out_dir}"
     )
     m = ctx.journal.measurements
@@ -650,6 +682,7 @@ def integrity_check(ctx: Context) -> StepResult:
         out_dir=out_dir,
         topics=verified_topics(ctx.original, A, ctx.topics),
         cutoff_ms=cutoff,
+        target_until=until,
         stack=ctx.stack,
         source_name=A,
         target_name=B,
