@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from verification.endpoints import endpoint_from_file, parse_cutoff
 from verification.link_ref import LinkRef
 from verification.progress import Progress, Reporter
 from verification.route import AuditRequest, RecoverRequest, VerifyRequest
+from verification.sides import KafkaSide
 
 if TYPE_CHECKING:  # verification.audit imports Spark's fingerprint functions: loaded when a command runs
     from dr.estate.estate import Estate
@@ -106,33 +108,36 @@ def state_path(ref: StackRef, link: str) -> Path:
 
 def _cutoff(
     text: str | None, stack: str | OneStack | None, source: str | None, target: str | None, quiet: bool
-) -> int | None:
-    """``--cutoff``; by default, after a failover of ``stack`` between these two clusters, its cut-off.
+) -> tuple[int | None, dict[str, dict[int, int]] | None]:
+    """``--cutoff``; by default, after a failover of ``stack`` between these two clusters, its cut-off and its
+    bound on the target (B's end offsets just before the promotion granted writes, when the failover took them).
 
     Records written on the new active cluster after its promotion (applications that moved, the
-    RTO probe) are not something the link should have copied; without the failover's cut-off a
-    later verification of the same pair would list them as unexpected. ``--cutoff none`` compares
-    everything.
+    RTO probe, a client that kept records created while the source was gone) are not something the link
+    should have copied; without the failover's cut-off and bound a later verification of the same pair
+    would list them as unexpected. ``--cutoff none`` compares everything.
     """
     if text is not None:
-        return None if text.strip().lower() == "none" else parse_cutoff(text)
+        return (None if text.strip().lower() == "none" else parse_cutoff(text)), None
     if not (stack and source and target):
-        return None
+        return None, None
     from dr.failover.frame.journal import Journal
     from dr.failover.record.metrics import utc_text
 
     one = stack if isinstance(stack, OneStack) else OneStack(stack)
     journal = Journal.load(one.ref.failover_home)
     if journal is None or (journal.record.source, journal.record.target) != (source, target):
-        return None
-    ms = journal.cutoff_ms()
+        return None, None
+    ms, until = journal.cutoff_ms(), journal.target_until()
     if ms is not None and not quiet:
         click.echo(
             f"cut-off from failover {journal.failover_id}: {utc_text(ms)} ({ms} ms) — records after "
-            f"it on {target} were written after the promotion; --cutoff none compares everything",
+            f"it on {target} were written after the promotion"
+            + (f", as are those from {target}'s end offsets at the promotion on" if until else "")
+            + "; --cutoff none compares everything",
             err=True,
         )
-    return ms
+    return ms, until
 
 
 # ------------------------------------------------------------------------------------- verify
@@ -186,7 +191,9 @@ def verify(
         return
     one = OneStack(stack) if stack else None
     source, target = resolve_sides(stack=stack, stack_endpoint=one.endpoint if one else stack_endpoint, **sides)
-    cutoff_ms = _cutoff(cutoff, one, sides["source_name"], sides["target_name"], quiet)
+    cutoff_ms, until = _cutoff(cutoff, one, sides["source_name"], sides["target_name"], quiet)
+    if until is not None and isinstance(target, KafkaSide):
+        target = replace(target, until=until)
     run = run_arguments(topics=topics, out=out, windows=windows, quiet=quiet)
     progress = run.pop("progress")
     request = VerifyRequest(source=source, target=target, cutoff_ms=cutoff_ms, master=master, **run)

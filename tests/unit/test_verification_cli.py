@@ -125,10 +125,13 @@ def test_verify_takes_the_cutoff_of_the_stacks_last_failover_between_the_same_cl
         steps=["promote"],
     )
     j.measure(writable_from_ms=1_700_000_000_500)
-    assert _cutoff(None, "s", "A", "B", quiet=True) == 1_700_000_000_499
-    assert _cutoff(None, "s", "B", "C", quiet=True) is None, "another pair: no cut-off"
-    assert _cutoff("none", "s", "A", "B", quiet=True) is None, "--cutoff none compares everything"
-    assert _cutoff("1700000000000", "s", "A", "B", quiet=True) == 1_700_000_000_000, "an explicit one wins"
+    assert _cutoff(None, "s", "A", "B", quiet=True) == (1_700_000_000_499, None), "no bound taken: the time alone"
+    j.measure(target_until={"orders:0": 7, "orders:1": 3})
+    assert _cutoff(None, "s", "A", "B", quiet=True) == (1_700_000_000_499, {"orders": {0: 7, 1: 3}}), "and its bound"
+    assert _cutoff(None, "s", "B", "C", quiet=True) == (None, None), "another pair: no cut-off"
+    assert _cutoff("none", "s", "A", "B", quiet=True) == (None, None), "--cutoff none compares everything"
+    explicit = _cutoff("1700000000000", "s", "A", "B", quiet=True)
+    assert explicit == (1_700_000_000_000, None), "an explicit one wins, without the failover's bound"
 
 
 def test_verify_resolves_its_stack_and_reads_its_stack_file_once(tmp_path, monkeypatch):
@@ -150,7 +153,7 @@ def test_verify_resolves_its_stack_and_reads_its_stack_file_once(tmp_path, monke
 
     one = OneStack("local")
     source, target = one.endpoint("local", "A"), one.endpoint("local", "B")
-    assert _cutoff(None, one, "A", "B", quiet=True) is None, "no failover recorded: no cut-off"
+    assert _cutoff(None, one, "A", "B", quiet=True) == (None, None), "no failover recorded: no cut-off"
     assert source.bootstrap != target.bootstrap
     assert resolved == ["local"]
     assert read == [tmp_path / "stacks" / "Pulumi.local.yaml"]
