@@ -55,9 +55,10 @@ STACK = "aatest"
 READ_TWICE_AT_MOST = 200
 """Records the drill's moved group may read twice: one second of the drill's traffic (the positions are exact
 when its last commits on A reach B's offset syncs; a commit after the step only costs re-reads)."""
-REJOIN_READ_TWICE_AT_MOST = 1500
-"""Records the drill's returning group may read twice at home: what it read on B between its positioning and
-its move (both applications' writes into B's orders, 400/s, for the clients step and the last auto-commit)."""
+REJOIN_COMMIT_SLACK = 400
+"""Beyond what it read on B during the rejoin, the records the returning group may read twice at home: what it
+read before the rejoin began and had not committed yet (two of the drill consumer's 500 ms auto-commit
+intervals of B's orders, written at 400/s by both applications)."""
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +155,10 @@ def test_planned_region_drill_is_graded_and_reported(env: dict[str, Any]) -> Non
     assert rejoin["moved_within_s"] is not None and rejoin["moved_within_s"] > 0, rejoin
     [back] = rejoin["consumers"]
     assert back["group"] == "shop-a" and back["skipped"] == 0 and back["read_on_target"] > 0, back
-    assert back["read_twice"] <= REJOIN_READ_TWICE_AT_MOST, back
+    # positioned at home from its offsets on B: it reads again at most what it read on B during the rejoin
+    # (between its positioning and its move: grows with the step's duration, so no constant bounds it) and
+    # the reads of its last auto-commit interval before
+    assert back["read_twice"] <= back["read_on_source"] + REJOIN_COMMIT_SLACK, back
     assert any(c["check"].startswith("rejoin write gap ≤ 2s (shop-a: ") for c in r["checks"]), r["checks"]
     # the text a person reads carries the same figures
     text = res.stdout
