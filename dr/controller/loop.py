@@ -3,9 +3,10 @@ the metrics, log what changed — until SIGTERM.
 
 Shaped like a reconcile loop (strimzi's ``AbstractOperator.reconcile``: one pass, its hooks, again), read,
 not copied. One pass: probe the site's cluster (:func:`~dr.controller.observe.probe_site`), update its
-detection state, read the site's fence state (whether applications may write there), read ``drctl
+detection state, read the site's fence state (whether applications may write there), take ``drctl
 status``'s report (:func:`~dr.failover.status.status_report`: the other clusters, the links, the problems
-— the same reasons ``kdr_ready`` shows), then wait. At a link's target site, every ``parity_every_s`` a thread
+— the same reasons ``kdr_ready`` shows; read in a thread of its own, :mod:`dr.controller.status_reader`, so
+that a cluster dying mid-read never holds up the probes), then wait. At a link's target site, every ``parity_every_s`` a thread
 compares the linked clusters as ``drctl status --parity`` does; its differences join the readiness problems. The lease lives in a thread of its own (:class:`LeaseKeeper`)
 so a slow pass never starves its renewal: the active site's controller takes and renews it, the others
 only read who holds it. The active site's controller fences its own cluster when it cannot renew in time
@@ -38,9 +39,10 @@ from dr.controller.fence import FenceRecord, FenceStore, SelfFence, may_lift
 from dr.controller.metrics import ControllerMetrics, MetricsServer
 from dr.controller.observe import LEASE_FENCE_AUTHORIZER, Detection, Detector, Probe, broker_authorizers, probe_site
 from dr.controller.permit import LeasePermit
+from dr.controller.status_reader import StatusReader
 from dr.controller.witness import Holding, Witness
 from dr.estate.estate import Estate
-from dr.failover.status import link_problem, status_report
+from dr.failover.status import StatusReport, link_problem, status_report
 from dr.kafka.client import connected_admin, reused_admin_clients
 from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
 
@@ -303,6 +305,9 @@ class Controller:
         self._parity: list[str] = []  # the last parity check's differences (readiness problems)
         self._parity_at = -float("inf")  # monotonic time the last parity check ended
         self._parity_thread: threading.Thread | None = None
+        self.status = StatusReader(lambda down, topology: status_report(ref, unreachable=down, topology=topology))
+        self._report: StatusReport | None = None  # the last report that came back
+        self._status_late = False
 
     def run(self, stop: threading.Event) -> None:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
@@ -443,19 +448,30 @@ class Controller:
             topology = None
         down = self._reach_others(estate, topology or self.topology)
         lap("reach")
-        try:
-            report = status_report(self.ref, unreachable=down, topology=topology)
-        except DRError as exc:
-            self.log("warning", "status-failed", f"drctl status could not be read: {exc.problem}")
+        found = self.status.report(down, topology, wait_s=self.interval_s)
+        lap("status")
+        if isinstance(found, DRError):
+            self.log("warning", "status-failed", f"drctl status could not be read: {found.problem}")
             return
-        finally:
-            lap("status")
-        self._start_parity(topology or self.topology)
-        self.metrics.status(report, {link.name: link_problem(link) is not None for link in report.links}, self._parity)
-        self.feed.update(report, estate)
-        lap("metrics")
-        if self.automatic is not None:
-            self.automatic.step(report, self._states, self.feed.rpo)
+        if found is None:  # still being read (a cluster slow to answer): the detection above went on regardless
+            if not self._status_late:
+                self.log(
+                    "warning", "status-late",
+                    f"drctl status's report has not come back within one pass ({self.interval_s:.0f} s): the passes "
+                    "go on probing; links and readiness show the last report until it does",
+                )  # fmt: skip
+            self._status_late = True
+        else:
+            self._status_late = False
+            self._report = found
+            self._start_parity(topology or self.topology)
+            self.metrics.status(
+                found, {link.name: link_problem(link) is not None for link in found.links}, self._parity
+            )
+            self.feed.update(found, estate)
+            lap("metrics")
+        if self.automatic is not None and self._report is not None:  # the report gives it the last known lag
+            self.automatic.step(self._report, self._states, self.feed.rpo)
             lap("automatic")
 
     def _start_parity(self, topology: Topology) -> None:
