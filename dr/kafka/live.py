@@ -123,10 +123,30 @@ def _not_allowed(endpoint: Endpoint, what: str, exc: KafkaException) -> AuthErro
     if not _refused(err):
         return None
     return AuthError(
-        f"{endpoint.label}: user {endpoint.username!r} may not {what} ({err}); nothing was written.",
-        "adopt as a principal allowed to describe the cluster's topics, configurations, ACLs and users (the "
-        "cluster's admin, a super user), and check the brokers run an ACL authorizer",
+        f"{endpoint.label}: user {endpoint.username!r} may not {what} ({err}); nothing was written.", _ADOPT_AS
     )
+
+
+_ADOPT_AS = (
+    "adopt as a principal allowed to describe the cluster's topics, configurations, ACLs and users (the "
+    "cluster's admin, a super user), and check the brokers run an ACL authorizer"
+)
+
+
+def _may_describe_cluster(admin: AdminClient, endpoint: Endpoint, timeout: float) -> bool:
+    """Whether the brokers let this user describe the cluster (what DescribeUserScramCredentials needs), asked
+    first: librdkafka aborts the whole process (``munmap_chunk(): invalid pointer``) when the brokers refuse
+    that request — seen with confluent-kafka 2.10.1 to 2.16.2. Kafka lists no operation for a user that may do
+    nothing on the cluster."""
+    described = _answer(
+        endpoint,
+        "describe the cluster",
+        lambda: admin.describe_cluster(include_authorized_operations=True, request_timeout=timeout).result(
+            timeout=timeout
+        ),
+    )
+    allowed = described.authorized_operations or []
+    return AclOperation.DESCRIBE in allowed or AclOperation.ALL in allowed
 
 
 def _answer(endpoint: Endpoint, what: str, call: Callable[[], _T]) -> _T:
@@ -232,6 +252,12 @@ def read_live(endpoint: Endpoint, timeout: float = 30.0) -> LiveCluster:
             )
         )
     live.acls.sort()
+    if not _may_describe_cluster(admin, endpoint, timeout):
+        raise AuthError(
+            f"{endpoint.label}: user {endpoint.username!r} may not describe SCRAM users (it lacks Describe on the "
+            "cluster); nothing was written.",
+            _ADOPT_AS,
+        )
     # one future for every user when none are named
     every_user = cast("Future[dict[str, Any]]", admin.describe_user_scram_credentials())
     described: dict[str, Any] = _answer(endpoint, "describe SCRAM users", partial(every_user.result, timeout))

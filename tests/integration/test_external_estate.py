@@ -40,6 +40,11 @@ from tests.integration.ports import windows
 STACK = "existing"
 
 
+PAYMENTS_RETENTION = "259200000"
+ORDERS_QUOTA = {"producer_byte_rate": 50_000_000, "consumer_byte_rate": 80_000_000}
+"""Generous: a limit the drill's traffic never reaches, declared so that it is carried by every failover."""
+
+
 def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
     clusters = [
         {
@@ -60,7 +65,15 @@ def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
             "kafka-dr:clusters": clusters,
             "kafka-dr:topics": [
                 {"name": "orders", "partitions": 3, "replication_factor": 1, "min_insync_replicas": 1},
-                {"name": "payments", "partitions": 1, "replication_factor": 1, "min_insync_replicas": 1},
+                # a topic configuration and a client quota the team declared: parity holds them equal on
+                # A and B before the failover and on B and C after it
+                {
+                    "name": "payments",
+                    "partitions": 1,
+                    "replication_factor": 1,
+                    "min_insync_replicas": 1,
+                    "configs": {"retention.ms": PAYMENTS_RETENTION},
+                },
             ],
             "kafka-dr:principals": {
                 "admin": "admin",
@@ -71,6 +84,7 @@ def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
                         "produces": ["orders"],
                         "consumes": ["payments"],
                         "consumer_group": "orders-app",
+                        "quota": ORDERS_QUOTA,
                     },
                     {"name": "billing", "consumes": ["orders"], "consumer_group": "billing"},
                 ],
@@ -471,6 +485,7 @@ def test_the_drill_runs_on_the_external_stack_under_traffic_through_published_co
     status = json.loads(env.drctl("status", "--stack", STACK, "--json").stdout)
     roles = {c["name"]: c["role"] for c in status["clusters"]}
     assert roles == {"A": "decommissioned", "B": "active", "C": "passive"}
+    _holds_what_a_held(env, existing)
 
     assert len(app.acked_on_b) > 20, "orders-app moved to B through its published configuration and wrote there"
     assert app.refused, "the fence refused orders-app's writes on A until it moved"
@@ -485,6 +500,34 @@ def test_the_drill_runs_on_the_external_stack_under_traffic_through_published_co
     # B→C runs on the same Connect cluster; A keeps its topics (never deleted on a cluster not owned)
     assert "orders" in AdminClient(_admin(existing, "A").config()).list_topics(timeout=10).topics
     _endpoint_reaches(env, existing, "B")
+
+
+def _holds_what_a_held(env: Env, existing: ExistingEstate) -> None:
+    """After the failover B holds what A held — the declared topics' configurations, the SCRAM users, the
+    client quotas — and `drctl status --parity` finds B and C (the link B→C joins them now) equal, ACLs
+    each by its own role."""
+    from dr.kafka.live import read_live
+    from dr.runtime.quota_reader import read_quotas
+
+    res = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
+
+    def held(name: str) -> tuple[dict[str, dict[str, str]], set[str], dict[str, dict[str, float]]]:
+        ep = _admin(existing, name)
+        live = read_live(ep)
+        configs = {t.name: t.configs for t in live.topics if t.name in ("orders", "payments")}
+        quotas = {str(q.entity.get("user")): q.configs for q in read_quotas(ep, kinds=(("users",),))}
+        return configs, set(live.scram_users) & {"orders-app", "billing", "replicator"}, quotas
+
+    on_a, on_b, on_c = held("A"), held("B"), held("C")
+    assert on_b == on_a == on_c, f"A {on_a}\nB {on_b}\nC {on_c}"
+    configs, users, quotas = on_b
+    assert configs["payments"].get("retention.ms") == PAYMENTS_RETENTION and users == {
+        "orders-app",
+        "billing",
+        "replicator",
+    }
+    assert quotas.get("orders-app") == {k: float(v) for k, v in ORDERS_QUOTA.items()}, quotas
 
 
 def _endpoint_reaches(env: Env, existing: ExistingEstate, cluster: str) -> None:
@@ -674,6 +717,56 @@ def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
 
 ADOPTED: dict[str, Any] = {}
 """The proposal of the adoption test, for the test that brings it under Pulumi."""
+
+
+def test_adopting_as_a_principal_that_may_not_describe_acls_exits_5_and_writes_nothing(
+    existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A team member declares their own SCRAM user as A's admin — a real user of A with no ACL, not a super
+    user: the brokers refuse what adoption must read. `drctl estate adopt` exits 5 naming the cluster, the user and
+    what it may not do, with the next step; no proposal is written."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    password = "auditor-" + os.urandom(8).hex()
+    upsert = UserScramCredentialUpsertion(
+        "auditor", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+    )
+    admin = AdminClient(
+        _admin(existing, "A").config()
+    )  # kept alive until the result: a collected client ends its requests
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    e = Env(tmp_path_factory.mktemp("auditor-stack"))
+    e.project.mkdir()
+    (e.root / "passphrase").write_text("another passphrase\n")
+    os.chmod(e.root / "passphrase", 0o600)
+    (e.root / "backend").mkdir()
+    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    doc = _stack_doc(existing)
+    for cluster in doc["config"]["kafka-dr:clusters"]:
+        cluster["admin_username"] = "auditor"
+    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert e.pulumi("stack", "init", STACK).returncode == 0
+    for i in range(3):
+        res = e.pulumi(
+            "config", "set", "--stack", STACK, "--path", "--secret", "--", f"kafka-dr:clusters[{i}].adminPassword", password
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+    res = e.pulumi(
+        "config", "set", "--stack", STACK, "--path", "--secret", "--",
+        "kafka-dr:principals.replicatorPassword", existing.connect.replicator_password,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    out = e.root / "Pulumi.adopted.yaml"
+    res = e.drctl("estate", "adopt", "--stack", STACK, "--from", "A", "--out", str(out))
+    assert res.returncode == 5, res.stdout[-2000:] + res.stderr[-3000:]
+    # Kafka answers this user's DescribeAcls (nothing it may see) and refuses its DescribeUserScramCredentials
+    assert "user 'auditor' may not describe SCRAM users" in res.stderr and "cluster 'A'" in res.stderr, res.stderr[
+        -3000:
+    ]
+    assert "super user" in res.stderr, "the message names the next step"
+    assert not out.exists(), "nothing was written"
+    assert password not in res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("provisioning", ["individual", "batched"])
