@@ -99,6 +99,8 @@ class LiveCluster:
     scram_users: dict[str, list[str]] = field(default_factory=dict)
     """User → its SCRAM mechanisms (``SCRAM-SHA-512``…). Passwords cannot be read: Kafka keeps salted hashes."""
     quotas: list[LiveQuota] = field(default_factory=list)
+    bootstrap: str = ""
+    """Where it was read (the bootstrap servers): a local cluster declares none, its repairs name this one."""
 
 
 def _names(enum_value: object) -> str:
@@ -207,7 +209,7 @@ def read_live(endpoint: Endpoint, timeout: float = 30.0) -> LiveCluster:
     ClusterError when it cannot be reached, AuthError when the credentials are refused or the principal may
     not describe what adoption reads (each names the request)."""
     admin, metadata = connected_admin(endpoint, timeout=timeout)
-    live = LiveCluster()
+    live = LiveCluster(bootstrap=endpoint.bootstrap)
     names: list[str] = []
     for name, topic in sorted(metadata.topics.items()):
         if why_internal(name) is not None:

@@ -44,6 +44,12 @@ class Drift:
         return f"parity: cluster {self.cluster}: {self.what} — repair: `{self.repair}`"
 
 
+def _tool(cluster: Cluster, held: LiveCluster) -> str:
+    """The connection flags of Kafka's tools for ``cluster``: where it was read (a local cluster declares no
+    bootstrap servers), else what the stack declares."""
+    return _TOOL.format(bootstrap=held.bootstrap or cluster.bootstrap_servers or cluster.name)
+
+
 def _pairs(topology: Topology, live: dict[str, LiveCluster]) -> list[tuple[Cluster, Cluster]]:
     found = []
     for link in topology.links:
@@ -86,7 +92,7 @@ def _topic_drifts(
                 for off in bad or [target.name]:
                     drifts.append(Drift(off, f"{where} (declared {want[key]})", up))
             elif va is not None:
-                tool = _TOOL.format(bootstrap=target.bootstrap_servers or target.name)
+                tool = _tool(target, b)
                 drifts.append(
                     Drift(
                         target.name,
@@ -95,7 +101,7 @@ def _topic_drifts(
                     )
                 )
             else:
-                tool = _TOOL.format(bootstrap=target.bootstrap_servers or target.name)
+                tool = _tool(target, b)
                 drifts.append(
                     Drift(
                         target.name,
@@ -119,7 +125,7 @@ def _user_drifts(t: Topology, up: str, pair: tuple[Cluster, Cluster], live: dict
                 drifts.append(Drift(cluster.name, f"SCRAM user {user!r} (declared) is missing", up))
     for user in sorted((a ^ b) - declared - own):
         where, other = (source, target) if user in a else (target, source)
-        tool = _TOOL.format(bootstrap=where.bootstrap_servers or where.name)
+        tool = _tool(where, live[where.name])
         drifts.append(
             Drift(
                 where.name,
@@ -147,7 +153,7 @@ def _acl_drifts(t: Topology, up: str, cluster: Cluster, held: LiveCluster) -> li
         )
         for p, kind, name, pattern, op in sorted(want - have)
     ]
-    tool = _TOOL.format(bootstrap=cluster.bootstrap_servers or cluster.name)
+    tool = _tool(cluster, held)
     for p, kind, name, pattern, op in sorted(have - want):
         if p not in apps:  # the platform team's own rules are not the stack's to judge
             continue

@@ -76,6 +76,19 @@ def test_an_undeclared_config_on_the_source_only_is_copied_with_kafka_configs() 
     assert drift.repair.endswith("--entity-name payments --add-config max.message.bytes=2097152")
 
 
+def test_a_repair_names_where_the_cluster_was_read_when_the_stack_declares_no_bootstrap() -> None:
+    """A local cluster declares no bootstrap servers: the repair's ``--bootstrap-server`` is where ``drctl
+    status --parity`` read it, not the cluster's name."""
+    t = topology()
+    live = estate(t)
+    live["dc2"].bootstrap = "127.0.0.1:19092"
+    t = t.model_copy(update={"clusters": [c.model_copy(update={"bootstrap_servers": None}) for c in t.clusters]})
+    payments = next(x for x in live["dc1"].topics if x.name == "payments")
+    payments.configs["max.message.bytes"] = "2097152"
+    (drift,) = parity_drifts(t, live)
+    assert drift.repair.startswith("kafka-configs.sh --bootstrap-server 127.0.0.1:19092 --command-config"), drift.repair
+
+
 def test_users_acls_and_quotas_that_differ_are_each_named() -> None:
     t = topology()
     live = estate(t)
