@@ -48,6 +48,10 @@ from dr.topology import Cluster, Kind, Role, Topology, load_stack_file
 
 __all__ = ["Controller", "LeaseKeeper", "Log", "witness_for"]
 
+STATUS_LATE_PASSES = 3
+"""``status-late`` is logged once a report has been outstanding this many passes (a loaded machine makes a
+report take more than one pass now and then: that alone is not worth a line)."""
+
 LogFormat = Literal["text", "json"]
 
 
@@ -307,7 +311,8 @@ class Controller:
         self._parity_thread: threading.Thread | None = None
         self.status = StatusReader(lambda down, topology: status_report(ref, unreachable=down, topology=topology))
         self._report: StatusReport | None = None  # the last report that came back
-        self._status_late = False
+        self._late_since: float | None = None  # monotonic time the report became late
+        self._late_told = False
 
     def run(self, stop: threading.Event) -> None:
         """Serve the metrics and run passes until ``stop`` is set; give the lease back at the end."""
@@ -454,15 +459,17 @@ class Controller:
             self.log("warning", "status-failed", f"drctl status could not be read: {found.problem}")
             return
         if found is None:  # still being read (a cluster slow to answer): the detection above went on regardless
-            if not self._status_late:
+            now = time.monotonic()
+            self._late_since = self._late_since or now
+            if not self._late_told and now - self._late_since >= STATUS_LATE_PASSES * self.interval_s:
+                self._late_told = True
                 self.log(
                     "warning", "status-late",
-                    f"drctl status's report has not come back within one pass ({self.interval_s:.0f} s): the passes "
-                    "go on probing; links and readiness show the last report until it does",
+                    f"drctl status's report has not come back for {now - self._late_since:.0f} s: the passes go on "
+                    "probing; links and readiness show the last report until it does",
                 )  # fmt: skip
-            self._status_late = True
         else:
-            self._status_late = False
+            self._late_since, self._late_told = None, False
             self._report = found
             self._start_parity(topology or self.topology)
             self.metrics.status(
