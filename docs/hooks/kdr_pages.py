@@ -11,7 +11,7 @@ can go stale:
   (:func:`on_page_markdown`).
 
 The exit-code table is not generated here: ``docs/reference/exit-codes.md`` holds it between markers, and
-``tests/unit/test_errors.py`` checks it against ``dr.base.errors.EXIT_CODES``.
+``tests/unit/base/test_errors.py`` checks it against ``dr.base.errors.EXIT_CODES``.
 """
 
 from __future__ import annotations

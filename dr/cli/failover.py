@@ -156,7 +156,7 @@ def failover(
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.kind import Request
     from dr.failover.kinds import KINDS
-    from dr.topology import load_stack_file
+    from dr.topology import read_stack_file
 
     if take_over:  # read where the lease is taken (dr.failover.frame.journal), for every failover path
         os.environ["KDR_TAKE_OVER_STALE_LEASE"] = "1"
@@ -189,7 +189,8 @@ def failover(
         )
     if recover and rejoin:
         raise ConfigError("--recover and --rejoin are two steps.", "run --recover first, then --rejoin")
-    topology = load_stack_file(stack_path)
+    read = read_stack_file(stack_path)  # the stack file read once: every layer below takes what was read here
+    topology = read.topology
     if fencing_token is not None:
         from dr.controller.token import lease_guard
 
@@ -217,13 +218,13 @@ def failover(
     if dry_run:
         if site is None:
             warn_if_too_large(topology)
-        plan = kind.plan(ref, request, options=options)
+        plan = kind.plan(ref, read, request, options=options)
         click.echo(_json(plan) if as_json else plan.render())
         return
-    asked = kind.confirmation(ref, request, options=options)
+    asked = kind.confirmation(ref, read, request, options=options)
     _confirm_then_run(
         ref,
-        lambda: kind.run(ref, request, options=options, progress=progress),
+        lambda: kind.run(ref, read, request, options=options, progress=progress),
         yes=yes or asked.needless,
         refusal=(asked.refusal, asked.look_at),
         question=asked.question,

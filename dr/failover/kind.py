@@ -4,7 +4,8 @@ The frame (lock, journal, resume, progress, summary: :mod:`dr.failover.frame.run
 never asks which architecture it runs. Each architecture is one :class:`FailoverKind` in
 :data:`dr.failover.kinds.KINDS`: its runs (a failover, the loss of one of its sites, a rejoin), their
 plans, the recovery of a lost site's records, and its drill. ``drctl`` looks the kind up once, by the
-stack's architecture, and asks it.
+stack's architecture, and asks it — passing the stack resolved once (:class:`~dr.base.stackref.StackRef`)
+and its stack file read once (:class:`~dr.topology.StackFile`), which no layer under it reads again.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from dr.failover.frame.site_loss import SiteRecovery
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
-    from dr.topology import Topology
+    from dr.topology import StackFile, Topology
 
 __all__ = ["Confirmation", "DrillReport", "FailoverKind", "Request"]
 
@@ -67,14 +68,18 @@ class FailoverKind(Protocol):
     def refusal(self, ref: StackRef, topology: Topology, request: Request) -> DRError | None:
         """Why ``request`` cannot run on this stack, before anything is read or changed (None: it can)."""
 
-    def plan(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> FailoverPlan:
-        """What the run would do; changes nothing."""
+    def plan(self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions) -> FailoverPlan:
+        """What the run would do, from the stack file as read (``stack``); changes nothing."""
 
-    def confirmation(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> Confirmation:
+    def confirmation(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions
+    ) -> Confirmation:
         """How the run is confirmed."""
 
-    def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
-        """Run it (or resume it): the one summary of every run."""
+    def run(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions, progress: Progress
+    ) -> FailoverSummary:
+        """Run it (or resume it) from the stack file as read (``stack``): the one summary of every run."""
 
     def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the records of the lost ``site`` that never reached its peer: the one recovery report

@@ -32,7 +32,14 @@ from dr.topology.model import (
     register_rule_check,
 )
 from dr.topology.secret import Secret, StackSecret
-from dr.topology.stackconfig import NAMESPACE, dump_stack_config, load_stack_file, load_topology
+from dr.topology.stackconfig import (
+    NAMESPACE,
+    StackFile,
+    dump_stack_config,
+    load_stack_file,
+    load_topology,
+    read_stack_file,
+)
 from dr.topology.stackfile import stack_file_diff, write_stack_config
 from dr.topology.validation import find_violations, raise_for_violations
 from dr.topology.violation import Violation
@@ -61,6 +68,7 @@ __all__ = [
     "Quota",
     "Role",
     "Secret",
+    "StackFile",
     "StackSecret",
     "Tls",
     "Topic",
@@ -71,6 +79,7 @@ __all__ = [
     "find_violations",
     "load_stack_file",
     "load_topology",
+    "read_stack_file",
     "stack_file_diff",
     "write_stack_config",
 ]

@@ -23,10 +23,12 @@ calls it with the config the engine has already decrypted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,15 @@ from pydantic.alias_generators import to_camel, to_snake
 from dr.base.errors import ConfigError
 from dr.topology.model import Architecture, Topology
 
-__all__ = ["NAMESPACE", "StackConfig", "dump_stack_config", "load_stack_file", "load_topology"]
+__all__ = [
+    "NAMESPACE",
+    "StackConfig",
+    "StackFile",
+    "dump_stack_config",
+    "load_stack_file",
+    "load_topology",
+    "read_stack_file",
+]
 
 NAMESPACE = "kafka-dr"
 
@@ -274,12 +284,36 @@ def _refuse_plaintext(path: Path, stack: str, config: Mapping[str, Any]) -> None
     )
 
 
+@dataclass(frozen=True)
+class StackFile:
+    """A stack file read once (:func:`read_stack_file`): what a command and every layer under it take
+    instead of reading the file again — its path, its topology and the SHA-256 of the bytes read."""
+
+    path: Path
+    """The ``Pulumi.<stack>.yaml`` read."""
+    topology: Topology
+    """Its topology, validated."""
+    digest: str
+    """SHA-256 (hex) of its bytes as read."""
+
+    @property
+    def config(self) -> StackConfig:
+        """Its ``kafka-dr:`` entries, normalised through the model (:func:`dump_stack_config`)."""
+        return dump_stack_config(self.topology)
+
+
 def load_stack_file(path: str | PathLike[str]) -> Topology:
     """Load and validate the topology in a ``Pulumi.<stack>.yaml`` file (stack name from the file name).
 
     Besides every rule of the topology, the raw file must be UTF-8, give no mapping key twice and
     hold every password encrypted (``{secure: ...}``); each refusal is a ConfigError naming the place.
     """
+    return read_stack_file(path).topology
+
+
+def read_stack_file(path: str | PathLike[str]) -> StackFile:
+    """The stack file at ``path`` read once: its topology (as :func:`load_stack_file` loads it) and the
+    digest of the very bytes it was loaded from."""
     path = Path(path)
     match = _STACK_FILE.fullmatch(path.name)
     if match is None:
@@ -314,7 +348,7 @@ def load_stack_file(path: str | PathLike[str]) -> Topology:
         _refuse_plaintext(path, match["stack"], config)
     topology = load_topology(match["stack"], config)
     _say_insecure(topology)
-    return topology
+    return StackFile(path, topology, hashlib.sha256(data).hexdigest())
 
 
 _SAID: set[str] = set()

@@ -16,9 +16,7 @@ Printed: the gap around each switch and the records read twice.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -41,8 +39,7 @@ from dr.runtime.endpoint import switch
 from dr.runtime.process import wait_until
 from dr.topology import load_stack_file
 from dr.topology.client_endpoint import endpoint_pointing, local_endpoint
-from tests import REPO_ROOT, processes
-from tests.integration.helpers import teardown_stack, write_local_stack
+from tests.integration.helpers import StackEnv, drctl, teardown_stack, write_local_stack
 from tests.integration.journal_home import journal_home
 from tests.integration.ports import windows
 
@@ -55,7 +52,7 @@ MARKERS = 60  # committed transactions written on A first: their markers shift B
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackEnv]:
     """A and B (one broker each), link A→B and the client endpoint, provisioned once for the module."""
     d = tmp_path_factory.mktemp("client-endpoint")
     with windows(4) as ports:
@@ -73,9 +70,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         for link in cfg["kafka-dr:links"]:
             link["delivery"] = "at-least-once"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        env = {"KDR_STACK_DIR": str(d), "KDR_STATE_DIR": str(d / "state")}
+        env = StackEnv(d, STACK)
         original = load_stack_file(path)
-        state = d / "state" / STACK
+        state = env.state
         with pytest.MonkeyPatch.context() as mp:
             for k, v in env.items():
                 mp.setenv(k, v)
@@ -89,12 +86,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                     proxy = local_endpoint(original, state)
                     if proxy is not None:
                         proxy.stop()
-
-
-def _estate(env: dict[str, str]) -> Estate:
-    return Estate(
-        load_stack_file(Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"), Path(env["KDR_STATE_DIR"]) / STACK
-    )
 
 
 class LibrdkafkaProducer(threading.Thread):
@@ -315,18 +306,6 @@ def _gap(acks: list[float], switched: float) -> tuple[float | None, float | None
     return (max(before) - switched if before else None, min(after) - switched if after else None)
 
 
-def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``drctl <args>`` in a subprocess, as an operator runs it."""
-    return processes.run(
-        [sys.executable, "-m", "dr.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=300,
-        cwd=REPO_ROOT,
-    )
-
-
 def _offsets_translated_again(estate: Estate, passive: str) -> None:
     """Wait until the link has written every measured group's offsets onto ``passive`` once more after now:
     the event the unplanned failover's consumers will resume from (a checkpoint after their latest commits)."""
@@ -341,10 +320,10 @@ def _offsets_translated_again(estate: Estate, passive: str) -> None:
 
 
 def test_a_silent_proxy_refuses_the_failover_before_the_fence_and_the_plan_shows_the_switch(
-    env: dict[str, str],
+    env: StackEnv,
 ) -> None:
-    estate = _estate(env)
-    stack_file = Path(env["KDR_STACK_DIR"]) / f"Pulumi.{STACK}.yaml"
+    estate = env.estate()
+    stack_file = env.stack_file
     before = stack_file.read_bytes()
     proxy = local_endpoint(estate.topology, estate.state)
     assert proxy is not None and proxy.alive()
@@ -490,13 +469,13 @@ class Fleet:
         wait_until(lambda: all(ours <= set(v) for v in self.consumed().values()), within, interval=1)
 
 
-def _failover(env: dict[str, str], fleet: Fleet, target: str, *mode: str) -> tuple[float, set[str], float, Any]:
+def _failover(env: StackEnv, fleet: Fleet, target: str, *mode: str) -> tuple[float, set[str], float, Any]:
     """Run the failover (``--force-decommission``: it completes, so the next one starts afresh) under the
     running fleet; return when the endpoint switched, what ``target`` holds then and when that was read,
     and the failover's summary."""
     res = drctl(env, "failover", "--stack", STACK, *mode, "--yes", "--json", "--skip-verify", "--force-decommission")
     assert res.returncode == 0, res.stderr[-3000:]
-    after = _estate(env)
+    after = env.estate()
     assert after.topology.active().name == target and endpoint_pointing(after.topology, after.state) == [target]
     promote = Journal.load(journal_home(env, STACK)).outcome("promote")  # type: ignore[union-attr]
     assert promote["endpoint"]["target"] == target, promote
@@ -508,10 +487,10 @@ def _failover(env: dict[str, str], fleet: Fleet, target: str, *mode: str) -> tup
     return switched, on_target, cutoff, json.loads(res.stdout)
 
 
-def _proxy_drift_and_crash(env: dict[str, str]) -> None:
+def _proxy_drift_and_crash(env: StackEnv) -> None:
     """Between the failovers, the clients still running on B: the proxy switched away by hand is flagged
     by both status commands and ``estate up --refresh`` points it back; a killed one comes back."""
-    estate = _estate(env)
+    estate = env.estate()
     preview = drctl(env, "estate", "preview", "--stack", STACK, "--expect-no-changes")
     assert preview.returncode == 0, (preview.stdout + preview.stderr)[-2000:]  # the endpoint's target is B already
     proxy = local_endpoint(estate.topology, estate.state)
@@ -532,10 +511,10 @@ def _proxy_drift_and_crash(env: dict[str, str]) -> None:
 
 
 def test_the_same_clients_live_through_a_planned_and_an_unplanned_failover_nothing_lost_or_skipped(
-    env: dict[str, str], tmp_path: Path
+    env: StackEnv, tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
-    estate = _estate(env)
+    estate = env.estate()
     assert endpoint_pointing(estate.topology, estate.state) == ["A"]
     fleet = Fleet(estate, tmp_path, 7)
     try:
@@ -548,7 +527,7 @@ def test_the_same_clients_live_through_a_planned_and_an_unplanned_failover_nothi
         _proxy_drift_and_crash(env)
         rebuilt = drctl(env, "estate", "standby", "--stack", STACK, "--cluster", "A", "--yes")  # the lost site
         assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]  # a changed stack file: the next failover is a new one
-        estate = _estate(env)
+        estate = env.estate()
         fenced = _shift_offsets(estate, "B")  # C's offsets below B's from here on
         print(f"\nB allocated {fenced} producer ids already used by producers moved from A (fenced on first use)")
         _offsets_translated_again(estate, "C")  # the consumers commit on B, the link translates it onto C
@@ -561,7 +540,7 @@ def test_the_same_clients_live_through_a_planned_and_an_unplanned_failover_nothi
         fleet.stop()
     # unplanned: what B acknowledged after the link's last copy is lost (RPO), nothing acknowledged before
     fleet.measure(switched, "C", on_c, cutoff, lost_ok=switched - killed + 2.0)
-    on_c_t = {v: o for (p, o), v in _log(_estate(env), "C").items() if v.startswith("t-") and p == 0}
+    on_c_t = {v: o for (p, o), v in _log(env.estate(), "C").items() if v.startswith("t-") and p == 0}
     last = max(on_b_t, key=on_b_t.__getitem__)
     print(
         f"B's transactional records on partition 0: offset on B → on C {[(on_b_t[v], on_c_t.get(v)) for v in on_b_t]}"

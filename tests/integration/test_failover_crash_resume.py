@@ -28,7 +28,7 @@ from dr.failover.kinds.active_passive.steps import STEPS
 from dr.topology import load_stack_file
 from tests import REPO_ROOT, processes
 from tests.integration.failover_crash_driver import CRASH_EXIT
-from tests.integration.helpers import StackEnv, link_copied, produce, write_local_stack
+from tests.integration.helpers import StackEnv, drctl, link_copied, produce, write_local_stack
 from tests.integration.helpers import teardown_stack as _teardown
 from tests.integration.journal_home import journal_home
 
@@ -45,10 +45,6 @@ def _run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]
         timeout=600,
         cwd=REPO_ROOT,
     )
-
-
-def drctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return _run(env, "dr.cli", *args)
 
 
 def crash_failover(env: dict[str, str], crash_after: str, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from dr.cli.verify import recover, verify
 from tests import processes
-from tests.unit.test_verification_cli import T0
+from tests.unit.cli.test_verification_cli import T0
 from verification.archive import write_records
 from verification.session import spark_session
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.unit.test_verification_report import (
+from tests.unit.verification.test_verification_report import (
     CUTOFF,
     CUTOFF_UTC,
     FAILOVER,

@@ -17,6 +17,11 @@ run began (:mod:`dr.failover.frame.stack_guard`).
 
 ``on_step`` is called after each step's outcome is journaled (the drill reads the clusters there;
 the tests' crash driver, ``tests/integration/failover_crash_driver.py``, ends the process there).
+
+The stack file is read once per run (:class:`~dr.topology.StackFile`): by the command, which passes what
+it read down (``stack``), else by the frame when it takes the lock. Every check before the first step —
+a finished run, one finished elsewhere, the topologies, the digest the journal records — uses that one
+reading; a file changed since it was read is refused before the first step (its digest differs).
 """
 
 from __future__ import annotations
@@ -31,14 +36,14 @@ from dr.base.errors import ConfigError, DRError, FailoverError, JournalMismatch
 from dr.base.stackref import StackRef
 from dr.base.types import Reporter as Progress
 from dr.failover.act.probe import WriteProbe
-from dr.failover.frame.converge import Converger, PulumiConverger, read_stack_config
+from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal, StackLock
 from dr.failover.frame.stack_guard import check_unchanged, refuse_finished_elsewhere
 from dr.failover.frame.step import MODES, Context, FailoverOptions, Step, StepResult
 from dr.failover.frame.summary import FailoverSummary, summarize
 from dr.failover.record.metrics import seconds_between
 from dr.kafka.tls import TlsFiles, uses_sasl
-from dr.topology import Role, Topology
+from dr.topology import Role, StackFile, Topology, read_stack_file
 from dr.topology.access import applications_on
 
 __all__ = [
@@ -133,10 +138,10 @@ def _record_probe(journal: Journal, probe: WriteProbe | None) -> None:
     )
 
 
-def already_finished(journal: Journal | None, stack_path: Path) -> TypeGuard[Journal]:
-    """True when ``journal`` is of a finished failover whose desired state is still the stack file's:
-    running the failover again changes nothing."""
-    return journal is not None and journal.finished and read_stack_config(stack_path) == journal.record.desired_config
+def already_finished(journal: Journal | None, stack: StackFile) -> TypeGuard[Journal]:
+    """True when ``journal`` is of a finished failover whose desired state is still the stack file's
+    (``stack``, as read): running the failover again changes nothing."""
+    return journal is not None and journal.finished and stack.config == journal.record.desired_config
 
 
 C = TypeVar("C", bound=Context)
@@ -170,9 +175,9 @@ def new_context(
     )
 
 
-OpenRun = Callable[[Journal | None], tuple[C, bool]]
-"""Given the stack's journal (None when it has none), the run's context — its journal loaded, or created
-for a new run — and whether the run resumes one that is unfinished."""
+OpenRun = Callable[[Journal | None, StackFile], tuple[C, bool]]
+"""Given the stack's journal (None when it has none) and its stack file as read, the run's context — its
+journal loaded, or created for a new run — and whether the run resumes one that is unfinished."""
 
 
 def run_frame(
@@ -184,28 +189,31 @@ def run_frame(
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
     probe: bool = False,
-    is_finished: Callable[[Journal | None, Path], bool] | None = None,
+    is_finished: Callable[[Journal | None, StackFile], bool] | None = None,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
     """The frame of every journaled run of a step list (a failover, a region failover, a rejoin): the
     stack's lock held throughout; a finished run whose desired state is the stack file's reports so and
     changes nothing; otherwise ``open_run`` gives the context, the run is journaled, and every step not
     done yet runs in order (``probe``: with the RTO probe writing to B meanwhile). ``is_finished`` tells a
-    finished run of this kind (default :func:`already_finished`)."""
+    finished run of this kind (default :func:`already_finished`). ``stack``: the stack file as the command
+    read it; None: read here, once the lock is held."""
     stack_path = ref.existing_stack_file()
     ref.made_state_dir()
     home = ref.made_failover_home()
     with StackLock(home, ref.name):
+        read = stack or read_stack_file(stack_path)
         journal = Journal.load(home)
         if journal is not None:
             refuse_foreign(ref, journal, progress)
-            refuse_finished_elsewhere(journal, stack_path)
-        if journal is not None and (is_finished or already_finished)(journal, stack_path):
+            refuse_finished_elsewhere(journal, read)
+        if journal is not None and (is_finished or already_finished)(journal, read):
             progress(f"failover {journal.failover_id} of stack {ref.name} already finished; nothing to do")
             return summarize(journal, already_finished=True)
         refuse_damaged_state(ref)
-        ctx, resuming = open_run(journal)
+        ctx, resuming = open_run(journal, read)
         if not resuming:
-            _record_estate(ctx)
+            _record_estate(ctx, read)
         ctx.journal.begin_run(mode=ctx.mode, options=ctx.options.to_dict())
         progress(f"{'resuming' if resuming else 'starting'} {ctx.mode} {title(ctx)}")
         _run_steps(ctx, steps, on_step, probe=probe)
@@ -221,12 +229,12 @@ def _identified(topology: Topology, known: dict[str, str]) -> list[str]:
     return [c.name for c in topology.clusters if c.role in _RUNNING_ROLES and c.name not in known]
 
 
-def _record_estate(ctx: Context) -> None:
+def _record_estate(ctx: Context, stack: StackFile) -> None:
     """Record in a new journal which estate it belongs to: the clusters' IDs, the Pulumi state file, the
-    stack file's digest (:meth:`Journal.record_estate`)."""
+    digest of the stack file the run was planned from (:meth:`Journal.record_estate`) — so a file changed
+    since it was read is refused before the first step."""
     from dr.estate.stack_state import checkpoint_file
     from dr.failover.frame.identity import cluster_ids
-    from dr.failover.frame.stack_guard import file_digest
 
     state = checkpoint_file(ctx.ref)
     names = _identified(ctx.original, {})
@@ -236,7 +244,7 @@ def _record_estate(ctx: Context) -> None:
     ctx.journal.record_estate(
         clusters=cluster_ids(ctx.original, ctx.ref.state_dir, names),
         stack_state=str(state) if state else None,
-        stack_digest=file_digest(ctx.stack_path),
+        stack_digest=stack.digest,
     )
 
 

@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, TypedDict, TypeVar
 
 from pydantic import Field
@@ -38,7 +37,7 @@ from dr.failover.frame.summary import FailoverSummary
 from dr.kafka.client import Endpoint
 from dr.kafka.records import read_to_end
 from dr.kafka.replay import replay
-from dr.topology import Kind, Topology, dump_stack_config, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Kind, StackFile, Topology, dump_stack_config, load_topology, read_stack_file, stack_file_diff
 from dr.topology.topics import remote_topic
 
 __all__ = [
@@ -293,6 +292,7 @@ Found = tuple[Topology, Topology, str, bool]
 
 def site_topologies(
     ref: StackRef,
+    read: StackFile,
     journal: Journal | None,
     *,
     unfinished: Callable[[Journal], DRError | None],
@@ -300,8 +300,9 @@ def site_topologies(
 ) -> Found:
     """``(original, desired, peer, resuming)`` of a site's loss: from the stack's unfinished journal
     (``unfinished`` gives the refusal of a journal of another run, None for this run's), else from the stack
-    file (``fresh`` gives the desired topology and the peer, or refuses a stack it cannot run on)."""
-    current = load_stack_file(ref.stack_file)
+    file as read (``read``; ``fresh`` gives the desired topology and the peer, or refuses a stack it cannot
+    run on)."""
+    current = read.topology
     if journal is not None and not journal.finished:
         refusal = unfinished(journal)
         if refusal is not None:
@@ -311,12 +312,14 @@ def site_topologies(
     return current, desired, peer, False
 
 
-def plan_site_loss(ref: StackRef, topologies: Callable[[Journal | None], Found]) -> tuple[Topology, Topology, str, str]:
+def plan_site_loss(
+    ref: StackRef, topologies: Callable[[Journal | None, StackFile], Found], stack: StackFile | None = None
+) -> tuple[Topology, Topology, str, str]:
     """``(original, desired, peer, stack-file diff)`` for the plan of a site's loss (a damaged state
-    refused first); changes nothing."""
-    ref.existing_stack_file()
+    refused first) from the stack file as the command read it (``stack``; None: read here); changes nothing."""
+    read = stack or read_stack_file(ref.existing_stack_file())
     refuse_damaged_state(ref)
-    original, desired, peer, _resuming = topologies(Journal.load(ref.made_failover_home()))
+    original, desired, peer, _resuming = topologies(Journal.load(ref.made_failover_home()), read)
     return original, desired, peer, stack_file_diff(ref.stack_file, desired)
 
 
@@ -385,38 +388,42 @@ def run_site_loss(
     ref: StackRef,
     site: str,
     steps: Sequence[Step[S]],
-    topologies: Callable[[Journal | None], tuple[Topology, Topology, str, bool]],
+    topologies: Callable[[Journal | None, StackFile], Found],
     *,
     title: Callable[[S], str],
     options: FailoverOptions,
     converger: Converger | None,
     progress: Progress,
     on_step: OnStep | None,
-    is_finished: Callable[[Journal | None, Path], bool] | None = None,
+    is_finished: Callable[[Journal | None, StackFile], bool] | None = None,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
     """The loss of ``site`` run through the frame (:func:`dr.failover.frame.run.run_frame`) — whichever the
     kind of site: ``context`` is its steps' context, ``topologies`` gives ``(original, desired, peer,
-    resuming)`` from the stack's journal (or refuses), ``title`` names the run in its first line."""
+    resuming)`` from the stack's journal and its stack file as read (or refuses), ``title`` names the run in
+    its first line; ``stack``: the stack file as the command read it (None: read once the lock is held)."""
 
-    def finished(journal: Journal | None, stack_path: Path) -> bool:
+    def finished(journal: Journal | None, read: StackFile) -> bool:
         # a finished run of another site (the hub's own failover before this edge's loss) is not this one
         same_site = journal is not None and journal.record.source == site
-        return same_site and (is_finished or already_finished)(journal, stack_path)
+        return same_site and (is_finished or already_finished)(journal, read)
 
-    def open_run(journal: Journal | None) -> tuple[S, bool]:
+    def open_run(journal: Journal | None, read: StackFile) -> tuple[S, bool]:
         return open_site_run(
             context,
             ref,
             journal,
             site,
-            topologies(journal),
+            topologies(journal, read),
             steps=steps,
             options=options,
             converger=converger,
             progress=progress,
         )
 
-    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished)
+    return run_frame(
+        ref, steps, open_run, title=title, progress=progress, on_step=on_step, is_finished=finished, stack=stack
+    )
 
 
 def named_steps(steps: Sequence[Step[Any]], **names: str) -> list[dict[str, str]]:

@@ -21,7 +21,7 @@ from dr.topology.stackfile import render_stack_config, write_stack_config
 
 if TYPE_CHECKING:
     from dr.failover.frame.journal import Journal
-    from dr.topology import Topology
+    from dr.topology import StackFile, Topology
 
 __all__ = ["check_unchanged", "file_digest", "guarded_write", "refuse_finished_elsewhere", "text_digest"]
 
@@ -36,23 +36,22 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def refuse_finished_elsewhere(journal: Journal, path: Path) -> None:
+def refuse_finished_elsewhere(journal: Journal, stack: StackFile) -> None:
     """Refuse (:class:`LockHeld`, exit 7) an operator coming back to a failover another operator finished,
-    with the stack file that failover started from (not the one it wrote): running from it would start
-    a failover of an estate that is no longer as the file says. Names who finished it and when."""
-    from dr.failover.frame.converge import read_stack_config
+    with the stack file that failover started from (not the one it wrote; ``stack``, as read): running from
+    it would start a failover of an estate that is no longer as the file says. Names who finished it and when."""
     from dr.failover.record.team_store import finished_by, operator_identity
 
     record = journal.record
     who = finished_by(record.to_json())
     if not journal.finished or who in (None, operator_identity()):
         return
-    if read_stack_config(path) != record.original_config or record.original_config == record.desired_config:
+    if stack.config != record.original_config or record.original_config == record.desired_config:
         return
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.finished_at or 0))
     raise LockHeld(
         f"failover {journal.failover_id} of stack '{record.stack}' was finished by {who} at {when}; "
-        f"{path.name} here is still the stack file it started from.",
+        f"{stack.path.name} here is still the stack file it started from.",
         f"take the stack file {who}'s failover wrote (git pull), then `drctl status --stack {record.stack}`; "
         "nothing was changed",
     )

@@ -3,7 +3,7 @@
 A test renders a command's text from a real result object and calls :func:`assert_snapshot`.
 When the text changes on purpose, regenerate the files and read the diff before committing::
 
-    KDR_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_command_text.py
+    KDR_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/cli/test_command_text.py
     git diff tests/unit/snapshots/
 
 Paths that differ from run to run (pytest's temporary directory) are replaced by ``<tmp>`` first.

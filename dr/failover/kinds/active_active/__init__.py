@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.failover.kind import DrillReport
-    from dr.topology import Topology
+    from dr.topology import StackFile, Topology
 
 __all__ = ["ACTIVE_ACTIVE", "ActiveActive"]
 
@@ -42,18 +42,20 @@ class ActiveActive:
             f"name the region that fails: `drctl failover --stack {ref.name} --region <{'|'.join(peers(topology))}>`",
         )
 
-    def plan(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> FailoverPlan:
+    def plan(self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions) -> FailoverPlan:
         """The region failover's plan, or the rejoin's."""
         region = _region(request)
         if request.rejoin:
             from dr.failover.kinds.active_active.rejoin import plan_region_rejoin
 
-            return plan_region_rejoin(ref, region)
+            return plan_region_rejoin(ref, region, stack)
         from dr.failover.kinds.active_active.plan import plan_region_failover
 
-        return plan_region_failover(ref, region, options=options)
+        return plan_region_failover(ref, region, options=options, stack=stack)
 
-    def confirmation(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> Confirmation:
+    def confirmation(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions
+    ) -> Confirmation:
         """Always asked: the region's applications move."""
         region = _region(request)
         if request.rejoin:
@@ -68,16 +70,18 @@ class ActiveActive:
             look_at=f"`drctl failover --stack {ref.name} --region {region} --dry-run`",
         )
 
-    def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
+    def run(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions, progress: Progress
+    ) -> FailoverSummary:
         """The region failover (:mod:`~dr.failover.kinds.active_active.run`), or the rejoin."""
         region = _region(request)
         if request.rejoin:
             from dr.failover.kinds.active_active.rejoin import run_region_rejoin
 
-            return run_region_rejoin(ref, region, options=options, progress=progress)
+            return run_region_rejoin(ref, region, options=options, progress=progress, stack=stack)
         from dr.failover.kinds.active_active.run import run_region_failover
 
-        return run_region_failover(ref, region, options=options, progress=progress)
+        return run_region_failover(ref, region, options=options, progress=progress, stack=stack)
 
     def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the region's records that never reached the survivor."""

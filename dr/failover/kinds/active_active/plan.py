@@ -8,6 +8,7 @@ from dr.failover.frame.site_loss import named_steps, plan_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.active_active.run import topologies
 from dr.failover.kinds.active_active.steps import REGION_STEPS
+from dr.topology import StackFile
 from dr.topology.active_active import (
     moving_applications,
 )
@@ -37,9 +38,13 @@ class RegionPlan(FailoverPlan):
         return "\n".join(lines)
 
 
-def plan_region_failover(ref: StackRef, region: str, *, options: FailoverOptions) -> RegionPlan:
-    """The plan of a region failover; changes nothing."""
-    original, _desired, survivor, diff = plan_site_loss(ref, lambda journal: topologies(ref, journal, region))
+def plan_region_failover(
+    ref: StackRef, region: str, *, options: FailoverOptions, stack: StackFile | None = None
+) -> RegionPlan:
+    """The plan of a region failover (``stack``: the stack file as the command read it); changes nothing."""
+    original, _desired, survivor, diff = plan_site_loss(
+        ref, lambda journal, read: topologies(ref, read, journal, region), stack
+    )
     return RegionPlan(
         stack=ref.name,
         mode=options.mode or "planned",

@@ -40,7 +40,7 @@ from dr.estate.estate import acl_bindings
 from dr.estate.stack import EstateStack
 from dr.failover.act.health import reachability
 from dr.failover.act.positions import commit_positions, moved_groups_summary, positioned, survivor_positions
-from dr.failover.frame.converge import read_stack_config, wait_copied
+from dr.failover.frame.converge import wait_copied
 from dr.failover.frame.journal import Journal, failover_dir
 from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import OnStep, run_frame
@@ -60,7 +60,7 @@ from dr.failover.kinds.active_active.steps import RegionContext
 from dr.kafka.client import create_acls
 from dr.kafka.offset_syncs import read_offset_syncs
 from dr.kafka.offsets import committed_offsets, end_offsets, start_offsets
-from dr.topology import Kind, Link, Role, Topology, load_stack_file, load_topology, stack_file_diff
+from dr.topology import Kind, Link, Role, StackFile, Topology, load_topology, read_stack_file, stack_file_diff
 from dr.topology.access import peer_rules
 from dr.topology.active_active import is_active_active, remote_topics_on
 from dr.topology.topics import remote_topic
@@ -382,9 +382,9 @@ def _refusal(ref: StackRef, journal: Journal | None, region: str) -> FailoverErr
 
 
 def _open(
-    ref: StackRef, journal: Journal | None, region: str, options: FailoverOptions, progress: Progress
+    ref: StackRef, read: StackFile, journal: Journal | None, region: str, options: FailoverOptions, progress: Progress
 ) -> tuple[RejoinContext, bool]:
-    current = load_stack_file(ref.stack_file)
+    current = read.topology
     if journal is not None and not journal.finished and journal.mode == MODE:
         if journal.record.source != region:
             raise FailoverError(
@@ -434,12 +434,12 @@ class RejoinPlan(FailoverPlan):
         return self.text
 
 
-def plan_region_rejoin(ref: StackRef, region: str) -> RejoinPlan:
+def plan_region_rejoin(ref: StackRef, region: str, stack: StackFile | None = None) -> RejoinPlan:
     """What ``--rejoin --dry-run`` shows: the steps and the stack-file diff; changes nothing. Refused as the
-    rejoin itself would be."""
-    ref.existing_stack_file()
+    rejoin itself would be. ``stack``: the stack file as the command read it (None: read here)."""
+    read = stack or read_stack_file(ref.existing_stack_file())
     journal = Journal.load(ref.made_failover_home())
-    current = load_stack_file(ref.stack_file)
+    current = read.topology
     if journal is not None and not journal.finished and journal.mode == MODE:
         desired = load_topology(ref.name, journal.record.desired_config)
     else:
@@ -461,12 +461,12 @@ def plan_region_rejoin(ref: StackRef, region: str) -> RejoinPlan:
     )
 
 
-def _finished(journal: Journal | None, stack_path: Any) -> bool:
+def _finished(journal: Journal | None, read: StackFile) -> bool:
     return (
         journal is not None
         and journal.finished
         and journal.mode == MODE
-        and read_stack_config(stack_path) == journal.record.desired_config
+        and read.config == journal.record.desired_config
     )
 
 
@@ -477,8 +477,10 @@ def run_region_rejoin(
     options: FailoverOptions,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
-    """Bring region ``region`` back into the active-active stack ``ref`` as an active peer (or resume that)."""
+    """Bring region ``region`` back into the active-active stack ``ref`` as an active peer (or resume that);
+    ``stack``: its stack file as the command read it (None: read once the lock is held)."""
     ref.existing_stack_file()
 
     def title(ctx: RejoinContext) -> str:
@@ -487,9 +489,10 @@ def run_region_rejoin(
     return run_frame(
         ref,
         REJOIN_STEPS,
-        lambda journal: _open(ref, journal, region, options, progress),
+        lambda journal, read: _open(ref, read, journal, region, options, progress),
         title=title,
         progress=progress,
         on_step=on_step,
         is_finished=_finished,
+        stack=stack,
     )

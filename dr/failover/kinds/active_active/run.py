@@ -17,7 +17,7 @@ from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
-from dr.topology import Kind, Topology
+from dr.topology import Kind, StackFile, Topology
 from dr.topology.active_active import (
     after_region_failover,
     is_active_active,
@@ -30,7 +30,7 @@ __all__ = ["recover_region", "recovered_marker", "run_region_failover", "topolog
 # ---------------------------------------------------------------------------------- running
 
 
-def topologies(ref: StackRef, journal: Journal | None, region: str) -> Found:
+def topologies(ref: StackRef, read: StackFile, journal: Journal | None, region: str) -> Found:
     """``(original, desired, survivor, resuming)`` of the failover of ``region`` (:func:`site_topologies`)."""
 
     def unfinished(journal: Journal) -> FailoverError | None:
@@ -55,7 +55,7 @@ def topologies(ref: StackRef, journal: Journal | None, region: str) -> Found:
         survivor = survivor_for(current, region)
         return after_region_failover(current, region, survivor), survivor
 
-    return site_topologies(ref, journal, unfinished=unfinished, fresh=fresh)
+    return site_topologies(ref, read, journal, unfinished=unfinished, fresh=fresh)
 
 
 def run_region_failover(
@@ -66,27 +66,30 @@ def run_region_failover(
     converger: Converger | None = None,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
-    """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it)."""
+    """Fail region ``region`` of the active-active stack ``ref`` over to a surviving peer (or resume it);
+    ``stack``: its stack file as the command read it (None: read once the lock is held)."""
 
     def title(ctx: RegionContext) -> str:
         return f"region failover {ctx.journal.failover_id} of stack {ref.name}: {region}'s applications → {ctx.target}"
 
-    def finished(journal: Journal | None, stack_path: Path) -> bool:
-        return already_finished(journal, stack_path) and journal.mode != "rejoin"
+    def finished(journal: Journal | None, read: StackFile) -> bool:
+        return already_finished(journal, read) and journal.mode != "rejoin"
 
     return run_site_loss(
         RegionContext,
         ref,
         region,
         REGION_STEPS,
-        lambda journal: topologies(ref, journal, region),
+        lambda journal, read: topologies(ref, read, journal, region),
         title=title,
         options=options,
         converger=converger or PulumiConverger(ref, catch_up_timeout=options.catch_up_timeout, wait_for_links=False),
         progress=progress,
         on_step=on_step,
         is_finished=finished,
+        stack=stack,
     )
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.failover.kind import DrillReport
-    from dr.topology import Topology
+    from dr.topology import StackFile, Topology
 
 __all__ = ["ACTIVE_PASSIVE", "ActivePassive"]
 
@@ -33,30 +33,34 @@ class ActivePassive:
         """Nothing to refuse before the run: its own checks come first in it."""
         return None
 
-    def plan(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> FailoverPlan:
+    def plan(self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions) -> FailoverPlan:
         """The failover's plan (:func:`~dr.failover.kinds.active_passive.plan.plan_failover`)."""
         from dr.failover.kinds.active_passive import plan
 
-        return plan.plan_failover(ref, options=options)
+        return plan.plan_failover(ref, options=options, stack_file=stack)
 
-    def confirmation(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> Confirmation:
+    def confirmation(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions
+    ) -> Confirmation:
         """Asked unless the failover already finished (running it again changes nothing)."""
         from dr.failover.frame.journal import Journal
         from dr.failover.frame.run import already_finished
 
-        stack = ref.name
+        name = ref.name
         return Confirmation(
-            question=f"Fail over stack '{stack}' ({options.mode or 'planned'})? Applications will move clusters",
-            refusal=f"refusing to fail over stack '{stack}' without confirmation.",
+            question=f"Fail over stack '{name}' ({options.mode or 'planned'})? Applications will move clusters",
+            refusal=f"refusing to fail over stack '{name}' without confirmation.",
             look_at="`drctl failover --dry-run`",
-            needless=already_finished(Journal.load(ref.failover_home), ref.stack_file),
+            needless=already_finished(Journal.load(ref.failover_home), stack),
         )
 
-    def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
+    def run(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions, progress: Progress
+    ) -> FailoverSummary:
         """The failover A→B→C (:func:`~dr.failover.kinds.active_passive.run.run_failover`)."""
         from dr.failover.kinds.active_passive import run
 
-        return run.run_failover(ref, options=options, progress=progress)
+        return run.run_failover(ref, options=options, progress=progress, stack=stack)
 
     def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """An active-passive failover has no lost site to replay: ``drctl recover`` replays its records."""

@@ -31,7 +31,7 @@ from dr.failover.kinds.active_passive.steps import STEPS, verified_topics
 from dr.failover.record.metrics import encode_offsets, lag
 from dr.kafka.copied import uncopied
 from dr.kafka.offsets import end_offsets
-from dr.topology import Kind, Placement, Role, Topology
+from dr.topology import Kind, Placement, Role, StackFile, Topology, read_stack_file
 from dr.topology.access import applications_on
 from dr.topology.client_endpoint import EndpointStatus, endpoint_pointing
 from dr.topology.stackfile import stack_file_diff
@@ -283,15 +283,19 @@ def _refuse_foreign(ref: StackRef, journal: Journal | None) -> None:
     )
 
 
-def plan_failover(ref: StackRef, *, options: FailoverOptions, observe: bool = True) -> ActivePassivePlan | FinishedPlan:
-    """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing."""
+def plan_failover(
+    ref: StackRef, *, options: FailoverOptions, observe: bool = True, stack_file: StackFile | None = None
+) -> ActivePassivePlan | FinishedPlan:
+    """The failover plan of the stack ``ref`` (resuming its journal if one is unfinished); writes nothing.
+    ``stack_file``: the stack file as the command read it (None: read here)."""
     stack, stack_path, state = ref.name, ref.existing_stack_file(), ref.made_state_dir()
+    read = stack_file or read_stack_file(stack_path)
     journal = Journal.load(ref.failover_home)
     _refuse_foreign(ref, journal)
-    if already_finished(journal, stack_path):
+    if already_finished(journal, read):
         return FinishedPlan(stack=stack, summary=summarize(journal, already_finished=True))
     refuse_damaged_state(ref)
-    original, desired, resuming = topologies(ref, journal, options.mode)
+    original, desired, resuming = topologies(ref, read, journal, options.mode)
     resumed = journal if resuming else None
     mode = options.mode or (resumed.mode if resumed else "planned")
     if mode not in MODES:

@@ -19,21 +19,22 @@ from dr.failover.frame.run import OnStep, new_context, run_frame, run_mode
 from dr.failover.frame.step import Context, FailoverOptions, Step
 from dr.failover.frame.summary import FailoverSummary, rerun_command
 from dr.failover.kinds.active_passive.steps import STEPS
-from dr.topology import Topology, dump_stack_config, load_stack_file, load_topology
+from dr.topology import StackFile, Topology, dump_stack_config, load_topology
 
 __all__ = ["run_failover", "topologies"]
 
 
-def topologies(ref: StackRef, journal: Journal | None, mode: str | None = None) -> tuple[Topology, Topology, bool]:
-    """``(original, desired, resuming)`` for a failover of the stack ``ref``.
+def topologies(
+    ref: StackRef, read: StackFile, journal: Journal | None, mode: str | None = None
+) -> tuple[Topology, Topology, bool]:
+    """``(original, desired, resuming)`` for a failover of the stack ``ref``, whose stack file is ``read``.
 
     A journal of an unfinished failover fixes both topologies; otherwise the stack file is the
     original and :meth:`Topology.after_failover` gives the desired one. A stack file that is
     neither the journal's original nor its desired state means someone changed it mid-failover:
     refused.
     """
-    stack, stack_path = ref.name, ref.stack_file
-    current = load_stack_file(stack_path)
+    stack, stack_path, current = ref.name, read.path, read.topology
     if journal is None or journal.finished:
         return current, current.after_failover(mode=mode or "planned"), False
     if rerun_command(journal) != f"drctl failover --stack {stack}":  # a region's or an edge's loss, a rejoin
@@ -81,8 +82,11 @@ def run_failover(
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
     steps: Sequence[Step[Context]] = STEPS,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
     """Fail the stack ``ref`` over (or resume its failover); return the summary (see :func:`summarize`).
+
+    ``stack``: its stack file as the command read it (None: read once the stack's lock is held).
 
     ``steps``: the active-passive :data:`~dr.failover.kinds.active_passive.steps.STEPS`, or a kind's that
     wraps them (a hub's, :data:`dr.failover.kinds.hub_spoke.steps.HUB_STEPS`).
@@ -93,10 +97,10 @@ def run_failover(
     """
     state = ref.made_state_dir()
 
-    def open_run(journal: Journal | None) -> tuple[Context, bool]:
+    def open_run(journal: Journal | None, read: StackFile) -> tuple[Context, bool]:
         resuming = journal is not None and not journal.finished
         mode = run_mode(options, journal, resuming)
-        original, desired, resuming = topologies(ref, journal, mode)
+        original, desired, resuming = topologies(ref, read, journal, mode)
         if journal is None or not resuming:
             _precheck(original, state)
             journal = _create_journal(ref.name, ref.made_failover_home(), mode, original, desired, steps)
@@ -109,7 +113,7 @@ def run_failover(
         chain = f"{ctx.source} → {ctx.target}" + (f" → {ctx.standby}" if ctx.standby else "")
         return f"failover {ctx.journal.failover_id} of stack {ref.name}: {chain}"
 
-    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, probe=True)
+    return run_frame(ref, steps, open_run, title=title, progress=progress, on_step=on_step, probe=True, stack=stack)
 
 
 def _precheck(original: Topology, state: Path) -> None:

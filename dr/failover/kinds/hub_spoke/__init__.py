@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dr.failover.frame.step import FailoverOptions
     from dr.failover.frame.summary import FailoverSummary
     from dr.failover.kind import DrillReport
-    from dr.topology import Topology
+    from dr.topology import StackFile, Topology
 
 __all__ = ["HUB_SPOKE", "HubSpoke"]
 
@@ -36,18 +36,20 @@ class HubSpoke:
         """Nothing to refuse before the run: its own checks come first in it."""
         return None
 
-    def plan(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> FailoverPlan:
+    def plan(self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions) -> FailoverPlan:
         """The hub failover's plan, or the edge's loss's."""
         if request.site is None:
-            return ACTIVE_PASSIVE.plan(ref, request, options=options)
+            return ACTIVE_PASSIVE.plan(ref, stack, request, options=options)
         from dr.failover.kinds.hub_spoke.plan import plan_edge_failover
 
-        return plan_edge_failover(ref, request.site, options=options)
+        return plan_edge_failover(ref, request.site, options=options, stack=stack)
 
-    def confirmation(self, ref: StackRef, request: Request, *, options: FailoverOptions) -> Confirmation:
+    def confirmation(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions
+    ) -> Confirmation:
         """The hub failover's, or the edge's: its applications move."""
         if request.site is None:
-            return ACTIVE_PASSIVE.confirmation(ref, request, options=options)
+            return ACTIVE_PASSIVE.confirmation(ref, stack, request, options=options)
         edge = request.site
         return Confirmation(
             question=f"Move edge {edge}'s applications of stack '{ref.name}' to their fallbacks?",
@@ -55,16 +57,18 @@ class HubSpoke:
             look_at=f"`drctl failover --stack {ref.name} --edge {edge} --dry-run`",
         )
 
-    def run(self, ref: StackRef, request: Request, *, options: FailoverOptions, progress: Progress) -> FailoverSummary:
+    def run(
+        self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions, progress: Progress
+    ) -> FailoverSummary:
         """The hub failover, or the loss of an edge (:mod:`~dr.failover.kinds.hub_spoke.run`)."""
         if request.site is None:  # the hub's failover: the active-passive one, with its edges' links around it
             from dr.failover.kinds.active_passive.run import run_failover
             from dr.failover.kinds.hub_spoke.steps import HUB_STEPS
 
-            return run_failover(ref, options=options, progress=progress, steps=HUB_STEPS)
+            return run_failover(ref, options=options, progress=progress, steps=HUB_STEPS, stack=stack)
         from dr.failover.kinds.hub_spoke.run import run_edge_failover
 
-        return run_edge_failover(ref, request.site, options=options, progress=progress)
+        return run_edge_failover(ref, request.site, options=options, progress=progress, stack=stack)
 
     def recover(self, ref: StackRef, site: str, *, progress: Progress) -> SiteRecovery:
         """Replay the edge's records that never reached the hub."""

@@ -8,6 +8,7 @@ from dr.failover.frame.site_loss import named_steps, plan_site_loss
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.kinds.hub_spoke.run import topologies
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS
+from dr.topology import StackFile
 from dr.topology.hub_spoke import (
     check_lost_edge,
     edge_applications,
@@ -42,9 +43,13 @@ class EdgePlan(FailoverPlan):
         return "\n".join(lines)
 
 
-def plan_edge_failover(ref: StackRef, edge: str, *, options: FailoverOptions) -> EdgePlan:
-    """The plan of the loss of ``edge``; changes nothing."""
-    original, _desired, hub, diff = plan_site_loss(ref, lambda journal: topologies(ref, journal, edge))
+def plan_edge_failover(
+    ref: StackRef, edge: str, *, options: FailoverOptions, stack: StackFile | None = None
+) -> EdgePlan:
+    """The plan of the loss of ``edge`` (``stack``: the stack file as the command read it); changes nothing."""
+    original, _desired, hub, diff = plan_site_loss(
+        ref, lambda journal, read: topologies(ref, read, journal, edge), stack
+    )
     link = check_lost_edge(original, edge)
 
     return EdgePlan(

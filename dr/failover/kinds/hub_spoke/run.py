@@ -15,7 +15,7 @@ from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
-from dr.topology import Topology
+from dr.topology import StackFile, Topology
 from dr.topology.hub_spoke import (
     after_edge_loss,
     check_lost_edge,
@@ -31,7 +31,7 @@ __all__ = ["edge_copies", "recover_edge", "run_edge_failover", "topologies"]
 # ---------------------------------------------------------------------------------- running
 
 
-def topologies(ref: StackRef, journal: Journal | None, edge: str) -> Found:
+def topologies(ref: StackRef, read: StackFile, journal: Journal | None, edge: str) -> Found:
     """``(original, desired, hub, resuming)`` of the loss of ``edge`` (:func:`site_topologies`)."""
 
     def unfinished(journal: Journal) -> FailoverError | None:
@@ -52,7 +52,7 @@ def topologies(ref: StackRef, journal: Journal | None, edge: str) -> Found:
             )
         return after_edge_loss(current, edge), current.active().name
 
-    return site_topologies(ref, journal, unfinished=unfinished, fresh=fresh)
+    return site_topologies(ref, read, journal, unfinished=unfinished, fresh=fresh)
 
 
 def run_edge_failover(
@@ -63,25 +63,27 @@ def run_edge_failover(
     converger: Converger | None = None,
     progress: Progress = lambda _m: None,
     on_step: OnStep | None = None,
+    stack: StackFile | None = None,
 ) -> FailoverSummary:
-    """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume)."""
-    stack = ref.name
+    """Move the applications of edge ``edge`` of the hub-spoke stack ``ref`` to their fallbacks (or resume);
+    ``stack``: its stack file as the command read it (None: read once the lock is held)."""
 
     def title(ctx: EdgeContext) -> str:
         moves = ", ".join(f"{a} → {t}" for a, t in ctx.moves.items()) or "no application"
-        return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {stack}: {moves}"
+        return f"loss of edge {edge} ({ctx.journal.failover_id}) of stack {ref.name}: {moves}"
 
     return run_site_loss(
         EdgeContext,
         ref,
         edge,
         EDGE_STEPS,
-        lambda journal: topologies(ref, journal, edge),
+        lambda journal, read: topologies(ref, read, journal, edge),
         title=title,
         options=options,
         converger=converger,
         progress=progress,
         on_step=on_step,
+        stack=stack,
     )
 
 

@@ -16,7 +16,7 @@ from dr.failover.act import endpoint_switch
 from dr.failover.act.endpoint_switch import check_endpoint, switch_endpoint
 from dr.runtime.endpoint import RuntimeApi
 from dr.topology import Topology, client_endpoint, load_topology
-from tests.unit.test_topology_validation import LOCAL
+from tests.unit.topology.test_topology_validation import LOCAL
 
 ENDPOINT = {"address": "127.0.0.1", "bootstrapPort": 19900, "brokerPorts": [19901, 19902, 19903]}
 

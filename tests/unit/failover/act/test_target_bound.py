@@ -183,7 +183,7 @@ def test_the_jobs_late_deliveries_leave_the_offending_records_and_count_after_th
 
 
 def test_the_reports_cut_off_line_says_what_the_bound_did() -> None:
-    from tests.unit.test_verification_report import hand_summary
+    from tests.unit.verification.test_verification_report import hand_summary
 
     bounded = hand_summary()
     bounded["target"] = {**bounded["target"], "read_until": {"orders": {"0": 40}}}

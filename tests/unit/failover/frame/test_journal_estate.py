@@ -23,7 +23,7 @@ from dr.failover.frame.journal import Journal
 from dr.failover.frame.run import new_context, run_frame
 from dr.failover.frame.stack_guard import file_digest
 from dr.failover.frame.step import Context, FailoverOptions, Step, StepResult
-from dr.topology import Topology, dump_stack_config, load_stack_file
+from dr.topology import StackFile, Topology, dump_stack_config, load_stack_file
 from tests.unit.failover.kinds.active_passive.test_failover_plan import run
 from tests.unit.failover_helpers import journal_home, lock_held_elsewhere, new_journal
 
@@ -196,7 +196,7 @@ def _frame(stack: Path, steps: list[Step]) -> Journal:
         def converge(self, topology: Topology, progress: Any) -> dict[str, float]:
             return {}
 
-    def open_run(journal: Journal | None) -> tuple[Context, bool]:
+    def open_run(journal: Journal | None, _read: StackFile) -> tuple[Context, bool]:
         j = Journal.create(
             ref.made_failover_home(),
             stack="unit",

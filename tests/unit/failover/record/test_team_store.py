@@ -409,10 +409,12 @@ def test_an_operator_back_with_the_old_stack_file_is_refused_naming_who_finished
 ) -> None:
     from dr.failover.frame.converge import read_stack_config
     from dr.failover.frame.stack_guard import refuse_finished_elsewhere
+    from dr.topology import read_stack_file
     from tests import REPO_ROOT
 
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     stack_file = REPO_ROOT / "Pulumi.local.yaml"
+    read = read_stack_file(stack_file)
     journal = Journal.create(
         tmp_path / "local", stack="local", mode="planned", source="A", target="B", standby="C",
         original_config=read_stack_config(stack_file), desired_config={"changed": True}, steps=["preflight"],
@@ -420,10 +422,10 @@ def test_an_operator_back_with_the_old_stack_file_is_refused_naming_who_finished
     monkeypatch.setenv("KDR_OPERATOR", "op2")
     journal.begin_run(mode="planned", options={})
     journal.set_status("completed")
-    refuse_finished_elsewhere(journal, stack_file)  # op2 itself: nothing to refuse
+    refuse_finished_elsewhere(journal, read)  # op2 itself: nothing to refuse
     monkeypatch.setenv("KDR_OPERATOR", "op1")
     with pytest.raises(LockHeld, match=rf"failover {journal.failover_id} of stack 'local' was finished by op2 at "):
-        refuse_finished_elsewhere(journal, stack_file)
+        refuse_finished_elsewhere(journal, read)
     journal.record.desired_config = read_stack_config(stack_file)  # op1 pulled the file op2's run wrote
     journal.record.original_config = {"before": True}
-    refuse_finished_elsewhere(journal, stack_file)
+    refuse_finished_elsewhere(journal, read)

@@ -11,7 +11,7 @@ from dr.failover.drill.frame import DrillOptions
 from dr.failover.drill.result import ApplicationRto
 from dr.failover.kinds.hub_spoke.drill import EdgeProof, HubDrillResult, _grade, hub_drill_refusal
 from tests import REPO_ROOT
-from tests.unit.test_hub_spoke import _load
+from tests.unit.topology.test_hub_spoke import _load
 
 EXAMPLE: dict[str, Any] = yaml.safe_load((REPO_ROOT / "Pulumi.hub-spoke.yaml").read_text())["config"]
 

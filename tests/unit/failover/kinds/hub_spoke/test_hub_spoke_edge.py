@@ -16,7 +16,7 @@ from dr.topology.hub_spoke import after_edge_loss, after_hub_failover, remote_to
 from dr.topology.topics import topics_on
 from tests import REPO_ROOT
 from tests.unit.failover.kinds.active_passive.test_failover_plan import run
-from tests.unit.test_hub_spoke import HUB, _error, _load
+from tests.unit.topology.test_hub_spoke import HUB, _error, _load
 
 
 def _with_apps(config: dict[str, Any]) -> None:

@@ -1,0 +1,235 @@
+"""``provisioning: batched`` under Pulumi's mocks: a cluster's topics are one ``TopicSet`` and its ACLs
+one ``AclSet`` (:mod:`stacks.kafka_sets`), the users stay ``UserScramCredential``s, the admin password
+reaches the sets only as a secret, and the link and the failover's shape work with the sets.
+The individual mode is :mod:`tests.unit.stacks.test_stack_program`'s (its fixtures run the stack files as shipped)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dr.base.errors import TopologyError
+from dr.topology import Topology, dump_stack_config, load_topology
+from dr.topology.access import acl_rules
+from stacks.kafka_sets import _native, _normal, _rtype, _snake
+from tests.unit.stacks.test_stack_program import (
+    ACL,
+    CLUSTER_ACCESS,
+    DYNAMIC,
+    REPLICATION_LINK,
+    TOPIC,
+    USER,
+    Run,
+    _no_config_leak,  # noqa: F401 - autouse fixture
+    _restore_the_mocks_found,  # noqa: F401 - autouse fixture
+    is_secret,
+    local_topology,
+    owner_cluster,
+    plain_leaves,
+    production_config,
+    run_program,
+)
+
+
+def batched(topology: Topology) -> Topology:
+    return topology.model_copy(update={"provisioning": "batched"})
+
+
+@pytest.fixture(scope="module")
+def local_batched(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(batched(local_topology()), tmp_path_factory.mktemp("batched-state"))
+
+
+@pytest.fixture(scope="module")
+def failed_over_batched(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(batched(local_topology()).after_failover(), tmp_path_factory.mktemp("batched-failover-state"))
+
+
+def sets(run: Run, cluster: str) -> tuple:
+    return run.named(DYNAMIC, f"{cluster}-topics"), run.named(DYNAMIC, f"{cluster}-acls")
+
+
+def test_batched_registers_one_topic_set_and_one_acl_set_per_cluster_and_no_topic_or_acl(local_batched: Run) -> None:
+    assert local_batched.of_type(TOPIC) == [], "batched: no pulumi_kafka Topic"
+    assert local_batched.of_type(ACL) == [], "batched: no pulumi_kafka Acl"
+    assert local_batched.names(DYNAMIC) == {
+        "A-brokers",
+        "B-brokers",
+        "A-topics",
+        "A-acls",
+        "B-topics",
+        "B-acls",
+        "A-to-B-mirrormaker2",
+    }
+    t = local_batched.topology
+    for name in ("A", "B"):
+        topic_set, acl_set = sets(local_batched, name)
+        access = local_batched.named(CLUSTER_ACCESS, f"{name}-access").urn
+        assert topic_set.parent == access and acl_set.parent == access, (
+            f"{name}: the sets are children of {name}-access"
+        )
+        assert topic_set.inputs["cluster"] == name and acl_set.inputs["cluster"] == name
+        declared = {
+            tp.name: (
+                tp.partitions,
+                tp.replication_factor,
+                {"min.insync.replicas": str(tp.min_insync_replicas), **tp.configs},
+            )
+            for tp in t.topics
+        }
+        got = {
+            x["name"]: (int(x["partitions"]), int(x["replication_factor"]), x["config"])
+            for x in topic_set.inputs["topics"]
+        }
+        assert got == declared, f"{name}-topics holds {got}"
+        expected = {
+            (f"User:{r.principal}", r.resource_type, r.resource_name, r.operation, r.pattern)
+            for r in acl_rules(t, t.cluster(name))
+        }
+        bindings = acl_set.inputs["acls"]
+        got_acls = {
+            (b["principal"], b["resource_type"], b["resource_name"], b["operation"], b["pattern"]) for b in bindings
+        }
+        assert got_acls == expected and len(bindings) == len(expected), f"{name}-acls differ from acl_rules"
+        users = {r.inputs["username"] for r in local_batched.of_type(USER) if owner_cluster(r) == name}
+        assert users == {t.principals.replicator, *(a.name for a in t.principals.applications)}, f"{name} users"
+
+
+def test_the_sets_get_the_admin_password_only_as_a_secret(local_batched: Run) -> None:
+    admin = local_batched.credentials()["admin"]
+    for name in ("A", "B"):
+        for s in sets(local_batched, name):
+            assert is_secret(s.inputs["password"]), f"{s.name}: password is not secret"
+            assert s.inputs["password"]["value"] == admin, f"{s.name}: not the admin password"
+            assert s.inputs["username"] == "admin" and s.inputs["security_protocol"] == "SASL_PLAINTEXT"
+            assert s.inputs["mechanism"] == "SCRAM-SHA-512"
+            assert s.inputs["bootstrap"].startswith("127.0.0.1:"), f"{s.name}: bootstrap {s.inputs['bootstrap']!r}"
+    passwords = set(local_batched.credentials().values())
+    for r in local_batched.resources:
+        for leaf in plain_leaves(r.inputs):
+            assert not any(pw in str(leaf) for pw in passwords), f"{r.typ} {r.name!r} carries a password in plain"
+
+
+def test_the_link_waits_for_the_replicators_user_and_both_sets_not_the_applications_users(local_batched: Run) -> None:
+    process = local_batched.named(DYNAMIC, "A-to-B-mirrormaker2")
+    assert process.parent == local_batched.named(REPLICATION_LINK, "A-to-B").urn
+    deps = set(process.dependencies)
+    replicator = local_batched.topology.principals.replicator
+    for name in ("A", "B"):
+        needed = {s.urn for s in sets(local_batched, name)} | {
+            r.urn
+            for r in local_batched.of_type(USER)
+            if owner_cluster(r) == name and r.inputs["username"] == replicator
+        }
+        apps = {r.urn for r in local_batched.of_type(USER) if owner_cluster(r) == name} - needed
+        assert needed <= deps, f"A-to-B-mirrormaker2 does not wait for {sorted(needed - deps)}"
+        assert apps and not apps & deps, f"A-to-B-mirrormaker2 waits for the applications' users {sorted(apps & deps)}"
+
+
+def test_after_a_failover_C_gets_its_sets_B_becomes_writable_and_A_has_none(failed_over_batched: Run) -> None:
+    run = failed_over_batched
+    assert run.topology.provisioning == "batched", "after_failover keeps the provisioning"
+    assert {r.name for r in run.of_type(DYNAMIC)} == {
+        "A-brokers",
+        "B-brokers",
+        "C-brokers",
+        "B-topics",
+        "B-acls",
+        "C-topics",
+        "C-acls",
+        "B-to-C-mirrormaker2",
+    }
+    b_acls = {(x["principal"], x["resource_name"], x["operation"]) for x in sets(run, "B")[1].inputs["acls"]}
+    assert ("User:orders-app", "orders", "Write") in b_acls, "B (active) lets orders-app write orders"
+    c_acls = sets(run, "C")[1].inputs["acls"]
+    writes = [x for x in c_acls if x["principal"] != "User:replicator" and x["operation"] == "Write"]
+    assert writes == [], f"C (passive) lets applications write: {writes}"
+
+
+def test_batched_is_written_back_to_the_stack_file_and_individual_is_left_out() -> None:
+    t = local_topology()
+    assert "kafka-dr:provisioning" not in dump_stack_config(t), "an existing stack file stays as it was"
+    assert dump_stack_config(batched(t))["kafka-dr:provisioning"] == "batched"
+
+
+def test_batched_is_refused_on_a_confluent_cloud_cluster() -> None:
+    config = production_config()
+    config["kafka-dr:provisioning"] = "batched"
+    config["kafka-dr:clusters"] = [
+        *config["kafka-dr:clusters"][:2],
+        {
+            "name": "CC",
+            "role": "standby",
+            "kind": "confluent-cloud",
+            "confluent": {"environment_id": "env-1", "cloud": "AWS", "region": "us-east-1"},
+        },
+    ]
+    with pytest.raises(TopologyError) as caught:
+        load_topology("production-example", config)
+    text = str(caught.value)
+    assert "clusters[2].kind" in text and "cannot be provisioned batched" in text and "provisioning" in text
+
+
+def test_an_unknown_provisioning_value_is_a_clear_config_error() -> None:
+    config = production_config()
+    config["kafka-dr:provisioning"] = "bulk"
+    with pytest.raises(Exception, match="provisioning") as caught:
+        load_topology("production-example", config)
+    assert "individual" in str(caught.value) and "batched" in str(caught.value)
+
+
+def test_binding_names_map_to_confluent_kafkas_enums() -> None:
+    assert _snake("DescribeConfigs") == "DESCRIBE_CONFIGS" and _snake("IdempotentWrite") == "IDEMPOTENT_WRITE"
+    assert _rtype("Cluster") == "BROKER" and _rtype("Topic") == "TOPIC" and _rtype("Group") == "GROUP"
+    assert _normal(("User:a", "Topic", "d001.", "Prefixed", "Write")) == (
+        "User:a",
+        "TOPIC",
+        "d001.",
+        "PREFIXED",
+        "WRITE",
+    )
+
+
+def test_switching_to_batched_forgets_only_the_per_item_topics_and_acls_in_one_edit() -> None:
+    from dr.estate.stack import forget_individual
+
+    access = "urn:pulumi:s::kafka-dr::kafka-dr:index:ClusterAccess::B-access"
+    link = "urn:pulumi:s::kafka-dr::kafka-dr:index:ReplicationLink$pulumi-python:dynamic:Resource::A-to-B-mm2"
+    topic = f"{access}$kafka:index/topic:Topic::B-topic-orders"
+    acl = f"{access}$kafka:index/acl:Acl::B-acl-x"
+    user = f"{access}$kafka:index/userScramCredential:UserScramCredential::B-user-app"
+    other_acl = "urn:pulumi:s::kafka-dr::kafka:index/acl:Acl::standalone"  # not under a ClusterAccess: kept
+    deployment = {
+        "resources": [
+            {"urn": access, "type": CLUSTER_ACCESS},
+            {"urn": topic, "type": TOPIC, "parent": access},
+            {"urn": acl, "type": ACL, "parent": access},
+            {"urn": user, "type": USER, "parent": access},
+            {"urn": other_acl, "type": ACL},
+            {"urn": link, "type": DYNAMIC, "dependencies": [user, acl, topic], "propertyDependencies": {"x": [acl]}},
+        ]
+    }
+    kept, dropped = forget_individual(deployment)
+    assert dropped == 2
+    assert [r["urn"] for r in kept["resources"]] == [access, user, other_acl, link]
+    mm2 = kept["resources"][-1]
+    assert mm2["dependencies"] == [user] and mm2["propertyDependencies"] == {"x": []}
+    assert forget_individual(kept) == (kept, 0), "a second run changes nothing"
+
+
+def test_a_removed_binding_is_deleted_through_an_exact_filter() -> None:
+    binding = {
+        "principal": "User:a",
+        "operation": "DescribeConfigs",
+        "resource_type": "Cluster",
+        "resource_name": "kafka-cluster",
+        "pattern": "Literal",
+    }
+    exact = _native(binding, as_filter=True)
+    assert type(exact).__name__ == "AclBindingFilter", "DeleteAcls takes filters, not bindings"
+    assert (exact.restype.name, exact.operation.name, exact.principal, exact.host) == (
+        "BROKER",
+        "DESCRIBE_CONFIGS",
+        "User:a",
+        "*",
+    )
+    assert type(_native(binding)).__name__ == "AclBinding"
