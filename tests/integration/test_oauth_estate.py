@@ -350,7 +350,8 @@ def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) ->
     """``drctl verify --stack`` (Spark over OAuth, the admin's client) and ``drctl recover`` (its scan, its read
     of A and its writes on B as the admin's client) outside a failover. The link copies everything: clean.
     Stopped, orders-app's writes on A never reach B: the verification lists exactly them missing, recovery
-    replays them, the verification is clean again. The link then resumes past them (its stored offsets moved to
+    replays them (run again from a credentials file naming the identity provider, it writes nothing), the
+    verification is clean again. The link then resumes past them (its stored offsets moved to
     the last replayed record, as an operator does after a recovery) and copies a later write, once."""
     from dr.kafka.connect_rest import ConnectRest
     from tests.integration.helpers import stop_copying
@@ -384,6 +385,20 @@ def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) ->
     res = env.drctl("recover", "--report", str(report), "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads(res.stdout)["written"] == len(gap), res.stdout
+    _no_secret_in(estate, res.stdout + res.stderr, [report])
+    # without the stack: the admin's client from a 0600 credentials file naming the identity provider; a
+    # second run finds every replayed record already on B and writes nothing
+    creds = env.root / "admin-oauth.json"
+    with os.fdopen(os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(
+            {"username": ADMIN_CLIENT, "password": ADMIN_SECRET, "oauth_token_endpoint": estate.idp.token_endpoint,
+             "oauth_scope": AUDIENCE},
+            f,
+        )  # fmt: skip
+    res = env.drctl("recover", "--report", str(report), "--credentials", str(creds), "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    again = json.loads(res.stdout)
+    assert (again["already_present"], again["written"]) == (len(gap), 0), again
     _no_secret_in(estate, res.stdout + res.stderr, [report])
     assert verify(env.root / "verify-recovered", 0)["totals"]["missing"] == 0
     # the link resumes after the replayed records: its stored source offset of each partition of orders with
