@@ -8,8 +8,11 @@ secrets set with ``pulumi config set --path --secret``. The tests run in order: 
 (the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
 by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
 started by hand, logging in with its own client) copying it to B as the replicator's client, refused
-logins with messages that name the cluster, the token endpoint and the next step, and last a planned failover
-A→B over OAuth (no standby: the stack declares none) with orders-app writing through its published file.
+logins with messages that name the cluster, the token endpoint and the next step, ``drctl verify --stack`` and
+``drctl recover`` on their own (records written on A while the link is stopped listed missing, replayed, clean
+again), a planned failover A→B over OAuth (no standby: the stack declares none) with orders-app writing
+through its published file, and last an unplanned failover of a second stack on the same clusters (a topic,
+an application and a link of its own) with A's broker killed.
 """
 
 from __future__ import annotations
@@ -513,3 +516,73 @@ def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(e
     report_dir = Path(verdict["report_dir"])
     leaked = [p for p in report_dir.rglob("*") if p.is_file() and APP_SECRET.encode() in p.read_bytes()]
     assert not leaked and ADMIN_SECRET not in Path(summary["journal"]).read_text(), leaked
+
+
+UNPLANNED = "oauth-unplanned"
+
+
+def test_an_unplanned_failover_over_oauth_with_a_killed(env: Env, estate: Estate) -> None:
+    """A second stack on the same two clusters (its config copied from the first, secrets included, with a
+    topic, an application and a link of its own on the same Connect worker): ``drctl estate up``, MirrorMaker 2
+    copies payments-app's writes to B, A's broker is killed, and ``drctl failover --mode unplanned`` promotes B
+    over OAuth — the link stopped on Connect, payments-app's file rewritten for B (no secret), its RTO probe as
+    its own client, the integrity check deferred while A is gone; payments-app then writes on B with its own
+    client, every record it wrote on A is there once, and no client secret is in drctl's output or journal."""
+    res = env.pulumi("stack", "init", UNPLANNED, "--copy-config-from", STACK)
+    assert res.returncode == 0, res.stderr
+    stack_file = env.project / f"Pulumi.{UNPLANNED}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    config = doc["config"]
+    for c, role in zip(config["kafka-dr:clusters"], ("active", "passive"), strict=True):
+        c["role"] = role
+        apps = c["oauth"]["applications"]
+        apps["payments-app"] = {**apps.pop("orders-app"), "client_id": "payments-app"}  # its (encrypted) secret kept
+    config.pop("kafka-dr:failoverDone", None)  # the first stack's file says its failover is done
+    config["kafka-dr:topics"] = [{"name": "payments", "partitions": 2, "replication_factor": 1}]
+    config["kafka-dr:principals"]["applications"] = [
+        {"name": "payments-app", "produces": ["payments"], "consumes": ["payments"]}
+    ]
+    config["kafka-dr:links"] = [
+        {"name": "A-to-B-pay", "source": "A", "target": "B", "topics": ["payments"], "connect": "platform"}
+    ]
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = env.drctl("estate", "up", "--stack", UNPLANNED)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    outputs = [res.stdout + res.stderr]
+
+    def payments_app(cluster: str) -> Producer:
+        ep = replace(_app(estate, cluster), username="payments-app")
+        return Producer(ep.config(**{"acks": "all", "message.timeout.ms": 15000, "log_level": 0}))
+
+    keys = [f"pay-{i}" for i in range(20)]
+    producer = payments_app("A")
+    for key in keys:
+        producer.produce("payments", key=key, value=b"x")
+    assert producer.flush(30) == 0
+    admin_b = _app(estate, "B", ADMIN_CLIENT)
+    assert wait_until(lambda: sum(end_offsets(admin_b, ["payments"]).values()) >= len(keys), 120), (
+        "MirrorMaker 2 did not copy payments-app's writes to B"
+    )
+    estate.clusters["A"].kill()
+    res = env.drctl("failover", "--stack", UNPLANNED, "--mode", "unplanned", "--yes", "--json", timeout=600)
+    outputs.append(res.stdout + res.stderr)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-6000:]
+    summary = json.loads(res.stdout)
+    steps = {st["name"]: st["status"] for st in summary["steps"]}
+    print(f"\noauth unplanned failover: {summary['status']}, RTO {summary['rto_s']}s, steps {steps}")
+    assert steps.get("integrity") == "deferred", steps
+    probe = summary["rto_probe"]
+    assert probe is not None and probe["application"] == "payments-app", probe
+    published = env.root / "state" / UNPLANNED / "clients" / "payments-app.json"
+    conf = json.loads(published.read_text())
+    assert conf["bootstrap.servers"] == estate.clusters["B"].bootstrap, conf["bootstrap.servers"]
+    assert conf["sasl.oauthbearer.client.id"] == "payments-app" and "sasl.oauthbearer.client.secret" not in conf
+    errors: list[str] = []
+    p = Producer({**conf, "sasl.oauthbearer.client.secret": APP_SECRET, "message.timeout.ms": 15000, "log_level": 0})
+    p.produce("payments", key=b"on-B", value=b"x", on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
+    assert p.flush(30) == 0 and errors == [], errors
+    on_b = read_keys(admin_b, "payments")
+    assert all(on_b[k] == 1 for k in keys) and on_b["on-B"] == 1, on_b
+    journal = Path(summary["journal"]).read_text()
+    for secret in _secrets(estate):
+        assert all(secret not in out for out in outputs) and secret not in journal, "a client secret leaked"
