@@ -188,12 +188,9 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
     (e.root / "backend").mkdir()
     res = e.pulumi("stack", "init", STACK)
     assert res.returncode == 0, res.stderr
-    replicator_secret = estate.connect.replicator_password  # the workers' file holds it (the team put it there)
-    res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret", "--",
-        "kafka-dr:principals.replicatorPassword", replicator_secret,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    # the workers' file holds the replicator's client secret (the team put it there); the stack holds it as the
+    # replicator's client secret only (no principals.replicatorPassword): estate up checks the workers against it
+    replicator_secret = estate.connect.replicator_password
     for i in range(2):
         # the application's secret too, so the failover's RTO probe logs in as orders-app's own client
         for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret), (APP_IDENTITY, APP_SECRET)):
