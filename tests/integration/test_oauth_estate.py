@@ -409,9 +409,8 @@ def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) ->
         for (t, p), n in end_offsets(admin_a, ["orders"]).items()
         if n
     ]
-    rest._call(
-        "PATCH", "/connectors/A-to-B-source/offsets", {"offsets": moved}
-    )  # KIP-875; the product never moves them
+    # KIP-875; the product never moves a connector's offsets, so ConnectRest has no method for it
+    rest._call("PATCH", "/connectors/A-to-B-source/offsets", {"offsets": moved})
     rest.resume("A-to-B-source")
     assert _produce(_app(estate, "A")) == []
     assert wait_until(lambda: ends(admin_b) == ends(admin_a), 120), "the resumed link did not copy the next write"
