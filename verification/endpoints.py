@@ -4,19 +4,26 @@ Credentials files are JSON ``{"username": ..., "password": ...}`` (optionally
 ``"security_protocol"`` and ``"sasl_mechanism"``, and over TLS ``"ssl_ca_location"`` — the CA bundle's
 PEM path — with, for mutual TLS, ``"ssl_certificate_location"``, ``"ssl_key_location"`` and
 ``"ssl_keystore_location"``, and ``"ssl_hostname_verification": false`` to turn the host check off) and
-must be readable by their owner only (0600).
+must be readable by their owner only (0600). For an OAUTHBEARER cluster (``"sasl_mechanism": "OAUTHBEARER"``,
+or a report's side recorded so) ``username`` is the client id, ``password`` its client secret, and
+``"oauth_token_endpoint"`` the identity provider's token URL (``https``, or ``http`` on a loopback address),
+with ``"oauth_scope"``, ``"oauth_audience"`` and, for an ``https`` endpoint, ``"oauth_ca_location"`` (default:
+``"ssl_ca_location"``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from dr.base.errors import ConfigError
+from dr.base.hosts import is_loopback
 from dr.kafka.client import Endpoint
+from dr.kafka.oauth import OAUTHBEARER, OAuthSettings
 from dr.kafka.tls import TlsFiles
 from verification.sides import ArchiveSide, KafkaSide, Side
 
@@ -69,14 +76,45 @@ def endpoint_from_file(
     The file's ``security_protocol``/``sasl_mechanism`` win over the defaults given here.
     """
     creds = load_credentials(path)
+    mechanism = creds.get("sasl_mechanism", sasl_mechanism)
     return Endpoint(
         bootstrap,
         creds["username"],
         creds["password"],
         creds.get("security_protocol", security_protocol),
-        creds.get("sasl_mechanism", sasl_mechanism),
+        mechanism,
         _tls(creds),
+        oauth=_oauth(path, creds) if mechanism.upper() == OAUTHBEARER else None,
     )
+
+
+def _oauth(path: Path | str, creds: dict[str, str]) -> OAuthSettings:
+    """The identity provider of an OAUTHBEARER credentials file; its token URL named when missing or not safe."""
+    url = creds.get("oauth_token_endpoint") or ""
+    fix = (
+        'add "oauth_token_endpoint": "<the identity provider\'s token URL>" (and "oauth_scope", "oauth_audience", '
+        '"oauth_ca_location" as the cluster needs), "username" being the client id and "password" its secret; '
+        "or name the cluster in its stack with --stack"
+    )
+    if not url:
+        raise ConfigError(
+            f"credentials file {path} is for an OAUTHBEARER cluster but has no oauth_token_endpoint.", fix
+        )
+    parsed = urllib.parse.urlsplit(url)
+    if not (parsed.scheme == "https" or (parsed.scheme == "http" and is_loopback(parsed.hostname or ""))):
+        raise ConfigError(
+            f"credentials file {path}: oauth_token_endpoint {url} is neither https nor http on a loopback address "
+            "(the client secret travels in the request).",
+            "use the identity provider's https URL, with its CA in oauth_ca_location",
+        )
+    ca = creds.get("oauth_ca_location") or creds.get("ssl_ca_location") or None
+    if parsed.scheme == "https" and ca is None:
+        raise ConfigError(
+            f"credentials file {path}: no CA for the identity provider at {url} (the product never trusts this "
+            "machine's system roots).",
+            'add "oauth_ca_location": "<the provider\'s PEM CA bundle>" (default: the file\'s ssl_ca_location)',
+        )
+    return OAuthSettings(url, creds.get("oauth_scope") or None, creds.get("oauth_audience") or None, ca)
 
 
 def _tls(creds: dict[str, str]) -> TlsFiles | None:

@@ -1197,6 +1197,14 @@ def _link_delivery(t: Topology) -> Iterator[Violation]:
             )
 
 
+def _oauth_only(t: Topology, connect: str) -> bool:
+    """Every end of every link on Connect cluster ``connect`` is OAUTHBEARER: its workers log the replicator in
+    with its client id and secret (``oauth.replicator``, required by :mod:`dr.topology.oauth_rules`), not
+    with ``principals.replicator_password``."""
+    ends = {end for link in t.links if link.connect == connect for end in (link.source, link.target)}
+    return bool(ends) and all(c.sasl_mechanism == "OAUTHBEARER" for c in t.clusters if c.name in ends)
+
+
 def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
     """An external Connect cluster's workers must find the replicator's credentials through a
     declared config provider, and they hold the password the stack declares (nothing generated)."""
@@ -1218,7 +1226,7 @@ def _external_connect_credentials(t: Topology) -> Iterator[Violation]:
                 "`replicator_credentials: {provider: file, path: /etc/kafka-connect/secrets/replicator.properties}` "
                 "(docs/production/index.md)",
             )
-        if cc.name in used and t.principals.replicator_password is None:
+        if cc.name in used and t.principals.replicator_password is None and not _oauth_only(t, cc.name):
             yield Violation(
                 "principals.replicator_password",
                 f"links run on external Connect cluster {cc.name!r}, whose workers need the replicator's "

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr.base.errors import DRError
+from dr.base.errors import ConfigError, DRError
 from dr.runtime.links import LinkRunner, connect_runner
 from dr.topology import Kind, Link, Topology
 
@@ -43,23 +43,54 @@ def runner(site: RunnerSite, link: Link) -> LinkRunner:
     )
 
 
+def replicator_logins(topology: Topology, connect: str) -> list[tuple[str, str, Any]]:
+    """``(secret field, username, secret)`` the workers of Connect cluster ``connect`` must resolve, one per end of
+    each running link on it (the connectors use the same references on both ends): on an OAUTHBEARER end the
+    replicator's client id and client secret there (``clusters[<i>].oauth.replicator``), else
+    ``principals.replicator`` and ``principals.replicator_password``. The secrets as declared (encrypted or not)."""
+    from dr.topology.oauth_login import uses_oauth
+
+    p = topology.principals
+    out: list[tuple[str, str, Any]] = []
+    for link in topology.links:
+        if link.connect != connect or not link.is_running:
+            continue
+        for end in (link.source, link.target):
+            i, c = next((i, c) for i, c in enumerate(topology.clusters) if c.name == end)
+            client = c.oauth.replicator if uses_oauth(c) and c.oauth is not None else None
+            if client is not None:
+                out.append((f"clusters[{i}].oauth.replicator.clientSecret", client.client_id, client.client_secret))
+            else:
+                out.append(("principals.replicatorPassword", p.replicator, p.replicator_password))
+    return out
+
+
 def check_workers(topology: Topology, declared: Callable[[Any], str | None]) -> None:
     """Before any resource: every external Connect cluster that runs a link resolves the replicator's
-    credentials through its declared config provider (:mod:`stacks.links.connect_credentials`);
-    ``declared`` reads a secret the engine decrypted (None when not declared)."""
+    credentials through its declared config provider (:mod:`stacks.links.connect_credentials`) — the username
+    and password of :func:`replicator_logins` (over OAUTHBEARER the replicator's client id and secret);
+    ``declared`` reads a secret the engine decrypted (None when not declared: nothing to compare)."""
     import pulumi
 
     from dr.kafka.connect_rest import ConnectRest
     from stacks.links.connect_credentials import check_worker_credentials
 
-    used = {lk.connect for lk in topology.links if lk.connect is not None and lk.is_running}
-    password = declared(topology.principals.replicator_password)
     for cc in topology.connect_clusters:
-        if cc.is_local or cc.name not in used or password is None:
+        logins = [(field, user, declared(secret)) for field, user, secret in replicator_logins(topology, cc.name)]
+        if cc.is_local or not logins or any(password is None for _f, _u, password in logins):
             continue
         try:
+            if len({(user, password) for _f, user, password in logins}) > 1:
+                fields = sorted({field for field, _u, _p in logins})
+                raise ConfigError(
+                    f"the links on Connect cluster {cc.name!r} log the replicator in with different credentials "
+                    f"({', '.join(fields)}), but its workers resolve one username and one password for every link.",
+                    "declare the same replicator client id and secret on both ends of its links (or the same "
+                    "replicator password), or run those links on Connect clusters of their own",
+                )
+            field, user, password = logins[0]
             rest = ConnectRest(cc.url or "", username=cc.username, password=declared(cc.password))
-            check_worker_credentials(rest, cc, topology.principals.replicator, password)
+            check_worker_credentials(rest, cc, user, password or "", secret_field=field)
         except DRError as exc:
             raise pulumi.RunError(f"error: {exc}") from None
 

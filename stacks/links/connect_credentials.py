@@ -11,6 +11,7 @@ never printed. Run before anything is created, it names exactly what a worker la
 
 from __future__ import annotations
 
+import re
 from secrets import compare_digest
 from typing import Any
 
@@ -43,9 +44,17 @@ def _where(connect: ConnectCluster) -> str:
     return f"{setup} and the environment variables {creds.username_variable} and {creds.password_variable}"
 
 
-def check_worker_credentials(rest: ConnectRest, connect: ConnectCluster, username: str, password: str) -> None:
+def check_worker_credentials(
+    rest: ConnectRest,
+    connect: ConnectCluster,
+    username: str,
+    password: str,
+    *,
+    secret_field: str = "principals.replicatorPassword",
+) -> None:
     """Raise :class:`ConfigError` naming what the Connect cluster's worker lacks to log the replicator
-    in (unresolved reference, another username, another password); return when it resolves both."""
+    in (unresolved reference, another username, another password); return when it resolves both.
+    ``secret_field`` is where the stack holds ``password`` (under ``kafka-dr:``), named when they differ."""
     creds = connect.replicator_credentials
     if creds is None:
         raise ConfigError(
@@ -78,10 +87,16 @@ def check_worker_credentials(rest: ConnectRest, connect: ConnectCluster, usernam
     if not compare_digest(got_password.encode(), password.encode()):
         raise ConfigError(
             f"Connect cluster {connect.name!r}: the password the worker at {url} resolves from {password_ref} is "
-            "not the stack's principals.replicator_password.",
-            "put the stack's replicator password there (`pulumi config get --path "
-            "'kafka-dr:principals.replicatorPassword'` shows it), then run again; nothing was created",
+            f"not the stack's {_snake(secret_field)}.",
+            f"put the stack's {'replicator client secret' if 'oauth' in secret_field else 'replicator password'} "
+            f"there (`pulumi config get --path 'kafka-dr:{secret_field}'` shows it), then run again; "
+            "nothing was created",
         )
+
+
+def _snake(field: str) -> str:
+    """``principals.replicatorPassword`` → ``principals.replicator_password`` (the model's spelling)."""
+    return re.sub(r"(?<=[a-z])([A-Z])", lambda m: "_" + m.group(1).lower(), field)
 
 
 def _echoed(rest: ConnectRest, body: dict[str, str]) -> dict[str, str]:

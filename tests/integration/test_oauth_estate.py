@@ -8,8 +8,11 @@ secrets set with ``pulumi config set --path --secret``. The tests run in order: 
 (the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
 by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
 started by hand, logging in with its own client) copying it to B as the replicator's client, refused
-logins with messages that name the cluster, the token endpoint and the next step, and last a planned failover
-A→B over OAuth (no standby: the stack declares none) with orders-app writing through its published file.
+logins with messages that name the cluster, the token endpoint and the next step, ``drctl verify --stack`` and
+``drctl recover`` on their own (records written on A while the link is stopped listed missing, replayed, clean
+again), a planned failover A→B over OAuth (no standby: the stack declares none) with orders-app writing
+through its published file, and last an unplanned failover of a second stack on the same clusters (a topic,
+an application and a link of its own) with A's broker killed.
 """
 
 from __future__ import annotations
@@ -185,12 +188,9 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
     (e.root / "backend").mkdir()
     res = e.pulumi("stack", "init", STACK)
     assert res.returncode == 0, res.stderr
-    replicator_secret = estate.connect.replicator_password  # the workers' file holds it (the team put it there)
-    res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret", "--",
-        "kafka-dr:principals.replicatorPassword", replicator_secret,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    # the workers' file holds the replicator's client secret (the team put it there); the stack holds it as the
+    # replicator's client secret only (no principals.replicatorPassword): estate up checks the workers against it
+    replicator_secret = estate.connect.replicator_password
     for i in range(2):
         # the application's secret too, so the failover's RTO probe logs in as orders-app's own client
         for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret), (APP_IDENTITY, APP_SECRET)):
@@ -334,6 +334,90 @@ def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: Env
     assert ADMIN_SECRET not in res.stdout + res.stderr
 
 
+def _secrets(e: Estate) -> tuple[str, ...]:
+    return (ADMIN_SECRET, APP_SECRET, e.connect.replicator_password)
+
+
+def _no_secret_in(e: Estate, text: str, report_dirs: list[Path]) -> None:
+    """No client secret in ``text`` (a command's output) nor in any file of ``report_dirs``."""
+    for secret in _secrets(e):
+        assert secret not in text, "a client secret reached drctl's output"
+        leaked = [p for d in report_dirs for p in d.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+        assert not leaked, f"a client secret is in {leaked}"
+
+
+def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) -> None:
+    """``drctl verify --stack`` (Spark over OAuth, the admin's client) and ``drctl recover`` (its scan, its read
+    of A and its writes on B as the admin's client) outside a failover. The link copies everything: clean.
+    Stopped, orders-app's writes on A never reach B: the verification lists exactly them missing, recovery
+    replays them (run again from a credentials file naming the identity provider, it writes nothing), the
+    verification is clean again. The link then resumes past them (its stored offsets moved to
+    the last replayed record, as an operator does after a recovery) and copies a later write, once."""
+    from dr.kafka.connect_rest import ConnectRest
+    from tests.integration.helpers import stop_copying
+
+    admin_a, admin_b = _app(estate, "A", ADMIN_CLIENT), _app(estate, "B", ADMIN_CLIENT)
+
+    def ends(ep: Endpoint) -> int:
+        return sum(end_offsets(ep, ["orders"]).values())
+
+    assert wait_until(lambda: ends(admin_b) == ends(admin_a) > 0, 120), "B never caught up with A"
+
+    def verify(out: Path, expect: int) -> dict[str, Any]:
+        res = env.drctl("verify", "--stack", STACK, "--source", "A", "--target", "B", "--topics", "orders",
+                        "--out", str(out), "--json")  # fmt: skip
+        assert res.returncode == expect, res.stdout[-3000:] + res.stderr[-3000:]
+        _no_secret_in(estate, res.stdout + res.stderr, [out])
+        summary: dict[str, Any] = json.loads(res.stdout)
+        assert summary["source"]["username"] == summary["target"]["username"] == ADMIN_CLIENT, summary["source"]
+        return summary
+
+    assert verify(env.root / "verify-clean", 0)["totals"]["missing"] == 0
+    rest = ConnectRest(estate.connect.url)
+    stop_copying(rest, "A-to-B-source")
+    gap = [f"gap-{i}" for i in range(5)]
+    producer = Producer(_app(estate, "A").config(**{"acks": "all", "log_level": 0}))
+    for key in gap:
+        producer.produce("orders", key=key, value=b"never copied")
+    assert producer.flush(30) == 0
+    report = env.root / "verify-gap"
+    assert verify(report, 1)["totals"]["missing"] == len(gap)
+    res = env.drctl("recover", "--report", str(report), "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["written"] == len(gap), res.stdout
+    _no_secret_in(estate, res.stdout + res.stderr, [report])
+    # without the stack: the admin's client from a 0600 credentials file naming the identity provider; a
+    # second run finds every replayed record already on B and writes nothing
+    creds = env.root / "admin-oauth.json"
+    with os.fdopen(os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(
+            {"username": ADMIN_CLIENT, "password": ADMIN_SECRET, "oauth_token_endpoint": estate.idp.token_endpoint,
+             "oauth_scope": AUDIENCE},
+            f,
+        )  # fmt: skip
+    res = env.drctl("recover", "--report", str(report), "--credentials", str(creds), "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    again = json.loads(res.stdout)
+    assert (again["already_present"], again["written"]) == (len(gap), 0), again
+    _no_secret_in(estate, res.stdout + res.stderr, [report])
+    assert verify(env.root / "verify-recovered", 0)["totals"]["missing"] == 0
+    # the link resumes after the replayed records: its stored source offset of each partition of orders with
+    # records on A moved to the last one (MirrorMaker 2 reads on from the next; a partition it has no offset for
+    # yet would be read from its beginning)
+    moved = [
+        {"partition": {"cluster": "A", "partition": p, "topic": t}, "offset": {"offset": n - 1}}
+        for (t, p), n in end_offsets(admin_a, ["orders"]).items()
+        if n
+    ]
+    # KIP-875; the product never moves a connector's offsets, so ConnectRest has no method for it
+    rest._call("PATCH", "/connectors/A-to-B-source/offsets", {"offsets": moved})
+    rest.resume("A-to-B-source")
+    assert _produce(_app(estate, "A")) == []
+    assert wait_until(lambda: ends(admin_b) == ends(admin_a), 120), "the resumed link did not copy the next write"
+    on_b = read_keys(admin_b, "orders")
+    assert all(on_b[k] == 1 for k in gap), {k: on_b[k] for k in gap}
+
+
 def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(env: Env, estate: Estate) -> None:
     """``drctl failover``: fence A, drain and stop the link on Connect, promote B, publish orders-app's file for B,
     the RTO probe as orders-app's own client, and the verification A vs B in Spark over OAuth — while orders-app
@@ -430,3 +514,73 @@ def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(e
     report_dir = Path(verdict["report_dir"])
     leaked = [p for p in report_dir.rglob("*") if p.is_file() and APP_SECRET.encode() in p.read_bytes()]
     assert not leaked and ADMIN_SECRET not in Path(summary["journal"]).read_text(), leaked
+
+
+UNPLANNED = "oauth-unplanned"
+
+
+def test_an_unplanned_failover_over_oauth_with_a_killed(env: Env, estate: Estate) -> None:
+    """A second stack on the same two clusters (its config copied from the first, secrets included, with a
+    topic, an application and a link of its own on the same Connect worker): ``drctl estate up``, MirrorMaker 2
+    copies payments-app's writes to B, A's broker is killed, and ``drctl failover --mode unplanned`` promotes B
+    over OAuth — the link stopped on Connect, payments-app's file rewritten for B (no secret), its RTO probe as
+    its own client, the integrity check deferred while A is gone; payments-app then writes on B with its own
+    client, every record it wrote on A is there once, and no client secret is in drctl's output or journal."""
+    res = env.pulumi("stack", "init", UNPLANNED, "--copy-config-from", STACK)
+    assert res.returncode == 0, res.stderr
+    stack_file = env.project / f"Pulumi.{UNPLANNED}.yaml"
+    doc = yaml.safe_load(stack_file.read_text())
+    config = doc["config"]
+    for c, role in zip(config["kafka-dr:clusters"], ("active", "passive"), strict=True):
+        c["role"] = role
+        apps = c["oauth"]["applications"]
+        apps["payments-app"] = {**apps.pop("orders-app"), "client_id": "payments-app"}  # its (encrypted) secret kept
+    config.pop("kafka-dr:failoverDone", None)  # the first stack's file says its failover is done
+    config["kafka-dr:topics"] = [{"name": "payments", "partitions": 2, "replication_factor": 1}]
+    config["kafka-dr:principals"]["applications"] = [
+        {"name": "payments-app", "produces": ["payments"], "consumes": ["payments"]}
+    ]
+    config["kafka-dr:links"] = [
+        {"name": "A-to-B-pay", "source": "A", "target": "B", "topics": ["payments"], "connect": "platform"}
+    ]
+    stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = env.drctl("estate", "up", "--stack", UNPLANNED)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    outputs = [res.stdout + res.stderr]
+
+    def payments_app(cluster: str) -> Producer:
+        ep = replace(_app(estate, cluster), username="payments-app")
+        return Producer(ep.config(**{"acks": "all", "message.timeout.ms": 15000, "log_level": 0}))
+
+    keys = [f"pay-{i}" for i in range(20)]
+    producer = payments_app("A")
+    for key in keys:
+        producer.produce("payments", key=key, value=b"x")
+    assert producer.flush(30) == 0
+    admin_b = _app(estate, "B", ADMIN_CLIENT)
+    assert wait_until(lambda: sum(end_offsets(admin_b, ["payments"]).values()) >= len(keys), 120), (
+        "MirrorMaker 2 did not copy payments-app's writes to B"
+    )
+    estate.clusters["A"].kill()
+    res = env.drctl("failover", "--stack", UNPLANNED, "--mode", "unplanned", "--yes", "--json", timeout=600)
+    outputs.append(res.stdout + res.stderr)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-6000:]
+    summary = json.loads(res.stdout)
+    steps = {st["name"]: st["status"] for st in summary["steps"]}
+    print(f"\noauth unplanned failover: {summary['status']}, RTO {summary['rto_s']}s, steps {steps}")
+    assert steps.get("integrity") == "deferred", steps
+    probe = summary["rto_probe"]
+    assert probe is not None and probe["application"] == "payments-app", probe
+    published = env.root / "state" / UNPLANNED / "clients" / "payments-app.json"
+    conf = json.loads(published.read_text())
+    assert conf["bootstrap.servers"] == estate.clusters["B"].bootstrap, conf["bootstrap.servers"]
+    assert conf["sasl.oauthbearer.client.id"] == "payments-app" and "sasl.oauthbearer.client.secret" not in conf
+    errors: list[str] = []
+    p = Producer({**conf, "sasl.oauthbearer.client.secret": APP_SECRET, "message.timeout.ms": 15000, "log_level": 0})
+    p.produce("payments", key=b"on-B", value=b"x", on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
+    assert p.flush(30) == 0 and errors == [], errors
+    on_b = read_keys(admin_b, "payments")
+    assert all(on_b[k] == 1 for k in keys) and on_b["on-B"] == 1, on_b
+    journal = Path(summary["journal"]).read_text()
+    for secret in _secrets(estate):
+        assert all(secret not in out for out in outputs) and secret not in journal, "a client secret leaked"

@@ -66,6 +66,64 @@ def test_credentials_file_may_set_protocol(tmp_path):
     assert "s3cret" not in repr(side) and "s3cret" not in json.dumps(side.describe())
 
 
+OAUTH_FILE = {
+    "username": "kdr-admin",
+    "password": "client-s3cret",
+    "security_protocol": "SASL_SSL",
+    "sasl_mechanism": "OAUTHBEARER",
+    "ssl_ca_location": "/etc/kafka/ca.pem",
+    "oauth_token_endpoint": "https://idp.example.com/realms/kafka/protocol/openid-connect/token",
+    "oauth_scope": "kafka",
+    "oauth_audience": "kafka",
+}
+
+
+def test_an_oauthbearer_credentials_file_logs_in_with_the_client_and_its_identity_provider(tmp_path):
+    path = private_file(tmp_path / "c.json", OAUTH_FILE)
+    side = resolve_side("source", stack=None, name="A", bootstrap="h:9093", credentials=path, archive=None)
+    ep = side.endpoint
+    assert ep.uses_oauth and ep.oauth is not None and ep.oauth.ca_location == "/etc/kafka/ca.pem"  # the cluster's CA
+    conf = ep.config()
+    assert conf["sasl.oauthbearer.method"] == "oidc" and conf["sasl.oauthbearer.client.id"] == "kdr-admin"
+    assert conf["sasl.oauthbearer.token.endpoint.url"] == OAUTH_FILE["oauth_token_endpoint"]
+    assert conf["sasl.oauthbearer.scope"] == "kafka" and "sasl.username" not in conf
+    assert "client-s3cret" not in repr(side) and "client-s3cret" not in json.dumps(side.describe())
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"oauth_token_endpoint": None}, "has no oauth_token_endpoint"),
+        ({"oauth_token_endpoint": "http://idp.example.com/token"}, "neither https nor http on a loopback"),
+        ({"ssl_ca_location": None}, "no CA for the identity provider"),
+    ],
+)
+def test_an_oauthbearer_credentials_file_names_what_it_lacks(tmp_path, changes, named):
+    data = {k: v for k, v in {**OAUTH_FILE, **changes}.items() if v is not None}
+    path = private_file(tmp_path / "c.json", data)
+    with pytest.raises(ConfigError) as info:
+        resolve_side("source", stack=None, name="A", bootstrap="h:9093", credentials=path, archive=None)
+    assert named in info.value.problem and "client-s3cret" not in str(info.value)
+
+
+def test_recover_takes_oauthbearer_from_the_reports_side_and_the_provider_from_the_file(tmp_path):
+    """A report's side recorded as OAUTHBEARER: a credentials file without a mechanism is read as one, so it
+    must name the identity provider (else no login would ever be fetched)."""
+    from dr.cli.verify import _recovery_endpoint
+
+    recorded = {"bootstrap": "b:9093", "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER"}
+    bare = private_file(tmp_path / "bare.json", {"username": "kdr-admin", "password": "client-s3cret"})
+    with pytest.raises(ConfigError) as info:
+        _recovery_endpoint("target", recorded, stack=None, bootstrap=None, credentials=bare)
+    assert "oauth_token_endpoint" in info.value.problem
+    full = private_file(
+        tmp_path / "full.json",
+        {"username": "kdr-admin", "password": "client-s3cret", "oauth_token_endpoint": "http://127.0.0.1:1/token"},
+    )
+    ep = _recovery_endpoint("target", recorded, stack=None, bootstrap=None, credentials=full)
+    assert ep.uses_oauth and ep.bootstrap == "b:9093" and ep.username == "kdr-admin"
+
+
 def test_a_side_needs_a_way_to_reach_it():
     with pytest.raises(ConfigError) as info:
         resolve_side("target", stack=None, name=None, bootstrap=None, credentials=None, archive=None)

@@ -356,3 +356,97 @@ def test_the_failover_journal_lives_with_a_file_backend_and_in_the_state_otherwi
     text = render_status(report)
     assert f"failover journal: {ref.state_dir}/failover/" in text and "KDR_STATE_DIR" in text
     assert "KDR_STATE_DIR" not in render_status(report.model_copy(update={"journal_shared": True}))
+
+
+def _oauth_config(url: str, *, b_oauth: bool = True) -> dict[str, Any]:
+    """A and B accept OAUTHBEARER only (B SCRAM when not ``b_oauth``); the link A-to-B runs on Connect at ``url``."""
+    cfg = _config(url=url)
+    oauth = {
+        "token_endpoint": "http://127.0.0.1:8180/realms/kafka/protocol/openid-connect/token",
+        "scope": "kafka",
+        "audience": "kafka",
+        "admin": {"client_id": "kdr-admin", "client_secret": "admin-secret"},
+        "replicator": {"client_id": "kdr-replicator", "client_secret": "repl-secret", "principal": "replicator"},
+        "applications": {"orders-app": {"client_id": "orders-app"}},
+    }
+    for c in cfg["kafka-dr:clusters"][: 2 if b_oauth else 1]:
+        del c["admin_username"], c["admin_password"]
+        c |= {"sasl_mechanism": "OAUTHBEARER", "oauth": oauth}
+    return cfg
+
+
+def _declared(secret: Any) -> str | None:
+    return secret.get_secret_value() if secret is not None else None
+
+
+def test_a_link_between_oauth_clusters_on_connect_needs_no_replicator_password() -> None:
+    """Its workers log the replicator in with its client id and secret (oauth.replicator), which the check compares
+    with what they resolve; principals.replicator_password is not asked for."""
+    from stacks.links.connect import replicator_logins
+
+    cfg = _oauth_config("http://connect.example:8083")
+    del cfg["kafka-dr:principals"]["replicator_password"]
+    t = load_topology("ext", cfg)
+    logins = replicator_logins(t, "dr")
+    assert {(field, user, _declared(secret)) for field, user, secret in logins} == {
+        ("clusters[0].oauth.replicator.clientSecret", "kdr-replicator", "repl-secret"),
+        ("clusters[1].oauth.replicator.clientSecret", "kdr-replicator", "repl-secret"),
+    }
+
+
+def test_a_link_with_a_scram_end_on_connect_still_needs_the_replicator_password() -> None:
+    cfg = _oauth_config("http://connect.example:8083", b_oauth=False)
+    del cfg["kafka-dr:principals"]["replicator_password"]
+    with pytest.raises(TopologyError, match=r"principals\.replicator_password"):
+        load_topology("ext", cfg)
+
+
+@pytest.mark.parametrize(
+    ("resolved_password", "expected"),
+    [
+        ("repl-secret", None),
+        ("old-secret", "is not the stack's clusters[0].oauth.replicator.client_secret"),
+    ],
+)
+def test_the_workers_are_checked_against_the_replicators_client_over_oauth(
+    resolved_password: str, expected: str | None
+) -> None:
+    import pulumi
+
+    from stacks.links.connect import check_workers
+
+    worker = _Worker(
+        {
+            "${file:/etc/kc/replicator.properties:username}": "kdr-replicator",
+            "${file:/etc/kc/replicator.properties:password}": resolved_password,
+        }
+    )
+    try:
+        cfg = _oauth_config(worker.url)
+        del cfg["kafka-dr:principals"]["replicator_password"]
+        t = load_topology("ext", cfg)
+        if expected is None:
+            check_workers(t, _declared)
+            return
+        with pytest.raises(pulumi.RunError) as info:
+            check_workers(t, _declared)
+        text = str(info.value)
+        assert expected in text and "kafka-dr:clusters[0].oauth.replicator.clientSecret" in text
+        assert "repl-secret" not in text and "old-secret" not in text
+    finally:
+        worker.server.shutdown()
+
+
+def test_ends_whose_replicator_logins_differ_are_named_before_any_worker_is_asked() -> None:
+    """One OAUTHBEARER end and one SCRAM end: the workers' one username and password cannot log in to both."""
+    import pulumi
+
+    from stacks.links.connect import check_workers
+
+    t = load_topology("ext", _oauth_config("http://127.0.0.1:9", b_oauth=False))
+    with pytest.raises(pulumi.RunError) as info:
+        check_workers(t, _declared)
+    text = str(info.value)
+    assert "log the replicator in with different credentials" in text
+    assert "clusters[0].oauth.replicator.clientSecret" in text and "principals.replicatorPassword" in text
+    assert "repl-secret" not in text and PASSWORD not in text
