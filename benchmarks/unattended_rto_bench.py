@@ -1,10 +1,10 @@
 """The cost of detection (issue 43): the unattended RTO of ``drctl drill --unplanned --automatic`` against the
 RTO of the same unplanned drill run by a person at once (``drctl drill --unplanned``), on the same stack.
 
-    .venv/bin/python -m benchmarks.unattended_rto_bench [--detect-after 15] [--repeat 1]
+    .venv/bin/python -m benchmarks.unattended_rto_bench [--detect-after 15] [--lease-ttl 4] [--margin 1] [--repeat 1]
 
-The stack is the local example (A on one broker, B, C) with a failover policy declaring ``--detect-after``
-(``leaseTtlS`` 4, ``marginS`` 1); each drill builds its own estate from it (its own ports) and tears it
+The stack is the local example (A on one broker, B, C) with a failover policy declaring ``--detect-after``,
+``--lease-ttl`` and ``--margin`` (30, 10 and 5 are the policy's defaults); each drill builds its own estate from it (its own ports) and tears it
 down. The runs alternate, manual first. Printed per run: the writing application's RTO on its own traffic
 (last write acknowledged by A → first by B), and for the automatic drill detection, promotion and the
 unattended RTO, each from the instant site A was lost; then the medians and the ratio automatic / manual of
@@ -53,6 +53,10 @@ def _writes_rto(doc: dict[str, Any]) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--detect-after", type=float, default=15.0, help="the policy's detectAfterS (seconds)")
+    parser.add_argument(
+        "--lease-ttl", type=float, default=4.0, help="the policy's leaseTtlS (the policy's default: 10)"
+    )
+    parser.add_argument("--margin", type=float, default=1.0, help="the policy's marginS (the policy's default: 5)")
     parser.add_argument("--repeat", type=int, default=1, help="pairs of drills (manual, automatic)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--keep", type=Path, default=None, help="run in this directory and keep the drills' logs")
@@ -66,7 +70,8 @@ def main() -> None:
         path = write_local_stack(root, STACK, ports, one_broker=("A", "B", "C"))
         doc = yaml.safe_load(path.read_text())
         doc["config"]["kafka-dr:failoverPolicy"] = {
-            "mode": "manual", "detectAfterS": args.detect_after, "leaseTtlS": 4, "marginS": 1, "maxRpoRecords": 100_000,
+            "mode": "manual", "detectAfterS": args.detect_after, "leaseTtlS": args.lease_ttl, "marginS": args.margin,
+            "maxRpoRecords": 100_000,
         }  # fmt: skip
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         for i in range(args.repeat):
@@ -90,7 +95,8 @@ def main() -> None:
             f"automatic / manual = {u / m:.1f}x"
         )
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "detect_after_s": args.detect_after}, indent=2))
+        policy = {"detect_after_s": args.detect_after, "lease_ttl_s": args.lease_ttl, "margin_s": args.margin}
+        args.json.write_text(json.dumps({"runs": runs, **policy}, indent=2))
 
 
 if __name__ == "__main__":
