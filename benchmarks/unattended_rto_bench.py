@@ -64,7 +64,10 @@ def main() -> None:
     manual: list[float] = []
     unattended: list[float] = []
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="kdr-rto-bench-") as tmp, windows(3) as ports:
+    # one window for all: the drill moves the clusters to --base-port, +100, +200 (its endpoint and witness after
+    # them), so three separate windows would leave B's and C's ports unreserved
+    with tempfile.TemporaryDirectory(prefix="kdr-rto-bench-") as tmp, windows(1, size=500) as (base,):
+        ports = (base, base + 100, base + 200)
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         path = write_local_stack(root, STACK, ports, one_broker=("A", "B", "C"))
