@@ -29,6 +29,6 @@ asking the architecture (the steps' vocabulary :mod:`~dr.failover.frame.step`, t
 (standby, link stop/start) and :mod:`~dr.failover.status`; :mod:`~dr.failover.drill.frame` and its
 siblings — what every drill shares; :mod:`~dr.failover.kind` — :class:`~dr.failover.kind.FailoverKind`,
 what each architecture declares; :mod:`~dr.failover.kinds` — ``KINDS``, one ``FailoverKind`` per
-architecture, each a folder with ``steps.py``, ``run.py``, ``plan.py``, ``drill.py``. The commands are
+architecture, each a folder with ``steps.py``, ``run.py`` (runs and plans), ``drill.py``. The commands are
 :mod:`~dr.cli.failover`.
 """

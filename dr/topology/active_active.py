@@ -18,9 +18,13 @@ cluster, no link cycle) is :mod:`dr.topology.active_passive`'s.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
+from dr.topology.active_passive import after_failover
+from dr.topology.hub_fields import hub_fields_unused
 from dr.topology.kinds import Architecture, Engine, Role
+from dr.topology.model import TopologyShape
 from dr.topology.topics import SEPARATOR, remote_topic
 from dr.topology.violation import Violation
 
@@ -260,3 +264,11 @@ def after_region_failover(topology: Topology, region: str, survivor: str) -> Top
 def moving_applications(topology: Topology, region: str) -> list[str]:
     """The applications whose home is ``region`` (what a failover of ``region`` moves)."""
     return [a.name for a in topology.principals.applications if a.home == region]
+
+
+SHAPE = TopologyShape(
+    rules=(*RULES, partial(hub_fields_unused, homes=True)),
+    after_failover=after_failover,  # a failover of the whole stack (not ``--region``) promotes as active-passive does
+    writes_at_home=True,
+)
+"""An active-active stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

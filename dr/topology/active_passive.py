@@ -1,7 +1,7 @@
 """Active-passive: one active cluster, its passive copy fed by a link, and a standby.
 
 A failover promotes the passive cluster (:func:`after_failover`); :meth:`Topology.after_failover
-<dr.topology.model.Topology.after_failover>` asks it through :data:`dr.topology.architectures.ARCHITECTURES`
+<dr.topology.model.Topology.after_failover>` asks it through :data:`SHAPE`, its entry of :data:`dr.topology.architectures.ARCHITECTURES`,
 for an active-passive estate and an active-active one (a failover of a whole active-active stack), as it asks
 :func:`dr.topology.hub_spoke.after_hub_failover` for a hub. Its rules (:data:`RULES`: one active, one passive,
 one standby, replication one way) hold for a hub-and-spoke stack too, whose hub is an active-passive pair.
@@ -10,12 +10,14 @@ one standby, replication one way) hold for a hub-and-spoke stack too, whose hub 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
+from dr.topology.hub_fields import hub_fields_unused
 from dr.topology.kinds import Engine, LinkState, Role
-from dr.topology.model import FAILOVER_STATES, Cluster, Link, Rule, Topology
+from dr.topology.model import FAILOVER_STATES, Cluster, Link, Rule, Topology, TopologyShape
 from dr.topology.violation import Violation
 
-__all__ = ["RULES", "after_failover"]
+__all__ = ["RULES", "SHAPE", "after_failover"]
 
 
 def after_failover(t: Topology, mode: str = "planned") -> Topology:
@@ -165,3 +167,6 @@ def _link_cycles(t: Topology) -> Iterator[Violation]:
 
 RULES: tuple[Rule, ...] = (_one_active, _one_passive_one_standby, _link_cycles)
 """The rules of an active-passive estate (and of a hub-and-spoke one's hub), run after the shared rules."""
+
+SHAPE = TopologyShape(rules=(*RULES, partial(hub_fields_unused, homes=False)), after_failover=after_failover)
+"""An active-passive stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

@@ -11,8 +11,8 @@ What each cluster holds: every edge and the hub hold the declared topics (an app
 on its home cluster); the hub and its passive copy also hold ``<edge>.<topic>`` for every topic an
 edge's link selects, read-only for applications (only the replicator writes them).
 
-:data:`RULES` are its rules, and :func:`hub_fields_unused` the rule of every other architecture's stack
-(:data:`dr.topology.architectures.ARCHITECTURES` lists both); the helpers say which topics a cluster holds and which replication policy a link runs.
+:data:`RULES` are its rules, run after active-passive's (its hub is an active-passive pair) as its
+:data:`SHAPE` says (its entry of :data:`dr.topology.architectures.ARCHITECTURES`); the helpers say which topics a cluster holds and which replication policy a link runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dr.topology import active_passive
 from dr.topology.kinds import Architecture, Engine, Role
+from dr.topology.model import TopologyShape
 from dr.topology.topics import SEPARATOR, remote_topic
 from dr.topology.violation import Violation
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RULES",
+    "SHAPE",
     "after_edge_loss",
     "aggregated_topics",
     "check_lost_edge",
@@ -36,7 +39,6 @@ __all__ = [
     "edge_link",
     "edges",
     "fallback_of",
-    "hub_fields_unused",
     "is_edge_link",
     "is_hub_spoke",
     "lost_edges",
@@ -111,41 +113,6 @@ def aggregated_topics(t: Topology) -> list[Topic]:
 
 
 # -- rules ----------------------------------------------------------------------------------------
-
-
-def hub_fields_unused(t: Topology, *, homes: bool) -> Iterator[Violation]:
-    """The rule of every other architecture's stack: no edge cluster, no fallback, no lost-edge topics, and
-    no application ``home`` unless that architecture's applications write at home (``homes``)."""
-    for i, c in enumerate(t.clusters):
-        if c.role is Role.EDGE:
-            yield Violation(
-                f"clusters[{i}].role",
-                f"cluster {c.name!r} is an edge, but the stack's architecture is {t.architecture}",
-                "set kafka-dr:architecture: hub-spoke, or give the cluster another role",
-            )
-    for i, app in enumerate(t.principals.applications):
-        if app.home is not None and not homes:
-            yield Violation(
-                f"principals.applications[{i}].home",
-                f"application {app.name!r} names a home cluster, but in an active-passive estate every "
-                "application runs against the active cluster",
-                "remove `home`, or declare kafka-dr:architecture: hub-spoke",
-            )
-    for i, app in enumerate(t.principals.applications):
-        if app.fallback is not None:
-            yield Violation(
-                f"principals.applications[{i}].fallback",
-                f"application {app.name!r} names a fallback cluster, but only a hub-spoke estate moves an "
-                f"edge's applications (the stack's architecture is {t.architecture})",
-                "remove `fallback`, or declare kafka-dr:architecture: hub-spoke",
-            )
-    for i, c in enumerate(t.clusters):
-        if c.lost_edge_topics:
-            yield Violation(
-                f"clusters[{i}].lost_edge_topics",
-                f"cluster {c.name!r} lists lost-edge topics, but the stack's architecture is {t.architecture}",
-                "remove `lost_edge_topics` (only `drctl failover --edge` of a hub-spoke stack writes it)",
-            )
 
 
 def _edges_declared(t: Topology) -> Iterator[Violation]:
@@ -465,3 +432,12 @@ def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
         principals=t.principals.model_copy(update={"applications": apps}),
         failover_done=True,
     )
+
+
+SHAPE = TopologyShape(
+    rules=(*active_passive.RULES, *RULES),
+    after_failover=after_hub_failover,
+    remote_copies=aggregated_topics,
+    writes_at_home=True,
+)
+"""A hub-and-spoke stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

@@ -32,6 +32,12 @@ class Architecture(StrEnum):
     ACTIVE_ACTIVE = "active-active"
     HUB_SPOKE = "hub-spoke"
 
+    @property
+    def module(self) -> str:
+        """The name of its rooms: its topology module ``dr/topology/<module>.py`` (its rules and ``SHAPE``) and its
+        failover's folder ``dr/failover/kinds/<module>/`` (its ``KIND``), each table built from them by this name."""
+        return self.name.lower()
+
 
 class Role(StrEnum):
     """What a cluster does in the disaster-recovery topology."""

@@ -134,7 +134,7 @@ KINDS_PACKAGE = "dr.failover.kinds"
 #: The one import between architectures: the hub of a hub-and-spoke stack fails over as an active-passive pair.
 KIND_MAY_IMPORT: dict[str, frozenset[str]] = {"hub_spoke": frozenset({"active_passive"})}
 #: Every architecture's folder has these files (a new architecture starts as a copy of one).
-KIND_FILES = ("__init__.py", "steps.py", "run.py", "plan.py", "drill.py")
+KIND_FILES = ("__init__.py", "steps.py", "run.py", "drill.py")
 
 
 def _kind(module: str) -> str | None:
@@ -174,8 +174,9 @@ def test_the_frame_and_the_cli_name_no_architecture() -> None:
 
 
 def test_every_architecture_has_the_same_files() -> None:
-    """Each folder under ``dr/failover/kinds`` has ``steps.py``, ``run.py``, ``plan.py`` and ``drill.py``,
-    and :data:`dr.failover.kinds.KINDS` has one entry per architecture, each a folder of its own."""
+    """Each folder under ``dr/failover/kinds`` has ``steps.py``, ``run.py`` and ``drill.py``, and
+    :data:`dr.failover.kinds.KINDS` has one entry per architecture, each a folder of its own named by the
+    architecture (:attr:`~dr.topology.kinds.Architecture.module`), as its topology module is."""
     from dr.failover.kinds import KINDS
     from dr.topology import Architecture
 
@@ -185,6 +186,8 @@ def test_every_architecture_has_the_same_files() -> None:
     assert missing == []
     assert set(KINDS) == set(Architecture)
     assert sorted(type(kind).__module__.rpartition(".")[2] for kind in KINDS.values()) == folders
+    assert sorted(a.module for a in Architecture) == folders
+    assert all((REPO_ROOT / "dr" / "topology" / f"{a.module}.py").exists() for a in Architecture)
 
 
 def test_the_frame_never_asks_the_architecture() -> None:
@@ -244,9 +247,13 @@ def test_no_import_inside_the_failover_runs_back_up() -> None:
 
 
 #: The topology modules of one architecture each (its shape, its predicates, its rules).
-ARCHITECTURE_TOPOLOGIES = frozenset(
-    {"dr.topology.active_active", "dr.topology.active_passive", "dr.topology.hub_spoke"}
-)
+def _architecture_topologies() -> frozenset[str]:
+    from dr.topology import Architecture
+
+    return frozenset(f"dr.topology.{a.module}" for a in Architecture)
+
+
+ARCHITECTURE_TOPOLOGIES = _architecture_topologies()
 
 
 def test_the_cli_never_asks_the_architecture() -> None:

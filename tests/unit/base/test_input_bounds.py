@@ -360,7 +360,7 @@ def test_individual_provisioning_past_its_measured_size_is_warned() -> None:
 
 def test_estate_up_and_dry_run_warn_before_they_run(drctl: Drctl, monkeypatch: pytest.MonkeyPatch) -> None:
     from dr.estate.stack import EstateStack
-    from dr.failover.kinds.active_passive import plan as plan_module
+    from dr.failover.kinds.active_passive import run as plan_module
 
     def stop(*_args: Any, **_kwargs: Any) -> Any:
         raise ConfigError("stopped by the test", "none")

@@ -13,7 +13,7 @@ from dr.base.pulumi_env import backend_url, pulumi_env
 from dr.estate.stack import _scratch_project, _secrets_provider
 from dr.estate.stack_secrets import _collect
 from dr.failover.frame.step import FailoverOptions
-from dr.failover.kinds.active_passive.plan import _actions
+from dr.failover.kinds.active_passive.run import _actions
 from dr.topology import ConnectCredentials, Topology, load_topology
 from stacks.links.connect_config import connector_configs
 

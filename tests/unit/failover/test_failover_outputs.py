@@ -230,7 +230,7 @@ def test_every_role_letter_of_every_step_has_a_cluster(
 def test_the_hub_plan_verifies_what_the_run_compares(stacks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dr.failover.kinds.active_passive.steps as steps
     from dr.failover.frame.plan import FailoverPlan
-    from dr.failover.kinds.active_passive.plan import plan_failover
+    from dr.failover.kinds.active_passive.run import plan_failover
 
     ref = StackRef.resolve("hub")
     options = FailoverOptions(mode="unplanned")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dr.failover.kind import DrillReport
     from dr.topology import StackFile, Topology
 
-__all__ = ["ACTIVE_ACTIVE", "ActiveActive"]
+__all__ = ["KIND", "ActiveActive"]
 
 
 class ActiveActive:
@@ -49,7 +49,7 @@ class ActiveActive:
             from dr.failover.kinds.active_active.rejoin import plan_region_rejoin
 
             return plan_region_rejoin(ref, region, stack)
-        from dr.failover.kinds.active_active.plan import plan_region_failover
+        from dr.failover.kinds.active_active.run import plan_region_failover
 
         return plan_region_failover(ref, region, options=options, stack=stack)
 
@@ -114,4 +114,5 @@ def _region(request: Request) -> str:
     return request.site
 
 
-ACTIVE_ACTIVE = ActiveActive()
+KIND = ActiveActive()
+"""This architecture\'s entry of :data:`dr.failover.kinds.KINDS` (found there by the folder\'s name)."""

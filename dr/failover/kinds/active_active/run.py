@@ -1,4 +1,7 @@
-"""The region failover's run (:func:`run_region_failover`, through the frame) and its recovery (``--recover``)."""
+"""The region failover's run (:func:`run_region_failover`, through the frame) and its recovery (``--recover``).
+
+Its plan — ``drctl failover --region A --dry-run``: the region failover's plan; changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,18 @@ from dr.base.types import Reporter as Progress
 from dr.failover.act.health import listening
 from dr.failover.frame.converge import Converger, PulumiConverger
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import OnStep, already_finished
-from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_site, run_site_loss, site_topologies
+from dr.failover.frame.site_loss import (
+    Found,
+    SiteRecovery,
+    lost_site,
+    named_steps,
+    plan_site_loss,
+    recover_site,
+    run_site_loss,
+    site_topologies,
+)
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.active_active.steps import REGION_STEPS, RegionContext
@@ -21,10 +34,18 @@ from dr.topology import Kind, StackFile, Topology
 from dr.topology.active_active import (
     after_region_failover,
     is_active_active,
+    moving_applications,
     survivor_for,
 )
 
-__all__ = ["recover_region", "recovered_marker", "run_region_failover", "topologies"]
+__all__ = [
+    "RegionPlan",
+    "plan_region_failover",
+    "recover_region",
+    "recovered_marker",
+    "run_region_failover",
+    "topologies",
+]
 
 
 # ---------------------------------------------------------------------------------- running
@@ -140,3 +161,45 @@ def recover_region(ref: StackRef, region: str, progress: Progress = lambda _m: N
 def recovered_marker(ref: StackRef, failover_id: str) -> Path:
     """Written when a ``--recover`` of region failover ``failover_id`` left nothing of the region missing."""
     return ref.made_failover_home() / f"recovered-{failover_id}.json"
+
+
+# ---------------------------------------------------------------------------------- its plan (--dry-run)
+class RegionPlan(FailoverPlan):
+    """What ``drctl failover --region A --dry-run`` shows: the steps, who moves, and the stack-file diff."""
+
+    mode: str
+    region: str
+    survivor: str
+    moving: list[str]
+    links_stopped: list[str]
+    steps: list[dict[str, str]]
+    stack_file_diff: str
+
+    def render(self) -> str:
+        """The plan for a person."""
+        lines = [
+            f"{self.mode} region failover of stack {self.stack}: {self.region} → {self.survivor}",
+            f"applications moving: {', '.join(self.moving) or 'none'}",
+            f"links stopped: {', '.join(self.links_stopped) or 'none'}",
+            *plan_lines(self.steps, self.stack_file_diff),
+        ]
+        return "\n".join(lines)
+
+
+def plan_region_failover(
+    ref: StackRef, region: str, *, options: FailoverOptions, stack: StackFile | None = None
+) -> RegionPlan:
+    """The plan of a region failover (``stack``: the stack file as the command read it); changes nothing."""
+    original, _desired, survivor, diff = plan_site_loss(
+        ref, lambda journal, read: topologies(ref, read, journal, region), stack
+    )
+    return RegionPlan(
+        stack=ref.name,
+        mode=options.mode or "planned",
+        region=region,
+        survivor=survivor,
+        moving=moving_applications(original, region),
+        links_stopped=[lk.name for lk in original.links if region in (lk.source, lk.target)],
+        steps=named_steps(REGION_STEPS, A=region, B=survivor),
+        stack_file_diff=diff,
+    )

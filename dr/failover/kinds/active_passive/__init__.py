@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dr.failover.kind import DrillReport
     from dr.topology import StackFile, Topology
 
-__all__ = ["ACTIVE_PASSIVE", "ActivePassive"]
+__all__ = ["KIND", "ActivePassive"]
 
 
 class ActivePassive:
@@ -34,10 +34,10 @@ class ActivePassive:
         return None
 
     def plan(self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions) -> FailoverPlan:
-        """The failover's plan (:func:`~dr.failover.kinds.active_passive.plan.plan_failover`)."""
-        from dr.failover.kinds.active_passive import plan
+        """The failover's plan (:func:`~dr.failover.kinds.active_passive.run.plan_failover`)."""
+        from dr.failover.kinds.active_passive import run
 
-        return plan.plan_failover(ref, options=options, stack_file=stack)
+        return run.plan_failover(ref, options=options, stack_file=stack)
 
     def confirmation(
         self, ref: StackRef, stack: StackFile, request: Request, *, options: FailoverOptions
@@ -90,4 +90,5 @@ class ActivePassive:
         return result, drill.dump(result) if as_json else render_drill(result)
 
 
-ACTIVE_PASSIVE = ActivePassive()
+KIND = ActivePassive()
+"""This architecture\'s entry of :data:`dr.failover.kinds.KINDS` (found there by the folder\'s name)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dr.failover.kind import Confirmation, Request
-from dr.failover.kinds.active_passive import ACTIVE_PASSIVE
+from dr.failover.kinds.active_passive import KIND as ACTIVE_PASSIVE
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dr.failover.kind import DrillReport
     from dr.topology import StackFile, Topology
 
-__all__ = ["HUB_SPOKE", "HubSpoke"]
+__all__ = ["KIND", "HubSpoke"]
 
 
 class HubSpoke:
@@ -40,7 +40,7 @@ class HubSpoke:
         """The hub failover's plan, or the edge's loss's."""
         if request.site is None:
             return ACTIVE_PASSIVE.plan(ref, stack, request, options=options)
-        from dr.failover.kinds.hub_spoke.plan import plan_edge_failover
+        from dr.failover.kinds.hub_spoke.run import plan_edge_failover
 
         return plan_edge_failover(ref, request.site, options=options, stack=stack)
 
@@ -92,4 +92,5 @@ class HubSpoke:
         return result, dump_hub(result) if as_json else result.render()
 
 
-HUB_SPOKE = HubSpoke()
+KIND = HubSpoke()
+"""This architecture\'s entry of :data:`dr.failover.kinds.KINDS` (found there by the folder\'s name)."""

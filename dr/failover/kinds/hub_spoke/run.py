@@ -1,5 +1,8 @@
 """The loss of an edge, run (:func:`run_edge_failover`, through the frame), its recovery (``--recover``), and
-the comparison of an edge with its copies on the hub (:func:`edge_copies`, ``drctl verify --edge``)."""
+the comparison of an edge with its copies on the hub (:func:`edge_copies`, ``drctl verify --edge``).
+
+Its plan — ``drctl failover --edge E --dry-run``: the plan of an edge's loss; changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,18 @@ from dr.estate.estate import Estate
 from dr.failover.act.edge_resume import SiteCopies
 from dr.failover.frame.converge import Converger
 from dr.failover.frame.journal import Journal
+from dr.failover.frame.plan import FailoverPlan, plan_lines
 from dr.failover.frame.run import OnStep
-from dr.failover.frame.site_loss import Found, SiteRecovery, lost_site, recover_site, run_site_loss, site_topologies
+from dr.failover.frame.site_loss import (
+    Found,
+    SiteRecovery,
+    lost_site,
+    named_steps,
+    plan_site_loss,
+    recover_site,
+    run_site_loss,
+    site_topologies,
+)
 from dr.failover.frame.step import FailoverOptions
 from dr.failover.frame.summary import FailoverSummary
 from dr.failover.kinds.hub_spoke.steps import EDGE_STEPS, EdgeContext
@@ -19,13 +32,16 @@ from dr.topology import StackFile, Topology
 from dr.topology.hub_spoke import (
     after_edge_loss,
     check_lost_edge,
+    edge_applications,
     edge_link,
     edges,
+    fallback_of,
     is_hub_spoke,
     lost_edges,
 )
+from dr.topology.topics import remote_topic
 
-__all__ = ["edge_copies", "recover_edge", "run_edge_failover", "topologies"]
+__all__ = ["EdgePlan", "edge_copies", "plan_edge_failover", "recover_edge", "run_edge_failover", "topologies"]
 
 
 # ---------------------------------------------------------------------------------- running
@@ -147,3 +163,50 @@ def edge_copies(ref: StackRef, estate: Estate, edge: str, topics: list[str] | No
     compared = topics or carried
     report = edge_copy_report(edge, estate.endpoint(edge), estate.endpoint(link.target), compared)
     return SiteCopies(**report, hub=link.target, topics=compared)
+
+
+# ---------------------------------------------------------------------------------- its plan (--dry-run)
+class EdgePlan(FailoverPlan):
+    """What ``drctl failover --edge E --dry-run`` shows: the steps, who moves where, the stack-file diff."""
+
+    mode: str
+    edge: str
+    hub: str
+    moves: dict[str, str]
+    link_stopped: str
+    copies_kept: list[str]
+    steps: list[dict[str, str]]
+    stack_file_diff: str
+
+    def render(self) -> str:
+        """The plan for a person."""
+        lines = [
+            f"{self.mode} loss of edge {self.edge} of stack {self.stack} (hub {self.hub})",
+            "applications moving: " + (", ".join(f"{a} → {t}" for a, t in self.moves.items()) or "none"),
+            f"link stopped: {self.link_stopped}",
+            f"copies kept on {self.hub} and its passive copy: {', '.join(self.copies_kept) or 'none'}",
+            *plan_lines(self.steps, self.stack_file_diff),
+        ]
+        return "\n".join(lines)
+
+
+def plan_edge_failover(
+    ref: StackRef, edge: str, *, options: FailoverOptions, stack: StackFile | None = None
+) -> EdgePlan:
+    """The plan of the loss of ``edge`` (``stack``: the stack file as the command read it); changes nothing."""
+    original, _desired, hub, diff = plan_site_loss(
+        ref, lambda journal, read: topologies(ref, read, journal, edge), stack
+    )
+    link = check_lost_edge(original, edge)
+
+    return EdgePlan(
+        stack=ref.name,
+        mode=options.mode or "planned",
+        edge=edge,
+        hub=hub,
+        moves={app.name: fallback_of(original, app) for app in edge_applications(original, edge)},
+        link_stopped=link.name,
+        copies_kept=[remote_topic(edge, t.name) for t in original.topics_for(link)],
+        steps=named_steps(EDGE_STEPS, E=edge, H=hub),
+        stack_file_diff=diff,
+    )

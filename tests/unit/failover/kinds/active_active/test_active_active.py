@@ -208,7 +208,7 @@ def test_the_dry_run_plan_names_who_moves_and_shows_the_stack_file_diff(
 
     from dr.base.stackref import StackRef
     from dr.failover.frame.step import FailoverOptions
-    from dr.failover.kinds.active_active.plan import plan_region_failover
+    from dr.failover.kinds.active_active.run import plan_region_failover
 
     shutil.copy(REPO / "Pulumi.active-active.yaml", tmp_path / "Pulumi.aa.yaml")
     monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
@@ -229,7 +229,7 @@ def test_region_failover_of_an_active_passive_stack_is_refused(tmp_path: Path, m
     from dr.base.errors import FailoverError
     from dr.base.stackref import StackRef
     from dr.failover.frame.step import FailoverOptions
-    from dr.failover.kinds.active_active.plan import plan_region_failover
+    from dr.failover.kinds.active_active.run import plan_region_failover
 
     shutil.copy(REPO / "Pulumi.local.yaml", tmp_path / "Pulumi.ap.yaml")
     monkeypatch.setenv("KDR_STACK_DIR", str(tmp_path))
