@@ -166,6 +166,75 @@ class StackEnv(dict[str, str]):
         return Estate(load_stack_file(self.stack_file), self.state)
 
 
+class ProjectEnv:
+    """An operator's own Pulumi project, as a platform team keeps it beside clusters the product did not start:
+    a project directory holding ``Pulumi.yaml`` and the stack file, a file backend, a 0600 passphrase file,
+    and the state directory (:meth:`create` makes them and the stack, :meth:`secret` sets a stack secret the
+    way the team does, ``pulumi config set --secret``)."""
+
+    def __init__(self, root: Path, stack: str) -> None:
+        self.root, self.stack = Path(root), stack
+        self.project = self.root / "project"
+        self.vars = {
+            "KDR_STACK_DIR": str(self.project),
+            "KDR_STATE_DIR": str(self.root / "state"),
+            "PULUMI_BACKEND_URL": f"file://{self.root / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(self.root / "passphrase"),
+        }
+        self.outputs: list[str] = []
+        """Every drctl output of this environment, for the checks that no secret reached one."""
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project / f"Pulumi.{self.stack}.yaml"
+
+    @property
+    def state(self) -> Path:
+        return Path(self.vars["KDR_STATE_DIR"]) / self.stack
+
+    @property
+    def home(self) -> Path:
+        """Where the failover journal and lock live: beside the stack in its file backend."""
+        backend = Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://"))
+        return backend / ".pulumi" / "kdr" / "kafka-dr" / self.stack
+
+    def create(self, doc: dict[str, Any], passphrase: str = "correct horse battery staple") -> None:
+        """The project, the stack file ``doc``, the backend, the passphrase file and ``pulumi stack init``."""
+        import os
+
+        import yaml
+
+        self.project.mkdir(parents=True)
+        (self.root / "passphrase").write_text(passphrase + "\n")
+        os.chmod(self.root / "passphrase", 0o600)
+        (self.root / "backend").mkdir()
+        (self.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+        self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        res = self.pulumi("stack", "init", self.stack)
+        assert res.returncode == 0, res.stderr
+
+    def secret(self, path: str, value: str, stack: str | None = None) -> None:
+        """``pulumi config set --path --secret -- <path> <value>`` (after ``--``: a value may start with "-")."""
+        res = self.pulumi("config", "set", "--stack", stack or self.stack, "--path", "--secret", "--", path, value)
+        assert res.returncode == 0, res.stderr
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The Pulumi CLI in the project, as the operator runs it (global flags first)."""
+        import os
+
+        from dr.base.pulumi_env import pulumi_env
+
+        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
+        return processes.run(
+            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+
+    def drctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """:func:`drctl` in this environment, its output kept in :attr:`outputs`."""
+        return drctl(self.vars, *args, timeout=timeout, outputs=self.outputs)
+
+
 def drctl(
     env: dict[str, str], *args: str, timeout: float = 900, outputs: list[str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +25,6 @@ import yaml
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint
 from dr.runtime.process import wait_until
@@ -34,7 +32,7 @@ from tests import REPO_ROOT, processes
 from tests.integration.drill_runner import assert_graded
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import CRASH_EXIT
-from tests.integration.helpers import stop_copying
+from tests.integration.helpers import ProjectEnv, stop_copying
 from tests.integration.ports import windows
 
 STACK = "existing"
@@ -119,50 +117,11 @@ def _stack_doc(estate: ExistingEstate) -> dict[str, Any]:
     }
 
 
-class Env:
-    """The operator's environment: project dir, state, backend URL and passphrase file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.vars = {
-            "KDR_STACK_DIR": str(self.project),
-            "KDR_STATE_DIR": str(root / "state"),
-            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
-            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
-        }
-
-    @property
-    def state(self) -> Path:
-        return Path(self.vars["KDR_STATE_DIR"]) / STACK
-
-    @property
-    def home(self) -> Path:
-        """Where the failover journal and lock live: beside the stack in its file backend (docs/production/what-it-creates.md)."""
-        return Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "kdr" / "kafka-dr" / STACK
-
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        return processes.run(
-            # global flags first: a value after `--` (a password may start with "-") takes no flag after it
-            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-
-    def drctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        res = processes.run(
-            [sys.executable, "-m", "dr.cli", *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **self.vars},
-            timeout=timeout,
-            cwd=REPO_ROOT,
-        )
-        OUTPUTS.append(res.stdout + res.stderr)
-        return res
+def _env(root: Path) -> ProjectEnv:
+    """An operator's project of this module's stack, its drctl outputs kept in :data:`OUTPUTS`."""
+    env = ProjectEnv(root, STACK)
+    env.outputs = OUTPUTS
+    return env
 
 
 OUTPUTS: list[str] = []
@@ -183,39 +142,24 @@ def existing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExistingEstat
 
 
 @pytest.fixture(scope="module")
-def env(existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+def env(existing: ExistingEstate, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
     """The stack, declared in its own project directory with ``pulumi config set --secret``."""
-    e = Env(tmp_path_factory.mktemp("existing-stack"))
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("correct horse battery staple\n")
-    os.chmod(e.root / "passphrase", 0o600)
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(existing), sort_keys=False))
-    (e.root / "backend").mkdir()
-    res = e.pulumi("stack", "init", STACK)
-    assert res.returncode == 0, res.stderr
+    e = _env(tmp_path_factory.mktemp("existing-stack"))
+    e.create(_stack_doc(existing))
     for i, name in enumerate("ABC"):
-        res = e.pulumi(
-            "config", "set", "--stack", STACK, "--path", "--secret", "--",
-            f"kafka-dr:clusters[{i}].adminPassword", existing.clusters[name].admin_password,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-    res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret", "--",
-        "kafka-dr:principals.replicatorPassword", existing.connect.replicator_password,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+        e.secret(f"kafka-dr:clusters[{i}].adminPassword", existing.clusters[name].admin_password)
+    e.secret("kafka-dr:principals.replicatorPassword", existing.connect.replicator_password)
     text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
     assert existing.clusters["A"].admin_password not in text and "secure:" in text
     return e
 
 
 @pytest.fixture(scope="module")
-def second(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Env:
+def second(env: ProjectEnv, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
     """A second operator: a fresh clone of the project (no state), the same backend and passphrase."""
     import shutil
 
-    other = Env(tmp_path_factory.mktemp("second-operator"))
+    other = _env(tmp_path_factory.mktemp("second-operator"))
     shutil.copytree(env.project, other.project)
     other.vars["PULUMI_BACKEND_URL"] = env.vars["PULUMI_BACKEND_URL"]
     other.vars["PULUMI_CONFIG_PASSPHRASE_FILE"] = env.vars["PULUMI_CONFIG_PASSPHRASE_FILE"]
@@ -244,7 +188,7 @@ def _admin(estate: ExistingEstate, cluster: str) -> Endpoint:
     return _app(estate, cluster, "admin", estate.clusters[cluster].admin_password)
 
 
-def test_first_pulumi_up_of_the_existing_estate_succeeds(env: Env, existing: ExistingEstate) -> None:
+def test_first_pulumi_up_of_the_existing_estate_succeeds(env: ProjectEnv, existing: ExistingEstate) -> None:
     t0 = time.monotonic()
     res = env.drctl("estate", "up", "--stack", STACK)
     print(f"\nfirst up of the external estate: {time.monotonic() - t0:.1f}s")
@@ -263,7 +207,7 @@ def test_first_pulumi_up_of_the_existing_estate_succeeds(env: Env, existing: Exi
     )
 
 
-def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
+def test_status_reads_the_credentials_from_the_stack(env: ProjectEnv) -> None:
     res = env.drctl("status", "--stack", STACK, "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(res.stdout)
@@ -271,7 +215,7 @@ def test_status_reads_the_credentials_from_the_stack(env: Env) -> None:
 
 
 def test_parity_names_a_drift_made_on_b_behind_the_products_back_and_up_restores_it(
-    env: Env, existing: ExistingEstate
+    env: ProjectEnv, existing: ExistingEstate
 ) -> None:
     """`drctl status --parity` compares A and B (the link A→B joins them): clean after the first up; then the
     team changes B by hand — a topic config, a SCRAM user deleted, a write granted to a reader on the passive
@@ -339,7 +283,7 @@ def test_parity_names_a_drift_made_on_b_behind_the_products_back_and_up_restores
     assert res.returncode == 0, json.loads(res.stdout)["problems"] if res.stdout else res.stderr[-3000:]
 
 
-def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, second: Env) -> None:
+def test_a_second_operator_with_a_fresh_clone_reads_status(env: ProjectEnv, second: ProjectEnv) -> None:
     """Same backend and passphrase, a fresh project copy, no state: the generated passwords come back
     from the stack's secret output, identical to the first operator's."""
     res = second.drctl("status", "--stack", STACK, "--json")
@@ -363,7 +307,7 @@ def test_a_second_operator_with_a_fresh_clone_reads_status(env: Env, second: Env
     assert (second.state / "credentials.json").stat().st_mode & 0o777 == 0o600
 
 
-def test_dry_run_shows_pulumi_preview_and_a_plan_for_external_clusters(env: Env) -> None:
+def test_dry_run_shows_pulumi_preview_and_a_plan_for_external_clusters(env: ProjectEnv) -> None:
     res = env.drctl("failover", "--stack", STACK, "--dry-run", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     plan = json.loads(res.stdout)
@@ -433,7 +377,7 @@ class PublishedConfigApp:
 
 
 def test_the_drill_runs_on_the_external_stack_under_traffic_through_published_configs(
-    env: Env, existing: ExistingEstate, tmp_path: Path
+    env: ProjectEnv, existing: ExistingEstate, tmp_path: Path
 ) -> None:
     """The estate's first failover is `drctl drill`: one planned, graded game day A→B→C on the stack itself,
     its applications on their published client configurations, no broker stopped, nothing torn down. An
@@ -502,7 +446,7 @@ def test_the_drill_runs_on_the_external_stack_under_traffic_through_published_co
     _endpoint_reaches(env, existing, "B")
 
 
-def _holds_what_a_held(env: Env, existing: ExistingEstate) -> None:
+def _holds_what_a_held(env: ProjectEnv, existing: ExistingEstate) -> None:
     """After the failover B holds what A held — the declared topics' configurations, the SCRAM users, the
     client quotas — and `drctl status --parity` finds B and C (the link B→C joins them now) equal, ACLs
     each by its own role."""
@@ -530,7 +474,7 @@ def _holds_what_a_held(env: Env, existing: ExistingEstate) -> None:
     assert quotas.get("orders-app") == {k: float(v) for k, v in ORDERS_QUOTA.items()}, quotas
 
 
-def _endpoint_reaches(env: Env, existing: ExistingEstate, cluster: str) -> None:
+def _endpoint_reaches(env: ProjectEnv, existing: ExistingEstate, cluster: str) -> None:
     """The team's proxy points at ``cluster`` only (the failover switched it through the declared runtime
     API), and a client that knows only the endpoint's address writes there."""
     from dr.topology import load_stack_file
@@ -547,7 +491,7 @@ def _endpoint_reaches(env: Env, existing: ExistingEstate, cluster: str) -> None:
 
 
 def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
-    env: Env, tmp_path_factory: pytest.TempPathFactory
+    env: ProjectEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A third operator clones the repository (its `Pulumi.yaml`, `main: stacks/`) with the stack file,
     the same backend and passphrase, no state, and runs `pulumi preview` itself — no `drctl` first.
@@ -555,7 +499,7 @@ def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
     nothing changes (new ones would change every SCRAM credential and client configuration)."""
     import shutil
 
-    clone = Env(tmp_path_factory.mktemp("bare-clone"))
+    clone = _env(tmp_path_factory.mktemp("bare-clone"))
     clone.project.mkdir()
     shutil.copy(REPO_ROOT / "Pulumi.yaml", clone.project / "Pulumi.yaml")
     (clone.project / "stacks").symlink_to(REPO_ROOT / "stacks")
@@ -574,7 +518,7 @@ def test_a_bare_pulumi_preview_from_a_fresh_clone_keeps_the_generated_passwords(
 
 
 def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
-    env: Env, second: Env, existing: ExistingEstate
+    env: ProjectEnv, second: ProjectEnv, existing: ExistingEstate
 ) -> None:
     """B is active now, C passive fed by B→C. The platform team wipes A (its topics) and the operator
     declares it the next standby. Records B acknowledged while the link was stopped never reach C;
@@ -658,7 +602,7 @@ def test_unplanned_failover_with_b_killed_lists_exactly_what_never_reached_c(
 
 
 def test_adopt_proposes_the_stack_file_of_what_the_team_made_by_hand(
-    env: Env, existing: ExistingEstate, tmp_path: Path
+    env: ProjectEnv, existing: ExistingEstate, tmp_path: Path
 ) -> None:
     """The team made 300 topics, ACLs, SCRAM users and quotas by hand on C (:mod:`tests.integration.hand_made`);
     `drctl estate adopt` reads them through the stack's credentials and proposes a stack file that declares
@@ -736,27 +680,14 @@ def test_adopting_as_a_principal_that_may_not_describe_acls_exits_5_and_writes_n
     )  # kept alive until the result: a collected client ends its requests
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(30)
-    e = Env(tmp_path_factory.mktemp("auditor-stack"))
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("another passphrase\n")
-    os.chmod(e.root / "passphrase", 0o600)
-    (e.root / "backend").mkdir()
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
+    e = _env(tmp_path_factory.mktemp("auditor-stack"))
     doc = _stack_doc(existing)
     for cluster in doc["config"]["kafka-dr:clusters"]:
         cluster["admin_username"] = "auditor"
-    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    assert e.pulumi("stack", "init", STACK).returncode == 0
+    e.create(doc, passphrase="another passphrase")
     for i in range(3):
-        res = e.pulumi(
-            "config", "set", "--stack", STACK, "--path", "--secret", "--", f"kafka-dr:clusters[{i}].adminPassword", password
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-    res = e.pulumi(
-        "config", "set", "--stack", STACK, "--path", "--secret", "--",
-        "kafka-dr:principals.replicatorPassword", existing.connect.replicator_password,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+        e.secret(f"kafka-dr:clusters[{i}].adminPassword", password)
+    e.secret("kafka-dr:principals.replicatorPassword", existing.connect.replicator_password)
     out = e.root / "Pulumi.adopted.yaml"
     res = e.drctl("estate", "adopt", "--stack", STACK, "--from", "A", "--out", str(out))
     assert res.returncode == 5, res.stdout[-2000:] + res.stderr[-3000:]
@@ -795,11 +726,8 @@ def test_pulumi_up_of_the_adopted_stack_imports_and_then_previews_no_change(
             apps.append({**app.model_dump(mode="json", exclude_none=True, exclude_defaults=True), "consumes": consumes})
     assert len(topics) == 6 and len(apps) == 2
     stack = f"adopted-{provisioning}"
-    e = Env(tmp_path)
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("adopted\n")
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    (e.root / "backend").mkdir()
+    e = ProjectEnv(tmp_path, stack)
+    e.outputs = OUTPUTS
     cluster = {
         "name": "C",
         "role": "active",
@@ -819,15 +747,10 @@ def test_pulumi_up_of_the_adopted_stack_imports_and_then_previews_no_change(
             },
         }
     }
-    (e.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    assert e.pulumi("stack", "init", stack).returncode == 0
-    secrets = [("kafka-dr:clusters[0].adminPassword", existing.clusters["C"].admin_password)]
-    secrets += [
-        (f"kafka-dr:principals.applications[{i}].password", f"{a['name']}-password") for i, a in enumerate(apps)
-    ]
-    for key, value in secrets:
-        res = e.pulumi("config", "set", "--stack", stack, "--path", "--secret", "--", key, value)
-        assert res.returncode == 0, res.stderr
+    e.create(doc, passphrase="adopted")
+    e.secret("kafka-dr:clusters[0].adminPassword", existing.clusters["C"].admin_password)
+    for i, a in enumerate(apps):
+        e.secret(f"kafka-dr:principals.applications[{i}].password", f"{a['name']}-password")
     t0 = time.monotonic()
     up = e.drctl("estate", "up", "--stack", stack)
     took = time.monotonic() - t0

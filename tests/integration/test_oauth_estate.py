@@ -20,8 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -44,14 +42,13 @@ from confluent_kafka.admin import (
 )
 
 from dr.base.errors import AuthError
-from dr.base.pulumi_env import pulumi_env
 from dr.base.toolchain import toolchain
 from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.oauth import OAuthSettings
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from tests import REPO_ROOT, processes
+from tests.integration.helpers import ProjectEnv
 from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker, OAuthWorker
 from tests.integration.ports import windows
 from tests.oidc_server import OidcServer, oidc_server
@@ -149,56 +146,18 @@ def _stack_doc(e: Estate) -> dict[str, Any]:
     }
 
 
-class Env:
-    """The operator's environment: project dir, state, backend URL and passphrase file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.vars = {
-            "KDR_STACK_DIR": str(self.project),
-            "KDR_STATE_DIR": str(root / "state"),
-            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
-            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
-        }
-
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        return processes.run(
-            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
-
-    def drctl(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return processes.run(
-            [sys.executable, "-m", "dr.cli", *args],
-            capture_output=True, text=True, env={**os.environ, **self.vars}, timeout=timeout, cwd=REPO_ROOT,
-        )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
-def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> Env:
+def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
     """The stack in its own project directory, the client secrets set with ``pulumi config set --secret``."""
-    e = Env(tmp_path_factory.mktemp("oauth-stack"))
-    e.project.mkdir()
-    (e.root / "passphrase").write_text("correct horse battery staple\n")
-    os.chmod(e.root / "passphrase", 0o600)
-    (e.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    (e.project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(_stack_doc(estate), sort_keys=False))
-    (e.root / "backend").mkdir()
-    res = e.pulumi("stack", "init", STACK)
-    assert res.returncode == 0, res.stderr
+    e = ProjectEnv(tmp_path_factory.mktemp("oauth-stack"), STACK)
+    e.create(_stack_doc(estate))
     # the workers' file holds the replicator's client secret (the team put it there); the stack holds it as the
     # replicator's client secret only (no principals.replicatorPassword): estate up checks the workers against it
     replicator_secret = estate.connect.replicator_password
     for i in range(2):
         # the application's secret too, so the failover's RTO probe logs in as orders-app's own client
         for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret), (APP_IDENTITY, APP_SECRET)):
-            res = e.pulumi(
-                "config", "set", "--stack", STACK, "--path", "--secret", "--",
-                f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret,
-            )  # fmt: skip
-            assert res.returncode == 0, res.stderr
+            e.secret(f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret)
     text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
     assert ADMIN_SECRET not in text and "secure:" in text
     return e
@@ -227,7 +186,7 @@ def test_the_identity_provider_grants_the_application_its_own_principal(estate: 
     assert (claims["sub"], claims["aud"], claims["iss"]) == ("orders-app", AUDIENCE, estate.idp.issuer)
 
 
-def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Env, estate: Estate) -> None:
+def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: ProjectEnv, estate: Estate) -> None:
     res = env.drctl("estate", "up", "--stack", STACK)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     replicator_secret = estate.connect.replicator_password
@@ -244,7 +203,7 @@ def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Env, 
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
 
-def test_status_logs_in_with_the_admin_client_from_the_stack(env: Env) -> None:
+def test_status_logs_in_with_the_admin_client_from_the_stack(env: ProjectEnv) -> None:
     res = env.drctl("status", "--stack", STACK, "--json")
     report = json.loads(res.stdout)
     assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive"}
@@ -254,7 +213,7 @@ def test_status_logs_in_with_the_admin_client_from_the_stack(env: Env) -> None:
     assert ADMIN_SECRET not in res.stdout + res.stderr
 
 
-def test_a_planned_failover_plans_over_oauth(env: Env) -> None:
+def test_a_planned_failover_plans_over_oauth(env: ProjectEnv) -> None:
     """``drctl failover --dry-run``: the preflight reads both clusters and the link over OAuth, and Pulumi's
     preview of the failed-over stack logs in with the admin clients; nothing changes."""
     res = env.drctl("failover", "--stack", STACK, "--dry-run", "--json")
@@ -314,7 +273,7 @@ def test_an_unreachable_identity_provider_is_named_with_the_next_step(estate: Es
     assert info.value.fix is not None and "identity provider is up" in info.value.fix
 
 
-def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: Env, estate: Estate) -> None:
+def test_status_names_a_refused_token_with_the_cluster_and_the_endpoint(env: ProjectEnv, estate: Estate) -> None:
     """The admin of B asks for another audience (a scope the brokers do not expect): status says so for B."""
     stack_file = env.project / f"Pulumi.{STACK}.yaml"
     kept = stack_file.read_text()
@@ -346,7 +305,7 @@ def _no_secret_in(e: Estate, text: str, report_dirs: list[Path]) -> None:
         assert not leaked, f"a client secret is in {leaked}"
 
 
-def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) -> None:
+def test_verify_and_recover_on_their_own_over_oauth(env: ProjectEnv, estate: Estate) -> None:
     """``drctl verify --stack`` (Spark over OAuth, the admin's client) and ``drctl recover`` (its scan, its read
     of A and its writes on B as the admin's client) outside a failover. The link copies everything: clean.
     Stopped, orders-app's writes on A never reach B: the verification lists exactly them missing, recovery
@@ -418,7 +377,7 @@ def test_verify_and_recover_on_their_own_over_oauth(env: Env, estate: Estate) ->
     assert all(on_b[k] == 1 for k in gap), {k: on_b[k] for k in gap}
 
 
-def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(env: Env, estate: Estate) -> None:
+def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(env: ProjectEnv, estate: Estate) -> None:
     """``drctl failover``: fence A, drain and stop the link on Connect, promote B, publish orders-app's file for B,
     the RTO probe as orders-app's own client, and the verification A vs B in Spark over OAuth — while orders-app
     writes as an application that reloads its published file (its team adds its client secret to it)."""
@@ -519,7 +478,7 @@ def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(e
 UNPLANNED = "oauth-unplanned"
 
 
-def test_an_unplanned_failover_over_oauth_with_a_killed(env: Env, estate: Estate) -> None:
+def test_an_unplanned_failover_over_oauth_with_a_killed(env: ProjectEnv, estate: Estate) -> None:
     """A second stack on the same two clusters (its config copied from the first, secrets included, with a
     topic, an application and a link of its own on the same Connect worker): ``drctl estate up``, MirrorMaker 2
     copies payments-app's writes to B, A's broker is killed, and ``drctl failover --mode unplanned`` promotes B
