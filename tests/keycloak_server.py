@@ -36,7 +36,7 @@ from typing import Any
 
 from dr.base.toolchain import keycloak_home
 
-__all__ = ["PRINCIPAL_CLAIM", "REALM", "SCOPE", "Keycloak", "keycloak_server"]
+__all__ = ["PRINCIPAL_CLAIM", "REALM", "SCOPE", "Keycloak", "KeycloakUrls", "keycloak_server"]
 
 REALM = "kafka"
 SCOPE = "kafka"
@@ -45,15 +45,12 @@ PRINCIPAL_CLAIM = "azp"
 """The claim holding the client id in Keycloak's client-credentials tokens (``sub`` is a service account's id)."""
 
 
-@dataclass
-class Keycloak:
-    """A running Keycloak: its base URL and realm :data:`REALM`'s endpoints, and its admin API."""
+@dataclass(frozen=True)
+class KeycloakUrls:
+    """Realm :data:`REALM`'s endpoints at a Keycloak's base URL (known before it answers: a broker can be
+    configured while it starts)."""
 
     url: str
-    pid: int
-    _admin_password: str = field(repr=False)
-    _clients: dict[str, str] = field(default_factory=dict, repr=False)
-    """client id → Keycloak's internal id"""
 
     @property
     def issuer(self) -> str:
@@ -69,6 +66,16 @@ class Keycloak:
     def jwks(self) -> str:
         """The JSON Web Key Set brokers validate tokens with."""
         return f"{self.issuer}/protocol/openid-connect/certs"
+
+
+@dataclass(frozen=True)
+class Keycloak(KeycloakUrls):
+    """A running Keycloak: :class:`KeycloakUrls` and its admin API."""
+
+    pid: int
+    _admin_password: str = field(repr=False)
+    _clients: dict[str, str] = field(default_factory=dict, repr=False)
+    """client id → Keycloak's internal id"""
 
     def _admin_token(self) -> str:
         form = {"grant_type": "password", "client_id": "admin-cli", "username": "admin",
@@ -153,12 +160,14 @@ def _environment(home: Path, port: int, admin_password: str) -> dict[str, str]:
 
 
 @contextmanager
-def keycloak_server() -> Iterator[Keycloak]:
-    """Start Keycloak (see the module doc) with realm :data:`REALM`, yield it, kill it and its group after."""
+def keycloak_server(port: int | None = None) -> Iterator[Keycloak]:
+    """Start Keycloak (see the module doc) with realm :data:`REALM`, yield it, kill it and its group after. On
+    ``port`` when given (the caller reserved it), else on a free one."""
     from tests.integration.ports import free_window, release_window
 
     home = keycloak_home()
-    port = free_window(1)
+    reserved = port is None
+    port = free_window(1) if port is None else port
     work = Path(tempfile.mkdtemp(prefix="kdr-keycloak-"))
     run = work / "home"
     (run / "bin").mkdir(parents=True)
@@ -188,5 +197,6 @@ def keycloak_server() -> Iterator[Keycloak]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        release_window(port)
+        if reserved:
+            release_window(port)
         shutil.rmtree(work, ignore_errors=True)

@@ -13,12 +13,18 @@ homed on B) logs in with. Nothing of ``dr.runtime`` is used.
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
+from dr.base.pulumi_env import pulumi_env
 from dr.kafka.oauth import ALLOWED_URLS_PROPERTY
+from tests import REPO_ROOT, processes
 from tests.integration.existing_estate import Broker, Worker
-from tests.oidc_server import OidcServer
 
 AUDIENCE = "kafka"
 """The ``aud`` the brokers expect (the mock identity provider puts the requested scope there)."""
@@ -31,11 +37,25 @@ _VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorC
 _LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
+class IdentityProvider(Protocol):
+    """What the brokers and the worker need of an identity provider (:mod:`tests.oidc_server`,
+    :mod:`tests.keycloak_server`)."""
+
+    @property
+    def issuer(self) -> str: ...
+    @property
+    def token_endpoint(self) -> str: ...
+    @property
+    def jwks(self) -> str: ...
+
+
 @dataclass
 class OAuthBroker(Broker):
     """One node whose client listener is SASL_PLAINTEXT with OAUTHBEARER only, validating ``idp``'s tokens."""
 
-    idp: OidcServer | None = None
+    idp: IdentityProvider | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    """More broker properties (e.g. the claim that names the principal, a re-authentication interval)."""
 
     def __post_init__(self) -> None:
         assert self.idp is not None
@@ -55,6 +75,7 @@ class OAuthBroker(Broker):
                 "sasl.oauthbearer.expected.audience": AUDIENCE,
                 "sasl.oauthbearer.expected.issuer": self.idp.issuer,
                 "super.users": f"User:broker;User:{ADMIN_CLIENT};User:{WORKER_CLIENT}",
+                **self.extra,
             }
         )
         return props
@@ -65,7 +86,7 @@ class OAuthWorker(Worker):
     """The Connect worker, logging in to its home cluster as client ``connect``; its JVM allows the token URL.
     The replicator's credentials file holds the replicator's client id (``username``) and secret (``password``)."""
 
-    idp: OidcServer | None = None
+    idp: IdentityProvider | None = None
     client_secret: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
 
     def __post_init__(self) -> None:
@@ -85,3 +106,31 @@ class OAuthWorker(Worker):
         for prefix in ("", "producer.", "consumer.", "admin."):
             props.update({prefix + k: v for k, v in login.items()})
         return props
+
+
+class Env:
+    """The operator's environment of a stack in a project directory of its own: project dir, state, backend URL
+    and passphrase file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "project"
+        self.vars = {
+            "KDR_STACK_DIR": str(self.project),
+            "KDR_STATE_DIR": str(root / "state"),
+            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
+        }
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
+        return processes.run(
+            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+
+    def drctl(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return processes.run(
+            [sys.executable, "-m", "dr.cli", *args],
+            capture_output=True, text=True, env={**os.environ, **self.vars}, timeout=timeout, cwd=REPO_ROOT,
+        )  # fmt: skip

@@ -20,8 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -44,15 +42,13 @@ from confluent_kafka.admin import (
 )
 
 from dr.base.errors import AuthError
-from dr.base.pulumi_env import pulumi_env
 from dr.base.toolchain import toolchain
 from dr.failover.drill.traffic import read_keys
 from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.oauth import OAuthSettings
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
-from tests import REPO_ROOT, processes
-from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker, OAuthWorker
+from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, Env, OAuthBroker, OAuthWorker
 from tests.integration.ports import windows
 from tests.oidc_server import OidcServer, oidc_server
 
@@ -147,33 +143,6 @@ def _stack_doc(e: Estate) -> dict[str, Any]:
             ],
         }
     }
-
-
-class Env:
-    """The operator's environment: project dir, state, backend URL and passphrase file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.vars = {
-            "KDR_STACK_DIR": str(self.project),
-            "KDR_STATE_DIR": str(root / "state"),
-            "PULUMI_BACKEND_URL": f"file://{root / 'backend'}",
-            "PULUMI_CONFIG_PASSPHRASE_FILE": str(root / "passphrase"),
-        }
-
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        return processes.run(
-            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
-
-    def drctl(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return processes.run(
-            [sys.executable, "-m", "dr.cli", *args],
-            capture_output=True, text=True, env={**os.environ, **self.vars}, timeout=timeout, cwd=REPO_ROOT,
-        )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
