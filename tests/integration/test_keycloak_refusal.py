@@ -150,19 +150,39 @@ def test_status_logs_in_with_the_admins_keycloak_client(env: Env, estate: Estate
     assert not estate.leaked(out)
 
 
-def test_a_wrong_secret_is_refused_by_keycloak_naming_cluster_endpoint_client_and_next_step(estate: Estate) -> None:
-    with pytest.raises(urllib.error.HTTPError) as refused:  # Keycloak itself refuses it
-        estate.kc.token(APP, "not-" + estate.secrets[APP])
+def test_a_wrong_secret_is_refused_by_keycloak_naming_cluster_endpoint_client_and_next_step(
+    env: Env, estate: Estate
+) -> None:
+    """Keycloak itself refuses orders-app's client with a wrong secret; a login as it (every command's) and
+    ``drctl verify`` from a credentials file holding the wrong secret exit 5 naming what to fix."""
+    wrong = "not-" + estate.secrets[APP]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        estate.kc.token(APP, wrong)
     assert refused.value.code == 401
     with pytest.raises(AuthError) as info:
-        cluster_metadata(estate.endpoint(APP, "not-" + estate.secrets[APP]), timeout=20)
+        cluster_metadata(estate.endpoint(APP, wrong), timeout=20)
     err = info.value
     text = f"{err.problem} {err.fix}"
     assert err.exit_code == 5, text
     assert "cluster 'A'" in err.problem and estate.kc.token_endpoint in err.problem, err.problem
     assert f"client {APP!r} got no token" in err.problem and "refused the request" in err.problem, err.problem
     assert err.fix is not None and "enabled at the identity provider" in err.fix and "client_secret" in err.fix
-    assert not estate.leaked(text)
+    assert wrong not in text
+    creds = env.root / "wrong-secret.json"
+    with os.fdopen(os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(
+            {"username": APP, "password": wrong, "sasl_mechanism": "OAUTHBEARER",
+             "oauth_token_endpoint": estate.kc.token_endpoint, "oauth_scope": SCOPE},
+            f,
+        )  # fmt: skip
+    bootstrap = estate.broker.bootstrap
+    res = env.drctl("verify", "--source-bootstrap", bootstrap, "--target-bootstrap", bootstrap, "--credentials",
+                    str(creds), "--topics", "orders", "--out", str(env.root / "verify-refused"), "--json")  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 5, out[-3000:]
+    assert bootstrap in out and estate.kc.token_endpoint in out and f"client {APP!r}" in out, out[-3000:]
+    assert "refused the request" in out and "enabled at the identity provider" in out, out[-3000:]
+    assert wrong not in out and not estate.leaked(out)
 
 
 def test_a_client_disabled_mid_run_is_named_loses_nothing_and_converges_once_enabled(env: Env, estate: Estate) -> None:
