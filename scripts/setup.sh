@@ -213,6 +213,8 @@ source "$ROOT/scripts/setup_postgresql.sh"
 source "$ROOT/scripts/setup_haproxy.sh"
 # shellcheck source=scripts/setup_witness.sh
 source "$ROOT/scripts/setup_witness.sh"
+# shellcheck source=scripts/setup_keycloak.sh
+source "$ROOT/scripts/setup_keycloak.sh"
 
 # ---------------------------------------------------------------------------------------------
 # 4. The environment file: `source .env` puts pulumi and drctl on PATH with safe Pulumi defaults.
@@ -269,10 +271,10 @@ setup_kafka_cds() {
 }
 
 main() {
-  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [postgresql] [haproxy] [etcd] [prometheus] [spark-cds] [kafka-cds]`
+  # `scripts/setup.sh [python] [jars] [pulumi] [language-host] [kafka-provider] [postgresql] [haproxy] [etcd] [prometheus] [keycloak] [spark-cds] [kafka-cds]`
   # runs only the named steps (default: all, in that order).
   local steps=("$@")
-  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider postgresql haproxy etcd prometheus spark-cds kafka-cds)
+  [ ${#steps[@]} -gt 0 ] || steps=(python jars pulumi language-host kafka-provider postgresql haproxy etcd prometheus keycloak spark-cds kafka-cds)
   check_prereqs
   for s in "${steps[@]}"; do
     case "$s" in
@@ -285,9 +287,10 @@ main() {
       haproxy) setup_haproxy ;;
       etcd) setup_etcd ;;
       prometheus) setup_prometheus ;;
+      keycloak) setup_keycloak ;;
       spark-cds) setup_spark_cds ;;
       kafka-cds) setup_kafka_cds ;;
-      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, postgresql, haproxy, etcd, prometheus, spark-cds or kafka-cds (or nothing for all)" ;;
+      *) die "unknown setup step '$s'." "use python, jars, pulumi, language-host, kafka-provider, postgresql, haproxy, etcd, prometheus, keycloak, spark-cds or kafka-cds (or nothing for all)" ;;
     esac
   done
   write_env

@@ -169,3 +169,12 @@ def oidc_server_lib() -> Path:
     at the pinned ``OIDC_SERVER_VERSION``, copied by ``scripts/setup.sh``); ToolchainError when absent."""
     version = versions()["OIDC_SERVER_VERSION"]
     return _complete(kdr_home() / "oidc-server" / version, f"the OIDC server (mock-oauth2-server {version})")
+
+
+def keycloak_home() -> Path:
+    """Keycloak's unpacked server (``org.keycloak:keycloak-quarkus-dist`` at the pinned ``KEYCLOAK_VERSION``), the
+    identity provider of the OAUTHBEARER refusal test, built for development mode by ``scripts/setup.sh``; its
+    ``.java-home`` names the Java 21+ it runs on and ``.dev.env`` the environment of every start. ToolchainError
+    when absent."""
+    version = versions()["KEYCLOAK_VERSION"]
+    return _complete(kdr_home() / "keycloak" / version, f"Keycloak {version}")

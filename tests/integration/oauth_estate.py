@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dr.kafka.oauth import ALLOWED_URLS_PROPERTY
 from tests.integration.existing_estate import Broker, Worker
-from tests.oidc_server import OidcServer
 
 AUDIENCE = "kafka"
 """The ``aud`` the brokers expect (the mock identity provider puts the requested scope there)."""
@@ -31,11 +31,25 @@ _VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorC
 _LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
+class IdentityProvider(Protocol):
+    """What the brokers and the worker need of an identity provider (:mod:`tests.oidc_server`,
+    :mod:`tests.keycloak_server`)."""
+
+    @property
+    def issuer(self) -> str: ...
+    @property
+    def token_endpoint(self) -> str: ...
+    @property
+    def jwks(self) -> str: ...
+
+
 @dataclass
 class OAuthBroker(Broker):
     """One node whose client listener is SASL_PLAINTEXT with OAUTHBEARER only, validating ``idp``'s tokens."""
 
-    idp: OidcServer | None = None
+    idp: IdentityProvider | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    """More broker properties (e.g. the claim that names the principal, a re-authentication interval)."""
 
     def __post_init__(self) -> None:
         assert self.idp is not None
@@ -55,6 +69,7 @@ class OAuthBroker(Broker):
                 "sasl.oauthbearer.expected.audience": AUDIENCE,
                 "sasl.oauthbearer.expected.issuer": self.idp.issuer,
                 "super.users": f"User:broker;User:{ADMIN_CLIENT};User:{WORKER_CLIENT}",
+                **self.extra,
             }
         )
         return props
@@ -65,7 +80,7 @@ class OAuthWorker(Worker):
     """The Connect worker, logging in to its home cluster as client ``connect``; its JVM allows the token URL.
     The replicator's credentials file holds the replicator's client id (``username``) and secret (``password``)."""
 
-    idp: OidcServer | None = None
+    idp: IdentityProvider | None = None
     client_secret: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
 
     def __post_init__(self) -> None:
