@@ -20,6 +20,18 @@ keycloak_java() {  # prints the JAVA_HOME Keycloak runs on, or nothing
   done
 }
 
+unpack_zip() {  # ZIP DIR: Python's zipfile, keeping the files' modes (bin/kc.sh stays executable); no unzip needed
+  "$PYTHON" - "$1" "$2" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        path = z.extract(info, sys.argv[2])
+        mode = (info.external_attr >> 16) & 0o777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+PY
+}
+
 setup_keycloak() {
   local t0 out java_home port pid
   t0=$(date +%s)
@@ -30,7 +42,6 @@ setup_keycloak() {
     rm -f "$out/.complete"
   fi
   if [ ! -f "$out/.complete" ]; then
-    need unzip "unpacks Keycloak's distribution" "apt-get install unzip"
     java_home=$(keycloak_java)
     [ -n "$java_home" ] || die "Keycloak $KEYCLOAK_VERSION (the OAUTHBEARER refusal test's identity provider) needs Java 21+; none found under /usr/lib/jvm." \
       "install a JDK 21+ (e.g. apt-get install openjdk-21-jdk-headless) or set KDR_KEYCLOAK_JAVA_HOME to one; the default java stays as it is"
@@ -41,7 +52,7 @@ setup_keycloak() {
         -DoutputDirectory="$out.partial/zip" -Dkeycloak.version="$KEYCLOAK_VERSION" > "$out.partial.log" 2>&1 \
       || { tail -20 "$out.partial.log" >&2
            die "Maven could not fetch Keycloak $KEYCLOAK_VERSION (log: $out.partial.log)." "check access to Maven Central, then re-run make setup (it resumes)"; }
-    unzip -q "$out.partial/zip/keycloak-quarkus-dist-$KEYCLOAK_VERSION.zip" -d "$out.partial/zip" \
+    unpack_zip "$out.partial/zip/keycloak-quarkus-dist-$KEYCLOAK_VERSION.zip" "$out.partial/zip" \
       || die "the Keycloak zip did not unpack." "delete $out.partial and re-run make setup"
     mv "$out.partial/zip/keycloak-$KEYCLOAK_VERSION"/* "$out.partial/"
     rm -rf "$out.partial/zip"
