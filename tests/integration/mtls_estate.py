@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -219,15 +217,6 @@ class SaslSslEstate(ExistingEstate):
         self.connect = SaslSslWorker("platform", self.ports[2] + 60, self.clusters["C"], self.root, team=self.team)
 
 
-class Operator(Protocol):
-    """The operator's environment of :mod:`tests.integration.test_external_estate` (``Env``)."""
-
-    root: Path
-    project: Path
-
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]: ...
-
-
 E = TypeVar("E", bound=ExistingEstate)
 
 
@@ -277,30 +266,11 @@ def orders_stack(clusters: list[dict[str, Any]], connect: dict[str, Any]) -> dic
     }
 
 
-def init_project(env: Operator, stack: str, doc: dict[str, Any], secret_config: dict[str, str]) -> None:
-    """What the platform team does once: a project directory with the stack file ``doc``, a file backend, a
-    0600 passphrase file, ``pulumi stack init`` and each of ``secret_config`` (config path → value) set with
-    ``pulumi config set --secret``."""
-    env.project.mkdir()
-    (env.root / "passphrase").write_text("correct horse battery staple\n")
-    os.chmod(env.root / "passphrase", 0o600)
-    (env.project / "Pulumi.yaml").write_text("name: kafka-dr\nruntime: python\n")
-    (env.project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    (env.root / "backend").mkdir()
-    res = env.pulumi("stack", "init", stack)
-    assert res.returncode == 0, res.stderr
-    for key, value in secret_config.items():
-        res = env.pulumi("config", "set", "--stack", stack, "--path", "--secret", "--", key, value)
-        assert res.returncode == 0, res.stderr
-
-
 __all__ = [
     "MAPPING_RULES",
     "MtlsEstate",
-    "Operator",
     "SaslSslEstate",
     "TeamCa",
-    "init_project",
     "orders_stack",
     "p12",
     "private_file",

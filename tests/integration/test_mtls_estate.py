@@ -16,7 +16,6 @@ import secrets
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,30 +31,21 @@ from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import issue
 from dr.runtime.process import wait_until
 from tests import processes
-from tests.integration.helpers import stop_copying
+from tests.integration.helpers import ProjectEnv, stop_copying
 from tests.integration.mtls_estate import (
     MAPPING_RULES,
     MtlsEstate,
-    init_project,
     orders_stack,
     p12,
     private_file,
     running,
 )
 from tests.integration.ports import windows
-from tests.integration.test_external_estate import Env
+from tests.integration.test_external_estate import OUTPUTS
 
 pytestmark = pytest.mark.integration
 
 STACK = "mtls"
-
-
-class MtlsEnv(Env):
-    """The operator's environment of :mod:`tests.integration.test_external_estate`, for this stack."""
-
-    @property
-    def state(self) -> Path:
-        return Path(self.vars["KDR_STATE_DIR"]) / STACK
 
 
 def _stack_doc(estate: MtlsEstate) -> dict[str, Any]:
@@ -89,11 +79,11 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MtlsEstate]:
 
 
 @pytest.fixture(scope="module")
-def env(estate: MtlsEstate, tmp_path_factory: pytest.TempPathFactory) -> Env:
-    e = MtlsEnv(tmp_path_factory.mktemp("mtls-stack"))
-    init_project(
-        e, STACK, _stack_doc(estate), {"kafka-dr:principals.replicatorPassword": estate.connect.replicator_password}
-    )
+def env(estate: MtlsEstate, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    e = ProjectEnv(tmp_path_factory.mktemp("mtls-stack"), STACK)
+    e.outputs = OUTPUTS  # the external estate's record of drctl's outputs, scanned for keys and passwords
+    e.create(_stack_doc(estate))
+    e.secret("kafka-dr:principals.replicatorPassword", estate.connect.replicator_password)
     return e
 
 
@@ -120,7 +110,7 @@ def _copied(estate: MtlsEstate, src: str, dst: str, timeout: float = 60) -> int:
     return want
 
 
-def _app_files(env: Env, estate: MtlsEstate) -> None:
+def _app_files(env: ProjectEnv, estate: MtlsEstate) -> None:
     """What orders-app's team does: its own certificate ``CN=orders-app`` and key at the published paths —
     PEMs for librdkafka, a PKCS#12 keystore and the line ``password=`` for Java."""
     made = issue(estate.team.ca, "orders-app")
@@ -132,7 +122,7 @@ def _app_files(env: Env, estate: MtlsEstate) -> None:
     private_file(d / "orders-app.p12.password", f"password={password}\n".encode())
 
 
-def _java_producer(env: Env, count: int) -> list[dict[str, Any]]:
+def _java_producer(env: ProjectEnv, count: int) -> list[dict[str, Any]]:
     """Kafka's own VerifiableProducer on the published ``orders-app.properties`` as written."""
     props = env.state / "clients" / "orders-app.properties"
     bootstrap = next(line.split("=", 1)[1] for line in props.read_text().splitlines() if line.startswith("bootstrap"))
@@ -149,7 +139,7 @@ def _java_producer(env: Env, count: int) -> list[dict[str, Any]]:
 
 
 def test_an_expired_certificate_or_a_key_not_its_own_is_refused_before_anything_runs(
-    env: Env, estate: MtlsEstate
+    env: ProjectEnv, estate: MtlsEstate
 ) -> None:
     """Before the first ``up``: the admin's certificate expired, then a key that is not the certificate's —
     each exit 2 naming the cluster, the field and (for the certificate) its expiry date; nothing created."""
@@ -176,14 +166,14 @@ def test_an_expired_certificate_or_a_key_not_its_own_is_refused_before_anything_
     assert "orders" not in AdminClient(_admin(estate, "A").config()).list_topics(timeout=10).topics
 
 
-def test_up_from_nothing_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
+def test_up_from_nothing_over_mutual_tls(env: ProjectEnv, estate: MtlsEstate) -> None:
     res = env.drctl("estate", "up", "--stack", STACK, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
     published = json.loads((env.state / "clients" / "orders-app.json").read_text())
     assert published["security.protocol"] == "SSL" and published["ssl.ca.location"].endswith("ca.pem")
 
 
-def test_published_files_work_as_written_writes_accepted_on_A_refused_on_B(env: Env, estate: MtlsEstate) -> None:
+def test_published_files_work_as_written_writes_accepted_on_A_refused_on_B(env: ProjectEnv, estate: MtlsEstate) -> None:
     """orders-app's librdkafka file and its Java file (Kafka's VerifiableProducer), as the product wrote
     them, once the team put its own certificate at the paths they name: accepted on A; refused on B."""
     _app_files(env, estate)
@@ -201,7 +191,7 @@ def test_published_files_work_as_written_writes_accepted_on_A_refused_on_B(env: 
     assert len(acked) == 20, [e for e in events if e.get("name") == "producer_send_error"][:3]
 
 
-def test_the_link_replicates_over_mutual_tls_and_status_is_clean(env: Env, estate: MtlsEstate) -> None:
+def test_the_link_replicates_over_mutual_tls_and_status_is_clean(env: ProjectEnv, estate: MtlsEstate) -> None:
     _produce(_admin(estate, "A"), 200, "before")
     assert _copied(estate, "A", "B") >= 200
     res = env.drctl("status", "--stack", STACK)
@@ -212,7 +202,7 @@ def test_the_link_replicates_over_mutual_tls_and_status_is_clean(env: Env, estat
     assert {("A", "CA bundle"), ("A", "client certificate")} <= uses
 
 
-def test_planned_failover_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
+def test_planned_failover_over_mutual_tls(env: ProjectEnv, estate: MtlsEstate) -> None:
     """The RTO probe writes as orders-app with its own certificate (the files the team put at the published
     paths): refused on B until the promote grants its writes, so it took more than one attempt — with the
     admin's certificate it was accepted at once and the failover reported 0.285 s."""
@@ -229,7 +219,7 @@ def test_planned_failover_over_mutual_tls(env: Env, estate: MtlsEstate) -> None:
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
-def test_unplanned_failover_over_mutual_tls_with_b_killed_then_recovery(env: Env, estate: MtlsEstate) -> None:
+def test_unplanned_failover_over_mutual_tls_with_b_killed_then_recovery(env: ProjectEnv, estate: MtlsEstate) -> None:
     """B active, C fed by B→C. The team wipes A and declares it the next standby (a finished failover's
     stack file must change for another to run); records B acknowledges while the link is stopped never
     reach C; B's broker killed: the unplanned failover promotes C (C→A over mutual TLS) and defers the
@@ -279,8 +269,7 @@ def test_unplanned_failover_over_mutual_tls_with_b_killed_then_recovery(env: Env
     assert errors == [None], errors
 
 
-def test_no_key_or_password_in_any_output(env: Env, estate: MtlsEstate) -> None:
-    from tests.integration.test_external_estate import OUTPUTS
+def test_no_key_or_password_in_any_output(env: ProjectEnv, estate: MtlsEstate) -> None:
 
     text = "\n".join(OUTPUTS)
     assert "PRIVATE KEY" not in text and estate.connect.replicator_password not in text

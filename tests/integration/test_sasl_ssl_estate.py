@@ -52,31 +52,16 @@ from dr.kafka.tls import TlsFiles
 from dr.runtime.certificates import make_ca
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
-from tests.integration.mtls_estate import SaslSslEstate, SaslSslWorker, init_project, orders_stack, running
+from tests.integration.helpers import ProjectEnv
+from tests.integration.mtls_estate import SaslSslEstate, SaslSslWorker, orders_stack, running
 from tests.integration.ports import windows
-from tests.integration.test_external_estate import OUTPUTS, Env
+from tests.integration.test_external_estate import OUTPUTS
 
 pytestmark = pytest.mark.integration
 
 STACK = "saslssl"
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 """The key marking a secret value in a Pulumi checkpoint."""
-
-
-class SaslSslEnv(Env):
-    """The operator's environment of :mod:`tests.integration.test_external_estate`, for this stack."""
-
-    @property
-    def state(self) -> Path:
-        return Path(self.vars["KDR_STATE_DIR"]) / STACK
-
-    @property
-    def stack_file(self) -> Path:
-        return self.project / f"Pulumi.{STACK}.yaml"
-
-    @property
-    def home(self) -> Path:
-        return Path(self.vars["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "kdr" / "kafka-dr" / STACK
 
 
 def _stack_doc(estate: SaslSslEstate) -> dict[str, Any]:
@@ -166,11 +151,13 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamTlsEstate]:
 
 
 @pytest.fixture(scope="module")
-def env(estate: TeamTlsEstate, tmp_path_factory: pytest.TempPathFactory) -> SaslSslEnv:
-    e = SaslSslEnv(tmp_path_factory.mktemp("saslssl-stack"))
-    secrets_ = {f"kafka-dr:clusters[{i}].adminPassword": estate.clusters[n].admin_password for i, n in enumerate("ABC")}
-    secrets_["kafka-dr:principals.replicatorPassword"] = estate.connect.replicator_password
-    init_project(e, STACK, _stack_doc(estate), secrets_)
+def env(estate: TeamTlsEstate, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    e = ProjectEnv(tmp_path_factory.mktemp("saslssl-stack"), STACK)
+    e.outputs = OUTPUTS  # the external estate's record of drctl's outputs, scanned for passwords
+    e.create(_stack_doc(estate))
+    for i, n in enumerate("ABC"):
+        e.secret(f"kafka-dr:clusters[{i}].adminPassword", estate.clusters[n].admin_password)
+    e.secret("kafka-dr:principals.replicatorPassword", estate.connect.replicator_password)
     return e
 
 
@@ -190,7 +177,7 @@ def _admin(estate: SaslSslEstate, name: str) -> Endpoint:
     return Endpoint(b.bootstrap, "admin", b.admin_password, "SASL_SSL", "SCRAM-SHA-512", files, name)
 
 
-def _published(env: SaslSslEnv) -> dict[str, Any]:
+def _published(env: ProjectEnv) -> dict[str, Any]:
     conf: dict[str, Any] = json.loads((env.state / "clients" / "orders-app.json").read_text())
     conf.pop("group.id", None)
     return conf
@@ -205,7 +192,7 @@ def _write(conf: dict[str, Any], keys: list[str]) -> list[KafkaError]:
     return errors
 
 
-def _edit_stack(env: SaslSslEnv, cluster: str, **fields: Any) -> None:
+def _edit_stack(env: ProjectEnv, cluster: str, **fields: Any) -> None:
     doc = yaml.safe_load(env.stack_file.read_text())
     for c in doc["config"]["kafka-dr:clusters"]:
         if c["name"] == cluster:
@@ -213,7 +200,7 @@ def _edit_stack(env: SaslSslEnv, cluster: str, **fields: Any) -> None:
     env.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def test_up_from_nothing_writes_accepted_on_A_refused_on_B_status_clean(env: SaslSslEnv, estate: SaslSslEstate) -> None:
+def test_up_from_nothing_writes_accepted_on_A_refused_on_B_status_clean(env: ProjectEnv, estate: SaslSslEstate) -> None:
     t0 = time.monotonic()
     res = env.drctl("estate", "up", "--stack", STACK, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
@@ -234,7 +221,7 @@ def test_up_from_nothing_writes_accepted_on_A_refused_on_B_status_clean(env: Sas
 
 
 def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_the_cause(
-    env: SaslSslEnv, estate: SaslSslEstate
+    env: ProjectEnv, estate: SaslSslEstate
 ) -> None:
     """B declared with an impostor CA, A dialled as ``localhost`` (its certificate names 127.0.0.1 only):
     ``drctl estate up`` stops with exit 4 before changing anything; the stack file back, all is clean."""
@@ -267,7 +254,7 @@ def test_a_wrong_ca_and_a_hostname_mismatch_name_the_cluster_the_endpoint_and_th
     assert preview.returncode == 0, preview.stdout[-3000:] + preview.stderr[-2000:]
 
 
-def _checkpoint(env: SaslSslEnv) -> list[tuple[str, str, str]]:
+def _checkpoint(env: ProjectEnv) -> list[tuple[str, str, str]]:
     """Every resource of the stack's checkpoint: URN, inputs and outputs (secret values as their marker)."""
     res = env.pulumi("stack", "export", "--stack", STACK)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -293,7 +280,7 @@ def _checkpoint(env: SaslSslEnv) -> list[tuple[str, str, str]]:
 
 
 def test_a_bare_pulumi_up_and_estate_preview_refuse_a_wrong_ca_with_the_checkpoint_unchanged(
-    env: SaslSslEnv, estate: SaslSslEstate
+    env: ProjectEnv, estate: SaslSslEstate
 ) -> None:
     """B declared with an impostor CA. The program's own handshake check stops a bare ``pulumi up`` (the
     repository's ``Pulumi.yaml`` and ``stacks/`` in the project) and ``drctl estate preview`` (exit 4) before
@@ -333,7 +320,7 @@ def test_a_bare_pulumi_up_and_estate_preview_refuse_a_wrong_ca_with_the_checkpoi
 
 
 @pytest.mark.parametrize(("store", "ca"), CASES, ids=[f"{s}-worker-{c}" for s, c in CASES])
-def test_estate_up_runs_the_link_on_the_worker(store: str, ca: str, env: SaslSslEnv, estate: TeamTlsEstate) -> None:
+def test_estate_up_runs_the_link_on_the_worker(store: str, ca: str, env: ProjectEnv, estate: TeamTlsEstate) -> None:
     _needs("up")
     worker = estate.connect
     assert isinstance(worker, TeamTlsWorker)
@@ -366,7 +353,7 @@ def test_estate_up_runs_the_link_on_the_worker(store: str, ca: str, env: SaslSsl
     PASSED.add(f"{store}-worker-{ca}")
 
 
-def test_planned_failover_under_traffic_on_the_last_worker(env: SaslSslEnv, estate: TeamTlsEstate) -> None:
+def test_planned_failover_under_traffic_on_the_last_worker(env: ProjectEnv, estate: TeamTlsEstate) -> None:
     """After the worker cases, on the PEM-file worker with ``ca_pem`` (issue 45 saw this stop after promote
     with C unlinked): orders-app writes on its published file and follows it to B; A→B→C completes, the
     verdict clean, nothing acknowledged lost; B→C runs on the worker (``drctl status`` exit 0) and the
