@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from dr.base.errors import ConfigError
-from dr.base.hosts import is_loopback
 from dr.kafka.client import Endpoint
-from dr.kafka.oauth import OAUTHBEARER, OAuthSettings
+from dr.kafka.oauth import OAUTHBEARER, OAuthSettings, token_endpoint_flaw
 from dr.kafka.tls import TlsFiles
 from verification.sides import ArchiveSide, KafkaSide, Side
 
@@ -100,15 +98,15 @@ def _oauth(path: Path | str, creds: dict[str, str]) -> OAuthSettings:
         raise ConfigError(
             f"credentials file {path} is for an OAUTHBEARER cluster but has no oauth_token_endpoint.", fix
         )
-    parsed = urllib.parse.urlsplit(url)
-    if not (parsed.scheme == "https" or (parsed.scheme == "http" and is_loopback(parsed.hostname or ""))):
+    ca = creds.get("oauth_ca_location") or creds.get("ssl_ca_location") or None
+    flaw = token_endpoint_flaw(url, has_ca=ca is not None)
+    if flaw in ("not-a-url", "plain-http"):
         raise ConfigError(
             f"credentials file {path}: oauth_token_endpoint {url} is neither https nor http on a loopback address "
             "(the client secret travels in the request).",
             "use the identity provider's https URL, with its CA in oauth_ca_location",
         )
-    ca = creds.get("oauth_ca_location") or creds.get("ssl_ca_location") or None
-    if parsed.scheme == "https" and ca is None:
+    if flaw == "no-ca":
         raise ConfigError(
             f"credentials file {path}: no CA for the identity provider at {url} (the product never trusts this "
             "machine's system roots).",

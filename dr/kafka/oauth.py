@@ -12,10 +12,13 @@ client uses Kafka's ``OAuthBearerLoginCallbackHandler``, which also needs the JV
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from dr.base.errors import AuthError
+from dr.base.hosts import is_loopback
 
 __all__ = [
     "ALLOWED_URLS_PROPERTY",
@@ -23,11 +26,13 @@ __all__ = [
     "JAVA_LOGIN_MODULE",
     "OAUTHBEARER",
     "OAuthSettings",
+    "TokenEndpointFlaw",
     "java_oauth",
     "librdkafka_oauth",
     "oauth_refusal",
     "published_oauth",
     "secret_reference",
+    "token_endpoint_flaw",
 ]
 
 OAUTHBEARER = "OAUTHBEARER"
@@ -163,3 +168,21 @@ def oauth_refusal(where: str, client_id: str, settings: OAuthSettings, texts: It
         "sasl.oauthbearer.expected.issuer, and that the brokers reach the provider's JWKS "
         "(their log names the failed check)",
     )
+
+
+TokenEndpointFlaw = Literal["not-a-url", "plain-http", "no-ca"]
+
+
+def token_endpoint_flaw(url: str, *, has_ca: bool) -> TokenEndpointFlaw | None:
+    """What makes a token endpoint unsafe to send a client secret to (pure), or None: not an http(s) URL, plain
+    http to another machine, or https with no CA to trust (the product never trusts the system roots). The
+    stack's rules (:mod:`dr.topology.oauth_rules`) and a credentials file's reader (:mod:`verification.endpoints`)
+    both ask it."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return "not-a-url"
+    if parsed.scheme == "http" and not is_loopback(parsed.hostname):
+        return "plain-http"
+    if parsed.scheme == "https" and not has_ca:
+        return "no-ca"
+    return None

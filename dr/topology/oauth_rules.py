@@ -10,11 +10,10 @@ client per application, whose principal must be the application's name (so its A
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dr.base.hosts import is_loopback
+from dr.kafka.oauth import OAUTHBEARER, token_endpoint_flaw
 from dr.topology.kinds import Kind
 
 if TYPE_CHECKING:
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OAUTHBEARER", "oauth_problems"]
 
-OAUTHBEARER = "OAUTHBEARER"
 Problem = tuple[str, str, str]
 _SECRET_FIX = "set it as a secret: `pulumi config set --path --secret 'kafka-dr:{path}' <secret>`"
 
@@ -76,21 +74,21 @@ def _endpoint_problems(at: str, c: Cluster, o: OAuth) -> Iterator[Problem]:
             "set it to the provider's token URL (Keycloak: https://<host>/realms/<realm>/protocol/openid-connect/token)",
         )
     else:
-        url = urllib.parse.urlsplit(o.token_endpoint)
-        if url.scheme not in ("http", "https") or not url.hostname:
+        flaw = token_endpoint_flaw(o.token_endpoint, has_ca=_has_ca(o) or (c.tls is not None and _has_ca_of(c.tls)))
+        if flaw == "not-a-url":
             yield (
                 f"{at}.token_endpoint",
                 f"{o.token_endpoint!r} (cluster {c.name!r}) is not an http(s) URL",
                 "give the full URL of the identity provider's token endpoint",
             )
-        elif url.scheme == "http" and not is_loopback(url.hostname):
+        elif flaw == "plain-http":
             yield (
                 f"{at}.token_endpoint",
                 f"{o.token_endpoint!r} (cluster {c.name!r}) is plain http to another machine: every client "
                 "secret would cross the network unencrypted",
                 "use the provider's https URL (http is accepted on a loopback address only)",
             )
-        elif url.scheme == "https" and not _has_ca(o) and not (c.tls is not None and _has_ca_of(c.tls)):
+        elif flaw == "no-ca":
             yield (
                 f"{at}.tls.ca_file",
                 f"cluster {c.name!r}: the https token endpoint has no CA declared (the product never trusts "
