@@ -12,7 +12,13 @@ with its own group ``appNNN``):
 * ``prefix`` — the same estate, each application owning its domain by ``produces_prefix``/``consumes_prefix``
   (one prefixed ACL per application and operation);
 * ``batched`` — ``prefix`` with ``kafka-dr:provisioning: batched``: each cluster's topics one resource and
-  its ACLs one resource (:mod:`stacks.kafka_sets`), users still one each.
+  its ACLs one resource (:mod:`stacks.kafka_sets`), users still one each;
+* ``platform`` — a platform team's estate instead (issue 46, :func:`benchmarks.scale_estate.platform_estate`):
+  N/50 domains, 1 to 12 partitions per topic, N/5 applications each owning 1–4 topics and reading 2–8
+  others by name, ``batched``.
+
+A shape ending in ``+tls`` (``platform+tls``) runs the same estate with every cluster serving SASL_SSL with
+a certificate of the estate's own CA (``local_tls``), so every client verifies it.
 
 Each (N, shape) runs ``drctl drill`` in process with ``keep``: ``pulumi up`` from nothing (A with 3
 brokers, B, users, topics, ACLs, MirrorMaker 2 A→B), the drill's traffic on one topic, a planned
@@ -46,7 +52,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.scale_estate import generate  # noqa: E402
+from benchmarks.scale_estate import generate, generate_platform  # noqa: E402
 from dr.base.stackref import StackRef  # noqa: E402
 from dr.estate.estate import Estate  # noqa: E402
 from dr.estate.stack import EstateStack  # noqa: E402
@@ -63,14 +69,22 @@ STACK = "scale"
 def estate_doc(n: int, shape: str, base: int = BASE) -> dict[str, Any]:
     """The generated stack file (:mod:`benchmarks.scale_estate`): the local stack's clusters and link,
     N topics, N/5 applications, every one of them named (``named``) or prefix-owning (``prefix``,
-    ``batched``; ``batched`` also provisions topics and ACLs as one set per cluster)."""
+    ``batched``; ``batched`` also provisions topics and ACLs as one set per cluster), or the platform
+    team's estate (``platform``); ``+tls``: every cluster serving SASL_SSL."""
     doc = yaml.safe_load((REPO_ROOT / "Pulumi.local.yaml").read_text())
     cfg = doc["config"]
     for i, c in enumerate(cfg["kafka-dr:clusters"]):
         c["base_port"] = base + 100 * i
-    generate(cfg, n, named=n if shape == "named" else 0)
+    shape, tls, _ = shape.partition("+tls")
+    if shape == "platform":
+        generate_platform(cfg, n)
+    else:
+        generate(cfg, n, named=n if shape == "named" else 0)
     if shape == "batched":
         cfg["kafka-dr:provisioning"] = "batched"
+    for c in cfg["kafka-dr:clusters"]:
+        if tls:
+            c["local_tls"] = True
     return doc
 
 
@@ -349,7 +363,8 @@ def main() -> None:
     ap.add_argument(
         "--shapes",
         default="named,prefix",
-        help="named (one ACL per topic), prefix and/or batched (prefix + provisioning: batched); shape@P: P operations at once",
+        help="named (one ACL per topic), prefix, batched (prefix + provisioning: batched) and/or platform "
+        "(a platform team's estate, batched); shape+tls: every cluster SASL_SSL; shape@P: P operations at once",
     )
     ap.add_argument("--rate", type=int, default=500, help="records per second of the drill's producer")
     ap.add_argument(
