@@ -20,7 +20,7 @@ from dr.topology.access import AclRule, acl_rules
 from dr.topology.quotas import user_quotas
 from dr.topology.topics import topics_on
 from stacks.existing_topics import declared_config
-from stacks.kafka_sets import AclSet, Connection, TopicSet, acl_binding
+from stacks.kafka_sets import AclSet, Connection, TopicSet, UserSet, acl_binding
 
 __all__ = ["AclRule", "ClusterAccess", "ClusterAccessArgs", "acl_rules", "password_version"]
 
@@ -71,15 +71,37 @@ class ClusterAccess(pulumi.ComponentResource):
 
     ``provisioning: batched`` (the topology's): the topics are one :class:`~stacks.kafka_sets.TopicSet`
     and the ACLs one :class:`~stacks.kafka_sets.AclSet` (``<cluster>-topics``, ``<cluster>-acls``),
-    which retain removed topics in the same way; users stay one resource each.
+    which retain removed topics in the same way, and the SCRAM users one :class:`~stacks.kafka_sets.UserSet`
+    (``<cluster>-users``: one request for every user, where the individual resources made one each).
     """
 
     def __init__(self, name: str, args: ClusterAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("kafka-dr:index:ClusterAccess", name, None, opts)
         c = args.cluster
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, deleted_with=args.deleted_with)
+        batched = args.topology.provisioning == "batched"
+        if batched and args.connection is None:
+            raise ConfigError(
+                f"cluster {c.name!r} ({c.kind.value}) has no admin connection for batched provisioning.",
+                "remove `kafka-dr:provisioning: batched` from the stack file, or report this as a bug",
+            )
+        sets = pulumi.ResourceOptions(parent=self, deleted_with=args.deleted_with)
         self.users: dict[str, kafka.UserScramCredential] = {}
-        for user, password in sorted(args.passwords.items() if args.scram_users else ()):
+        self.user_set: UserSet | None = None
+        scram = dict(sorted(args.passwords.items())) if args.scram_users else {}
+        if batched and scram and args.connection is not None:
+            self.user_set = UserSet(
+                f"{c.name}-users",
+                connection=args.connection,
+                passwords=scram,
+                versions={
+                    user: pulumi.Output.secret(password).apply(lambda pw, u=user: password_version(c.name, u, pw))
+                    for user, password in scram.items()
+                },
+                opts=sets,
+            )
+            scram = {}
+        for user, password in scram.items():
             self.users[user] = kafka.UserScramCredential(
                 f"{c.name}-user-{user}",
                 username=user,
@@ -110,13 +132,7 @@ class ClusterAccess(pulumi.ComponentResource):
         self.acls: list[kafka.Acl] = []
         self.topic_set: TopicSet | None = None
         self.acl_set: AclSet | None = None
-        if args.topology.provisioning == "batched":
-            if args.connection is None:
-                raise ConfigError(
-                    f"cluster {c.name!r} ({c.kind.value}) has no admin connection for batched provisioning.",
-                    "remove `kafka-dr:provisioning: batched` from the stack file, or report this as a bug",
-                )
-            sets = pulumi.ResourceOptions(parent=self, deleted_with=args.deleted_with)
+        if batched and args.connection is not None:
             self.topic_set = TopicSet(
                 f"{c.name}-topics",
                 connection=args.connection,
@@ -177,11 +193,16 @@ class ClusterAccess(pulumi.ComponentResource):
             ]
         self._principals = [rule.principal for rule in rules] if self.acl_set is None else []
         self.register_outputs(
-            {"users": sorted(self.users), "topics": sorted(t.name for t in declared), "acls": len(rules)}
+            {
+                "users": sorted(self.users) if self.user_set is None else sorted(args.passwords),
+                "topics": sorted(t.name for t in declared),
+                "acls": len(rules),
+            }
         )
 
     def needed_by(self, principal: str) -> list[pulumi.Resource]:
-        """What a client of ``principal`` needs on this cluster: its SCRAM user, its ACLs and every topic.
+        """What a client of ``principal`` needs on this cluster: its SCRAM user (the user set, batched), its
+        ACLs and every topic.
 
         A link depends on these of the replicator on both sides, not on the whole component: the
         applications' users and ACLs are created while MirrorMaker 2 starts (the failover's
@@ -189,6 +210,6 @@ class ClusterAccess(pulumi.ComponentResource):
         mine: list[pulumi.Resource] = [
             acl for acl, owner in zip(self.acls, self._principals, strict=True) if owner == principal
         ]
-        sets: list[pulumi.Resource] = [r for r in (self.acl_set, self.topic_set) if r is not None]
+        sets: list[pulumi.Resource] = [r for r in (self.user_set, self.acl_set, self.topic_set) if r is not None]
         user = [self.users[principal]] if principal in self.users else []
         return [*user, *mine, *sets, *self.topics.values()]

@@ -1,4 +1,4 @@
-"""A cluster's topics as ONE resource and its ACLs as ONE resource (``provisioning: batched``).
+"""A cluster's topics, its ACLs and its SCRAM users as ONE resource each (``provisioning: batched``).
 
 Python dynamic providers over confluent-kafka's AdminClient. Each operation is one admin request
 for the whole set, where ``pulumi_kafka`` makes one request (and a poll) per topic or ACL:
@@ -13,10 +13,19 @@ for the whole set, where ``pulumi_kafka`` makes one request (and a poll) per top
   declared binding (idempotent on the broker) and DeleteAcls for the removed ones; delete: one
   DeleteAcls (skipped through ``deleted_with`` when the local cluster goes too). read: one
   DescribeAcls, so an ACL deleted behind Pulumi's back shows as drift.
+* :class:`UserSet` — the SCRAM-SHA-512 users. create: one AlterUserScramCredentials upserting every user;
+  update: one upserting the added users and those whose password changed (its fingerprint, as
+  ``password_wo_version`` of the individual users) or that a refresh found gone, one deleting the
+  removed; delete: one deletion (skipped through ``deleted_with`` with the local cluster). read: one
+  DescribeUserScramCredentials, so a user deleted behind Pulumi's back shows as drift. At 200
+  applications this is one request where ``pulumi_kafka`` made 200 (a failover's new standby waited
+  about a minute for them).
 
 The connection (bootstrap servers, the admin login, TLS) comes from the values the cluster's
 ``kafka.Provider`` gets. The admin password is a secret input, kept as a secret output (Pulumi
 encrypts it in the state, as it does the provider's ``saslPassword``) and never put in a message.
+The users' passwords are a secret input too; they are left out of the set's outputs (only their
+fingerprints, secret, are kept to notice a rotation).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from stacks.engine_watch import die_with_engine
 
 die_with_engine()  # in the provider process: exit when the engine does
 
-__all__ = ["AclSet", "Connection", "TopicSet", "acl_binding"]
+__all__ = ["AclSet", "Connection", "TopicSet", "UserSet", "acl_binding"]
 
 #: Inputs naming where and as whom: a change of these alone is an update, never a replacement.
 _CONNECTION = ("cluster", "bootstrap", "username", "password", "mechanism", "security_protocol", "tls", "oauth")
@@ -484,5 +493,192 @@ class AclSet(Resource):
             _AclSetProvider(),
             name,
             {**connection, "acls": acls, "count": None},
+            pulumi.ResourceOptions.merge(opts, secret),
+        )
+
+
+# ------------------------------------------------------------------------------------- users
+
+_SCRAM_ITERATIONS = 4096  # pulumi_kafka's UserScramCredential default
+
+
+def _upsert_users(props: dict[str, Any], names: list[str]) -> None:
+    """One AlterUserScramCredentials: every user of ``names`` with its password from ``props``."""
+    if not names:
+        return
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    passwords = props.get("passwords") or {}
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, _SCRAM_ITERATIONS)
+    alterations = [UserScramCredentialUpsertion(n, info, str(passwords[n]).encode()) for n in names]
+    _alter_users(props, alterations, "not created or changed")
+
+
+def _delete_users(props: dict[str, Any], names: list[str]) -> None:
+    """One AlterUserScramCredentials deleting the SCRAM-SHA-512 credential of every user of ``names``
+    (one already gone counts as deleted)."""
+    if not names:
+        return
+    from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
+
+    _alter_users(
+        props,
+        [UserScramCredentialDeletion(n, ScramMechanism.SCRAM_SHA_512) for n in names],
+        "not deleted",
+        gone_ok=True,
+    )
+
+
+def _alter_users(props: dict[str, Any], alterations: list[Any], what: str, *, gone_ok: bool = False) -> None:
+    errors = []
+    admin = _admin(props)  # held until every answer is in: a collected client cancels its requests
+    for user, fut in admin.alter_user_scram_credentials(alterations, request_timeout=_TIMEOUT).items():
+        try:
+            fut.result(timeout=_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - gathered, reported together below
+            if not (gone_ok and _not_found(exc)):
+                errors.append(f"{user}: {exc}")
+    if errors:
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: {len(errors)} SCRAM user(s) {what}: {'; '.join(errors[:3])}"
+            f"{' …' if len(errors) > 3 else ''}. {_RETRY}"
+        )
+
+
+def _not_found(exc: BaseException) -> bool:
+    from confluent_kafka import KafkaError, KafkaException
+
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def _observed_users(props: dict[str, Any], names: list[str]) -> set[str]:
+    """Which of ``names`` hold a SCRAM-SHA-512 credential on the cluster (one DescribeUserScramCredentials,
+    asked only once the cluster lets the admin describe it: librdkafka aborts the process on that refusal)."""
+    if not names:
+        return set()
+    from confluent_kafka.admin import AclOperation, ScramMechanism
+
+    admin = _admin(props)
+    described = admin.describe_cluster(include_authorized_operations=True, request_timeout=_TIMEOUT)
+    allowed = described.result(timeout=_TIMEOUT).authorized_operations or []
+    if AclOperation.DESCRIBE not in allowed and AclOperation.ALL not in allowed:
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: the admin login may not describe the cluster, so its SCRAM users "
+            "cannot be read. Grant it DESCRIBE on the cluster (or run `pulumi up` without --refresh)"
+        )
+    seen = set()
+    futures = admin.describe_user_scram_credentials(list(names), request_timeout=_TIMEOUT)
+    for user, fut in futures.items():
+        try:
+            infos = fut.result(timeout=_TIMEOUT).scram_credential_infos or []
+        except Exception as exc:  # noqa: BLE001
+            if _not_found(exc):
+                continue
+            raise
+        if any(i.mechanism == ScramMechanism.SCRAM_SHA_512 for i in infos):
+            seen.add(user)
+    return seen
+
+
+def _user_outs(props: dict[str, Any]) -> dict[str, Any]:
+    """The set's outputs: its inputs without the passwords (their fingerprints stay, secret)."""
+    return {**{k: v for k, v in props.items() if k != "passwords"}, "count": len(props.get("users") or [])}
+
+
+def _user_versions(props: dict[str, Any]) -> dict[str, str]:
+    versions = props.get("versions") or {}
+    return {str(u): str(versions.get(u, "")) for u in props.get("users") or []}
+
+
+def changed_users(olds: dict[str, Any], news: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What an update does (pure): the users to upsert (added, re-passworded, or found gone by a refresh)
+    and the users to delete (no longer declared)."""
+    old, new = _user_versions(olds), _user_versions(news)
+    return sorted(u for u, v in new.items() if old.get(u) != v), sorted(set(old) - set(new))
+
+
+class _UserSetProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        users = sorted(props.get("users") or [])
+        try:
+            _upsert_users(props, users)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - shown on the resource
+            raise _fail(props, f"creating {len(users)} SCRAM users", exc, _RETRY) from None
+        return CreateResult(id_=str(props["cluster"]), outs=_user_outs(props))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        names = list(props.get("users") or [])
+        try:
+            seen = _observed_users(props, names)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(props, "reading the SCRAM users", exc, _RETRY) from None
+        kept = [u for u in names if u in seen]
+        versions = {u: v for u, v in (props.get("versions") or {}).items() if u in seen}
+        return ReadResult(id_, {**_user_outs(props), "users": kept, "versions": versions, "count": len(kept)})
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = _connection_changed(olds, news)
+        upsert, remove = changed_users(olds, news)
+        if upsert or remove:
+            changed.append("users")
+        return DiffResult(changes=bool(changed), replaces=[], stables=["cluster"], delete_before_replace=False)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        upsert, remove = changed_users(olds, news)
+        try:
+            _upsert_users(news, upsert)
+            _delete_users(news, remove)
+        except RuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(news, "changing the SCRAM users", exc, _RETRY) from None
+        return UpdateResult(outs=_user_outs(news))
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        try:
+            _delete_users(props, list(props.get("users") or []))
+        except Exception as exc:  # noqa: BLE001
+            raise _fail(
+                props,
+                "deleting the SCRAM users",
+                exc,
+                "Start the cluster and run the command again, or drop the set from the state with "
+                "`pulumi state delete <urn>` if the cluster is gone for good",
+            ) from None
+
+
+class UserSet(Resource):
+    """Every SCRAM-SHA-512 user of one cluster as one resource (created, changed and read in one admin call each).
+
+    ``passwords`` (user → password) is a secret input and never an output; ``versions`` (user → the
+    password's fingerprint, :func:`stacks.access.password_version`) is kept, secret, to notice a rotation."""
+
+    count: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: Connection,
+        passwords: dict[str, pulumi.Output[str]],
+        versions: dict[str, pulumi.Output[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["password", "versions"])
+        super().__init__(
+            _UserSetProvider(),
+            name,
+            {
+                **connection,
+                "users": sorted(passwords),
+                "versions": pulumi.Output.secret(versions),
+                "passwords": pulumi.Output.secret(passwords),
+                "count": None,
+            },
             pulumi.ResourceOptions.merge(opts, secret),
         )

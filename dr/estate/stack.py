@@ -53,7 +53,7 @@ __all__ = ["EstateStack", "PreviewSummary", "PulumiPreview", "forget", "forget_i
 
 _ACCESS_TYPE = "kafka-dr:index:ClusterAccess"
 _DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
-_ITEM_TYPES = ("kafka:index/topic:Topic", "kafka:index/acl:Acl")
+_ITEM_TYPES = ("kafka:index/topic:Topic", "kafka:index/acl:Acl", "kafka:index/userScramCredential:UserScramCredential")
 _SHOWN = re.compile(
     r"^\s*(\+\+|\+-|-\+|[+~-])\s+\S.*\b(created|updated|deleted|replaced|refreshed)\b"
     r"|\*\*failed\*\*|^\s*(error|warning):",
@@ -397,7 +397,7 @@ class EstateStack:
     # -------------------------------------------------------------------------------- state
     def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
         """Drop from the state the ``ClusterAccess`` subtree of every cluster ``topology`` declares
-        decommissioned, and with ``provisioning: batched`` every per-item Topic and Acl resource left
+        decommissioned, and with ``provisioning: batched`` every per-item Topic, Acl and SCRAM user resource left
         by individual provisioning (:func:`forget_individual`), in one state edit; return how many
         resources were dropped. Nothing on the clusters changes."""
         if topology is None:
@@ -465,10 +465,11 @@ def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str
 
 
 def forget_individual(deployment: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The deployment without the per-item ``pulumi_kafka`` Topic and Acl resources of every
-    ``ClusterAccess`` (pure): what switching a stack to ``provisioning: batched`` leaves behind. Their
-    topics and ACLs stay on the clusters, where the new sets adopt them; without this edit the ``up``
-    would delete the old Acl resources after the set created the same bindings, and so the bindings."""
+    """The deployment without the per-item ``pulumi_kafka`` Topic, Acl and UserScramCredential resources of
+    every ``ClusterAccess`` (pure): what switching a stack to ``provisioning: batched`` leaves behind. Their
+    topics, ACLs and users stay on the clusters, where the new sets adopt them; without this edit the ``up``
+    would delete the old Acl and user resources after the sets created the same bindings and users, and so
+    the bindings and the users."""
     resources = deployment.get("resources") or []
     access = {r["urn"] for r in resources if r.get("type") == _ACCESS_TYPE}
     gone = {r["urn"] for r in resources if r.get("type") in _ITEM_TYPES and r.get("parent") in access}

@@ -2,9 +2,10 @@
 
 One stack (A and B of one broker each, the local example's topics and applications plus a topic
 ``audit`` with a retention, a default user quota and one application's own), provisioned with every
-cluster's topics as one ``TopicSet`` and its ACLs as one ``AclSet`` (:mod:`stacks.kafka_sets`), the
-quotas as one ``pulumi_kafka`` Quota each: the topics, ACLs and quotas are on the clusters (the quotas as
-Kafka's own ``kafka-configs --describe`` reads them), an ACL and a topic config changed behind Pulumi's
+cluster's topics as one ``TopicSet``, its ACLs as one ``AclSet`` and its SCRAM users as one ``UserSet``
+(:mod:`stacks.kafka_sets`), the quotas as one ``pulumi_kafka`` Quota each: the topics, ACLs, users (each
+logs in with its own password) and quotas are on the clusters (the quotas as Kafka's own
+``kafka-configs --describe`` reads them), an ACL, a topic config and a user deleted behind Pulumi's
 back are seen by ``refresh`` and restored by the next ``up``, a changed quota replaces the old one on
 both clusters, and a topic removed from the stack file stays in Kafka (retained) while the preview is
 clean again.
@@ -18,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+)
 
 from dr.base.stackref import StackRef, stack_dir
 from dr.base.toolchain import toolchain
@@ -97,6 +105,15 @@ def _acls(ep: Endpoint) -> set[tuple[str, str, str, str, str]]:
     return {(b.principal, b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name) for b in found}
 
 
+def _logs_in(ep: Endpoint) -> bool:
+    """Whether ``ep``'s user logs in (a metadata request answered; a failed SASL login is not)."""
+    try:
+        admin_client(ep).list_topics(timeout=10)
+    except Exception:  # noqa: BLE001 - a refused login is the answer
+        return False
+    return True
+
+
 def _expected_acls(topology: Any, cluster: str) -> set[tuple[str, str, str, str, str]]:
     from stacks.kafka_sets import _normal
 
@@ -117,9 +134,17 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
         stack = EstateStack(StackRef(STACK, stack_dir(), env.state))
         resources = stack._stack().export_stack().deployment["resources"]
         names = {r["urn"].rsplit("::", 1)[-1] for r in resources}
-        assert {"A-topics", "A-acls", "B-topics", "B-acls"} <= names, sorted(names)
-        assert not any(r["type"] in ("kafka:index/topic:Topic", "kafka:index/acl:Acl") for r in resources)
+        assert {"A-topics", "A-acls", "A-users", "B-topics", "B-acls", "B-users"} <= names, sorted(names)
+        items = (
+            "kafka:index/topic:Topic",
+            "kafka:index/acl:Acl",
+            "kafka:index/userScramCredential:UserScramCredential",
+        )
+        assert not any(r["type"] in items for r in resources)
+        users = [topology.principals.replicator, *(x.name for x in topology.principals.applications)]
         for ep, name in ((a, "A"), (b, "B")):
+            for user in users:
+                assert _logs_in(estate.endpoint(name, user)), f"{name}: {user} does not log in with its password"
             assert _topics(ep) == {"orders": 6, "payments": 3, "audit": 2}, f"{name}: topics {_topics(ep)}"
             assert _retention(ep, "audit") == RETENTION, f"{name}: audit retention.ms"
             missing = _expected_acls(topology, name) - _acls(ep)
@@ -130,9 +155,15 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
         assert len(quota_resources) == 4, "one Quota per entity and cluster, beside the batched sets"
         assert stack.preview().clean, "preview after the up is not clean"
 
-        # drift behind Pulumi's back: an application's write ACL on A, a topic config on B
+        # drift behind Pulumi's back: an application's write ACL on A, a topic config on B, a user on B
         app = next(x.name for x in topology.principals.applications if x.writes)
         assert delete_acls(a, [_write_filter(app)]) >= 1
+        gone = users[-1]
+        admin_b = admin_client(b)  # held until the answer is in: a collected client cancels its requests
+        deletion = [UserScramCredentialDeletion(gone, ScramMechanism.SCRAM_SHA_512)]
+        for fut in admin_b.alter_user_scram_credentials(deletion).values():
+            fut.result(timeout=15)
+        assert not _logs_in(estate.endpoint("B", gone)), f"{gone} still logs in on B after its deletion"
         assert not write_bindings(a, [app]), "the write ACL was not deleted"
         alter = ConfigResource(
             ResourceType.TOPIC,
@@ -143,11 +174,12 @@ def test_batched_sets_provision_see_drift_restore_it_and_retain_removed_topics(
         for fut in admin_b.incremental_alter_configs([alter]).values():
             fut.result(timeout=15)
         refreshed = stack.refresh()
-        assert refreshed.get("update", 0) >= 2, f"refresh did not see both drifts: {refreshed}"
+        assert refreshed.get("update", 0) >= 3, f"refresh did not see the three drifts: {refreshed}"
         drift = stack.preview()
-        assert drift.changes == {"update": 2}, f"the preview after the refresh: {drift.changes}"
+        assert drift.changes == {"update": 3}, f"the preview after the refresh: {drift.changes}"
         stack.up(load_stack_file(env.stack_file))
         assert write_bindings(a, [app]), f"the up did not restore {app}'s write ACL on A"
+        assert _logs_in(estate.endpoint("B", gone)), f"the up did not restore {gone}'s user on B"
         assert _retention(b, "audit") == RETENTION, "the up did not restore audit's retention.ms on B"
         assert stack.preview().clean, "preview after restoring the drift is not clean"
 

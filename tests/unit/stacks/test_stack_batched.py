@@ -1,6 +1,6 @@
-"""``provisioning: batched`` under Pulumi's mocks: a cluster's topics are one ``TopicSet`` and its ACLs
-one ``AclSet`` (:mod:`stacks.kafka_sets`), the users stay ``UserScramCredential``s, the admin password
-reaches the sets only as a secret, and the link and the failover's shape work with the sets.
+"""``provisioning: batched`` under Pulumi's mocks: a cluster's topics are one ``TopicSet``, its ACLs
+one ``AclSet`` and its SCRAM users one ``UserSet`` (:mod:`stacks.kafka_sets`), the admin password and the
+users' passwords reach the sets only as secrets, and the link and the failover's shape work with the sets.
 The individual mode is :mod:`tests.unit.stacks.test_stack_program`'s (its fixtures run the stack files as shipped)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from dr.base.errors import TopologyError
 from dr.topology import Topology, dump_stack_config, load_topology
 from dr.topology.access import acl_rules
-from stacks.kafka_sets import _native, _normal, _rtype, _snake
+from stacks.access import password_version
+from stacks.kafka_sets import _native, _normal, _rtype, _snake, _user_outs, changed_users
 from tests.unit.stacks.test_stack_program import (
     ACL,
     CLUSTER_ACCESS,
@@ -23,7 +24,6 @@ from tests.unit.stacks.test_stack_program import (
     _restore_the_mocks_found,  # noqa: F401 - autouse fixture
     is_secret,
     local_topology,
-    owner_cluster,
     plain_leaves,
     production_config,
     run_program,
@@ -45,24 +45,33 @@ def failed_over_batched(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 def sets(run: Run, cluster: str) -> tuple:
-    return run.named(DYNAMIC, f"{cluster}-topics"), run.named(DYNAMIC, f"{cluster}-acls")
+    return (
+        run.named(DYNAMIC, f"{cluster}-topics"),
+        run.named(DYNAMIC, f"{cluster}-acls"),
+        run.named(DYNAMIC, f"{cluster}-users"),
+    )
 
 
-def test_batched_registers_one_topic_set_and_one_acl_set_per_cluster_and_no_topic_or_acl(local_batched: Run) -> None:
+def test_batched_registers_one_topic_set_one_acl_set_and_one_user_set_per_cluster_and_no_item(
+    local_batched: Run,
+) -> None:
     assert local_batched.of_type(TOPIC) == [], "batched: no pulumi_kafka Topic"
     assert local_batched.of_type(ACL) == [], "batched: no pulumi_kafka Acl"
+    assert local_batched.of_type(USER) == [], "batched: no pulumi_kafka UserScramCredential"
     assert local_batched.names(DYNAMIC) == {
         "A-brokers",
         "B-brokers",
         "A-topics",
         "A-acls",
+        "A-users",
         "B-topics",
         "B-acls",
+        "B-users",
         "A-to-B-mirrormaker2",
     }
     t = local_batched.topology
     for name in ("A", "B"):
-        topic_set, acl_set = sets(local_batched, name)
+        topic_set, acl_set, user_set = sets(local_batched, name)
         access = local_batched.named(CLUSTER_ACCESS, f"{name}-access").urn
         assert topic_set.parent == access and acl_set.parent == access, (
             f"{name}: the sets are children of {name}-access"
@@ -90,11 +99,13 @@ def test_batched_registers_one_topic_set_and_one_acl_set_per_cluster_and_no_topi
             (b["principal"], b["resource_type"], b["resource_name"], b["operation"], b["pattern"]) for b in bindings
         }
         assert got_acls == expected and len(bindings) == len(expected), f"{name}-acls differ from acl_rules"
-        users = {r.inputs["username"] for r in local_batched.of_type(USER) if owner_cluster(r) == name}
+        assert user_set.parent == access and user_set.inputs["cluster"] == name
+        users = set(user_set.inputs["users"])
         assert users == {t.principals.replicator, *(a.name for a in t.principals.applications)}, f"{name} users"
 
 
 def test_the_sets_get_the_admin_password_only_as_a_secret(local_batched: Run) -> None:
+    """Also the user set's passwords and their fingerprints: secret inputs, each the stack's password."""
     admin = local_batched.credentials()["admin"]
     for name in ("A", "B"):
         for s in sets(local_batched, name):
@@ -103,26 +114,29 @@ def test_the_sets_get_the_admin_password_only_as_a_secret(local_batched: Run) ->
             assert s.inputs["username"] == "admin" and s.inputs["security_protocol"] == "SASL_PLAINTEXT"
             assert s.inputs["mechanism"] == "SCRAM-SHA-512"
             assert s.inputs["bootstrap"].startswith("127.0.0.1:"), f"{s.name}: bootstrap {s.inputs['bootstrap']!r}"
+        user_set = sets(local_batched, name)[2]
+        assert is_secret(user_set.inputs["passwords"]) and is_secret(user_set.inputs["versions"])
+        generated = local_batched.credentials()
+        given = user_set.inputs["passwords"]["value"]
+        for user in user_set.inputs["users"]:
+            if user in generated:
+                assert given[user] == generated[user], f"{name}-users: {user}'s password is not the stack's"
+            assert user_set.inputs["versions"]["value"][user] == password_version(name, user, given[user])
     passwords = set(local_batched.credentials().values())
     for r in local_batched.resources:
         for leaf in plain_leaves(r.inputs):
             assert not any(pw in str(leaf) for pw in passwords), f"{r.typ} {r.name!r} carries a password in plain"
 
 
-def test_the_link_waits_for_the_replicators_user_and_both_sets_not_the_applications_users(local_batched: Run) -> None:
+def test_the_link_waits_for_the_three_sets_of_both_clusters(local_batched: Run) -> None:
+    """The replicator's user is in its cluster's user set (one request for every user, so waiting for
+    it costs what waiting for the replicator's own user did)."""
     process = local_batched.named(DYNAMIC, "A-to-B-mirrormaker2")
     assert process.parent == local_batched.named(REPLICATION_LINK, "A-to-B").urn
     deps = set(process.dependencies)
-    replicator = local_batched.topology.principals.replicator
     for name in ("A", "B"):
-        needed = {s.urn for s in sets(local_batched, name)} | {
-            r.urn
-            for r in local_batched.of_type(USER)
-            if owner_cluster(r) == name and r.inputs["username"] == replicator
-        }
-        apps = {r.urn for r in local_batched.of_type(USER) if owner_cluster(r) == name} - needed
+        needed = {s.urn for s in sets(local_batched, name)}
         assert needed <= deps, f"A-to-B-mirrormaker2 does not wait for {sorted(needed - deps)}"
-        assert apps and not apps & deps, f"A-to-B-mirrormaker2 waits for the applications' users {sorted(apps & deps)}"
 
 
 def test_after_a_failover_C_gets_its_sets_B_becomes_writable_and_A_has_none(failed_over_batched: Run) -> None:
@@ -134,8 +148,10 @@ def test_after_a_failover_C_gets_its_sets_B_becomes_writable_and_A_has_none(fail
         "C-brokers",
         "B-topics",
         "B-acls",
+        "B-users",
         "C-topics",
         "C-acls",
+        "C-users",
         "B-to-C-mirrormaker2",
     }
     b_acls = {(x["principal"], x["resource_name"], x["operation"]) for x in sets(run, "B")[1].inputs["acls"]}
@@ -189,7 +205,7 @@ def test_binding_names_map_to_confluent_kafkas_enums() -> None:
     )
 
 
-def test_switching_to_batched_forgets_only_the_per_item_topics_and_acls_in_one_edit() -> None:
+def test_switching_to_batched_forgets_only_the_per_item_topics_acls_and_users_in_one_edit() -> None:
     from dr.estate.stack import forget_individual
 
     access = "urn:pulumi:s::kafka-dr::kafka-dr:index:ClusterAccess::B-access"
@@ -209,10 +225,10 @@ def test_switching_to_batched_forgets_only_the_per_item_topics_and_acls_in_one_e
         ]
     }
     kept, dropped = forget_individual(deployment)
-    assert dropped == 2
-    assert [r["urn"] for r in kept["resources"]] == [access, user, other_acl, link]
+    assert dropped == 3
+    assert [r["urn"] for r in kept["resources"]] == [access, other_acl, link]
     mm2 = kept["resources"][-1]
-    assert mm2["dependencies"] == [user] and mm2["propertyDependencies"] == {"x": []}
+    assert mm2["dependencies"] == [] and mm2["propertyDependencies"] == {"x": []}
     assert forget_individual(kept) == (kept, 0), "a second run changes nothing"
 
 
@@ -233,3 +249,19 @@ def test_a_removed_binding_is_deleted_through_an_exact_filter() -> None:
         "*",
     )
     assert type(_native(binding)).__name__ == "AclBinding"
+
+
+def test_a_user_set_update_upserts_the_added_rotated_and_refreshed_away_users_and_deletes_the_removed() -> None:
+    olds = {"users": ["a", "b", "c"], "versions": {"a": "1", "b": "2", "c": "3"}}
+    news = {"users": ["a", "b", "d"], "versions": {"a": "1", "b": "9", "d": "4"}}
+    assert changed_users(olds, news) == (["b", "d"], ["c"])
+    assert changed_users(news, news) == ([], []), "nothing changed: nothing sent"
+    refreshed = {"users": ["a"], "versions": {"a": "1"}}  # a refresh found b and d gone from the cluster
+    assert changed_users(refreshed, news) == (["b", "d"], [])
+
+
+def test_a_user_sets_outputs_hold_no_password() -> None:
+    props = {"cluster": "C", "users": ["a"], "versions": {"a": "1"}, "passwords": {"a": "s3cret-pw"}}
+    outs = _user_outs(props)
+    assert "passwords" not in outs and "s3cret-pw" not in str(outs)
+    assert outs["count"] == 1 and outs["versions"] == {"a": "1"}
