@@ -440,7 +440,7 @@ def drill(
     )
     ref = StackRef.resolve(stack)  # the stack resolved, and its file read, once for the whole drill
     topology = load_stack(ref)
-    if automatic and topology.architecture.value != "active-passive":
+    if automatic and not topology.shape().site_controllers:  # --automatic drills the sites' controllers
         raise ConfigError(
             f"--automatic drills the controllers of an active-passive stack; {stack!r} is {topology.architecture.value}.",
             f"run `drctl drill --stack {stack} --unplanned` without --automatic. Nothing was changed",

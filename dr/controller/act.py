@@ -45,7 +45,6 @@ from dr.controller.witness import Holding, Witness
 from dr.failover.frame.journal import Journal
 from dr.failover.status import StatusReport, lock_held
 from dr.topology import Role, Topology, load_stack_file
-from dr.topology.kinds import Architecture
 
 __all__ = ["Automatic"]
 
@@ -112,7 +111,7 @@ class Automatic:
         policy = topology.failover_policy
         with contextlib.suppress(ClusterError):  # the decision below finds the witness down
             self.witness.publish(self.site, {c: str(s) for c, s in states.items()}, ttl_s=policy.detect_after_s)
-        if topology.architecture is not Architecture.ACTIVE_PASSIVE:
+        if not topology.shape().site_controllers:
             return None
         role = topology.cluster(self.site).role
         if policy.mode == "automatic" and role is Role.ACTIVE:

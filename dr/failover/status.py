@@ -56,10 +56,10 @@ from dr.topology import (
     Topology,
     load_stack_file,
 )
-from dr.topology.active_active import is_active_active, remote_topics_on
+from dr.topology.architectures import ARCHITECTURES
 from dr.topology.client_endpoint import EndpointStatus, endpoint_drift
 from dr.topology.kinds import LinkState
-from dr.topology.topics import target_topic, topics_on
+from dr.topology.topics import remote_topics_on, target_topic, topics_on
 
 __all__ = [
     "ClusterStatus",
@@ -270,8 +270,9 @@ class StatusReport(BaseModel):
 
     stack: str
     failover_done: bool
-    architecture: Architecture = Field(default=Architecture.ACTIVE_PASSIVE, exclude=True)
-    """The stack's architecture: which failover takes over from a lost cluster (the advice for it); not in
+    architecture: Architecture = Field(default=Topology.model_fields["architecture"].default, exclude=True)
+    """The stack's architecture (a stack file's default when not given): which failover takes over from a lost
+    cluster, and the runbook for it (its entry of :data:`~dr.topology.architectures.ARCHITECTURES`); not in
     the JSON."""
     clusters: list[ClusterStatus]
     links: list[LinkStatus]
@@ -434,7 +435,7 @@ def _cluster_entry(
         isr=isr,
     )
     entry.health = HealthStatus.of(health, isr=isr)
-    if is_active_active(estate.topology):  # the remote copies of the peers' topics, for the links' lag
+    if estate.topology.shape().peers:  # the remote copies of the peers' topics, for the links' lag
         topics = [*topics, *remote_topics_on(estate.topology, c.name)]
     if health.reachable:
         seen.endpoints[c.name] = ep
@@ -723,21 +724,14 @@ def _abandoned_problem(report: StatusReport) -> str | None:
     )
 
 
-_RUNBOOKS = {
-    Architecture.ACTIVE_PASSIVE: "runbooks/unplanned-failover.md",
-    Architecture.ACTIVE_ACTIVE: "runbooks/active-active.md",
-    Architecture.HUB_SPOKE: "runbooks/hub-and-spoke.md",
-}
-
-
 def _failover_flag(architecture: Architecture, c: ClusterStatus) -> str | None:
     """The ``drctl failover`` flags that take over from cluster ``c`` when it is lost ('' for the stack's
-    own failover), or None when no failover does (a passive cluster, a standby)."""
-    if c.role is Role.EDGE:
-        return f" --edge {c.name}"
-    if c.role is not Role.ACTIVE:
-        return None
-    return f" --region {c.name}" if architecture is Architecture.ACTIVE_ACTIVE else ""
+    own failover), or None when no failover does (a passive cluster, a standby): a lost site's flag when
+    ``c`` is one of the sites its architecture fails over alone (``--region``, ``--edge``)."""
+    site = ARCHITECTURES[architecture].lost_site
+    if site is not None and c.role is site.role:
+        return f" --{site.flag} {c.name}"
+    return "" if c.role is Role.ACTIVE else None
 
 
 def _lost_cluster_fix(report: StatusReport, c: ClusterStatus) -> str | None:
@@ -773,7 +767,7 @@ def _lost_cluster_fix(report: StatusReport, c: ClusterStatus) -> str | None:
         else f"wait for {c.name} if it is coming back (its own operators restart it; drctl does not)"
     )
     dry_run = f"drctl failover --stack {stack}{flag} --mode unplanned --dry-run"
-    return f"{back}; if it is lost, fail over: `{dry_run}`, then the same without --dry-run ({_RUNBOOKS[report.architecture]})"
+    return f"{back}; if it is lost, fail over: `{dry_run}`, then the same without --dry-run ({ARCHITECTURES[report.architecture].runbook})"
 
 
 def raise_for_problems(report: StatusReport) -> None:

@@ -26,9 +26,8 @@ from dr.runtime.connect import (
 )
 from dr.runtime.mirrormaker import REPLICATOR_SOURCE_RIGHTS, REPLICATOR_TARGET_RIGHTS, transaction_rights
 from dr.runtime.reserved import CONNECT_USER
-from dr.topology import active_active
-from dr.topology.kinds import Architecture
 from dr.topology.model import Application, Cluster, Role, Topology
+from dr.topology.topics import consumes_remote, remote_topics_on
 
 __all__ = [
     "CONNECT_USER",
@@ -79,13 +78,8 @@ def _prefixed(principal: str, prefix: str, operation: str) -> set[AclRule]:
 def applications_on(topology: Topology, role: Role, cluster: str | None) -> list[Application]:
     """The applications that get ACLs on a cluster: all of them, except in a hub-and-spoke estate, where
     an edge serves only the applications whose home it is, and the hub (and its passive copy) the rest."""
-    apps = topology.principals.applications
-    if topology.architecture is not Architecture.HUB_SPOKE:
-        return apps
-    if role is Role.EDGE:
-        return [app for app in apps if app.home == cluster]
-    hubs = {c.name for c in topology.clusters_with(Role.ACTIVE)}
-    return [app for app in apps if app.home is None or app.home in hubs]
+    served = topology.shape().served_applications  # a hub-and-spoke estate's (dr.topology.hub_spoke)
+    return topology.principals.applications if served is None else served(topology, role, cluster)
 
 
 def client_cluster(topology: Topology, app: Application) -> str:
@@ -98,7 +92,7 @@ def client_cluster(topology: Topology, app: Application) -> str:
     the same function names the cluster after it. The publisher (:mod:`dr.failover.act.clients`) and the
     stack's ``clientConfigs`` output both ask it.
     """
-    if topology.architecture is Architecture.ACTIVE_PASSIVE or app.home is None:
+    if not topology.shape().writes_at_home or app.home is None:
         return topology.active().name
     return app.home
 
@@ -156,9 +150,9 @@ def peer_rules(topology: Topology, cluster: str) -> set[AclRule]:
     rules: set[AclRule] = set()
     internal = topology.internal_topics()
     for app in topology.principals.applications:
-        local = [t for t in app.consumes if not active_active.consumes_remote(topology, t)]
+        local = [t for t in app.consumes if not consumes_remote(topology, t)]
         named = [t for t in app.consumes if t not in local]
-        reads = [*local, *active_active.remote_topics_on(topology, cluster, local), *named]
+        reads = [*local, *remote_topics_on(topology, cluster, local), *named]
         rules |= _grants(app, internal, writes=app.home == cluster, reads=reads)
     return rules
 
@@ -195,7 +189,7 @@ def transaction_rules(topology: Topology, cluster: Cluster) -> set[AclRule]:
 
 def acl_rules(topology: Topology, cluster: Cluster) -> list[AclRule]:
     """Every ACL the cluster needs for its role and its links (pure; sorted, no duplicates)."""
-    if active_active.is_active_active(topology):
+    if topology.shape().peers:
         apps = peer_rules(topology, cluster.name) if cluster.role is Role.ACTIVE else set()
     else:
         apps = application_rules(topology, cluster.role, cluster.name)

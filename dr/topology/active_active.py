@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING
 
 from dr.topology.active_passive import after_failover
 from dr.topology.hub_fields import hub_fields_unused
-from dr.topology.kinds import Architecture, Engine, Role
-from dr.topology.model import TopologyShape
-from dr.topology.topics import SEPARATOR, remote_topic
+from dr.topology.kinds import Architecture, Engine, Naming, Role
+from dr.topology.model import LostSite, TopologyShape
+from dr.topology.topics import SEPARATOR, remote_topic, remote_topics_on  # remote_topics_on handed on to the kind
 from dr.topology.violation import Violation
 
 if TYPE_CHECKING:
     from dr.topology.model import Rule, Topology
 
 __all__ = [
+    "LOST_SITE",
     "RULES",
     "after_region_failover",
-    "consumes_remote",
     "is_active_active",
     "moving_applications",
     "peers",
@@ -60,14 +60,6 @@ def remote_source(topology: Topology, name: str) -> str | None:
 def peers(topology: Topology) -> list[str]:
     """The active peers, in declaration order."""
     return [c.name for c in topology.clusters if c.role is Role.ACTIVE]
-
-
-def remote_topics_on(topology: Topology, cluster: str, topics: list[str] | None = None) -> list[str]:
-    """The remote copies ``cluster`` may hold of ``topics`` (default: every declared topic): one per other
-    declared cluster — a failed region's copies stay readable on the survivors."""
-    names = topics if topics is not None else [t.name for t in topology.topics]
-    others = [c.name for c in topology.clusters if c.name != cluster]
-    return [remote_topic(o, t) for o in others for t in names]
 
 
 def _all_remote_names(topology: Topology) -> list[str]:
@@ -203,18 +195,6 @@ RULES: tuple[Rule, ...] = (_roles, _links, _loops, _collisions, _homes, _remote_
 """Every active-active rule, run after the shared rules for an active-active stack."""
 
 
-def consumes_remote(t: Topology, name: str) -> bool:
-    """True when ``name`` is the remote copy of a declared topic in an active-active stack (an application
-    may consume it by name)."""
-    source, sep, original = name.partition(SEPARATOR)
-    return (
-        is_active_active(t)
-        and bool(sep)
-        and source in {c.name for c in t.clusters}
-        and original in {topic.name for topic in t.topics}
-    )
-
-
 # -- region failover ------------------------------------------------------------------------------
 
 
@@ -266,9 +246,16 @@ def moving_applications(topology: Topology, region: str) -> list[str]:
     return [a.name for a in topology.principals.applications if a.home == region]
 
 
+LOST_SITE = LostSite(flag="region", role=Role.ACTIVE)
+"""A lost region is named ``drctl failover --region <peer>``: each active peer fails over alone."""
+
 SHAPE = TopologyShape(
     rules=(*RULES, partial(hub_fields_unused, homes=True)),
     after_failover=after_failover,  # a failover of the whole stack (not ``--region``) promotes as active-passive does
+    runbook="runbooks/active-active.md",
+    naming=Naming.PEER,  # every link between peers, declared topics only, prefixed
+    edge_naming=Naming.PEER,
     writes_at_home=True,
+    lost_site=LOST_SITE,
 )
 """An active-active stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

@@ -168,5 +168,11 @@ def _link_cycles(t: Topology) -> Iterator[Violation]:
 RULES: tuple[Rule, ...] = (_one_active, _one_passive_one_standby, _link_cycles)
 """The rules of an active-passive estate (and of a hub-and-spoke one's hub), run after the shared rules."""
 
-SHAPE = TopologyShape(rules=(*RULES, partial(hub_fields_unused, homes=False)), after_failover=after_failover)
+SHAPE = TopologyShape(
+    rules=(*RULES, partial(hub_fields_unused, homes=False)),
+    after_failover=after_failover,
+    runbook="runbooks/unplanned-failover.md",
+    client_endpoint=True,  # clients follow the one active cluster, so an endpoint may front it
+    site_controllers=True,  # a site's controller fails the whole stack over by itself
+)
 """An active-passive stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

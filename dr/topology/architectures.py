@@ -7,7 +7,9 @@ found by the architecture's name (``dr/topology/<module>.py``, :attr:`Architectu
 the stack's entry after the shared ones; the model (:meth:`Topology.after_failover
 <dr.topology.model.Topology.after_failover>`) and the topic queries (:func:`dr.topology.topics.topics_on`)
 ask it through :meth:`Topology.shape <dr.topology.model.Topology.shape>` (the package registers the table
-with the model, which its modules build on). A hub-and-spoke stack's hub is an active-passive pair,
+with the model, which its modules build on), as every shared module asks what differs per architecture (how a
+link names its copies, who a cluster serves, the lost site and its runbook, whether a client endpoint or the
+sites' controllers apply): none of them names an architecture. A hub-and-spoke stack's hub is an active-passive pair,
 so its entry adds the hub's rules to active-passive's; the other architectures' stacks keep the hub's
 fields unused.
 """

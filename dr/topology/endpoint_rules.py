@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from dr.base.hosts import is_loopback
 from dr.runtime.reserved import ENDPOINT_LISTENER_OFFSET
-from dr.topology.kinds import Architecture, Role
+from dr.topology.kinds import Role
 
 if TYPE_CHECKING:
     from dr.topology.model import Cluster, Topology
@@ -55,7 +55,7 @@ def endpoint_problems(t: Topology) -> Iterator[tuple[str, str, str]]:
     e = t.endpoint
     if e is None:
         return
-    if t.architecture != Architecture.ACTIVE_PASSIVE:
+    if not t.shape().client_endpoint:
         yield (
             "endpoint",
             f"a client endpoint follows the one active cluster of an active-passive estate; this one is {t.architecture}",

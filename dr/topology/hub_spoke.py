@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dr.topology import active_passive
-from dr.topology.kinds import Architecture, Engine, Role
-from dr.topology.model import TopologyShape
+from dr.topology.kinds import Architecture, Engine, Naming, Role
+from dr.topology.model import LostSite, TopologyShape
 from dr.topology.topics import SEPARATOR, remote_topic
 from dr.topology.violation import Violation
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dr.topology.model import Application, Cluster, Link, Rule, Topic, Topology
 
 __all__ = [
+    "LOST_SITE",
     "RULES",
     "SHAPE",
     "after_edge_loss",
@@ -44,6 +45,7 @@ __all__ = [
     "lost_edges",
     "remote_topic_names",
     "remote_topics",
+    "served_applications",
 ]
 
 _MAX_TOPIC_NAME = 249
@@ -434,10 +436,27 @@ def after_hub_failover(t: Topology, mode: str = "planned") -> Topology:
     )
 
 
+def served_applications(t: Topology, role: Role, cluster: str | None) -> list[Application]:
+    """The applications a cluster of ``role`` serves: an edge only those whose home it is, the hub (and its
+    passive copy) the rest (no home, or the hub's own name)."""
+    apps = t.principals.applications
+    if role is Role.EDGE:
+        return [app for app in apps if app.home == cluster]
+    hubs = {c.name for c in t.clusters_with(Role.ACTIVE)}
+    return [app for app in apps if app.home is None or app.home in hubs]
+
+
+LOST_SITE = LostSite(flag="edge", role=Role.EDGE)
+"""A lost edge is named ``drctl failover --edge <edge>``; the hub fails over as an active-passive pair."""
+
 SHAPE = TopologyShape(
     rules=(*active_passive.RULES, *RULES),
     after_failover=after_hub_failover,
+    runbook="runbooks/hub-and-spoke.md",
+    edge_naming=Naming.PREFIXED,  # an edge's topics land on the hub as <edge>.<topic>; the hub's link keeps names
     remote_copies=aggregated_topics,
     writes_at_home=True,
+    served_applications=served_applications,
+    lost_site=LOST_SITE,
 )
 """A hub-and-spoke stack's entry of :data:`dr.topology.architectures.ARCHITECTURES`."""

@@ -93,8 +93,9 @@ class Placement(StrEnum):
 
 class Naming(StrEnum):
     """What a link names its copies on the target and which topics it copies, decided once per link
-    (``Topology.naming``) by :meth:`of`, as :class:`Placement` places it: a new architecture is one line
-    of that rule, and no other module asks the architecture to name a topic."""
+    (``Topology.naming``) from what its architecture's shape declares (``TopologyShape.naming`` and
+    ``edge_naming``): a new architecture declares it in its own module, and no other module asks the
+    architecture to name a topic."""
 
     IDENTITY = "identity"
     """The source's names kept (MirrorMaker 2's IdentityReplicationPolicy): active → passive, and the hub
@@ -115,17 +116,6 @@ class Naming(StrEnum):
     def declared_only(self) -> bool:
         """True when the link copies exactly the declared topics it selects, whatever its patterns match."""
         return self is Naming.PEER
-
-    @classmethod
-    def of(cls, architecture: Architecture, *, from_edge: bool) -> Naming:
-        """How a link of an ``architecture`` estate names its copies: between active-active peers, the
-        declared topics prefixed; out of an edge (``from_edge``) of a hub-spoke estate, prefixed; else
-        identity names."""
-        if architecture is Architecture.ACTIVE_ACTIVE:
-            return cls.PEER
-        if architecture is Architecture.HUB_SPOKE and from_edge:
-            return cls.PREFIXED
-        return cls.IDENTITY
 
 
 class Delivery(StrEnum):

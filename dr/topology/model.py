@@ -48,6 +48,7 @@ __all__ = [
     "Link",
     "LinkIntervals",
     "LinkState",
+    "LostSite",
     "Naming",
     "OAuth",
     "OAuthClient",
@@ -678,19 +679,54 @@ Rule = Callable[["Topology"], Iterator[Violation]]
 
 
 @dataclass(frozen=True)
+class LostSite:
+    """How ``drctl failover`` names a lost site of an architecture whose sites fail over one at a time."""
+
+    flag: str
+    """The flag naming the site (``region``: ``--region <cluster>``)."""
+    role: Role
+    """The role of the clusters it names."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class TopologyShape:
     """One architecture's part of the topology, an entry of :data:`dr.topology.architectures.ARCHITECTURES`:
-    its own rules, its failover's desired state, the remote copies it adds on the active cluster and its
-    passive copy, and where applications write."""
+    its own rules, its failover's desired state, how its links name their copies, the remote copies it adds on
+    the active cluster and its passive copy, where applications write, and what an operator is told when one
+    of its clusters is lost. The shared modules ask it, so none of them names an architecture."""
 
     rules: tuple[Rule, ...]
     """The rules only this architecture's stacks obey, run after the rules every stack obeys."""
     after_failover: Callable[[Topology, str], Topology]
     """The desired topology once the failover of a mode (``planned``/``unplanned``) is done (pure)."""
+    runbook: str
+    """The runbook to follow when one of its clusters is lost (``runbooks/<name>.md``), which ``drctl status``
+    names."""
+    naming: Naming = Naming.IDENTITY
+    """What its links name their copies on the target (:meth:`Topology.naming`), but those out of an edge."""
+    edge_naming: Naming = Naming.IDENTITY
+    """What a link out of an edge cluster names its copies on the target."""
     remote_copies: Callable[[Topology], list[Topic]] | None = None
     """The copies the active cluster and its passive copy hold besides the declared topics, if any."""
     writes_at_home: bool = False
     """True when each application writes on its home cluster rather than on the one active cluster."""
+    served_applications: Callable[[Topology, Role, str | None], list[Application]] | None = None
+    """The applications a cluster of a role (named) serves, when not every application
+    (:func:`dr.topology.access.applications_on`)."""
+    lost_site: LostSite | None = None
+    """How ``drctl failover`` names one lost site, when a site fails over alone (None: the stack fails over
+    as a whole)."""
+    client_endpoint: bool = False
+    """True when a client endpoint may front its one active cluster (:mod:`dr.topology.endpoint_rules`)."""
+    site_controllers: bool = False
+    """True when each site's controller (``drctl controller``) may fail the stack over by itself."""
+
+    @property
+    def peers(self) -> bool:
+        """True when its clusters are peers replicating both ways (links of :attr:`Naming.PEER
+        <dr.topology.kinds.Naming.PEER>`): each holds the remote copy ``<peer>.<topic>`` of every other's
+        declared topics, which an application may consume by name."""
+        return self.naming is Naming.PEER
 
 
 # The architectures' modules build on this one, so this module does not import their table: the package
@@ -881,10 +917,11 @@ class Topology(_Model):
         return Placement.of(link.engine, on_connect=link.connect is not None, both_local=self.both_local(link))
 
     def naming(self, link: Link) -> Naming:
-        """What ``link`` names its copies on the target (:meth:`Naming.of <dr.topology.kinds.Naming.of>`, from
-        the architecture and whether the link runs out of an edge)."""
+        """What ``link`` names its copies on the target, as its architecture's shape declares it
+        (:attr:`TopologyShape.naming`; :attr:`~TopologyShape.edge_naming` for a link out of an edge)."""
+        shape = self.shape()
         from_edge = any(c.name == link.source and c.role is Role.EDGE for c in self.clusters)
-        return Naming.of(self.architecture, from_edge=from_edge)
+        return shape.edge_naming if from_edge else shape.naming
 
     def shape(self) -> TopologyShape:
         """What this estate's architecture decides of it (its entry of

@@ -43,6 +43,7 @@ __all__ = [
     "NAMESPACE",
     "StackConfig",
     "StackFile",
+    "architecture_of",
     "dump_stack_config",
     "load_stack_file",
     "load_topology",
@@ -90,6 +91,16 @@ def _decode(key: str, field: str, value: Any) -> Any:
                 f"set `{key}` as a YAML list/mapping in the stack file, or as JSON with `pulumi config set --path`",
             ) from None
     return value
+
+
+_DEFAULT_ARCHITECTURE: Architecture = Topology.model_fields["architecture"].default
+"""The architecture of a stack file without ``kafka-dr:architecture`` (the model's default), never written."""
+
+
+def architecture_of(config: Mapping[str, Any]) -> Architecture:
+    """The architecture a stack's ``kafka-dr:`` entries declare (as :func:`dump_stack_config` writes them, a
+    failover journal's copies included): the model's default when they name none."""
+    return Architecture(config.get(_key("architecture"), _DEFAULT_ARCHITECTURE))
 
 
 def load_topology(stack_name: str, config: Mapping[str, Any]) -> Topology:
@@ -386,7 +397,7 @@ def dump_stack_config(topology: Topology) -> StackConfig:
         _key("profile"): topology.profile.value,
         _key("failover_done"): topology.failover_done,
     }
-    if topology.architecture is not Architecture.ACTIVE_PASSIVE:  # stack files without it stay as they were
+    if topology.architecture != _DEFAULT_ARCHITECTURE:  # stack files without it stay as they were
         config[_key("architecture")] = topology.architecture.value
     if topology.provisioning != "individual":  # likewise
         config[_key("provisioning")] = topology.provisioning

@@ -3,8 +3,9 @@
 A link running MirrorMaker 2's ``DefaultReplicationPolicy`` names its copies ``<source>.<topic>`` on the
 target (:func:`remote_topic`); an identity link keeps the names. Which topics a cluster holds
 (:func:`topics_on`) and the name a link gives a topic on its target (:func:`target_topic`) are asked by the
-failover, the estate and the Pulumi program alike: they ask here, never an architecture's own module
-(:mod:`dr.topology.hub_spoke`, :mod:`dr.topology.active_active`), which builds on these names.
+failover, the estate and the Pulumi program alike, as are the remote copies each peer of an active-active
+estate holds (:func:`remote_topics_on`, :func:`consumes_remote`): they ask here, never an architecture's own
+module (:mod:`dr.topology.hub_spoke`, :mod:`dr.topology.active_active`), which builds on these names.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SEPARATOR",
+    "consumes_remote",
     "copied_topics_regex",
     "link_topics_regex",
     "prefixed_link",
+    "remote_copies",
     "remote_topic",
+    "remote_topics_on",
     "target_topic",
     "topics_on",
 ]
@@ -35,6 +39,34 @@ def remote_topic(source: str, topic: str) -> str:
     """The name a prefixed link out of ``source`` gives its topic ``topic`` on the target:
     ``<source>.<topic>`` (MirrorMaker 2's DefaultReplicationPolicy)."""
     return f"{source}{SEPARATOR}{topic}"
+
+
+def remote_topics_on(t: Topology, cluster: str, topics: list[str] | None = None) -> list[str]:
+    """The remote copies ``cluster`` may hold of ``topics`` (default: every declared topic) in an estate of
+    peers: one per other declared cluster — a failed region's copies stay readable on the survivors."""
+    names = topics if topics is not None else [topic.name for topic in t.topics]
+    others = [c.name for c in t.clusters if c.name != cluster]
+    return [remote_topic(o, name) for o in others for name in names]
+
+
+def consumes_remote(t: Topology, name: str) -> bool:
+    """True when ``name`` is the remote copy of a declared topic in an estate of peers (an active-active
+    stack: :attr:`TopologyShape.peers <dr.topology.model.TopologyShape.peers>`), which an application may
+    consume by name."""
+    source, sep, original = name.partition(SEPARATOR)
+    return (
+        t.shape().peers
+        and bool(sep)
+        and source in {c.name for c in t.clusters}
+        and original in {topic.name for topic in t.topics}
+    )
+
+
+def remote_copies(t: Topology) -> list[Topic]:
+    """The copies the active cluster and its passive copy hold besides the declared topics, as the
+    architecture adds them (the aggregated ``<edge>.<topic>`` of a hub); none for the others."""
+    copies = t.shape().remote_copies
+    return copies(t) if copies is not None else []
 
 
 def prefixed_link(t: Topology, link: Link) -> bool:
@@ -70,6 +102,5 @@ def topics_on(t: Topology, cluster: Cluster) -> list[Topic]:
     if not cluster.holds_topics:
         return []
     if cluster.role in (Role.ACTIVE, Role.PASSIVE):
-        copies = t.shape().remote_copies
-        return [*t.topics, *(copies(t) if copies is not None else [])]
+        return [*t.topics, *remote_copies(t)]
     return list(t.topics)

@@ -24,15 +24,14 @@ from dr.base.errors import TopologyError
 from dr.base.pattern_safety import backtracking_problem, name_matcher
 from dr.kafka.internal_topics import why_internal
 from dr.runtime.reserved import CONNECT_USER
-from dr.topology import active_active
 from dr.topology.architectures import ARCHITECTURES
 from dr.topology.endpoint_rules import endpoint_problems
 from dr.topology.failover_policy import policy_violations
-from dr.topology.hub_spoke import remote_topic_names
 from dr.topology.java_regex import JavaVerdict, java_verdicts, same_in_both
 from dr.topology.kinds import PORT_WINDOW, Delivery, Engine, Kind, Profile, Role
 from dr.topology.oauth_rules import oauth_problems
 from dr.topology.tls_rules import tls_problems
+from dr.topology.topics import consumes_remote, remote_copies
 from dr.topology.violation import Violation
 
 if TYPE_CHECKING:
@@ -762,12 +761,12 @@ def _topic_durability(t: Topology) -> Iterator[Violation]:
 
 
 def _application_topics(t: Topology) -> Iterator[Violation]:
-    declared = {topic.name for topic in t.topics} | remote_topic_names(t)
+    declared = {topic.name for topic in [*t.topics, *remote_copies(t)]}
     known = ", ".join(repr(topic.name) for topic in t.topics) or "none declared"
     for i, app in enumerate(t.principals.applications):
         for field, verb in (("produces", "produces to"), ("consumes", "consumes from")):
             for k, name in enumerate(getattr(app, field)):
-                if name not in declared and not active_active.consumes_remote(t, name):
+                if name not in declared and not consumes_remote(t, name):
                     yield Violation(
                         f"principals.applications[{i}].{field}[{k}]",
                         f"application {app.name!r} {verb} undeclared topic {name!r}",

@@ -144,10 +144,12 @@ def jvms_under(path: Path) -> list[str]:
 
 
 class StackEnv(dict[str, str]):
-    """The environment of one test stack (``KDR_STACK_DIR``/``KDR_STATE_DIR``) and its paths."""
+    """The environment of one test stack (``KDR_STACK_DIR``/``KDR_STATE_DIR``) and its paths: the stack file in
+    ``root``, the state in ``root/state`` unless ``state_dir`` says where."""
 
-    def __init__(self, root: Path, stack: str) -> None:
-        super().__init__(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(Path(root) / "state"))
+    def __init__(self, root: Path, stack: str, *, state_dir: Path | None = None) -> None:
+        state = Path(root) / "state" if state_dir is None else Path(state_dir)
+        super().__init__(KDR_STACK_DIR=str(root), KDR_STATE_DIR=str(state))
         self.root, self.stack = Path(root), stack
 
     @property
@@ -176,8 +178,7 @@ class ProjectEnv:
         self.root, self.stack = Path(root), stack
         self.project = self.root / "project"
         self.vars = {
-            "KDR_STACK_DIR": str(self.project),
-            "KDR_STATE_DIR": str(self.root / "state"),
+            **StackEnv(self.project, stack, state_dir=self.root / "state"),
             "PULUMI_BACKEND_URL": f"file://{self.root / 'backend'}",
             "PULUMI_CONFIG_PASSPHRASE_FILE": str(self.root / "passphrase"),
         }

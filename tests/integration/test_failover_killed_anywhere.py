@@ -42,7 +42,7 @@ from dr.runtime.process import pid_alive, wait_until
 from dr.topology import NAMESPACE, load_stack_file
 from tests import REPO_ROOT, processes
 from tests.integration.failover_crash_driver import STEP_SPAN, Kill, crash_seed, kill_inside, session_processes
-from tests.integration.helpers import link_copied, produce, teardown_stack, write_local_stack
+from tests.integration.helpers import StackEnv, link_copied, produce, teardown_stack, write_local_stack
 from tests.integration.journal_home import journal_home
 
 STACK = "killed"
@@ -95,19 +95,20 @@ def shared(tmp_path_factory: pytest.TempPathFactory, stack_ports: tuple[int, int
     """The module's estate, provisioned once: (the environment drctl runs in, the stack file, the state)."""
     root = tmp_path_factory.mktemp(STACK)
     stack_path = write_local_stack(root, STACK, stack_ports)
-    env = {**os.environ, "KDR_STACK_DIR": str(root), "KDR_STATE_DIR": str(root / "state")}
+    stack_env = StackEnv(root, STACK)
+    env = {**os.environ, **stack_env}
     original = load_stack_file(stack_path)
     try:
         up = _drctl(env, "estate", "up", "--stack", STACK)
         assert up.returncode == 0, up.stderr[-3000:]
-        yield env, stack_path, root / "state" / STACK
+        yield env, stack_path, stack_env.state
     finally:
-        os.environ.update({"KDR_STACK_DIR": env["KDR_STACK_DIR"], "KDR_STATE_DIR": env["KDR_STATE_DIR"]})
+        os.environ.update(stack_env)
         try:
-            teardown_stack(STACK, load_stack_file(stack_path), root / "state" / STACK)
-            Estate(original, root / "state" / STACK).stop()  # what the stack said before the failovers
+            teardown_stack(STACK, load_stack_file(stack_path), stack_env.state)
+            Estate(original, stack_env.state).stop()  # what the stack said before the failovers
         finally:
-            for k in ("KDR_STACK_DIR", "KDR_STATE_DIR"):
+            for k in stack_env:
                 os.environ.pop(k, None)
 
 

@@ -21,6 +21,7 @@ import pytest
 from dr.failover.record.team_store import TeamStore
 from dr.runtime.process import wait_until
 from tests import REPO_ROOT
+from tests.integration.helpers import StackEnv
 from tests.pg_server import PgUrl, pg_server
 
 HOLD = """
@@ -42,11 +43,12 @@ def pg_url() -> Iterator[PgUrl]:
 
 
 def _env(url: str, root: Path, operator: str, **extra: str) -> dict[str, str]:
+    """The repository's own stack ``local`` (its stack file only is read), with this operator's state under
+    ``root`` and the team database as the backend."""
     return {
         **os.environ,
         "PULUMI_BACKEND_URL": url,
-        "KDR_STACK_DIR": str(REPO_ROOT),
-        "KDR_STATE_DIR": str(root / "state"),
+        **StackEnv(REPO_ROOT, "local", state_dir=root / "state"),
         "KDR_OPERATOR": operator,
         **extra,
     }

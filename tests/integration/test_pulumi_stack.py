@@ -29,24 +29,23 @@ from dr.base.pulumi_env import pulumi_env
 from dr.base.toolchain import toolchain
 from dr.estate.estate import Estate
 from dr.runtime.process import pid_alive, wait_until
-from dr.topology import load_stack_file
 from tests import REPO_ROOT, processes
-from tests.integration.helpers import consume_all, drctl, produce
+from tests.integration.helpers import StackEnv, consume_all, drctl, produce
 from tests.integration.ports import windows
 
 STACK = "pt"
 
 
 class Project:
-    """A Pulumi project directory and the environment `pulumi` runs with there."""
+    """A Pulumi project directory (the test stack's :class:`StackEnv`) and the environment `pulumi` runs with
+    there."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, stack: str = STACK) -> None:
         self.root = root
-        self.state = root / "state"
-        self.env = {**os.environ, **pulumi_env(root / "backend")}
+        self.stack_env = StackEnv(root, stack)
+        self.state = Path(self.stack_env["KDR_STATE_DIR"])
+        self.env = {**os.environ, **pulumi_env(root / "backend"), **self.stack_env}
         self.env.update(
-            KDR_STATE_DIR=str(self.state),
-            KDR_STACK_DIR=str(root),
             PULUMI_CONFIG_PASSPHRASE_FILE=str(_passphrase(root)),
             PULUMI_PYTHON_CMD=str(REPO_ROOT / ".venv" / "bin" / "python"),
         )
@@ -68,7 +67,7 @@ class Project:
     @property
     def estate(self) -> Estate:
         """The runtime view of the stack (endpoints, processes)."""
-        return Estate(load_stack_file(self.root / f"Pulumi.{STACK}.yaml"), self.state / STACK)
+        return self.stack_env.estate()
 
 
 #: The ordered steps that passed, for a later step to name the earlier one it needs.
@@ -309,7 +308,7 @@ def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_
         if c["name"] == "A":
             c["brokers"], c["racks"] = 1, ["r1"]
     (root / "Pulumi.clash.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    p = Project(root)
+    p = Project(root, "clash")
     p.pulumi("stack", "select", "--create", "clash")
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -320,10 +319,10 @@ def test_a_cluster_that_cannot_start_fails_its_resource_and_leaves_nothing_half_
         text = out.stdout + out.stderr
         assert out.returncode != 0
         assert "B-brokers" in text and f"127.0.0.1:{clash_ports[1]}" in text and "already in use" in text, text[-3000:]
-        estate = Estate(load_stack_file(root / "Pulumi.clash.yaml"), root / "state" / "clash")
+        estate = p.estate
         assert estate.local_cluster("B").state() == "absent", "B was left half-started"
         assert not estate.mirror("A-to-B").alive()
     finally:
         holder.close()
         p.pulumi("destroy", "--yes", "--skip-preview", check=False)
-        Estate(load_stack_file(root / "Pulumi.clash.yaml"), root / "state" / "clash").stop()
+        p.estate.stop()

@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dr.base.pulumi_env import pulumi_env
 from dr.failover.drill.traffic import read_keys
 from dr.failover.record.team_store import TeamStore
 from dr.runtime.process import wait_until
@@ -38,7 +37,7 @@ from tests import REPO_ROOT, processes
 from tests.integration.drill_runner import assert_graded
 from tests.integration.existing_estate import ExistingEstate
 from tests.integration.failover_crash_driver import crash_seed, kill_inside
-from tests.integration.helpers import produce
+from tests.integration.helpers import ProjectEnv, produce
 from tests.integration.ports import windows
 from tests.integration.test_external_estate import _admin, _stack_doc, wipe_and_stand_by
 from tests.pg_server import PgUrl, pg_server
@@ -50,30 +49,23 @@ FINISHER: list[Operator] = []
 """The operator whose clone finished the failover (its stack file is the one the failover rewrote)."""
 
 
-class Operator:
-    """One operator's clone: project dir, own state dir, the team's backend URL and passphrase."""
+class Operator(ProjectEnv):
+    """One operator's clone (:class:`ProjectEnv`'s layout: project dir, own state dir) on the team's backend URL
+    and passphrase."""
 
     def __init__(self, root: Path, name: str, url: str, passphrase: Path) -> None:
-        self.root, self.project = root, root / "project"
-        self.vars = {
-            "KDR_STACK_DIR": str(self.project),
-            "KDR_STATE_DIR": str(root / "state"),
-            "PULUMI_BACKEND_URL": url,
-            "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
-            "KDR_OPERATOR": name,
-            "KDR_LEASE_STALE_S": "3",
-        }
+        super().__init__(root, STACK)
+        self.vars.update(
+            {
+                "PULUMI_BACKEND_URL": url,
+                "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
+                "KDR_OPERATOR": name,
+                "KDR_LEASE_STALE_S": "3",
+            }
+        )
 
     def env(self) -> dict[str, str]:
         return {**os.environ, **self.vars}
-
-    def pulumi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **pulumi_env(self.vars["PULUMI_BACKEND_URL"]), **self.vars}
-        res = processes.run(
-            ["pulumi", "--cwd", str(self.project), "--non-interactive", *args],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
-        return res
 
     def drctl(self, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         res = processes.run(

@@ -425,18 +425,80 @@ def _returning(enum: str) -> list[str]:
 
 
 def test_a_naming_is_one_value_one_rule() -> None:
-    """How a link names its copies is decided in one place: the value and the rule (``Naming.of``) in
-    dr/topology/kinds.py, every value reached by it; no other module decides a naming (returns one)."""
-    from itertools import product
+    """How a link names its copies is decided in one place: the value in dr/topology/kinds.py, and what each
+    architecture's shape declares (``naming``, ``edge_naming``: ``Topology.naming`` picks between them), every
+    value reached by one; no other module decides a naming (returns one)."""
+    from dr.topology import ARCHITECTURES, Naming
 
-    from dr.topology.kinds import Architecture, Naming
-
-    reached = {
-        Naming.of(architecture, from_edge=from_edge) for architecture, from_edge in product(Architecture, (False, True))
-    }
+    reached = {naming for shape in ARCHITECTURES.values() for naming in (shape.naming, shape.edge_naming)}
     assert reached == set(Naming)
     deciding = _returning("Naming")
     assert deciding == [], "\n".join(deciding)
+
+
+def _architecture_room(module: str) -> bool:
+    """True for a module of an architecture's two rooms: ``dr/topology/<arch>.py`` and
+    ``dr/failover/kinds/<arch>/``."""
+    from dr.topology import Architecture
+
+    return module in ARCHITECTURE_TOPOLOGIES or any(
+        module == f"{KINDS_PACKAGE}.{a.module}" or module.startswith(f"{KINDS_PACKAGE}.{a.module}.")
+        for a in Architecture
+    )
+
+
+#: What may still name an architecture outside its rooms, as ``(module, what it names)``, and why:
+NAMES_AN_ARCHITECTURE: frozenset[tuple[str, str]] = frozenset(
+    {
+        # The stack-file schema's default: a stack without ``kafka-dr:architecture`` is active-passive. It is the
+        # model field's default (the schema page is generated from it); everything else that needs the default
+        # reads it from that field (dr/topology/stackconfig.py, dr/failover/status.py).
+        ("dr.topology.model", "Architecture.ACTIVE_PASSIVE"),
+        # The enum's own values, where the members are defined (dr/topology/kinds.py).
+        ("dr.topology.kinds", "active-passive"),
+        ("dr.topology.kinds", "active-active"),
+        ("dr.topology.kinds", "hub-spoke"),
+    }
+)
+
+
+def test_no_module_outside_an_architectures_rooms_names_it() -> None:
+    """Outside ``dr/topology/<arch>.py`` and ``dr/failover/kinds/<arch>/``, no module of the product imports an
+    architecture's topology module, names an ``Architecture`` member (``Architecture.HUB_SPOKE``), or compares
+    with an architecture's value (``"hub-spoke"``): what differs per architecture is a field of its ``SHAPE``
+    (``ARCHITECTURES``) or its ``KIND`` (``KINDS``), which the shared modules ask. The tables find the rooms by
+    the architecture's name (``import_module``) and name none. Only :data:`NAMES_AN_ARCHITECTURE` is left."""
+    from dr.topology import Architecture
+
+    members = {a.name for a in Architecture}
+    values = {a.value for a in Architecture} | ARCHITECTURE_TOPOLOGIES
+    imports = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in sorted(_graph().items())
+        if not _architecture_room(module)
+        for target, line in sorted(targets.items())
+        if target in ARCHITECTURE_TOPOLOGIES
+    ]
+    named: list[tuple[str, str, int]] = []
+    for module, tree in _product_trees():
+        if _architecture_room(module):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Architecture"
+                and node.attr in members
+            ):
+                named.append((module, f"Architecture.{node.attr}", node.lineno))
+            elif isinstance(node, ast.Constant) and node.value in values:
+                named.append((module, str(node.value), node.lineno))
+    names = [
+        f"{module}:{line} names {what}" for module, what, line in named if (module, what) not in NAMES_AN_ARCHITECTURE
+    ]
+    assert imports + names == [], "\n".join(imports + names)
+    # the allow-list holds only what is still there
+    assert {(module, what) for module, what, _ in named} == NAMES_AN_ARCHITECTURE
 
 
 def test_no_assert_in_product_code() -> None:

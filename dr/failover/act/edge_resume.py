@@ -34,8 +34,7 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 from dr.base.errors import ClusterError, FailoverError
 from dr.kafka.client import SILENT, Endpoint, admin_client, kafka_errors
 from dr.kafka.offsets import list_offsets, partitions_of
-from dr.topology import Link, Topology
-from dr.topology.hub_spoke import edge_link, edges, is_hub_spoke
+from dr.topology import Link, Role, Topology
 from dr.topology.topics import remote_topic
 
 __all__ = [
@@ -70,10 +69,11 @@ def offset_key(edge: str, topic: str, partition: int) -> bytes:
 
 
 def edge_links_into(topology: Topology, hub: str) -> list[Link]:
-    """The running links of ``topology`` that aggregate an edge into ``hub`` (none unless hub-and-spoke)."""
-    if not is_hub_spoke(topology):
-        return []
-    found = [edge_link(topology, e.name) for e in edges(topology)]
+    """The running links of ``topology`` that aggregate an edge into ``hub``: of each edge cluster, its one
+    running link out (none unless hub-and-spoke, the only architecture whose validation lets a cluster be an
+    edge)."""
+    edges = [c.name for c in topology.clusters_with(Role.EDGE)]
+    found = [next((link for link in topology.links if link.source == e and link.is_running), None) for e in edges]
     return [link for link in found if link is not None and link.target == hub]
 
 

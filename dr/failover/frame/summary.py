@@ -12,6 +12,8 @@ from dr.failover.act.integrity import Verdict
 from dr.failover.frame.journal import Journal
 from dr.failover.frame.outcomes import FilesSeen, GroupLine, GroupsSeen
 from dr.failover.record.metrics import RpoEstimate, seconds_between, utc_text
+from dr.topology.architectures import ARCHITECTURES
+from dr.topology.stackconfig import architecture_of
 
 __all__ = ["FailoverSummary", "GroupLine", "ProbeLine", "StepLine", "rerun_command", "summarize"]
 
@@ -143,8 +145,8 @@ def rerun_command(journal: Journal) -> str:
         return f"{command} --region {record.source} --rejoin"
     if "move" not in record.steps:  # an active-passive or hub failover
         return command
-    edge = record.original_config.get("kafka-dr:architecture") == "hub-spoke"
-    return f"{command} --{'edge' if edge else 'region'} {record.source}"
+    site = ARCHITECTURES[architecture_of(record.original_config)].lost_site  # --region, --edge
+    return command if site is None else f"{command} --{site.flag} {record.source}"
 
 
 def _next_steps(journal: Journal, pending: list[str], verdict: Verdict | None) -> list[str]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from dr.base.errors import ConfigError
 from dr.failover.kind import Confirmation, Request
+from dr.topology.active_active import LOST_SITE
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -29,7 +30,7 @@ __all__ = ["KIND", "ActiveActive"]
 class ActiveActive:
     """The :class:`~dr.failover.kind.FailoverKind` of an active-active stack: every run names a region."""
 
-    site_flag: str | None = "region"
+    site_flag: str | None = LOST_SITE.flag  # as the topology declares it (``drctl status`` names it too)
 
     def refusal(self, ref: StackRef, topology: Topology, request: Request) -> DRError | None:
         """A failover of an active-active stack moves one region: refused without one."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from dr.failover.kind import Confirmation, Request
 from dr.failover.kinds.active_passive import KIND as ACTIVE_PASSIVE
+from dr.topology.hub_spoke import LOST_SITE
 
 if TYPE_CHECKING:
     from dr.base.errors import DRError
@@ -30,7 +31,7 @@ class HubSpoke:
     """The :class:`~dr.failover.kind.FailoverKind` of a hub-and-spoke stack: the hub's failover (the
     active-passive one), or an edge's loss."""
 
-    site_flag: str | None = "edge"
+    site_flag: str | None = LOST_SITE.flag  # as the topology declares it (``drctl status`` names it too)
 
     def refusal(self, ref: StackRef, topology: Topology, request: Request) -> DRError | None:
         """Nothing to refuse before the run: its own checks come first in it."""
