@@ -260,6 +260,7 @@ def measure(n: int, shape: str, rate: int, base: int = BASE) -> dict[str, Any]:
         "resources_after_failover": resources_after_failover,
         "application_rto": {a.application + f" ({a.kind})": a.rto_s for a in cycle.application_rto} if cycle else {},
         "rto_probe_s": cycle.failover.rto_s if cycle else None,
+        "write_outage_s": cycle.failover.write_outage_s if cycle else None,
         "a_b_c_s": cycle.failover.a_b_c_s if cycle else None,
         "steps_s": steps,
         "preview_after_failover": cycle.preview_after_failover if cycle else None,
@@ -332,7 +333,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         )
         if kind == "reads":
             break
-    row("RTO probe (s)", [_s(r["rto_probe_s"]) for r in rows])
+    row(
+        "RTO: fence → first write acknowledged on B, the failover's probe (s)",
+        [_s(r.get("write_outage_s")) for r in rows],
+    )
+    row("RTO probe: the run's start → that write (s)", [_s(r["rto_probe_s"]) for r in rows])
     row("A→B→C (s)", [_s(r["a_b_c_s"]) for r in rows])
     for step in dict.fromkeys(k for r in rows for k in r["steps_s"]):
         row(f"· step {step} (s)", [_s(r["steps_s"].get(step)) for r in rows])
