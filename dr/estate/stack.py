@@ -163,8 +163,8 @@ class EstateStack:
         stack = self._stack()
         t0 = time.monotonic()
         self._ensure_credentials(progress)
-        settled = self.repair(stack, progress)
-        forgotten = self.forget_decommissioned(stack, topology or self._stack_file_topology())
+        settled, forgotten = self._repair_and_forget(stack, topology or self._stack_file_topology(), progress)
+        t_edit = time.monotonic()
         if forgotten:
             progress(
                 f"stack {self.name}: forgot {forgotten} resources of decommissioned clusters or of individual "
@@ -182,7 +182,7 @@ class EstateStack:
             raise _translate(exc, f"`pulumi up` of stack {self.name!r}") from None
         changes = {k: v for k, v in _by_name(result.summary.resource_changes).items() if k != "same"}
         progress(f"stack {self.name}: up done ({_describe(changes)})")
-        return {"pulumi up": round(time.monotonic() - t0, 3)}
+        return {"pulumi up": round(time.monotonic() - t0, 3), "state edits": round(t_edit - t0, 3)}
 
     def _stack_file_topology(self) -> Topology | None:
         """The stack file's topology, for the state edits before an ``up`` (None when it cannot be
@@ -313,7 +313,6 @@ class EstateStack:
         """
         from dr.estate.pulumi_locks import clear_stale_locks
         from dr.estate.pulumi_orphans import reap_orphans
-        from dr.estate.stack_repair import settle_pending
 
         for orphan in reap_orphans(self.backend):
             self._note(f"ended plugin pid {orphan.pid} left by a killed engine ({orphan.command[:80]})", progress)
@@ -321,21 +320,35 @@ class EstateStack:
             self._note(f"removed the lock of a Pulumi engine that is gone: {lock.holder}", progress)
         if not settle:
             return False
+        return self._repair_and_forget(stack, None, progress, reaped=True)[0]
+
+    def _repair_and_forget(
+        self, stack: Any, topology: Topology | None, progress: Reporter = _quiet, *, reaped: bool = False
+    ) -> tuple[bool, int]:
+        """:meth:`repair`, and with ``topology`` (an ``up``'s) the resources :func:`forgettable` names
+        dropped too — in one export and at most one import (each a CLI call over the whole state: at
+        1,000 topics the state is megabytes, and a failover's ``up`` paid for two exports before). Returns
+        whether interrupted operations were settled and how many resources were forgotten."""
+        from dr.estate.stack_repair import settle_pending
+
+        if not reaped:
+            self.repair(stack, progress, settle=False)
         try:
             deployment = stack.export_stack()
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi stack export` of stack {self.name!r}") from None
         settled, notes = settle_pending(deployment.deployment or {})
-        if not notes:
-            return False
-        deployment.deployment = settled
+        kept, forgotten = forgettable(settled, topology) if topology is not None else (settled, 0)
+        if not notes and not forgotten:
+            return False, 0
+        deployment.deployment = kept
         try:
             stack.import_stack(deployment)
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, f"`pulumi stack import` of stack {self.name!r}") from None
         for note in notes:
             self._note(note, progress)
-        return True
+        return bool(notes), forgotten
 
     def forget_unreachable(self, stack: Any, progress: Reporter = _quiet, *, only_absent: bool = False) -> int:
         """Drop from the state, with a warning, the ``ClusterAccess`` subtree of every local cluster
@@ -394,29 +407,6 @@ class EstateStack:
             credentials.set_password(user, stored[user])
         return restored
 
-    # -------------------------------------------------------------------------------- state
-    def forget_decommissioned(self, stack: Any, topology: Topology | None) -> int:
-        """Drop from the state the ``ClusterAccess`` subtree of every cluster ``topology`` declares
-        decommissioned, and with ``provisioning: batched`` every per-item Topic, Acl and SCRAM user resource left
-        by individual provisioning (:func:`forget_individual`), in one state edit; return how many
-        resources were dropped. Nothing on the clusters changes."""
-        if topology is None:
-            return 0
-        names = {f"{c.name}-access" for c in topology.clusters if c.role.value == "decommissioned"}
-        batched = topology.provisioning == "batched"
-        if not names and not batched:
-            return 0
-        deployment = stack.export_stack()
-        kept, dropped = forget(deployment.deployment, names)
-        if batched:  # one edit with the above: the per-item resources of an individual stack
-            kept, items = forget_individual(kept)
-            dropped += items
-        if not dropped:
-            return 0
-        deployment.deployment = kept
-        stack.import_stack(deployment)
-        return dropped
-
 
 def _scratch_project(project: Path, scratch: Path) -> None:
     """A ``Pulumi.yaml`` for the scratch copy: the project's own settings without ``main`` (the
@@ -447,6 +437,19 @@ def _secrets_provider(stack_file: Path) -> str:
 def _shown(url: str) -> str:
     """A backend URL fit for a message: any ``user:password@`` part dropped."""
     return re.sub(r"//[^/@]*@", "//", url)
+
+
+def forgettable(deployment: dict[str, Any], topology: Topology) -> tuple[dict[str, Any], int]:
+    """The deployment without the ``ClusterAccess`` subtree of every cluster ``topology`` declares
+    decommissioned and, with ``provisioning: batched``, without every per-item Topic, Acl and SCRAM user
+    resource left by individual provisioning (:func:`forget_individual`); and how many were dropped
+    (pure). What an ``up`` drops first: nothing on the clusters changes."""
+    names = {f"{c.name}-access" for c in topology.clusters if c.role.value == "decommissioned"}
+    kept, dropped = forget(deployment, names)
+    if topology.provisioning == "batched":
+        kept, items = forget_individual(kept)
+        dropped += items
+    return kept, dropped
 
 
 def forget(deployment: dict[str, Any], access_names: set[str]) -> tuple[dict[str, Any], int]:

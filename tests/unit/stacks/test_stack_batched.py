@@ -265,3 +265,29 @@ def test_a_user_sets_outputs_hold_no_password() -> None:
     outs = _user_outs(props)
     assert "passwords" not in outs and "s3cret-pw" not in str(outs)
     assert outs["count"] == 1 and outs["versions"] == {"a": "1"}
+
+
+def test_an_up_forgets_a_decommissioned_clusters_subtree_and_individual_items_in_one_edit() -> None:
+    """What the failover's ``up`` drops before it runs (A decommissioned, batched): A's whole ``ClusterAccess``
+    subtree and B's per-item users left by individual provisioning — one pure edit of one export."""
+    from dr.estate.stack import forgettable
+
+    topology = batched(local_topology()).after_failover()
+    a_access = "urn:pulumi:s::kafka-dr::kafka-dr:index:ClusterAccess::A-access"
+    b_access = "urn:pulumi:s::kafka-dr::kafka-dr:index:ClusterAccess::B-access"
+    a_set = f"{a_access}$pulumi-python:dynamic:Resource::A-acls"
+    b_user = f"{b_access}$kafka:index/userScramCredential:UserScramCredential::B-user-app"
+    b_set = f"{b_access}$pulumi-python:dynamic:Resource::B-acls"
+    deployment = {
+        "resources": [
+            {"urn": a_access, "type": CLUSTER_ACCESS},
+            {"urn": a_set, "type": DYNAMIC, "parent": a_access},
+            {"urn": b_access, "type": CLUSTER_ACCESS},
+            {"urn": b_user, "type": USER, "parent": b_access},
+            {"urn": b_set, "type": DYNAMIC, "parent": b_access, "dependencies": [b_user]},
+        ]
+    }
+    kept, dropped = forgettable(deployment, topology)
+    assert dropped == 3 and [r["urn"] for r in kept["resources"]] == [b_access, b_set]
+    assert kept["resources"][-1]["dependencies"] == []
+    assert forgettable(kept, topology) == (kept, 0), "a second up forgets nothing"
