@@ -201,6 +201,7 @@ def build(topology: Topology, state_dir: Path) -> dict[str, Any]:
         out["endpoint"] = topology.endpoint.bootstrap if topology.endpoint is not None else None
     if topology.provisioning == "batched":  # only then: the outputs of existing stacks stay as they were
         out["provisioning"] = topology.provisioning
+        out["batched_sets"] = list(BATCHED_SETS)
     return out
 
 
@@ -224,22 +225,35 @@ def _endpoint_proxy(
     )
 
 
+BATCHED_SETS = ("topics", "acls", "users")
+"""What ``provisioning: batched`` makes one resource per cluster (the ``batched_sets`` output)."""
+
+
 def _refuse_switch_to_batched(topology: Topology) -> None:
-    """A bare ``pulumi up`` of a stack deployed with individual provisioning and now declaring
-    ``batched`` would delete the old Acl resources *after* the new set created the same bindings —
-    and so the bindings. ``drctl estate up`` forgets those resources from the state first (one
-    edit, nothing on the clusters changes); the bare CLI cannot, so it stops here."""
+    """A bare ``pulumi up`` of a stack deployed with individual provisioning (or batched before its SCRAM
+    users were a set) and now declaring ``batched`` would delete the old Acl and user resources *after*
+    the new sets created the same bindings and users — and so the bindings and the users. ``drctl estate
+    up`` forgets those resources from the state first (one edit, nothing on the clusters changes); the
+    bare CLI cannot, so it stops here."""
     if topology.provisioning != "batched":
         return
     previous = previous_outputs(topology.name)
-    if previous.get("clusters") and previous.get("provisioning") != "batched":
+    if not previous.get("clusters"):
+        return
+    had = set(previous.get("batched_sets") or ()) if previous.get("provisioning") == "batched" else set()
+    if previous.get("provisioning") == "batched" and not had:
+        had = {"topics", "acls"}  # batched before its users were a set
+    items = [kind for kind in BATCHED_SETS if kind not in had]
+    if items:
+        what = {"topics": "topics", "acls": "ACLs", "users": "SCRAM users"}
+        named = " and ".join(what[k] for k in items)
         raise ConfigError(
-            f"stack {topology.name!r} was deployed with individual topics and ACLs and now declares "
-            "`kafka-dr:provisioning: batched`; a bare `pulumi up` would delete the old ACL resources after "
-            "the new set created the same ACLs, so nothing was changed",
-            f"switch once with `drctl estate up --stack {topology.name}` (it forgets the per-topic and per-ACL "
-            "resources from the state in one edit, leaving them on the clusters, and the sets adopt them); "
-            "plain `pulumi up` works again after that",
+            f"stack {topology.name!r} was deployed with individual {named} and now declares them batched "
+            "(`kafka-dr:provisioning: batched`); a bare `pulumi up` would delete the old resources after the new "
+            "sets created the same ACLs and users, so nothing was changed",
+            f"switch once with `drctl estate up --stack {topology.name}` (it forgets the per-item resources from "
+            "the state in one edit, leaving them on the clusters, and the sets adopt them); plain `pulumi up` "
+            "works again after that",
         )
 
 

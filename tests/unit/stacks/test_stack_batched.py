@@ -291,3 +291,30 @@ def test_an_up_forgets_a_decommissioned_clusters_subtree_and_individual_items_in
     assert dropped == 3 and [r["urn"] for r in kept["resources"]] == [b_access, b_set]
     assert kept["resources"][-1]["dependencies"] == []
     assert forgettable(kept, topology) == (kept, 0), "a second up forgets nothing"
+
+
+@pytest.mark.parametrize(
+    ("previous", "refused"),
+    [
+        ({}, None),
+        ({"clusters": {"A": {}}}, "individual topics and ACLs and SCRAM users"),
+        ({"clusters": {"A": {}}, "provisioning": "batched"}, "individual SCRAM users"),
+        ({"clusters": {"A": {}}, "provisioning": "batched", "batched_sets": ["topics", "acls", "users"]}, None),
+    ],
+)
+def test_a_bare_pulumi_up_refuses_to_switch_items_to_sets_and_names_drctl_estate_up(
+    monkeypatch: pytest.MonkeyPatch, previous: dict, refused: str | None
+) -> None:
+    """A stack deployed before its users were a set (or with no set at all) would lose its users and ACLs:
+    the new sets create them, then the engine deletes the old per-item resources."""
+    from dr.base.errors import ConfigError
+    from stacks import kept_passwords, program
+
+    monkeypatch.setattr(kept_passwords, "_previous_outputs", lambda _stack: previous)
+    topology = batched(local_topology())
+    if refused is None:
+        program._refuse_switch_to_batched(topology)
+        return
+    with pytest.raises(ConfigError) as caught:
+        program._refuse_switch_to_batched(topology)
+    assert refused in str(caught.value) and f"drctl estate up --stack {topology.name}" in str(caught.value.fix)
