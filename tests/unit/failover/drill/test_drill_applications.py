@@ -159,3 +159,14 @@ def test_over_oauth_a_drill_whose_stack_lacks_the_applications_secret_is_refused
         start_traffic(estate, tmp_path, 10, "drill")
     assert "'orders-app' logs in to OAUTHBEARER cluster" in info.value.problem, info.value.problem
     assert "oauth.applications.orders-app.clientSecret" in (info.value.fix or "")
+
+
+def test_over_oauth_the_endpoints_unmodified_client_logs_in_as_the_application_not_the_admin(tmp_path: Path) -> None:
+    from dr.failover.drill.endpoint_clients import endpoint_login
+
+    ep = endpoint_login(_oauth_estate(tmp_path, "orders-secret"), "A", "orders-app", "127.0.0.1:19092")
+    conf = ep.config()
+    assert conf["bootstrap.servers"] == "127.0.0.1:19092", "the endpoint's address only"
+    assert (
+        conf["sasl.oauthbearer.client.id"] == "orders-app" and conf["sasl.oauthbearer.client.secret"] == "orders-secret"
+    )
