@@ -499,7 +499,11 @@ def test_a_planned_drill_over_oauth_fails_a_over_to_b_and_builds_c_each_componen
     assert probe is not None and probe["application"] == "orders-app", probe  # its own client, not the admin's
     verdict = summary["verdict"]
     assert verdict is not None and verdict["clean"] and verdict["counts"]["missing"] == 0, verdict
-    status = json.loads(env.drctl("status", "--stack", STACK, "--json").stdout)
+    # parity: B and C, which the link B→C joins now, hold the same topic and each the ACLs of its role (Kafka's
+    # ConfigCommand reads their quotas over OAuth too: its JVM allows the token endpoint)
+    parity = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    status = json.loads(parity.stdout)
+    assert parity.returncode == 0, status["problems"]
     roles = {c["name"]: c["role"] for c in status["clusters"]}
     assert roles == {"A": "decommissioned", "B": "active", "C": "passive"}, roles
     conf = json.loads(published.read_text())
@@ -542,7 +546,7 @@ def test_a_planned_drill_over_oauth_fails_a_over_to_b_and_builds_c_each_componen
         "B→C did not copy B's records to C"
     )
     assert read_keys(admin_c, "orders")[key] == 1, "orders-app's write on B did not reach C once"
-    _no_secret_in(estate, res.stdout + res.stderr, [out, Path(verdict["report_dir"])])
+    _no_secret_in(estate, res.stdout + res.stderr + parity.stdout + parity.stderr, [out, Path(verdict["report_dir"])])
     assert all(secret not in Path(summary["journal"]).read_text() for secret in _secrets(estate))
 
 
