@@ -24,14 +24,24 @@ from dr.base.errors import ConfigError
 from dr.base.toolchain import toolchain
 from dr.topology import Topology
 from dr.topology.access import CONNECT_USER
+from dr.topology.oauth_login import uses_oauth
 
-__all__ = ["generated_users", "keep_generated", "previous_outputs"]
+__all__ = ["generated_users", "keep_generated", "previous_outputs", "replicator_password_used"]
+
+
+def replicator_password_used(topology: Topology) -> bool:
+    """Whether anything logs the stack's replicator in with a password: a cluster that is not OAUTHBEARER (the
+    replicator's SCRAM user there, the links' logins to it). Where every cluster accepts only OAUTHBEARER tokens
+    the replicator logs in with its client id and secret (``oauth.replicator``), and no password is generated."""
+    return any(not uses_oauth(c) for c in topology.clusters)
 
 
 def generated_users(topology: Topology) -> list[str]:
-    """The principals whose passwords the program generates (none declared in the stack)."""
+    """The principals whose passwords the program generates (none declared in the stack; the replicator's only
+    where a password logs it in, :func:`replicator_password_used`)."""
     principals = topology.principals
-    users = [principals.replicator] if principals.replicator_password is None else []
+    generate = principals.replicator_password is None and replicator_password_used(topology)
+    users = [principals.replicator] if generate else []
     users += [app.name for app in principals.applications if app.password is None]
     if any(cc.is_local for cc in topology.connect_clusters):
         users.append(CONNECT_USER)

@@ -31,7 +31,7 @@ from dr.topology.provisioning import provisioning_warning
 from dr.topology.stackconfig import CONFIG_KEYS, StackConfig
 from stacks.access import ClusterAccess, ClusterAccessArgs
 from stacks.cluster import KafkaCluster, KafkaClusterArgs
-from stacks.kept_passwords import generated_users, keep_generated, previous_outputs
+from stacks.kept_passwords import generated_users, keep_generated, previous_outputs, replicator_password_used
 from stacks.links import LinkArgs, link_component
 from stacks.links.connect import check_workers
 from stacks.tls_preflight import refuse_failing_handshakes
@@ -88,11 +88,10 @@ def _declared(secret: Any) -> str | None:
 
 def _passwords(topology: Topology, credentials: Any) -> dict[str, pulumi.Output[str]]:
     replicator = topology.principals.replicator
-    out: dict[str, pulumi.Output[str]] = {
-        replicator: pulumi.Output.secret(
-            _declared(topology.principals.replicator_password) or credentials.password(replicator)
-        )
-    }
+    out: dict[str, pulumi.Output[str]] = {}
+    declared = _declared(topology.principals.replicator_password)
+    if declared is not None or replicator_password_used(topology):  # OAUTHBEARER only: its client secret instead
+        out[replicator] = pulumi.Output.secret(declared or credentials.password(replicator))
     if any(cc.is_local for cc in topology.connect_clusters):
         out[CONNECT_USER] = pulumi.Output.secret(credentials.password(CONNECT_USER))
     for app in topology.principals.applications:

@@ -28,6 +28,7 @@ __all__ = [
     "OAuthSettings",
     "TokenEndpointFlaw",
     "java_oauth",
+    "jvm_allowed_urls",
     "librdkafka_oauth",
     "oauth_refusal",
     "published_oauth",
@@ -52,6 +53,12 @@ class OAuthSettings:
     """The ``aud`` the brokers expect (used to name the cause of a refused token)."""
     ca_location: str | None = None
     """The PEM CA bundle of an ``https`` token endpoint (None: plain http on loopback)."""
+
+
+def jvm_allowed_urls(settings: OAuthSettings | None) -> list[str]:
+    """The JVM option a Kafka Java client logging in with ``settings`` needs (Kafka 4 refuses a token endpoint
+    not listed in :data:`ALLOWED_URLS_PROPERTY`); none without OAuth."""
+    return [] if settings is None else [f"-D{ALLOWED_URLS_PROPERTY}={settings.token_endpoint}"]
 
 
 def librdkafka_oauth(settings: OAuthSettings, client_id: str, client_secret: str) -> dict[str, str]:

@@ -18,10 +18,11 @@ from dr.base.errors import AuthError, ClusterError
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint
 from dr.kafka.live import LiveQuota
+from dr.kafka.oauth import jvm_allowed_urls
 from dr.runtime.cluster import write_properties
 from dr.runtime.process import java_command
 
-__all__ = ["parse_quotas", "read_quotas"]
+__all__ = ["describe_command", "parse_quotas", "read_quotas"]
 
 _TOOL = "kafka.admin.ConfigCommand"
 #: ``--entity-type`` sets: every kind of client quota entity Kafka keeps.
@@ -60,12 +61,19 @@ def parse_quotas(text: str) -> list[LiveQuota]:
     return found
 
 
-def _describe(endpoint: Endpoint, config: Path, kinds: tuple[str, ...], crash_dir: Path, timeout: float) -> str:
+def describe_command(endpoint: Endpoint, config: Path, kinds: tuple[str, ...], crash_dir: Path) -> list[str]:
+    """``ConfigCommand --describe`` of ``kinds`` with the client configuration in ``config`` (pure); over
+    OAUTHBEARER the JVM allows the token endpoint."""
     tc = toolchain()
     args = ["--bootstrap-server", endpoint.bootstrap, "--command-config", str(config), "--describe"]
     for kind in kinds:
         args += ["--entity-type", kind]
-    cmd = java_command(tc.java, [tc.kafka_lib], _TOOL, args, heap_mb=256, crash_dir=crash_dir)
+    jvm = jvm_allowed_urls(endpoint.oauth if endpoint.uses_oauth else None)
+    return java_command(tc.java, [tc.kafka_lib], _TOOL, args, heap_mb=256, extra_jvm=jvm, crash_dir=crash_dir)
+
+
+def _describe(endpoint: Endpoint, config: Path, kinds: tuple[str, ...], crash_dir: Path, timeout: float) -> str:
+    cmd = describe_command(endpoint, config, kinds, crash_dir)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if res.returncode != 0:
         out = (res.stdout + res.stderr)[-1500:]

@@ -24,6 +24,7 @@ from confluent_kafka.admin import OffsetSpec
 from dr.base.errors import ClusterError
 from dr.base.toolchain import toolchain
 from dr.kafka.client import Endpoint, connected_admin
+from dr.kafka.oauth import jvm_allowed_urls
 from dr.kafka.offsets import Offsets, list_offsets, partitions_of
 from dr.runtime.cluster import write_properties
 from dr.runtime.process import java_command
@@ -54,7 +55,8 @@ def abort_open(endpoint: Endpoint, opened: Offsets, timeout: float = 60.0) -> No
         for (topic, partition), start in sorted(opened.items()):
             args = ["--bootstrap-server", endpoint.bootstrap, "--command-config", str(config), "abort"]
             args += ["--topic", topic, "--partition", str(partition), "--start-offset", str(start)]
-            cmd = java_command(tc.java, [tc.kafka_lib], _TOOL, args, heap_mb=256, crash_dir=Path(tmp))
+            jvm = jvm_allowed_urls(endpoint.oauth if endpoint.uses_oauth else None)
+            cmd = java_command(tc.java, [tc.kafka_lib], _TOOL, args, heap_mb=256, extra_jvm=jvm, crash_dir=Path(tmp))
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
             if res.returncode != 0:
                 out = res.stdout + res.stderr

@@ -22,6 +22,7 @@ from dr.runtime.credentials import ADMIN_USER, BROKER_USER
 from dr.runtime.reserved import CONNECT_USER
 from dr.topology.access import acl_rules, applications_on
 from dr.topology.model import Cluster, Role, Topology
+from dr.topology.oauth_login import uses_oauth
 from dr.topology.quotas import user_quotas
 from dr.topology.topics import topics_on
 
@@ -121,7 +122,7 @@ def _user_drifts(t: Topology, up: str, pair: tuple[Cluster, Cluster], live: dict
     drifts = []
     for user in sorted(declared):
         for cluster, users in ((source, a), (target, b)):
-            if user not in users:
+            if user not in users and not uses_oauth(cluster):  # OAUTHBEARER: the identity provider holds the clients
                 drifts.append(Drift(cluster.name, f"SCRAM user {user!r} (declared) is missing", up))
     for user in sorted((a ^ b) - declared - own):
         where, other = (source, target) if user in a else (target, source)

@@ -2,17 +2,18 @@
 in front of an estate started OUTSIDE the product (:mod:`tests.integration.oauth_estate`) whose brokers accept
 only OAUTHBEARER tokens, validated by Kafka's JWT validator against the server's JWKS.
 
-One estate for the module (the identity provider, A active and B passive, one node each); the stack declares
-them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project directory of its own, its client
+One estate for the module (the identity provider, A active, B passive and C standby, one node each); the stack
+declares them ``kind: external`` with ``sasl_mechanism: OAUTHBEARER`` in a project directory of its own, its client
 secrets set with ``pulumi config set --path --secret``. The tests run in order: ``drctl estate up`` from nothing
 (the Pulumi engine and the built Kafka provider, logging in with the admin's client), ``drctl status``, writes
 by the application's own client accepted on A and refused on B, MirrorMaker 2 on a Connect worker (homed on B,
 started by hand, logging in with its own client) copying it to B as the replicator's client, refused
 logins with messages that name the cluster, the token endpoint and the next step, ``drctl verify --stack`` and
 ``drctl recover`` on their own (records written on A while the link is stopped listed missing, replayed, clean
-again), a planned failover A→B over OAuth (no standby: the stack declares none) with orders-app writing
-through its published file, and last an unplanned failover of a second stack on the same clusters (a topic,
-an application and a link of its own) with A's broker killed.
+again), a planned drill A→B→C over OAuth (``drctl drill``: its own traffic as orders-app's client; C built by
+the failover and linked from B with the replicator's client) while orders-app also writes as the team's
+application through its published file, and last an unplanned failover of a second stack on A and B (a topic,
+an application and a link of its own) with A's broker killed, finished once A is back.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from dr.kafka.client import Endpoint, cluster_metadata
 from dr.kafka.oauth import OAuthSettings
 from dr.kafka.offsets import end_offsets
 from dr.runtime.process import wait_until
+from tests.integration.drill_runner import assert_graded
 from tests.integration.helpers import ProjectEnv
 from tests.integration.oauth_estate import ADMIN_CLIENT, AUDIENCE, OAuthBroker, OAuthWorker
 from tests.integration.ports import windows
@@ -67,11 +69,18 @@ def _claims(token: str) -> dict[str, object]:
 
 @dataclass
 class Estate:
-    """The identity provider and the two clusters."""
+    """The identity provider and the three clusters."""
 
     idp: OidcServer
     clusters: dict[str, OAuthBroker]
     connect: OAuthWorker
+    standby_started: Future[None]
+    """C's start, under way while the first tests run on A and B (nothing reaches the standby before them)."""
+
+    def standby(self) -> OAuthBroker:
+        """C, once it answers."""
+        self.standby_started.result(180)
+        return self.clusters["C"]
 
 
 def _format_and_start(broker: OAuthBroker, java: str, lib: Path) -> None:
@@ -81,20 +90,22 @@ def _format_and_start(broker: OAuthBroker, java: str, lib: Path) -> None:
 
 @pytest.fixture(scope="module")
 def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Estate]:
-    """The identity provider and A, B, started by hand as a platform team would; stopped at the end."""
+    """The identity provider and A, B, C, started by hand as a platform team would; stopped at the end."""
     root = tmp_path_factory.mktemp("oauth-estate")
     tc = toolchain()
-    with oidc_server() as idp, windows(2) as ports:
-        clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("AB", ports, strict=True)}
+    with oidc_server() as idp, windows(3) as ports:
+        clusters = {n: OAuthBroker(n, p, root, idp=idp) for n, p in zip("ABC", ports, strict=True)}
         worker = OAuthWorker("platform", ports[1] + 60, clusters["B"], root, idp=idp)
+        pool = ThreadPoolExecutor(3)  # the nodes start at once: each start waits on its port
+        started = {name: pool.submit(_format_and_start, b, tc.java, tc.kafka_lib) for name, b in clusters.items()}
         try:
-            with ThreadPoolExecutor(2) as pool:  # the two nodes start at once: each start waits on its port
-                for done in [pool.submit(_format_and_start, b, tc.java, tc.kafka_lib) for b in clusters.values()]:
-                    done.result()
+            started["A"].result()
+            started["B"].result()
             worker.write_secrets()
             worker.start(tc.java, tc.mm2_lib)
-            yield Estate(idp, clusters, worker)
+            yield Estate(idp, clusters, worker, started["C"])
         finally:
+            pool.shutdown(wait=True)  # C's start ends before it is stopped
             worker.stop()
             for b in clusters.values():
                 b.stop()
@@ -125,7 +136,7 @@ def _stack_doc(e: Estate) -> dict[str, Any]:
     return {
         "config": {
             "kafka-dr:profile": "dev",
-            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive"), cluster("C", "standby")],
             "kafka-dr:topics": [{"name": "orders", "partitions": 2, "replication_factor": 1}],
             "kafka-dr:principals": {
                 "applications": [{"name": "orders-app", "produces": ["orders"], "consumes": ["orders"]}]
@@ -154,8 +165,9 @@ def env(estate: Estate, tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
     # the workers' file holds the replicator's client secret (the team put it there); the stack holds it as the
     # replicator's client secret only (no principals.replicatorPassword): estate up checks the workers against it
     replicator_secret = estate.connect.replicator_password
-    for i in range(2):
-        # the application's secret too, so the failover's RTO probe logs in as orders-app's own client
+    for i in range(3):
+        # the application's secret too, so the failover's RTO probe and the drill's traffic log in as orders-app's
+        # own client
         for who, secret in (("admin", ADMIN_SECRET), ("replicator", replicator_secret), (APP_IDENTITY, APP_SECRET)):
             e.secret(f"kafka-dr:clusters[{i}].oauth.{who}.clientSecret", secret)
     text = (e.project / f"Pulumi.{STACK}.yaml").read_text()
@@ -199,6 +211,9 @@ def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Proje
         )
         principals = {b.principal for b in admin.describe_acls(everyone).result(30)}
         assert {"User:orders-app", "User:replicator"} <= principals, (name, principals)
+    estate.standby()
+    standby = AdminClient(_app(estate, "C", ADMIN_CLIENT).config()).list_topics(timeout=15).topics
+    assert "orders" not in standby, "the standby C was provisioned before a failover links it"
     res = env.drctl("estate", "preview", "--stack", STACK, "--refresh", "--expect-no-changes")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
@@ -206,10 +221,12 @@ def test_pulumi_up_from_nothing_provisions_topics_and_acls_over_oauth(env: Proje
 def test_status_logs_in_with_the_admin_client_from_the_stack(env: ProjectEnv) -> None:
     res = env.drctl("status", "--stack", STACK, "--json")
     report = json.loads(res.stdout)
-    assert {c["name"]: c["role"] for c in report["clusters"]} == {"A": "active", "B": "passive"}
+    roles = {c["name"]: c["role"] for c in report["clusters"]}
+    assert roles == {"A": "active", "B": "passive", "C": "standby"}, roles
     for c in report["clusters"]:
-        assert c["health"]["reachable"] and c["health"]["healthy"], c
-        assert c["health"]["missing_topics"] == [], c
+        assert c["health"]["reachable"], c  # the standby too: the admin's client logs in there
+        if c["role"] != "standby":  # C holds nothing before its failover
+            assert c["health"]["healthy"] and c["health"]["missing_topics"] == [], c
     assert ADMIN_SECRET not in res.stdout + res.stderr
 
 
@@ -377,10 +394,24 @@ def test_verify_and_recover_on_their_own_over_oauth(env: ProjectEnv, estate: Est
     assert all(on_b[k] == 1 for k in gap), {k: on_b[k] for k in gap}
 
 
-def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(env: ProjectEnv, estate: Estate) -> None:
-    """``drctl failover``: fence A, drain and stop the link on Connect, promote B, publish orders-app's file for B,
-    the RTO probe as orders-app's own client, and the verification A vs B in Spark over OAuth — while orders-app
-    writes as an application that reloads its published file (its team adds its client secret to it)."""
+def _bindings(admin: AdminClient) -> list[Any]:
+    everyone = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    return list(admin.describe_acls(everyone).result(30))
+
+
+def test_a_planned_drill_over_oauth_fails_a_over_to_b_and_builds_c_each_component_its_own_client(
+    env: ProjectEnv, estate: Estate
+) -> None:
+    """``drctl drill``: one planned game day A→B→C on the stack itself. Its traffic writes as orders-app's own
+    client (its published file and the secret the stack holds for it); the failover fences A, drains and stops
+    the link on Connect, promotes B, builds C from the stack (its topics and the OAuth principals' ACLs, as the
+    admin's client) and links it from B on the same Connect worker as the replicator's client, publishes
+    orders-app's file for B, probes the RTO as orders-app and verifies A vs B in Spark over OAuth: clean, A
+    decommissioned. Beside the drill, orders-app writes as the team's application that reloads its published
+    file (its team adds its client secret): refused on A after the fence, accepted on B, nothing it saw
+    acknowledged lost; a write on B through that file reaches C."""
     published = env.root / "state" / STACK / "clients" / "orders-app.json"
     b_bootstrap = estate.clusters["B"].bootstrap
     acked: list[str] = []
@@ -432,31 +463,49 @@ def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(e
         producer.flush(15)
 
     assert json.loads(published.read_text())["bootstrap.servers"] == estate.clusters["A"].bootstrap
+    out = env.root / "drill"
     t0 = time.monotonic()
     thread = threading.Thread(target=traffic, daemon=True)
     thread.start()
     try:
         assert wait_until(lambda: len(acked) > 20, 120), "orders-app's writes on A were not acknowledged"
-        res = env.drctl("failover", "--stack", STACK, "--yes", "--json", timeout=900)
+        res = env.drctl("drill", "--stack", STACK, "--out", str(out), "--warmup", "1", "--rate", "50", "--json")
         assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-6000:]
-        summary = json.loads(res.stdout)
+        result = json.loads(res.stdout)
         assert wait_until(lambda: len(acked_on_b) > 20, 120), "orders-app wrote nothing on B with its published file"
     finally:
         stop.set()
         thread.join(30)
     took = time.monotonic() - t0
+    (cycle,) = result["cycles"]
+    summary = cycle["failover"]
     print(
-        f"\noauth planned failover: {took:.0f}s in the test, {len(acked)} acknowledged ({len(acked_on_b)} on B), "
-        f"verdict {(summary['verdict'] or {}).get('counts')}, RTO {summary['rto_s']}s, "
-        + ", ".join(f"{st['name']} {st['seconds']}s" for st in summary["steps"])
+        f"\noauth planned drill: {took:.0f}s in the test, grade {result['grade']}, {len(acked)} acknowledged beside "
+        f"it ({len(acked_on_b)} on B), drill producer {cycle['producer']}, RTO {summary['rto_s']}s, "
+        f"A→B→C {summary['a_b_c_s']}s, " + ", ".join(f"{st['name']} {st['seconds']}s" for st in summary["steps"])
     )
-    assert summary["status"] == "completed", summary
-    assert summary["standby"] is None
+    assert cycle["chain"] == "A→B→C" and result["grade"].startswith("PASS"), cycle["checks"]
+    assert_graded(cycle["checks"])
+    assert summary["status"] == "completed" and summary["standby"] == "C", summary
+    # the drill's own application logged in as orders-app's client (the published file has no secret: without
+    # the stack's, it writes nothing): acknowledged on A, refused by the fence as orders-app (never the admin,
+    # a super user), acknowledged on B
+    drill_producer = cycle["producer"]
+    assert drill_producer["acked_on_source"] > 0 and drill_producer["acked_on_target"] > 0, drill_producer
+    assert drill_producer["not_acknowledged"] > 0, f"the fence refused none of the drill's writes: {drill_producer}"
+    assert cycle["lost_after_recovery"] == 0 and cycle["never_reached_target"] == 0, cycle
     assert [r for r in refused_on_a if "AUTHORIZATION" in r], f"the fence refused nothing: {refused_on_a[:5]}"
     probe = summary["rto_probe"]
     assert probe is not None and probe["application"] == "orders-app", probe  # its own client, not the admin's
     verdict = summary["verdict"]
     assert verdict is not None and verdict["clean"] and verdict["counts"]["missing"] == 0, verdict
+    # parity: B and C, which the link B→C joins now, hold the same topic and each the ACLs of its role (Kafka's
+    # ConfigCommand reads their quotas over OAuth too: its JVM allows the token endpoint)
+    parity = env.drctl("status", "--stack", STACK, "--parity", "--json")
+    status = json.loads(parity.stdout)
+    assert parity.returncode == 0, status["problems"]
+    roles = {c["name"]: c["role"] for c in status["clusters"]}
+    assert roles == {"A": "decommissioned", "B": "active", "C": "passive"}, roles
     conf = json.loads(published.read_text())
     assert conf["bootstrap.servers"] == b_bootstrap and conf["sasl.oauthbearer.client.id"] == "orders-app"
     assert "sasl.oauthbearer.client.secret" not in conf and (published.stat().st_mode & 0o777) == 0o600
@@ -464,32 +513,61 @@ def test_a_planned_failover_over_oauth_moves_orders_app_to_b_and_loses_nothing(e
     refused = _produce(_app(estate, "A"))
     assert refused and "TOPIC_AUTHORIZATION_FAILED" in refused[0], refused
     assert _produce(_app(estate, "B")) == []
-    on_b = read_keys(_app(estate, "B", ADMIN_CLIENT), "orders")
+    admin_b = _app(estate, "B", ADMIN_CLIENT)
+    on_b = read_keys(admin_b, "orders")
     lost = [k for k in acked if k not in on_b]
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged records are not on B: {lost[:10]}"
-    out = res.stdout + res.stderr
-    for secret in (ADMIN_SECRET, APP_SECRET, estate.connect.replicator_password):
-        assert secret not in out, "a client secret reached drctl's output"
-    report_dir = Path(verdict["report_dir"])
-    leaked = [p for p in report_dir.rglob("*") if p.is_file() and APP_SECRET.encode() in p.read_bytes()]
-    assert not leaked and ADMIN_SECRET not in Path(summary["journal"]).read_text(), leaked
+
+    # C, built by the failover as the admin's client: the stack's topic, the OAuth principals' ACLs — the
+    # replicator may write there (it is no super user), orders-app may read only (C is passive)
+    admin_c = _app(estate, "C", ADMIN_CLIENT)
+    assert "orders" in AdminClient(admin_c.config()).list_topics(timeout=15).topics, "the failover did not build C"
+    on_c = [(b.principal, b.operation, b.restype) for b in _bindings(AdminClient(admin_c.config()))
+            if b.permission_type == AclPermissionType.ALLOW]  # fmt: skip
+    assert ("User:replicator", AclOperation.WRITE, ResourceType.TOPIC) in on_c, on_c
+    assert any(p == "User:orders-app" for p, _o, _t in on_c), on_c
+    assert ("User:orders-app", AclOperation.WRITE, ResourceType.TOPIC) not in on_c, on_c
+    # the link B→C on the worker homed on B: logging in as the replicator's client through the workers' config
+    # provider — no secret in its configs, and not the admin's client
+    rest = estate.connect.url
+    with urllib.request.urlopen(f"{rest}/connectors", timeout=10) as r:  # noqa: S310 - loopback
+        assert sorted(json.loads(r.read().decode())) == ["B-to-C-checkpoint", "B-to-C-heartbeat", "B-to-C-source"]
+    with urllib.request.urlopen(f"{rest}/connectors/B-to-C-source/config", timeout=10) as r:  # noqa: S310
+        config = r.read().decode()
+    assert "OAuthBearerLoginCallbackHandler" in config and f"${{file:{estate.connect.secrets_file}:username}}" in config
+    assert ADMIN_CLIENT not in config and all(secret not in config for secret in _secrets(estate)), config
+    # orders-app writes on B through its published file; the replicator's link copies it to C
+    key = f"after-failover-{time.time()}"
+    errors: list[str] = []
+    p = Producer({**conf, "sasl.oauthbearer.client.secret": APP_SECRET, "acks": "all", "log_level": 0})
+    p.produce("orders", key=key, value=b"x", on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
+    assert p.flush(30) == 0 and errors == [], errors
+    assert wait_until(lambda: end_offsets(admin_c, ["orders"]) == end_offsets(admin_b, ["orders"]), 120), (
+        "B→C did not copy B's records to C"
+    )
+    assert read_keys(admin_c, "orders")[key] == 1, "orders-app's write on B did not reach C once"
+    _no_secret_in(estate, res.stdout + res.stderr + parity.stdout + parity.stderr, [out, Path(verdict["report_dir"])])
+    assert all(secret not in Path(summary["journal"]).read_text() for secret in _secrets(estate))
 
 
 UNPLANNED = "oauth-unplanned"
 
 
 def test_an_unplanned_failover_over_oauth_with_a_killed(env: ProjectEnv, estate: Estate) -> None:
-    """A second stack on the same two clusters (its config copied from the first, secrets included, with a
+    """A second stack on A and B (its config copied from the first, secrets included, C left out, with a
     topic, an application and a link of its own on the same Connect worker): ``drctl estate up``, MirrorMaker 2
     copies payments-app's writes to B, A's broker is killed, and ``drctl failover --mode unplanned`` promotes B
     over OAuth — the link stopped on Connect, payments-app's file rewritten for B (no secret), its RTO probe as
     its own client, the integrity check deferred while A is gone; payments-app then writes on B with its own
-    client, every record it wrote on A is there once, and no client secret is in drctl's output or journal."""
+    client, every record it wrote on A is there once. A comes back and the failover, run again, resumes
+    (runbooks/unplanned-failover.md §4): the verification A vs B over OAuth is clean and A is decommissioned.
+    No client secret is in drctl's output or journal."""
     res = env.pulumi("stack", "init", UNPLANNED, "--copy-config-from", STACK)
     assert res.returncode == 0, res.stderr
     stack_file = env.project / f"Pulumi.{UNPLANNED}.yaml"
     doc = yaml.safe_load(stack_file.read_text())
     config = doc["config"]
+    config["kafka-dr:clusters"] = [c for c in config["kafka-dr:clusters"] if c["name"] != "C"]
     for c, role in zip(config["kafka-dr:clusters"], ("active", "passive"), strict=True):
         c["role"] = role
         apps = c["oauth"]["applications"]
@@ -540,6 +618,19 @@ def test_an_unplanned_failover_over_oauth_with_a_killed(env: ProjectEnv, estate:
     assert p.flush(30) == 0 and errors == [], errors
     on_b = read_keys(admin_b, "payments")
     assert all(on_b[k] == 1 for k in keys) and on_b["on-B"] == 1, on_b
+    # A comes back (the platform team restarts its broker): the failover resumes, verifies and decommissions it
+    estate.clusters["A"].restart()
+    res = env.drctl("failover", "--stack", UNPLANNED, "--yes", "--json", timeout=600)
+    outputs.append(res.stdout + res.stderr)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-6000:]
+    done = json.loads(res.stdout)
+    assert done["status"] == "completed" and done["runs"] == 2, done
+    verdict = done["verdict"]
+    assert verdict is not None and verdict["clean"] and verdict["counts"]["missing"] == 0, verdict
+    steps = {st["name"]: st["status"] for st in done["steps"]}
+    assert steps.get("integrity") == "done" and steps.get("decommission") == "done", steps
+    assert done["pending"] == [], done["pending"]
     journal = Path(summary["journal"]).read_text()
     for secret in _secrets(estate):
         assert all(secret not in out for out in outputs) and secret not in journal, "a client secret leaked"
+    _no_secret_in(estate, "", [Path(verdict["report_dir"])])

@@ -24,8 +24,9 @@ from dr.failover.record.metrics import seconds_between
 from dr.kafka.client import SILENT, Endpoint
 from dr.runtime.process import wait_until
 from dr.topology import Application
+from dr.topology.oauth_login import uses_oauth
 
-__all__ = ["KEY_PREFIX", "EndpointClients", "endpoint_report", "start_endpoint_clients"]
+__all__ = ["KEY_PREFIX", "EndpointClients", "endpoint_login", "endpoint_report", "start_endpoint_clients"]
 
 KEY_PREFIX = "endpoint-"
 """The keys the endpoint producer writes (the drill's own producer writes ``drill-c<n>-...``)."""
@@ -146,15 +147,12 @@ def start_endpoint_clients(
     declared = estate.topology.endpoint
     if declared is None:
         return None
-    # the cluster's security settings (SASL, TLS), its principal's credentials, the endpoint's address only
-    on = estate.endpoint(source)
-    through = dataclasses.replace(on, bootstrap=declared.bootstrap)
-    producer = _Producer(through.with_user(producer_app, estate.app_password(producer_app)), topic)
+    producer = _Producer(endpoint_login(estate, source, producer_app, declared.bootstrap), topic)
     reader = _reader(estate, topic, taken)
     consumer = None
     if reader is not None and reader.consumer_group:
         consumer = _Consumer(
-            through.with_user(reader.name, estate.app_password(reader.name)), topic, reader.consumer_group
+            endpoint_login(estate, source, reader.name, declared.bootstrap), topic, reader.consumer_group
         )
     clients = EndpointClients(
         declared.bootstrap, producer_app, producer, reader.consumer_group if reader else None, consumer
@@ -163,6 +161,16 @@ def start_endpoint_clients(
         if t is not None:
             t.start()
     return clients
+
+
+def endpoint_login(estate: Estate, source: str, app: str, bootstrap: str) -> Endpoint:
+    """``app``'s login through the endpoint's address ``bootstrap``: the security settings (SASL, TLS) of
+    cluster ``source`` with ``app``'s password — over OAUTHBEARER its own client id and the secret the stack
+    holds for it (never the admin's client)."""
+    if uses_oauth(estate.topology.cluster(source)):
+        return dataclasses.replace(estate.endpoint(source, app), bootstrap=bootstrap)
+    on = dataclasses.replace(estate.endpoint(source), bootstrap=bootstrap)
+    return on.with_user(app, estate.app_password(app))
 
 
 def endpoint_report(

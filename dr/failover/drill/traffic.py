@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from dr.base.errors import AuthError, ClusterError
+from dr.base.errors import AuthError, ClusterError, ConfigError
 from dr.estate.estate import Estate
 from dr.failover.act.clients import client_files
 from dr.failover.act.health import listening
@@ -30,7 +30,8 @@ from dr.kafka.client import SILENT, Endpoint
 from dr.kafka.offsets import OffsetReader
 from dr.kafka.records import read_to_end
 from dr.runtime.process import wait_until
-from dr.topology import Application, Kind
+from dr.topology import Application, Kind, Role
+from dr.topology.oauth_login import uses_oauth
 
 __all__ = [
     "ConfigSource",
@@ -40,6 +41,7 @@ __all__ = [
     "Traffic",
     "application_rto",
     "consumer_report",
+    "own_login",
     "read_keys",
     "snapshot_pause",
     "start_config",
@@ -55,9 +57,12 @@ class ConfigSource:
     cluster's configuration, not when the drill tells them to.
     """
 
-    def __init__(self, state: Path, app: str, clusters: dict[str, str]) -> None:
+    def __init__(self, state: Path, app: str, clusters: dict[str, str], estate: Estate | None = None) -> None:
         self.path = client_files(state, app)[1]
+        self.app = app
         self.clusters = clusters  # bootstrap servers → cluster name
+        self.estate = estate
+        """With it, a configuration that lacks the application's OAUTHBEARER client secret gets it (:func:`own_login`)."""
         self._seen: float | None = None
 
     def changed(self, current_bootstrap: str) -> tuple[dict[str, Any], str] | None:
@@ -77,7 +82,33 @@ class ConfigSource:
         bootstrap = conf.get("bootstrap.servers")
         if bootstrap == current_bootstrap or bootstrap not in self.clusters:
             return None
-        return conf, self.clusters[bootstrap]
+        cluster = self.clusters[bootstrap]
+        return (conf if self.estate is None else own_login(self.estate, self.app, cluster, conf)), cluster
+
+
+_CLIENT_SECRET = "sasl.oauthbearer.client.secret"
+
+
+def own_login(estate: Estate, app: str, cluster: str, conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf``, ``app``'s published configuration for ``cluster``, as the drill's application logs in with it.
+
+    On an OAUTHBEARER cluster the published file carries everything but the application's client secret (its
+    team adds it): the drill adds the secret the stack holds for that application
+    (``oauth.applications.<app>.clientSecret``) — its own client, never the admin's. A :class:`ConfigError`
+    names the secret when the stack does not hold it. Other clusters' configurations are returned as they are."""
+    if not uses_oauth(estate.topology.cluster(cluster)) or conf.get(_CLIENT_SECRET):
+        return conf
+    try:
+        secret = estate.endpoint(cluster, app).password
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the drill's application {app!r} logs in to OAUTHBEARER cluster {cluster!r} as its own client, "
+            f"whose secret the stack does not hold: {exc.problem}",
+            f"set it as a stack secret (`pulumi config set --path --secret "
+            f"'kafka-dr:clusters[<i>].oauth.applications.{app}.clientSecret' <secret>`), or rehearse with "
+            "`drctl failover` and the application itself. Nothing was changed",
+        ) from None
+    return {**conf, _CLIENT_SECRET: secret}
 
 
 UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN"})
@@ -411,11 +442,15 @@ def _published(state: Path, app: str) -> dict[str, Any] | None:
 
 def start_config(estate: Estate, state: Path, app: Application, cluster: str, bootstrap: str) -> dict[str, Any]:
     """What ``app`` starts with: its published configuration when that names ``cluster`` (the
-    stack's own, as real applications read it), else its endpoint on ``cluster``."""
+    stack's own, as real applications read it), else its endpoint on ``cluster`` — over OAUTHBEARER either
+    way as its own client, with the secret the stack holds for it (:func:`own_login`)."""
     conf = _published(state, app.name)
     if conf is not None and conf.get("bootstrap.servers") == bootstrap:
-        return conf
-    ep = estate.endpoint(cluster).with_user(app.name, estate.app_password(app.name))
+        return own_login(estate, app.name, cluster, conf)
+    if uses_oauth(estate.topology.cluster(cluster)):
+        ep = estate.endpoint(cluster, app.name)  # its own client identity, its secret from the stack
+    else:
+        ep = estate.endpoint(cluster).with_user(app.name, estate.app_password(app.name))
     return ep.config(**({"group.id": app.consumer_group} if app.consumer_group else {}))
 
 
@@ -425,7 +460,9 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
 
     Each application starts from its published client configuration for the active cluster
     (``<state>/clients/<app>.json``) and follows it when a failover publishes another cluster's —
-    for local and external clusters alike."""
+    for local and external clusters alike; over OAUTHBEARER as its own client (:func:`own_login`), whose
+    secret the stack must hold for the active cluster and the passive one it moves to (checked here, before
+    any traffic)."""
     topology = estate.topology
     A = topology.active().name
     producer_app = next(a for a in topology.principals.applications if topology.produced_by(a))
@@ -438,16 +475,21 @@ def start_traffic(estate: Estate, state: Path, rate: int, key_prefix: str) -> Tr
         for c in topology.clusters
     }
     a_bootstrap = next(b for b, name in clusters.items() if name == A)
+    for app in (producer_app, consumer_app):
+        for c in topology.clusters:
+            if app is not None and c.role is Role.PASSIVE:
+                own_login(estate, app.name, c.name, {})  # a secret the stack lacks: refused before anything
     producer_conf = start_config(estate, state, producer_app, A, a_bootstrap)
     producer_conf.pop("group.id", None)  # a producer property only in name: librdkafka warns of it
-    producer = ProducerLoop(producer_conf, A, topic, rate, ConfigSource(state, producer_app.name, clusters), key_prefix)
+    source = ConfigSource(state, producer_app.name, clusters, estate)
+    producer = ProducerLoop(producer_conf, A, topic, rate, source, key_prefix)
     consumer = None
     if consumer_app is not None:
         consumer = ConsumerLoop(
             start_config(estate, state, consumer_app, A, a_bootstrap),
             A,
             topic,
-            ConfigSource(state, consumer_app.name, clusters),
+            ConfigSource(state, consumer_app.name, clusters, estate),
         )
     traffic = Traffic(
         producer,

@@ -116,3 +116,22 @@ def test_a_token_the_brokers_refuse_names_audience_and_issuer() -> None:
     )
     assert "the brokers refused the token of client 'kdr-admin'" in err.problem and "invalid_token" in err.problem
     assert err.fix is not None and "'kafka'" in err.fix and "scope asked: other" in err.fix
+
+
+def test_kafkas_java_tools_allow_the_token_endpoint_over_oauthbearer(tmp_path: Path) -> None:
+    """ConfigCommand (status --parity, adopt) and TransactionsCommand log in with the endpoint's Java settings; over
+    OAUTHBEARER Kafka 4 refuses a token endpoint the JVM does not list, so the command line lists it (and only then)."""
+    from dr.kafka.oauth import ALLOWED_URLS_PROPERTY, jvm_allowed_urls
+    from dr.runtime.quota_reader import describe_command
+
+    settings = OAuthSettings("http://127.0.0.1:8080/kafka/token", "kafka")
+    oauth = Endpoint("a:9092", "kdr-admin", "s3cret", "SASL_PLAINTEXT", "OAUTHBEARER", None, "A", settings)
+    cmd = describe_command(oauth, tmp_path / "admin.properties", ("users",), tmp_path)
+    assert f"-D{ALLOWED_URLS_PROPERTY}=http://127.0.0.1:8080/kafka/token" in cmd
+    assert cmd.index(f"-D{ALLOWED_URLS_PROPERTY}=http://127.0.0.1:8080/kafka/token") < cmd.index("-cp")
+    assert not any("s3cret" in word for word in cmd), "the secret is in the 0600 config file, not the command"
+    scram = Endpoint("a:9092", "admin", "pw", "SASL_PLAINTEXT", "SCRAM-SHA-512")
+    assert not any(
+        ALLOWED_URLS_PROPERTY in word for word in describe_command(scram, tmp_path / "p", ("users",), tmp_path)
+    )
+    assert jvm_allowed_urls(None) == []

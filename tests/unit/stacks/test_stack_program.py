@@ -913,3 +913,23 @@ def test_oauthbearer_clusters_log_the_provider_in_with_the_admin_client_and_make
     assert published["sasl.oauthbearer.client.id"] == "orders"
     assert published["sasl.oauthbearer.token.endpoint.url"] == "http://127.0.0.1:8080/kafka/token"
     assert not any("secret" in key or "password" in key for key in published), published
+
+
+def test_with_oauthbearer_links_only_no_replicator_password_is_generated(tmp_path: Path) -> None:
+    """The replicator logs in with its client id and secret on every end: a generated password would be a
+    secret nothing uses (kept in the state and the stack's ``credentials`` output all the same)."""
+    from stacks.kept_passwords import generated_users, replicator_password_used
+
+    topology = _oauth_topology()
+    assert not replicator_password_used(topology)
+    assert "replicator" not in generated_users(topology)
+    run = run_program(topology, tmp_path)
+    assert "replicator" not in run.outputs["credentials"], "a replicator password was generated for OAuth links"
+    assert "replicator" not in run.credentials()
+    # one cluster that is not OAUTHBEARER (here a SCRAM one) logs the replicator in with a password again
+    doc = topology.model_dump(mode="json", by_alias=False)
+    scram = {**doc["clusters"][1], "sasl_mechanism": "SCRAM-SHA-512", "oauth": None, "admin_username": "admin"}
+    mixed = topology.model_copy(
+        update={"clusters": [topology.clusters[0], type(topology.clusters[1]).model_validate(scram)]}
+    )
+    assert replicator_password_used(mixed) and "replicator" in generated_users(mixed)

@@ -124,3 +124,13 @@ def test_a_cluster_that_could_not_be_read_is_no_pair() -> None:
     assert parity_drifts(t, {"dc1": live["dc1"]}) == []
     missing = parity_drifts(t, live)
     assert {d.what for d in missing} == {"declared topic 'orders' is missing", "declared topic 'payments' is missing"}
+
+
+def test_oauthbearer_clusters_hold_no_scram_users_and_miss_none() -> None:
+    """The identity provider holds every client of an OAUTHBEARER cluster: no SCRAM user is declared missing
+    there (the repair offered, `drctl estate up`, would create none)."""
+    from tests.unit.stacks.test_stack_program import _oauth_topology
+
+    t = _oauth_topology()
+    live = {name: replace(holding(t, name), scram_users={}) for name in ("A", "B")}
+    assert parity_drifts(t, live) == []

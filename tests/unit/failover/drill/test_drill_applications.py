@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,103 @@ def test_the_snapshotter_never_takes_more_than_a_fifth_of_the_time() -> None:
     assert snapshot_pause(0.3) == 1.2
     for took in (0.01, 0.05, 0.1, 0.3, 2.0):
         assert took / (took + snapshot_pause(took)) <= 0.2
+
+
+def _oauth_estate(tmp_path: Path, app_secret: str | None) -> Any:
+    """A, B over OAUTHBEARER (secrets in plain text, as a unit test may); orders-app's secret on both, or on none."""
+    from dr.estate.estate import Estate
+    from dr.topology import load_topology
+
+    def cluster(name: str, role: str) -> dict[str, Any]:
+        app: dict[str, Any] = {"client_id": "orders-app"}
+        if app_secret is not None:
+            app["client_secret"] = app_secret
+        return {
+            "name": name, "role": role, "kind": "external", "bootstrap_servers": f"{name.lower()}.example:9092",
+            "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+            "oauth": {
+                "token_endpoint": "http://127.0.0.1:8080/kafka/token", "scope": "kafka", "audience": "kafka",
+                "admin": {"client_id": "kdr-admin", "client_secret": "admin-secret"},
+                "replicator": {"client_id": "replicator", "client_secret": "replicator-secret"},
+                "applications": {"orders-app": app},
+            },
+        }  # fmt: skip
+
+    topology = load_topology(
+        "oauth",
+        {
+            "kafka-dr:clusters": [cluster("A", "active"), cluster("B", "passive")],
+            "kafka-dr:topics": [{"name": "orders", "partitions": 1, "replication_factor": 1}],
+            "kafka-dr:principals": {"applications": [{"name": "orders-app", "produces": ["orders"]}]},
+            "kafka-dr:links": [{"name": "A-to-B", "source": "A", "target": "B"}],
+        },
+    )
+    return Estate(topology, tmp_path)
+
+
+def _publish_oauth(state: Path, bootstrap: str) -> None:
+    """What a failover publishes for orders-app on an OAUTHBEARER cluster: its client id, never its secret."""
+    d = state / "clients"
+    d.mkdir(parents=True, exist_ok=True)
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "orders-app",
+    }
+    path = d / "orders-app.json"
+    path.write_text(json.dumps(conf))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+
+def test_over_oauth_the_drills_application_logs_in_as_its_own_client_where_it_starts_and_where_it_moves(
+    tmp_path: Path,
+) -> None:
+    """The published file lacks the secret (its team adds it): the drill adds orders-app's from the stack — not
+    the admin's, not a generated SCRAM password — when it starts on A and when it follows the file to B."""
+    from dr.failover.drill.traffic import start_config
+
+    estate = _oauth_estate(tmp_path, "orders-secret")
+    app = estate.topology.principals.applications[0]
+    _publish_oauth(tmp_path, "a.example:9092")
+    conf = start_config(estate, tmp_path, app, "A", "a.example:9092")
+    assert conf["sasl.oauthbearer.client.id"] == "orders-app"
+    assert conf["sasl.oauthbearer.client.secret"] == "orders-secret"
+    source = ConfigSource(tmp_path, "orders-app", {"a.example:9092": "A", "b.example:9092": "B"}, estate)
+    _publish_oauth(tmp_path, "b.example:9092")
+    moved = source.changed("a.example:9092")
+    assert moved is not None and moved[1] == "B"
+    assert moved[0]["sasl.oauthbearer.client.id"] == "orders-app"
+    assert moved[0]["sasl.oauthbearer.client.secret"] == "orders-secret"
+    # nothing published for A yet: the application's own endpoint, still its own client
+    (tmp_path / "clients" / "orders-app.json").unlink()
+    conf = start_config(estate, tmp_path, app, "A", "a.example:9092")
+    assert conf["sasl.oauthbearer.client.id"] == "orders-app"
+    assert conf["sasl.oauthbearer.client.secret"] == "orders-secret"
+
+
+def test_over_oauth_a_drill_whose_stack_lacks_the_applications_secret_is_refused_before_any_traffic(
+    tmp_path: Path,
+) -> None:
+    from dr.base.errors import ConfigError
+    from dr.failover.drill.traffic import start_traffic
+
+    estate = _oauth_estate(tmp_path, None)
+    _publish_oauth(tmp_path, "a.example:9092")
+    with pytest.raises(ConfigError) as info:
+        start_traffic(estate, tmp_path, 10, "drill")
+    assert "'orders-app' logs in to OAUTHBEARER cluster" in info.value.problem, info.value.problem
+    assert "oauth.applications.orders-app.clientSecret" in (info.value.fix or "")
+
+
+def test_over_oauth_the_endpoints_unmodified_client_logs_in_as_the_application_not_the_admin(tmp_path: Path) -> None:
+    from dr.failover.drill.endpoint_clients import endpoint_login
+
+    ep = endpoint_login(_oauth_estate(tmp_path, "orders-secret"), "A", "orders-app", "127.0.0.1:19092")
+    conf = ep.config()
+    assert conf["bootstrap.servers"] == "127.0.0.1:19092", "the endpoint's address only"
+    assert (
+        conf["sasl.oauthbearer.client.id"] == "orders-app" and conf["sasl.oauthbearer.client.secret"] == "orders-secret"
+    )
