@@ -133,6 +133,20 @@ class ClusterAccess(pulumi.ComponentResource):
         self.topic_set: TopicSet | None = None
         self.acl_set: AclSet | None = None
         if batched and args.connection is not None:
+            self.topic_set = TopicSet(
+                f"{c.name}-topics",
+                connection=args.connection,
+                topics=[
+                    {
+                        "name": t.name,
+                        "partitions": t.partitions,
+                        "replication_factor": t.replication_factor,
+                        "config": {"min.insync.replicas": str(t.min_insync_replicas), **t.configs},
+                    }
+                    for t in declared
+                ],
+                opts=sets,
+            )
             self.acl_set = AclSet(
                 f"{c.name}-acls",
                 connection=args.connection,
@@ -147,25 +161,6 @@ class ClusterAccess(pulumi.ComponentResource):
                     for rule in rules
                 ],
                 opts=sets,
-            )
-            self.topic_set = TopicSet(
-                f"{c.name}-topics",
-                connection=args.connection,
-                topics=[
-                    {
-                        "name": t.name,
-                        "partitions": t.partitions,
-                        "replication_factor": t.replication_factor,
-                        "config": {"min.insync.replicas": str(t.min_insync_replicas), **t.configs},
-                    }
-                    for t in declared
-                ],
-                # after the users and the ACLs: a broker applies the metadata log in order, and creating
-                # thousands of partitions holds it for tens of seconds; a user or ACL committed behind them
-                # could not be used until then (the link's replicator could not log in)
-                opts=pulumi.ResourceOptions.merge(
-                    sets, pulumi.ResourceOptions(depends_on=[r for r in (self.user_set, self.acl_set) if r])
-                ),
             )
         else:
             for topic in declared:
