@@ -3,7 +3,8 @@
 Python dynamic providers over confluent-kafka's AdminClient. Each operation is one admin request
 for the whole set, where ``pulumi_kafka`` makes one request (and a poll) per topic or ACL:
 
-* :class:`TopicSet` — create: one CreateTopics for every missing topic; a topic already there with
+* :class:`TopicSet` — create: one CreateTopics for every missing topic (done once every new partition
+  has its log on the brokers: :func:`_await_logs`); a topic already there with
   the declared partitions and replication factor is adopted (its configs set), one that differs is
   refused. update: create added topics, add partitions, set changed configs. A topic removed from
   the set is *retained* in Kafka (as ``retain_on_delete`` of the individual topics), and ``delete``
@@ -196,6 +197,8 @@ def _apply_topics(props: dict[str, Any], old: dict[str, dict[str, Any]] | None =
             except Exception as exc:  # noqa: BLE001 - gathered, reported together below
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     errors.append(f"{name}: {exc}")
+    if missing and not errors:
+        _await_logs(props, {t.topic: t.num_partitions for t in missing})
     grow = {
         name: NewPartitions(name, int(t["partitions"]))
         for name, t in wanted.items()
@@ -232,6 +235,42 @@ def _apply_topics(props: dict[str, Any], old: dict[str, dict[str, Any]] | None =
         raise RuntimeError(
             f"cluster {props.get('cluster')}: {len(errors)} topic change(s) failed: {'; '.join(errors[:5])}"
             f"{' …' if len(errors) > 5 else ''}. {_RETRY}"
+        )
+
+
+_LOGS_TIMEOUT = 300.0
+
+
+def _await_logs(props: dict[str, Any], created: dict[str, int]) -> None:
+    """Wait until the brokers hold a log for every partition of the topics just ``created`` (name →
+    partitions): each answers a ListOffsets. CreateTopics returns once the controller committed them, but a
+    broker applies the metadata log in order, and thousands of new partitions hold it for tens of seconds
+    (4,000 took 24–39 s on one broker here): whatever is committed behind them — the link's replicator's
+    SCRAM user, MirrorMaker 2's own internal topics, whose wait Connect bounds at 30 s — would not be
+    usable until then. The set is created when its partitions can be used."""
+    from dr.kafka.offsets import end_offsets
+    from dr.runtime.process import wait_until
+
+    endpoint = _endpoint(props)
+    names = sorted(created)
+    held: dict[str, int] = {}
+
+    def ready() -> bool:
+        try:
+            ends = end_offsets(endpoint, names, timeout=5.0)
+        except Exception:  # noqa: BLE001 - a partition without its log yet: not ready
+            return False
+        held.clear()
+        for topic, _partition in ends:
+            held[topic] = held.get(topic, 0) + 1
+        return all(held.get(name, 0) >= n for name, n in created.items())
+
+    if not wait_until(ready, _LOGS_TIMEOUT, interval=0.5):
+        short = sorted(name for name, n in created.items() if held.get(name, 0) < n)
+        raise RuntimeError(
+            f"cluster {props.get('cluster')}: {len(short)} created topic(s) have partitions without a log on their "
+            f"brokers after {_LOGS_TIMEOUT:.0f}s: {', '.join(short[:5])}{' …' if len(short) > 5 else ''}. Check the "
+            "brokers' logs and disks (`drctl status`), then run `pulumi up` again (it resumes)"
         )
 
 
