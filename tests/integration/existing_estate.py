@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dr.base.toolchain import toolchain
+from dr.runtime.process import pid_alive, wait_until
 from tests import processes
 
 _SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -366,18 +367,17 @@ class TeamProxy:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """SIGTERM the proxy (it is gone when its pid file names no live process)."""
+        """SIGTERM the proxy (it is gone when its pid file names no live process). A zombie counts as gone: the
+        daemon's parent exited, so it is re-parented to the pytest process (a child subreaper, tests/processes.py),
+        which reaps it later — ``kill(pid, 0)`` alone kept answering for it and waited out the whole 10 s."""
         try:
             pid = int(self.pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return
         try:
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                os.kill(pid, 0)
-                time.sleep(0.1)
-            os.kill(pid, signal.SIGKILL)
+            if not wait_until(lambda: not pid_alive(pid), 10):
+                os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.pid_file.unlink(missing_ok=True)

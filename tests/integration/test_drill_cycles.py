@@ -50,7 +50,7 @@ def test_two_cycles_each_graded_and_clean(tmp_path: Path, stack_ports: tuple[int
     write_local_stack(tmp_path, STACK, stack_ports, one_broker=("A", "B", "C"), local_tls=True)
     out = tmp_path / "drill"
     res = drctl_drill(
-        tmp_path, STACK, out, "--cycles", "2", "--warmup", "4", "--rate", "100", "--kill-replicator", "--keep",
+        tmp_path, STACK, out, "--cycles", "2", "--warmup", "1", "--rate", "100", "--kill-replicator", "--keep",
         timeout=1800,
     )  # fmt: skip
     try:
