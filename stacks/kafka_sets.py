@@ -31,6 +31,8 @@ fingerprints, secret, are kept to notice a rotation).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pulumi
@@ -109,6 +111,18 @@ def _fail(props: dict[str, Any], what: str, exc: BaseException, step: str) -> Ru
 
 
 _RETRY = "Check that the cluster runs (`drctl status`), then run `pulumi up` again (it resumes)."
+
+
+@contextmanager
+def _shown_as(props: dict[str, Any], what: str, step: str = _RETRY) -> Iterator[None]:
+    """The block's failure as the engine shows it on the resource: an error this module worded
+    (RuntimeError) as it is, any other through :func:`_fail` (the cluster, ``what`` failed, ``step``)."""
+    try:
+        yield
+    except RuntimeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - shown on the resource
+        raise _fail(props, what, exc, step) from None
 
 
 def _connection_changed(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
@@ -280,12 +294,8 @@ def _topic_outs(props: dict[str, Any]) -> dict[str, Any]:
 
 class _TopicSetProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
-        try:
+        with _shown_as(props, f"creating {len(props.get('topics') or [])} topics"):
             _apply_topics(props)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - shown on the resource
-            raise _fail(props, f"creating {len(props.get('topics') or [])} topics", exc, _RETRY) from None
         return CreateResult(id_=str(props["cluster"]), outs=_topic_outs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -304,12 +314,8 @@ class _TopicSetProvider(ResourceProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         old = {t["name"]: t for t in olds.get("topics") or []}
-        try:
+        with _shown_as(news, "changing the topics"):
             _apply_topics(news, old)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(news, "changing the topics", exc, _RETRY) from None
         return UpdateResult(outs=_topic_outs(news))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
@@ -467,12 +473,8 @@ def _delete_acls(props: dict[str, Any], bindings: list[dict[str, Any]]) -> None:
 class _AclSetProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         acls = props.get("acls") or []
-        try:
+        with _shown_as(props, f"creating {len(acls)} ACLs"):
             _create_acls(props, acls)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(props, f"creating {len(acls)} ACLs", exc, _RETRY) from None
         return CreateResult(id_=str(props["cluster"]), outs={**props, "count": len(acls)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -492,13 +494,9 @@ class _AclSetProvider(ResourceProvider):
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         wanted = {_key(b) for b in news.get("acls") or []}
         removed = [b for b in olds.get("acls") or [] if _key(b) not in wanted]
-        try:
+        with _shown_as(news, "changing the ACLs"):
             _create_acls(news, news.get("acls") or [])
             _delete_acls(news, removed)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(news, "changing the ACLs", exc, _RETRY) from None
         return UpdateResult(outs={**news, "count": len(news.get("acls") or [])})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
@@ -640,22 +638,14 @@ def changed_users(olds: dict[str, Any], news: dict[str, Any]) -> tuple[list[str]
 class _UserSetProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         users = sorted(props.get("users") or [])
-        try:
+        with _shown_as(props, f"creating {len(users)} SCRAM users"):
             _upsert_users(props, users)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - shown on the resource
-            raise _fail(props, f"creating {len(users)} SCRAM users", exc, _RETRY) from None
         return CreateResult(id_=str(props["cluster"]), outs=_user_outs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         names = list(props.get("users") or [])
-        try:
+        with _shown_as(props, "reading the SCRAM users"):
             seen = _observed_users(props, names)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(props, "reading the SCRAM users", exc, _RETRY) from None
         kept = [u for u in names if u in seen]
         versions = {u: v for u, v in (props.get("versions") or {}).items() if u in seen}
         return ReadResult(id_, {**_user_outs(props), "users": kept, "versions": versions, "count": len(kept)})
@@ -669,13 +659,9 @@ class _UserSetProvider(ResourceProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         upsert, remove = changed_users(olds, news)
-        try:
+        with _shown_as(news, "changing the SCRAM users"):
             _upsert_users(news, upsert)
             _delete_users(news, remove)
-        except RuntimeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(news, "changing the SCRAM users", exc, _RETRY) from None
         return UpdateResult(outs=_user_outs(news))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
