@@ -576,9 +576,11 @@ class MirrorMaker:
                 try:
                     connected_admin(endpoint, timeout=max(1.0, min(10.0, deadline - time.monotonic())))
                     break
-                except DRError:
+                except DRError as exc:
                     if time.monotonic() >= deadline:
-                        raise
+                        raise type(exc)(
+                            f"logging in to {cluster.name} as the replicator: {exc.problem}", exc.fix
+                        ) from None
                     time.sleep(0.25)
 
     def _source_has_topics(self) -> bool:
