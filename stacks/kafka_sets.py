@@ -541,14 +541,10 @@ _SCRAM_ITERATIONS = 4096  # pulumi_kafka's UserScramCredential default
 
 def _upsert_users(props: dict[str, Any], names: list[str]) -> None:
     """One AlterUserScramCredentials: every user of ``names`` with its password from ``props``."""
-    if not names:
-        return
-    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from dr.kafka.client import upsert_scram_users
 
     passwords = props.get("passwords") or {}
-    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, _SCRAM_ITERATIONS)
-    alterations = [UserScramCredentialUpsertion(n, info, str(passwords[n]).encode()) for n in names]
-    _alter_users(props, alterations, "not created or changed")
+    upsert_scram_users(_endpoint(props), {n: str(passwords[n]) for n in names}, _SCRAM_ITERATIONS)
 
 
 def _delete_users(props: dict[str, Any], names: list[str]) -> None:
@@ -558,26 +554,18 @@ def _delete_users(props: dict[str, Any], names: list[str]) -> None:
         return
     from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
-    _alter_users(
-        props,
-        [UserScramCredentialDeletion(n, ScramMechanism.SCRAM_SHA_512) for n in names],
-        "not deleted",
-        gone_ok=True,
-    )
-
-
-def _alter_users(props: dict[str, Any], alterations: list[Any], what: str, *, gone_ok: bool = False) -> None:
-    errors = []
     admin = _admin(props)  # held until every answer is in: a collected client cancels its requests
-    for user, fut in admin.alter_user_scram_credentials(alterations, request_timeout=_TIMEOUT).items():
+    deletions = [UserScramCredentialDeletion(n, ScramMechanism.SCRAM_SHA_512) for n in names]
+    errors = []
+    for user, fut in admin.alter_user_scram_credentials(deletions, request_timeout=_TIMEOUT).items():
         try:
             fut.result(timeout=_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - gathered, reported together below
-            if not (gone_ok and _not_found(exc)):
+            if not _not_found(exc):
                 errors.append(f"{user}: {exc}")
     if errors:
         raise RuntimeError(
-            f"cluster {props.get('cluster')}: {len(errors)} SCRAM user(s) {what}: {'; '.join(errors[:3])}"
+            f"cluster {props.get('cluster')}: {len(errors)} SCRAM user(s) not deleted: {'; '.join(errors[:3])}"
             f"{' …' if len(errors) > 3 else ''}. {_RETRY}"
         )
 
@@ -594,12 +582,12 @@ def _observed_users(props: dict[str, Any], names: list[str]) -> set[str]:
     asked only once the cluster lets the admin describe it: librdkafka aborts the process on that refusal)."""
     if not names:
         return set()
-    from confluent_kafka.admin import AclOperation, ScramMechanism
+    from confluent_kafka.admin import ScramMechanism
+
+    from dr.kafka.live import may_describe_cluster
 
     admin = _admin(props)
-    described = admin.describe_cluster(include_authorized_operations=True, request_timeout=_TIMEOUT)
-    allowed = described.result(timeout=_TIMEOUT).authorized_operations or []
-    if AclOperation.DESCRIBE not in allowed and AclOperation.ALL not in allowed:
+    if not may_describe_cluster(admin, _endpoint(props), _TIMEOUT):
         raise RuntimeError(
             f"cluster {props.get('cluster')}: the admin login may not describe the cluster, so its SCRAM users "
             "cannot be read. Grant it DESCRIBE on the cluster (or run `pulumi up` without --refresh)"

@@ -239,9 +239,10 @@ def _refuse_switch_to_batched(topology: Topology) -> None:
     previous = previous_outputs(topology.name)
     if not previous.get("clusters"):
         return
-    had = set(previous.get("batched_sets") or ()) if previous.get("provisioning") == "batched" else set()
-    if previous.get("provisioning") == "batched" and not had:
-        had = {"topics", "acls"}  # batched before its users were a set
+    # a stack deployed batched before its users were a set has no batched_sets: topics and ACLs
+    had = (
+        set(previous.get("batched_sets") or ("topics", "acls")) if previous.get("provisioning") == "batched" else set()
+    )
     items = [kind for kind in BATCHED_SETS if kind not in had]
     if items:
         what = {"topics": "topics", "acls": "ACLs", "users": "SCRAM users"}

@@ -135,7 +135,7 @@ _ADOPT_AS = (
 )
 
 
-def _may_describe_cluster(admin: AdminClient, endpoint: Endpoint, timeout: float) -> bool:
+def may_describe_cluster(admin: AdminClient, endpoint: Endpoint, timeout: float) -> bool:
     """Whether the brokers let this user describe the cluster (what DescribeUserScramCredentials needs), asked
     first: librdkafka aborts the whole process (``munmap_chunk(): invalid pointer``) when the brokers refuse
     that request — seen with confluent-kafka 2.10.1 to 2.16.2. Kafka lists no operation for a user that may do
@@ -254,7 +254,7 @@ def read_live(endpoint: Endpoint, timeout: float = 30.0) -> LiveCluster:
             )
         )
     live.acls.sort()
-    if not _may_describe_cluster(admin, endpoint, timeout):
+    if not may_describe_cluster(admin, endpoint, timeout):
         raise AuthError(
             f"{endpoint.label}: user {endpoint.username!r} may not describe SCRAM users (it lacks Describe on the "
             "cluster); nothing was written.",
